@@ -1,0 +1,20 @@
+# The quick start: `make report` builds and runs the main job; `make test` builds and runs every test.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: report test build deps
+
+report: build
+	mkdir -p runs
+	./$(BUILD)/flashbox report --json runs/report.json --html runs/report.html
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+build: deps
+	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+deps:
+	./scripts/install-deps.sh

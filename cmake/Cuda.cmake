@@ -1,0 +1,50 @@
+# CUDA is optional. FLASHBOX_HAVE_CUDA is defined for every target that links flashbox_cuda_flags.
+set(FLASHBOX_HAVE_CUDA OFF)
+if(FLASHBOX_CUDA STREQUAL "AUTO" OR FLASHBOX_CUDA STREQUAL "ON")
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    # Architectures are passed as explicit -gencode flags below (CMake 3.25 cannot name sm_90a).
+    set(CMAKE_CUDA_ARCHITECTURES OFF)
+    enable_language(CUDA)
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    set(FLASHBOX_HAVE_CUDA ON)
+  elseif(FLASHBOX_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "FLASHBOX_CUDA=ON but no CUDA compiler was found")
+  endif()
+endif()
+message(STATUS "flashbox: CUDA ${FLASHBOX_HAVE_CUDA} (archs ${FLASHBOX_CUDA_ARCHS})")
+
+# -gencode flags for the generic CUDA sources (every arch in the list) and for Hopper-only sources.
+set(FLASHBOX_GENCODE_ALL "")
+set(FLASHBOX_GENCODE_SM90A "")
+foreach(arch IN LISTS FLASHBOX_CUDA_ARCHS)
+  list(APPEND FLASHBOX_GENCODE_ALL "-gencode=arch=compute_${arch},code=sm_${arch}")
+  if(arch STREQUAL "90a")
+    list(APPEND FLASHBOX_GENCODE_SM90A "-gencode=arch=compute_90a,code=sm_90a")
+  endif()
+endforeach()
+
+# Adds CUDA sources to a target: files under an `sm90/` folder build for sm_90a only (and are left
+# out when 90a is not in FLASHBOX_CUDA_ARCHS), the rest for every listed arch.
+function(flashbox_add_cuda_sources target)
+  foreach(src IN LISTS ARGN)
+    if(src MATCHES "/sm90/")
+      if(NOT FLASHBOX_GENCODE_SM90A)
+        continue()
+      endif()
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${FLASHBOX_GENCODE_SM90A}")
+    else()
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${FLASHBOX_GENCODE_ALL}")
+    endif()
+    target_sources(${target} PRIVATE ${src})
+  endforeach()
+endfunction()
+
+set(FLASHBOX_CUDA_COMPILE_FLAGS
+  $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr --use_fast_math -lineinfo -Xptxas=-warn-spills>)

@@ -1,0 +1,91 @@
+/* flashbox: attention three ways (naive, online-softmax blocked, tensor-core flash), one contract.
+ *
+ * Layout: q, k, v, o are [batch, seq, head, head_dim] described by element strides for batch, seq and
+ * head; head_dim is contiguous. BTHD, BHTD and slices of either are all valid.
+ * Causal masking is bottom-right aligned (query i sees keys j <= i + seqlen_k - seqlen_q, as
+ * FlashAttention-2). A query row that sees no key gets O = 0 and LSE = -inf.
+ * GQA/MQA: heads_q is a multiple of heads_kv; query head h uses kv head h / (heads_q / heads_kv).
+ *
+ * Every function returns 0 on success or one of the FLASHBOX_ERR_* codes; the message of this
+ * thread's last failure is flashbox_last_error(). Nothing is written to outputs on a failed call. */
+#ifndef FLASHBOX_FLASHBOX_H
+#define FLASHBOX_FLASHBOX_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define FLASHBOX_API __declspec(dllexport)
+#else
+#define FLASHBOX_API __attribute__((visibility("default")))
+#endif
+
+typedef enum { FLASHBOX_FLOAT32 = 0, FLASHBOX_FLOAT16 = 1, FLASHBOX_BFLOAT16 = 2 } flashbox_dtype;
+typedef enum { FLASHBOX_CPU = 0, FLASHBOX_CUDA = 1 } flashbox_device;
+typedef enum { FLASHBOX_AUTO = 0, FLASHBOX_NAIVE = 1, FLASHBOX_BLOCKED = 2, FLASHBOX_FLASH = 3 } flashbox_impl;
+
+/* Error codes: each names one class of failure; the message names the argument and its value. */
+enum {
+  FLASHBOX_OK = 0,
+  FLASHBOX_ERR_NULL_POINTER = 1,       /* a required pointer (args, q, k, v, o, ...) is NULL */
+  FLASHBOX_ERR_INVALID_SIZE = 2,       /* batch, seqlen, heads or head_dim <= 0 */
+  FLASHBOX_ERR_SIZE_OVERFLOW = 3,      /* an element or byte count overflows int64 */
+  FLASHBOX_ERR_HEADS_MISMATCH = 4,     /* heads_q not a multiple of heads_kv */
+  FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM = 5,
+  FLASHBOX_ERR_UNSUPPORTED_DTYPE = 6,
+  FLASHBOX_ERR_UNSUPPORTED_IMPL = 7,   /* impl or device value unknown, or not available for it */
+  FLASHBOX_ERR_BAD_STRIDE = 8,         /* negative/zero stride, overlapping rows or heads */
+  FLASHBOX_ERR_MISALIGNED = 9,         /* pointer or stride not aligned as the kernel needs */
+  FLASHBOX_ERR_NO_DEVICE = 10,         /* CUDA requested, but no CUDA build or no GPU */
+  FLASHBOX_ERR_OUT_OF_MEMORY = 11,     /* host or device allocation failed */
+  FLASHBOX_ERR_CUDA = 12,              /* a CUDA runtime / cuBLAS call failed */
+  FLASHBOX_ERR_INVALID_ARGUMENT = 13,  /* any other bad value (causal not 0/1, bad softmax_scale, ...) */
+  FLASHBOX_ERR_INTERNAL = 14
+};
+
+typedef struct {
+  flashbox_device device; flashbox_dtype dtype; flashbox_impl impl;
+  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
+  const void *q, *k, *v; void *o;
+  float *lse;                         /* [batch, heads_q, seqlen_q] fp32, natural log; may be NULL */
+  int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];   /* batch, seq, head (elements) */
+  float softmax_scale;                /* 0 means 1/sqrt(head_dim) */
+  int causal;                         /* 0 or 1, bottom-right aligned */
+  void *stream;                       /* cudaStream_t for FLASHBOX_CUDA, else ignored */
+} flashbox_attention_args;
+
+FLASHBOX_API int flashbox_attention_forward(const flashbox_attention_args *args);  /* 0 on success */
+FLASHBOX_API const char *flashbox_last_error(void);   /* message of this thread's last failure */
+FLASHBOX_API const char *flashbox_version(void);
+
+/* Backward pass. fwd holds the forward's arguments; its o and lse (required) are the forward's outputs
+ * and are read, never written. dq/dk/dv have the layouts of q/k/v (strides given separately). */
+typedef struct {
+  flashbox_attention_args fwd;        /* the forward's arguments: q, k, v, o, lse (required) */
+  const void *dout;  int64_t dout_stride[3];
+  void *dq, *dk, *dv; int64_t dq_stride[3], dk_stride[3], dv_stride[3];
+  int deterministic;                  /* 1: bitwise-reproducible dq/dk/dv across runs */
+} flashbox_attention_grad_args;
+FLASHBOX_API int flashbox_attention_backward(const flashbox_attention_grad_args *args);
+/* Bytes of scratch memory the backward allocates internally for these arguments (fp32 dq accumulator,
+ * row sums D = rowsum(dO * O)); negative on invalid arguments. */
+FLASHBOX_API int64_t flashbox_attention_backward_workspace_size(const flashbox_attention_grad_args *args);
+
+/* Introspection, for tools and tests. */
+FLASHBOX_API int flashbox_cuda_device_count(void);      /* 0 when built without CUDA or no GPU */
+FLASHBOX_API const char *flashbox_impl_name(flashbox_impl impl);  /* "auto", "naive", "blocked", "flash" */
+/* Peak bytes of scratch memory (host for CPU, device for CUDA) the library itself allocated during this
+ * thread's last successful forward/backward call: S and P for naive, 0 for flash. Measured by the
+ * library's allocation wrapper, not computed from the sizes. */
+FLASHBOX_API int64_t flashbox_last_scratch_peak_bytes(void);
+/* Name of the kernel that ran in this thread's last successful call, e.g. "cpu_blocked_64x64",
+ * "cuda_flash_sm80_d64". */
+FLASHBOX_API const char *flashbox_last_kernel(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FLASHBOX_FLASHBOX_H */

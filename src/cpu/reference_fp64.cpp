@@ -1,0 +1,74 @@
+// fp64 reference attention: for every (batch, query head, query row) the scores of the keys the row
+// may see, their max, sum of exp(s - max), and the weighted sum of values, all in double. Slow and
+// obvious on purpose; parallel over (batch, head) only to keep the tests quick.
+#include "cpu/reference_fp64.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "cpu/dtype.hpp"
+
+namespace flashbox::cpu {
+
+double effective_softmax_scale(const flashbox_attention_args &a) {
+  return a.softmax_scale != 0.0f ? double(a.softmax_scale) : 1.0 / std::sqrt(double(a.head_dim));
+}
+
+namespace {
+
+// Copies rows [0, n) of one head of a strided tensor into a dense [n, d] double array.
+void gather_head(const void *base, flashbox_dtype t, const int64_t *stride, int64_t b, int64_t h, int64_t n,
+                 int64_t d, std::vector<double> &dst) {
+  dst.resize(size_t(n * d));
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t off = b * stride[0] + r * stride[1] + h * stride[2];
+    for (int64_t c = 0; c < d; ++c) dst[size_t(r * d + c)] = load_as_float(base, t, off + c);
+  }
+}
+
+}  // namespace
+
+void reference_attention_fp64(const flashbox_attention_args &a, std::vector<double> &out,
+                              std::vector<double> *lse) {
+  const int64_t B = a.batch, SQ = a.seqlen_q, SK = a.seqlen_k, HQ = a.heads_q, D = a.head_dim;
+  const int64_t group = a.heads_q / a.heads_kv;
+  const double scale = effective_softmax_scale(a);
+  out.assign(size_t(B * SQ * HQ * D), 0.0);
+  if (lse) lse->assign(size_t(B * HQ * SQ), -std::numeric_limits<double>::infinity());
+
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t h = 0; h < HQ; ++h) {
+      std::vector<double> q, k, v, s;
+      gather_head(a.q, a.dtype, a.q_stride, b, h, SQ, D, q);
+      gather_head(a.k, a.dtype, a.k_stride, b, h / group, SK, D, k);
+      gather_head(a.v, a.dtype, a.v_stride, b, h / group, SK, D, v);
+      s.resize(size_t(SK));
+      for (int64_t i = 0; i < SQ; ++i) {
+        const int64_t end = a.causal ? std::clamp<int64_t>(causal_key_end(i, SQ, SK), 0, SK) : SK;
+        double *o = &out[size_t(((b * SQ + i) * HQ + h) * D)];
+        if (end == 0) continue;  // sees no key: O = 0, LSE = -inf (already set)
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < end; ++j) {
+          double dot = 0.0;
+          for (int64_t c = 0; c < D; ++c) dot += q[size_t(i * D + c)] * k[size_t(j * D + c)];
+          s[size_t(j)] = dot * scale;
+          mx = std::max(mx, s[size_t(j)]);
+        }
+        double sum = 0.0;
+        for (int64_t j = 0; j < end; ++j) {
+          s[size_t(j)] = std::exp(s[size_t(j)] - mx);
+          sum += s[size_t(j)];
+        }
+        for (int64_t j = 0; j < end; ++j) {
+          const double p = s[size_t(j)] / sum;
+          for (int64_t c = 0; c < D; ++c) o[c] += p * v[size_t(j * D + c)];
+        }
+        if (lse) (*lse)[size_t((b * HQ + h) * SQ + i)] = mx + std::log(sum);
+      }
+    }
+  }
+}
+
+}  // namespace flashbox::cpu

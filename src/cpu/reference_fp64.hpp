@@ -1,0 +1,26 @@
+// The fp64 reference every implementation is checked against (tests, `flashbox check`).
+#pragma once
+#include <vector>
+
+#include "flashbox/flashbox.h"
+
+namespace flashbox::cpu {
+
+// Plain attention in double precision from the args' strided inputs (any dtype), following the C
+// API's contract: bottom-right causal, GQA, softmax_scale 0 meaning 1/sqrt(head_dim), and a row that
+// sees no key gets O = 0 and LSE = -inf. `out` becomes dense [batch, seqlen_q, heads_q, head_dim];
+// `lse` (when not null) dense [batch, heads_q, seqlen_q], natural log. Arguments are assumed valid;
+// a.o and a.lse are ignored.
+void reference_attention_fp64(const flashbox_attention_args &a, std::vector<double> &out,
+                              std::vector<double> *lse);
+
+// The scale the API applies: softmax_scale, or 1/sqrt(head_dim) when it is 0.
+double effective_softmax_scale(const flashbox_attention_args &a);
+
+// Last key index (exclusive) query row i may see, before clamping to [0, seqlen_k]:
+// bottom-right causal alignment, i.e. keys j <= i + seqlen_k - seqlen_q.
+inline long long causal_key_end(long long i, long long seqlen_q, long long seqlen_k) {
+  return i + seqlen_k - seqlen_q + 1;
+}
+
+}  // namespace flashbox::cpu

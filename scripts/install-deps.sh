@@ -26,3 +26,7 @@ if [ -f web/package.json ] && [ ! -d web/node_modules ]; then
   echo "install-deps: npm ci in web/"
   (cd web && npm ci --no-audit --no-fund --loglevel=error)
 fi
+if [ -f tests/gpt2/node/package.json ] && [ ! -d tests/gpt2/node/node_modules ]; then
+  echo "install-deps: npm ci in tests/gpt2/node/ (GPT-2 tokenizer files and reference)"
+  (cd tests/gpt2/node && npm ci --no-audit --no-fund --loglevel=error)
+fi

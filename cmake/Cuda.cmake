@@ -10,6 +10,11 @@ if(FLASHBOX_CUDA STREQUAL "AUTO" OR FLASHBOX_CUDA STREQUAL "ON")
     # Architectures are passed as explicit -gencode flags below (CMake 3.25 cannot name sm_90a).
     set(CMAKE_CUDA_ARCHITECTURES OFF)
     enable_language(CUDA)
+    # CMake 3.25 does not know nvcc's C++20 flag (added in 3.26); name it so CMAKE_CUDA_STANDARD 20 works.
+    if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
     set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)

@@ -1,18 +1,28 @@
-// The report page writer: fills the page template with the report JSON (and, once the web bundle is
-// embedded, the kernels' source). This first version writes a plain page with the data inline.
+// The report page writer: fills the page template built from web/ (embedded by cmake/EmbedWeb.cmake)
+// with the report JSON and the kernels' source, giving one self-contained HTML file.
 #include "report/html_page.hpp"
+
+#include "report/html_assets.hpp"
 
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 
 namespace flashbox::report {
 namespace {
 
-// JSON inside <script>: "</" would end the element early, "<!--" can open a script-data escape.
-std::string escape_for_script(const std::string &text) {
+constexpr std::string_view kDataSlot = "@@FLASHBOX_DATA@@";
+constexpr std::string_view kSourcesSlot = "@@FLASHBOX_SOURCES@@";
+
+// JSON text placed inside <script type="application/json">. "<" appears in JSON only inside strings,
+// where \u003c means the same character; writing it escaped means neither "</script>" nor "<!--" can
+// end or change the element early. Invalid UTF-8 (a source file in another encoding) becomes U+FFFD.
+std::string json_for_script(const nlohmann::json &value) {
+  std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::string out;
-  out.reserve(text.size() + 16);
+  out.reserve(text.size() + 64);
   for (char c : text) {
     if (c == '<') {
       out += "\\u003c";
@@ -23,25 +33,63 @@ std::string escape_for_script(const std::string &text) {
   return out;
 }
 
+nlohmann::json kernel_sources_json() {
+  nlohmann::json files = nlohmann::json::array();
+  for (std::size_t i = 0; i < assets::kernel_source_count; ++i) {
+    const assets::EmbeddedFile &f = assets::kernel_sources[i];
+    nlohmann::json entry = {{"path", f.path}, {"present", f.present}};
+    if (f.present) {
+      entry["text"] = std::string(reinterpret_cast<const char *>(f.data), f.size);
+    }
+    files.push_back(std::move(entry));
+  }
+  return {{"files", std::move(files)}};
+}
+
+// Where `slot` is in the template; it must occur exactly once.
+std::size_t slot_position(std::string_view page, std::string_view slot) {
+  std::size_t at = page.find(slot);
+  if (at == std::string_view::npos || page.find(slot, at + slot.size()) != std::string_view::npos) {
+    throw std::runtime_error("html page: the embedded template does not have exactly one " + std::string(slot));
+  }
+  return at;
+}
+
 }  // namespace
 
 void write_html_page(const nlohmann::json &document, const std::string &path) {
-  std::string data = escape_for_script(document.dump());
-  std::ofstream out(path, std::ios::binary);
-  if (!out) {
-    throw std::runtime_error("cannot open " + path + " for writing");
+  if (!document.is_object()) {
+    throw std::runtime_error("html page: the report document must be a JSON object");
   }
-  out << "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-         "<title>flashbox report</title></head><body><h1>flashbox report</h1>"
-         "<pre id=\"raw\"></pre>"
-         "<script type=\"application/json\" id=\"flashbox-data\">"
-      << data
-      << "</script><script>document.getElementById('raw').textContent = JSON.stringify("
-         "JSON.parse(document.getElementById('flashbox-data').textContent), null, 2);</script>"
-         "</body></html>\n";
+  std::string_view page(reinterpret_cast<const char *>(assets::page_template), assets::page_template_size);
+  // Both slots are located in the template itself, so text inside the report or the sources can
+  // never be taken for a placeholder.
+  struct Fill {
+    std::size_t at;
+    std::string_view slot;
+    std::string content;
+  };
+  Fill fills[] = {{slot_position(page, kDataSlot), kDataSlot, json_for_script(document)},
+                  {slot_position(page, kSourcesSlot), kSourcesSlot, json_for_script(kernel_sources_json())}};
+  if (fills[1].at < fills[0].at) std::swap(fills[0], fills[1]);
+  std::string html;
+  html.reserve(page.size() + fills[0].content.size() + fills[1].content.size());
+  std::size_t from = 0;
+  for (const Fill &f : fills) {
+    html.append(page.substr(from, f.at - from));
+    html.append(f.content);
+    from = f.at + f.slot.size();
+  }
+  html.append(page.substr(from));
+
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) {
-    throw std::runtime_error("failed writing " + path);
+    throw std::runtime_error("html page: cannot open " + path + " for writing");
+  }
+  out.write(html.data(), static_cast<std::streamsize>(html.size()));
+  out.close();
+  if (!out) {
+    throw std::runtime_error("html page: failed writing " + path);
   }
 }
 

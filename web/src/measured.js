@@ -1,0 +1,185 @@
+// Step 5: measured time and extra memory against T (Chart.js), the GPT-2 loss table and the pass
+// criteria.
+import {
+  CategoryScale, Chart, Legend, LineController, LineElement, LogarithmicScale, PointElement, Tooltip,
+} from 'chart.js';
+import { $, h, notMeasured, table } from './dom.js';
+import { fmtBytes, fmtInt, fmtMs, fmtNum } from './format.js';
+import { benchSeries, peerSeries } from './series.js';
+
+Chart.register(CategoryScale, LogarithmicScale, LineController, LineElement, PointElement, Legend, Tooltip);
+
+const PALETTE = ['#d62828', '#1d6fb8', '#2a9d8f', '#7b2cbf', '#e76f51', '#6a994e', '#8d6e63', '#0096c7', '#b5179e', '#555'];
+const METRICS = {
+  time: { field: 'ms', axis: 'time per call (ms, log scale)', fmt: fmtMs },
+  memory: { field: 'extra_bytes', axis: 'extra memory (log scale)', fmt: fmtBytes },
+};
+
+function renderChart(series, bench, peersInfo) {
+  const dirSelect = $('chart-direction');
+  const directions = [...new Set(series.map((s) => s.direction))];
+  directions.sort((a, b) => (a === 'forward' ? -1 : b === 'forward' ? 1 : a.localeCompare(b)));
+  dirSelect.replaceChildren(...directions.map((d) => h('option', { value: d }, d)));
+  $('chart-direction-label').hidden = directions.length < 2;
+  const state = { metric: 'time', direction: directions[0] };
+  const ctx = $('bench-chart');
+  const chart = new Chart(ctx, {
+    type: 'line',
+    data: { labels: [], datasets: [] },
+    options: {
+      animation: false,
+      responsive: true,
+      maintainAspectRatio: false,
+      interaction: { mode: 'nearest', intersect: false },
+      scales: {
+        x: { type: 'category', title: { display: true, text: 'T (sequence length)' } },
+        y: { type: 'logarithmic', title: { display: true, text: '' },
+          ticks: { callback: (v) => (state.metric === 'memory' ? fmtBytes(v) : fmtNum(v)) } },
+      },
+      plugins: {
+        legend: { position: 'bottom', labels: { boxWidth: 12, usePointStyle: true } },
+        tooltip: {
+          callbacks: {
+            label: (item) => {
+              const ds = item.dataset;
+              if (ds.oom) return `${ds.oomLabels[item.dataIndex]}: out of memory`;
+              return `${ds.label}: ${METRICS[state.metric].fmt(item.parsed.y)}`;
+            },
+          },
+        },
+      },
+    },
+  });
+  window.__flashbox = { chart };
+
+  function update() {
+    const metric = METRICS[state.metric];
+    const shown = series.filter((s) => s.direction === state.direction);
+    const labels = [...new Set(shown.flatMap((s) => s.rows.map((r) => r.seqlen)))].sort((a, b) => a - b);
+    let top = 0;
+    const datasets = shown.map((s, i) => {
+      const color = PALETTE[i % PALETTE.length];
+      const data = labels.map((t) => {
+        const r = s.rows.find((x) => x.seqlen === t);
+        const y = r && r.status === 'ok' ? r[metric.field] : null;
+        if (y !== null && y !== undefined && y > top) top = y;
+        return y === undefined ? null : y;
+      });
+      return { label: s.label, key: s.key, data, borderColor: color, backgroundColor: color,
+        borderDash: s.source === 'peer' ? [6, 4] : [], pointRadius: 3, spanGaps: false, tension: 0 };
+    });
+    const oomLabels = labels.map((t) => shown.filter((s) => s.rows.some((r) => r.seqlen === t && r.status === 'oom'))
+      .map((s) => s.label).join(', '));
+    if (oomLabels.some((x) => x)) {
+      datasets.push({ label: 'out of memory', oom: true, oomLabels, showLine: false,
+        data: oomLabels.map((x) => (x ? top * 1.6 || 1 : null)), pointStyle: 'crossRot', pointRadius: 9,
+        pointBorderWidth: 3, borderColor: '#d00000', backgroundColor: '#d00000' });
+    }
+    chart.data.labels = labels.map(fmtInt);
+    chart.data.datasets = datasets;
+    chart.options.scales.y.title.text = metric.axis;
+    chart.update();
+    $('chart-time').setAttribute('aria-pressed', String(state.metric === 'time'));
+    $('chart-memory').setAttribute('aria-pressed', String(state.metric === 'memory'));
+    const chartBox = ctx.parentElement;
+    chartBox.dataset.metric = state.metric;
+    chartBox.dataset.direction = state.direction;
+    const notes = [];
+    if (oomLabels.some((x) => x)) notes.push('× marks an out-of-memory failure at that T.');
+    if (!peersInfo.series.length) notes.push(`PyTorch SDPA: not measured on this machine${peersInfo.reason ? ` (${peersInfo.reason})` : ''}.`);
+    else notes.push('Dashed lines: PyTorch SDPA and flashbox through PyTorch, measured in the same run.');
+    if (peersInfo.filtered) notes.push(`${peersInfo.filtered} peer rows with other shapes are listed in the table only.`);
+    $('chart-note').textContent = notes.join(' ');
+  }
+
+  $('chart-time').addEventListener('click', () => { state.metric = 'time'; update(); });
+  $('chart-memory').addEventListener('click', () => { state.metric = 'memory'; update(); });
+  dirSelect.addEventListener('change', () => { state.direction = dirSelect.value; update(); });
+  update();
+}
+
+function benchTable(bench, peers) {
+  const rows = [];
+  const cell = (v, path, fmt) => h('td', { class: 'n', dataset: { value: v === undefined ? 'null' : v, path } }, fmt(v));
+  const status = (s, err) => h('td', { class: s === 'ok' ? 'ok' : 'bad', title: err || '' },
+    s === 'oom' ? 'out of memory' : s === 'error' ? `error${err ? `: ${err}` : ''}` : s);
+  (bench.rows || []).forEach((r, i) => {
+    const p = `steps.bench.rows.${i}`;
+    rows.push(h('tr', { dataset: { path: p } }, h('td', {}, 'flashbox'), h('td', {}, `${r.impl} · ${r.device}`),
+      h('td', {}, h('code', {}, r.kernel)), h('td', {}, r.direction),
+      cell(r.seqlen, `${p}.seqlen`, fmtInt), cell(r.ms, `${p}.ms`, fmtMs), cell(r.tflops, `${p}.tflops`, fmtNum),
+      cell(r.extra_bytes, `${p}.extra_bytes`, fmtBytes), status(r.status, r.error)));
+  });
+  if (peers && peers.measured) {
+    (peers.rows || []).forEach((r, i) => {
+      const p = `steps.peers.rows.${i}`;
+      rows.push(h('tr', { class: 'peer', dataset: { path: p } }, h('td', {}, 'PyTorch'), h('td', {}, r.impl),
+        h('td', {}, `d=${r.head_dim}, ${r.heads} heads, batch ${r.batch}${r.causal ? ', causal' : ''}`), h('td', {}, r.direction),
+        cell(r.seqlen, `${p}.seqlen`, fmtInt), cell(r.ms, `${p}.ms`, fmtMs), cell(r.tflops, `${p}.tflops`, fmtNum),
+        cell(r.extra_bytes, `${p}.extra_bytes`, fmtBytes), status(r.status || 'ok', r.error)));
+    });
+  }
+  return table(['source', 'impl', 'kernel / shape', 'direction', 'T', 'time', 'TFLOP/s', 'extra memory', 'status'], rows,
+    { id: 'bench-table-el' });
+}
+
+function renderGpt2(gpt2) {
+  const out = $('gpt2-body');
+  if (!gpt2 || !gpt2.measured) {
+    out.replaceChildren(notMeasured(gpt2 ? gpt2.reason : 'the report has no gpt2 step'));
+    return;
+  }
+  $('gpt2-config').textContent = `The same weights (${gpt2.weights}, config ${gpt2.config}) on the same ` +
+    `${fmtInt(gpt2.tokens)} tokens, sequence length ${fmtInt(gpt2.seqlen)}; only the attention function changes.`;
+  const rows = gpt2.rows.map((r, i) => {
+    const p = `steps.gpt2.rows.${i}`;
+    return h('tr', {}, h('td', {}, r.impl), h('td', {}, r.device),
+      h('td', { class: 'n', dataset: { value: r.loss, path: `${p}.loss` } }, r.loss.toFixed(5)),
+      h('td', { class: 'n', dataset: { value: r.diff_from_naive, path: `${p}.diff_from_naive` } },
+        r.diff_from_naive === 0 ? '0' : r.diff_from_naive.toExponential(1)),
+      h('td', { class: 'n', dataset: { value: r.seconds, path: `${p}.seconds` } }, `${fmtNum(r.seconds)} s`),
+      h('td', { class: 'n', dataset: { value: r.tokens_per_second, path: `${p}.tokens_per_second` } }, fmtInt(Math.round(r.tokens_per_second))));
+  });
+  out.replaceChildren(h('div', { class: 'scroll' },
+    table(['attention', 'device', 'loss', 'loss − naive', 'time', 'tokens/s'], rows, { id: 'gpt2-table' })));
+}
+
+function renderCriteria(criteria) {
+  const out = $('criteria');
+  if (!Array.isArray(criteria) || !criteria.length) {
+    out.replaceChildren(notMeasured('the report lists no criteria'));
+    return;
+  }
+  const label = { pass: 'pass', fail: 'fail', not_measured: 'not measured on this machine' };
+  const items = criteria.map((c, i) => h('li', { class: `crit ${c.status}`, dataset: { index: i, status: c.status } },
+    h('span', { class: 'badge' }, label[c.status] || c.status),
+    h('span', { class: 'name' }, c.name),
+    h('span', { class: 'measured' }, 'measured ', h('b', { dataset: { value: c.value === null ? 'null' : c.value } },
+      c.value === null || c.value === undefined ? '—' : String(c.value))),
+    h('span', { class: 'threshold' }, `needs ${c.threshold}`)));
+  const count = (s) => criteria.filter((c) => c.status === s).length;
+  out.replaceChildren(h('p', { class: 'summary', id: 'criteria-summary' },
+    `${count('pass')} pass · ${count('fail')} fail · ${count('not_measured')} not measured on this machine`),
+  h('ul', { class: 'criteria' }, items));
+}
+
+export function renderMeasured(doc) {
+  const steps = doc.steps || {};
+  const bench = steps.bench;
+  const body = $('bench-body');
+  if (!bench || !bench.measured) {
+    body.replaceChildren(notMeasured(bench ? bench.reason : 'the report has no bench step'));
+  } else {
+    const c = bench.config;
+    $('bench-config').textContent = `${bench.device === 'cuda' ? 'GPU' : 'CPU'} timings: batch ${c.batch}, ${c.heads} heads, ` +
+      `head_dim ${c.head_dim}, ${c.dtype}, ${c.causal ? 'causal ' : ''}attention, median of ${c.repeats} calls. ` +
+      `"Out of memory" means that implementation failed to allocate at that T on this machine.` +
+      (doc.machine && !doc.machine.gpu ? ' GPU rows: not measured on this machine (no GPU).' : '');
+    const peers = peerSeries(steps.peers, c);
+    renderChart([...benchSeries(bench), ...peers.series], bench,
+      { series: peers.series, filtered: peers.filtered, reason: steps.peers && steps.peers.reason });
+    $('bench-table').replaceChildren(benchTable(bench, steps.peers));
+  }
+  renderGpt2(steps.gpt2);
+  renderCriteria(doc.criteria);
+}

@@ -1,0 +1,49 @@
+// Groups measured rows (flashbox's bench rows and the peers' rows) into named series.
+
+export function benchSeries(bench) {
+  if (!bench || !bench.measured || !Array.isArray(bench.rows)) return [];
+  const byKey = new Map();
+  for (const row of bench.rows) {
+    const key = `${row.impl}|${row.device}|${row.kernel}|${row.direction}`;
+    if (!byKey.has(key)) {
+      byKey.set(key, {
+        key, source: 'flashbox', impl: row.impl, device: row.device, kernel: row.kernel,
+        direction: row.direction || 'forward', label: `${row.impl} · ${row.device} (${row.kernel})`, rows: [],
+      });
+    }
+    byKey.get(key).rows.push(row);
+  }
+  return [...byKey.values()];
+}
+
+// Peer rows measured with the same configuration as flashbox's bench (all of them when none match).
+export function peerSeries(peers, benchConfig) {
+  if (!peers || !peers.measured || !Array.isArray(peers.rows)) return { series: [], filtered: 0 };
+  let rows = peers.rows;
+  if (benchConfig) {
+    const same = rows.filter((r) => r.head_dim === benchConfig.head_dim && r.heads === benchConfig.heads &&
+      r.batch === benchConfig.batch && r.causal === benchConfig.causal);
+    if (same.length) rows = same;
+  }
+  const byKey = new Map();
+  for (const row of rows) {
+    const key = `peer|${row.impl}|${row.direction}`;
+    if (!byKey.has(key)) {
+      const label = row.impl === 'flashbox' ? 'flashbox via PyTorch op' : `PyTorch ${row.impl}`;
+      byKey.set(key, { key, source: 'peer', impl: row.impl, device: peers.device, kernel: row.impl,
+        direction: row.direction || 'forward', label, rows: [] });
+    }
+    byKey.get(key).rows.push({ ...row, status: row.status || 'ok' });
+  }
+  return { series: [...byKey.values()], filtered: peers.rows.length - rows.length };
+}
+
+// The row measured at the seqlen nearest to t (ties: the smaller seqlen).
+export function nearestRow(rows, t) {
+  let best = null;
+  for (const r of rows) {
+    const d = Math.abs(r.seqlen - t);
+    if (!best || d < Math.abs(best.seqlen - t) || (d === Math.abs(best.seqlen - t) && r.seqlen < best.seqlen)) best = r;
+  }
+  return best;
+}

@@ -1,11 +1,98 @@
-// PLACEHOLDER until this backend lands: reports that it is not available. Replaced by its owner.
+// CPU backward entry point and the pieces both levels share: the row sums D, strided row loads and
+// stores, the causal bounds and the scratch accounting. impl NAIVE materialises P; BLOCKED (and AUTO)
+// recomputes P tile by tile from the forward's LSE.
+#include <algorithm>
+#include <cmath>
+#include <new>
+
 #include "api/backends.hpp"
+#include "api/call_state.hpp"
 #include "api/error.hpp"
+#include "cpu/attention_backward.hpp"
+#include "cpu/dtype.hpp"
+
+namespace flashbox::cpu::backward {
+
+Problem make_problem(const flashbox_attention_grad_args &g) {
+  const flashbox_attention_args &a = g.fwd;
+  Problem p{};
+  p.g = &g;
+  p.batch = a.batch, p.seqlen_q = a.seqlen_q, p.seqlen_k = a.seqlen_k;
+  p.heads_q = a.heads_q, p.heads_kv = a.heads_kv, p.head_dim = a.head_dim;
+  p.group = a.heads_q / a.heads_kv;
+  p.scale = a.softmax_scale != 0.0f ? a.softmax_scale : 1.0f / std::sqrt(float(a.head_dim));
+  p.causal = a.causal != 0;
+  return p;
+}
+
+int64_t key_end(const Problem &p, int64_t i) {
+  if (!p.causal) return p.seqlen_k;
+  return std::clamp<int64_t>(i + p.seqlen_k - p.seqlen_q + 1, 0, p.seqlen_k);
+}
+
+int64_t first_query_seeing(const Problem &p, int64_t j) {
+  if (!p.causal) return 0;
+  return std::clamp<int64_t>(j - (p.seqlen_k - p.seqlen_q), 0, p.seqlen_q);
+}
+
+void load_rows(const Problem &p, const void *base, const int64_t *stride, int64_t b, int64_t h, int64_t r0,
+               int64_t n, float *dst) {
+  const flashbox_dtype t = p.g->fwd.dtype;
+  for (int64_t r = 0; r < n; ++r)
+    load_row_as_float(base, t, b * stride[0] + (r0 + r) * stride[1] + h * stride[2], p.head_dim,
+                      dst + r * p.head_dim);
+}
+
+void store_rows(const Problem &p, void *base, const int64_t *stride, int64_t b, int64_t h, int64_t r0, int64_t n,
+                const float *src, float mul) {
+  const flashbox_dtype t = p.g->fwd.dtype;
+  std::vector<float> row(size_t(p.head_dim));
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t c = 0; c < p.head_dim; ++c) row[size_t(c)] = src[r * p.head_dim + c] * mul;
+    store_row_from_float(base, t, b * stride[0] + (r0 + r) * stride[1] + h * stride[2], p.head_dim, row.data());
+  }
+}
+
+void compute_rowsum(const Problem &p, float *rowsum) {
+  const flashbox_attention_grad_args &g = *p.g;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      std::vector<float> o(size_t(p.head_dim)), d(size_t(p.head_dim));
+      for (int64_t i = 0; i < p.seqlen_q; ++i) {
+        load_rows(p, g.fwd.o, g.fwd.o_stride, b, h, i, 1, o.data());
+        load_rows(p, g.dout, g.dout_stride, b, h, i, 1, d.data());
+        float s = 0.0f;
+        for (int64_t c = 0; c < p.head_dim; ++c) s += o[size_t(c)] * d[size_t(c)];
+        rowsum[(b * p.heads_q + h) * p.seqlen_q + i] = s;
+      }
+    }
+}
+
+Scratch::~Scratch() { detail::note_scratch_free(bytes_); }
+
+bool Scratch::allocate(std::vector<float> &buf, int64_t elements) {
+  try {
+    buf.assign(size_t(elements), 0.0f);
+  } catch (const std::bad_alloc &) {
+    return false;
+  } catch (const std::length_error &) {
+    return false;
+  }
+  const int64_t bytes = elements * int64_t(sizeof(float));
+  bytes_ += bytes;
+  detail::note_scratch_alloc(bytes);
+  return true;
+}
+
+}  // namespace flashbox::cpu::backward
 
 namespace flashbox::detail {
 
-int cpu_backward(const flashbox_attention_grad_args &) {
-  return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, "cpu_backward: not implemented yet");
+int cpu_backward(const flashbox_attention_grad_args &g) {
+  const cpu::backward::Problem p = cpu::backward::make_problem(g);
+  if (g.fwd.impl == FLASHBOX_NAIVE) return cpu::backward::naive(p);
+  return cpu::backward::blocked(p);
 }
 
 }  // namespace flashbox::detail

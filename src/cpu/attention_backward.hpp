@@ -1,0 +1,54 @@
+// Pieces the two CPU backward levels share (src/cpu/attention_backward*.cpp). Arithmetic is fp32;
+// inputs are read in their dtype and gradients rounded to it once, at the end.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "flashbox/flashbox.h"
+
+namespace flashbox::cpu::backward {
+
+// Sizes and derived constants of one validated backward call.
+struct Problem {
+  const flashbox_attention_grad_args *g;
+  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, group;
+  float scale;  // the softmax scale (1/sqrt(head_dim) when the args say 0)
+  bool causal;
+};
+Problem make_problem(const flashbox_attention_grad_args &g);
+
+// One past the last key query row i sees, clamped to [0, seqlen_k] (seqlen_k without causal).
+int64_t key_end(const Problem &p, int64_t i);
+// First query row that sees key j (seqlen_q when none does).
+int64_t first_query_seeing(const Problem &p, int64_t j);
+
+// D_i = Σ_d dO_id · O_id for every (batch, query head, row) into `rowsum` [batch, heads_q, seqlen_q]:
+// the term that makes dS = P ∘ (dP − D) the softmax's Jacobian applied to dP (FlashAttention-2 §3.2).
+void compute_rowsum(const Problem &p, float *rowsum);
+
+// Rows [r0, r0 + n) of head h of batch b of a strided tensor as dense fp32 [n, head_dim].
+void load_rows(const Problem &p, const void *base, const int64_t *stride, int64_t b, int64_t h, int64_t r0,
+               int64_t n, float *dst);
+// Writes dense fp32 rows, each multiplied by `mul`, rounded to the call's dtype.
+void store_rows(const Problem &p, void *base, const int64_t *stride, int64_t b, int64_t h, int64_t r0, int64_t n,
+                const float *src, float mul);
+
+int naive(const Problem &p);    // attention_backward_naive.cpp
+int blocked(const Problem &p);  // attention_backward_blocked.cpp
+
+// Scratch buffers of a call, allocated on the calling thread (the scratch counters are per thread)
+// before any output is written, and released (and counted as released) when it goes out of scope.
+class Scratch {
+ public:
+  Scratch() = default;
+  Scratch(const Scratch &) = delete;
+  Scratch &operator=(const Scratch &) = delete;
+  ~Scratch();
+  // False (with nothing allocated) when the host is out of memory.
+  bool allocate(std::vector<float> &buf, int64_t elements);
+
+ private:
+  int64_t bytes_ = 0;
+};
+
+}  // namespace flashbox::cpu::backward

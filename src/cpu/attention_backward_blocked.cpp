@@ -1,0 +1,116 @@
+// Blocked CPU backward, FlashAttention-2's backward (§3.2, Algorithm 2) written plainly:
+//   preprocess D_i = dO_i · O_i;
+//   for each K/V block j (64 rows):            dK_j, dV_j accumulate in a 64 x d tile
+//     for each query head of the kv head's group, for each Q block i (64 rows) that sees block j:
+//       S = scale · Q_i K_jᵀ,  P = exp(S − LSE_i)   (recomputed from the forward's LSE, masked)
+//       dV_j += Pᵀ dO_i,  dP = dO_i V_jᵀ,  dS = P ∘ (dP − D_i)
+//       dK_j += dSᵀ Q_i,  dQ_i += dS K_j          (dQ in an fp32 accumulator per query head)
+//   dK = scale · dK, dQ = scale · dQ.
+// Causal: Q blocks before the first one that sees block j are skipped; keys a row may not see get
+// P = 0. Only tiles and the dQ accumulator (linear in T) live in scratch. Parallel over (batch, kv
+// head), blocks in a fixed order inside a task: deterministic by construction.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "api/call_state.hpp"
+#include "api/error.hpp"
+#include "cpu/attention_backward.hpp"
+
+namespace flashbox::cpu::backward {
+namespace {
+
+constexpr int64_t kBlockQ = 64, kBlockK = 64;
+
+// The per-thread tiles of one task.
+struct Tiles {
+  float *q, *dO, *k, *v, *dk, *dv, *P, *dS;
+  static int64_t elements(int64_t d) { return 2 * kBlockQ * d + 4 * kBlockK * d + 2 * kBlockQ * kBlockK; }
+  Tiles(float *base, int64_t d) {
+    q = base, dO = q + kBlockQ * d, k = dO + kBlockQ * d, v = k + kBlockK * d;
+    dk = v + kBlockK * d, dv = dk + kBlockK * d, P = dv + kBlockK * d, dS = P + kBlockQ * kBlockK;
+  }
+};
+
+// One (Q block, K/V block) step: rows [i0, i0+m) and keys [j0, j0+n) already loaded into t.
+void block_step(const Problem &p, const Tiles &t, int64_t i0, int64_t m, int64_t j0, int64_t n, const float *lse,
+                const float *Di, float *dq_rows) {
+  const int64_t D = p.head_dim;
+  for (int64_t r = 0; r < m; ++r) {
+    const int64_t end = key_end(p, i0 + r) - j0;  // keys of this block row r sees: [0, end)
+    for (int64_t c = 0; c < n; ++c) {
+      float pij = 0.0f;
+      if (c < end) {
+        float s = 0.0f;
+        for (int64_t x = 0; x < D; ++x) s += t.q[r * D + x] * t.k[c * D + x];
+        pij = std::exp(s * p.scale - lse[r]);
+      }
+      t.P[r * kBlockK + c] = pij;
+    }
+  }
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c = 0; c < n; ++c) {
+      const float pij = t.P[r * kBlockK + c];
+      float dp = 0.0f;
+      for (int64_t x = 0; x < D; ++x) dp += t.dO[r * D + x] * t.v[c * D + x];
+      t.dS[r * kBlockK + c] = pij * (dp - Di[r]);
+    }
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c = 0; c < n; ++c) {
+      const float pij = t.P[r * kBlockK + c], ds = t.dS[r * kBlockK + c];
+      if (pij == 0.0f && ds == 0.0f) continue;
+      for (int64_t x = 0; x < D; ++x) {
+        t.dv[c * D + x] += pij * t.dO[r * D + x];
+        t.dk[c * D + x] += ds * t.q[r * D + x];
+        dq_rows[r * D + x] += ds * t.k[c * D + x];
+      }
+    }
+}
+
+}  // namespace
+
+int blocked(const Problem &p) {
+  const flashbox_attention_grad_args &g = *p.g;
+  const int64_t SQ = p.seqlen_q, SK = p.seqlen_k, D = p.head_dim;
+  const int threads = std::max(1, std::min<int>(omp_get_max_threads(), int(p.batch * p.heads_kv)));
+  Scratch scratch;
+  std::vector<float> rowsum, dq_acc, work;
+  if (!scratch.allocate(rowsum, p.batch * p.heads_q * SQ) || !scratch.allocate(dq_acc, p.batch * p.heads_q * SQ * D) ||
+      !scratch.allocate(work, Tiles::elements(D) * threads))
+    return detail::fail(FLASHBOX_ERR_OUT_OF_MEMORY, "cpu blocked backward: cannot allocate the dQ accumulator (" +
+                                                        std::to_string(p.batch * p.heads_q * SQ * D * 4) + " bytes)");
+  compute_rowsum(p, rowsum.data());
+
+#pragma omp parallel for collapse(2) schedule(dynamic) num_threads(threads)
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
+      const Tiles t(work.data() + Tiles::elements(D) * omp_get_thread_num(), D);
+      for (int64_t j0 = 0; j0 < SK; j0 += kBlockK) {
+        const int64_t n = std::min(kBlockK, SK - j0);
+        load_rows(p, g.fwd.k, g.fwd.k_stride, b, hk, j0, n, t.k);
+        load_rows(p, g.fwd.v, g.fwd.v_stride, b, hk, j0, n, t.v);
+        std::fill_n(t.dk, kBlockK * D, 0.0f);
+        std::fill_n(t.dv, kBlockK * D, 0.0f);
+        const int64_t first_block = first_query_seeing(p, j0) / kBlockQ * kBlockQ;
+        for (int64_t h = hk * p.group; h < (hk + 1) * p.group; ++h) {
+          const int64_t row0 = (b * p.heads_q + h) * SQ;
+          for (int64_t i0 = first_block; i0 < SQ; i0 += kBlockQ) {
+            const int64_t m = std::min(kBlockQ, SQ - i0);
+            load_rows(p, g.fwd.q, g.fwd.q_stride, b, h, i0, m, t.q);
+            load_rows(p, g.dout, g.dout_stride, b, h, i0, m, t.dO);
+            block_step(p, t, i0, m, j0, n, g.fwd.lse + row0 + i0, rowsum.data() + row0 + i0,
+                       dq_acc.data() + (row0 + i0) * D);
+          }
+        }
+        store_rows(p, g.dk, g.dk_stride, b, hk, j0, n, t.dk, p.scale);
+        store_rows(p, g.dv, g.dv_stride, b, hk, j0, n, t.dv, 1.0f);
+      }
+      for (int64_t h = hk * p.group; h < (hk + 1) * p.group; ++h)
+        store_rows(p, g.dq, g.dq_stride, b, h, 0, SQ, dq_acc.data() + (b * p.heads_q + h) * SQ * D, p.scale);
+    }
+  detail::set_kernel_name("cpu_backward_blocked_64x64");
+  return FLASHBOX_OK;
+}
+
+}  // namespace flashbox::cpu::backward

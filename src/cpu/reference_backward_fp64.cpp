@@ -1,0 +1,86 @@
+// fp64 reference backward: for every (batch, kv head) and each query head of its group, the full
+// T x T probabilities P in double, then dV += Pᵀ dO, dP = dO Vᵀ, D_i = Σ_j P_ij dP_ij (equal to
+// dO_i · O_i), dS = P ∘ (dP − D), dQ = scale · dS K, dK += scale · dSᵀ Q. Slow and obvious on purpose;
+// parallel over (batch, kv head) so that a group's dK/dV sums have a single owner.
+#include "cpu/reference_backward_fp64.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "cpu/dtype.hpp"
+#include "cpu/reference_fp64.hpp"
+
+namespace flashbox::cpu {
+namespace {
+
+void gather_head(const void *base, flashbox_dtype t, const int64_t *stride, int64_t b, int64_t h, int64_t n,
+                 int64_t d, std::vector<double> &dst) {
+  dst.resize(size_t(n * d));
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t off = b * stride[0] + r * stride[1] + h * stride[2];
+    for (int64_t c = 0; c < d; ++c) dst[size_t(r * d + c)] = load_as_float(base, t, off + c);
+  }
+}
+
+}  // namespace
+
+void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, std::vector<double> &dq,
+                                       std::vector<double> &dk, std::vector<double> &dv) {
+  const flashbox_attention_args &a = g.fwd;
+  const int64_t B = a.batch, SQ = a.seqlen_q, SK = a.seqlen_k, HQ = a.heads_q, HKV = a.heads_kv, D = a.head_dim;
+  const int64_t group = HQ / HKV;
+  const double scale = effective_softmax_scale(a);
+  dq.assign(size_t(B * SQ * HQ * D), 0.0);
+  dk.assign(size_t(B * SK * HKV * D), 0.0);
+  dv.assign(size_t(B * SK * HKV * D), 0.0);
+
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t hk = 0; hk < HKV; ++hk) {
+      std::vector<double> q, k, v, dout, p(size_t(SK)), dp(size_t(SK));
+      gather_head(a.k, a.dtype, a.k_stride, b, hk, SK, D, k);
+      gather_head(a.v, a.dtype, a.v_stride, b, hk, SK, D, v);
+      for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+        gather_head(a.q, a.dtype, a.q_stride, b, h, SQ, D, q);
+        gather_head(g.dout, a.dtype, g.dout_stride, b, h, SQ, D, dout);
+        for (int64_t i = 0; i < SQ; ++i) {
+          const int64_t end = a.causal ? std::clamp<int64_t>(causal_key_end(i, SQ, SK), 0, SK) : SK;
+          if (end == 0) continue;  // sees no key: O is the constant 0, every gradient through it is 0
+          const double *qi = &q[size_t(i * D)], *doi = &dout[size_t(i * D)];
+          double mx = -std::numeric_limits<double>::infinity();
+          for (int64_t j = 0; j < end; ++j) {
+            double s = 0.0;
+            for (int64_t c = 0; c < D; ++c) s += qi[c] * k[size_t(j * D + c)];
+            p[size_t(j)] = s * scale;
+            mx = std::max(mx, p[size_t(j)]);
+          }
+          double sum = 0.0;
+          for (int64_t j = 0; j < end; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
+          double rowsum = 0.0;  // D_i = Σ_j P_ij dP_ij
+          for (int64_t j = 0; j < end; ++j) {
+            p[size_t(j)] /= sum;
+            double t = 0.0;
+            for (int64_t c = 0; c < D; ++c) t += doi[c] * v[size_t(j * D + c)];
+            dp[size_t(j)] = t;
+            rowsum += p[size_t(j)] * t;
+          }
+          double *dqi = &dq[size_t(((b * SQ + i) * HQ + h) * D)];
+          for (int64_t j = 0; j < end; ++j) {
+            const double pj = p[size_t(j)];
+            const double ds = pj * (dp[size_t(j)] - rowsum) * scale;
+            double *dkj = &dk[size_t(((b * SK + j) * HKV + hk) * D)];
+            double *dvj = &dv[size_t(((b * SK + j) * HKV + hk) * D)];
+            for (int64_t c = 0; c < D; ++c) {
+              dvj[c] += pj * doi[c];
+              dkj[c] += ds * qi[c];
+              dqi[c] += ds * k[size_t(j * D + c)];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace flashbox::cpu

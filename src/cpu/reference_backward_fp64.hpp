@@ -1,0 +1,18 @@
+// The fp64 reference backward every backward implementation is checked against (tests, benchmarks).
+#pragma once
+#include <vector>
+
+#include "flashbox/flashbox.h"
+
+namespace flashbox::cpu {
+
+// Gradients of L = sum(dout * O(q, k, v)) in double precision, computed from the grad args' strided
+// q, k, v and dout (any dtype) alone: S, P and the row sums D = rowsum(dO * O) are recomputed exactly,
+// so g.fwd.o and g.fwd.lse are not read. Follows the C API's contract (bottom-right causal, GQA with
+// dK/dV summed over a group's query heads, softmax_scale 0 meaning 1/sqrt(head_dim), a row that sees
+// no key contributes nothing). Outputs are dense: dq [batch, seqlen_q, heads_q, head_dim], dk and dv
+// [batch, seqlen_k, heads_kv, head_dim]. Arguments are assumed valid; dq/dk/dv pointers are ignored.
+void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, std::vector<double> &dq,
+                                       std::vector<double> &dk, std::vector<double> &dv);
+
+}  // namespace flashbox::cpu

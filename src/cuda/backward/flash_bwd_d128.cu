@@ -1,0 +1,11 @@
+// Backward kernels for head_dim 128 (see flash_bwd_launch.cuh).
+#include "cuda/backward/flash_bwd_launch.cuh"
+
+namespace flashbox::cuda::bwd {
+
+template <>
+cudaError_t launch_flash_bwd<128>(const BwdParams &p, bool bf16, bool deterministic, cudaStream_t stream) {
+  return launch_flash_bwd_impl<128>(p, bf16, deterministic, stream);
+}
+
+}  // namespace flashbox::cuda::bwd

@@ -1,0 +1,222 @@
+// FlashAttention-2 backward, main kernel (FlashAttention-2 §3.2, Algorithm 2), sm_80+ tensor cores.
+// One CTA per (K/V block of 128 keys, batch · kv head); 8 warps, warp w owns keys [16w, 16w + 16).
+// On chip: K and V tiles (shared, loaded once), Q and dO tiles of 64 rows (shared, double-buffered
+// with cp.async), and per warp dK, dV accumulators (registers, fp32, 16 x D each).
+// Loop over the query heads of the kv head's group and, per head, over the Q blocks that see this K
+// block (causal: from the first such block). Per Q block, with Sᵀ = K Qᵀ computed directly so that
+// the keys stay on the rows:
+//   Pᵀ = exp2(Sᵀ · scale · log2e − LSE · log2e)   (LSE from the forward; masked keys get 0)
+//   dV += Pᵀ dO,  dPᵀ = V dOᵀ,  dSᵀ = Pᵀ ∘ (dPᵀ − D),  dK += dSᵀ Q
+// and, when kAtomicDq, dQ += dS K through shared memory (dSᵀ tile) and fp32 atomicAdd into a global
+// accumulator (the deterministic mode leaves dQ to flash_bwd_dq_kernel.cuh instead).
+// dK is scaled by the softmax scale on the way out.
+#pragma once
+#include "cuda/backward/bwd_device.cuh"
+#include "cuda/backward/flash_bwd_params.hpp"
+
+namespace flashbox::cuda::bwd {
+
+template <int D>
+struct DkDvTile {
+  static constexpr int kBlockK = 128, kBlockQ = 64, kWarps = 8, kThreads = kWarps * 32;
+  static constexpr int kLd = D + 8;            // shared row stride (elements) of K, V, Q, dO
+  static constexpr int kLdS = kBlockQ + 8;     // shared row stride of the dSᵀ tile
+  static size_t smem_bytes(bool atomic_dq) {
+    const size_t elems = size_t(2 * kBlockK * kLd + 4 * kBlockQ * kLd + (atomic_dq ? kBlockK * kLdS : 0));
+    return elems * 2 + 4 * kBlockQ * sizeof(float);
+  }
+};
+
+template <typename Elem, int D, bool kAtomicDq>
+__global__ void __launch_bounds__(256, 1) flash_bwd_dkdv_kernel(const BwdParams p) {
+  using T = DkDvTile<D>;
+  using Tr = ElemTraits<Elem>;
+  constexpr int kLd = T::kLd, kBQ = T::kBlockQ, kBK = T::kBlockK;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Elem *sK = reinterpret_cast<Elem *>(smem_raw);
+  Elem *sV = sK + kBK * kLd;
+  Elem *sQ = sV + kBK * kLd;         // [2][kBQ][kLd]
+  Elem *sdO = sQ + 2 * kBQ * kLd;    // [2][kBQ][kLd]
+  Elem *sdS = sdO + 2 * kBQ * kLd;   // [kBK][kLdS] (atomic dQ only)
+  float *sLse = reinterpret_cast<float *>(sdS + (kAtomicDq ? kBK * T::kLdS : 0));  // [2][kBQ], times log2e
+  float *sDsum = sLse + 2 * kBQ;                                                    // [2][kBQ]
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int n0 = blockIdx.x * kBK;
+  const int b = blockIdx.y / p.heads_kv, hk = blockIdx.y % p.heads_kv;
+  const int SQ = p.seqlen_q, SK = p.seqlen_k;
+  const int shift = SK - SQ;  // bottom-right causal: query i sees keys j <= i + shift
+
+  // Q blocks that see this K block: all, or (causal) from the one holding the first query seeing n0.
+  const int first_q = p.causal ? min(max(n0 - shift, 0), SQ) : 0;
+  const int m_begin = first_q / kBQ, m_count = (SQ + kBQ - 1) / kBQ - m_begin;
+  const int n_iter = m_count * p.group;
+
+  const Elem *k_head = static_cast<const Elem *>(p.k) + b * p.k_stride[0] + hk * p.k_stride[2];
+  const Elem *v_head = static_cast<const Elem *>(p.v) + b * p.v_stride[0] + hk * p.v_stride[2];
+
+  // Issues the loads of iteration `it` (query head, Q block) into buffer `buf`.
+  auto load_q_block = [&](int it, int buf) {
+    const int hq = hk * p.group + it / m_count, m0 = (m_begin + it % m_count) * kBQ;
+    const Elem *q_head = static_cast<const Elem *>(p.q) + b * p.q_stride[0] + hq * p.q_stride[2];
+    const Elem *do_head = static_cast<const Elem *>(p.dout) + b * p.do_stride[0] + hq * p.do_stride[2];
+    load_rows_async<Elem, D, kBQ, T::kThreads>(sQ + buf * kBQ * kLd, q_head, p.q_stride[1], m0, SQ, tid);
+    load_rows_async<Elem, D, kBQ, T::kThreads>(sdO + buf * kBQ * kLd, do_head, p.do_stride[1], m0, SQ, tid);
+    if (tid < kBQ) {
+      const int i = m0 + tid;
+      const int64_t row = (int64_t(b) * p.heads_q + hq) * SQ + i;
+      // A row past the end, or one that sees no key (LSE = -inf), gets +inf so that P = exp2(-inf) = 0.
+      const float lse = i < SQ ? p.lse[row] : -INFINITY;
+      sLse[buf * kBQ + tid] = lse == -INFINITY ? INFINITY : lse * kLog2e;
+      sDsum[buf * kBQ + tid] = i < SQ ? p.dsum[row] : 0.0f;
+    }
+  };
+
+  float dk_acc[D / 8][4], dv_acc[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk_acc[i][e] = dv_acc[i][e] = 0.0f;
+
+  if (n_iter > 0) {
+    load_rows_async<Elem, D, kBK, T::kThreads>(sK, k_head, p.k_stride[1], n0, SK, tid);
+    load_rows_async<Elem, D, kBK, T::kThreads>(sV, v_head, p.v_stride[1], n0, SK, tid);
+    load_q_block(0, 0);
+    cp_async_commit();
+  }
+
+  const int kw0 = warp * 16;  // this warp's first key row within the block
+  for (int it = 0; it < n_iter; ++it) {
+    const int buf = it & 1;
+    if (it + 1 < n_iter) {
+      load_q_block(it + 1, buf ^ 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const int hq = hk * p.group + it / m_count, m0 = (m_begin + it % m_count) * kBQ;
+    const Elem *cQ = sQ + buf * kBQ * kLd, *cdO = sdO + buf * kBQ * kLd;
+    const float *cLse = sLse + buf * kBQ, *cDsum = sDsum + buf * kBQ;
+
+    // Sᵀ (16 keys x 64 queries per warp) = K Qᵀ, and dPᵀ = V dOᵀ.
+    float s[kBQ / 8][4], dp[kBQ / 8][4];
+#pragma unroll
+    for (int i = 0; i < kBQ / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[i][e] = dp[i][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t ak[4], av[4];
+      ldmatrix_x4(ak, frag_a_addr(sK, kLd, kw0, kk * 16, lane));
+      ldmatrix_x4(av, frag_a_addr(sV, kLd, kw0, kk * 16, lane));
+#pragma unroll
+      for (int np = 0; np < kBQ / 16; ++np) {
+        uint32_t bq[4], bdo[4];
+        ldmatrix_x4(bq, frag_b_nk_addr(cQ, kLd, np * 16, kk * 16, lane));
+        ldmatrix_x4(bdo, frag_b_nk_addr(cdO, kLd, np * 16, kk * 16, lane));
+        mma_16816<Tr::kBf16>(s[2 * np], ak, bq[0], bq[1]);
+        mma_16816<Tr::kBf16>(s[2 * np + 1], ak, bq[2], bq[3]);
+        mma_16816<Tr::kBf16>(dp[2 * np], av, bdo[0], bdo[1]);
+        mma_16816<Tr::kBf16>(dp[2 * np + 1], av, bdo[2], bdo[3]);
+      }
+    }
+
+    // Pᵀ from the LSE, masked where a key is past the end or (causal) after what the query sees.
+    const bool need_mask = n0 + kBK > SK || (p.causal && n0 + kBK - 1 > m0 + shift);
+#pragma unroll
+    for (int nt = 0; nt < kBQ / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = n0 + kw0 + g + (e >= 2 ? 8 : 0), qcol = nt * 8 + 2 * t + (e & 1);
+        float pv = exp2f(s[nt][e] * p.scale_log2 - cLse[qcol]);
+        if (need_mask && (key >= SK || (p.causal && key > m0 + qcol + shift))) pv = 0.0f;
+        s[nt][e] = pv;
+        dp[nt][e] = pv * (dp[nt][e] - cDsum[qcol]);  // dSᵀ
+      }
+
+    // dV += Pᵀ dO and dK += dSᵀ Q: A fragments straight from the accumulators, B from the tiles.
+#pragma unroll
+    for (int kq = 0; kq < kBQ / 16; ++kq) {
+      const uint32_t ap[4] = {Tr::pack(s[2 * kq][0], s[2 * kq][1]), Tr::pack(s[2 * kq][2], s[2 * kq][3]),
+                              Tr::pack(s[2 * kq + 1][0], s[2 * kq + 1][1]),
+                              Tr::pack(s[2 * kq + 1][2], s[2 * kq + 1][3])};
+      const uint32_t ads[4] = {Tr::pack(dp[2 * kq][0], dp[2 * kq][1]), Tr::pack(dp[2 * kq][2], dp[2 * kq][3]),
+                               Tr::pack(dp[2 * kq + 1][0], dp[2 * kq + 1][1]),
+                               Tr::pack(dp[2 * kq + 1][2], dp[2 * kq + 1][3])};
+      if constexpr (kAtomicDq) {
+        Elem *row_lo = sdS + (kw0 + g) * T::kLdS + kq * 16 + 2 * t;
+        Elem *row_hi = row_lo + 8 * T::kLdS;
+        *reinterpret_cast<uint32_t *>(row_lo) = ads[0];
+        *reinterpret_cast<uint32_t *>(row_hi) = ads[1];
+        *reinterpret_cast<uint32_t *>(row_lo + 8) = ads[2];
+        *reinterpret_cast<uint32_t *>(row_hi + 8) = ads[3];
+      }
+#pragma unroll
+      for (int dp16 = 0; dp16 < D / 16; ++dp16) {
+        uint32_t bdo[4], bq[4];
+        ldmatrix_x4_trans(bdo, frag_b_kn_addr(cdO, kLd, kq * 16, dp16 * 16, lane));
+        ldmatrix_x4_trans(bq, frag_b_kn_addr(cQ, kLd, kq * 16, dp16 * 16, lane));
+        mma_16816<Tr::kBf16>(dv_acc[2 * dp16], ap, bdo[0], bdo[1]);
+        mma_16816<Tr::kBf16>(dv_acc[2 * dp16 + 1], ap, bdo[2], bdo[3]);
+        mma_16816<Tr::kBf16>(dk_acc[2 * dp16], ads, bq[0], bq[1]);
+        mma_16816<Tr::kBf16>(dk_acc[2 * dp16 + 1], ads, bq[2], bq[3]);
+      }
+    }
+
+    if constexpr (kAtomicDq) {
+      __syncthreads();  // the whole dSᵀ tile is in shared memory
+      // dQ (64 queries x D) = dS K: warp w takes queries [16 (w % 4), +16) and half of the columns.
+      constexpr int kHalf = D / 2;
+      const int qw0 = (warp & 3) * 16, c0 = (warp >> 2) * kHalf;
+      float dq[kHalf / 8][4];
+#pragma unroll
+      for (int i = 0; i < kHalf / 8; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dq[i][e] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk) {
+        uint32_t a[4];
+        ldmatrix_x4_trans(a, frag_a_trans_addr(sdS, T::kLdS, qw0, kk * 16, lane));
+#pragma unroll
+        for (int dp16 = 0; dp16 < kHalf / 16; ++dp16) {
+          uint32_t bk[4];
+          ldmatrix_x4_trans(bk, frag_b_kn_addr(sK, kLd, kk * 16, c0 + dp16 * 16, lane));
+          mma_16816<Tr::kBf16>(dq[2 * dp16], a, bk[0], bk[1]);
+          mma_16816<Tr::kBf16>(dq[2 * dp16 + 1], a, bk[2], bk[3]);
+        }
+      }
+      float *acc = p.dq_accum + ((int64_t(b) * p.heads_q + hq) * SQ + m0) * D;
+#pragma unroll
+      for (int nt = 0; nt < kHalf / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = qw0 + g + (e >= 2 ? 8 : 0);
+          if (m0 + r < SQ) atomicAdd(acc + int64_t(r) * D + c0 + nt * 8 + 2 * t + (e & 1), dq[nt][e]);
+        }
+    }
+    __syncthreads();  // buffers of this iteration (Q, dO, dSᵀ) are free for the next loads
+  }
+
+  // dK = scale · Σ dSᵀ Q, dV = Σ Pᵀ dO, for the keys of this block that exist.
+  Elem *dk_head = static_cast<Elem *>(p.dk) + b * p.dk_stride[0] + hk * p.dk_stride[2];
+  Elem *dv_head = static_cast<Elem *>(p.dv) + b * p.dv_stride[0] + hk * p.dv_stride[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int key = n0 + kw0 + g + half * 8;
+    if (key >= SK) continue;
+    Elem *dk_row = dk_head + int64_t(key) * p.dk_stride[1];
+    Elem *dv_row = dv_head + int64_t(key) * p.dv_stride[1];
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt) {
+      const int c = nt * 8 + 2 * t;
+      *reinterpret_cast<uint32_t *>(dk_row + c) =
+          Tr::pack(dk_acc[nt][2 * half] * p.scale, dk_acc[nt][2 * half + 1] * p.scale);
+      *reinterpret_cast<uint32_t *>(dv_row + c) = Tr::pack(dv_acc[nt][2 * half], dv_acc[nt][2 * half + 1]);
+    }
+  }
+}
+
+}  // namespace flashbox::cuda::bwd

@@ -1,0 +1,154 @@
+// FlashAttention-2 backward, dQ for the deterministic mode (FlashAttention-2 §3.2: dQ_i = Σ_j dS_ij K_j,
+// computed here by the owner of Q block i rather than by atomics from every K block, so the sum runs
+// in one fixed order). One CTA per (Q block of 64 rows, batch · query head); 4 warps, warp w owns query
+// rows [16w, 16w + 16). On chip: the Q and dO tiles (shared, loaded once), K and V tiles of 64 keys
+// (shared, double-buffered with cp.async), and per warp the dQ accumulator (registers, fp32, 16 x D).
+// Per K block (causal: up to the last block the Q block's last row sees), recomputing:
+//   S = Q Kᵀ,  P = exp2(S · scale · log2e − LSE · log2e),  dP = dO Vᵀ,  dS = P ∘ (dP − D),  dQ += dS K
+// and dQ · scale is written in the dtype through the caller's strides.
+#pragma once
+#include "cuda/backward/bwd_device.cuh"
+#include "cuda/backward/flash_bwd_params.hpp"
+
+namespace flashbox::cuda::bwd {
+
+template <int D>
+struct DqTile {
+  static constexpr int kBlockQ = 64, kBlockK = 64, kWarps = 4, kThreads = kWarps * 32;
+  static constexpr int kLd = D + 8;
+  static size_t smem_bytes() { return size_t(2 * kBlockQ * kLd + 4 * kBlockK * kLd) * 2; }
+};
+
+template <typename Elem, int D>
+__global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
+  using T = DqTile<D>;
+  using Tr = ElemTraits<Elem>;
+  constexpr int kLd = T::kLd, kBQ = T::kBlockQ, kBK = T::kBlockK;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Elem *sQ = reinterpret_cast<Elem *>(smem_raw);
+  Elem *sdO = sQ + kBQ * kLd;
+  Elem *sK = sdO + kBQ * kLd;  // [2][kBK][kLd]
+  Elem *sV = sK + 2 * kBK * kLd;  // [2][kBK][kLd]
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int m0 = blockIdx.x * kBQ;
+  const int b = blockIdx.y / p.heads_q, hq = blockIdx.y % p.heads_q, hk = hq / p.group;
+  const int SQ = p.seqlen_q, SK = p.seqlen_k, shift = SK - SQ;
+
+  // Keys seen by the block's last existing row: [0, key_end).
+  const int last_row = min(m0 + kBQ, SQ) - 1;
+  const int key_end = p.causal ? max(0, min(SK, last_row + shift + 1)) : SK;
+  const int n_blocks = (key_end + kBK - 1) / kBK;
+
+  const Elem *q_head = static_cast<const Elem *>(p.q) + b * p.q_stride[0] + hq * p.q_stride[2];
+  const Elem *do_head = static_cast<const Elem *>(p.dout) + b * p.do_stride[0] + hq * p.do_stride[2];
+  const Elem *k_head = static_cast<const Elem *>(p.k) + b * p.k_stride[0] + hk * p.k_stride[2];
+  const Elem *v_head = static_cast<const Elem *>(p.v) + b * p.v_stride[0] + hk * p.v_stride[2];
+
+  // Per thread: LSE (times log2e; +inf where P must be 0) and D of its two rows, g and g + 8.
+  const int qw0 = warp * 16;
+  float lse2[2], dsum[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = m0 + qw0 + g + h * 8;
+    const int64_t row = (int64_t(b) * p.heads_q + hq) * SQ + i;
+    const float lse = i < SQ ? p.lse[row] : -INFINITY;
+    lse2[h] = lse == -INFINITY ? INFINITY : lse * kLog2e;
+    dsum[h] = i < SQ ? p.dsum[row] : 0.0f;
+  }
+
+  float dq[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dq[i][e] = 0.0f;
+
+  if (n_blocks > 0) {
+    load_rows_async<Elem, D, kBQ, T::kThreads>(sQ, q_head, p.q_stride[1], m0, SQ, tid);
+    load_rows_async<Elem, D, kBQ, T::kThreads>(sdO, do_head, p.do_stride[1], m0, SQ, tid);
+    load_rows_async<Elem, D, kBK, T::kThreads>(sK, k_head, p.k_stride[1], 0, SK, tid);
+    load_rows_async<Elem, D, kBK, T::kThreads>(sV, v_head, p.v_stride[1], 0, SK, tid);
+    cp_async_commit();
+  }
+
+  for (int nb = 0; nb < n_blocks; ++nb) {
+    const int buf = nb & 1, n0 = nb * kBK;
+    if (nb + 1 < n_blocks) {
+      load_rows_async<Elem, D, kBK, T::kThreads>(sK + (buf ^ 1) * kBK * kLd, k_head, p.k_stride[1], n0 + kBK, SK, tid);
+      load_rows_async<Elem, D, kBK, T::kThreads>(sV + (buf ^ 1) * kBK * kLd, v_head, p.v_stride[1], n0 + kBK, SK, tid);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const Elem *cK = sK + buf * kBK * kLd, *cV = sV + buf * kBK * kLd;
+
+    // S = Q Kᵀ and dP = dO Vᵀ (16 queries x 64 keys per warp).
+    float s[kBK / 8][4], dp[kBK / 8][4];
+#pragma unroll
+    for (int i = 0; i < kBK / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[i][e] = dp[i][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t aq[4], ado[4];
+      ldmatrix_x4(aq, frag_a_addr(sQ, kLd, qw0, kk * 16, lane));
+      ldmatrix_x4(ado, frag_a_addr(sdO, kLd, qw0, kk * 16, lane));
+#pragma unroll
+      for (int np = 0; np < kBK / 16; ++np) {
+        uint32_t bk[4], bv[4];
+        ldmatrix_x4(bk, frag_b_nk_addr(cK, kLd, np * 16, kk * 16, lane));
+        ldmatrix_x4(bv, frag_b_nk_addr(cV, kLd, np * 16, kk * 16, lane));
+        mma_16816<Tr::kBf16>(s[2 * np], aq, bk[0], bk[1]);
+        mma_16816<Tr::kBf16>(s[2 * np + 1], aq, bk[2], bk[3]);
+        mma_16816<Tr::kBf16>(dp[2 * np], ado, bv[0], bv[1]);
+        mma_16816<Tr::kBf16>(dp[2 * np + 1], ado, bv[2], bv[3]);
+      }
+    }
+
+    // dS = P ∘ (dP − D), P recomputed from the LSE and masked like the forward.
+    const bool need_mask = n0 + kBK > SK || (p.causal && n0 + kBK - 1 > m0 + shift);
+#pragma unroll
+    for (int nt = 0; nt < kBK / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e >> 1;
+        const int i = m0 + qw0 + g + h * 8, key = n0 + nt * 8 + 2 * t + (e & 1);
+        float pv = exp2f(s[nt][e] * p.scale_log2 - lse2[h]);
+        if (need_mask && (key >= SK || (p.causal && key > i + shift))) pv = 0.0f;
+        dp[nt][e] = pv * (dp[nt][e] - dsum[h]);
+      }
+
+    // dQ += dS K: A fragments from the dS accumulators, B = K stored [key][dim] (transposed load).
+#pragma unroll
+    for (int kk = 0; kk < kBK / 16; ++kk) {
+      const uint32_t a[4] = {Tr::pack(dp[2 * kk][0], dp[2 * kk][1]), Tr::pack(dp[2 * kk][2], dp[2 * kk][3]),
+                             Tr::pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
+                             Tr::pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+#pragma unroll
+      for (int d16 = 0; d16 < D / 16; ++d16) {
+        uint32_t bk[4];
+        ldmatrix_x4_trans(bk, frag_b_kn_addr(cK, kLd, kk * 16, d16 * 16, lane));
+        mma_16816<Tr::kBf16>(dq[2 * d16], a, bk[0], bk[1]);
+        mma_16816<Tr::kBf16>(dq[2 * d16 + 1], a, bk[2], bk[3]);
+      }
+    }
+    __syncthreads();  // this K/V buffer is free for the load two blocks ahead
+  }
+
+  Elem *dq_head = static_cast<Elem *>(p.dq) + b * p.dq_stride[0] + hq * p.dq_stride[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = m0 + qw0 + g + h * 8;
+    if (i >= SQ) continue;
+    Elem *row = dq_head + int64_t(i) * p.dq_stride[1];
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt)
+      *reinterpret_cast<uint32_t *>(row + nt * 8 + 2 * t) =
+          Tr::pack(dq[nt][2 * h] * p.scale, dq[nt][2 * h + 1] * p.scale);
+  }
+}
+
+}  // namespace flashbox::cuda::bwd

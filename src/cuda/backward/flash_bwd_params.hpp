@@ -1,0 +1,35 @@
+// What the backward kernels receive: device pointers, element strides, sizes and the scale, filled
+// once by src/cuda/backward/flash_bwd.cu from validated arguments.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace flashbox::cuda::bwd {
+
+struct BwdParams {
+  const void *q, *k, *v, *o, *dout;
+  void *dq, *dk, *dv;
+  const float *lse;  // [batch, heads_q, seqlen_q], natural log, -inf for a row that sees no key
+  float *dsum;       // scratch [batch, heads_q, seqlen_q]: D = rowsum(dO * O)
+  float *dq_accum;   // scratch [batch, heads_q, seqlen_q, head_dim] fp32, atomic mode only
+  int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3], do_stride[3];
+  int64_t dq_stride[3], dk_stride[3], dv_stride[3];
+  int batch, seqlen_q, seqlen_k, heads_q, heads_kv, group;
+  float scale;       // softmax scale
+  float scale_log2;  // scale * log2(e): P = exp2(S * scale_log2 - LSE * log2(e))
+  int causal;
+};
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// One launch function per head_dim (flash_bwd_d64.cu, flash_bwd_d128.cu): preprocessing done, runs the
+// dK/dV kernel and, when deterministic, the separate dQ kernel. Returns the launch's cudaError_t.
+template <int D>
+cudaError_t launch_flash_bwd(const BwdParams &p, bool bf16, bool deterministic, cudaStream_t stream);
+
+// flash_bwd_aux.cu: D = rowsum(dO * O) (and nothing else), and dq = scale * dq_accum in the dtype.
+cudaError_t launch_bwd_rowsum(const BwdParams &p, bool bf16, int head_dim, cudaStream_t stream);
+cudaError_t launch_bwd_convert_dq(const BwdParams &p, bool bf16, int head_dim, cudaStream_t stream);
+
+}  // namespace flashbox::cuda::bwd

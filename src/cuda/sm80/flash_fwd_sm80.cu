@@ -1,11 +1,323 @@
-// PLACEHOLDER until this backend lands: reports that it is not available. Replaced by its owner.
-#include "api/backends.hpp"
-#include "api/error.hpp"
+// FlashAttention-2 forward for sm_80 and newer (Dao 2023, "FlashAttention-2", §3.1 Algorithm 1 and
+// §3.2 parallelism), written with the warp-level tensor-core instructions of Ampere:
+//   - one CTA per (batch*head, block of kBlockM query rows); grid.y walks the query blocks from the
+//     last (the longest under a causal mask) to the first, so the heavy CTAs start first;
+//   - the Q tile is copied to shared memory once; K/V tiles of kBlockN keys stream through a
+//     kStages-deep cp.async ring (K and V of one tile form one commit group);
+//   - each warp owns kBlockM/kWarps query rows: S = Q K^T (mma.sync.m16n8k16, fp32 accumulate) stays
+//     in registers, the online softmax (running max m and sum l in base 2, exp2 with the scale folded
+//     with log2(e)) rescales the O accumulator, P is re-packed from the S registers into the A operand
+//     of O += P V (V read with ldmatrix.trans);
+//   - causal: K/V tiles wholly above the diagonal are never visited; only tiles that cross the
+//     diagonal or the end of the keys are masked element by element;
+//   - finalize: O / l written in the input dtype, LSE = (m + log2 l) * ln 2; a row that saw no key
+//     gets O = 0 and LSE = -inf; rows past seqlen_q are never written.
+// Shared-memory tiles are row-major [row][head_dim] with 16-byte chunks XOR-swizzled by (row % 8), so
+// both the cp.async writes and the 8-row ldmatrix reads are free of bank conflicts.
+// Tile shapes (flash_fwd_traits.hpp, chosen by measurement in bench/NOTES.md):
+//   d=64: 128x64, 4 warps, 2 stages, Q in registers;  d=128: 128x64, 4 warps, 2 stages, Q re-read.
+// Arguments are validated in src/api: fp16/bf16, head_dim 64 or 128, 16-byte aligned pointers, strides
+// multiples of 8 elements, heads_q a multiple of heads_kv; lse may be NULL.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
 
-namespace flashbox::detail {
+#include <cmath>
+#include <string>
 
-int cuda_flash_forward_sm80(const flashbox_attention_args &) {
-  return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, "cuda_flash_forward_sm80: not implemented yet");
+#include "cuda/common/cp_async.cuh"
+#include "cuda/common/element_type.cuh"
+#include "cuda/common/ldmatrix.cuh"
+#include "cuda/common/mma.cuh"
+#include "cuda/common/softmax_math.cuh"
+#include "cuda/sm80/flash_fwd_launch.hpp"
+#include "cuda/sm80/flash_fwd_traits.hpp"
+
+namespace flashbox::cuda {
+namespace {
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled [rows][kHeadDim] tile.
+template <class Tr>
+__device__ __forceinline__ uint32_t swizzled_offset(int row, int chunk) {
+  return uint32_t(row * Tr::kHeadDim * 2 + ((chunk ^ (row & 7)) << 4));
 }
 
-}  // namespace flashbox::detail
+// Copies rows [row0, row0 + kRows) of a [seq][kHeadDim] head (row stride `stride` elements) into a
+// swizzled tile; rows at or past `row_end` are zero-filled (a zero V row keeps 0 * garbage out of O).
+template <class Tr, int kRows, typename Element>
+__device__ __forceinline__ void load_tile_async(uint32_t tile, const Element *head, int64_t stride, int row0,
+                                                int row_end) {
+  constexpr int kRowsPerPass = Tr::kThreads / Tr::kChunksPerRow;
+  const int chunk = threadIdx.x % Tr::kChunksPerRow;
+  const int first = threadIdx.x / Tr::kChunksPerRow;
+#pragma unroll
+  for (int pass = 0; pass < kRows / kRowsPerPass; ++pass) {
+    const int r = first + pass * kRowsPerPass;
+    const bool valid = row0 + r < row_end;
+    const Element *src = valid ? head + int64_t(row0 + r) * stride + chunk * 8 : head;
+    cp_async_16(tile + swizzled_offset<Tr>(r, chunk), src, valid);
+  }
+}
+
+template <typename Element, class Tr>
+__global__ void __launch_bounds__(Tr::kThreads) flash_fwd_sm80_kernel(const FlashFwdParams p) {
+  constexpr bool kBf16 = ElementTraits<Element>::is_bf16;
+  constexpr int kM = Tr::kBlockM, kN = Tr::kBlockN, kD = Tr::kHeadDim;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t sQ = smem_addr(smem);
+  const uint32_t sK = sQ + Tr::kQTileElems * 2;
+  const uint32_t sV = sK + Tr::kStages * Tr::kKVTileElems * 2;
+
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int bh = blockIdx.x, b = bh / p.heads_q, h = bh % p.heads_q, hk = h / p.group;
+  const int m0 = (gridDim.y - 1 - blockIdx.y) * kM;
+  const int causal_shift = p.seqlen_k - p.seqlen_q;  // query i sees keys j <= i + causal_shift
+  const Element *q = static_cast<const Element *>(p.q) + b * p.q_batch + h * p.q_head;
+  const Element *k = static_cast<const Element *>(p.k) + b * p.k_batch + hk * p.k_head;
+  const Element *v = static_cast<const Element *>(p.v) + b * p.v_batch + hk * p.v_head;
+  Element *o = static_cast<Element *>(p.o) + b * p.o_batch + h * p.o_head;
+  float *lse = p.lse ? p.lse + int64_t(bh) * p.seqlen_q : nullptr;
+
+  // K/V tiles [0, n_end) hold every key some row of this block may see.
+  int key_end = p.seqlen_k;
+  if (p.causal) key_end = min(key_end, max(0, m0 + kM + causal_shift));
+  const int n_end = (key_end + kN - 1) / kN;
+
+  // This thread's rows: warp_row0 + mt*16 + g (+8), g = lane / 4; its columns in a C tile: 2t, 2t+1.
+  const int g = lane / 4, t = lane % 4;
+  const int warp_row0 = warp * Tr::kRowsPerWarp;
+
+  float acc_o[Tr::kMTiles][Tr::kOTiles][4];
+  float row_max[Tr::kMTiles][2], row_sum[Tr::kMTiles][2];
+#pragma unroll
+  for (int mt = 0; mt < Tr::kMTiles; ++mt) {
+#pragma unroll
+    for (int j = 0; j < Tr::kOTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc_o[mt][j][e] = 0.f;
+    row_max[mt][0] = row_max[mt][1] = -INFINITY;
+    row_sum[mt][0] = row_sum[mt][1] = 0.f;
+  }
+
+  // ldmatrix lane addressing: A fragments (Q) and V^T read rows +(lane%8) + 8*((lane/8)%2) and chunk
+  // +(lane/16); K (B operand, not transposed) reads rows +(lane%8) + 8*(lane/16) and chunk +(lane/8)%2.
+  // Tile row bases are multiples of 8, so a lane's swizzle phase is always lane % 8.
+  // Chunk c of a row sits at (c ^ (row % 8)) * 16 bytes; with the row part fixed per thread, moving
+  // to chunk c + 2*kk is an XOR of the byte offset with kk << 5 (bits the row offset never touches).
+  const int a_row = (lane % 8) + 8 * ((lane / 8) % 2), a_chunk = lane / 16;
+  const int b_row = (lane % 8) + 8 * (lane / 16), b_chunk = (lane / 8) % 2;
+  const uint32_t q_lane = swizzled_offset<Tr>(warp_row0 + a_row, a_chunk);  // + mt * 16 rows
+  const uint32_t k_lane = swizzled_offset<Tr>(b_row, b_chunk);             // + np * 16 rows
+  const uint32_t v_lane = swizzled_offset<Tr>(a_row, a_chunk);             // + kk * 16 rows
+  constexpr uint32_t kRow16Bytes = 16 * kD * 2;
+
+  // >>> report:load_q
+  load_tile_async<Tr, kM>(sQ, q, p.q_seq, m0, p.seqlen_q);
+  cp_async_commit();
+#pragma unroll
+  for (int s = 0; s < Tr::kStages - 1; ++s) {
+    const int n = n_end - 1 - s;
+    if (n >= 0) {
+      load_tile_async<Tr, kN>(sK + s * Tr::kKVTileElems * 2, k, p.k_seq, n * kN, p.seqlen_k);
+      load_tile_async<Tr, kN>(sV + s * Tr::kKVTileElems * 2, v, p.v_seq, n * kN, p.seqlen_k);
+    }
+    cp_async_commit();
+  }
+  uint32_t q_frag[Tr::kQInRegisters ? Tr::kMTiles : 1][Tr::kQInRegisters ? Tr::kQKSteps : 1][4];
+  if constexpr (Tr::kQInRegisters) {
+    cp_async_wait<Tr::kStages - 1>();  // the Q group is the oldest
+    __syncthreads();
+#pragma unroll
+    for (int mt = 0; mt < Tr::kMTiles; ++mt)
+#pragma unroll
+      for (int kk = 0; kk < Tr::kQKSteps; ++kk)
+        ldmatrix_x4(q_frag[mt][kk], sQ + ((q_lane + mt * kRow16Bytes) ^ (kk << 5)));
+  }
+  // <<< report:load_q
+
+  // >>> report:kv_loop
+  for (int it = 0; it < n_end; ++it) {
+    const int n = n_end - 1 - it;  // diagonal (masked) tiles first, then the unmasked bulk
+    const int stage = it % Tr::kStages;
+    cp_async_wait<Tr::kStages - 2>();
+    __syncthreads();  // tile `it` is visible to all; every warp is done with the stage refilled next
+    {
+      const int n_next = n - (Tr::kStages - 1);
+      const int st_next = (it + Tr::kStages - 1) % Tr::kStages;
+      if (n_next >= 0) {
+        load_tile_async<Tr, kN>(sK + st_next * Tr::kKVTileElems * 2, k, p.k_seq, n_next * kN, p.seqlen_k);
+        load_tile_async<Tr, kN>(sV + st_next * Tr::kKVTileElems * 2, v, p.v_seq, n_next * kN, p.seqlen_k);
+      }
+      cp_async_commit();  // possibly empty, so the group count stays uniform
+    }
+    const uint32_t sK_tile = sK + stage * Tr::kKVTileElems * 2;
+    const uint32_t sV_tile = sV + stage * Tr::kKVTileElems * 2;
+  // <<< report:kv_loop
+
+    // >>> report:s_tile
+    float acc_s[Tr::kMTiles][Tr::kSTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < Tr::kMTiles; ++mt)
+#pragma unroll
+      for (int j = 0; j < Tr::kSTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_s[mt][j][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < Tr::kQKSteps; ++kk) {
+      uint32_t a[Tr::kMTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < Tr::kMTiles; ++mt) {
+        if constexpr (Tr::kQInRegisters) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) a[mt][e] = q_frag[mt][kk][e];
+        } else {
+          ldmatrix_x4(a[mt], sQ + ((q_lane + mt * kRow16Bytes) ^ (kk << 5)));
+        }
+      }
+#pragma unroll
+      for (int np = 0; np < Tr::kSTiles / 2; ++np) {
+        uint32_t bk[4];
+        ldmatrix_x4(bk, sK_tile + ((k_lane + np * kRow16Bytes) ^ (kk << 5)));
+#pragma unroll
+        for (int mt = 0; mt < Tr::kMTiles; ++mt) {
+          mma_m16n8k16<kBf16>(acc_s[mt][2 * np], a[mt], bk[0], bk[1]);
+          mma_m16n8k16<kBf16>(acc_s[mt][2 * np + 1], a[mt], bk[2], bk[3]);
+        }
+      }
+    }
+    // <<< report:s_tile
+
+    // >>> report:online_softmax
+    // Scale into base-2 units first (a negative softmax_scale stays correct), then mask: keys past the
+    // end, and under the causal mask keys after row + causal_shift. Only boundary tiles pay for it.
+    const int key0 = n * kN;
+    const bool needs_mask = key0 + kN > p.seqlen_k || (p.causal && key0 + kN - 1 > m0 + causal_shift);
+#pragma unroll
+    for (int mt = 0; mt < Tr::kMTiles; ++mt)
+#pragma unroll
+      for (int j = 0; j < Tr::kSTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_s[mt][j][e] *= p.scale_log2;
+    if (needs_mask) {
+#pragma unroll
+      for (int mt = 0; mt < Tr::kMTiles; ++mt)
+#pragma unroll
+        for (int j = 0; j < Tr::kSTiles; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int row = m0 + warp_row0 + mt * 16 + g + (e >= 2 ? 8 : 0);
+            const int col = key0 + j * 8 + 2 * t + (e & 1);
+            if (col >= p.seqlen_k || (p.causal && col > row + causal_shift)) acc_s[mt][j][e] = -INFINITY;
+          }
+    }
+#pragma unroll
+    for (int mt = 0; mt < Tr::kMTiles; ++mt) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < Tr::kSTiles; ++j) mx = fmaxf(mx, fmaxf(acc_s[mt][j][2 * r], acc_s[mt][j][2 * r + 1]));
+        mx = quad_max(mx);
+        const float m_new = fmaxf(row_max[mt][r], mx);
+        // A row that has seen only masked keys keeps m = -inf; subtracting 0 then gives exp2(-inf) = 0.
+        const float m_base = m_new == -INFINITY ? 0.f : m_new;
+        const float alpha = fast_exp2(row_max[mt][r] - m_base);
+        row_max[mt][r] = m_new;
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < Tr::kSTiles; ++j) {
+          acc_s[mt][j][2 * r] = fast_exp2(acc_s[mt][j][2 * r] - m_base);
+          acc_s[mt][j][2 * r + 1] = fast_exp2(acc_s[mt][j][2 * r + 1] - m_base);
+          sum += acc_s[mt][j][2 * r] + acc_s[mt][j][2 * r + 1];
+        }
+        row_sum[mt][r] = row_sum[mt][r] * alpha + sum;  // lane-partial; summed over the quad at the end
+#pragma unroll
+        for (int j = 0; j < Tr::kOTiles; ++j) {
+          acc_o[mt][j][2 * r] *= alpha;
+          acc_o[mt][j][2 * r + 1] *= alpha;
+        }
+      }
+    }
+    // <<< report:online_softmax
+
+    // >>> report:pv
+#pragma unroll
+    for (int kk = 0; kk < Tr::kPVSteps; ++kk) {
+      uint32_t a[Tr::kMTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < Tr::kMTiles; ++mt) {
+        a[mt][0] = ElementTraits<Element>::pack(acc_s[mt][2 * kk][0], acc_s[mt][2 * kk][1]);
+        a[mt][1] = ElementTraits<Element>::pack(acc_s[mt][2 * kk][2], acc_s[mt][2 * kk][3]);
+        a[mt][2] = ElementTraits<Element>::pack(acc_s[mt][2 * kk + 1][0], acc_s[mt][2 * kk + 1][1]);
+        a[mt][3] = ElementTraits<Element>::pack(acc_s[mt][2 * kk + 1][2], acc_s[mt][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dp = 0; dp < Tr::kOTiles / 2; ++dp) {
+        uint32_t bv[4];
+        ldmatrix_x4_trans(bv, sV_tile + ((v_lane + kk * kRow16Bytes) ^ (dp << 5)));
+#pragma unroll
+        for (int mt = 0; mt < Tr::kMTiles; ++mt) {
+          mma_m16n8k16<kBf16>(acc_o[mt][2 * dp], a[mt], bv[0], bv[1]);
+          mma_m16n8k16<kBf16>(acc_o[mt][2 * dp + 1], a[mt], bv[2], bv[3]);
+        }
+      }
+    }
+    // <<< report:pv
+  }
+  cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
+
+  // >>> report:finalize
+#pragma unroll
+  for (int mt = 0; mt < Tr::kMTiles; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float l = quad_sum(row_sum[mt][r]);
+      const float inv_l = l > 0.f ? 1.f / l : 0.f;
+      const int row = m0 + warp_row0 + mt * 16 + g + 8 * r;
+      if (row >= p.seqlen_q) continue;
+      Element *orow = o + int64_t(row) * p.o_seq;
+#pragma unroll
+      for (int j = 0; j < Tr::kOTiles; ++j) {
+        const uint32_t packed =
+            ElementTraits<Element>::pack(acc_o[mt][j][2 * r] * inv_l, acc_o[mt][j][2 * r + 1] * inv_l);
+        *reinterpret_cast<uint32_t *>(orow + j * 8 + 2 * t) = packed;
+      }
+      if (lse != nullptr && t == 0) lse[row] = l > 0.f ? (row_max[mt][r] + __log2f(l)) * kLn2 : -INFINITY;
+    }
+  }
+  // <<< report:finalize
+}
+
+template <typename Element, class Tr>
+cudaError_t launch(const FlashFwdParams &p, cudaStream_t stream) {
+  auto kernel = flash_fwd_sm80_kernel<Element, Tr>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
+  if (e != cudaSuccess) return e;
+  const dim3 grid(unsigned(p.batch * p.heads_q), unsigned((p.seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM));
+  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+using TraitsD64 = FlashFwdTraits<64, 128, 64, 4, 2>;
+using TraitsD128 = FlashFwdTraits<128, 128, 32, 4, 2>;
+
+template <class Tr>
+const char *kernel_name_of() {
+  static const std::string name = "cuda_flash_sm80_d" + std::to_string(Tr::kHeadDim) + "_" +
+                                  std::to_string(Tr::kBlockM) + "x" + std::to_string(Tr::kBlockN);
+  return name.c_str();
+}
+
+}  // namespace
+
+cudaError_t launch_flash_fwd_sm80(const FlashFwdParams &p, int head_dim, bool bf16, cudaStream_t stream,
+                                  const char **kernel_name) {
+  if (head_dim == 64) {
+    *kernel_name = kernel_name_of<TraitsD64>();
+    return bf16 ? launch<__nv_bfloat16, TraitsD64>(p, stream) : launch<__half, TraitsD64>(p, stream);
+  }
+  *kernel_name = kernel_name_of<TraitsD128>();
+  return bf16 ? launch<__nv_bfloat16, TraitsD128>(p, stream) : launch<__half, TraitsD128>(p, stream);
+}
+
+}  // namespace flashbox::cuda

@@ -1,0 +1,14 @@
+// Host entry of the sm80 flash forward kernel family: picks the instantiation for (head_dim, dtype),
+// computes the grid, launches on `stream`. Returns the launch's CUDA error; `kernel_name` names the
+// instantiation (e.g. "cuda_flash_sm80_d64_128x64").
+#pragma once
+#include <cuda_runtime.h>
+
+#include "cuda/sm80/flash_fwd_params.hpp"
+
+namespace flashbox::cuda {
+
+cudaError_t launch_flash_fwd_sm80(const FlashFwdParams &p, int head_dim, bool bf16, cudaStream_t stream,
+                                  const char **kernel_name);
+
+}  // namespace flashbox::cuda

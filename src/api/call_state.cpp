@@ -28,4 +28,12 @@ int64_t scratch_peak_bytes() { return t_scratch_peak; }
 
 const char *kernel_name() { return t_kernel.c_str(); }
 
+CallStateSnapshot save_call_state() { return {t_scratch_peak, t_kernel}; }
+
+void restore_call_state(const CallStateSnapshot &s) {
+  t_scratch_now = 0;
+  t_scratch_peak = s.scratch_peak;
+  t_kernel = s.kernel;
+}
+
 }  // namespace flashbox::detail

@@ -44,7 +44,9 @@ void expect_nearest_even(float f, uint16_t got, ToFloat to_float, const char *wh
     if (std::isnan(nv) || ((n ^ got) & 0x8000)) continue;  // crossed into NaN or the other sign
     const double dg = std::abs(double(f) - g), dn = std::abs(double(f) - nv);
     ASSERT_LE(dg, dn) << what << " value " << f << " got " << got;
-    if (dg == dn) ASSERT_EQ(got & 1, 0) << what << " tie not to even for " << f;
+    if (dg == dn) {
+      ASSERT_EQ(got & 1, 0) << what << " tie not to even for " << f;
+    }
   }
 }
 

@@ -1,0 +1,287 @@
+// Validation of the C API's arguments; the rules are listed in validate.hpp.
+#include "api/validate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "api/backends.hpp"
+#include "api/error.hpp"
+#include "cpu/dtype.hpp"
+
+#ifdef FLASHBOX_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace flashbox::detail {
+namespace {
+
+const char *const kDimName[3] = {"batch", "seq", "head"};
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+std::string ptr_str(const void *p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+
+std::string stride_arg(const TensorDesc &t, int i) {
+  return std::string(t.stride_name) + "[" + str(i) + "] (" + kDimName[i] + ")";
+}
+
+bool mul(int64_t a, int64_t b, int64_t &out) { return !__builtin_mul_overflow(a, b, &out); }
+bool add(int64_t a, int64_t b, int64_t &out) { return !__builtin_add_overflow(a, b, &out); }
+
+// a * b * c * d (* e) without overflow; false if any step overflows.
+bool product(std::initializer_list<int64_t> xs, int64_t &out) {
+  out = 1;
+  for (int64_t x : xs)
+    if (!mul(out, x, out)) return false;
+  return true;
+}
+
+int64_t extent(const TensorDesc &t, int i) { return i == 0 ? t.batch : i == 1 ? t.seq : t.heads; }
+
+const char *impl_str(int impl) {
+  switch (impl) {
+    case FLASHBOX_AUTO: return "auto";
+    case FLASHBOX_NAIVE: return "naive";
+    case FLASHBOX_BLOCKED: return "blocked";
+    case FLASHBOX_FLASH: return "flash";
+  }
+  return "unknown";
+}
+
+// Last byte offset + 1 of a tensor (strides already known positive); false on int64 overflow.
+bool span_bytes(const TensorDesc &t, flashbox_dtype dtype, int64_t &bytes) {
+  int64_t last = t.head_dim - 1, term;
+  for (int i = 0; i < 3; ++i) {
+    if (!mul(extent(t, i) - 1, t.stride[i], term) || !add(last, term, last)) return false;
+  }
+  return add(last, 1, last) && mul(last, cpu::dtype_size(dtype), bytes);
+}
+
+bool ranges_intersect(const void *a, int64_t a_bytes, const void *b, int64_t b_bytes) {
+  const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return pa < pb + uint64_t(b_bytes) && pb < pa + uint64_t(a_bytes);
+}
+
+int64_t lse_bytes(const flashbox_attention_args &a) { return a.batch * a.heads_q * a.seqlen_q * 4; }
+
+}  // namespace
+
+const char *device_name(int device) {
+  switch (device) {
+    case FLASHBOX_CPU: return "cpu";
+    case FLASHBOX_CUDA: return "cuda";
+  }
+  return "unknown";
+}
+
+TensorDesc tensor_q(const flashbox_attention_args &a) {
+  return {"q", "q_stride", a.q, a.q_stride, a.batch, a.seqlen_q, a.heads_q, a.head_dim};
+}
+TensorDesc tensor_k(const flashbox_attention_args &a) {
+  return {"k", "k_stride", a.k, a.k_stride, a.batch, a.seqlen_k, a.heads_kv, a.head_dim};
+}
+TensorDesc tensor_v(const flashbox_attention_args &a) {
+  return {"v", "v_stride", a.v, a.v_stride, a.batch, a.seqlen_k, a.heads_kv, a.head_dim};
+}
+TensorDesc tensor_o(const flashbox_attention_args &a) {
+  return {"o", "o_stride", a.o, a.o_stride, a.batch, a.seqlen_q, a.heads_q, a.head_dim};
+}
+
+int validate_scalars(const flashbox_attention_args &a) {
+  // Enum fields come from C or FFI callers and may hold any int: compare them as ints.
+  const int device = int(a.device), impl = int(a.impl), dtype = int(a.dtype);
+  if (device != FLASHBOX_CPU && device != FLASHBOX_CUDA)
+    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                "device = " + str(device) + " is not a flashbox_device (0 = cpu, 1 = cuda)");
+  if (impl < FLASHBOX_AUTO || impl > FLASHBOX_FLASH)
+    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                "impl = " + str(impl) + " is not a flashbox_impl (0 = auto, 1 = naive, 2 = blocked, 3 = flash)");
+  if (!cpu::dtype_valid(dtype))
+    return fail(FLASHBOX_ERR_UNSUPPORTED_DTYPE,
+                "dtype = " + str(dtype) + " is not a flashbox_dtype (0 = fp32, 1 = fp16, 2 = bf16)");
+  const std::pair<const char *, int64_t> sizes[] = {{"batch", a.batch},       {"seqlen_q", a.seqlen_q},
+                                                    {"seqlen_k", a.seqlen_k}, {"heads_q", a.heads_q},
+                                                    {"heads_kv", a.heads_kv}, {"head_dim", a.head_dim}};
+  for (const auto &[name, value] : sizes)
+    if (value <= 0) return fail(FLASHBOX_ERR_INVALID_SIZE, std::string(name) + " = " + str(value) + " must be >= 1");
+  if (a.heads_q % a.heads_kv != 0)
+    return fail(FLASHBOX_ERR_HEADS_MISMATCH, "heads_q = " + str(a.heads_q) + " is not a multiple of heads_kv = " +
+                                                 str(a.heads_kv) + " (GQA needs heads_q % heads_kv == 0)");
+  if (a.causal != 0 && a.causal != 1)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "causal = " + str(a.causal) + " must be 0 or 1");
+  if (!std::isfinite(a.softmax_scale) || a.softmax_scale < 0.0f)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "softmax_scale = " + std::to_string(a.softmax_scale) +
+                                                   " must be finite and >= 0 (0 means 1/sqrt(head_dim))");
+  // Element and byte counts of every dense extent the library may touch or allocate per tensor.
+  const int64_t es = cpu::dtype_size(a.dtype);
+  int64_t n;
+  if (!product({a.batch, a.seqlen_q, a.heads_q, a.head_dim, es}, n))
+    return fail(FLASHBOX_ERR_SIZE_OVERFLOW, "q/o byte count batch = " + str(a.batch) + " x seqlen_q = " +
+                                                str(a.seqlen_q) + " x heads_q = " + str(a.heads_q) + " x head_dim = " +
+                                                str(a.head_dim) + " x " + str(es) + " bytes overflows int64");
+  if (!product({a.batch, a.seqlen_k, a.heads_kv, a.head_dim, es}, n))
+    return fail(FLASHBOX_ERR_SIZE_OVERFLOW, "k/v byte count batch = " + str(a.batch) + " x seqlen_k = " +
+                                                str(a.seqlen_k) + " x heads_kv = " + str(a.heads_kv) + " x head_dim = " +
+                                                str(a.head_dim) + " x " + str(es) + " bytes overflows int64");
+  // Score matrix of one head (naive materialises S and P): its element count must be representable.
+  if (!product({a.batch, a.heads_q, a.seqlen_q, a.seqlen_k, 8}, n))
+    return fail(FLASHBOX_ERR_SIZE_OVERFLOW, "score matrix size batch = " + str(a.batch) + " x heads_q = " +
+                                                str(a.heads_q) + " x seqlen_q = " + str(a.seqlen_q) +
+                                                " x seqlen_k = " + str(a.seqlen_k) + " x 8 bytes overflows int64");
+  return FLASHBOX_OK;
+}
+
+int validate_support(const flashbox_attention_args &a) {
+  const std::string impl = impl_str(a.impl);
+  if (a.device == FLASHBOX_CPU) {
+    if (a.impl == FLASHBOX_FLASH)
+      return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                  "impl = flash is not available on device = cpu (cpu has auto, naive, blocked)");
+    if (a.head_dim > kCpuMaxHeadDim)
+      return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
+                  "head_dim = " + str(a.head_dim) + " is not supported on device = cpu (1.." + str(kCpuMaxHeadDim) + ")");
+    return FLASHBOX_OK;
+  }
+  if (a.impl == FLASHBOX_BLOCKED)
+    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                "impl = blocked is not available on device = cuda (cuda has auto, naive, flash)");
+  if (a.dtype == FLASHBOX_FLOAT32)
+    return fail(FLASHBOX_ERR_UNSUPPORTED_DTYPE, "dtype = fp32 is not supported on device = cuda (fp16, bf16)");
+  if (a.impl == FLASHBOX_NAIVE) {
+    if (a.head_dim % 8 != 0 || a.head_dim > 256)
+      return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
+                  "head_dim = " + str(a.head_dim) + " is not supported by impl = naive on device = cuda "
+                                                    "(multiples of 8 up to 256)");
+  } else if (a.head_dim != 64 && a.head_dim != 128) {
+    return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim = " + str(a.head_dim) + " is not supported by impl = " +
+                                                       impl + " on device = cuda (64, 128)");
+  }
+  return FLASHBOX_OK;
+}
+
+int validate_tensor(const TensorDesc &t, flashbox_dtype dtype, flashbox_device device) {
+  if (!t.ptr) return fail(FLASHBOX_ERR_NULL_POINTER, std::string(t.name) + " is NULL");
+  for (int i = 0; i < 3; ++i)
+    if (t.stride[i] <= 0)
+      return fail(FLASHBOX_ERR_BAD_STRIDE, stride_arg(t, i) + " = " + str(t.stride[i]) + " must be > 0");
+  int64_t bytes;
+  if (!span_bytes(t, dtype, bytes))
+    return fail(FLASHBOX_ERR_SIZE_OVERFLOW, "the extent of " + std::string(t.name) + " (strides " +
+                                                str(t.stride[0]) + ", " + str(t.stride[1]) + ", " + str(t.stride[2]) +
+                                                ") overflows int64");
+  // Non-overlap: walk the dims with extent > 1 from the smallest stride up; each must step past
+  // everything the smaller ones cover (head_dim contiguous elements to start with).
+  int order[3] = {0, 1, 2};
+  std::sort(order, order + 3, [&](int x, int y) { return t.stride[x] < t.stride[y]; });
+  int64_t covered = t.head_dim;
+  std::string covered_by = "head_dim = " + str(t.head_dim);
+  for (int i : order) {
+    if (extent(t, i) <= 1) continue;
+    if (t.stride[i] < covered)
+      return fail(FLASHBOX_ERR_BAD_STRIDE, stride_arg(t, i) + " = " + str(t.stride[i]) + " makes elements of " +
+                                               t.name + " overlap: it must be >= " + str(covered) + " (" +
+                                               covered_by + "; head_dim must be contiguous)");
+    covered = t.stride[i] * extent(t, i);  // cannot overflow: bounded by the span checked above
+    covered_by = stride_arg(t, i) + " x " + str(extent(t, i));
+  }
+  const auto addr = reinterpret_cast<uintptr_t>(t.ptr);
+  const int64_t es = cpu::dtype_size(dtype);
+  if (device == FLASHBOX_CUDA) {
+    if (addr % 16 != 0)
+      return fail(FLASHBOX_ERR_MISALIGNED, std::string(t.name) + " = " + ptr_str(t.ptr) +
+                                               " is not 16-byte aligned (the CUDA kernels load 16 bytes at a time)");
+    const int64_t per16 = 16 / es;
+    for (int i = 0; i < 3; ++i)
+      if (t.stride[i] % per16 != 0)
+        return fail(FLASHBOX_ERR_MISALIGNED, stride_arg(t, i) + " = " + str(t.stride[i]) + " is not a multiple of " +
+                                                 str(per16) + " elements (16 bytes), which the CUDA kernels need");
+  } else if (addr % uint64_t(es) != 0) {
+    return fail(FLASHBOX_ERR_MISALIGNED, std::string(t.name) + " = " + ptr_str(t.ptr) + " is not aligned to its " +
+                                             str(es) + "-byte elements");
+  }
+  return FLASHBOX_OK;
+}
+
+int64_t tensor_span_bytes(const TensorDesc &t, flashbox_dtype dtype) {
+  int64_t bytes = 0;
+  span_bytes(t, dtype, bytes);
+  return bytes;
+}
+
+int validate_disjoint(const TensorDesc &written, const TensorDesc &other, flashbox_dtype dtype) {
+  if (ranges_intersect(written.ptr, tensor_span_bytes(written, dtype), other.ptr, tensor_span_bytes(other, dtype)))
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, std::string(written.name) + " = " + ptr_str(written.ptr) +
+                                                   " overlaps " + other.name + " = " + ptr_str(other.ptr) +
+                                                   " in memory (outputs must not alias inputs)");
+  return FLASHBOX_OK;
+}
+
+int validate_lse(const float *lse, const char *name, const flashbox_attention_args &) {
+  if (lse && reinterpret_cast<uintptr_t>(lse) % 4 != 0)
+    return fail(FLASHBOX_ERR_MISALIGNED, std::string(name) + " = " + ptr_str(lse) + " is not 4-byte aligned");
+  return FLASHBOX_OK;
+}
+
+int validate_lse_disjoint(const float *lse, const char *name, const flashbox_attention_args &a,
+                          const TensorDesc &other) {
+  if (lse && ranges_intersect(lse, lse_bytes(a), other.ptr, tensor_span_bytes(other, a.dtype)))
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, std::string(name) + " = " + ptr_str(lse) + " overlaps " + other.name +
+                                                   " = " + ptr_str(other.ptr) + " in memory");
+  return FLASHBOX_OK;
+}
+
+int validate_device_available(flashbox_device device) {
+  if (device != FLASHBOX_CUDA) return FLASHBOX_OK;
+#ifdef FLASHBOX_HAVE_CUDA
+  if (cuda_device_count() <= 0)
+    return fail(FLASHBOX_ERR_NO_DEVICE, "device = cuda, but no CUDA device is visible to this process");
+  return FLASHBOX_OK;
+#else
+  return fail(FLASHBOX_ERR_NO_DEVICE, "device = cuda, but this flashbox was built without CUDA");
+#endif
+}
+
+int validate_device_pointer([[maybe_unused]] const void *ptr, [[maybe_unused]] const char *name,
+                            flashbox_device device) {
+  if (device != FLASHBOX_CUDA || !ptr) return FLASHBOX_OK;
+#ifdef FLASHBOX_HAVE_CUDA
+  cudaPointerAttributes attr{};
+  const cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // do not leave a sticky error for the caller's next CUDA call
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, std::string(name) + " = " + ptr_str(ptr) +
+                                                   " is not a CUDA pointer: " + cudaGetErrorString(err));
+  }
+  if (attr.type == cudaMemoryTypeUnregistered)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, std::string(name) + " = " + ptr_str(ptr) +
+                                                   " is host memory, but device = cuda needs device memory");
+#endif
+  return FLASHBOX_OK;
+}
+
+int validate_forward_args(const flashbox_attention_args *args) {
+  if (!args) return fail(FLASHBOX_ERR_NULL_POINTER, "args is NULL");
+  const flashbox_attention_args &a = *args;
+  if (int rc = validate_scalars(a)) return rc;
+  if (int rc = validate_support(a)) return rc;
+  const TensorDesc q = tensor_q(a), k = tensor_k(a), v = tensor_v(a), o = tensor_o(a);
+  for (const TensorDesc *t : {&q, &k, &v, &o})
+    if (int rc = validate_tensor(*t, a.dtype, a.device)) return rc;
+  for (const TensorDesc *t : {&q, &k, &v})
+    if (int rc = validate_disjoint(o, *t, a.dtype)) return rc;
+  if (int rc = validate_lse(a.lse, "lse", a)) return rc;
+  for (const TensorDesc *t : {&q, &k, &v, &o})
+    if (int rc = validate_lse_disjoint(a.lse, "lse", a, *t)) return rc;
+  if (int rc = validate_device_available(a.device)) return rc;
+  for (const TensorDesc *t : {&q, &k, &v, &o})
+    if (int rc = validate_device_pointer(t->ptr, t->name, a.device)) return rc;
+  return validate_device_pointer(a.lse, "lse", a.device);
+}
+
+}  // namespace flashbox::detail

@@ -1,0 +1,69 @@
+// Argument validation at the API edge. Backends assume everything checked here holds. Each check
+// returns FLASHBOX_OK or detail::fail(code, message) with a message naming the argument and its
+// value. The tensor-level checks are shared with the backward entry point (src/api/backward_api.cpp),
+// which describes dout/dq/dk/dv with TensorDesc and runs the same checks on them.
+//
+// Rules (see docs in flashbox.h for the layout):
+//   sizes          batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim >= 1; heads_q % heads_kv == 0
+//   counts         every element count, byte count and strided extent fits in int64
+//   strides        > 0; with head_dim contiguous, sorting the (stride, extent) pairs of the dims with
+//                  extent > 1 must give stride[0] >= head_dim and stride[i] >= stride[i-1] * extent[i-1]
+//                  (distinct indices never share an element; sufficient, not necessary)
+//   memory         o (and lse) must not overlap q, k, v or each other
+//   head_dim       CPU: 1..256 (any impl); CUDA flash: 64 or 128; CUDA naive: 8..256, multiple of 8
+//   dtype          CPU: fp32, fp16, bf16; CUDA: fp16, bf16
+//   impl           CPU: auto (= blocked), naive, blocked; CUDA: auto (= flash), naive, flash
+//   alignment      CPU: element-aligned pointers; CUDA: 16-byte aligned q/k/v/o and strides a
+//                  multiple of 8 elements (16 bytes); lse 4-byte aligned
+//   other          causal 0 or 1; softmax_scale finite and >= 0 (0 means 1/sqrt(head_dim))
+//   device         CUDA needs a CUDA build and a visible GPU (checked last, so every other rule can be
+//                  tested on a machine without a GPU)
+#pragma once
+#include <cstdint>
+
+#include "flashbox/flashbox.h"
+
+namespace flashbox::detail {
+
+// Largest head_dim the CPU levels accept (their tiles are sized for it).
+inline constexpr int64_t kCpuMaxHeadDim = 256;
+
+// One [batch, seq, heads, head_dim] tensor as the API sees it.
+struct TensorDesc {
+  const char *name;         // "q", "dout", ...: used in messages
+  const char *stride_name;  // "q_stride", "dout_stride", ...
+  const void *ptr;
+  const int64_t *stride;    // batch, seq, head (elements)
+  int64_t batch, seq, heads, head_dim;
+};
+
+TensorDesc tensor_q(const flashbox_attention_args &a);
+TensorDesc tensor_k(const flashbox_attention_args &a);
+TensorDesc tensor_v(const flashbox_attention_args &a);
+TensorDesc tensor_o(const flashbox_attention_args &a);
+
+// Enum values, sizes, heads, causal, softmax_scale (no pointers).
+int validate_scalars(const flashbox_attention_args &a);
+// impl / dtype / head_dim supported by a.device (enums already known valid).
+int validate_support(const flashbox_attention_args &a);
+// One tensor: pointer not null, strides > 0, no self-overlap, extents fit int64, alignment for device.
+int validate_tensor(const TensorDesc &t, flashbox_dtype dtype, flashbox_device device);
+// Two tensors' memory ranges (first to last byte) do not intersect.
+int validate_disjoint(const TensorDesc &written, const TensorDesc &other, flashbox_dtype dtype);
+// An fp32 [batch, heads_q, seqlen_q] buffer (lse, or the backward's row sums): alignment and that it
+// does not overlap `other`. Null is allowed; callers that require it check for null themselves.
+int validate_lse(const float *lse, const char *name, const flashbox_attention_args &a);
+int validate_lse_disjoint(const float *lse, const char *name, const flashbox_attention_args &a, const TensorDesc &other);
+// CUDA requested: built with CUDA and a GPU visible; CUDA pointers are device-accessible memory.
+int validate_device_available(flashbox_device device);
+int validate_device_pointer(const void *ptr, const char *name, flashbox_device device);
+
+// Everything above, for a forward call. `args` may be null.
+int validate_forward_args(const flashbox_attention_args *args);
+
+// Byte span [first, last] of a tensor relative to its pointer (valid after validate_tensor).
+int64_t tensor_span_bytes(const TensorDesc &t, flashbox_dtype dtype);
+
+const char *device_name(int device);
+
+}  // namespace flashbox::detail

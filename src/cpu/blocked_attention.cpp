@@ -1,0 +1,210 @@
+// Blocked attention: the FlashAttention-2 forward loop (Dao 2023, Algorithm 1) on the CPU.
+// One task owns one BLOCK_M-row block of queries of one (batch, head): it loads the Q tile once,
+// walks the K/V blocks left to right, computes the BLOCK_M x BLOCK_N score tile, and folds it into
+// running per-row state with the online softmax (Milakov & Gimelshein 2018):
+//   m_new = max(m, rowmax(S)),  alpha = 2^(m - m_new),  P = 2^(S - m_new),
+//   l = l * alpha + rowsum(P),  acc = acc * alpha + P V,
+// and divides by l once at the end. S never leaves the tile. Scores are kept in base 2: the softmax
+// scale is folded with log2(e) into one multiplier, so every exponential is an exp2; the natural
+// log-sum-exp written out is (m + log2 l) * ln 2. With a causal mask the K/V walk stops at the block
+// that holds the last row's diagonal (fully masked blocks are never visited) and only blocks that
+// cross the diagonal are masked element by element. Tasks are independent: parallel over
+// (batch, head, Q block), like the GPU grid. Inputs of any dtype are converted to fp32 once per tile.
+// The per-thread tiles (Q, K^T, V, S, acc: O(BLOCK x head_dim), independent of the sequence length)
+// are the only scratch memory.
+#include "cpu/blocked_attention.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "api/backends.hpp"
+#include "api/call_state.hpp"
+#include "api/error.hpp"
+#include "cpu/dtype.hpp"
+#include "cpu/fast_exp2.hpp"
+#include "cpu/reference_fp64.hpp"
+#include "cpu/scratch_buffer.hpp"
+
+// The tile loops are written to vectorise; on x86-64 build an AVX2/FMA clone next to the baseline
+// one and let the loader pick (the library must still run on any x86-64).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define FLASHBOX_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default"), noinline))
+#else
+#define FLASHBOX_VECTOR_CLONES
+#endif
+
+namespace flashbox::detail {
+namespace {
+
+constexpr float kLog2e = 1.44269504088896340736f;
+constexpr float kLn2 = 0.69314718055994530942f;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+struct Problem {
+  const flashbox_attention_args *a;
+  int64_t bm, bn, d;
+  int64_t group;       // query heads per kv head
+  int64_t diag;        // row i sees keys j <= i + diag (bottom-right causal)
+  float scale_log2;    // softmax_scale * log2(e)
+};
+
+// One thread's on-chip-like working set.
+struct Tiles {
+  float *q, *kt, *v, *s, *acc, *m, *l;
+  static int64_t floats(int64_t bm, int64_t bn, int64_t d) {
+    const int64_t n = bm * d + d * bn + bn * d + bm * bn + bm * d + 2 * bm;
+    return (n + 15) / 16 * 16;  // keep threads' tiles on separate cache lines
+  }
+  Tiles(float *base, int64_t bm, int64_t bn, int64_t d)
+      : q(base), kt(q + bm * d), v(kt + d * bn), s(v + bn * d), acc(s + bm * bn), m(acc + bm * d), l(m + bm) {}
+};
+
+FLASHBOX_VECTOR_CLONES void process_q_block(const Problem &p, int64_t b, int64_t h, int64_t qblock, float *tile_mem) {
+  const flashbox_attention_args &a = *p.a;
+  const int64_t D = p.d, BN = p.bn;
+  Tiles t(tile_mem, p.bm, p.bn, p.d);
+  const int64_t i0 = qblock * p.bm;
+  const int64_t rows = std::min(p.bm, a.seqlen_q - i0);
+  const int64_t hk = h / p.group;
+
+  // >>> report:load_q
+  for (int64_t r = 0; r < rows; ++r)
+    cpu::load_row_as_float(a.q, a.dtype, b * a.q_stride[0] + (i0 + r) * a.q_stride[1] + h * a.q_stride[2], D,
+                           t.q + r * D);
+  std::fill_n(t.m, rows, kNegInf);
+  std::fill_n(t.l, rows, 0.0f);
+  std::fill_n(t.acc, rows * D, 0.0f);
+  // <<< report:load_q
+
+  // Causal: the block's last row sees keys up to (i0 + rows - 1) + diag; later K/V blocks are fully
+  // masked for every row of this block and are skipped.
+  const int64_t kv_end =
+      a.causal ? std::clamp<int64_t>(i0 + rows - 1 + p.diag + 1, 0, a.seqlen_k) : a.seqlen_k;
+
+  // >>> report:kv_loop
+  for (int64_t j0 = 0; j0 < kv_end; j0 += BN) {
+    const int64_t cols = std::min(BN, kv_end - j0);
+    float *row_tmp = t.s;  // S is not live yet: borrow its first row to convert K rows
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t koff = b * a.k_stride[0] + (j0 + c) * a.k_stride[1] + hk * a.k_stride[2];
+      cpu::load_row_as_float(a.k, a.dtype, koff, D, row_tmp);
+      for (int64_t x = 0; x < D; ++x) t.kt[x * BN + c] = row_tmp[x];  // K^T so the S loop runs along keys
+      cpu::load_row_as_float(a.v, a.dtype, b * a.v_stride[0] + (j0 + c) * a.v_stride[1] + hk * a.v_stride[2], D,
+                             t.v + c * D);
+    }
+    // <<< report:kv_loop
+
+    // >>> report:s_tile
+    // S = (Q K^T) * scale * log2(e), one row at a time as rank-1 updates along head_dim.
+    for (int64_t r = 0; r < rows; ++r) {
+      float *s = t.s + r * BN;
+      const float *q = t.q + r * D;
+      for (int64_t c = 0; c < cols; ++c) s[c] = 0.0f;
+      for (int64_t x = 0; x < D; ++x) {
+        const float qx = q[x];
+        const float *kt = t.kt + x * BN;
+        for (int64_t c = 0; c < cols; ++c) s[c] += qx * kt[c];
+      }
+      for (int64_t c = 0; c < cols; ++c) s[c] *= p.scale_log2;
+    }
+    // Only a block that crosses the diagonal (its last key is beyond the first row's limit) needs the
+    // element-wise mask: key j0 + c is hidden from row i0 + r when j0 + c > i0 + r + diag.
+    if (a.causal && j0 + cols - 1 > i0 + p.diag) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t first_hidden = std::max<int64_t>(i0 + r + p.diag + 1 - j0, 0);
+        for (int64_t c = first_hidden; c < cols; ++c) t.s[r * BN + c] = kNegInf;
+      }
+    }
+    // <<< report:s_tile
+
+    // >>> report:online_softmax
+    for (int64_t r = 0; r < rows; ++r) {
+      float *s = t.s + r * BN;
+      float mx = kNegInf;
+      for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, s[c]);
+      const float m_new = std::max(t.m[r], mx);
+      if (m_new == kNegInf) {  // every key so far is masked for this row: nothing to add
+        for (int64_t c = 0; c < cols; ++c) s[c] = 0.0f;
+        continue;
+      }
+      const float alpha = cpu::exp2_nonpositive(t.m[r] - m_new);  // 0 on the row's first visible block
+      float rowsum = 0.0f;
+      for (int64_t c = 0; c < cols; ++c) {
+        s[c] = cpu::exp2_nonpositive(s[c] - m_new);
+        rowsum += s[c];
+      }
+      t.l[r] = t.l[r] * alpha + rowsum;
+      t.m[r] = m_new;
+      float *acc = t.acc + r * D;
+      for (int64_t x = 0; x < D; ++x) acc[x] *= alpha;
+    }
+    // <<< report:online_softmax
+
+    // >>> report:pv
+    // acc += P V: each probability scales one V row into the accumulator row.
+    for (int64_t r = 0; r < rows; ++r) {
+      float *acc = t.acc + r * D;
+      const float *prow = t.s + r * BN;
+      for (int64_t c = 0; c < cols; ++c) {
+        const float pc = prow[c];
+        const float *v = t.v + c * D;
+        for (int64_t x = 0; x < D; ++x) acc[x] += pc * v[x];
+      }
+    }
+    // <<< report:pv
+  }
+
+  // >>> report:finalize
+  // O = acc / l (one division per row) and LSE = ln(sum exp(s)) = (m + log2 l) * ln 2. A row that
+  // saw no key keeps l = 0: O = 0 and LSE = -inf.
+  for (int64_t r = 0; r < rows; ++r) {
+    float *acc = t.acc + r * D;
+    const float l = t.l[r];
+    const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int64_t x = 0; x < D; ++x) acc[x] *= inv_l;
+    cpu::store_row_from_float(a.o, a.dtype, b * a.o_stride[0] + (i0 + r) * a.o_stride[1] + h * a.o_stride[2], D,
+                              acc);
+    if (a.lse)
+      a.lse[(b * a.heads_q + h) * a.seqlen_q + i0 + r] = l > 0.0f ? (t.m[r] + std::log2(l)) * kLn2 : kNegInf;
+  }
+  // <<< report:finalize
+}
+
+}  // namespace
+
+int cpu_blocked_forward_tiles(const flashbox_attention_args &a, int block_m, int block_n) {
+  if (block_m < 1 || block_m > 256 || block_n < 1 || block_n > 256)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "blocked tiles " + std::to_string(block_m) + " x " +
+                                                   std::to_string(block_n) + " must be within 1..256");
+  const Problem p{&a,
+                  block_m,
+                  block_n,
+                  a.head_dim,
+                  a.heads_q / a.heads_kv,
+                  a.seqlen_k - a.seqlen_q,
+                  float(cpu::effective_softmax_scale(a)) * kLog2e};
+  const int64_t q_blocks = (a.seqlen_q + block_m - 1) / block_m;
+  const int64_t tasks = a.batch * a.heads_q * q_blocks;
+  const int threads = int(std::clamp<int64_t>(omp_get_max_threads(), 1, tasks));
+  const int64_t per_thread = Tiles::floats(block_m, block_n, a.head_dim);
+  cpu::ScratchBuffer tiles(per_thread * threads);  // allocated on the calling thread, so it is counted
+
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
+  for (int64_t task = 0; task < tasks; ++task) {
+    // Heaviest first under causal masking (later Q blocks walk more K/V blocks), so the dynamic
+    // schedule ends with short tasks.
+    const int64_t heads = a.batch * a.heads_q;
+    const int64_t qblock = q_blocks - 1 - task / heads;
+    const int64_t bh = task % heads;
+    process_q_block(p, bh / a.heads_q, bh % a.heads_q, qblock, tiles.data() + omp_get_thread_num() * per_thread);
+  }
+  set_kernel_name("cpu_blocked_" + std::to_string(block_m) + "x" + std::to_string(block_n));
+  return FLASHBOX_OK;
+}
+
+int cpu_blocked_forward(const flashbox_attention_args &a) { return cpu_blocked_forward_tiles(a, 64, 64); }
+
+}  // namespace flashbox::detail

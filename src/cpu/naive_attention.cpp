@@ -1,0 +1,120 @@
+// Naive attention, the textbook way: S = Q K^T * scale for every (batch, head) at once, the causal
+// mask written into S, P = softmax(S) row by row, O = P V. S and P are full
+// [batch, heads_q, seqlen_q, seqlen_k] fp32 arrays, which is the point: their size grows with T^2
+// and is reported through the scratch counters (flashbox_last_scratch_peak_bytes). Inputs are first
+// converted to dense fp32 copies (K transposed so the S loop runs along keys); those count as
+// scratch too.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "api/backends.hpp"
+#include "api/call_state.hpp"
+#include "api/error.hpp"
+#include "api/validate.hpp"
+#include "cpu/dtype.hpp"
+#include "cpu/reference_fp64.hpp"
+#include "cpu/scratch_buffer.hpp"
+
+namespace flashbox::detail {
+
+int cpu_naive_forward(const flashbox_attention_args &a) {
+  const int64_t B = a.batch, SQ = a.seqlen_q, SK = a.seqlen_k, HQ = a.heads_q, HKV = a.heads_kv, D = a.head_dim;
+  const int64_t group = HQ / HKV, diag = SK - SQ;
+  const float scale = float(cpu::effective_softmax_scale(a));
+  const int64_t score_elems = B * HQ * SQ * SK;  // fits: checked by validate_scalars
+  const int64_t input_elems = B * SQ * HQ * D + 2 * B * SK * HKV * D;
+
+  // Linux grants a huge allocation lazily and kills the process when it is touched; refuse up front.
+  const int64_t need = (2 * score_elems + input_elems) * int64_t(sizeof(float));
+  const int64_t avail = cpu::available_host_memory_bytes();
+  if (avail >= 0 && need > avail)
+    return fail(FLASHBOX_ERR_OUT_OF_MEMORY,
+                "naive attention needs " + std::to_string(need) + " bytes (S and P: " + std::to_string(score_elems) +
+                    " fp32 scores each), but only " + std::to_string(avail) + " bytes of host memory are available");
+
+  cpu::ScratchBuffer q(B * HQ * SQ * D), kt(B * HKV * D * SK), v(B * HKV * SK * D);  // dense fp32 copies
+  cpu::ScratchBuffer S(score_elems), P(score_elems);
+
+  // Inputs to dense fp32: q [b, h, i, d], kt [b, hk, d, j], v [b, hk, j, d].
+#pragma omp parallel for collapse(2)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < HQ; ++h)
+      for (int64_t i = 0; i < SQ; ++i)
+        cpu::load_row_as_float(a.q, a.dtype, b * a.q_stride[0] + i * a.q_stride[1] + h * a.q_stride[2], D,
+                               q.data() + ((b * HQ + h) * SQ + i) * D);
+#pragma omp parallel for collapse(2)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < HKV; ++h)
+      for (int64_t j = 0; j < SK; ++j) {
+        float *kt_bh = kt.data() + (b * HKV + h) * D * SK;
+        for (int64_t x = 0; x < D; ++x)
+          kt_bh[x * SK + j] = cpu::load_as_float(a.k, a.dtype, b * a.k_stride[0] + j * a.k_stride[1] + h * a.k_stride[2] + x);
+        cpu::load_row_as_float(a.v, a.dtype, b * a.v_stride[0] + j * a.v_stride[1] + h * a.v_stride[2], D,
+                               v.data() + ((b * HKV + h) * SK + j) * D);
+      }
+
+  // Step 1: S = Q K^T * scale, then the causal mask written into S.
+#pragma omp parallel for collapse(3)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < HQ; ++h)
+      for (int64_t i = 0; i < SQ; ++i) {
+        float *s = S.data() + ((b * HQ + h) * SQ + i) * SK;
+        const float *qi = q.data() + ((b * HQ + h) * SQ + i) * D;
+        const float *kt_bh = kt.data() + (b * HKV + h / group) * D * SK;
+        std::fill_n(s, SK, 0.0f);
+        for (int64_t x = 0; x < D; ++x) {
+          const float qx = qi[x];
+          const float *k = kt_bh + x * SK;
+          for (int64_t j = 0; j < SK; ++j) s[j] += qx * k[j];
+        }
+        for (int64_t j = 0; j < SK; ++j) s[j] *= scale;
+        if (a.causal)
+          for (int64_t j = std::max<int64_t>(i + diag + 1, 0); j < SK; ++j) s[j] = -std::numeric_limits<float>::infinity();
+      }
+
+  // Step 2: P = softmax(S) per row (max subtracted so exp cannot overflow). A row with every key
+  // masked has max -inf: its P row is 0 and its LSE -inf.
+#pragma omp parallel for collapse(3)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < HQ; ++h)
+      for (int64_t i = 0; i < SQ; ++i) {
+        const int64_t row = (b * HQ + h) * SQ + i;
+        const float *s = S.data() + row * SK;
+        float *prow = P.data() + row * SK;
+        const float mx = *std::max_element(s, s + SK);
+        if (mx == -std::numeric_limits<float>::infinity()) {
+          std::fill_n(prow, SK, 0.0f);
+          if (a.lse) a.lse[row] = mx;
+          continue;
+        }
+        float sum = 0.0f;
+        for (int64_t j = 0; j < SK; ++j) {
+          prow[j] = std::exp(s[j] - mx);
+          sum += prow[j];
+        }
+        for (int64_t j = 0; j < SK; ++j) prow[j] /= sum;
+        if (a.lse) a.lse[row] = mx + std::log(sum);
+      }
+
+  // Step 3: O = P V.
+#pragma omp parallel for collapse(3)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < HQ; ++h)
+      for (int64_t i = 0; i < SQ; ++i) {
+        const float *prow = P.data() + ((b * HQ + h) * SQ + i) * SK;
+        const float *v_bh = v.data() + (b * HKV + h / group) * SK * D;
+        float out[kCpuMaxHeadDim];  // one output row before rounding to the output dtype
+        std::fill_n(out, D, 0.0f);
+        for (int64_t j = 0; j < SK; ++j) {
+          const float pj = prow[j];
+          for (int64_t x = 0; x < D; ++x) out[x] += pj * v_bh[j * D + x];
+        }
+        cpu::store_row_from_float(a.o, a.dtype, b * a.o_stride[0] + i * a.o_stride[1] + h * a.o_stride[2], D, out);
+      }
+  set_kernel_name("cpu_naive");
+  return FLASHBOX_OK;
+}
+
+}  // namespace flashbox::detail

@@ -1,0 +1,63 @@
+// Introspection: the scratch memory each CPU level really allocated (naive: at least S and P; blocked:
+// only its per-thread tiles, the same at every sequence length), the kernel that ran, and that a
+// failed call leaves the last successful call's values and sets a message.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "support/attention_case.hpp"
+
+using flashbox::test::AttentionCase;
+using flashbox::test::AttentionData;
+
+namespace {
+
+int64_t run_peak(flashbox_impl impl, int64_t seqlen) {
+  AttentionCase c;
+  c.batch = 2, c.seqlen_q = seqlen, c.seqlen_k = seqlen, c.heads_q = 3, c.heads_kv = 1, c.head_dim = 32;
+  c.impl = impl;
+  AttentionData d(c);
+  EXPECT_EQ(flashbox_attention_forward(&d.args), FLASHBOX_OK) << flashbox_last_error();
+  return flashbox_last_scratch_peak_bytes();
+}
+
+TEST(Introspection, NaiveReportsAtLeastSAndP) {
+  for (int64_t t : {64, 300}) {
+    const int64_t s_bytes = 2 * 3 * t * t * 4;  // batch x heads_q x T x T fp32
+    EXPECT_GE(run_peak(FLASHBOX_NAIVE, t), 2 * s_bytes) << "T = " << t;
+    EXPECT_STREQ(flashbox_last_kernel(), "cpu_naive");
+  }
+}
+
+TEST(Introspection, BlockedScratchDoesNotGrowWithT) {
+  const int64_t small = run_peak(FLASHBOX_BLOCKED, 128), large = run_peak(FLASHBOX_BLOCKED, 1000);
+  EXPECT_EQ(small, large) << "blocked must only hold per-thread tiles, independent of T";
+  EXPECT_LT(large, 2 * 3 * 1000 * 1000 * 4) << "blocked must not hold anything the size of S";
+  EXPECT_STREQ(flashbox_last_kernel(), "cpu_blocked_64x64");
+}
+
+TEST(Introspection, FailedCallKeepsLastSuccess) {
+  const int64_t peak = run_peak(FLASHBOX_NAIVE, 64);
+  AttentionCase c;
+  AttentionData d(c);
+  d.args.causal = 7;
+  EXPECT_EQ(flashbox_attention_forward(&d.args), FLASHBOX_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(flashbox_last_error()), "");
+  EXPECT_EQ(flashbox_last_scratch_peak_bytes(), peak);
+  EXPECT_STREQ(flashbox_last_kernel(), "cpu_naive");
+}
+
+TEST(Introspection, NamesAndVersion) {
+  EXPECT_STREQ(flashbox_impl_name(FLASHBOX_AUTO), "auto");
+  EXPECT_STREQ(flashbox_impl_name(FLASHBOX_NAIVE), "naive");
+  EXPECT_STREQ(flashbox_impl_name(FLASHBOX_BLOCKED), "blocked");
+  EXPECT_STREQ(flashbox_impl_name(FLASHBOX_FLASH), "flash");
+  EXPECT_STREQ(flashbox_impl_name(static_cast<flashbox_impl>(42)), "unknown");
+  EXPECT_NE(std::string(flashbox_version()), "");
+  EXPECT_GE(flashbox_cuda_device_count(), 0);
+#ifndef FLASHBOX_HAVE_CUDA
+  EXPECT_EQ(flashbox_cuda_device_count(), 0);
+#endif
+}
+
+}  // namespace

@@ -39,6 +39,10 @@ endforeach()
 # out when 90a is not in FLASHBOX_CUDA_ARCHS), the rest for every listed arch.
 function(flashbox_add_cuda_sources target)
   foreach(src IN LISTS ARGN)
+    if(NOT src MATCHES "\\.cu$")
+      target_sources(${target} PRIVATE ${src})   # host C++ next to the kernels: no -gencode
+      continue()
+    endif()
     if(src MATCHES "/sm90/")
       if(NOT FLASHBOX_GENCODE_SM90A)
         continue()

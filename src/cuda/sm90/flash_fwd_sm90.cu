@@ -1,16 +1,183 @@
-// PLACEHOLDER until the Hopper kernel lands: supports nothing, so dispatch falls back to sm80.
+// Host side of the Hopper forward: what it supports, tensor maps, tile choice, launch.
+//
+// q, k, v and o are described to the TMA as 4-D tensors {head_dim, and the seq, head and batch
+// dimensions ordered by stride}, so BTHD, BHTD and strided slices all work as long as the base is
+// 16-byte aligned and every stride that matters is a multiple of 16 bytes; otherwise supports()
+// says why and dispatch falls back to the sm80 kernel. cuTensorMapEncodeTiled comes from the driver
+// through the runtime's entry-point query, so nothing links libcuda.
+//
+// Environment (benchmarking only): FLASHBOX_SM90_TILE=128x128|192x128 (head_dim 64),
+// FLASHBOX_SM90_MODE=serial|overlap|pingpong (default pingpong = overlap + ping-pong).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+
 #include "api/backends.hpp"
+#include "api/call_state.hpp"
 #include "api/error.hpp"
+#include "cuda/sm90/flash_fwd_sm90_launch.hpp"
 
 namespace flashbox::detail {
+namespace {
 
-bool cuda_flash_sm90_supports(const flashbox_attention_args &, const char **why_not) {
-  if (why_not) *why_not = "the sm90 kernel is not implemented yet";
-  return false;
+using sm90::FwdParams;
+using sm90::TileChoice;
+using sm90::TmaOrder;
+
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void *p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      p = nullptr;
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
 }
 
-int cuda_flash_forward_sm90(const flashbox_attention_args &) {
-  return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, "cuda_flash_forward_sm90: not implemented yet");
+struct TensorView {
+  const void *base;
+  int64_t seq, heads, batch;
+  const int64_t *stride;  // batch, seq, head (elements)
+};
+
+bool tma_describable(const TensorView &t) {
+  if (reinterpret_cast<uintptr_t>(t.base) % 16 != 0) return false;
+  const int64_t sizes[3] = {t.batch, t.seq, t.heads};
+  for (int i = 0; i < 3; ++i)
+    if (sizes[i] > 1 && ((t.stride[i] * 2) % 16 != 0 || t.stride[i] * 2 >= (int64_t(1) << 40))) return false;
+  return true;
+}
+
+// Encodes {head_dim, outer dims by increasing stride}; a box is 64 columns x box_rows rows of seq.
+bool encode_map(CUtensorMap *map, TmaOrder *ord, CUtensorMapDataType type, const TensorView &t, int64_t d,
+                int box_rows) {
+  struct Dim {
+    int64_t size, stride;
+    int which;  // 0 seq, 1 head, 2 batch
+  };
+  Dim dims[3] = {{t.seq, t.stride[1], 0}, {t.heads, t.stride[2], 1}, {t.batch, t.stride[0], 2}};
+  const auto key = [](const Dim &x) { return x.size == 1 ? INT64_MAX : x.stride; };  // unit dims last
+  std::stable_sort(dims, dims + 3, [&](const Dim &x, const Dim &y) { return key(x) < key(y); });
+  cuuint64_t gdim[4] = {cuuint64_t(d), 1, 1, 1};
+  cuuint64_t gstride[3];
+  cuuint32_t box[4] = {64, 1, 1, 1};
+  const cuuint32_t estride[4] = {1, 1, 1, 1};
+  int64_t extent = d * 2;  // bytes spanned by the dims so far: a legal stride for a unit dim
+  int *slot[3] = {&ord->seq, &ord->head, &ord->batch};
+  for (int i = 0; i < 3; ++i) {
+    const int64_t stride_bytes = dims[i].size == 1 ? (extent + 15) / 16 * 16 : dims[i].stride * 2;
+    gdim[i + 1] = cuuint64_t(dims[i].size);
+    gstride[i] = cuuint64_t(stride_bytes);
+    extent = std::max(extent, stride_bytes * dims[i].size);
+    if (dims[i].which == 0) box[i + 1] = cuuint32_t(box_rows);
+    *slot[dims[i].which] = i + 1;
+  }
+  const CUresult r = tensor_map_encoder()(map, type, 4, const_cast<void *>(t.base), gdim, gstride, box, estride,
+                                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS;
+}
+
+TileChoice choose_tile(const flashbox_attention_args &a) {
+  if (a.head_dim == 64) {
+    const char *env = std::getenv("FLASHBOX_SM90_TILE");
+    if (env != nullptr && std::strcmp(env, "128x128") == 0) return {128, 128};
+    if (env != nullptr && std::strcmp(env, "192x128") == 0) return {192, 128};
+    return {128, 128};
+  }
+  return {128, 128};
+}
+
+const char *mode_name() {
+  const char *env = std::getenv("FLASHBOX_SM90_MODE");
+  if (env != nullptr && (std::strcmp(env, "serial") == 0 || std::strcmp(env, "overlap") == 0)) return env;
+  return "pingpong";
+}
+
+// Everything the kernel needs, or false with the reason TMA / this kernel cannot take the call.
+bool build_params(const flashbox_attention_args &a, TileChoice tile, FwdParams &p, const char **why) {
+  const auto no = [&](const char *reason) {
+    if (why != nullptr) *why = reason;
+    return false;
+  };
+  if (a.dtype != FLASHBOX_BFLOAT16 && a.dtype != FLASHBOX_FLOAT16) return no("the sm90 kernel takes bf16 or fp16");
+  if (a.head_dim != 64 && a.head_dim != 128) return no("the sm90 kernel takes head_dim 64 or 128");
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return no("no CUDA device to query");
+  }
+  if (major != 9 || minor != 0) return no("the sm90 kernel is built for sm_90a and needs compute capability 9.0");
+  if (a.batch > 65535 || a.heads_q > 65535) return no("batch and heads_q must be at most 65535 (grid limits)");
+  if (a.seqlen_q > INT32_MAX / 2 || a.seqlen_k > INT32_MAX / 2) return no("sequence too long for 32-bit TMA coordinates");
+  const TensorView q{a.q, a.seqlen_q, a.heads_q, a.batch, a.q_stride};
+  const TensorView k{a.k, a.seqlen_k, a.heads_kv, a.batch, a.k_stride};
+  const TensorView v{a.v, a.seqlen_k, a.heads_kv, a.batch, a.v_stride};
+  const TensorView o{a.o, a.seqlen_q, a.heads_q, a.batch, a.o_stride};
+  if (!tma_describable(q) || !tma_describable(k) || !tma_describable(v) || !tma_describable(o))
+    return no("TMA needs 16-byte aligned q/k/v/o and batch/seq/head strides that are multiples of 16 bytes");
+  if (tensor_map_encoder() == nullptr) return no("the driver does not provide cuTensorMapEncodeTiled");
+  const CUtensorMapDataType type =
+      a.dtype == FLASHBOX_BFLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  std::memset(&p, 0, sizeof p);
+  if (!encode_map(&p.tm_q, &p.ord_q, type, q, a.head_dim, tile.bm) ||
+      !encode_map(&p.tm_k, &p.ord_k, type, k, a.head_dim, tile.bn) ||
+      !encode_map(&p.tm_v, &p.ord_v, type, v, a.head_dim, tile.bn) ||
+      !encode_map(&p.tm_o, &p.ord_o, type, o, a.head_dim, 64))
+    return no("cuTensorMapEncodeTiled rejected the layout of q/k/v/o");
+  p.lse = a.lse;
+  p.seqlen_q = int(a.seqlen_q);
+  p.seqlen_k = int(a.seqlen_k);
+  p.heads_q = int(a.heads_q);
+  p.group = int(a.heads_q / a.heads_kv);
+  p.num_m_blocks = int((a.seqlen_q + tile.bm - 1) / tile.bm);
+  p.causal = a.causal;
+  const char *mode = mode_name();
+  p.overlap = std::strcmp(mode, "serial") != 0;
+  p.pingpong = std::strcmp(mode, "pingpong") == 0;
+  p.scale = a.softmax_scale != 0.f ? a.softmax_scale : 1.f / std::sqrt(float(a.head_dim));
+  p.scale_log2 = p.scale * 1.4426950408889634f;
+  return true;
+}
+
+}  // namespace
+
+bool cuda_flash_sm90_supports(const flashbox_attention_args &a, const char **why_not) {
+  FwdParams p;
+  return build_params(a, choose_tile(a), p, why_not);
+}
+
+int cuda_flash_forward_sm90(const flashbox_attention_args &a) {
+  const TileChoice tile = choose_tile(a);
+  FwdParams p;
+  const char *why = nullptr;
+  if (!build_params(a, tile, p, &why))
+    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, std::string("cuda_flash_forward_sm90: ") + why);
+  const dim3 grid(unsigned(p.num_m_blocks), unsigned(a.heads_q), unsigned(a.batch));
+  const bool bf16 = a.dtype == FLASHBOX_BFLOAT16;
+  const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
+  const cudaError_t e = a.head_dim == 64 ? sm90::launch_fwd_d64(bf16, tile, p, grid, stream)
+                                         : sm90::launch_fwd_d128(bf16, tile, p, grid, stream);
+  if (e != cudaSuccess)
+    return fail(FLASHBOX_ERR_CUDA, std::string("cuda_flash_forward_sm90: launch failed: ") + cudaGetErrorString(e));
+  std::string name = "cuda_flash_sm90_d" + std::to_string(a.head_dim) + "_" + std::to_string(tile.bm) + "x" +
+                     std::to_string(tile.bn);
+  if (std::strcmp(mode_name(), "pingpong") != 0) name += std::string("_") + mode_name();
+  set_kernel_name(name);
+  return FLASHBOX_OK;
 }
 
 }  // namespace flashbox::detail

@@ -1,0 +1,358 @@
+// FlashAttention forward for Hopper (sm_90a): TMA + mbarrier ring + wgmma + warp specialisation.
+//
+// One CTA owns BM = 64 * NWG query rows of one (batch, head) and walks the K/V blocks it may see from
+// the last one down (FA3 paper §3, Algorithm 1; docs/HOPPER-ATTENTION.md):
+//   warpgroup 0, the producer: drops to a few registers (setmaxnreg) and one thread issues TMA loads:
+//     Q once, then K_j and V_j into two STAGES-deep rings of 128B-swizzled shared-memory tiles,
+//     ordered K_0, (K_1, V_0), (K_2, V_1), ... so that the next S never waits behind the current V.
+//   warpgroups 1..NWG, the consumers: 64 query rows each; S = Q K_j^T by wgmma from shared memory
+//     (SS), online softmax in registers (exp2, softmax_scale * log2 e folded into one FFMA), P packed
+//     to 16 bits in registers as the A operand of O += P V_j (RS). With `overlap` the softmax of block
+//     j runs while the P.V product of block j-1 is in flight (FA3 §3.2); with `pingpong` the GEMM
+//     issue of the consumer warpgroups takes turns through named barriers so one group's softmax
+//     hides under the other's GEMMs (FA3 §3.1).
+//   Epilogue: O / l goes through shared memory (stmatrix, into the warpgroup's own Q rows) and out by
+//     a TMA store, which clips rows >= seqlen_q; LSE (natural log) straight from registers.
+// Causal masking is bottom-right aligned; only blocks that cross the diagonal or the end of the keys
+// are masked. Heavy (late) query blocks are launched first.
+#pragma once
+#include <cstdint>
+#include <cuda.h>
+
+#include "cuda/sm90/async_copy.cuh"
+#include "cuda/sm90/online_softmax.cuh"
+#include "cuda/sm90/wgmma_ops.cuh"
+
+namespace flashbox::sm90 {
+
+// Where the sequence, head and batch dimensions sit among a tensor map's coordinates 1..3 (the
+// host orders them by stride so that any strided layout can be described).
+struct TmaOrder {
+  int seq, head, batch;
+};
+
+struct FwdParams {
+  CUtensorMap tm_q, tm_k, tm_v, tm_o;
+  TmaOrder ord_q, ord_k, ord_v, ord_o;
+  float *lse;  // [batch, heads_q, seqlen_q] or null
+  int seqlen_q, seqlen_k, heads_q, group, num_m_blocks;
+  int causal, overlap, pingpong;
+  float scale, scale_log2;
+};
+
+template <class T, int D_, int BN_, int NWG_, int STAGES_>
+struct FwdConfig {
+  using Elem = T;
+  static constexpr int D = D_, BN = BN_, NWG = NWG_, BM = 64 * NWG_, STAGES = STAGES_;
+  static constexpr int PANELS = D / 64;  // 64-element (128-byte) columns per tile row
+  static constexpr int THREADS = 128 * (NWG + 1);
+  static constexpr int PRODUCER_REGS = NWG == 2 ? 24 : 32;
+  static constexpr int CONSUMER_REGS = NWG == 2 ? 240 : 160;
+  static constexpr int Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2;
+  static constexpr int Q_OFF = 0, K_OFF = Q_BYTES, V_OFF = K_OFF + STAGES * KV_BYTES;
+  static constexpr int BAR_OFF = V_OFF + STAGES * KV_BYTES;
+  static constexpr int NUM_BARS = 1 + 4 * STAGES;
+  static constexpr int SMEM_BYTES = BAR_OFF + NUM_BARS * 8 + 1024;  // + slack to align the base to 1024
+  static_assert(D == 64 || D == 128, "head_dim 64 or 128");
+  static_assert(BN % 64 == 0 && BN <= 192, "BN");
+  static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
+};
+
+// Named barriers: 0 is __syncthreads; 1..NWG the ping-pong turns; then one per consumer epilogue.
+constexpr int kPingPongBarrier = 1;
+constexpr int kEpilogueBarrier = 5;
+
+struct Barriers {
+  uint64_t *full_q, *full_k, *empty_k, *full_v, *empty_v;
+};
+
+// The K/V blocks one query block visits: [0, n_blocks), of which [n_unmasked, n_blocks) need a mask.
+struct BlockRange {
+  int n_blocks, n_unmasked;
+};
+
+__device__ __forceinline__ BlockRange block_range(const FwdParams &p, int m_block, int BM, int BN) {
+  const int sq = p.seqlen_q, sk = p.seqlen_k;
+  int n_max = (sk + BN - 1) / BN, n_full = sk / BN;
+  if (p.causal) {
+    const int hi = (m_block + 1) * BM + sk - sq;  // keys < hi are seen by some row of the block
+    const int lo = m_block * BM + sk - sq + 1;    // keys < lo are seen by every row
+    n_max = min(n_max, hi <= 0 ? 0 : (hi + BN - 1) / BN);
+    n_full = min(n_full, lo <= 0 ? 0 : lo / BN);
+  }
+  return {n_max, min(n_full, n_max)};
+}
+
+__device__ __forceinline__ int4 tma_coords(TmaOrder o, int d, int seq, int head, int batch) {
+  const auto pick = [&](int slot) { return o.seq == slot ? seq : (o.head == slot ? head : batch); };
+  return make_int4(d, pick(1), pick(2), pick(3));
+}
+
+// Loads a rows x D tile (D/64 panels of rows x 128 B) whose first row is `seq`.
+template <int PANELS>
+__device__ __forceinline__ void load_tile(uint8_t *dst, int panel_bytes, const CUtensorMap *map, TmaOrder ord,
+                                          uint64_t *bar, int seq, int head, int batch) {
+#pragma unroll
+  for (int pnl = 0; pnl < PANELS; ++pnl) {
+    const int4 c = tma_coords(ord, pnl * 64, seq, head, batch);
+    tma_load_4d(dst + pnl * panel_bytes, map, bar, c.x, c.y, c.z, c.w);
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ void producer(const FwdParams &p, uint8_t *smem, Barriers bars, int m_block, int h, int b,
+                                         BlockRange range) {
+  tma_prefetch_map(&p.tm_q);
+  tma_prefetch_map(&p.tm_k);
+  tma_prefetch_map(&p.tm_v);
+  const int hk = h / p.group;
+  mbar_expect_tx_arrive(bars.full_q, Cfg::Q_BYTES);
+  load_tile<Cfg::PANELS>(smem + Cfg::Q_OFF, Cfg::BM * 128, &p.tm_q, p.ord_q, bars.full_q, m_block * Cfg::BM, h, b);
+
+  PipeState<Cfg::STAGES> ks, vs;
+  const auto load_kv = [&](int off, const CUtensorMap *map, TmaOrder ord, uint64_t *full, uint64_t *empty,
+                           PipeState<Cfg::STAGES> &st, int n_block) {
+    mbar_wait(empty + st.stage, st.phase ^ 1);
+    mbar_expect_tx_arrive(full + st.stage, Cfg::KV_BYTES);
+    load_tile<Cfg::PANELS>(smem + off + st.stage * Cfg::KV_BYTES, Cfg::BN * 128, map, ord, full + st.stage,
+                           n_block * Cfg::BN, hk, b);
+    st.advance();
+  };
+  const int last = range.n_blocks - 1;
+  load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, last);
+  for (int i = 1; i < range.n_blocks; ++i) {
+    load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, last - i);
+    load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, last - i + 1);
+  }
+  load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, 0);
+}
+
+// S = Q K^T for this warpgroup's 64 rows: D/16 k-steps over K-major Q and K tiles.
+template <class Cfg>
+__device__ __forceinline__ void gemm_qk(float (&s)[Cfg::BN / 2], uint64_t q_desc, uint64_t k_desc) {
+#pragma unroll
+  for (int k = 0; k < Cfg::D / 16; ++k) {
+    const uint32_t a_off = (k / 4) * Cfg::BM * 128 + (k % 4) * 32;
+    const uint32_t b_off = (k / 4) * Cfg::BN * 128 + (k % 4) * 32;
+    wgmma_ss<Cfg::BN, typename Cfg::Elem>(s, desc_advance(q_desc, a_off), desc_advance(k_desc, b_off), k > 0);
+  }
+}
+
+// O += P V: BN/16 k-steps, P from registers, V an N-major (D-contiguous) tile.
+template <class Cfg>
+__device__ __forceinline__ void gemm_pv(float (&o)[Cfg::D / 2], const uint32_t (&pa)[Cfg::BN / 4], uint64_t v_desc) {
+#pragma unroll
+  for (int k = 0; k < Cfg::BN / 16; ++k)
+    wgmma_rs<Cfg::D, typename Cfg::Elem>(o, reinterpret_cast<const uint32_t(&)[4]>(pa[4 * k]),
+                                         desc_advance(v_desc, k * 16 * 128), 1);
+}
+
+// Per-consumer-warpgroup state and steps of the main loop.
+template <class Cfg>
+struct Consumer {
+  static constexpr int BN = Cfg::BN, D = Cfg::D, NWG = Cfg::NWG;
+  const FwdParams &p;
+  Barriers bars;
+  int wg, lane, warp;
+  uint64_t q_desc, k_desc0, v_desc0;
+  int limit0, limit1;  // first key index each of this thread's two rows may not see
+  float o[D / 2], m[2], l[2];
+
+  __device__ __forceinline__ void turn_wait() {
+    if (p.pingpong) named_barrier_sync(kPingPongBarrier + wg, 256);
+  }
+  __device__ __forceinline__ void turn_pass() {
+    if (p.pingpong) named_barrier_arrive(kPingPongBarrier + (wg + 1) % NWG, 256);
+  }
+  __device__ __forceinline__ void release(uint64_t *empty, int stage) {
+    if (lane == 0) mbar_arrive(empty + stage);  // one arrival per warp, after its wgmma wait
+  }
+  __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], PipeState<Cfg::STAGES> ks) {
+    mbar_wait(bars.full_k + ks.stage, ks.phase);
+    wgmma_fence();
+    gemm_qk<Cfg>(s, q_desc, desc_advance(k_desc0, ks.stage * Cfg::KV_BYTES));
+    wgmma_commit();
+  }
+  __device__ __forceinline__ void issue_pv(const uint32_t (&pa)[BN / 4], PipeState<Cfg::STAGES> vs) {
+    mbar_wait(bars.full_v + vs.stage, vs.phase);
+    wgmma_fence();
+    gemm_pv<Cfg>(o, pa, desc_advance(v_desc0, vs.stage * Cfg::KV_BYTES));
+    wgmma_commit();
+  }
+  // Masks (when the block needs it) and folds the scores of K/V block n_block into m, l.
+  __device__ __forceinline__ void softmax(float (&s)[BN / 2], int n_block, bool masked, float (&alpha)[2]) {
+    if (masked) {
+      const int first_col = n_block * BN + 2 * (lane % 4);
+      mask_columns(s, limit0 - first_col, limit1 - first_col);
+    }
+    softmax_update(s, m, l, alpha, p.scale_log2);
+  }
+
+  // FA3 Algorithm 2: S_{j+1} and P_j V_j in flight together; softmax of S_{j+1} under P_j V_j.
+  __device__ __forceinline__ void mainloop_overlapped(BlockRange range) {
+    PipeState<Cfg::STAGES> ks, vs;
+    float s[BN / 2], alpha[2];
+    uint32_t pa[BN / 4];
+    int n_block = range.n_blocks - 1;
+    turn_wait();
+    issue_qk(s, ks);
+    turn_pass();
+    wgmma_wait<0>();
+    fence_operands(s);
+    release(bars.empty_k, ks.stage);
+    ks.advance();
+    softmax(s, n_block, n_block >= range.n_unmasked, alpha);
+    scores_to_a_fragments<typename Cfg::Elem>(s, pa);
+    for (--n_block; n_block >= 0; --n_block) {
+      turn_wait();
+      fence_operands(o);
+      fence_operands(pa);
+      issue_qk(s, ks);
+      issue_pv(pa, vs);
+      turn_pass();
+      wgmma_wait<1>();
+      fence_operands(s);
+      release(bars.empty_k, ks.stage);
+      ks.advance();
+      softmax(s, n_block, n_block >= range.n_unmasked, alpha);
+      wgmma_wait<0>();
+      fence_operands(o);
+      fence_operands(pa);
+      release(bars.empty_v, vs.stage);
+      vs.advance();
+      rescale_rows(o, alpha);
+      scores_to_a_fragments<typename Cfg::Elem>(s, pa);
+    }
+    turn_wait();
+    fence_operands(o);
+    fence_operands(pa);
+    issue_pv(pa, vs);
+    turn_pass();
+    wgmma_wait<0>();
+    fence_operands(o);
+    release(bars.empty_v, vs.stage);
+  }
+
+  // The plain order (baseline for measurement): S_j, softmax, rescale O, P_j V_j, one block at a time.
+  __device__ __forceinline__ void mainloop_serial(BlockRange range) {
+    PipeState<Cfg::STAGES> ks, vs;
+    float s[BN / 2], alpha[2];
+    uint32_t pa[BN / 4];
+    for (int n_block = range.n_blocks - 1; n_block >= 0; --n_block) {
+      issue_qk(s, ks);
+      wgmma_wait<0>();
+      fence_operands(s);
+      release(bars.empty_k, ks.stage);
+      ks.advance();
+      softmax(s, n_block, n_block >= range.n_unmasked, alpha);
+      rescale_rows(o, alpha);
+      scores_to_a_fragments<typename Cfg::Elem>(s, pa);
+      fence_operands(o);
+      fence_operands(pa);
+      issue_pv(pa, vs);
+      wgmma_wait<0>();
+      fence_operands(o);
+      fence_operands(pa);
+      release(bars.empty_v, vs.stage);
+      vs.advance();
+    }
+  }
+
+  // O / l into this warpgroup's Q rows of shared memory (the 128B-swizzled layout the O tensor map
+  // expects), then one TMA store per 64-column panel; LSE from the lanes that own column 0.
+  __device__ __forceinline__ void epilogue(uint8_t *smem, int m_block, int h, int b, int row0) {
+    using T = typename Cfg::Elem;
+    float lse[2];
+    softmax_finalize(o, m, l, p.scale, lse);
+    uint8_t *slice = smem + Cfg::Q_OFF + wg * 64 * 128;
+    const int row = warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);
+#pragma unroll
+    for (int c = 0; c < D / 16; ++c) {
+      const int d = 16 * c + 8 * (lane >> 4);
+      const uint32_t addr = smem_addr(slice) + (d / 64) * Cfg::BM * 128 + row * 128 + ((((d % 64) / 8) ^ (row & 7)) << 4);
+      stmatrix_x4(addr, pack2<T>(o[8 * c], o[8 * c + 1]), pack2<T>(o[8 * c + 2], o[8 * c + 3]),
+                  pack2<T>(o[8 * c + 4], o[8 * c + 5]), pack2<T>(o[8 * c + 6], o[8 * c + 7]));
+    }
+    fence_view_async_shared();
+    named_barrier_sync(kEpilogueBarrier + wg, 128);
+    if (warp == 0 && lane == 0) {
+#pragma unroll
+      for (int pnl = 0; pnl < Cfg::PANELS; ++pnl) {
+        const int4 c = tma_coords(p.ord_o, pnl * 64, m_block * Cfg::BM + wg * 64, h, b);
+        tma_store_4d(&p.tm_o, slice + pnl * Cfg::BM * 128, c.x, c.y, c.z, c.w);
+      }
+      tma_store_commit_and_wait();
+    }
+    if (p.lse != nullptr && (lane & 3) == 0) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row_abs = row0 + 8 * r;
+        if (row_abs < p.seqlen_q) p.lse[(int64_t(b) * p.heads_q + h) * p.seqlen_q + row_abs] = lse[r];
+      }
+    }
+  }
+};
+
+template <class Cfg>
+__device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barriers bars, int m_block, int h, int b,
+                                         BlockRange range, int wg) {
+  Consumer<Cfg> c{p, bars};
+  const int t = threadIdx.x % 128;
+  c.wg = wg, c.lane = t % 32, c.warp = t / 32;
+  c.q_desc = make_smem_desc(smem_addr(smem + Cfg::Q_OFF) + wg * 64 * 128, 16, 1024);
+  c.k_desc0 = make_smem_desc(smem_addr(smem + Cfg::K_OFF), 16, 1024);
+  c.v_desc0 = make_smem_desc(smem_addr(smem + Cfg::V_OFF), Cfg::BN * 128, 1024);
+  const int row0 = m_block * Cfg::BM + wg * 64 + c.warp * 16 + c.lane / 4;
+  const int sq = p.seqlen_q, sk = p.seqlen_k;
+  c.limit0 = p.causal ? min(sk, row0 + sk - sq + 1) : sk;
+  c.limit1 = p.causal ? min(sk, row0 + 8 + sk - sq + 1) : sk;
+#pragma unroll
+  for (int i = 0; i < Cfg::D / 2; ++i) c.o[i] = 0.f;
+  c.m[0] = c.m[1] = -INFINITY;
+  c.l[0] = c.l[1] = 0.f;
+  if (range.n_blocks > 0) {
+    mbar_wait(bars.full_q, 0);
+    if (p.overlap) {
+      if (p.pingpong && wg == Cfg::NWG - 1) named_barrier_arrive(kPingPongBarrier, 256);  // group 0 goes first
+      c.mainloop_overlapped(range);
+    } else {
+      c.mainloop_serial(range);
+    }
+  }
+  c.epilogue(smem, m_block, h, b, row0);
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS, 1) flash_fwd_sm90_kernel(const __grid_constant__ FwdParams p) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint64_t *bar = reinterpret_cast<uint64_t *>(smem + Cfg::BAR_OFF);
+  const Barriers bars{bar, bar + 1, bar + 1 + Cfg::STAGES, bar + 1 + 2 * Cfg::STAGES, bar + 1 + 3 * Cfg::STAGES};
+
+  const int m_block = p.num_m_blocks - 1 - int(blockIdx.x);  // longest (most keys) first
+  const int h = blockIdx.y, b = blockIdx.z;
+  const BlockRange range = block_range(p, m_block, Cfg::BM, Cfg::BN);
+
+  if (threadIdx.x == 0) {
+    mbar_init(bars.full_q, 1);
+    for (int s = 0; s < Cfg::STAGES; ++s) {
+      mbar_init(bars.full_k + s, 1);
+      mbar_init(bars.full_v + s, 1);
+      mbar_init(bars.empty_k + s, 4 * Cfg::NWG);
+      mbar_init(bars.empty_v + s, 4 * Cfg::NWG);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    setmaxnreg_dec<Cfg::PRODUCER_REGS>();
+    if (threadIdx.x == 0 && range.n_blocks > 0) producer<Cfg>(p, smem, bars, m_block, h, b, range);
+  } else {
+    setmaxnreg_inc<Cfg::CONSUMER_REGS>();
+    consumer<Cfg>(p, smem, bars, m_block, h, b, range, wg - 1);
+  }
+}
+
+}  // namespace flashbox::sm90

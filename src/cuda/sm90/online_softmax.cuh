@@ -1,0 +1,92 @@
+// Online softmax on a wgmma accumulator tile (FlashAttention-2 §3.1, base-2 form as FA3).
+//
+// Thread view of a 64 x N fp32 accumulator (docs/HOPPER-ATTENTION.md §1.6): register i holds row
+// 16w + g + 8*((i>>1)&1) and column 8*(i>>2) + 2q + (i&1), so every thread owns two rows ("half" 0
+// and 1) and a row is spread over the 4 lanes of a quad. m is the running row max of raw scores, l
+// the thread's partial sum of exp2((s - m) * scale_log2); l is reduced across the quad only once, at
+// the end. A row that has seen no key keeps m = -inf and l = 0 and finishes as O = 0, LSE = -inf.
+#pragma once
+#include <cstdint>
+
+#include "cuda/sm90/wgmma_ops.cuh"
+
+namespace flashbox::sm90 {
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// Sets scores to -inf where the column (relative to this thread's first column) is >= the row's
+// limit: the causal diagonal and the end of the keys.
+template <int NS>
+__device__ __forceinline__ void mask_columns(float (&s)[NS], int limit0, int limit1) {
+#pragma unroll
+  for (int i = 0; i < NS; ++i) {
+    const int col = 8 * (i >> 2) + (i & 1);
+    if (col >= (((i >> 1) & 1) ? limit1 : limit0)) s[i] = -INFINITY;
+  }
+}
+
+// Folds one block of scores into (m, l): s becomes p = exp2((s - m_new) * scale_log2), alpha the
+// factor exp2((m_old - m_new) * scale_log2) by which the caller rescales O.
+template <int NS>
+__device__ __forceinline__ void softmax_update(float (&s)[NS], float (&m)[2], float (&l)[2], float (&alpha)[2],
+                                               float scale_log2) {
+  float mx[2][2] = {{m[0], m[0]}, {m[1], m[1]}};  // two partial maxima per row shorten the chain
+#pragma unroll
+  for (int i = 0; i < NS; ++i) mx[(i >> 1) & 1][(i >> 2) & 1] = fmaxf(mx[(i >> 1) & 1][(i >> 2) & 1], s[i]);
+  float base[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float m_new = quad_max(fmaxf(mx[r][0], mx[r][1]));
+    base[r] = m_new == -INFINITY ? 0.f : m_new * scale_log2;
+    alpha[r] = exp2f(m[r] * scale_log2 - base[r]);  // 0 while the old max is -inf
+    m[r] = m_new;
+  }
+  float sum[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+#pragma unroll
+  for (int i = 0; i < NS; ++i) {
+    const int r = (i >> 1) & 1;
+    s[i] = exp2f(fmaf(s[i], scale_log2, -base[r]));
+    sum[r][(i >> 2) & 1] += s[i];
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + (sum[r][0] + sum[r][1]);
+}
+
+template <int NO>
+__device__ __forceinline__ void rescale_rows(float (&o)[NO], const float (&alpha)[2]) {
+#pragma unroll
+  for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
+}
+
+// P (fp32 accumulator layout) -> A fragments of the P.V product: the two layouts coincide, so
+// register pairs are packed in place (docs/HOPPER-ATTENTION.md §2).
+template <class T, int NS>
+__device__ __forceinline__ void scores_to_a_fragments(const float (&s)[NS], uint32_t (&a)[NS / 2]) {
+#pragma unroll
+  for (int k = 0; k < NS / 2; ++k) a[k] = pack2<T>(s[2 * k], s[2 * k + 1]);
+}
+
+// Final 1/l scaling of O and the natural-log LSE of both rows (-inf for rows that saw no key).
+template <int NO>
+__device__ __forceinline__ void softmax_finalize(float (&o)[NO], const float (&m)[2], const float (&l)[2], float scale,
+                                                 float (&lse)[2]) {
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float total = quad_sum(l[r]);
+    const bool empty = !(total > 0.f);  // also catches NaN
+    inv[r] = empty ? 0.f : 1.f / total;
+    lse[r] = empty ? -INFINITY : m[r] * scale + logf(total);
+  }
+#pragma unroll
+  for (int i = 0; i < NO; ++i) o[i] *= inv[(i >> 1) & 1];
+}
+
+}  // namespace flashbox::sm90

@@ -1,0 +1,141 @@
+#include "gpt2/model/cpu_forward.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "gpt2/error.hpp"
+#include "gpt2/model/attention_call.hpp"
+
+#ifdef FLASHBOX_HAVE_BLAS
+#include <cblas.h>
+#endif
+
+namespace flashbox::gpt2 {
+
+void linear_forward(const float *x, const float *W, const float *b, int64_t M, int64_t K, int64_t N, float *y) {
+#ifdef FLASHBOX_HAVE_BLAS
+  if (b) {
+#pragma omp parallel for schedule(static)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) y[m * N + n] = b[n];
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(M), blasint(N), blasint(K), 1.0f, x, blasint(K), W,
+              blasint(K), b ? 1.0f : 0.0f, y, blasint(N));
+#else
+#pragma omp parallel for schedule(static) collapse(2)
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      const float *xr = x + m * K, *wr = W + n * K;
+      float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+      for (int64_t k = 0; k < K; ++k) acc += xr[k] * wr[k];
+      y[m * N + n] = acc + (b ? b[n] : 0.0f);
+    }
+#endif
+}
+
+namespace {
+
+void layernorm(const float *x, const float *w, const float *b, int64_t M, int64_t C, float *y) {
+#pragma omp parallel for schedule(static)
+  for (int64_t m = 0; m < M; ++m) {
+    const float *xr = x + m * C;
+    float mean = 0.0f, var = 0.0f;
+    for (int64_t c = 0; c < C; ++c) mean += xr[c];
+    mean /= float(C);
+    for (int64_t c = 0; c < C; ++c) var += (xr[c] - mean) * (xr[c] - mean);
+    const float rstd = 1.0f / std::sqrt(var / float(C) + 1e-5f);   // GPT-2's epsilon
+    for (int64_t c = 0; c < C; ++c) y[m * C + c] = (xr[c] - mean) * rstd * w[c] + b[c];
+  }
+}
+
+void gelu_tanh(float *x, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    x[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
+  }
+}
+
+void add_inplace(float *x, const float *y, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+}  // namespace
+
+void CpuGpt2::trunk(const int32_t *tokens, int B, int T, flashbox_impl impl) {
+  const Gpt2Config &c = w_.config();
+  const int64_t C = c.n_embd, M = int64_t(B) * T;
+  if (T <= 0 || B <= 0 || T > c.n_ctx)
+    throw Gpt2Error(fmt::format("window of {} tokens does not fit the model's context of {}", T, c.n_ctx));
+  x_.resize(size_t(M * C));
+  ln_.resize(size_t(M * C));
+  qkv_.resize(size_t(M * 3 * C));
+  att_.resize(size_t(M * C));
+  fc_.resize(size_t(M * 4 * C));
+
+  const float *wte = w_.tensor(Param::Wte).data(), *wpe = w_.tensor(Param::Wpe).data();
+  for (int64_t m = 0; m < M; ++m) {
+    const int32_t tok = tokens[m];
+    if (tok < 0 || tok >= c.vocab_size)
+      throw Gpt2Error(fmt::format("token id {} is outside the model's vocabulary of {}", tok, c.vocab_size));
+    const int64_t t = m % T;
+    for (int64_t i = 0; i < C; ++i) x_[size_t(m * C + i)] = wte[tok * C + i] + wpe[t * C + i];
+  }
+  for (int l = 0; l < c.n_layer; ++l) {
+    auto p = [&](Param q) { return w_.layer(q, l).data(); };
+    layernorm(x_.data(), p(Param::Ln1W), p(Param::Ln1B), M, C, ln_.data());
+    linear_forward(ln_.data(), p(Param::QkvW), p(Param::QkvB), M, C, 3 * C, qkv_.data());
+    call_attention(qkv_attention_args(FLASHBOX_CPU, FLASHBOX_FLOAT32, impl, qkv_.data(), att_.data(), B, T, c.n_head,
+                                      c.n_embd));
+    linear_forward(att_.data(), p(Param::AttnProjW), p(Param::AttnProjB), M, C, C, ln_.data());
+    add_inplace(x_.data(), ln_.data(), M * C);
+    layernorm(x_.data(), p(Param::Ln2W), p(Param::Ln2B), M, C, ln_.data());
+    linear_forward(ln_.data(), p(Param::FcW), p(Param::FcB), M, C, 4 * C, fc_.data());
+    gelu_tanh(fc_.data(), M * 4 * C);
+    linear_forward(fc_.data(), p(Param::FcProjW), p(Param::FcProjB), M, 4 * C, C, ln_.data());
+    add_inplace(x_.data(), ln_.data(), M * C);
+  }
+  layernorm(x_.data(), w_.tensor(Param::LnfW).data(), w_.tensor(Param::LnfB).data(), M, C, ln_.data());
+}
+
+std::vector<float> CpuGpt2::logits(const int32_t *tokens, int T, flashbox_impl impl) {
+  trunk(tokens, 1, T, impl);
+  const Gpt2Config &c = w_.config();
+  std::vector<float> out(size_t(T) * size_t(c.vocab_size));
+  linear_forward(ln_.data(), w_.tensor(Param::Wte).data(), nullptr, T, c.n_embd, c.vocab_size, out.data());
+  return out;
+}
+
+double CpuGpt2::loss_sum(const int32_t *tokens, int B, int T, flashbox_impl impl) {
+  trunk(tokens, B, T, impl);
+  const Gpt2Config &c = w_.config();
+  const int64_t C = c.n_embd, V = c.vocab_size, M = int64_t(B) * T;
+  // The LM head in row chunks keeps the fp32 logits small (chunk x V) however many windows there are.
+  constexpr int64_t kChunk = 64;
+  logits_.resize(size_t(kChunk * V));
+  double total = 0.0;
+  for (int64_t m0 = 0; m0 < M; m0 += kChunk) {
+    const int64_t rows = std::min(kChunk, M - m0);
+    linear_forward(ln_.data() + m0 * C, w_.tensor(Param::Wte).data(), nullptr, rows, C, V, logits_.data());
+    double chunk_total = 0.0;
+#pragma omp parallel for schedule(static) reduction(+ : chunk_total)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t m = m0 + r;
+      if (m % T == T - 1) continue;   // the last position of a window has no target inside it
+      const float *row = logits_.data() + r * V;
+      float mx = row[0];
+      for (int64_t v = 1; v < V; ++v) mx = std::max(mx, row[v]);
+      double sum = 0.0;
+      for (int64_t v = 0; v < V; ++v) sum += std::exp(double(row[v] - mx));
+      chunk_total += double(mx) + std::log(sum) - double(row[tokens[m + 1]]);
+    }
+    total += chunk_total;
+  }
+  return total;
+}
+
+}  // namespace flashbox::gpt2

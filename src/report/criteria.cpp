@@ -1,0 +1,237 @@
+#include "report/criteria.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace flashbox::report {
+namespace {
+
+using nlohmann::json;
+
+json criterion(const std::string &name, const std::string &value, const std::string &threshold,
+               const std::string &status) {
+  return {{"name", name}, {"value", value}, {"threshold", threshold}, {"status", status}};
+}
+
+json not_measured(const std::string &name, const std::string &threshold, const std::string &why) {
+  return criterion(name, why, threshold, "not_measured");
+}
+
+// The step `name` when it exists and was measured, else null.
+const json *measured_step(const json &doc, const char *name) {
+  if (!doc.contains("steps") || !doc["steps"].contains(name)) return nullptr;
+  const json &step = doc["steps"][name];
+  return step.value("measured", false) ? &step : nullptr;
+}
+
+std::string why_missing(const json &doc, const char *name) {
+  if (doc.contains("steps") && doc["steps"].contains(name) && doc["steps"][name].contains("reason"))
+    return "not measured: " + doc["steps"][name]["reason"].get<std::string>();
+  return fmt::format("not measured (no steps.{})", name);
+}
+
+// Accuracy of every row of steps.check on one device, one criterion per implementation label.
+void check_criteria(const json &doc, json &out) {
+  const json *check = measured_step(doc, "check");
+  const double threshold = check ? check->value("threshold", 1e-2) : 1e-2;
+  const std::string limit = fmt::format("rel error < {:.0e}", threshold);
+  struct Expected {
+    const char *device, *impl, *title;
+  };
+  for (const Expected &e : {Expected{"cpu", "naive", "CPU naive"}, Expected{"cpu", "blocked", "CPU blocked"},
+                            Expected{"cuda", "naive", "CUDA naive"}, Expected{"cuda", "flash", "CUDA flash"}}) {
+    const std::string name = fmt::format("{} matches the fp64 reference", e.title);
+    if (!check) {
+      out.push_back(not_measured(name, limit, why_missing(doc, "check")));
+      continue;
+    }
+    bool found = false;
+    for (const json &row : (*check)["rows"]) {
+      if (row.value("device", "") != e.device || row.value("impl", "") != e.impl) continue;
+      found = true;
+      const std::string label = row.value("label", e.impl);
+      const std::string title = label == e.impl ? name : fmt::format("{} {} matches the fp64 reference",
+                                                                     e.device == std::string("cpu") ? "CPU" : "CUDA", label);
+      if (row.value("status", "ok") != "ok" || row["rel_error"].is_null()) {
+        out.push_back(criterion(title, "failed to run: " + row.value("error", std::string("no output")), limit, "fail"));
+        continue;
+      }
+      const double rel = row["rel_error"].get<double>();
+      out.push_back(criterion(title, fmt::format("rel error {:.2e}, max abs {:.2e}", rel, row["max_abs_error"].get<double>()),
+                              limit, rel < threshold ? "pass" : "fail"));
+    }
+    if (!found)
+      out.push_back(not_measured(name, limit,
+                                 e.device == std::string("cuda") ? "no CUDA device on this machine" : "no such row"));
+  }
+
+  const std::string agree_name = "CPU blocked agrees with CPU naive";
+  // Same maths, same fp32 accumulation: only summation order differs, so they agree far more closely
+  // than either agrees with the reference.
+  const double agree_limit = threshold / 4;
+  if (!check || (*check)["blocked_vs_naive"].is_null()) {
+    out.push_back(not_measured(agree_name, fmt::format("rel difference < {:.1e}", agree_limit), why_missing(doc, "check")));
+  } else {
+    const json &a = (*check)["blocked_vs_naive"];
+    const double rel = a["rel"].get<double>();
+    out.push_back(criterion(agree_name, fmt::format("rel difference {:.2e}, max abs {:.2e}", rel, a["max_abs"].get<double>()),
+                            fmt::format("rel difference < {:.1e}", agree_limit), rel < agree_limit ? "pass" : "fail"));
+  }
+}
+
+void softmax_criteria(const json &doc, json &out) {
+  const std::string name = "Online softmax equals the exact softmax";
+  const std::string limit = "max abs error < 1e-6";
+  const json *trace = measured_step(doc, "softmax_trace");
+  if (!trace) return out.push_back(not_measured(name, limit, why_missing(doc, "softmax_trace")));
+  const double err = (*trace)["max_abs_error"].get<double>();
+  out.push_back(criterion(name, fmt::format("max abs error {:.2e}", err), limit, err < 1e-6 ? "pass" : "fail"));
+}
+
+// Rows of steps.bench for one device, implementation and direction, ordered by T.
+std::vector<json> bench_rows(const json &bench, const char *device, const char *impl, const char *direction) {
+  std::vector<json> rows;
+  for (const json &row : bench["rows"])
+    if (row.value("device", "") == device && row.value("impl", "") == impl && row.value("direction", "forward") == direction)
+      rows.push_back(row);
+  std::sort(rows.begin(), rows.end(), [](const json &a, const json &b) { return a["seqlen"] < b["seqlen"]; });
+  return rows;
+}
+
+void bench_criteria(const json &doc, json &out) {
+  const json *bench = measured_step(doc, "bench");
+
+  // Naive on the GPU either runs or says "out of memory": never a crash or another error.
+  {
+    const std::string name = "Naive GPU attention reports OOM cleanly where S and P do not fit";
+    const std::string limit = "every naive row ok or oom";
+    const auto rows = bench ? bench_rows(*bench, "cuda", "naive", "forward") : std::vector<json>{};
+    if (rows.empty()) {
+      out.push_back(not_measured(name, limit, bench ? "no CUDA naive rows (no GPU)" : why_missing(doc, "bench")));
+    } else {
+      std::vector<std::string> oom_at;
+      bool clean = true;
+      for (const json &r : rows) {
+        const std::string status = r.value("status", "");
+        if (status == "oom") oom_at.push_back(std::to_string(r["seqlen"].get<int64_t>()));
+        else if (status != "ok") clean = false;
+      }
+      std::string value;
+      if (!clean) value = "a naive row failed with an error other than OOM";
+      else if (oom_at.empty()) value = fmt::format("no OOM up to T={}", rows.back()["seqlen"].get<int64_t>());
+      else value = fmt::format("OOM reported at T={}", fmt::join(oom_at, ", "));
+      out.push_back(criterion(name, value, limit, clean ? "pass" : "fail"));
+    }
+  }
+
+  // Flash keeps no T x T matrix: its scratch must grow at most linearly in T (twice the T, at most
+  // about twice the bytes; 1 MiB of slack for fixed-size workspaces).
+  {
+    const std::string name = "Flash extra memory linear in T";
+    const std::string limit = "extra(2T) <= 2.2 x extra(T) + 1 MiB";
+    const auto rows = bench ? bench_rows(*bench, "cuda", "flash", "forward") : std::vector<json>{};
+    std::vector<std::pair<int64_t, int64_t>> points;
+    for (const json &r : rows)
+      if (r.value("status", "") == "ok" && r["extra_bytes"].is_number())
+        points.emplace_back(r["seqlen"].get<int64_t>(), r["extra_bytes"].get<int64_t>());
+    if (points.size() < 2) {
+      out.push_back(not_measured(name, limit, bench ? "fewer than two CUDA flash rows" : why_missing(doc, "bench")));
+    } else {
+      bool linear = true;
+      std::vector<std::string> shown;
+      for (size_t i = 0; i < points.size(); ++i) {
+        shown.push_back(fmt::format("T={}: {} B", points[i].first, points[i].second));
+        if (i == 0) continue;
+        const double growth = double(points[i].first) / double(points[i - 1].first);
+        if (double(points[i].second) > 1.1 * growth * double(points[i - 1].second) + 1048576.0) linear = false;
+      }
+      out.push_back(criterion(name, fmt::format("{}", fmt::join(shown, ", ")), limit, linear ? "pass" : "fail"));
+    }
+  }
+
+  // On the CPU, blocked keeps tiles only: less scratch than naive's S and P at every T.
+  {
+    const std::string name = "CPU blocked uses less scratch memory than CPU naive";
+    const std::string limit = "blocked extra < naive extra at every T";
+    const auto naive = bench ? bench_rows(*bench, "cpu", "naive", "forward") : std::vector<json>{};
+    const auto blocked = bench ? bench_rows(*bench, "cpu", "blocked", "forward") : std::vector<json>{};
+    std::map<int64_t, int64_t> naive_bytes;
+    for (const json &r : naive)
+      if (r["extra_bytes"].is_number()) naive_bytes[r["seqlen"].get<int64_t>()] = r["extra_bytes"].get<int64_t>();
+    std::vector<std::string> shown;
+    bool less = true;
+    for (const json &r : blocked) {
+      const int64_t t = r["seqlen"].get<int64_t>();
+      if (!r["extra_bytes"].is_number() || !naive_bytes.count(t)) continue;
+      const int64_t b = r["extra_bytes"].get<int64_t>();
+      shown.push_back(fmt::format("T={}: {} vs {} B", t, b, naive_bytes[t]));
+      if (b >= naive_bytes[t]) less = false;
+    }
+    if (shown.empty()) out.push_back(not_measured(name, limit, bench ? "no CPU rows" : why_missing(doc, "bench")));
+    else out.push_back(criterion(name, fmt::format("{}", fmt::join(shown, "; ")), limit, less ? "pass" : "fail"));
+  }
+}
+
+// flashbox's own rows from compare_sdpa.py against SDPA's FlashAttention-2 backend, same shapes.
+void peers_criteria(const json &doc, json &out) {
+  const std::string name = "flashbox at least as fast as SDPA FlashAttention-2 (forward, T 1024..16384)";
+  const std::string limit = "flashbox ms <= sdpa_flash ms at every shape";
+  const json *peers = measured_step(doc, "peers");
+  if (!peers) return out.push_back(not_measured(name, limit, why_missing(doc, "peers")));
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::map<std::string, double>> by_shape;
+  for (const json &r : (*peers)["rows"]) {
+    if (r.value("direction", "forward") != "forward" || !r["ms"].is_number()) continue;
+    const int64_t t = r.value("seqlen", int64_t{0});
+    if (t < 1024 || t > 16384) continue;
+    by_shape[{r.value("batch", int64_t{0}), r.value("heads", int64_t{0}), r.value("head_dim", int64_t{0}), t}]
+            [r.value("impl", std::string())] = r["ms"].get<double>();
+  }
+  int compared = 0, slower = 0;
+  double worst = 0;
+  for (const auto &[shape, impls] : by_shape) {
+    if (!impls.count("flashbox") || !impls.count("sdpa_flash")) continue;
+    ++compared;
+    const double ratio = impls.at("flashbox") / impls.at("sdpa_flash");
+    worst = std::max(worst, ratio);
+    if (ratio > 1.0) ++slower;
+  }
+  if (!compared) return out.push_back(not_measured(name, limit, "no shape with both flashbox and sdpa_flash rows"));
+  out.push_back(criterion(name, fmt::format("{} shapes, slower at {}, worst time ratio {:.3f}", compared, slower, worst),
+                          limit, slower == 0 ? "pass" : "fail"));
+}
+
+void gpt2_criteria(const json &doc, json &out) {
+  const std::string name = "GPT-2 losses within 2e-4 of naive";
+  const std::string limit = "|loss - naive loss| < 2e-4";
+  const json *gpt2 = measured_step(doc, "gpt2");
+  if (!gpt2) return out.push_back(not_measured(name, limit, why_missing(doc, "gpt2")));
+  double worst = 0;
+  int compared = 0;
+  for (const json &r : (*gpt2)["rows"]) {
+    if (!r.contains("diff_from_naive") || !r["diff_from_naive"].is_number()) continue;
+    worst = std::max(worst, std::fabs(r["diff_from_naive"].get<double>()));
+    ++compared;
+  }
+  if (compared < 2) return out.push_back(not_measured(name, limit, "fewer than two implementations evaluated"));
+  out.push_back(criterion(name, fmt::format("largest difference {:.2e} over {} implementations", worst, compared),
+                          limit, worst < 2e-4 ? "pass" : "fail"));
+}
+
+}  // namespace
+
+json evaluate_criteria(const json &document) {
+  json out = json::array();
+  check_criteria(document, out);
+  softmax_criteria(document, out);
+  bench_criteria(document, out);
+  peers_criteria(document, out);
+  gpt2_criteria(document, out);
+  return out;
+}
+
+}  // namespace flashbox::report

@@ -1,0 +1,41 @@
+// `flashbox report`: runs every registered step (step_registry.hpp) in order and assembles the one JSON
+// document of docs/report-schema.md: schema_version, generated_at, machine, steps, criteria.
+#pragma once
+#include "report/step_registry.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace flashbox::report {
+
+inline constexpr int kSchemaVersion = 1;
+
+struct ReportOptions {
+  bool quick = false;
+  unsigned seed = 1234;
+  std::vector<std::string> merge_files;  // peers JSON of bench/compare_sdpa.py, or (partial) reports
+  // Called as each step starts (name, 1-based index, count) and when it ends (with its seconds).
+  std::function<void(const std::string &, int, int)> on_step_start = [](const std::string &, int, int) {};
+  std::function<void(const std::string &, double)> on_step_end = [](const std::string &, double) {};
+  // Progress inside a step: (what, done, total).
+  std::function<void(const std::string &, int, int)> progress = [](const std::string &, int, int) {};
+};
+
+nlohmann::json run_report(const ReportOptions &options);
+
+// Folds `other` into `document`: a full or partial report's steps, or a bare peers document (one with
+// "rows" and no "steps") as steps.peers. A measured step replaces what is there; an unmeasured one
+// only fills a gap. Records the file under "merged". Throws std::runtime_error on a document of
+// another schema_version.
+void merge_document(nlohmann::json &document, const nlohmann::json &other, const std::string &source);
+
+nlohmann::json read_json_file(const std::string &path);  // throws std::runtime_error naming the file
+void write_json_file(const nlohmann::json &document, const std::string &path);
+
+// The step object for a step that could not run here.
+nlohmann::json not_measured_step(const std::string &reason);
+
+}  // namespace flashbox::report

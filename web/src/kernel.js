@@ -85,7 +85,7 @@ function renderSources(sources) {
       ` (${count} lines)`);
     if (ranges.length) {
       const first = lines[ranges[0][0] - 1];
-      code.scrollTop = Math.max(0, first.offsetTop - code.offsetTop - 24);
+      code.scrollTop = Math.max(0, first.offsetTop - 24);  // pre.code is the lines' offsetParent
     }
   }
 
@@ -111,7 +111,7 @@ function renderCheck(check, machine) {
     return;
   }
   const c = check.config;
-  $('check-config').textContent = `bf16-random q/k/v are compared against an fp32 reference: batch ${c.batch}, ` +
+  $('check-config').textContent = `Random q/k/v, each implementation against the reference: batch ${c.batch}, ` +
     `${c.heads_q} query heads, ${c.heads_kv} K/V heads, T = ${fmtInt(c.seqlen_q)}${c.seqlen_k !== c.seqlen_q ? ` × ${fmtInt(c.seqlen_k)}` : ''}, ` +
     `head_dim ${c.head_dim}, ${c.dtype}${c.causal ? ', causal' : ''}, seed ${c.seed}. ` +
     `T = ${fmtInt(c.seqlen_q)} ${c.seqlen_q % 64 ? 'is not a multiple of 64, so the boundary blocks are exercised' : 'is a multiple of 64'}.`;

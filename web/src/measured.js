@@ -10,6 +10,13 @@ import { benchSeries, peerSeries } from './series.js';
 Chart.register(CategoryScale, LogarithmicScale, LineController, LineElement, PointElement, Legend, Tooltip);
 
 const PALETTE = ['#d62828', '#1d6fb8', '#2a9d8f', '#7b2cbf', '#e76f51', '#6a994e', '#8d6e63', '#0096c7', '#b5179e', '#555'];
+// Log-axis labels only at 1, 2 and 5 times a power of ten, so they never overlap.
+function isMajorLogTick(v) {
+  if (!(v > 0)) return false;
+  const m = v / 10 ** Math.floor(Math.log10(v) + 1e-9);
+  return [1, 2, 5].some((x) => Math.abs(m - x) < 1e-6);
+}
+
 const METRICS = {
   time: { field: 'ms', axis: 'time per call (ms, log scale)', fmt: fmtMs },
   memory: { field: 'extra_bytes', axis: 'extra memory (log scale)', fmt: fmtBytes },
@@ -34,7 +41,7 @@ function renderChart(series, bench, peersInfo) {
       scales: {
         x: { type: 'category', title: { display: true, text: 'T (sequence length)' } },
         y: { type: 'logarithmic', title: { display: true, text: '' },
-          ticks: { callback: (v) => (state.metric === 'memory' ? fmtBytes(v) : fmtNum(v)) } },
+          ticks: { callback: (v) => (isMajorLogTick(v) ? (state.metric === 'memory' ? fmtBytes(v) : fmtNum(v)) : '') } },
       },
       plugins: {
         legend: { position: 'bottom', labels: { boxWidth: 12, usePointStyle: true } },
@@ -150,7 +157,7 @@ function renderCriteria(criteria) {
     out.replaceChildren(notMeasured('the report lists no criteria'));
     return;
   }
-  const label = { pass: 'pass', fail: 'fail', not_measured: 'not measured on this machine' };
+  const label = { pass: 'pass', fail: 'fail', not_measured: 'not measured' };
   const items = criteria.map((c, i) => h('li', { class: `crit ${c.status}`, dataset: { index: i, status: c.status } },
     h('span', { class: 'badge' }, label[c.status] || c.status),
     h('span', { class: 'name' }, c.name),

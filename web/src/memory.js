@@ -27,6 +27,7 @@ export function renderMemory(memory, bench, peers) {
   const series = benchSeries(bench).filter((s) => s.direction === 'forward');
   const peer = peerSeries(peers, bench && bench.config).series.filter((s) => s.direction === 'forward');
   const slider = $('t-slider');
+  if (memory.example_seqlen) slider.value = String(memory.example_seqlen);
 
   function update() {
     const t = Number(slider.value);

@@ -26,7 +26,8 @@ export function renderSoftmax(trace) {
       setVal($('trace-read'), step.numbers_read, `${fmtInt(step.numbers_read)} / ${trace.values.length}`);
       setVal($('trace-m'), step.m, fmtNum(step.m));
       setVal($('trace-l'), step.l, fmtNum(step.l));
-      setVal($('trace-rescale'), step.rescale, fmtNum(step.rescale));
+      const first = step.block_index === 0 || step.m_old === null;
+      setVal($('trace-rescale'), step.rescale, first ? `${fmtNum(step.rescale)} (first block: l was 0)` : fmtNum(step.rescale));
     } else {
       for (const id of ['trace-read', 'trace-m', 'trace-l', 'trace-rescale']) setVal($(id), null, DASH);
     }

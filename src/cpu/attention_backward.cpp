@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <new>
+#include <stdexcept>
+
+#include <omp.h>
 
 #include "api/backends.hpp"
 #include "api/call_state.hpp"
@@ -67,6 +70,17 @@ void compute_rowsum(const Problem &p, float *rowsum) {
         rowsum[(b * p.heads_q + h) * p.seqlen_q + i] = s;
       }
     }
+}
+
+int threads_for(const Problem &p) {
+  return std::max(1, std::min<int>(omp_get_max_threads(), int(p.batch * p.heads_kv)));
+}
+
+int64_t scratch_bytes(const flashbox_attention_grad_args &g) {
+  const Problem p = make_problem(g);
+  const int64_t rows = p.batch * p.heads_q * p.seqlen_q, threads = threads_for(p);
+  if (g.fwd.impl == FLASHBOX_NAIVE) return 4 * (rows + naive_thread_elements(p) * threads);
+  return 4 * (rows + rows * p.head_dim + blocked_thread_elements(p) * threads);
 }
 
 Scratch::~Scratch() { detail::note_scratch_free(bytes_); }

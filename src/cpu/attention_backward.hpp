@@ -36,6 +36,11 @@ void store_rows(const Problem &p, void *base, const int64_t *stride, int64_t b, 
 int naive(const Problem &p);    // attention_backward_naive.cpp
 int blocked(const Problem &p);  // attention_backward_blocked.cpp
 
+// Threads a call uses (one task per (batch, kv head)), and each level's per-thread scratch in floats.
+int threads_for(const Problem &p);
+int64_t naive_thread_elements(const Problem &p);
+int64_t blocked_thread_elements(const Problem &p);
+
 // Scratch buffers of a call, allocated on the calling thread (the scratch counters are per thread)
 // before any output is written, and released (and counted as released) when it goes out of scope.
 class Scratch {
@@ -50,5 +55,13 @@ class Scratch {
  private:
   int64_t bytes_ = 0;
 };
+
+}  // namespace flashbox::cpu::backward
+
+namespace flashbox::cpu::backward {
+
+// Bytes of host scratch a call with these (validated) arguments allocates: what
+// flashbox_attention_backward_workspace_size reports for device = cpu.
+int64_t scratch_bytes(const flashbox_attention_grad_args &g);
 
 }  // namespace flashbox::cpu::backward

@@ -70,10 +70,12 @@ void block_step(const Problem &p, const Tiles &t, int64_t i0, int64_t m, int64_t
 
 }  // namespace
 
+int64_t blocked_thread_elements(const Problem &p) { return Tiles::elements(p.head_dim); }
+
 int blocked(const Problem &p) {
   const flashbox_attention_grad_args &g = *p.g;
   const int64_t SQ = p.seqlen_q, SK = p.seqlen_k, D = p.head_dim;
-  const int threads = std::max(1, std::min<int>(omp_get_max_threads(), int(p.batch * p.heads_kv)));
+  const int threads = threads_for(p);
   Scratch scratch;
   std::vector<float> rowsum, dq_acc, work;
   if (!scratch.allocate(rowsum, p.batch * p.heads_q * SQ) || !scratch.allocate(dq_acc, p.batch * p.heads_q * SQ * D) ||

@@ -15,12 +15,16 @@
 
 namespace flashbox::cpu::backward {
 
+// Per thread: P and dS [SQ, SK]; Q, dO, dQ [SQ, D]; K, V, dK, dV [SK, D].
+int64_t naive_thread_elements(const Problem &p) {
+  return 2 * p.seqlen_q * p.seqlen_k + 3 * p.seqlen_q * p.head_dim + 4 * p.seqlen_k * p.head_dim;
+}
+
 int naive(const Problem &p) {
   const flashbox_attention_grad_args &g = *p.g;
   const int64_t SQ = p.seqlen_q, SK = p.seqlen_k, D = p.head_dim;
-  const int threads = std::max(1, std::min<int>(omp_get_max_threads(), int(p.batch * p.heads_kv)));
-  // Per thread: P and dS [SQ, SK]; Q, dO, dQ [SQ, D]; K, V, dK, dV [SK, D].
-  const int64_t per_thread = 2 * SQ * SK + 3 * SQ * D + 4 * SK * D;
+  const int threads = threads_for(p);
+  const int64_t per_thread = naive_thread_elements(p);
   Scratch scratch;
   std::vector<float> rowsum, work;
   if (!scratch.allocate(rowsum, p.batch * p.heads_q * SQ) || !scratch.allocate(work, per_thread * threads))

@@ -38,7 +38,7 @@ void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, st
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t hk = 0; hk < HKV; ++hk) {
-      std::vector<double> q, k, v, dout, p(size_t(SK)), dp(size_t(SK));
+      std::vector<double> q, k, v, dout, p(static_cast<size_t>(SK)), dp(static_cast<size_t>(SK));
       gather_head(a.k, a.dtype, a.k_stride, b, hk, SK, D, k);
       gather_head(a.v, a.dtype, a.v_stride, b, hk, SK, D, v);
       for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {

@@ -75,6 +75,15 @@ int cuda_flash_backward(const flashbox_attention_grad_args &g) {
                     std::to_string(a.seqlen_q) + ", seqlen_k " + std::to_string(a.seqlen_k) + ", batch * heads_q " +
                     std::to_string(a.batch * a.heads_q) + ")");
 
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return fail(FLASHBOX_ERR_CUDA, "cuda flash backward: cannot query the device's compute capability");
+  }
+  if (major < 8)
+    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, "cuda flash backward needs compute capability 8.0 or newer (mma.sync "
+                                               "bf16, cp.async); this device is " + std::to_string(major) + ".x");
+
   cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
   const bool bf16 = a.dtype == FLASHBOX_BFLOAT16, det = g.deterministic != 0;
 

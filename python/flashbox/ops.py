@@ -223,7 +223,7 @@ def _scale(softmax_scale: Optional[float]) -> float:
     if softmax_scale is None:
         return 0.0  # the C API's "1/sqrt(head_dim)"
     s = float(softmax_scale)
-    if not (s > 0.0 and math.isfinite(s)):
+    if not (0.0 < s < math.inf):   # also false for NaN; plain comparisons trace cleanly in dynamo
         raise ValueError(f"flashbox: softmax_scale must be a positive finite number, got {softmax_scale}")
     return s
 

@@ -172,8 +172,15 @@ def test_errors_become_flashbox_errors():
     expect(_lib.ErrorCode.HEADS_MISMATCH, lambda a: (setattr(a, "heads_q", 3), setattr(a, "heads_kv", 2)))
     expect(_lib.ErrorCode.INVALID_ARGUMENT, lambda a: setattr(a, "causal", 2))
     expect(_lib.ErrorCode.UNSUPPORTED_IMPL, lambda a: setattr(a, "impl", 42))
-    if flashbox.cuda_device_count() == 0:
-        expect(_lib.ErrorCode.NO_DEVICE, lambda a: setattr(a, "device", _lib.Device.CUDA))
+    expect(_lib.ErrorCode.UNSUPPORTED_IMPL, lambda a: setattr(a, "device", 7))
+    if flashbox.cuda_device_count() == 0:   # fp16, head_dim 64: only the GPU is missing
+        q, k, v = build_case(1, 4, 4, 2, 2, 64, F16)
+        o = S.HostTensor((1, 4, 2, 64), F16)
+        a = make_args(q, k, v, o, device=_lib.Device.CUDA)
+        with S.raises(_lib.FlashboxError) as r:
+            _lib.forward(a)
+        assert r.value.code == _lib.ErrorCode.NO_DEVICE, r.value
+        assert all(o.buf[i] == o.buf[0] for i in range(o.n)), "o written on a failed call"
 
 
 def _grads(B, Tq, Tk, Hq, Hkv, D, causal, impl, order="bth", seed=3):

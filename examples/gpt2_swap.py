@@ -38,6 +38,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import flashbox  # noqa: E402  (the ctypes layer; libflashbox loads on first use)
 
 SHARD_MAGIC = 20240520
 SHARD_HEADER_INTS = 256
@@ -48,10 +49,11 @@ SHARD_HEADER_INTS = 256
 def naive_attention(q, k, v):
     T = q.shape[1]
     qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))               # [B, H, T, D]
-    s = (qt.float() @ kt.float().transpose(-2, -1)) / math.sqrt(q.shape[-1])
-    mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
-    p = torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1).to(v.dtype)
-    return (p @ vt).transpose(1, 2)
+    with torch.autocast(q.device.type, enabled=False):                # S and softmax in fp32, really
+        s = (qt.float() @ kt.float().transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+        p = torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1).to(v.dtype)
+        return (p @ vt).transpose(1, 2)
 
 
 def sdpa_attention(q, k, v):
@@ -60,7 +62,6 @@ def sdpa_attention(q, k, v):
 
 
 def flashbox_attention(q, k, v):
-    import flashbox
     return flashbox.attention(q, k, v, causal=True)
 
 
@@ -348,7 +349,6 @@ def main(argv=None):
     print(f"tokens: {args.tokens or 'random'} ({tokens.numel():,}); device {args.device}, autocast "
           f"{dtype}, seqlen {args.seqlen}, batch {args.batch}")
     if "flashbox" in names:
-        import flashbox
         print(f"flashbox {flashbox.version()} from {flashbox.library_path()}")
 
     initial_state = {k: v.detach().clone() for k, v in model.state_dict().items()}

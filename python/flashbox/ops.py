@@ -62,17 +62,18 @@ def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         raise ValueError(f"flashbox: device {q.device} is not supported (cpu or cuda)")
 
 
-def _as_bthd(t: torch.Tensor, name: str) -> Tuple[torch.Tensor, Tuple[int, int, int]]:
+def _as_bthd(t: torch.Tensor, name: str, warn: bool = True) -> Tuple[torch.Tensor, Tuple[int, int, int]]:
     """The tensor as the C API takes it, with its (batch, seq, head) strides in elements.
 
     The C API needs head_dim contiguous and positive strides (no broadcast dimension); anything else is
-    copied with .contiguous() (once-per-process warning: a copy per call costs time and memory).
+    copied with .contiguous(), with a once-per-process warning for the inputs a caller controls (a copy
+    per call costs time and memory); autograd's dout is often a broadcast and is copied silently.
     A dimension of size 1 is never stepped, so its stride (which torch leaves arbitrary) is replaced by
     the tensor's whole extent: positive, and overlapping nothing.
     """
     size, stride = t.shape, t.stride()
     if stride[3] != 1 or any(stride[i] <= 0 and size[i] > 1 for i in range(3)):
-        if name not in _copy_warned:
+        if warn and name not in _copy_warned:
             _copy_warned.add(name)
             warnings.warn(f"flashbox: {name} with strides {tuple(stride)} is not a layout the C API takes "
                           f"(head_dim must be contiguous, no broadcast dimensions); copying it with "
@@ -175,10 +176,11 @@ def _attention_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torc
     dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
 
     def call(ts):
-        (q_, qs), (k_, ks), (v_, vs), (o_, os_), (do_, dos) = (
-            _as_bthd(t, n) for t, n in zip(ts, ("q", "k", "v", "o", "dout")))
+        (q_, qs), (k_, ks), (v_, vs) = (_as_bthd(t, n) for t, n in zip(ts[:3], "qkv"))
+        (o_, os_), (do_, dos) = _as_bthd(ts[3], "o", False), _as_bthd(ts[4], "dout", False)
+        lse_ = lse.contiguous()   # kept alive until the call returns
         g = _lib.AttentionGradArgs()
-        _fill_fwd(g.fwd, q_, k_, v_, o_, lse.contiguous(), qs, ks, vs, os_, softmax_scale, causal)
+        _fill_fwd(g.fwd, q_, k_, v_, o_, lse_, qs, ks, vs, os_, softmax_scale, causal)
         g.dout = do_.data_ptr()
         g.dout_stride[:] = dos
         g.dq, g.dk, g.dv = dq.data_ptr(), dk.data_ptr(), dv.data_ptr()

@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed: the PyTorch
 
 import pysupport as S  # noqa: E402
 from pysupport import _lib, flashbox  # noqa: E402
+import flashbox.ops  # noqa: E402,F401  (registers torch.ops.flashbox.*)
 
 
 def _have_cuda() -> bool:

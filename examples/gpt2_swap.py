@@ -162,8 +162,9 @@ class GPT(nn.Module):
 _CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 
 
-def read_config(path: str, tensors: dict, n_head: int = 0) -> GPTConfig:
-    """config.json beside the checkpoint when present (HF names), else the shapes."""
+def read_config(path: str, tensors: dict, n_head: int = 0, metadata: dict = None) -> GPTConfig:
+    """Sizes from the tensors' shapes; heads from (first found) n_head, the file's metadata "n_head"
+    (`flashbox gpt2 init` writes it), config.json beside the checkpoint (HF), else n_embd / 64."""
     cfg_path = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
     wte = tensors["wte.weight"]
     cfg = GPTConfig(vocab_size=wte.shape[0], n_embd=wte.shape[1], block_size=tensors["wpe.weight"].shape[0],
@@ -178,6 +179,8 @@ def read_config(path: str, tensors: dict, n_head: int = 0) -> GPTConfig:
                           ("n_positions", cfg.block_size)):
             if key in hf and int(hf[key]) != ours:
                 raise ValueError(f"{cfg_path}: {key}={hf[key]} but the checkpoint's tensors say {ours}")
+    if metadata and str(metadata.get("n_head", "")).isdigit():
+        cfg.n_head = int(metadata["n_head"])
     if n_head:
         cfg.n_head = n_head
     if cfg.n_embd % cfg.n_head:
@@ -186,9 +189,11 @@ def read_config(path: str, tensors: dict, n_head: int = 0) -> GPTConfig:
 
 
 def load_checkpoint(path: str, n_head: int = 0) -> GPT:
-    from safetensors.torch import load_file
+    from safetensors import safe_open
 
-    raw = load_file(path)
+    with safe_open(path, framework="pt") as f:
+        metadata = f.metadata() or {}
+        raw = {key: f.get_tensor(key) for key in f.keys()}
     tensors = {}
     for key, t in raw.items():
         key = key[len("transformer."):] if key.startswith("transformer.") else key
@@ -196,7 +201,7 @@ def load_checkpoint(path: str, n_head: int = 0) -> GPT:
             continue   # HF's causal-mask buffers, not weights
         tensors[key] = t
     lm_head = tensors.pop("lm_head.weight", None)
-    cfg = read_config(path, tensors, n_head)
+    cfg = read_config(path, tensors, n_head, metadata)
     model = GPT(cfg)
     state = {}
     for key, t in tensors.items():

@@ -33,8 +33,9 @@ def _cuda_ok():
         return False
 
 
-def write_hf_checkpoint(model, path, prefix=""):
-    """Save `model` the way Hugging Face's GPT2Model does: Conv1D weights [in, out], no lm_head."""
+def write_hf_checkpoint(model, path, prefix="", config_json=True):
+    """Save `model` the way Hugging Face's GPT2Model does: Conv1D weights [in, out], no lm_head; the head
+    count in config.json (HF) or else in the file's metadata (as `flashbox gpt2 init` does)."""
     from safetensors.torch import save_file
     out = {}
     for key, t in model.state_dict().items():
@@ -42,7 +43,9 @@ def write_hf_checkpoint(model, path, prefix=""):
         out[prefix + key] = t.t().contiguous() if key.endswith(gpt2_swap._CONV1D) else t.contiguous()
     for i in range(model.cfg.n_layer):   # HF's mask buffer, which the loader must skip
         out[f"{prefix}h.{i}.attn.bias"] = torch.ones(1, 1, 4, 4)
-    save_file(out, path)
+    save_file(out, path, metadata=None if config_json else {"n_head": str(model.cfg.n_head)})
+    if not config_json:
+        return
     with open(os.path.join(os.path.dirname(path), "config.json"), "w") as fh:
         json.dump({"n_layer": model.cfg.n_layer, "n_head": model.cfg.n_head, "n_embd": model.cfg.n_embd,
                    "vocab_size": model.cfg.vocab_size, "n_positions": model.cfg.block_size}, fh)
@@ -56,9 +59,9 @@ def write_shard(path, tokens):
         fh.write(struct.pack(f"<{len(tokens)}H", *tokens))
 
 
-def tiny_model():
+def tiny_model(n_head=4):
     torch.manual_seed(0)
-    cfg = gpt2_swap.GPTConfig(block_size=128, vocab_size=300, n_layer=2, n_head=4, n_embd=256)  # head_dim 64
+    cfg = gpt2_swap.GPTConfig(block_size=128, vocab_size=300, n_layer=2, n_head=n_head, n_embd=256)
     return gpt2_swap.GPT(cfg)
 
 
@@ -73,12 +76,14 @@ def test_token_files(tmp_path):
 
 def test_checkpoint_round_trip(tmp_path):
     pytest.importorskip("safetensors", reason="the safetensors package is not installed")
-    model = tiny_model().eval()
-    for prefix in ("", "transformer."):
-        path = str(tmp_path / f"m{len(prefix)}.safetensors")
-        write_hf_checkpoint(model, path, prefix)
+    model = tiny_model(n_head=8).eval()   # not n_embd / 64: the head count must come from the file
+    for prefix, config_json in (("", True), ("transformer.", False)):
+        folder = tmp_path / ("hf" if config_json else "flashbox")
+        folder.mkdir()
+        path = str(folder / "model.safetensors")
+        write_hf_checkpoint(model, path, prefix, config_json)
         loaded = gpt2_swap.load_checkpoint(path).eval()
-        assert loaded.cfg.n_head == 4 and loaded.cfg.n_layer == 2 and loaded.cfg.block_size == 128
+        assert loaded.cfg.n_head == 8 and loaded.cfg.n_layer == 2 and loaded.cfg.block_size == 128
         x = torch.randint(0, 300, (2, 16))
         with torch.no_grad():
             assert torch.equal(model(x), loaded(x))

@@ -1,6 +1,6 @@
 // What the sm80 flash forward kernel needs from flashbox_attention_args, in the form the kernel reads:
 // element strides, int sizes, the softmax scale folded with log2(e). Filled once per call by
-// cuda_flash_forward_sm80 (flash_fwd_sm80_api.cpp) from arguments that src/api has already validated.
+// cuda_flash_forward_sm80 (flash_fwd_sm80_api.cu) from arguments that src/api has already validated.
 #pragma once
 #include <cstdint>
 

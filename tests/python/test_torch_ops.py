@@ -413,6 +413,22 @@ def test_cuda_graph_capture_forward_backward():
 
 
 @needs_cuda
+def test_no_host_sync_through_torch():
+    # torch raises on any synchronising call it makes (allocations, .item(), copies to the host); the
+    # library's own CUDA calls are covered by the graph-capture tests, where a sync fails the capture.
+    q, k, v = inputs(2, 128, 128, 4, 4, 64, torch.bfloat16, "cuda", seed=41, requires_grad=True)
+    do = torch.randn_like(q)
+    run(lambda: flashbox.attention(q, k, v, causal=True).backward(do))
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        o = flashbox.attention(q, k, v, causal=True)
+        o.backward(do)
+        o = flashbox.flash_attn_func(q, k, v, causal=True)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+@needs_cuda
 def test_deterministic_backward_is_bitwise_reproducible():
     q, k, v = inputs(2, 256, 256, 8, 2, 64, torch.bfloat16, "cuda", seed=31, requires_grad=True)
     do = torch.randn_like(q)

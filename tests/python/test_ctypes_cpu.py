@@ -199,6 +199,7 @@ def _grads(B, Tq, Tk, Hq, Hkv, D, causal, impl, order="bth", seed=3):
     g.dq, g.dk, g.dv = dq.ptr, dk.ptr, dv.ptr
     g.dq_stride[:], g.dk_stride[:], g.dv_stride[:] = dq.strides, dk.strides, dv.strides
     S.require_symbol("flashbox_attention_backward")
+    assert _lib.backward_workspace_size(g) >= 0
     try:
         _lib.backward(g)
     except _lib.FlashboxError as e:
@@ -210,6 +211,17 @@ def _grads(B, Tq, Tk, Hq, Hkv, D, causal, impl, order="bth", seed=3):
     for name, got, w in zip(("dq", "dk", "dv"), (dq, dk, dv), want):
         err = S.max_rel_err(got.values(), w)
         assert err < 1e-4, f"{case}: {name} rel err {err}"
+
+
+def test_backward_workspace_size_errors():
+    S.require_symbol("flashbox_attention_backward_workspace_size")
+    q, k, v = build_case(1, 4, 4, 2, 2, 8, F32)
+    g = _lib.AttentionGradArgs()
+    g.fwd = make_args(q, k, v, S.HostTensor(q.shape, F32))
+    g.fwd.head_dim = 0
+    with S.raises(_lib.FlashboxError) as r:
+        _lib.backward_workspace_size(g)
+    assert r.value.code == _lib.ErrorCode.INVALID_SIZE and r.value.message, r.value
 
 
 def test_cpu_backward_matches_fp64_reference():

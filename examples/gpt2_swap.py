@@ -41,6 +41,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import flashbox  # noqa: E402  (the ctypes layer; libflashbox loads on first use)
 
 SHARD_MAGIC = 20240520
+LOSS_BAR = 2e-4   # flashbox's loss vs SDPA's on GPT-2 124M (issue 8's bar)
 SHARD_HEADER_INTS = 256
 
 
@@ -382,6 +383,11 @@ def main(argv=None):
         for r in results:
             r["abs_diff_vs_" + base["attention"]] = abs(r["loss"] - base["loss"])
             print(f"{r['attention']:9s}  {r['loss']:10.6f}  {abs(r['loss'] - base['loss']):18.2e}")
+    losses = {r["attention"]: r["loss"] for r in results}
+    if "flashbox" in losses and "sdpa" in losses:
+        diff = abs(losses["flashbox"] - losses["sdpa"])
+        print(f"flashbox vs sdpa: |loss difference| {diff:.2e} (bar < {LOSS_BAR:.0e}: "
+              f"{'met' if diff < LOSS_BAR else 'NOT met'})")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"model": source, "config": vars(cfg), "device": args.device, "dtype": str(dtype),

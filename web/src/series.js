@@ -4,11 +4,12 @@ export function benchSeries(bench) {
   if (!bench || !bench.measured || !Array.isArray(bench.rows)) return [];
   const byKey = new Map();
   for (const row of bench.rows) {
-    const key = `${row.impl}|${row.device}|${row.kernel}|${row.direction}`;
+    const direction = row.direction || 'forward';
+    const key = `${row.impl}|${row.device}|${row.kernel}|${direction}`;
     if (!byKey.has(key)) {
       byKey.set(key, {
         key, source: 'flashbox', impl: row.impl, device: row.device, kernel: row.kernel,
-        direction: row.direction || 'forward', label: `${row.impl} · ${row.device} (${row.kernel})`, rows: [],
+        direction, label: `${row.impl} · ${row.device} (${row.kernel})`, rows: [],
       });
     }
     byKey.get(key).rows.push(row);

@@ -1,0 +1,498 @@
+// End-to-end tests of the report page in a real headless Chromium (playwright-core, Debian's
+// chromium). Pages are written by the real `flashbox` binary:
+//   --mode fixtures: `flashbox html` from tests/web/fixtures/*.json (CPU-only, and an H200-like run
+//                    with GPU rows, peers, an OOM row and the GPT-2 table), plus its error cases;
+//   --mode report:   a real `flashbox report --quick --json ... --html ...` run on this machine.
+// Every control is used; displayed numbers are compared with the JSON; console errors and network
+// requests fail the test; desktop and phone screenshots are kept under --out.
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import test from 'node:test';
+
+function arg(name, fallback) {
+  const i = process.argv.indexOf(`--${name}`);
+  if (i < 0 || i + 1 >= process.argv.length) {
+    if (fallback !== undefined) return fallback;
+    throw new Error(`page_test: missing --${name}`);
+  }
+  return process.argv[i + 1];
+}
+
+const MODE = arg('mode');
+const FLASHBOX = arg('flashbox');
+const SOURCE_DIR = arg('source-dir');
+const CHROMIUM = arg('chromium', '/usr/bin/chromium');
+const OUT = arg('out');
+fs.mkdirSync(OUT, { recursive: true });
+const requireFromWeb = createRequire(path.join(SOURCE_DIR, 'web', 'package.json'));
+const { chromium } = requireFromWeb('playwright-core');
+
+const KERNEL_FILES = ['src/cpu/blocked_attention.cpp', 'src/cuda/sm80/flash_fwd_sm80.cu'];
+const REGION_NAMES = ['load_q', 'kv_loop', 's_tile', 'online_softmax', 'pv', 'finalize'];
+
+// The page's number formats, written out again here so that a change to either side is noticed.
+function bytesText(n) {
+  if (n === null || n === undefined) return '–';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  let v = n;
+  while (v >= 1024 && i < 4) { v /= 1024; i += 1; }
+  return i === 0 ? `${n} B` : `${v.toFixed(2)} ${units[i]}`;
+}
+const intText = (n) => Number(n).toLocaleString('en-US');
+
+function at(doc, dotted) {
+  return dotted.split('.').reduce((o, k) => (o === undefined || o === null ? undefined : o[k]), doc);
+}
+
+// Lines strictly between `// >>> report:NAME` and `// <<< report:NAME`, parsed independently of the page.
+function markedLines(text) {
+  const out = {};
+  const open = {};
+  text.replace(/\n$/, '').split('\n').forEach((line, i) => {
+    const o = line.match(/\/\/\s*>>>\s*report:(\w+)/);
+    const c = line.match(/\/\/\s*<<<\s*report:(\w+)/);
+    if (o) open[o[1]] = i + 1;
+    if (c && open[c[1]] !== undefined) {
+      for (let n = open[c[1]] + 1; n < i + 1; n += 1) (out[c[1]] = out[c[1]] || []).push(n);
+      delete open[c[1]];
+    }
+  });
+  return out;
+}
+
+function runFlashbox(args) {
+  return spawnSync(FLASHBOX, args, { encoding: 'utf8', timeout: 300_000 });
+}
+
+async function withPage(file, viewport, fn, mobile = false) {
+  const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'flashbox-chromium-'));
+  const context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+      '--no-first-run', '--disable-sync', '--disable-extensions'],
+    viewport,
+    isMobile: mobile,
+    hasTouch: mobile,
+  });
+  const problems = [];
+  const requests = [];
+  try {
+    const page = context.pages()[0] || (await context.newPage());
+    page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') problems.push(`console ${m.type()}: ${m.text()}`); });
+    page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+    page.on('request', (r) => { if (!/^(file|data|about):/.test(r.url())) requests.push(r.url()); });
+    await page.goto(`file://${file}`);
+    await page.waitForSelector('body[data-ready=true]', { timeout: 20_000 });
+    await fn(page);
+    assert.deepEqual(requests, [], 'the page made network requests');
+    assert.deepEqual(problems, [], 'console errors on the page');
+  } finally {
+    await context.close();
+    fs.rmSync(userDataDir, { recursive: true, force: true });
+  }
+}
+
+const dataValue = (page, sel) => page.locator(sel).first().getAttribute('data-value');
+const text = (page, sel) => page.locator(sel).first().innerText();
+
+// ---- the checks, one function per step --------------------------------------------------------
+
+async function checkHeader(page, doc) {
+  const machine = await text(page, '#machine');
+  assert.ok(machine.includes(doc.machine.hostname), 'hostname shown');
+  if (doc.machine.gpu) assert.ok(machine.includes(doc.machine.gpu.name), 'GPU name shown');
+  else assert.match(await text(page, '#machine-gpu'), /none.*not measured on this machine/);
+}
+
+async function checkNotMeasured(page, sectionId, step) {
+  const body = await page.locator(`#${sectionId}`).innerText();
+  assert.match(body, /Not measured on this machine/, `${sectionId}: says not measured`);
+  if (step && step.reason) assert.ok(body.includes(step.reason), `${sectionId}: shows the reason`);
+}
+
+// Every element that names its JSON path must hold exactly that JSON value.
+async function checkDataPaths(page, doc) {
+  await page.evaluate(() => document.querySelectorAll('details').forEach((d) => { d.open = true; }));
+  const cells = await page.$$eval('[data-path]', (els) => els.map((e) => [e.dataset.path, e.dataset.value]));
+  for (const [p, v] of cells) {
+    if (v === undefined) continue;  // rows carry a path but no value
+    const expected = at(doc, p);
+    assert.equal(v, expected === null || expected === undefined ? 'null' : String(expected), `value at ${p}`);
+  }
+  return cells.length;
+}
+
+async function checkMemory(page, doc) {
+  const mem = doc.steps.memory;
+  if (!mem || !mem.measured) return checkNotMeasured(page, 'step-memory', mem);
+  const slider = page.locator('#t-slider');
+  const expectedDefault = mem.example_seqlen || 2048;
+  assert.equal(await slider.inputValue(), String(expectedDefault), 'slider default');
+  const e = { bf16: 2, fp16: 2, fp32: 4 }[mem.config.dtype];
+  const c = mem.config;
+  const inRange = mem.rows.filter((r) => r.seqlen >= 512 && r.seqlen <= 16384 && r.seqlen % 512 === 0);
+  assert.ok(inRange.length > 0, 'some memory rows are slider positions');
+  // The JSON rows, then two T that are not rows (the page's arithmetic).
+  const points = [...inRange, ...[2560, 12800].filter((t) => !mem.rows.some((r) => r.seqlen === t)).map((t) => ({
+    seqlen: t, s_bytes: c.batch * c.heads * t * t * e, p_bytes: c.batch * c.heads * t * t * e,
+    qkvo_bytes: 4 * c.batch * c.heads * t * c.head_dim * e, s_over_qkvo: t / (4 * c.head_dim) }))];
+  for (const r of points) {
+    await slider.fill(String(r.seqlen));
+    assert.equal(await dataValue(page, '#t-value'), String(r.seqlen));
+    assert.equal(await text(page, '#t-value'), intText(r.seqlen));
+    for (const k of ['s_bytes', 'p_bytes', 'qkvo_bytes']) {
+      const id = `#${k.replace('_bytes', '-bytes').replace('_', '')}`;
+      assert.equal(await dataValue(page, id), String(r[k]), `${k} at T=${r.seqlen}`);
+      assert.equal(await text(page, id), bytesText(r[k]), `${k} text at T=${r.seqlen}`);
+    }
+    assert.equal(await dataValue(page, '#s-ratio'), String(r.s_over_qkvo), `ratio at T=${r.seqlen}`);
+    await checkMeasuredExtra(page, doc, r.seqlen);
+  }
+}
+
+async function checkMeasuredExtra(page, doc, t) {
+  const bench = doc.steps.bench;
+  if (!bench || !bench.measured) return checkNotMeasured(page, 'mem-measured', bench);
+  const items = await page.$$eval('#mem-measured li', (els) => els.map((e) => ({
+    series: e.dataset.series, seqlen: Number(e.dataset.seqlen), value: e.querySelector('b').dataset.value,
+    text: e.querySelector('b').textContent })));
+  const forward = bench.rows.filter((r) => (r.direction || 'forward') === 'forward');
+  const keys = new Set(forward.map((r) => `${r.impl}|${r.device}|${r.kernel}|forward`));
+  const peers = doc.steps.peers && doc.steps.peers.measured ? doc.steps.peers.rows.filter((r) => r.direction === 'forward'
+    && r.head_dim === bench.config.head_dim && r.heads === bench.config.heads && r.batch === bench.config.batch) : [];
+  for (const p of peers) keys.add(`peer|${p.impl}|forward`);
+  assert.deepEqual(items.map((i) => i.series).sort(), [...keys].sort(), `series listed at T=${t}`);
+  for (const item of items) {
+    const rows = item.series.startsWith('peer|')
+      ? peers.filter((r) => `peer|${r.impl}|forward` === item.series)
+      : forward.filter((r) => `${r.impl}|${r.device}|${r.kernel}|forward` === item.series);
+    const best = Math.min(...rows.map((r) => Math.abs(r.seqlen - t)));
+    const nearest = rows.filter((r) => Math.abs(r.seqlen - t) === best).sort((a, b) => a.seqlen - b.seqlen)[0];
+    assert.equal(item.seqlen, nearest.seqlen, `${item.series}: nearest measured T to ${t}`);
+    if (nearest.status === 'oom') {
+      assert.equal(item.value, 'oom');
+      assert.equal(item.text, 'out of memory');
+    } else {
+      assert.equal(item.value, String(nearest.extra_bytes), `${item.series} extra bytes at T=${nearest.seqlen}`);
+      assert.equal(item.text, bytesText(nearest.extra_bytes));
+    }
+  }
+  if (!peers.length) assert.match(await text(page, '#mem-peers-note'), /not measured on this machine/);
+}
+
+async function checkSoftmax(page, doc) {
+  const tr = doc.steps.softmax_trace;
+  if (!tr || !tr.measured) return checkNotMeasured(page, 'step-softmax', tr);
+  const values = await page.$$eval('#trace-values .cell', (els) => els.map((e) => Number(e.dataset.value)));
+  assert.deepEqual(values, tr.values, 'the trace numbers');
+  assert.equal(await dataValue(page, '#trace-error'), String(tr.max_abs_error), 'max abs error');
+  assert.equal(await text(page, '#trace-m'), '–', 'nothing read yet');
+  for (const [i, step] of tr.steps.entries()) {
+    assert.equal(await page.locator('#trace-next').isEnabled(), true, `next enabled before block ${i}`);
+    await page.click('#trace-next');
+    assert.equal(await dataValue(page, '#trace-read'), String(step.numbers_read), `numbers read, block ${i}`);
+    assert.equal(await dataValue(page, '#trace-m'), String(step.m), `m, block ${i}`);
+    assert.equal(await dataValue(page, '#trace-l'), String(step.l), `l, block ${i}`);
+    assert.equal(await dataValue(page, '#trace-rescale'), String(step.rescale), `rescale, block ${i}`);
+    assert.equal(await page.locator('#trace-values .cell.read').count(), step.numbers_read);
+  }
+  assert.equal(await page.locator('#trace-next').isEnabled(), false, 'all blocks read');
+  const finals = await page.$$eval('#trace-final tbody tr', (rows) => rows.map((r) =>
+    [...r.querySelectorAll('td[data-value]')].map((td) => Number(td.dataset.value))));
+  assert.deepEqual(finals, tr.softmax.map((x, i) => [x, tr.exact_softmax[i]]), 'online vs exact softmax table');
+  await page.click('#trace-reset');
+  assert.equal(await text(page, '#trace-m'), '–', 'reset');
+  assert.equal(await page.locator('#trace-values .cell.read').count(), 0);
+}
+
+function rowCells(i, t, bm, bn, causal) {
+  const nk = Math.ceil(t / bn);
+  let skip = 0;
+  let diag = 0;
+  for (let j = 0; j < nk; j += 1) {
+    const lastRow = Math.min(t, (i + 1) * bm) - 1;
+    if (!causal) continue;
+    if (j * bn > lastRow) skip += 1;
+    else if (Math.min(t, (j + 1) * bn) - 1 > i * bm) diag += 1;
+  }
+  return { nk, skip, diag, visit: nk - skip };
+}
+
+async function checkBlocking(page, doc) {
+  const b = doc.steps.blocking;
+  if (!b || !b.measured) return checkNotMeasured(page, 'step-blocking', b);
+  const bh = b.batch * b.heads;
+  assert.equal(await page.locator('#grid-t').inputValue(), String(b.example_seqlen));
+  assert.equal(await dataValue(page, '#grid-size'), JSON.stringify(b.grid), 'grid as in the JSON');
+  assert.equal(await dataValue(page, '#grid-programs'), String(b.programs), 'programs as in the JSON');
+  assert.equal(await text(page, '#grid-programs'), intText(b.programs));
+  if (b.cpu_blocked_vs_naive_max_abs !== undefined) {
+    assert.equal(await dataValue(page, '#grid-cpu-diff'), String(b.cpu_blocked_vs_naive_max_abs));
+  }
+  const options = await page.$$eval('#grid-t option', (os_) => os_.map((o) => Number(o.value)));
+  for (const t of options) {
+    await page.selectOption('#grid-t', String(t));
+    const nq = Math.ceil(t / b.block_m);
+    assert.equal(await dataValue(page, '#grid-programs'), String(nq * bh), `programs at T=${t}`);
+    assert.equal(await page.locator('#grid-q').getAttribute('max'), String(nq - 1));
+  }
+  // Step one Q block's whole scan at T = 1024.
+  await page.selectOption('#grid-t', '1024');
+  const qi = 9;
+  await page.locator('#grid-q').fill(String(qi));
+  const cells = rowCells(qi, 1024, b.block_m, b.block_n, true);
+  assert.equal(await dataValue(page, '#grid-skipped'), String(cells.skip), 'skipped cells');
+  assert.equal(await dataValue(page, '#grid-diag'), String(cells.diag), 'diagonal cells');
+  let clicks = 0;
+  const seen = [];
+  while (await page.locator('#grid-step').isEnabled()) {
+    await page.click('#grid-step');
+    clicks += 1;
+    const cur = await page.locator('#grid-status').getAttribute('data-current');
+    if (cur !== '') seen.push(Number(cur));
+    assert.ok(clicks <= cells.visit + 2, 'the scan ends');
+  }
+  assert.equal(clicks, cells.visit + 2, 'load Q, one step per visited cell, write O');
+  assert.deepEqual(seen, [...Array(cells.visit).keys()], 'cells visited left to right up to the diagonal');
+  assert.equal(await dataValue(page, '#grid-done'), String(cells.visit));
+  assert.match(await text(page, '#grid-status'), /write O block 9/);
+  assert.match(await text(page, '#grid-hbm'), /block 9 written/);
+  await page.click('#grid-reset');
+  assert.equal(await page.locator('#grid-status').getAttribute('data-pos'), '0');
+  // Without the causal mask nothing is skipped.
+  await page.uncheck('#grid-causal');
+  const full = rowCells(qi, 1024, b.block_m, b.block_n, false);
+  assert.equal(await dataValue(page, '#grid-skipped'), '0');
+  assert.equal(await dataValue(page, '#grid-diag'), '0');
+  assert.equal(full.visit, full.nk);
+  await page.check('#grid-causal');
+  // Play a short scan to its end, then pick a row by clicking the grid.
+  await page.selectOption('#grid-t', '512');
+  await page.locator('#grid-q').fill('3');
+  await page.click('#grid-play');
+  assert.equal(await text(page, '#grid-play'), 'Pause');
+  await page.waitForFunction(() => document.getElementById('grid-play').textContent === 'Play', null, { timeout: 20_000 });
+  assert.equal(await dataValue(page, '#grid-done'), String(rowCells(3, 512, b.block_m, b.block_n, true).visit));
+  const box = await page.locator('#grid-canvas').boundingBox();
+  await page.locator('#grid-canvas').click({ position: { x: box.width / 2, y: box.height * (6.5 / 8) } });
+  assert.equal(await page.locator('#grid-q').inputValue(), '6', 'clicking row 6 of 8 picks Q block 6');
+}
+
+async function checkKernel(page, doc) {
+  const embedded = JSON.parse(await page.locator('#flashbox-sources').textContent());
+  assert.deepEqual(embedded.files.map((f) => f.path), KERNEL_FILES, 'kernel files listed');
+  for (const f of embedded.files) {
+    const onDisk = path.join(SOURCE_DIR, f.path);
+    assert.equal(f.present, fs.existsSync(onDisk), `${f.path}: present as on disk`);
+    if (f.present) {
+      assert.equal(f.text, fs.readFileSync(onDisk, 'utf8'),
+        `${f.path}: the embedded copy differs from the file; was flashbox rebuilt after the last edit?`);
+    }
+    const tab = page.locator(`#src-tabs button[data-path="${f.path}"]`);
+    if (!f.present) {
+      assert.match(await tab.innerText(), /absent/);
+      await tab.click();
+      assert.match(await text(page, '#src-status'), /absent/);
+      continue;
+    }
+    await tab.click();
+    const lineCount = f.text.replace(/\n$/, '').split('\n').length;
+    assert.equal(await page.locator('#src-code .line').count(), lineCount, `${f.path}: every line shown`);
+    const marked = markedLines(f.text);
+    for (const name of REGION_NAMES) {
+      const button = page.locator(`#src-regions button[data-region=${name}]`);
+      if (!marked[name]) {
+        assert.equal(await button.isEnabled(), false, `${f.path}: ${name} has no markers, button disabled`);
+        continue;
+      }
+      await button.click();
+      const hl = await page.$$eval('#src-code .line.hl', (els) => els.map((e) => Number(e.dataset.line)));
+      assert.deepEqual(hl, marked[name], `${f.path}: ${name} highlights its marked lines`);
+      assert.equal(await button.getAttribute('aria-pressed'), 'true');
+    }
+  }
+  const check = doc.steps.check;
+  if (!check || !check.measured) return checkNotMeasured(page, 'check-body', check);
+  const rows = await page.$$eval('#check-table tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((td) => td.textContent)));
+  assert.equal(rows.length, check.rows.length, 'one table row per check row');
+  rows.forEach((cells, i) => {
+    const r = check.rows[i];
+    assert.deepEqual(cells.slice(0, 3), [r.device, r.impl, r.kernel]);
+    assert.equal(cells[6], r.passed ? 'pass' : 'fail');
+  });
+  if (!check.rows.some((r) => r.device === 'cuda') && !doc.machine.gpu) {
+    assert.match(await text(page, '#check-gpu-note'), /not measured on this machine/);
+  }
+}
+
+async function chartState(page) {
+  return page.evaluate(() => {
+    const { chart } = window.__flashbox;
+    return { labels: chart.data.labels, datasets: chart.data.datasets.map((d) => ({ label: d.label, key: d.key, data: d.data, oom: Boolean(d.oom) })) };
+  });
+}
+
+async function checkMeasured(page, doc) {
+  const bench = doc.steps.bench;
+  if (!bench || !bench.measured) {
+    await checkNotMeasured(page, 'bench-body', bench);
+  } else {
+    const directions = [...new Set(bench.rows.map((r) => r.direction || 'forward'))];
+    const peersOn = doc.steps.peers && doc.steps.peers.measured;
+    if (peersOn) for (const r of doc.steps.peers.rows) directions.includes(r.direction) || directions.push(r.direction);
+    for (const direction of directions) {
+      if (directions.length > 1) await page.selectOption('#chart-direction', direction);
+      for (const metric of ['time', 'memory']) {
+        await page.click(`#chart-${metric}`);
+        assert.equal(await page.locator(`#chart-${metric}`).getAttribute('aria-pressed'), 'true');
+        const field = metric === 'time' ? 'ms' : 'extra_bytes';
+        const state = await chartState(page);
+        const own = bench.rows.filter((r) => (r.direction || 'forward') === direction);
+        for (const r of own) {
+          const ds = state.datasets.find((d) => d.key === `${r.impl}|${r.device}|${r.kernel}|${direction}`);
+          assert.ok(ds, `a series for ${r.impl} ${r.kernel} ${direction}`);
+          const x = state.labels.indexOf(intText(r.seqlen));
+          assert.ok(x >= 0, `T=${r.seqlen} on the x axis`);
+          assert.equal(ds.data[x], r.status === 'ok' ? r[field] : null, `${ds.label} ${metric} at T=${r.seqlen}`);
+        }
+        const ooms = own.filter((r) => r.status === 'oom');
+        const oomSet = state.datasets.find((d) => d.oom);
+        assert.equal(Boolean(oomSet), ooms.length > 0, 'OOM marked exactly when a row is out of memory');
+        for (const r of ooms) assert.notEqual(oomSet.data[state.labels.indexOf(intText(r.seqlen))], null, `OOM mark at T=${r.seqlen}`);
+        if (peersOn) {
+          const peerRows = doc.steps.peers.rows.filter((r) => r.direction === direction && r.head_dim === bench.config.head_dim);
+          for (const r of peerRows) {
+            const ds = state.datasets.find((d) => d.key === `peer|${r.impl}|${direction}`);
+            assert.ok(ds, `peer series ${r.impl}`);
+            assert.equal(ds.data[state.labels.indexOf(intText(r.seqlen))], r[field], `peer ${r.impl} ${metric} at T=${r.seqlen}`);
+          }
+        }
+      }
+    }
+    const tableRows = await page.locator('#bench-table-el tbody tr').count();
+    assert.equal(tableRows, bench.rows.length + (peersOn ? doc.steps.peers.rows.length : 0), 'every measured row in the table');
+    if (bench.rows.some((r) => r.status === 'oom')) {
+      assert.ok((await page.locator('#bench-table-el td', { hasText: 'out of memory' }).count()) >= 1, 'OOM in the table');
+    }
+    if (!peersOn) assert.match(await text(page, '#chart-note'), /not measured on this machine/);
+  }
+  const gpt2 = doc.steps.gpt2;
+  if (!gpt2 || !gpt2.measured) await checkNotMeasured(page, 'gpt2-body', gpt2);
+  else {
+    const rows = await page.$$eval('#gpt2-table tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((td) => td.textContent)));
+    assert.equal(rows.length, gpt2.rows.length);
+    rows.forEach((cells, i) => {
+      assert.equal(cells[0], gpt2.rows[i].impl);
+      assert.equal(cells[2], gpt2.rows[i].loss.toFixed(5), 'loss shown to 5 decimals');
+    });
+  }
+  const crit = await page.$$eval('#criteria li', (els) => els.map((e) => ({ status: e.dataset.status,
+    name: e.querySelector('.name').textContent, value: e.querySelector('.measured b').dataset.value,
+    badge: e.querySelector('.badge').textContent })));
+  assert.equal(crit.length, doc.criteria.length, 'every criterion listed');
+  crit.forEach((c, i) => {
+    const want = doc.criteria[i];
+    assert.equal(c.name, want.name);
+    assert.equal(c.status, want.status);
+    assert.equal(c.value, want.value === null ? 'null' : String(want.value));
+    assert.equal(c.badge, { pass: 'pass', fail: 'fail', not_measured: 'not measured' }[want.status]);
+  });
+  const count = (s) => doc.criteria.filter((c) => c.status === s).length;
+  assert.equal(await text(page, '#criteria-summary'),
+    `${count('pass')} pass · ${count('fail')} fail · ${count('not_measured')} not measured on this machine`);
+}
+
+async function checkPage(name, htmlPath, doc) {
+  await withPage(htmlPath, { width: 1280, height: 900 }, async (page) => {
+    await checkHeader(page, doc);
+    await checkMemory(page, doc);
+    await checkSoftmax(page, doc);
+    await checkBlocking(page, doc);
+    await checkKernel(page, doc);
+    await checkMeasured(page, doc);
+    const n = await checkDataPaths(page, doc);
+    assert.ok(n > 0, 'values tagged with their JSON path');
+    await page.locator('#src-regions button:not([disabled])').first().click().catch(() => {});
+    await page.screenshot({ path: path.join(OUT, `${name}-desktop.png`), fullPage: true });
+  });
+  await withPage(htmlPath, { width: 375, height: 812 }, async (page) => {
+    const width = await page.evaluate(() => document.documentElement.scrollWidth);
+    assert.ok(width <= 375, `no horizontal scrolling at 375px (page is ${width}px wide)`);
+    await page.click('#trace-next').catch(() => {});
+    await page.screenshot({ path: path.join(OUT, `${name}-phone.png`), fullPage: true });
+  }, true);
+}
+
+// ---- the tests ----------------------------------------------------------------------------------
+
+if (MODE === 'fixtures') {
+  const fixtures = path.join(SOURCE_DIR, 'tests', 'web', 'fixtures');
+  for (const file of fs.readdirSync(fixtures).filter((f) => f.endsWith('.json')).sort()) {
+    const name = path.basename(file, '.json');
+    test(`flashbox html: ${name}`, async () => {
+      const out = path.join(OUT, `${name}.html`);
+      fs.rmSync(out, { force: true });
+      execFileSync(FLASHBOX, ['html', '--json', path.join(fixtures, file), '--out', out], { stdio: 'pipe' });
+      const doc = JSON.parse(fs.readFileSync(path.join(fixtures, file), 'utf8'));
+      await checkPage(name, out, doc);
+    });
+  }
+
+  test('flashbox html: a report whose strings hold </script> stays one page', async () => {
+    const doc = JSON.parse(fs.readFileSync(path.join(fixtures, 'cpu_only.json'), 'utf8'));
+    doc.machine.hostname = '</script><script>window.injected=1</script><!--';
+    doc.criteria[0].name = 'ends </SCRIPT > early?';
+    const inPath = path.join(OUT, 'hostile.json');
+    const out = path.join(OUT, 'hostile.html');
+    fs.writeFileSync(inPath, JSON.stringify(doc));
+    execFileSync(FLASHBOX, ['html', '--json', inPath, '--out', out], { stdio: 'pipe' });
+    await withPage(out, { width: 1024, height: 800 }, async (page) => {
+      assert.equal(await page.evaluate(() => window.injected), undefined, 'no script injected');
+      assert.ok((await text(page, '#machine')).includes(doc.machine.hostname), 'the text is shown as text');
+      assert.equal(await page.locator('#criteria li .name').first().innerText(), doc.criteria[0].name);
+    });
+  });
+
+  test('flashbox html: clear errors for bad input', () => {
+    const cases = [
+      [['html', '--json', path.join(OUT, 'missing.json'), '--out', path.join(OUT, 'x.html')], /cannot read/],
+      [['html', '--out', path.join(OUT, 'x.html')], /--json is required/],
+    ];
+    const bad = { 'not_json.json': '{"schema_version": 1', 'no_version.json': '{"steps": {}}',
+      'version2.json': '{"schema_version": 2, "steps": {}}', 'array.json': '[1, 2]', 'no_steps.json': '{"schema_version": 1}' };
+    const expect = { 'not_json.json': /not valid JSON/, 'no_version.json': /no schema_version/,
+      'version2.json': /schema_version 2 is not supported/, 'array.json': /JSON object/, 'no_steps.json': /"steps" must be an object/ };
+    for (const [file, content] of Object.entries(bad)) {
+      fs.writeFileSync(path.join(OUT, file), content);
+      cases.push([['html', '--json', path.join(OUT, file), '--out', path.join(OUT, 'x.html')], expect[file]]);
+    }
+    cases.push([['html', '--json', path.join(fixtures, 'cpu_only.json'), '--out', path.join(OUT, 'no-such-dir', 'x.html')], /cannot open/]);
+    fs.rmSync(path.join(OUT, 'x.html'), { force: true });
+    for (const [args, pattern] of cases) {
+      const r = runFlashbox(args);
+      assert.notEqual(r.status, 0, `flashbox ${args.join(' ')} must fail`);
+      assert.match(r.stderr + r.stdout, pattern, `message for ${args.join(' ')}`);
+    }
+    assert.equal(fs.existsSync(path.join(OUT, 'x.html')), false, 'no page written on error');
+  });
+} else if (MODE === 'report') {
+  test('flashbox report --quick --html: the real page of this machine', async () => {
+    const json = path.join(OUT, 'report.json');
+    const html = path.join(OUT, 'report.html');
+    fs.rmSync(json, { force: true });
+    fs.rmSync(html, { force: true });
+    const r = runFlashbox(['report', '--quick', '--json', json, '--html', html]);
+    assert.equal(r.status, 0, `flashbox report failed:\n${r.stdout}\n${r.stderr}`);
+    const doc = JSON.parse(fs.readFileSync(json, 'utf8'));
+    assert.equal(doc.schema_version, 1);
+    await checkPage('report', html, doc);
+  });
+} else {
+  throw new Error(`page_test: unknown --mode ${MODE}`);
+}

@@ -31,6 +31,7 @@
 // The tile loops are written to vectorise; on x86-64 build an AVX2/FMA clone next to the baseline
 // one and let the loader pick (the library must still run on any x86-64).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"  // inline helpers pass 32-byte vectors; no ABI boundary is crossed
 #define FLASHBOX_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default"), noinline))
 #else
 #define FLASHBOX_VECTOR_CLONES
@@ -51,32 +52,98 @@ struct Problem {
   float scale_log2;    // softmax_scale * log2(e)
 };
 
-// One thread's on-chip-like working set.
+// The two tile products run on register blocks of kRows rows x kCols columns: 8 vectors of 8 floats
+// of accumulators (AVX2 registers in the x86-64-v3 clone, pairs of SSE registers in the baseline).
+// Tiles are padded to whole register blocks and the padding is kept at zero, so the products need
+// no edge cases; only the first `rows` x `cols` entries are used.
+constexpr int64_t kRows = 4, kCols = 16;
+constexpr int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+using vec8 = cpu::exp2_vec8;
+inline vec8 load8(const float *p) {
+  vec8 v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store8(float *p, vec8 v) { __builtin_memcpy(p, &v, sizeof v); }
+
+// One thread's on-chip-like working set: Q [BM][DP], K^T [D][BN], V [BN][DP], S/P [BM][BN],
+// acc [BM][DP], m and l [BM] (BM, BN, DP: block_m, block_n, head_dim padded to register blocks).
 struct Tiles {
+  int64_t BM, BN, DP;
   float *q, *kt, *v, *s, *acc, *m, *l;
   static int64_t floats(int64_t bm, int64_t bn, int64_t d) {
-    const int64_t n = bm * d + d * bn + bn * d + bm * bn + bm * d + 2 * bm;
-    return (n + 15) / 16 * 16;  // keep threads' tiles on separate cache lines
+    const int64_t BM = round_up(bm, kRows), BN = round_up(bn, kCols), DP = round_up(d, kCols);
+    return round_up(BM * DP + d * BN + BN * DP + BM * BN + BM * DP + 2 * BM, 16);  // 64-byte multiples per thread
   }
   Tiles(float *base, int64_t bm, int64_t bn, int64_t d)
-      : q(base), kt(q + bm * d), v(kt + d * bn), s(v + bn * d), acc(s + bm * bn), m(acc + bm * d), l(m + bm) {}
+      : BM(round_up(bm, kRows)), BN(round_up(bn, kCols)), DP(round_up(d, kCols)), q(base), kt(q + BM * DP),
+        v(kt + d * BN), s(v + BN * DP), acc(s + BM * BN), m(acc + BM * DP), l(m + BM) {}
 };
+
+// S[r][c] = scale * sum_x Q[r][x] K^T[x][c] for r < rows4, c < cols16 (multiples of the block).
+inline void score_tile(const Tiles &t, int64_t D, int64_t rows4, int64_t cols16, float scale) {
+  for (int64_t r0 = 0; r0 < rows4; r0 += kRows)
+    for (int64_t c0 = 0; c0 < cols16; c0 += kCols) {
+      vec8 acc[kRows][2] = {};
+      for (int64_t x = 0; x < D; ++x) {
+        const vec8 k0 = load8(t.kt + x * t.BN + c0), k1 = load8(t.kt + x * t.BN + c0 + 8);
+        for (int64_t rr = 0; rr < kRows; ++rr) {
+          const float qx = t.q[(r0 + rr) * t.DP + x];
+          acc[rr][0] += qx * k0;
+          acc[rr][1] += qx * k1;
+        }
+      }
+      for (int64_t rr = 0; rr < kRows; ++rr) {
+        store8(t.s + (r0 + rr) * t.BN + c0, acc[rr][0] * scale);
+        store8(t.s + (r0 + rr) * t.BN + c0 + 8, acc[rr][1] * scale);
+      }
+    }
+}
+
+// acc[r][x] += sum_{c < cols} P[r][c] V[c][x] for r < rows4, x < DP.
+inline void accumulate_pv(const Tiles &t, int64_t rows4, int64_t cols) {
+  for (int64_t r0 = 0; r0 < rows4; r0 += kRows)
+    for (int64_t x0 = 0; x0 < t.DP; x0 += kCols) {
+      vec8 acc[kRows][2];
+      for (int64_t rr = 0; rr < kRows; ++rr) {
+        acc[rr][0] = load8(t.acc + (r0 + rr) * t.DP + x0);
+        acc[rr][1] = load8(t.acc + (r0 + rr) * t.DP + x0 + 8);
+      }
+      for (int64_t c = 0; c < cols; ++c) {
+        const vec8 v0 = load8(t.v + c * t.DP + x0), v1 = load8(t.v + c * t.DP + x0 + 8);
+        for (int64_t rr = 0; rr < kRows; ++rr) {
+          const float pc = t.s[(r0 + rr) * t.BN + c];
+          acc[rr][0] += pc * v0;
+          acc[rr][1] += pc * v1;
+        }
+      }
+      for (int64_t rr = 0; rr < kRows; ++rr) {
+        store8(t.acc + (r0 + rr) * t.DP + x0, acc[rr][0]);
+        store8(t.acc + (r0 + rr) * t.DP + x0 + 8, acc[rr][1]);
+      }
+    }
+}
 
 FLASHBOX_VECTOR_CLONES void process_q_block(const Problem &p, int64_t b, int64_t h, int64_t qblock, float *tile_mem) {
   const flashbox_attention_args &a = *p.a;
-  const int64_t D = p.d, BN = p.bn;
+  const int64_t D = p.d;
   Tiles t(tile_mem, p.bm, p.bn, p.d);
   const int64_t i0 = qblock * p.bm;
   const int64_t rows = std::min(p.bm, a.seqlen_q - i0);
+  const int64_t rows4 = round_up(rows, kRows);
   const int64_t hk = h / p.group;
 
   // >>> report:load_q
+  // Q tile to fp32 once; padding rows and columns are zero so they add nothing to the products.
+  std::fill_n(t.q, t.BM * t.DP, 0.0f);
   for (int64_t r = 0; r < rows; ++r)
     cpu::load_row_as_float(a.q, a.dtype, b * a.q_stride[0] + (i0 + r) * a.q_stride[1] + h * a.q_stride[2], D,
-                           t.q + r * D);
-  std::fill_n(t.m, rows, kNegInf);
-  std::fill_n(t.l, rows, 0.0f);
-  std::fill_n(t.acc, rows * D, 0.0f);
+                           t.q + r * t.DP);
+  std::fill_n(t.m, t.BM, kNegInf);
+  std::fill_n(t.l, t.BM, 0.0f);
+  std::fill_n(t.acc, t.BM * t.DP, 0.0f);
+  std::fill_n(t.v, t.BN * t.DP, 0.0f);
   // <<< report:load_q
 
   // Causal: the block's last row sees keys up to (i0 + rows - 1) + diag; later K/V blocks are fully
@@ -85,75 +152,69 @@ FLASHBOX_VECTOR_CLONES void process_q_block(const Problem &p, int64_t b, int64_t
       a.causal ? std::clamp<int64_t>(i0 + rows - 1 + p.diag + 1, 0, a.seqlen_k) : a.seqlen_k;
 
   // >>> report:kv_loop
-  for (int64_t j0 = 0; j0 < kv_end; j0 += BN) {
-    const int64_t cols = std::min(BN, kv_end - j0);
+  for (int64_t j0 = 0; j0 < kv_end; j0 += p.bn) {
+    const int64_t cols = std::min(p.bn, kv_end - j0);
+    const int64_t cols16 = round_up(cols, kCols);
     float *row_tmp = t.s;  // S is not live yet: borrow its first row to convert K rows
     for (int64_t c = 0; c < cols; ++c) {
       const int64_t koff = b * a.k_stride[0] + (j0 + c) * a.k_stride[1] + hk * a.k_stride[2];
       cpu::load_row_as_float(a.k, a.dtype, koff, D, row_tmp);
-      for (int64_t x = 0; x < D; ++x) t.kt[x * BN + c] = row_tmp[x];  // K^T so the S loop runs along keys
+      for (int64_t x = 0; x < D; ++x) t.kt[x * t.BN + c] = row_tmp[x];  // K^T so S rows run along keys
       cpu::load_row_as_float(a.v, a.dtype, b * a.v_stride[0] + (j0 + c) * a.v_stride[1] + hk * a.v_stride[2], D,
-                             t.v + c * D);
+                             t.v + c * t.DP);
     }
+    for (int64_t x = 0; x < D; ++x) std::fill(t.kt + x * t.BN + cols, t.kt + x * t.BN + cols16, 0.0f);
     // <<< report:kv_loop
 
     // >>> report:s_tile
-    // S = (Q K^T) * scale * log2(e), one row at a time as rank-1 updates along head_dim.
-    for (int64_t r = 0; r < rows; ++r) {
-      float *s = t.s + r * BN;
-      const float *q = t.q + r * D;
-      for (int64_t c = 0; c < cols; ++c) s[c] = 0.0f;
-      for (int64_t x = 0; x < D; ++x) {
-        const float qx = q[x];
-        const float *kt = t.kt + x * BN;
-        for (int64_t c = 0; c < cols; ++c) s[c] += qx * kt[c];
-      }
-      for (int64_t c = 0; c < cols; ++c) s[c] *= p.scale_log2;
-    }
+    // S = (Q K^T) * scale * log2(e): scores in base 2, so the softmax below needs only exp2.
+    score_tile(t, D, rows4, cols16, p.scale_log2);
     // Only a block that crosses the diagonal (its last key is beyond the first row's limit) needs the
     // element-wise mask: key j0 + c is hidden from row i0 + r when j0 + c > i0 + r + diag.
     if (a.causal && j0 + cols - 1 > i0 + p.diag) {
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t first_hidden = std::max<int64_t>(i0 + r + p.diag + 1 - j0, 0);
-        for (int64_t c = first_hidden; c < cols; ++c) t.s[r * BN + c] = kNegInf;
+        for (int64_t c = first_hidden; c < cols; ++c) t.s[r * t.BN + c] = kNegInf;
       }
     }
     // <<< report:s_tile
 
     // >>> report:online_softmax
+    // Padding columns get -inf so whole vectors of 8 can be processed: they contribute exp2 = 0.
+    for (int64_t r = 0; r < rows; ++r) std::fill(t.s + r * t.BN + cols, t.s + r * t.BN + cols16, kNegInf);
     for (int64_t r = 0; r < rows; ++r) {
-      float *s = t.s + r * BN;
+      float *s = t.s + r * t.BN;
+      vec8 vmax = vec8{} + kNegInf;
+      for (int64_t c = 0; c < cols16; c += 8) {
+        const vec8 x = load8(s + c);
+        vmax = x > vmax ? x : vmax;
+      }
       float mx = kNegInf;
-      for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, s[c]);
+      for (int i = 0; i < 8; ++i) mx = std::max(mx, vmax[i]);
       const float m_new = std::max(t.m[r], mx);
       if (m_new == kNegInf) {  // every key so far is masked for this row: nothing to add
-        for (int64_t c = 0; c < cols; ++c) s[c] = 0.0f;
+        std::fill_n(s, cols16, 0.0f);
         continue;
       }
       const float alpha = cpu::exp2_nonpositive(t.m[r] - m_new);  // 0 on the row's first visible block
-      float rowsum = 0.0f;
-      for (int64_t c = 0; c < cols; ++c) {
-        s[c] = cpu::exp2_nonpositive(s[c] - m_new);
-        rowsum += s[c];
+      vec8 vsum = {};
+      for (int64_t c = 0; c < cols16; c += 8) {
+        const vec8 pc = cpu::exp2_nonpositive(load8(s + c) - m_new);
+        store8(s + c, pc);
+        vsum += pc;
       }
+      float rowsum = 0.0f;
+      for (int i = 0; i < 8; ++i) rowsum += vsum[i];
       t.l[r] = t.l[r] * alpha + rowsum;
       t.m[r] = m_new;
-      float *acc = t.acc + r * D;
-      for (int64_t x = 0; x < D; ++x) acc[x] *= alpha;
+      float *acc = t.acc + r * t.DP;
+      for (int64_t x = 0; x < t.DP; ++x) acc[x] *= alpha;
     }
     // <<< report:online_softmax
 
     // >>> report:pv
-    // acc += P V: each probability scales one V row into the accumulator row.
-    for (int64_t r = 0; r < rows; ++r) {
-      float *acc = t.acc + r * D;
-      const float *prow = t.s + r * BN;
-      for (int64_t c = 0; c < cols; ++c) {
-        const float pc = prow[c];
-        const float *v = t.v + c * D;
-        for (int64_t x = 0; x < D; ++x) acc[x] += pc * v[x];
-      }
-    }
+    // acc += P V (padding rows of P hold zero scores from the zero Q rows and are never written out).
+    accumulate_pv(t, rows4, cols);
     // <<< report:pv
   }
 
@@ -161,7 +222,7 @@ FLASHBOX_VECTOR_CLONES void process_q_block(const Problem &p, int64_t b, int64_t
   // O = acc / l (one division per row) and LSE = ln(sum exp(s)) = (m + log2 l) * ln 2. A row that
   // saw no key keeps l = 0: O = 0 and LSE = -inf.
   for (int64_t r = 0; r < rows; ++r) {
-    float *acc = t.acc + r * D;
+    float *acc = t.acc + r * t.DP;
     const float l = t.l[r];
     const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
     for (int64_t x = 0; x < D; ++x) acc[x] *= inv_l;

@@ -23,6 +23,10 @@ import torch
 
 from . import _lib
 
+if not hasattr(torch.library, "custom_op") or not hasattr(torch.library, "register_fake"):
+    raise ImportError(f"flashbox.attention needs torch >= 2.4 (torch.library.custom_op); this is torch "
+                      f"{torch.__version__}")
+
 __all__ = ["attention", "flash_attn_func"]
 
 _DTYPES = {

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="torch is not installed: the GPT-2 example needs it")
+torch = pytest.importorskip("torch", minversion="2.4", reason="the GPT-2 example tests need torch >= 2.4")
 
 import pysupport as S  # noqa: E402
 from pysupport import _lib  # noqa: E402

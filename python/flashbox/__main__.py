@@ -1,0 +1,31 @@
+"""`python3 -m flashbox`: which libflashbox the package loads, its version and CUDA devices; whether
+the PyTorch layer is usable here (and if not, why)."""
+
+import sys
+
+from . import _lib
+
+
+def main() -> int:
+    try:
+        lib = _lib.library()
+    except _lib.LibraryNotFoundError as e:
+        print(f"libflashbox: not found: {e}")
+        return 1
+    print(f"libflashbox: {lib.path}")
+    print(f"version:     {_lib.version()}")
+    print(f"cuda devices: {_lib.cuda_device_count()}")
+    if lib.missing:
+        print(f"missing symbols (an older build?): {', '.join(lib.missing)}")
+    try:
+        from . import ops  # noqa: F401
+        import torch
+        print(f"torch layer: available (torch {torch.__version__}, "
+              f"cuda {'yes' if torch.cuda.is_available() else 'no'})")
+    except ImportError as e:
+        print(f"torch layer: unavailable ({e})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

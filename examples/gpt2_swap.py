@@ -356,6 +356,7 @@ def main(argv=None):
     print(f"tokens: {args.tokens or 'random'} ({tokens.numel():,}); device {args.device}, autocast "
           f"{dtype}, seqlen {args.seqlen}, batch {args.batch}")
     if "flashbox" in names:
+        flashbox.attention   # noqa: B018  load the torch layer now, not first inside a torch.compile trace
         print(f"flashbox {flashbox.version()} from {flashbox.library_path()}")
 
     initial_state = {k: v.detach().clone() for k, v in model.state_dict().items()}

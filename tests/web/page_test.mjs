@@ -118,7 +118,10 @@ async function checkNotMeasured(page, sectionId, step) {
 
 // Every element that names its JSON path must hold exactly that JSON value.
 async function checkDataPaths(page, doc) {
-  await page.evaluate(() => document.querySelectorAll('details').forEach((d) => { d.open = true; }));
+  for (const summary of await page.locator('details > summary').all()) {
+    if (!(await summary.evaluate((el) => el.parentElement.open))) await summary.click();
+  }
+  assert.equal(await page.locator('details:not([open])').count(), 0, 'every explanation opens');
   const cells = await page.$$eval('[data-path]', (els) => els.map((e) => [e.dataset.path, e.dataset.value]));
   for (const [p, v] of cells) {
     if (v === undefined) continue;  // rows carry a path but no value
@@ -272,6 +275,17 @@ async function checkBlocking(page, doc) {
   assert.equal(await dataValue(page, '#grid-diag'), '0');
   assert.equal(full.visit, full.nk);
   await page.check('#grid-causal');
+  // Pause stops a long scan where it is.
+  await page.selectOption('#grid-t', '16384');
+  await page.locator('#grid-q').fill('200');
+  await page.click('#grid-play');
+  await page.waitForFunction(() => Number(document.getElementById('grid-status').dataset.pos) >= 3, null, { timeout: 10_000 });
+  await page.click('#grid-play');
+  assert.equal(await text(page, '#grid-play'), 'Play', 'paused');
+  const paused = await page.locator('#grid-status').getAttribute('data-pos');
+  await page.waitForTimeout(300);
+  assert.equal(await page.locator('#grid-status').getAttribute('data-pos'), paused, 'nothing moves while paused');
+  assert.ok(Number(paused) < rowCells(200, 16384, b.block_m, b.block_n, true).visit + 2, 'paused before the end');
   // Play a short scan to its end, then pick a row by clicking the grid.
   await page.selectOption('#grid-t', '512');
   await page.locator('#grid-q').fill('3');

@@ -25,7 +25,7 @@ from ._lib import (  # noqa: F401
     version,
 )
 
-_TORCH_NAMES = ("attention", "flash_attn_func")
+_TORCH_NAMES = ("attention", "flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func")
 
 __all__ = [
     "AttentionArgs", "AttentionGradArgs", "Device", "DType", "ErrorCode", "FlashboxError", "Impl",

@@ -27,7 +27,7 @@ if not hasattr(torch.library, "custom_op") or not hasattr(torch.library, "regist
     raise ImportError(f"flashbox.attention needs torch >= 2.4 (torch.library.custom_op); this is torch "
                       f"{torch.__version__}")
 
-__all__ = ["attention", "flash_attn_func"]
+__all__ = ["attention", "flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func"]
 
 _DTYPES = {
     torch.float32: _lib.DType.FLOAT32,
@@ -247,16 +247,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     return o
 
 
-def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
-                    alibi_slopes=None, deterministic=False, return_attn_probs=False, softcap=0.0):
-    """FlashAttention-2's flash_attn_func(q, k, v, ...) on flashbox.
-
-    Same layout ([batch, seqlen, nheads, headdim]), same defaults, same bottom-right causal mask, GQA/MQA
-    by head counts, softmax_scale default 1/sqrt(headdim), `deterministic` passed to the backward.
-    Options flashbox does not implement raise NotImplementedError instead of being ignored: dropout,
-    sliding windows, ALiBi, softcapping and return_attn_probs. (`softcap` is accepted by keyword as
-    flash-attn >= 2.6 names it.)
-    """
+def _reject_unsupported(dropout_p, causal, window_size, alibi_slopes, softcap, return_attn_probs):
+    """FlashAttention-2 options flashbox does not implement: an error, never silently ignored."""
     if dropout_p != 0.0:
         raise NotImplementedError(f"flashbox.flash_attn_func: dropout_p={dropout_p} is not supported "
                                   f"(flashbox has no attention dropout); pass dropout_p=0.0")
@@ -273,5 +265,38 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     if return_attn_probs:
         raise NotImplementedError("flashbox.flash_attn_func: return_attn_probs=True is not supported "
                                   "(it returns the dropout pattern, and flashbox has no dropout)")
+
+
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                    alibi_slopes=None, deterministic=False, return_attn_probs=False, softcap=0.0):
+    """FlashAttention-2's flash_attn_func(q, k, v, ...) on flashbox.
+
+    Same layout ([batch, seqlen, nheads, headdim]), same defaults, same bottom-right causal mask, GQA/MQA
+    by head counts, softmax_scale default 1/sqrt(headdim), `deterministic` passed to the backward.
+    Options flashbox does not implement raise NotImplementedError instead of being ignored: dropout,
+    sliding windows, ALiBi, softcapping and return_attn_probs. (`softcap` is accepted by keyword as
+    flash-attn >= 2.6 names it.)
+    """
+    _reject_unsupported(dropout_p, causal, window_size, alibi_slopes, softcap, return_attn_probs)
+    o, _ = _fwd_op(q, k, v, _scale(softmax_scale), bool(causal), bool(deterministic))
+    return o
+
+
+def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                              alibi_slopes=None, deterministic=False, return_attn_probs=False, softcap=0.0):
+    """FlashAttention-2's packed form: qkv [batch, seqlen, 3, nheads, headdim]. q, k, v are strided views
+    of it (no copy)."""
+    _reject_unsupported(dropout_p, causal, window_size, alibi_slopes, softcap, return_attn_probs)
+    q, k, v = qkv.unbind(2)
+    o, _ = _fwd_op(q, k, v, _scale(softmax_scale), bool(causal), bool(deterministic))
+    return o
+
+
+def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                             alibi_slopes=None, deterministic=False, return_attn_probs=False, softcap=0.0):
+    """FlashAttention-2's packed form: q [batch, seqlen_q, nheads, headdim], kv [batch, seqlen_k, 2,
+    nheads_k, headdim]. k, v are strided views of kv (no copy)."""
+    _reject_unsupported(dropout_p, causal, window_size, alibi_slopes, softcap, return_attn_probs)
+    k, v = kv.unbind(2)
     o, _ = _fwd_op(q, k, v, _scale(softmax_scale), bool(causal), bool(deterministic))
     return o

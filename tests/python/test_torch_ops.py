@@ -249,6 +249,25 @@ def test_flash_attn_func_semantics(device):
     assert rel_err(o, reference(q, k, v, True)) < TOL[dtype]
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_flash_attn_packed_forms(device):
+    dtype = dtypes_for(device)[0]
+    D = 32 if device == "cpu" else 64
+    g = torch.Generator().manual_seed(9)
+    qkv = torch.randn(2, 40, 3, 4, D, generator=g).to(device, dtype).requires_grad_()
+    o = run(flashbox.flash_attn_qkvpacked_func, qkv, causal=True)
+    q, k, v = qkv.detach().unbind(2)
+    assert rel_err(o, reference(q, k, v, True)) < TOL[dtype]
+    run(o.float().sum().backward)                 # gradients land in the packed tensor
+    assert qkv.grad.shape == qkv.shape and torch.isfinite(qkv.grad).all()
+    q = torch.randn(2, 24, 4, D, generator=g).to(device, dtype)
+    kv = torch.randn(2, 40, 2, 2, D, generator=g).to(device, dtype)   # GQA: 2 kv heads
+    o = run(flashbox.flash_attn_kvpacked_func, q, kv, causal=True, softmax_scale=0.2)
+    assert rel_err(o, reference(q, kv[:, :, 0], kv[:, :, 1], True, scale=0.2)) < TOL[dtype]
+    with pytest.raises(NotImplementedError, match="dropout_p"):
+        flashbox.flash_attn_kvpacked_func(q, kv, dropout_p=0.5)
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(dropout_p=0.1), "dropout_p=0.1 is not supported"),
     (dict(window_size=(128, 0)), r"window_size=\(128, 0\)"),

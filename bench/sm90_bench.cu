@@ -2,8 +2,8 @@
 // prints a table; --json PATH writes every row. Method (bench/NOTES.md): random inputs (never
 // zeros), several input sets rotated so that L2 does not hold them, warm-up, 10 timed calls each
 // between CUDA events, median. FLOPs: 4*B*H*T^2*D, halved for causal.
-//   sm90_bench [--quick] [--json PATH]
-// Variants (FLASHBOX_SM90_TILE / FLASHBOX_SM90_MODE) are swept on the rows that record the path.
+//   sm90_bench [--quick] [--no-persistent] [--json PATH]
+// Variants (FLASHBOX_SM90_TILE / _MODE / _SCHED) are swept on the rows that record the path.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -101,24 +101,31 @@ Row time_shape(const Shape &s, const std::string &variant, int sets) {
 }
 
 void set_variant(const std::string &v) {
-  // "tile/mode", e.g. "192x128/pingpong"; "default" leaves both to the library.
+  // "tile/mode/sched", e.g. "192x128/pingpong/persistent"; empty fields and "default" leave the
+  // library's choice.
   unsetenv("FLASHBOX_SM90_TILE");
   unsetenv("FLASHBOX_SM90_MODE");
+  unsetenv("FLASHBOX_SM90_SCHED");
   if (v == "default") return;
-  const size_t slash = v.find('/');
-  const std::string tile = v.substr(0, slash), mode = slash == std::string::npos ? "" : v.substr(slash + 1);
-  if (!tile.empty()) setenv("FLASHBOX_SM90_TILE", tile.c_str(), 1);
-  if (!mode.empty()) setenv("FLASHBOX_SM90_MODE", mode.c_str(), 1);
+  const char *names[3] = {"FLASHBOX_SM90_TILE", "FLASHBOX_SM90_MODE", "FLASHBOX_SM90_SCHED"};
+  size_t start = 0;
+  for (int field = 0; field < 3 && start <= v.size(); ++field) {
+    const size_t slash = std::min(v.find('/', start), v.size());
+    const std::string value = v.substr(start, slash - start);
+    if (!value.empty()) setenv(names[field], value.c_str(), 1);
+    start = slash + 1;
+  }
 }
 
 }  // namespace
 
 int main(int argc, char **argv) {
   const char *json = nullptr;
-  bool quick = false;
+  bool quick = false, persistent = true;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) json = argv[++i];
     else if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    else if (std::strcmp(argv[i], "--no-persistent") == 0) persistent = false;
   }
   setenv("FLASHBOX_FLASH_ARCH", "sm90", 1);
   cudaDeviceProp prop{};
@@ -128,28 +135,33 @@ int main(int argc, char **argv) {
   std::vector<std::pair<Shape, std::string>> plan;
   const std::vector<int64_t> ts = quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{2048, 4096, 8192, 16384};
   for (int64_t t : ts) {
-    for (const char *v : {"128x128/pingpong", "192x128/pingpong"}) plan.push_back({{4, 12, t, 64, 1}, v});
+    plan.push_back({{4, 12, t, 64, 1}, "default"});
+    plan.push_back({{4, 12, t, 64, 1}, "//persistent"});
     plan.push_back({{4, 16, t, 128, 1}, "default"});
+    plan.push_back({{4, 16, t, 128, 1}, "//persistent"});
   }
-  plan.push_back({{4, 16, 16384, 128, 0}, "default"});
-  plan.push_back({{4, 12, 16384, 64, 0}, "128x128/pingpong"});
-  plan.push_back({{4, 12, 16384, 64, 0}, "192x128/pingpong"});
+  for (const char *v : {"default", "//persistent", "128x128", "128x128//persistent"})
+    plan.push_back({{4, 16, 16384, 128, 0}, v});
+  plan.push_back({{4, 12, 16384, 64, 0}, "default"});
+  plan.push_back({{4, 12, 16384, 64, 0}, "//persistent"});
+  plan.push_back({{4, 12, 16384, 64, 1}, "128x128"});
   // The path: the same kernel without ping-pong, and without the intra-warpgroup overlap.
   for (const char *mode : {"serial", "overlap"}) {
-    plan.push_back({{4, 12, 16384, 64, 1}, std::string("128x128/") + mode});
+    plan.push_back({{4, 12, 16384, 64, 1}, std::string("/") + mode});
     plan.push_back({{4, 16, 16384, 128, 1}, std::string("/") + mode});
     plan.push_back({{4, 16, 16384, 128, 0}, std::string("/") + mode});
   }
 
   std::vector<Row> rows;
-  std::printf("%-4s %-3s %-6s %-4s %-7s %-18s %-32s %9s %8s\n", "B", "H", "T", "D", "causal", "variant", "kernel",
+  std::printf("%-4s %-3s %-6s %-4s %-7s %-22s %-40s %9s %8s\n", "B", "H", "T", "D", "causal", "variant", "kernel",
               "ms", "TFLOP/s");
   for (const auto &[shape, variant] : plan) {
+    if (!persistent && variant.find("persistent") != std::string::npos) continue;
     set_variant(variant);
     const int sets = shape.t <= 4096 ? 4 : 2;
     const Row r = time_shape(shape, variant, sets);
     rows.push_back(r);
-    std::printf("%-4lld %-3lld %-6lld %-4lld %-7d %-18s %-32s %9.3f %8.1f\n", (long long)shape.b, (long long)shape.h,
+    std::printf("%-4lld %-3lld %-6lld %-4lld %-7d %-22s %-40s %9.3f %8.1f\n", (long long)shape.b, (long long)shape.h,
                 (long long)shape.t, (long long)shape.d, shape.causal, variant.c_str(), r.kernel.c_str(), r.ms,
                 r.tflops);
     std::fflush(stdout);

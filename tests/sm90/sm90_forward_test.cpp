@@ -219,7 +219,7 @@ TEST_F(Sm90, WithoutLseAndOnAStream) {
   cudaStreamDestroy(s);
 }
 
-// Every compiled variant computes the same function: tiles (head_dim 64) and main-loop modes.
+// Every compiled variant computes the same function: tiles and main-loop modes.
 TEST_F(Sm90, Variants) {
   for (const char *tile : {"128x128", "192x128"}) {
     ScopedEnv e("FLASHBOX_SM90_TILE", tile);
@@ -228,9 +228,37 @@ TEST_F(Sm90, Variants) {
       check_case(make(1, 250, 500, 2, 1, 64, causal));
     }
   }
+  for (const char *tile : {"128x128", "128x176"}) {
+    ScopedEnv e("FLASHBOX_SM90_TILE", tile);
+    for (int causal : {0, 1}) {
+      check_case(make(2, 700, 700, 2, 2, 128, causal));
+      check_case(make(1, 250, 500, 2, 1, 128, causal));
+      check_case(make(1, 500, 250, 2, 2, 128, causal, FLASHBOX_FLOAT16));
+    }
+  }
   for (const char *mode : {"serial", "overlap"}) {
     ScopedEnv e("FLASHBOX_SM90_MODE", mode);
     for (int64_t d : {64, 128}) check_case(make(2, 600, 600, 2, 2, d, 1));
+  }
+}
+
+// Persistent CTAs, capped at 3 so that each walks many tiles (rings, Q buffer and ping-pong turns
+// carry over between tiles), including tiles that see no key at all (seqlen_q > seqlen_k, causal).
+TEST_F(Sm90, PersistentManyTilesPerCta) {
+  ScopedEnv sched("FLASHBOX_SM90_SCHED", "persistent");
+  ScopedEnv ctas("FLASHBOX_SM90_CTAS", "3");
+  for (const char *mode : {"pingpong", "serial"}) {
+    ScopedEnv e("FLASHBOX_SM90_MODE", mode);
+    for (int64_t d : {64, 128})
+      for (int causal : {0, 1}) {
+        check_case(make(2, 640, 640, 3, 1, d, causal));
+        check_case(make(2, 700, 190, 2, 2, d, causal));
+      }
+  }
+  for (const char *tile : {"128x176", "128x128"}) {
+    ScopedEnv e("FLASHBOX_SM90_TILE", tile);
+    check_case(make(3, 1000, 1000, 2, 2, 128, 0));
+    check_case(make(3, 1000, 1000, 2, 2, 128, 1));
   }
 }
 

@@ -6,13 +6,16 @@
 // says why and dispatch falls back to the sm80 kernel. cuTensorMapEncodeTiled comes from the driver
 // through the runtime's entry-point query, so nothing links libcuda.
 //
-// Environment (benchmarking only): FLASHBOX_SM90_TILE=128x128|192x128 (head_dim 64),
-// FLASHBOX_SM90_MODE=serial|overlap|pingpong (default pingpong = overlap + ping-pong).
+// Environment (benchmarks and tests): FLASHBOX_SM90_TILE = 128x128|192x128 (head_dim 64),
+// 128x128|128x176 (head_dim 128); FLASHBOX_SM90_MODE = serial|overlap|pingpong (default: pingpong,
+// i.e. overlap + ping-pong); FLASHBOX_SM90_SCHED = grid|persistent; FLASHBOX_SM90_CTAS = N caps
+// the persistent grid (tests use it to give each CTA many tiles).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 #include <cuda.h>
@@ -89,14 +92,34 @@ bool encode_map(CUtensorMap *map, TmaOrder *ord, CUtensorMapDataType type, const
   return r == CUDA_SUCCESS;
 }
 
+// Measured on the H200 (bench/NOTES.md, Hopper): head_dim 64 runs fastest at 192 x 128 (three
+// consumer warpgroups), head_dim 128 at 128 x 128 causal and 128 x 176 non-causal (as FA3 chose).
+// FLASHBOX_SM90_TILE overrides, for the benchmark's sweep.
 TileChoice choose_tile(const flashbox_attention_args &a) {
-  if (a.head_dim == 64) {
-    const char *env = std::getenv("FLASHBOX_SM90_TILE");
-    if (env != nullptr && std::strcmp(env, "128x128") == 0) return {128, 128};
-    if (env != nullptr && std::strcmp(env, "192x128") == 0) return {192, 128};
-    return {128, 128};
+  TileChoice tile = a.head_dim == 64 ? TileChoice{192, 128} : TileChoice{128, a.causal ? 128 : 176};
+  const char *env = std::getenv("FLASHBOX_SM90_TILE");
+  if (env == nullptr) return tile;
+  const std::string want = env;
+  for (const TileChoice t : a.head_dim == 64 ? std::initializer_list<TileChoice>{{128, 128}, {192, 128}}
+                                             : std::initializer_list<TileChoice>{{128, 128}, {128, 176}})
+    if (want == std::to_string(t.bm) + "x" + std::to_string(t.bn)) tile = t;
+  return tile;
+}
+
+// Persistent: one CTA per SM (or FLASHBOX_SM90_CTAS), each striding over the tiles; else one per tile.
+unsigned grid_size(int num_tiles) {
+  const char *sched = std::getenv("FLASHBOX_SM90_SCHED");
+  const char *cap = std::getenv("FLASHBOX_SM90_CTAS");
+  if (cap == nullptr && (sched == nullptr || std::strcmp(sched, "persistent") != 0)) return unsigned(num_tiles);
+  int ctas = cap != nullptr ? std::atoi(cap) : 0;
+  if (ctas <= 0) {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&ctas, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      cudaGetLastError();
+      ctas = num_tiles;
+    }
   }
-  return {128, 128};
+  return unsigned(std::min(ctas, num_tiles));
 }
 
 const char *mode_name() {
@@ -121,7 +144,8 @@ bool build_params(const flashbox_attention_args &a, TileChoice tile, FwdParams &
     return no("no CUDA device to query");
   }
   if (major != 9 || minor != 0) return no("the sm90 kernel is built for sm_90a and needs compute capability 9.0");
-  if (a.batch > 65535 || a.heads_q > 65535) return no("batch and heads_q must be at most 65535 (grid limits)");
+  if (a.batch * a.heads_q * ((a.seqlen_q + tile.bm - 1) / tile.bm) > INT32_MAX)
+    return no("more than 2^31 - 1 query tiles");
   if (a.seqlen_q > INT32_MAX / 2 || a.seqlen_k > INT32_MAX / 2) return no("sequence too long for 32-bit TMA coordinates");
   const TensorView q{a.q, a.seqlen_q, a.heads_q, a.batch, a.q_stride};
   const TensorView k{a.k, a.seqlen_k, a.heads_kv, a.batch, a.k_stride};
@@ -144,6 +168,7 @@ bool build_params(const flashbox_attention_args &a, TileChoice tile, FwdParams &
   p.heads_q = int(a.heads_q);
   p.group = int(a.heads_q / a.heads_kv);
   p.num_m_blocks = int((a.seqlen_q + tile.bm - 1) / tile.bm);
+  p.num_tiles = int(a.batch * a.heads_q * p.num_m_blocks);
   p.causal = a.causal;
   const char *mode = mode_name();
   p.overlap = std::strcmp(mode, "serial") != 0;
@@ -166,7 +191,7 @@ int cuda_flash_forward_sm90(const flashbox_attention_args &a) {
   const char *why = nullptr;
   if (!build_params(a, tile, p, &why))
     return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, std::string("cuda_flash_forward_sm90: ") + why);
-  const dim3 grid(unsigned(p.num_m_blocks), unsigned(a.heads_q), unsigned(a.batch));
+  const dim3 grid(grid_size(p.num_tiles));
   const bool bf16 = a.dtype == FLASHBOX_BFLOAT16;
   const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
   const cudaError_t e = a.head_dim == 64 ? sm90::launch_fwd_d64(bf16, tile, p, grid, stream)
@@ -176,6 +201,7 @@ int cuda_flash_forward_sm90(const flashbox_attention_args &a) {
   std::string name = "cuda_flash_sm90_d" + std::to_string(a.head_dim) + "_" + std::to_string(tile.bm) + "x" +
                      std::to_string(tile.bn);
   if (std::strcmp(mode_name(), "pingpong") != 0) name += std::string("_") + mode_name();
+  if (grid.x < unsigned(p.num_tiles)) name += "_persistent";
   set_kernel_name(name);
   return FLASHBOX_OK;
 }

@@ -1,9 +1,13 @@
-// head_dim 128 instantiations: 128 x 128, two consumer warpgroups (FA3's causal tile).
+// head_dim 128 instantiations, two consumer warpgroups: 128 x 128 (FA3's causal tile) and 128 x 176
+// (FA3's non-causal tile: fewer, longer iterations; 208 KB of shared memory).
 #include "cuda/sm90/flash_fwd_sm90_launch.hpp"
 
 namespace flashbox::sm90 {
 
-cudaError_t launch_fwd_d128(bool bf16, TileChoice, const FwdParams &p, dim3 grid, cudaStream_t stream) {
+cudaError_t launch_fwd_d128(bool bf16, TileChoice tile, const FwdParams &p, dim3 grid, cudaStream_t stream) {
+  if (tile.bn == 176)
+    return bf16 ? launch_config<FwdConfig<__nv_bfloat16, 128, 176, 2, 2>>(p, grid, stream)
+                : launch_config<FwdConfig<__half, 128, 176, 2, 2>>(p, grid, stream);
   return bf16 ? launch_config<FwdConfig<__nv_bfloat16, 128, 128, 2, 2>>(p, grid, stream)
               : launch_config<FwdConfig<__half, 128, 128, 2, 2>>(p, grid, stream);
 }

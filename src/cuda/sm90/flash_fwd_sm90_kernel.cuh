@@ -1,10 +1,10 @@
 // FlashAttention forward for Hopper (sm_90a): TMA + mbarrier ring + wgmma + warp specialisation.
 //
-// One CTA owns BM = 64 * NWG query rows of one (batch, head) and walks the K/V blocks it may see from
-// the last one down (FA3 paper §3, Algorithm 1; docs/HOPPER-ATTENTION.md):
+// A work tile is BM = 64 * NWG query rows of one (batch, head); a CTA walks the K/V blocks the tile
+// may see from the last one down (FA3 paper §3, Algorithm 1; docs/HOPPER-ATTENTION.md):
 //   warpgroup 0, the producer: drops to a few registers (setmaxnreg) and one thread issues TMA loads:
-//     Q once, then K_j and V_j into two STAGES-deep rings of 128B-swizzled shared-memory tiles,
-//     ordered K_0, (K_1, V_0), (K_2, V_1), ... so that the next S never waits behind the current V.
+//     Q, then K_j and V_j into two STAGES-deep rings of 128B-swizzled shared-memory tiles, ordered
+//     K_0, (K_1, V_0), (K_2, V_1), ... so that the next S never waits behind the current V.
 //   warpgroups 1..NWG, the consumers: 64 query rows each; S = Q K_j^T by wgmma from shared memory
 //     (SS), online softmax in registers (exp2, softmax_scale * log2 e folded into one FFMA), P packed
 //     to 16 bits in registers as the A operand of O += P V_j (RS). With `overlap` the softmax of block
@@ -13,8 +13,10 @@
 //     hides under the other's GEMMs (FA3 §3.1).
 //   Epilogue: O / l goes through shared memory (stmatrix, into the warpgroup's own Q rows) and out by
 //     a TMA store, which clips rows >= seqlen_q; LSE (natural log) straight from registers.
+// Scheduling: one tile per CTA (grid = all tiles), or persistent (grid = SMs, tiles strided); either
+// way tiles go head by head, longest query block first, so concurrent CTAs share K/V in L2.
 // Causal masking is bottom-right aligned; only blocks that cross the diagonal or the end of the keys
-// are masked. Heavy (late) query blocks are launched first.
+// are masked.
 #pragma once
 #include <cstdint>
 #include <cuda.h>
@@ -35,7 +37,7 @@ struct FwdParams {
   CUtensorMap tm_q, tm_k, tm_v, tm_o;
   TmaOrder ord_q, ord_k, ord_v, ord_o;
   float *lse;  // [batch, heads_q, seqlen_q] or null
-  int seqlen_q, seqlen_k, heads_q, group, num_m_blocks;
+  int seqlen_q, seqlen_k, heads_q, group, num_m_blocks, num_tiles;
   int causal, overlap, pingpong;
   float scale, scale_log2;
 };
@@ -51,10 +53,10 @@ struct FwdConfig {
   static constexpr int Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2;
   static constexpr int Q_OFF = 0, K_OFF = Q_BYTES, V_OFF = K_OFF + STAGES * KV_BYTES;
   static constexpr int BAR_OFF = V_OFF + STAGES * KV_BYTES;
-  static constexpr int NUM_BARS = 1 + 4 * STAGES;
+  static constexpr int NUM_BARS = 2 + 4 * STAGES;
   static constexpr int SMEM_BYTES = BAR_OFF + NUM_BARS * 8 + 1024;  // + slack to align the base to 1024
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
-  static_assert(BN % 64 == 0 && BN <= 192, "BN");
+  static_assert(BN % 16 == 0 && BN <= 192, "BN: whole k-steps of P.V, box rows <= 256");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
 };
 
@@ -63,8 +65,18 @@ constexpr int kPingPongBarrier = 1;
 constexpr int kEpilogueBarrier = 5;
 
 struct Barriers {
-  uint64_t *full_q, *full_k, *empty_k, *full_v, *empty_v;
+  uint64_t *full_q, *empty_q, *full_k, *empty_k, *full_v, *empty_v;
 };
+
+// Work item t of a CTA: tiles are numbered head by head (so CTAs running at the same time share a
+// head's K/V in L2), and inside a head from the last query block down (longest first).
+struct Tile {
+  int m_block, h, b;
+};
+__device__ __forceinline__ Tile decode_tile(const FwdParams &p, int t) {
+  const int hb = t / p.num_m_blocks;
+  return {p.num_m_blocks - 1 - (t - hb * p.num_m_blocks), hb % p.heads_q, hb / p.heads_q};
+}
 
 // The K/V blocks one query block visits: [0, n_blocks), of which [n_unmasked, n_blocks) need a mask.
 struct BlockRange {
@@ -99,32 +111,40 @@ __device__ __forceinline__ void load_tile(uint8_t *dst, int panel_bytes, const C
   }
 }
 
+// One thread: for every tile of this CTA, the first K block, Q once its buffer is free (the previous
+// tile's O has left it), then the other K/V blocks; the rings' (stage, parity) run on across tiles.
 template <class Cfg>
-__device__ __forceinline__ void producer(const FwdParams &p, uint8_t *smem, Barriers bars, int m_block, int h, int b,
-                                         BlockRange range) {
+__device__ __forceinline__ void producer(const FwdParams &p, uint8_t *smem, Barriers bars) {
   tma_prefetch_map(&p.tm_q);
   tma_prefetch_map(&p.tm_k);
   tma_prefetch_map(&p.tm_v);
-  const int hk = h / p.group;
-  mbar_expect_tx_arrive(bars.full_q, Cfg::Q_BYTES);
-  load_tile<Cfg::PANELS>(smem + Cfg::Q_OFF, Cfg::BM * 128, &p.tm_q, p.ord_q, bars.full_q, m_block * Cfg::BM, h, b);
-
   PipeState<Cfg::STAGES> ks, vs;
   const auto load_kv = [&](int off, const CUtensorMap *map, TmaOrder ord, uint64_t *full, uint64_t *empty,
-                           PipeState<Cfg::STAGES> &st, int n_block) {
+                           PipeState<Cfg::STAGES> &st, int n_block, int hk, int b) {
     mbar_wait(empty + st.stage, st.phase ^ 1);
     mbar_expect_tx_arrive(full + st.stage, Cfg::KV_BYTES);
     load_tile<Cfg::PANELS>(smem + off + st.stage * Cfg::KV_BYTES, Cfg::BN * 128, map, ord, full + st.stage,
                            n_block * Cfg::BN, hk, b);
     st.advance();
   };
-  const int last = range.n_blocks - 1;
-  load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, last);
-  for (int i = 1; i < range.n_blocks; ++i) {
-    load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, last - i);
-    load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, last - i + 1);
+  uint32_t q_parity = 1;  // empty_q: the first wait passes on the fresh barrier
+  for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x, q_parity ^= 1) {
+    const Tile tile = decode_tile(p, t);
+    const BlockRange range = block_range(p, tile.m_block, Cfg::BM, Cfg::BN);
+    const int hk = tile.h / p.group, last = range.n_blocks - 1;
+    // The first K block may land while the consumers still write out the previous tile.
+    if (range.n_blocks > 0) load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, last, hk, tile.b);
+    mbar_wait(bars.empty_q, q_parity);  // every tile, so the parity never falls two phases behind
+    if (range.n_blocks == 0) continue;
+    mbar_expect_tx_arrive(bars.full_q, Cfg::Q_BYTES);
+    load_tile<Cfg::PANELS>(smem + Cfg::Q_OFF, Cfg::BM * 128, &p.tm_q, p.ord_q, bars.full_q, tile.m_block * Cfg::BM,
+                           tile.h, tile.b);
+    for (int i = 1; i < range.n_blocks; ++i) {
+      load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, last - i, hk, tile.b);
+      load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, last - i + 1, hk, tile.b);
+    }
+    load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, 0, hk, tile.b);
   }
-  load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, 0);
 }
 
 // S = Q K^T for this warpgroup's 64 rows: D/16 k-steps over K-major Q and K tiles.
@@ -157,6 +177,7 @@ struct Consumer {
   uint64_t q_desc, k_desc0, v_desc0;
   int limit0, limit1;  // first key index each of this thread's two rows may not see
   float o[D / 2], m[2], l[2];
+  PipeState<Cfg::STAGES> ks, vs;  // run on across tiles, like the producer's
 
   __device__ __forceinline__ void turn_wait() {
     if (p.pingpong) named_barrier_sync(kPingPongBarrier + wg, 256);
@@ -190,7 +211,6 @@ struct Consumer {
 
   // FA3 Algorithm 2: S_{j+1} and P_j V_j in flight together; softmax of S_{j+1} under P_j V_j.
   __device__ __forceinline__ void mainloop_overlapped(BlockRange range) {
-    PipeState<Cfg::STAGES> ks, vs;
     float s[BN / 2], alpha[2];
     uint32_t pa[BN / 4];
     int n_block = range.n_blocks - 1;
@@ -235,7 +255,6 @@ struct Consumer {
 
   // The plain order (baseline for measurement): S_j, softmax, rescale O, P_j V_j, one block at a time.
   __device__ __forceinline__ void mainloop_serial(BlockRange range) {
-    PipeState<Cfg::STAGES> ks, vs;
     float s[BN / 2], alpha[2];
     uint32_t pa[BN / 4];
     for (int n_block = range.n_blocks - 1; n_block >= 0; --n_block) {
@@ -265,6 +284,7 @@ struct Consumer {
     float lse[2];
     softmax_finalize(o, m, l, p.scale, lse);
     uint8_t *slice = smem + Cfg::Q_OFF + wg * 64 * 128;
+    named_barrier_sync(kEpilogueBarrier + wg, 128);  // the previous tile's store has read the slice
     const int row = warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);
 #pragma unroll
     for (int c = 0; c < D / 16; ++c) {
@@ -282,6 +302,7 @@ struct Consumer {
         tma_store_4d(&p.tm_o, slice + pnl * Cfg::BM * 128, c.x, c.y, c.z, c.w);
       }
       tma_store_commit_and_wait();
+      mbar_arrive(bars.empty_q);  // Q/O buffer free for the producer's next Q
     }
     if (p.lse != nullptr && (lane & 3) == 0) {
 #pragma unroll
@@ -294,32 +315,34 @@ struct Consumer {
 };
 
 template <class Cfg>
-__device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barriers bars, int m_block, int h, int b,
-                                         BlockRange range, int wg) {
+__device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barriers bars, int wg) {
   Consumer<Cfg> c{p, bars};
   const int t = threadIdx.x % 128;
   c.wg = wg, c.lane = t % 32, c.warp = t / 32;
   c.q_desc = make_smem_desc(smem_addr(smem + Cfg::Q_OFF) + wg * 64 * 128, 16, 1024);
   c.k_desc0 = make_smem_desc(smem_addr(smem + Cfg::K_OFF), 16, 1024);
   c.v_desc0 = make_smem_desc(smem_addr(smem + Cfg::V_OFF), Cfg::BN * 128, 1024);
-  const int row0 = m_block * Cfg::BM + wg * 64 + c.warp * 16 + c.lane / 4;
-  const int sq = p.seqlen_q, sk = p.seqlen_k;
-  c.limit0 = p.causal ? min(sk, row0 + sk - sq + 1) : sk;
-  c.limit1 = p.causal ? min(sk, row0 + 8 + sk - sq + 1) : sk;
+  if (p.overlap && p.pingpong && wg == Cfg::NWG - 1) named_barrier_arrive(kPingPongBarrier, 256);  // group 0 first
+  uint32_t q_parity = 0;
+  for (int tile_idx = blockIdx.x; tile_idx < p.num_tiles; tile_idx += gridDim.x) {
+    const Tile tile = decode_tile(p, tile_idx);
+    const BlockRange range = block_range(p, tile.m_block, Cfg::BM, Cfg::BN);
+    const int row0 = tile.m_block * Cfg::BM + wg * 64 + c.warp * 16 + c.lane / 4;
+    const int sq = p.seqlen_q, sk = p.seqlen_k;
+    c.limit0 = p.causal ? min(sk, row0 + sk - sq + 1) : sk;
+    c.limit1 = p.causal ? min(sk, row0 + 8 + sk - sq + 1) : sk;
 #pragma unroll
-  for (int i = 0; i < Cfg::D / 2; ++i) c.o[i] = 0.f;
-  c.m[0] = c.m[1] = -INFINITY;
-  c.l[0] = c.l[1] = 0.f;
-  if (range.n_blocks > 0) {
-    mbar_wait(bars.full_q, 0);
-    if (p.overlap) {
-      if (p.pingpong && wg == Cfg::NWG - 1) named_barrier_arrive(kPingPongBarrier, 256);  // group 0 goes first
-      c.mainloop_overlapped(range);
-    } else {
-      c.mainloop_serial(range);
+    for (int i = 0; i < Cfg::D / 2; ++i) c.o[i] = 0.f;
+    c.m[0] = c.m[1] = -INFINITY;
+    c.l[0] = c.l[1] = 0.f;
+    if (range.n_blocks > 0) {
+      mbar_wait(bars.full_q, q_parity);
+      q_parity ^= 1;
+      if (p.overlap) c.mainloop_overlapped(range);
+      else c.mainloop_serial(range);
     }
+    c.epilogue(smem, tile.m_block, tile.h, tile.b, row0);
   }
-  c.epilogue(smem, m_block, h, b, row0);
 }
 
 template <class Cfg>
@@ -327,14 +350,12 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_fwd_sm90_kernel(const _
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint64_t *bar = reinterpret_cast<uint64_t *>(smem + Cfg::BAR_OFF);
-  const Barriers bars{bar, bar + 1, bar + 1 + Cfg::STAGES, bar + 1 + 2 * Cfg::STAGES, bar + 1 + 3 * Cfg::STAGES};
-
-  const int m_block = p.num_m_blocks - 1 - int(blockIdx.x);  // longest (most keys) first
-  const int h = blockIdx.y, b = blockIdx.z;
-  const BlockRange range = block_range(p, m_block, Cfg::BM, Cfg::BN);
+  const Barriers bars{bar,     bar + 1, bar + 2, bar + 2 + Cfg::STAGES, bar + 2 + 2 * Cfg::STAGES,
+                      bar + 2 + 3 * Cfg::STAGES};
 
   if (threadIdx.x == 0) {
     mbar_init(bars.full_q, 1);
+    mbar_init(bars.empty_q, Cfg::NWG);
     for (int s = 0; s < Cfg::STAGES; ++s) {
       mbar_init(bars.full_k + s, 1);
       mbar_init(bars.full_v + s, 1);
@@ -348,10 +369,10 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_fwd_sm90_kernel(const _
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     setmaxnreg_dec<Cfg::PRODUCER_REGS>();
-    if (threadIdx.x == 0 && range.n_blocks > 0) producer<Cfg>(p, smem, bars, m_block, h, b, range);
+    if (threadIdx.x == 0) producer<Cfg>(p, smem, bars);
   } else {
     setmaxnreg_inc<Cfg::CONSUMER_REGS>();
-    consumer<Cfg>(p, smem, bars, m_block, h, b, range, wg - 1);
+    consumer<Cfg>(p, smem, bars, wg - 1);
   }
 }
 

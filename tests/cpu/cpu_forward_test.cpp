@@ -63,6 +63,29 @@ TEST_P(CpuForward, SeqlenQDiffersFromSeqlenK) {
     }
 }
 
+TEST_P(CpuForward, RowsWithoutKeysAreExactlyZero) {
+  // seqlen_q = 90, seqlen_k = 20, causal: rows 0..69 see no key (they straddle a 64-row block edge).
+  AttentionCase c;
+  c.impl = GetParam(), c.seqlen_q = 90, c.seqlen_k = 20, c.causal = 1, c.head_dim = 16, c.dtype = FLASHBOX_BFLOAT16;
+  AttentionData d(c);
+  ASSERT_EQ(flashbox_attention_forward(&d.args), FLASHBOX_OK) << flashbox_last_error();
+  const std::vector<double> out = d.output_dense();
+  for (int64_t i = 0; i < c.seqlen_q; ++i)
+    for (int64_t h = 0; h < c.heads_q; ++h) {
+      const float lse = d.lse[size_t(h * c.seqlen_q + i)];
+      double row_abs = 0;
+      for (int64_t x = 0; x < c.head_dim; ++x) row_abs += std::abs(out[size_t((i * c.heads_q + h) * c.head_dim + x)]);
+      if (i < 70) {
+        EXPECT_EQ(row_abs, 0.0) << "row " << i << " " << d.name();
+        EXPECT_TRUE(std::isinf(lse) && lse < 0) << "row " << i << " lse " << lse;
+      } else {
+        EXPECT_GT(row_abs, 0.0) << "row " << i;
+        EXPECT_TRUE(std::isfinite(lse)) << "row " << i << " lse " << lse;
+      }
+    }
+  EXPECT_LT(d.compare().rel_error, 1e-2) << d.name();
+}
+
 TEST_P(CpuForward, GroupedAndMultiQuery) {
   for (auto [hq, hkv] : std::vector<std::pair<int64_t, int64_t>>{{4, 2}, {6, 1}, {3, 3}}) {
     AttentionCase c;

@@ -61,3 +61,23 @@ TEST(Introspection, NamesAndVersion) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Introspection, NaiveRefusesScoresThatDoNotFit) {
+  // 300,000 x 300,000 fp32 scores are 360 GB for S alone: naive must fail cleanly, write nothing and
+  // keep the previous call's introspection, instead of being killed touching memory it cannot have.
+  const int64_t peak = run_peak(FLASHBOX_BLOCKED, 64);
+  AttentionCase c;
+  c.batch = 1, c.seqlen_q = 300000, c.seqlen_k = 300000, c.heads_q = 1, c.heads_kv = 1, c.head_dim = 1;
+  c.impl = FLASHBOX_NAIVE;
+  AttentionData d(c);
+  const std::vector<uint8_t> o_before = d.o_bytes();
+  EXPECT_EQ(flashbox_attention_forward(&d.args), FLASHBOX_ERR_OUT_OF_MEMORY);
+  EXPECT_NE(std::string(flashbox_last_error()).find("naive"), std::string::npos) << flashbox_last_error();
+  EXPECT_EQ(d.o_bytes(), o_before);
+  EXPECT_EQ(flashbox_last_scratch_peak_bytes(), peak);
+  EXPECT_STREQ(flashbox_last_kernel(), "cpu_blocked_64x64");
+}
+
+}  // namespace

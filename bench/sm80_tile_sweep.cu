@@ -107,9 +107,6 @@ int main(int argc, char **argv) {
     time_variant<TraitsD64>(pr, true);
     time_variant<FlashFwdTraits<64, 128, 128, 4, 2>>(pr, false);
     time_variant<FlashFwdTraits<64, 128, 64, 4, 3>>(pr, false);
-    time_variant<FlashFwdTraits<64, 64, 64, 4, 2>>(pr, false);
-    time_variant<FlashFwdTraits<64, 128, 64, 8, 2>>(pr, false);
-    time_variant<FlashFwdTraits<64, 192, 64, 4, 2>>(pr, false);
     free_problem(pr);
   }
   for (int T : {1024, 4096, 16384}) {
@@ -117,9 +114,6 @@ int main(int argc, char **argv) {
     time_variant<TraitsD128>(pr, true);
     time_variant<FlashFwdTraits<128, 128, 64, 4, 2>>(pr, false);
     time_variant<FlashFwdTraits<128, 128, 32, 4, 3>>(pr, false);
-    time_variant<FlashFwdTraits<128, 64, 64, 4, 2>>(pr, false);
-    time_variant<FlashFwdTraits<128, 128, 64, 8, 2>>(pr, false);
-    time_variant<FlashFwdTraits<128, 64, 32, 4, 2>>(pr, false);
     free_problem(pr);
   }
   return 0;

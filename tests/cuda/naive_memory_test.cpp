@@ -11,18 +11,26 @@ namespace {
 
 TEST(GpuNaiveMemory, OutOfMemoryIsCleanAndRecoverable) {
   SKIP_WITHOUT_GPU();
-  // B64 H32 T65536: S alone is 64*32*65536^2*4 bytes = 35 TB. Inputs are never read (the allocation
-  // of S fails first), so a small real buffer stands in for q/k/v/o.
-  void *buf = nullptr;
-  CUDA_ASSERT(cudaMalloc(&buf, 1 << 20));
-  CUDA_ASSERT(cudaMemset(buf, 0, 1 << 20));
+  // B64 H32 T65536: S alone is 64*32*65536^2*4 bytes = 35 TB. q, k, v and o are real, separate
+  // device buffers (17 GB each, left uninitialised: the call must fail before it reads them).
+  const int64_t B = 64, T = 65536, H = 32, D = 64;
+  const size_t tensor_bytes = size_t(B * T * H * D * 2);
+  void *bufs[4] = {nullptr, nullptr, nullptr, nullptr};
+  for (void *&b : bufs) {
+    if (cudaMalloc(&b, tensor_bytes) != cudaSuccess) {
+      cudaGetLastError();
+      for (void *x : bufs) if (x) cudaFree(x);
+      GTEST_SKIP() << "this GPU cannot hold the 4 x 17 GB inputs of the out-of-memory case";
+    }
+  }
+  CUDA_ASSERT(cudaDeviceSynchronize());
   size_t free_before = 0, total = 0;
   CUDA_ASSERT(cudaMemGetInfo(&free_before, &total));
   flashbox_attention_args a{};
   a.device = FLASHBOX_CUDA, a.dtype = FLASHBOX_BFLOAT16, a.impl = FLASHBOX_NAIVE;
-  a.batch = 64, a.seqlen_q = 65536, a.seqlen_k = 65536, a.heads_q = 32, a.heads_kv = 32, a.head_dim = 64;
-  a.q = a.k = a.v = buf, a.o = buf;
-  for (auto *s : {a.q_stride, a.k_stride, a.v_stride, a.o_stride}) s[2] = 64, s[1] = 32 * 64, s[0] = 65536LL * 32 * 64;
+  a.batch = B, a.seqlen_q = T, a.seqlen_k = T, a.heads_q = H, a.heads_kv = H, a.head_dim = D;
+  a.q = bufs[0], a.k = bufs[1], a.v = bufs[2], a.o = bufs[3];
+  for (auto *s : {a.q_stride, a.k_stride, a.v_stride, a.o_stride}) s[2] = D, s[1] = H * D, s[0] = T * H * D;
   a.causal = 1;
   EXPECT_EQ(flashbox_attention_forward(&a), FLASHBOX_ERR_OUT_OF_MEMORY) << flashbox_last_error();
   const std::string msg = flashbox_last_error();
@@ -33,7 +41,7 @@ TEST(GpuNaiveMemory, OutOfMemoryIsCleanAndRecoverable) {
   size_t free_after = 0;
   CUDA_ASSERT(cudaMemGetInfo(&free_after, &total));
   EXPECT_GE(int64_t(free_after) + (64 << 20), int64_t(free_before)) << "device memory leaked by the failed call";
-  CUDA_ASSERT(cudaFree(buf));
+  for (void *b : bufs) CUDA_ASSERT(cudaFree(b));
 
   // A normal call afterwards works.
   AttentionCase c;

@@ -188,54 +188,86 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_fwd_sm80_kernel(const Flas
     // <<< report:s_tile
 
     // >>> report:online_softmax
-    // Scale into base-2 units first (a negative softmax_scale stays correct), then mask: keys past the
-    // end, and under the causal mask keys after row + causal_shift. Only boundary tiles pay for it.
+    // Scores stay raw: the scale is folded into one FFMA per element, p = exp2(s * scale_log2 - m), with
+    // m the running max of s * scale_log2 (base-2 units). For a negative scale the largest scaled score
+    // is the smallest raw one, so the max runs over -s, and masked entries hold +inf (scaled: -inf).
+    // Masking (keys past the end; under the causal mask keys after row + causal_shift) is paid only by
+    // tiles that cross the diagonal or the end of the keys.
     const int key0 = n * kN;
-    const bool needs_mask = key0 + kN > p.seqlen_k || (p.causal && key0 + kN - 1 > m0 + causal_shift);
-#pragma unroll
-    for (int mt = 0; mt < Tr::kMTiles; ++mt)
-#pragma unroll
-      for (int j = 0; j < Tr::kSTiles; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc_s[mt][j][e] *= p.scale_log2;
-    if (needs_mask) {
+    const bool positive_scale = p.scale_log2 > 0.f;
+    const float masked = positive_scale ? -INFINITY : INFINITY;
+    if (key0 + kN > p.seqlen_k || (p.causal && key0 + kN - 1 > m0 + causal_shift)) {
 #pragma unroll
       for (int mt = 0; mt < Tr::kMTiles; ++mt)
 #pragma unroll
-        for (int j = 0; j < Tr::kSTiles; ++j)
+        for (int r = 0; r < 2; ++r) {
+          const int row = m0 + warp_row0 + mt * 16 + g + 8 * r;
+          int visible = p.causal ? min(p.seqlen_k, row + causal_shift + 1) : p.seqlen_k;
+          visible -= key0 + 2 * t;  // this lane's element (j, e) is key j*8 + e past its first column
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int row = m0 + warp_row0 + mt * 16 + g + (e >= 2 ? 8 : 0);
-            const int col = key0 + j * 8 + 2 * t + (e & 1);
-            if (col >= p.seqlen_k || (p.causal && col > row + causal_shift)) acc_s[mt][j][e] = -INFINITY;
-          }
+          for (int j = 0; j < Tr::kSTiles; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              if (j * 8 + e >= visible) acc_s[mt][j][2 * r + e] = masked;
+        }
     }
+    // The running max moves only when some row of the warp grows by more than 2^kStaleMax (base 2):
+    // until then exp2(s - m) <= 2^kStaleMax, harmless in fp32 and in the 16-bit P, and the rescale of
+    // O and l (kOTiles*4 multiplies per row pair) is skipped. The result is exact: O and l share m.
+    constexpr float kStaleMax = 8.f;
+    const float scale_abs = fabsf(p.scale_log2);
+    float tile_max[Tr::kMTiles][2];
+    bool grows = false;
 #pragma unroll
     for (int mt = 0; mt < Tr::kMTiles; ++mt) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         float mx = -INFINITY;
+        if (positive_scale) {
 #pragma unroll
-        for (int j = 0; j < Tr::kSTiles; ++j) mx = fmaxf(mx, fmaxf(acc_s[mt][j][2 * r], acc_s[mt][j][2 * r + 1]));
-        mx = quad_max(mx);
-        const float m_new = fmaxf(row_max[mt][r], mx);
-        // A row that has seen only masked keys keeps m = -inf; subtracting 0 then gives exp2(-inf) = 0.
-        const float m_base = m_new == -INFINITY ? 0.f : m_new;
-        const float alpha = fast_exp2(row_max[mt][r] - m_base);
-        row_max[mt][r] = m_new;
+          for (int j = 0; j < Tr::kSTiles; ++j) mx = fmaxf(mx, fmaxf(acc_s[mt][j][2 * r], acc_s[mt][j][2 * r + 1]));
+        } else {
+#pragma unroll
+          for (int j = 0; j < Tr::kSTiles; ++j) mx = fmaxf(mx, fmaxf(-acc_s[mt][j][2 * r], -acc_s[mt][j][2 * r + 1]));
+        }
+        tile_max[mt][r] = quad_max(mx) * scale_abs;
+        grows |= tile_max[mt][r] > row_max[mt][r] + kStaleMax;
+      }
+    }
+    if (__any_sync(0xffffffffu, grows)) {
+#pragma unroll
+      for (int mt = 0; mt < Tr::kMTiles; ++mt) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const float m_new = fmaxf(row_max[mt][r], tile_max[mt][r]);
+          // A row that has seen only masked keys keeps m = -inf (alpha = exp2(-inf) = 0, acc is 0).
+          const float alpha = fast_exp2(row_max[mt][r] - (m_new == -INFINITY ? 0.f : m_new));
+          row_max[mt][r] = m_new;
+          row_sum[mt][r] *= alpha;
+#pragma unroll
+          for (int j = 0; j < Tr::kOTiles; ++j) {
+            acc_o[mt][j][2 * r] *= alpha;
+            acc_o[mt][j][2 * r + 1] *= alpha;
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int mt = 0; mt < Tr::kMTiles; ++mt) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        // m = -inf only while a row has seen nothing but masked keys: subtract 0, exp2(-inf) = 0.
+        const float neg_m = row_max[mt][r] == -INFINITY ? 0.f : -row_max[mt][r];
         float sum = 0.f;
 #pragma unroll
         for (int j = 0; j < Tr::kSTiles; ++j) {
-          acc_s[mt][j][2 * r] = fast_exp2(acc_s[mt][j][2 * r] - m_base);
-          acc_s[mt][j][2 * r + 1] = fast_exp2(acc_s[mt][j][2 * r + 1] - m_base);
-          sum += acc_s[mt][j][2 * r] + acc_s[mt][j][2 * r + 1];
-        }
-        row_sum[mt][r] = row_sum[mt][r] * alpha + sum;  // lane-partial; summed over the quad at the end
 #pragma unroll
-        for (int j = 0; j < Tr::kOTiles; ++j) {
-          acc_o[mt][j][2 * r] *= alpha;
-          acc_o[mt][j][2 * r + 1] *= alpha;
+          for (int e = 0; e < 2; ++e) {
+            acc_s[mt][j][2 * r + e] = fast_exp2(fmaf(acc_s[mt][j][2 * r + e], p.scale_log2, neg_m));
+            sum += acc_s[mt][j][2 * r + e];
+          }
         }
+        row_sum[mt][r] += sum;  // lane-partial; summed over the quad at the end
       }
     }
     // <<< report:online_softmax

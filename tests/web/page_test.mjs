@@ -168,7 +168,8 @@ async function checkMeasuredExtra(page, doc, t) {
   const forward = bench.rows.filter((r) => (r.direction || 'forward') === 'forward');
   const keys = new Set(forward.map((r) => `${r.impl}|${r.device}|${r.kernel}|forward`));
   const peers = doc.steps.peers && doc.steps.peers.measured ? doc.steps.peers.rows.filter((r) => r.direction === 'forward'
-    && r.head_dim === bench.config.head_dim && r.heads === bench.config.heads && r.batch === bench.config.batch) : [];
+    && r.head_dim === bench.config.head_dim && r.heads === bench.config.heads && r.batch === bench.config.batch
+    && Boolean(r.causal) === Boolean(bench.config.causal)) : [];
   for (const p of peers) keys.add(`peer|${p.impl}|forward`);
   assert.deepEqual(items.map((i) => i.series).sort(), [...keys].sort(), `series listed at T=${t}`);
   for (const item of items) {
@@ -181,6 +182,9 @@ async function checkMeasuredExtra(page, doc, t) {
     if (nearest.status === 'oom') {
       assert.equal(item.value, 'oom');
       assert.equal(item.text, 'out of memory');
+    } else if ((nearest.status || 'ok') !== 'ok') {
+      assert.equal(item.value, 'null', `${item.series}: ${nearest.status} shows no number`);
+      assert.equal(item.text, nearest.status);
     } else {
       assert.equal(item.value, String(nearest.extra_bytes), `${item.series} extra bytes at T=${nearest.seqlen}`);
       assert.equal(item.text, bytesText(nearest.extra_bytes));
@@ -384,7 +388,8 @@ async function checkMeasured(page, doc) {
           for (const r of peerRows) {
             const ds = state.datasets.find((d) => d.key === `peer|${r.impl}|${direction}`);
             assert.ok(ds, `peer series ${r.impl}`);
-            assert.equal(ds.data[state.labels.indexOf(intText(r.seqlen))], r[field], `peer ${r.impl} ${metric} at T=${r.seqlen}`);
+            const want = (r.status || 'ok') === 'ok' ? r[field] : null;
+            assert.equal(ds.data[state.labels.indexOf(intText(r.seqlen))], want, `peer ${r.impl} ${metric} at T=${r.seqlen}`);
           }
         }
       }

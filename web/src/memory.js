@@ -47,8 +47,9 @@ export function renderMemory(memory, bench, peers) {
         const row = nearestRow(s.rows, t);
         let value;
         if (row.status === 'oom') value = h('b', { class: 'oom', dataset: { value: 'oom' } }, 'out of memory');
-        else if (row.status === 'error' || row.extra_bytes === null || row.extra_bytes === undefined) {
-          value = h('b', { dataset: { value: 'null' } }, row.status === 'error' ? `error: ${row.error || '?'}` : 'not measured');
+        else if (row.status !== 'ok' || row.extra_bytes === null || row.extra_bytes === undefined) {
+          value = h('b', { dataset: { value: 'null' }, title: row.error || '' },
+            row.status !== 'ok' ? row.status : 'not measured');
         } else value = h('b', { dataset: { value: row.extra_bytes } }, fmtBytes(row.extra_bytes));
         return h('li', { dataset: { series: s.key, seqlen: row.seqlen } }, h('span', { class: 'who' }, s.label), ' ',
           value, h('span', { class: 'at' }, ` at T = ${fmtInt(row.seqlen)}`));

@@ -23,14 +23,16 @@ export function peerSeries(peers, benchConfig) {
   let rows = peers.rows;
   if (benchConfig) {
     const same = rows.filter((r) => r.head_dim === benchConfig.head_dim && r.heads === benchConfig.heads &&
-      r.batch === benchConfig.batch && r.causal === benchConfig.causal);
+      r.batch === benchConfig.batch && Boolean(r.causal) === Boolean(benchConfig.causal));
     if (same.length) rows = same;
   }
   const byKey = new Map();
   for (const row of rows) {
     const key = `peer|${row.impl}|${row.direction}`;
     if (!byKey.has(key)) {
-      const label = row.impl === 'flashbox' ? 'flashbox via PyTorch op' : `PyTorch ${row.impl}`;
+      // compare_sdpa.py also times flashbox itself (impl "flashbox", "flashbox_naive") in the same run.
+      const label = row.impl.startsWith('flashbox')
+        ? `${row.impl.replace('_', ' ')} (same run as SDPA)` : `PyTorch ${row.impl}`;
       byKey.set(key, { key, source: 'peer', impl: row.impl, device: peers.device, kernel: row.impl,
         direction: row.direction || 'forward', label, rows: [] });
     }

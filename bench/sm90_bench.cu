@@ -2,7 +2,8 @@
 // prints a table; --json PATH writes every row. Method (bench/NOTES.md): random inputs (never
 // zeros), several input sets rotated so that L2 does not hold them, warm-up, 10 timed calls each
 // between CUDA events, median. FLOPs: 4*B*H*T^2*D, halved for causal.
-//   sm90_bench [--quick] [--no-persistent] [--json PATH]
+//   sm90_bench [--quick | --final] [--no-persistent] [--json PATH]
+// --final: only the schedule (grid / persistent) x rescale (always / lazy) comparison.
 // Variants (FLASHBOX_SM90_TILE / _MODE / _SCHED) are swept on the rows that record the path.
 #include <cuda_runtime.h>
 
@@ -101,15 +102,13 @@ Row time_shape(const Shape &s, const std::string &variant, int sets) {
 }
 
 void set_variant(const std::string &v) {
-  // "tile/mode/sched", e.g. "192x128/pingpong/persistent"; empty fields and "default" leave the
-  // library's choice.
-  unsetenv("FLASHBOX_SM90_TILE");
-  unsetenv("FLASHBOX_SM90_MODE");
-  unsetenv("FLASHBOX_SM90_SCHED");
+  // "tile/mode/sched/rescale", e.g. "192x128/pingpong/persistent/lazy"; empty fields and "default"
+  // leave the library's choice.
+  const char *names[4] = {"FLASHBOX_SM90_TILE", "FLASHBOX_SM90_MODE", "FLASHBOX_SM90_SCHED", "FLASHBOX_SM90_RESCALE"};
+  for (const char *n : names) unsetenv(n);
   if (v == "default") return;
-  const char *names[3] = {"FLASHBOX_SM90_TILE", "FLASHBOX_SM90_MODE", "FLASHBOX_SM90_SCHED"};
   size_t start = 0;
-  for (int field = 0; field < 3 && start <= v.size(); ++field) {
+  for (int field = 0; field < 4 && start <= v.size(); ++field) {
     const size_t slash = std::min(v.find('/', start), v.size());
     const std::string value = v.substr(start, slash - start);
     if (!value.empty()) setenv(names[field], value.c_str(), 1);
@@ -121,11 +120,12 @@ void set_variant(const std::string &v) {
 
 int main(int argc, char **argv) {
   const char *json = nullptr;
-  bool quick = false, persistent = true;
+  bool quick = false, persistent = true, final_plan = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) json = argv[++i];
     else if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     else if (std::strcmp(argv[i], "--no-persistent") == 0) persistent = false;
+    else if (std::strcmp(argv[i], "--final") == 0) final_plan = true;
   }
   setenv("FLASHBOX_FLASH_ARCH", "sm90", 1);
   cudaDeviceProp prop{};
@@ -145,8 +145,16 @@ int main(int argc, char **argv) {
   plan.push_back({{4, 12, 16384, 64, 0}, "default"});
   plan.push_back({{4, 12, 16384, 64, 0}, "//persistent"});
   plan.push_back({{4, 12, 16384, 64, 1}, "128x128"});
+  if (final_plan) {
+    plan.clear();
+    const Shape shapes[] = {{4, 16, 16384, 128, 0}, {4, 16, 16384, 128, 1}, {4, 12, 16384, 64, 1},
+                            {4, 12, 2048, 64, 1},   {4, 12, 4096, 64, 1},   {4, 16, 2048, 128, 1}};
+    for (const Shape &sh : shapes)
+      for (const char *v : {"default", "///lazy", "//persistent", "//persistent/lazy"}) plan.push_back({sh, v});
+  }
   // The path: the same kernel without ping-pong, and without the intra-warpgroup overlap.
   for (const char *mode : {"serial", "overlap"}) {
+    if (final_plan) break;
     plan.push_back({{4, 12, 16384, 64, 1}, std::string("/") + mode});
     plan.push_back({{4, 16, 16384, 128, 1}, std::string("/") + mode});
     plan.push_back({{4, 16, 16384, 128, 0}, std::string("/") + mode});

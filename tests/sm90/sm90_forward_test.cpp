@@ -242,6 +242,23 @@ TEST_F(Sm90, Variants) {
   }
 }
 
+// Lazy rescaling (the running max moves only past 2^8 growth) against the classic one; a large
+// softmax_scale spreads the scores so that maxima do jump past the threshold between blocks.
+TEST_F(Sm90, LazyRescale) {
+  for (const char *rescale : {"lazy", "always"}) {
+    ScopedEnv e("FLASHBOX_SM90_RESCALE", rescale);
+    for (int64_t d : {64, 128})
+      for (int causal : {0, 1}) {
+        for (float scale : {0.f, 2.f}) {
+          AttentionCase c = make(2, 777, 777, 2, 1, d, causal);
+          c.softmax_scale = scale;
+          check_case(c);
+        }
+        check_case(make(1, 300, 900, 2, 2, d, causal, FLASHBOX_FLOAT16));
+      }
+  }
+}
+
 // Persistent CTAs, capped at 3 so that each walks many tiles (rings, Q buffer and ping-pong turns
 // carry over between tiles), including tiles that see no key at all (seqlen_q > seqlen_k, causal).
 TEST_F(Sm90, PersistentManyTilesPerCta) {
@@ -260,6 +277,10 @@ TEST_F(Sm90, PersistentManyTilesPerCta) {
     check_case(make(3, 1000, 1000, 2, 2, 128, 0));
     check_case(make(3, 1000, 1000, 2, 2, 128, 1));
   }
+  ScopedEnv lazy("FLASHBOX_SM90_RESCALE", "lazy");
+  ScopedEnv all_sms("FLASHBOX_SM90_CTAS", nullptr);  // one CTA per SM, the production shape
+  check_case(make(2, 2000, 2000, 4, 2, 64, 1));
+  check_case(make(2, 1500, 1500, 3, 3, 128, 0));
 }
 
 // What TMA cannot describe (and dtypes the kernel lacks) is refused with a reason, so that dispatch

@@ -9,13 +9,13 @@
 // Environment (benchmarks and tests): FLASHBOX_SM90_TILE = 128x128|192x128 (head_dim 64),
 // 128x128|128x176 (head_dim 128); FLASHBOX_SM90_MODE = serial|overlap|pingpong (default: pingpong,
 // i.e. overlap + ping-pong); FLASHBOX_SM90_SCHED = grid|persistent; FLASHBOX_SM90_CTAS = N caps
-// the persistent grid (tests use it to give each CTA many tiles).
+// the persistent grid (tests use it to give each CTA many tiles); FLASHBOX_SM90_RESCALE = always|lazy
+// (lazy: O is rescaled only when a row max grows past 2^8).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <initializer_list>
 #include <string>
 
 #include <cuda.h>
@@ -96,30 +96,40 @@ bool encode_map(CUtensorMap *map, TmaOrder *ord, CUtensorMapDataType type, const
 // consumer warpgroups), head_dim 128 at 128 x 128 causal and 128 x 176 non-causal (as FA3 chose).
 // FLASHBOX_SM90_TILE overrides, for the benchmark's sweep.
 TileChoice choose_tile(const flashbox_attention_args &a) {
-  TileChoice tile = a.head_dim == 64 ? TileChoice{192, 128} : TileChoice{128, a.causal ? 128 : 176};
+  const TileChoice tile = a.head_dim == 64 ? TileChoice{192, 128} : TileChoice{128, a.causal ? 128 : 176};
   const char *env = std::getenv("FLASHBOX_SM90_TILE");
   if (env == nullptr) return tile;
-  const std::string want = env;
-  for (const TileChoice t : a.head_dim == 64 ? std::initializer_list<TileChoice>{{128, 128}, {192, 128}}
-                                             : std::initializer_list<TileChoice>{{128, 128}, {128, 176}})
-    if (want == std::to_string(t.bm) + "x" + std::to_string(t.bn)) tile = t;
+  static constexpr TileChoice d64[] = {{128, 128}, {192, 128}}, d128[] = {{128, 128}, {128, 176}};
+  for (const TileChoice t : a.head_dim == 64 ? d64 : d128)
+    if (std::string(env) == std::to_string(t.bm) + "x" + std::to_string(t.bn)) return t;
   return tile;
 }
 
-// Persistent: one CTA per SM (or FLASHBOX_SM90_CTAS), each striding over the tiles; else one per tile.
-unsigned grid_size(int num_tiles) {
+// Persistent: one CTA per SM (or FLASHBOX_SM90_CTAS), each walking many tiles; else one per tile.
+bool persistent_requested() {
   const char *sched = std::getenv("FLASHBOX_SM90_SCHED");
-  const char *cap = std::getenv("FLASHBOX_SM90_CTAS");
-  if (cap == nullptr && (sched == nullptr || std::strcmp(sched, "persistent") != 0)) return unsigned(num_tiles);
-  int ctas = cap != nullptr ? std::atoi(cap) : 0;
+  return std::getenv("FLASHBOX_SM90_CTAS") != nullptr || (sched != nullptr && std::strcmp(sched, "persistent") == 0);
+}
+
+unsigned persistent_grid(int num_tiles) {
+  int ctas = 0;
+  if (const char *cap = std::getenv("FLASHBOX_SM90_CTAS")) ctas = std::atoi(cap);
   if (ctas <= 0) {
     int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&ctas, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&ctas, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
       cudaGetLastError();
       ctas = num_tiles;
     }
   }
   return unsigned(std::min(ctas, num_tiles));
+}
+
+// Heads per L2 section: as many whole heads' K and V as fit in 32 MB (FA3's heuristic).
+int l2_section_heads(const flashbox_attention_args &a) {
+  const int64_t kv_bytes = a.seqlen_k * a.head_dim * 2 * 2;
+  const int64_t heads_total = a.batch * a.heads_q;
+  return int(std::clamp<int64_t>((int64_t(32) << 20) / std::max<int64_t>(kv_bytes, 1), 1, heads_total));
 }
 
 const char *mode_name() {
@@ -169,12 +179,15 @@ bool build_params(const flashbox_attention_args &a, TileChoice tile, FwdParams &
   p.group = int(a.heads_q / a.heads_kv);
   p.num_m_blocks = int((a.seqlen_q + tile.bm - 1) / tile.bm);
   p.num_tiles = int(a.batch * a.heads_q * p.num_m_blocks);
+  p.section_heads = 1;  // launch() widens it for the persistent order
   p.causal = a.causal;
   const char *mode = mode_name();
   p.overlap = std::strcmp(mode, "serial") != 0;
   p.pingpong = std::strcmp(mode, "pingpong") == 0;
   p.scale = a.softmax_scale != 0.f ? a.softmax_scale : 1.f / std::sqrt(float(a.head_dim));
   p.scale_log2 = p.scale * 1.4426950408889634f;
+  const char *rescale = std::getenv("FLASHBOX_SM90_RESCALE");
+  p.lazy_rescale_log2 = rescale != nullptr && std::strcmp(rescale, "lazy") == 0 ? 8.f : 0.f;
   return true;
 }
 
@@ -191,7 +204,11 @@ int cuda_flash_forward_sm90(const flashbox_attention_args &a) {
   const char *why = nullptr;
   if (!build_params(a, tile, p, &why))
     return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, std::string("cuda_flash_forward_sm90: ") + why);
-  const dim3 grid(grid_size(p.num_tiles));
+  dim3 grid(unsigned(p.num_tiles));
+  if (persistent_requested()) {
+    grid.x = persistent_grid(p.num_tiles);
+    p.section_heads = l2_section_heads(a);
+  }
   const bool bf16 = a.dtype == FLASHBOX_BFLOAT16;
   const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
   const cudaError_t e = a.head_dim == 64 ? sm90::launch_fwd_d64(bf16, tile, p, grid, stream)
@@ -201,7 +218,7 @@ int cuda_flash_forward_sm90(const flashbox_attention_args &a) {
   std::string name = "cuda_flash_sm90_d" + std::to_string(a.head_dim) + "_" + std::to_string(tile.bm) + "x" +
                      std::to_string(tile.bn);
   if (std::strcmp(mode_name(), "pingpong") != 0) name += std::string("_") + mode_name();
-  if (grid.x < unsigned(p.num_tiles)) name += "_persistent";
+  if (persistent_requested()) name += "_persistent";
   set_kernel_name(name);
   return FLASHBOX_OK;
 }

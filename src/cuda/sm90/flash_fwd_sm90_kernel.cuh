@@ -13,8 +13,8 @@
 //     hides under the other's GEMMs (FA3 §3.1).
 //   Epilogue: O / l goes through shared memory (stmatrix, into the warpgroup's own Q rows) and out by
 //     a TMA store, which clips rows >= seqlen_q; LSE (natural log) straight from registers.
-// Scheduling: one tile per CTA (grid = all tiles), or persistent (grid = SMs, tiles strided); either
-// way tiles go head by head, longest query block first, so concurrent CTAs share K/V in L2.
+// Scheduling: one tile per CTA (grid = all tiles, head by head, longest query block first), or
+// persistent (grid = SMs; longest first inside L2-sized sections of heads, snake order over rounds).
 // Causal masking is bottom-right aligned; only blocks that cross the diagonal or the end of the keys
 // are masked.
 #pragma once
@@ -38,8 +38,10 @@ struct FwdParams {
   TmaOrder ord_q, ord_k, ord_v, ord_o;
   float *lse;  // [batch, heads_q, seqlen_q] or null
   int seqlen_q, seqlen_k, heads_q, group, num_m_blocks, num_tiles;
+  int section_heads;  // (batch, head) pairs per L2 section of the tile order
   int causal, overlap, pingpong;
   float scale, scale_log2;
+  float lazy_rescale_log2;  // 0: rescale O whenever a row max grows; 8: only past 2^8 growth
 };
 
 template <class T, int D_, int BN_, int NWG_, int STAGES_>
@@ -68,14 +70,27 @@ struct Barriers {
   uint64_t *full_q, *empty_q, *full_k, *empty_k, *full_v, *empty_v;
 };
 
-// Work item t of a CTA: tiles are numbered head by head (so CTAs running at the same time share a
-// head's K/V in L2), and inside a head from the last query block down (longest first).
+// Tile order: (batch, head) pairs are cut into sections whose K/V fit in L2 together; inside a
+// section the longest query blocks come first (m descending), the section's heads fastest. CTA i
+// takes positions i, then 2G-1-i, 2G+i, ... (G = gridDim.x): a snake over rounds, so that the CTA
+// that got the longest tile of one round gets the shortest of the next. With one tile per CTA and
+// one head per section this is the plain order: head by head, m descending.
 struct Tile {
   int m_block, h, b;
 };
 __device__ __forceinline__ Tile decode_tile(const FwdParams &p, int t) {
-  const int hb = t / p.num_m_blocks;
-  return {p.num_m_blocks - 1 - (t - hb * p.num_m_blocks), hb % p.heads_q, hb / p.heads_q};
+  const int heads_total = p.num_tiles / p.num_m_blocks;
+  const int section = t / (p.num_m_blocks * p.section_heads);
+  const int r = t - section * p.num_m_blocks * p.section_heads;
+  const int in_section = min(p.section_heads, heads_total - section * p.section_heads);
+  const int m_rank = r / in_section;
+  const int hb = section * p.section_heads + (r - m_rank * in_section);
+  return {p.num_m_blocks - 1 - m_rank, hb % p.heads_q, hb / p.heads_q};
+}
+// Position of this CTA's round-th tile (may be >= num_tiles in the last round: skip it).
+__device__ __forceinline__ int tile_position(int round) {
+  const int g = gridDim.x;
+  return round * g + ((round & 1) ? g - 1 - int(blockIdx.x) : int(blockIdx.x));
 }
 
 // The K/V blocks one query block visits: [0, n_blocks), of which [n_unmasked, n_blocks) need a mask.
@@ -128,17 +143,22 @@ __device__ __forceinline__ void producer(const FwdParams &p, uint8_t *smem, Barr
     st.advance();
   };
   uint32_t q_parity = 1;  // empty_q: the first wait passes on the fresh barrier
-  for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x, q_parity ^= 1) {
+  for (int round = 0; round * int(gridDim.x) < p.num_tiles; ++round) {
+    const int t = tile_position(round);
+    if (t >= p.num_tiles) continue;
     const Tile tile = decode_tile(p, t);
     const BlockRange range = block_range(p, tile.m_block, Cfg::BM, Cfg::BN);
     const int hk = tile.h / p.group, last = range.n_blocks - 1;
     // The first K block may land while the consumers still write out the previous tile.
     if (range.n_blocks > 0) load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, last, hk, tile.b);
-    mbar_wait(bars.empty_q, q_parity);  // every tile, so the parity never falls two phases behind
-    if (range.n_blocks == 0) continue;
+    // Q goes out for every tile, even one that sees no key: the consumers then wait for it every
+    // tile, cannot run ahead, and neither empty_q nor full_q ever falls two phases behind.
+    mbar_wait(bars.empty_q, q_parity);
+    q_parity ^= 1;
     mbar_expect_tx_arrive(bars.full_q, Cfg::Q_BYTES);
     load_tile<Cfg::PANELS>(smem + Cfg::Q_OFF, Cfg::BM * 128, &p.tm_q, p.ord_q, bars.full_q, tile.m_block * Cfg::BM,
                            tile.h, tile.b);
+    if (range.n_blocks == 0) continue;
     for (int i = 1; i < range.n_blocks; ++i) {
       load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, last - i, hk, tile.b);
       load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, last - i + 1, hk, tile.b);
@@ -206,7 +226,7 @@ struct Consumer {
       const int first_col = n_block * BN + 2 * (lane % 4);
       mask_columns(s, limit0 - first_col, limit1 - first_col);
     }
-    softmax_update(s, m, l, alpha, p.scale_log2);
+    softmax_update(s, m, l, alpha, p.scale_log2, p.lazy_rescale_log2);
   }
 
   // FA3 Algorithm 2: S_{j+1} and P_j V_j in flight together; softmax of S_{j+1} under P_j V_j.
@@ -324,7 +344,9 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
   c.v_desc0 = make_smem_desc(smem_addr(smem + Cfg::V_OFF), Cfg::BN * 128, 1024);
   if (p.overlap && p.pingpong && wg == Cfg::NWG - 1) named_barrier_arrive(kPingPongBarrier, 256);  // group 0 first
   uint32_t q_parity = 0;
-  for (int tile_idx = blockIdx.x; tile_idx < p.num_tiles; tile_idx += gridDim.x) {
+  for (int round = 0; round * int(gridDim.x) < p.num_tiles; ++round) {
+    const int tile_idx = tile_position(round);
+    if (tile_idx >= p.num_tiles) continue;
     const Tile tile = decode_tile(p, tile_idx);
     const BlockRange range = block_range(p, tile.m_block, Cfg::BM, Cfg::BN);
     const int row0 = tile.m_block * Cfg::BM + wg * 64 + c.warp * 16 + c.lane / 4;
@@ -335,9 +357,9 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
     for (int i = 0; i < Cfg::D / 2; ++i) c.o[i] = 0.f;
     c.m[0] = c.m[1] = -INFINITY;
     c.l[0] = c.l[1] = 0.f;
+    mbar_wait(bars.full_q, q_parity);  // also for a tile without keys: its O goes through the Q buffer
+    q_parity ^= 1;
     if (range.n_blocks > 0) {
-      mbar_wait(bars.full_q, q_parity);
-      q_parity ^= 1;
       if (p.overlap) c.mainloop_overlapped(range);
       else c.mainloop_serial(range);
     }

@@ -32,20 +32,24 @@ __device__ __forceinline__ void mask_columns(float (&s)[NS], int limit0, int lim
   }
 }
 
-// Folds one block of scores into (m, l): s becomes p = exp2((s - m_new) * scale_log2), alpha the
-// factor exp2((m_old - m_new) * scale_log2) by which the caller rescales O.
+// Folds one block of scores into (m, l): s becomes p = exp2((s - m) * scale_log2), alpha the factor
+// exp2((m_old - m) * scale_log2) by which the caller rescales O. With lazy_log2 > 0 the running max
+// stays put while the block's max exceeds it by at most 2^lazy_log2 in p (alpha = 1, no rescale):
+// still exact, since l, O and the LSE all use that same m; p and l just grow by up to 2^lazy_log2.
 template <int NS>
 __device__ __forceinline__ void softmax_update(float (&s)[NS], float (&m)[2], float (&l)[2], float (&alpha)[2],
-                                               float scale_log2) {
+                                               float scale_log2, float lazy_log2) {
   float mx[2][2] = {{m[0], m[0]}, {m[1], m[1]}};  // two partial maxima per row shorten the chain
 #pragma unroll
   for (int i = 0; i < NS; ++i) mx[(i >> 1) & 1][(i >> 2) & 1] = fmaxf(mx[(i >> 1) & 1][(i >> 2) & 1], s[i]);
   float base[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const float m_new = quad_max(fmaxf(mx[r][0], mx[r][1]));
+    const float m_block = quad_max(fmaxf(mx[r][0], mx[r][1]));
+    const bool keep = m[r] != -INFINITY && (m_block - m[r]) * scale_log2 <= lazy_log2;
+    const float m_new = keep ? m[r] : m_block;
     base[r] = m_new == -INFINITY ? 0.f : m_new * scale_log2;
-    alpha[r] = exp2f(m[r] * scale_log2 - base[r]);  // 0 while the old max is -inf
+    alpha[r] = keep ? 1.f : exp2f(m[r] * scale_log2 - base[r]);  // 0 while the old max is -inf
     m[r] = m_new;
   }
   float sum[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
@@ -59,8 +63,10 @@ __device__ __forceinline__ void softmax_update(float (&s)[NS], float (&m)[2], fl
   for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + (sum[r][0] + sum[r][1]);
 }
 
+// Rescales O by alpha, skipped (warp-uniformly) when no row of the warp changed its max.
 template <int NO>
 __device__ __forceinline__ void rescale_rows(float (&o)[NO], const float (&alpha)[2]) {
+  if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
 #pragma unroll
   for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
 }

@@ -4,7 +4,7 @@
 #include "report/cuda_device.hpp"
 #include "report/machine_info.hpp"
 
-#include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
@@ -84,6 +84,14 @@ void merge_document(json &document, const json &other, const std::string &source
   document["merged"].push_back(std::move(record));
 }
 
+std::vector<std::string> registered_step_names() {
+  auto steps = step_registry();
+  std::stable_sort(steps.begin(), steps.end(), [](const StepEntry &a, const StepEntry &b) { return a.order < b.order; });
+  std::vector<std::string> names;
+  for (const auto &s : steps) names.push_back(s.name);
+  return names;
+}
+
 json run_report(const ReportOptions &options) {
   json doc;
   doc["schema_version"] = kSchemaVersion;
@@ -101,6 +109,21 @@ json run_report(const ReportOptions &options) {
 
   auto steps = step_registry();
   std::stable_sort(steps.begin(), steps.end(), [](const StepEntry &a, const StepEntry &b) { return a.order < b.order; });
+  const auto registered = registered_step_names();
+  for (const auto &name : options.only_steps)
+    if (std::find(registered.begin(), registered.end(), name) == registered.end())
+      throw std::invalid_argument(fmt::format("unknown report step '{}' (steps: {})", name, fmt::join(registered, ", ")));
+  std::vector<std::string> skipped;
+  if (!options.only_steps.empty()) {
+    std::vector<StepEntry> selected;
+    for (const auto &s : steps) {
+      if (std::find(options.only_steps.begin(), options.only_steps.end(), s.name) != options.only_steps.end())
+        selected.push_back(s);
+      else
+        skipped.push_back(s.name);
+    }
+    steps = std::move(selected);
+  }
   // Read the merged files first so a bad path fails before minutes of measuring.
   std::vector<std::pair<std::string, json>> merges;
   for (const auto &path : options.merge_files) merges.emplace_back(path, read_json_file(path));
@@ -123,6 +146,7 @@ json run_report(const ReportOptions &options) {
     doc["steps"][step.name] = std::move(result);
     options.on_step_end(step.name, seconds);
   }
+  for (const auto &name : skipped) doc["steps"][name] = not_measured_step("not selected (flashbox report --steps)");
   for (const auto &[path, other] : merges) merge_document(doc, other, path);
   for (const auto &[name, reason] : kExpectedSteps)
     if (!doc["steps"].contains(name)) doc["steps"][name] = not_measured_step(reason);

@@ -17,6 +17,7 @@ struct ReportOptions {
   bool quick = false;
   unsigned seed = 1234;
   std::vector<std::string> merge_files;  // peers JSON of bench/compare_sdpa.py, or (partial) reports
+  std::vector<std::string> only_steps;   // run just these registered steps (empty: all of them)
   // Called as each step starts (name, 1-based index, count) and when it ends (with its seconds).
   std::function<void(const std::string &, int, int)> on_step_start = [](const std::string &, int, int) {};
   std::function<void(const std::string &, double)> on_step_end = [](const std::string &, double) {};
@@ -24,7 +25,9 @@ struct ReportOptions {
   std::function<void(const std::string &, int, int)> progress = [](const std::string &, int, int) {};
 };
 
+// Throws std::invalid_argument when only_steps names a step that is not registered.
 nlohmann::json run_report(const ReportOptions &options);
+std::vector<std::string> registered_step_names();  // in run order
 
 // Folds `other` into `document`: a full or partial report's steps, or a bare peers document (one with
 // "rows" and no "steps") as steps.peers. A measured step replaces what is there; an unmeasured one

@@ -5,7 +5,7 @@
 #include "report/html_page.hpp"
 #include "report/report.hpp"
 
-#include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <unistd.h>
 
@@ -18,6 +18,7 @@ struct ReportCliOptions {
   std::string json_path, html_path;
   bool quick = false;
   std::vector<std::string> merge_files;
+  std::vector<std::string> steps;
   unsigned seed = 1234;
 };
 
@@ -28,6 +29,7 @@ void run(const ReportCliOptions &o) {
   options.quick = o.quick;
   options.seed = o.seed;
   options.merge_files = o.merge_files;
+  options.only_steps = o.steps;
   options.on_step_start = [&](const std::string &name, int index, int count) {
     progress.finish();
     fmt::print(stderr, "[{}/{}] {} ...{}", index, count, name, tty ? "\n" : "");
@@ -67,6 +69,9 @@ void setup(CLI::App &app) {
   cmd->add_option("--merge", o->merge_files,
                   "JSON to fold in: bench/compare_sdpa.py output (steps.peers) or another (partial) report")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--steps", o->steps, "comma-separated steps to run (default all: " +
+                                           fmt::format("{}", fmt::join(report::registered_step_names(), ",")) + ")")
+      ->delimiter(',');
   cmd->add_option("--seed", o->seed, "seed of every random input")->capture_default_str();
   cmd->callback([o] { run(*o); });
 }

@@ -23,6 +23,16 @@ int main(int argc, char **argv) {
                    [](const auto &a, const auto &b) { return a.order < b.order; });
   for (const auto &entry : entries) entry.setup(app);
 
+  // CLI11 would report a mistyped subcommand as "a subcommand is required"; name it instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    for (const CLI::App *sub : app.get_subcommands([](CLI::App *) { return true; })) known |= sub->check_name(argv[1]);
+    if (!known) {
+      fmt::print(stderr, "flashbox: unknown subcommand '{}' (see flashbox --help)\n", argv[1]);
+      return 2;
+    }
+  }
+
   try {
     app.parse(argc, argv);  // subcommands run in their callbacks, inside parse
   } catch (const CLI::ParseError &e) {

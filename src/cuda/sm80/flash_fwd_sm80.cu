@@ -15,7 +15,8 @@
 // Shared-memory tiles are row-major [row][head_dim] with 16-byte chunks XOR-swizzled by (row % 8), so
 // both the cp.async writes and the 8-row ldmatrix reads are free of bank conflicts.
 // Tile shapes (flash_fwd_traits.hpp, chosen by measurement in bench/NOTES.md):
-//   d=64: 128x64, 4 warps, 2 stages, Q in registers;  d=128: 128x64, 4 warps, 2 stages, Q re-read.
+//   d=64: 128x128 K/V tiles read as two 64-key S tiles, 4 warps, 2 stages, Q in registers;
+//   d=128: 128x64 K/V tiles read as two 32-key S tiles, 4 warps, 2 stages, Q re-read from smem.
 // Arguments are validated in src/api: fp16/bf16, head_dim 64 or 128, 16-byte aligned pointers, strides
 // multiples of 8 elements, heads_q a multiple of heads_kv; lse may be NULL.
 #include <cuda_bf16.h>
@@ -150,151 +151,156 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_fwd_sm80_kernel(const Flas
       }
       cp_async_commit();  // possibly empty, so the group count stays uniform
     }
-    const uint32_t sK_tile = sK + stage * Tr::kKVTileElems * 2;
-    const uint32_t sV_tile = sV + stage * Tr::kKVTileElems * 2;
+    // The K/V tile is consumed kSubN keys at a time; a step wholly past the last visible key is skipped.
+#pragma unroll
+    for (int sub = 0; sub < kN / Tr::kSubN; ++sub) {
+      const int key0 = n * kN + sub * Tr::kSubN;
+      if (key0 >= key_end) continue;
+      const uint32_t sK_tile = sK + stage * Tr::kKVTileElems * 2 + sub * Tr::kSubN * kD * 2;
+      const uint32_t sV_tile = sV + stage * Tr::kKVTileElems * 2 + sub * Tr::kSubN * kD * 2;
   // <<< report:kv_loop
 
     // >>> report:s_tile
-    float acc_s[Tr::kMTiles][Tr::kSTiles][4];
-#pragma unroll
-    for (int mt = 0; mt < Tr::kMTiles; ++mt)
-#pragma unroll
-      for (int j = 0; j < Tr::kSTiles; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc_s[mt][j][e] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < Tr::kQKSteps; ++kk) {
-      uint32_t a[Tr::kMTiles][4];
-#pragma unroll
-      for (int mt = 0; mt < Tr::kMTiles; ++mt) {
-        if constexpr (Tr::kQInRegisters) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) a[mt][e] = q_frag[mt][kk][e];
-        } else {
-          ldmatrix_x4(a[mt], sQ + ((q_lane + mt * kRow16Bytes) ^ (kk << 5)));
-        }
-      }
-#pragma unroll
-      for (int np = 0; np < Tr::kSTiles / 2; ++np) {
-        uint32_t bk[4];
-        ldmatrix_x4(bk, sK_tile + ((k_lane + np * kRow16Bytes) ^ (kk << 5)));
-#pragma unroll
-        for (int mt = 0; mt < Tr::kMTiles; ++mt) {
-          mma_m16n8k16<kBf16>(acc_s[mt][2 * np], a[mt], bk[0], bk[1]);
-          mma_m16n8k16<kBf16>(acc_s[mt][2 * np + 1], a[mt], bk[2], bk[3]);
-        }
-      }
-    }
-    // <<< report:s_tile
-
-    // >>> report:online_softmax
-    // Scores stay raw: the scale is folded into one FFMA per element, p = exp2(s * scale_log2 - m), with
-    // m the running max of s * scale_log2 (base-2 units). For a negative scale the largest scaled score
-    // is the smallest raw one, so the max runs over -s, and masked entries hold +inf (scaled: -inf).
-    // Masking (keys past the end; under the causal mask keys after row + causal_shift) is paid only by
-    // tiles that cross the diagonal or the end of the keys.
-    const int key0 = n * kN;
-    const bool positive_scale = p.scale_log2 > 0.f;
-    const float masked = positive_scale ? -INFINITY : INFINITY;
-    if (key0 + kN > p.seqlen_k || (p.causal && key0 + kN - 1 > m0 + causal_shift)) {
+      float acc_s[Tr::kMTiles][Tr::kSTiles][4];
 #pragma unroll
       for (int mt = 0; mt < Tr::kMTiles; ++mt)
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int row = m0 + warp_row0 + mt * 16 + g + 8 * r;
-          int visible = p.causal ? min(p.seqlen_k, row + causal_shift + 1) : p.seqlen_k;
-          visible -= key0 + 2 * t;  // this lane's element (j, e) is key j*8 + e past its first column
+        for (int j = 0; j < Tr::kSTiles; ++j)
 #pragma unroll
-          for (int j = 0; j < Tr::kSTiles; ++j)
+          for (int e = 0; e < 4; ++e) acc_s[mt][j][e] = 0.f;
 #pragma unroll
-            for (int e = 0; e < 2; ++e)
-              if (j * 8 + e >= visible) acc_s[mt][j][2 * r + e] = masked;
+      for (int kk = 0; kk < Tr::kQKSteps; ++kk) {
+        uint32_t a[Tr::kMTiles][4];
+#pragma unroll
+        for (int mt = 0; mt < Tr::kMTiles; ++mt) {
+          if constexpr (Tr::kQInRegisters) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) a[mt][e] = q_frag[mt][kk][e];
+          } else {
+            ldmatrix_x4(a[mt], sQ + ((q_lane + mt * kRow16Bytes) ^ (kk << 5)));
+          }
         }
-    }
-    // The running max moves only when some row of the warp grows by more than 2^kStaleMax (base 2):
-    // until then exp2(s - m) <= 2^kStaleMax, harmless in fp32 and in the 16-bit P, and the rescale of
-    // O and l (kOTiles*4 multiplies per row pair) is skipped. The result is exact: O and l share m.
-    constexpr float kStaleMax = 8.f;
-    const float scale_abs = fabsf(p.scale_log2);
-    float tile_max[Tr::kMTiles][2];
-    bool grows = false;
 #pragma unroll
-    for (int mt = 0; mt < Tr::kMTiles; ++mt) {
+        for (int np = 0; np < Tr::kSTiles / 2; ++np) {
+          uint32_t bk[4];
+          ldmatrix_x4(bk, sK_tile + ((k_lane + np * kRow16Bytes) ^ (kk << 5)));
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float mx = -INFINITY;
-        if (positive_scale) {
-#pragma unroll
-          for (int j = 0; j < Tr::kSTiles; ++j) mx = fmaxf(mx, fmaxf(acc_s[mt][j][2 * r], acc_s[mt][j][2 * r + 1]));
-        } else {
-#pragma unroll
-          for (int j = 0; j < Tr::kSTiles; ++j) mx = fmaxf(mx, fmaxf(-acc_s[mt][j][2 * r], -acc_s[mt][j][2 * r + 1]));
+          for (int mt = 0; mt < Tr::kMTiles; ++mt) {
+            mma_m16n8k16<kBf16>(acc_s[mt][2 * np], a[mt], bk[0], bk[1]);
+            mma_m16n8k16<kBf16>(acc_s[mt][2 * np + 1], a[mt], bk[2], bk[3]);
+          }
         }
-        tile_max[mt][r] = quad_max(mx) * scale_abs;
-        grows |= tile_max[mt][r] > row_max[mt][r] + kStaleMax;
       }
-    }
-    if (__any_sync(0xffffffffu, grows)) {
+    // <<< report:s_tile
+
+    // >>> report:online_softmax
+      // Scores stay raw: the scale is folded into one FFMA per element, p = exp2(s * scale_log2 - m), with
+      // m the running max of s * scale_log2 (base-2 units). For a negative scale the largest scaled score
+      // is the smallest raw one, so the max runs over -s, and masked entries hold +inf (scaled: -inf).
+      // Masking (keys past the end; under the causal mask keys after row + causal_shift) is paid only by
+      // tiles that cross the diagonal or the end of the keys.
+      const bool positive_scale = p.scale_log2 > 0.f;
+      const float masked = positive_scale ? -INFINITY : INFINITY;
+      if (key0 + Tr::kSubN > p.seqlen_k || (p.causal && key0 + Tr::kSubN - 1 > m0 + causal_shift)) {
+#pragma unroll
+        for (int mt = 0; mt < Tr::kMTiles; ++mt)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int row = m0 + warp_row0 + mt * 16 + g + 8 * r;
+            int visible = p.causal ? min(p.seqlen_k, row + causal_shift + 1) : p.seqlen_k;
+            visible -= key0 + 2 * t;  // this lane's element (j, e) is key j*8 + e past its first column
+#pragma unroll
+            for (int j = 0; j < Tr::kSTiles; ++j)
+#pragma unroll
+              for (int e = 0; e < 2; ++e)
+                if (j * 8 + e >= visible) acc_s[mt][j][2 * r + e] = masked;
+          }
+      }
+      // The running max moves only when some row of the warp grows by more than 2^kStaleMax (base 2):
+      // until then exp2(s - m) <= 2^kStaleMax, harmless in fp32 and in the 16-bit P, and the rescale of
+      // O and l (kOTiles*4 multiplies per row pair) is skipped. The result is exact: O and l share m.
+      constexpr float kStaleMax = 8.f;
+      const float scale_abs = fabsf(p.scale_log2);
+      float tile_max[Tr::kMTiles][2];
+      bool grows = false;
 #pragma unroll
       for (int mt = 0; mt < Tr::kMTiles; ++mt) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          const float m_new = fmaxf(row_max[mt][r], tile_max[mt][r]);
-          // A row that has seen only masked keys keeps m = -inf (alpha = exp2(-inf) = 0, acc is 0).
-          const float alpha = fast_exp2(row_max[mt][r] - (m_new == -INFINITY ? 0.f : m_new));
-          row_max[mt][r] = m_new;
-          row_sum[mt][r] *= alpha;
+          float mx = -INFINITY;
+          if (positive_scale) {
 #pragma unroll
-          for (int j = 0; j < Tr::kOTiles; ++j) {
-            acc_o[mt][j][2 * r] *= alpha;
-            acc_o[mt][j][2 * r + 1] *= alpha;
+            for (int j = 0; j < Tr::kSTiles; ++j) mx = fmaxf(mx, fmaxf(acc_s[mt][j][2 * r], acc_s[mt][j][2 * r + 1]));
+          } else {
+#pragma unroll
+            for (int j = 0; j < Tr::kSTiles; ++j) mx = fmaxf(mx, fmaxf(-acc_s[mt][j][2 * r], -acc_s[mt][j][2 * r + 1]));
+          }
+          tile_max[mt][r] = quad_max(mx) * scale_abs;
+          grows |= tile_max[mt][r] > row_max[mt][r] + kStaleMax;
+        }
+      }
+      if (__any_sync(0xffffffffu, grows)) {
+#pragma unroll
+        for (int mt = 0; mt < Tr::kMTiles; ++mt) {
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const float m_new = fmaxf(row_max[mt][r], tile_max[mt][r]);
+            // A row that has seen only masked keys keeps m = -inf (alpha = exp2(-inf) = 0, acc is 0).
+            const float alpha = fast_exp2(row_max[mt][r] - (m_new == -INFINITY ? 0.f : m_new));
+            row_max[mt][r] = m_new;
+            row_sum[mt][r] *= alpha;
+#pragma unroll
+            for (int j = 0; j < Tr::kOTiles; ++j) {
+              acc_o[mt][j][2 * r] *= alpha;
+              acc_o[mt][j][2 * r + 1] *= alpha;
+            }
           }
         }
       }
-    }
 #pragma unroll
-    for (int mt = 0; mt < Tr::kMTiles; ++mt) {
+      for (int mt = 0; mt < Tr::kMTiles; ++mt) {
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        // m = -inf only while a row has seen nothing but masked keys: subtract 0, exp2(-inf) = 0.
-        const float neg_m = row_max[mt][r] == -INFINITY ? 0.f : -row_max[mt][r];
-        float sum = 0.f;
+        for (int r = 0; r < 2; ++r) {
+          // m = -inf only while a row has seen nothing but masked keys: subtract 0, exp2(-inf) = 0.
+          const float neg_m = row_max[mt][r] == -INFINITY ? 0.f : -row_max[mt][r];
+          float sum = 0.f;
 #pragma unroll
-        for (int j = 0; j < Tr::kSTiles; ++j) {
+          for (int j = 0; j < Tr::kSTiles; ++j) {
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            acc_s[mt][j][2 * r + e] = fast_exp2(fmaf(acc_s[mt][j][2 * r + e], p.scale_log2, neg_m));
-            sum += acc_s[mt][j][2 * r + e];
+            for (int e = 0; e < 2; ++e) {
+              acc_s[mt][j][2 * r + e] = fast_exp2(fmaf(acc_s[mt][j][2 * r + e], p.scale_log2, neg_m));
+              sum += acc_s[mt][j][2 * r + e];
+            }
           }
+          row_sum[mt][r] += sum;  // lane-partial; summed over the quad at the end
         }
-        row_sum[mt][r] += sum;  // lane-partial; summed over the quad at the end
       }
-    }
     // <<< report:online_softmax
 
     // >>> report:pv
 #pragma unroll
-    for (int kk = 0; kk < Tr::kPVSteps; ++kk) {
-      uint32_t a[Tr::kMTiles][4];
-#pragma unroll
-      for (int mt = 0; mt < Tr::kMTiles; ++mt) {
-        a[mt][0] = ElementTraits<Element>::pack(acc_s[mt][2 * kk][0], acc_s[mt][2 * kk][1]);
-        a[mt][1] = ElementTraits<Element>::pack(acc_s[mt][2 * kk][2], acc_s[mt][2 * kk][3]);
-        a[mt][2] = ElementTraits<Element>::pack(acc_s[mt][2 * kk + 1][0], acc_s[mt][2 * kk + 1][1]);
-        a[mt][3] = ElementTraits<Element>::pack(acc_s[mt][2 * kk + 1][2], acc_s[mt][2 * kk + 1][3]);
-      }
-#pragma unroll
-      for (int dp = 0; dp < Tr::kOTiles / 2; ++dp) {
-        uint32_t bv[4];
-        ldmatrix_x4_trans(bv, sV_tile + ((v_lane + kk * kRow16Bytes) ^ (dp << 5)));
+      for (int kk = 0; kk < Tr::kPVSteps; ++kk) {
+        uint32_t a[Tr::kMTiles][4];
 #pragma unroll
         for (int mt = 0; mt < Tr::kMTiles; ++mt) {
-          mma_m16n8k16<kBf16>(acc_o[mt][2 * dp], a[mt], bv[0], bv[1]);
-          mma_m16n8k16<kBf16>(acc_o[mt][2 * dp + 1], a[mt], bv[2], bv[3]);
+          a[mt][0] = ElementTraits<Element>::pack(acc_s[mt][2 * kk][0], acc_s[mt][2 * kk][1]);
+          a[mt][1] = ElementTraits<Element>::pack(acc_s[mt][2 * kk][2], acc_s[mt][2 * kk][3]);
+          a[mt][2] = ElementTraits<Element>::pack(acc_s[mt][2 * kk + 1][0], acc_s[mt][2 * kk + 1][1]);
+          a[mt][3] = ElementTraits<Element>::pack(acc_s[mt][2 * kk + 1][2], acc_s[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int dp = 0; dp < Tr::kOTiles / 2; ++dp) {
+          uint32_t bv[4];
+          ldmatrix_x4_trans(bv, sV_tile + ((v_lane + kk * kRow16Bytes) ^ (dp << 5)));
+#pragma unroll
+          for (int mt = 0; mt < Tr::kMTiles; ++mt) {
+            mma_m16n8k16<kBf16>(acc_o[mt][2 * dp], a[mt], bv[0], bv[1]);
+            mma_m16n8k16<kBf16>(acc_o[mt][2 * dp + 1], a[mt], bv[2], bv[3]);
+          }
         }
       }
-    }
     // <<< report:pv
+    }  // sub
   }
   cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
 
@@ -334,8 +340,8 @@ cudaError_t launch(const FlashFwdParams &p, cudaStream_t stream) {
 
 // Production tile shapes (bench/NOTES.md has the sweep behind them; bench/sm80_tile_sweep.cu times
 // alternatives by including this file).
-using TraitsD64 = FlashFwdTraits<64, 128, 64, 4, 2>;
-using TraitsD128 = FlashFwdTraits<128, 128, 32, 4, 2>;
+using TraitsD64 = FlashFwdTraits<64, 128, 128, 4, 2, 64>;
+using TraitsD128 = FlashFwdTraits<128, 128, 64, 4, 2, 32>;
 
 namespace {
 

@@ -38,7 +38,7 @@ _DTYPES = {
 _copy_warned = set()
 
 
-def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, devices=("cpu", "cuda")) -> None:
     """What the C API cannot see (it is given one set of sizes): shapes agree across q, k, v; one
     dtype; one device. Everything else (head_dim, dtype per device, GQA ratio) the C API checks."""
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -62,7 +62,7 @@ def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     if not (q.device == k.device == v.device):
         raise ValueError(f"flashbox: q, k, v must be on one device, got {q.device}, {k.device}, "
                          f"{v.device}")
-    if q.device.type not in ("cpu", "cuda"):
+    if q.device.type not in devices:
         raise ValueError(f"flashbox: device {q.device} is not supported (cpu or cuda)")
 
 
@@ -162,7 +162,7 @@ def _attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_sc
 
 @_attention_fwd.register_fake
 def _attention_fwd_fake(q, k, v, softmax_scale, causal, deterministic):
-    _check_inputs(q, k, v)
+    _check_inputs(q, k, v, devices=("cpu", "cuda", "meta"))   # also the op's meta kernel
     B, Tq, Hq, D = q.shape
     return q.new_empty((B, Tq, Hq, D)), q.new_empty((B, Hq, Tq), dtype=torch.float32)
 

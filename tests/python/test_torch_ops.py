@@ -473,6 +473,10 @@ def test_op_registration_and_fake_shapes():
         assert lse.shape == (2, 8, 10) and lse.dtype == torch.float32
         dq, dk, dv = torch.ops.flashbox.attention_bwd(o, q, k, k, o, lse, 0.0, True, False)
         assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == k.shape
+    qm = torch.empty(2, 10, 8, 64, dtype=torch.bfloat16, device="meta")   # the fake kernel is the meta one
+    km = torch.empty(2, 12, 2, 64, dtype=torch.bfloat16, device="meta")
+    o, lse = torch.ops.flashbox.attention_fwd(qm, km, km, 0.0, False, False)
+    assert o.device.type == "meta" and o.shape == qm.shape and lse.shape == (2, 8, 10)
     # torch's own checks of a custom op: schema, autograd registration, fake vs real, AOT dispatch.
     run(torch.library.opcheck, torch.ops.flashbox.attention_fwd.default,
         inputs(1, 8, 8, 2, 2, 16, torch.float32, "cpu", requires_grad=True) + (0.0, True, False))

@@ -93,8 +93,9 @@ void time_variant(Problem &pr, bool is_ref) {
     }
   }
   const double flops = 4.0 * pr.B * pr.H * double(pr.T) * pr.T * pr.D * (pr.p.causal ? 0.5 : 1.0);
-  std::printf("d%-3d %3dx%-3d/%-3d w%d s%d  T=%5d  %8.3f ms  %6.1f TFLOP/s  maxdiff %.3g%s\n", Tr::kHeadDim, Tr::kBlockM,
-              Tr::kBlockN, Tr::kSubN, Tr::kWarps, Tr::kStages, pr.T, med, flops / (med * 1e-3) / 1e12, maxdiff,
+  std::printf("d%-3d %3dx%-3d/%-3d w%d s%d cta>=%d q%s  T=%5d  %8.3f ms  %6.1f TFLOP/s  maxdiff %.3g%s\n", Tr::kHeadDim, Tr::kBlockM,
+              Tr::kBlockN, Tr::kSubN, Tr::kWarps, Tr::kStages, Tr::kMinBlocksPerSM,
+              Tr::kQInRegisters ? "reg" : "smem", pr.T, med, flops / (med * 1e-3) / 1e12, maxdiff,
               is_ref ? " (production)" : "");
   CK(cudaEventDestroy(a));
   CK(cudaEventDestroy(b));
@@ -108,14 +109,16 @@ int main(int argc, char **argv) {
     time_variant<FlashFwdTraits<64, 128, 64, 4, 2>>(pr, false);
     time_variant<FlashFwdTraits<64, 128, 64, 4, 3>>(pr, false);
     time_variant<FlashFwdTraits<64, 128, 128, 4, 3, 64>>(pr, false);
+    time_variant<FlashFwdTraits<64, 128, 64, 4, 2, 64, 3, 0>>(pr, false);   // Q from smem, 3 CTAs/SM
+    time_variant<FlashFwdTraits<64, 128, 128, 4, 2, 128, 1, 0>>(pr, false); // Q from smem, 128-key S
     free_problem(pr);
   }
   for (int T : {1024, 4096, 16384}) {
     Problem pr = make_problem(4, 16, T, 128, causal);
     time_variant<TraitsD128>(pr, true);
     time_variant<FlashFwdTraits<128, 128, 32, 4, 2>>(pr, false);
-    time_variant<FlashFwdTraits<128, 128, 64, 4, 2>>(pr, false);
-    time_variant<FlashFwdTraits<128, 128, 32, 4, 3>>(pr, false);
+    time_variant<FlashFwdTraits<128, 128, 64, 4, 2, 32>>(pr, false);
+    time_variant<FlashFwdTraits<128, 128, 128, 4, 2, 64>>(pr, false);
     free_problem(pr);
   }
   return 0;

@@ -16,7 +16,8 @@
 // both the cp.async writes and the 8-row ldmatrix reads are free of bank conflicts.
 // Tile shapes (flash_fwd_traits.hpp, chosen by measurement in bench/NOTES.md):
 //   d=64: 128x128 K/V tiles read as two 64-key S tiles, 4 warps, 2 stages, Q in registers;
-//   d=128: 128x64 K/V tiles read as two 32-key S tiles, 4 warps, 2 stages, Q re-read from smem.
+//   d=128: 128x64 tiles, 4 warps, 2 stages, Q re-read from smem at every K tile (a 64-key S tile
+//   halves those re-reads against 32 keys; ptxas spills ~100 bytes, measured faster all the same).
 // Arguments are validated in src/api: fp16/bf16, head_dim 64 or 128, 16-byte aligned pointers, strides
 // multiples of 8 elements, heads_q a multiple of heads_kv; lse may be NULL.
 #include <cuda_bf16.h>
@@ -61,7 +62,7 @@ __device__ __forceinline__ void load_tile_async(uint32_t tile, const Element *he
 }
 
 template <typename Element, class Tr>
-__global__ void __launch_bounds__(Tr::kThreads) flash_fwd_sm80_kernel(const FlashFwdParams p) {
+__global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_sm80_kernel(const FlashFwdParams p) {
   constexpr bool kBf16 = ElementTraits<Element>::is_bf16;
   constexpr int kM = Tr::kBlockM, kN = Tr::kBlockN, kD = Tr::kHeadDim;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -341,7 +342,7 @@ cudaError_t launch(const FlashFwdParams &p, cudaStream_t stream) {
 // Production tile shapes (bench/NOTES.md has the sweep behind them; bench/sm80_tile_sweep.cu times
 // alternatives by including this file).
 using TraitsD64 = FlashFwdTraits<64, 128, 128, 4, 2, 64>;
-using TraitsD128 = FlashFwdTraits<128, 128, 64, 4, 2, 32>;
+using TraitsD128 = FlashFwdTraits<128, 128, 64, 4, 2>;
 
 namespace {
 

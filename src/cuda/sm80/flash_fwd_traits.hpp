@@ -8,7 +8,8 @@
 
 namespace flashbox::cuda {
 
-template <int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, int kStages_, int kSubN_ = kBlockN_>
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, int kStages_, int kSubN_ = kBlockN_,
+          int kMinBlocksPerSM_ = 1, int kQInRegisters_ = (kHeadDim_ <= 64)>
 struct FlashFwdTraits {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;
@@ -16,6 +17,7 @@ struct FlashFwdTraits {
   static constexpr int kWarps = kWarps_;
   static constexpr int kStages = kStages_;
   static constexpr int kSubN = kSubN_;
+  static constexpr int kMinBlocksPerSM = kMinBlocksPerSM_;  // __launch_bounds__ occupancy floor
   static constexpr int kThreads = kWarps * 32;
 
   static constexpr int kRowsPerWarp = kBlockM / kWarps;
@@ -26,7 +28,7 @@ struct FlashFwdTraits {
   static constexpr int kPVSteps = kSubN / 16;            // k16 steps of P*V
   // Q fragments stay in registers when they fit beside S and O; for d=128 they are re-read from
   // shared memory with ldmatrix at every K tile instead.
-  static constexpr bool kQInRegisters = kHeadDim <= 64;
+  static constexpr bool kQInRegisters = kQInRegisters_ != 0;
 
   static constexpr int kChunksPerRow = kHeadDim / 8;     // 16-byte chunks per tile row
   static constexpr int kQTileElems = kBlockM * kHeadDim;

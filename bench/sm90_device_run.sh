@@ -17,6 +17,12 @@ timeout 40 $B/test_sm90 --gtest_filter='Sm90.Persistent*' >> "$O/tests.log" 2>&1
 prc=$?; echo "persistent tests rc=$prc"
 grep -E "^\[ +(OK|FAILED|PASSED) " "$O/tests.log"; grep -E "Failure" -A4 "$O/tests.log" | head -40
 
+# The team's GPU tests (tests/cuda), where impl = FLASH on this GPU dispatches to the sm90 kernel.
+if [ -x build-hopper/tests/test_cuda ]; then
+  timeout 90 build-hopper/tests/test_cuda >> "$O/tests.log" 2>&1
+  echo "test_cuda rc=$?"; grep -E "^\[  (PASSED|FAILED) |tests? ran" "$O/tests.log" | tail -4
+fi
+
 F='Sm90.SmallShapes'; [ $prc -eq 0 ] && F="$F:Sm90.Persistent*"
 timeout 90 compute-sanitizer --tool memcheck $B/test_sm90 --gtest_filter="$F" > "$O/sanitizer.log" 2>&1
 echo "sanitizer rc=$?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$O/sanitizer.log" | tail -3
@@ -34,12 +40,12 @@ timeout 40 $C --non-causal --seqlens 16384 >> "$O/compare_sdpa.txt" 2>&1
 if [ $prc -eq 0 ]; then
   export FLASHBOX_SM90_SCHED=persistent FLASHBOX_SM90_RESCALE=lazy
   timeout 90 $C --seqlens 2048,4096,8192,16384 --json "$O/compare_sdpa_persistent.json" \
-    > "$O/compare_sdpa_persistent.txt" 2>&1
+    >> "$O/compare_sdpa.txt" 2>&1
   echo "compare persistent rc=$?"
-  timeout 40 $C --non-causal --seqlens 16384 >> "$O/compare_sdpa_persistent.txt" 2>&1
+  timeout 40 $C --non-causal --seqlens 16384 >> "$O/compare_sdpa.txt" 2>&1
   unset FLASHBOX_SM90_SCHED FLASHBOX_SM90_RESCALE
 fi
-cat "$O/compare_sdpa.txt" "$O"/compare_sdpa_persistent.txt 2>/dev/null | grep -vE "^-+$"
+grep -vE "^-+$" "$O/compare_sdpa.txt"
 
 cuobjdump --dump-sass $B/test_sm90 > /tmp/sass.txt 2>/dev/null
 echo "SASS: HGMMA $(grep -c HGMMA /tmp/sass.txt), LDL $(grep -c 'LDL' /tmp/sass.txt), STL $(grep -c 'STL' /tmp/sass.txt)" | tee -a "$O/gpu.txt"

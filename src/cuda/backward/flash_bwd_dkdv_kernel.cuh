@@ -1,7 +1,9 @@
 // FlashAttention-2 backward, main kernel (FlashAttention-2 §3.2, Algorithm 2), sm_80+ tensor cores.
 // One CTA per (K/V block of 128 keys, batch · kv head); 8 warps, warp w owns keys [16w, 16w + 16).
-// On chip: K and V tiles (shared, loaded once), Q and dO tiles of 64 rows (shared, double-buffered
-// with cp.async), and per warp dK, dV accumulators (registers, fp32, 16 x D each).
+// On chip: K and V tiles (shared, loaded once), Q and dO tiles of kBlockQ = 64 or 32 rows (shared,
+// double-buffered with cp.async), and per warp dK, dV accumulators (registers, fp32, 16 x D each).
+// kBlockQ = 32 halves the Sᵀ/dPᵀ registers so that two CTAs share an SM (one CTA's tensor work
+// overlaps the other's exp2, barriers and atomics); 64 does more work per barrier.
 // Loop over the query heads of the kv head's group and, per head, over the Q blocks that see this K
 // block (causal: from the first such block). Per Q block, with Sᵀ = K Qᵀ computed directly so that
 // the keys stay on the rows:
@@ -16,9 +18,9 @@
 
 namespace flashbox::cuda::bwd {
 
-template <int D>
+template <int D, int BQ>
 struct DkDvTile {
-  static constexpr int kBlockK = 128, kBlockQ = 64, kWarps = 8, kThreads = kWarps * 32;
+  static constexpr int kBlockK = 128, kBlockQ = BQ, kWarps = 8, kThreads = kWarps * 32;
   static constexpr int kLd = D + 8;            // shared row stride (elements) of K, V, Q, dO
   static constexpr int kLdS = kBlockQ + 8;     // shared row stride of the dSᵀ tile
   static size_t smem_bytes(bool atomic_dq) {
@@ -27,9 +29,19 @@ struct DkDvTile {
   }
 };
 
-template <typename Elem, int D, bool kAtomicDq>
-__global__ void __launch_bounds__(256, 1) flash_bwd_dkdv_kernel(const BwdParams p) {
-  using T = DkDvTile<D>;
+// dQ += v into the fp32 accumulator; two neighbouring columns per instruction on sm_90.
+__device__ __forceinline__ void atomic_add_pair(float *dst, float x, float y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2 *>(dst), make_float2(x, y));
+#else
+  atomicAdd(dst, x);
+  atomicAdd(dst + 1, y);
+#endif
+}
+
+template <typename Elem, int D, int BQ, bool kAtomicDq>
+__global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(const BwdParams p) {
+  using T = DkDvTile<D, BQ>;
   using Tr = ElemTraits<Elem>;
   constexpr int kLd = T::kLd, kBQ = T::kBlockQ, kBK = T::kBlockK;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -168,12 +180,13 @@ __global__ void __launch_bounds__(256, 1) flash_bwd_dkdv_kernel(const BwdParams 
 
     if constexpr (kAtomicDq) {
       __syncthreads();  // the whole dSᵀ tile is in shared memory
-      // dQ (64 queries x D) = dS K: warp w takes queries [16 (w % 4), +16) and half of the columns.
-      constexpr int kHalf = D / 2;
-      const int qw0 = (warp & 3) * 16, c0 = (warp >> 2) * kHalf;
-      float dq[kHalf / 8][4];
+      // dQ (kBQ queries x D) = dS K: warps split the queries in groups of 16 and the columns in the
+      // rest (64 rows: 4 groups x 2 halves; 32 rows: 2 groups x 4 quarters).
+      constexpr int kRowGroups = kBQ / 16, kCols = D / (8 / kRowGroups);
+      const int qw0 = (warp % kRowGroups) * 16, c0 = (warp / kRowGroups) * kCols;
+      float dq[kCols / 8][4];
 #pragma unroll
-      for (int i = 0; i < kHalf / 8; ++i)
+      for (int i = 0; i < kCols / 8; ++i)
 #pragma unroll
         for (int e = 0; e < 4; ++e) dq[i][e] = 0.0f;
 #pragma unroll
@@ -181,7 +194,7 @@ __global__ void __launch_bounds__(256, 1) flash_bwd_dkdv_kernel(const BwdParams 
         uint32_t a[4];
         ldmatrix_x4_trans(a, frag_a_trans_addr(sdS, T::kLdS, qw0, kk * 16, lane));
 #pragma unroll
-        for (int dp16 = 0; dp16 < kHalf / 16; ++dp16) {
+        for (int dp16 = 0; dp16 < kCols / 16; ++dp16) {
           uint32_t bk[4];
           ldmatrix_x4_trans(bk, frag_b_kn_addr(sK, kLd, kk * 16, c0 + dp16 * 16, lane));
           mma_16816<Tr::kBf16>(dq[2 * dp16], a, bk[0], bk[1]);
@@ -190,11 +203,11 @@ __global__ void __launch_bounds__(256, 1) flash_bwd_dkdv_kernel(const BwdParams 
       }
       float *acc = p.dq_accum + ((int64_t(b) * p.heads_q + hq) * SQ + m0) * D;
 #pragma unroll
-      for (int nt = 0; nt < kHalf / 8; ++nt)
+      for (int nt = 0; nt < kCols / 8; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = qw0 + g + (e >= 2 ? 8 : 0);
-          if (m0 + r < SQ) atomicAdd(acc + int64_t(r) * D + c0 + nt * 8 + 2 * t + (e & 1), dq[nt][e]);
+        for (int h = 0; h < 2; ++h) {
+          const int r = qw0 + g + h * 8;
+          if (m0 + r < SQ) atomic_add_pair(acc + int64_t(r) * D + c0 + nt * 8 + 2 * t, dq[nt][2 * h], dq[nt][2 * h + 1]);
         }
     }
     __syncthreads();  // buffers of this iteration (Q, dO, dSᵀ) are free for the next loads

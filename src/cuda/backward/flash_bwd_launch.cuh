@@ -1,22 +1,46 @@
 // Launches of the backward's two tensor-core kernels for one head_dim (included once per head_dim by
-// flash_bwd_d64.cu / flash_bwd_d128.cu, so the two sizes compile in parallel). Four dK/dV variants
-// (dtype x atomic dQ or not) and two dQ variants per head_dim; causal is a run-time flag.
+// flash_bwd_d64.cu / flash_bwd_d128.cu, so the two sizes compile in parallel). dK/dV variants per dtype:
+// atomic dQ with 64 Q rows (and 32 for head_dim 64), deterministic with 64 and two dQ variants per head_dim; causal is a run-time flag.
 #pragma once
+#include <cstdlib>
+
 #include "cuda/backward/flash_bwd_dkdv_kernel.cuh"
 #include "cuda/backward/flash_bwd_dq_kernel.cuh"
 
 namespace flashbox::cuda::bwd {
 
+// Q rows per step of the atomic-dQ dK/dV kernel: 64, or 32 (two CTAs per SM) when the environment
+// sets FLASHBOX_BWD_BLOCK_Q=32 (kept as a switch so both can be timed in one device run).
+inline int bwd_block_q() {
+  static const int v = [] {
+    const char *e = std::getenv("FLASHBOX_BWD_BLOCK_Q");
+    return e && std::atoi(e) == 32 ? 32 : 64;
+  }();
+  return v;
+}
+
+template <typename Elem, int D, int BQ, bool kAtomicDq>
+cudaError_t launch_dkdv(const BwdParams &p, cudaStream_t stream) {
+  using KT = DkDvTile<D, BQ>;
+  const dim3 grid(unsigned((p.seqlen_k + KT::kBlockK - 1) / KT::kBlockK), unsigned(p.batch * p.heads_kv));
+  const size_t smem = KT::smem_bytes(kAtomicDq);
+  auto kernel = flash_bwd_dkdv_kernel<Elem, D, BQ, kAtomicDq>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  if (e != cudaSuccess) return e;
+  kernel<<<grid, KT::kThreads, smem, stream>>>(p);
+  return cudaGetLastError();
+}
+
 template <typename Elem, int D>
 cudaError_t launch_flash_bwd_typed(const BwdParams &p, bool deterministic, cudaStream_t stream) {
-  using KT = DkDvTile<D>;
-  const dim3 grid_kv(unsigned((p.seqlen_k + KT::kBlockK - 1) / KT::kBlockK), unsigned(p.batch * p.heads_kv));
-  const size_t smem_kv = KT::smem_bytes(!deterministic);
-  auto kernel = deterministic ? flash_bwd_dkdv_kernel<Elem, D, false> : flash_bwd_dkdv_kernel<Elem, D, true>;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_kv));
-  if (e != cudaSuccess) return e;
-  kernel<<<grid_kv, KT::kThreads, smem_kv, stream>>>(p);
-  if ((e = cudaGetLastError()) != cudaSuccess || !deterministic) return e;
+  cudaError_t e;
+  if (!deterministic) {
+    // head_dim 128 keeps 64: its dK/dV accumulators alone take 128 registers, so no second CTA fits.
+    if constexpr (D == 64)
+      if (bwd_block_q() == 32) return launch_dkdv<Elem, D, 32, true>(p, stream);
+    return launch_dkdv<Elem, D, 64, true>(p, stream);
+  }
+  if ((e = launch_dkdv<Elem, D, 64, false>(p, stream)) != cudaSuccess) return e;
 
   using QT = DqTile<D>;
   const dim3 grid_q(unsigned((p.seqlen_q + QT::kBlockQ - 1) / QT::kBlockQ), unsigned(p.batch * p.heads_q));

@@ -2,8 +2,8 @@
 // prints a table; --json PATH writes every row. Method (bench/NOTES.md): random inputs (never
 // zeros), several input sets rotated so that L2 does not hold them, warm-up, 10 timed calls each
 // between CUDA events, median. FLOPs: 4*B*H*T^2*D, halved for causal.
-//   sm90_bench [--quick | --final] [--no-persistent] [--json PATH]
-// --final: only the schedule (grid / persistent) x rescale (always / lazy) comparison.
+//   sm90_bench [--quick | --final] [--json PATH]
+// --final: only lazy (default) against always-rescale on the key shapes.
 // Variants (FLASHBOX_SM90_TILE / _MODE / _SCHED) are swept on the rows that record the path.
 #include <cuda_runtime.h>
 
@@ -102,8 +102,8 @@ Row time_shape(const Shape &s, const std::string &variant, int sets) {
 }
 
 void set_variant(const std::string &v) {
-  // "tile/mode/sched/rescale", e.g. "192x128/pingpong/persistent/lazy"; empty fields and "default"
-  // leave the library's choice.
+  // "tile/mode/sched/rescale", e.g. "192x128/pingpong//always"; empty fields and "default" leave the
+  // library's choice (sched is kept for old result files; the library no longer reads it).
   const char *names[4] = {"FLASHBOX_SM90_TILE", "FLASHBOX_SM90_MODE", "FLASHBOX_SM90_SCHED", "FLASHBOX_SM90_RESCALE"};
   for (const char *n : names) unsetenv(n);
   if (v == "default") return;
@@ -120,11 +120,10 @@ void set_variant(const std::string &v) {
 
 int main(int argc, char **argv) {
   const char *json = nullptr;
-  bool quick = false, persistent = true, final_plan = false;
+  bool quick = false, final_plan = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) json = argv[++i];
     else if (std::strcmp(argv[i], "--quick") == 0) quick = true;
-    else if (std::strcmp(argv[i], "--no-persistent") == 0) persistent = false;
     else if (std::strcmp(argv[i], "--final") == 0) final_plan = true;
   }
   setenv("FLASHBOX_FLASH_ARCH", "sm90", 1);
@@ -136,21 +135,18 @@ int main(int argc, char **argv) {
   const std::vector<int64_t> ts = quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{2048, 4096, 8192, 16384};
   for (int64_t t : ts) {
     plan.push_back({{4, 12, t, 64, 1}, "default"});
-    plan.push_back({{4, 12, t, 64, 1}, "//persistent"});
     plan.push_back({{4, 16, t, 128, 1}, "default"});
-    plan.push_back({{4, 16, t, 128, 1}, "//persistent"});
   }
-  for (const char *v : {"default", "//persistent", "128x128", "128x128//persistent"})
+  for (const char *v : {"default", "128x128"})
     plan.push_back({{4, 16, 16384, 128, 0}, v});
   plan.push_back({{4, 12, 16384, 64, 0}, "default"});
-  plan.push_back({{4, 12, 16384, 64, 0}, "//persistent"});
   plan.push_back({{4, 12, 16384, 64, 1}, "128x128"});
   if (final_plan) {
     plan.clear();
     const Shape shapes[] = {{4, 16, 16384, 128, 0}, {4, 16, 16384, 128, 1}, {4, 12, 16384, 64, 1},
                             {4, 12, 2048, 64, 1},   {4, 12, 4096, 64, 1},   {4, 16, 2048, 128, 1}};
     for (const Shape &sh : shapes)
-      for (const char *v : {"default", "///lazy", "//persistent", "//persistent/lazy"}) plan.push_back({sh, v});
+      for (const char *v : {"default", "///always"}) plan.push_back({sh, v});
   }
   // The path: the same kernel without ping-pong, and without the intra-warpgroup overlap.
   for (const char *mode : {"serial", "overlap"}) {
@@ -164,7 +160,6 @@ int main(int argc, char **argv) {
   std::printf("%-4s %-3s %-6s %-4s %-7s %-22s %-40s %9s %8s\n", "B", "H", "T", "D", "causal", "variant", "kernel",
               "ms", "TFLOP/s");
   for (const auto &[shape, variant] : plan) {
-    if (!persistent && variant.find("persistent") != std::string::npos) continue;
     set_variant(variant);
     const int sets = shape.t <= 4096 ? 4 : 2;
     const Row r = time_shape(shape, variant, sets);

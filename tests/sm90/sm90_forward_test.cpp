@@ -259,30 +259,6 @@ TEST_F(Sm90, LazyRescale) {
   }
 }
 
-// Persistent CTAs, capped at 3 so that each walks many tiles (rings, Q buffer and ping-pong turns
-// carry over between tiles), including tiles that see no key at all (seqlen_q > seqlen_k, causal).
-TEST_F(Sm90, PersistentManyTilesPerCta) {
-  ScopedEnv sched("FLASHBOX_SM90_SCHED", "persistent");
-  ScopedEnv ctas("FLASHBOX_SM90_CTAS", "3");
-  for (const char *mode : {"pingpong", "serial"}) {
-    ScopedEnv e("FLASHBOX_SM90_MODE", mode);
-    for (int64_t d : {64, 128})
-      for (int causal : {0, 1}) {
-        check_case(make(2, 640, 640, 3, 1, d, causal));
-        check_case(make(2, 700, 190, 2, 2, d, causal));
-      }
-  }
-  for (const char *tile : {"128x176", "128x128"}) {
-    ScopedEnv e("FLASHBOX_SM90_TILE", tile);
-    check_case(make(3, 1000, 1000, 2, 2, 128, 0));
-    check_case(make(3, 1000, 1000, 2, 2, 128, 1));
-  }
-  ScopedEnv lazy("FLASHBOX_SM90_RESCALE", "lazy");
-  ScopedEnv all_sms("FLASHBOX_SM90_CTAS", nullptr);  // one CTA per SM, the production shape
-  check_case(make(2, 2000, 2000, 4, 2, 64, 1));
-  check_case(make(2, 1500, 1500, 3, 3, 128, 0));
-}
-
 // What TMA cannot describe (and dtypes the kernel lacks) is refused with a reason, so that dispatch
 // falls back to sm80; the API's own validation already rejects most such layouts for CUDA.
 TEST_F(Sm90, SupportsGivesReasons) {

@@ -45,6 +45,19 @@ TEST(ReportCriteria, NaiveOomMustBeClean) {
   EXPECT_EQ(find(report::evaluate_criteria(bench_doc({ok, crash})), name)["status"], "fail");
 }
 
+TEST(ReportCriteria, CpuScratchIsJudgedAtTheLargestT) {
+  const std::string name = "CPU blocked uses less scratch memory than CPU naive";
+  auto row = [](const char *impl, int64_t t, int64_t bytes) {
+    return json{{"device", "cpu"}, {"impl", impl}, {"direction", "forward"}, {"seqlen", t}, {"extra_bytes", bytes}};
+  };
+  // Per-thread tiles may outweigh a small S and P; what counts is the T^2 growth at the largest T.
+  const auto pass = report::evaluate_criteria(bench_doc(
+      {row("naive", 64, 100), row("blocked", 64, 500), row("naive", 1024, 20000), row("blocked", 1024, 600)}));
+  EXPECT_EQ(find(pass, name)["status"], "pass") << find(pass, name).dump();
+  const auto fail = report::evaluate_criteria(bench_doc({row("naive", 1024, 20000), row("blocked", 1024, 30000)}));
+  EXPECT_EQ(find(fail, name)["status"], "fail");
+}
+
 TEST(ReportCriteria, CheckRowsBecomeOneCriterionEach) {
   json doc = {{"steps",
                {{"check",

@@ -14,15 +14,15 @@ if [ "$mode" = all ] || [ "$mode" = tests ]; then
   echo "memcheck rc=$?"; tail -3 "$OUT/memcheck.log"
   timeout 45 compute-sanitizer --tool racecheck --error-exitcode 9 $B/tests/test_backward --gtest_filter='CudaBackward.EmptyRowsGiveZeroDq' > "$OUT/racecheck.log" 2>&1
   echo "racecheck rc=$?"; tail -3 "$OUT/racecheck.log"
-  # The head_dim-64 kernel variant with 32 Q rows per step (two CTAs per SM): the CUDA tests again.
-  FLASHBOX_BWD_BLOCK_Q=32 OMP_NUM_THREADS=16 timeout 90 $B/tests/test_backward --gtest_filter='*Cuda*' > "$OUT/test_backward_bq32.log" 2>&1
-  echo "bq32 tests rc=$?"; grep -E "FAILED|PASSED" "$OUT/test_backward_bq32.log" | head
-  FLASHBOX_BWD_BLOCK_Q=32 timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 $B/tests/test_backward --gtest_filter="$small" > "$OUT/memcheck_bq32.log" 2>&1
-  echo "bq32 memcheck rc=$?"; tail -1 "$OUT/memcheck_bq32.log"
+  # The head_dim-64 kernel variant with 64 Q rows per step (one CTA per SM): the CUDA tests again.
+  FLASHBOX_BWD_BLOCK_Q=64 OMP_NUM_THREADS=16 timeout 90 $B/tests/test_backward --gtest_filter='*Cuda*' > "$OUT/test_backward_bq64.log" 2>&1
+  echo "bq64 tests rc=$?"; grep -E "FAILED|PASSED" "$OUT/test_backward_bq64.log" | head
+  FLASHBOX_BWD_BLOCK_Q=64 timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 $B/tests/test_backward --gtest_filter="$small" > "$OUT/memcheck_bq64.log" 2>&1
+  echo "bq64 memcheck rc=$?"; tail -1 "$OUT/memcheck_bq64.log"
 fi
 if [ "$mode" = all ] || [ "$mode" = bench ]; then
-  FLASHBOX_BWD_BLOCK_Q=32 PYTHONUNBUFFERED=1 timeout 120 python3 bench/compare_sdpa.py $B/libflashbox.so --backward --no-naive \
-    --configs 64:12 --seqlens 1024,2048,4096,8192,16384 2>&1 | tee "$OUT/compare_sdpa_backward_bq32.log" | tail -7
+  FLASHBOX_BWD_BLOCK_Q=64 PYTHONUNBUFFERED=1 timeout 120 python3 bench/compare_sdpa.py $B/libflashbox.so --backward --no-naive \
+    --configs 64:12 --seqlens 1024,2048,4096,8192,16384 2>&1 | tee "$OUT/compare_sdpa_backward_bq64.log" | tail -7
 fi
 if [ "$mode" = all ] || [ "$mode" = bench ]; then
   PYTHONUNBUFFERED=1 timeout 150 python3 bench/compare_sdpa.py $B/libflashbox.so --backward --no-naive --seqlens ${SEQLENS:-1024,2048,4096,8192,16384} \

@@ -69,12 +69,13 @@ int cuda_flash_backward(const flashbox_attention_grad_args &g) {
   if (a.head_dim != 64 && a.head_dim != 128)
     return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
                 "cuda flash backward: head_dim must be 64 or 128 (got " + std::to_string(a.head_dim) + ")");
-  if (a.seqlen_q > (int64_t(1) << 30) || a.seqlen_k > (int64_t(1) << 30) || a.batch * a.heads_q > 65535)
+  // Grids are (batch · heads, blocks of 64 or 128 rows): gridDim.y <= 65535 bounds the lengths.
+  constexpr int64_t kMaxSeqlen = int64_t(1) << 22;
+  if (a.seqlen_q > kMaxSeqlen || a.seqlen_k > kMaxSeqlen || a.batch * a.heads_q > (int64_t(1) << 31) - 1)
     return fail(FLASHBOX_ERR_INVALID_SIZE,
-                "cuda flash backward: needs seqlen_q, seqlen_k <= 2^30 and batch * heads_q <= 65535 (got seqlen_q " +
+                "cuda flash backward: needs seqlen_q, seqlen_k <= 4194304 and batch * heads_q < 2^31 (got seqlen_q " +
                     std::to_string(a.seqlen_q) + ", seqlen_k " + std::to_string(a.seqlen_k) + ", batch * heads_q " +
                     std::to_string(a.batch * a.heads_q) + ")");
-
   int dev = 0, major = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
     (void)cudaGetLastError();

@@ -187,4 +187,9 @@ TEST(Checkpoint, CorruptLlmcFilesAreClearErrors) {
   EXPECT_NE(error_for(with_int(7, 50)).find("padded vocabulary"), std::string::npos);
   EXPECT_NE(error_for(with_int(4, 3)).find("truncated"), std::string::npos) << "more layers than the file holds";
   EXPECT_NE(error_for(with_int(4, -1)).find("corrupt header"), std::string::npos);
+  // A header asking for ~50 TB must be refused from the file size, not by trying to allocate it.
+  std::string huge = with_int(4, 1000);
+  const int32_t wide = 1 << 20;
+  std::memcpy(huge.data() + 24, &wide, 4);
+  EXPECT_NE(error_for(huge).find("truncated"), std::string::npos);
 }

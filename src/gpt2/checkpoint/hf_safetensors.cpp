@@ -3,6 +3,7 @@
 // the transpose of our [out, in]. lm_head.weight, when present, is the same matrix as wte (tied).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -107,6 +108,14 @@ Gpt2Weights read_hf_safetensors(const std::string &path, int heads_override) {
         named.vocab_size == c.vocab_size && named.n_ctx == c.n_ctx)
       c.name = named.name;
 
+  validate_config(c);
+  // Every parameter takes at least 2 bytes in the file: a header whose shapes need more than the file
+  // holds is corrupt, and is caught here before anything is allocated.
+  uint64_t data_bytes = 0;
+  for (const auto &[name, e] : file.entries()) data_bytes = std::max<uint64_t>(data_bytes, e.end);
+  if (uint64_t(parameter_count(c)) * 2 > data_bytes)
+    throw Gpt2Error(fmt::format("'{}': {} layers of {} channels need more data than the file's {} bytes", path,
+                                c.n_layer, c.n_embd, data_bytes));
   Gpt2Weights w(c);
   std::vector<float> staging;
   for (int i = 0; i < kParamCount; ++i) {

@@ -51,16 +51,18 @@ Gpt2Weights read_llmc_checkpoint(const std::string &path) {
         named.vocab_size == c.vocab_size && named.n_ctx == c.n_ctx)
       c.name = named.name;
 
-  Gpt2Weights w(c);
+  // Sizes are checked against the file before anything is allocated, so a corrupt header cannot ask
+  // for terabytes.
   const int64_t pad_rows = vp - c.vocab_size;
   const int64_t elem = bf16 ? 2 : 4;
-  const uint64_t expected = kHeaderInts * 4 + uint64_t(w.size() + pad_rows * c.n_embd) * uint64_t(elem);
+  const uint64_t expected = kHeaderInts * 4 + uint64_t(parameter_count(c) + pad_rows * c.n_embd) * uint64_t(elem);
   if (file_size < expected)
     throw Gpt2Error(fmt::format("'{}' is truncated: {} bytes, the header's shapes need {}", path, file_size, expected));
   if (file_size > expected)
     throw Gpt2Error(fmt::format("'{}' has {} bytes more than the header's shapes account for (corrupt header?)", path,
                                 file_size - expected));
 
+  Gpt2Weights w(c);
   std::vector<char> raw;
   auto read_into = [&](float *dst, int64_t n) {
     raw.resize(size_t(n * elem));

@@ -85,6 +85,10 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
     if (entry.begin > entry.end || entry.end > data_size)
       throw bad(fmt::format("data_offsets [{}, {}] lie outside the {} data bytes (truncated file?)", entry.begin,
                             entry.end, data_size));
+    // Each dimension is below 2^40 but their product may not be: count in long double first.
+    long double count = 1;
+    for (int64_t d : entry.shape) count *= (long double)d;
+    if (count > (long double)(int64_t(1) << 50)) throw bad("shape has more elements than any file can hold");
     const int64_t elem = dtype_bytes(entry.dtype);
     if (elem > 0 && uint64_t(entry.numel()) * uint64_t(elem) != entry.end - entry.begin)
       throw bad(fmt::format("{} bytes for shape [{}] of {} ({} bytes expected)", entry.end - entry.begin,

@@ -31,6 +31,15 @@ const char *param_name(Param p) {
   return int(p) >= 0 && int(p) < kParamCount ? names[int(p)] : "?";
 }
 
+int64_t parameter_count(const Gpt2Config &c) {
+  int64_t n = 0;
+  for (int i = 0; i < kParamCount; ++i) {
+    const ParamShape s = param_shape(c, Param(i));
+    n += s.numel() * (s.per_layer ? c.n_layer : 1);
+  }
+  return n;
+}
+
 Gpt2Weights::Gpt2Weights(Gpt2Config config) : config_(std::move(config)) {
   validate_config(config_);
   for (int i = 0; i < kParamCount; ++i) {

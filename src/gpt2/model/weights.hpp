@@ -26,6 +26,9 @@ struct ParamShape {
 };
 ParamShape param_shape(const Gpt2Config &c, Param p);
 const char *param_name(Param p);   // llm.c's names: "wte", "qkvw", ...
+// Number of parameters of a (validated) config, computed without allocating them: readers compare it
+// with the file's size before trusting a header's shapes.
+int64_t parameter_count(const Gpt2Config &c);
 
 class Gpt2Weights {
  public:

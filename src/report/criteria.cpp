@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -183,12 +184,14 @@ void peers_criteria(const json &doc, json &out) {
   const std::string limit = "flashbox ms <= sdpa_flash ms at every shape";
   const json *peers = measured_step(doc, "peers");
   if (!peers) return out.push_back(not_measured(name, limit, why_missing(doc, "peers")));
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::map<std::string, double>> by_shape;
+  // Keyed by (batch, heads, head_dim, T, causal as text: the script writes it as a bool or 0/1).
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, std::string>, std::map<std::string, double>> by_shape;
   for (const json &r : (*peers)["rows"]) {
     if (r.value("direction", "forward") != "forward" || !r["ms"].is_number()) continue;
     const int64_t t = r.value("seqlen", int64_t{0});
     if (t < 1024 || t > 16384) continue;
-    by_shape[{r.value("batch", int64_t{0}), r.value("heads", int64_t{0}), r.value("head_dim", int64_t{0}), t}]
+    const std::string causal = r.contains("causal") ? (r["causal"] == true || r["causal"] == 1 ? "1" : "0") : "?";
+    by_shape[{r.value("batch", int64_t{0}), r.value("heads", int64_t{0}), r.value("head_dim", int64_t{0}), t, causal}]
             [r.value("impl", std::string())] = r["ms"].get<double>();
   }
   int compared = 0, slower = 0;

@@ -69,11 +69,10 @@ int cuda_flash_backward(const flashbox_attention_grad_args &g) {
   if (a.head_dim != 64 && a.head_dim != 128)
     return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
                 "cuda flash backward: head_dim must be 64 or 128 (got " + std::to_string(a.head_dim) + ")");
-  // Grids are (batch · heads, blocks of 64 or 128 rows): gridDim.y <= 65535 bounds the lengths.
-  constexpr int64_t kMaxSeqlen = int64_t(1) << 22;
-  if (a.seqlen_q > kMaxSeqlen || a.seqlen_k > kMaxSeqlen || a.batch * a.heads_q > (int64_t(1) << 31) - 1)
+  // Grids are (blocks of 64 or 128 rows, batch · heads): gridDim.y <= 65535 bounds batch · heads.
+  if (a.seqlen_q > (int64_t(1) << 30) || a.seqlen_k > (int64_t(1) << 30) || a.batch * a.heads_q > 65535)
     return fail(FLASHBOX_ERR_INVALID_SIZE,
-                "cuda flash backward: needs seqlen_q, seqlen_k <= 4194304 and batch * heads_q < 2^31 (got seqlen_q " +
+                "cuda flash backward: needs seqlen_q, seqlen_k <= 2^30 and batch * heads_q <= 65535 (got seqlen_q " +
                     std::to_string(a.seqlen_q) + ", seqlen_k " + std::to_string(a.seqlen_k) + ", batch * heads_q " +
                     std::to_string(a.batch * a.heads_q) + ")");
   int dev = 0, major = 0;

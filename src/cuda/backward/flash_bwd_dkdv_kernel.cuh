@@ -1,5 +1,5 @@
 // FlashAttention-2 backward, main kernel (FlashAttention-2 §3.2, Algorithm 2), sm_80+ tensor cores.
-// One CTA per (batch · kv head, K/V block of 128 keys); 8 warps, warp w owns keys [16w, 16w + 16).
+// One CTA per (K/V block of 128 keys, batch · kv head); 8 warps, warp w owns keys [16w, 16w + 16).
 // On chip: K and V tiles (shared, loaded once), Q and dO tiles of kBlockQ = 64 or 32 rows (shared,
 // double-buffered with cp.async), and per warp dK, dV accumulators (registers, fp32, 16 x D each).
 // kBlockQ = 32 halves the Sᵀ/dPᵀ registers so that two CTAs share an SM (one CTA's tensor work
@@ -29,15 +29,13 @@ struct DkDvTile {
   }
 };
 
-// dst[0..3] += v in the fp32 dQ accumulator: one vector atomic on sm_90, four scalar ones before.
-__device__ __forceinline__ void atomic_add_4(float *dst, float4 v) {
+// dQ += v into the fp32 accumulator; two neighbouring columns per instruction on sm_90.
+__device__ __forceinline__ void atomic_add_pair(float *dst, float x, float y) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  atomicAdd(reinterpret_cast<float4 *>(dst), v);
+  atomicAdd(reinterpret_cast<float2 *>(dst), make_float2(x, y));
 #else
-  atomicAdd(dst, v.x);
-  atomicAdd(dst + 1, v.y);
-  atomicAdd(dst + 2, v.z);
-  atomicAdd(dst + 3, v.w);
+  atomicAdd(dst, x);
+  atomicAdd(dst + 1, y);
 #endif
 }
 
@@ -57,10 +55,8 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  // Grid (batch · kv heads, K blocks): CTAs start in blockIdx order, so every head's first K block,
-  // the one the most Q blocks see under causal masking, runs first and the light ones fill the tail.
-  const int n0 = blockIdx.y * kBK;
-  const int b = blockIdx.x / p.heads_kv, hk = blockIdx.x % p.heads_kv;
+  const int n0 = blockIdx.x * kBK;
+  const int b = blockIdx.y / p.heads_kv, hk = blockIdx.y % p.heads_kv;
   const int SQ = p.seqlen_q, SK = p.seqlen_k;
   const int shift = SK - SQ;  // bottom-right causal: query i sees keys j <= i + shift
 
@@ -205,18 +201,14 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
           mma_16816<Tr::kBf16>(dq[2 * dp16 + 1], a, bk[2], bk[3]);
         }
       }
-      // Lanes t and t ^ 1 swap halves so that each holds four neighbouring columns of one row (even
-      // t: row g, odd t: row g + 8): one float4 atomic instead of two float2 ones.
       float *acc = p.dq_accum + ((int64_t(b) * p.heads_q + hq) * SQ + m0) * D;
-      const bool odd = t & 1;
-      const int r = qw0 + g + (odd ? 8 : 0);
 #pragma unroll
-      for (int nt = 0; nt < kCols / 8; ++nt) {
-        const float in0 = __shfl_xor_sync(0xffffffffu, odd ? dq[nt][0] : dq[nt][2], 1);
-        const float in1 = __shfl_xor_sync(0xffffffffu, odd ? dq[nt][1] : dq[nt][3], 1);
-        const float4 v = odd ? make_float4(in0, in1, dq[nt][2], dq[nt][3]) : make_float4(dq[nt][0], dq[nt][1], in0, in1);
-        if (m0 + r < SQ) atomic_add_4(acc + int64_t(r) * D + c0 + nt * 8 + 2 * (t & ~1), v);
-      }
+      for (int nt = 0; nt < kCols / 8; ++nt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = qw0 + g + h * 8;
+          if (m0 + r < SQ) atomic_add_pair(acc + int64_t(r) * D + c0 + nt * 8 + 2 * t, dq[nt][2 * h], dq[nt][2 * h + 1]);
+        }
     }
     __syncthreads();  // buffers of this iteration (Q, dO, dSᵀ) are free for the next loads
   }

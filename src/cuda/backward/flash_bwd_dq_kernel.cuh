@@ -1,6 +1,6 @@
 // FlashAttention-2 backward, dQ for the deterministic mode (FlashAttention-2 §3.2: dQ_i = Σ_j dS_ij K_j,
 // computed here by the owner of Q block i rather than by atomics from every K block, so the sum runs
-// in one fixed order). One CTA per (batch · query head, Q block of 64 rows); 4 warps, warp w owns query
+// in one fixed order). One CTA per (Q block of 64 rows, batch · query head); 4 warps, warp w owns query
 // rows [16w, 16w + 16). On chip: the Q and dO tiles (shared, loaded once), K and V tiles of 64 keys
 // (shared, double-buffered with cp.async), and per warp the dQ accumulator (registers, fp32, 16 x D).
 // Per K block (causal: up to the last block the Q block's last row sees), recomputing:
@@ -32,9 +32,8 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  // Grid (batch · query heads, Q blocks), the last Q blocks (the most keys under causal) first.
-  const int m0 = (gridDim.y - 1 - blockIdx.y) * kBQ;
-  const int b = blockIdx.x / p.heads_q, hq = blockIdx.x % p.heads_q, hk = hq / p.group;
+  const int m0 = blockIdx.x * kBQ;
+  const int b = blockIdx.y / p.heads_q, hq = blockIdx.y % p.heads_q, hk = hq / p.group;
   const int SQ = p.seqlen_q, SK = p.seqlen_k, shift = SK - SQ;
 
   // Keys seen by the block's last existing row: [0, key_end).

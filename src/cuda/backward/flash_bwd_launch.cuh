@@ -23,7 +23,9 @@ inline int bwd_block_q() {
 template <typename Elem, int D, int BQ, bool kAtomicDq>
 cudaError_t launch_dkdv(const BwdParams &p, cudaStream_t stream) {
   using KT = DkDvTile<D, BQ>;
-  const dim3 grid(unsigned(p.batch * p.heads_kv), unsigned((p.seqlen_k + KT::kBlockK - 1) / KT::kBlockK));
+  // K blocks fastest: the CTAs in flight together share one head's Q, dO and dQ rows in L2 (putting
+  // every head's heaviest causal block first instead measured slower on the H200, bench/NOTES.md).
+  const dim3 grid(unsigned((p.seqlen_k + KT::kBlockK - 1) / KT::kBlockK), unsigned(p.batch * p.heads_kv));
   const size_t smem = KT::smem_bytes(kAtomicDq);
   auto kernel = flash_bwd_dkdv_kernel<Elem, D, BQ, kAtomicDq>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
@@ -44,7 +46,7 @@ cudaError_t launch_flash_bwd_typed(const BwdParams &p, bool deterministic, cudaS
   if ((e = launch_dkdv<Elem, D, 64, false>(p, stream)) != cudaSuccess) return e;
 
   using QT = DqTile<D>;
-  const dim3 grid_q(unsigned(p.batch * p.heads_q), unsigned((p.seqlen_q + QT::kBlockQ - 1) / QT::kBlockQ));
+  const dim3 grid_q(unsigned((p.seqlen_q + QT::kBlockQ - 1) / QT::kBlockQ), unsigned(p.batch * p.heads_q));
   const size_t smem_q = QT::smem_bytes();
   e = cudaFuncSetAttribute(flash_bwd_dq_kernel<Elem, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_q));
   if (e != cudaSuccess) return e;

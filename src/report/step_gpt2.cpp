@@ -30,9 +30,13 @@ nlohmann::json run(ReportContext &ctx) {
             {"reason", "GPT-2 tokenizer files not found (scripts/install-deps.sh installs them under tests/gpt2/node)"}};
   ctx.progress("gpt2: tokenizing text", 0, 1);
   BpeTokenizer tokenizer(encoder, vocab);
-  // ~3.5 bytes per token in this text; ask for enough that `count` tokens exist.
-  const SampleText sample = repository_sample_text(size_t(count) * 5);
-  const std::vector<int32_t> tokens = tokenizer.encode(sample.text);
+  // Code and prose run 2-4 bytes per token; take more text until `count` tokens exist.
+  SampleText sample;
+  std::vector<int32_t> tokens;
+  for (size_t bytes = size_t(count) * 4; int64_t(tokens.size()) < count; bytes *= 2) {
+    sample = repository_sample_text(bytes);
+    tokens = tokenizer.encode(sample.text);
+  }
 
   ctx.progress("gpt2: seeded weights", 0, 1);
   Gpt2Weights w(config_by_name(config_name));

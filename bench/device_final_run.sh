@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The closing device run of a session, in one call on the H200: the main job on the GPU (flashbox
+# report: check, bench incl. backward, GPT-2 124M), flashbox vs PyTorch SDPA forward and backward in
+# one process (compare_sdpa.py), naive's out-of-memory row, the Python package's tests, and the GPU
+# test suites. Prebuilt binaries come as a tarball (built on the CPU machine, `carry`ed):
+#   bench/device_final_run.sh .dev/final.tar.gz
+# Every step has its own time limit so one hang costs a step, not the call. Logs go to $OUT.
+set -u
+O=${OUT:-/tmp/final_out}; mkdir -p "$O"
+B=/tmp/fb; mkdir -p $B && tar -xzf "$1" -C $B
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$B/lib:${LD_LIBRARY_PATH:-}
+export PYTHONUNBUFFERED=1 FLASHBOX_LIBRARY=$B/libflashbox.so PYTHONPATH=python
+log="$O/run.log"
+step() { local s=$(date +%s); echo "== $1" | tee -a "$log"; shift; "$@" >>"$log" 2>&1; echo "rc=$? ($(( $(date +%s) - s )) s)" | tee -a "$log"; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$log"
+
+step report timeout 170 $B/flashbox report --json "$O/report_h200.json"
+step compare_fwd timeout 100 python3 bench/compare_sdpa.py $B/libflashbox.so --no-naive --json "$O/compare_fwd.json"
+step compare_bwd timeout 100 python3 bench/compare_sdpa.py $B/libflashbox.so --no-naive --backward --json "$O/compare_bwd.json"
+step naive_oom timeout 40 $B/flashbox bench --seqlens 16384,32768 --impls naive,flash --repeats 10 --json "$O/bench_oom.json"
+step pytest timeout 150 python3 -m pytest -q -rs -x tests/python
+cp "$log" "$O/run_partial.log"
+step test_cuda timeout 60 $B/test_cuda --gtest_brief=1
+step test_backward timeout 60 $B/test_backward --gtest_brief=1
+grep -E "^(==|rc=)|TFLOP|ratio|passed|failed|FAILED|PASSED" "$log" | tail -60
+step compare_sm80 timeout 80 python3 bench/compare_sdpa.py $B/libflashbox.so --no-naive --flash-arch sm80 --seqlens 1024,2048,4096,8192,16384 --json "$O/compare_sm80.json"
+grep -E "^(==|rc=)" "$log" | tail -30

@@ -99,11 +99,19 @@ TEST(Checkpoint, TransformerPrefixAndExtraTensorsAreAccepted) {
     for (size_t at = header.find(from); at != std::string::npos; at = header.find(from, at + to.size()))
       header.replace(at, from.size(), to);
   }
+  // Tensors a GPT-2 reader must tolerate: the causal-mask buffer older checkpoints carry, and an
+  // lm_head.weight that is wte again (tied), here sharing wte's bytes.
+  const auto wte_at = header.find("\"transformer.wte.weight\"");
+  const auto offsets_at = header.find("\"data_offsets\"", wte_at);
+  const std::string wte_offsets = header.substr(offsets_at, header.find(']', offsets_at) + 1 - offsets_at);
+  header.insert(1, "\"transformer.h.0.attn.bias\":{\"dtype\":\"BOOL\",\"shape\":[0],\"data_offsets\":[0,0]},"
+                   "\"lm_head.weight\":{\"dtype\":\"F32\",\"shape\":[97,32]," + wte_offsets + "},");
   header.append((8 - header.size() % 8) % 8, ' ');
   std::string out(8, '\0');
   const uint64_t n = header.size();
   std::memcpy(out.data(), &n, 8);
   gpt2_test::write_bytes(dir / "prefixed.safetensors", out + header + bytes.substr(8 + len));
+  ASSERT_NE(SafetensorsFile(dir / "prefixed.safetensors").find("lm_head.weight"), nullptr);
   expect_same_weights(load_checkpoint(dir / "prefixed.safetensors"), w, 0.0);
 }
 

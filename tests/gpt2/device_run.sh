@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # One device call for GPT-2 on CUDA: the CUDA forward test (naive vs flash, GPU vs CPU), then the bar:
 # the 124M config with seeded weights, 65,536 tokens in windows of 1,024, naive and flash, at batch 16
-# (JSON) and 32 (table). Runs prebuilt binaries and a token shard from build-gpt2-dev (carried; made
-# by `make`-free steps in the report of issue 4). Logs go to $OUT.
+# (JSON) and 32 (table). Logs go to $OUT. Runs what build-gpt2-dev holds (carried), made here with:
+#   cmake -S . -B build-gpt2-cuda -G Ninja -DFLASHBOX_CUDA=ON -DFLASHBOX_CUDA_ARCHS=90a \
+#         -DCMAKE_DISABLE_FIND_PACKAGE_BLAS=ON        # the device image has no OpenBLAS
+#   ninja -C build-gpt2-cuda flashbox_cli test_gpt2
+#   mkdir -p build-gpt2-dev/lib; cp build-gpt2-cuda/flashbox build-gpt2-cuda/tests/test_gpt2 build-gpt2-dev/
+#   cp -L /lib/x86_64-linux-gnu/libgomp.so.1 build-gpt2-dev/lib/
+#   (the repository's sources and docs, concatenated) | flashbox gpt2 tokenize -> build-gpt2-dev/corpus_tokens.bin
 set -u
 B=build-gpt2-dev
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$PWD/$B/lib:${LD_LIBRARY_PATH:-}

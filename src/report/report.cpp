@@ -74,7 +74,11 @@ void merge_document(json &document, const json &other, const std::string &source
   for (auto &[name, step] : steps.items()) {
     const bool incoming_measured = step.is_object() && step.value("measured", false);
     const bool have_measured = document["steps"].contains(name) && document["steps"][name].value("measured", false);
-    if (incoming_measured || !have_measured) {
+    if (name == "peers" && incoming_measured && have_measured) {
+      // Several compare_sdpa.py runs (forward, backward, non-causal) complement each other: keep every row.
+      for (const auto &row : step["rows"]) document["steps"][name]["rows"].push_back(row);
+      merged_names.push_back(name);
+    } else if (incoming_measured || !have_measured) {
       document["steps"][name] = step;
       merged_names.push_back(name);
     }
@@ -110,8 +114,10 @@ json run_report(const ReportOptions &options) {
   auto steps = step_registry();
   std::stable_sort(steps.begin(), steps.end(), [](const StepEntry &a, const StepEntry &b) { return a.order < b.order; });
   const auto registered = registered_step_names();
+  // `--steps none` measures nothing here: the document is assembled from --merge files alone.
+  const bool merge_only = options.only_steps == std::vector<std::string>{"none"};
   for (const auto &name : options.only_steps)
-    if (std::find(registered.begin(), registered.end(), name) == registered.end())
+    if (!merge_only && std::find(registered.begin(), registered.end(), name) == registered.end())
       throw std::invalid_argument(fmt::format("unknown report step '{}' (steps: {})", name, fmt::join(registered, ", ")));
   std::vector<std::string> skipped;
   if (!options.only_steps.empty()) {
@@ -146,8 +152,19 @@ json run_report(const ReportOptions &options) {
     doc["steps"][step.name] = std::move(result);
     options.on_step_end(step.name, seconds);
   }
-  for (const auto &name : skipped) doc["steps"][name] = not_measured_step("not selected (flashbox report --steps)");
+  if (!merge_only)
+    for (const auto &name : skipped) doc["steps"][name] = not_measured_step("not selected (flashbox report --steps)");
   for (const auto &[path, other] : merges) merge_document(doc, other, path);
+  if (merge_only) {
+    // Nothing was measured on this machine, so the document describes the machine of the first merged
+    // report (where its steps ran); this one is named as where the files were assembled.
+    for (const auto &[path, other] : merges)
+      if (other.contains("machine")) {
+        doc["assembled_on"] = doc["machine"];
+        doc["machine"] = other["machine"];
+        break;
+      }
+  }
   for (const auto &[name, reason] : kExpectedSteps)
     if (!doc["steps"].contains(name)) doc["steps"][name] = not_measured_step(reason);
   doc["criteria"] = evaluate_criteria(doc);

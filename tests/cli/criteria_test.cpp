@@ -91,6 +91,17 @@ TEST(ReportMerge, MeasuredStepsReplaceAndUnmeasuredOnlyFillGaps) {
   EXPECT_THROW(report::merge_document(doc, {{"something", 1}}, "d.json"), std::runtime_error);
 }
 
+TEST(ReportMerge, PeersRowsOfSeveralRunsAreKeptTogether) {
+  json doc = {{"steps", json::object()}, {"merged", json::array()}};
+  const json forward = {{"rows", {{{"impl", "flashbox"}, {"direction", "forward"}}}}};
+  const json backward = {{"rows", {{{"impl", "flashbox"}, {"direction", "backward"}}, {{"impl", "sdpa_flash"}}}}};
+  report::merge_document(doc, forward, "fwd.json");
+  report::merge_document(doc, backward, "bwd.json");
+  ASSERT_EQ(doc["steps"]["peers"]["rows"].size(), 3u);
+  EXPECT_EQ(doc["steps"]["peers"]["rows"][0]["direction"], "forward");
+  EXPECT_EQ(doc["steps"]["peers"]["rows"][1]["direction"], "backward");
+}
+
 TEST(ReportBench, MedianOfOddAndEvenCounts) {
   EXPECT_DOUBLE_EQ(report::median({3, 1, 2}), 2.0);
   EXPECT_DOUBLE_EQ(report::median({4, 1, 3, 2}), 2.5);

@@ -131,5 +131,19 @@ TEST(CliReportMerge, PeersFileAndPartialReportAreFoldedIn) {
   EXPECT_EQ((*gpt2)["status"], "pass") << gpt2->dump();
 }
 
+TEST(CliReportMerge, StepsNoneAssemblesMergedReportsUnderTheirMachine) {
+  const std::string measured = temp_path("measured_elsewhere.json"), out = temp_path("assembled.json");
+  const json gpu_machine = {{"hostname", "gpu-host"}, {"gpu", {{"name", "NVIDIA H200"}, {"sms", 132}}}};
+  std::ofstream(measured) << json{{"schema_version", 1}, {"machine", gpu_machine},
+                                  {"steps", {{"memory", {{"measured", true}, {"rows", json::array()}}}}}};
+  const auto r = run_cli("report --steps none --json " + out + " --merge " + measured);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json doc = json::parse(read_file(out));
+  EXPECT_EQ(doc["machine"], gpu_machine);                 // where the steps were measured
+  EXPECT_TRUE(doc.contains("assembled_on"));              // and where the file was put together
+  EXPECT_NE(doc["assembled_on"]["hostname"], "gpu-host");
+  EXPECT_FALSE(doc["steps"]["check"]["measured"].get<bool>());  // nothing measured here
+}
+
 }  // namespace
 }  // namespace flashbox::test

@@ -387,7 +387,9 @@ async function checkMeasured(page, doc) {
         assert.equal(Boolean(oomSet), ooms.length > 0, 'OOM marked exactly when a row is out of memory');
         for (const r of ooms) assert.notEqual(oomSet.data[state.labels.indexOf(intText(r.seqlen))], null, `OOM mark at T=${r.seqlen}`);
         if (peersOn) {
-          const peerRows = doc.steps.peers.rows.filter((r) => r.direction === direction && r.head_dim === bench.config.head_dim);
+          const c = bench.config;  // the page charts the peer rows of flashbox's own configuration
+          const peerRows = doc.steps.peers.rows.filter((r) => r.direction === direction && r.head_dim === c.head_dim &&
+            r.heads === c.heads && r.batch === c.batch && Boolean(r.causal) === Boolean(c.causal));
           for (const r of peerRows) {
             const ds = state.datasets.find((d) => d.key === `peer|${r.impl}|${direction}`);
             assert.ok(ds, `peer series ${r.impl}`);

@@ -70,7 +70,8 @@ void setup(CLI::App &app) {
                   "JSON to fold in: bench/compare_sdpa.py output (steps.peers) or another (partial) report")
       ->check(CLI::ExistingFile);
   cmd->add_option("--steps", o->steps, "comma-separated steps to run (default all: " +
-                                           fmt::format("{}", fmt::join(report::registered_step_names(), ",")) + ")")
+                                           fmt::format("{}", fmt::join(report::registered_step_names(), ",")) +
+                                           "; `none`: measure nothing, assemble the --merge files)")
       ->delimiter(',');
   cmd->add_option("--seed", o->seed, "seed of every random input")->capture_default_str();
   cmd->callback([o] { run(*o); });

@@ -159,6 +159,13 @@ async function checkMemory(page, doc) {
   }
 }
 
+// The series a bench row belongs to: implementation, device, kernel. A row that never ran (oom) has no
+// kernel name and joins the series of its implementation's measured rows (rows: one direction).
+function benchKey(rows, r) {
+  const twin = rows.find((o) => o.kernel && o.impl === r.impl && o.device === r.device);
+  return `${r.impl}|${r.device}|${r.kernel || (twin ? twin.kernel : '')}`;
+}
+
 async function checkMeasuredExtra(page, doc, t) {
   const bench = doc.steps.bench;
   if (!bench || !bench.measured) return checkNotMeasured(page, 'mem-measured', bench);
@@ -166,7 +173,7 @@ async function checkMeasuredExtra(page, doc, t) {
     series: e.dataset.series, seqlen: Number(e.dataset.seqlen), value: e.querySelector('b').dataset.value,
     text: e.querySelector('b').textContent })));
   const forward = bench.rows.filter((r) => (r.direction || 'forward') === 'forward');
-  const keys = new Set(forward.map((r) => `${r.impl}|${r.device}|${r.kernel}|forward`));
+  const keys = new Set(forward.map((r) => `${benchKey(forward, r)}|forward`));
   const peers = doc.steps.peers && doc.steps.peers.measured ? doc.steps.peers.rows.filter((r) => r.direction === 'forward'
     && r.head_dim === bench.config.head_dim && r.heads === bench.config.heads && r.batch === bench.config.batch
     && Boolean(r.causal) === Boolean(bench.config.causal)) : [];
@@ -175,7 +182,7 @@ async function checkMeasuredExtra(page, doc, t) {
   for (const item of items) {
     const rows = item.series.startsWith('peer|')
       ? peers.filter((r) => `peer|${r.impl}|forward` === item.series)
-      : forward.filter((r) => `${r.impl}|${r.device}|${r.kernel}|forward` === item.series);
+      : forward.filter((r) => `${benchKey(forward, r)}|forward` === item.series);
     const best = Math.min(...rows.map((r) => Math.abs(r.seqlen - t)));
     const nearest = rows.filter((r) => Math.abs(r.seqlen - t) === best).sort((a, b) => a.seqlen - b.seqlen)[0];
     assert.equal(item.seqlen, nearest.seqlen, `${item.series}: nearest measured T to ${t}`);
@@ -376,7 +383,7 @@ async function checkMeasured(page, doc) {
         const state = await chartState(page);
         const own = bench.rows.filter((r) => (r.direction || 'forward') === direction);
         for (const r of own) {
-          const ds = state.datasets.find((d) => d.key === `${r.impl}|${r.device}|${r.kernel}|${direction}`);
+          const ds = state.datasets.find((d) => d.key === `${benchKey(own, r)}|${direction}`);
           assert.ok(ds, `a series for ${r.impl} ${r.kernel} ${direction}`);
           const x = state.labels.indexOf(intText(r.seqlen));
           assert.ok(x >= 0, `T=${r.seqlen} on the x axis`);

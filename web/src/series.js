@@ -1,15 +1,26 @@
 // Groups measured rows (flashbox's bench rows and the peers' rows) into named series.
 
+// A row that never ran (out of memory, error) has no kernel name; it belongs to the series of the same
+// implementation, device and direction (the kernel name of its measured rows).
+export function seriesKernel(rows, row) {
+  if (row.kernel) return row.kernel;
+  const direction = row.direction || 'forward';
+  const twin = rows.find((r) => r.kernel && r.impl === row.impl && r.device === row.device &&
+    (r.direction || 'forward') === direction);
+  return twin ? twin.kernel : '';
+}
+
 export function benchSeries(bench) {
   if (!bench || !bench.measured || !Array.isArray(bench.rows)) return [];
   const byKey = new Map();
   for (const row of bench.rows) {
     const direction = row.direction || 'forward';
-    const key = `${row.impl}|${row.device}|${row.kernel}|${direction}`;
+    const kernel = seriesKernel(bench.rows, row);
+    const key = `${row.impl}|${row.device}|${kernel}|${direction}`;
     if (!byKey.has(key)) {
       byKey.set(key, {
-        key, source: 'flashbox', impl: row.impl, device: row.device, kernel: row.kernel,
-        direction, label: `${row.impl} · ${row.device} (${row.kernel})`, rows: [],
+        key, source: 'flashbox', impl: row.impl, device: row.device, kernel,
+        direction, label: kernel ? `${row.impl} · ${row.device} (${kernel})` : `${row.impl} · ${row.device}`, rows: [],
       });
     }
     byKey.get(key).rows.push(row);

@@ -1,6 +1,7 @@
-// Small device helpers of the backward kernels: element traits (bf16 / fp16), 16-byte cp.async with
-// zero fill, ldmatrix (plain and transposed) and the m16n8k16 tensor-core product. The backward keeps
-// its own copies so that it builds on its own; src/cuda/common holds the forward's equivalents.
+// Device helpers specific to the backward kernels: the ldmatrix lane addresses of its four operand
+// layouts, the row loader of its shared tiles, and the unpacking of two 16-bit elements to fp32 (the
+// dO · O row sums). Element traits, cp.async, ldmatrix and the m16n8k16 product come from
+// src/cuda/common, shared with the forward.
 //
 // mma.m16n8k16 fragments, g = lane / 4, t = lane % 4 (PTX ISA, "Matrix Fragments for mma.m16n8k16"):
 //   A 16x16: a0 (row g, cols 2t..2t+1)  a1 (row g+8, cols 2t..)  a2 (row g, cols 2t+8..)  a3 (row g+8, cols 2t+8..)
@@ -14,79 +15,27 @@
 
 #include <cstdint>
 
+#include "cuda/common/cp_async.cuh"
+#include "cuda/common/element_type.cuh"
+#include "cuda/common/ldmatrix.cuh"
+#include "cuda/common/mma.cuh"
+
 namespace flashbox::cuda::bwd {
 
+// Two 16-bit elements packed in one 32-bit word, back to fp32 (the inverse of ElementTraits::pack).
 template <typename Elem>
-struct ElemTraits;
+__device__ float2 unpack_pair(uint32_t u);
 
 template <>
-struct ElemTraits<__nv_bfloat16> {
-  static constexpr bool kBf16 = true;
-  __device__ static uint32_t pack(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&v);
-  }
-  __device__ static float2 unpack(uint32_t u) {
-    __nv_bfloat162 v = *reinterpret_cast<__nv_bfloat162 *>(&u);
-    return __bfloat1622float2(v);
-  }
-};
+__device__ inline float2 unpack_pair<__nv_bfloat16>(uint32_t u) {
+  __nv_bfloat162 v = *reinterpret_cast<__nv_bfloat162 *>(&u);
+  return __bfloat1622float2(v);
+}
 
 template <>
-struct ElemTraits<__half> {
-  static constexpr bool kBf16 = false;
-  __device__ static uint32_t pack(float lo, float hi) {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&v);
-  }
-  __device__ static float2 unpack(uint32_t u) {
-    __half2 v = *reinterpret_cast<__half2 *>(&u);
-    return __half22float2(v);
-  }
-};
-
-__device__ __forceinline__ uint32_t smem_addr(const void *p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// Copies 16 bytes global -> shared without staging in registers; src_bytes = 0 writes 16 zero bytes
-// (rows past the end of a sequence) and reads nothing.
-__device__ __forceinline__ void cp_async_16(void *smem, const void *gmem, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
-               "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-// Four 8x8 16-bit matrices; lane l gives the address of row l % 8 of matrix l / 8.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void *smem) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(smem)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void *smem) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(smem)));
-}
-
-// d += a * b on tensor cores, fp32 accumulate.
-template <bool kBf16>
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (kBf16) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
+__device__ inline float2 unpack_pair<__half>(uint32_t u) {
+  __half2 v = *reinterpret_cast<__half2 *>(&u);
+  return __half22float2(v);
 }
 
 // ldmatrix lane addresses for a 16x16 operand at (row0, col0) of a row-major shared tile with row
@@ -126,7 +75,7 @@ __device__ __forceinline__ void load_rows_async(Elem *tile, const Elem *head, in
     const int r = c / kChunks, cc = c % kChunks;
     const bool valid = row0 + r < limit;
     const Elem *src = valid ? head + int64_t(row0 + r) * row_stride + cc * 8 : head;
-    cp_async_16(tile + r * (D + 8) + cc * 8, src, valid ? 16 : 0);
+    cp_async_16(smem_addr(tile + r * (D + 8) + cc * 8), src, valid);
   }
 }
 

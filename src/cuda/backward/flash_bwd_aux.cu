@@ -13,7 +13,6 @@ namespace {
 
 template <typename Elem>
 __global__ void rowsum_kernel(const BwdParams p, int head_dim) {
-  using Tr = ElemTraits<Elem>;
   const int64_t rows = int64_t(p.batch) * p.heads_q * p.seqlen_q;
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
@@ -26,8 +25,8 @@ __global__ void rowsum_kernel(const BwdParams p, int head_dim) {
                   h * p.do_stride[2];
   float sum = 0.0f;
   for (int c = 2 * lane; c < head_dim; c += 64) {
-    const float2 a = Tr::unpack(*reinterpret_cast<const uint32_t *>(o + c));
-    const float2 x = Tr::unpack(*reinterpret_cast<const uint32_t *>(d + c));
+    const float2 a = unpack_pair<Elem>(*reinterpret_cast<const uint32_t *>(o + c));
+    const float2 x = unpack_pair<Elem>(*reinterpret_cast<const uint32_t *>(d + c));
     sum += a.x * x.x + a.y * x.y;
   }
 #pragma unroll
@@ -37,7 +36,7 @@ __global__ void rowsum_kernel(const BwdParams p, int head_dim) {
 
 template <typename Elem>
 __global__ void convert_dq_kernel(const BwdParams p, int head_dim) {
-  using Tr = ElemTraits<Elem>;
+  using Tr = ElementTraits<Elem>;
   const int64_t pairs = int64_t(p.batch) * p.heads_q * p.seqlen_q * head_dim / 2;
   for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < pairs; x += int64_t(gridDim.x) * blockDim.x) {
     const int64_t e = 2 * x;

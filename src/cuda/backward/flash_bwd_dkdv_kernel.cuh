@@ -42,7 +42,7 @@ __device__ __forceinline__ void atomic_add_pair(float *dst, float x, float y) {
 template <typename Elem, int D, int BQ, bool kAtomicDq>
 __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(const BwdParams p) {
   using T = DkDvTile<D, BQ>;
-  using Tr = ElemTraits<Elem>;
+  using Tr = ElementTraits<Elem>;
   constexpr int kLd = T::kLd, kBQ = T::kBlockQ, kBK = T::kBlockK;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Elem *sK = reinterpret_cast<Elem *>(smem_raw);
@@ -122,17 +122,17 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       uint32_t ak[4], av[4];
-      ldmatrix_x4(ak, frag_a_addr(sK, kLd, kw0, kk * 16, lane));
-      ldmatrix_x4(av, frag_a_addr(sV, kLd, kw0, kk * 16, lane));
+      ldmatrix_x4(ak, smem_addr(frag_a_addr(sK, kLd, kw0, kk * 16, lane)));
+      ldmatrix_x4(av, smem_addr(frag_a_addr(sV, kLd, kw0, kk * 16, lane)));
 #pragma unroll
       for (int np = 0; np < kBQ / 16; ++np) {
         uint32_t bq[4], bdo[4];
-        ldmatrix_x4(bq, frag_b_nk_addr(cQ, kLd, np * 16, kk * 16, lane));
-        ldmatrix_x4(bdo, frag_b_nk_addr(cdO, kLd, np * 16, kk * 16, lane));
-        mma_16816<Tr::kBf16>(s[2 * np], ak, bq[0], bq[1]);
-        mma_16816<Tr::kBf16>(s[2 * np + 1], ak, bq[2], bq[3]);
-        mma_16816<Tr::kBf16>(dp[2 * np], av, bdo[0], bdo[1]);
-        mma_16816<Tr::kBf16>(dp[2 * np + 1], av, bdo[2], bdo[3]);
+        ldmatrix_x4(bq, smem_addr(frag_b_nk_addr(cQ, kLd, np * 16, kk * 16, lane)));
+        ldmatrix_x4(bdo, smem_addr(frag_b_nk_addr(cdO, kLd, np * 16, kk * 16, lane)));
+        mma_m16n8k16<Tr::is_bf16>(s[2 * np], ak, bq[0], bq[1]);
+        mma_m16n8k16<Tr::is_bf16>(s[2 * np + 1], ak, bq[2], bq[3]);
+        mma_m16n8k16<Tr::is_bf16>(dp[2 * np], av, bdo[0], bdo[1]);
+        mma_m16n8k16<Tr::is_bf16>(dp[2 * np + 1], av, bdo[2], bdo[3]);
       }
     }
 
@@ -169,12 +169,12 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
 #pragma unroll
       for (int dp16 = 0; dp16 < D / 16; ++dp16) {
         uint32_t bdo[4], bq[4];
-        ldmatrix_x4_trans(bdo, frag_b_kn_addr(cdO, kLd, kq * 16, dp16 * 16, lane));
-        ldmatrix_x4_trans(bq, frag_b_kn_addr(cQ, kLd, kq * 16, dp16 * 16, lane));
-        mma_16816<Tr::kBf16>(dv_acc[2 * dp16], ap, bdo[0], bdo[1]);
-        mma_16816<Tr::kBf16>(dv_acc[2 * dp16 + 1], ap, bdo[2], bdo[3]);
-        mma_16816<Tr::kBf16>(dk_acc[2 * dp16], ads, bq[0], bq[1]);
-        mma_16816<Tr::kBf16>(dk_acc[2 * dp16 + 1], ads, bq[2], bq[3]);
+        ldmatrix_x4_trans(bdo, smem_addr(frag_b_kn_addr(cdO, kLd, kq * 16, dp16 * 16, lane)));
+        ldmatrix_x4_trans(bq, smem_addr(frag_b_kn_addr(cQ, kLd, kq * 16, dp16 * 16, lane)));
+        mma_m16n8k16<Tr::is_bf16>(dv_acc[2 * dp16], ap, bdo[0], bdo[1]);
+        mma_m16n8k16<Tr::is_bf16>(dv_acc[2 * dp16 + 1], ap, bdo[2], bdo[3]);
+        mma_m16n8k16<Tr::is_bf16>(dk_acc[2 * dp16], ads, bq[0], bq[1]);
+        mma_m16n8k16<Tr::is_bf16>(dk_acc[2 * dp16 + 1], ads, bq[2], bq[3]);
       }
     }
 
@@ -192,13 +192,13 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
 #pragma unroll
       for (int kk = 0; kk < kBK / 16; ++kk) {
         uint32_t a[4];
-        ldmatrix_x4_trans(a, frag_a_trans_addr(sdS, T::kLdS, qw0, kk * 16, lane));
+        ldmatrix_x4_trans(a, smem_addr(frag_a_trans_addr(sdS, T::kLdS, qw0, kk * 16, lane)));
 #pragma unroll
         for (int dp16 = 0; dp16 < kCols / 16; ++dp16) {
           uint32_t bk[4];
-          ldmatrix_x4_trans(bk, frag_b_kn_addr(sK, kLd, kk * 16, c0 + dp16 * 16, lane));
-          mma_16816<Tr::kBf16>(dq[2 * dp16], a, bk[0], bk[1]);
-          mma_16816<Tr::kBf16>(dq[2 * dp16 + 1], a, bk[2], bk[3]);
+          ldmatrix_x4_trans(bk, smem_addr(frag_b_kn_addr(sK, kLd, kk * 16, c0 + dp16 * 16, lane)));
+          mma_m16n8k16<Tr::is_bf16>(dq[2 * dp16], a, bk[0], bk[1]);
+          mma_m16n8k16<Tr::is_bf16>(dq[2 * dp16 + 1], a, bk[2], bk[3]);
         }
       }
       float *acc = p.dq_accum + ((int64_t(b) * p.heads_q + hq) * SQ + m0) * D;

@@ -22,7 +22,7 @@ struct DqTile {
 template <typename Elem, int D>
 __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
   using T = DqTile<D>;
-  using Tr = ElemTraits<Elem>;
+  using Tr = ElementTraits<Elem>;
   constexpr int kLd = T::kLd, kBQ = T::kBlockQ, kBK = T::kBlockK;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Elem *sQ = reinterpret_cast<Elem *>(smem_raw);
@@ -94,17 +94,17 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       uint32_t aq[4], ado[4];
-      ldmatrix_x4(aq, frag_a_addr(sQ, kLd, qw0, kk * 16, lane));
-      ldmatrix_x4(ado, frag_a_addr(sdO, kLd, qw0, kk * 16, lane));
+      ldmatrix_x4(aq, smem_addr(frag_a_addr(sQ, kLd, qw0, kk * 16, lane)));
+      ldmatrix_x4(ado, smem_addr(frag_a_addr(sdO, kLd, qw0, kk * 16, lane)));
 #pragma unroll
       for (int np = 0; np < kBK / 16; ++np) {
         uint32_t bk[4], bv[4];
-        ldmatrix_x4(bk, frag_b_nk_addr(cK, kLd, np * 16, kk * 16, lane));
-        ldmatrix_x4(bv, frag_b_nk_addr(cV, kLd, np * 16, kk * 16, lane));
-        mma_16816<Tr::kBf16>(s[2 * np], aq, bk[0], bk[1]);
-        mma_16816<Tr::kBf16>(s[2 * np + 1], aq, bk[2], bk[3]);
-        mma_16816<Tr::kBf16>(dp[2 * np], ado, bv[0], bv[1]);
-        mma_16816<Tr::kBf16>(dp[2 * np + 1], ado, bv[2], bv[3]);
+        ldmatrix_x4(bk, smem_addr(frag_b_nk_addr(cK, kLd, np * 16, kk * 16, lane)));
+        ldmatrix_x4(bv, smem_addr(frag_b_nk_addr(cV, kLd, np * 16, kk * 16, lane)));
+        mma_m16n8k16<Tr::is_bf16>(s[2 * np], aq, bk[0], bk[1]);
+        mma_m16n8k16<Tr::is_bf16>(s[2 * np + 1], aq, bk[2], bk[3]);
+        mma_m16n8k16<Tr::is_bf16>(dp[2 * np], ado, bv[0], bv[1]);
+        mma_m16n8k16<Tr::is_bf16>(dp[2 * np + 1], ado, bv[2], bv[3]);
       }
     }
 
@@ -130,9 +130,9 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
 #pragma unroll
       for (int d16 = 0; d16 < D / 16; ++d16) {
         uint32_t bk[4];
-        ldmatrix_x4_trans(bk, frag_b_kn_addr(cK, kLd, kk * 16, d16 * 16, lane));
-        mma_16816<Tr::kBf16>(dq[2 * d16], a, bk[0], bk[1]);
-        mma_16816<Tr::kBf16>(dq[2 * d16 + 1], a, bk[2], bk[3]);
+        ldmatrix_x4_trans(bk, smem_addr(frag_b_kn_addr(cK, kLd, kk * 16, d16 * 16, lane)));
+        mma_m16n8k16<Tr::is_bf16>(dq[2 * d16], a, bk[0], bk[1]);
+        mma_m16n8k16<Tr::is_bf16>(dq[2 * d16 + 1], a, bk[2], bk[3]);
       }
     }
     __syncthreads();  // this K/V buffer is free for the load two blocks ahead

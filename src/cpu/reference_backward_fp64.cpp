@@ -8,22 +8,9 @@
 #include <cmath>
 #include <limits>
 
-#include "cpu/dtype.hpp"
 #include "cpu/reference_fp64.hpp"
 
 namespace flashbox::cpu {
-namespace {
-
-void gather_head(const void *base, flashbox_dtype t, const int64_t *stride, int64_t b, int64_t h, int64_t n,
-                 int64_t d, std::vector<double> &dst) {
-  dst.resize(size_t(n * d));
-  for (int64_t r = 0; r < n; ++r) {
-    const int64_t off = b * stride[0] + r * stride[1] + h * stride[2];
-    for (int64_t c = 0; c < d; ++c) dst[size_t(r * d + c)] = load_as_float(base, t, off + c);
-  }
-}
-
-}  // namespace
 
 void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, std::vector<double> &dq,
                                        std::vector<double> &dk, std::vector<double> &dv) {

@@ -15,9 +15,6 @@ double effective_softmax_scale(const flashbox_attention_args &a) {
   return a.softmax_scale != 0.0f ? double(a.softmax_scale) : 1.0 / std::sqrt(double(a.head_dim));
 }
 
-namespace {
-
-// Copies rows [0, n) of one head of a strided tensor into a dense [n, d] double array.
 void gather_head(const void *base, flashbox_dtype t, const int64_t *stride, int64_t b, int64_t h, int64_t n,
                  int64_t d, std::vector<double> &dst) {
   dst.resize(size_t(n * d));
@@ -26,8 +23,6 @@ void gather_head(const void *base, flashbox_dtype t, const int64_t *stride, int6
     for (int64_t c = 0; c < d; ++c) dst[size_t(r * d + c)] = load_as_float(base, t, off + c);
   }
 }
-
-}  // namespace
 
 void reference_attention_fp64(const flashbox_attention_args &a, std::vector<double> &out,
                               std::vector<double> *lse) {

@@ -1,5 +1,6 @@
 // The fp64 reference every implementation is checked against (tests, `flashbox check`).
 #pragma once
+#include <cstdint>
 #include <vector>
 
 #include "flashbox/flashbox.h"
@@ -13,6 +14,11 @@ namespace flashbox::cpu {
 // a.o and a.lse are ignored.
 void reference_attention_fp64(const flashbox_attention_args &a, std::vector<double> &out,
                               std::vector<double> *lse);
+
+// Copies rows [0, n) of head h of batch b of a strided [batch, seq, heads, dim] tensor of dtype t
+// (strides in elements) into a dense [n, d] double array; the input loader of both fp64 references.
+void gather_head(const void *base, flashbox_dtype t, const int64_t *stride, int64_t b, int64_t h, int64_t n,
+                 int64_t d, std::vector<double> &dst);
 
 // The scale the API applies: softmax_scale, or 1/sqrt(head_dim) when it is 0.
 double effective_softmax_scale(const flashbox_attention_args &a);

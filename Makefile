@@ -9,8 +9,11 @@ report: build
 	mkdir -p runs
 	./$(BUILD)/flashbox report --json runs/report.json --html runs/report.html
 
+# After the run, the reasons of skipped tests (no GPU, no torch, ...) are listed with their counts.
 test: build
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS); rc=$$?; \
+	grep -h -A1 ': Skipped$$' $(BUILD)/Testing/Temporary/LastTest.log 2>/dev/null | grep -v -e '^--$$' -e ': Skipped$$' \
+	  | sort | uniq -c | sed 's/^ */skipped: /'; exit $$rc
 
 build: deps
 	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "flashbox/flashbox.h"
+#include "flashbox/flashbox.hpp"
 
 namespace flashbox::cpu {
 
@@ -71,18 +72,11 @@ inline uint16_t float_to_bf16(float f) {
   return uint16_t(round_shift_rne(x, 16));  // a carry into the exponent rounds up to inf correctly
 }
 
-inline int64_t dtype_size(flashbox_dtype t) { return t == FLASHBOX_FLOAT32 ? 4 : 2; }
+// Bytes per element and the short name ("fp32", "fp16", "bf16"): the public C++ layer's.
+using flashbox::dtype_name;
+using flashbox::dtype_size;
 
 inline bool dtype_valid(int t) { return t == FLASHBOX_FLOAT32 || t == FLASHBOX_FLOAT16 || t == FLASHBOX_BFLOAT16; }
-
-inline const char *dtype_name(flashbox_dtype t) {
-  switch (t) {
-    case FLASHBOX_FLOAT32: return "fp32";
-    case FLASHBOX_FLOAT16: return "fp16";
-    case FLASHBOX_BFLOAT16: return "bf16";
-  }
-  return "unknown";
-}
 
 // Element `index` of a buffer of `t`, as fp32.
 inline float load_as_float(const void *base, flashbox_dtype t, int64_t index) {

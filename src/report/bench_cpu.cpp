@@ -25,9 +25,17 @@ struct CpuSet {
   std::vector<unsigned char> dout, dq, dk, dv;
 };
 
-double elapsed_ms(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
-}
+// Wall time of one call.
+class SteadyTimer {
+ public:
+  void start() { since_ = std::chrono::steady_clock::now(); }
+  double stop_ms() const {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point since_;
+};
 
 }  // namespace
 
@@ -55,31 +63,11 @@ std::vector<BenchRow> bench_cpu_point(const BenchConfig &config, int64_t seqlen,
       const auto grad = make_grad_args(fwd, s.dout.data(), s.dq.data(), s.dk.data(), s.dv.data());
       return flashbox_attention_backward(&grad);
     };
-    int rc = FLASHBOX_OK;
-    if (config.backward)
-      for (int i = 0; i < kCpuSets && rc == FLASHBOX_OK; ++i) {
-        const auto fwd = sets[static_cast<size_t>(i)].host.args(impl);
-        rc = flashbox_attention_forward(&fwd);
-      }
-    if (rc != FLASHBOX_OK) {
-      record_failure(row, rc, "forward before backward");
-      rows.push_back(std::move(row));
-      continue;
-    }
-    for (int i = 0; i < config.warmup && rc == FLASHBOX_OK; ++i) rc = call(i);
-    std::vector<double> times;
-    for (int i = 0; i < config.repeats && rc == FLASHBOX_OK; ++i) {
-      const auto start = std::chrono::steady_clock::now();
-      rc = call(i);
-      times.push_back(elapsed_ms(start));
-    }
-    if (rc != FLASHBOX_OK) {
-      record_failure(row, rc, config.backward ? "backward" : "forward");
-    } else {
-      row.kernel = flashbox_last_kernel();
-      row.extra_bytes = flashbox_last_scratch_peak_bytes();
-      record_times(row, config, shape, std::move(times));
-    }
+    auto forward = [&](int i) {
+      const auto fwd = sets[static_cast<size_t>(i)].host.args(impl);
+      return flashbox_attention_forward(&fwd);
+    };
+    measure_impl<SteadyTimer>(row, config, shape, kCpuSets, forward, call, [] {});
     rows.push_back(std::move(row));
   }
   return rows;

@@ -107,36 +107,14 @@ std::vector<BenchRow> bench_cuda_point(const BenchConfig &config, int64_t seqlen
     try {
       device_synchronize();
       const int64_t free_before = device_free_bytes();
-      int rc = FLASHBOX_OK;
-      if (config.backward)  // the backward reads the forward's o and lse
-        for (int i = 0; i < n && rc == FLASHBOX_OK; ++i) {
-          const auto fwd = fwd_args(i);
-          rc = flashbox_attention_forward(&fwd);
-        }
-      if (rc != FLASHBOX_OK) {
-        record_failure(row, rc, "forward before backward");
-        rows.push_back(std::move(row));
-        continue;
+      auto forward = [&](int i) {
+        const auto fwd = fwd_args(i);
+        return flashbox_attention_forward(&fwd);
+      };
+      if (measure_impl<GpuTimer>(row, config, shape, n, forward, call, [] { device_synchronize(); })) {
+        device_synchronize();
+        row.free_drop_bytes = free_before - device_free_bytes();
       }
-      for (int i = 0; i < config.warmup && rc == FLASHBOX_OK; ++i) rc = call(i);
-      device_synchronize();
-      std::vector<double> times;
-      GpuTimer timer;
-      for (int i = 0; i < config.repeats && rc == FLASHBOX_OK; ++i) {
-        timer.start();
-        rc = call(i);
-        const double ms = timer.stop_ms();
-        if (rc == FLASHBOX_OK) times.push_back(ms);
-      }
-      if (rc != FLASHBOX_OK) {
-        record_failure(row, rc, config.backward ? "backward" : "forward");
-      } else {
-        row.kernel = flashbox_last_kernel();
-        row.extra_bytes = flashbox_last_scratch_peak_bytes();
-        record_times(row, config, shape, std::move(times));
-      }
-      device_synchronize();
-      row.free_drop_bytes = free_before - device_free_bytes();
     } catch (const std::exception &e) {
       row.status = "error";
       row.error = e.what();

@@ -19,78 +19,23 @@
 #include <string>
 
 #include <cuda.h>
-#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include "api/backends.hpp"
 #include "api/call_state.hpp"
 #include "api/error.hpp"
 #include "cuda/sm90/flash_fwd_sm90_launch.hpp"
+#include "cuda/sm90/tma_host.hpp"
 
 namespace flashbox::detail {
 namespace {
 
 using sm90::FwdParams;
 using sm90::TileChoice;
+using sm90::TensorView;
 using sm90::TmaOrder;
-
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void *p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      p = nullptr;
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
-
-struct TensorView {
-  const void *base;
-  int64_t seq, heads, batch;
-  const int64_t *stride;  // batch, seq, head (elements)
-};
-
-bool tma_describable(const TensorView &t) {
-  if (reinterpret_cast<uintptr_t>(t.base) % 16 != 0) return false;
-  const int64_t sizes[3] = {t.batch, t.seq, t.heads};
-  for (int i = 0; i < 3; ++i)
-    if (sizes[i] > 1 && ((t.stride[i] * 2) % 16 != 0 || t.stride[i] * 2 >= (int64_t(1) << 40))) return false;
-  return true;
-}
-
-// Encodes {head_dim, outer dims by increasing stride}; a box is 64 columns x box_rows rows of seq.
-bool encode_map(CUtensorMap *map, TmaOrder *ord, CUtensorMapDataType type, const TensorView &t, int64_t d,
-                int box_rows) {
-  struct Dim {
-    int64_t size, stride;
-    int which;  // 0 seq, 1 head, 2 batch
-  };
-  Dim dims[3] = {{t.seq, t.stride[1], 0}, {t.heads, t.stride[2], 1}, {t.batch, t.stride[0], 2}};
-  const auto key = [](const Dim &x) { return x.size == 1 ? INT64_MAX : x.stride; };  // unit dims last
-  std::stable_sort(dims, dims + 3, [&](const Dim &x, const Dim &y) { return key(x) < key(y); });
-  cuuint64_t gdim[4] = {cuuint64_t(d), 1, 1, 1};
-  cuuint64_t gstride[3];
-  cuuint32_t box[4] = {64, 1, 1, 1};
-  const cuuint32_t estride[4] = {1, 1, 1, 1};
-  int64_t extent = d * 2;  // bytes spanned by the dims so far: a legal stride for a unit dim
-  int *slot[3] = {&ord->seq, &ord->head, &ord->batch};
-  for (int i = 0; i < 3; ++i) {
-    const int64_t stride_bytes = dims[i].size == 1 ? (extent + 15) / 16 * 16 : dims[i].stride * 2;
-    gdim[i + 1] = cuuint64_t(dims[i].size);
-    gstride[i] = cuuint64_t(stride_bytes);
-    extent = std::max(extent, stride_bytes * dims[i].size);
-    if (dims[i].which == 0) box[i + 1] = cuuint32_t(box_rows);
-    *slot[dims[i].which] = i + 1;
-  }
-  const CUresult r = tensor_map_encoder()(map, type, 4, const_cast<void *>(t.base), gdim, gstride, box, estride,
-                                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS;
-}
+using sm90::encode_map;
+using sm90::tma_describable;
 
 // Measured on the H200 (bench/NOTES.md, Hopper): head_dim 64 runs fastest at 192 x 128 (three
 // consumer warpgroups), head_dim 128 at 128 x 128 causal and 128 x 176 non-causal (as FA3 chose).
@@ -136,7 +81,7 @@ bool build_params(const flashbox_attention_args &a, TileChoice tile, FwdParams &
   const TensorView o{a.o, a.seqlen_q, a.heads_q, a.batch, a.o_stride};
   if (!tma_describable(q) || !tma_describable(k) || !tma_describable(v) || !tma_describable(o))
     return no("TMA needs 16-byte aligned q/k/v/o and batch/seq/head strides that are multiples of 16 bytes");
-  if (tensor_map_encoder() == nullptr) return no("the driver does not provide cuTensorMapEncodeTiled");
+  if (!sm90::tma_available()) return no("the driver does not provide cuTensorMapEncodeTiled");
   const CUtensorMapDataType type =
       a.dtype == FLASHBOX_BFLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   std::memset(&p, 0, sizeof p);

@@ -24,15 +24,10 @@
 
 #include "cuda/sm90/async_copy.cuh"
 #include "cuda/sm90/online_softmax.cuh"
+#include "cuda/sm90/tma_host.hpp"
 #include "cuda/sm90/wgmma_ops.cuh"
 
 namespace flashbox::sm90 {
-
-// Where the sequence, head and batch dimensions sit among a tensor map's coordinates 1..3 (the
-// host orders them by stride so that any strided layout can be described).
-struct TmaOrder {
-  int seq, head, batch;
-};
 
 struct FwdParams {
   CUtensorMap tm_q, tm_k, tm_v, tm_o;

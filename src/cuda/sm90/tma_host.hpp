@@ -1,0 +1,34 @@
+// Host side of the tensor memory accelerator, shared by the Hopper forward and backward: describing
+// a [batch, seq, heads, head_dim] tensor with any strides as a 4-D tensor map of 128B-swizzled boxes.
+// cuTensorMapEncodeTiled comes from the driver through the runtime's entry-point query, so nothing
+// links libcuda.
+#pragma once
+#include <cstdint>
+#include <cuda.h>
+
+namespace flashbox::sm90 {
+
+// Where the sequence, head and batch dimensions sit among a tensor map's coordinates 1..3 (the
+// host orders them by stride so that any strided layout can be described).
+struct TmaOrder {
+  int seq, head, batch;
+};
+
+// A [batch, seq, heads, head_dim] tensor as the C API passes it.
+struct TensorView {
+  const void *base;
+  int64_t seq, heads, batch;
+  const int64_t *stride;  // batch, seq, head (elements)
+};
+
+// True when the driver offers cuTensorMapEncodeTiled.
+bool tma_available();
+// The TMA can address the tensor: 16-byte aligned base, every stride of a non-unit dimension a
+// multiple of 16 bytes and below 2^40 (16-bit elements).
+bool tma_describable(const TensorView &t);
+// Encodes {head_dim, outer dims by increasing stride}; a box is 64 columns x box_rows rows of seq,
+// 128B swizzle. False when the driver rejects it.
+bool encode_map(CUtensorMap *map, TmaOrder *ord, CUtensorMapDataType type, const TensorView &t, int64_t d,
+                int box_rows);
+
+}  // namespace flashbox::sm90

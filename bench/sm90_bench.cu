@@ -2,8 +2,10 @@
 // prints a table; --json PATH writes every row. Method (bench/NOTES.md): random inputs (never
 // zeros), several input sets rotated so that L2 does not hold them, warm-up, 10 timed calls each
 // between CUDA events, median. FLOPs: 4*B*H*T^2*D, halved for causal.
-//   sm90_bench [--quick | --final] [--json PATH]
+//   sm90_bench [--quick | --final | --sched] [--json PATH]
 // --final: only lazy (default) against always-rescale on the key shapes.
+// --sched: one CTA per tile against persistent CTAs (own O buffer, and O in the Q rows) on the
+// issue's shapes.
 // Variants (FLASHBOX_SM90_TILE / _MODE / _SCHED) are swept on the rows that record the path.
 #include <cuda_runtime.h>
 
@@ -102,13 +104,14 @@ Row time_shape(const Shape &s, const std::string &variant, int sets) {
 }
 
 void set_variant(const std::string &v) {
-  // "tile/mode/sched/rescale", e.g. "192x128/pingpong//always"; empty fields and "default" leave the
-  // library's choice (sched is kept for old result files; the library no longer reads it).
-  const char *names[4] = {"FLASHBOX_SM90_TILE", "FLASHBOX_SM90_MODE", "FLASHBOX_SM90_SCHED", "FLASHBOX_SM90_RESCALE"};
+  // "tile/mode/sched/rescale/ostage", e.g. "192x128/pingpong//always" or "//persistent///q"; empty
+  // fields and "default" leave the library's choice.
+  const char *names[5] = {"FLASHBOX_SM90_TILE", "FLASHBOX_SM90_MODE", "FLASHBOX_SM90_SCHED", "FLASHBOX_SM90_RESCALE",
+                          "FLASHBOX_SM90_OSTAGE"};
   for (const char *n : names) unsetenv(n);
   if (v == "default") return;
   size_t start = 0;
-  for (int field = 0; field < 4 && start <= v.size(); ++field) {
+  for (int field = 0; field < 5 && start <= v.size(); ++field) {
     const size_t slash = std::min(v.find('/', start), v.size());
     const std::string value = v.substr(start, slash - start);
     if (!value.empty()) setenv(names[field], value.c_str(), 1);
@@ -120,11 +123,12 @@ void set_variant(const std::string &v) {
 
 int main(int argc, char **argv) {
   const char *json = nullptr;
-  bool quick = false, final_plan = false;
+  bool quick = false, final_plan = false, sched_plan = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) json = argv[++i];
     else if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     else if (std::strcmp(argv[i], "--final") == 0) final_plan = true;
+    else if (std::strcmp(argv[i], "--sched") == 0) sched_plan = true;
   }
   setenv("FLASHBOX_FLASH_ARCH", "sm90", 1);
   cudaDeviceProp prop{};
@@ -148,9 +152,18 @@ int main(int argc, char **argv) {
     for (const Shape &sh : shapes)
       for (const char *v : {"default", "///always"}) plan.push_back({sh, v});
   }
+  if (sched_plan) {
+    plan.clear();
+    const Shape shapes[] = {{4, 12, 2048, 64, 1},  {4, 12, 4096, 64, 1},  {4, 12, 16384, 64, 1}, {4, 16, 2048, 128, 1},
+                            {4, 16, 4096, 128, 1}, {4, 16, 16384, 128, 1}, {4, 16, 16384, 128, 0}};
+    for (const Shape &sh : shapes)
+      for (const char *v : {"//grid", "//persistent", "//persistent///q"}) plan.push_back({sh, v});
+    for (int64_t t : {2048, 4096})
+      for (const char *v : {"128x128//grid", "128x128//persistent"}) plan.push_back({{4, 12, t, 64, 1}, v});
+  }
   // The path: the same kernel without ping-pong, and without the intra-warpgroup overlap.
   for (const char *mode : {"serial", "overlap"}) {
-    if (final_plan) break;
+    if (final_plan || sched_plan) break;
     plan.push_back({{4, 12, 16384, 64, 1}, std::string("/") + mode});
     plan.push_back({{4, 16, 16384, 128, 1}, std::string("/") + mode});
     plan.push_back({{4, 16, 16384, 128, 0}, std::string("/") + mode});

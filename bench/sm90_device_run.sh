@@ -1,39 +1,66 @@
 #!/usr/bin/env bash
-# One device call for the Hopper forward: the sm90 tests and the team's GPU tests (tests/cuda, which
-# dispatch impl = FLASH to sm90 on this GPU), compute-sanitizer on small shapes, the sm90_bench
-# comparison of lazy and always-rescale (SM90_BENCH=full: the whole sweep), flashbox vs PyTorch SDPA in
-# one process (bench/compare_sdpa.py), and a SASS summary. Runs prebuilt binaries carried from
-# build-hopper (tests/sm90, tests/test_cuda, libflashbox.so); every step has its own time limit so a
-# hang costs one step, not the call. Logs go to $OUT.
+# One device call for the Hopper forward. Runs prebuilt binaries carried in one folder (default
+# .dev/h7: libflashbox.so, test_sm90, sm90_bench, test_cuda and lib/ with the BLAS runtime), every
+# step under its own time limit so that a hang costs one step, not the call. Logs go to $OUT (at
+# most 8 files come back: gpu.txt, tests.log, sanitizer.log, sm90_bench.{txt,json}, compare.txt and
+# two compare_*.json).
+#   bash bench/sm90_device_run.sh sched   # tests (persistent included), grid vs persistent, compare_sdpa
+#   bash bench/sm90_device_run.sh final   # tests, test_cuda, memcheck, compare_sdpa of the defaults
+# SM90_DIR overrides the binary folder; SM90_SCHED is exported as FLASHBOX_SM90_SCHED for test_cuda,
+# memcheck and the "final" compare when set.
 set -u
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-B=build-hopper/tests/sm90
+PLAN=${1:-final}
+D=${SM90_DIR:-.dev/h7}
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$PWD/$D/lib:${LD_LIBRARY_PATH:-}
 O=${OUT:-/tmp/sm90_out}
 mkdir -p "$O"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee "$O/gpu.txt"
+summary() { grep -E "^\[ +(FAILED|PASSED) |tests? ran|persistent case" "$1" | tail -${2:-6}; grep -E "Failure" -A4 "$1" | head -30; }
 
-timeout 60 $B/test_sm90 > "$O/tests.log" 2>&1
-echo "test_sm90 rc=$?"
-if [ -x build-hopper/tests/test_cuda ]; then
-  timeout 90 build-hopper/tests/test_cuda >> "$O/tests.log" 2>&1
-  echo "test_cuda rc=$?"
+# 1. The sm90 tests: everything but the persistent ones, then those (a hang in them shows its case).
+timeout 45 $D/test_sm90 --gtest_filter='-Sm90.Persistent*' > "$O/tests.log" 2>&1
+echo "test_sm90 (grid) rc=$?"
+timeout 45 $D/test_sm90 --gtest_filter='Sm90.Persistent*' >> "$O/tests.log" 2>&1
+prc=$?; echo "test_sm90 (persistent) rc=$prc"
+summary "$O/tests.log" 8
+
+C="python3 bench/compare_sdpa.py $D/libflashbox.so --flash-arch sm90 --no-naive"
+if [ "$PLAN" = sched ]; then
+  if [ $prc -eq 0 ]; then
+    timeout 60 $D/sm90_bench --sched --json "$O/sm90_bench.json" > "$O/sm90_bench.txt" 2>&1
+    echo "bench rc=$?"; cat "$O/sm90_bench.txt"
+    export FLASHBOX_SM90_SCHED=persistent
+    timeout 70 $C --seqlens 2048,4096,8192,16384 --json "$O/compare_persistent.json" > "$O/compare.txt" 2>&1
+    echo "compare persistent rc=$?"
+    timeout 30 $C --non-causal --configs 128:16 --seqlens 16384 >> "$O/compare.txt" 2>&1
+    unset FLASHBOX_SM90_SCHED
+    timeout 40 $C --seqlens 2048,4096 --json "$O/compare_grid.json" >> "$O/compare.txt" 2>&1
+    echo "compare grid rc=$?"
+    grep -vE "^-+$" "$O/compare.txt"
+    # The team's GPU suite with persistent CTAs (impl = FLASH dispatches to sm90 here).
+    FLASHBOX_SM90_SCHED=persistent timeout 60 $D/test_cuda >> "$O/tests.log" 2>&1
+    echo "test_cuda (persistent) rc=$?"; summary "$O/tests.log" 3
+    FLASHBOX_SM90_SCHED=persistent timeout 70 compute-sanitizer --tool memcheck $D/test_sm90 \
+      --gtest_filter='Sm90.SmallShapes:Sm90.PersistentManyTilesPerCta' > "$O/sanitizer.log" 2>&1
+    echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$O/sanitizer.log" | tail -3
+  else
+    timeout 40 $D/sm90_bench --final > "$O/sm90_bench.txt" 2>&1
+    echo "bench (grid) rc=$?"; cat "$O/sm90_bench.txt"
+  fi
+else
+  [ -n "${SM90_SCHED:-}" ] && export FLASHBOX_SM90_SCHED=$SM90_SCHED
+  timeout 100 $D/test_cuda >> "$O/tests.log" 2>&1
+  echo "test_cuda rc=$?"; summary "$O/tests.log" 3
+  timeout 90 compute-sanitizer --tool memcheck $D/test_sm90 --gtest_filter='Sm90.SmallShapes:Sm90.PersistentManyTilesPerCta' \
+    > "$O/sanitizer.log" 2>&1
+  echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$O/sanitizer.log" | tail -3
+  timeout 80 $C --seqlens 2048,4096,8192,16384 --json "$O/compare_causal.json" > "$O/compare.txt" 2>&1
+  echo "compare causal rc=$?"
+  timeout 35 $C --non-causal --configs 128:16 --seqlens 16384 --json "$O/compare_noncausal.json" >> "$O/compare.txt" 2>&1
+  echo "compare non-causal rc=$?"
+  grep -vE "^-+$" "$O/compare.txt"
 fi
-grep -E "^\[ +(OK|FAILED|PASSED) " "$O/tests.log" | grep -v "MatchesFp64" | tail -20; grep -E "Failure" -A4 "$O/tests.log" | head -40
 
-timeout 90 compute-sanitizer --tool memcheck $B/test_sm90 --gtest_filter='Sm90.SmallShapes' > "$O/sanitizer.log" 2>&1
-echo "sanitizer rc=$?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$O/sanitizer.log" | tail -3
-
-BF="--final"; [ "${SM90_BENCH:-}" = full ] && BF=""
-timeout 120 $B/sm90_bench $BF --json "$O/sm90_bench.json" > "$O/sm90_bench.txt" 2>&1
-echo "bench rc=$?"; cat "$O/sm90_bench.txt"
-
-# The team's yardstick: flashbox (sm90 forced) and PyTorch SDPA in one process.
-C="python3 bench/compare_sdpa.py build-hopper/libflashbox.so --flash-arch sm90 --no-naive"
-timeout 90 $C --seqlens 2048,4096,8192,16384 --json "$O/compare_sdpa.json" > "$O/compare_sdpa.txt" 2>&1
-echo "compare causal rc=$?"
-timeout 40 $C --non-causal --seqlens 16384 >> "$O/compare_sdpa.txt" 2>&1
-grep -vE "^-+$" "$O/compare_sdpa.txt"
-
-cuobjdump --dump-sass $B/test_sm90 > /tmp/sass.txt 2>/dev/null
+cuobjdump --dump-sass $D/libflashbox.so > /tmp/sass.txt 2>/dev/null
 echo "SASS: HGMMA $(grep -c HGMMA /tmp/sass.txt), LDL $(grep -c 'LDL' /tmp/sass.txt), STL $(grep -c 'STL' /tmp/sass.txt)" | tee -a "$O/gpu.txt"
 awk '/Function :/{f = ($3 ~ /flash_fwd_sm90/) ? $3 : ""} f != "" && $2 ~ /^(HGMMA|LDL|STL)/{c[substr(f,1,90)" "$2]++} END{for(k in c) print c[k], k}' /tmp/sass.txt | sort -k2 | head -40 >> "$O/gpu.txt"

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -257,6 +258,54 @@ TEST_F(Sm90, LazyRescale) {
         check_case(make(1, 300, 900, 2, 2, d, causal, FLASHBOX_FLOAT16));
       }
   }
+}
+
+// Persistent CTAs, capped at 3 so that each walks many tiles (rings, Q buffer, O buffer and ping-pong
+// turns carry over between tiles), including tiles that see no key at all (seqlen_q > seqlen_k,
+// causal); O staged in its own buffer (Q released early) and in the Q rows. The first hang of this
+// schedule was the last V block of a tile not advancing the consumers' V ring (bench/NOTES.md).
+TEST_F(Sm90, PersistentManyTilesPerCta) {
+  ScopedEnv sched("FLASHBOX_SM90_SCHED", "persistent");
+  ScopedEnv ctas("FLASHBOX_SM90_CTAS", "3");
+  for (const char *ostage : {"own", "q"}) {
+    ScopedEnv o("FLASHBOX_SM90_OSTAGE", ostage);
+    for (const char *mode : {"pingpong", "serial"}) {
+      ScopedEnv e("FLASHBOX_SM90_MODE", mode);
+      for (int64_t d : {64, 128})
+        for (int causal : {0, 1}) {
+          const std::string what = std::string(ostage) + " " + mode + " d" + std::to_string(d) + " causal" +
+                                   std::to_string(causal);
+          std::fprintf(stderr, "persistent case: %s\n", what.c_str());  // a hang shows where it stopped
+          SCOPED_TRACE(what);
+          check_case(make(2, 640, 640, 3, 1, d, causal));
+          check_case(make(2, 700, 190, 2, 2, d, causal));
+        }
+    }
+  }
+  for (const char *tile : {"128x176", "128x128"}) {
+    ScopedEnv e("FLASHBOX_SM90_TILE", tile);
+    check_case(make(3, 1000, 1000, 2, 2, 128, 0));
+    check_case(make(3, 1000, 1000, 2, 2, 128, 1));
+  }
+  ScopedEnv d64("FLASHBOX_SM90_TILE", "128x128");
+  check_case(make(2, 900, 900, 2, 2, 64, 1));
+}
+
+// head_dim 64 runs persistent by default: the one-CTA-per-tile grid must stay correct too.
+TEST_F(Sm90, GridScheduleHeadDim64) {
+  ScopedEnv sched("FLASHBOX_SM90_SCHED", "grid");
+  for (int causal : {0, 1}) {
+    check_case(make(2, 700, 700, 2, 2, 64, causal));
+    check_case(make(2, 300, 100, 2, 2, 64, causal));
+  }
+}
+
+// The persistent production shape: one CTA per SM, many tiles each (sections of several heads).
+TEST_F(Sm90, PersistentAllSms) {
+  ScopedEnv sched("FLASHBOX_SM90_SCHED", "persistent");
+  check_case(make(2, 1024, 1024, 16, 8, 64, 1));   // 192 tiles of 192 rows
+  check_case(make(2, 1000, 1000, 16, 16, 128, 0));  // 256 tiles of 128 rows (128 x 176: O in the Q rows)
+  check_case(make(2, 1000, 1000, 16, 4, 128, 1));   // 256 tiles, own O buffer
 }
 
 // What TMA cannot describe (and dtypes the kernel lacks) is refused with a reason, so that dispatch

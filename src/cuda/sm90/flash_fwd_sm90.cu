@@ -9,8 +9,12 @@
 // Environment (benchmarks and tests): FLASHBOX_SM90_TILE = 128x128|192x128 (head_dim 64),
 // 128x128|128x176 (head_dim 128); FLASHBOX_SM90_MODE = serial|overlap|pingpong (default: pingpong,
 // i.e. overlap + ping-pong); FLASHBOX_SM90_RESCALE = lazy|always (default lazy: O is rescaled only
-// when a row max grows past 2^8). One CTA per tile: the persistent grid the kernel's tile loop was
-// written for hung on the H200 and is not offered (bench/NOTES.md, Hopper).
+// when a row max grows past 2^8); FLASHBOX_SM90_SCHED = grid|persistent (grid: one CTA per tile;
+// persistent: one CTA per SM walking many tiles; default persistent for head_dim 64, grid for 128);
+// FLASHBOX_SM90_L2MB = N: MB of K/V per head section of the persistent order (default 32);
+// FLASHBOX_SM90_CTAS = N caps the persistent grid (tests use it to give each CTA many tiles);
+// FLASHBOX_SM90_OSTAGE = q stages O in the Q rows even when a persistent CTA has room for its own O
+// buffer (for measurement).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -48,6 +52,43 @@ TileChoice choose_tile(const flashbox_attention_args &a) {
   for (const TileChoice t : a.head_dim == 64 ? d64 : d128)
     if (std::string(env) == std::to_string(t.bm) + "x" + std::to_string(t.bn)) return t;
   return tile;
+}
+
+// Persistent: one CTA per SM (or FLASHBOX_SM90_CTAS), each walking many tiles; else one per tile.
+// Default by measurement (bench/NOTES.md, Hopper, run 4): persistent for head_dim 64, where it hides
+// each tile's start and end (+27% at T = 2048, +8% at 4096); one CTA per tile for head_dim 128,
+// where the persistent order measured slower from T = 4096 on.
+bool persistent_requested(const flashbox_attention_args &a) {
+  if (std::getenv("FLASHBOX_SM90_CTAS") != nullptr) return true;
+  const char *sched = std::getenv("FLASHBOX_SM90_SCHED");
+  if (sched != nullptr && std::strcmp(sched, "persistent") == 0) return true;
+  if (sched != nullptr && std::strcmp(sched, "grid") == 0) return false;
+  return a.head_dim == 64;
+}
+
+unsigned persistent_grid(int num_tiles) {
+  int ctas = 0;
+  if (const char *cap = std::getenv("FLASHBOX_SM90_CTAS")) ctas = std::atoi(cap);
+  if (ctas <= 0) {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&ctas, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      cudaGetLastError();
+      ctas = num_tiles;
+    }
+  }
+  return unsigned(std::max(1, std::min(ctas, num_tiles)));
+}
+
+// (batch, head) pairs per L2 section of the persistent order: as many whole heads' K and V as fit
+// in 32 MB (FA3's heuristic; FLASHBOX_SM90_L2MB = N sets another budget, 0 = one head per section,
+// i.e. the grid's order: head by head, longest query block first).
+int l2_section_heads(const flashbox_attention_args &a) {
+  int64_t budget = int64_t(32) << 20;
+  if (const char *mb = std::getenv("FLASHBOX_SM90_L2MB")) budget = int64_t(std::max(0, std::atoi(mb))) << 20;
+  const int64_t kv_bytes = a.seqlen_k * a.head_dim * 2 * 2;
+  const int64_t heads_total = a.batch * a.heads_q;
+  return int(std::clamp<int64_t>(budget / std::max<int64_t>(kv_bytes, 1), 1, heads_total));
 }
 
 const char *mode_name() {
@@ -122,7 +163,14 @@ int cuda_flash_forward_sm90(const flashbox_attention_args &a) {
   const char *why = nullptr;
   if (!build_params(a, tile, p, &why))
     return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, std::string("cuda_flash_forward_sm90: ") + why);
-  const dim3 grid(unsigned(p.num_tiles));
+  dim3 grid(unsigned(p.num_tiles));
+  const bool persistent = persistent_requested(a);
+  if (persistent) {
+    grid.x = persistent_grid(p.num_tiles);
+    p.section_heads = l2_section_heads(a);
+    const char *ostage = std::getenv("FLASHBOX_SM90_OSTAGE");
+    p.separate_o = !(ostage != nullptr && std::strcmp(ostage, "q") == 0);  // the kernel: only if it fits
+  }
   const bool bf16 = a.dtype == FLASHBOX_BFLOAT16;
   const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
   const cudaError_t e = a.head_dim == 64 ? sm90::launch_fwd_d64(bf16, tile, p, grid, stream)
@@ -133,6 +181,8 @@ int cuda_flash_forward_sm90(const flashbox_attention_args &a) {
                      std::to_string(tile.bn);
   if (std::strcmp(mode_name(), "pingpong") != 0) name += std::string("_") + mode_name();
   if (p.lazy_rescale_log2 == 0.f) name += "_rescale_always";
+  if (persistent)
+    name += p.separate_o && sm90::o_buffer_fits(tile.bm, tile.bn, int(a.head_dim), 2) ? "_persistent" : "_persistent_oq";
   set_kernel_name(name);
   return FLASHBOX_OK;
 }

@@ -11,11 +11,16 @@
 //     j runs while the P.V product of block j-1 is in flight (FA3 §3.2); with `pingpong` the GEMM
 //     issue of the consumer warpgroups takes turns through named barriers so one group's softmax
 //     hides under the other's GEMMs (FA3 §3.1).
-//   Epilogue: O / l goes through shared memory (stmatrix, into the warpgroup's own Q rows) and out by
-//     a TMA store, which clips rows >= seqlen_q; LSE (natural log) straight from registers.
-// Scheduling: one tile per CTA (grid = all tiles, head by head, longest query block first). The tile
-// loop, the Q-buffer barriers and the sectioned snake order are written for a persistent grid too,
-// but a persistent launch hung on the H200 (cause not found yet), so the host launches one per tile.
+//   Epilogue: O / l goes through shared memory (stmatrix) and out by a TMA store, which clips rows
+//     >= seqlen_q; LSE (natural log) straight from registers. O is staged either in the warpgroup's
+//     own Q rows (Q is then free only once the store has read them) or, with `separate_o` (when the
+//     shared memory has room), in an O buffer of its own: Q is released right after the tile's last
+//     S = Q K^T, so the next tile's Q loads under the last P.V and the epilogue, and the store's read
+//     of the O buffer is waited for only before the next epilogue writes it.
+// Scheduling: one tile per CTA (grid = all tiles, head by head, longest query block first), or
+// persistent (grid = SMs; each CTA walks tiles in a snake over rounds of the longest-first order cut
+// into L2-sized head sections). The rings' (stage, parity) and the ping-pong turns run on across a
+// CTA's tiles; every warpgroup of a CTA sees the same tiles, so all agree on the counts.
 // Causal masking is bottom-right aligned; only blocks that cross the diagonal or the end of the keys
 // are masked.
 #pragma once
@@ -36,9 +41,16 @@ struct FwdParams {
   int seqlen_q, seqlen_k, heads_q, group, num_m_blocks, num_tiles;
   int section_heads;  // (batch, head) pairs per L2 section of the tile order
   int causal, overlap, pingpong;
+  int separate_o;  // stage O in its own buffer and release Q early (launch_config: only if it fits)
   float scale, scale_log2;
   float lazy_rescale_log2;  // 0: rescale O whenever a row max grows; 8 (default): only past 2^8 growth
 };
+
+// Whether a BM x D O staging buffer fits beside Q (BM x D) and the K and V rings (STAGES x BN x D
+// each), bf16/fp16, with the barriers and the 1024-byte alignment slack, in 227 KB.
+constexpr bool o_buffer_fits(int bm, int bn, int d, int stages) {
+  return 2 * bm * d * 2 + 2 * stages * bn * d * 2 + (2 + 4 * stages) * 8 + 1024 <= 227 * 1024;
+}
 
 template <class T, int D_, int BN_, int NWG_, int STAGES_>
 struct FwdConfig {
@@ -50,8 +62,11 @@ struct FwdConfig {
   static constexpr int CONSUMER_REGS = NWG == 2 ? 240 : 160;
   static constexpr int Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2;
   static constexpr int Q_OFF = 0, K_OFF = Q_BYTES, V_OFF = K_OFF + STAGES * KV_BYTES;
-  static constexpr int BAR_OFF = V_OFF + STAGES * KV_BYTES;
   static constexpr int NUM_BARS = 2 + 4 * STAGES;
+  // The O staging buffer (BM x D, same panels as Q) exists when it fits beside Q and the rings.
+  static constexpr bool O_FITS = o_buffer_fits(BM, BN, D, STAGES);
+  static constexpr int O_OFF = V_OFF + STAGES * KV_BYTES;
+  static constexpr int BAR_OFF = O_OFF + (O_FITS ? Q_BYTES : 0);
   static constexpr int SMEM_BYTES = BAR_OFF + NUM_BARS * 8 + 1024;  // + slack to align the base to 1024
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   static_assert(BN % 16 == 0 && BN <= 192, "BN: whole k-steps of P.V, box rows <= 256");
@@ -204,6 +219,10 @@ struct Consumer {
   __device__ __forceinline__ void release(uint64_t *empty, int stage) {
     if (lane == 0) mbar_arrive(empty + stage);  // one arrival per warp, after its wgmma wait
   }
+  // With a separate O buffer, Q is free once the tile's last S = Q K^T has completed (every warp).
+  __device__ __forceinline__ void release_q() {
+    if (Cfg::O_FITS && p.separate_o) release(bars.empty_q, 0);
+  }
   __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], PipeState<Cfg::STAGES> ks) {
     mbar_wait(bars.full_k + ks.stage, ks.phase);
     wgmma_fence();
@@ -237,6 +256,7 @@ struct Consumer {
     fence_operands(s);
     release(bars.empty_k, ks.stage);
     ks.advance();
+    if (n_block == 0) release_q();
     softmax(s, n_block, n_block >= range.n_unmasked, alpha);
     scores_to_a_fragments<typename Cfg::Elem>(s, pa);
     for (--n_block; n_block >= 0; --n_block) {
@@ -250,6 +270,7 @@ struct Consumer {
       fence_operands(s);
       release(bars.empty_k, ks.stage);
       ks.advance();
+      if (n_block == 0) release_q();
       softmax(s, n_block, n_block >= range.n_unmasked, alpha);
       wgmma_wait<0>();
       fence_operands(o);
@@ -267,6 +288,7 @@ struct Consumer {
     wgmma_wait<0>();
     fence_operands(o);
     release(bars.empty_v, vs.stage);
+    vs.advance();  // the ring runs on into the next tile of a persistent CTA
   }
 
   // The plain order (baseline for measurement): S_j, softmax, rescale O, P_j V_j, one block at a time.
@@ -279,6 +301,7 @@ struct Consumer {
       fence_operands(s);
       release(bars.empty_k, ks.stage);
       ks.advance();
+      if (n_block == 0) release_q();
       softmax(s, n_block, n_block >= range.n_unmasked, alpha);
       rescale_rows(o, alpha);
       scores_to_a_fragments<typename Cfg::Elem>(s, pa);
@@ -293,14 +316,18 @@ struct Consumer {
     }
   }
 
-  // O / l into this warpgroup's Q rows of shared memory (the 128B-swizzled layout the O tensor map
-  // expects), then one TMA store per 64-column panel; LSE from the lanes that own column 0.
+  // O / l into this warpgroup's rows of the staging buffer (the O buffer, or its Q rows; the
+  // 128B-swizzled layout the O tensor map expects), then one TMA store per 64-column panel; LSE from
+  // the lanes that own column 0.
   __device__ __forceinline__ void epilogue(uint8_t *smem, int m_block, int h, int b, int row0) {
     using T = typename Cfg::Elem;
+    const bool own_o = Cfg::O_FITS && p.separate_o;
     float lse[2];
     softmax_finalize(o, m, l, p.scale, lse);
-    uint8_t *slice = smem + Cfg::Q_OFF + wg * 64 * 128;
-    named_barrier_sync(kEpilogueBarrier + wg, 128);  // the previous tile's store has read the slice
+    uint8_t *slice = smem + (own_o ? Cfg::O_OFF : Cfg::Q_OFF) + wg * 64 * 128;
+    // The previous tile's store has read the slice: with the O buffer its thread waits only now.
+    if (own_o && warp == 0 && lane == 0) tma_store_wait_read();
+    named_barrier_sync(kEpilogueBarrier + wg, 128);
     const int row = warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);
 #pragma unroll
     for (int c = 0; c < D / 16; ++c) {
@@ -317,8 +344,11 @@ struct Consumer {
         const int4 c = tma_coords(p.ord_o, pnl * 64, m_block * Cfg::BM + wg * 64, h, b);
         tma_store_4d(&p.tm_o, slice + pnl * Cfg::BM * 128, c.x, c.y, c.z, c.w);
       }
-      tma_store_commit_and_wait();
-      mbar_arrive(bars.empty_q);  // Q/O buffer free for the producer's next Q
+      tma_store_commit();
+      if (!own_o) {
+        tma_store_wait_read();
+        mbar_arrive(bars.empty_q);  // the Q rows held O: Q buffer free for the producer's next Q
+      }
     }
     if (p.lse != nullptr && (lane & 3) == 0) {
 #pragma unroll
@@ -353,14 +383,19 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
     for (int i = 0; i < Cfg::D / 2; ++i) c.o[i] = 0.f;
     c.m[0] = c.m[1] = -INFINITY;
     c.l[0] = c.l[1] = 0.f;
-    mbar_wait(bars.full_q, q_parity);  // also for a tile without keys: its O goes through the Q buffer
+    // Also for a tile without keys: the consumers then cannot run ahead of the producer's Q loads,
+    // and neither Q barrier falls two phases behind.
+    mbar_wait(bars.full_q, q_parity);
     q_parity ^= 1;
     if (range.n_blocks > 0) {
       if (p.overlap) c.mainloop_overlapped(range);
       else c.mainloop_serial(range);
+    } else {
+      c.release_q();
     }
     c.epilogue(smem, tile.m_block, tile.h, tile.b, row0);
   }
+  if (c.warp == 0 && c.lane == 0) tma_store_wait_all();  // the last store done before the CTA exits
 }
 
 template <class Cfg>
@@ -373,7 +408,8 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_fwd_sm90_kernel(const _
 
   if (threadIdx.x == 0) {
     mbar_init(bars.full_q, 1);
-    mbar_init(bars.empty_q, Cfg::NWG);
+    // Q is released by every consumer warp (separate O buffer) or by each warpgroup's storing thread.
+    mbar_init(bars.empty_q, Cfg::O_FITS && p.separate_o ? 4 * Cfg::NWG : Cfg::NWG);
     for (int s = 0; s < Cfg::STAGES; ++s) {
       mbar_init(bars.full_k + s, 1);
       mbar_init(bars.full_v + s, 1);

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Hopper forward variants (environment settings of the sm90 kernel) against cuDNN, interleaved.
+
+Same method as compare_sdpa.py (ctypes, the same torch tensors, triton do_bench median with the L2
+flushed), but every variant and cuDNN are timed in turn, ROUNDS times over, and each one's median
+of rounds is reported: clock or power drift during the run then hits all of them alike, which
+back-to-back rows of sm90_bench do not guarantee (run 4 saw two identical kernels 10% apart).
+  python3 bench/sm90_sched.py libflashbox.so [--json PATH] [--rounds 3]
+Variants are lists of FLASHBOX_SM90_* settings; "default" is the library's own choice.
+"""
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare_sdpa as cs  # noqa: E402
+
+VARIANTS = {
+    "default": {},
+    "grid": {"FLASHBOX_SM90_SCHED": "grid"},
+    "pers32": {"FLASHBOX_SM90_SCHED": "persistent"},
+    "pers8": {"FLASHBOX_SM90_SCHED": "persistent", "FLASHBOX_SM90_L2MB": "8"},
+    "pers0": {"FLASHBOX_SM90_SCHED": "persistent", "FLASHBOX_SM90_L2MB": "0"},
+}
+SHAPES = [(64, 12, t, True) for t in (2048, 4096, 8192, 16384)] + \
+         [(128, 16, t, True) for t in (2048, 4096, 8192, 16384)] + [(128, 16, 16384, False)]
+KEYS = [k for v in VARIANTS.values() for k in v]
+
+
+def set_env(settings):
+    for k in KEYS:
+        os.environ.pop(k, None)
+    os.environ.update(settings)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("library")
+    ap.add_argument("--json")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    os.environ["FLASHBOX_FLASH_ARCH"] = "sm90"
+    lib = cs.load_library(args.library)
+    B, rows = 4, []
+    print(f"{'D':>4} {'H':>3} {'T':>6} {'causal':>6} | " + " ".join(f"{n:>14}" for n in list(VARIANTS) + ["cudnn"]))
+    for D, H, T, causal in SHAPES:
+        torch.cuda.empty_cache()
+        gen = torch.Generator(device="cuda").manual_seed(1000 + T + D)
+        q, k, v = (torch.randn(B, H, T, D, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(3))
+        o = torch.empty_like(q)
+        lse = torch.empty(B, H, T, device="cuda", dtype=torch.float32)
+        fargs = cs.make_args(q, k, v, o, lse, cs.FLASHBOX_FLASH, causal)
+        ref = cs.sdpa(cs.SDPBackend.FLASH_ATTENTION, causal)(q, k, v)
+        cudnn = cs.sdpa(cs.SDPBackend.CUDNN_ATTENTION, causal)
+        times = {n: [] for n in list(VARIANTS) + ["cudnn"]}
+        kernels, errors = {}, {}
+        for _ in range(args.rounds):
+            for name, settings in VARIANTS.items():
+                set_env(settings)
+                cs.checked(lib, lib.flashbox_attention_forward(ctypes.byref(fargs)))
+                torch.cuda.synchronize()
+                kernels[name] = lib.flashbox_last_kernel().decode()
+                errors[name] = max(errors.get(name, 0.0), cs.rel_error(o, ref))
+                times[name].append(cs.bench(lambda: lib.flashbox_attention_forward(ctypes.byref(fargs))))
+            times["cudnn"].append(cs.bench(lambda: cudnn(q, k, v)))
+        set_env({})
+        fl = cs.flops(B, H, T, D, causal, False)
+        med = {n: statistics.median(t) for n, t in times.items()}
+        print(f"{D:>4} {H:>3} {T:>6} {int(causal):>6} | " +
+              " ".join(f"{med[n]:7.3f}ms{fl / (med[n] * 1e-3) / 1e12:4.0f}T" for n in med), flush=True)
+        for n, t in times.items():
+            rows.append(dict(head_dim=D, heads=H, batch=B, seqlen=T, causal=causal, variant=n,
+                             settings=VARIANTS.get(n), kernel=kernels.get(n, "cudnn"), ms_rounds=t,
+                             ms=med[n], tflops=fl / (med[n] * 1e-3) / 1e12, rel_error_vs_sdpa=errors.get(n)))
+        bad = {n: e for n, e in errors.items() if not e < 1e-2}
+        if bad:
+            print("ERROR: relative error too large:", bad)
+        del q, k, v, o, lse, ref
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

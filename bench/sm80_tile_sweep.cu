@@ -1,8 +1,8 @@
 // Tile-shape sweep for the sm80 flash forward kernel: times the production kernel
 // (src/cuda/sm80/flash_fwd_sm80.cu, included here so the same template is measured) with other
 // (BlockM, BlockN, warps, stages) choices on the SPEC shapes, bf16, and checks every variant's output
-// against the production variant's. Prints one line per (variant, T): median ms of 30 CUDA-event timed
-// launches after 5 warm-ups, TFLOP/s, max |diff|.
+// against the production variant's (any CTA order must give the same bits). Prints one line per
+// (variant, order, T): median ms of 30 CUDA-event timed launches after 5 warm-ups, TFLOP/s, max |diff|.
 // Build (on the GPU machine):
 //   nvcc -std=c++20 -O3 --use_fast_math -gencode=arch=compute_90a,code=sm_90a -I src \
 //        bench/sm80_tile_sweep.cu -o sweep && ./sweep [causal=1]
@@ -44,6 +44,7 @@ Problem make_problem(int B, int H, int T, int D, int causal) {
   CK(cudaMemcpy(pr.k, h.data(), n * 2, cudaMemcpyHostToDevice));
   for (auto &x : h) x = __float2bfloat16(nd(rng));
   CK(cudaMemcpy(pr.v, h.data(), n * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemset(pr.o, 0xff, n * 2));  // NaN poison: a CTA that writes nothing shows as maxdiff inf
   FlashFwdParams &p = pr.p;
   p = FlashFwdParams{};
   p.q = pr.q, p.k = pr.k, p.v = pr.v, p.o = pr.o, p.lse = nullptr;
@@ -63,9 +64,10 @@ void free_problem(Problem &pr) {
 }
 
 template <class Tr>
-void time_variant(Problem &pr, bool is_ref) {
+void time_variant(Problem &pr, bool is_ref, int section_heads) {
   FlashFwdParams p = pr.p;
   p.o = is_ref ? pr.o_ref : pr.o;
+  p.section_heads = section_heads;
   std::vector<float> ms;
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
@@ -91,34 +93,42 @@ void time_variant(Problem &pr, bool is_ref) {
       const double d = std::abs(double(__bfloat162float(x[i])) - double(__bfloat162float(y[i])));
       maxdiff = std::isnan(d) ? INFINITY : std::max(maxdiff, d);
     }
+    CK(cudaMemset(pr.o, 0xff, n * 2));  // NaN poison for the next variant
   }
   const double flops = 4.0 * pr.B * pr.H * double(pr.T) * pr.T * pr.D * (pr.p.causal ? 0.5 : 1.0);
-  std::printf("d%-3d %3dx%-3d/%-3d w%d s%d cta>=%d q%s  T=%5d  %8.3f ms  %6.1f TFLOP/s  maxdiff %.3g%s\n", Tr::kHeadDim, Tr::kBlockM,
-              Tr::kBlockN, Tr::kSubN, Tr::kWarps, Tr::kStages, Tr::kMinBlocksPerSM,
-              Tr::kQInRegisters ? "reg" : "smem", pr.T, med, flops / (med * 1e-3) / 1e12, maxdiff,
-              is_ref ? " (production)" : "");
+  std::printf("d%-3d %3dx%-3d/%-3d w%d s%d cta>=%d q%s sec%-3d T=%5d  %8.3f ms  %6.1f TFLOP/s  maxdiff %.3g%s\n",
+              Tr::kHeadDim, Tr::kBlockM, Tr::kBlockN, Tr::kSubN, Tr::kWarps, Tr::kStages, Tr::kMinBlocksPerSM,
+              Tr::kQInRegisters ? "reg" : "smem", section_heads, pr.T, med, flops / (med * 1e-3) / 1e12, maxdiff,
+              is_ref ? " (production, one section)" : "");
+  std::fflush(stdout);
   CK(cudaEventDestroy(a));
   CK(cudaEventDestroy(b));
 }
 
+// v6 (sweep 1) timed the CTA order (heads per L2 section: one section = every head's last block
+// first, the order before v6; 1 = head by head) at S = 1 ... 16 and a 256-row d=128 tile of 8 warps;
+// bench/results/sm80_v6_order/sweep1.log has those numbers. This sweep times the launch's own choice
+// (choose_section_heads, a makespan model) against one section, twice each, per T.
+template <class Tr>
+void order_vs_auto(Problem &pr) {
+  const int all = pr.B * pr.H;
+  const int chosen = choose_section_heads<__nv_bfloat16, Tr>(pr.p);
+  time_variant<Tr>(pr, true, all);
+  time_variant<Tr>(pr, false, chosen);
+  time_variant<Tr>(pr, false, all);
+  time_variant<Tr>(pr, false, chosen);
+}
+
 int main(int argc, char **argv) {
   const int causal = argc > 1 ? std::atoi(argv[1]) : 1;
-  for (int T : {1024, 4096, 16384}) {
+  for (int T : {1024, 2048, 4096, 8192, 16384}) {
     Problem pr = make_problem(4, 12, T, 64, causal);
-    time_variant<TraitsD64>(pr, true);
-    time_variant<FlashFwdTraits<64, 128, 64, 4, 2>>(pr, false);
-    time_variant<FlashFwdTraits<64, 128, 64, 4, 3>>(pr, false);
-    time_variant<FlashFwdTraits<64, 128, 128, 4, 3, 64>>(pr, false);
-    time_variant<FlashFwdTraits<64, 128, 64, 4, 2, 64, 3, 0>>(pr, false);   // Q from smem, 3 CTAs/SM
-    time_variant<FlashFwdTraits<64, 128, 128, 4, 2, 128, 1, 0>>(pr, false); // Q from smem, 128-key S
+    order_vs_auto<TraitsD64>(pr);
     free_problem(pr);
   }
-  for (int T : {1024, 4096, 16384}) {
+  for (int T : {1024, 2048, 4096, 8192, 16384}) {
     Problem pr = make_problem(4, 16, T, 128, causal);
-    time_variant<TraitsD128>(pr, true);
-    time_variant<FlashFwdTraits<128, 128, 32, 4, 2>>(pr, false);
-    time_variant<FlashFwdTraits<128, 128, 64, 4, 2, 32>>(pr, false);
-    time_variant<FlashFwdTraits<128, 128, 128, 4, 2, 64>>(pr, false);
+    order_vs_auto<TraitsD128>(pr);
     free_problem(pr);
   }
   return 0;

@@ -17,6 +17,7 @@ struct FlashFwdParams {
   int batch, seqlen_q, seqlen_k, heads_q, heads_kv, group;  // group = heads_q / heads_kv
   float scale_log2;                            // softmax_scale * log2(e)
   int causal;                                  // bottom-right aligned
+  int section_heads;                           // CTA order: (batch, head) pairs per L2 section; 0 = launch's choice
 };
 
 }  // namespace flashbox::cuda

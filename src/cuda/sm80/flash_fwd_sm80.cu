@@ -1,7 +1,10 @@
 // FlashAttention-2 forward for sm_80 and newer (Dao 2023, "FlashAttention-2", §3.1 Algorithm 1 and
 // §3.2 parallelism), written with the warp-level tensor-core instructions of Ampere:
-//   - one CTA per (batch*head, block of kBlockM query rows); grid.y walks the query blocks from the
-//     last (the longest under a causal mask) to the first, so the heavy CTAs start first;
+//   - one CTA per (batch*head, block of kBlockM query rows), a 1-D grid in this order: the
+//     (batch, head) pairs are cut into sections; inside a section the query blocks go from the last
+//     (the longest under a causal mask) to the first, the section's heads fastest. One section (the
+//     default) starts every head's heavy CTAs first; when the K/V of all heads exceed the L2, a few
+//     heads per section keep their K/V in L2 (choose_section_heads, a makespan model, picks how many);
 //   - the Q tile is copied to shared memory once; K/V tiles of kBlockN keys stream through a
 //     kStages-deep cp.async ring (K and V of one tile form one commit group);
 //   - each warp owns kBlockM/kWarps query rows: S = Q K^T (mma.sync.m16n8k16, fp32 accumulate) stays
@@ -19,15 +22,21 @@
 //   d=64: 128x128 tiles, 4 warps, 2 stages, Q re-read from smem (frees the registers a 128-key S
 //   tile needs; measured 5% faster at T=16384 than 64-key S tiles with Q in registers);
 //   d=128: 128x64 tiles, 4 warps, 2 stages, Q re-read from smem at every K tile (a 64-key S tile
-//   halves those re-reads against 32 keys; ptxas spills 16 bytes, measured 5% faster all the same).
+//   halves those re-reads against 32 keys; no spill since the O/LSE pointers are formed after the
+//   K/V loop, 255 registers).
 // Arguments are validated in src/api: fp16/bf16, head_dim 64 or 128, 16-byte aligned pointers, strides
 // multiples of 8 elements, heads_q a multiple of heads_kv; lse may be NULL.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <functional>
+#include <queue>
 #include <string>
+#include <vector>
 
 #include "cuda/common/cp_async.cuh"
 #include "cuda/common/element_type.cuh"
@@ -73,14 +82,23 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
   const uint32_t sV = sK + Tr::kStages * Tr::kKVTileElems * 2;
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int bh = blockIdx.x, b = bh / p.heads_q, h = bh % p.heads_q, hk = h / p.group;
-  const int m0 = (gridDim.y - 1 - blockIdx.y) * kM;
+  // CTA order (1-D grid): (batch, head) pairs are cut into sections of p.section_heads; inside a
+  // section the longest query blocks come first (m descending), the section's heads fastest, so the
+  // K/V of the heads in flight stay in L2 while the heavy causal blocks still start early.
+  // section_heads = batch * heads_q is the order of one section: every head's last block first.
+  const int num_m = (p.seqlen_q + kM - 1) / kM;
+  const int heads_total = p.batch * p.heads_q;
+  const int section = int(blockIdx.x) / (num_m * p.section_heads);
+  const int in_rank = int(blockIdx.x) - section * num_m * p.section_heads;
+  const int in_section = min(p.section_heads, heads_total - section * p.section_heads);
+  const int m_rank = in_rank / in_section;
+  const int bh = section * p.section_heads + (in_rank - m_rank * in_section);
+  const int b = bh / p.heads_q, h = bh % p.heads_q, hk = h / p.group;
+  const int m0 = (num_m - 1 - m_rank) * kM;
   const int causal_shift = p.seqlen_k - p.seqlen_q;  // query i sees keys j <= i + causal_shift
   const Element *q = static_cast<const Element *>(p.q) + b * p.q_batch + h * p.q_head;
   const Element *k = static_cast<const Element *>(p.k) + b * p.k_batch + hk * p.k_head;
   const Element *v = static_cast<const Element *>(p.v) + b * p.v_batch + hk * p.v_head;
-  Element *o = static_cast<Element *>(p.o) + b * p.o_batch + h * p.o_head;
-  float *lse = p.lse ? p.lse + int64_t(bh) * p.seqlen_q : nullptr;
 
   // K/V tiles [0, n_end) hold every key some row of this block may see.
   int key_end = p.seqlen_k;
@@ -308,6 +326,13 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
   cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
 
   // >>> report:finalize
+  // O and LSE pointers are formed only now, from bh made opaque to the compiler: otherwise it keeps the
+  // decoded (b, h) or the 64-bit pointers live through the K/V loop, where every register is taken
+  // (ptxas -v, sm_90a: spills D128 24 B, D64 40 B that way; 0 and 8 B with this).
+  int bh_out = bh;
+  asm volatile("" : "+r"(bh_out));
+  Element *o = static_cast<Element *>(p.o) + (bh_out / p.heads_q) * p.o_batch + (bh_out % p.heads_q) * p.o_head;
+  float *lse = p.lse ? p.lse + int64_t(bh_out) * p.seqlen_q : nullptr;
 #pragma unroll
   for (int mt = 0; mt < Tr::kMTiles; ++mt) {
 #pragma unroll
@@ -329,13 +354,95 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
   // <<< report:finalize
 }
 
+// CTA order of a launch (section_heads, see the kernel). One section (every head's last query block
+// first) is longest-processing-time-first over the whole grid: the best balance. Small sections keep
+// the K/V of few heads in flight, so they are re-read from L2 instead of HBM: +2-4% at T = 8192-16384
+// (bench/NOTES.md, v6), but each section's heavy blocks then start later, and where the last ones start
+// too late the tail costs up to 25% (T = 1024-4096 with 1-12 heads per section, measured). So: one
+// section unless the K/V of all heads exceed twice the L2 (causal only: without the mask every block
+// has the same work and the order was not measured), and then the smallest section whose simulated
+// makespan is within 0.5% of one section's.
+//
+// Makespan model: greedy list scheduling of the CTAs, in launch order, onto `slots` resident CTAs;
+// a CTA costs its K/V tiles plus one tile for its prologue and epilogue. It reproduces the measured
+// pattern of good and bad section sizes (sweep v6).
+template <class Tr>
+double simulated_makespan(const FlashFwdParams &p, int section_heads, int slots) {
+  const int num_m = (p.seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM;
+  const int heads_total = p.batch * p.heads_q;
+  std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
+  for (int i = 0; i < slots; ++i) free_at.push(0.0);
+  double end = 0.0;
+  for (int first = 0; first < heads_total; first += section_heads) {
+    const int in_section = std::min(section_heads, heads_total - first);
+    for (int m_rank = 0; m_rank < num_m; ++m_rank) {
+      const int m_block = num_m - 1 - m_rank;
+      const int key_end =
+          std::max(0, std::min(p.seqlen_k, (m_block + 1) * Tr::kBlockM + p.seqlen_k - p.seqlen_q));
+      const double cost = double((key_end + Tr::kBlockN - 1) / Tr::kBlockN + 1);
+      for (int i = 0; i < in_section; ++i) {
+        const double done = free_at.top() + cost;
+        free_at.pop();
+        free_at.push(done);
+        end = std::max(end, done);
+      }
+    }
+  }
+  return end;
+}
+
 template <typename Element, class Tr>
-cudaError_t launch(const FlashFwdParams &p, cudaStream_t stream) {
+int choose_section_heads(const FlashFwdParams &p) {
+  const int heads_total = p.batch * p.heads_q;
+  if (!p.causal || heads_total < 2) return std::max(heads_total, 1);
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return heads_total;
+  struct Choice { int device = -1, heads_total, group, seqlen_q, seqlen_k, section_heads; };
+  thread_local Choice last;  // one entry: a model or a training loop repeats its shapes
+  if (last.device == device && last.heads_total == heads_total && last.group == p.group &&
+      last.seqlen_q == p.seqlen_q && last.seqlen_k == p.seqlen_k)
+    return last.section_heads;
+  int section_heads = heads_total;
+  int sms = 0, l2_bytes = 0, per_sm = 0;
+  const int64_t kv_bytes = int64_t(heads_total / p.group) * p.seqlen_k * Tr::kHeadDim * 2 * 2;  // K and V
+  const int64_t ctas = int64_t(heads_total) * ((p.seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM);
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, flash_fwd_sm80_kernel<Element, Tr>, Tr::kThreads,
+                                                    Tr::kSmemBytes) != cudaSuccess) {
+    (void)cudaGetLastError();  // a failed query only costs the choice, not the launch
+    return heads_total;
+  }
+  // The model costs O(ctas log slots) once per shape; above 2^18 CTAs one section is kept.
+  if (kv_bytes > 2 * int64_t(l2_bytes) && ctas <= (int64_t(1) << 18) && per_sm > 0) {
+    const int slots = sms * per_sm;
+    const int num_m = (p.seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM;
+    const double one_section = simulated_makespan<Tr>(p, heads_total, slots);
+    std::vector<int> candidates = {1, 2, 4, 8, 16, 32, 64, 128};
+    for (int k = 1; k <= 4; ++k) candidates.push_back(k * slots / num_m);  // sections of ~k waves
+    std::sort(candidates.begin(), candidates.end());
+    for (int s : candidates) {
+      if (s < 1 || s >= heads_total) continue;
+      if (simulated_makespan<Tr>(p, s, slots) <= 1.005 * one_section) {
+        section_heads = s;
+        break;
+      }
+    }
+  }
+  last = Choice{device, heads_total, p.group, p.seqlen_q, p.seqlen_k, section_heads};
+  return section_heads;
+}
+
+template <typename Element, class Tr>
+cudaError_t launch(const FlashFwdParams &params, cudaStream_t stream) {
   auto kernel = flash_fwd_sm80_kernel<Element, Tr>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (e != cudaSuccess) return e;
-  const dim3 grid(unsigned(p.batch * p.heads_q), unsigned((p.seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM));
-  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
+  FlashFwdParams p = params;
+  if (p.section_heads <= 0) p.section_heads = choose_section_heads<Element, Tr>(p);
+  const int64_t ctas = int64_t(p.batch) * p.heads_q * ((p.seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM);
+  if (ctas > 0x7fffffff) return cudaErrorInvalidConfiguration;  // one CTA per (batch, head, query block)
+  kernel<<<unsigned(ctas), Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
   return cudaGetLastError();
 }
 

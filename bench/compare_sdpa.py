@@ -165,8 +165,16 @@ def measure_case(lib, B, H, T, D, causal, backward, with_naive, dtype):
         elif rc != 0:
             row("flashbox", None, None, status="error", error=lib.flashbox_last_error().decode())
         else:
+            torch.cuda.synchronize()
+            kernel = lib.flashbox_last_kernel().decode()
+            scratch = int(lib.flashbox_last_scratch_peak_bytes())
+            # The gradients against SDPA's flash backend on the same dO: the largest of the three errors.
+            qg, kg, vg = (x.detach().clone().requires_grad_(True) for x in (q, k, v))
+            grads = torch.autograd.grad(sdpa(SDPBackend.FLASH_ATTENTION, causal)(qg, kg, vg), (qg, kg, vg), do)
+            gerr = max(rel_error(mine, theirs) for mine, theirs in zip((dq, dk, dv), grads))
+            del qg, kg, vg, grads
             ms = bench(lambda: lib.flashbox_attention_backward(ctypes.byref(g)))
-            row("flashbox", ms, int(lib.flashbox_last_scratch_peak_bytes()), kernel=lib.flashbox_last_kernel().decode())
+            row("flashbox", ms, scratch, kernel=kernel, rel_error_vs_sdpa=gerr)
 
     # flashbox NAIVE (forward only), where S and P fit
     if with_naive and not backward:

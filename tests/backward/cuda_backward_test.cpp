@@ -5,6 +5,9 @@
 // Skipped, with the reason, where there is no GPU.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "backward_case.hpp"
 
 #ifdef FLASHBOX_HAVE_CUDA
@@ -118,6 +121,29 @@ TEST(CudaBackward, EmptyRowsGiveZeroDq) {
     const uint16_t *dq = reinterpret_cast<const uint16_t *>(d.dq_bytes().data());
     for (int64_t i = 0; i < 160; ++i)
       for (int64_t x = 0; x < 2 * 64; ++x) ASSERT_EQ(dq[i * 128 + x], 0u) << "row " << i << " " << d.name();
+  }
+}
+
+// On an sm_90 device the non-deterministic backward must run the Hopper kernels (the shape cases
+// above then test them; FLASHBOX_BWD_ARCH=sm80 runs the same cases on the sm80 kernels).
+TEST(CudaBackward, HopperRunsTheSm90Kernels) {
+  SKIP_WITHOUT_GPU();
+  int dev = 0, major = 0, minor = 0;
+  CUDA_OK(cudaGetDevice(&dev));
+  CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  if (major != 9 || minor != 0) GTEST_SKIP() << "not an sm_90 device: the sm90 backward does not apply";
+#ifndef FLASHBOX_HAVE_SM90
+  GTEST_SKIP() << "built without sm_90a code";
+#endif
+  const char *arch = std::getenv("FLASHBOX_BWD_ARCH");
+  if (arch != nullptr && std::string(arch) == "sm80") GTEST_SKIP() << "FLASHBOX_BWD_ARCH=sm80 forces the sm80 kernels";
+  for (int64_t dim : {64, 128}) {
+    BackwardData d({.batch = 2, .seqlen_q = 300, .seqlen_k = 300, .heads_q = 4, .heads_kv = 2, .head_dim = dim,
+                    .dtype = FLASHBOX_BFLOAT16, .causal = 1});
+    run_on_device(d, 0);
+    EXPECT_NE(std::string(flashbox_last_kernel()).find("sm90"), std::string::npos) << flashbox_last_kernel();
+    d.expect_close();
   }
 }
 

@@ -2,7 +2,10 @@
 // the fp32 dQ accumulator unless deterministic), then runs
 //   rowsum -> dK/dV kernel (dQ by atomicAdd) -> convert dQ           (deterministic = 0)
 //   rowsum -> dK/dV kernel -> dQ kernel (one owner per Q block)      (deterministic = 1)
-// on the caller's stream. Scratch is freed stream-ordered; the call does not synchronise.
+// on the caller's stream. On an sm_90 device the Hopper kernels (src/cuda/backward/sm90: wgmma, TMA,
+// dQ by bulk reduce-add) take every non-deterministic call whose layout the TMA can describe;
+// FLASHBOX_BWD_ARCH=sm80 forces the path above. Scratch is freed stream-ordered; the call does not
+// synchronise.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -12,6 +15,9 @@
 #include "api/error.hpp"
 #include "cpu/reference_fp64.hpp"
 #include "cuda/backward/flash_bwd_params.hpp"
+#ifdef FLASHBOX_HAVE_SM90
+#include "cuda/backward/sm90/flash_bwd_sm90_launch.hpp"
+#endif
 
 namespace flashbox::detail {
 namespace {
@@ -50,14 +56,18 @@ class DeviceScratch {
 
  private:
   cudaStream_t stream_;
-  void *ptr_[2] = {nullptr, nullptr};
-  int64_t bytes_[2] = {0, 0};
+  void *ptr_[3] = {nullptr, nullptr, nullptr};
+  int64_t bytes_[3] = {0, 0, 0};
   int n_ = 0;
 };
 
 }  // namespace
 
 int64_t cuda_backward_workspace_size(const flashbox_attention_grad_args &g) {
+#ifdef FLASHBOX_HAVE_SM90
+  sm90::bwd::Plan plan;
+  if (sm90::bwd::plan_backward(g, &plan, nullptr)) return 2 * plan.vec_bytes + plan.dq_accum_bytes;
+#endif
   return rowsum_bytes(g.fwd) + (g.deterministic ? 0 : dq_accum_bytes(g.fwd));
 }
 
@@ -85,6 +95,27 @@ int cuda_flash_backward(const flashbox_attention_grad_args &g) {
                                                "bf16, cp.async); this device is " + std::to_string(major) + ".x");
 
   cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
+  (void)cudaGetLastError();  // a sticky error of an earlier unrelated call must not be blamed on this one
+#ifdef FLASHBOX_HAVE_SM90
+  if (sm90::bwd::Plan plan; sm90::bwd::plan_backward(g, &plan, nullptr)) {
+    DeviceScratch scratch(stream);
+    float *lse_log2 = nullptr, *dsum = nullptr, *dq_accum = nullptr;
+    cudaError_t e = scratch.allocate(&lse_log2, plan.vec_bytes);
+    if (e == cudaSuccess) e = scratch.allocate(&dsum, plan.vec_bytes);
+    if (e == cudaSuccess) e = scratch.allocate(&dq_accum, plan.dq_accum_bytes);
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      return fail(FLASHBOX_ERR_OUT_OF_MEMORY, "cuda backward: cannot allocate " +
+                                                  std::to_string(2 * plan.vec_bytes + plan.dq_accum_bytes) +
+                                                  " bytes of scratch");
+    }
+    if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "cudaMallocAsync"));
+    if ((e = sm90::bwd::run_backward(g, plan, lse_log2, dsum, dq_accum)) != cudaSuccess)
+      return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "sm90 backward launch"));
+    set_kernel_name("cuda_flash_bwd_sm90_d" + std::to_string(a.head_dim));
+    return FLASHBOX_OK;
+  }
+#endif
   const bool bf16 = a.dtype == FLASHBOX_BFLOAT16, det = g.deterministic != 0;
 
   BwdParams p{};
@@ -101,7 +132,6 @@ int cuda_flash_backward(const flashbox_attention_grad_args &g) {
   p.scale_log2 = p.scale * cuda::bwd::kLog2e;
   p.causal = a.causal;
 
-  (void)cudaGetLastError();  // a sticky error of an earlier unrelated call must not be blamed on this one
   DeviceScratch scratch(stream);
   cudaError_t e = scratch.allocate(&p.dsum, rowsum_bytes(a));
   if (e == cudaSuccess && !det) e = scratch.allocate(&p.dq_accum, dq_accum_bytes(a));

@@ -1,0 +1,19 @@
+// Launch of one compile-time configuration of the Hopper backward kernel.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "cuda/backward/sm90/flash_bwd_sm90_kernel.cuh"
+#include "cuda/backward/sm90/flash_bwd_sm90_launch.hpp"
+
+namespace flashbox::sm90::bwd {
+
+template <class Cfg>
+cudaError_t launch_config(const BwdSm90Params &p, dim3 grid, cudaStream_t stream) {
+  const auto kernel = flash_bwd_sm90_kernel<Cfg>;
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES);
+  if (e != cudaSuccess) return e;
+  kernel<<<grid, Cfg::THREADS, Cfg::SMEM_BYTES, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace flashbox::sm90::bwd

@@ -1,0 +1,11 @@
+// The head_dim-64 instantiations of the Hopper backward (128 query rows per step).
+#include "cuda/backward/sm90/flash_bwd_sm90_config_launch.cuh"
+
+namespace flashbox::sm90::bwd {
+
+cudaError_t launch_bwd_d64(bool bf16, const BwdSm90Params &p, dim3 grid, cudaStream_t stream) {
+  return bf16 ? launch_config<BwdConfig<__nv_bfloat16, 64, 128>>(p, grid, stream)
+              : launch_config<BwdConfig<__half, 64, 128>>(p, grid, stream);
+}
+
+}  // namespace flashbox::sm90::bwd

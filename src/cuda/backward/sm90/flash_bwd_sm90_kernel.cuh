@@ -1,0 +1,339 @@
+// FlashAttention backward for Hopper (sm_90a): TMA + mbarrier ring + wgmma + warp specialisation
+// (FA3 paper App. B.1 Algorithm 3; docs/HOPPER-ATTENTION.md §9).
+//
+// One CTA per (block of BN = 128 keys, batch, kv head). K_j and V_j are loaded once; dK_j and dV_j
+// accumulate in registers over every query block i of every query head of the GQA group:
+//   warpgroup 0, the producer: one thread streams Q_i and dO_i (TMA, 128B swizzle) through a
+//     STAGES-deep ring. The per-row LSE·log2(e) and D = rowsum(dO ∘ O) are copied to shared memory
+//     by each consumer warpgroup itself while its first products run (ordinary loads and stores,
+//     ordered by the warpgroup's named barriers).
+//   warpgroups 1 and 2, the consumers: 64 keys each. With the keys as the M side of every product,
+//     the scores come out transposed and P^T, dS^T sit in registers already as A fragments:
+//       S^T  = K_w Q_i^T     (SS)         P^T  = exp2(S^T · scale·log2 e − LSE·log2 e)  [masked: 0]
+//       dP^T = V_w dO_i^T    (SS)         dS^T = P^T ∘ (dP^T − D)
+//       dV_w += P^T dO_i     (RS, dO N-major)
+//       dK_w += dS^T Q_i     (RS, Q N-major; × scale at the end)
+//     dS^T also goes to shared memory (double-buffered, MN-major 128B-swizzled panels of 64 queries)
+//     and, once both consumers wrote theirs, each computes one 64 x 64 chunk of
+//       dQ_i += dS K_j       (SS, both operands MN-major)
+//     which leaves through shared memory as one bulk fp32 reduce-add into a global accumulator
+//     (fragment order: each thread's registers are contiguous, so the staging stores are free of
+//     bank conflicts; the convert kernel knows the order).
+//   Overlap inside a consumer: P is computed while dP^T is in flight, and the dQ chunk is staged
+//   while dK's product runs (issue order S^T, dP^T, dV, dQ, dK).
+// Padding: rows past seqlen_q arrive as zeros (TMA out-of-bounds fill) with LSE = +inf, so their P
+// is 0; keys past seqlen_k and the causal upper triangle (bottom-right aligned) are masked only in
+// the blocks that cross them.
+#pragma once
+#include <cstdint>
+#include <cuda.h>
+
+#include "cuda/backward/sm90/bulk_ops.cuh"
+#include "cuda/sm90/async_copy.cuh"
+#include "cuda/sm90/online_softmax.cuh"
+#include "cuda/sm90/tma_host.hpp"
+#include "cuda/sm90/wgmma_ops.cuh"
+
+namespace flashbox::sm90::bwd {
+
+struct BwdSm90Params {
+  CUtensorMap tm_q, tm_k, tm_v, tm_do;
+  TmaOrder ord_q, ord_k, ord_v, ord_do;
+  void *dk, *dv;
+  int64_t dk_stride[3], dv_stride[3];  // batch, seq, head (elements)
+  const float *lse_log2;               // [batch * heads_q, seqlen_q_pad]: LSE · log2 e, +inf on padding
+  const float *dsum;                   // [batch * heads_q, seqlen_q_pad]: rowsum(dO ∘ O), 0 on padding
+  float *dq_accum;                     // [batch * heads_q, num_m_blocks, BM * D], fragment order
+  int seqlen_q, seqlen_k, seqlen_q_pad, heads_q, heads_kv, group, num_m_blocks;
+  int causal;
+  float scale, scale_log2;
+};
+
+template <class T, int D_, int BM_>
+struct BwdConfig {
+  using Elem = T;
+  static constexpr int D = D_, BM = BM_, BN = 128, NWG = 2, STAGES = 2;
+  static constexpr int THREADS = 128 * (NWG + 1);
+  static constexpr int PANELS = D / 64;
+  // dQ_i (BM x D) is cut into 64 x 64 chunks, one per consumer: chunk w covers query panel w / ND
+  // and head_dim panel w % ND.
+  static constexpr int NQ = BM / 64, ND = D / 64;
+  static_assert(NQ * ND == NWG, "one 64 x 64 dQ chunk per consumer warpgroup");
+  static constexpr int KV_BYTES = BN * D * 2, Q_BYTES = BM * D * 2, DS_BYTES = BN * BM * 2;
+  static constexpr int DQ_CHUNK_FLOATS = 64 * 64, DQ_BYTES = BM * D * 4, VEC_BYTES = 2 * BM * 4;  // per consumer
+  static constexpr int K_OFF = 0, V_OFF = KV_BYTES, Q_OFF = 2 * KV_BYTES, DO_OFF = Q_OFF + STAGES * Q_BYTES;
+  static constexpr int DS_OFF = DO_OFF + STAGES * Q_BYTES, DQ_OFF = DS_OFF + 2 * DS_BYTES;
+  static constexpr int VEC_OFF = DQ_OFF + DQ_BYTES, BAR_OFF = VEC_OFF + NWG * VEC_BYTES;
+  static constexpr int NUM_BARS = 1 + 2 * STAGES;
+  static constexpr int SMEM_BYTES = BAR_OFF + NUM_BARS * 8 + 1024;  // + slack to align the base to 1024
+  static_assert(D == 64 || D == 128, "head_dim 64 or 128");
+  static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
+};
+
+// Named barriers: 0 is __syncthreads; 1 both consumers (dS^T complete); 2 + w one consumer.
+constexpr int kDsBarrier = 1;
+constexpr int kChunkBarrier = 2;
+
+__device__ __forceinline__ int4 bwd_tma_coords(TmaOrder o, int d, int seq, int head, int batch) {
+  const auto pick = [&](int slot) { return o.seq == slot ? seq : (o.head == slot ? head : batch); };
+  return make_int4(d, pick(1), pick(2), pick(3));
+}
+
+template <int PANELS>
+__device__ __forceinline__ void bwd_load_tile(uint8_t *dst, int panel_bytes, const CUtensorMap *map, TmaOrder ord,
+                                              uint64_t *bar, int seq, int head, int batch) {
+#pragma unroll
+  for (int pnl = 0; pnl < PANELS; ++pnl) {
+    const int4 c = bwd_tma_coords(ord, pnl * 64, seq, head, batch);
+    tma_load_4d(dst + pnl * panel_bytes, map, bar, c.x, c.y, c.z, c.w);
+  }
+}
+
+// First query block that sees a key of K block n (causal, bottom-right aligned), else 0.
+__device__ __forceinline__ int first_m_block(const BwdSm90Params &p, int n_block, int BM, int BN) {
+  if (!p.causal) return 0;
+  const int first_row = n_block * BN - (p.seqlen_k - p.seqlen_q);  // rows >= this see key n * BN
+  return first_row <= 0 ? 0 : first_row / BM;
+}
+
+template <class Cfg>
+__device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *smem, uint64_t *kv_full,
+                                             uint64_t *full, uint64_t *empty, int n_block, int hk, int b) {
+  tma_prefetch_map(&p.tm_q);
+  tma_prefetch_map(&p.tm_do);
+  mbar_expect_tx_arrive(kv_full, 2 * Cfg::KV_BYTES);
+  bwd_load_tile<Cfg::PANELS>(smem + Cfg::K_OFF, Cfg::BN * 128, &p.tm_k, p.ord_k, kv_full, n_block * Cfg::BN, hk, b);
+  bwd_load_tile<Cfg::PANELS>(smem + Cfg::V_OFF, Cfg::BN * 128, &p.tm_v, p.ord_v, kv_full, n_block * Cfg::BN, hk, b);
+  PipeState<Cfg::STAGES> st;
+  const int m_begin = first_m_block(p, n_block, Cfg::BM, Cfg::BN);
+  for (int hi = 0; hi < p.group; ++hi) {
+    const int h = hk * p.group + hi;
+    for (int m = m_begin; m < p.num_m_blocks; ++m) {
+      mbar_wait(empty + st.stage, st.phase ^ 1);
+      uint64_t *bar = full + st.stage;
+      mbar_expect_tx_arrive(bar, 2 * Cfg::Q_BYTES);
+      bwd_load_tile<Cfg::PANELS>(smem + Cfg::Q_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_q, p.ord_q, bar,
+                                 m * Cfg::BM, h, b);
+      bwd_load_tile<Cfg::PANELS>(smem + Cfg::DO_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_do, p.ord_do, bar,
+                                 m * Cfg::BM, h, b);
+      st.advance();
+    }
+  }
+}
+
+// Writes a 64 x D fp32 accumulator (this warpgroup's 64 keys) as the dtype, rows < seqlen_k.
+template <class Cfg>
+__device__ __forceinline__ void store_rows(void *out, const int64_t (&stride)[3], int b, int hk, int key_base,
+                                           int seqlen_k, const float (&acc)[Cfg::D / 2], float mul) {
+  using T = typename Cfg::Elem;
+  const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+  T *base = static_cast<T *>(out) + int64_t(b) * stride[0] + int64_t(hk) * stride[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int key = key_base + warp * 16 + lane / 4 + 8 * half;
+    if (key >= seqlen_k) continue;
+    T *row = base + int64_t(key) * stride[1];
+#pragma unroll
+    for (int j = 0; j < Cfg::D / 8; ++j) {
+      const int i = 4 * j + 2 * half;
+      *reinterpret_cast<uint32_t *>(row + 8 * j + 2 * (lane % 4)) = pack2<T>(acc[i] * mul, acc[i + 1] * mul);
+    }
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *smem, uint64_t *kv_full,
+                                             uint64_t *full, uint64_t *empty, int n_block, int hk, int b, int wg) {
+  using T = typename Cfg::Elem;
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, D = Cfg::D;
+  const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
+  const uint32_t base = smem_addr(smem);
+  // Descriptors (docs/HOPPER-ATTENTION.md §1.5): K-major tiles step 32 B per k16 inside a 128-B row
+  // and a panel per 4 steps; N/M-major tiles step 16 rows (2048 B) per k16.
+  const uint64_t k_a = make_smem_desc(base + Cfg::K_OFF + wg * 64 * 128, 16, 1024);
+  const uint64_t v_a = make_smem_desc(base + Cfg::V_OFF + wg * 64 * 128, 16, 1024);
+  const uint64_t q_b0 = make_smem_desc(base + Cfg::Q_OFF, 16, 1024);
+  const uint64_t do_b0 = make_smem_desc(base + Cfg::DO_OFF, 16, 1024);
+  const uint64_t q_mn0 = make_smem_desc(base + Cfg::Q_OFF, BM * 128, 1024);
+  const uint64_t do_mn0 = make_smem_desc(base + Cfg::DO_OFF, BM * 128, 1024);
+  const int q_panel = wg / Cfg::ND, d_panel = wg % Cfg::ND;
+  const uint64_t ds_a0 = make_smem_desc(base + Cfg::DS_OFF + q_panel * BN * 128, BN * 128, 1024);
+  const uint64_t k_mn = make_smem_desc(base + Cfg::K_OFF + d_panel * BN * 128, BN * 128, 1024);
+
+  const int shift = p.seqlen_k - p.seqlen_q;
+  const int key_base = n_block * BN + wg * 64;
+  const int key0 = key_base + warp * 16 + g;  // this thread's two keys: key0, key0 + 8
+  const bool keys_end_here = (n_block + 1) * BN > p.seqlen_k;
+
+  float dv[D / 2], dk[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) dv[i] = dk[i] = 0.f;
+
+  mbar_wait(kv_full, 0);
+  PipeState<Cfg::STAGES> st;
+  int ds_buf = 0;
+  // Steps: every query block m >= m_begin of every query head of the group, head by head.
+  const int m_begin = first_m_block(p, n_block, BM, BN);
+  const int steps = p.group * (p.num_m_blocks - m_begin);
+  // LSE·log2 e and D of a step, [2][BM] floats, are copied into the warpgroup's shared copy at the
+  // start of the step, from registers each thread filled one step ahead (the global latency never
+  // waits). The copy's previous reads all happened before the warpgroup's last chunk barrier.
+  constexpr int VEC_PER_THREAD = 2 * BM / 128;
+  float *vec = reinterpret_cast<float *>(smem + Cfg::VEC_OFF + wg * Cfg::VEC_BYTES);
+  const auto load_vec = [&](float (&dst)[VEC_PER_THREAD], int h, int m) {
+    const int64_t row = (int64_t(b) * p.heads_q + h) * p.seqlen_q_pad + int64_t(m) * BM;
+#pragma unroll
+    for (int j = 0; j < VEC_PER_THREAD; ++j) {
+      const int x = t + 128 * j;
+      dst[j] = x < BM ? p.lse_log2[row + x] : p.dsum[row + x - BM];
+    }
+  };
+  float vec_next[VEC_PER_THREAD];
+  int h = hk * p.group, m = m_begin;
+  if (steps > 0) load_vec(vec_next, h, m);
+  for (int step = 0; step < steps; ++step) {
+    float *dq_head = p.dq_accum + (int64_t(b) * p.heads_q + h) * int64_t(p.num_m_blocks) * (BM * D);
+    const uint32_t q_off = st.stage * Cfg::Q_BYTES;
+    mbar_wait(full + st.stage, st.phase);
+    // S^T = K_w Q^T and dP^T = V_w dO^T, as two groups: P is computed while dP^T is in flight.
+    float s[BM / 2], dp[BM / 2];
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k)
+      wgmma_ss<BM, T>(s, desc_advance(k_a, (k / 4) * BN * 128 + (k % 4) * 32),
+                      desc_advance(q_b0, q_off + (k / 4) * BM * 128 + (k % 4) * 32), k > 0);
+    wgmma_commit();
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k)
+      wgmma_ss<BM, T>(dp, desc_advance(v_a, (k / 4) * BN * 128 + (k % 4) * 32),
+                      desc_advance(do_b0, q_off + (k / 4) * BM * 128 + (k % 4) * 32), k > 0);
+    wgmma_commit();
+#pragma unroll
+    for (int j = 0; j < VEC_PER_THREAD; ++j) vec[t + 128 * j] = vec_next[j];
+    const int m_next = m + 1 == p.num_m_blocks ? m_begin : m + 1, h_next = m_next == m_begin ? h + 1 : h;
+    if (step + 1 < steps) load_vec(vec_next, h_next, m_next);
+    named_barrier_sync(kChunkBarrier + wg, 128);
+    wgmma_wait<1>();
+    fence_operands(s);
+
+    // P^T: register i holds key key0 + 8 * ((i >> 1) & 1), query 8 * (i >> 2) + 2q + (i & 1).
+    const bool masked = keys_end_here || (p.causal && (n_block + 1) * BN - 1 > m * BM + shift);
+#pragma unroll
+    for (int i = 0; i < BM / 2; i += 2) {
+      const int col = 8 * (i >> 2) + 2 * q;
+      const float2 lse = *reinterpret_cast<const float2 *>(vec + col);
+      float p0 = exp2f(fmaf(s[i], p.scale_log2, -lse.x));
+      float p1 = exp2f(fmaf(s[i + 1], p.scale_log2, -lse.y));
+      if (masked) {
+        const int key = key0 + 8 * ((i >> 1) & 1), row = m * BM + col;
+        const bool in_keys = key < p.seqlen_k;
+        if (!(in_keys && (!p.causal || key <= row + shift))) p0 = 0.f;
+        if (!(in_keys && (!p.causal || key <= row + 1 + shift))) p1 = 0.f;
+      }
+      s[i] = p0;
+      s[i + 1] = p1;
+    }
+    wgmma_wait<0>();
+    fence_operands(dp);
+    // dS^T = P^T ∘ (dP^T − D).
+#pragma unroll
+    for (int i = 0; i < BM / 2; i += 2) {
+      const float2 dsum = *reinterpret_cast<const float2 *>(vec + BM + 8 * (i >> 2) + 2 * q);
+      dp[i] = s[i] * (dp[i] - dsum.x);
+      dp[i + 1] = s[i + 1] * (dp[i + 1] - dsum.y);
+    }
+    uint32_t pa[BM / 4], dsa[BM / 4];
+    scores_to_a_fragments<T>(s, pa);
+    scores_to_a_fragments<T>(dp, dsa);
+
+    // dS^T into shared memory: row = key in the block, 64-query panels of 128-B swizzled rows.
+    const uint32_t ds_tile = base + Cfg::DS_OFF + ds_buf * Cfg::DS_BYTES;
+#pragma unroll
+    for (int i = 0; i < BM / 2; i += 2) {
+      const int row = wg * 64 + warp * 16 + g + 8 * ((i >> 1) & 1);
+      const int col = 8 * (i >> 2) + 2 * q;
+      const uint32_t addr = ds_tile + (col / 64) * BN * 128 + row * 128 + ((((col % 64) / 8) ^ (row % 8)) << 4) +
+                            (col % 8) * 2;
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(dsa[i / 2]) : "memory");
+    }
+    fence_view_async_shared();
+
+    // dV += P^T dO (A from registers, B N-major).
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < BM / 16; ++k)
+      wgmma_rs<D, T>(dv, reinterpret_cast<const uint32_t(&)[4]>(pa[4 * k]), desc_advance(do_mn0, q_off + k * 2048), 1);
+    wgmma_commit();
+
+    // dQ chunk = dS K once both consumers' dS^T is in shared memory, then dK += dS^T Q.
+    named_barrier_sync(kDsBarrier, 256);
+    float dq[32];
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < BN / 16; ++k)
+      wgmma_ss_mn_n64<T>(dq, desc_advance(ds_a0, ds_buf * Cfg::DS_BYTES + k * 2048), desc_advance(k_mn, k * 2048),
+                         k > 0);
+    wgmma_commit();
+#pragma unroll
+    for (int k = 0; k < BM / 16; ++k)
+      wgmma_rs<D, T>(dk, reinterpret_cast<const uint32_t(&)[4]>(dsa[4 * k]), desc_advance(q_mn0, q_off + k * 2048), 1);
+    wgmma_commit();
+    wgmma_wait<1>();  // dV and dQ done; dK still in flight while the dQ chunk is staged
+    fence_operands(dq);
+
+    // The chunk leaves as one bulk reduce-add once the previous one has been read out.
+    float *staging = reinterpret_cast<float *>(smem + Cfg::DQ_OFF) + wg * Cfg::DQ_CHUNK_FLOATS;
+    if (t == 0) bulk_wait_read_all();
+    named_barrier_sync(kChunkBarrier + wg, 128);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      *reinterpret_cast<float4 *>(staging + (j * 128 + t) * 4) =
+          make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
+    fence_view_async_shared();
+    named_barrier_sync(kChunkBarrier + wg, 128);
+    if (t == 0)
+      bulk_reduce_add_f32(dq_head + int64_t(m) * (BM * D) + wg * Cfg::DQ_CHUNK_FLOATS, staging,
+                          Cfg::DQ_CHUNK_FLOATS * 4);
+
+    wgmma_wait<0>();
+    fence_operands(dv);
+    fence_operands(dk);
+    fence_operands(pa);
+    fence_operands(dsa);
+    if (lane == 0) mbar_arrive(empty + st.stage);  // Q_i and dO_i no longer read
+    st.advance();
+    ds_buf ^= 1;
+    h = h_next, m = m_next;
+  }
+  if (t == 0) bulk_wait_all();
+  store_rows<Cfg>(p.dv, p.dv_stride, b, hk, key_base, p.seqlen_k, dv, 1.f);
+  store_rows<Cfg>(p.dk, p.dk_stride, b, hk, key_base, p.seqlen_k, dk, p.scale);
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const __grid_constant__ BwdSm90Params p) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint64_t *bar = reinterpret_cast<uint64_t *>(smem + Cfg::BAR_OFF);
+  uint64_t *kv_full = bar, *full = bar + 1, *empty = bar + 1 + Cfg::STAGES;
+  if (threadIdx.x == 0) {
+    mbar_init(kv_full, 1);
+    for (int s = 0; s < Cfg::STAGES; ++s) {
+      mbar_init(full + s, 1);
+      mbar_init(empty + s, 4 * Cfg::NWG);  // one arrival per consumer warp
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+  const int n_block = blockIdx.x, hk = blockIdx.y % p.heads_kv, b = blockIdx.y / p.heads_kv;
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    setmaxnreg_dec<24>();
+    if (threadIdx.x == 0) bwd_producer<Cfg>(p, smem, kv_full, full, empty, n_block, hk, b);
+  } else {
+    setmaxnreg_inc<240>();
+    bwd_consumer<Cfg>(p, smem, kv_full, full, empty, n_block, hk, b, wg - 1);
+  }
+}
+
+}  // namespace flashbox::sm90::bwd

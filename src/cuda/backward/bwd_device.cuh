@@ -65,6 +65,21 @@ __device__ __forceinline__ const Elem *frag_b_kn_addr(const Elem *tile, int ld, 
   return tile + (k0 + (lane & 7) + (m & 1) * 8) * ld + n0 + (m >> 1) * 8;
 }
 
+// Σ_d a_d · b_d over one row of head_dim 16-bit elements, reduced over the warp (every lane gets it):
+// the row sums D = rowsum(dO ∘ O) of the backward's preprocessing.
+template <typename Elem>
+__device__ __forceinline__ float warp_row_dot(const Elem *a, const Elem *b, int head_dim, int lane) {
+  float sum = 0.0f;
+  for (int c = 2 * lane; c < head_dim; c += 64) {
+    const float2 x = unpack_pair<Elem>(*reinterpret_cast<const uint32_t *>(a + c));
+    const float2 y = unpack_pair<Elem>(*reinterpret_cast<const uint32_t *>(b + c));
+    sum += x.x * y.x + x.y * y.y;
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  return sum;
+}
+
 // Copies rows [row0, row0 + kRows) of one head into a shared tile (row stride D + 8: the 16-byte pad
 // keeps ldmatrix free of bank conflicts); rows at or past `limit` become zeros.
 template <typename Elem, int D, int kRows, int kThreads>

@@ -23,14 +23,7 @@ __global__ void rowsum_kernel(const BwdParams p, int head_dim) {
   const Elem *o = static_cast<const Elem *>(p.o) + b * p.o_stride[0] + int64_t(i) * p.o_stride[1] + h * p.o_stride[2];
   const Elem *d = static_cast<const Elem *>(p.dout) + b * p.do_stride[0] + int64_t(i) * p.do_stride[1] +
                   h * p.do_stride[2];
-  float sum = 0.0f;
-  for (int c = 2 * lane; c < head_dim; c += 64) {
-    const float2 a = unpack_pair<Elem>(*reinterpret_cast<const uint32_t *>(o + c));
-    const float2 x = unpack_pair<Elem>(*reinterpret_cast<const uint32_t *>(d + c));
-    sum += a.x * x.x + a.y * x.y;
-  }
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  const float sum = warp_row_dot(o, d, head_dim, lane);
   if (lane == 0) p.dsum[row] = sum;
 }
 

@@ -49,14 +49,7 @@ __global__ void prepare_kernel(const PrepArgs a) {
   const Elem *o = static_cast<const Elem *>(a.o) + b * a.o_stride[0] + int64_t(i) * a.o_stride[1] + h * a.o_stride[2];
   const Elem *d =
       static_cast<const Elem *>(a.dout) + b * a.do_stride[0] + int64_t(i) * a.do_stride[1] + h * a.do_stride[2];
-  float sum = 0.f;
-  for (int c = 2 * lane; c < a.head_dim; c += 64) {
-    const float2 x = cuda::bwd::unpack_pair<Elem>(*reinterpret_cast<const uint32_t *>(o + c));
-    const float2 y = cuda::bwd::unpack_pair<Elem>(*reinterpret_cast<const uint32_t *>(d + c));
-    sum += x.x * y.x + x.y * y.y;
-  }
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  const float sum = cuda::bwd::warp_row_dot(o, d, a.head_dim, lane);
   if (lane == 0) {
     a.dsum[row] = sum;
     a.lse_log2[row] = a.lse[bh * a.seqlen_q + i] * kLog2e;  // -inf stays -inf (the row is masked)

@@ -20,16 +20,31 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare_sdpa as cs  # noqa: E402
 
-VARIANTS = {
-    "default": {},
-    "grid": {"FLASHBOX_SM90_SCHED": "grid"},
-    "pers32": {"FLASHBOX_SM90_SCHED": "persistent"},
-    "pers8": {"FLASHBOX_SM90_SCHED": "persistent", "FLASHBOX_SM90_L2MB": "8"},
-    "pers0": {"FLASHBOX_SM90_SCHED": "persistent", "FLASHBOX_SM90_L2MB": "0"},
+# Run 5 swept grid / persistent with 32, 8 and 0 MB sections (and, non-causal, the 128 x 128 tile);
+# run 6: the defaults chosen from it against one CTA per tile and the dynamic scheduler.
+VARIANT_SETS = {
+    "run5": ({
+        "default": {},
+        "grid": {"FLASHBOX_SM90_SCHED": "grid"},
+        "pers32": {"FLASHBOX_SM90_SCHED": "persistent"},
+        "pers8": {"FLASHBOX_SM90_SCHED": "persistent", "FLASHBOX_SM90_L2MB": "8"},
+        "pers0": {"FLASHBOX_SM90_SCHED": "persistent", "FLASHBOX_SM90_L2MB": "0"},
+    }, {
+        "t128grid": {"FLASHBOX_SM90_TILE": "128x128", "FLASHBOX_SM90_SCHED": "grid"},
+        "t128pers0": {"FLASHBOX_SM90_TILE": "128x128", "FLASHBOX_SM90_SCHED": "persistent",
+                      "FLASHBOX_SM90_L2MB": "0"},
+    }),
+    "run6": ({
+        "default": {},
+        "grid": {"FLASHBOX_SM90_SCHED": "grid"},
+        "dynamic": {"FLASHBOX_SM90_SCHED": "dynamic"},
+    }, {}),
+    "run6-nodyn": ({"default": {}, "grid": {"FLASHBOX_SM90_SCHED": "grid"}}, {}),
 }
+VARIANTS, EXTRA_NONCAUSAL = VARIANT_SETS["run6"]
 SHAPES = [(64, 12, t, True) for t in (2048, 4096, 8192, 16384)] + \
          [(128, 16, t, True) for t in (2048, 4096, 8192, 16384)] + [(128, 16, 16384, False)]
-KEYS = [k for v in VARIANTS.values() for k in v]
+KEYS = sorted({k for vs in VARIANT_SETS.values() for d in vs for v in d.values() for k in v})
 
 
 def set_env(settings):
@@ -43,7 +58,10 @@ def main():
     ap.add_argument("library")
     ap.add_argument("--json")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--set", choices=sorted(VARIANT_SETS), default="run6")
     args = ap.parse_args()
+    global VARIANTS, EXTRA_NONCAUSAL
+    VARIANTS, EXTRA_NONCAUSAL = VARIANT_SETS[args.set]
     os.environ["FLASHBOX_FLASH_ARCH"] = "sm90"
     lib = cs.load_library(args.library)
     B, rows = 4, []
@@ -57,10 +75,11 @@ def main():
         fargs = cs.make_args(q, k, v, o, lse, cs.FLASHBOX_FLASH, causal)
         ref = cs.sdpa(cs.SDPBackend.FLASH_ATTENTION, causal)(q, k, v)
         cudnn = cs.sdpa(cs.SDPBackend.CUDNN_ATTENTION, causal)
-        times = {n: [] for n in list(VARIANTS) + ["cudnn"]}
+        variants = dict(VARIANTS, **({} if causal else EXTRA_NONCAUSAL))
+        times = {n: [] for n in list(variants) + ["cudnn"]}
         kernels, errors = {}, {}
         for _ in range(args.rounds):
-            for name, settings in VARIANTS.items():
+            for name, settings in variants.items():
                 set_env(settings)
                 cs.checked(lib, lib.flashbox_attention_forward(ctypes.byref(fargs)))
                 torch.cuda.synchronize()
@@ -72,10 +91,12 @@ def main():
         fl = cs.flops(B, H, T, D, causal, False)
         med = {n: statistics.median(t) for n, t in times.items()}
         print(f"{D:>4} {H:>3} {T:>6} {int(causal):>6} | " +
-              " ".join(f"{med[n]:7.3f}ms{fl / (med[n] * 1e-3) / 1e12:4.0f}T" for n in med), flush=True)
+              " ".join(f"{med[n]:7.3f}ms{fl / (med[n] * 1e-3) / 1e12:4.0f}T" for n in med) +
+              ("" if causal or not EXTRA_NONCAUSAL else "  (then " + ", ".join(EXTRA_NONCAUSAL) + ", cudnn)"),
+              flush=True)
         for n, t in times.items():
             rows.append(dict(head_dim=D, heads=H, batch=B, seqlen=T, causal=causal, variant=n,
-                             settings=VARIANTS.get(n), kernel=kernels.get(n, "cudnn"), ms_rounds=t,
+                             settings=variants.get(n), kernel=kernels.get(n, "cudnn"), ms_rounds=t,
                              ms=med[n], tflops=fl / (med[n] * 1e-3) / 1e12, rel_error_vs_sdpa=errors.get(n)))
         bad = {n: e for n, e in errors.items() if not e < 1e-2}
         if bad:

@@ -9,13 +9,15 @@
 // Environment (benchmarks and tests): FLASHBOX_SM90_TILE = 128x128|192x128 (head_dim 64),
 // 128x128|128x176 (head_dim 128); FLASHBOX_SM90_MODE = serial|overlap|pingpong (default: pingpong,
 // i.e. overlap + ping-pong); FLASHBOX_SM90_RESCALE = lazy|always (default lazy: O is rescaled only
-// when a row max grows past 2^8); FLASHBOX_SM90_SCHED = grid|persistent (grid: one CTA per tile;
-// persistent: one CTA per SM walking many tiles; default persistent for head_dim 64, grid for 128);
-// FLASHBOX_SM90_L2MB = N: MB of K/V per head section of the persistent order (default 32);
+// when a row max grows past 2^8); FLASHBOX_SM90_SCHED = grid|persistent|dynamic (grid: one CTA per
+// tile; persistent: one CTA per SM walking a static share of the tiles; dynamic: one CTA per SM
+// taking tiles from a global counter; default below, schedule()); FLASHBOX_SM90_L2MB = N: MB of K/V
+// per head section of the persistent order (default below, l2_section_heads());
 // FLASHBOX_SM90_CTAS = N caps the persistent grid (tests use it to give each CTA many tiles);
 // FLASHBOX_SM90_OSTAGE = q stages O in the Q rows even when a persistent CTA has room for its own O
 // buffer (for measurement).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -54,16 +56,22 @@ TileChoice choose_tile(const flashbox_attention_args &a) {
   return tile;
 }
 
-// Persistent: one CTA per SM (or FLASHBOX_SM90_CTAS), each walking many tiles; else one per tile.
-// Default by measurement (bench/NOTES.md, Hopper, run 4): persistent for head_dim 64, where it hides
-// each tile's start and end (+27% at T = 2048, +8% at 4096); one CTA per tile for head_dim 128,
-// where the persistent order measured slower from T = 4096 on.
-bool persistent_requested(const flashbox_attention_args &a) {
-  if (std::getenv("FLASHBOX_SM90_CTAS") != nullptr) return true;
+// K and V bytes of one (batch, head): what a head's tiles share in L2.
+int64_t kv_bytes_per_head(const flashbox_attention_args &a) { return a.seqlen_k * a.head_dim * 2 * 2; }
+
+// Persistent: one CTA per SM (or FLASHBOX_SM90_CTAS), each walking many tiles; dynamic: the same,
+// tiles taken from a global counter; else one CTA per tile. Default by measurement (bench/NOTES.md,
+// Hopper, runs 4-5): persistent while a head's K and V take at most 4 MB (D64 up to T = 16384, D128
+// up to 8192), where hiding each tile's start and end wins (+27% D64 and +15% D128 at T = 2048);
+// beyond, one CTA per tile (D128 T = 16384: 591 against 570 TFLOP/s persistent).
+enum class Sched { grid, persistent, dynamic };
+Sched schedule(const flashbox_attention_args &a) {
   const char *sched = std::getenv("FLASHBOX_SM90_SCHED");
-  if (sched != nullptr && std::strcmp(sched, "persistent") == 0) return true;
-  if (sched != nullptr && std::strcmp(sched, "grid") == 0) return false;
-  return a.head_dim == 64;
+  if (sched != nullptr && std::strcmp(sched, "dynamic") == 0) return Sched::dynamic;
+  if (sched != nullptr && std::strcmp(sched, "persistent") == 0) return Sched::persistent;
+  if (std::getenv("FLASHBOX_SM90_CTAS") != nullptr) return Sched::persistent;
+  if (sched != nullptr && std::strcmp(sched, "grid") == 0) return Sched::grid;
+  return kv_bytes_per_head(a) <= (int64_t(4) << 20) ? Sched::persistent : Sched::grid;
 }
 
 unsigned persistent_grid(int num_tiles) {
@@ -81,12 +89,16 @@ unsigned persistent_grid(int num_tiles) {
 }
 
 // (batch, head) pairs per L2 section of the persistent order: as many whole heads' K and V as fit
-// in 32 MB (FA3's heuristic; FLASHBOX_SM90_L2MB = N sets another budget, 0 = one head per section,
-// i.e. the grid's order: head by head, longest query block first).
+// in the budget, FLASHBOX_SM90_L2MB = N MB; 0 = one head per section, i.e. the grid's order (head
+// by head, longest query block first). Default by measurement (run 5, bench/sm90_sched.py): one
+// head per section, where 32 MB sections (FA3's figure) measured 8-12% slower for head_dim 128 at
+// T = 2048-8192 and 5% slower for head_dim 64 at 4096 (the snake over rounds then deals one CTA the
+// long tiles of several sections in a row); 32 MB for head_dim 64 above 1 MB of K/V per head (T >
+// 4096), where one head per section measured 4% slower.
 int l2_section_heads(const flashbox_attention_args &a) {
-  int64_t budget = int64_t(32) << 20;
+  int64_t budget = a.head_dim == 64 && kv_bytes_per_head(a) > (int64_t(1) << 20) ? int64_t(32) << 20 : 0;
   if (const char *mb = std::getenv("FLASHBOX_SM90_L2MB")) budget = int64_t(std::max(0, std::atoi(mb))) << 20;
-  const int64_t kv_bytes = a.seqlen_k * a.head_dim * 2 * 2;
+  const int64_t kv_bytes = kv_bytes_per_head(a);
   const int64_t heads_total = a.batch * a.heads_q;
   return int(std::clamp<int64_t>(budget / std::max<int64_t>(kv_bytes, 1), 1, heads_total));
 }
@@ -164,10 +176,19 @@ int cuda_flash_forward_sm90(const flashbox_attention_args &a) {
   if (!build_params(a, tile, p, &why))
     return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, std::string("cuda_flash_forward_sm90: ") + why);
   dim3 grid(unsigned(p.num_tiles));
-  const bool persistent = persistent_requested(a);
+  const Sched sched = schedule(a);
+  const bool persistent = sched != Sched::grid;
   if (persistent) {
     grid.x = persistent_grid(p.num_tiles);
-    p.section_heads = l2_section_heads(a);
+    // dynamic: the grid's order unless FLASHBOX_SM90_L2MB asks for sections (longest first across
+    // several heads: not yet measured, bench/NOTES.md run 6)
+    const bool grid_order = sched == Sched::dynamic && std::getenv("FLASHBOX_SM90_L2MB") == nullptr;
+    p.section_heads = grid_order ? 1 : l2_section_heads(a);
+    if (sched == Sched::dynamic) {
+      static std::atomic<unsigned> next_slot{0};
+      p.dynamic = 1;
+      p.sched_slot = int(next_slot.fetch_add(1) % unsigned(sm90::kSchedSlots));
+    }
     const char *ostage = std::getenv("FLASHBOX_SM90_OSTAGE");
     p.separate_o = !(ostage != nullptr && std::strcmp(ostage, "q") == 0);  // the kernel: only if it fits
   }
@@ -181,8 +202,10 @@ int cuda_flash_forward_sm90(const flashbox_attention_args &a) {
                      std::to_string(tile.bn);
   if (std::strcmp(mode_name(), "pingpong") != 0) name += std::string("_") + mode_name();
   if (p.lazy_rescale_log2 == 0.f) name += "_rescale_always";
-  if (persistent)
-    name += p.separate_o && sm90::o_buffer_fits(tile.bm, tile.bn, int(a.head_dim), 2) ? "_persistent" : "_persistent_oq";
+  if (persistent) {
+    name += sched == Sched::dynamic ? "_dynamic" : "_persistent";
+    if (!(p.separate_o && sm90::o_buffer_fits(tile.bm, tile.bn, int(a.head_dim), 2))) name += "_oq";
+  }
   set_kernel_name(name);
   return FLASHBOX_OK;
 }

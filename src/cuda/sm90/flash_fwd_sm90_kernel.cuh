@@ -19,8 +19,10 @@
 //     of the O buffer is waited for only before the next epilogue writes it.
 // Scheduling: one tile per CTA (grid = all tiles, head by head, longest query block first), or
 // persistent (grid = SMs; each CTA walks tiles in a snake over rounds of the longest-first order cut
-// into L2-sized head sections). The rings' (stage, parity) and the ping-pong turns run on across a
-// CTA's tiles; every warpgroup of a CTA sees the same tiles, so all agree on the counts.
+// into L2-sized head sections), or dynamic (grid = SMs; the grid's order, each CTA's producer takes
+// the next tile from a global counter, FA3's scheduler for causal, and passes it to the consumers
+// through a 2-slot ring in shared memory). The rings' (stage, parity) and the ping-pong turns run on
+// across a CTA's tiles; every warpgroup of a CTA sees the same tiles, so all agree on the counts.
 // Causal masking is bottom-right aligned; only blocks that cross the diagonal or the end of the keys
 // are masked.
 #pragma once
@@ -42,15 +44,25 @@ struct FwdParams {
   int section_heads;  // (batch, head) pairs per L2 section of the tile order
   int causal, overlap, pingpong;
   int separate_o;  // stage O in its own buffer and release Q early (launch_config: only if it fits)
+  int dynamic;      // tiles from the counter pair `sched` (next tile, CTAs done), reset by the last CTA
+  int sched_slot;   // which pair of g_sched_counters (launch_config turns it into `sched`)
+  int *sched;
   float scale, scale_log2;
   float lazy_rescale_log2;  // 0: rescale O whenever a row max grows; 8 (default): only past 2^8 growth
 };
 
 // Whether a BM x D O staging buffer fits beside Q (BM x D) and the K and V rings (STAGES x BN x D
 // each), bf16/fp16, with the barriers and the 1024-byte alignment slack, in 227 KB.
+constexpr int num_mbarriers(int stages) { return 6 + 4 * stages; }  // Q, tile slots, K and V rings
 constexpr bool o_buffer_fits(int bm, int bn, int d, int stages) {
-  return 2 * bm * d * 2 + 2 * stages * bn * d * 2 + (2 + 4 * stages) * 8 + 1024 <= 227 * 1024;
+  return 2 * bm * d * 2 + 2 * stages * bn * d * 2 + num_mbarriers(stages) * 8 + 16 + 1024 <= 227 * 1024;
 }
+
+// Counter pairs of the dynamic scheduler, one per launch slot (the host rotates the slots, so that
+// launches in flight on different streams do not share one): {next tile - gridDim.x, CTAs done}.
+// Zero at module load; the last CTA of a launch sets its pair back to zero.
+constexpr int kSchedSlots = 64;
+static __device__ int g_sched_counters[kSchedSlots][2];
 
 template <class T, int D_, int BN_, int NWG_, int STAGES_>
 struct FwdConfig {
@@ -62,12 +74,13 @@ struct FwdConfig {
   static constexpr int CONSUMER_REGS = NWG == 2 ? 240 : 160;
   static constexpr int Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2;
   static constexpr int Q_OFF = 0, K_OFF = Q_BYTES, V_OFF = K_OFF + STAGES * KV_BYTES;
-  static constexpr int NUM_BARS = 2 + 4 * STAGES;
+  static constexpr int NUM_BARS = num_mbarriers(STAGES);
   // The O staging buffer (BM x D, same panels as Q) exists when it fits beside Q and the rings.
   static constexpr bool O_FITS = o_buffer_fits(BM, BN, D, STAGES);
   static constexpr int O_OFF = V_OFF + STAGES * KV_BYTES;
   static constexpr int BAR_OFF = O_OFF + (O_FITS ? Q_BYTES : 0);
-  static constexpr int SMEM_BYTES = BAR_OFF + NUM_BARS * 8 + 1024;  // + slack to align the base to 1024
+  static constexpr int SLOT_OFF = BAR_OFF + NUM_BARS * 8;  // two ints: the tile-slot ring
+  static constexpr int SMEM_BYTES = SLOT_OFF + 16 + 1024;  // + slack to align the base to 1024
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   static_assert(BN % 16 == 0 && BN <= 192, "BN: whole k-steps of P.V, box rows <= 256");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
@@ -78,7 +91,8 @@ constexpr int kPingPongBarrier = 1;
 constexpr int kEpilogueBarrier = 5;
 
 struct Barriers {
-  uint64_t *full_q, *empty_q, *full_k, *empty_k, *full_v, *empty_v;
+  uint64_t *full_q, *empty_q, *full_k, *empty_k, *full_v, *empty_v, *full_t, *empty_t;
+  int *tile_slot;  // [2]: the tile index the producer hands to the consumers (dynamic scheduler)
 };
 
 // Tile order: (batch, head) pairs are cut into sections whose K/V fit in L2 together; inside a
@@ -144,19 +158,34 @@ __device__ __forceinline__ void producer(const FwdParams &p, uint8_t *smem, Barr
   tma_prefetch_map(&p.tm_q);
   tma_prefetch_map(&p.tm_k);
   tma_prefetch_map(&p.tm_v);
-  PipeState<Cfg::STAGES> ks, vs;
+  uint32_t ks = 0, vs = 0;  // K and V loads issued so far: ring stage and parity follow from them
   const auto load_kv = [&](int off, const CUtensorMap *map, TmaOrder ord, uint64_t *full, uint64_t *empty,
-                           PipeState<Cfg::STAGES> &st, int n_block, int hk, int b) {
-    mbar_wait(empty + st.stage, st.phase ^ 1);
-    mbar_expect_tx_arrive(full + st.stage, Cfg::KV_BYTES);
-    load_tile<Cfg::PANELS>(smem + off + st.stage * Cfg::KV_BYTES, Cfg::BN * 128, map, ord, full + st.stage,
+                           uint32_t &uses, int n_block, int hk, int b) {
+    const uint32_t stage = uses % Cfg::STAGES, phase = (uses / Cfg::STAGES) & 1;
+    mbar_wait(empty + stage, phase ^ 1);
+    mbar_expect_tx_arrive(full + stage, Cfg::KV_BYTES);
+    load_tile<Cfg::PANELS>(smem + off + stage * Cfg::KV_BYTES, Cfg::BN * 128, map, ord, full + stage,
                            n_block * Cfg::BN, hk, b);
-    st.advance();
+    ++uses;
   };
-  uint32_t q_parity = 1;  // empty_q: the first wait passes on the fresh barrier
-  for (int round = 0; round * int(gridDim.x) < p.num_tiles; ++round) {
-    const int t = tile_position(round);
-    if (t >= p.num_tiles) continue;
+  // Few registers here (setmaxnreg): the tile-slot ring position (dynamic) and the Q-buffer parity
+  // follow from `round`, which counts this CTA's tiles (static: only the last round can skip one).
+  int next = int(blockIdx.x);
+  for (int round = 0;; ++round) {
+    int t;
+    if (p.dynamic) {
+      t = next;
+      const int slot = round & 1;
+      mbar_wait(bars.empty_t + slot, ((round >> 1) & 1) ^ 1);
+      bars.tile_slot[slot] = t;  // published by the arrive's release semantics
+      mbar_arrive(bars.full_t + slot);
+      if (t >= p.num_tiles) break;  // the consumers got the end mark too
+      next = atomicAdd(p.sched, 1) + int(gridDim.x);  // its latency hides under this tile's loads
+    } else {
+      if (round * int(gridDim.x) >= p.num_tiles) break;
+      t = tile_position(round);
+      if (t >= p.num_tiles) continue;
+    }
     const Tile tile = decode_tile(p, t);
     const BlockRange range = block_range(p, tile.m_block, Cfg::BM, Cfg::BN);
     const int hk = tile.h / p.group, last = range.n_blocks - 1;
@@ -164,8 +193,7 @@ __device__ __forceinline__ void producer(const FwdParams &p, uint8_t *smem, Barr
     if (range.n_blocks > 0) load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, last, hk, tile.b);
     // Q goes out for every tile, even one that sees no key: the consumers then wait for it every
     // tile, cannot run ahead, and neither empty_q nor full_q ever falls two phases behind.
-    mbar_wait(bars.empty_q, q_parity);
-    q_parity ^= 1;
+    mbar_wait(bars.empty_q, (round & 1) ^ 1);  // the first wait passes on the fresh barrier
     mbar_expect_tx_arrive(bars.full_q, Cfg::Q_BYTES);
     load_tile<Cfg::PANELS>(smem + Cfg::Q_OFF, Cfg::BM * 128, &p.tm_q, p.ord_q, bars.full_q, tile.m_block * Cfg::BM,
                            tile.h, tile.b);
@@ -175,6 +203,15 @@ __device__ __forceinline__ void producer(const FwdParams &p, uint8_t *smem, Barr
       load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, last - i + 1, hk, tile.b);
     }
     load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, 0, hk, tile.b);
+  }
+  if (p.dynamic) {
+    // Every CTA counts itself done after its last fetch; the last one zeroes the pair for the next
+    // launch (no fetch can follow: each producer fetched its end mark before counting itself).
+    __threadfence();
+    if (atomicAdd(p.sched + 1, 1) == int(gridDim.x) - 1) {
+      atomicExch(p.sched, 0);
+      atomicExch(p.sched + 1, 0);
+    }
   }
 }
 
@@ -370,9 +407,21 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
   c.v_desc0 = make_smem_desc(smem_addr(smem + Cfg::V_OFF), Cfg::BN * 128, 1024);
   if (p.overlap && p.pingpong && wg == Cfg::NWG - 1) named_barrier_arrive(kPingPongBarrier, 256);  // group 0 first
   uint32_t q_parity = 0;
-  for (int round = 0; round * int(gridDim.x) < p.num_tiles; ++round) {
-    const int tile_idx = tile_position(round);
-    if (tile_idx >= p.num_tiles) continue;
+  PipeState<2> ts;
+  for (int round = 0;; ++round) {
+    int tile_idx;
+    if (p.dynamic) {
+      mbar_wait(bars.full_t + ts.stage, ts.phase);
+      tile_idx = *reinterpret_cast<volatile int *>(bars.tile_slot + ts.stage);
+      __syncwarp();
+      c.release(bars.empty_t, ts.stage);
+      ts.advance();
+      if (tile_idx >= p.num_tiles) break;
+    } else {
+      if (round * int(gridDim.x) >= p.num_tiles) break;
+      tile_idx = tile_position(round);
+      if (tile_idx >= p.num_tiles) continue;
+    }
     const Tile tile = decode_tile(p, tile_idx);
     const BlockRange range = block_range(p, tile.m_block, Cfg::BM, Cfg::BN);
     const int row0 = tile.m_block * Cfg::BM + wg * 64 + c.warp * 16 + c.lane / 4;
@@ -403,13 +452,24 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_fwd_sm90_kernel(const _
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint64_t *bar = reinterpret_cast<uint64_t *>(smem + Cfg::BAR_OFF);
-  const Barriers bars{bar,     bar + 1, bar + 2, bar + 2 + Cfg::STAGES, bar + 2 + 2 * Cfg::STAGES,
-                      bar + 2 + 3 * Cfg::STAGES};
+  const Barriers bars{bar,
+                      bar + 1,
+                      bar + 6,
+                      bar + 6 + Cfg::STAGES,
+                      bar + 6 + 2 * Cfg::STAGES,
+                      bar + 6 + 3 * Cfg::STAGES,
+                      bar + 2,
+                      bar + 4,
+                      reinterpret_cast<int *>(smem + Cfg::SLOT_OFF)};
 
   if (threadIdx.x == 0) {
     mbar_init(bars.full_q, 1);
     // Q is released by every consumer warp (separate O buffer) or by each warpgroup's storing thread.
     mbar_init(bars.empty_q, Cfg::O_FITS && p.separate_o ? 4 * Cfg::NWG : Cfg::NWG);
+    for (int s = 0; s < 2; ++s) {
+      mbar_init(bars.full_t + s, 1);
+      mbar_init(bars.empty_t + s, 4 * Cfg::NWG);  // every consumer warp, after reading the slot
+    }
     for (int s = 0; s < Cfg::STAGES; ++s) {
       mbar_init(bars.full_k + s, 1);
       mbar_init(bars.full_v + s, 1);

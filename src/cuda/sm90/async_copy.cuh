@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cuda.h>
 
+#include "cuda/sm90/tma_host.hpp"
+
 namespace flashbox::sm90 {
 
 __device__ __forceinline__ uint32_t smem_addr(const void *p) {
@@ -66,6 +68,23 @@ __device__ __forceinline__ void tma_load_4d(void *dst, const CUtensorMap *map, u
       "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
 }
+// The coordinates {d, and seq/head/batch in the map's order} of a box (tma_host.hpp's encode_map).
+__device__ __forceinline__ int4 tma_coords(TmaOrder o, int d, int seq, int head, int batch) {
+  const auto pick = [&](int slot) { return o.seq == slot ? seq : (o.head == slot ? head : batch); };
+  return make_int4(d, pick(1), pick(2), pick(3));
+}
+
+// Loads a rows x D tile (D/64 panels of rows x 128 B, one box each) whose first row is `seq`.
+template <int PANELS>
+__device__ __forceinline__ void load_tile(uint8_t *dst, int panel_bytes, const CUtensorMap *map, TmaOrder ord,
+                                          uint64_t *bar, int seq, int head, int batch) {
+#pragma unroll
+  for (int pnl = 0; pnl < PANELS; ++pnl) {
+    const int4 c = tma_coords(ord, pnl * 64, seq, head, batch);
+    tma_load_4d(dst + pnl * panel_bytes, map, bar, c.x, c.y, c.z, c.w);
+  }
+}
+
 // Stores one box from shared memory; rows outside the tensor are clipped by the hardware.
 __device__ __forceinline__ void tma_store_4d(const CUtensorMap *map, const void *src, int c0, int c1, int c2, int c3) {
   asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(

@@ -117,14 +117,7 @@ bool build_params(const flashbox_attention_args &a, TileChoice tile, FwdParams &
   };
   if (a.dtype != FLASHBOX_BFLOAT16 && a.dtype != FLASHBOX_FLOAT16) return no("the sm90 kernel takes bf16 or fp16");
   if (a.head_dim != 64 && a.head_dim != 128) return no("the sm90 kernel takes head_dim 64 or 128");
-  int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
-    cudaGetLastError();
-    return no("no CUDA device to query");
-  }
-  if (major != 9 || minor != 0) return no("the sm90 kernel is built for sm_90a and needs compute capability 9.0");
+  if (const char *reason = sm90::sm90_unavailable_reason()) return no(reason);
   if (a.batch * a.heads_q * ((a.seqlen_q + tile.bm - 1) / tile.bm) > INT32_MAX)
     return no("more than 2^31 - 1 query tiles");
   if (a.seqlen_q > INT32_MAX / 2 || a.seqlen_k > INT32_MAX / 2) return no("sequence too long for 32-bit TMA coordinates");
@@ -134,7 +127,6 @@ bool build_params(const flashbox_attention_args &a, TileChoice tile, FwdParams &
   const TensorView o{a.o, a.seqlen_q, a.heads_q, a.batch, a.o_stride};
   if (!tma_describable(q) || !tma_describable(k) || !tma_describable(v) || !tma_describable(o))
     return no("TMA needs 16-byte aligned q/k/v/o and batch/seq/head strides that are multiples of 16 bytes");
-  if (!sm90::tma_available()) return no("the driver does not provide cuTensorMapEncodeTiled");
   const CUtensorMapDataType type =
       a.dtype == FLASHBOX_BFLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   std::memset(&p, 0, sizeof p);

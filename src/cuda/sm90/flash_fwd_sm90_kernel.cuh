@@ -135,22 +135,6 @@ __device__ __forceinline__ BlockRange block_range(const FwdParams &p, int m_bloc
   return {n_max, min(n_full, n_max)};
 }
 
-__device__ __forceinline__ int4 tma_coords(TmaOrder o, int d, int seq, int head, int batch) {
-  const auto pick = [&](int slot) { return o.seq == slot ? seq : (o.head == slot ? head : batch); };
-  return make_int4(d, pick(1), pick(2), pick(3));
-}
-
-// Loads a rows x D tile (D/64 panels of rows x 128 B) whose first row is `seq`.
-template <int PANELS>
-__device__ __forceinline__ void load_tile(uint8_t *dst, int panel_bytes, const CUtensorMap *map, TmaOrder ord,
-                                          uint64_t *bar, int seq, int head, int batch) {
-#pragma unroll
-  for (int pnl = 0; pnl < PANELS; ++pnl) {
-    const int4 c = tma_coords(ord, pnl * 64, seq, head, batch);
-    tma_load_4d(dst + pnl * panel_bytes, map, bar, c.x, c.y, c.z, c.w);
-  }
-}
-
 // One thread: for every tile of this CTA, the first K block, Q once its buffer is free (the previous
 // tile's O has left it), then the other K/V blocks; the rings' (stage, parity) run on across tiles.
 template <class Cfg>

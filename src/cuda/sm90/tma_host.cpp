@@ -26,6 +26,19 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 
 bool tma_available() { return tensor_map_encoder() != nullptr; }
 
+const char *sm90_unavailable_reason() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return "no CUDA device to query";
+  }
+  if (major != 9 || minor != 0) return "the sm90 kernels are built for sm_90a and need compute capability 9.0";
+  if (!tma_available()) return "the driver does not provide cuTensorMapEncodeTiled";
+  return nullptr;
+}
+
 bool tma_describable(const TensorView &t) {
   if (reinterpret_cast<uintptr_t>(t.base) % 16 != 0) return false;
   const int64_t sizes[3] = {t.batch, t.seq, t.heads};

@@ -23,6 +23,9 @@ struct TensorView {
 
 // True when the driver offers cuTensorMapEncodeTiled.
 bool tma_available();
+// Why the sm_90a kernels cannot run on the current device (no device, not compute capability 9.0,
+// no tensor-map encoder), or nullptr when they can.
+const char *sm90_unavailable_reason();
 // The TMA can address the tensor: 16-byte aligned base, every stride of a non-unit dimension a
 // multiple of 16 bytes and below 2^40 (16-bit elements).
 bool tma_describable(const TensorView &t);

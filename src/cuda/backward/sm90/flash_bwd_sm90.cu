@@ -105,15 +105,7 @@ bool plan_backward(const flashbox_attention_grad_args &g, Plan *plan, const char
   if (a.dtype != FLASHBOX_BFLOAT16 && a.dtype != FLASHBOX_FLOAT16) return no("the sm90 backward takes bf16 or fp16");
   if (a.head_dim != 64 && a.head_dim != 128) return no("the sm90 backward takes head_dim 64 or 128");
   if (a.seqlen_q < 1 || a.seqlen_k < 1) return no("empty sequences go to the sm80 path");
-  int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
-    cudaGetLastError();
-    return no("no CUDA device to query");
-  }
-  if (major != 9 || minor != 0) return no("the sm90 backward is built for sm_90a and needs compute capability 9.0");
-  if (!tma_available()) return no("the driver does not provide cuTensorMapEncodeTiled");
+  if (const char *reason = sm90_unavailable_reason()) return no(reason);
   if (a.seqlen_q > INT32_MAX / 2 || a.seqlen_k > INT32_MAX / 2) return no("sequence too long for 32-bit coordinates");
   const TensorView views[4] = {{a.q, a.seqlen_q, a.heads_q, a.batch, a.q_stride},
                                {a.k, a.seqlen_k, a.heads_kv, a.batch, a.k_stride},

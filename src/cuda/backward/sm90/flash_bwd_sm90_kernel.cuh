@@ -74,21 +74,6 @@ struct BwdConfig {
 constexpr int kDsBarrier = 1;
 constexpr int kChunkBarrier = 2;
 
-__device__ __forceinline__ int4 bwd_tma_coords(TmaOrder o, int d, int seq, int head, int batch) {
-  const auto pick = [&](int slot) { return o.seq == slot ? seq : (o.head == slot ? head : batch); };
-  return make_int4(d, pick(1), pick(2), pick(3));
-}
-
-template <int PANELS>
-__device__ __forceinline__ void bwd_load_tile(uint8_t *dst, int panel_bytes, const CUtensorMap *map, TmaOrder ord,
-                                              uint64_t *bar, int seq, int head, int batch) {
-#pragma unroll
-  for (int pnl = 0; pnl < PANELS; ++pnl) {
-    const int4 c = bwd_tma_coords(ord, pnl * 64, seq, head, batch);
-    tma_load_4d(dst + pnl * panel_bytes, map, bar, c.x, c.y, c.z, c.w);
-  }
-}
-
 // First query block that sees a key of K block n (causal, bottom-right aligned), else 0.
 __device__ __forceinline__ int first_m_block(const BwdSm90Params &p, int n_block, int BM, int BN) {
   if (!p.causal) return 0;
@@ -102,8 +87,8 @@ __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *sm
   tma_prefetch_map(&p.tm_q);
   tma_prefetch_map(&p.tm_do);
   mbar_expect_tx_arrive(kv_full, 2 * Cfg::KV_BYTES);
-  bwd_load_tile<Cfg::PANELS>(smem + Cfg::K_OFF, Cfg::BN * 128, &p.tm_k, p.ord_k, kv_full, n_block * Cfg::BN, hk, b);
-  bwd_load_tile<Cfg::PANELS>(smem + Cfg::V_OFF, Cfg::BN * 128, &p.tm_v, p.ord_v, kv_full, n_block * Cfg::BN, hk, b);
+  load_tile<Cfg::PANELS>(smem + Cfg::K_OFF, Cfg::BN * 128, &p.tm_k, p.ord_k, kv_full, n_block * Cfg::BN, hk, b);
+  load_tile<Cfg::PANELS>(smem + Cfg::V_OFF, Cfg::BN * 128, &p.tm_v, p.ord_v, kv_full, n_block * Cfg::BN, hk, b);
   PipeState<Cfg::STAGES> st;
   const int m_begin = first_m_block(p, n_block, Cfg::BM, Cfg::BN);
   for (int hi = 0; hi < p.group; ++hi) {
@@ -112,9 +97,9 @@ __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *sm
       mbar_wait(empty + st.stage, st.phase ^ 1);
       uint64_t *bar = full + st.stage;
       mbar_expect_tx_arrive(bar, 2 * Cfg::Q_BYTES);
-      bwd_load_tile<Cfg::PANELS>(smem + Cfg::Q_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_q, p.ord_q, bar,
+      load_tile<Cfg::PANELS>(smem + Cfg::Q_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_q, p.ord_q, bar,
                                  m * Cfg::BM, h, b);
-      bwd_load_tile<Cfg::PANELS>(smem + Cfg::DO_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_do, p.ord_do, bar,
+      load_tile<Cfg::PANELS>(smem + Cfg::DO_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_do, p.ord_do, bar,
                                  m * Cfg::BM, h, b);
       st.advance();
     }

@@ -124,6 +124,18 @@ TEST(CudaBackward, EmptyRowsGiveZeroDq) {
   }
 }
 
+// T = 4097: many K/V blocks and query tiles, a last tile with a single row, GQA, both head_dims,
+// causal and not (the shapes above stop at 1000).
+TEST(CudaBackward, LongOddSequence) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t dim : {64, 128})
+    for (int causal : {0, 1}) {
+      const AttentionCase c{.batch = 1, .seqlen_q = 4097, .seqlen_k = 4097, .heads_q = 2, .heads_kv = 1,
+                            .head_dim = dim, .dtype = FLASHBOX_BFLOAT16, .causal = causal};
+      check(c, 0);
+    }
+}
+
 // On an sm_90 device the non-deterministic backward must run the Hopper kernels (the shape cases
 // above then test them; FLASHBOX_BWD_ARCH=sm80 runs the same cases on the sm80 kernels).
 TEST(CudaBackward, HopperRunsTheSm90Kernels) {

@@ -5,8 +5,10 @@ Same method as compare_sdpa.py (ctypes, the same torch tensors, triton do_bench 
 flushed), but every variant and cuDNN are timed in turn, ROUNDS times over, and each one's median
 of rounds is reported: clock or power drift during the run then hits all of them alike, which
 back-to-back rows of sm90_bench do not guarantee (run 4 saw two identical kernels 10% apart).
-  python3 bench/sm90_sched.py libflashbox.so [--json PATH] [--rounds 3]
-Variants are lists of FLASHBOX_SM90_* settings; "default" is the library's own choice.
+  python3 bench/sm90_sched.py libflashbox.so [--json PATH] [--rounds 3] [--lib NAME=PATH ...]
+Variants are lists of FLASHBOX_SM90_* settings; "default" is the library's own choice. --lib adds
+another build of the library as one more variant (its defaults), e.g. an older commit, so that two
+versions of the kernel are compared in one process on the same tensors.
 """
 import argparse
 import ctypes
@@ -21,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare_sdpa as cs  # noqa: E402
 
 # Run 5 swept grid / persistent with 32, 8 and 0 MB sections (and, non-causal, the 128 x 128 tile);
-# run 6: the defaults chosen from it against one CTA per tile and the dynamic scheduler.
+# run 6: the defaults chosen from it against one CTA per tile.
 VARIANT_SETS = {
     "run5": ({
         "default": {},
@@ -34,14 +36,12 @@ VARIANT_SETS = {
         "t128pers0": {"FLASHBOX_SM90_TILE": "128x128", "FLASHBOX_SM90_SCHED": "persistent",
                       "FLASHBOX_SM90_L2MB": "0"},
     }),
-    "run6": ({
-        "default": {},
-        "grid": {"FLASHBOX_SM90_SCHED": "grid"},
-        "dynamic": {"FLASHBOX_SM90_SCHED": "dynamic"},
-    }, {}),
-    "run6-nodyn": ({"default": {}, "grid": {"FLASHBOX_SM90_SCHED": "grid"}}, {}),
+    # run 6 also timed FLASHBOX_SM90_SCHED=dynamic (an atomic tile counter), no faster: removed in session 3.
+    "run6": ({"default": {}, "grid": {"FLASHBOX_SM90_SCHED": "grid"}}, {}),
+    # Session 3: the defaults against one CTA per tile (older builds come in with --lib).
+    "s3": ({"default": {}, "grid": {"FLASHBOX_SM90_SCHED": "grid"}}, {}),
 }
-VARIANTS, EXTRA_NONCAUSAL = VARIANT_SETS["run6"]
+VARIANTS, EXTRA_NONCAUSAL = VARIANT_SETS["s3"]
 SHAPES = [(64, 12, t, True) for t in (2048, 4096, 8192, 16384)] + \
          [(128, 16, t, True) for t in (2048, 4096, 8192, 16384)] + [(128, 16, 16384, False)]
 KEYS = sorted({k for vs in VARIANT_SETS.values() for d in vs for v in d.values() for k in v})
@@ -58,12 +58,18 @@ def main():
     ap.add_argument("library")
     ap.add_argument("--json")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--set", choices=sorted(VARIANT_SETS), default="run6")
+    ap.add_argument("--set", choices=sorted(VARIANT_SETS), default="s3")
+    ap.add_argument("--lib", action="append", default=[], metavar="NAME=PATH", help="another library build")
     args = ap.parse_args()
     global VARIANTS, EXTRA_NONCAUSAL
     VARIANTS, EXTRA_NONCAUSAL = VARIANT_SETS[args.set]
     os.environ["FLASHBOX_FLASH_ARCH"] = "sm90"
     lib = cs.load_library(args.library)
+    libs = {}  # variant name -> library, for the --lib builds
+    for spec in args.lib:
+        name, path = spec.split("=", 1)
+        libs[name] = cs.load_library(path)
+        VARIANTS = dict(VARIANTS, **{name: {}})
     B, rows = 4, []
     print(f"{'D':>4} {'H':>3} {'T':>6} {'causal':>6} | " + " ".join(f"{n:>14}" for n in list(VARIANTS) + ["cudnn"]))
     for D, H, T, causal in SHAPES:
@@ -81,11 +87,13 @@ def main():
         for _ in range(args.rounds):
             for name, settings in variants.items():
                 set_env(settings)
-                cs.checked(lib, lib.flashbox_attention_forward(ctypes.byref(fargs)))
+                vlib = libs.get(name, lib)
+                o.fill_(float("nan"))  # an unwritten element fails the error check
+                cs.checked(vlib, vlib.flashbox_attention_forward(ctypes.byref(fargs)))
                 torch.cuda.synchronize()
-                kernels[name] = lib.flashbox_last_kernel().decode()
+                kernels[name] = vlib.flashbox_last_kernel().decode()
                 errors[name] = max(errors.get(name, 0.0), cs.rel_error(o, ref))
-                times[name].append(cs.bench(lambda: lib.flashbox_attention_forward(ctypes.byref(fargs))))
+                times[name].append(cs.bench(lambda: vlib.flashbox_attention_forward(ctypes.byref(fargs))))
             times["cudnn"].append(cs.bench(lambda: cudnn(q, k, v)))
         set_env({})
         fl = cs.flops(B, H, T, D, causal, False)

@@ -308,33 +308,6 @@ TEST_F(Sm90, PersistentAllSms) {
   check_case(make(2, 1000, 1000, 16, 4, 128, 1));   // 256 tiles, own O buffer
 }
 
-// The dynamic scheduler: tiles from a global counter, handed to the consumers through shared memory;
-// the last CTA of each launch resets the counter, so every repeated launch must again see all tiles
-// (a stale counter would leave rows of O unwritten: NaN poison).
-TEST_F(Sm90, DynamicScheduler) {
-  ScopedEnv sched("FLASHBOX_SM90_SCHED", "dynamic");
-  {
-    ScopedEnv ctas("FLASHBOX_SM90_CTAS", "3");
-    for (const char *mode : {"pingpong", "serial"}) {
-      ScopedEnv e("FLASHBOX_SM90_MODE", mode);
-      for (int64_t d : {64, 128})
-        for (int causal : {0, 1}) {
-          const std::string what = std::string(mode) + " d" + std::to_string(d) + " causal" + std::to_string(causal);
-          std::fprintf(stderr, "dynamic case: %s\n", what.c_str());
-          SCOPED_TRACE(what);
-          check_case(make(2, 640, 640, 3, 1, d, causal));
-          check_case(make(2, 700, 190, 2, 2, d, causal));
-        }
-    }
-    ScopedEnv e("FLASHBOX_SM90_TILE", "128x176");
-    check_case(make(3, 1000, 1000, 2, 2, 128, 0));
-  }
-  for (int i = 0; i < 3; ++i) {
-    check_case(make(2, 1024, 1024, 16, 8, 64, 1));
-    check_case(make(2, 1000, 1000, 16, 4, 128, 1));
-  }
-}
-
 // What TMA cannot describe (and dtypes the kernel lacks) is refused with a reason, so that dispatch
 // falls back to sm80; the API's own validation already rejects most such layouts for CUDA.
 TEST_F(Sm90, SupportsGivesReasons) {

@@ -9,15 +9,13 @@
 // Environment (benchmarks and tests): FLASHBOX_SM90_TILE = 128x128|192x128 (head_dim 64),
 // 128x128|128x176 (head_dim 128); FLASHBOX_SM90_MODE = serial|overlap|pingpong (default: pingpong,
 // i.e. overlap + ping-pong); FLASHBOX_SM90_RESCALE = lazy|always (default lazy: O is rescaled only
-// when a row max grows past 2^8); FLASHBOX_SM90_SCHED = grid|persistent|dynamic (grid: one CTA per
-// tile; persistent: one CTA per SM walking a static share of the tiles; dynamic: one CTA per SM
-// taking tiles from a global counter; default below, schedule()); FLASHBOX_SM90_L2MB = N: MB of K/V
+// when a row max grows past 2^8); FLASHBOX_SM90_SCHED = grid|persistent (grid: one CTA per tile;
+// persistent: one CTA per SM walking a static share of the tiles; default below, schedule()); FLASHBOX_SM90_L2MB = N: MB of K/V
 // per head section of the persistent order (default below, l2_section_heads());
 // FLASHBOX_SM90_CTAS = N caps the persistent grid (tests use it to give each CTA many tiles);
 // FLASHBOX_SM90_OSTAGE = q stages O in the Q rows even when a persistent CTA has room for its own O
 // buffer (for measurement).
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -59,15 +57,14 @@ TileChoice choose_tile(const flashbox_attention_args &a) {
 // K and V bytes of one (batch, head): what a head's tiles share in L2.
 int64_t kv_bytes_per_head(const flashbox_attention_args &a) { return a.seqlen_k * a.head_dim * 2 * 2; }
 
-// Persistent: one CTA per SM (or FLASHBOX_SM90_CTAS), each walking many tiles; dynamic: the same,
-// tiles taken from a global counter; else one CTA per tile. Default by measurement (bench/NOTES.md,
+// Persistent: one CTA per SM (or FLASHBOX_SM90_CTAS), each walking many tiles; else one CTA per
+// tile. Default by measurement (bench/NOTES.md,
 // Hopper, runs 4-5): persistent while a head's K and V take at most 4 MB (D64 up to T = 16384, D128
 // up to 8192), where hiding each tile's start and end wins (+27% D64 and +15% D128 at T = 2048);
 // beyond, one CTA per tile (D128 T = 16384: 591 against 570 TFLOP/s persistent).
-enum class Sched { grid, persistent, dynamic };
+enum class Sched { grid, persistent };
 Sched schedule(const flashbox_attention_args &a) {
   const char *sched = std::getenv("FLASHBOX_SM90_SCHED");
-  if (sched != nullptr && std::strcmp(sched, "dynamic") == 0) return Sched::dynamic;
   if (sched != nullptr && std::strcmp(sched, "persistent") == 0) return Sched::persistent;
   if (std::getenv("FLASHBOX_SM90_CTAS") != nullptr) return Sched::persistent;
   if (sched != nullptr && std::strcmp(sched, "grid") == 0) return Sched::grid;
@@ -172,15 +169,7 @@ int cuda_flash_forward_sm90(const flashbox_attention_args &a) {
   const bool persistent = sched != Sched::grid;
   if (persistent) {
     grid.x = persistent_grid(p.num_tiles);
-    // dynamic: the grid's order unless FLASHBOX_SM90_L2MB asks for sections (longest first across
-    // several heads: not yet measured, bench/NOTES.md run 6)
-    const bool grid_order = sched == Sched::dynamic && std::getenv("FLASHBOX_SM90_L2MB") == nullptr;
-    p.section_heads = grid_order ? 1 : l2_section_heads(a);
-    if (sched == Sched::dynamic) {
-      static std::atomic<unsigned> next_slot{0};
-      p.dynamic = 1;
-      p.sched_slot = int(next_slot.fetch_add(1) % unsigned(sm90::kSchedSlots));
-    }
+    p.section_heads = l2_section_heads(a);
     const char *ostage = std::getenv("FLASHBOX_SM90_OSTAGE");
     p.separate_o = !(ostage != nullptr && std::strcmp(ostage, "q") == 0);  // the kernel: only if it fits
   }
@@ -192,10 +181,11 @@ int cuda_flash_forward_sm90(const flashbox_attention_args &a) {
     return fail(FLASHBOX_ERR_CUDA, std::string("cuda_flash_forward_sm90: launch failed: ") + cudaGetErrorString(e));
   std::string name = "cuda_flash_sm90_d" + std::to_string(a.head_dim) + "_" + std::to_string(tile.bm) + "x" +
                      std::to_string(tile.bn);
+  if (a.head_dim == 128 && tile.bn == 128) name += "_qreg";  // Q in registers (flash_fwd_sm90_d128.cu)
   if (std::strcmp(mode_name(), "pingpong") != 0) name += std::string("_") + mode_name();
   if (p.lazy_rescale_log2 == 0.f) name += "_rescale_always";
   if (persistent) {
-    name += sched == Sched::dynamic ? "_dynamic" : "_persistent";
+    name += "_persistent";
     if (!(p.separate_o && sm90::o_buffer_fits(tile.bm, tile.bn, int(a.head_dim), 2))) name += "_oq";
   }
   set_kernel_name(name);

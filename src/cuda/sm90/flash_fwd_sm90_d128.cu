@@ -1,5 +1,7 @@
-// head_dim 128 instantiations, two consumer warpgroups: 128 x 128 (FA3's causal tile) and 128 x 176
-// (FA3's non-causal tile: fewer, longer iterations; 208 KB of shared memory).
+// head_dim 128 instantiations, two consumer warpgroups: 128 x 128 (FA3's causal tile; Q kept in
+// registers, measured faster than reading it from shared memory at every K block: bench/NOTES.md,
+// session 3) and 128 x 176 (FA3's non-causal tile: fewer, longer iterations; 208 KB of shared memory,
+// no registers left for Q).
 #include "cuda/sm90/flash_fwd_sm90_launch.hpp"
 
 namespace flashbox::sm90 {
@@ -8,8 +10,8 @@ cudaError_t launch_fwd_d128(bool bf16, TileChoice tile, const FwdParams &p, dim3
   if (tile.bn == 176)
     return bf16 ? launch_config<FwdConfig<__nv_bfloat16, 128, 176, 2, 2>>(p, grid, stream)
                 : launch_config<FwdConfig<__half, 128, 176, 2, 2>>(p, grid, stream);
-  return bf16 ? launch_config<FwdConfig<__nv_bfloat16, 128, 128, 2, 2>>(p, grid, stream)
-              : launch_config<FwdConfig<__half, 128, 128, 2, 2>>(p, grid, stream);
+  return bf16 ? launch_config<FwdConfig<__nv_bfloat16, 128, 128, 2, 2, true>>(p, grid, stream)
+              : launch_config<FwdConfig<__half, 128, 128, 2, 2, true>>(p, grid, stream);
 }
 
 }  // namespace flashbox::sm90

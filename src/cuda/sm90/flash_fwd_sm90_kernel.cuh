@@ -19,16 +19,17 @@
 //     of the O buffer is waited for only before the next epilogue writes it.
 // Scheduling: one tile per CTA (grid = all tiles, head by head, longest query block first), or
 // persistent (grid = SMs; each CTA walks tiles in a snake over rounds of the longest-first order cut
-// into L2-sized head sections), or dynamic (grid = SMs; the grid's order, each CTA's producer takes
-// the next tile from a global counter, FA3's scheduler for causal, and passes it to the consumers
-// through a 2-slot ring in shared memory). The rings' (stage, parity) and the ping-pong turns run on
-// across a CTA's tiles; every warpgroup of a CTA sees the same tiles, so all agree on the counts.
+// into L2-sized head sections). The rings' (stage, parity) and the ping-pong turns run on across a
+// CTA's tiles; every warpgroup of a CTA sees the same tiles, so all agree on the counts. (A dynamic
+// scheduler, tiles from a global atomic counter as in FA3, was built and measured no faster in
+// session 2; it was removed in session 3: bench/NOTES.md.)
 // Causal masking is bottom-right aligned; only blocks that cross the diagonal or the end of the keys
 // are masked.
 #pragma once
 #include <cstdint>
 #include <cuda.h>
 
+#include "cuda/common/ldmatrix.cuh"
 #include "cuda/sm90/async_copy.cuh"
 #include "cuda/sm90/online_softmax.cuh"
 #include "cuda/sm90/tma_host.hpp"
@@ -44,30 +45,32 @@ struct FwdParams {
   int section_heads;  // (batch, head) pairs per L2 section of the tile order
   int causal, overlap, pingpong;
   int separate_o;  // stage O in its own buffer and release Q early (launch_config: only if it fits)
-  int dynamic;      // tiles from the counter pair `sched` (next tile, CTAs done), reset by the last CTA
-  int sched_slot;   // which pair of g_sched_counters (launch_config turns it into `sched`)
-  int *sched;
   float scale, scale_log2;
   float lazy_rescale_log2;  // 0: rescale O whenever a row max grows; 8 (default): only past 2^8 growth
 };
 
-// Whether a BM x D O staging buffer fits beside Q (BM x D) and the K and V rings (STAGES x BN x D
-// each), bf16/fp16, with the barriers and the 1024-byte alignment slack, in 227 KB.
-constexpr int num_mbarriers(int stages) { return 6 + 4 * stages; }  // Q, tile slots, K and V rings
+// Shared memory, in order: Q (BM x D), the K and V rings (STAGES x BN x D each), the barriers and
+// the tile-slot ring, then (1024-aligned, last so that launches without it need not reserve it) the
+// O staging buffer (BM x D); bf16/fp16, plus 1024 bytes of slack to align the base.
+constexpr int num_mbarriers(int stages) { return 2 + 4 * stages; }  // Q, K and V rings
+constexpr int fwd_smem_before_o(int bm, int bn, int d, int stages) {
+  return bm * d * 2 + 2 * stages * bn * d * 2 + num_mbarriers(stages) * 8;
+}
+constexpr int fwd_o_offset(int bm, int bn, int d, int stages) {
+  return (fwd_smem_before_o(bm, bn, d, stages) + 1023) / 1024 * 1024;
+}
+// Whether the O staging buffer fits in 227 KB.
 constexpr bool o_buffer_fits(int bm, int bn, int d, int stages) {
-  return 2 * bm * d * 2 + 2 * stages * bn * d * 2 + num_mbarriers(stages) * 8 + 16 + 1024 <= 227 * 1024;
+  return fwd_o_offset(bm, bn, d, stages) + bm * d * 2 + 1024 <= 227 * 1024;
 }
 
-// Counter pairs of the dynamic scheduler, one per launch slot (the host rotates the slots, so that
-// launches in flight on different streams do not share one): {next tile - gridDim.x, CTAs done}.
-// Zero at module load; the last CTA of a launch sets its pair back to zero.
-constexpr int kSchedSlots = 64;
-static __device__ int g_sched_counters[kSchedSlots][2];
-
-template <class T, int D_, int BN_, int NWG_, int STAGES_>
+// QREG: each consumer keeps its Q rows in registers (A operand of S = Q K^T from registers) instead
+// of reading them from shared memory at every K block; D/4 more registers per thread.
+template <class T, int D_, int BN_, int NWG_, int STAGES_, bool QREG_ = false>
 struct FwdConfig {
   using Elem = T;
   static constexpr int D = D_, BN = BN_, NWG = NWG_, BM = 64 * NWG_, STAGES = STAGES_;
+  static constexpr bool QREG = QREG_;
   static constexpr int PANELS = D / 64;  // 64-element (128-byte) columns per tile row
   static constexpr int THREADS = 128 * (NWG + 1);
   static constexpr int PRODUCER_REGS = NWG == 2 ? 24 : 32;
@@ -77,10 +80,12 @@ struct FwdConfig {
   static constexpr int NUM_BARS = num_mbarriers(STAGES);
   // The O staging buffer (BM x D, same panels as Q) exists when it fits beside Q and the rings.
   static constexpr bool O_FITS = o_buffer_fits(BM, BN, D, STAGES);
-  static constexpr int O_OFF = V_OFF + STAGES * KV_BYTES;
-  static constexpr int BAR_OFF = O_OFF + (O_FITS ? Q_BYTES : 0);
-  static constexpr int SLOT_OFF = BAR_OFF + NUM_BARS * 8;  // two ints: the tile-slot ring
-  static constexpr int SMEM_BYTES = SLOT_OFF + 16 + 1024;  // + slack to align the base to 1024
+  static constexpr int BAR_OFF = V_OFF + STAGES * KV_BYTES;
+  static constexpr int O_OFF = fwd_o_offset(BM, BN, D, STAGES);
+  // Launches that stage O in the Q rows (separate_o = 0) reserve only SMEM_BYTES_NO_O: less shared
+  // memory taken from the L1 carve-out.
+  static constexpr int SMEM_BYTES_NO_O = BAR_OFF + NUM_BARS * 8 + 1024;  // + slack to align the base to 1024
+  static constexpr int SMEM_BYTES = O_FITS ? O_OFF + Q_BYTES + 1024 : SMEM_BYTES_NO_O;
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   static_assert(BN % 16 == 0 && BN <= 192, "BN: whole k-steps of P.V, box rows <= 256");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
@@ -91,8 +96,7 @@ constexpr int kPingPongBarrier = 1;
 constexpr int kEpilogueBarrier = 5;
 
 struct Barriers {
-  uint64_t *full_q, *empty_q, *full_k, *empty_k, *full_v, *empty_v, *full_t, *empty_t;
-  int *tile_slot;  // [2]: the tile index the producer hands to the consumers (dynamic scheduler)
+  uint64_t *full_q, *empty_q, *full_k, *empty_k, *full_v, *empty_v;
 };
 
 // Tile order: (batch, head) pairs are cut into sections whose K/V fit in L2 together; inside a
@@ -152,24 +156,11 @@ __device__ __forceinline__ void producer(const FwdParams &p, uint8_t *smem, Barr
                            n_block * Cfg::BN, hk, b);
     ++uses;
   };
-  // Few registers here (setmaxnreg): the tile-slot ring position (dynamic) and the Q-buffer parity
-  // follow from `round`, which counts this CTA's tiles (static: only the last round can skip one).
-  int next = int(blockIdx.x);
-  for (int round = 0;; ++round) {
-    int t;
-    if (p.dynamic) {
-      t = next;
-      const int slot = round & 1;
-      mbar_wait(bars.empty_t + slot, ((round >> 1) & 1) ^ 1);
-      bars.tile_slot[slot] = t;  // published by the arrive's release semantics
-      mbar_arrive(bars.full_t + slot);
-      if (t >= p.num_tiles) break;  // the consumers got the end mark too
-      next = atomicAdd(p.sched, 1) + int(gridDim.x);  // its latency hides under this tile's loads
-    } else {
-      if (round * int(gridDim.x) >= p.num_tiles) break;
-      t = tile_position(round);
-      if (t >= p.num_tiles) continue;
-    }
+  // Few registers here (setmaxnreg): the Q-buffer parity follows from `round`, which counts this
+  // CTA's tiles (only the last round can skip one).
+  for (int round = 0; round * int(gridDim.x) < p.num_tiles; ++round) {
+    const int t = tile_position(round);
+    if (t >= p.num_tiles) continue;
     const Tile tile = decode_tile(p, t);
     const BlockRange range = block_range(p, tile.m_block, Cfg::BM, Cfg::BN);
     const int hk = tile.h / p.group, last = range.n_blocks - 1;
@@ -188,15 +179,6 @@ __device__ __forceinline__ void producer(const FwdParams &p, uint8_t *smem, Barr
     }
     load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, 0, hk, tile.b);
   }
-  if (p.dynamic) {
-    // Every CTA counts itself done after its last fetch; the last one zeroes the pair for the next
-    // launch (no fetch can follow: each producer fetched its end mark before counting itself).
-    __threadfence();
-    if (atomicAdd(p.sched + 1, 1) == int(gridDim.x) - 1) {
-      atomicExch(p.sched, 0);
-      atomicExch(p.sched + 1, 0);
-    }
-  }
 }
 
 // S = Q K^T for this warpgroup's 64 rows: D/16 k-steps over K-major Q and K tiles.
@@ -207,6 +189,20 @@ __device__ __forceinline__ void gemm_qk(float (&s)[Cfg::BN / 2], uint64_t q_desc
     const uint32_t a_off = (k / 4) * Cfg::BM * 128 + (k % 4) * 32;
     const uint32_t b_off = (k / 4) * Cfg::BN * 128 + (k % 4) * 32;
     wgmma_ss<Cfg::BN, typename Cfg::Elem>(s, desc_advance(q_desc, a_off), desc_advance(k_desc, b_off), k > 0);
+  }
+}
+
+// The same product with this warpgroup's Q rows in registers (ldmatrix fragments, qa).
+template <class Cfg>
+__device__ __forceinline__ void gemm_qk_rs(float (&s)[Cfg::BN / 2], const uint32_t (&qa)[Cfg::D / 4], uint64_t k_desc) {
+#pragma unroll
+  for (int k = 0; k < Cfg::D / 16; ++k) {
+    const uint32_t b_off = (k / 4) * Cfg::BN * 128 + (k % 4) * 32;
+    if (k == 0)
+      wgmma_rs<Cfg::BN, typename Cfg::Elem, false>(s, reinterpret_cast<const uint32_t(&)[4]>(qa[0]), k_desc, 0);
+    else
+      wgmma_rs<Cfg::BN, typename Cfg::Elem, false>(s, reinterpret_cast<const uint32_t(&)[4]>(qa[4 * k]),
+                                                   desc_advance(k_desc, b_off), 1);
   }
 }
 
@@ -229,6 +225,7 @@ struct Consumer {
   uint64_t q_desc, k_desc0, v_desc0;
   int limit0, limit1;  // first key index each of this thread's two rows may not see
   float o[D / 2], m[2], l[2];
+  uint32_t qa[Cfg::QREG ? D / 4 : 4];  // Q fragments (QREG)
   PipeState<Cfg::STAGES> ks, vs;  // run on across tiles, like the producer's
 
   __device__ __forceinline__ void turn_wait() {
@@ -240,14 +237,16 @@ struct Consumer {
   __device__ __forceinline__ void release(uint64_t *empty, int stage) {
     if (lane == 0) mbar_arrive(empty + stage);  // one arrival per warp, after its wgmma wait
   }
-  // With a separate O buffer, Q is free once the tile's last S = Q K^T has completed (every warp).
+  // With a separate O buffer, Q is free once the tile's last S = Q K^T has completed (every warp;
+  // called once per tile, after the main loop's last wait on a Q K^T product).
   __device__ __forceinline__ void release_q() {
     if (Cfg::O_FITS && p.separate_o) release(bars.empty_q, 0);
   }
   __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], PipeState<Cfg::STAGES> ks) {
     mbar_wait(bars.full_k + ks.stage, ks.phase);
     wgmma_fence();
-    gemm_qk<Cfg>(s, q_desc, desc_advance(k_desc0, ks.stage * Cfg::KV_BYTES));
+    if constexpr (Cfg::QREG) gemm_qk_rs<Cfg>(s, qa, desc_advance(k_desc0, ks.stage * Cfg::KV_BYTES));
+    else gemm_qk<Cfg>(s, q_desc, desc_advance(k_desc0, ks.stage * Cfg::KV_BYTES));
     wgmma_commit();
   }
   __device__ __forceinline__ void issue_pv(const uint32_t (&pa)[BN / 4], PipeState<Cfg::STAGES> vs) {
@@ -277,7 +276,6 @@ struct Consumer {
     fence_operands(s);
     release(bars.empty_k, ks.stage);
     ks.advance();
-    if (n_block == 0) release_q();
     softmax(s, n_block, n_block >= range.n_unmasked, alpha);
     scores_to_a_fragments<typename Cfg::Elem>(s, pa);
     for (--n_block; n_block >= 0; --n_block) {
@@ -291,7 +289,6 @@ struct Consumer {
       fence_operands(s);
       release(bars.empty_k, ks.stage);
       ks.advance();
-      if (n_block == 0) release_q();
       softmax(s, n_block, n_block >= range.n_unmasked, alpha);
       wgmma_wait<0>();
       fence_operands(o);
@@ -301,6 +298,7 @@ struct Consumer {
       rescale_rows(o, alpha);
       scores_to_a_fragments<typename Cfg::Elem>(s, pa);
     }
+    release_q();  // every S = Q K^T of the tile has completed
     turn_wait();
     fence_operands(o);
     fence_operands(pa);
@@ -322,7 +320,6 @@ struct Consumer {
       fence_operands(s);
       release(bars.empty_k, ks.stage);
       ks.advance();
-      if (n_block == 0) release_q();
       softmax(s, n_block, n_block >= range.n_unmasked, alpha);
       rescale_rows(o, alpha);
       scores_to_a_fragments<typename Cfg::Elem>(s, pa);
@@ -334,6 +331,22 @@ struct Consumer {
       fence_operands(pa);
       release(bars.empty_v, vs.stage);
       vs.advance();
+    }
+    release_q();
+  }
+
+  // QREG: this warp's 16 Q rows as wgmma A fragments (the m16n8k16 A layout: ldmatrix x4 over rows
+  // lane % 16 and column halves lane / 16 of each 16-column step), from the 128B-swizzled Q tile.
+  __device__ __forceinline__ void load_q_fragments(const uint8_t *smem) {
+    if constexpr (Cfg::QREG) {
+      const int row = wg * 64 + warp * 16 + (lane & 15);
+#pragma unroll
+      for (int k = 0; k < D / 16; ++k) {
+        const int d = 16 * k + 8 * (lane >> 4);
+        const uint32_t addr = smem_addr(smem + Cfg::Q_OFF) + (d / 64) * Cfg::BM * 128 + row * 128 +
+                              ((((d % 64) / 8) ^ (row & 7)) << 4);
+        flashbox::cuda::ldmatrix_x4(reinterpret_cast<uint32_t(&)[4]>(qa[4 * k]), addr);
+      }
     }
   }
 
@@ -391,21 +404,9 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
   c.v_desc0 = make_smem_desc(smem_addr(smem + Cfg::V_OFF), Cfg::BN * 128, 1024);
   if (p.overlap && p.pingpong && wg == Cfg::NWG - 1) named_barrier_arrive(kPingPongBarrier, 256);  // group 0 first
   uint32_t q_parity = 0;
-  PipeState<2> ts;
-  for (int round = 0;; ++round) {
-    int tile_idx;
-    if (p.dynamic) {
-      mbar_wait(bars.full_t + ts.stage, ts.phase);
-      tile_idx = *reinterpret_cast<volatile int *>(bars.tile_slot + ts.stage);
-      __syncwarp();
-      c.release(bars.empty_t, ts.stage);
-      ts.advance();
-      if (tile_idx >= p.num_tiles) break;
-    } else {
-      if (round * int(gridDim.x) >= p.num_tiles) break;
-      tile_idx = tile_position(round);
-      if (tile_idx >= p.num_tiles) continue;
-    }
+  for (int round = 0; round * int(gridDim.x) < p.num_tiles; ++round) {
+    const int tile_idx = tile_position(round);
+    if (tile_idx >= p.num_tiles) continue;
     const Tile tile = decode_tile(p, tile_idx);
     const BlockRange range = block_range(p, tile.m_block, Cfg::BM, Cfg::BN);
     const int row0 = tile.m_block * Cfg::BM + wg * 64 + c.warp * 16 + c.lane / 4;
@@ -420,6 +421,7 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
     // and neither Q barrier falls two phases behind.
     mbar_wait(bars.full_q, q_parity);
     q_parity ^= 1;
+    c.load_q_fragments(smem);
     if (range.n_blocks > 0) {
       if (p.overlap) c.mainloop_overlapped(range);
       else c.mainloop_serial(range);
@@ -428,7 +430,9 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
     }
     c.epilogue(smem, tile.m_block, tile.h, tile.b, row0);
   }
-  if (c.warp == 0 && c.lane == 0) tma_store_wait_all();  // the last store done before the CTA exits
+  // The last store has read its shared-memory source before the CTA exits (its global writes need
+  // no wait: they complete with the grid).
+  if (c.warp == 0 && c.lane == 0) tma_store_wait_read();
 }
 
 template <class Cfg>
@@ -436,24 +440,13 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_fwd_sm90_kernel(const _
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint64_t *bar = reinterpret_cast<uint64_t *>(smem + Cfg::BAR_OFF);
-  const Barriers bars{bar,
-                      bar + 1,
-                      bar + 6,
-                      bar + 6 + Cfg::STAGES,
-                      bar + 6 + 2 * Cfg::STAGES,
-                      bar + 6 + 3 * Cfg::STAGES,
-                      bar + 2,
-                      bar + 4,
-                      reinterpret_cast<int *>(smem + Cfg::SLOT_OFF)};
+  const Barriers bars{bar,     bar + 1, bar + 2, bar + 2 + Cfg::STAGES, bar + 2 + 2 * Cfg::STAGES,
+                      bar + 2 + 3 * Cfg::STAGES};
 
   if (threadIdx.x == 0) {
     mbar_init(bars.full_q, 1);
     // Q is released by every consumer warp (separate O buffer) or by each warpgroup's storing thread.
     mbar_init(bars.empty_q, Cfg::O_FITS && p.separate_o ? 4 * Cfg::NWG : Cfg::NWG);
-    for (int s = 0; s < 2; ++s) {
-      mbar_init(bars.full_t + s, 1);
-      mbar_init(bars.empty_t + s, 4 * Cfg::NWG);  // every consumer warp, after reading the slot
-    }
     for (int s = 0; s < Cfg::STAGES; ++s) {
       mbar_init(bars.full_k + s, 1);
       mbar_init(bars.full_v + s, 1);
@@ -464,7 +457,9 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_fwd_sm90_kernel(const _
   }
   __syncthreads();
 
-  const int wg = threadIdx.x / 128;
+  // Broadcast from lane 0 so the compiler knows it is warp-uniform (descriptors derived from it can
+  // then stay in uniform registers).
+  const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
   if (wg == 0) {
     setmaxnreg_dec<Cfg::PRODUCER_REGS>();
     if (threadIdx.x == 0) producer<Cfg>(p, smem, bars);

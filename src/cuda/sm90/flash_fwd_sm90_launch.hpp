@@ -16,17 +16,12 @@ cudaError_t launch_fwd_d64(bool bf16, TileChoice tile, const FwdParams &p, dim3 
 cudaError_t launch_fwd_d128(bool bf16, TileChoice tile, const FwdParams &p, dim3 grid, cudaStream_t stream);
 
 template <class Cfg>
-cudaError_t launch_config(const FwdParams &params, dim3 grid, cudaStream_t stream) {
+cudaError_t launch_config(const FwdParams &p, dim3 grid, cudaStream_t stream) {
   const auto kernel = flash_fwd_sm90_kernel<Cfg>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES);
   if (e != cudaSuccess) return e;
-  FwdParams p = params;
-  if (p.dynamic) {  // this TU's counter array, on the current device
-    void *base = nullptr;
-    if ((e = cudaGetSymbolAddress(&base, g_sched_counters)) != cudaSuccess) return e;
-    p.sched = static_cast<int *>(base) + 2 * (p.sched_slot % kSchedSlots);
-  }
-  kernel<<<grid, Cfg::THREADS, Cfg::SMEM_BYTES, stream>>>(p);
+  const int smem = Cfg::O_FITS && p.separate_o ? Cfg::SMEM_BYTES : Cfg::SMEM_BYTES_NO_O;
+  kernel<<<grid, Cfg::THREADS, smem, stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -25,7 +25,12 @@ __device__ __forceinline__ uint64_t make_smem_desc(uint32_t smem_addr, uint32_t 
 }
 
 // Advances a descriptor's start address by `bytes` (stays inside the 14-bit field for smem < 256 KB).
-__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
+// Only the low word moves: a 32-bit add, where a 64-bit one costs the SASS an add with carry and a
+// register move per wgmma, and the high word (SBO, swizzle) stays a constant the compiler can fold.
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) {
+  const uint32_t lo = uint32_t(desc) + (bytes >> 4), hi = uint32_t(desc >> 32);
+  return (uint64_t(hi) << 32) | lo;
+}
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -135,11 +140,12 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
                : OUTS                                                                                  \
                : "l"(desc_a), "l"(desc_b), "r"(scale_d))
 
-// RS form: D (64 x N, fp32) = A (64 x 16, registers) * B (16 x N, smem, N-major: trans-b = 1) [+ D].
-#define FB_WGMMA_RS(NSHAPE, DLIST, OUTS, I0, I1, I2, I3, IB, IS, TY)                                  \
+// RS form: D (64 x N, fp32) = A (64 x 16, registers) * B (16 x N, smem; N-major when TB is "1", the
+// P.V product's V, K-major when "0", the Q.K^T product's K) [+ D].
+#define FB_WGMMA_RS(NSHAPE, DLIST, OUTS, I0, I1, I2, I3, IB, IS, TY, TB)                              \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IS ", 0;\n"                                       \
                "wgmma.mma_async.sync.aligned.m64n" NSHAPE "k16.f32." TY "." TY " " DLIST ", {%" I0    \
-               ", %" I1 ", %" I2 ", %" I3 "}, %" IB ", p, 1, 1, 1;\n}\n"                              \
+               ", %" I1 ", %" I2 ", %" I3 "}, %" IB ", p, 1, 1, " TB ";\n}\n"                        \
                : OUTS                                                                                  \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
 
@@ -161,18 +167,25 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uin
   }
 }
 
-template <int N, class T>
+template <int N, class T, bool TRANS_B = true>
 __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
   static_assert(N == 64 || N == 128, "wgmma_rs: N must be 64 or 128");
-  if constexpr (N == 64) {
-    if constexpr (is_bf16<T>)
-      FB_WGMMA_RS("64", FB_WGMMA_D32, FB_WGMMA_OUT32(d), "32", "33", "34", "35", "36", "37", "bf16");
-    else FB_WGMMA_RS("64", FB_WGMMA_D32, FB_WGMMA_OUT32(d), "32", "33", "34", "35", "36", "37", "f16");
-  } else {
-    if constexpr (is_bf16<T>)
-      FB_WGMMA_RS("128", FB_WGMMA_D64, FB_WGMMA_OUT64(d), "64", "65", "66", "67", "68", "69", "bf16");
-    else FB_WGMMA_RS("128", FB_WGMMA_D64, FB_WGMMA_OUT64(d), "64", "65", "66", "67", "68", "69", "f16");
+#define FB_RS_ARGS(TB)                                                                                              \
+  if constexpr (N == 64) {                                                                                         \
+    if constexpr (is_bf16<T>)                                                                                      \
+      FB_WGMMA_RS("64", FB_WGMMA_D32, FB_WGMMA_OUT32(d), "32", "33", "34", "35", "36", "37", "bf16", TB);          \
+    else FB_WGMMA_RS("64", FB_WGMMA_D32, FB_WGMMA_OUT32(d), "32", "33", "34", "35", "36", "37", "f16", TB);        \
+  } else {                                                                                                         \
+    if constexpr (is_bf16<T>)                                                                                      \
+      FB_WGMMA_RS("128", FB_WGMMA_D64, FB_WGMMA_OUT64(d), "64", "65", "66", "67", "68", "69", "bf16", TB);         \
+    else FB_WGMMA_RS("128", FB_WGMMA_D64, FB_WGMMA_OUT64(d), "64", "65", "66", "67", "68", "69", "f16", TB);       \
   }
+  if constexpr (TRANS_B) {
+    FB_RS_ARGS("1")
+  } else {
+    FB_RS_ARGS("0")
+  }
+#undef FB_RS_ARGS
 }
 
 #undef FB_WGMMA_SS

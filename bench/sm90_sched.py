@@ -40,6 +40,12 @@ VARIANT_SETS = {
     "run6": ({"default": {}, "grid": {"FLASHBOX_SM90_SCHED": "grid"}}, {}),
     # Session 3: the defaults against one CTA per tile (older builds come in with --lib).
     "s3": ({"default": {}, "grid": {"FLASHBOX_SM90_SCHED": "grid"}}, {}),
+    # Session 3, after the closing run: the schedule table again, and 128 x 128 (Q in registers) for
+    # non-causal head_dim 128 (the other rows time the default 128 x 176 twice).
+    "s3-table": ({"default": {}, "grid": {"FLASHBOX_SM90_SCHED": "grid"},
+                  "persistent": {"FLASHBOX_SM90_SCHED": "persistent"}},
+                 {"t128": {"FLASHBOX_SM90_TILE": "128x128"},
+                  "t128pers": {"FLASHBOX_SM90_TILE": "128x128", "FLASHBOX_SM90_SCHED": "persistent"}}),
 }
 VARIANTS, EXTRA_NONCAUSAL = VARIANT_SETS["s3"]
 SHAPES = [(64, 12, t, True) for t in (2048, 4096, 8192, 16384)] + \

@@ -4,7 +4,7 @@
 # one process (compare_sdpa.py), naive's out-of-memory row, the Python package's tests, and the GPU
 # test suites (test_backward, test_cuda, test_sm90). Prebuilt binaries come as a tarball (built on
 # the CPU machine, `carry`ed):
-#   bench/device_final_run.sh .dev/final.tar.gz
+#   bench/device_final_run.sh .dev/final.tar.gz [STEP,STEP,...]   (default: every step)
 # Every step has its own time limit so one hang costs a step, not the call. Logs go to $OUT.
 set -u
 O=${OUT:-/tmp/final_out}; mkdir -p "$O"
@@ -12,11 +12,15 @@ B=/tmp/fb; mkdir -p $B && tar -xzf "$1" -C $B
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$B/lib:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1 FLASHBOX_LIBRARY=$B/libflashbox.so PYTHONPATH=python
 log="$O/run.log"
-step() { local s=$(date +%s); echo "== $1" | tee -a "$log"; shift; "$@" >>"$log" 2>&1; echo "rc=$? ($(( $(date +%s) - s )) s)" | tee -a "$log"; }
+ONLY=",${2:-all},"
+step() {
+  case "$ONLY" in *,all,*|*",$1,"*) ;; *) return 0 ;; esac
+  local s=$(date +%s); echo "== $1" | tee -a "$log"; shift; "$@" >>"$log" 2>&1; echo "rc=$? ($(( $(date +%s) - s )) s)" | tee -a "$log"
+}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$log"
 
 # Most important first: if the device budget ends mid-call, what ran is still under $OUT.
-step test_backward timeout 60 $B/test_backward --gtest_brief=1
+step test_backward timeout 150 $B/test_backward --gtest_brief=1
 step test_cuda timeout 60 $B/test_cuda --gtest_brief=1
 step test_sm90 timeout 60 $B/test_sm90 --gtest_brief=1
 step compare_fwd timeout 90 python3 bench/compare_sdpa.py $B/libflashbox.so --no-naive --seqlens 1024,2048,4096,8192,16384 --json "$O/compare_fwd.json"

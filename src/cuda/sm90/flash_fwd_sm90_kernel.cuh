@@ -6,8 +6,10 @@
 //     Q, then K_j and V_j into two STAGES-deep rings of 128B-swizzled shared-memory tiles, ordered
 //     K_0, (K_1, V_0), (K_2, V_1), ... so that the next S never waits behind the current V.
 //   warpgroups 1..NWG, the consumers: 64 query rows each; S = Q K_j^T by wgmma from shared memory
-//     (SS), online softmax in registers (exp2, softmax_scale * log2 e folded into one FFMA), P packed
-//     to 16 bits in registers as the A operand of O += P V_j (RS). With `overlap` the softmax of block
+//     (SS), or with QREG (head_dim 128, 128 x 128 tiles) with this group's Q rows loaded once per
+//     tile into registers (ldmatrix) as the A operand (RS: K is the only shared-memory read);
+//     online softmax in registers (exp2, softmax_scale * log2 e folded into one FFMA), P packed to
+//     16 bits in registers as the A operand of O += P V_j (RS). With `overlap` the softmax of block
 //     j runs while the P.V product of block j-1 is in flight (FA3 §3.2); with `pingpong` the GEMM
 //     issue of the consumer warpgroups takes turns through named barriers so one group's softmax
 //     hides under the other's GEMMs (FA3 §3.1).

@@ -10,8 +10,9 @@
 // 128x128|128x176 (head_dim 128); FLASHBOX_SM90_MODE = serial|overlap|pingpong (default: pingpong,
 // i.e. overlap + ping-pong); FLASHBOX_SM90_RESCALE = lazy|always (default lazy: O is rescaled only
 // when a row max grows past 2^8); FLASHBOX_SM90_SCHED = grid|persistent (grid: one CTA per tile;
-// persistent: one CTA per SM walking a static share of the tiles; default below, schedule()); FLASHBOX_SM90_L2MB = N: MB of K/V
-// per head section of the persistent order (default below, l2_section_heads());
+// persistent: one CTA per SM walking a static share of the tiles; default below, schedule());
+// FLASHBOX_SM90_L2MB = N: MB of K/V per head section of the persistent order (default below,
+// l2_section_heads());
 // FLASHBOX_SM90_CTAS = N caps the persistent grid (tests use it to give each CTA many tiles);
 // FLASHBOX_SM90_OSTAGE = q stages O in the Q rows even when a persistent CTA has room for its own O
 // buffer (for measurement).
@@ -58,8 +59,7 @@ TileChoice choose_tile(const flashbox_attention_args &a) {
 int64_t kv_bytes_per_head(const flashbox_attention_args &a) { return a.seqlen_k * a.head_dim * 2 * 2; }
 
 // Persistent: one CTA per SM (or FLASHBOX_SM90_CTAS), each walking many tiles; else one CTA per
-// tile. Default by measurement (bench/NOTES.md,
-// Hopper, runs 4-5): persistent while a head's K and V take at most 4 MB (D64 up to T = 16384, D128
+// tile. Default by measurement (bench/NOTES.md, Hopper, runs 4-5; re-checked in session 3): persistent while a head's K and V take at most 4 MB (D64 up to T = 16384, D128
 // up to 8192), where hiding each tile's start and end wins (+27% D64 and +15% D128 at T = 2048);
 // beyond, one CTA per tile (D128 T = 16384: 591 against 570 TFLOP/s persistent).
 enum class Sched { grid, persistent };
@@ -181,7 +181,7 @@ int cuda_flash_forward_sm90(const flashbox_attention_args &a) {
     return fail(FLASHBOX_ERR_CUDA, std::string("cuda_flash_forward_sm90: launch failed: ") + cudaGetErrorString(e));
   std::string name = "cuda_flash_sm90_d" + std::to_string(a.head_dim) + "_" + std::to_string(tile.bm) + "x" +
                      std::to_string(tile.bn);
-  if (a.head_dim == 128 && tile.bn == 128) name += "_qreg";  // Q in registers (flash_fwd_sm90_d128.cu)
+  if (sm90::q_in_registers(int(a.head_dim), tile.bn)) name += "_qreg";
   if (std::strcmp(mode_name(), "pingpong") != 0) name += std::string("_") + mode_name();
   if (p.lazy_rescale_log2 == 0.f) name += "_rescale_always";
   if (persistent) {

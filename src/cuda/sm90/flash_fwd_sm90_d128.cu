@@ -10,8 +10,8 @@ cudaError_t launch_fwd_d128(bool bf16, TileChoice tile, const FwdParams &p, dim3
   if (tile.bn == 176)
     return bf16 ? launch_config<FwdConfig<__nv_bfloat16, 128, 176, 2, 2>>(p, grid, stream)
                 : launch_config<FwdConfig<__half, 128, 176, 2, 2>>(p, grid, stream);
-  return bf16 ? launch_config<FwdConfig<__nv_bfloat16, 128, 128, 2, 2, true>>(p, grid, stream)
-              : launch_config<FwdConfig<__half, 128, 128, 2, 2, true>>(p, grid, stream);
+  return bf16 ? launch_config<FwdConfig<__nv_bfloat16, 128, 128, 2, 2, q_in_registers(128, 128)>>(p, grid, stream)
+              : launch_config<FwdConfig<__half, 128, 128, 2, 2, q_in_registers(128, 128)>>(p, grid, stream);
 }
 
 }  // namespace flashbox::sm90

@@ -12,6 +12,10 @@ struct TileChoice {
   int bm, bn;
 };
 
+// Which configurations keep Q in registers (FwdConfig::QREG): head_dim 128 with 128-key blocks, the
+// one where the registers are there (o 64 + s 64 + P 32 + Q 32 of 240 per thread).
+constexpr bool q_in_registers(int d, int bn) { return d == 128 && bn == 128; }
+
 cudaError_t launch_fwd_d64(bool bf16, TileChoice tile, const FwdParams &p, dim3 grid, cudaStream_t stream);
 cudaError_t launch_fwd_d128(bool bf16, TileChoice tile, const FwdParams &p, dim3 grid, cudaStream_t stream);
 

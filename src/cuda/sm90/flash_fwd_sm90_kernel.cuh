@@ -51,8 +51,8 @@ struct FwdParams {
   float lazy_rescale_log2;  // 0: rescale O whenever a row max grows; 8 (default): only past 2^8 growth
 };
 
-// Shared memory, in order: Q (BM x D), the K and V rings (STAGES x BN x D each), the barriers and
-// the tile-slot ring, then (1024-aligned, last so that launches without it need not reserve it) the
+// Shared memory, in order: Q (BM x D), the K and V rings (STAGES x BN x D each), the barriers,
+// then (1024-aligned, last so that launches without it need not reserve it) the
 // O staging buffer (BM x D); bf16/fp16, plus 1024 bytes of slack to align the base.
 constexpr int num_mbarriers(int stages) { return 2 + 4 * stages; }  // Q, K and V rings
 constexpr int fwd_smem_before_o(int bm, int bn, int d, int stages) {
@@ -200,11 +200,8 @@ __device__ __forceinline__ void gemm_qk_rs(float (&s)[Cfg::BN / 2], const uint32
 #pragma unroll
   for (int k = 0; k < Cfg::D / 16; ++k) {
     const uint32_t b_off = (k / 4) * Cfg::BN * 128 + (k % 4) * 32;
-    if (k == 0)
-      wgmma_rs<Cfg::BN, typename Cfg::Elem, false>(s, reinterpret_cast<const uint32_t(&)[4]>(qa[0]), k_desc, 0);
-    else
-      wgmma_rs<Cfg::BN, typename Cfg::Elem, false>(s, reinterpret_cast<const uint32_t(&)[4]>(qa[4 * k]),
-                                                   desc_advance(k_desc, b_off), 1);
+    wgmma_rs<Cfg::BN, typename Cfg::Elem, false>(s, reinterpret_cast<const uint32_t(&)[4]>(qa[4 * k]),
+                                                 desc_advance(k_desc, b_off), k > 0);
   }
 }
 

@@ -46,6 +46,13 @@ VARIANT_SETS = {
                   "persistent": {"FLASHBOX_SM90_SCHED": "persistent"}},
                  {"t128": {"FLASHBOX_SM90_TILE": "128x128"},
                   "t128pers": {"FLASHBOX_SM90_TILE": "128x128", "FLASHBOX_SM90_SCHED": "persistent"}}),
+    # Session 4: K/V multicast to CTA pairs (non-causal head_dim 128 on the grid) against unpaired CTAs.
+    "s4-cluster": ({"default": {}, "nocluster": {"FLASHBOX_SM90_CLUSTER": "0"}}, {}),
+    # ... and the 128 x 128 tile (Q in registers) paired, with 2- and 3-stage K/V rings.
+    "s4-cluster2": ({"default": {}, "nocluster": {"FLASHBOX_SM90_CLUSTER": "0"},
+                     "c128": {"FLASHBOX_SM90_TILE": "128x128"},
+                     "c128s3": {"FLASHBOX_SM90_TILE": "128x128", "FLASHBOX_SM90_STAGES": "3"},
+                     "n128": {"FLASHBOX_SM90_TILE": "128x128", "FLASHBOX_SM90_CLUSTER": "0"}}, {}),
 }
 VARIANTS, EXTRA_NONCAUSAL = VARIANT_SETS["s3"]
 SHAPES = [(64, 12, t, True) for t in (2048, 4096, 8192, 16384)] + \
@@ -66,6 +73,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--set", choices=sorted(VARIANT_SETS), default="s3")
     ap.add_argument("--lib", action="append", default=[], metavar="NAME=PATH", help="another library build")
+    ap.add_argument("--shapes", help="only these shapes, e.g. 128:16384:0,128:16384:1 (head_dim:T:causal)")
     args = ap.parse_args()
     global VARIANTS, EXTRA_NONCAUSAL
     VARIANTS, EXTRA_NONCAUSAL = VARIANT_SETS[args.set]
@@ -76,9 +84,13 @@ def main():
         name, path = spec.split("=", 1)
         libs[name] = cs.load_library(path)
         VARIANTS = dict(VARIANTS, **{name: {}})
+    shapes = SHAPES
+    if args.shapes:
+        want = {tuple(int(x) for x in s.split(":")) for s in args.shapes.split(",")}
+        shapes = [sh for sh in SHAPES if (sh[0], sh[2], int(sh[3])) in want]
     B, rows = 4, []
     print(f"{'D':>4} {'H':>3} {'T':>6} {'causal':>6} | " + " ".join(f"{n:>14}" for n in list(VARIANTS) + ["cudnn"]))
-    for D, H, T, causal in SHAPES:
+    for D, H, T, causal in shapes:
         torch.cuda.empty_cache()
         gen = torch.Generator(device="cuda").manual_seed(1000 + T + D)
         q, k, v = (torch.randn(B, H, T, D, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(3))

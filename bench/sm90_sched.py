@@ -46,13 +46,6 @@ VARIANT_SETS = {
                   "persistent": {"FLASHBOX_SM90_SCHED": "persistent"}},
                  {"t128": {"FLASHBOX_SM90_TILE": "128x128"},
                   "t128pers": {"FLASHBOX_SM90_TILE": "128x128", "FLASHBOX_SM90_SCHED": "persistent"}}),
-    # Session 4: K/V multicast to CTA pairs (non-causal head_dim 128 on the grid) against unpaired CTAs.
-    "s4-cluster": ({"default": {}, "nocluster": {"FLASHBOX_SM90_CLUSTER": "0"}}, {}),
-    # ... and the 128 x 128 tile (Q in registers) paired, with 2- and 3-stage K/V rings.
-    "s4-cluster2": ({"default": {}, "nocluster": {"FLASHBOX_SM90_CLUSTER": "0"},
-                     "c128": {"FLASHBOX_SM90_TILE": "128x128"},
-                     "c128s3": {"FLASHBOX_SM90_TILE": "128x128", "FLASHBOX_SM90_STAGES": "3"},
-                     "n128": {"FLASHBOX_SM90_TILE": "128x128", "FLASHBOX_SM90_CLUSTER": "0"}}, {}),
 }
 VARIANTS, EXTRA_NONCAUSAL = VARIANT_SETS["s3"]
 SHAPES = [(64, 12, t, True) for t in (2048, 4096, 8192, 16384)] + \

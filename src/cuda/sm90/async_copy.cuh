@@ -31,17 +31,6 @@ __device__ __forceinline__ void mbar_expect_tx_arrive(uint64_t *bar, uint32_t by
 __device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
-// Arrives on the barrier at the same offset in the shared memory of CTA `rank` of the cluster (the
-// consumers of a 2-CTA cluster release a multicast stage in both CTAs). Default (CTA-scope release)
-// semantics: the stage was only read, by wgmma reads already waited for, so there are no writes to
-// order before the peer's TMA overwrites it; a cluster-scope release would fence every arrival.
-__device__ __forceinline__ void mbar_arrive_cluster(uint64_t *bar, uint32_t rank) {
-  asm volatile(
-      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_addr(bar)),
-      "r"(rank)
-      : "memory");
-}
 // Blocks until the phase with the given parity has completed.
 __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
   const uint32_t addr = smem_addr(bar);
@@ -79,16 +68,6 @@ __device__ __forceinline__ void tma_load_4d(void *dst, const CUtensorMap *map, u
       "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
 }
-// The same box written to the same offset in the shared memory of every CTA in `cta_mask` (a
-// cluster's CTAs), each of whose barriers at `bar`'s offset is told the bytes.
-__device__ __forceinline__ void tma_load_4d_multicast(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1,
-                                                      int c2, int c3, uint16_t cta_mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
-      " [%0], [%1, {%3, %4, %5, %6}], [%2], %7;\n" ::"r"(smem_addr(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "h"(cta_mask)
-      : "memory");
-}
 // The coordinates {d, and seq/head/batch in the map's order} of a box (tma_host.hpp's encode_map).
 __device__ __forceinline__ int4 tma_coords(TmaOrder o, int d, int seq, int head, int batch) {
   const auto pick = [&](int slot) { return o.seq == slot ? seq : (o.head == slot ? head : batch); };
@@ -121,18 +100,6 @@ __device__ __forceinline__ void tma_store_wait_read() {
 // Generic-proxy shared-memory writes become visible to the async proxy (TMA, wgmma).
 __device__ __forceinline__ void fence_view_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
-// ---- thread-block clusters -----------------------------------------------------------------------
-__device__ __forceinline__ uint32_t cluster_ctarank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-// Every thread of every CTA of the cluster: barrier initialisation before remote use, and no CTA
-// leaving while a peer may still arrive on its barriers.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
 
 // ---- named barriers and register reallocation ---------------------------------------------------

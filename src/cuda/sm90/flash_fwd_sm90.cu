@@ -14,7 +14,6 @@
 // FLASHBOX_SM90_L2MB = N: MB of K/V per head section of the persistent order (default below,
 // l2_section_heads());
 // FLASHBOX_SM90_CTAS = N caps the persistent grid (tests use it to give each CTA many tiles);
-// FLASHBOX_SM90_CLUSTER = 0 turns off the K/V multicast to CTA pairs (choose_cluster());
 // FLASHBOX_SM90_OSTAGE = q stages O in the Q rows even when a persistent CTA has room for its own O
 // buffer (for measurement).
 #include <algorithm>
@@ -101,17 +100,6 @@ int l2_section_heads(const flashbox_attention_args &a) {
   return int(std::clamp<int64_t>(budget / std::max<int64_t>(kv_bytes, 1), 1, heads_total));
 }
 
-// Pairs of CTAs sharing K/V loads (TMA multicast in a 2-CTA cluster) where both CTAs of a pair walk
-// the same K/V blocks of the same head: non-causal head_dim 128 (the 128 x 176 tile), one tile per
-// CTA, an even number of query blocks per head (as FA3). FLASHBOX_SM90_CLUSTER = 0 turns it off.
-int choose_cluster(const flashbox_attention_args &a, TileChoice tile, Sched sched) {
-  const char *env = std::getenv("FLASHBOX_SM90_CLUSTER");
-  if (env != nullptr && std::strcmp(env, "0") == 0) return 1;
-  const int64_t m_blocks = (a.seqlen_q + tile.bm - 1) / tile.bm;
-  const bool tile_ok = tile.bn == 176 || (tile.bn == 128 && a.dtype == FLASHBOX_BFLOAT16);
-  return !a.causal && a.head_dim == 128 && tile_ok && sched == Sched::grid && m_blocks % 2 == 0 ? 2 : 1;
-}
-
 const char *mode_name() {
   const char *env = std::getenv("FLASHBOX_SM90_MODE");
   if (env != nullptr && (std::strcmp(env, "serial") == 0 || std::strcmp(env, "overlap") == 0)) return env;
@@ -140,8 +128,8 @@ bool build_params(const flashbox_attention_args &a, TileChoice tile, FwdParams &
       a.dtype == FLASHBOX_BFLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   std::memset(&p, 0, sizeof p);
   if (!encode_map(&p.tm_q, &p.ord_q, type, q, a.head_dim, tile.bm) ||
-      !encode_map(&p.tm_k, &p.ord_k, type, k, a.head_dim, tile.bn / tile.cluster) ||
-      !encode_map(&p.tm_v, &p.ord_v, type, v, a.head_dim, tile.bn / tile.cluster) ||
+      !encode_map(&p.tm_k, &p.ord_k, type, k, a.head_dim, tile.bn) ||
+      !encode_map(&p.tm_v, &p.ord_v, type, v, a.head_dim, tile.bn) ||
       !encode_map(&p.tm_o, &p.ord_o, type, o, a.head_dim, 64))
     return no("cuTensorMapEncodeTiled rejected the layout of q/k/v/o");
   p.lse = a.lse;
@@ -171,16 +159,13 @@ bool cuda_flash_sm90_supports(const flashbox_attention_args &a, const char **why
 }
 
 int cuda_flash_forward_sm90(const flashbox_attention_args &a) {
-  TileChoice tile = choose_tile(a);
-  const Sched sched = schedule(a);
-  tile.cluster = choose_cluster(a, tile, sched);
-  if (const char *st = std::getenv("FLASHBOX_SM90_STAGES"); st != nullptr && tile.cluster == 2 && tile.bn == 128)
-    tile.stages = std::atoi(st) == 3 ? 3 : 2;
+  const TileChoice tile = choose_tile(a);
   FwdParams p;
   const char *why = nullptr;
   if (!build_params(a, tile, p, &why))
     return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, std::string("cuda_flash_forward_sm90: ") + why);
   dim3 grid(unsigned(p.num_tiles));
+  const Sched sched = schedule(a);
   const bool persistent = sched != Sched::grid;
   if (persistent) {
     grid.x = persistent_grid(p.num_tiles);
@@ -197,8 +182,6 @@ int cuda_flash_forward_sm90(const flashbox_attention_args &a) {
   std::string name = "cuda_flash_sm90_d" + std::to_string(a.head_dim) + "_" + std::to_string(tile.bm) + "x" +
                      std::to_string(tile.bn);
   if (sm90::q_in_registers(int(a.head_dim), tile.bn)) name += "_qreg";
-  if (tile.cluster > 1) name += "_cluster" + std::to_string(tile.cluster);
-  if (tile.stages != 2) name += "_stages" + std::to_string(tile.stages);
   if (std::strcmp(mode_name(), "pingpong") != 0) name += std::string("_") + mode_name();
   if (p.lazy_rescale_log2 == 0.f) name += "_rescale_always";
   if (persistent) {

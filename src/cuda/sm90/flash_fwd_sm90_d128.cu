@@ -7,12 +7,6 @@
 namespace flashbox::sm90 {
 
 cudaError_t launch_fwd_d128(bool bf16, TileChoice tile, const FwdParams &p, dim3 grid, cudaStream_t stream) {
-  if (tile.bn == 128 && tile.cluster == 2 && bf16)
-    return tile.stages == 3 ? launch_config<FwdConfig<__nv_bfloat16, 128, 128, 2, 3, true, 2>>(p, grid, stream)
-                            : launch_config<FwdConfig<__nv_bfloat16, 128, 128, 2, 2, true, 2>>(p, grid, stream);
-  if (tile.bn == 176 && tile.cluster == 2)
-    return bf16 ? launch_config<FwdConfig<__nv_bfloat16, 128, 176, 2, 2, false, 2>>(p, grid, stream)
-                : launch_config<FwdConfig<__half, 128, 176, 2, 2, false, 2>>(p, grid, stream);
   if (tile.bn == 176)
     return bf16 ? launch_config<FwdConfig<__nv_bfloat16, 128, 176, 2, 2>>(p, grid, stream)
                 : launch_config<FwdConfig<__half, 128, 176, 2, 2>>(p, grid, stream);

@@ -68,16 +68,11 @@ constexpr bool o_buffer_fits(int bm, int bn, int d, int stages) {
 
 // QREG: each consumer keeps its Q rows in registers (A operand of S = Q K^T from registers) instead
 // of reading them from shared memory at every K block; D/4 more registers per thread.
-// CLUSTER = 2: two CTAs of a cluster take neighbouring query blocks of one head with the same K/V
-// blocks (non-causal); each loads half of every K/V tile and multicasts it into both, so every K/V
-// byte leaves L2 once per pair (FA3 does this for non-causal head_dim >= 128).
-template <class T, int D_, int BN_, int NWG_, int STAGES_, bool QREG_ = false, int CLUSTER_ = 1>
+template <class T, int D_, int BN_, int NWG_, int STAGES_, bool QREG_ = false>
 struct FwdConfig {
   using Elem = T;
   static constexpr int D = D_, BN = BN_, NWG = NWG_, BM = 64 * NWG_, STAGES = STAGES_;
   static constexpr bool QREG = QREG_;
-  static constexpr int CLUSTER = CLUSTER_;
-  static constexpr int KV_BOX_ROWS = BN / CLUSTER_;  // rows of a K/V tile this CTA loads
   static constexpr int PANELS = D / 64;  // 64-element (128-byte) columns per tile row
   static constexpr int THREADS = 128 * (NWG + 1);
   static constexpr int PRODUCER_REGS = NWG == 2 ? 24 : 32;
@@ -96,7 +91,6 @@ struct FwdConfig {
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   static_assert(BN % 16 == 0 && BN <= 192, "BN: whole k-steps of P.V, box rows <= 256");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
-  static_assert(CLUSTER == 1 || (CLUSTER == 2 && KV_BOX_ROWS % 8 == 0), "a multicast half starts on a swizzle atom");
 };
 
 // Named barriers: 0 is __syncthreads; 1..NWG the ping-pong turns; then one per consumer epilogue.
@@ -155,26 +149,13 @@ __device__ __forceinline__ void producer(const FwdParams &p, uint8_t *smem, Barr
   tma_prefetch_map(&p.tm_k);
   tma_prefetch_map(&p.tm_v);
   uint32_t ks = 0, vs = 0;  // K and V loads issued so far: ring stage and parity follow from them
-  // In a cluster this CTA loads rows [rank * KV_BOX_ROWS, +KV_BOX_ROWS) of each tile into both CTAs;
-  // its `empty` barrier completes once the consumers of both have released the stage, and its
-  // `full` barrier expects the whole tile (both halves land on it).
-  const int half = Cfg::CLUSTER > 1 ? int(cluster_ctarank()) * Cfg::KV_BOX_ROWS : 0;
   const auto load_kv = [&](int off, const CUtensorMap *map, TmaOrder ord, uint64_t *full, uint64_t *empty,
                            uint32_t &uses, int n_block, int hk, int b) {
     const uint32_t stage = uses % Cfg::STAGES, phase = (uses / Cfg::STAGES) & 1;
     mbar_wait(empty + stage, phase ^ 1);
     mbar_expect_tx_arrive(full + stage, Cfg::KV_BYTES);
-    if constexpr (Cfg::CLUSTER == 1) {
-      load_tile<Cfg::PANELS>(smem + off + stage * Cfg::KV_BYTES, Cfg::BN * 128, map, ord, full + stage,
-                             n_block * Cfg::BN, hk, b);
-    } else {
-#pragma unroll
-      for (int pnl = 0; pnl < Cfg::PANELS; ++pnl) {
-        const int4 c = tma_coords(ord, pnl * 64, n_block * Cfg::BN + half, hk, b);
-        tma_load_4d_multicast(smem + off + stage * Cfg::KV_BYTES + pnl * Cfg::BN * 128 + half * 128, map,
-                              full + stage, c.x, c.y, c.z, c.w, uint16_t((1u << Cfg::CLUSTER) - 1));
-      }
-    }
+    load_tile<Cfg::PANELS>(smem + off + stage * Cfg::KV_BYTES, Cfg::BN * 128, map, ord, full + stage,
+                           n_block * Cfg::BN, hk, b);
     ++uses;
   };
   // Few registers here (setmaxnreg): the Q-buffer parity follows from `round`, which counts this
@@ -255,11 +236,6 @@ struct Consumer {
   __device__ __forceinline__ void release(uint64_t *empty, int stage) {
     if (lane == 0) mbar_arrive(empty + stage);  // one arrival per warp, after its wgmma wait
   }
-  // A K/V stage: in a cluster, lane r releases it in CTA r (both CTAs' producers write into it).
-  __device__ __forceinline__ void release_kv(uint64_t *empty, int stage) {
-    if constexpr (Cfg::CLUSTER == 1) release(empty, stage);
-    else if (lane < Cfg::CLUSTER) mbar_arrive_cluster(empty + stage, uint32_t(lane));
-  }
   // With a separate O buffer, Q is free once the tile's last S = Q K^T has completed (every warp;
   // called once per tile, after the main loop's last wait on a Q K^T product).
   __device__ __forceinline__ void release_q() {
@@ -297,7 +273,7 @@ struct Consumer {
     turn_pass();
     wgmma_wait<0>();
     fence_operands(s);
-    release_kv(bars.empty_k, ks.stage);
+    release(bars.empty_k, ks.stage);
     ks.advance();
     softmax(s, n_block, n_block >= range.n_unmasked, alpha);
     scores_to_a_fragments<typename Cfg::Elem>(s, pa);
@@ -310,13 +286,13 @@ struct Consumer {
       turn_pass();
       wgmma_wait<1>();
       fence_operands(s);
-      release_kv(bars.empty_k, ks.stage);
+      release(bars.empty_k, ks.stage);
       ks.advance();
       softmax(s, n_block, n_block >= range.n_unmasked, alpha);
       wgmma_wait<0>();
       fence_operands(o);
       fence_operands(pa);
-      release_kv(bars.empty_v, vs.stage);
+      release(bars.empty_v, vs.stage);
       vs.advance();
       rescale_rows(o, alpha);
       scores_to_a_fragments<typename Cfg::Elem>(s, pa);
@@ -329,7 +305,7 @@ struct Consumer {
     turn_pass();
     wgmma_wait<0>();
     fence_operands(o);
-    release_kv(bars.empty_v, vs.stage);
+    release(bars.empty_v, vs.stage);
     vs.advance();  // the ring runs on into the next tile of a persistent CTA
   }
 
@@ -341,7 +317,7 @@ struct Consumer {
       issue_qk(s, ks);
       wgmma_wait<0>();
       fence_operands(s);
-      release_kv(bars.empty_k, ks.stage);
+      release(bars.empty_k, ks.stage);
       ks.advance();
       softmax(s, n_block, n_block >= range.n_unmasked, alpha);
       rescale_rows(o, alpha);
@@ -352,7 +328,7 @@ struct Consumer {
       wgmma_wait<0>();
       fence_operands(o);
       fence_operands(pa);
-      release_kv(bars.empty_v, vs.stage);
+      release(bars.empty_v, vs.stage);
       vs.advance();
     }
     release_q();
@@ -473,13 +449,12 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_fwd_sm90_kernel(const _
     for (int s = 0; s < Cfg::STAGES; ++s) {
       mbar_init(bars.full_k + s, 1);
       mbar_init(bars.full_v + s, 1);
-      mbar_init(bars.empty_k + s, 4 * Cfg::NWG * Cfg::CLUSTER);  // every consumer warp of the cluster
-      mbar_init(bars.empty_v + s, 4 * Cfg::NWG * Cfg::CLUSTER);
+      mbar_init(bars.empty_k + s, 4 * Cfg::NWG);
+      mbar_init(bars.empty_v + s, 4 * Cfg::NWG);
     }
     mbar_init_fence();
   }
-  if constexpr (Cfg::CLUSTER > 1) cluster_sync();  // the peer's barriers exist before any multicast
-  else __syncthreads();
+  __syncthreads();
 
   // Broadcast from lane 0 so the compiler knows it is warp-uniform (descriptors derived from it can
   // then stay in uniform registers).
@@ -491,7 +466,6 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_fwd_sm90_kernel(const _
     setmaxnreg_inc<Cfg::CONSUMER_REGS>();
     consumer<Cfg>(p, smem, bars, wg - 1);
   }
-  if constexpr (Cfg::CLUSTER > 1) cluster_sync();  // the peer's consumers are done arriving here
 }
 
 }  // namespace flashbox::sm90

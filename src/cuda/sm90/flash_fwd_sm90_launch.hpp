@@ -10,8 +10,6 @@ namespace flashbox::sm90 {
 // Query rows per CTA (64 per consumer warpgroup) and keys per K/V block.
 struct TileChoice {
   int bm, bn;
-  int cluster = 1;  // 2: K/V tiles multicast to a pair of CTAs (FwdConfig::CLUSTER)
-  int stages = 2;   // K/V ring depth
 };
 
 // Which configurations keep Q in registers (FwdConfig::QREG): head_dim 128 with 128-key blocks, the
@@ -27,23 +25,8 @@ cudaError_t launch_config(const FwdParams &p, dim3 grid, cudaStream_t stream) {
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES);
   if (e != cudaSuccess) return e;
   const int smem = Cfg::O_FITS && p.separate_o ? Cfg::SMEM_BYTES : Cfg::SMEM_BYTES_NO_O;
-  if constexpr (Cfg::CLUSTER == 1) {
-    kernel<<<grid, Cfg::THREADS, smem, stream>>>(p);
-    return cudaGetLastError();
-  } else {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(Cfg::THREADS);
-    cfg.dynamicSmemBytes = size_t(smem);
-    cfg.stream = stream;
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = Cfg::CLUSTER, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
-    cfg.attrs = &cluster;
-    cfg.numAttrs = 1;
-    e = cudaLaunchKernelEx(&cfg, kernel, p);
-    return e != cudaSuccess ? e : cudaGetLastError();
-  }
+  kernel<<<grid, Cfg::THREADS, smem, stream>>>(p);
+  return cudaGetLastError();
 }
 
 }  // namespace flashbox::sm90

@@ -46,6 +46,8 @@ VARIANT_SETS = {
                   "persistent": {"FLASHBOX_SM90_SCHED": "persistent"}},
                  {"t128": {"FLASHBOX_SM90_TILE": "128x128"},
                   "t128pers": {"FLASHBOX_SM90_TILE": "128x128", "FLASHBOX_SM90_SCHED": "persistent"}}),
+    # Session 4: the defaults alone (older builds come in with --lib).
+    "s4": ({"default": {}}, {}),
 }
 VARIANTS, EXTRA_NONCAUSAL = VARIANT_SETS["s3"]
 SHAPES = [(64, 12, t, True) for t in (2048, 4096, 8192, 16384)] + \

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,7 @@ struct RunOptions {
   bool with_lse = true;
   int q_offset_elements = 0;  // shifts q off 16-byte alignment to test the fallback reason
   cudaStream_t stream = nullptr;
+  std::function<void(AttentionData &)> prepare;  // edits the inputs before the run (and the reference)
 };
 
 // Runs one case on the GPU; the result lands in d (o, lse) for d.compare().
@@ -133,6 +135,7 @@ void run_on_gpu(AttentionData &d, const RunOptions &opt, int *rc, std::string *k
 
 void check_case(const AttentionCase &c, const RunOptions &opt = {}) {
   AttentionData d(c);
+  if (opt.prepare) opt.prepare(d);
   int rc = -1;
   std::string kernel;
   ASSERT_NO_FATAL_FAILURE(run_on_gpu(d, opt, &rc, &kernel));
@@ -258,6 +261,40 @@ TEST_F(Sm90, LazyRescale) {
         check_case(make(1, 300, 900, 2, 2, d, causal, FLASHBOX_FLOAT16));
       }
   }
+}
+
+// Keys [k0, k1) of every batch and head multiplied by f: their scores grow f-fold.
+void scale_keys(AttentionData &d, int64_t k0, int64_t k1, float f) {
+  const flashbox_attention_args &a = d.args;
+  for (int64_t b = 0; b < a.batch; ++b)
+    for (int64_t key = k0; key < k1; ++key)
+      for (int64_t h = 0; h < a.heads_kv; ++h)
+        for (int64_t x = 0; x < a.head_dim; ++x) {
+          const int64_t i = b * a.k_stride[0] + key * a.k_stride[1] + h * a.k_stride[2] + x;
+          cpu::store_from_float(d.k_bytes().data(), a.dtype, i, f * cpu::load_as_float(d.k_bytes().data(), a.dtype, i));
+        }
+}
+
+// The optimistic softmax (no row max for unmasked blocks after a tile's first) must hand every block
+// whose scores outgrow the running max to the exact path: keys seen late in a tile's walk (low key
+// indices; blocks go from the last down) scaled up so that p would reach 2^30 (x8) or overflow
+// (x64) against the running max; the warp recomputes its scores and rescales. bf16 and fp16 (whose
+// P overflows at 65504), both head_dims and tiles, causal and not.
+TEST_F(Sm90, OptimisticSoftmaxFallback) {
+  for (float f : {8.f, 64.f})
+    for (auto [k0, k1] : {std::pair<int64_t, int64_t>{0, 100}, {300, 420}})
+      for (int64_t d : {64, 128})
+        for (int causal : {0, 1})
+          for (flashbox_dtype t : {FLASHBOX_BFLOAT16, FLASHBOX_FLOAT16}) {
+            SCOPED_TRACE("keys " + std::to_string(k0) + ".." + std::to_string(k1) + " x" + std::to_string(int(f)));
+            RunOptions opt;
+            opt.prepare = [&](AttentionData &data) { scale_keys(data, k0, k1, f); };
+            check_case(make(1, 1000, 1000, 2, 2, d, causal, t), opt);
+          }
+  ScopedEnv tile("FLASHBOX_SM90_TILE", "128x176");
+  RunOptions opt;
+  opt.prepare = [](AttentionData &data) { scale_keys(data, 0, 50, 16.f); };
+  check_case(make(1, 900, 900, 2, 1, 128, 0), opt);
 }
 
 // Persistent CTAs, capped at 3 so that each walks many tiles (rings, Q buffer, O buffer and ping-pong

@@ -9,7 +9,10 @@
 //     (SS), or with QREG (head_dim 128, 128 x 128 tiles) with this group's Q rows loaded once per
 //     tile into registers (ldmatrix) as the A operand (RS: K is the only shared-memory read);
 //     online softmax in registers (exp2, softmax_scale * log2 e folded into one FFMA), P packed to
-//     16 bits in registers as the A operand of O += P V_j (RS). With `overlap` the softmax of block
+//     16 bits in registers as the A operand of O += P V_j (RS). Unmasked blocks after a tile's first
+//     skip the block's row max (optimistic: exponentials against the running max, accepted when no
+//     p exceeds 2^12, else the warp recomputes its scores with mma.sync and takes the exact path),
+//     so K is released only after the softmax. With `overlap` the softmax of block
 //     j runs while the P.V product of block j-1 is in flight (FA3 §3.2); with `pingpong` the GEMM
 //     issue of the consumer warpgroups takes turns through named barriers so one group's softmax
 //     hides under the other's GEMMs (FA3 §3.1).
@@ -32,6 +35,7 @@
 #include <cuda.h>
 
 #include "cuda/common/ldmatrix.cuh"
+#include "cuda/common/mma.cuh"
 #include "cuda/sm90/async_copy.cuh"
 #include "cuda/sm90/online_softmax.cuh"
 #include "cuda/sm90/tma_host.hpp"
@@ -220,6 +224,7 @@ struct Consumer {
   static constexpr int BN = Cfg::BN, D = Cfg::D, NWG = Cfg::NWG;
   const FwdParams &p;
   Barriers bars;
+  uint8_t *smem;
   int wg, lane, warp;
   uint64_t q_desc, k_desc0, v_desc0;
   int limit0, limit1;  // first key index each of this thread's two rows may not see
@@ -254,13 +259,53 @@ struct Consumer {
     gemm_pv<Cfg>(o, pa, desc_advance(v_desc0, vs.stage * Cfg::KV_BYTES));
     wgmma_commit();
   }
-  // Masks (when the block needs it) and folds the scores of K/V block n_block into m, l.
-  __device__ __forceinline__ void softmax(float (&s)[BN / 2], int n_block, bool masked, float (&alpha)[2]) {
+  // Masks (when the block needs it) and folds the scores of K/V block n_block into m, l. An unmasked
+  // block after the tile's first (`later`; lazy rescaling) goes the optimistic way, without the
+  // block's max; where that is refused, this warp recomputes its scores from Q and the block's K
+  // tile (still held: the caller releases K after this) and takes the exact path.
+  __device__ __forceinline__ void softmax(float (&s)[BN / 2], int n_block, bool masked, float (&alpha)[2],
+                                          bool later = false, int k_stage = 0) {
     if (masked) {
       const int first_col = n_block * BN + 2 * (lane % 4);
       mask_columns(s, limit0 - first_col, limit1 - first_col);
+    } else if (later && p.lazy_rescale_log2 > 0.f) {
+      if (softmax_update_optimistic(s, m, l, alpha, p.scale_log2)) return;
+      recompute_scores(s, k_stage);
     }
     softmax_update(s, m, l, alpha, p.scale_log2, p.lazy_rescale_log2);
+  }
+
+  // This warp's 16 rows of S = Q K^T again, with mma.sync (its m16n8 accumulators are laid out as
+  // the warp's slice of the wgmma accumulator): A from Q (the registers with QREG, else ldmatrix
+  // from the Q tile), B by ldmatrix from the K tile of `k_stage`. The rare path of softmax(); the
+  // P.V product in flight reads other registers.
+  __device__ __forceinline__ void recompute_scores(float (&s)[BN / 2], int k_stage) {
+    constexpr bool bf16 = is_bf16<typename Cfg::Elem>;
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) s[i] = 0.f;
+    const int a_row = wg * 64 + warp * 16 + (lane & 15), a_col = 8 * (lane >> 4);
+    const int b_row = (lane & 7) + 8 * (lane >> 4), b_col = 8 * ((lane >> 3) & 1);
+    // Key rows 16 np + b_row share b_row's swizzle phase: the K address of (np, kk) is this lane's
+    // address of (0, kk) plus np * 16 rows, an immediate offset.
+    const uint32_t k_tile = smem_addr(smem + Cfg::K_OFF + k_stage * Cfg::KV_BYTES);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t a[4];
+      if constexpr (Cfg::QREG) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) a[e] = qa[4 * kk + e];
+      } else {
+        flashbox::cuda::ldmatrix_x4(a, swizzled_128b(smem_addr(smem + Cfg::Q_OFF), Cfg::BM, a_row, 16 * kk + a_col));
+      }
+      const uint32_t k_lane = swizzled_128b(k_tile, BN, b_row, 16 * kk + b_col);
+#pragma unroll
+      for (int np = 0; np < BN / 16; ++np) {
+        uint32_t b[4];
+        flashbox::cuda::ldmatrix_x4(b, k_lane + np * 16 * 128);
+        flashbox::cuda::mma_m16n8k16<bf16>(reinterpret_cast<float(&)[4]>(s[8 * np]), a, b[0], b[1]);
+        flashbox::cuda::mma_m16n8k16<bf16>(reinterpret_cast<float(&)[4]>(s[8 * np + 4]), a, b[2], b[3]);
+      }
+    }
   }
 
   // FA3 Algorithm 2: S_{j+1} and P_j V_j in flight together; softmax of S_{j+1} under P_j V_j.
@@ -286,9 +331,9 @@ struct Consumer {
       turn_pass();
       wgmma_wait<1>();
       fence_operands(s);
-      release(bars.empty_k, ks.stage);
+      softmax(s, n_block, n_block >= range.n_unmasked, alpha, true, ks.stage);
+      release(bars.empty_k, ks.stage);  // after the softmax, which may read the K tile again
       ks.advance();
-      softmax(s, n_block, n_block >= range.n_unmasked, alpha);
       wgmma_wait<0>();
       fence_operands(o);
       fence_operands(pa);
@@ -336,14 +381,12 @@ struct Consumer {
 
   // QREG: this warp's 16 Q rows as wgmma A fragments (the m16n8k16 A layout: ldmatrix x4 over rows
   // lane % 16 and column halves lane / 16 of each 16-column step), from the 128B-swizzled Q tile.
-  __device__ __forceinline__ void load_q_fragments(const uint8_t *smem) {
+  __device__ __forceinline__ void load_q_fragments() {
     if constexpr (Cfg::QREG) {
       const int row = wg * 64 + warp * 16 + (lane & 15);
 #pragma unroll
       for (int k = 0; k < D / 16; ++k) {
-        const int d = 16 * k + 8 * (lane >> 4);
-        const uint32_t addr = smem_addr(smem + Cfg::Q_OFF) + (d / 64) * Cfg::BM * 128 + row * 128 +
-                              ((((d % 64) / 8) ^ (row & 7)) << 4);
+        const uint32_t addr = swizzled_128b(smem_addr(smem + Cfg::Q_OFF), Cfg::BM, row, 16 * k + 8 * (lane >> 4));
         flashbox::cuda::ldmatrix_x4(reinterpret_cast<uint32_t(&)[4]>(qa[4 * k]), addr);
       }
     }
@@ -352,7 +395,7 @@ struct Consumer {
   // O / l into this warpgroup's rows of the staging buffer (the O buffer, or its Q rows; the
   // 128B-swizzled layout the O tensor map expects), then one TMA store per 64-column panel; LSE from
   // the lanes that own column 0.
-  __device__ __forceinline__ void epilogue(uint8_t *smem, int m_block, int h, int b, int row0) {
+  __device__ __forceinline__ void epilogue(int m_block, int h, int b, int row0) {
     using T = typename Cfg::Elem;
     const bool own_o = Cfg::O_FITS && p.separate_o;
     float lse[2];
@@ -364,8 +407,7 @@ struct Consumer {
     const int row = warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);
 #pragma unroll
     for (int c = 0; c < D / 16; ++c) {
-      const int d = 16 * c + 8 * (lane >> 4);
-      const uint32_t addr = smem_addr(slice) + (d / 64) * Cfg::BM * 128 + row * 128 + ((((d % 64) / 8) ^ (row & 7)) << 4);
+      const uint32_t addr = swizzled_128b(smem_addr(slice), Cfg::BM, row, 16 * c + 8 * (lane >> 4));
       stmatrix_x4(addr, pack2<T>(o[8 * c], o[8 * c + 1]), pack2<T>(o[8 * c + 2], o[8 * c + 3]),
                   pack2<T>(o[8 * c + 4], o[8 * c + 5]), pack2<T>(o[8 * c + 6], o[8 * c + 7]));
     }
@@ -395,7 +437,7 @@ struct Consumer {
 
 template <class Cfg>
 __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barriers bars, int wg) {
-  Consumer<Cfg> c{p, bars};
+  Consumer<Cfg> c{p, bars, smem};
   const int t = threadIdx.x % 128;
   c.wg = wg, c.lane = t % 32, c.warp = t / 32;
   c.q_desc = make_smem_desc(smem_addr(smem + Cfg::Q_OFF) + wg * 64 * 128, 16, 1024);
@@ -420,14 +462,14 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
     // and neither Q barrier falls two phases behind.
     mbar_wait(bars.full_q, q_parity);
     q_parity ^= 1;
-    c.load_q_fragments(smem);
+    c.load_q_fragments();
     if (range.n_blocks > 0) {
       if (p.overlap) c.mainloop_overlapped(range);
       else c.mainloop_serial(range);
     } else {
       c.release_q();
     }
-    c.epilogue(smem, tile.m_block, tile.h, tile.b, row0);
+    c.epilogue(tile.m_block, tile.h, tile.b, row0);
   }
   // The last store has read its shared-memory source before the CTA exits (its global writes need
   // no wait: they complete with the grid).

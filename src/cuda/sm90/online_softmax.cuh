@@ -63,6 +63,37 @@ __device__ __forceinline__ void softmax_update(float (&s)[NS], float (&m)[2], fl
   for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + (sum[r][0] + sum[r][1]);
 }
 
+// The largest p the optimistic update accepts: every p of the block is at most its row's partial
+// sum, so sums <= 2^12 keep P far inside fp16's range (65504) and O, l far inside fp32's.
+constexpr float kOptimisticSumLimit = 4096.f;
+
+// Optimistic fold of an unmasked block after a tile's first: p = exp2((s - m) * scale_log2) against
+// the running max as it stands, without the block's max, whose reduction (a max chain and two quad
+// shuffles per row) delayed every exponential. Exact whenever it is accepted: m, l, O and the LSE
+// share the same m, and a p above 1 just means the max grew by less than kOptimisticSumLimit (the
+// lazy rescale's argument). Accepted only when every row of the warp has a finite max and partial
+// sums <= the limit (inf and NaN fail); otherwise false, l and m untouched, and s is lost: the
+// caller recomputes the scores and takes softmax_update. Warp-uniform result.
+template <int NS>
+__device__ __forceinline__ bool softmax_update_optimistic(float (&s)[NS], const float (&m)[2], float (&l)[2],
+                                                          float (&alpha)[2], float scale_log2) {
+  const float base[2] = {m[0] * scale_log2, m[1] * scale_log2};
+  float sum[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+#pragma unroll
+  for (int i = 0; i < NS; ++i) {
+    const int r = (i >> 1) & 1;
+    s[i] = exp2f(fmaf(s[i], scale_log2, -base[r]));
+    sum[r][(i >> 2) & 1] += s[i];
+  }
+  const float row0 = sum[0][0] + sum[0][1], row1 = sum[1][0] + sum[1][1];
+  const bool ok = m[0] != -INFINITY && m[1] != -INFINITY && row0 <= kOptimisticSumLimit &&
+                  row1 <= kOptimisticSumLimit;
+  if (!__all_sync(0xffffffffu, ok)) return false;
+  l[0] += row0, l[1] += row1;
+  alpha[0] = alpha[1] = 1.f;
+  return true;
+}
+
 // Rescales O by alpha, skipped (warp-uniformly) when no row of the warp changed its max.
 template <int NO>
 __device__ __forceinline__ void rescale_rows(float (&o)[NO], const float (&alpha)[2]) {

@@ -32,6 +32,14 @@ __device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) 
   return (uint64_t(hi) << 32) | lo;
 }
 
+// Shared-memory address of element (row, col) of a 128B-swizzled tile (the layout TMA writes and
+// the descriptors above name): 64-column panels of `panel_rows` rows x 128 bytes, panel-aligned to
+// 1024 bytes, whose 16-byte chunk c of row r sits at chunk c ^ (r % 8); the address is that of col's
+// 8-element chunk.
+__device__ __forceinline__ uint32_t swizzled_128b(uint32_t tile, int panel_rows, int row, int col) {
+  return tile + (col / 64) * panel_rows * 128 + row * 128 + ((((col % 64) / 8) ^ (row % 8)) << 4);
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>

@@ -237,8 +237,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     for (int i = 0; i < BM / 2; i += 2) {
       const int row = wg * 64 + warp * 16 + g + 8 * ((i >> 1) & 1);
       const int col = 8 * (i >> 2) + 2 * q;
-      const uint32_t addr = ds_tile + (col / 64) * BN * 128 + row * 128 + ((((col % 64) / 8) ^ (row % 8)) << 4) +
-                            (col % 8) * 2;
+      const uint32_t addr = swizzled_128b(ds_tile, BN, row, col) + (col % 8) * 2;
       asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(dsa[i / 2]) : "memory");
     }
     fence_view_async_shared();

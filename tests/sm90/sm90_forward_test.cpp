@@ -341,7 +341,7 @@ TEST_F(Sm90, GridScheduleHeadDim64) {
 TEST_F(Sm90, PersistentAllSms) {
   ScopedEnv sched("FLASHBOX_SM90_SCHED", "persistent");
   check_case(make(2, 1024, 1024, 16, 8, 64, 1));   // 192 tiles of 192 rows
-  check_case(make(2, 1000, 1000, 16, 16, 128, 0));  // 256 tiles of 128 rows (128 x 176: O in the Q rows)
+  check_case(make(2, 1000, 1000, 16, 16, 128, 0));  // 256 tiles of 128 rows, own O buffer
   check_case(make(2, 1000, 1000, 16, 4, 128, 1));   // 256 tiles, own O buffer
 }
 

@@ -43,10 +43,12 @@ using sm90::encode_map;
 using sm90::tma_describable;
 
 // Measured on the H200 (bench/NOTES.md, Hopper): head_dim 64 runs fastest at 192 x 128 (three
-// consumer warpgroups), head_dim 128 at 128 x 128 causal and 128 x 176 non-causal (as FA3 chose).
+// consumer warpgroups), head_dim 128 at 128 x 128 with Q in registers, causal or not (FA3's
+// non-causal 128 x 176 was faster before the optimistic softmax, equal after it on the grid, and
+// cannot stage O in its own buffer on the persistent grid: session 4).
 // FLASHBOX_SM90_TILE overrides, for the benchmark's sweep.
 TileChoice choose_tile(const flashbox_attention_args &a) {
-  const TileChoice tile = a.head_dim == 64 ? TileChoice{192, 128} : TileChoice{128, a.causal ? 128 : 176};
+  const TileChoice tile = a.head_dim == 64 ? TileChoice{192, 128} : TileChoice{128, 128};
   const char *env = std::getenv("FLASHBOX_SM90_TILE");
   if (env == nullptr) return tile;
   static constexpr TileChoice d64[] = {{128, 128}, {192, 128}}, d128[] = {{128, 128}, {128, 176}};
@@ -59,15 +61,19 @@ TileChoice choose_tile(const flashbox_attention_args &a) {
 int64_t kv_bytes_per_head(const flashbox_attention_args &a) { return a.seqlen_k * a.head_dim * 2 * 2; }
 
 // Persistent: one CTA per SM (or FLASHBOX_SM90_CTAS), each walking many tiles; else one CTA per
-// tile. Default by measurement (bench/NOTES.md, Hopper, runs 4-5; re-checked in session 3): persistent while a head's K and V take at most 4 MB (D64 up to T = 16384, D128
-// up to 8192), where hiding each tile's start and end wins (+27% D64 and +15% D128 at T = 2048);
-// beyond, one CTA per tile (D128 T = 16384: 591 against 570 TFLOP/s persistent).
+// tile. Default by measurement (bench/NOTES.md, Hopper, runs 4-5; re-checked in sessions 3 and 4):
+// non-causal always persistent (equal tiles balance; hiding each tile's start and end: D128
+// T = 16384 699 against 671 TFLOP/s on the grid, session 4); causal persistent while a head's K
+// and V take at most 4 MB (D64 up to T = 16384, D128 up to 8192), where hiding each tile's start and
+// end wins (+27% D64 and +15% D128 at T = 2048); beyond, one CTA per tile, whose hardware dispatch
+// balances the unequal causal tiles (D128 T = 16384: 591 against 570 TFLOP/s persistent).
 enum class Sched { grid, persistent };
 Sched schedule(const flashbox_attention_args &a) {
   const char *sched = std::getenv("FLASHBOX_SM90_SCHED");
   if (sched != nullptr && std::strcmp(sched, "persistent") == 0) return Sched::persistent;
   if (std::getenv("FLASHBOX_SM90_CTAS") != nullptr) return Sched::persistent;
   if (sched != nullptr && std::strcmp(sched, "grid") == 0) return Sched::grid;
+  if (!a.causal) return Sched::persistent;
   return kv_bytes_per_head(a) <= (int64_t(4) << 20) ? Sched::persistent : Sched::grid;
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The closing device run of a session, in one call on the H200: the main job on the GPU (flashbox
 # report: check, bench incl. backward, GPT-2 124M), flashbox vs PyTorch SDPA forward and backward in
-# one process (compare_sdpa.py), naive's out-of-memory row, the Python package's tests, and the GPU
-# test suites (test_backward, test_cuda, test_sm90). Prebuilt binaries come as a tarball (built on
+# one process (compare_sdpa.py), naive's out-of-memory row, the Python package's tests, the GPU
+# test suites (test_backward, test_cuda, test_sm90), compute-sanitizer, and the forward kernels'
+# local-memory instructions with their execution counts. Prebuilt binaries come as a tarball (built on
 # the CPU machine, `carry`ed):
 #   bench/device_final_run.sh .dev/final.tar.gz [STEP,STEP,...]   (default: every step)
 # Every step has its own time limit so one hang costs a step, not the call. Logs go to $OUT.
@@ -28,6 +29,24 @@ step compare_fwd_noncausal timeout 40 python3 bench/compare_sdpa.py $B/libflashb
 step compare_bwd timeout 60 python3 bench/compare_sdpa.py $B/libflashbox.so --no-naive --backward --seqlens 1024,2048,4096,8192,16384 --json "$O/compare_bwd.json"
 step memcheck timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_backward --gtest_brief=1 \
   --gtest_filter='CudaBackward.StridedLayoutsAndScale:CudaBackward.EmptyRowsGiveZeroDq:CudaBackward.HopperRunsTheSm90Kernels'
+step memcheck_fwd timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_sm90 --gtest_brief=1 \
+  --gtest_filter='Sm90.SmallShapes:Sm90.DifferentQueryAndKeyLengths:Sm90.PersistentManyTilesPerCta:Sm90.OptimisticSoftmaxFallback'
+# Local-memory traffic of the forward kernels: executions of every LDL/STL (Nsight Compute source
+# counters, one launch of the head_dim 128 and 64 defaults); a count per tile, not per K block, means
+# the main loop is clean.
+spills() {
+  for d in 128 64; do
+    timeout 60 ncu --section SourceCounters -k regex:flash_fwd_sm90 -c 1 -f -o /tmp/spills_d$d $B/flashbox bench --device cuda \
+      --impls flash --seqlens 4096 --head-dim $d --heads 16 --repeats 1 --warmup 0 > /dev/null || return 1
+    ncu -i /tmp/spills_d$d.ncu-rep --page source --csv --print-source sass | python3 -c '
+import csv, sys
+rows = [r for r in csv.reader(sys.stdin) if len(r) > 5]
+ex = rows[0].index("Instructions Executed")
+for r in rows[1:]:
+    if any(op in r[1] for op in ("LDL", "STL", "HGMMA")): print(r[0], r[ex], r[1].strip())' > "$O/spills_d$d.txt"
+  done
+}
+step spills spills
 step pytest timeout 90 python3 -m pytest -q -rs tests/python
 step report timeout 120 $B/flashbox report --json "$O/report_h200.json"
 step naive_oom sh -c "timeout 25 $B/flashbox bench --seqlens 16384,32768 --impls naive,flash --json > '$O/bench_oom.json'"

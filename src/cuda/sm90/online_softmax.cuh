@@ -32,6 +32,21 @@ __device__ __forceinline__ void mask_columns(float (&s)[NS], int limit0, int lim
   }
 }
 
+// s becomes p = exp2(s * scale_log2 - base) (one FFMA and one exp2 each); sum gets each row's partial
+// sum of p over this thread's columns (two accumulators per row shorten the chain).
+template <int NS>
+__device__ __forceinline__ void exponentiate(float (&s)[NS], const float (&base)[2], float scale_log2,
+                                             float (&sum)[2]) {
+  float acc[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+#pragma unroll
+  for (int i = 0; i < NS; ++i) {
+    const int r = (i >> 1) & 1;
+    s[i] = exp2f(fmaf(s[i], scale_log2, -base[r]));
+    acc[r][(i >> 2) & 1] += s[i];
+  }
+  sum[0] = acc[0][0] + acc[0][1], sum[1] = acc[1][0] + acc[1][1];
+}
+
 // Folds one block of scores into (m, l): s becomes p = exp2((s - m) * scale_log2), alpha the factor
 // exp2((m_old - m) * scale_log2) by which the caller rescales O. With lazy_log2 > 0 the running max
 // stays put while the block's max exceeds it by at most 2^lazy_log2 in p (alpha = 1, no rescale):
@@ -52,15 +67,10 @@ __device__ __forceinline__ void softmax_update(float (&s)[NS], float (&m)[2], fl
     alpha[r] = keep ? 1.f : exp2f(m[r] * scale_log2 - base[r]);  // 0 while the old max is -inf
     m[r] = m_new;
   }
-  float sum[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+  float sum[2];
+  exponentiate(s, base, scale_log2, sum);
 #pragma unroll
-  for (int i = 0; i < NS; ++i) {
-    const int r = (i >> 1) & 1;
-    s[i] = exp2f(fmaf(s[i], scale_log2, -base[r]));
-    sum[r][(i >> 2) & 1] += s[i];
-  }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + (sum[r][0] + sum[r][1]);
+  for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + sum[r];
 }
 
 // The largest p the optimistic update accepts: every p of the block is at most its row's partial
@@ -78,14 +88,9 @@ template <int NS>
 __device__ __forceinline__ bool softmax_update_optimistic(float (&s)[NS], const float (&m)[2], float (&l)[2],
                                                           float (&alpha)[2], float scale_log2) {
   const float base[2] = {m[0] * scale_log2, m[1] * scale_log2};
-  float sum[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
-#pragma unroll
-  for (int i = 0; i < NS; ++i) {
-    const int r = (i >> 1) & 1;
-    s[i] = exp2f(fmaf(s[i], scale_log2, -base[r]));
-    sum[r][(i >> 2) & 1] += s[i];
-  }
-  const float row0 = sum[0][0] + sum[0][1], row1 = sum[1][0] + sum[1][1];
+  float sum[2];
+  exponentiate(s, base, scale_log2, sum);
+  const float row0 = sum[0], row1 = sum[1];
   const bool ok = m[0] != -INFINITY && m[1] != -INFINITY && row0 <= kOptimisticSumLimit &&
                   row1 <= kOptimisticSumLimit;
   if (!__all_sync(0xffffffffu, ok)) return false;

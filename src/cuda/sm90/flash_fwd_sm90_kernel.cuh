@@ -12,10 +12,10 @@
 //     16 bits in registers as the A operand of O += P V_j (RS). Unmasked blocks after a tile's first
 //     skip the block's row max (optimistic: exponentials against the running max, accepted when no
 //     p exceeds 2^12, else the warp recomputes its scores with mma.sync and takes the exact path),
-//     so K is released only after the softmax. With `overlap` the softmax of block
-//     j runs while the P.V product of block j-1 is in flight (FA3 §3.2); with `pingpong` the GEMM
-//     issue of the consumer warpgroups takes turns through named barriers so one group's softmax
-//     hides under the other's GEMMs (FA3 §3.1).
+//     so K is released only after the softmax. With `overlap` the softmax of block j runs while the
+//     P.V product of block j-1 is in flight (FA3 §3.2); with `pingpong` the GEMM issue of the
+//     consumer warpgroups takes turns through named barriers so one group's softmax hides under the
+//     other's GEMMs (FA3 §3.1).
 //   Epilogue: O / l goes through shared memory (stmatrix) and out by a TMA store, which clips rows
 //     >= seqlen_q; LSE (natural log) straight from registers. O is staged either in the warpgroup's
 //     own Q rows (Q is then free only once the store has read them) or, with `separate_o` (when the

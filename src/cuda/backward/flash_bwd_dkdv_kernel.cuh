@@ -129,10 +129,8 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
         uint32_t bq[4], bdo[4];
         ldmatrix_x4(bq, smem_addr(frag_b_nk_addr(cQ, kLd, np * 16, kk * 16, lane)));
         ldmatrix_x4(bdo, smem_addr(frag_b_nk_addr(cdO, kLd, np * 16, kk * 16, lane)));
-        mma_m16n8k16<Tr::is_bf16>(s[2 * np], ak, bq[0], bq[1]);
-        mma_m16n8k16<Tr::is_bf16>(s[2 * np + 1], ak, bq[2], bq[3]);
-        mma_m16n8k16<Tr::is_bf16>(dp[2 * np], av, bdo[0], bdo[1]);
-        mma_m16n8k16<Tr::is_bf16>(dp[2 * np + 1], av, bdo[2], bdo[3]);
+        mma_m16n16k16<Tr::is_bf16>(s[2 * np], s[2 * np + 1], ak, bq);
+        mma_m16n16k16<Tr::is_bf16>(dp[2 * np], dp[2 * np + 1], av, bdo);
       }
     }
 
@@ -171,10 +169,8 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
         uint32_t bdo[4], bq[4];
         ldmatrix_x4_trans(bdo, smem_addr(frag_b_kn_addr(cdO, kLd, kq * 16, dp16 * 16, lane)));
         ldmatrix_x4_trans(bq, smem_addr(frag_b_kn_addr(cQ, kLd, kq * 16, dp16 * 16, lane)));
-        mma_m16n8k16<Tr::is_bf16>(dv_acc[2 * dp16], ap, bdo[0], bdo[1]);
-        mma_m16n8k16<Tr::is_bf16>(dv_acc[2 * dp16 + 1], ap, bdo[2], bdo[3]);
-        mma_m16n8k16<Tr::is_bf16>(dk_acc[2 * dp16], ads, bq[0], bq[1]);
-        mma_m16n8k16<Tr::is_bf16>(dk_acc[2 * dp16 + 1], ads, bq[2], bq[3]);
+        mma_m16n16k16<Tr::is_bf16>(dv_acc[2 * dp16], dv_acc[2 * dp16 + 1], ap, bdo);
+        mma_m16n16k16<Tr::is_bf16>(dk_acc[2 * dp16], dk_acc[2 * dp16 + 1], ads, bq);
       }
     }
 
@@ -197,8 +193,7 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
         for (int dp16 = 0; dp16 < kCols / 16; ++dp16) {
           uint32_t bk[4];
           ldmatrix_x4_trans(bk, smem_addr(frag_b_kn_addr(sK, kLd, kk * 16, c0 + dp16 * 16, lane)));
-          mma_m16n8k16<Tr::is_bf16>(dq[2 * dp16], a, bk[0], bk[1]);
-          mma_m16n8k16<Tr::is_bf16>(dq[2 * dp16 + 1], a, bk[2], bk[3]);
+          mma_m16n16k16<Tr::is_bf16>(dq[2 * dp16], dq[2 * dp16 + 1], a, bk);
         }
       }
       float *acc = p.dq_accum + ((int64_t(b) * p.heads_q + hq) * SQ + m0) * D;

@@ -101,10 +101,8 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
         uint32_t bk[4], bv[4];
         ldmatrix_x4(bk, smem_addr(frag_b_nk_addr(cK, kLd, np * 16, kk * 16, lane)));
         ldmatrix_x4(bv, smem_addr(frag_b_nk_addr(cV, kLd, np * 16, kk * 16, lane)));
-        mma_m16n8k16<Tr::is_bf16>(s[2 * np], aq, bk[0], bk[1]);
-        mma_m16n8k16<Tr::is_bf16>(s[2 * np + 1], aq, bk[2], bk[3]);
-        mma_m16n8k16<Tr::is_bf16>(dp[2 * np], ado, bv[0], bv[1]);
-        mma_m16n8k16<Tr::is_bf16>(dp[2 * np + 1], ado, bv[2], bv[3]);
+        mma_m16n16k16<Tr::is_bf16>(s[2 * np], s[2 * np + 1], aq, bk);
+        mma_m16n16k16<Tr::is_bf16>(dp[2 * np], dp[2 * np + 1], ado, bv);
       }
     }
 
@@ -131,8 +129,7 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
       for (int d16 = 0; d16 < D / 16; ++d16) {
         uint32_t bk[4];
         ldmatrix_x4_trans(bk, smem_addr(frag_b_kn_addr(cK, kLd, kk * 16, d16 * 16, lane)));
-        mma_m16n8k16<Tr::is_bf16>(dq[2 * d16], a, bk[0], bk[1]);
-        mma_m16n8k16<Tr::is_bf16>(dq[2 * d16 + 1], a, bk[2], bk[3]);
+        mma_m16n16k16<Tr::is_bf16>(dq[2 * d16], dq[2 * d16 + 1], a, bk);
       }
     }
     __syncthreads();  // this K/V buffer is free for the load two blocks ahead

@@ -28,4 +28,13 @@ __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[
   }
 }
 
+// A 16x16 output tile: two m16n8k16 products with one A fragment and the four B registers of one
+// ldmatrix_x4 (b[0], b[1]: columns 0-7; b[2], b[3]: columns 8-15) into d0 and d1.
+template <bool kBf16>
+__device__ __forceinline__ void mma_m16n16k16(float (&d0)[4], float (&d1)[4], const uint32_t (&a)[4],
+                                              const uint32_t (&b)[4]) {
+  mma_m16n8k16<kBf16>(d0, a, b[0], b[1]);
+  mma_m16n8k16<kBf16>(d1, a, b[2], b[3]);
+}
+
 }  // namespace flashbox::cuda

@@ -207,8 +207,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
           ldmatrix_x4(bk, sK_tile + ((k_lane + np * kRow16Bytes) ^ (kk << 5)));
 #pragma unroll
           for (int mt = 0; mt < Tr::kMTiles; ++mt) {
-            mma_m16n8k16<kBf16>(acc_s[mt][2 * np], a[mt], bk[0], bk[1]);
-            mma_m16n8k16<kBf16>(acc_s[mt][2 * np + 1], a[mt], bk[2], bk[3]);
+            mma_m16n16k16<kBf16>(acc_s[mt][2 * np], acc_s[mt][2 * np + 1], a[mt], bk);
           }
         }
       }
@@ -315,8 +314,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
           ldmatrix_x4_trans(bv, sV_tile + ((v_lane + kk * kRow16Bytes) ^ (dp << 5)));
 #pragma unroll
           for (int mt = 0; mt < Tr::kMTiles; ++mt) {
-            mma_m16n8k16<kBf16>(acc_o[mt][2 * dp], a[mt], bv[0], bv[1]);
-            mma_m16n8k16<kBf16>(acc_o[mt][2 * dp + 1], a[mt], bv[2], bv[3]);
+            mma_m16n16k16<kBf16>(acc_o[mt][2 * dp], acc_o[mt][2 * dp + 1], a[mt], bv);
           }
         }
       }

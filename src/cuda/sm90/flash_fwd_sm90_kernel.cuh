@@ -302,8 +302,8 @@ struct Consumer {
       for (int np = 0; np < BN / 16; ++np) {
         uint32_t b[4];
         flashbox::cuda::ldmatrix_x4(b, k_lane + np * 16 * 128);
-        flashbox::cuda::mma_m16n8k16<bf16>(reinterpret_cast<float(&)[4]>(s[8 * np]), a, b[0], b[1]);
-        flashbox::cuda::mma_m16n8k16<bf16>(reinterpret_cast<float(&)[4]>(s[8 * np + 4]), a, b[2], b[3]);
+        flashbox::cuda::mma_m16n16k16<bf16>(reinterpret_cast<float(&)[4]>(s[8 * np]),
+                                            reinterpret_cast<float(&)[4]>(s[8 * np + 4]), a, b);
       }
     }
   }

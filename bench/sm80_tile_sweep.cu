@@ -1,5 +1,5 @@
 // Tile-shape sweep for the sm80 flash forward kernel: times the production kernel
-// (src/cuda/sm80/flash_fwd_sm80.cu, included here so the same template is measured) with other
+// (src/cuda/forward/sm80/flash_fwd_sm80.cu, included here so the same template is measured) with other
 // (BlockM, BlockN, warps, stages) choices on the SPEC shapes, bf16, and checks every variant's output
 // against the production variant's (any CTA order must give the same bits). Prints one line per
 // (variant, order, T): median ms of 30 CUDA-event timed launches after 5 warm-ups, TFLOP/s, max |diff|.
@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "../src/cuda/sm80/flash_fwd_sm80.cu"
+#include "../src/cuda/forward/sm80/flash_fwd_sm80.cu"
 
 using namespace flashbox::cuda;
 

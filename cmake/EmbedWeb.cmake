@@ -6,7 +6,7 @@
 
 set(FLASHBOX_REPORT_KERNEL_SOURCES
   src/cpu/blocked_attention.cpp
-  src/cuda/sm80/flash_fwd_sm80.cu)
+  src/cuda/forward/sm80/flash_fwd_sm80.cu)
 
 if(CMAKE_SCRIPT_MODE_FILE)
   # Script mode: -DOUT=... -DTEMPLATE=... -DROOT=...

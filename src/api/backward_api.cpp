@@ -7,8 +7,8 @@
 #include <string>
 
 #include "api/backends.hpp"
-#include "api/call_state.hpp"
-#include "api/error.hpp"
+#include "core/call_state.hpp"
+#include "core/error.hpp"
 #include "api/guarded_call.hpp"
 #include "api/validate.hpp"
 #include "cpu/attention_backward.hpp"

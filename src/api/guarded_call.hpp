@@ -6,8 +6,8 @@
 #include <new>
 #include <string>
 
-#include "api/call_state.hpp"
-#include "api/error.hpp"
+#include "core/call_state.hpp"
+#include "core/error.hpp"
 #include "flashbox/flashbox.h"
 
 namespace flashbox::detail {

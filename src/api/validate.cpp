@@ -7,8 +7,8 @@
 #include <string>
 
 #include "api/backends.hpp"
-#include "api/error.hpp"
-#include "cpu/dtype.hpp"
+#include "core/error.hpp"
+#include "core/dtype.hpp"
 
 #ifdef FLASHBOX_HAVE_CUDA
 #include <cuda_runtime.h>

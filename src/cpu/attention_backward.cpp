@@ -9,10 +9,10 @@
 #include <omp.h>
 
 #include "api/backends.hpp"
-#include "api/call_state.hpp"
-#include "api/error.hpp"
+#include "core/call_state.hpp"
+#include "core/error.hpp"
 #include "cpu/attention_backward.hpp"
-#include "cpu/dtype.hpp"
+#include "core/dtype.hpp"
 
 namespace flashbox::cpu::backward {
 

@@ -14,8 +14,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "api/call_state.hpp"
-#include "api/error.hpp"
+#include "core/call_state.hpp"
+#include "core/error.hpp"
 #include "cpu/attention_backward.hpp"
 
 namespace flashbox::cpu::backward {

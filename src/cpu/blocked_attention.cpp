@@ -21,9 +21,9 @@
 #include <limits>
 
 #include "api/backends.hpp"
-#include "api/call_state.hpp"
-#include "api/error.hpp"
-#include "cpu/dtype.hpp"
+#include "core/call_state.hpp"
+#include "core/error.hpp"
+#include "core/dtype.hpp"
 #include "cpu/fast_exp2.hpp"
 #include "cpu/reference_fp64.hpp"
 #include "cpu/scratch_buffer.hpp"

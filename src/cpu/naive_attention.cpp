@@ -10,10 +10,10 @@
 #include <string>
 
 #include "api/backends.hpp"
-#include "api/call_state.hpp"
-#include "api/error.hpp"
+#include "core/call_state.hpp"
+#include "core/error.hpp"
 #include "api/validate.hpp"
-#include "cpu/dtype.hpp"
+#include "core/dtype.hpp"
 #include "cpu/reference_fp64.hpp"
 #include "cpu/scratch_buffer.hpp"
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "cpu/dtype.hpp"
+#include "core/dtype.hpp"
 
 namespace flashbox::cpu {
 

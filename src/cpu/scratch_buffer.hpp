@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "api/call_state.hpp"
+#include "core/call_state.hpp"
 
 namespace flashbox::cpu {
 

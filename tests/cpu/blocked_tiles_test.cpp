@@ -2,7 +2,7 @@
 // blocks, and a single row or key per tile) must give the same attention: tiling is exact.
 #include <gtest/gtest.h>
 
-#include "api/call_state.hpp"
+#include "core/call_state.hpp"
 #include "cpu/blocked_attention.hpp"
 #include "support/attention_case.hpp"
 

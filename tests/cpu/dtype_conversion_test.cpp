@@ -6,7 +6,7 @@
 #include <cmath>
 #include <random>
 
-#include "cpu/dtype.hpp"
+#include "core/dtype.hpp"
 #include "support/attention_case.hpp"
 
 using namespace flashbox::cpu;

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "cpu/dtype.hpp"
+#include "core/dtype.hpp"
 #include "gpt2/checkpoint/checkpoint.hpp"
 #include "gpt2/checkpoint/safetensors.hpp"
 #include "gpt2_test_util.hpp"

@@ -1,4 +1,4 @@
-// The Hopper forward (src/cuda/sm90) through the public C API with FLASHBOX_FLASH_ARCH=sm90, against
+// The Hopper forward (src/cuda/forward/sm90) through the public C API with FLASHBOX_FLASH_ARCH=sm90, against
 // the fp64 reference: every case draws fresh seeded inputs (the seed is in the failure message),
 // poisons O/LSE with NaN between guard bytes, and checks rel error < 1e-2, LSE, no NaN, untouched
 // guards and padding, and that the sm90 kernel really ran. Skips without a compute capability 9.0 GPU.

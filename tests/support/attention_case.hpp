@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/dtype.hpp"
+#include "core/dtype.hpp"
 #include "cpu/reference_fp64.hpp"
 #include "flashbox/flashbox.h"
 

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "api/error.hpp"
+#include "core/error.hpp"
 #include "flashbox/flashbox.h"
 
 namespace flashbox::cuda {

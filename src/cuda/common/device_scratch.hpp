@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "api/call_state.hpp"
+#include "core/call_state.hpp"
 
 namespace flashbox::cuda {
 

@@ -14,8 +14,8 @@
 #include <string>
 
 #include "api/backends.hpp"
-#include "api/call_state.hpp"
-#include "api/error.hpp"
+#include "core/call_state.hpp"
+#include "core/error.hpp"
 #include "cuda/common/cublas_handle.hpp"
 #include "cuda/common/cuda_check.hpp"
 #include "cuda/common/device_scratch.hpp"

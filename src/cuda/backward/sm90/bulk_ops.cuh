@@ -1,11 +1,11 @@
-// The few sm_90a instructions the Hopper backward needs beyond the forward's (src/cuda/sm90):
+// The few sm_90a instructions the Hopper backward needs beyond the forward's (src/cuda/forward/sm90):
 // the one-dimensional bulk copy from shared to global memory as an fp32 reduce-add (FA3's way of
 // accumulating dQ), and the wgmma whose A and B are both MN-major.
 #pragma once
 #include <cstdint>
 
-#include "cuda/sm90/async_copy.cuh"
-#include "cuda/sm90/wgmma_ops.cuh"
+#include "cuda/hopper/async_copy.cuh"
+#include "cuda/hopper/wgmma.cuh"
 
 namespace flashbox::sm90::bwd {
 

@@ -13,10 +13,10 @@
 #include <cstring>
 
 #include "cpu/reference_fp64.hpp"
-#include "cuda/backward/bwd_device.cuh"
+#include "cuda/backward/sm80/bwd_device.cuh"
 #include "cuda/backward/sm90/flash_bwd_sm90_kernel.cuh"
 #include "cuda/backward/sm90/flash_bwd_sm90_launch.hpp"
-#include "cuda/sm90/tma_host.hpp"
+#include "cuda/hopper/tma_host.hpp"
 
 namespace flashbox::sm90::bwd {
 namespace cpu = flashbox::cpu;

@@ -1,4 +1,4 @@
-#include "api/error.hpp"
+#include "core/error.hpp"
 
 namespace flashbox::detail {
 namespace {

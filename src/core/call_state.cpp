@@ -1,4 +1,4 @@
-#include "api/call_state.hpp"
+#include "core/call_state.hpp"
 
 #include <algorithm>
 

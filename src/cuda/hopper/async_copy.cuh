@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <cuda.h>
 
-#include "cuda/sm90/tma_host.hpp"
+#include "cuda/hopper/tma_host.hpp"
 
 namespace flashbox::sm90 {
 

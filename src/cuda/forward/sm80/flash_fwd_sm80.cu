@@ -43,8 +43,8 @@
 #include "cuda/common/ldmatrix.cuh"
 #include "cuda/common/mma.cuh"
 #include "cuda/common/softmax_math.cuh"
-#include "cuda/sm80/flash_fwd_launch.hpp"
-#include "cuda/sm80/flash_fwd_traits.hpp"
+#include "cuda/forward/sm80/flash_fwd_launch.hpp"
+#include "cuda/forward/sm80/flash_fwd_traits.hpp"
 
 namespace flashbox::cuda {
 namespace {

@@ -7,10 +7,10 @@
 #include <string>
 
 #include "api/backends.hpp"
-#include "api/call_state.hpp"
-#include "api/error.hpp"
+#include "core/call_state.hpp"
+#include "core/error.hpp"
 #include "cuda/common/cuda_check.hpp"
-#include "cuda/sm80/flash_fwd_launch.hpp"
+#include "cuda/forward/sm80/flash_fwd_launch.hpp"
 
 namespace flashbox::detail {
 

@@ -1,5 +1,5 @@
 // Backward kernels for head_dim 64 (see flash_bwd_launch.cuh).
-#include "cuda/backward/flash_bwd_launch.cuh"
+#include "cuda/backward/sm80/flash_bwd_launch.cuh"
 
 namespace flashbox::cuda::bwd {
 

@@ -1,5 +1,5 @@
 // See tma_host.hpp. docs/HOPPER-ATTENTION.md §4.1-4.2 has the encoding rules.
-#include "cuda/sm90/tma_host.hpp"
+#include "cuda/hopper/tma_host.hpp"
 
 #include <algorithm>
 #include <cudaTypedefs.h>

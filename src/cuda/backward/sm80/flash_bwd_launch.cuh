@@ -4,8 +4,8 @@
 #pragma once
 #include <cstdlib>
 
-#include "cuda/backward/flash_bwd_dkdv_kernel.cuh"
-#include "cuda/backward/flash_bwd_dq_kernel.cuh"
+#include "cuda/backward/sm80/flash_bwd_dkdv_kernel.cuh"
+#include "cuda/backward/sm80/flash_bwd_dq_kernel.cuh"
 
 namespace flashbox::cuda::bwd {
 

@@ -4,7 +4,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include "cuda/sm80/flash_fwd_params.hpp"
+#include "cuda/forward/sm80/flash_fwd_params.hpp"
 
 namespace flashbox::cuda {
 

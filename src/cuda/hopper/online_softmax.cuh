@@ -8,7 +8,7 @@
 #pragma once
 #include <cstdint>
 
-#include "cuda/sm90/wgmma_ops.cuh"
+#include "cuda/hopper/wgmma.cuh"
 
 namespace flashbox::sm90 {
 

@@ -7,8 +7,8 @@
 //   S = Q Kᵀ,  P = exp2(S · scale · log2e − LSE · log2e),  dP = dO Vᵀ,  dS = P ∘ (dP − D),  dQ += dS K
 // and dQ · scale is written in the dtype through the caller's strides.
 #pragma once
-#include "cuda/backward/bwd_device.cuh"
-#include "cuda/backward/flash_bwd_params.hpp"
+#include "cuda/backward/sm80/bwd_device.cuh"
+#include "cuda/backward/sm80/flash_bwd_params.hpp"
 
 namespace flashbox::cuda::bwd {
 

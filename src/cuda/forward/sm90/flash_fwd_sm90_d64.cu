@@ -1,5 +1,5 @@
 // head_dim 64 instantiations: 128 x 128 (two consumer warpgroups) and 192 x 128 (three, FA3's causal tile).
-#include "cuda/sm90/flash_fwd_sm90_launch.hpp"
+#include "cuda/forward/sm90/flash_fwd_sm90_launch.hpp"
 
 namespace flashbox::sm90 {
 

@@ -11,10 +11,10 @@
 #include <string>
 
 #include "api/backends.hpp"
-#include "api/call_state.hpp"
-#include "api/error.hpp"
+#include "core/call_state.hpp"
+#include "core/error.hpp"
 #include "cpu/reference_fp64.hpp"
-#include "cuda/backward/flash_bwd_params.hpp"
+#include "cuda/backward/sm80/flash_bwd_params.hpp"
 #ifdef FLASHBOX_HAVE_SM90
 #include "cuda/backward/sm90/flash_bwd_sm90_launch.hpp"
 #endif

@@ -13,8 +13,8 @@
 // accumulator (the deterministic mode leaves dQ to flash_bwd_dq_kernel.cuh instead).
 // dK is scaled by the softmax scale on the way out.
 #pragma once
-#include "cuda/backward/bwd_device.cuh"
-#include "cuda/backward/flash_bwd_params.hpp"
+#include "cuda/backward/sm80/bwd_device.cuh"
+#include "cuda/backward/sm80/flash_bwd_params.hpp"
 
 namespace flashbox::cuda::bwd {
 

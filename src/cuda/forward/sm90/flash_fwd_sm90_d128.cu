@@ -2,7 +2,7 @@
 // in registers, measured faster than reading it from shared memory at every K block: bench/NOTES.md,
 // session 3) and 128 x 176 (FA3's non-causal tile: fewer, longer iterations; 208 KB of shared memory,
 // no registers left for Q; the non-causal default until session 4, now FLASHBOX_SM90_TILE=128x176).
-#include "cuda/sm90/flash_fwd_sm90_launch.hpp"
+#include "cuda/forward/sm90/flash_fwd_sm90_launch.hpp"
 
 namespace flashbox::sm90 {
 

@@ -36,10 +36,10 @@
 
 #include "cuda/common/ldmatrix.cuh"
 #include "cuda/common/mma.cuh"
-#include "cuda/sm90/async_copy.cuh"
-#include "cuda/sm90/online_softmax.cuh"
-#include "cuda/sm90/tma_host.hpp"
-#include "cuda/sm90/wgmma_ops.cuh"
+#include "cuda/hopper/async_copy.cuh"
+#include "cuda/hopper/online_softmax.cuh"
+#include "cuda/hopper/tma_host.hpp"
+#include "cuda/hopper/wgmma.cuh"
 
 namespace flashbox::sm90 {
 

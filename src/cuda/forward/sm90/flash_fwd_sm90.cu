@@ -27,10 +27,10 @@
 #include <cuda_runtime.h>
 
 #include "api/backends.hpp"
-#include "api/call_state.hpp"
-#include "api/error.hpp"
-#include "cuda/sm90/flash_fwd_sm90_launch.hpp"
-#include "cuda/sm90/tma_host.hpp"
+#include "core/call_state.hpp"
+#include "core/error.hpp"
+#include "cuda/forward/sm90/flash_fwd_sm90_launch.hpp"
+#include "cuda/hopper/tma_host.hpp"
 
 namespace flashbox::detail {
 namespace {

@@ -3,7 +3,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include "cuda/sm90/flash_fwd_sm90_kernel.cuh"
+#include "cuda/forward/sm90/flash_fwd_sm90_kernel.cuh"
 
 namespace flashbox::sm90 {
 

@@ -5,8 +5,8 @@
 //               caller's strides, two elements per thread.
 #include <algorithm>
 
-#include "cuda/backward/bwd_device.cuh"
-#include "cuda/backward/flash_bwd_params.hpp"
+#include "cuda/backward/sm80/bwd_device.cuh"
+#include "cuda/backward/sm80/flash_bwd_params.hpp"
 
 namespace flashbox::cuda::bwd {
 namespace {

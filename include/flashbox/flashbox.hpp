@@ -123,7 +123,17 @@ struct AttentionOptions {
   float softmax_scale = 0.0f;  // 0: 1/sqrt(head_dim)
   float *lse = nullptr;        // optional [batch, heads_q, seqlen_q] fp32 output
   void *stream = nullptr;      // cudaStream_t for FLASHBOX_CUDA
+  // Kernel choice (family, sm90 tile and schedule); null: the library's own choice.
+  const flashbox_options *kernel = nullptr;
 };
+
+// Default options with a kernel family, e.g. kernel_options(FLASHBOX_FAMILY_SM80).
+inline flashbox_options kernel_options(flashbox_kernel_family family = FLASHBOX_FAMILY_AUTO) {
+  flashbox_options o;
+  flashbox_options_init(&o);
+  o.family = family;
+  return o;
+}
 
 // The C arguments for q, k, v -> o. Throws Error when the views disagree with each other (dtype,
 // batch, head_dim, k/v shapes, o/q shapes); everything else is the C API's to check.
@@ -164,7 +174,7 @@ inline flashbox_attention_args make_attention_args(const TensorView &q, const Te
 inline void attention_forward(const TensorView &q, const TensorView &k, const TensorView &v, const TensorView &o,
                               const AttentionOptions &opt = {}) {
   const flashbox_attention_args a = make_attention_args(q, k, v, o, opt);
-  check(flashbox_attention_forward(&a));
+  check(flashbox_attention_forward_opts(&a, opt.kernel));
 }
 
 inline void attention_forward(const flashbox_attention_args &a) { check(flashbox_attention_forward(&a)); }

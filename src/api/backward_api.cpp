@@ -1,17 +1,20 @@
 // The backward entry points: validate every argument with the forward's rules (src/api/validate.hpp)
 // plus the backward's own (dout/dq/dk/dv tensors, lse required, gradients disjoint from each other
-// and from every input, deterministic 0 or 1), then dispatch:
+// and from every input, deterministic 0 or 1), normalise (GradProblem), then choose:
 //   CPU:  auto -> blocked; naive; blocked            (src/cpu/attention_backward*.cpp)
-//   CUDA: auto -> flash; flash                       (src/cuda/backward)
+//   CUDA: auto -> flash; flash: the Hopper family (src/cuda/backward/sm90) on compute capability 9.x
+//         when its plan takes the call (not deterministic mode, a layout the TMA can describe), else
+//         the sm80 family (src/cuda/backward/sm80); options.family (or FLASHBOX_BWD_ARCH) forces one.
 // Nothing is written to dq/dk/dv before every check has passed.
 #include <string>
 
-#include "api/backends.hpp"
+#include "core/backends.hpp"
+#include "api/family_choice.hpp"
+#include "api/options.hpp"
 #include "core/call_state.hpp"
 #include "core/error.hpp"
 #include "api/guarded_call.hpp"
 #include "api/validate.hpp"
-#include "cpu/attention_backward.hpp"
 #include "flashbox/flashbox.h"
 
 namespace flashbox::detail {
@@ -81,6 +84,55 @@ int validate_backward_args(const flashbox_attention_grad_args *args) {
   return validate_device_pointer(a.lse, "lse", a.device);
 }
 
+#ifdef FLASHBOX_HAVE_CUDA
+// The family's plan for the call (size_only: the workspace query, which has no buffers yet).
+PlanResult plan_family(flashbox_kernel_family f, const GradProblem &g, [[maybe_unused]] bool size_only) {
+#ifdef FLASHBOX_HAVE_SM90
+  if (f == FLASHBOX_FAMILY_SM90) return plan_sm90_backward(g, size_only);
+#endif
+  return f == FLASHBOX_FAMILY_SM80 ? plan_sm80_backward(g) : PlanResult::no(sm90_not_built());
+}
+#endif
+
+int backward(const flashbox_attention_grad_args *args, const flashbox_options *options) {
+  if (int rc = validate_backward_args(args)) return rc;
+  GradProblem g = make_grad_problem(*args);
+#ifdef FLASHBOX_HAVE_CUDA
+  if (g.fwd.device == FLASHBOX_CUDA) {
+    if (int rc = resolve_tuning(options, Pass::backward, g.fwd.tuning)) return rc;
+    return run_first_plan(g.fwd.tuning.family, "backward",
+                          [&](flashbox_kernel_family f) { return plan_family(f, g, false); });
+  }
+#endif
+  (void)options;
+  return cpu_backward(g);
+}
+
+// The workspace the chosen family's plan would allocate, chosen as backward() chooses (without the
+// buffers: TMA describability is not looked at, the layouts being unknown).
+int64_t workspace_size(const flashbox_attention_grad_args *args, const flashbox_options *options) {
+  if (!args) return -int64_t(fail(FLASHBOX_ERR_NULL_POINTER, "args is NULL"));
+  if (int rc = validate_backward_scalars(*args)) return -int64_t(rc);
+  GradProblem g = make_grad_problem(*args);
+  if (g.fwd.device != FLASHBOX_CUDA) return cpu_backward_workspace_size(g);
+#ifdef FLASHBOX_HAVE_CUDA
+  if (int rc = resolve_tuning(options, Pass::backward, g.fwd.tuning)) return -int64_t(rc);
+  // Sizes only: without a usable device the answer is the sm80 family's, as a call would fall back.
+  const flashbox_kernel_family asked = g.fwd.tuning.family;
+  if (asked == FLASHBOX_FAMILY_SM90 || (asked == FLASHBOX_FAMILY_AUTO && device_is_hopper())) {
+    PlanResult r = plan_family(FLASHBOX_FAMILY_SM90, g, true);
+    if (r.plan) return r.plan->workspace_bytes;
+    if (asked == FLASHBOX_FAMILY_SM90) return -int64_t(declined(FLASHBOX_FAMILY_SM90, "backward", r));
+  }
+  PlanResult r = plan_family(FLASHBOX_FAMILY_SM80, g, true);
+  if (!r.plan) return -int64_t(declined(FLASHBOX_FAMILY_SM80, "backward", r));
+  return r.plan->workspace_bytes;
+#else
+  (void)options;
+  return -int64_t(fail(FLASHBOX_ERR_NO_DEVICE, "device = cuda, but this flashbox was built without CUDA"));
+#endif
+}
+
 }  // namespace
 }  // namespace flashbox::detail
 
@@ -89,29 +141,25 @@ using namespace flashbox::detail;
 extern "C" {
 
 FLASHBOX_API int flashbox_attention_backward(const flashbox_attention_grad_args *args) {
-  return guarded_call("flashbox_attention_backward", [&]() -> int {
-    if (int rc = validate_backward_args(args)) return rc;
-#ifdef FLASHBOX_HAVE_CUDA
-    if (args->fwd.device == FLASHBOX_CUDA) return cuda_flash_backward(*args);
-#endif
-    return cpu_backward(*args);
-  });
+  return guarded_call("flashbox_attention_backward", [&] { return backward(args, nullptr); });
+}
+
+FLASHBOX_API int flashbox_attention_backward_opts(const flashbox_attention_grad_args *args,
+                                                  const flashbox_options *options) {
+  return guarded_call("flashbox_attention_backward_opts", [&] { return backward(args, options); });
 }
 
 // Sizes only: pointers and strides are not looked at, so a caller can size the scratch before it
 // has buffers. Negative (minus the error code) on invalid arguments, with flashbox_last_error() set.
 // Not a forward/backward call: the last call's scratch peak and kernel name stay as they were.
 FLASHBOX_API int64_t flashbox_attention_backward_workspace_size(const flashbox_attention_grad_args *args) {
+  return flashbox_attention_backward_workspace_size_opts(args, nullptr);
+}
+
+FLASHBOX_API int64_t flashbox_attention_backward_workspace_size_opts(const flashbox_attention_grad_args *args,
+                                                                     const flashbox_options *options) {
   try {
-    if (!args) return -int64_t(fail(FLASHBOX_ERR_NULL_POINTER, "args is NULL"));
-    if (int rc = validate_backward_scalars(*args)) return -int64_t(rc);
-#ifdef FLASHBOX_HAVE_CUDA
-    if (args->fwd.device == FLASHBOX_CUDA) return cuda_backward_workspace_size(*args);
-#else
-    if (args->fwd.device == FLASHBOX_CUDA)
-      return -int64_t(fail(FLASHBOX_ERR_NO_DEVICE, "device = cuda, but this flashbox was built without CUDA"));
-#endif
-    return flashbox::cpu::backward::scratch_bytes(*args);
+    return workspace_size(args, options);
   } catch (...) {
     return -int64_t(fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_backward_workspace_size: internal error"));
   }

@@ -1,88 +1,63 @@
-// The one place that decides which implementation runs. Every exported forward call goes
-// validate -> choose (device, impl, arch) -> backend, inside guarded_call so no exception crosses
-// the C ABI and a failed call writes nothing and leaves the last successful call's introspection.
+// The one place that decides which forward implementation runs. Every exported forward call goes
+// validate -> normalise (Problem) -> resolve the options -> choose (device, impl, kernel family) ->
+// run the chosen plan, inside guarded_call so no exception crosses the C ABI and a failed call writes
+// nothing and leaves the last successful call's introspection.
 //   CPU:  auto -> blocked; naive; blocked; flash is not a CPU level.
-//   CUDA: auto/flash -> the Hopper kernel on compute capability 9.x when built for sm_90a and it
-//         supports the call, else the sm80 kernel; FLASHBOX_FLASH_ARCH=sm80|sm90 forces one.
+//   CUDA: auto/flash -> the Hopper family on compute capability 9.x when built for sm_90a and its plan
+//         takes the call, else the sm80 family; options.family (or FLASHBOX_FLASH_ARCH) forces one.
 //         naive -> cuBLAS + softmax; blocked is not a CUDA level.
-#include <cstdlib>
 #include <string>
 
-#include "api/backends.hpp"
+#include "core/backends.hpp"
+#include "api/family_choice.hpp"
+#include "api/guarded_call.hpp"
+#include "api/options.hpp"
+#include "api/validate.hpp"
 #include "core/call_state.hpp"
 #include "core/error.hpp"
-#include "api/guarded_call.hpp"
-#include "api/validate.hpp"
 #include "flashbox/flashbox.h"
-
-#ifdef FLASHBOX_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
 
 namespace flashbox::detail {
 namespace {
 
-int cpu_forward(const flashbox_attention_args &a) {
-  switch (a.impl) {
-    case FLASHBOX_NAIVE: return cpu_naive_forward(a);
+int cpu_forward(const Problem &p) {
+  switch (p.impl) {
+    case FLASHBOX_NAIVE: return cpu_naive_forward(p);
     case FLASHBOX_AUTO:
-    case FLASHBOX_BLOCKED: return cpu_blocked_forward(a);
+    case FLASHBOX_BLOCKED: return cpu_blocked_forward(p);
     default: return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, "impl = flash is not available on device = cpu");
   }
 }
 
 #ifdef FLASHBOX_HAVE_CUDA
-// Compute capability of the current device as major * 10 + minor, or a failure code (negative).
-int current_compute_capability(int &cc) {
-  int dev = 0, major = 0, minor = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    return fail(FLASHBOX_ERR_CUDA, std::string("querying the device's compute capability: ") + cudaGetErrorString(err));
-  }
-  cc = major * 10 + minor;
-  return FLASHBOX_OK;
-}
-
-int cuda_flash_forward(const flashbox_attention_args &a) {
-  const char *env = std::getenv("FLASHBOX_FLASH_ARCH");
-  const std::string forced = env ? env : "";
-  if (!forced.empty() && forced != "sm80" && forced != "sm90")
-    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "FLASHBOX_FLASH_ARCH = " + forced + " must be sm80 or sm90 (or unset)");
-  int cc = 0;
-  if (int rc = current_compute_capability(cc)) return rc;
-  if (cc < 80)
-    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, "impl = flash needs compute capability 8.0 or newer; this device is " +
-                                                   std::to_string(cc / 10) + "." + std::to_string(cc % 10));
-  const bool hopper = cc / 10 == 9;
-  if (forced == "sm90" || (forced.empty() && hopper)) {
+int cuda_flash_forward(const Problem &p) {
+  return run_first_plan(p.tuning.family, "forward", [&](flashbox_kernel_family f) {
 #ifdef FLASHBOX_HAVE_SM90
-    const char *why = "";
-    if (!hopper) why = "the device is not compute capability 9.x";
-    else if (cuda_flash_sm90_supports(a, &why)) return cuda_flash_forward_sm90(a);
-    if (forced == "sm90")
-      return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
-                  std::string("FLASHBOX_FLASH_ARCH = sm90, but the sm90 kernel cannot run this call: ") + why);
-#else
-    if (forced == "sm90")
-      return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, "FLASHBOX_FLASH_ARCH = sm90, but this flashbox was built without "
-                                                 "sm_90a (FLASHBOX_CUDA_ARCHS)");
+    if (f == FLASHBOX_FAMILY_SM90) return plan_sm90_forward(p);
 #endif
-  }
-  return cuda_flash_forward_sm80(a);
+    return f == FLASHBOX_FAMILY_SM80 ? plan_sm80_forward(p) : PlanResult::no(sm90_not_built());
+  });
 }
 
-int cuda_forward(const flashbox_attention_args &a) {
-  switch (a.impl) {
-    case FLASHBOX_NAIVE: return cuda_naive_forward(a);
+int cuda_forward(const Problem &p) {
+  switch (p.impl) {
+    case FLASHBOX_NAIVE: return cuda_naive_forward(p);
     case FLASHBOX_AUTO:
-    case FLASHBOX_FLASH: return cuda_flash_forward(a);
+    case FLASHBOX_FLASH: return cuda_flash_forward(p);
     default: return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, "impl = blocked is not available on device = cuda");
   }
 }
 #endif
+
+int forward(const flashbox_attention_args *args, const flashbox_options *options) {
+  if (int rc = validate_forward_args(args)) return rc;
+  Problem p = make_problem(*args);
+  if (int rc = resolve_tuning(options, Pass::forward, p.tuning)) return rc;
+#ifdef FLASHBOX_HAVE_CUDA
+  if (p.device == FLASHBOX_CUDA) return cuda_forward(p);
+#endif
+  return cpu_forward(p);
+}
 
 }  // namespace
 }  // namespace flashbox::detail
@@ -92,13 +67,11 @@ using namespace flashbox::detail;
 extern "C" {
 
 FLASHBOX_API int flashbox_attention_forward(const flashbox_attention_args *args) {
-  return guarded_call("flashbox_attention_forward", [&]() -> int {
-    if (int rc = validate_forward_args(args)) return rc;
-#ifdef FLASHBOX_HAVE_CUDA
-    if (args->device == FLASHBOX_CUDA) return cuda_forward(*args);
-#endif
-    return cpu_forward(*args);
-  });
+  return guarded_call("flashbox_attention_forward", [&] { return forward(args, nullptr); });
+}
+
+FLASHBOX_API int flashbox_attention_forward_opts(const flashbox_attention_args *args, const flashbox_options *options) {
+  return guarded_call("flashbox_attention_forward_opts", [&] { return forward(args, options); });
 }
 
 FLASHBOX_API const char *flashbox_last_error(void) { return last_error(); }

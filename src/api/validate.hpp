@@ -21,12 +21,10 @@
 #pragma once
 #include <cstdint>
 
+#include "core/problem.hpp"
 #include "flashbox/flashbox.h"
 
 namespace flashbox::detail {
-
-// Largest head_dim the CPU levels accept (their tiles are sized for it).
-inline constexpr int64_t kCpuMaxHeadDim = 256;
 
 // One [batch, seq, heads, head_dim] tensor as the API sees it.
 struct TensorDesc {
@@ -60,6 +58,11 @@ int validate_device_pointer(const void *ptr, const char *name, flashbox_device d
 
 // Everything above, for a forward call. `args` may be null.
 int validate_forward_args(const flashbox_attention_args *args);
+
+// The normalised problem of arguments that passed validation (scalars at least: the workspace query
+// builds one without pointers). Tuning is left at its defaults; src/api fills it.
+Problem make_problem(const flashbox_attention_args &a);
+GradProblem make_grad_problem(const flashbox_attention_grad_args &g);
 
 // Byte span [first, last] of a tensor relative to its pointer (valid after validate_tensor).
 int64_t tensor_span_bytes(const TensorDesc &t, flashbox_dtype dtype);

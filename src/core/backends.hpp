@@ -1,24 +1,30 @@
-// The one list of implementations. src/api/dispatch.cpp is the only caller of these functions.
-// Every backend receives arguments that src/api has already validated (sizes, strides, pointers,
-// head_dim, dtype, the device) and returns FLASHBOX_OK or detail::fail(code, message).
+// The backend interface: the one list of implementations. src/api/dispatch.cpp (forward) and src/api/backward_api.cpp
+// (backward) are the only callers. Every backend receives a problem that src/api has validated
+// (sizes, strides, pointers, head_dim, dtype, the device; src/api/validate.hpp) and normalised
+// (src/core/problem.hpp), and returns FLASHBOX_OK or detail::fail(code, message). The CUDA flash
+// families answer with a plan (src/core/plan.hpp) so that src/api can choose between them.
 #pragma once
-#include "flashbox/flashbox.h"
+#include "core/plan.hpp"
+#include "core/problem.hpp"
 
 namespace flashbox::detail {
 
 // CPU (src/cpu). Inputs fp32/fp16/bf16, arithmetic in fp32.
-int cpu_naive_forward(const flashbox_attention_args &a);
-int cpu_blocked_forward(const flashbox_attention_args &a);
-int cpu_backward(const flashbox_attention_grad_args &g);
+int cpu_naive_forward(const Problem &p);
+int cpu_blocked_forward(const Problem &p);
+int cpu_backward(const GradProblem &g);
+int64_t cpu_backward_workspace_size(const GradProblem &g);
 
 #ifdef FLASHBOX_HAVE_CUDA
 int cuda_device_count();
-int cuda_naive_forward(const flashbox_attention_args &a);        // src/cuda/naive
-int cuda_flash_forward_sm80(const flashbox_attention_args &a);   // src/cuda/sm80
-bool cuda_flash_sm90_supports(const flashbox_attention_args &a, const char **why_not);  // src/cuda/sm90
-int cuda_flash_forward_sm90(const flashbox_attention_args &a);
-int cuda_flash_backward(const flashbox_attention_grad_args &g);  // src/cuda/backward
-int64_t cuda_backward_workspace_size(const flashbox_attention_grad_args &g);
+int cuda_naive_forward(const Problem &p);                            // src/cuda/naive
+PlanResult plan_sm80_forward(const Problem &p);                      // src/cuda/forward/sm80
+PlanResult plan_sm80_backward(const GradProblem &g);                 // src/cuda/backward/sm80
+#ifdef FLASHBOX_HAVE_SM90
+// size_only: the workspace query, which has no pointers; no tensor maps are built and run is empty.
+PlanResult plan_sm90_forward(const Problem &p);                      // src/cuda/forward/sm90
+PlanResult plan_sm90_backward(const GradProblem &g, bool size_only); // src/cuda/backward/sm90
+#endif
 #endif
 
 }  // namespace flashbox::detail

@@ -8,7 +8,7 @@
 
 #include <omp.h>
 
-#include "api/backends.hpp"
+#include "core/backends.hpp"
 #include "core/call_state.hpp"
 #include "core/error.hpp"
 #include "cpu/attention_backward.hpp"
@@ -16,14 +16,14 @@
 
 namespace flashbox::cpu::backward {
 
-Problem make_problem(const flashbox_attention_grad_args &g) {
-  const flashbox_attention_args &a = g.fwd;
+Problem make_problem(const detail::GradProblem &g) {
+  const detail::Problem &a = g.fwd;
   Problem p{};
   p.g = &g;
   p.batch = a.batch, p.seqlen_q = a.seqlen_q, p.seqlen_k = a.seqlen_k;
   p.heads_q = a.heads_q, p.heads_kv = a.heads_kv, p.head_dim = a.head_dim;
-  p.group = a.heads_q / a.heads_kv;
-  p.scale = a.softmax_scale != 0.0f ? a.softmax_scale : 1.0f / std::sqrt(float(a.head_dim));
+  p.group = a.group;
+  p.scale = a.scale;
   p.causal = a.causal != 0;
   return p;
 }
@@ -57,7 +57,7 @@ void store_rows(const Problem &p, void *base, const int64_t *stride, int64_t b, 
 }
 
 void compute_rowsum(const Problem &p, float *rowsum) {
-  const flashbox_attention_grad_args &g = *p.g;
+  const detail::GradProblem &g = *p.g;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads_q; ++h) {
@@ -76,7 +76,7 @@ int threads_for(const Problem &p) {
   return std::max(1, std::min<int>(omp_get_max_threads(), int(p.batch * p.heads_kv)));
 }
 
-int64_t scratch_bytes(const flashbox_attention_grad_args &g) {
+int64_t scratch_bytes(const detail::GradProblem &g) {
   const Problem p = make_problem(g);
   const int64_t rows = p.batch * p.heads_q * p.seqlen_q, threads = threads_for(p);
   if (g.fwd.impl == FLASHBOX_NAIVE) return 4 * (rows + naive_thread_elements(p) * threads);
@@ -103,10 +103,12 @@ bool Scratch::allocate(std::vector<float> &buf, int64_t elements) {
 
 namespace flashbox::detail {
 
-int cpu_backward(const flashbox_attention_grad_args &g) {
+int cpu_backward(const GradProblem &g) {
   const cpu::backward::Problem p = cpu::backward::make_problem(g);
   if (g.fwd.impl == FLASHBOX_NAIVE) return cpu::backward::naive(p);
   return cpu::backward::blocked(p);
 }
+
+int64_t cpu_backward_workspace_size(const GradProblem &g) { return cpu::backward::scratch_bytes(g); }
 
 }  // namespace flashbox::detail

@@ -4,18 +4,18 @@
 #include <cstdint>
 #include <vector>
 
-#include "flashbox/flashbox.h"
+#include "core/problem.hpp"
 
 namespace flashbox::cpu::backward {
 
-// Sizes and derived constants of one validated backward call.
+// Sizes and derived constants of one validated backward call, copied from the API's GradProblem.
 struct Problem {
-  const flashbox_attention_grad_args *g;
+  const detail::GradProblem *g;
   int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, group;
-  float scale;  // the softmax scale (1/sqrt(head_dim) when the args say 0)
+  float scale;  // the softmax scale (resolved by the API)
   bool causal;
 };
-Problem make_problem(const flashbox_attention_grad_args &g);
+Problem make_problem(const detail::GradProblem &g);
 
 // One past the last key query row i sees, clamped to [0, seqlen_k] (seqlen_k without causal).
 int64_t key_end(const Problem &p, int64_t i);
@@ -62,6 +62,6 @@ namespace flashbox::cpu::backward {
 
 // Bytes of host scratch a call with these (validated) arguments allocates: what
 // flashbox_attention_backward_workspace_size reports for device = cpu.
-int64_t scratch_bytes(const flashbox_attention_grad_args &g);
+int64_t scratch_bytes(const detail::GradProblem &g);
 
 }  // namespace flashbox::cpu::backward

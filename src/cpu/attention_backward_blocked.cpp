@@ -73,7 +73,7 @@ void block_step(const Problem &p, const Tiles &t, int64_t i0, int64_t m, int64_t
 int64_t blocked_thread_elements(const Problem &p) { return Tiles::elements(p.head_dim); }
 
 int blocked(const Problem &p) {
-  const flashbox_attention_grad_args &g = *p.g;
+  const detail::GradProblem &g = *p.g;
   const int64_t SQ = p.seqlen_q, SK = p.seqlen_k, D = p.head_dim;
   const int threads = threads_for(p);
   Scratch scratch;

@@ -21,7 +21,7 @@ int64_t naive_thread_elements(const Problem &p) {
 }
 
 int naive(const Problem &p) {
-  const flashbox_attention_grad_args &g = *p.g;
+  const detail::GradProblem &g = *p.g;
   const int64_t SQ = p.seqlen_q, SK = p.seqlen_k, D = p.head_dim;
   const int threads = threads_for(p);
   const int64_t per_thread = naive_thread_elements(p);

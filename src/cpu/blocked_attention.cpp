@@ -20,7 +20,7 @@
 #include <cmath>
 #include <limits>
 
-#include "api/backends.hpp"
+#include "core/backends.hpp"
 #include "core/call_state.hpp"
 #include "core/error.hpp"
 #include "core/dtype.hpp"
@@ -40,12 +40,11 @@
 namespace flashbox::detail {
 namespace {
 
-constexpr float kLog2e = 1.44269504088896340736f;
 constexpr float kLn2 = 0.69314718055994530942f;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-struct Problem {
-  const flashbox_attention_args *a;
+struct Tiling {
+  const Problem *a;
   int64_t bm, bn, d;
   int64_t group;       // query heads per kv head
   int64_t diag;        // row i sees keys j <= i + diag (bottom-right causal)
@@ -125,8 +124,8 @@ inline void accumulate_pv(const Tiles &t, int64_t rows4, int64_t cols) {
     }
 }
 
-FLASHBOX_VECTOR_CLONES void process_q_block(const Problem &p, int64_t b, int64_t h, int64_t qblock, float *tile_mem) {
-  const flashbox_attention_args &a = *p.a;
+FLASHBOX_VECTOR_CLONES void process_q_block(const Tiling &p, int64_t b, int64_t h, int64_t qblock, float *tile_mem) {
+  const Problem &a = *p.a;
   const int64_t D = p.d;
   Tiles t(tile_mem, p.bm, p.bn, p.d);
   const int64_t i0 = qblock * p.bm;
@@ -236,17 +235,11 @@ FLASHBOX_VECTOR_CLONES void process_q_block(const Problem &p, int64_t b, int64_t
 
 }  // namespace
 
-int cpu_blocked_forward_tiles(const flashbox_attention_args &a, int block_m, int block_n) {
+int cpu_blocked_forward_tiles(const Problem &a, int block_m, int block_n) {
   if (block_m < 1 || block_m > 256 || block_n < 1 || block_n > 256)
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "blocked tiles " + std::to_string(block_m) + " x " +
                                                    std::to_string(block_n) + " must be within 1..256");
-  const Problem p{&a,
-                  block_m,
-                  block_n,
-                  a.head_dim,
-                  a.heads_q / a.heads_kv,
-                  a.seqlen_k - a.seqlen_q,
-                  float(cpu::effective_softmax_scale(a)) * kLog2e};
+  const Tiling p{&a, block_m, block_n, a.head_dim, a.group, a.seqlen_k - a.seqlen_q, a.scale_log2};
   const int64_t q_blocks = (a.seqlen_q + block_m - 1) / block_m;
   const int64_t tasks = a.batch * a.heads_q * q_blocks;
   const int threads = int(std::clamp<int64_t>(omp_get_max_threads(), 1, tasks));
@@ -266,6 +259,6 @@ int cpu_blocked_forward_tiles(const flashbox_attention_args &a, int block_m, int
   return FLASHBOX_OK;
 }
 
-int cpu_blocked_forward(const flashbox_attention_args &a) { return cpu_blocked_forward_tiles(a, 64, 64); }
+int cpu_blocked_forward(const Problem &a) { return cpu_blocked_forward_tiles(a, 64, 64); }
 
 }  // namespace flashbox::detail

@@ -9,20 +9,19 @@
 #include <limits>
 #include <string>
 
-#include "api/backends.hpp"
+#include "core/backends.hpp"
 #include "core/call_state.hpp"
 #include "core/error.hpp"
-#include "api/validate.hpp"
 #include "core/dtype.hpp"
 #include "cpu/reference_fp64.hpp"
 #include "cpu/scratch_buffer.hpp"
 
 namespace flashbox::detail {
 
-int cpu_naive_forward(const flashbox_attention_args &a) {
+int cpu_naive_forward(const Problem &a) {
   const int64_t B = a.batch, SQ = a.seqlen_q, SK = a.seqlen_k, HQ = a.heads_q, HKV = a.heads_kv, D = a.head_dim;
-  const int64_t group = HQ / HKV, diag = SK - SQ;
-  const float scale = float(cpu::effective_softmax_scale(a));
+  const int64_t group = a.group, diag = SK - SQ;
+  const float scale = a.scale;
   const int64_t score_elems = B * HQ * SQ * SK;  // fits: checked by validate_scalars
   const int64_t input_elems = B * SQ * HQ * D + 2 * B * SK * HKV * D;
 

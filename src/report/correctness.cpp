@@ -1,6 +1,6 @@
 #include "report/correctness.hpp"
 
-#include "cpu/dtype.hpp"
+#include "core/dtype.hpp"
 #include "cpu/reference_fp64.hpp"
 #include "report/cuda_device.hpp"
 #include "report/dtype_names.hpp"
@@ -19,30 +19,7 @@ struct Target {
   flashbox_device device;
   flashbox_impl impl;
   std::string label;
-  const char *flash_arch = nullptr;  // forces FLASHBOX_FLASH_ARCH for this run
-};
-
-// Sets an environment variable for one scope and puts the old value back afterwards.
-class ScopedEnv {
- public:
-  ScopedEnv(const char *name, const char *value) : name_(name) {
-    if (!value) return;
-    if (const char *old = std::getenv(name)) old_ = old;
-    active_ = true;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (!active_) return;
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv &) = delete;
-  ScopedEnv &operator=(const ScopedEnv &) = delete;
-
- private:
-  const char *name_;
-  std::optional<std::string> old_;
-  bool active_ = false;
+  flashbox_kernel_family family = FLASHBOX_FAMILY_AUTO;  // asked for through flashbox_options
 };
 
 std::vector<Target> targets_for_this_machine(bool use_gpu) {
@@ -50,10 +27,10 @@ std::vector<Target> targets_for_this_machine(bool use_gpu) {
   const auto gpu = use_gpu ? gpu_info() : std::nullopt;
   if (!gpu) return t;
   t.push_back({FLASHBOX_CUDA, FLASHBOX_NAIVE, "naive"});
-  // On Hopper both flash kernels exist; check each unless the user already chose one.
-  if (gpu->cc_major == 9 && !std::getenv("FLASHBOX_FLASH_ARCH")) {
-    t.push_back({FLASHBOX_CUDA, FLASHBOX_FLASH, "flash (sm80)", "sm80"});
-    t.push_back({FLASHBOX_CUDA, FLASHBOX_FLASH, "flash (sm90)", "sm90"});
+  // On Hopper both flash kernel families exist: check each.
+  if (gpu->cc_major == 9) {
+    t.push_back({FLASHBOX_CUDA, FLASHBOX_FLASH, "flash (sm80)", FLASHBOX_FAMILY_SM80});
+    t.push_back({FLASHBOX_CUDA, FLASHBOX_FLASH, "flash (sm90)", FLASHBOX_FAMILY_SM90});
   } else {
     t.push_back({FLASHBOX_CUDA, FLASHBOX_FLASH, "flash"});
   }
@@ -71,12 +48,14 @@ CheckRow run_target(const Target &t, HostAttention &host) {
   row.impl = flashbox_impl_name(t.impl);
   row.label = t.label;
   std::memset(host.o.data(), 0xff, host.o.size());  // poison: a skipped write shows up as NaN
-  ScopedEnv arch("FLASHBOX_FLASH_ARCH", t.flash_arch);
+  flashbox_options options;
+  flashbox_options_init(&options);
+  options.family = t.family;
   int rc = 0;
   if (t.device == FLASHBOX_CPU) {
     const auto args = host.args(t.impl);
     const auto start = std::chrono::steady_clock::now();
-    rc = flashbox_attention_forward(&args);
+    rc = flashbox_attention_forward_opts(&args, &options);
     row.ms = elapsed_ms(start);
   } else {
     try {
@@ -91,7 +70,7 @@ CheckRow run_target(const Target &t, HostAttention &host) {
                                   static_cast<float *>(lse.get()));
       device_synchronize();
       const auto start = std::chrono::steady_clock::now();
-      rc = flashbox_attention_forward(&args);
+      rc = flashbox_attention_forward_opts(&args, &options);
       if (rc == FLASHBOX_OK) device_synchronize();
       row.ms = elapsed_ms(start);
       if (rc == FLASHBOX_OK) o.download(host.o.data(), host.o.size());

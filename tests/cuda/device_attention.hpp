@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -29,23 +28,13 @@ inline bool have_gpu() { return flashbox_cuda_device_count() > 0; }
       GTEST_SKIP() << "no CUDA device (flashbox_cuda_device_count() == 0): GPU test not run";    \
   } while (0)
 
-// Which flash kernel the dispatcher may pick: "sm80" forces the sm80 kernel, "" lets it choose.
-class ScopedFlashArch {
- public:
-  explicit ScopedFlashArch(const std::string &arch) {
-    if (const char *old = std::getenv("FLASHBOX_FLASH_ARCH")) old_ = old, had_ = true;
-    if (arch.empty()) unsetenv("FLASHBOX_FLASH_ARCH");
-    else setenv("FLASHBOX_FLASH_ARCH", arch.c_str(), 1);
-  }
-  ~ScopedFlashArch() {
-    if (had_) setenv("FLASHBOX_FLASH_ARCH", old_.c_str(), 1);
-    else unsetenv("FLASHBOX_FLASH_ARCH");
-  }
-
- private:
-  std::string old_;
-  bool had_ = false;
-};
+// Options that let the dispatcher choose ("") or force a kernel family ("sm80", "sm90").
+inline flashbox_options family_options(const std::string &arch) {
+  flashbox_options o;
+  flashbox_options_init(&o);
+  o.family = arch == "sm80" ? FLASHBOX_FAMILY_SM80 : arch == "sm90" ? FLASHBOX_FAMILY_SM90 : FLASHBOX_FAMILY_AUTO;
+  return o;
+}
 
 constexpr size_t kGuardBytes = 4096;
 constexpr uint8_t kGuardByte = 0xa5;

@@ -72,12 +72,12 @@ class GpuForward : public ::testing::TestWithParam<GpuCase> {};
 TEST_P(GpuForward, MatchesFp64Reference) {
   SKIP_WITHOUT_GPU();
   const GpuCase &g = GetParam();
-  ScopedFlashArch arch(g.arch);
+  const flashbox_options opts = family_options(g.arch);
   AttentionData d(g.c);
   SCOPED_TRACE(g.label + " " + d.name());
   DeviceAttention dev(d);
   ASSERT_NO_FATAL_FAILURE(dev.upload());
-  ASSERT_EQ(flashbox_attention_forward(&dev.args), FLASHBOX_OK) << flashbox_last_error();
+  ASSERT_EQ(flashbox_attention_forward_opts(&dev.args, &opts), FLASHBOX_OK) << flashbox_last_error();
   ASSERT_NO_FATAL_FAILURE(dev.download());
   EXPECT_TRUE(dev.guards_intact) << "bytes before or after O/LSE were written";
   EXPECT_TRUE(d.o_padding_untouched()) << "padding between rows/heads of O was written";

@@ -8,7 +8,7 @@ namespace flashbox::test {
 namespace {
 
 void run_on_stream(flashbox_impl impl, const char *arch) {
-  ScopedFlashArch scoped(arch);
+  const flashbox_options opts = family_options(arch);
   cudaStream_t stream = nullptr;
   CUDA_ASSERT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   AttentionCase c;
@@ -18,7 +18,7 @@ void run_on_stream(flashbox_impl impl, const char *arch) {
   {
     DeviceAttention dev(d);
     ASSERT_NO_FATAL_FAILURE(dev.upload(stream));
-    ASSERT_EQ(flashbox_attention_forward(&dev.args), FLASHBOX_OK) << flashbox_last_error();
+    ASSERT_EQ(flashbox_attention_forward_opts(&dev.args, &opts), FLASHBOX_OK) << flashbox_last_error();
     ASSERT_NO_FATAL_FAILURE(dev.download());
     EXPECT_TRUE(dev.guards_intact);
   }

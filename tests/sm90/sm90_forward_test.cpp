@@ -1,4 +1,4 @@
-// The Hopper forward (src/cuda/forward/sm90) through the public C API with FLASHBOX_FLASH_ARCH=sm90, against
+// The Hopper forward (src/cuda/forward/sm90) through the public C API with options.family = sm90, against
 // the fp64 reference: every case draws fresh seeded inputs (the seed is in the failure message),
 // poisons O/LSE with NaN between guard bytes, and checks rel error < 1e-2, LSE, no NaN, untouched
 // guards and padding, and that the sm90 kernel really ran. Skips without a compute capability 9.0 GPU.
@@ -13,7 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "api/backends.hpp"
+#include "core/backends.hpp"
+#include "api/validate.hpp"
 #include "flashbox/flashbox.h"
 #include "support/attention_case.hpp"
 
@@ -49,24 +50,6 @@ bool have_hopper(std::string &why) {
     ASSERT_EQ(e_, cudaSuccess) << #call << ": " << cudaGetErrorString(e_);              \
   } while (0)
 
-// Sets environment variables for one scope (kernel selection and variants).
-class ScopedEnv {
- public:
-  ScopedEnv(const char *name, const char *value) : name_(name) {
-    if (const char *old = std::getenv(name)) old_ = old, had_ = true;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
-    else unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
-
 constexpr size_t kGuard = 4096;
 constexpr uint8_t kGuardByte = 0x5a;
 
@@ -89,7 +72,24 @@ struct RunOptions {
   int q_offset_elements = 0;  // shifts q off 16-byte alignment to test the fallback reason
   cudaStream_t stream = nullptr;
   std::function<void(AttentionData &)> prepare;  // edits the inputs before the run (and the reference)
+  flashbox_options kernel = sm90_options();      // the family (sm90) and any tile/schedule asked for
+  static flashbox_options sm90_options(int tile_m = 0, int tile_n = 0) {
+    flashbox_options o;
+    flashbox_options_init(&o);
+    o.family = FLASHBOX_FAMILY_SM90;
+    o.sm90_tile_m = tile_m, o.sm90_tile_n = tile_n;
+    return o;
+  }
 };
+
+// Options for one tile ("MxN") of the sm90 forward.
+RunOptions with_tile(const char *tile) {
+  RunOptions o;
+  int m = 0, n = 0;
+  std::sscanf(tile, "%dx%d", &m, &n);
+  o.kernel = RunOptions::sm90_options(m, n);
+  return o;
+}
 
 // Runs one case on the GPU; the result lands in d (o, lse) for d.compare().
 void run_on_gpu(AttentionData &d, const RunOptions &opt, int *rc, std::string *kernel) {
@@ -118,7 +118,7 @@ void run_on_gpu(AttentionData &d, const RunOptions &opt, int *rc, std::string *k
   a.q = q, a.k = b.k, a.v = b.v, a.o = o;
   a.lse = opt.with_lse ? lse : nullptr;
   a.stream = opt.stream;
-  *rc = flashbox_attention_forward(&a);
+  *rc = flashbox_attention_forward_opts(&a, &opt.kernel);
   *kernel = *rc == 0 ? flashbox_last_kernel() : flashbox_last_error();
   if (opt.stream) CUDA_OK(cudaStreamSynchronize(opt.stream));
   CUDA_OK(cudaDeviceSynchronize());
@@ -160,7 +160,6 @@ AttentionCase make(int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, i
 class Sm90 : public ::testing::Test {
  protected:
   void SetUp() override { SKIP_WITHOUT_HOPPER(); }
-  ScopedEnv arch_{"FLASHBOX_FLASH_ARCH", "sm90"};
 };
 
 TEST_F(Sm90, SmallShapes) {
@@ -223,34 +222,39 @@ TEST_F(Sm90, WithoutLseAndOnAStream) {
   cudaStreamDestroy(s);
 }
 
-// Every compiled variant computes the same function: tiles and main-loop modes.
+// Every compiled tile computes the same function.
 TEST_F(Sm90, Variants) {
   for (const char *tile : {"128x128", "192x128"}) {
-    ScopedEnv e("FLASHBOX_SM90_TILE", tile);
+    const RunOptions opt = with_tile(tile);
     for (int causal : {0, 1}) {
-      check_case(make(2, 700, 700, 2, 2, 64, causal));
-      check_case(make(1, 250, 500, 2, 1, 64, causal));
+      check_case(make(2, 700, 700, 2, 2, 64, causal), opt);
+      check_case(make(1, 250, 500, 2, 1, 64, causal), opt);
     }
   }
   for (const char *tile : {"128x128", "128x176"}) {
-    ScopedEnv e("FLASHBOX_SM90_TILE", tile);
+    const RunOptions opt = with_tile(tile);
     for (int causal : {0, 1}) {
-      check_case(make(2, 700, 700, 2, 2, 128, causal));
-      check_case(make(1, 250, 500, 2, 1, 128, causal));
-      check_case(make(1, 500, 250, 2, 2, 128, causal, FLASHBOX_FLOAT16));
+      check_case(make(2, 700, 700, 2, 2, 128, causal), opt);
+      check_case(make(1, 250, 500, 2, 1, 128, causal), opt);
+      check_case(make(1, 500, 250, 2, 2, 128, causal, FLASHBOX_FLOAT16), opt);
     }
-  }
-  for (const char *mode : {"serial", "overlap"}) {
-    ScopedEnv e("FLASHBOX_SM90_MODE", mode);
-    for (int64_t d : {64, 128}) check_case(make(2, 600, 600, 2, 2, d, 1));
   }
 }
 
-// Lazy rescaling (the running max moves only past 2^8 growth) against the classic one; a large
-// softmax_scale spreads the scores so that maxima do jump past the threshold between blocks.
+// A tile the head_dim has no configuration for is a bad request, not a silent fallback.
+TEST_F(Sm90, UnknownTileIsRefused) {
+  AttentionData d(make(1, 64, 64, 2, 2, 64, 0));
+  int rc = -1;
+  std::string message;
+  ASSERT_NO_FATAL_FAILURE(run_on_gpu(d, with_tile("128x176"), &rc, &message));
+  EXPECT_EQ(rc, FLASHBOX_ERR_INVALID_ARGUMENT) << message;
+  EXPECT_NE(message.find("no tile 128x176 for head_dim 64"), std::string::npos) << message;
+}
+
+// Lazy rescaling (the running max moves only past 2^8 growth); a large softmax_scale spreads the
+// scores so that maxima do jump past the threshold between blocks.
 TEST_F(Sm90, LazyRescale) {
-  for (const char *rescale : {"lazy", "always"}) {
-    ScopedEnv e("FLASHBOX_SM90_RESCALE", rescale);
+  {
     for (int64_t d : {64, 128})
       for (int causal : {0, 1}) {
         for (float scale : {0.f, 2.f}) {
@@ -291,80 +295,75 @@ TEST_F(Sm90, OptimisticSoftmaxFallback) {
             opt.prepare = [&](AttentionData &data) { scale_keys(data, k0, k1, f); };
             check_case(make(1, 1000, 1000, 2, 2, d, causal, t), opt);
           }
-  ScopedEnv tile("FLASHBOX_SM90_TILE", "128x176");
-  RunOptions opt;
+  RunOptions opt = with_tile("128x176");
   opt.prepare = [](AttentionData &data) { scale_keys(data, 0, 50, 16.f); };
   check_case(make(1, 900, 900, 2, 1, 128, 0), opt);
 }
 
 // Persistent CTAs, capped at 3 so that each walks many tiles (rings, Q buffer, O buffer and ping-pong
 // turns carry over between tiles), including tiles that see no key at all (seqlen_q > seqlen_k,
-// causal); O staged in its own buffer (Q released early) and in the Q rows. The first hang of this
-// schedule was the last V block of a tile not advancing the consumers' V ring (bench/NOTES.md).
+// causal); O staged in its own buffer (Q released early) and, for the 128 x 176 tile that has no
+// room for one, in the Q rows. The first hang of this schedule was the last V block of a tile not
+// advancing the consumers' V ring (bench/NOTES.md).
 TEST_F(Sm90, PersistentManyTilesPerCta) {
-  ScopedEnv sched("FLASHBOX_SM90_SCHED", "persistent");
-  ScopedEnv ctas("FLASHBOX_SM90_CTAS", "3");
-  for (const char *ostage : {"own", "q"}) {
-    ScopedEnv o("FLASHBOX_SM90_OSTAGE", ostage);
-    for (const char *mode : {"pingpong", "serial"}) {
-      ScopedEnv e("FLASHBOX_SM90_MODE", mode);
-      for (int64_t d : {64, 128})
-        for (int causal : {0, 1}) {
-          const std::string what = std::string(ostage) + " " + mode + " d" + std::to_string(d) + " causal" +
-                                   std::to_string(causal);
-          std::fprintf(stderr, "persistent case: %s\n", what.c_str());  // a hang shows where it stopped
-          SCOPED_TRACE(what);
-          check_case(make(2, 640, 640, 3, 1, d, causal));
-          check_case(make(2, 700, 190, 2, 2, d, causal));
-        }
+  const auto persistent3 = [](const char *tile) {
+    RunOptions o = with_tile(tile);
+    o.kernel.sm90_schedule = FLASHBOX_SCHEDULE_PERSISTENT;
+    o.kernel.sm90_max_ctas = 3;
+    return o;
+  };
+  for (int64_t d : {64, 128})
+    for (int causal : {0, 1}) {
+      const std::string what = "d" + std::to_string(d) + " causal" + std::to_string(causal);
+      std::fprintf(stderr, "persistent case: %s\n", what.c_str());  // a hang shows where it stopped
+      SCOPED_TRACE(what);
+      check_case(make(2, 640, 640, 3, 1, d, causal), persistent3(""));
+      check_case(make(2, 700, 190, 2, 2, d, causal), persistent3(""));
     }
-  }
   for (const char *tile : {"128x176", "128x128"}) {
-    ScopedEnv e("FLASHBOX_SM90_TILE", tile);
-    check_case(make(3, 1000, 1000, 2, 2, 128, 0));
-    check_case(make(3, 1000, 1000, 2, 2, 128, 1));
+    check_case(make(3, 1000, 1000, 2, 2, 128, 0), persistent3(tile));
+    check_case(make(3, 1000, 1000, 2, 2, 128, 1), persistent3(tile));
   }
-  ScopedEnv d64("FLASHBOX_SM90_TILE", "128x128");
-  check_case(make(2, 900, 900, 2, 2, 64, 1));
+  check_case(make(2, 900, 900, 2, 2, 64, 1), persistent3("128x128"));
 }
 
 // head_dim 64 runs persistent by default: the one-CTA-per-tile grid must stay correct too.
 TEST_F(Sm90, GridScheduleHeadDim64) {
-  ScopedEnv sched("FLASHBOX_SM90_SCHED", "grid");
+  RunOptions opt;
+  opt.kernel.sm90_schedule = FLASHBOX_SCHEDULE_GRID;
   for (int causal : {0, 1}) {
-    check_case(make(2, 700, 700, 2, 2, 64, causal));
-    check_case(make(2, 300, 100, 2, 2, 64, causal));
+    check_case(make(2, 700, 700, 2, 2, 64, causal), opt);
+    check_case(make(2, 300, 100, 2, 2, 64, causal), opt);
   }
 }
 
 // The persistent production shape: one CTA per SM, many tiles each (sections of several heads).
 TEST_F(Sm90, PersistentAllSms) {
-  ScopedEnv sched("FLASHBOX_SM90_SCHED", "persistent");
-  check_case(make(2, 1024, 1024, 16, 8, 64, 1));   // 192 tiles of 192 rows
-  check_case(make(2, 1000, 1000, 16, 16, 128, 0));  // 256 tiles of 128 rows, own O buffer
-  check_case(make(2, 1000, 1000, 16, 4, 128, 1));   // 256 tiles, own O buffer
+  RunOptions opt;
+  opt.kernel.sm90_schedule = FLASHBOX_SCHEDULE_PERSISTENT;
+  check_case(make(2, 1024, 1024, 16, 8, 64, 1), opt);   // 192 tiles of 192 rows
+  check_case(make(2, 1000, 1000, 16, 16, 128, 0), opt);  // 256 tiles of 128 rows, own O buffer
+  check_case(make(2, 1000, 1000, 16, 4, 128, 1), opt);   // 256 tiles, own O buffer
 }
 
 // What TMA cannot describe (and dtypes the kernel lacks) is refused with a reason, so that dispatch
 // falls back to sm80; the API's own validation already rejects most such layouts for CUDA.
-TEST_F(Sm90, SupportsGivesReasons) {
+TEST_F(Sm90, PlanGivesReasons) {
   AttentionData d(make(1, 64, 64, 2, 2, 64, 0));
   flashbox_attention_args a = d.args;
-  const char *why = nullptr;
   alignas(16) static uint16_t dummy[64];
   a.q = a.k = a.v = dummy, a.o = dummy;
-  EXPECT_TRUE(detail::cuda_flash_sm90_supports(a, &why)) << (why ? why : "");
+  detail::PlanResult r = detail::plan_sm90_forward(detail::make_problem(a));
+  EXPECT_TRUE(r.plan.has_value()) << r.why_not;
   a.q = dummy + 1;
-  why = nullptr;
-  EXPECT_FALSE(detail::cuda_flash_sm90_supports(a, &why));
-  const std::string reason = why ? why : "";
-  EXPECT_NE(reason.find("16-byte"), std::string::npos) << reason;
+  r = detail::plan_sm90_forward(detail::make_problem(a));
+  EXPECT_FALSE(r.plan.has_value());
+  EXPECT_NE(r.why_not.find("16-byte"), std::string::npos) << r.why_not;
   a.q = dummy;
-  a.dtype = FLASHBOX_FLOAT32;
-  EXPECT_FALSE(detail::cuda_flash_sm90_supports(a, &why));
-  a.dtype = FLASHBOX_BFLOAT16;
   a.head_dim = 96;
-  EXPECT_FALSE(detail::cuda_flash_sm90_supports(a, &why));
+  r = detail::plan_sm90_forward(detail::make_problem(a));
+  EXPECT_FALSE(r.plan.has_value());
+  EXPECT_NE(r.why_not.find("head_dim"), std::string::npos) << r.why_not;
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // How many CUDA devices this process can use; 0 when the driver or the GPU is missing.
 #include <cuda_runtime.h>
 
-#include "api/backends.hpp"
+#include "core/backends.hpp"
 
 namespace flashbox::detail {
 

@@ -1,10 +1,11 @@
 // Small math for the online softmax: exp2 on the special-function unit and reductions across the
 // four lanes of a quad, which together hold one row of an mma C fragment (lanes 4g..4g+3 own row g).
 #pragma once
+#include "core/softmax_scale.hpp"
 
 namespace flashbox::cuda {
 
-constexpr float kLog2e = 1.4426950408889634f;
+using flashbox::kLog2e;  // core/softmax_scale.hpp
 constexpr float kLn2 = 0.6931471805599453f;
 
 __device__ __forceinline__ float fast_exp2(float x) {

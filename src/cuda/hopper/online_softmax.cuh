@@ -8,18 +8,13 @@
 #pragma once
 #include <cstdint>
 
+#include "cuda/common/softmax_math.cuh"
 #include "cuda/hopper/wgmma.cuh"
 
 namespace flashbox::sm90 {
 
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
+using flashbox::cuda::quad_max;  // cuda/common/softmax_math.cuh: a row's four lanes
+using flashbox::cuda::quad_sum;
 
 // Sets scores to -inf where the column (relative to this thread's first column) is >= the row's
 // limit: the causal diagonal and the end of the keys.

@@ -13,7 +13,7 @@
 #include <cmath>
 #include <string>
 
-#include "api/backends.hpp"
+#include "core/backends.hpp"
 #include "core/call_state.hpp"
 #include "core/error.hpp"
 #include "cuda/common/cublas_handle.hpp"
@@ -36,14 +36,14 @@ bool checked_mul(int64_t a, int64_t b, int64_t *out) { return !__builtin_mul_ove
 
 }  // namespace
 
-int cuda_naive_forward(const flashbox_attention_args &a) {
+int cuda_naive_forward(const Problem &a) {
   const bool bf16 = a.dtype == FLASHBOX_BFLOAT16;
   const cudaDataType_t elem = bf16 ? CUDA_R_16BF : CUDA_R_16F;
   const int64_t elem_bytes = 2;
   cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
   const int64_t B = a.batch, Tq = a.seqlen_q, Tk = a.seqlen_k, Hq = a.heads_q, Hkv = a.heads_kv, D = a.head_dim;
   const int64_t group = Hq / Hkv;
-  const float scale = a.softmax_scale != 0.f ? a.softmax_scale : float(1.0 / std::sqrt(double(D)));
+  const float scale = a.scale;
 
   // Sizes of S (fp32) and P (input dtype); an overflow is as much "does not fit" as a failed malloc.
   int64_t score_count = 0, s_bytes = 0, p_bytes = 0, rows = 0;

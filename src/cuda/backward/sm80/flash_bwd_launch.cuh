@@ -2,23 +2,11 @@
 // flash_bwd_d64.cu / flash_bwd_d128.cu, so the two sizes compile in parallel). dK/dV variants per dtype:
 // atomic dQ with 64 Q rows (and 32 for head_dim 64), deterministic with 64 and two dQ variants per head_dim; causal is a run-time flag.
 #pragma once
-#include <cstdlib>
-
 #include "cuda/backward/sm80/flash_bwd_dkdv_kernel.cuh"
 #include "cuda/backward/sm80/flash_bwd_dq_kernel.cuh"
+#include "cuda/common/launch_attributes.hpp"
 
 namespace flashbox::cuda::bwd {
-
-// Q rows per step of the head_dim-64 atomic-dQ dK/dV kernel: 32 (two CTAs per SM; measured on the
-// H200 at T = 16384: 201 TFLOP/s against 170 with 64), or 64 when FLASHBOX_BWD_BLOCK_Q=64 (kept as
-// a switch so both stay tested and can be timed in one device run).
-inline int bwd_block_q() {
-  static const int v = [] {
-    const char *e = std::getenv("FLASHBOX_BWD_BLOCK_Q");
-    return e && std::atoi(e) == 64 ? 64 : 32;
-  }();
-  return v;
-}
 
 template <typename Elem, int D, int BQ, bool kAtomicDq>
 cudaError_t launch_dkdv(const BwdParams &p, cudaStream_t stream) {
@@ -28,19 +16,19 @@ cudaError_t launch_dkdv(const BwdParams &p, cudaStream_t stream) {
   const dim3 grid(unsigned((p.seqlen_k + KT::kBlockK - 1) / KT::kBlockK), unsigned(p.batch * p.heads_kv));
   const size_t smem = KT::smem_bytes(kAtomicDq);
   auto kernel = flash_bwd_dkdv_kernel<Elem, D, BQ, kAtomicDq>;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  cudaError_t e = set_max_dynamic_smem_once<flash_bwd_dkdv_kernel<Elem, D, BQ, kAtomicDq>>(int(smem));
   if (e != cudaSuccess) return e;
   kernel<<<grid, KT::kThreads, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
 template <typename Elem, int D>
-cudaError_t launch_flash_bwd_typed(const BwdParams &p, bool deterministic, cudaStream_t stream) {
+cudaError_t launch_flash_bwd_typed(const BwdParams &p, bool deterministic, int block_q, cudaStream_t stream) {
   cudaError_t e;
   if (!deterministic) {
     // head_dim 128 keeps 64: its dK/dV accumulators alone take 128 registers, so no second CTA fits.
     if constexpr (D == 64)
-      if (bwd_block_q() == 32) return launch_dkdv<Elem, D, 32, true>(p, stream);
+      if (block_q == 32) return launch_dkdv<Elem, D, 32, true>(p, stream);
     return launch_dkdv<Elem, D, 64, true>(p, stream);
   }
   if ((e = launch_dkdv<Elem, D, 64, false>(p, stream)) != cudaSuccess) return e;
@@ -48,16 +36,16 @@ cudaError_t launch_flash_bwd_typed(const BwdParams &p, bool deterministic, cudaS
   using QT = DqTile<D>;
   const dim3 grid_q(unsigned((p.seqlen_q + QT::kBlockQ - 1) / QT::kBlockQ), unsigned(p.batch * p.heads_q));
   const size_t smem_q = QT::smem_bytes();
-  e = cudaFuncSetAttribute(flash_bwd_dq_kernel<Elem, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_q));
+  e = set_max_dynamic_smem_once<flash_bwd_dq_kernel<Elem, D>>(int(smem_q));
   if (e != cudaSuccess) return e;
   flash_bwd_dq_kernel<Elem, D><<<grid_q, QT::kThreads, smem_q, stream>>>(p);
   return cudaGetLastError();
 }
 
 template <int D>
-cudaError_t launch_flash_bwd_impl(const BwdParams &p, bool bf16, bool deterministic, cudaStream_t stream) {
-  return bf16 ? launch_flash_bwd_typed<__nv_bfloat16, D>(p, deterministic, stream)
-              : launch_flash_bwd_typed<__half, D>(p, deterministic, stream);
+cudaError_t launch_flash_bwd_impl(const BwdParams &p, bool bf16, bool deterministic, int block_q, cudaStream_t stream) {
+  return bf16 ? launch_flash_bwd_typed<__nv_bfloat16, D>(p, deterministic, block_q, stream)
+              : launch_flash_bwd_typed<__half, D>(p, deterministic, block_q, stream);
 }
 
 }  // namespace flashbox::cuda::bwd

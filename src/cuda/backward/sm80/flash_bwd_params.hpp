@@ -1,9 +1,11 @@
 // What the backward kernels receive: device pointers, element strides, sizes and the scale, filled
-// once by src/cuda/backward/flash_bwd.cu from validated arguments.
+// once by plan_sm80_backward (flash_bwd.cu) from the validated problem.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "core/softmax_scale.hpp"
 
 namespace flashbox::cuda::bwd {
 
@@ -21,12 +23,11 @@ struct BwdParams {
   int causal;
 };
 
-constexpr float kLog2e = 1.4426950408889634f;
-
 // One launch function per head_dim (flash_bwd_d64.cu, flash_bwd_d128.cu): preprocessing done, runs the
 // dK/dV kernel and, when deterministic, the separate dQ kernel. Returns the launch's cudaError_t.
+// block_q: query rows per step of the head_dim-64 atomic-dQ dK/dV kernel (32 or 64; head_dim 128 runs 64).
 template <int D>
-cudaError_t launch_flash_bwd(const BwdParams &p, bool bf16, bool deterministic, cudaStream_t stream);
+cudaError_t launch_flash_bwd(const BwdParams &p, bool bf16, bool deterministic, int block_q, cudaStream_t stream);
 
 // flash_bwd_aux.cu: D = rowsum(dO * O) (and nothing else), and dq = scale * dq_accum in the dtype.
 cudaError_t launch_bwd_rowsum(const BwdParams &p, bool bf16, int head_dim, cudaStream_t stream);

@@ -1,5 +1,5 @@
-// Host side of the Hopper backward: when it applies, tensor maps, and the two memory-bound kernels
-// around the main one:
+// Host side of the Hopper backward family: its plan (when it applies, tensor maps, scratch sizes), and
+// the two memory-bound kernels around the main one:
 //   prepare:    per (batch, query head, padded row): D = rowsum(dO ∘ O) and LSE · log2 e; padding
 //               rows (>= seqlen_q, up to a whole query tile) get D = 0 and LSE = +inf, so P = 0.
 //   convert_dq: dq = scale · dq_accum, read in the main kernel's fragment order (see
@@ -9,20 +9,20 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
+#include <string>
 #include <cstring>
 
-#include "cpu/reference_fp64.hpp"
+#include "core/backends.hpp"
+#include "core/error.hpp"
+#include "core/softmax_scale.hpp"
 #include "cuda/backward/sm80/bwd_device.cuh"
 #include "cuda/backward/sm90/flash_bwd_sm90_kernel.cuh"
 #include "cuda/backward/sm90/flash_bwd_sm90_launch.hpp"
+#include "cuda/common/device_scratch.hpp"
 #include "cuda/hopper/tma_host.hpp"
 
 namespace flashbox::sm90::bwd {
-namespace cpu = flashbox::cpu;
 namespace {
-
-constexpr float kLog2e = 1.4426950408889634f;
 
 struct PrepArgs {
   const void *o, *dout;
@@ -91,93 +91,126 @@ __global__ void convert_dq_kernel(const ConvertArgs a) {
 
 int block_m_for(int64_t head_dim) { return head_dim == 64 ? 128 : 64; }
 
-}  // namespace
+struct Launch {
+  BwdSm90Params p;  // tensor maps and sizes; the scratch pointers are set by the run
+  PrepArgs prep;
+  ConvertArgs conv;
+  int64_t vec_bytes, dq_accum_bytes, rows, pairs;
+  dim3 grid;
+  bool bf16, d64;
+  cudaStream_t stream;
+};
 
-bool plan_backward(const flashbox_attention_grad_args &g, Plan *plan, const char **why_not) {
-  const auto no = [&](const char *reason) {
-    if (why_not != nullptr) *why_not = reason;
-    return false;
-  };
-  const flashbox_attention_args &a = g.fwd;
-  const char *arch = std::getenv("FLASHBOX_BWD_ARCH");
-  if (arch != nullptr && std::strcmp(arch, "sm80") == 0) return no("FLASHBOX_BWD_ARCH=sm80");
-  if (g.deterministic) return no("deterministic mode runs the sm80 kernels (a fixed dQ order)");
-  if (a.dtype != FLASHBOX_BFLOAT16 && a.dtype != FLASHBOX_FLOAT16) return no("the sm90 backward takes bf16 or fp16");
-  if (a.head_dim != 64 && a.head_dim != 128) return no("the sm90 backward takes head_dim 64 or 128");
-  if (a.seqlen_q < 1 || a.seqlen_k < 1) return no("empty sequences go to the sm80 path");
-  if (const char *reason = sm90_unavailable_reason()) return no(reason);
-  if (a.seqlen_q > INT32_MAX / 2 || a.seqlen_k > INT32_MAX / 2) return no("sequence too long for 32-bit coordinates");
-  const TensorView views[4] = {{a.q, a.seqlen_q, a.heads_q, a.batch, a.q_stride},
-                               {a.k, a.seqlen_k, a.heads_kv, a.batch, a.k_stride},
-                               {a.v, a.seqlen_k, a.heads_kv, a.batch, a.v_stride},
-                               {g.dout, a.seqlen_q, a.heads_q, a.batch, g.dout_stride}};
-  for (const TensorView &v : views)
-    if (!tma_describable(v)) return no("TMA needs 16-byte aligned q/k/v/dout and strides that are multiples of 16 B");
-  const int bm = block_m_for(a.head_dim);
-  const int64_t m_blocks = (a.seqlen_q + bm - 1) / bm;
-  if ((a.seqlen_k + 127) / 128 > INT32_MAX || a.batch * a.heads_kv > 65535) return no("grid too large");
-  plan->block_m = bm;
-  plan->seqlen_q_pad = m_blocks * bm;
-  plan->vec_bytes = a.batch * a.heads_q * plan->seqlen_q_pad * 4;
-  plan->dq_accum_bytes = plan->vec_bytes * a.head_dim;
-  return true;
+std::string cuda_text(cudaError_t e, const char *what) {
+  return std::string("sm90 backward: ") + what + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
+         ")";
 }
 
-cudaError_t run_backward(const flashbox_attention_grad_args &g, const Plan &plan, float *lse_log2, float *dsum,
-                         float *dq_accum) {
-  const flashbox_attention_args &a = g.fwd;
-  const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
-  const bool bf16 = a.dtype == FLASHBOX_BFLOAT16;
-  const float scale = float(cpu::effective_softmax_scale(a));
+int run(const Launch &l) {
+  using detail::fail;
+  const cudaStream_t stream = l.stream;
+  cuda::DeviceScratch lse_log2(stream), dsum(stream), dq_accum(stream);
+  cudaError_t e = lse_log2.allocate(l.vec_bytes);
+  if (e == cudaSuccess) e = dsum.allocate(l.vec_bytes);
+  if (e == cudaSuccess) e = dq_accum.allocate(l.dq_accum_bytes);
+  if (e == cudaErrorMemoryAllocation)
+    return fail(FLASHBOX_ERR_OUT_OF_MEMORY, "cuda backward: cannot allocate " +
+                                                std::to_string(2 * l.vec_bytes + l.dq_accum_bytes) + " bytes of scratch");
+  if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "cudaMallocAsync"));
 
-  PrepArgs prep{a.o, g.dout, a.lse, {}, {}, lse_log2, dsum, int(a.batch), int(a.heads_q), int(a.seqlen_q),
-                int(plan.seqlen_q_pad), int(a.head_dim)};
-  for (int i = 0; i < 3; ++i) prep.o_stride[i] = a.o_stride[i], prep.do_stride[i] = g.dout_stride[i];
-  const int64_t rows = a.batch * a.heads_q * plan.seqlen_q_pad;
-  const unsigned prep_blocks = unsigned((rows + 7) / 8);
-  if (bf16)
+  PrepArgs prep = l.prep;
+  prep.lse_log2 = lse_log2.as<float>(), prep.dsum = dsum.as<float>();
+  const unsigned prep_blocks = unsigned((l.rows + 7) / 8);
+  if (l.bf16)
     prepare_kernel<__nv_bfloat16><<<prep_blocks, 256, 0, stream>>>(prep);
   else
     prepare_kernel<__half><<<prep_blocks, 256, 0, stream>>>(prep);
-  cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) return e;
-  if ((e = cudaMemsetAsync(dq_accum, 0, size_t(plan.dq_accum_bytes), stream)) != cudaSuccess) return e;
+  if ((e = cudaGetLastError()) != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "prepare kernel launch"));
+  if ((e = cudaMemsetAsync(dq_accum.as<float>(), 0, size_t(l.dq_accum_bytes), stream)) != cudaSuccess)
+    return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "cudaMemsetAsync of the dQ accumulator"));
 
-  BwdSm90Params p;
-  std::memset(&p, 0, sizeof p);
-  const CUtensorMapDataType type =
-      bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  BwdSm90Params p = l.p;
+  p.lse_log2 = lse_log2.as<float>(), p.dsum = dsum.as<float>(), p.dq_accum = dq_accum.as<float>();
+  e = l.d64 ? launch_bwd_d64(l.bf16, p, l.grid, stream) : launch_bwd_d128(l.bf16, p, l.grid, stream);
+  if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "main kernel launch"));
+
+  ConvertArgs conv = l.conv;
+  conv.dq_accum = dq_accum.as<float>();
+  const unsigned conv_blocks = unsigned(std::min<int64_t>((l.pairs + 255) / 256, 65535));
+  if (l.bf16)
+    convert_dq_kernel<__nv_bfloat16><<<conv_blocks, 256, 0, stream>>>(conv);
+  else
+    convert_dq_kernel<__half><<<conv_blocks, 256, 0, stream>>>(conv);
+  if ((e = cudaGetLastError()) != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "dQ convert kernel launch"));
+  return FLASHBOX_OK;
+}
+
+}  // namespace
+}  // namespace flashbox::sm90::bwd
+
+namespace flashbox::detail {
+
+// Declines (the caller falls back to the sm80 family) where this path does not apply: not an sm_90
+// device, a layout the TMA cannot describe, deterministic mode (its fixed dQ order is the sm80
+// family's), a grid too large.
+PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
+  using namespace sm90::bwd;
+  using sm90::TensorView;
+  const Problem &a = g.fwd;
+  if (g.deterministic) return PlanResult::no("deterministic mode runs the sm80 kernels (a fixed dQ order)");
+  if (a.head_dim != 64 && a.head_dim != 128) return PlanResult::no("the sm90 backward takes head_dim 64 or 128");
+  if (const char *reason = sm90::sm90_unavailable_reason()) return PlanResult::no(reason);
+  if (a.seqlen_q > INT32_MAX / 2 || a.seqlen_k > INT32_MAX / 2)
+    return PlanResult::no("sequence too long for 32-bit coordinates");
   const TensorView q{a.q, a.seqlen_q, a.heads_q, a.batch, a.q_stride};
   const TensorView k{a.k, a.seqlen_k, a.heads_kv, a.batch, a.k_stride};
   const TensorView v{a.v, a.seqlen_k, a.heads_kv, a.batch, a.v_stride};
   const TensorView dout{g.dout, a.seqlen_q, a.heads_q, a.batch, g.dout_stride};
-  if (!encode_map(&p.tm_q, &p.ord_q, type, q, a.head_dim, plan.block_m) ||
-      !encode_map(&p.tm_do, &p.ord_do, type, dout, a.head_dim, plan.block_m) ||
-      !encode_map(&p.tm_k, &p.ord_k, type, k, a.head_dim, 128) ||
-      !encode_map(&p.tm_v, &p.ord_v, type, v, a.head_dim, 128))
-    return cudaErrorInvalidValue;
+  if (!size_only)
+    for (const TensorView &t : {q, k, v, dout})
+      if (!sm90::tma_describable(t))
+        return PlanResult::no("TMA needs 16-byte aligned q/k/v/dout and strides that are multiples of 16 B");
+  const int bm = block_m_for(a.head_dim);
+  const int64_t m_blocks = (a.seqlen_q + bm - 1) / bm;
+  if ((a.seqlen_k + 127) / 128 > INT32_MAX || a.batch * a.heads_kv > 65535) return PlanResult::no("grid too large");
+
+  Launch l{};
+  const int64_t seqlen_q_pad = m_blocks * bm;
+  l.vec_bytes = a.batch * a.heads_q * seqlen_q_pad * 4;
+  l.dq_accum_bytes = l.vec_bytes * a.head_dim;
+  Plan plan{"cuda_flash_bwd_sm90_d" + std::to_string(a.head_dim), 2 * l.vec_bytes + l.dq_accum_bytes, {}};
+  if (!a.tuning.env_overrides.empty()) plan.kernel += " [" + a.tuning.env_overrides + "]";
+  if (size_only) return {std::move(plan)};
+
+  l.bf16 = a.dtype == FLASHBOX_BFLOAT16, l.d64 = a.head_dim == 64;
+  l.stream = static_cast<cudaStream_t>(a.stream);
+  std::memset(&l.p, 0, sizeof l.p);
+  BwdSm90Params &p = l.p;
+  const CUtensorMapDataType type = l.bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  if (!sm90::encode_map(&p.tm_q, &p.ord_q, type, q, a.head_dim, bm) ||
+      !sm90::encode_map(&p.tm_do, &p.ord_do, type, dout, a.head_dim, bm) ||
+      !sm90::encode_map(&p.tm_k, &p.ord_k, type, k, a.head_dim, 128) ||
+      !sm90::encode_map(&p.tm_v, &p.ord_v, type, v, a.head_dim, 128))
+    return PlanResult::no("cuTensorMapEncodeTiled rejected the layout of q/k/v/dout");
   p.dk = g.dk, p.dv = g.dv;
   for (int i = 0; i < 3; ++i) p.dk_stride[i] = g.dk_stride[i], p.dv_stride[i] = g.dv_stride[i];
-  p.lse_log2 = lse_log2, p.dsum = dsum, p.dq_accum = dq_accum;
-  p.seqlen_q = int(a.seqlen_q), p.seqlen_k = int(a.seqlen_k), p.seqlen_q_pad = int(plan.seqlen_q_pad);
-  p.heads_q = int(a.heads_q), p.heads_kv = int(a.heads_kv), p.group = int(a.heads_q / a.heads_kv);
-  p.num_m_blocks = int(plan.seqlen_q_pad / plan.block_m);
+  p.seqlen_q = int(a.seqlen_q), p.seqlen_k = int(a.seqlen_k), p.seqlen_q_pad = int(seqlen_q_pad);
+  p.heads_q = int(a.heads_q), p.heads_kv = int(a.heads_kv), p.group = int(a.group);
+  p.num_m_blocks = int(m_blocks);
   p.causal = a.causal;
-  p.scale = scale, p.scale_log2 = scale * kLog2e;
-  const dim3 grid(unsigned((a.seqlen_k + 127) / 128), unsigned(a.batch * a.heads_kv));
-  e = a.head_dim == 64 ? launch_bwd_d64(bf16, p, grid, stream) : launch_bwd_d128(bf16, p, grid, stream);
-  if (e != cudaSuccess) return e;
+  p.scale = a.scale, p.scale_log2 = a.scale_log2;
+  l.grid = dim3(unsigned((a.seqlen_k + 127) / 128), unsigned(a.batch * a.heads_kv));
 
-  ConvertArgs conv{dq_accum, g.dq, {}, int(a.batch), int(a.heads_q), int(a.seqlen_q), p.num_m_blocks, plan.block_m,
-                   int(a.head_dim), scale};
-  for (int i = 0; i < 3; ++i) conv.dq_stride[i] = g.dq_stride[i];
-  const int64_t pairs = a.batch * a.heads_q * a.seqlen_q * a.head_dim / 2;
-  const unsigned conv_blocks = unsigned(std::min<int64_t>((pairs + 255) / 256, 65535));
-  if (bf16)
-    convert_dq_kernel<__nv_bfloat16><<<conv_blocks, 256, 0, stream>>>(conv);
-  else
-    convert_dq_kernel<__half><<<conv_blocks, 256, 0, stream>>>(conv);
-  return cudaGetLastError();
+  l.prep = PrepArgs{a.o, g.dout, a.lse, {}, {}, nullptr, nullptr, int(a.batch), int(a.heads_q), int(a.seqlen_q),
+                    int(seqlen_q_pad), int(a.head_dim)};
+  for (int i = 0; i < 3; ++i) l.prep.o_stride[i] = a.o_stride[i], l.prep.do_stride[i] = g.dout_stride[i];
+  l.rows = a.batch * a.heads_q * seqlen_q_pad;
+  l.conv = ConvertArgs{nullptr, g.dq, {}, int(a.batch), int(a.heads_q), int(a.seqlen_q), p.num_m_blocks, bm,
+                       int(a.head_dim), a.scale};
+  for (int i = 0; i < 3; ++i) l.conv.dq_stride[i] = g.dq_stride[i];
+  l.pairs = a.batch * a.heads_q * a.seqlen_q * a.head_dim / 2;
+  plan.run = [l] { return run(l); };
+  return {std::move(plan)};
 }
 
-}  // namespace flashbox::sm90::bwd
+}  // namespace flashbox::detail

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/backward/sm90/flash_bwd_sm90_kernel.cuh"
+#include "cuda/common/launch_attributes.hpp"
 #include "cuda/backward/sm90/flash_bwd_sm90_launch.hpp"
 
 namespace flashbox::sm90::bwd {
@@ -10,7 +11,7 @@ namespace flashbox::sm90::bwd {
 template <class Cfg>
 cudaError_t launch_config(const BwdSm90Params &p, dim3 grid, cudaStream_t stream) {
   const auto kernel = flash_bwd_sm90_kernel<Cfg>;
-  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES);
+  const cudaError_t e = flashbox::cuda::set_max_dynamic_smem_once<flash_bwd_sm90_kernel<Cfg>>(Cfg::SMEM_BYTES);
   if (e != cudaSuccess) return e;
   kernel<<<grid, Cfg::THREADS, Cfg::SMEM_BYTES, stream>>>(p);
   return cudaGetLastError();

@@ -1,6 +1,6 @@
 // Host entry of the sm80 flash forward kernel family: picks the instantiation for (head_dim, dtype),
-// computes the grid, launches on `stream`. Returns the launch's CUDA error; `kernel_name` names the
-// instantiation (e.g. "cuda_flash_sm80_d64_128x64").
+// computes the grid, launches on `stream`. Returns the launch's CUDA error. The kernel name of a
+// head_dim's instantiation is e.g. "cuda_flash_sm80_d64_128x128".
 #pragma once
 #include <cuda_runtime.h>
 
@@ -8,7 +8,7 @@
 
 namespace flashbox::cuda {
 
-cudaError_t launch_flash_fwd_sm80(const FlashFwdParams &p, int head_dim, bool bf16, cudaStream_t stream,
-                                  const char **kernel_name);
+cudaError_t launch_flash_fwd_sm80(const FlashFwdParams &p, int head_dim, bool bf16, cudaStream_t stream);
+const char *flash_fwd_sm80_kernel_name(int head_dim);
 
 }  // namespace flashbox::cuda

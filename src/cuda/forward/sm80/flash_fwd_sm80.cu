@@ -40,6 +40,7 @@
 
 #include "cuda/common/cp_async.cuh"
 #include "cuda/common/element_type.cuh"
+#include "cuda/common/launch_attributes.hpp"
 #include "cuda/common/ldmatrix.cuh"
 #include "cuda/common/mma.cuh"
 #include "cuda/common/softmax_math.cuh"
@@ -434,7 +435,7 @@ int choose_section_heads(const FlashFwdParams &p) {
 template <typename Element, class Tr>
 cudaError_t launch(const FlashFwdParams &params, cudaStream_t stream) {
   auto kernel = flash_fwd_sm80_kernel<Element, Tr>;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
+  cudaError_t e = set_max_dynamic_smem_once<flash_fwd_sm80_kernel<Element, Tr>>(Tr::kSmemBytes);
   if (e != cudaSuccess) return e;
   FlashFwdParams p = params;
   if (p.section_heads <= 0) p.section_heads = choose_section_heads<Element, Tr>(p);
@@ -462,13 +463,12 @@ const char *kernel_name_of() {
 
 }  // namespace
 
-cudaError_t launch_flash_fwd_sm80(const FlashFwdParams &p, int head_dim, bool bf16, cudaStream_t stream,
-                                  const char **kernel_name) {
-  if (head_dim == 64) {
-    *kernel_name = kernel_name_of<TraitsD64>();
-    return bf16 ? launch<__nv_bfloat16, TraitsD64>(p, stream) : launch<__half, TraitsD64>(p, stream);
-  }
-  *kernel_name = kernel_name_of<TraitsD128>();
+const char *flash_fwd_sm80_kernel_name(int head_dim) {
+  return head_dim == 64 ? kernel_name_of<TraitsD64>() : kernel_name_of<TraitsD128>();
+}
+
+cudaError_t launch_flash_fwd_sm80(const FlashFwdParams &p, int head_dim, bool bf16, cudaStream_t stream) {
+  if (head_dim == 64) return bf16 ? launch<__nv_bfloat16, TraitsD64>(p, stream) : launch<__half, TraitsD64>(p, stream);
   return bf16 ? launch<__nv_bfloat16, TraitsD128>(p, stream) : launch<__half, TraitsD128>(p, stream);
 }
 

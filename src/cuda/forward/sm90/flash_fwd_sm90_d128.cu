@@ -1,7 +1,6 @@
 // head_dim 128 instantiations, two consumer warpgroups: 128 x 128 (the default, causal or not; Q kept
-// in registers, measured faster than reading it from shared memory at every K block: bench/NOTES.md,
-// session 3) and 128 x 176 (FA3's non-causal tile: fewer, longer iterations; 208 KB of shared memory,
-// no registers left for Q; the non-causal default until session 4, now FLASHBOX_SM90_TILE=128x176).
+// in registers, measured faster than reading it from shared memory at every K block) and 128 x 176
+// (FA3's non-causal tile; options.sm90_tile / FLASHBOX_SM90_TILE=128x176). tile_policy.hpp says why.
 #include "cuda/forward/sm90/flash_fwd_sm90_launch.hpp"
 
 namespace flashbox::sm90 {

@@ -12,10 +12,11 @@
 //     16 bits in registers as the A operand of O += P V_j (RS). Unmasked blocks after a tile's first
 //     skip the block's row max (optimistic: exponentials against the running max, accepted when no
 //     p exceeds 2^12, else the warp recomputes its scores with mma.sync and takes the exact path),
-//     so K is released only after the softmax. With `overlap` the softmax of block j runs while the
-//     P.V product of block j-1 is in flight (FA3 §3.2); with `pingpong` the GEMM issue of the
-//     consumer warpgroups takes turns through named barriers so one group's softmax hides under the
-//     other's GEMMs (FA3 §3.1).
+//     so K is released only after the softmax. The softmax of block j runs while the P.V product of
+//     block j-1 is in flight (FA3 §3.2), and the GEMM issue of the consumer warpgroups takes turns
+//     through named barriers (ping-pong) so one group's softmax hides under the other's GEMMs (FA3
+//     §3.1). (A serial main loop and rescale-always were kept as measurement baselines until
+//     2026-11-29; bench/NOTES.md has their numbers.)
 //   Epilogue: O / l goes through shared memory (stmatrix) and out by a TMA store, which clips rows
 //     >= seqlen_q; LSE (natural log) straight from registers. O is staged either in the warpgroup's
 //     own Q rows (Q is then free only once the store has read them) or, with `separate_o` (when the
@@ -26,8 +27,8 @@
 // persistent (grid = SMs; each CTA walks tiles in a snake over rounds of the longest-first order cut
 // into L2-sized head sections). The rings' (stage, parity) and the ping-pong turns run on across a
 // CTA's tiles; every warpgroup of a CTA sees the same tiles, so all agree on the counts. (A dynamic
-// scheduler, tiles from a global atomic counter as in FA3, was built and measured no faster in
-// session 2; it was removed in session 3: bench/NOTES.md.)
+// scheduler, tiles from a global atomic counter as in FA3, was built and measured no faster; it was
+// removed: bench/NOTES.md.)
 // Causal masking is bottom-right aligned; only blocks that cross the diagonal or the end of the keys
 // are masked.
 #pragma once
@@ -49,10 +50,9 @@ struct FwdParams {
   float *lse;  // [batch, heads_q, seqlen_q] or null
   int seqlen_q, seqlen_k, heads_q, group, num_m_blocks, num_tiles;
   int section_heads;  // (batch, head) pairs per L2 section of the tile order
-  int causal, overlap, pingpong;
+  int causal;
   int separate_o;  // stage O in its own buffer and release Q early (launch_config: only if it fits)
   float scale, scale_log2;
-  float lazy_rescale_log2;  // 0: rescale O whenever a row max grows; 8 (default): only past 2^8 growth
 };
 
 // Shared memory, in order: Q (BM x D), the K and V rings (STAGES x BN x D each), the barriers,
@@ -96,6 +96,9 @@ struct FwdConfig {
   static_assert(BN % 16 == 0 && BN <= 192, "BN: whole k-steps of P.V, box rows <= 256");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
 };
+
+// O is rescaled only when a row max grows past 2^8 in p (exact: l, O and the LSE share the stale max).
+constexpr float kLazyRescaleLog2 = 8.f;
 
 // Named barriers: 0 is __syncthreads; 1..NWG the ping-pong turns; then one per consumer epilogue.
 constexpr int kPingPongBarrier = 1;
@@ -233,10 +236,10 @@ struct Consumer {
   PipeState<Cfg::STAGES> ks, vs;  // run on across tiles, like the producer's
 
   __device__ __forceinline__ void turn_wait() {
-    if (p.pingpong) named_barrier_sync(kPingPongBarrier + wg, 256);
+    named_barrier_sync(kPingPongBarrier + wg, 256);
   }
   __device__ __forceinline__ void turn_pass() {
-    if (p.pingpong) named_barrier_arrive(kPingPongBarrier + (wg + 1) % NWG, 256);
+    named_barrier_arrive(kPingPongBarrier + (wg + 1) % NWG, 256);
   }
   __device__ __forceinline__ void release(uint64_t *empty, int stage) {
     if (lane == 0) mbar_arrive(empty + stage);  // one arrival per warp, after its wgmma wait
@@ -268,11 +271,11 @@ struct Consumer {
     if (masked) {
       const int first_col = n_block * BN + 2 * (lane % 4);
       mask_columns(s, limit0 - first_col, limit1 - first_col);
-    } else if (later && p.lazy_rescale_log2 > 0.f) {
+    } else if (later) {
       if (softmax_update_optimistic(s, m, l, alpha, p.scale_log2)) return;
       recompute_scores(s, k_stage);
     }
-    softmax_update(s, m, l, alpha, p.scale_log2, p.lazy_rescale_log2);
+    softmax_update(s, m, l, alpha, p.scale_log2, kLazyRescaleLog2);
   }
 
   // This warp's 16 rows of S = Q K^T again, with mma.sync (its m16n8 accumulators are laid out as
@@ -309,7 +312,7 @@ struct Consumer {
   }
 
   // FA3 Algorithm 2: S_{j+1} and P_j V_j in flight together; softmax of S_{j+1} under P_j V_j.
-  __device__ __forceinline__ void mainloop_overlapped(BlockRange range) {
+  __device__ __forceinline__ void mainloop(BlockRange range) {
     float s[BN / 2], alpha[2];
     uint32_t pa[BN / 4];
     int n_block = range.n_blocks - 1;
@@ -352,31 +355,6 @@ struct Consumer {
     fence_operands(o);
     release(bars.empty_v, vs.stage);
     vs.advance();  // the ring runs on into the next tile of a persistent CTA
-  }
-
-  // The plain order (baseline for measurement): S_j, softmax, rescale O, P_j V_j, one block at a time.
-  __device__ __forceinline__ void mainloop_serial(BlockRange range) {
-    float s[BN / 2], alpha[2];
-    uint32_t pa[BN / 4];
-    for (int n_block = range.n_blocks - 1; n_block >= 0; --n_block) {
-      issue_qk(s, ks);
-      wgmma_wait<0>();
-      fence_operands(s);
-      release(bars.empty_k, ks.stage);
-      ks.advance();
-      softmax(s, n_block, n_block >= range.n_unmasked, alpha);
-      rescale_rows(o, alpha);
-      scores_to_a_fragments<typename Cfg::Elem>(s, pa);
-      fence_operands(o);
-      fence_operands(pa);
-      issue_pv(pa, vs);
-      wgmma_wait<0>();
-      fence_operands(o);
-      fence_operands(pa);
-      release(bars.empty_v, vs.stage);
-      vs.advance();
-    }
-    release_q();
   }
 
   // QREG: this warp's 16 Q rows as wgmma A fragments (the m16n8k16 A layout: ldmatrix x4 over rows
@@ -443,7 +421,7 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
   c.q_desc = make_smem_desc(smem_addr(smem + Cfg::Q_OFF) + wg * 64 * 128, 16, 1024);
   c.k_desc0 = make_smem_desc(smem_addr(smem + Cfg::K_OFF), 16, 1024);
   c.v_desc0 = make_smem_desc(smem_addr(smem + Cfg::V_OFF), Cfg::BN * 128, 1024);
-  if (p.overlap && p.pingpong && wg == Cfg::NWG - 1) named_barrier_arrive(kPingPongBarrier, 256);  // group 0 first
+  if (wg == Cfg::NWG - 1) named_barrier_arrive(kPingPongBarrier, 256);  // group 0 first
   uint32_t q_parity = 0;
   for (int round = 0; round * int(gridDim.x) < p.num_tiles; ++round) {
     const int tile_idx = tile_position(round);
@@ -464,8 +442,7 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
     q_parity ^= 1;
     c.load_q_fragments();
     if (range.n_blocks > 0) {
-      if (p.overlap) c.mainloop_overlapped(range);
-      else c.mainloop_serial(range);
+      c.mainloop(range);
     } else {
       c.release_q();
     }

@@ -1,0 +1,58 @@
+// See family_choice.hpp.
+#ifdef FLASHBOX_HAVE_CUDA
+#include "api/family_choice.hpp"
+
+#include <cuda_runtime.h>
+
+#include "core/call_state.hpp"
+#include "core/error.hpp"
+
+namespace flashbox::detail {
+
+int current_compute_capability(int &cc) {
+  int dev = 0, major = 0, minor = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return fail(FLASHBOX_ERR_CUDA, std::string("querying the device's compute capability: ") + cudaGetErrorString(err));
+  }
+  cc = major * 10 + minor;
+  return FLASHBOX_OK;
+}
+
+bool device_is_hopper() {
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return major == 9;
+}
+
+const char *sm90_not_built() { return "this flashbox was built without sm_90a (FLASHBOX_CUDA_ARCHS)"; }
+
+int run_plan(Plan &plan) {
+  (void)cudaGetLastError();  // a sticky error of an earlier unrelated call must not be blamed on this one
+  if (int rc = plan.run()) return rc;
+  set_kernel_name(std::move(plan.kernel));
+  return FLASHBOX_OK;
+}
+
+int declined(flashbox_kernel_family family, const char *pass, const PlanResult &r) {
+  const char *name = family == FLASHBOX_FAMILY_SM90 ? "sm90" : "sm80";
+  if (r.code != 0) return fail(r.code, r.why_not);
+  return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, std::string("kernel family ") + name + " was asked for, but the " + name +
+                                                 " " + pass + " cannot run this call: " + r.why_not);
+}
+
+int no_flash_family(int cc, const char *pass) {
+  return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, std::string("the cuda flash ") + pass +
+                                                 " needs compute capability 8.0 or newer; this device is " +
+                                                 std::to_string(cc / 10) + "." + std::to_string(cc % 10));
+}
+
+}  // namespace flashbox::detail
+#endif

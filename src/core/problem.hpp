@@ -1,0 +1,60 @@
+// The normalised description of one attention call. src/api/validate.cpp builds it once, after every
+// rule of validate.hpp has passed, and every backend's parameter builder copies from it: backends
+// never see the raw C structs, never recompute the scale or the GQA group, and may assert (not
+// re-check) anything validation guarantees.
+//
+// Field names follow flashbox_attention_args / flashbox_attention_grad_args so a backend reads
+// `p.seqlen_q`, `p.q_stride[1]` as before; what validation resolves is added (group, scale,
+// scale_log2, the tuning the caller asked for) and what it consumes is gone (softmax_scale: use
+// scale / scale_log2).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "flashbox/flashbox.h"
+
+namespace flashbox::detail {
+
+// Largest head_dim the CPU levels accept (their tiles are sized for it; src/api/validate.cpp).
+inline constexpr int64_t kCpuMaxHeadDim = 256;
+
+// How a caller (options struct, or the environment overrides of src/api/options.cpp) constrains the
+// choice of kernel. Every field at its default means "the library's own choice".
+struct Tuning {
+  flashbox_kernel_family family = FLASHBOX_FAMILY_AUTO;
+  int sm90_tile_m = 0, sm90_tile_n = 0;          // 0: the family's tile policy
+  flashbox_schedule sm90_schedule = FLASHBOX_SCHEDULE_AUTO;
+  int sm90_max_ctas = 0;                         // persistent grid cap; 0: one CTA per SM
+  int sm90_l2_section_mb = -1;                   // -1: the family's L2 section policy
+  int sm80_bwd_block_q = 0;                      // 0: the family's choice (32 for head_dim 64)
+  // What came from the environment rather than the caller, e.g. "FLASHBOX_SM90_TILE=128x176";
+  // appended to flashbox_last_kernel() so a run that was overridden says so.
+  std::string env_overrides;
+};
+
+struct Problem {
+  flashbox_device device;
+  flashbox_dtype dtype;
+  flashbox_impl impl;
+  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
+  int64_t group;  // heads_q / heads_kv: query head h reads kv head h / group
+  const void *q, *k, *v;
+  void *o;
+  float *lse;  // may be null in the forward; required (and read) in the backward
+  int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];  // batch, seq, head (elements)
+  float scale, scale_log2;  // softmax scale (0 resolved to 1/sqrt(head_dim)) and times log2 e
+  int causal;               // 0 or 1, bottom-right aligned
+  void *stream;             // cudaStream_t for FLASHBOX_CUDA
+  Tuning tuning;
+};
+
+struct GradProblem {
+  Problem fwd;  // o and lse are the forward's outputs, read here
+  const void *dout;
+  int64_t dout_stride[3];
+  void *dq, *dk, *dv;
+  int64_t dq_stride[3], dk_stride[3], dv_stride[3];
+  int deterministic;  // 0 or 1
+};
+
+}  // namespace flashbox::detail

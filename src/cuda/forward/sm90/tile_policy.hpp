@@ -1,0 +1,75 @@
+// The Hopper forward's tile and schedule policy, in one place (like FlashAttention-3's tile_size.h):
+// which compile-time configurations exist, which one a problem gets, and how its tiles are laid on
+// the SMs. Host-only; every choice here was measured on the H200 (bench/NOTES.md, "Hopper forward").
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include "core/problem.hpp"
+
+namespace flashbox::sm90 {
+
+// Query rows per CTA (64 per consumer warpgroup) and keys per K/V block.
+struct TileChoice {
+  int bm, bn;
+};
+
+// The instantiated configurations (flash_fwd_sm90_d64.cu, _d128.cu):
+//   head_dim 64:  192 x 128 (three consumer warpgroups, FA3's causal tile; the default) and 128 x 128;
+//   head_dim 128: 128 x 128 with Q in registers (the default, causal or not) and 128 x 176 (FA3's
+//                 non-causal tile: fewer, longer iterations, no registers left for Q; equal to
+//                 128 x 128 on the grid since the optimistic softmax, and it cannot stage O in a
+//                 buffer of its own on the persistent grid, so it stays for the benchmark's sweep).
+inline constexpr TileChoice kTilesD64[] = {{192, 128}, {128, 128}};
+inline constexpr TileChoice kTilesD128[] = {{128, 128}, {128, 176}};
+
+// Which configurations keep Q in registers (FwdConfig::QREG): head_dim 128 with 128-key blocks, the
+// one where the registers are there (o 64 + s 64 + P 32 + Q 32 of 240 per thread).
+constexpr bool q_in_registers(int d, int bn) { return d == 128 && bn == 128; }
+
+// The tile a problem runs: the caller's (when it names one of the list) or the first of the list.
+// False when the caller named a tile the head_dim has no configuration for.
+inline bool choose_tile(const detail::Problem &p, TileChoice &out) {
+  const auto &tiles = p.head_dim == 64 ? kTilesD64 : kTilesD128;
+  if (p.tuning.sm90_tile_m == 0) {
+    out = tiles[0];
+    return true;
+  }
+  for (const TileChoice t : tiles)
+    if (t.bm == p.tuning.sm90_tile_m && t.bn == p.tuning.sm90_tile_n) return out = t, true;
+  return false;
+}
+
+// K and V bytes of one (batch, head): what a head's tiles share in L2.
+inline int64_t kv_bytes_per_head(const detail::Problem &p) { return p.seqlen_k * p.head_dim * 2 * 2; }
+
+// Persistent (one CTA per SM walking many tiles) or one CTA per tile. Non-causal: always persistent
+// (equal tiles balance; hiding each tile's start and end: D128 T = 16384 699 against 671 TFLOP/s on
+// the grid). Causal: persistent while a head's K and V take at most 4 MB (D64 up to T = 16384, D128
+// up to 8192), where hiding each tile's start and end wins (+27% D64 and +15% D128 at T = 2048);
+// beyond, one CTA per tile, whose hardware dispatch balances the unequal causal tiles (D128
+// T = 16384: 591 against 570 TFLOP/s persistent). A CTA cap (tests) implies persistent.
+inline bool persistent_schedule(const detail::Problem &p) {
+  switch (p.tuning.sm90_schedule) {
+    case FLASHBOX_SCHEDULE_GRID: return p.tuning.sm90_max_ctas > 0;
+    case FLASHBOX_SCHEDULE_PERSISTENT: return true;
+    default: break;
+  }
+  if (p.tuning.sm90_max_ctas > 0 || !p.causal) return true;
+  return kv_bytes_per_head(p) <= (int64_t(4) << 20);
+}
+
+// (batch, head) pairs per L2 section of the persistent order: as many whole heads' K and V as fit in
+// the budget; a 0 budget is one head per section, i.e. the grid's order (head by head, longest query
+// block first). One head per section by default: 32 MB sections (FA3's figure) measured 8-12% slower
+// for head_dim 128 at T = 2048-8192 and 5% slower for head_dim 64 at 4096 (the snake over rounds then
+// deals one CTA the long tiles of several sections in a row); 32 MB for head_dim 64 above 1 MB of
+// K/V per head (T > 4096), where one head per section measured 4% slower.
+inline int l2_section_heads(const detail::Problem &p) {
+  int64_t budget = p.head_dim == 64 && kv_bytes_per_head(p) > (int64_t(1) << 20) ? int64_t(32) << 20 : 0;
+  if (p.tuning.sm90_l2_section_mb >= 0) budget = int64_t(p.tuning.sm90_l2_section_mb) << 20;
+  const int64_t heads_total = p.batch * p.heads_q;
+  return int(std::clamp<int64_t>(budget / std::max<int64_t>(kv_bytes_per_head(p), 1), 1, heads_total));
+}
+
+}  // namespace flashbox::sm90

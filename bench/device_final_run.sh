@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The closing device run of a session, in one call on the H200: the main job on the GPU (flashbox
+# Every GPU check of the library at one commit, in one call on the H200: the main job on the GPU (flashbox
 # report: check, bench incl. backward, GPT-2 124M), flashbox vs PyTorch SDPA forward and backward in
 # one process (compare_sdpa.py), naive's out-of-memory row, the Python package's tests, the GPU
 # test suites (test_backward, test_cuda, test_sm90), compute-sanitizer, and the forward kernels'

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The GPU session of the CUDA forward work, in one command on the device machine:
+# The GPU checks and measurements of the sm80 forward, in one command on the device machine:
 #   bench/run_cuda_checks.sh BIN_DIR OUT_DIR [tests] [sanitize] [sass] [sweep] [compare] [compare_sm80]
 #                            [gpt2_swap] [python_overhead] [pytest]
 # BIN_DIR holds test_cuda and libflashbox.so built elsewhere (lib/ beside them: fallback shared

@@ -107,7 +107,7 @@ void time_variant(Problem &pr, bool is_ref, int section_heads) {
 
 // v6 (sweep 1) timed the CTA order (heads per L2 section: one section = every head's last block
 // first, the order before v6; 1 = head by head) at S = 1 ... 16 and a 256-row d=128 tile of 8 warps;
-// bench/results/sm80_v6_order/sweep1.log has those numbers. This sweep times the launch's own choice
+// bench/results/2026-11-29_sm80_forward_v6/sweep1.log has those numbers. This sweep times the launch's own choice
 // (choose_section_heads, a makespan model) against one section, twice each, per T.
 template <class Tr>
 void order_vs_auto(Problem &pr) {

@@ -37,7 +37,7 @@ echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$O/sanitizer.log" 
 
 # 3. Variants interleaved with cuDNN (and older builds), then the yardstick: compare_sdpa.
 libs=""; for l in ${OLD_LIBS:-}; do libs="$libs --lib $l"; done
-PYTHONUNBUFFERED=1 timeout 150 python3 bench/sm90_sched.py $D/libflashbox.so --set s3 $libs --json "$O/sched.json" \
+PYTHONUNBUFFERED=1 timeout 150 python3 bench/sm90_sched.py $D/libflashbox.so --set v5 $libs --json "$O/sched.json" \
   > "$O/sched.txt" 2>&1
 echo "sched rc=$?"; cat "$O/sched.txt"
 C="python3 bench/compare_sdpa.py $D/libflashbox.so --flash-arch sm90 --no-naive"

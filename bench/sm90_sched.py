@@ -4,7 +4,7 @@
 Same method as compare_sdpa.py (ctypes, the same torch tensors, triton do_bench median with the L2
 flushed), but every variant and cuDNN are timed in turn, ROUNDS times over, and each one's median
 of rounds is reported: clock or power drift during the run then hits all of them alike, which
-back-to-back rows of sm90_bench do not guarantee (run 4 saw two identical kernels 10% apart).
+back-to-back rows of sm90_bench do not guarantee (v3's measurement saw two identical kernels 10% apart).
   python3 bench/sm90_sched.py libflashbox.so [--json PATH] [--rounds 3] [--lib NAME=PATH ...]
 Variants are lists of FLASHBOX_SM90_* settings; "default" is the library's own choice. --lib adds
 another build of the library as one more variant (its defaults), e.g. an older commit, so that two
@@ -22,10 +22,11 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare_sdpa as cs  # noqa: E402
 
-# Run 5 swept grid / persistent with 32, 8 and 0 MB sections (and, non-causal, the 128 x 128 tile);
-# run 6: the defaults chosen from it against one CTA per tile.
+# Sets by the sm90 forward version they measured (bench/NOTES.md). v4-sweep: grid / persistent with
+# 32, 8 and 0 MB sections (and, non-causal, the 128 x 128 tile); v4: the defaults chosen from it
+# against one CTA per tile.
 VARIANT_SETS = {
-    "run5": ({
+    "v4-sweep": ({
         "default": {},
         "grid": {"FLASHBOX_SM90_SCHED": "grid"},
         "pers32": {"FLASHBOX_SM90_SCHED": "persistent"},
@@ -36,20 +37,20 @@ VARIANT_SETS = {
         "t128pers0": {"FLASHBOX_SM90_TILE": "128x128", "FLASHBOX_SM90_SCHED": "persistent",
                       "FLASHBOX_SM90_L2MB": "0"},
     }),
-    # run 6 also timed FLASHBOX_SM90_SCHED=dynamic (an atomic tile counter), no faster: removed in session 3.
-    "run6": ({"default": {}, "grid": {"FLASHBOX_SM90_SCHED": "grid"}}, {}),
-    # Session 3: the defaults against one CTA per tile (older builds come in with --lib).
-    "s3": ({"default": {}, "grid": {"FLASHBOX_SM90_SCHED": "grid"}}, {}),
-    # Session 3, after the closing run: the schedule table again, and 128 x 128 (Q in registers) for
-    # non-causal head_dim 128 (the other rows time the default 128 x 176 twice).
-    "s3-table": ({"default": {}, "grid": {"FLASHBOX_SM90_SCHED": "grid"},
+    # v4 also timed FLASHBOX_SM90_SCHED=dynamic (an atomic tile counter), no faster: removed in v5.
+    "v4": ({"default": {}, "grid": {"FLASHBOX_SM90_SCHED": "grid"}}, {}),
+    # v5: the defaults against one CTA per tile (older builds come in with --lib).
+    "v5": ({"default": {}, "grid": {"FLASHBOX_SM90_SCHED": "grid"}}, {}),
+    # v5, after its check run: the schedule table again, and 128 x 128 (Q in registers) for
+    # non-causal head_dim 128 (the other rows time the then default 128 x 176 twice).
+    "v5-table": ({"default": {}, "grid": {"FLASHBOX_SM90_SCHED": "grid"},
                   "persistent": {"FLASHBOX_SM90_SCHED": "persistent"}},
                  {"t128": {"FLASHBOX_SM90_TILE": "128x128"},
                   "t128pers": {"FLASHBOX_SM90_TILE": "128x128", "FLASHBOX_SM90_SCHED": "persistent"}}),
-    # Session 4: the defaults alone (older builds come in with --lib).
-    "s4": ({"default": {}}, {}),
+    # v6: the defaults alone (older builds come in with --lib).
+    "v6": ({"default": {}}, {}),
 }
-VARIANTS, EXTRA_NONCAUSAL = VARIANT_SETS["s3"]
+VARIANTS, EXTRA_NONCAUSAL = VARIANT_SETS["v5"]
 SHAPES = [(64, 12, t, True) for t in (2048, 4096, 8192, 16384)] + \
          [(128, 16, t, True) for t in (2048, 4096, 8192, 16384)] + [(128, 16, 16384, False)]
 KEYS = sorted({k for vs in VARIANT_SETS.values() for d in vs for v in d.values() for k in v})
@@ -66,7 +67,7 @@ def main():
     ap.add_argument("library")
     ap.add_argument("--json")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--set", choices=sorted(VARIANT_SETS), default="s3")
+    ap.add_argument("--set", choices=sorted(VARIANT_SETS), default="v5")
     ap.add_argument("--lib", action="append", default=[], metavar="NAME=PATH", help="another library build")
     ap.add_argument("--shapes", help="only these shapes, e.g. 128:16384:0,128:16384:1 (head_dim:T:causal)")
     args = ap.parse_args()

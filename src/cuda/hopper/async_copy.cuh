@@ -1,6 +1,6 @@
 // Tensor-memory-accelerator copies, mbarriers, named barriers and register reallocation (sm_90a).
 //
-// The producer/consumer protocol (docs/HOPPER-ATTENTION.md §4.5-4.6): a `full` mbarrier per stage
+// The producer/consumer protocol (docs/hopper.md §4.1-4.2): a `full` mbarrier per stage
 // completes when the producer's arrive.expect_tx and the TMA's byte count both land; an `empty`
 // mbarrier per stage completes when every consumer warpgroup has released the stage. Waits test the
 // phase parity; PipeState walks (stage, parity) around a ring of S stages.

@@ -1,6 +1,6 @@
 // Online softmax on a wgmma accumulator tile (FlashAttention-2 §3.1, base-2 form as FA3).
 //
-// Thread view of a 64 x N fp32 accumulator (docs/HOPPER-ATTENTION.md §1.6): register i holds row
+// Thread view of a 64 x N fp32 accumulator (docs/hopper.md §2.6): register i holds row
 // 16w + g + 8*((i>>1)&1) and column 8*(i>>2) + 2q + (i&1), so every thread owns two rows ("half" 0
 // and 1) and a row is spread over the 4 lanes of a quad. m is the running row max of raw scores, l
 // the thread's partial sum of exp2((s - m) * scale_log2); l is reduced across the quad only once, at
@@ -103,7 +103,7 @@ __device__ __forceinline__ void rescale_rows(float (&o)[NO], const float (&alpha
 }
 
 // P (fp32 accumulator layout) -> A fragments of the P.V product: the two layouts coincide, so
-// register pairs are packed in place (docs/HOPPER-ATTENTION.md §2).
+// register pairs are packed in place (docs/hopper.md §2.7).
 template <class T, int NS>
 __device__ __forceinline__ void scores_to_a_fragments(const float (&s)[NS], uint32_t (&a)[NS / 2]) {
 #pragma unroll

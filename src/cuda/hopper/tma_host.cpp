@@ -1,4 +1,4 @@
-// See tma_host.hpp. docs/HOPPER-ATTENTION.md §4.1-4.2 has the encoding rules.
+// See tma_host.hpp. docs/hopper.md §3.1 has the encoding rules.
 #include "cuda/hopper/tma_host.hpp"
 
 #include <algorithm>

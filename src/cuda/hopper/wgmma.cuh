@@ -1,6 +1,6 @@
 // Warpgroup matrix multiply-accumulate (wgmma.mma_async, sm_90a) on shared-memory tiles.
 //
-// The descriptor and fragment facts are in docs/HOPPER-ATTENTION.md §1: a 64-bit descriptor names a
+// The descriptor and fragment facts are in docs/hopper.md §2: a 64-bit descriptor names a
 // 128B-swizzled tile in shared memory (start, LBO, SBO, swizzle code 1); the fp32 accumulator of an
 // m64nNk16 product holds N/2 floats per thread; an A fragment from registers is 4 x b32 (two 16-bit
 // values each). Every accumulator is an asm in/out operand, so the N/2 operand lists are spelled

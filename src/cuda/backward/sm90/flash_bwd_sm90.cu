@@ -65,7 +65,7 @@ struct ConvertArgs {
 };
 
 // Element (row r, column c) of a 64 x 64 dQ chunk sits in register i of thread t of the warpgroup
-// that computed it (docs/HOPPER-ATTENTION.md §1.6) and was staged at float (i / 4 * 128 + t) * 4 + i % 4.
+// that computed it (docs/hopper.md §2.6) and was staged at float (i / 4 * 128 + t) * 4 + i % 4.
 template <typename Elem>
 __global__ void convert_dq_kernel(const ConvertArgs a) {
   using Tr = cuda::ElementTraits<Elem>;

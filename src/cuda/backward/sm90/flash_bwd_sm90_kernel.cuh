@@ -1,5 +1,5 @@
 // FlashAttention backward for Hopper (sm_90a): TMA + mbarrier ring + wgmma + warp specialisation
-// (FA3 paper App. B.1 Algorithm 3; docs/HOPPER-ATTENTION.md §9).
+// (FA3 paper App. B.1 Algorithm 3; docs/hopper.md §2.2).
 //
 // One CTA per (block of BN = 128 keys, batch, kv head). K_j and V_j are loaded once; dK_j and dV_j
 // accumulate in registers over every query block i of every query head of the GQA group:
@@ -133,7 +133,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   constexpr int BM = Cfg::BM, BN = Cfg::BN, D = Cfg::D;
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
   const uint32_t base = smem_addr(smem);
-  // Descriptors (docs/HOPPER-ATTENTION.md §1.5): K-major tiles step 32 B per k16 inside a 128-B row
+  // Descriptors (docs/hopper.md §2.5): K-major tiles step 32 B per k16 inside a 128-B row
   // and a panel per 4 steps; N/M-major tiles step 16 rows (2048 B) per k16.
   const uint64_t k_a = make_smem_desc(base + Cfg::K_OFF + wg * 64 * 128, 16, 1024);
   const uint64_t v_a = make_smem_desc(base + Cfg::V_OFF + wg * 64 * 128, 16, 1024);

@@ -1,7 +1,7 @@
 // FlashAttention forward for Hopper (sm_90a): TMA + mbarrier ring + wgmma + warp specialisation.
 //
 // A work tile is BM = 64 * NWG query rows of one (batch, head); a CTA walks the K/V blocks the tile
-// may see from the last one down (FA3 paper §3, Algorithm 1; docs/HOPPER-ATTENTION.md):
+// may see from the last one down (FA3 paper §3, Algorithm 1; docs/hopper.md):
 //   warpgroup 0, the producer: drops to a few registers (setmaxnreg) and one thread issues TMA loads:
 //     Q, then K_j and V_j into two STAGES-deep rings of 128B-swizzled shared-memory tiles, ordered
 //     K_0, (K_1, V_0), (K_2, V_1), ... so that the next S never waits behind the current V.

@@ -47,6 +47,46 @@ class GradArgs(ctypes.Structure):  # flashbox_attention_grad_args
                 ("dq_stride", I64x3), ("dk_stride", I64x3), ("dv_stride", I64x3), ("deterministic", ctypes.c_int)]
 
 
+class Options(ctypes.Structure):  # flashbox_options
+    _fields_ = [("struct_size", ctypes.c_int32), ("family", ctypes.c_int), ("sm90_tile_m", ctypes.c_int32),
+                ("sm90_tile_n", ctypes.c_int32), ("sm90_schedule", ctypes.c_int), ("sm90_max_ctas", ctypes.c_int32),
+                ("sm90_l2_section_mb", ctypes.c_int32), ("sm80_bwd_block_q", ctypes.c_int32)]
+
+
+FAMILIES = {"auto": 0, "sm80": 1, "sm90": 2}
+SCHEDULES = {"grid": 1, "persistent": 2}
+
+
+def options(family="auto", settings=None):
+    """flashbox_options for a family and a variant given as the names of the environment overrides
+    (README, "Overrides"), e.g. {"FLASHBOX_SM90_TILE": "128x176", "FLASHBOX_SM90_SCHED": "grid"}:
+    the overrides are read once per process, so variants timed in one process go through options."""
+    o = Options(ctypes.sizeof(Options), FAMILIES[family], 0, 0, 0, 0, -1, 0)
+    for key, value in (settings or {}).items():
+        if key == "FLASHBOX_SM90_TILE":
+            o.sm90_tile_m, o.sm90_tile_n = (int(x) for x in value.split("x"))
+        elif key == "FLASHBOX_SM90_SCHED":
+            o.sm90_schedule = SCHEDULES[value]
+        elif key == "FLASHBOX_SM90_CTAS":
+            o.sm90_max_ctas = int(value)
+        elif key == "FLASHBOX_SM90_L2MB":
+            o.sm90_l2_section_mb = int(value)
+        elif key == "FLASHBOX_BWD_BLOCK_Q":
+            o.sm80_bwd_block_q = int(value)
+        elif key in ("FLASHBOX_FLASH_ARCH", "FLASHBOX_BWD_ARCH"):
+            o.family = FAMILIES[value]
+        else:
+            raise ValueError(f"no option for {key}")
+    return o
+
+
+def forward_call(lib, fargs, opts=None):
+    """A zero-argument forward call with options (plain forward for a build without *_opts)."""
+    if opts is None or not hasattr(lib, "flashbox_attention_forward_opts"):
+        return lambda: lib.flashbox_attention_forward(ctypes.byref(fargs))
+    return lambda: lib.flashbox_attention_forward_opts(ctypes.byref(fargs), ctypes.byref(opts))
+
+
 def load_library(path):
     path = path or os.environ.get("FLASHBOX_LIBRARY")
     if not path:
@@ -60,6 +100,11 @@ def load_library(path):
         getattr(lib, name).restype = ctypes.c_char_p
     lib.flashbox_last_scratch_peak_bytes.restype = ctypes.c_int64
     lib.flashbox_cuda_device_count.restype = ctypes.c_int
+    if hasattr(lib, "flashbox_attention_forward_opts"):  # builds from 2026-12-01 on
+        lib.flashbox_attention_forward_opts.argtypes = [ctypes.POINTER(AttentionArgs), ctypes.POINTER(Options)]
+        lib.flashbox_attention_forward_opts.restype = ctypes.c_int
+        lib.flashbox_attention_backward_opts.argtypes = [ctypes.POINTER(GradArgs), ctypes.POINTER(Options)]
+        lib.flashbox_attention_backward_opts.restype = ctypes.c_int
     return lib
 
 

@@ -26,6 +26,10 @@ step test_cuda timeout 60 $B/test_cuda --gtest_brief=1
 step test_sm90 timeout 60 $B/test_sm90 --gtest_brief=1
 step compare_fwd timeout 90 python3 bench/compare_sdpa.py $B/libflashbox.so --no-naive --seqlens 1024,2048,4096,8192,16384 --json "$O/compare_fwd.json"
 step compare_fwd_noncausal timeout 40 python3 bench/compare_sdpa.py $B/libflashbox.so --no-naive --non-causal --seqlens 16384 --json "$O/compare_fwd_noncausal.json"
+# A refactor's check: this build against an earlier one ($B/old/libflashbox.so, when the tarball has it),
+# forward and backward interleaved with cuDNN on the same tensors (bench/compare_builds.py).
+[ -f $B/old/libflashbox.so ] && step compare_builds timeout 150 python3 bench/compare_builds.py new=$B/libflashbox.so \
+  old=$B/old/libflashbox.so --json "$O/compare_builds.json"
 step compare_bwd timeout 60 python3 bench/compare_sdpa.py $B/libflashbox.so --no-naive --backward --seqlens 1024,2048,4096,8192,16384 --json "$O/compare_bwd.json"
 step memcheck timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_backward --gtest_brief=1 \
   --gtest_filter='CudaBackward.StridedLayoutsAndScale:CudaBackward.EmptyRowsGiveZeroDq:CudaBackward.HopperRunsTheSm90Kernels'

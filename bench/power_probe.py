@@ -53,7 +53,6 @@ def main():
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=K=V[;K=V]")
     ap.add_argument("--json")
     args = ap.parse_args()
-    os.environ["FLASHBOX_FLASH_ARCH"] = "sm90"
     lib = cs.load_library(args.library)
     smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw", "--format=csv,noheader,nounits",
                             "-lms", "50"], stdout=subprocess.PIPE, text=True)
@@ -75,13 +74,10 @@ def main():
         fl = cs.flops(B, H, T, D, causal, False)
         fargs = cs.make_args(q, k, v, o, lse, cs.FLASHBOX_FLASH, causal)
         for name, settings in variants.items():
-            for key in [k_ for k_ in os.environ if k_.startswith("FLASHBOX_SM90_")]:
-                del os.environ[key]
-            os.environ.update(settings)
-            cs.checked(lib, lib.flashbox_attention_forward(ctypes.byref(fargs)))
+            call = cs.forward_call(lib, fargs, cs.options("sm90", settings))
+            cs.checked(lib, call())
             kernel = lib.flashbox_last_kernel().decode()
-            runs.append((f"{name} {'causal' if causal else 'full'}", kernel) +
-                        sustained(lambda: lib.flashbox_attention_forward(ctypes.byref(fargs)), args.seconds, fl))
+            runs.append((f"{name} {'causal' if causal else 'full'}", kernel) + sustained(call, args.seconds, fl))
         cudnn = cs.sdpa(cs.SDPBackend.CUDNN_ATTENTION, causal)
         runs.append((f"cudnn {'causal' if causal else 'full'}", "cudnn") +
                     sustained(lambda: cudnn(q, k, v), args.seconds, fl))

@@ -1,12 +1,11 @@
-// Times the Hopper forward through the C API (FLASHBOX_FLASH_ARCH=sm90) on the issue's shapes and
+// Times the Hopper forward through the C API (options.family = sm90) on the issue's shapes and
 // prints a table; --json PATH writes every row. Method (bench/NOTES.md): random inputs (never
 // zeros), several input sets rotated so that L2 does not hold them, warm-up, 10 timed calls each
 // between CUDA events, median. FLOPs: 4*B*H*T^2*D, halved for causal.
-//   sm90_bench [--quick | --final | --sched] [--json PATH]
-// --final: only lazy (default) against always-rescale on the key shapes.
-// --sched: one CTA per tile against persistent CTAs (own O buffer, and O in the Q rows) on the
-// issue's shapes.
-// Variants (FLASHBOX_SM90_TILE / _MODE / _SCHED) are swept on the rows that record the path.
+//   sm90_bench [--quick | --sched] [--json PATH]
+// --sched: one CTA per tile against persistent CTAs on the issue's shapes.
+// A variant is "tile/sched" (e.g. "128x128//" or "/persistent"; empty fields and "default" are the
+// library's choice), passed as flashbox_options.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -54,7 +53,7 @@ struct Row {
 double flops(const Shape &s) { return 4.0 * s.b * s.h * double(s.t) * s.t * s.d / (s.causal ? 2.0 : 1.0); }
 
 // Median time of 10 forward calls over `sets` rotated input sets, BTHD layout.
-Row time_shape(const Shape &s, const std::string &variant, int sets) {
+Row time_shape(const Shape &s, const std::string &variant, const flashbox_options &opts, int sets) {
   const int64_t n = s.b * s.t * s.h * s.d;
   std::vector<uint16_t *> buf(size_t(sets) * 4);
   for (size_t i = 0; i < buf.size(); ++i) {
@@ -74,7 +73,7 @@ Row time_shape(const Shape &s, const std::string &variant, int sets) {
     const int set = i % sets;
     a.q = buf[size_t(set) * 4], a.k = buf[size_t(set) * 4 + 1], a.v = buf[size_t(set) * 4 + 2];
     a.o = buf[size_t(set) * 4 + 3];
-    if (flashbox_attention_forward(&a) != 0) {
+    if (flashbox_attention_forward_opts(&a, &opts) != 0) {
       std::fprintf(stderr, "forward failed: %s\n", flashbox_last_error());
       std::exit(1);
     }
@@ -103,34 +102,32 @@ Row time_shape(const Shape &s, const std::string &variant, int sets) {
   return {s, variant, kernel, med, flops(s) / (med * 1e-3) / 1e12};
 }
 
-void set_variant(const std::string &v) {
-  // "tile/mode/sched/rescale/ostage", e.g. "192x128/pingpong//always" or "//persistent///q"; empty
-  // fields and "default" leave the library's choice.
-  const char *names[5] = {"FLASHBOX_SM90_TILE", "FLASHBOX_SM90_MODE", "FLASHBOX_SM90_SCHED", "FLASHBOX_SM90_RESCALE",
-                          "FLASHBOX_SM90_OSTAGE"};
-  for (const char *n : names) unsetenv(n);
-  if (v == "default") return;
-  size_t start = 0;
-  for (int field = 0; field < 5 && start <= v.size(); ++field) {
-    const size_t slash = std::min(v.find('/', start), v.size());
-    const std::string value = v.substr(start, slash - start);
-    if (!value.empty()) setenv(names[field], value.c_str(), 1);
-    start = slash + 1;
+flashbox_options options_for(const std::string &v) {
+  flashbox_options o;
+  flashbox_options_init(&o);
+  o.family = FLASHBOX_FAMILY_SM90;
+  if (v == "default") return o;
+  const size_t slash = std::min(v.find('/'), v.size());
+  const std::string tile = v.substr(0, slash), sched = slash < v.size() ? v.substr(slash + 1) : "";
+  if (!tile.empty() && std::sscanf(tile.c_str(), "%dx%d", &o.sm90_tile_m, &o.sm90_tile_n) != 2) {
+    std::fprintf(stderr, "bad tile in variant '%s'\n", v.c_str());
+    std::exit(1);
   }
+  if (sched.rfind("grid", 0) == 0) o.sm90_schedule = FLASHBOX_SCHEDULE_GRID;
+  if (sched.rfind("persistent", 0) == 0) o.sm90_schedule = FLASHBOX_SCHEDULE_PERSISTENT;
+  return o;
 }
 
 }  // namespace
 
 int main(int argc, char **argv) {
   const char *json = nullptr;
-  bool quick = false, final_plan = false, sched_plan = false;
+  bool quick = false, sched_plan = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) json = argv[++i];
     else if (std::strcmp(argv[i], "--quick") == 0) quick = true;
-    else if (std::strcmp(argv[i], "--final") == 0) final_plan = true;
     else if (std::strcmp(argv[i], "--sched") == 0) sched_plan = true;
   }
-  setenv("FLASHBOX_FLASH_ARCH", "sm90", 1);
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s (cc %d.%d, %d SMs)\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
@@ -145,37 +142,21 @@ int main(int argc, char **argv) {
     plan.push_back({{4, 16, 16384, 128, 0}, v});
   plan.push_back({{4, 12, 16384, 64, 0}, "default"});
   plan.push_back({{4, 12, 16384, 64, 1}, "128x128"});
-  if (final_plan) {
-    plan.clear();
-    const Shape shapes[] = {{4, 16, 16384, 128, 0}, {4, 16, 16384, 128, 1}, {4, 12, 16384, 64, 1},
-                            {4, 12, 2048, 64, 1},   {4, 12, 4096, 64, 1},   {4, 16, 2048, 128, 1}};
-    for (const Shape &sh : shapes)
-      for (const char *v : {"default", "///always"}) plan.push_back({sh, v});
-  }
   if (sched_plan) {
     plan.clear();
     const Shape shapes[] = {{4, 12, 2048, 64, 1},  {4, 12, 4096, 64, 1},  {4, 12, 16384, 64, 1}, {4, 16, 2048, 128, 1},
                             {4, 16, 4096, 128, 1}, {4, 16, 16384, 128, 1}, {4, 16, 16384, 128, 0}};
     for (const Shape &sh : shapes)
-      for (const char *v : {"//grid", "//persistent", "//persistent///q"}) plan.push_back({sh, v});
+      for (const char *v : {"/grid", "/persistent"}) plan.push_back({sh, v});
     for (int64_t t : {2048, 4096})
-      for (const char *v : {"128x128//grid", "128x128//persistent"}) plan.push_back({{4, 12, t, 64, 1}, v});
+      for (const char *v : {"128x128/grid", "128x128/persistent"}) plan.push_back({{4, 12, t, 64, 1}, v});
   }
-  // The path: the same kernel without ping-pong, and without the intra-warpgroup overlap.
-  for (const char *mode : {"serial", "overlap"}) {
-    if (final_plan || sched_plan) break;
-    plan.push_back({{4, 12, 16384, 64, 1}, std::string("/") + mode});
-    plan.push_back({{4, 16, 16384, 128, 1}, std::string("/") + mode});
-    plan.push_back({{4, 16, 16384, 128, 0}, std::string("/") + mode});
-  }
-
   std::vector<Row> rows;
   std::printf("%-4s %-3s %-6s %-4s %-7s %-22s %-40s %9s %8s\n", "B", "H", "T", "D", "causal", "variant", "kernel",
               "ms", "TFLOP/s");
   for (const auto &[shape, variant] : plan) {
-    set_variant(variant);
     const int sets = shape.t <= 4096 ? 4 : 2;
-    const Row r = time_shape(shape, variant, sets);
+    const Row r = time_shape(shape, variant, options_for(variant), sets);
     rows.push_back(r);
     std::printf("%-4lld %-3lld %-6lld %-4lld %-7d %-22s %-40s %9.3f %8.1f\n", (long long)shape.b, (long long)shape.h,
                 (long long)shape.t, (long long)shape.d, shape.causal, variant.c_str(), r.kernel.c_str(), r.ms,

@@ -6,7 +6,8 @@ flushed), but every variant and cuDNN are timed in turn, ROUNDS times over, and 
 of rounds is reported: clock or power drift during the run then hits all of them alike, which
 back-to-back rows of sm90_bench do not guarantee (v3's measurement saw two identical kernels 10% apart).
   python3 bench/sm90_sched.py libflashbox.so [--json PATH] [--rounds 3] [--lib NAME=PATH ...]
-Variants are lists of FLASHBOX_SM90_* settings; "default" is the library's own choice. --lib adds
+Variants are lists of FLASHBOX_SM90_* settings, passed as flashbox_options (a build without them
+runs its defaults); "default" is the library's own choice. --lib adds
 another build of the library as one more variant (its defaults), e.g. an older commit, so that two
 versions of the kernel are compared in one process on the same tensors.
 """
@@ -53,13 +54,6 @@ VARIANT_SETS = {
 VARIANTS, EXTRA_NONCAUSAL = VARIANT_SETS["v5"]
 SHAPES = [(64, 12, t, True) for t in (2048, 4096, 8192, 16384)] + \
          [(128, 16, t, True) for t in (2048, 4096, 8192, 16384)] + [(128, 16, 16384, False)]
-KEYS = sorted({k for vs in VARIANT_SETS.values() for d in vs for v in d.values() for k in v})
-
-
-def set_env(settings):
-    for k in KEYS:
-        os.environ.pop(k, None)
-    os.environ.update(settings)
 
 
 def main():
@@ -73,7 +67,6 @@ def main():
     args = ap.parse_args()
     global VARIANTS, EXTRA_NONCAUSAL
     VARIANTS, EXTRA_NONCAUSAL = VARIANT_SETS[args.set]
-    os.environ["FLASHBOX_FLASH_ARCH"] = "sm90"
     lib = cs.load_library(args.library)
     libs = {}  # variant name -> library, for the --lib builds
     for spec in args.lib:
@@ -100,16 +93,15 @@ def main():
         kernels, errors = {}, {}
         for _ in range(args.rounds):
             for name, settings in variants.items():
-                set_env(settings)
                 vlib = libs.get(name, lib)
+                call = cs.forward_call(vlib, fargs, cs.options("sm90", settings))
                 o.fill_(float("nan"))  # an unwritten element fails the error check
-                cs.checked(vlib, vlib.flashbox_attention_forward(ctypes.byref(fargs)))
+                cs.checked(vlib, call())
                 torch.cuda.synchronize()
                 kernels[name] = vlib.flashbox_last_kernel().decode()
                 errors[name] = max(errors.get(name, 0.0), cs.rel_error(o, ref))
-                times[name].append(cs.bench(lambda: vlib.flashbox_attention_forward(ctypes.byref(fargs))))
+                times[name].append(cs.bench(call))
             times["cudnn"].append(cs.bench(lambda: cudnn(q, k, v)))
-        set_env({})
         fl = cs.flops(B, H, T, D, causal, False)
         med = {n: statistics.median(t) for n, t in times.items()}
         print(f"{D:>4} {H:>3} {T:>6} {int(causal):>6} | " +

@@ -6,7 +6,8 @@
 
 set(FLASHBOX_REPORT_KERNEL_SOURCES
   src/cpu/blocked_attention.cpp
-  src/cuda/forward/sm80/flash_fwd_sm80.cu)
+  src/cuda/forward/sm80/flash_fwd_sm80.cu
+  src/cuda/forward/sm90/flash_fwd_sm90_kernel.cuh)
 
 if(CMAKE_SCRIPT_MODE_FILE)
   # Script mode: -DOUT=... -DTEMPLATE=... -DROOT=...

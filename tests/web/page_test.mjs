@@ -31,7 +31,8 @@ fs.mkdirSync(OUT, { recursive: true });
 const requireFromWeb = createRequire(path.join(SOURCE_DIR, 'web', 'package.json'));
 const { chromium } = requireFromWeb('playwright-core');
 
-const KERNEL_FILES = ['src/cpu/blocked_attention.cpp', 'src/cuda/forward/sm80/flash_fwd_sm80.cu'];
+const KERNEL_FILES = ['src/cpu/blocked_attention.cpp', 'src/cuda/forward/sm80/flash_fwd_sm80.cu',
+  'src/cuda/forward/sm90/flash_fwd_sm90_kernel.cuh'];
 const REGION_NAMES = ['load_q', 'kv_loop', 's_tile', 'online_softmax', 'pv', 'finalize'];
 
 // The page's number formats, written out again here so that a change to either side is noticed.

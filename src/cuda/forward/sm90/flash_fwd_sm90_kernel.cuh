@@ -177,19 +177,24 @@ __device__ __forceinline__ void producer(const FwdParams &p, uint8_t *smem, Barr
     if (range.n_blocks > 0) load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, last, hk, tile.b);
     // Q goes out for every tile, even one that sees no key: the consumers then wait for it every
     // tile, cannot run ahead, and neither empty_q nor full_q ever falls two phases behind.
+    // >>> report:load_q
     mbar_wait(bars.empty_q, (round & 1) ^ 1);  // the first wait passes on the fresh barrier
     mbar_expect_tx_arrive(bars.full_q, Cfg::Q_BYTES);
     load_tile<Cfg::PANELS>(smem + Cfg::Q_OFF, Cfg::BM * 128, &p.tm_q, p.ord_q, bars.full_q, tile.m_block * Cfg::BM,
                            tile.h, tile.b);
+    // <<< report:load_q
     if (range.n_blocks == 0) continue;
+    // >>> report:kv_loop
     for (int i = 1; i < range.n_blocks; ++i) {
       load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, last - i, hk, tile.b);
       load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, last - i + 1, hk, tile.b);
     }
     load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, 0, hk, tile.b);
+    // <<< report:kv_loop
   }
 }
 
+// >>> report:s_tile
 // S = Q K^T for this warpgroup's 64 rows: D/16 k-steps over K-major Q and K tiles.
 template <class Cfg>
 __device__ __forceinline__ void gemm_qk(float (&s)[Cfg::BN / 2], uint64_t q_desc, uint64_t k_desc) {
@@ -211,7 +216,9 @@ __device__ __forceinline__ void gemm_qk_rs(float (&s)[Cfg::BN / 2], const uint32
                                                  desc_advance(k_desc, b_off), k > 0);
   }
 }
+// <<< report:s_tile
 
+// >>> report:pv
 // O += P V: BN/16 k-steps, P from registers, V an N-major (D-contiguous) tile.
 template <class Cfg>
 __device__ __forceinline__ void gemm_pv(float (&o)[Cfg::D / 2], const uint32_t (&pa)[Cfg::BN / 4], uint64_t v_desc) {
@@ -220,6 +227,7 @@ __device__ __forceinline__ void gemm_pv(float (&o)[Cfg::D / 2], const uint32_t (
     wgmma_rs<Cfg::D, typename Cfg::Elem>(o, reinterpret_cast<const uint32_t(&)[4]>(pa[4 * k]),
                                          desc_advance(v_desc, k * 16 * 128), 1);
 }
+// <<< report:pv
 
 // Per-consumer-warpgroup state and steps of the main loop.
 template <class Cfg>
@@ -266,6 +274,7 @@ struct Consumer {
   // block after the tile's first (`later`; lazy rescaling) goes the optimistic way, without the
   // block's max; where that is refused, this warp recomputes its scores from Q and the block's K
   // tile (still held: the caller releases K after this) and takes the exact path.
+  // >>> report:online_softmax
   __device__ __forceinline__ void softmax(float (&s)[BN / 2], int n_block, bool masked, float (&alpha)[2],
                                           bool later = false, int k_stage = 0) {
     if (masked) {
@@ -277,6 +286,7 @@ struct Consumer {
     }
     softmax_update(s, m, l, alpha, p.scale_log2, kLazyRescaleLog2);
   }
+  // <<< report:online_softmax
 
   // This warp's 16 rows of S = Q K^T again, with mma.sync (its m16n8 accumulators are laid out as
   // the warp's slice of the wgmma accumulator): A from Q (the registers with QREG, else ldmatrix
@@ -373,6 +383,7 @@ struct Consumer {
   // O / l into this warpgroup's rows of the staging buffer (the O buffer, or its Q rows; the
   // 128B-swizzled layout the O tensor map expects), then one TMA store per 64-column panel; LSE from
   // the lanes that own column 0.
+  // >>> report:finalize
   __device__ __forceinline__ void epilogue(int m_block, int h, int b, int row0) {
     using T = typename Cfg::Elem;
     const bool own_o = Cfg::O_FITS && p.separate_o;
@@ -411,6 +422,7 @@ struct Consumer {
       }
     }
   }
+  // <<< report:finalize
 };
 
 template <class Cfg>

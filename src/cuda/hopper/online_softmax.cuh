@@ -1,14 +1,15 @@
 // Online softmax on a wgmma accumulator tile (FlashAttention-2 §3.1, base-2 form as FA3).
 //
-// Thread view of a 64 x N fp32 accumulator (docs/hopper.md §2.6): register i holds row
-// 16w + g + 8*((i>>1)&1) and column 8*(i>>2) + 2q + (i&1), so every thread owns two rows ("half" 0
-// and 1) and a row is spread over the 4 lanes of a quad. m is the running row max of raw scores, l
+// Thread view of a 64 x N fp32 accumulator (cuda/hopper/fragment.cuh): register i holds row
+// 16w + g + 8 acc_half(i) and column acc_col(i) + 2q, so every thread owns two rows ("half" 0 and 1)
+// and a row is spread over the 4 lanes of a quad. m is the running row max of raw scores, l
 // the thread's partial sum of exp2((s - m) * scale_log2); l is reduced across the quad only once, at
 // the end. A row that has seen no key keeps m = -inf and l = 0 and finishes as O = 0, LSE = -inf.
 #pragma once
 #include <cstdint>
 
 #include "cuda/common/softmax_math.cuh"
+#include "cuda/hopper/fragment.cuh"
 #include "cuda/hopper/wgmma.cuh"
 
 namespace flashbox::sm90 {
@@ -22,8 +23,7 @@ template <int NS>
 __device__ __forceinline__ void mask_columns(float (&s)[NS], int limit0, int limit1) {
 #pragma unroll
   for (int i = 0; i < NS; ++i) {
-    const int col = 8 * (i >> 2) + (i & 1);
-    if (col >= (((i >> 1) & 1) ? limit1 : limit0)) s[i] = -INFINITY;
+    if (acc_col(i) >= (acc_half(i) ? limit1 : limit0)) s[i] = -INFINITY;
   }
 }
 
@@ -35,9 +35,9 @@ __device__ __forceinline__ void exponentiate(float (&s)[NS], const float (&base)
   float acc[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
 #pragma unroll
   for (int i = 0; i < NS; ++i) {
-    const int r = (i >> 1) & 1;
+    const int r = acc_half(i);
     s[i] = exp2f(fmaf(s[i], scale_log2, -base[r]));
-    acc[r][(i >> 2) & 1] += s[i];
+    acc[r][acc_group(i) & 1] += s[i];
   }
   sum[0] = acc[0][0] + acc[0][1], sum[1] = acc[1][0] + acc[1][1];
 }
@@ -51,7 +51,7 @@ __device__ __forceinline__ void softmax_update(float (&s)[NS], float (&m)[2], fl
                                                float scale_log2, float lazy_log2) {
   float mx[2][2] = {{m[0], m[0]}, {m[1], m[1]}};  // two partial maxima per row shorten the chain
 #pragma unroll
-  for (int i = 0; i < NS; ++i) mx[(i >> 1) & 1][(i >> 2) & 1] = fmaxf(mx[(i >> 1) & 1][(i >> 2) & 1], s[i]);
+  for (int i = 0; i < NS; ++i) mx[acc_half(i)][acc_group(i) & 1] = fmaxf(mx[acc_half(i)][acc_group(i) & 1], s[i]);
   float base[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -99,7 +99,7 @@ template <int NO>
 __device__ __forceinline__ void rescale_rows(float (&o)[NO], const float (&alpha)[2]) {
   if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
 #pragma unroll
-  for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
+  for (int i = 0; i < NO; ++i) o[i] *= alpha[acc_half(i)];
 }
 
 // P (fp32 accumulator layout) -> A fragments of the P.V product: the two layouts coincide, so
@@ -123,7 +123,7 @@ __device__ __forceinline__ void softmax_finalize(float (&o)[NO], const float (&m
     lse[r] = empty ? -INFINITY : m[r] * scale + logf(total);
   }
 #pragma unroll
-  for (int i = 0; i < NO; ++i) o[i] *= inv[(i >> 1) & 1];
+  for (int i = 0; i < NO; ++i) o[i] *= inv[acc_half(i)];
 }
 
 }  // namespace flashbox::sm90

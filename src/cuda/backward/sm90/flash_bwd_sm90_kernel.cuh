@@ -205,12 +205,12 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     const bool masked = keys_end_here || (p.causal && (n_block + 1) * BN - 1 > m * BM + shift);
 #pragma unroll
     for (int i = 0; i < BM / 2; i += 2) {
-      const int col = 8 * (i >> 2) + 2 * q;
+      const int col = 8 * acc_group(i) + 2 * q;
       const float2 lse = *reinterpret_cast<const float2 *>(vec + col);
       float p0 = exp2f(fmaf(s[i], p.scale_log2, -lse.x));
       float p1 = exp2f(fmaf(s[i + 1], p.scale_log2, -lse.y));
       if (masked) {
-        const int key = key0 + 8 * ((i >> 1) & 1), row = m * BM + col;
+        const int key = key0 + 8 * acc_half(i), row = m * BM + col;
         const bool in_keys = key < p.seqlen_k;
         if (!(in_keys && (!p.causal || key <= row + shift))) p0 = 0.f;
         if (!(in_keys && (!p.causal || key <= row + 1 + shift))) p1 = 0.f;
@@ -223,7 +223,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     // dS^T = P^T ∘ (dP^T − D).
 #pragma unroll
     for (int i = 0; i < BM / 2; i += 2) {
-      const float2 dsum = *reinterpret_cast<const float2 *>(vec + BM + 8 * (i >> 2) + 2 * q);
+      const float2 dsum = *reinterpret_cast<const float2 *>(vec + BM + 8 * acc_group(i) + 2 * q);
       dp[i] = s[i] * (dp[i] - dsum.x);
       dp[i + 1] = s[i + 1] * (dp[i + 1] - dsum.y);
     }
@@ -235,8 +235,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     const uint32_t ds_tile = base + Cfg::DS_OFF + ds_buf * Cfg::DS_BYTES;
 #pragma unroll
     for (int i = 0; i < BM / 2; i += 2) {
-      const int row = wg * 64 + warp * 16 + g + 8 * ((i >> 1) & 1);
-      const int col = 8 * (i >> 2) + 2 * q;
+      const int row = wg * 64 + warp * 16 + g + 8 * acc_half(i);
+      const int col = 8 * acc_group(i) + 2 * q;
       const uint32_t addr = swizzled_128b(ds_tile, BN, row, col) + (col % 8) * 2;
       asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(dsa[i / 2]) : "memory");
     }

@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""Whether two builds of a kernel file produce the same machine code, without a GPU or cuobjdump.
+
+Compile the file from both trees to a cubin without line information, e.g.
+  nvcc -O3 -DNDEBUG --expt-relaxed-constexpr --use_fast_math -std=c++20 -DFLASHBOX_HAVE_CUDA=1 \\
+       -DFLASHBOX_HAVE_SM90=1 -gencode=arch=compute_90a,code=sm_90a -cubin -Iinclude -Isrc FILE.cu -o new.cubin
+then `python3 bench/compare_cubins.py old.cubin new.cubin` compares every kernel's .text section byte
+for byte (readelf; anonymous-namespace names, which carry a hash of the file path, are normalised).
+"""
+import re
+import subprocess
+import sys
+
+
+def texts(path):
+    out = subprocess.run(["readelf", "-W", "-S", path], capture_output=True, text=True).stdout
+    data = open(path, "rb").read()
+    sections = {}
+    for line in out.splitlines():
+        m = re.search(r"\]\s+(\.text\.\S+)\s+\S+\s+\S+\s+([0-9a-f]+)\s+([0-9a-f]+)", line)
+        if m:
+            name = re.sub(r"_GLOBAL__N__[0-9a-f]+_\d+_\w+?_cu_[0-9a-f]+", "ANON", m.group(1))
+            off, size = int(m.group(2), 16), int(m.group(3), 16)
+            sections[name] = data[off:off + size]
+    return sections
+
+
+def main():
+    a, b = texts(sys.argv[1]), texts(sys.argv[2])
+    same = [k for k in a if k in b and a[k] == b[k]]
+    diff = [k for k in a if k in b and a[k] != b[k]]
+    only = sorted(set(a) ^ set(b))
+    print(f"{sys.argv[2]}: {len(same)} kernels byte-identical, {len(diff)} differ, {len(only)} in one file only")
+    for k in diff + only:
+        print("  ", k[:160])
+    sys.exit(0 if not diff and not only else 1)
+
+
+if __name__ == "__main__":
+    main()

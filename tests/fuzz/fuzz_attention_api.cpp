@@ -74,24 +74,29 @@ struct Tensor {
   void *ptr = nullptr;
 };
 
+// Wrapping arithmetic: with raw sizes the layouts' strides overflow, and then they are just more
+// raw values for the library to refuse.
+int64_t mul(int64_t a, int64_t b) { return int64_t(uint64_t(a) * uint64_t(b)); }
+int64_t add(int64_t a, int64_t b) { return int64_t(uint64_t(a) + uint64_t(b)); }
+
 void decode_strides(Reader &r, Tensor &t, const Dims &d) {
   const uint8_t layout = r.u8();
   const int64_t pad = r.u8() % 5;
   switch (layout % 8) {
     case 0: case 1: case 2:   // BTHD, contiguous
       t.stride[2] = d.head_dim;
-      t.stride[1] = d.heads * d.head_dim;
-      t.stride[0] = d.seq * t.stride[1];
+      t.stride[1] = mul(d.heads, d.head_dim);
+      t.stride[0] = mul(d.seq, t.stride[1]);
       break;
     case 3: case 4:           // BHTD, contiguous
       t.stride[1] = d.head_dim;
-      t.stride[2] = d.seq * d.head_dim;
-      t.stride[0] = d.heads * t.stride[2];
+      t.stride[2] = mul(d.seq, d.head_dim);
+      t.stride[0] = mul(d.heads, t.stride[2]);
       break;
     case 5: case 6:           // BTHD with gaps after each head row, each token and each sequence
-      t.stride[2] = d.head_dim + pad;
-      t.stride[1] = d.heads * t.stride[2] + pad;
-      t.stride[0] = d.seq * t.stride[1] + pad;
+      t.stride[2] = add(d.head_dim, pad);
+      t.stride[1] = add(mul(d.heads, t.stride[2]), pad);
+      t.stride[0] = add(mul(d.seq, t.stride[1]), pad);
       break;
     default:                  // anything: zero, negative, overlapping, overflowing
       for (int64_t &s : t.stride) s = (layout & 0x80) ? r.i64() : int64_t(int8_t(r.u8()));
@@ -134,13 +139,16 @@ struct Case {
   bool sane_sizes = true;     // every size >= 1 and every buffer allocated as described
   bool must_fail = false;     // the harness broke something on purpose
   bool sane_scale = true;
+  int device = 0, dtype_raw = 0, impl = 0;   // as decoded, possibly not enum values
+  flashbox_dtype dtype = FLASHBOX_FLOAT32;
   int64_t elem = 4;
   flashbox_attention_args a{};
 };
 
 void allocate(Case &c, Tensor &t, bool output) {
   t.bytes = c.sane_sizes ? reach_bytes(t.stride, t.dims, c.elem) : -1;
-  if (t.bytes < 0) {
+  const bool described = t.bytes >= 0;
+  if (!described) {
     // Nothing valid to describe: a small block, and the call must be refused.
     c.must_fail = true;
     t.bytes = 16;
@@ -150,8 +158,8 @@ void allocate(Case &c, Tensor &t, bool output) {
   t.ptr = t.block.get();
   if (!output) {
     // Finite inputs in [-1, 1], varied by position so that no two rows are alike.
-    const flashbox_dtype dt = flashbox::cpu::dtype_valid(int(c.a.dtype)) ? c.a.dtype : FLASHBOX_FLOAT32;
-    if (c.sane_sizes) {
+    const flashbox_dtype dt = c.dtype;
+    if (described) {
       int64_t i = 0;
       for_each_element(t, c.elem, [&](int64_t off) {
         flashbox::cpu::store_from_float(t.block.get() + off, dt, 0, std::sin(float(++i) * 0.7f));
@@ -177,7 +185,7 @@ void check_written(const Case &c, const Tensor &t, bool expect_finite) {
     if (!is_element[size_t(i)] && t.block[size_t(i)] != 0xff) finding("a byte between output elements was written");
   if (!expect_finite) return;
   for_each_element(t, c.elem, [&](int64_t off) {
-    const float v = flashbox::cpu::load_as_float(t.block.get() + off, c.a.dtype, 0);
+    const float v = flashbox::cpu::load_as_float(t.block.get() + off, c.dtype, 0);
     if (std::isnan(v)) finding("an output element is NaN (unwritten, or computed wrong) for finite inputs");
   });
 }
@@ -197,13 +205,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   flashbox_attention_args &a = c.a;
 
   if (c.mode & kRawEnums) {
-    a.device = flashbox_device(int(r.u32() % 4));   // 2, 3: not devices
-    a.dtype = flashbox_dtype(int(r.u32()));
-    a.impl = flashbox_impl(int(r.u32()));
+    // Any int, as a C caller may pass; stored as bytes (a C++ enum cannot hold them).
+    c.device = int(r.u32() % 4);   // 2, 3: not devices
+    c.dtype_raw = int(r.u32());
+    c.impl = int(r.u32());
   } else {
-    a.device = r.u8() % 16 == 15 ? FLASHBOX_CUDA : FLASHBOX_CPU;   // no CUDA in this build: refused
-    a.dtype = flashbox_dtype(r.u8() % 3);
-    a.impl = flashbox_impl(r.u8() % 4);
+    c.device = r.u8() % 16 == 15 ? FLASHBOX_CUDA : FLASHBOX_CPU;   // no CUDA in this build: refused
+    c.dtype_raw = r.u8() % 3;
+    c.impl = r.u8() % 4;
   }
   if (c.mode & kRawSizes) {
     a.batch = r.i64(), a.seqlen_q = r.i64(), a.seqlen_k = r.i64();
@@ -227,8 +236,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     a.softmax_scale = s < 128 ? 0.0f : float(s - 127) * 0.02f;
   }
 
-  const bool dtype_known = flashbox::cpu::dtype_valid(int(a.dtype));
-  c.elem = dtype_known ? flashbox::cpu::dtype_size(a.dtype) : 4;
+  std::memcpy(&a.device, &c.device, sizeof(int));
+  std::memcpy(&a.dtype, &c.dtype_raw, sizeof(int));
+  std::memcpy(&a.impl, &c.impl, sizeof(int));
+  const bool dtype_known = flashbox::cpu::dtype_valid(c.dtype_raw);
+  c.dtype = dtype_known ? flashbox_dtype(c.dtype_raw) : FLASHBOX_FLOAT32;   // how the harness fills buffers
+  c.elem = flashbox::cpu::dtype_size(c.dtype);
   // Sizes < 1, or dense byte counts past int64, must be refused: the call gets 16-byte dummies.
   // Other sizes past what the harness allocates (4096 each, kMaxWork in all) are not a case.
   const int64_t sizes[] = {a.batch, a.seqlen_q, a.seqlen_k, a.heads_q, a.heads_kv, a.head_dim};
@@ -302,6 +315,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
 
   const int rc = flashbox_attention_forward(&a);
+  static const bool verbose = std::getenv("FLASHBOX_FUZZ_VERBOSE") != nullptr;   // replaying: say what happened
+  if (verbose) std::fprintf(stderr, "forward: rc %d %s\n", rc, rc ? flashbox_last_error() : flashbox_last_kernel());
   const bool o_is_own = o.ptr == o.block.get();
   if (rc != FLASHBOX_OK) {
     check_failure(rc);
@@ -347,6 +362,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   const int64_t ws = flashbox_attention_backward_workspace_size(&g);
   const int brc = flashbox_attention_backward(&g);
+  if (verbose)
+    std::fprintf(stderr, "backward: rc %d %s (workspace %lld)\n", brc, brc ? flashbox_last_error() : flashbox_last_kernel(),
+                 (long long)ws);
   if (brc != FLASHBOX_OK) {
     check_failure(brc);
     for (const Tensor *t : {&dq, &dk, &dv})

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "core/backends.hpp"
@@ -69,6 +70,14 @@ bool ranges_intersect(const void *a, int64_t a_bytes, const void *b, int64_t b_b
   return pa < pb + uint64_t(b_bytes) && pb < pa + uint64_t(a_bytes);
 }
 
+template <class Enum>
+int enum_bits(const Enum &e) {
+  static_assert(sizeof(Enum) == sizeof(int), "the C enums are int-sized");
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
 int64_t lse_bytes(const flashbox_attention_args &a) { return a.batch * a.heads_q * a.seqlen_q * 4; }
 
 }  // namespace
@@ -95,8 +104,9 @@ TensorDesc tensor_o(const flashbox_attention_args &a) {
 }
 
 int validate_scalars(const flashbox_attention_args &a) {
-  // Enum fields come from C or FFI callers and may hold any int: compare them as ints.
-  const int device = int(a.device), impl = int(a.impl), dtype = int(a.dtype);
+  // Enum fields come from C or FFI callers and may hold any int. Reading one as its C++ enum type
+  // when it is outside the enum's range is undefined behaviour, so their bytes are read as ints.
+  const int device = enum_bits(a.device), impl = enum_bits(a.impl), dtype = enum_bits(a.dtype);
   if (device != FLASHBOX_CPU && device != FLASHBOX_CUDA)
     return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
                 "device = " + str(device) + " is not a flashbox_device (0 = cpu, 1 = cuda)");

@@ -34,6 +34,9 @@
 #pragma GCC diagnostic ignored "-Wpsabi"  // inline helpers pass 32-byte vectors; no ABI boundary is crossed
 #define FLASHBOX_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default"), noinline))
 #else
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wpsabi"  // the same inline helpers; clang builds no clones
+#endif
 #define FLASHBOX_VECTOR_CLONES
 #endif
 

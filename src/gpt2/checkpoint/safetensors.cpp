@@ -63,8 +63,10 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
       metadata_ = e;
       continue;
     }
+    // Structured bindings cannot be captured before C++20 compilers implement P1091 (clang 14 does not).
+    const std::string &tensor = name;
     auto bad = [&](const std::string &why) {
-      return Gpt2Error(fmt::format("'{}': tensor '{}' in the header: {}", path_, name, why));
+      return Gpt2Error(fmt::format("'{}': tensor '{}' in the header: {}", path_, tensor, why));
     };
     if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets"))
       throw bad("needs dtype, shape and data_offsets");

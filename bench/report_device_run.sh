@@ -4,11 +4,13 @@
 # against the installed package. The GPU machine has no C++ dependencies or node to build with, so
 # the binaries come built on the CPU machine from this tree (CUDA arch 90a), with the runtime
 # libraries it lacks:
-#   B=.dev/report bash bench/report_device_run.sh   # B holds flashbox, libflashbox.so, rt/
+#   bash bench/report_device_run.sh .dev/report.tar.xz   # flashbox, libflashbox.so, rt/ (a folder also works)
 # Every step has its own time limit; logs and the report go to $OUT.
 set -u
 O=${OUT:-/tmp/report_out}; mkdir -p "$O"
-B=$(cd "${B:-.dev/report}" && pwd)
+B=${1:-.dev/report}
+if [ -f "$B" ]; then mkdir -p /tmp/fb && tar -xf "$B" -C /tmp/fb && B=/tmp/fb; fi
+B=$(cd "$B" && pwd)
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$B/rt:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 log="$O/run.log"

@@ -97,10 +97,14 @@ def _build_library():
                            f"(cmake -S . -B build && cmake --build build) or set FLASHBOX_LIBRARY")
     build = os.path.join(REPO_DIR, "build-python")
     configure = [cmake, "-S", REPO_DIR, "-B", build, "-DFLASHBOX_BUILD_TESTS=OFF"]
+    # The library's CMake target is `flashbox`, and so is the command-line tool's file name: Ninja
+    # takes the name as the file, so it is asked for the library's file instead.
+    target = "flashbox"
     if shutil.which("ninja"):
         configure += ["-G", "Ninja"]
+        target = LIB_NAME
     _log(f"no {LIB_NAME} found: building it in {build} (minutes)")
-    for cmd in (configure, [cmake, "--build", build, "--target", "flashbox", "-j", str(os.cpu_count() or 2)]):
+    for cmd in (configure, [cmake, "--build", build, "--target", target, "-j", str(os.cpu_count() or 2)]):
         _log(" ".join(cmd))
         # The build's own output goes to stderr, which pip shows with -v or when the build fails.
         if subprocess.call(cmd, stdout=sys.stderr) != 0:

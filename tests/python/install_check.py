@@ -48,10 +48,19 @@ def main():
     try:
         venv = os.path.join(tmp, "venv")
         r = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", venv], capture_output=True, text=True)
+        pip = None  # the venv's own pip
         if r.returncode != 0:
-            print(f"SKIP: {sys.executable} cannot make a venv with pip: {r.stderr.strip()[-500:]}")
-            sys.exit(77)
+            # A base interpreter without ensurepip (Debian's python3 without python3-venv): a venv
+            # without pip, filled by this interpreter's pip (--python, pip 22.3 and later).
+            shutil.rmtree(venv, ignore_errors=True)
+            r2 = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv],
+                                capture_output=True, text=True)
+            if r2.returncode != 0:
+                print(f"SKIP: {sys.executable} cannot make a venv: {r.stderr.strip()[-500:]}")
+                sys.exit(77)
+            pip = [sys.executable, "-m", "pip", "--python", os.path.join(venv, "bin", "python")]
         py = os.path.join(venv, "bin", "python")
+        pip = pip or [py, "-m", "pip"]
         purelib = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                  capture_output=True, text=True, check=True).stdout.strip()
         if a.site:
@@ -60,7 +69,7 @@ def main():
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FLASHBOX_LIBRARY", "PIP_INDEX_URL")}
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-        run([py, "-m", "pip", "install", "--no-index", "--no-cache-dir", os.path.join(REPO, "python")],
+        run(pip + ["install", "--no-index", "--no-cache-dir", os.path.join(REPO, "python")],
             dict(env, FLASHBOX_LIBRARY=library), tmp, "pip install ./python")
 
         installed = os.path.join(purelib, "flashbox")

@@ -1,13 +1,14 @@
 # The report page. Included from the top-level CMakeLists.txt (after src/): builds web/ into one
-# self-contained HTML template (`npm run build`, esbuild) and embeds that template and the kernels'
-# source files into flashbox_app as byte arrays (src/report/html_assets.hpp declares them). The
-# kernel sources are read from the files themselves at build time, so the page never shows a stale
-# copy. Run as a script (cmake -P) this file writes the generated .cpp.
+# self-contained HTML template (`npm run build`, esbuild) and embeds that template, the kernels'
+# source files and the peers step's Python script into flashbox_app as byte arrays
+# (src/report/html_assets.hpp declares them). The kernel sources are read from the files themselves
+# at build time, so the page never shows a stale copy. Run as a script (cmake -P) this file writes the generated .cpp.
 
 set(FLASHBOX_REPORT_KERNEL_SOURCES
   src/cpu/blocked_attention.cpp
   src/cuda/forward/sm80/flash_fwd_sm80.cu
   src/cuda/forward/sm90/flash_fwd_sm90_kernel.cuh)
+set(FLASHBOX_REPORT_PEERS_SCRIPT src/report/sdpa_peers.py)  # run by the report's peers step
 
 if(CMAKE_SCRIPT_MODE_FILE)
   # Script mode: -DOUT=... -DTEMPLATE=... -DROOT=...
@@ -42,7 +43,11 @@ if(CMAKE_SCRIPT_MODE_FILE)
   endforeach()
   string(APPEND code "\nstatic const EmbeddedFile kSources[] = {\n${entries}};\n")
   string(APPEND code "const EmbeddedFile *const kernel_sources = kSources;\n")
-  string(APPEND code "const std::size_t kernel_source_count = ${index};\n\n}  // namespace flashbox::report::assets\n")
+  string(APPEND code "const std::size_t kernel_source_count = ${index};\n\n")
+  flashbox_bytes_of("${ROOT}/${FLASHBOX_REPORT_PEERS_SCRIPT}" bytes size)
+  string(APPEND code "static const unsigned char kPeersScript[] = {\n${bytes}};\n")
+  string(APPEND code "const unsigned char *const peers_script = kPeersScript;\n")
+  string(APPEND code "const std::size_t peers_script_size = ${size};\n\n}  // namespace flashbox::report::assets\n")
   file(WRITE "${OUT}" "${code}")
   return()
 endif()
@@ -86,6 +91,7 @@ add_custom_command(OUTPUT ${FLASHBOX_WEB_ASSETS_CPP}
   COMMAND ${CMAKE_COMMAND} -DOUT=${FLASHBOX_WEB_ASSETS_CPP} -DTEMPLATE=${FLASHBOX_WEB_TEMPLATE}
           -DROOT=${PROJECT_SOURCE_DIR} -P ${PROJECT_SOURCE_DIR}/cmake/EmbedWeb.cmake
   DEPENDS ${FLASHBOX_WEB_TEMPLATE} ${FLASHBOX_WEB_KERNEL_DEPENDS} ${PROJECT_SOURCE_DIR}/cmake/EmbedWeb.cmake
+          ${PROJECT_SOURCE_DIR}/${FLASHBOX_REPORT_PEERS_SCRIPT}
   COMMENT "Embedding the report page and the kernel sources"
   VERBATIM)
 

@@ -1,6 +1,8 @@
-"""`python3 -m flashbox`: which libflashbox the package loads, its version and CUDA devices; whether
-the PyTorch layer is usable here (and if not, why)."""
+"""`python3 -m flashbox`: where the package is, which libflashbox it loads and how it found it (for an
+installed package: the file `pip install ./python` copied), its version and CUDA devices; whether the
+PyTorch layer is usable here (and if not, why)."""
 
+import os
 import sys
 
 from . import _lib
@@ -12,7 +14,11 @@ def main() -> int:
     except _lib.LibraryNotFoundError as e:
         print(f"libflashbox: not found: {e}")
         return 1
-    print(f"libflashbox: {lib.path}")
+    print(f"package:     {os.path.dirname(os.path.abspath(__file__))}")
+    print(f"libflashbox: {lib.path} (found: {lib.found_by})")
+    info = _lib.build_info()
+    if info and lib.found_by == "beside the package":
+        print(f"             installed copy of {info.get('library_source')} ({info.get('found_by')}, {info.get('built_at')})")
     print(f"version:     {_lib.version()}")
     print(f"cuda devices: {_lib.cuda_device_count()}")
     if lib.missing:

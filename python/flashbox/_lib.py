@@ -22,7 +22,7 @@ __all__ = [
     "Device", "DType", "Impl", "ErrorCode", "FlashboxError", "LibraryNotFoundError",
     "AttentionArgs", "AttentionGradArgs", "library", "library_path", "check", "forward", "backward",
     "backward_workspace_size", "version", "cuda_device_count", "impl_name", "last_kernel",
-    "last_scratch_peak_bytes", "last_error",
+    "last_scratch_peak_bytes", "last_error", "build_info",
 ]
 
 
@@ -165,8 +165,9 @@ class _Library:
     """The loaded CDLL with its prototypes. A symbol the library does not export (a build from before
     the function existed) raises AttributeError naming the library when it is used, not at load."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, found_by: str = ""):
         self.path = path
+        self.found_by = found_by
         self.cdll = ctypes.CDLL(path)
         self.missing = []
         for name, (restype, argtypes) in _PROTOTYPES.items():
@@ -207,8 +208,26 @@ def library() -> _Library:
                     f"{_LIB_NAME} not found: build it (e.g. cmake -S . -B build && cmake --build build) or "
                     f"set FLASHBOX_LIBRARY. Looked beside the package ({_PACKAGE_DIR}) and in "
                     f"{os.path.join(_REPO_DIR, 'build*')}/")
-            _library = _Library(found)
+            if env:
+                how = "FLASHBOX_LIBRARY"
+            elif os.path.dirname(found) == _PACKAGE_DIR:
+                how = "beside the package"
+            else:
+                how = "the newest build folder of the source tree"
+            _library = _Library(found, how)
     return _library
+
+
+def build_info() -> dict:
+    """What `pip install ./python` recorded about the library it copied beside the package ({} when
+    the package is not an installed copy)."""
+    import json
+
+    try:
+        with open(os.path.join(_PACKAGE_DIR, "_build_info.json"), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
 
 
 def library_path() -> str:

@@ -24,8 +24,8 @@ const std::vector<std::pair<const char *, const char *>> kExpectedSteps = {
     {"blocking", "the blocking step is not part of this build"},
     {"check", "the correctness step is not part of this build"},
     {"bench", "the benchmark step is not part of this build"},
-    {"peers", "PyTorch SDPA is timed by bench/compare_sdpa.py on a GPU machine; pass its JSON with "
-              "`flashbox report --merge FILE`"},
+    {"peers", "the PyTorch SDPA step is not part of this build (bench/compare_sdpa.py measures it; pass its "
+              "JSON with `flashbox report --merge FILE`)"},
     {"gpt2", "the GPT-2 step is not part of this build"},
 };
 
@@ -108,6 +108,7 @@ json run_report(const ReportOptions &options) {
   ctx.has_gpu = gpu_info().has_value();
   ctx.quick = options.quick;
   ctx.seed = options.seed;
+  ctx.python = options.python;
   ctx.progress = options.progress;
   ctx.document = &doc;
 

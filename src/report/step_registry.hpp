@@ -14,6 +14,7 @@ struct ReportContext {
   bool has_gpu = false;            // a CUDA device is present and the build has CUDA
   bool quick = false;              // smaller sizes (tests)
   unsigned seed = 1234;
+  std::string python;              // the Python (with torch) for the peers step; empty: look for one
   // Reports progress of long work on the terminal: (what, done, total).
   std::function<void(const std::string &, int, int)> progress = [](const std::string &, int, int) {};
   nlohmann::json *document = nullptr;  // the whole document so far (steps run earlier are readable)

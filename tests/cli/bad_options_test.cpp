@@ -37,6 +37,38 @@ TEST(CliBadOptions, EachGivesNonZeroExitAndAMessage) {
   }
 }
 
+// Unknown words are named at every level, with the closest valid name, before anything runs; --help
+// after an unknown word is an error too, not the help of the last known subcommand.
+TEST(CliBadOptions, UnknownWordsAreNamedWithTheClosestValidName) {
+  const BadCase cases[] = {
+      {"repor", "unknown subcommand 'repor' for 'flashbox' (did you mean 'report'?)"},
+      {"gpt2 evl", "unknown subcommand 'evl' for 'flashbox gpt2' (did you mean 'eval'?)"},
+      {"gpt2 train", "unknown subcommand 'train' for 'flashbox gpt2'"},
+      {"gpt2 train --help", "unknown subcommand 'train' for 'flashbox gpt2'"},
+      {"gpt2 eval --wieghts m.safetensors", "unknown option '--wieghts' for 'flashbox gpt2 eval' (did you mean '--weights'?)"},
+      {"report --jsn /tmp/x.json", "unknown option '--jsn' for 'flashbox report' (did you mean '--json'?)"},
+      {"report --jsn=/tmp/x.json", "unknown option '--jsn' for 'flashbox report'"},
+      {"bench --device cpu extra", "unexpected word 'extra' for 'flashbox bench'"},
+      {"memory --seqlen 512 1024 --dtyp bf16", "did you mean '--dtype'?"},
+      {"--verison", "unknown option '--verison' for 'flashbox' (did you mean '--version'?)"},
+  };
+  for (const auto &c : cases) {
+    const auto r = run_cli(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << " printed: " << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << " printed: " << r.err;
+    EXPECT_EQ(r.out.find("Usage"), std::string::npos) << c.args << ": printed a help text";
+  }
+}
+
+TEST(CliBadOptions, KnownWordsStillParse) {
+  // Negative numbers are values, list options take several words, --help of a nested subcommand works.
+  EXPECT_EQ(run_cli("softmax-trace --values -1,2,-3,4 --block 2").exit_code, 0);
+  EXPECT_EQ(run_cli("memory --seqlen 512 1024").exit_code, 0);
+  const auto help = run_cli("gpt2 eval --help");
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_NE(help.out.find("--weights"), std::string::npos) << help.out;
+}
+
 TEST(CliBadOptions, LibraryExceptionsBecomeOneCleanLine) {
   // inf passes the parser but not the trace's own validation: a clean "flashbox: error:" line.
   const auto r = run_cli("softmax-trace --values 1,inf");

@@ -102,6 +102,39 @@ TEST(ReportMerge, PeersRowsOfSeveralRunsAreKeptTogether) {
   EXPECT_EQ(doc["steps"]["peers"]["rows"][1]["direction"], "backward");
 }
 
+// The report's own peers step times SDPA by the bench step's method and has no flashbox rows: flashbox's
+// side of the comparison is the bench step's row of the same shape. CPU peers never count.
+TEST(ReportCriteria, PeersOfTheSameMethodCompareWithTheBenchRows) {
+  auto bench_row = [](int64_t t, const char *direction, double ms) {
+    return json{{"impl", "flash"}, {"device", "cuda"}, {"seqlen", t}, {"direction", direction}, {"ms", ms}, {"status", "ok"}};
+  };
+  auto sdpa_row = [](const char *impl, int64_t t, const char *direction, double ms, const char *device = "cuda") {
+    return json{{"impl", impl}, {"device", device}, {"batch", 4}, {"heads", 12}, {"head_dim", 64}, {"causal", true},
+                {"seqlen", t}, {"direction", direction}, {"ms", ms}, {"status", "ok"}};
+  };
+  json doc = {{"steps",
+               {{"bench", {{"measured", true}, {"device", "cuda"},
+                           {"config", {{"batch", 4}, {"heads", 12}, {"head_dim", 64}, {"causal", true}}},
+                           {"rows", {bench_row(1024, "forward", 0.1), bench_row(4096, "forward", 1.0),
+                                     bench_row(4096, "backward", 3.0), bench_row(512, "forward", 9.0)}}}},
+                {"peers", {{"measured", true}, {"same_method_as_bench", true},
+                           {"rows", {sdpa_row("sdpa_flash", 1024, "forward", 0.2), sdpa_row("sdpa_flash", 4096, "forward", 1.5),
+                                     sdpa_row("sdpa_cudnn", 4096, "forward", 0.5), sdpa_row("sdpa_flash", 512, "forward", 1.0),
+                                     sdpa_row("sdpa_flash", 4096, "backward", 2.0),
+                                     sdpa_row("sdpa_flash", 1024, "forward", 0.01, "cpu")}}}}}}};
+  auto c = report::evaluate_criteria(doc);
+  const json fwd = find(c, "flashbox at least as fast as SDPA FlashAttention-2 (forward, T 1024..16384)");
+  EXPECT_EQ(fwd["status"], "pass") << fwd.dump();  // T 512 is outside the range; cuDNN is not the bar
+  EXPECT_NE(fwd["value"].get<std::string>().find("2 shapes"), std::string::npos) << fwd.dump();
+  EXPECT_NE(fwd["value"].get<std::string>().find("the bench step's rows"), std::string::npos) << fwd.dump();
+  const json bwd = find(c, "flashbox at least as fast as SDPA FlashAttention-2 (backward, T 1024..16384)");
+  EXPECT_EQ(bwd["status"], "fail") << bwd.dump();  // 3.0 ms against 2.0
+  // Peers timed another way (no same_method_as_bench) are not compared with the bench rows.
+  doc["steps"]["peers"].erase("same_method_as_bench");
+  c = report::evaluate_criteria(doc);
+  EXPECT_EQ(find(c, "flashbox at least as fast as SDPA FlashAttention-2 (forward, T 1024..16384)")["status"], "not_measured");
+}
+
 TEST(ReportBench, MedianOfOddAndEvenCounts) {
   EXPECT_DOUBLE_EQ(report::median({3, 1, 2}), 2.0);
   EXPECT_DOUBLE_EQ(report::median({4, 1, 3, 2}), 2.5);

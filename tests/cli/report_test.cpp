@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 namespace flashbox::test {
@@ -143,6 +145,78 @@ TEST(CliReportMerge, StepsNoneAssemblesMergedReportsUnderTheirMachine) {
   EXPECT_TRUE(doc.contains("assembled_on"));              // and where the file was put together
   EXPECT_NE(doc["assembled_on"]["hostname"], "gpu-host");
   EXPECT_FALSE(doc["steps"]["check"]["measured"].get<bool>());  // nothing measured here
+}
+
+// A stand-in for a Python with torch: writes the peers document the real script would and keeps its
+// arguments, so the test sees what `flashbox report` asked for.
+std::string fake_python(const std::string &name, const std::string &body) {
+  const std::string path = temp_path(name);
+  std::ofstream(path) << "#!/bin/sh\n" << body;
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  return path;
+}
+
+TEST(CliReportPeers, TheReportRunsItsPeersScriptWithTheBenchShapes) {
+  const std::string python = fake_python("fake_python_ok", R"(out=""; prev=""
+for a in "$@"; do [ "$prev" = "--json" ] && out="$a"; prev="$a"; done
+[ -s "$2" ] || { echo "no script at $2" >&2; exit 1; }
+echo "progress 0 2 forward T=128 sdpa_math"
+cat > "$out" <<END
+{"measured": true, "same_method_as_bench": true, "torch": "0.0-fake", "device": "cpu", "args": "$*",
+ "rows": [{"impl": "sdpa_math", "device": "cpu", "batch": 1, "heads": 4, "head_dim": 64, "seqlen": 128,
+           "causal": true, "direction": "forward", "ms": 2.5, "tflops": 0.1, "extra_bytes": null, "status": "ok"}]}
+END
+)");
+  const std::string out = temp_path("peers_report.json");
+  const auto r = run_cli("report --quick --steps bench,peers --python " + python + " --json " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json doc = json::parse(read_file(out));
+  const json &peers = doc["steps"]["peers"];
+  ASSERT_TRUE(peers["measured"].get<bool>()) << peers.dump();
+  EXPECT_EQ(peers["rows"].size(), 1u);
+  EXPECT_EQ(peers["rows"][0]["impl"], "sdpa_math");
+  // The bench step's CPU configuration and seqlens (quick: batch 1, 4 heads, T 128 and 256).
+  const std::string args = peers["args"];
+  for (const char *want : {"--device cpu", "--impls sdpa_math,sdpa_flash", "--forward-seqlens 128,256 --backward-seqlens ",
+                           "--batch 1", "--heads 4", "--head-dim 64", "--dtype bf16", "--causal 1", "--warmup 1"})
+    EXPECT_NE(args.find(want), std::string::npos) << want << " not in " << args;
+}
+
+TEST(CliReportPeers, WithoutTorchThePageIsToldWhy) {
+  const std::string python =
+      fake_python("fake_python_no_torch", "echo \"cannot import torch: No module named 'torch'\" >&2; exit 3\n");
+  const std::string out = temp_path("peers_none.json");
+  auto r = run_cli("report --quick --steps bench,peers --python " + python + " --json " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json peers = json::parse(read_file(out))["steps"]["peers"];
+  EXPECT_FALSE(peers["measured"].get<bool>());
+  const std::string reason = peers["reason"];
+  EXPECT_NE(reason.find("no Python with PyTorch found"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("No module named 'torch'"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("--python"), std::string::npos) << reason;
+
+  r = run_cli("report --quick --steps bench,peers --python /nonexistent/python3 --json " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  peers = json::parse(read_file(out))["steps"]["peers"];
+  EXPECT_FALSE(peers["measured"].get<bool>());
+  EXPECT_NE(peers["reason"].get<std::string>().find("/nonexistent/python3 (--python): not found"), std::string::npos)
+      << peers.dump();
+
+  // Without the bench step there are no shapes to time SDPA on: said, not guessed.
+  r = run_cli("report --steps peers --python " + python + " --json " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  peers = json::parse(read_file(out))["steps"]["peers"];
+  EXPECT_NE(peers["reason"].get<std::string>().find("bench step"), std::string::npos) << peers.dump();
+}
+
+TEST(CliReportPeers, AFailingPeersProgramIsRecordedNotFatal) {
+  const std::string python = fake_python("fake_python_crash", "echo 'Traceback: boom' >&2; exit 1\n");
+  const std::string out = temp_path("peers_crash.json");
+  const auto r = run_cli("report --quick --steps bench,peers --python " + python + " --json " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json peers = json::parse(read_file(out))["steps"]["peers"];
+  EXPECT_FALSE(peers["measured"].get<bool>());
+  EXPECT_NE(peers["reason"].get<std::string>().find("boom"), std::string::npos) << peers.dump();
 }
 
 }  // namespace

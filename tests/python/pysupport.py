@@ -16,11 +16,18 @@ import unittest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _PYTHON_DIR = os.path.join(REPO, "python")
-if _PYTHON_DIR not in sys.path:
+# FLASHBOX_TEST_INSTALLED=1: test the installed package (pip install ./python), not the source tree's.
+INSTALLED = os.environ.get("FLASHBOX_TEST_INSTALLED") == "1"
+if not INSTALLED and _PYTHON_DIR not in sys.path:
     sys.path.insert(0, _PYTHON_DIR)
 
 import flashbox  # noqa: E402
 from flashbox import _lib  # noqa: E402
+
+# The folder the imported package lives in (python/ of the source tree, or site-packages).
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(flashbox.__file__)))
+if INSTALLED and os.path.abspath(flashbox.__file__).startswith(_PYTHON_DIR + os.sep):
+    raise ImportError(f"FLASHBOX_TEST_INSTALLED=1 but flashbox was imported from the source tree ({flashbox.__file__})")
 
 
 def skip(reason: str):

@@ -76,7 +76,7 @@ def test_struct_layout_matches_c_compiler():
 def test_import_without_torch_and_prototypes():
     # `import flashbox` must not import torch (checked in a fresh interpreter).
     code = "import sys, flashbox; assert 'torch' not in sys.modules; print(flashbox.FlashboxError.__name__)"
-    env = dict(os.environ, PYTHONPATH=os.path.join(S.REPO, "python"))
+    env = dict(os.environ, PYTHONPATH=S.PACKAGE_PARENT)
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "FlashboxError", r.stderr
     err = _lib.FlashboxError(5, "head_dim 96 is not supported")
@@ -88,7 +88,7 @@ def test_torch_layer_loads_lazily():
     # flashbox.attention / flash_attn_func come from flashbox.ops on first use. Checked on a copy of the
     # package whose ops.py is a stand-in (so no torch is needed): once importable, once failing.
     with tempfile.TemporaryDirectory() as tmp:
-        shutil.copytree(os.path.join(S.REPO, "python", "flashbox"), os.path.join(tmp, "flashbox"),
+        shutil.copytree(os.path.join(S.PACKAGE_PARENT, "flashbox"), os.path.join(tmp, "flashbox"),
                         ignore=shutil.ignore_patterns("__pycache__"))
         ops = os.path.join(tmp, "flashbox", "ops.py")
         env = dict(os.environ, PYTHONPATH=tmp)
@@ -108,7 +108,7 @@ def test_torch_layer_loads_lazily():
 
 def test_missing_library_is_a_clear_error():
     code = "import flashbox._lib as L\ntry:\n    L.library()\nexcept L.LibraryNotFoundError as e:\n    print(e)"
-    env = dict(os.environ, PYTHONPATH=os.path.join(S.REPO, "python"),
+    env = dict(os.environ, PYTHONPATH=S.PACKAGE_PARENT,
                FLASHBOX_LIBRARY="/nonexistent/libflashbox.so")
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert r.returncode == 0 and "FLASHBOX_LIBRARY=/nonexistent/libflashbox.so" in r.stdout, r.stdout + r.stderr

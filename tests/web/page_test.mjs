@@ -157,14 +157,55 @@ async function checkMemory(page, doc) {
     }
     assert.equal(await dataValue(page, '#s-ratio'), String(r.s_over_qkvo), `ratio at T=${r.seqlen}`);
     await checkMeasuredExtra(page, doc, r.seqlen);
+    await checkMemoryCards(page, doc, r.seqlen);
   }
 }
 
-// The series a bench row belongs to: implementation, device, kernel. A row that never ran (oom) has no
-// kernel name and joins the series of its implementation's measured rows (rows: one direction).
+// The series a bench row belongs to: implementation and device (and direction, added by the callers).
+// The kernel is not part of it: the library picks another schedule at some T, and the line goes on.
 function benchKey(rows, r) {
-  const twin = rows.find((o) => o.kernel && o.impl === r.impl && o.device === r.device);
-  return `${r.impl}|${r.device}|${r.kernel || (twin ? twin.kernel : '')}`;
+  return `${r.impl}|${r.device}`;
+}
+
+// The three cards of step 1 (naive, flash, SDPA) at the slider's T: the nearest measured row of the
+// series each card stands for, as the source page shows them.
+async function checkMemoryCards(page, doc, t) {
+  const bench = doc.steps.bench;
+  const forward = bench && bench.measured ? bench.rows.filter((r) => (r.direction || 'forward') === 'forward') : [];
+  const peersOn = doc.steps.peers && doc.steps.peers.measured;
+  const c = bench && bench.config;
+  const peerRows = peersOn ? doc.steps.peers.rows.filter((r) => (r.direction || 'forward') === 'forward' &&
+    r.head_dim === c.head_dim && r.heads === c.heads && r.batch === c.batch && Boolean(r.causal) === Boolean(c.causal)) : [];
+  const pick = (rows, ...impls) => {
+    for (const [impl, device] of impls) {
+      const mine = rows.filter((r) => r.impl === impl && (!device || r.device === device));
+      if (mine.length) return mine;
+    }
+    return [];
+  };
+  const cards = {
+    naive: pick(forward, ['naive', 'cuda'], ['naive', 'cpu']),
+    flash: pick(forward, ['flash', 'cuda'], ['blocked', 'cpu']),
+    sdpa: pick(peerRows, ['sdpa_flash'], ['sdpa_math']),
+  };
+  for (const [name, rows] of Object.entries(cards)) {
+    const value = await dataValue(page, `#mem-${name}`);
+    const at = await text(page, `#mem-${name}-at`);
+    if (!rows.length) {
+      assert.equal(value, 'null', `card ${name}: nothing measured`);
+      assert.match(at, /not measured on this machine/, `card ${name} says why`);
+      continue;
+    }
+    const best = Math.min(...rows.map((r) => Math.abs(r.seqlen - t)));
+    const nearest = rows.filter((r) => Math.abs(r.seqlen - t) === best).sort((a, b) => a.seqlen - b.seqlen)[0];
+    const status = nearest.status || 'ok';
+    const want = status === 'oom' ? 'oom' : status !== 'ok' || nearest.extra_bytes === null || nearest.extra_bytes === undefined
+      ? 'null' : String(nearest.extra_bytes);
+    assert.equal(value, want, `card ${name} at T=${t} (measured at ${nearest.seqlen})`);
+    if (want !== 'null' && want !== 'oom') assert.equal(await text(page, `#mem-${name}`), bytesText(nearest.extra_bytes));
+    assert.ok(at.includes(`measured at T = ${intText(nearest.seqlen)}`), `card ${name} names the T it was measured at: ${at}`);
+    if (nearest.kernel) assert.ok(at.includes(nearest.kernel), `card ${name} names the kernel`);
+  }
 }
 
 async function checkMeasuredExtra(page, doc, t) {
@@ -193,12 +234,17 @@ async function checkMeasuredExtra(page, doc, t) {
     } else if ((nearest.status || 'ok') !== 'ok') {
       assert.equal(item.value, 'null', `${item.series}: ${nearest.status} shows no number`);
       assert.equal(item.text, nearest.status);
+    } else if (nearest.extra_bytes === null || nearest.extra_bytes === undefined) {
+      // e.g. SDPA on the CPU: torch keeps no allocator statistics there
+      assert.equal(item.value, 'null', `${item.series}: no extra memory measured`);
+      assert.equal(item.text, 'not measured');
     } else {
       assert.equal(item.value, String(nearest.extra_bytes), `${item.series} extra bytes at T=${nearest.seqlen}`);
       assert.equal(item.text, bytesText(nearest.extra_bytes));
     }
   }
-  if (!peers.length) assert.match(await text(page, '#mem-peers-note'), /not measured on this machine/);
+  // In the folded list: textContent, since innerText of a closed <details> is empty.
+  if (!peers.length) assert.match(await page.locator('#mem-peers-note').textContent(), /not measured on this machine/);
 }
 
 async function checkSoftmax(page, doc) {
@@ -363,7 +409,8 @@ async function checkKernel(page, doc) {
 async function chartState(page) {
   return page.evaluate(() => {
     const { chart } = window.__flashbox;
-    return { labels: chart.data.labels, datasets: chart.data.datasets.map((d) => ({ label: d.label, key: d.key, data: d.data, oom: Boolean(d.oom) })) };
+    return { labels: chart.data.labels, datasets: chart.data.datasets.map((d) => ({ label: d.label, key: d.key, data: d.data,
+      kernels: d.kernels, oom: Boolean(d.oom) })) };
   });
 }
 
@@ -375,8 +422,15 @@ async function checkMeasured(page, doc) {
     const directions = [...new Set(bench.rows.map((r) => r.direction || 'forward'))];
     const peersOn = doc.steps.peers && doc.steps.peers.measured;
     if (peersOn) for (const r of doc.steps.peers.rows) directions.includes(r.direction) || directions.push(r.direction);
+    directions.sort((a, b) => (a === 'forward' ? -1 : 1));
+    assert.equal(await page.locator('#chart-direction-group').isVisible(), directions.length > 1,
+      'the forward/backward switch shows exactly when there is a backward');
     for (const direction of directions) {
-      if (directions.length > 1) await page.selectOption('#chart-direction', direction);
+      if (directions.length > 1) {
+        await page.click(`#chart-${direction}`);
+        assert.equal(await page.locator(`#chart-${direction}`).getAttribute('aria-pressed'), 'true');
+        assert.equal(await page.locator('.chart-box').getAttribute('data-direction'), direction);
+      }
       for (const metric of ['time', 'memory']) {
         await page.click(`#chart-${metric}`);
         assert.equal(await page.locator(`#chart-${metric}`).getAttribute('aria-pressed'), 'true');
@@ -389,7 +443,13 @@ async function checkMeasured(page, doc) {
           const x = state.labels.indexOf(intText(r.seqlen));
           assert.ok(x >= 0, `T=${r.seqlen} on the x axis`);
           assert.equal(ds.data[x], r.status === 'ok' ? r[field] : null, `${ds.label} ${metric} at T=${r.seqlen}`);
+          assert.equal(ds.kernels[x], r.kernel || '', `${ds.label}: the kernel of T=${r.seqlen} for its tooltip`);
         }
+        // One line per implementation: a change of kernel with T never starts a second series.
+        const keys = state.datasets.filter((d) => !d.oom).map((d) => d.key);
+        assert.equal(new Set(keys).size, keys.length, 'series keys are unique');
+        assert.equal(keys.filter((k) => !k.startsWith('peer|')).length, new Set(own.map((r) => `${r.impl}|${r.device}`)).size,
+          `one series per implementation and device (${direction})`);
         const ooms = own.filter((r) => r.status === 'oom');
         const oomSet = state.datasets.find((d) => d.oom);
         assert.equal(Boolean(oomSet), ooms.length > 0, 'OOM marked exactly when a row is out of memory');
@@ -475,6 +535,41 @@ if (MODE === 'fixtures') {
       await checkPage(name, out, doc);
     });
   }
+
+  // The H200 report of 2026-12-01 (bench/results/report_h200_2026-12-01/, one `flashbox report` with
+  // torch found): SDPA's series forward and backward, the backward switch, SDPA's memory card, and the
+  // speed criteria measured. The generic checks above cover every value; these say what must be there.
+  const h200Report = path.join(fixtures, 'h200_report.json');
+  test('flashbox html: the H200 report shows SDPA beside flashbox, forward and backward',
+    { skip: !fs.existsSync(h200Report) && 'tests/web/fixtures/h200_report.json is not there yet' }, async () => {
+    const file = h200Report;
+    const doc = JSON.parse(fs.readFileSync(file, 'utf8'));
+    const peers = doc.steps.peers;
+    assert.equal(peers.measured, true, 'peers measured by the report itself');
+    assert.equal(peers.same_method_as_bench, true);
+    const out = path.join(OUT, 'h200_report_specific.html');
+    execFileSync(FLASHBOX, ['html', '--json', file, '--out', out], { stdio: 'pipe' });
+    await withPage(out, { width: 1280, height: 900 }, async (page) => {
+      const sdpa = await dataValue(page, '#mem-sdpa');
+      assert.match(sdpa, /^[0-9]+$/, `SDPA's measured extra memory at T = 2048: ${sdpa}`);
+      assert.match(await text(page, '#mem-sdpa-at'), /SDPA FlashAttention-2, measured at T = 2,048/);
+      assert.match(await dataValue(page, '#mem-naive'), /^[0-9]+$/);
+      assert.match(await dataValue(page, '#mem-flash'), /^[0-9]+$/);
+      for (const direction of ['forward', 'backward']) {
+        await page.click(`#chart-${direction}`);
+        const keys = (await chartState(page)).datasets.map((d) => d.key);
+        for (const k of ['flash|cuda', 'peer|sdpa_flash', 'peer|sdpa_cudnn']) {
+          assert.ok(keys.includes(`${k}|${direction}`), `${k} in the ${direction} chart (${keys.join(', ')})`);
+        }
+      }
+      assert.match(await text(page, '#chart-note'), /timed by this report with the same method/);
+    });
+    for (const direction of ['forward', 'backward']) {
+      const c = doc.criteria.find((x) => x.name === `flashbox at least as fast as SDPA FlashAttention-2 (${direction}, T 1024..16384)`);
+      assert.ok(c, `${direction} speed criterion listed`);
+      assert.notEqual(c.status, 'not_measured', `${direction} speed criterion measured: ${c.value}`);
+    }
+  });
 
   test('flashbox html: a report whose strings hold </script> stays one page', async () => {
     const doc = JSON.parse(fs.readFileSync(path.join(fixtures, 'cpu_only.json'), 'utf8'));

@@ -20,6 +20,7 @@ struct ReportCliOptions {
   std::vector<std::string> merge_files;
   std::vector<std::string> steps;
   unsigned seed = 1234;
+  std::string python;
 };
 
 void run(const ReportCliOptions &o) {
@@ -30,6 +31,7 @@ void run(const ReportCliOptions &o) {
   options.seed = o.seed;
   options.merge_files = o.merge_files;
   options.only_steps = o.steps;
+  options.python = o.python;
   options.on_step_start = [&](const std::string &name, int index, int count) {
     progress.finish();
     fmt::print(stderr, "[{}/{}] {} ...{}", index, count, name, tty ? "\n" : "");
@@ -73,6 +75,9 @@ void setup(CLI::App &app) {
                                            fmt::format("{}", fmt::join(report::registered_step_names(), ",")) +
                                            "; `none`: measure nothing, assemble the --merge files)")
       ->delimiter(',');
+  cmd->add_option("--python", o->python,
+                  "Python with PyTorch for the peers step (SDPA on the same shapes); default $FLASHBOX_PYTHON, "
+                  "else python3 or python on PATH");
   cmd->add_option("--seed", o->seed, "seed of every random input")->capture_default_str();
   cmd->callback([o] { run(*o); });
 }

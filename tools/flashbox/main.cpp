@@ -1,5 +1,6 @@
 // The `flashbox` command: every subcommand registers itself (command_registry.hpp); main adds them in
 // their declared order, parses, and turns failures into one clean line and a non-zero exit status.
+#include "command_line_check.hpp"
 #include "command_registry.hpp"
 #include "flashbox/flashbox.h"
 
@@ -9,6 +10,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
 int main(int argc, char **argv) {
   CLI::App app{"flashbox: attention three ways (naive, online-softmax blocked, tensor-core flash), "
@@ -23,14 +26,11 @@ int main(int argc, char **argv) {
                    [](const auto &a, const auto &b) { return a.order < b.order; });
   for (const auto &entry : entries) entry.setup(app);
 
-  // CLI11 would report a mistyped subcommand as "a subcommand is required"; name it instead.
-  if (argc > 1 && argv[1][0] != '-') {
-    bool known = false;
-    for (const CLI::App *sub : app.get_subcommands([](CLI::App *) { return true; })) known |= sub->check_name(argv[1]);
-    if (!known) {
-      fmt::print(stderr, "flashbox: unknown subcommand '{}' (see flashbox --help)\n", argv[1]);
-      return 2;
-    }
+  // CLI11 would report a mistyped (nested) subcommand as "a subcommand is required", an unknown option
+  // as "not expected", and answer --help after an unknown word; name the word instead.
+  if (const auto error = flashbox::cli::unknown_word_error(app, "flashbox", std::vector<std::string>(argv + 1, argv + argc))) {
+    fmt::print(stderr, "flashbox: {}\n", *error);
+    return 2;
   }
 
   try {

@@ -114,7 +114,9 @@ function renderCheck(check, machine) {
   $('check-config').textContent = `Random q/k/v, each implementation against the reference: batch ${c.batch}, ` +
     `${c.heads_q} query heads, ${c.heads_kv} K/V heads, T = ${fmtInt(c.seqlen_q)}${c.seqlen_k !== c.seqlen_q ? ` × ${fmtInt(c.seqlen_k)}` : ''}, ` +
     `head_dim ${c.head_dim}, ${c.dtype}${c.causal ? ', causal' : ''}, seed ${c.seed}. ` +
-    `T = ${fmtInt(c.seqlen_q)} ${c.seqlen_q % 64 ? 'is not a multiple of 64, so the boundary blocks are exercised' : 'is a multiple of 64'}.`;
+    `T = ${fmtInt(c.seqlen_q)} ${c.seqlen_q % 64 ? 'is not a multiple of 64, so the boundary blocks are exercised' : 'is a multiple of 64'}. ` +
+    (check.warmup_calls ? `Time: one call after ${check.warmup_calls} untimed warm-up call${check.warmup_calls === 1 ? '' : 's'} ` +
+      '(step 5 has the timings proper).' : 'Time: the first call, one-time start-up included (a report from before warm-ups).');
   const rows = check.rows.map((r, i) => h('tr', { class: r.passed ? 'pass' : 'fail' },
     h('td', {}, r.device), h('td', {}, r.impl), h('td', {}, h('code', {}, r.kernel)),
     h('td', { class: 'n', dataset: { value: r.max_abs_error, path: `steps.check.rows.${i}.max_abs_error` } }, fmtNum(r.max_abs_error)),

@@ -23,12 +23,10 @@ const METRICS = {
 };
 
 function renderChart(series, bench, peersInfo) {
-  const dirSelect = $('chart-direction');
-  const directions = [...new Set(series.map((s) => s.direction))];
-  directions.sort((a, b) => (a === 'forward' ? -1 : b === 'forward' ? 1 : a.localeCompare(b)));
-  dirSelect.replaceChildren(...directions.map((d) => h('option', { value: d }, d)));
-  $('chart-direction-label').hidden = directions.length < 2;
-  const state = { metric: 'time', direction: directions[0] };
+  const directions = ['forward', 'backward'].filter((d) => series.some((s) => s.direction === d));
+  // The switch shows only when there is a backward to switch to.
+  $('chart-direction-group').hidden = directions.length < 2;
+  const state = { metric: 'time', direction: directions[0] || 'forward' };
   const ctx = $('bench-chart');
   const chart = new Chart(ctx, {
     type: 'line',
@@ -50,7 +48,8 @@ function renderChart(series, bench, peersInfo) {
             label: (item) => {
               const ds = item.dataset;
               if (ds.oom) return `${ds.oomLabels[item.dataIndex]}: out of memory`;
-              return `${ds.label}: ${METRICS[state.metric].fmt(item.parsed.y)}`;
+              const kernel = ds.kernels[item.dataIndex];
+              return `${ds.label}: ${METRICS[state.metric].fmt(item.parsed.y)}${kernel ? ` (kernel ${kernel})` : ''}`;
             },
           },
         },
@@ -72,7 +71,8 @@ function renderChart(series, bench, peersInfo) {
         if (y !== null && y !== undefined && y > top) top = y;
         return y === undefined ? null : y;
       });
-      return { label: s.label, key: s.key, data, borderColor: color, backgroundColor: color,
+      const kernels = labels.map((t) => (s.rows.find((x) => x.seqlen === t) || {}).kernel || '');
+      return { label: s.label, key: s.key, data, kernels, borderColor: color, backgroundColor: color,
         borderDash: s.source === 'peer' ? [6, 4] : [], pointRadius: 3, spanGaps: false, tension: 0 };
     });
     const oomLabels = labels.map((t) => shown.filter((s) => s.rows.some((r) => r.seqlen === t && r.status === 'oom'))
@@ -88,12 +88,20 @@ function renderChart(series, bench, peersInfo) {
     chart.update();
     $('chart-time').setAttribute('aria-pressed', String(state.metric === 'time'));
     $('chart-memory').setAttribute('aria-pressed', String(state.metric === 'memory'));
+    $('chart-forward').setAttribute('aria-pressed', String(state.direction === 'forward'));
+    $('chart-backward').setAttribute('aria-pressed', String(state.direction === 'backward'));
     const chartBox = ctx.parentElement;
     chartBox.dataset.metric = state.metric;
     chartBox.dataset.direction = state.direction;
     const notes = [];
     if (oomLabels.some((x) => x)) notes.push('× marks an out-of-memory failure at that T.');
+    const kernelChanges = shown.filter((s) => s.kernels && s.kernels.length > 1);
+    if (kernelChanges.length) {
+      notes.push(kernelChanges.map((s) => `${s.label} runs ${s.kernels.join(', ')} (the library picks by T; ` +
+        'the tooltip and the table name each point\'s kernel).').join(' '));
+    }
     if (!peersInfo.series.length) notes.push(`PyTorch SDPA: not measured on this machine${peersInfo.reason ? ` (${peersInfo.reason})` : ''}.`);
+    else if (peersInfo.sameMethod) notes.push(`Dashed lines: PyTorch SDPA (torch ${peersInfo.torch || '?'}), timed by this report with the same method as flashbox.`);
     else notes.push('Dashed lines: PyTorch SDPA and flashbox through PyTorch, measured in the same run.');
     if (peersInfo.filtered) notes.push(`${peersInfo.filtered} peer rows with other shapes are listed in the table only.`);
     $('chart-note').textContent = notes.join(' ');
@@ -101,7 +109,8 @@ function renderChart(series, bench, peersInfo) {
 
   $('chart-time').addEventListener('click', () => { state.metric = 'time'; update(); });
   $('chart-memory').addEventListener('click', () => { state.metric = 'memory'; update(); });
-  dirSelect.addEventListener('change', () => { state.direction = dirSelect.value; update(); });
+  $('chart-forward').addEventListener('click', () => { state.direction = 'forward'; update(); });
+  $('chart-backward').addEventListener('click', () => { state.direction = 'backward'; update(); });
   update();
 }
 
@@ -120,8 +129,9 @@ function benchTable(bench, peers) {
   if (peers && peers.measured) {
     (peers.rows || []).forEach((r, i) => {
       const p = `steps.peers.rows.${i}`;
-      rows.push(h('tr', { class: 'peer', dataset: { path: p } }, h('td', {}, 'PyTorch'), h('td', {}, r.impl),
-        h('td', {}, `d=${r.head_dim}, ${r.heads} heads, batch ${r.batch}${r.causal ? ', causal' : ''}`), h('td', {}, r.direction),
+      rows.push(h('tr', { class: 'peer', dataset: { path: p } }, h('td', {}, r.impl.startsWith('flashbox') ? 'flashbox via PyTorch' : 'PyTorch'),
+        h('td', {}, `${r.impl}${r.device ? ` · ${r.device}` : ''}`),
+        h('td', {}, `d=${r.head_dim}, ${r.heads} heads, batch ${r.batch}${r.causal ? ', causal' : ''}${r.kernel ? `; ${r.kernel}` : ''}`), h('td', {}, r.direction),
         cell(r.seqlen, `${p}.seqlen`, fmtInt), cell(r.ms, `${p}.ms`, fmtMs), cell(r.tflops, `${p}.tflops`, fmtNum),
         cell(r.extra_bytes, `${p}.extra_bytes`, fmtBytes), status(r.status || 'ok', r.error)));
     });
@@ -179,12 +189,14 @@ export function renderMeasured(doc) {
   } else {
     const c = bench.config;
     $('bench-config').textContent = `${bench.device === 'cuda' ? 'GPU' : 'CPU'} timings: batch ${c.batch}, ${c.heads} heads, ` +
-      `head_dim ${c.head_dim}, ${c.dtype}, ${c.causal ? 'causal ' : ''}attention, median of ${c.repeats} calls. ` +
+      `head_dim ${c.head_dim}, ${c.dtype}, ${c.causal ? 'causal ' : ''}attention, median of ${c.repeats} calls` +
+      `${c.warmup !== undefined ? ` after ${c.warmup} warm-up call${c.warmup === 1 ? '' : 's'}` : ''}. ` +
       `"Out of memory" means that implementation failed to allocate at that T on this machine.` +
       (doc.machine && !doc.machine.gpu ? ' GPU rows: not measured on this machine (no GPU).' : '');
     const peers = peerSeries(steps.peers, c);
+    const p = steps.peers || {};
     renderChart([...benchSeries(bench), ...peers.series], bench,
-      { series: peers.series, filtered: peers.filtered, reason: steps.peers && steps.peers.reason });
+      { series: peers.series, filtered: peers.filtered, reason: p.reason, sameMethod: Boolean(p.same_method_as_bench), torch: p.torch });
     $('bench-table').replaceChildren(benchTable(bench, steps.peers));
   }
   renderGpt2(steps.gpt2);

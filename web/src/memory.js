@@ -16,6 +16,45 @@ export function memoryAt(config, rows, t) {
     s_over_qkvo: t / (4 * config.head_dim), from: 'formula' };
 }
 
+// The three cards of the source page: naive, flash and SDPA, each the series measured on this machine
+// (the GPU's when there is one, else the CPU levels and SDPA on the CPU).
+function cardSeries(series, peer) {
+  const find = (list, ...keys) => keys.map((k) => list.find((s) => s.key === k)).find(Boolean);
+  return {
+    naive: find(series, 'naive|cuda|forward', 'naive|cpu|forward'),
+    flash: find(series, 'flash|cuda|forward', 'blocked|cpu|forward'),
+    sdpa: find(peer, 'peer|sdpa_flash|forward', 'peer|sdpa_math|forward') ||
+      peer.find((s) => s.impl.startsWith('sdpa_')),
+  };
+}
+
+function extraValue(row, note) {
+  if (row.status === 'oom') return ['oom', 'out of memory'];
+  if (row.status !== 'ok') return ['null', row.status];
+  if (row.extra_bytes === null || row.extra_bytes === undefined) return ['null', note || 'not measured'];
+  return [row.extra_bytes, fmtBytes(row.extra_bytes)];
+}
+
+function updateCard(name, s, t, why) {
+  const big = $(`mem-${name}`);
+  const at = $(`mem-${name}-at`);
+  const card = $(`mem-card-${name}`);
+  if (!s) {
+    setVal(big, null, '–');
+    at.textContent = `not measured on this machine${why ? `: ${why}` : ''}`;
+    card.dataset.series = '';
+    return;
+  }
+  const row = nearestRow(s.rows, t);
+  const [value, text] = extraValue(row, row.extra_bytes_note ? 'not measured' : '');
+  setVal(big, value, text);
+  big.classList.toggle('oom', value === 'oom');
+  card.dataset.series = s.key;
+  card.dataset.seqlen = row.seqlen;
+  at.textContent = `${s.label}${row.kernel ? ` (${row.kernel})` : ''}, measured at T = ${fmtInt(row.seqlen)}` +
+    (row.extra_bytes_note ? `; ${row.extra_bytes_note}` : '');
+}
+
 export function renderMemory(memory, bench, peers) {
   const body = $('mem-body');
   if (!memory || !memory.measured) {
@@ -40,19 +79,20 @@ export function renderMemory(memory, bench, peers) {
     $('s-bytes').dataset.from = r.from;
 
     const out = $('mem-measured');
+    const cards = cardSeries(series, peer);
+    const benchWhy = bench ? bench.reason : 'the report has no bench step';
+    updateCard('naive', cards.naive, t, benchWhy);
+    updateCard('flash', cards.flash, t, benchWhy);
+    updateCard('sdpa', cards.sdpa, t, peers && !peers.measured ? peers.reason : (bench && bench.measured ? '' : benchWhy));
     if (!bench || !bench.measured) {
-      out.replaceChildren(notMeasured(bench ? bench.reason : 'the report has no bench step'));
+      out.replaceChildren(notMeasured(benchWhy));
     } else {
       const items = [...series, ...peer].map((s) => {
         const row = nearestRow(s.rows, t);
-        let value;
-        if (row.status === 'oom') value = h('b', { class: 'oom', dataset: { value: 'oom' } }, 'out of memory');
-        else if (row.status !== 'ok' || row.extra_bytes === null || row.extra_bytes === undefined) {
-          value = h('b', { dataset: { value: 'null' }, title: row.error || '' },
-            row.status !== 'ok' ? row.status : 'not measured');
-        } else value = h('b', { dataset: { value: row.extra_bytes } }, fmtBytes(row.extra_bytes));
+        const [v, text] = extraValue(row);
+        const value = h('b', { class: v === 'oom' ? 'oom' : undefined, dataset: { value: v }, title: row.error || '' }, text);
         return h('li', { dataset: { series: s.key, seqlen: row.seqlen } }, h('span', { class: 'who' }, s.label), ' ',
-          value, h('span', { class: 'at' }, ` at T = ${fmtInt(row.seqlen)}`));
+          value, h('span', { class: 'at' }, ` at T = ${fmtInt(row.seqlen)}${row.kernel ? ` (${row.kernel})` : ''}`));
       });
       const notes = [];
       const bc = bench.config;

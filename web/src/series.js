@@ -1,31 +1,39 @@
-// Groups measured rows (flashbox's bench rows and the peers' rows) into named series.
+// Groups measured rows (flashbox's bench rows and the peers' rows) into named series, one per
+// implementation, device and direction. The kernel that ran is a property of each row (it changes
+// with T when the library picks another schedule), shown in the tooltip and the table, never a
+// series of its own.
 
-// A row that never ran (out of memory, error) has no kernel name; it belongs to the series of the same
-// implementation, device and direction (the kernel name of its measured rows).
-export function seriesKernel(rows, row) {
-  if (row.kernel) return row.kernel;
-  const direction = row.direction || 'forward';
-  const twin = rows.find((r) => r.kernel && r.impl === row.impl && r.device === row.device &&
-    (r.direction || 'forward') === direction);
-  return twin ? twin.kernel : '';
-}
+const PEER_NAMES = {
+  sdpa_flash: 'SDPA FlashAttention-2',
+  sdpa_cudnn: 'SDPA cuDNN',
+  sdpa_efficient: 'SDPA memory-efficient',
+  sdpa_math: 'SDPA math',
+};
 
 export function benchSeries(bench) {
   if (!bench || !bench.measured || !Array.isArray(bench.rows)) return [];
   const byKey = new Map();
   for (const row of bench.rows) {
     const direction = row.direction || 'forward';
-    const kernel = seriesKernel(bench.rows, row);
-    const key = `${row.impl}|${row.device}|${kernel}|${direction}`;
+    const key = `${row.impl}|${row.device}|${direction}`;
     if (!byKey.has(key)) {
-      byKey.set(key, {
-        key, source: 'flashbox', impl: row.impl, device: row.device, kernel,
-        direction, label: kernel ? `${row.impl} · ${row.device} (${kernel})` : `${row.impl} · ${row.device}`, rows: [],
-      });
+      // On a GPU machine the CPU rows are measured at smaller sizes (cpu_config): the label says so.
+      const cc = row.device === 'cpu' && bench.device === 'cuda' ? bench.cpu_config : null;
+      byKey.set(key, { key, source: 'flashbox', impl: row.impl, device: row.device, direction,
+        label: `${row.impl} · ${row.device}${cc ? ` (batch ${cc.batch}, ${cc.heads} heads)` : ''}`, rows: [] });
     }
     byKey.get(key).rows.push(row);
   }
+  for (const s of byKey.values()) s.kernels = [...new Set(s.rows.map((r) => r.kernel).filter(Boolean))];
   return [...byKey.values()];
+}
+
+export function peerLabel(impl, device) {
+  // compare_sdpa.py also times flashbox itself (impl "flashbox", "flashbox_naive") in the same run.
+  if (impl.startsWith('flashbox')) return `${impl.replace('_', ' ')} (same run as SDPA)`;
+  // On the CPU, SDPA's flash backend is torch's own CPU kernel, not FlashAttention-2.
+  if (device === 'cpu') return `PyTorch SDPA ${impl.replace('sdpa_', '')} · cpu`;
+  return `PyTorch ${PEER_NAMES[impl] || impl}`;
 }
 
 // Peer rows measured with the same configuration as flashbox's bench (all of them when none match).
@@ -39,13 +47,11 @@ export function peerSeries(peers, benchConfig) {
   }
   const byKey = new Map();
   for (const row of rows) {
-    const key = `peer|${row.impl}|${row.direction}`;
+    const direction = row.direction || 'forward';
+    const key = `peer|${row.impl}|${direction}`;
     if (!byKey.has(key)) {
-      // compare_sdpa.py also times flashbox itself (impl "flashbox", "flashbox_naive") in the same run.
-      const label = row.impl.startsWith('flashbox')
-        ? `${row.impl.replace('_', ' ')} (same run as SDPA)` : `PyTorch ${row.impl}`;
-      byKey.set(key, { key, source: 'peer', impl: row.impl, device: peers.device, kernel: row.impl,
-        direction: row.direction || 'forward', label, rows: [] });
+      byKey.set(key, { key, source: 'peer', impl: row.impl, device: row.device || peers.device, direction,
+        label: peerLabel(row.impl, row.device), kernels: [], rows: [] });
     }
     byKey.get(key).rows.push({ ...row, status: row.status || 'ok' });
   }

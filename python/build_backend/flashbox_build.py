@@ -1,0 +1,211 @@
+"""The PEP 517 build backend of `pip install ./python`: standard library only, so it needs no network.
+
+pip builds a package in an isolated environment into which it first installs the backend's
+requirements from the package index; with setuptools as the backend that needs the network (or
+`--no-build-isolation`). This backend requires nothing (pyproject.toml: requires = []), so
+`pip install ./python` works offline, isolated or not, with any pip that builds in place (21.3+).
+
+The wheel holds python/flashbox and a copy of libflashbox.so, which the package loads from beside
+itself (flashbox/_lib.py). The library is, in order: $FLASHBOX_LIBRARY (a file, or a folder holding
+libflashbox.so); the newest <repository>/build*/libflashbox.so (the README's build); else one built
+now with CMake into <repository>/build-python (CUDA when nvcc is found), which takes minutes.
+flashbox/_build_info.json records which file was copied. `pip install -e ./python` (PEP 660) installs
+a path to python/ instead, and the package then finds the library as it does in the source tree.
+"""
+
+import base64
+import glob
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import time
+import zipfile
+
+NAME = "flashbox"
+SUMMARY = "FlashAttention by hand in C++/CUDA: ctypes binding of libflashbox and PyTorch custom ops"
+REQUIRES_PYTHON = ">=3.8"
+LIB_NAME = "libflashbox.so"
+
+PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../python
+REPO_DIR = os.path.dirname(PYTHON_DIR)
+PACKAGE_DIR = os.path.join(PYTHON_DIR, NAME)
+
+
+def _log(msg):
+    print(f"flashbox build: {msg}", file=sys.stderr, flush=True)
+
+
+def version():
+    """The version of the library's CMake project: one number for the C API and the package."""
+    cmake = os.path.join(REPO_DIR, "CMakeLists.txt")
+    if os.path.isfile(cmake):
+        with open(cmake, encoding="utf-8") as f:
+            m = re.search(r"project\(\s*flashbox\s+VERSION\s+([0-9][0-9.]*)", f.read())
+        if m:
+            return m.group(1)
+    info = os.path.join(PYTHON_DIR, "PKG-INFO")  # an sdist carries its version here
+    if os.path.isfile(info):
+        with open(info, encoding="utf-8") as f:
+            m = re.search(r"^Version: (.+)$", f.read(), re.M)
+        if m:
+            return m.group(1).strip()
+    raise RuntimeError(f"cannot find flashbox's version (no project(flashbox VERSION ...) in {cmake})")
+
+
+def _metadata():
+    return (f"Metadata-Version: 2.1\nName: {NAME}\nVersion: {version()}\nSummary: {SUMMARY}\n"
+            f"Requires-Python: {REQUIRES_PYTHON}\nProvides-Extra: torch\nRequires-Dist: torch; extra == \"torch\"\n")
+
+
+def _tag():
+    # A native library inside: any Python 3, this platform (linux_x86_64, linux_aarch64, ...).
+    return "py3-none-" + re.sub(r"[-.]", "_", sysconfig.get_platform())
+
+
+def _dist_info():
+    return f"{NAME}-{version()}.dist-info"
+
+
+def _find_library():
+    """(path, how it was found), or (None, why not)."""
+    env = os.environ.get("FLASHBOX_LIBRARY")
+    if env:
+        path = os.path.join(env, LIB_NAME) if os.path.isdir(env) else env
+        if not os.path.isfile(path):
+            raise RuntimeError(f"FLASHBOX_LIBRARY={env}: no such file ({path})")
+        return path, "FLASHBOX_LIBRARY"
+    builds = glob.glob(os.path.join(REPO_DIR, "build*", LIB_NAME))
+    if builds:
+        return max(builds, key=os.path.getmtime), "the newest build folder"
+    return None, f"no {LIB_NAME} in {os.path.join(REPO_DIR, 'build*')}/ and FLASHBOX_LIBRARY is not set"
+
+
+def _build_library():
+    if not os.path.isfile(os.path.join(REPO_DIR, "CMakeLists.txt")):
+        raise RuntimeError(f"{LIB_NAME} not found and no flashbox source tree at {REPO_DIR} to build it from; "
+                           f"set FLASHBOX_LIBRARY to a built {LIB_NAME}")
+    cmake = shutil.which("cmake")
+    if not cmake:
+        raise RuntimeError(f"{LIB_NAME} not found and cmake is not installed to build it; build it "
+                           f"(cmake -S . -B build && cmake --build build) or set FLASHBOX_LIBRARY")
+    build = os.path.join(REPO_DIR, "build-python")
+    configure = [cmake, "-S", REPO_DIR, "-B", build, "-DFLASHBOX_BUILD_TESTS=OFF"]
+    # The library's CMake target is `flashbox`, and so is the command-line tool's file name: Ninja
+    # takes the name as the file, so it is asked for the library's file instead.
+    target = "flashbox"
+    if shutil.which("ninja"):
+        configure += ["-G", "Ninja"]
+        target = LIB_NAME
+    _log(f"no {LIB_NAME} found: building it in {build} (minutes)")
+    for cmd in (configure, [cmake, "--build", build, "--target", target, "-j", str(os.cpu_count() or 2)]):
+        _log(" ".join(cmd))
+        # The build's own output goes to stderr, which pip shows with -v or when the build fails.
+        if subprocess.call(cmd, stdout=sys.stderr) != 0:
+            raise RuntimeError(f"building {LIB_NAME} failed: {' '.join(cmd)}")
+    return os.path.join(build, LIB_NAME), "built by this install"
+
+
+def _library():
+    path, how = _find_library()
+    if path is None:
+        path, how = _build_library()
+    _log(f"{LIB_NAME}: {path} ({how})")
+    return path, how
+
+
+def _record_line(name, data):
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def _write_wheel(wheel_directory, files):
+    """files: [(name in the wheel, bytes)]; adds the dist-info and returns the wheel's file name."""
+    dist = _dist_info()
+    files = list(files) + [
+        (f"{dist}/METADATA", _metadata().encode()),
+        (f"{dist}/WHEEL", f"Wheel-Version: 1.0\nGenerator: flashbox_build\nRoot-Is-Purelib: false\nTag: {_tag()}\n".encode()),
+        (f"{dist}/top_level.txt", f"{NAME}\n".encode()),
+    ]
+    record = [_record_line(n, d) for n, d in files] + [f"{dist}/RECORD,,"]
+    files.append((f"{dist}/RECORD", ("\n".join(record) + "\n").encode()))
+    name = f"{NAME}-{version()}-{_tag()}.whl"
+    os.makedirs(wheel_directory, exist_ok=True)
+    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w", zipfile.ZIP_DEFLATED) as z:
+        for n, d in files:
+            info = zipfile.ZipInfo(n, date_time=time.localtime()[:6])
+            info.external_attr = (0o755 if n.endswith(".so") else 0o644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, d)
+    return name
+
+
+def _package_sources():
+    out = []
+    for name in sorted(os.listdir(PACKAGE_DIR)):
+        if name.endswith(".py"):
+            with open(os.path.join(PACKAGE_DIR, name), "rb") as f:
+                out.append((f"{NAME}/{name}", f.read()))
+    return out
+
+
+# ---- PEP 517 / PEP 660 hooks --------------------------------------------------------------------
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+def get_requires_for_build_sdist(config_settings=None):
+    return []
+
+
+def get_requires_for_build_editable(config_settings=None):
+    return []
+
+
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    dist = os.path.join(metadata_directory, _dist_info())
+    os.makedirs(dist, exist_ok=True)
+    with open(os.path.join(dist, "METADATA"), "w", encoding="utf-8") as f:
+        f.write(_metadata())
+    return _dist_info()
+
+
+prepare_metadata_for_build_editable = prepare_metadata_for_build_wheel
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    lib, how = _library()
+    with open(lib, "rb") as f:
+        lib_bytes = f.read()
+    info = {"library_source": os.path.abspath(lib), "found_by": how, "version": version(),
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    files = _package_sources() + [(f"{NAME}/{LIB_NAME}", lib_bytes),
+                                  (f"{NAME}/_build_info.json", (json.dumps(info, indent=1) + "\n").encode())]
+    return _write_wheel(wheel_directory, files)
+
+
+def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
+    # A .pth line puts python/ on sys.path: the package is the source tree's, library search included.
+    return _write_wheel(wheel_directory, [(f"_{NAME}_editable.pth", (PYTHON_DIR + "\n").encode())])
+
+
+def build_sdist(sdist_directory, config_settings=None):
+    base = f"{NAME}-{version()}"
+    name = f"{base}.tar.gz"
+    os.makedirs(sdist_directory, exist_ok=True)
+    with tarfile.open(os.path.join(sdist_directory, name), "w:gz") as tar:
+        for rel in ["pyproject.toml", "README.md", "build_backend/flashbox_build.py"] + \
+                [f"{NAME}/{n}" for n in sorted(os.listdir(PACKAGE_DIR)) if n.endswith(".py")]:
+            tar.add(os.path.join(PYTHON_DIR, rel), arcname=f"{base}/{rel}")
+        data = _metadata().encode()
+        info = tarfile.TarInfo(f"{base}/PKG-INFO")
+        info.size, info.mtime = len(data), int(time.time())
+        tar.addfile(info, io.BytesIO(data))
+    return name

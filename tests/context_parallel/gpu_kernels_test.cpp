@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "context_parallel/cp_error.hpp"
 #include "context_parallel/device_ops.hpp"
 #include "cpu/dtype.hpp"
 #include "cuda/device_attention.hpp"
@@ -82,9 +83,8 @@ TEST(GpuKernels, MergeEqualsHost) {
       EXPECT_LT(max_o, 1e-5) << "seed " << seed << " D " << D;
       EXPECT_LT(max_l, 1e-5) << "seed " << seed << " D " << D;
       EXPECT_GT(both_empty, 0) << "the case has rows empty in both parts";
-      for (void *p : {static_cast<void *>(dev.acc_o), static_cast<void *>(dev.acc_lse), const_cast<float *>(dev.part_lse),
-                      const_cast<void *>(dev.part_o)})
-        cudaFree(p);
+      cudaFree(dev.acc_o), cudaFree(dev.acc_lse);
+      cudaFree(const_cast<float *>(dev.part_lse)), cudaFree(const_cast<void *>(dev.part_o));
     }
 }
 

@@ -50,7 +50,7 @@ TEST_P(NcclOneRank, ForwardAndBackwardEqualTheReference) {
     a.lse = static_cast<float *>(upload(f.lse[0]));
     ASSERT_EQ(cp::forward(a, static_cast<ncclComm_t>(comm_), nullptr, opt), 0) << cp::last_error();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    for (void *p : {a.q, a.k, a.v}) cudaFree(const_cast<void *>(p));
+    for (const void *p : {a.q, a.k, a.v}) cudaFree(const_cast<void *>(p));
     download(f.o[0], a.o);
     download(f.lse[0], a.lse);
     f.collect();
@@ -65,7 +65,8 @@ TEST_P(NcclOneRank, ForwardAndBackwardEqualTheReference) {
     g.dout = upload(b.dout[0]), g.dq = upload(b.dq[0]), g.dk = upload(b.dk[0]), g.dv = upload(b.dv[0]);
     ASSERT_EQ(cp::backward(g, static_cast<ncclComm_t>(comm_), nullptr, opt), 0) << cp::last_error();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    for (const void *p : {g.fwd.q, g.fwd.k, g.fwd.v, g.fwd.o, g.dout}) cudaFree(const_cast<void *>(p));
+    for (const void *p : {g.fwd.q, g.fwd.k, g.fwd.v, static_cast<const void *>(g.fwd.o), g.dout})
+      cudaFree(const_cast<void *>(p));
     cudaFree(g.fwd.lse);
     download(b.dq[0], g.dq), download(b.dk[0], g.dk), download(b.dv[0], g.dv);
     b.collect();

@@ -22,6 +22,12 @@ Run with torchrun, one process per GPU (NVLink multicast stays off):
    fraction of the communication is (t_compute + t_comm - t_ring) / min(t_compute, t_comm), 1.0 when
    the ring costs max(compute, comm), 0 when it costs their sum.
 Rank 0 prints a table and writes the JSON.
+
+--simulate 2,4 (plain python3, one GPU, no torchrun): the same rank programs for N simulated ranks on
+this one GPU (loopback transport, flashbox_cp_*_simulated), all N ranks' work in turn, against one
+flashbox call on the N*S tokens. Both do the whole attention, so single / simulated is the cost of
+cutting it into the ring's blocks (plus the loopback copies): an upper bound for the scaling
+efficiency on N GPUs, measurable where several GPUs are not.
 """
 
 import argparse
@@ -175,6 +181,54 @@ def bench(args, world, rank, dev):
     return rows
 
 
+def timed_local(fn, warmup, repeats):
+    """Median milliseconds of fn() on this GPU (host-synchronised around each call)."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return sorted(ts)[len(ts) // 2]
+
+
+def simulate(args):
+    dev = torch.device("cuda", 0)
+    torch.cuda.set_device(dev)
+    H, Hkv, D = args.heads, args.kv_heads, args.head_dim
+    rows = []
+    print(f"ring_bench --simulate: {torch.cuda.get_device_name(dev)}, flashbox {flashbox.version()}", flush=True)
+    for N in args.simulate:
+        for S in args.tokens_per_gpu:
+            T = N * S
+            q, do = (torch.randn(1, T, H, D, device=dev, dtype=torch.bfloat16) for _ in range(2))
+            k, v = (torch.randn(1, T, Hkv, D, device=dev, dtype=torch.bfloat16) for _ in range(2))
+            for name in args.configs:
+                cfg = CONFIGS[name]
+                lay, causal = cfg["layout"], cfg["causal"]
+                qs, ks, vs, dos = ([ring.shard_sequence(t, N, r, lay) for r in range(N)] for t in (q, k, v, do))
+                kw = dict(causal=causal, layout=lay, variant=cfg["variant"])
+                tf = timed_local(lambda: ring.simulated_ranks(qs, ks, vs, **kw), args.warmup, args.repeats)
+                tfb = timed_local(lambda: ring.simulated_ranks(qs, ks, vs, douts=dos, **kw), args.warmup, args.repeats)
+                qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+                sf = timed_local(lambda: flashbox.attention(qg, kg, vg, causal=causal), args.warmup, args.repeats)
+                sfb = timed_local(lambda: flashbox.attention(qg, kg, vg, causal=causal).backward(do), args.warmup,
+                                  args.repeats)
+                row = dict(config=name, simulated_world=N, tokens_per_gpu=S, heads=H, kv_heads=Hkv, head_dim=D,
+                           sim_fwd_ms=tf, sim_fwdbwd_ms=tfb, single_fwd_ms=sf, single_fwdbwd_ms=sfb,
+                           bound_fwd=sf / tf, bound_fwdbwd=sfb / tfb)
+                rows.append(row)
+                print(f"{name:26s} simulated N={N} S={S:6d}: fwd {tf:8.2f} ms vs one call {sf:8.2f} ms ({sf / tf:.3f})"
+                      f"  fwd+bwd {tfb:8.2f} ms vs {sfb:8.2f} ms ({sfb / tfb:.3f})", flush=True)
+                del qs, ks, vs, dos, qg, kg, vg
+                torch.cuda.empty_cache()
+            del q, k, v, do
+    return rows
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tokens-per-gpu", type=lambda s: [int(x) for x in s.split(",")], default=[8192, 32768, 131072])
@@ -186,10 +240,20 @@ def main():
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--json", default="")
+    p.add_argument("--simulate", type=lambda s: [int(x) for x in s.split(",")], default=None,
+                   help="N simulated ranks on this one GPU instead of torchrun ranks (e.g. 2,4)")
     args = p.parse_args()
     for c in args.configs:
         if c not in CONFIGS:
             p.error(f"unknown config {c}; known: {', '.join(CONFIGS)}")
+
+    if args.simulate:
+        out = dict(device=torch.cuda.get_device_name(0), date=time.strftime("%Y-%m-%d"), simulated=simulate(args))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(out, f, indent=1)
+            print(f"wrote {args.json}")
+        return
 
     local = int(os.environ.get("LOCAL_RANK", 0))
     torch.cuda.set_device(local)

@@ -36,7 +36,7 @@ import torch.distributed as dist
 from . import _lib
 from .ops import _DTYPES, _as_bthd, _fill_fwd, _on_device
 
-__all__ = ["ring_attention", "shard_sequence", "unshard_sequence", "global_tokens", "LAYOUTS", "VARIANTS",
+__all__ = ["ring_attention", "simulated_ranks", "shard_sequence", "unshard_sequence", "global_tokens", "LAYOUTS", "VARIANTS",
            "cp_library"]
 
 LAYOUTS = {"contiguous": 0, "zigzag": 1}
@@ -66,6 +66,7 @@ def cp_library() -> ctypes.CDLL:
                 ("flashbox_cp_forward", i32, [ctypes.POINTER(_lib.AttentionArgs), i32, i32, vp]),
                 ("flashbox_cp_backward", i32, [ctypes.POINTER(_lib.AttentionGradArgs), i32, i32, vp]),
                 ("flashbox_cp_forward_simulated", i32, [ctypes.POINTER(_lib.AttentionArgs), i32, i32, i32]),
+                ("flashbox_cp_backward_simulated", i32, [ctypes.POINTER(_lib.AttentionGradArgs), i32, i32, i32]),
                 ("flashbox_cp_global_token", i64, [i32, i32, i32, i64, i64]),
                 ("flashbox_cp_nccl_unique_id", i32, [ctypes.c_char_p]),
                 ("flashbox_cp_nccl_comm_init", i32, [ctypes.POINTER(vp), i32, i32, ctypes.c_char_p]),
@@ -180,6 +181,46 @@ class _RingAttention(torch.autograd.Function):
         with _on_device(q):
             _check(cp_library().flashbox_cp_backward(ctypes.byref(g), layout, variant, comm))
         return dq, dk, dv, None, None, None, None, None
+
+
+def simulated_ranks(qs, ks, vs, causal=True, softmax_scale=None, layout="zigzag", variant="ring", douts=None):
+    """All ranks in this process on one device (the loopback transport): qs/ks/vs are lists of every
+    rank's shard on one GPU (or the CPU). Returns the ranks' outputs, or with douts their (dq, dk, dv)
+    after a forward. The same rank programs as ring_attention, without NCCL: for tests and for
+    measuring the algorithm's own cost on one GPU (bench/ring_bench.py --simulate)."""
+    world = len(qs)
+    lay, var = LAYOUTS[layout], VARIANTS[variant]
+    fwd = (_lib.AttentionArgs * world)()
+    os_, lses, keep = [], [], []
+    for r in range(world):
+        q, qst = _as_bthd(qs[r], "q")
+        k, kst = _as_bthd(ks[r], "k")
+        v, vst = _as_bthd(vs[r], "v")
+        o = torch.empty_like(q, memory_format=torch.contiguous_format)
+        lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
+        _fill_fwd(fwd[r], q, k, v, o, lse, qst, kst, vst, o.stride()[:3], float(softmax_scale or 0.0), causal)
+        os_.append(o), lses.append(lse), keep.append((q, k, v))
+    _check(cp_library().flashbox_cp_forward_simulated(fwd, world, lay, var))
+    if douts is None:
+        return os_
+    grads = (_lib.AttentionGradArgs * world)()
+    out = []
+    for r in range(world):
+        do, dos = _as_bthd(douts[r], "dout", warn=False)
+        q, k, v = keep[r]
+        dq, dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
+        g = grads[r]
+        g.fwd = fwd[r]
+        g.dout = do.data_ptr()
+        g.dout_stride[:] = dos
+        g.dq, g.dk, g.dv = dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
+        g.dq_stride[:] = dq.stride()[:3]
+        g.dk_stride[:] = dk.stride()[:3]
+        g.dv_stride[:] = dv.stride()[:3]
+        out.append((dq, dk, dv))
+        keep.append(do)
+    _check(cp_library().flashbox_cp_backward_simulated(grads, world, lay, var))
+    return out
 
 
 def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,

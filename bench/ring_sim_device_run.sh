@@ -6,7 +6,7 @@
 #   tar -czf .dev/ring.tar.gz -C build-cuda tests/context_parallel/test_context_parallel libflashbox.so libflashbox_cp.so
 #   bench/ring_sim_device_run.sh .dev/ring.tar.gz [STEP,STEP,...]   (default: every step)
 # Steps: gpu_tests memcheck pytest cpu_tests sim_bench (the ring's own cost on one GPU, ring_bench.py
-# --simulate).
+# --simulate), sim_bench_keep (the same with FLASHBOX_CP_KEEP_MEMORY=1).
 # Logs go to $OUT (ring_sim.log, one file per step). Every step has its own time limit.
 set -u
 O=${OUT:-/tmp/ring_out}; mkdir -p "$O"
@@ -41,4 +41,8 @@ step pytest timeout 60 python3 -m pytest -q -rs -p no:cacheprovider tests/python
 step cpu_tests timeout 60 $T --gtest_filter='-GpuKernels.*:Variants/GpuRing.*:Variants/NcclOneRank.*' --gtest_brief=1
 step sim_bench timeout 120 python3 bench/ring_bench.py --simulate 2,4 --tokens-per-gpu 8192,32768 \
   --configs causal_zigzag_ring,full_ring --warmup 1 --repeats 3 --json "$O/ring_sim_bench.json"
+# The same with scratch from a pool that keeps its memory between calls (FLASHBOX_CP_KEEP_MEMORY=1).
+step sim_bench_keep env FLASHBOX_CP_KEEP_MEMORY=1 timeout 120 python3 bench/ring_bench.py --simulate 2,4 \
+  --tokens-per-gpu 8192,32768 --configs causal_zigzag_ring,full_ring --warmup 1 --repeats 3 \
+  --json "$O/ring_sim_bench_keep.json"
 grep -E "^(==|rc=)" "$log"

@@ -33,7 +33,7 @@ class AllGatherBase : public ProgramBase {
   // Moves every chunk between rank order ([rank][K|V][B, S, Hkv, D]) and global order ([K|V][B, T, Hkv, D]).
   int reorder(void *dst, const void *src, flashbox_dtype dtype, bool to_global, bool accumulate = false) {
     const int n = chunks_per_rank(r_.layout);
-    const int64_t C = S / n, esz = cpu::dtype_size(dtype);
+    const int64_t C = S / n, esz = element_bytes(dtype);
     const int64_t rank_s[3] = {S * Hkv * D, Hkv * D, D}, global_s[3] = {T * Hkv * D, Hkv * D, D};
     for (int j = 0; j < r_.world; ++j)
       for (int h = 0; h < n; ++h)

@@ -7,7 +7,7 @@
 #include "context_parallel/cp_error.hpp"
 #include "context_parallel/device_ops.hpp"
 #include "context_parallel/merge_math.hpp"
-#include "cpu/dtype.hpp"
+#include "context_parallel/element.hpp"
 
 namespace flashbox::cp {
 
@@ -18,9 +18,9 @@ void copy_rows_host(const RowCopy &c) {
         const int64_t so = a * c.src_stride[0] + b * c.src_stride[1] + r * c.src_stride[2];
         const int64_t d0 = a * c.dst_stride[0] + b * c.dst_stride[1] + r * c.dst_stride[2];
         for (int64_t x = 0; x < c.width; ++x) {
-          float v = c.src ? cpu::load_as_float(c.src, c.src_dtype, so + x) : c.fill;
+          float v = c.src ? load_element(c.src, c.src_dtype, so + x) : c.fill;
           if (c.accumulate) v += static_cast<float *>(c.dst)[d0 + x];
-          cpu::store_from_float(c.dst, c.dst_dtype, d0 + x, v);
+          store_element(c.dst, c.dst_dtype, d0 + x, v);
         }
       }
 }
@@ -34,7 +34,7 @@ void merge_host(const MergeArgs &m) {
         const MergeWeights w = merge_weights(acc_lse, m.part_lse[off(m.part_lse_stride)]);
         float *o = m.acc_o + off(m.acc_o_stride);
         const int64_t po = off(m.part_o_stride);
-        for (int64_t x = 0; x < m.head_dim; ++x) o[x] = merge_value(w, o[x], cpu::load_as_float(m.part_o, m.part_dtype, po + x));
+        for (int64_t x = 0; x < m.head_dim; ++x) o[x] = merge_value(w, o[x], load_element(m.part_o, m.part_dtype, po + x));
         acc_lse = w.lse;
       }
 }

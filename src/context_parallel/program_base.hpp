@@ -10,7 +10,7 @@
 #include "context_parallel/cp_error.hpp"
 #include "context_parallel/rank_program.hpp"
 #include "context_parallel/schedule.hpp"
-#include "cpu/dtype.hpp"
+#include "context_parallel/element.hpp"
 
 namespace flashbox::cp {
 
@@ -19,7 +19,7 @@ class ProgramBase : public RankProgram {
  public:
   ProgramBase(const RankSetup &r, const flashbox_attention_args &a) : r_(r), a_(a) {
     B = a.batch, S = a.seqlen_q, Hq = a.heads_q, Hkv = a.heads_kv, D = a.head_dim;
-    es = cpu::dtype_size(a.dtype);
+    es = element_bytes(a.dtype);
     q_elems = B * S * Hq * D;
     kv_elems = B * S * Hkv * D;
     compute_ = a.stream;

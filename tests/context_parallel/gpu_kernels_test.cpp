@@ -11,7 +11,7 @@
 
 #include "context_parallel/cp_error.hpp"
 #include "context_parallel/device_ops.hpp"
-#include "cpu/dtype.hpp"
+#include "support/attention_case.hpp"  // the dtype conversions of the test support
 #include "cuda/device_attention.hpp"
 
 namespace flashbox::cp {

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <vector>
 
-#include "cpu/dtype.hpp"
 #include "flashbox/context_parallel.hpp"
 
 namespace flashbox::test {

@@ -5,7 +5,6 @@
 namespace flashbox::cp {
 namespace {
 
-// ---------------------------------------------------------------------------------------------
 // All-gather: round 0 gathers every rank's packed K/V (rank order), compute reorders them into
 // global token order, where each query chunk is one call against a key prefix (causal, bottom-right
 // aligned) or all keys (non-causal). The backward then reorders its fp32 dK/dV of all tokens back to

@@ -8,12 +8,11 @@
 #include <vector>
 
 #include "context_parallel/cp_error.hpp"
+#include "context_parallel/element.hpp"
 #include "context_parallel/rank_program.hpp"
 #include "context_parallel/schedule.hpp"
-#include "context_parallel/element.hpp"
 
 namespace flashbox::cp {
-
 
 class ProgramBase : public RankProgram {
  public:

@@ -13,7 +13,6 @@
 namespace flashbox::cp {
 namespace {
 
-// ---------------------------------------------------------------------------------------------
 // Ring forward. Step s computes against the K/V of rank (rank - s) mod N in kv_[s % 2] while round
 // s carries it on to the next rank and brings the next one into kv_[(s + 1) % 2].
 class RingForward final : public ProgramBase {

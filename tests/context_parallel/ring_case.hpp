@@ -1,0 +1,148 @@
+// Test support: one global problem (AttentionCase with seqlen_q = seqlen_k = world * S, BTHD) as the
+// host shards of `world` simulated ranks, with filled per-rank args, and the ranks' outputs put
+// back into the global AttentionData / BackwardData so their fp64 comparisons judge the result.
+// A GPU test mirrors the shards to device memory (gpu_ring_test.cpp) and copies results back into
+// the same host shards before collect().
+#pragma once
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "backward/backward_case.hpp"
+#include "context_parallel/shard.hpp"
+#include "flashbox/context_parallel.hpp"
+#include "support/attention_case.hpp"
+
+namespace flashbox::test {
+
+inline const char *layout_label(cp::Layout l) { return l == cp::Layout::ZIGZAG ? "zigzag" : "contiguous"; }
+inline const char *variant_label(cp::Variant v) { return v == cp::Variant::RING ? "ring" : "all_gather"; }
+
+inline void poison_bytes(std::vector<uint8_t> &b) {
+  for (size_t i = 0; i < b.size(); ++i) b[i] = (i & 1) ? 0x7f : 0xff;
+}
+
+
+class RingForwardCase {
+ public:
+  RingForwardCase(const AttentionCase &c, int world, cp::Options opt) : d_(c), world_(world), opt_(opt) {
+    S_ = c.seqlen_q / world;
+    const int64_t es = cpu::dtype_size(c.dtype);
+    qd_ = Dense{c.batch, c.seqlen_q, c.heads_q, c.head_dim, es};
+    kd_ = Dense{c.batch, c.seqlen_k, c.heads_kv, c.head_dim, es};
+    q.resize(size_t(world)), k = v = o = q;
+    lse.resize(size_t(world));
+    args.resize(size_t(world));
+    for (int r = 0; r < world; ++r) {
+      shard_rows(qd_, q[r], d_.q_bytes().data(), opt.layout, world, r, S_);
+      shard_rows(kd_, k[r], d_.k_bytes().data(), opt.layout, world, r, S_);
+      shard_rows(kd_, v[r], d_.v_bytes().data(), opt.layout, world, r, S_);
+      o[r].resize(q[r].size());
+      poison_bytes(o[r]);
+      lse[r].assign(size_t(c.batch * c.heads_q * S_), std::numeric_limits<float>::quiet_NaN());
+      flashbox_attention_args &a = args[size_t(r)];
+      a = d_.args;
+      a.seqlen_q = a.seqlen_k = S_;
+      a.q = q[r].data(), a.k = k[r].data(), a.v = v[r].data(), a.o = o[r].data(), a.lse = lse[r].data();
+      dense_strides(S_, c.heads_q, c.head_dim, a.q_stride);
+      dense_strides(S_, c.heads_kv, c.head_dim, a.k_stride);
+      dense_strides(S_, c.heads_kv, c.head_dim, a.v_stride);
+      dense_strides(S_, c.heads_q, c.head_dim, a.o_stride);
+    }
+  }
+
+  // The ranks' o and lse in global order, into the AttentionData (then compare() judges them).
+  void collect() {
+    for (int r = 0; r < world_; ++r) {
+      unshard_rows(qd_, d_.o_bytes().data(), o[r], opt_.layout, world_, r, S_);
+      unshard_lse(d_.lse, lse[r], d_.config().batch, d_.config().heads_q, opt_.layout, world_, r, S_);
+    }
+  }
+
+  std::string name() const {
+    return std::string(variant_label(opt_.variant)) + " " + layout_label(opt_.layout) + " N" + std::to_string(world_) +
+           " S" + std::to_string(S_) + " " + d_.name();
+  }
+
+  AttentionData &data() { return d_; }
+  int64_t tokens_per_rank() const { return S_; }
+
+  std::vector<std::vector<uint8_t>> q, k, v, o;
+  std::vector<std::vector<float>> lse;
+  std::vector<flashbox_attention_args> args;
+
+ private:
+  AttentionData d_;
+  int world_;
+  cp::Options opt_;
+  int64_t S_ = 0;
+  Dense qd_{}, kd_{};
+};
+
+class RingBackwardCase {
+ public:
+  RingBackwardCase(const AttentionCase &c, int world, cp::Options opt) : bd_(c), world_(world), opt_(opt) {
+    S_ = c.seqlen_q / world;
+    const int64_t es = cpu::dtype_size(c.dtype);
+    qd_ = Dense{c.batch, c.seqlen_q, c.heads_q, c.head_dim, es};
+    kd_ = Dense{c.batch, c.seqlen_k, c.heads_kv, c.head_dim, es};
+    AttentionData &f = bd_.forward();
+    q.resize(size_t(world)), k = v = o = dout = dq = dk = dv = q;
+    lse.resize(size_t(world));
+    grads.resize(size_t(world));
+    for (int r = 0; r < world; ++r) {
+      shard_rows(qd_, q[r], f.q_bytes().data(), opt.layout, world, r, S_);
+      shard_rows(kd_, k[r], f.k_bytes().data(), opt.layout, world, r, S_);
+      shard_rows(kd_, v[r], f.v_bytes().data(), opt.layout, world, r, S_);
+      shard_rows(qd_, o[r], f.o_bytes().data(), opt.layout, world, r, S_);
+      shard_rows(qd_, dout[r], bd_.dout_bytes().data(), opt.layout, world, r, S_);
+      lse[r] = shard_lse(f.lse, c.batch, c.heads_q, opt.layout, world, r, S_);
+      dq[r].resize(q[r].size()), dk[r].resize(k[r].size()), dv[r].resize(v[r].size());
+      poison_bytes(dq[r]), poison_bytes(dk[r]), poison_bytes(dv[r]);
+      flashbox_attention_grad_args &g = grads[size_t(r)];
+      g = bd_.grad;
+      flashbox_attention_args &a = g.fwd;
+      a.seqlen_q = a.seqlen_k = S_;
+      a.q = q[r].data(), a.k = k[r].data(), a.v = v[r].data(), a.o = o[r].data(), a.lse = lse[r].data();
+      g.dout = dout[r].data(), g.dq = dq[r].data(), g.dk = dk[r].data(), g.dv = dv[r].data();
+      dense_strides(S_, c.heads_q, c.head_dim, a.q_stride);
+      dense_strides(S_, c.heads_kv, c.head_dim, a.k_stride);
+      dense_strides(S_, c.heads_kv, c.head_dim, a.v_stride);
+      dense_strides(S_, c.heads_q, c.head_dim, a.o_stride);
+      dense_strides(S_, c.heads_q, c.head_dim, g.dout_stride);
+      dense_strides(S_, c.heads_q, c.head_dim, g.dq_stride);
+      dense_strides(S_, c.heads_kv, c.head_dim, g.dk_stride);
+      dense_strides(S_, c.heads_kv, c.head_dim, g.dv_stride);
+    }
+  }
+
+  void collect() {
+    for (int r = 0; r < world_; ++r) {
+      unshard_rows(qd_, bd_.dq_bytes().data(), dq[r], opt_.layout, world_, r, S_);
+      unshard_rows(kd_, bd_.dk_bytes().data(), dk[r], opt_.layout, world_, r, S_);
+      unshard_rows(kd_, bd_.dv_bytes().data(), dv[r], opt_.layout, world_, r, S_);
+    }
+  }
+
+  std::string name() const {
+    return std::string(variant_label(opt_.variant)) + " " + layout_label(opt_.layout) + " N" + std::to_string(world_) +
+           " S" + std::to_string(S_) + " " + bd_.name();
+  }
+
+  BackwardData &data() { return bd_; }
+
+  std::vector<std::vector<uint8_t>> q, k, v, o, dout, dq, dk, dv;
+  std::vector<std::vector<float>> lse;
+  std::vector<flashbox_attention_grad_args> grads;
+
+ private:
+  BackwardData bd_;
+  int world_;
+  cp::Options opt_;
+  int64_t S_ = 0;
+  Dense qd_{}, kd_{};
+};
+
+}  // namespace flashbox::test

@@ -21,7 +21,7 @@
 #include <memory>
 #include <vector>
 
-#include "cpu/dtype.hpp"
+#include "core/dtype.hpp"
 #include "flashbox/flashbox.h"
 
 namespace {

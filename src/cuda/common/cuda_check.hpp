@@ -1,5 +1,5 @@
 // Host-side error checks for CUDA runtime and cuBLAS calls inside a backend. Each macro turns a
-// failure into `return fail(code, message)` (src/api/error.hpp), naming the call and the file:line,
+// failure into `return fail(code, message)` (src/core/error.hpp), naming the call and the file:line,
 // so a backend body reads as the sequence of calls it makes.
 #pragma once
 #include <cublas_v2.h>

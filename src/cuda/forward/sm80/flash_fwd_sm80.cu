@@ -73,6 +73,112 @@ __device__ __forceinline__ void load_tile_async(uint32_t tile, const Element *he
   }
 }
 
+// The online softmax steps of one S tile (FlashAttention-2 §3.1 in base 2), named as the Hopper
+// kernel's. A thread holds rows row0 + mt*16 + 8r (r = 0, 1) of each m16 tile and, in C tile j, the
+// columns j*8 + e past its first column (e = 0, 1). Scores stay raw: the scale is folded into one FFMA
+// per element, p = exp2(s * scale_log2 - m), with m the running max of s * scale_log2 (base-2 units).
+// For a negative scale the largest scaled score is the smallest raw one, so the max runs over -s, and
+// masked entries hold +inf (scaled: -inf).
+
+// >>> report:online_softmax
+// Sets the scores a row may not see to `masked`: keys at or past seqlen_k and, when causal, keys after
+// row + causal_shift. The thread's rows start at m0 + warp_row0 + g, its first key at key0 + 2t.
+template <class Tr>
+__device__ __forceinline__ void mask_columns(float (&acc_s)[Tr::kMTiles][Tr::kSTiles][4], const FlashFwdParams &p,
+                                             int m0, int warp_row0, int g, int key0, int t, int causal_shift,
+                                             float masked) {
+#pragma unroll
+  for (int mt = 0; mt < Tr::kMTiles; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = m0 + warp_row0 + mt * 16 + g + 8 * r;
+      int visible = p.causal ? min(p.seqlen_k, row + causal_shift + 1) : p.seqlen_k;
+      visible -= key0 + 2 * t;  // this lane's element (j, e) is key j*8 + e past its first column
+#pragma unroll
+      for (int j = 0; j < Tr::kSTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          if (j * 8 + e >= visible) acc_s[mt][j][2 * r + e] = masked;
+    }
+}
+
+// Folds the tile's row maxima into m. The running max moves only when some row of the warp grows by
+// more than 2^kStaleMax (base 2): until then exp2(s - m) <= 2^kStaleMax, harmless in fp32 and in the
+// 16-bit P, and the rescale of O and l (kOTiles*4 multiplies per row pair) is skipped. The result is
+// exact: O and l share m.
+template <class Tr>
+__device__ __forceinline__ void softmax_update(const float (&acc_s)[Tr::kMTiles][Tr::kSTiles][4],
+                                               float (&acc_o)[Tr::kMTiles][Tr::kOTiles][4],
+                                               float (&row_max)[Tr::kMTiles][2], float (&row_sum)[Tr::kMTiles][2],
+                                               const FlashFwdParams &p) {
+  constexpr float kStaleMax = 8.f;
+  const bool positive_scale = p.scale_log2 > 0.f;
+  const float scale_abs = fabsf(p.scale_log2);
+  float tile_max[Tr::kMTiles][2];
+  bool grows = false;
+#pragma unroll
+  for (int mt = 0; mt < Tr::kMTiles; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = -INFINITY;
+      if (positive_scale) {
+#pragma unroll
+        for (int j = 0; j < Tr::kSTiles; ++j) mx = fmaxf(mx, fmaxf(acc_s[mt][j][2 * r], acc_s[mt][j][2 * r + 1]));
+      } else {
+#pragma unroll
+        for (int j = 0; j < Tr::kSTiles; ++j) mx = fmaxf(mx, fmaxf(-acc_s[mt][j][2 * r], -acc_s[mt][j][2 * r + 1]));
+      }
+      tile_max[mt][r] = quad_max(mx) * scale_abs;
+      grows |= tile_max[mt][r] > row_max[mt][r] + kStaleMax;
+    }
+  }
+  if (__any_sync(0xffffffffu, grows)) {
+#pragma unroll
+    for (int mt = 0; mt < Tr::kMTiles; ++mt) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float m_new = fmaxf(row_max[mt][r], tile_max[mt][r]);
+        // A row that has seen only masked keys keeps m = -inf (alpha = exp2(-inf) = 0, acc is 0).
+        const float alpha = fast_exp2(row_max[mt][r] - (m_new == -INFINITY ? 0.f : m_new));
+        row_max[mt][r] = m_new;
+        row_sum[mt][r] *= alpha;
+#pragma unroll
+        for (int j = 0; j < Tr::kOTiles; ++j) {
+          acc_o[mt][j][2 * r] *= alpha;
+          acc_o[mt][j][2 * r + 1] *= alpha;
+        }
+      }
+    }
+  }
+}
+
+// s becomes p = exp2(s * scale_log2 - m); each row's lane-partial sum of p is added to l (summed over
+// the quad at the end).
+template <class Tr>
+__device__ __forceinline__ void exponentiate(float (&acc_s)[Tr::kMTiles][Tr::kSTiles][4],
+                                             const float (&row_max)[Tr::kMTiles][2],
+                                             float (&row_sum)[Tr::kMTiles][2], const FlashFwdParams &p) {
+#pragma unroll
+  for (int mt = 0; mt < Tr::kMTiles; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      // m = -inf only while a row has seen nothing but masked keys: subtract 0, exp2(-inf) = 0.
+      const float neg_m = row_max[mt][r] == -INFINITY ? 0.f : -row_max[mt][r];
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < Tr::kSTiles; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          acc_s[mt][j][2 * r + e] = fast_exp2(fmaf(acc_s[mt][j][2 * r + e], p.scale_log2, neg_m));
+          sum += acc_s[mt][j][2 * r + e];
+        }
+      }
+      row_sum[mt][r] += sum;
+    }
+  }
+}
+// <<< report:online_softmax
+
 template <typename Element, class Tr>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_sm80_kernel(const FlashFwdParams p) {
   constexpr bool kBf16 = ElementTraits<Element>::is_bf16;
@@ -215,87 +321,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
     // <<< report:s_tile
 
     // >>> report:online_softmax
-      // Scores stay raw: the scale is folded into one FFMA per element, p = exp2(s * scale_log2 - m), with
-      // m the running max of s * scale_log2 (base-2 units). For a negative scale the largest scaled score
-      // is the smallest raw one, so the max runs over -s, and masked entries hold +inf (scaled: -inf).
-      // Masking (keys past the end; under the causal mask keys after row + causal_shift) is paid only by
-      // tiles that cross the diagonal or the end of the keys.
-      const bool positive_scale = p.scale_log2 > 0.f;
-      const float masked = positive_scale ? -INFINITY : INFINITY;
-      if (key0 + Tr::kSubN > p.seqlen_k || (p.causal && key0 + Tr::kSubN - 1 > m0 + causal_shift)) {
-#pragma unroll
-        for (int mt = 0; mt < Tr::kMTiles; ++mt)
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const int row = m0 + warp_row0 + mt * 16 + g + 8 * r;
-            int visible = p.causal ? min(p.seqlen_k, row + causal_shift + 1) : p.seqlen_k;
-            visible -= key0 + 2 * t;  // this lane's element (j, e) is key j*8 + e past its first column
-#pragma unroll
-            for (int j = 0; j < Tr::kSTiles; ++j)
-#pragma unroll
-              for (int e = 0; e < 2; ++e)
-                if (j * 8 + e >= visible) acc_s[mt][j][2 * r + e] = masked;
-          }
-      }
-      // The running max moves only when some row of the warp grows by more than 2^kStaleMax (base 2):
-      // until then exp2(s - m) <= 2^kStaleMax, harmless in fp32 and in the 16-bit P, and the rescale of
-      // O and l (kOTiles*4 multiplies per row pair) is skipped. The result is exact: O and l share m.
-      constexpr float kStaleMax = 8.f;
-      const float scale_abs = fabsf(p.scale_log2);
-      float tile_max[Tr::kMTiles][2];
-      bool grows = false;
-#pragma unroll
-      for (int mt = 0; mt < Tr::kMTiles; ++mt) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          float mx = -INFINITY;
-          if (positive_scale) {
-#pragma unroll
-            for (int j = 0; j < Tr::kSTiles; ++j) mx = fmaxf(mx, fmaxf(acc_s[mt][j][2 * r], acc_s[mt][j][2 * r + 1]));
-          } else {
-#pragma unroll
-            for (int j = 0; j < Tr::kSTiles; ++j) mx = fmaxf(mx, fmaxf(-acc_s[mt][j][2 * r], -acc_s[mt][j][2 * r + 1]));
-          }
-          tile_max[mt][r] = quad_max(mx) * scale_abs;
-          grows |= tile_max[mt][r] > row_max[mt][r] + kStaleMax;
-        }
-      }
-      if (__any_sync(0xffffffffu, grows)) {
-#pragma unroll
-        for (int mt = 0; mt < Tr::kMTiles; ++mt) {
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const float m_new = fmaxf(row_max[mt][r], tile_max[mt][r]);
-            // A row that has seen only masked keys keeps m = -inf (alpha = exp2(-inf) = 0, acc is 0).
-            const float alpha = fast_exp2(row_max[mt][r] - (m_new == -INFINITY ? 0.f : m_new));
-            row_max[mt][r] = m_new;
-            row_sum[mt][r] *= alpha;
-#pragma unroll
-            for (int j = 0; j < Tr::kOTiles; ++j) {
-              acc_o[mt][j][2 * r] *= alpha;
-              acc_o[mt][j][2 * r + 1] *= alpha;
-            }
-          }
-        }
-      }
-#pragma unroll
-      for (int mt = 0; mt < Tr::kMTiles; ++mt) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          // m = -inf only while a row has seen nothing but masked keys: subtract 0, exp2(-inf) = 0.
-          const float neg_m = row_max[mt][r] == -INFINITY ? 0.f : -row_max[mt][r];
-          float sum = 0.f;
-#pragma unroll
-          for (int j = 0; j < Tr::kSTiles; ++j) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              acc_s[mt][j][2 * r + e] = fast_exp2(fmaf(acc_s[mt][j][2 * r + e], p.scale_log2, neg_m));
-              sum += acc_s[mt][j][2 * r + e];
-            }
-          }
-          row_sum[mt][r] += sum;  // lane-partial; summed over the quad at the end
-        }
-      }
+      // The online softmax steps, named as the Hopper kernel's (cuda/hopper/online_softmax.cuh):
+      // mask the tile where it crosses the diagonal or the end of the keys, fold its row maxima into
+      // m (rescaling O and l when a max grows), exponentiate against m into P and the row sums.
+      const float masked = p.scale_log2 > 0.f ? -INFINITY : INFINITY;
+      if (key0 + Tr::kSubN > p.seqlen_k || (p.causal && key0 + Tr::kSubN - 1 > m0 + causal_shift))
+        mask_columns<Tr>(acc_s, p, m0, warp_row0, g, key0, t, causal_shift, masked);
+      softmax_update<Tr>(acc_s, acc_o, row_max, row_sum, p);
+      exponentiate<Tr>(acc_s, row_max, row_sum, p);
     // <<< report:online_softmax
 
     // >>> report:pv

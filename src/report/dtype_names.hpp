@@ -1,5 +1,5 @@
 // The names the tools accept for the C API's dtypes ("bf16", "fp16", "fp32"), and the error each
-// dtype allows. Element sizes and printing names come from src/cpu/dtype.hpp.
+// dtype allows. Element sizes and printing names come from src/core/dtype.hpp.
 #pragma once
 #include "flashbox/flashbox.h"
 

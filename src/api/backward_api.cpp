@@ -46,6 +46,9 @@ int validate_backward_scalars(const flashbox_attention_grad_args &g) {
   return validate_support(a);
 }
 
+}  // namespace
+
+// Declared in validate.hpp (the extension's backward validates with it too).
 int validate_backward_args(const flashbox_attention_grad_args *args) {
   if (!args) return fail(FLASHBOX_ERR_NULL_POINTER, "args is NULL");
   const flashbox_attention_grad_args &g = *args;
@@ -81,7 +84,6 @@ int validate_backward_args(const flashbox_attention_grad_args *args) {
   return validate_device_pointer(a.lse, "lse", a.device);
 }
 
-}  // namespace
 }  // namespace flashbox::detail
 
 using namespace flashbox::detail;

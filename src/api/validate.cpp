@@ -7,6 +7,7 @@
 #include <string>
 
 #include "api/backends.hpp"
+#include "api/overlap.hpp"
 #include "core/error.hpp"
 #include "core/dtype.hpp"
 
@@ -61,11 +62,6 @@ bool span_bytes(const TensorDesc &t, flashbox_dtype dtype, int64_t &bytes) {
     if (!mul(extent(t, i) - 1, t.stride[i], term) || !add(last, term, last)) return false;
   }
   return add(last, 1, last) && mul(last, cpu::dtype_size(dtype), bytes);
-}
-
-bool ranges_intersect(const void *a, int64_t a_bytes, const void *b, int64_t b_bytes) {
-  const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
-  return pa < pb + uint64_t(b_bytes) && pb < pa + uint64_t(a_bytes);
 }
 
 int64_t lse_bytes(const flashbox_attention_args &a) { return a.batch * a.heads_q * a.seqlen_q * 4; }
@@ -214,11 +210,45 @@ int64_t tensor_span_bytes(const TensorDesc &t, flashbox_dtype dtype) {
   return bytes;
 }
 
+// The byte set of a tensor (valid after validate_tensor) and of an lse-shaped fp32 buffer.
+ByteView tensor_view(const TensorDesc &t, flashbox_dtype dtype) {
+  const int64_t es = cpu::dtype_size(dtype);
+  ByteView v;
+  v.base = reinterpret_cast<uintptr_t>(t.ptr);
+  v.run = t.head_dim * es;
+  v.ndims = 3;
+  for (int i = 0; i < 3; ++i) v.stride[i] = t.stride[i] * es, v.extent[i] = extent(t, i);
+  return v;
+}
+
+ByteView lse_view(const float *lse, const flashbox_attention_args &a) {
+  ByteView v;
+  v.base = reinterpret_cast<uintptr_t>(lse);
+  v.run = lse_bytes(a);
+  return v;
+}
+
+namespace {
+
+// The refusal when two views share (or, past the search budget, may share) an element.
+int overlap_failure(const OverlapAnswer &ans, const char *name, const void *ptr, const char *other,
+                    const void *other_ptr) {
+  const std::string what = std::string(name) + " = " + ptr_str(ptr) + " overlaps " + other + " = " +
+                           ptr_str(other_ptr) + " in memory";
+  if (ans.exact)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, what + ": they share elements (an output may not share an element "
+                                                      "with an input or with another output)");
+  return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+              what + " as far as flashbox can tell: their strides are too unrelated for the exact element test "
+                     "within " + str(kOverlapSearchBudget) + " steps, so the call is refused to be safe (pass "
+                     "outputs in separate buffers)");
+}
+
+}  // namespace
+
 int validate_disjoint(const TensorDesc &written, const TensorDesc &other, flashbox_dtype dtype) {
-  if (ranges_intersect(written.ptr, tensor_span_bytes(written, dtype), other.ptr, tensor_span_bytes(other, dtype)))
-    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, std::string(written.name) + " = " + ptr_str(written.ptr) +
-                                                   " overlaps " + other.name + " = " + ptr_str(other.ptr) +
-                                                   " in memory (outputs must not alias inputs)");
+  const OverlapAnswer ans = views_overlap(tensor_view(written, dtype), tensor_view(other, dtype));
+  if (ans.overlap) return overlap_failure(ans, written.name, written.ptr, other.name, other.ptr);
   return FLASHBOX_OK;
 }
 
@@ -230,9 +260,9 @@ int validate_lse(const float *lse, const char *name, const flashbox_attention_ar
 
 int validate_lse_disjoint(const float *lse, const char *name, const flashbox_attention_args &a,
                           const TensorDesc &other) {
-  if (lse && ranges_intersect(lse, lse_bytes(a), other.ptr, tensor_span_bytes(other, a.dtype)))
-    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, std::string(name) + " = " + ptr_str(lse) + " overlaps " + other.name +
-                                                   " = " + ptr_str(other.ptr) + " in memory");
+  if (!lse) return FLASHBOX_OK;
+  const OverlapAnswer ans = views_overlap(lse_view(lse, a), tensor_view(other, a.dtype));
+  if (ans.overlap) return overlap_failure(ans, name, lse, other.name, other.ptr);
   return FLASHBOX_OK;
 }
 

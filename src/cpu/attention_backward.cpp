@@ -1,5 +1,5 @@
 // CPU backward entry point and the pieces both levels share: the row sums D, strided row loads and
-// stores, the causal bounds and the scratch accounting. impl NAIVE materialises P; BLOCKED (and AUTO)
+// stores, the mask bounds and score transforms, and the scratch accounting. impl NAIVE materialises P; BLOCKED (and AUTO)
 // recomputes P tile by tile from the forward's LSE.
 #include <algorithm>
 #include <cmath>
@@ -12,11 +12,12 @@
 #include "core/call_state.hpp"
 #include "core/error.hpp"
 #include "cpu/attention_backward.hpp"
+#include "cpu/masked_levels.hpp"
 #include "core/dtype.hpp"
 
 namespace flashbox::cpu::backward {
 
-Problem make_problem(const flashbox_attention_grad_args &g) {
+Problem make_problem(const flashbox_attention_grad_args &g, const core::ScoreMods &mods) {
   const flashbox_attention_args &a = g.fwd;
   Problem p{};
   p.g = &g;
@@ -24,18 +25,19 @@ Problem make_problem(const flashbox_attention_grad_args &g) {
   p.heads_q = a.heads_q, p.heads_kv = a.heads_kv, p.head_dim = a.head_dim;
   p.group = a.heads_q / a.heads_kv;
   p.scale = a.softmax_scale != 0.0f ? a.softmax_scale : 1.0f / std::sqrt(float(a.head_dim));
-  p.causal = a.causal != 0;
+  p.mods = mods;
   return p;
 }
 
-int64_t key_end(const Problem &p, int64_t i) {
-  if (!p.causal) return p.seqlen_k;
-  return std::clamp<int64_t>(i + p.seqlen_k - p.seqlen_q + 1, 0, p.seqlen_k);
-}
+int64_t key_begin(const Problem &p, int64_t i) { return core::key_begin(p.mods, i, p.seqlen_q, p.seqlen_k); }
+int64_t key_end(const Problem &p, int64_t i) { return core::key_end(p.mods, i, p.seqlen_q, p.seqlen_k); }
+int64_t query_begin(const Problem &p, int64_t j) { return core::query_begin(p.mods, j, p.seqlen_q, p.seqlen_k); }
+int64_t query_end(const Problem &p, int64_t j) { return core::query_end(p.mods, j, p.seqlen_q, p.seqlen_k); }
 
-int64_t first_query_seeing(const Problem &p, int64_t j) {
-  if (!p.causal) return 0;
-  return std::clamp<int64_t>(j - (p.seqlen_k - p.seqlen_q), 0, p.seqlen_q);
+float transformed_score(const Problem &p, float s, float slope, int64_t i, int64_t j, float *grad) {
+  const float c = core::capped_score(s, p.mods.softcap);
+  *grad = core::softcap_grad(c, p.mods.softcap);
+  return p.mods.alibi_slopes ? c + core::alibi_bias(slope, i, j, p.seqlen_q, p.seqlen_k) : c;
 }
 
 void load_rows(const Problem &p, const void *base, const int64_t *stride, int64_t b, int64_t h, int64_t r0,
@@ -77,7 +79,7 @@ int threads_for(const Problem &p) {
 }
 
 int64_t scratch_bytes(const flashbox_attention_grad_args &g) {
-  const Problem p = make_problem(g);
+  const Problem p = make_problem(g, core::causal_mods(g.fwd.causal));
   const int64_t rows = p.batch * p.heads_q * p.seqlen_q, threads = threads_for(p);
   if (g.fwd.impl == FLASHBOX_NAIVE) return 4 * (rows + naive_thread_elements(p) * threads);
   return 4 * (rows + rows * p.head_dim + blocked_thread_elements(p) * threads);
@@ -103,8 +105,10 @@ bool Scratch::allocate(std::vector<float> &buf, int64_t elements) {
 
 namespace flashbox::detail {
 
-int cpu_backward(const flashbox_attention_grad_args &g) {
-  const cpu::backward::Problem p = cpu::backward::make_problem(g);
+int cpu_backward(const flashbox_attention_grad_args &g) { return cpu_backward_mods(g, core::causal_mods(g.fwd.causal)); }
+
+int cpu_backward_mods(const flashbox_attention_grad_args &g, const core::ScoreMods &m) {
+  const cpu::backward::Problem p = cpu::backward::make_problem(g, m);
   if (g.fwd.impl == FLASHBOX_NAIVE) return cpu::backward::naive(p);
   return cpu::backward::blocked(p);
 }

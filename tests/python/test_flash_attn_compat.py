@@ -8,6 +8,7 @@ at most twice that of the same math done by PyTorch in the input dtype, plus a s
 Skips, with the reason, where torch, libflashbox or a GPU is missing.
 """
 
+import itertools
 import math
 
 import pytest
@@ -124,8 +125,8 @@ def test_cpu_varlen_matches_per_sequence_reference():
     torch.manual_seed(1)
     lens_q, lens_k = [5, 0, 17, 1, 30], [5, 3, 20, 1, 12]
     H, Hk, D = 4, 2, 16
-    cu_q = torch.tensor([0] + list(torch.tensor(lens_q).cumsum(0)), dtype=torch.int32)
-    cu_k = torch.tensor([0] + list(torch.tensor(lens_k).cumsum(0)), dtype=torch.int32)
+    cu_q = torch.tensor([0] + list(itertools.accumulate(lens_q)), dtype=torch.int32)
+    cu_k = torch.tensor([0] + list(itertools.accumulate(lens_k)), dtype=torch.int32)
     q = torch.randn(int(cu_q[-1]), H, D, requires_grad=True)
     k = torch.randn(int(cu_k[-1]), Hk, D, requires_grad=True)
     v = torch.randn(int(cu_k[-1]), Hk, D, requires_grad=True)

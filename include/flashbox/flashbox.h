@@ -118,6 +118,42 @@ FLASHBOX_API int64_t flashbox_last_scratch_peak_bytes(void);
  * "cuda_flash_sm80_d64". */
 FLASHBOX_API const char *flashbox_last_kernel(void);
 
+
+/* ---- Extension 1 (2026-12-01): masks, score transforms and variable-length batches ------------
+ * flashbox_attention_forward_ext / _backward_ext take the same arguments as the calls above plus
+ * this struct (NULL, or every field at its "off" value, is exactly the plain call). Semantics are
+ * FlashAttention-2's; with shift = seqlen_k - seqlen_q of the sequence, query row i sees key j iff
+ *   i + shift - window_left <= j <= i + shift + window_right   (-1: unbounded on that side),
+ * causal = 1 means window_right = 0 (window_right must then be -1 or 0); the score after the scale
+ * is capped, s = softcap * tanh(s / softcap), then biased, s -= slope * |i + shift - j|.
+ *
+ * Variable length (cu_seqlens_q and cu_seqlens_k both set): args.batch is the number of sequences,
+ * cu_seqlens_* are int32 [batch + 1] prefix sums (cu[0] = 0, non-decreasing) in the memory of
+ * args.device, and args.seqlen_q / seqlen_k are the total token counts cu_seqlens_*[batch]. q, k, v,
+ * o (and dout, dq, dk, dv) are [total, heads, head_dim] tensors: their stride[1] (token) and
+ * stride[2] (head) are used, stride[0] is not (any positive value). lse is fp32 [heads_q, total_q].
+ * Sequences may have length 0 (a query row with no key: O = 0, LSE = -inf; a key with no query:
+ * dK = dV = 0). max_seqlen_q / max_seqlen_k are upper bounds of the lengths (0 without varlen).
+ *
+ * Availability (2026-12-01): device = cpu, every impl. device = cuda: none of these fields yet
+ * (refused with FLASHBOX_ERR_UNSUPPORTED_IMPL and a message naming the field). */
+typedef struct {
+  int32_t struct_size;                 /* sizeof(flashbox_attention_ext) as the caller compiled it */
+  int32_t window_left, window_right;   /* -1: unbounded (the default is -1, -1, not 0, 0) */
+  float softcap;                       /* 0: off; else > 0 and finite */
+  const float *alibi_slopes;           /* NULL: off; fp32 [heads_q], or [batch, heads_q] rows */
+  int64_t alibi_batch_stride;          /* 0: one slope per head for every batch; else >= heads_q */
+  const int32_t *cu_seqlens_q, *cu_seqlens_k;   /* NULL, NULL: fixed length */
+  int64_t max_seqlen_q, max_seqlen_k;
+} flashbox_attention_ext;
+
+/* A struct with every field off (struct_size set, windows -1). */
+FLASHBOX_API flashbox_attention_ext flashbox_attention_ext_default(void);
+FLASHBOX_API int flashbox_attention_forward_ext(const flashbox_attention_args *args,
+                                                const flashbox_attention_ext *ext);
+FLASHBOX_API int flashbox_attention_backward_ext(const flashbox_attention_grad_args *args,
+                                                 const flashbox_attention_ext *ext);
+
 #ifdef __cplusplus
 }
 #endif

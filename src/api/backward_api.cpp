@@ -49,6 +49,9 @@ int validate_backward_scalars(const flashbox_attention_grad_args &g) {
   return validate_support(a);
 }
 
+}  // namespace
+
+// Declared in validate.hpp (the extension's backward validates with it too).
 int validate_backward_args(const flashbox_attention_grad_args *args) {
   if (!args) return fail(FLASHBOX_ERR_NULL_POINTER, "args is NULL");
   const flashbox_attention_grad_args &g = *args;
@@ -83,6 +86,8 @@ int validate_backward_args(const flashbox_attention_grad_args *args) {
     if (int rc = validate_device_pointer(t->ptr, t->name, a.device)) return rc;
   return validate_device_pointer(a.lse, "lse", a.device);
 }
+
+namespace {
 
 #ifdef FLASHBOX_HAVE_CUDA
 // The family's plan for the call (size_only: the workspace query, which has no buffers yet).

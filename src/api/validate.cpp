@@ -8,8 +8,8 @@
 #include <string>
 
 #include "core/backends.hpp"
+#include "api/overlap.hpp"
 #include "core/error.hpp"
-#include "core/softmax_scale.hpp"
 #include "core/dtype.hpp"
 
 #ifdef FLASHBOX_HAVE_CUDA
@@ -63,11 +63,6 @@ bool span_bytes(const TensorDesc &t, flashbox_dtype dtype, int64_t &bytes) {
     if (!mul(extent(t, i) - 1, t.stride[i], term) || !add(last, term, last)) return false;
   }
   return add(last, 1, last) && mul(last, cpu::dtype_size(dtype), bytes);
-}
-
-bool ranges_intersect(const void *a, int64_t a_bytes, const void *b, int64_t b_bytes) {
-  const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
-  return pa < pb + uint64_t(b_bytes) && pb < pa + uint64_t(a_bytes);
 }
 
 template <class Enum>
@@ -225,11 +220,45 @@ int64_t tensor_span_bytes(const TensorDesc &t, flashbox_dtype dtype) {
   return bytes;
 }
 
+// The byte set of a tensor (valid after validate_tensor) and of an lse-shaped fp32 buffer.
+ByteView tensor_view(const TensorDesc &t, flashbox_dtype dtype) {
+  const int64_t es = cpu::dtype_size(dtype);
+  ByteView v;
+  v.base = reinterpret_cast<uintptr_t>(t.ptr);
+  v.run = t.head_dim * es;
+  v.ndims = 3;
+  for (int i = 0; i < 3; ++i) v.stride[i] = t.stride[i] * es, v.extent[i] = extent(t, i);
+  return v;
+}
+
+ByteView lse_view(const float *lse, const flashbox_attention_args &a) {
+  ByteView v;
+  v.base = reinterpret_cast<uintptr_t>(lse);
+  v.run = lse_bytes(a);
+  return v;
+}
+
+namespace {
+
+// The refusal when two views share (or, past the search budget, may share) an element.
+int overlap_failure(const OverlapAnswer &ans, const char *name, const void *ptr, const char *other,
+                    const void *other_ptr) {
+  const std::string what = std::string(name) + " = " + ptr_str(ptr) + " overlaps " + other + " = " +
+                           ptr_str(other_ptr) + " in memory";
+  if (ans.exact)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, what + ": they share elements (an output may not share an element "
+                                                      "with an input or with another output)");
+  return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+              what + " as far as flashbox can tell: their strides are too unrelated for the exact element test "
+                     "within " + str(kOverlapSearchBudget) + " steps, so the call is refused to be safe (pass "
+                     "outputs in separate buffers)");
+}
+
+}  // namespace
+
 int validate_disjoint(const TensorDesc &written, const TensorDesc &other, flashbox_dtype dtype) {
-  if (ranges_intersect(written.ptr, tensor_span_bytes(written, dtype), other.ptr, tensor_span_bytes(other, dtype)))
-    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, std::string(written.name) + " = " + ptr_str(written.ptr) +
-                                                   " overlaps " + other.name + " = " + ptr_str(other.ptr) +
-                                                   " in memory (outputs must not alias inputs)");
+  const OverlapAnswer ans = views_overlap(tensor_view(written, dtype), tensor_view(other, dtype));
+  if (ans.overlap) return overlap_failure(ans, written.name, written.ptr, other.name, other.ptr);
   return FLASHBOX_OK;
 }
 
@@ -241,9 +270,9 @@ int validate_lse(const float *lse, const char *name, const flashbox_attention_ar
 
 int validate_lse_disjoint(const float *lse, const char *name, const flashbox_attention_args &a,
                           const TensorDesc &other) {
-  if (lse && ranges_intersect(lse, lse_bytes(a), other.ptr, tensor_span_bytes(other, a.dtype)))
-    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, std::string(name) + " = " + ptr_str(lse) + " overlaps " + other.name +
-                                                   " = " + ptr_str(other.ptr) + " in memory");
+  if (!lse) return FLASHBOX_OK;
+  const OverlapAnswer ans = views_overlap(lse_view(lse, a), tensor_view(other, a.dtype));
+  if (ans.overlap) return overlap_failure(ans, name, lse, other.name, other.ptr);
   return FLASHBOX_OK;
 }
 
@@ -293,36 +322,6 @@ int validate_forward_args(const flashbox_attention_args *args) {
   for (const TensorDesc *t : {&q, &k, &v, &o})
     if (int rc = validate_device_pointer(t->ptr, t->name, a.device)) return rc;
   return validate_device_pointer(a.lse, "lse", a.device);
-}
-
-Problem make_problem(const flashbox_attention_args &a) {
-  Problem p{};
-  p.device = a.device, p.dtype = a.dtype, p.impl = a.impl;
-  p.batch = a.batch, p.seqlen_q = a.seqlen_q, p.seqlen_k = a.seqlen_k;
-  p.heads_q = a.heads_q, p.heads_kv = a.heads_kv, p.head_dim = a.head_dim;
-  p.group = a.heads_q / a.heads_kv;
-  p.q = a.q, p.k = a.k, p.v = a.v, p.o = a.o, p.lse = a.lse;
-  for (int i = 0; i < 3; ++i) {
-    p.q_stride[i] = a.q_stride[i], p.k_stride[i] = a.k_stride[i];
-    p.v_stride[i] = a.v_stride[i], p.o_stride[i] = a.o_stride[i];
-  }
-  const SoftmaxScale scale = resolve_softmax_scale(a.softmax_scale, a.head_dim);
-  p.scale = scale.scale, p.scale_log2 = scale.scale_log2;
-  p.causal = a.causal;
-  p.stream = a.stream;
-  return p;
-}
-
-GradProblem make_grad_problem(const flashbox_attention_grad_args &g) {
-  GradProblem p{};
-  p.fwd = make_problem(g.fwd);
-  p.dout = g.dout, p.dq = g.dq, p.dk = g.dk, p.dv = g.dv;
-  for (int i = 0; i < 3; ++i) {
-    p.dout_stride[i] = g.dout_stride[i], p.dq_stride[i] = g.dq_stride[i];
-    p.dk_stride[i] = g.dk_stride[i], p.dv_stride[i] = g.dv_stride[i];
-  }
-  p.deterministic = g.deterministic;
-  return p;
 }
 
 }  // namespace flashbox::detail

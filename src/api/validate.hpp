@@ -9,7 +9,9 @@
 //   strides        > 0; with head_dim contiguous, sorting the (stride, extent) pairs of the dims with
 //                  extent > 1 must give stride[0] >= head_dim and stride[i] >= stride[i-1] * extent[i-1]
 //                  (distinct indices never share an element; sufficient, not necessary)
-//   memory         o (and lse) must not overlap q, k, v or each other
+//   memory         o (and lse) must not share an element with q, k, v or each other, decided per
+//                  element set (src/api/overlap.hpp), not by address range: interleaved views of one
+//                  buffer (o = qo[:, :, 1], dk/dv = dkv[:, :, 0/1]) are fine
 //   head_dim       CPU: 1..256 (any impl); CUDA flash: 64 or 128; CUDA naive: 8..256, multiple of 8
 //   dtype          CPU: fp32, fp16, bf16; CUDA: fp16, bf16
 //   impl           CPU: auto (= blocked), naive, blocked; CUDA: auto (= flash), naive, flash
@@ -22,6 +24,7 @@
 #include <cstdint>
 
 #include "core/problem.hpp"
+#include "api/overlap.hpp"
 #include "flashbox/flashbox.h"
 
 namespace flashbox::detail {
@@ -46,7 +49,7 @@ int validate_scalars(const flashbox_attention_args &a);
 int validate_support(const flashbox_attention_args &a);
 // One tensor: pointer not null, strides > 0, no self-overlap, extents fit int64, alignment for device.
 int validate_tensor(const TensorDesc &t, flashbox_dtype dtype, flashbox_device device);
-// Two tensors' memory ranges (first to last byte) do not intersect.
+// Two tensors share no element (exact per element set; see src/api/overlap.hpp).
 int validate_disjoint(const TensorDesc &written, const TensorDesc &other, flashbox_dtype dtype);
 // An fp32 [batch, heads_q, seqlen_q] buffer (lse, or the backward's row sums): alignment and that it
 // does not overlap `other`. Null is allowed; callers that require it check for null themselves.
@@ -58,11 +61,13 @@ int validate_device_pointer(const void *ptr, const char *name, flashbox_device d
 
 // Everything above, for a forward call. `args` may be null.
 int validate_forward_args(const flashbox_attention_args *args);
+// The same for a backward call (src/api/backward_api.cpp). `args` may be null.
+int validate_backward_args(const flashbox_attention_grad_args *args);
 
-// The normalised problem of arguments that passed validation (scalars at least: the workspace query
-// builds one without pointers). Tuning is left at its defaults; src/api fills it.
-Problem make_problem(const flashbox_attention_args &a);
-GradProblem make_grad_problem(const flashbox_attention_grad_args &g);
+// The byte sets validate_disjoint compares: a tensor (after validate_tensor) and an fp32
+// [batch, heads_q, seqlen_q] buffer such as lse.
+ByteView tensor_view(const TensorDesc &t, flashbox_dtype dtype);
+ByteView lse_view(const float *lse, const flashbox_attention_args &a);
 
 // Byte span [first, last] of a tensor relative to its pointer (valid after validate_tensor).
 int64_t tensor_span_bytes(const TensorDesc &t, flashbox_dtype dtype);

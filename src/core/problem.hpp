@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/masks.hpp"
 #include "flashbox/flashbox.h"
 
 namespace flashbox::detail {
@@ -44,6 +45,7 @@ struct Problem {
   int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];  // batch, seq, head (elements)
   float scale, scale_log2;  // softmax scale (0 resolved to 1/sqrt(head_dim)) and times log2 e
   int causal;               // 0 or 1, bottom-right aligned
+  core::ScoreMods mods;     // mask (causal folded in as window_right = 0) and score transforms
   void *stream;             // cudaStream_t for FLASHBOX_CUDA
   Tuning tuning;
 };
@@ -56,5 +58,14 @@ struct GradProblem {
   int64_t dq_stride[3], dk_stride[3], dv_stride[3];
   int deterministic;  // 0 or 1
 };
+
+// The normalised problem of arguments that passed validation (scalars at least: the workspace query
+// builds one without pointers). `mods` defaults to the causal flag alone (the plain C API); the
+// extension (src/api/ext_api.cpp) passes its window, softcap and ALiBi. Tuning is left at its
+// defaults; src/api fills it.
+Problem make_problem(const flashbox_attention_args &a);
+Problem make_problem(const flashbox_attention_args &a, const core::ScoreMods &mods);
+GradProblem make_grad_problem(const flashbox_attention_grad_args &g);
+GradProblem make_grad_problem(const flashbox_attention_grad_args &g, const core::ScoreMods &mods);
 
 }  // namespace flashbox::detail

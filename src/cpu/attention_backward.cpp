@@ -1,5 +1,5 @@
 // CPU backward entry point and the pieces both levels share: the row sums D, strided row loads and
-// stores, the causal bounds and the scratch accounting. impl NAIVE materialises P; BLOCKED (and AUTO)
+// stores, the mask bounds and score transforms, and the scratch accounting. impl NAIVE materialises P; BLOCKED (and AUTO)
 // recomputes P tile by tile from the forward's LSE.
 #include <algorithm>
 #include <cmath>
@@ -12,6 +12,7 @@
 #include "core/call_state.hpp"
 #include "core/error.hpp"
 #include "cpu/attention_backward.hpp"
+#include "cpu/masked_levels.hpp"
 #include "core/dtype.hpp"
 
 namespace flashbox::cpu::backward {
@@ -24,18 +25,19 @@ Problem make_problem(const detail::GradProblem &g) {
   p.heads_q = a.heads_q, p.heads_kv = a.heads_kv, p.head_dim = a.head_dim;
   p.group = a.group;
   p.scale = a.scale;
-  p.causal = a.causal != 0;
+  p.mods = a.mods;
   return p;
 }
 
-int64_t key_end(const Problem &p, int64_t i) {
-  if (!p.causal) return p.seqlen_k;
-  return std::clamp<int64_t>(i + p.seqlen_k - p.seqlen_q + 1, 0, p.seqlen_k);
-}
+int64_t key_begin(const Problem &p, int64_t i) { return core::key_begin(p.mods, i, p.seqlen_q, p.seqlen_k); }
+int64_t key_end(const Problem &p, int64_t i) { return core::key_end(p.mods, i, p.seqlen_q, p.seqlen_k); }
+int64_t query_begin(const Problem &p, int64_t j) { return core::query_begin(p.mods, j, p.seqlen_q, p.seqlen_k); }
+int64_t query_end(const Problem &p, int64_t j) { return core::query_end(p.mods, j, p.seqlen_q, p.seqlen_k); }
 
-int64_t first_query_seeing(const Problem &p, int64_t j) {
-  if (!p.causal) return 0;
-  return std::clamp<int64_t>(j - (p.seqlen_k - p.seqlen_q), 0, p.seqlen_q);
+float transformed_score(const Problem &p, float s, float slope, int64_t i, int64_t j, float *grad) {
+  const float c = core::capped_score(s, p.mods.softcap);
+  *grad = core::softcap_grad(c, p.mods.softcap);
+  return p.mods.alibi_slopes ? c + core::alibi_bias(slope, i, j, p.seqlen_q, p.seqlen_k) : c;
 }
 
 void load_rows(const Problem &p, const void *base, const int64_t *stride, int64_t b, int64_t h, int64_t r0,

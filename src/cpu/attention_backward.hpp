@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/masks.hpp"
 #include "core/problem.hpp"
 
 namespace flashbox::cpu::backward {
@@ -13,14 +14,19 @@ struct Problem {
   const detail::GradProblem *g;
   int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, group;
   float scale;  // the softmax scale (resolved by the API)
-  bool causal;
+  core::ScoreMods mods;  // mask (causal folded in as window_right = 0) and score transforms
 };
 Problem make_problem(const detail::GradProblem &g);
 
-// One past the last key query row i sees, clamped to [0, seqlen_k] (seqlen_k without causal).
+// The keys query row i sees: [key_begin, key_end) (empty when key_end <= key_begin).
+int64_t key_begin(const Problem &p, int64_t i);
 int64_t key_end(const Problem &p, int64_t i);
-// First query row that sees key j (seqlen_q when none does).
-int64_t first_query_seeing(const Problem &p, int64_t j);
+// The query rows that see key j: [query_begin, query_end).
+int64_t query_begin(const Problem &p, int64_t j);
+int64_t query_end(const Problem &p, int64_t j);
+// The transformed score (softcap, then ALiBi) of row i, key j from s = scale * q.k, and in *grad
+// the softcap's derivative there (1 without softcap).
+float transformed_score(const Problem &p, float s, float slope, int64_t i, int64_t j, float *grad);
 
 // D_i = Σ_d dO_id · O_id for every (batch, query head, row) into `rowsum` [batch, heads_q, seqlen_q]:
 // the term that makes dS = P ∘ (dP − D) the softmax's Jacobian applied to dP (FlashAttention-2 §3.2).

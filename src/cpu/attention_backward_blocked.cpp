@@ -2,12 +2,12 @@
 //   preprocess D_i = dO_i · O_i;
 //   for each K/V block j (64 rows):            dK_j, dV_j accumulate in a 64 x d tile
 //     for each query head of the kv head's group, for each Q block i (64 rows) that sees block j:
-//       S = scale · Q_i K_jᵀ,  P = exp(S − LSE_i)   (recomputed from the forward's LSE, masked)
-//       dV_j += Pᵀ dO_i,  dP = dO_i V_jᵀ,  dS = P ∘ (dP − D_i)
+//       S = scale · Q_i K_jᵀ,  P = exp(S' − LSE_i)  (S' = softcap, ALiBi of S; recomputed, masked)
+//       dV_j += Pᵀ dO_i,  dP = dO_i V_jᵀ,  dS = P ∘ (dP − D_i) ∘ softcap'(S)
 //       dK_j += dSᵀ Q_i,  dQ_i += dS K_j          (dQ in an fp32 accumulator per query head)
 //   dK = scale · dK, dQ = scale · dQ.
-// Causal: Q blocks before the first one that sees block j are skipped; keys a row may not see get
-// P = 0. Only tiles and the dQ accumulator (linear in T) live in scratch. Parallel over (batch, kv
+// Masks (causal, sliding window): only the Q blocks holding rows that see block j are visited; keys
+// a row may not see get P = 0. Only tiles and the dQ accumulator (linear in T) live in scratch. Parallel over (batch, kv
 // head), blocks in a fixed order inside a task: deterministic by construction.
 #include <omp.h>
 
@@ -34,19 +34,22 @@ struct Tiles {
 };
 
 // One (Q block, K/V block) step: rows [i0, i0+m) and keys [j0, j0+n) already loaded into t.
-void block_step(const Problem &p, const Tiles &t, int64_t i0, int64_t m, int64_t j0, int64_t n, const float *lse,
-                const float *Di, float *dq_rows) {
+// dS holds the softcap's derivative between the two loops.
+void block_step(const Problem &p, const Tiles &t, float slope, int64_t i0, int64_t m, int64_t j0, int64_t n,
+                const float *lse, const float *Di, float *dq_rows) {
   const int64_t D = p.head_dim;
   for (int64_t r = 0; r < m; ++r) {
-    const int64_t end = key_end(p, i0 + r) - j0;  // keys of this block row r sees: [0, end)
+    // keys of this block row r sees: [begin, end)
+    const int64_t begin = key_begin(p, i0 + r) - j0, end = key_end(p, i0 + r) - j0;
     for (int64_t c = 0; c < n; ++c) {
-      float pij = 0.0f;
-      if (c < end) {
+      float pij = 0.0f, grad = 1.0f;
+      if (c >= begin && c < end) {
         float s = 0.0f;
         for (int64_t x = 0; x < D; ++x) s += t.q[r * D + x] * t.k[c * D + x];
-        pij = std::exp(s * p.scale - lse[r]);
+        pij = std::exp(transformed_score(p, s * p.scale, slope, i0 + r, j0 + c, &grad) - lse[r]);
       }
       t.P[r * kBlockK + c] = pij;
+      t.dS[r * kBlockK + c] = grad;
     }
   }
   for (int64_t r = 0; r < m; ++r)
@@ -54,7 +57,7 @@ void block_step(const Problem &p, const Tiles &t, int64_t i0, int64_t m, int64_t
       const float pij = t.P[r * kBlockK + c];
       float dp = 0.0f;
       for (int64_t x = 0; x < D; ++x) dp += t.dO[r * D + x] * t.v[c * D + x];
-      t.dS[r * kBlockK + c] = pij * (dp - Di[r]);
+      t.dS[r * kBlockK + c] *= pij * (dp - Di[r]);
     }
   for (int64_t r = 0; r < m; ++r)
     for (int64_t c = 0; c < n; ++c) {
@@ -94,14 +97,16 @@ int blocked(const Problem &p) {
         load_rows(p, g.fwd.v, g.fwd.v_stride, b, hk, j0, n, t.v);
         std::fill_n(t.dk, kBlockK * D, 0.0f);
         std::fill_n(t.dv, kBlockK * D, 0.0f);
-        const int64_t first_block = first_query_seeing(p, j0) / kBlockQ * kBlockQ;
+        // Rows that see some key of the block: from the first key's first row to the last key's last.
+        const int64_t first_block = query_begin(p, j0) / kBlockQ * kBlockQ, rows_end = query_end(p, j0 + n - 1);
         for (int64_t h = hk * p.group; h < (hk + 1) * p.group; ++h) {
           const int64_t row0 = (b * p.heads_q + h) * SQ;
-          for (int64_t i0 = first_block; i0 < SQ; i0 += kBlockQ) {
+          const float slope = p.mods.slope(b, h);
+          for (int64_t i0 = first_block; i0 < rows_end; i0 += kBlockQ) {
             const int64_t m = std::min(kBlockQ, SQ - i0);
             load_rows(p, g.fwd.q, g.fwd.q_stride, b, h, i0, m, t.q);
             load_rows(p, g.dout, g.dout_stride, b, h, i0, m, t.dO);
-            block_step(p, t, i0, m, j0, n, g.fwd.lse + row0 + i0, rowsum.data() + row0 + i0,
+            block_step(p, t, slope, i0, m, j0, n, g.fwd.lse + row0 + i0, rowsum.data() + row0 + i0,
                        dq_acc.data() + (row0 + i0) * D);
           }
         }

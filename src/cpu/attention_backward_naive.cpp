@@ -1,6 +1,7 @@
 // Naive CPU backward: for each (batch, query head) the whole seqlen_q x seqlen_k matrices P and dS are
 // materialised (the T² scratch this level exists to show), P recomputed from the forward's LSE:
-//   P = exp(scale · Q Kᵀ − LSE),  dV += Pᵀ dO,  dP = dO Vᵀ,  dS = P ∘ (dP − D),
+//   P = exp(S' − LSE) (S' = softcap, ALiBi of scale · Q Kᵀ, masked),  dV += Pᵀ dO,  dP = dO Vᵀ,
+//   dS = P ∘ (dP − D) ∘ softcap'(S),
 //   dQ = scale · dS K,  dK += scale · dSᵀ Q.
 // Parallel over (batch, kv head): a group's query heads run in order inside one task, so dK/dV sums
 // have one owner and the result does not depend on the thread count.
@@ -48,23 +49,25 @@ int naive(const Problem &p) {
         load_rows(p, g.dout, g.dout_stride, b, h, 0, SQ, dO);
         const float *lse = g.fwd.lse + (b * p.heads_q + h) * SQ;
         const float *Di = rowsum.data() + (b * p.heads_q + h) * SQ;
+        const float slope = p.mods.slope(b, h);
         for (int64_t i = 0; i < SQ; ++i) {
-          const int64_t end = key_end(p, i);
+          const int64_t begin = key_begin(p, i), end = key_end(p, i);
           for (int64_t j = 0; j < SK; ++j) {
-            float pij = 0.0f;
-            if (j < end) {
+            float pij = 0.0f, grad = 1.0f;
+            if (j >= begin && j < end) {
               float s = 0.0f;
               for (int64_t c = 0; c < D; ++c) s += q[i * D + c] * k[j * D + c];
-              pij = std::exp(s * p.scale - lse[i]);
+              pij = std::exp(transformed_score(p, s * p.scale, slope, i, j, &grad) - lse[i]);
             }
             P[i * SK + j] = pij;
+            dS[i * SK + j] = grad;  // the softcap's derivative until the next loop
           }
         }
         for (int64_t i = 0; i < SQ; ++i)
           for (int64_t j = 0; j < SK; ++j) {
             float dp = 0.0f;
             for (int64_t c = 0; c < D; ++c) dp += dO[i * D + c] * v[j * D + c];
-            dS[i * SK + j] = P[i * SK + j] * (dp - Di[i]);
+            dS[i * SK + j] *= P[i * SK + j] * (dp - Di[i]);
           }
         std::fill_n(dq, SQ * D, 0.0f);
         for (int64_t i = 0; i < SQ; ++i)

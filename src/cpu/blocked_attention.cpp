@@ -6,9 +6,11 @@
 //   l = l * alpha + rowsum(P),  acc = acc * alpha + P V,
 // and divides by l once at the end. S never leaves the tile. Scores are kept in base 2: the softmax
 // scale is folded with log2(e) into one multiplier, so every exponential is an exp2; the natural
-// log-sum-exp written out is (m + log2 l) * ln 2. With a causal mask the K/V walk stops at the block
-// that holds the last row's diagonal (fully masked blocks are never visited) and only blocks that
-// cross the diagonal are masked element by element. Tasks are independent: parallel over
+// log-sum-exp written out is (m + log2 l) * ln 2. Masks (causal, sliding window; src/core/masks.hpp)
+// bound the K/V walk to the keys some row of the block sees, from the first row's first visible key
+// to the last row's last one: blocks wholly outside the mask are never visited, and only blocks that
+// cross a row's bound are masked element by element. Softcap and ALiBi are applied to the score tile
+// in natural units before it is brought to base 2. Tasks are independent: parallel over
 // (batch, head, Q block), like the GPU grid. Inputs of any dtype are converted to fp32 once per tile.
 // The per-thread tiles (Q, K^T, V, S, acc: O(BLOCK x head_dim), independent of the sequence length)
 // are the only scratch memory.
@@ -23,8 +25,10 @@
 #include "core/backends.hpp"
 #include "core/call_state.hpp"
 #include "core/error.hpp"
+#include "core/softmax_scale.hpp"
 #include "core/dtype.hpp"
 #include "cpu/fast_exp2.hpp"
+#include "cpu/masked_levels.hpp"
 #include "cpu/reference_fp64.hpp"
 #include "cpu/scratch_buffer.hpp"
 
@@ -48,10 +52,12 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 struct Tiling {
   const Problem *a;
+  const core::ScoreMods *mods;  // mask and score transforms
   int64_t bm, bn, d;
   int64_t group;       // query heads per kv head
-  int64_t diag;        // row i sees keys j <= i + diag (bottom-right causal)
+  float scale;         // softmax_scale
   float scale_log2;    // softmax_scale * log2(e)
+  bool transforms;     // softcap or ALiBi: the score tile is transformed element by element
 };
 
 // The two tile products run on register blocks of kRows rows x kCols columns: 8 vectors of 8 floats
@@ -148,13 +154,18 @@ FLASHBOX_VECTOR_CLONES void process_q_block(const Tiling &p, int64_t b, int64_t 
   std::fill_n(t.v, t.BN * t.DP, 0.0f);
   // <<< report:load_q
 
-  // Causal: the block's last row sees keys up to (i0 + rows - 1) + diag; later K/V blocks are fully
-  // masked for every row of this block and are skipped.
-  const int64_t kv_end =
-      a.causal ? std::clamp<int64_t>(i0 + rows - 1 + p.diag + 1, 0, a.seqlen_k) : a.seqlen_k;
+  // The keys some row of the block sees: from the first row's first visible key to the last row's
+  // last (both bounds grow with the row). K/V blocks outside are fully masked and skipped.
+  const core::ScoreMods &m = *p.mods;
+  const int64_t SQ = a.seqlen_q, SK = a.seqlen_k;
+  const int64_t kv_begin = core::key_begin(m, i0, SQ, SK) / p.bn * p.bn;
+  const int64_t kv_end = core::key_end(m, i0 + rows - 1, SQ, SK);
+  // Tiles inside [inner_begin, inner_end) are visible to every row of the block: no element mask.
+  const int64_t inner_begin = core::key_begin(m, i0 + rows - 1, SQ, SK), inner_end = core::key_end(m, i0, SQ, SK);
+  const float slope = m.slope(b, h);
 
   // >>> report:kv_loop
-  for (int64_t j0 = 0; j0 < kv_end; j0 += p.bn) {
+  for (int64_t j0 = kv_begin; j0 < kv_end; j0 += p.bn) {
     const int64_t cols = std::min(p.bn, kv_end - j0);
     const int64_t cols16 = round_up(cols, kCols);
     float *row_tmp = t.s;  // S is not live yet: borrow its first row to convert K rows
@@ -169,14 +180,28 @@ FLASHBOX_VECTOR_CLONES void process_q_block(const Tiling &p, int64_t b, int64_t 
     // <<< report:kv_loop
 
     // >>> report:s_tile
-    // S = (Q K^T) * scale * log2(e): scores in base 2, so the softmax below needs only exp2.
-    score_tile(t, D, rows4, cols16, p.scale_log2);
-    // Only a block that crosses the diagonal (its last key is beyond the first row's limit) needs the
-    // element-wise mask: key j0 + c is hidden from row i0 + r when j0 + c > i0 + r + diag.
-    if (a.causal && j0 + cols - 1 > i0 + p.diag) {
+    // S = (Q K^T) * scale * log2(e): scores in base 2, so the softmax below needs only exp2. With
+    // softcap or ALiBi the tile is scaled in natural units, transformed, then brought to base 2.
+    if (!p.transforms) {
+      score_tile(t, D, rows4, cols16, p.scale_log2);
+    } else {
+      score_tile(t, D, rows4, cols16, p.scale);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          float &x = t.s[r * t.BN + c];
+          x = core::capped_score(x, m.softcap);
+          if (m.alibi_slopes) x += core::alibi_bias(slope, i0 + r, j0 + c, SQ, SK);
+          x *= flashbox::kLog2e;
+        }
+    }
+    // Only a block that crosses some row's bound needs the element-wise mask: key j0 + c is hidden
+    // from row i0 + r outside [key_begin, key_end) of that row.
+    if (j0 < inner_begin || j0 + cols > inner_end) {
       for (int64_t r = 0; r < rows; ++r) {
-        const int64_t first_hidden = std::max<int64_t>(i0 + r + p.diag + 1 - j0, 0);
-        for (int64_t c = first_hidden; c < cols; ++c) t.s[r * t.BN + c] = kNegInf;
+        const int64_t lo = std::clamp<int64_t>(core::key_begin(m, i0 + r, SQ, SK) - j0, 0, cols);
+        const int64_t hi = std::clamp<int64_t>(core::key_end(m, i0 + r, SQ, SK) - j0, lo, cols);
+        std::fill(t.s + r * t.BN, t.s + r * t.BN + lo, kNegInf);
+        std::fill(t.s + r * t.BN + hi, t.s + r * t.BN + cols, kNegInf);
       }
     }
     // <<< report:s_tile
@@ -242,7 +267,9 @@ int cpu_blocked_forward_tiles(const Problem &a, int block_m, int block_n) {
   if (block_m < 1 || block_m > 256 || block_n < 1 || block_n > 256)
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "blocked tiles " + std::to_string(block_m) + " x " +
                                                    std::to_string(block_n) + " must be within 1..256");
-  const Tiling p{&a, block_m, block_n, a.head_dim, a.group, a.seqlen_k - a.seqlen_q, a.scale_log2};
+  const core::ScoreMods &mods = a.mods;
+  const Tiling p{&a,       &mods,   block_m,     block_n, a.head_dim,
+                 a.group,  a.scale, a.scale_log2, mods.softcap > 0.0f || mods.alibi_slopes != nullptr};
   const int64_t q_blocks = (a.seqlen_q + block_m - 1) / block_m;
   const int64_t tasks = a.batch * a.heads_q * q_blocks;
   const int threads = int(std::clamp<int64_t>(omp_get_max_threads(), 1, tasks));

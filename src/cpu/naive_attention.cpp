@@ -1,5 +1,5 @@
-// Naive attention, the textbook way: S = Q K^T * scale for every (batch, head) at once, the causal
-// mask written into S, P = softmax(S) row by row, O = P V. S and P are full
+// Naive attention, the textbook way: S = Q K^T * scale for every (batch, head) at once, the score
+// transforms (softcap, ALiBi) and the mask (causal, sliding window; src/core/masks.hpp) written into S, P = softmax(S) row by row, O = P V. S and P are full
 // [batch, heads_q, seqlen_q, seqlen_k] fp32 arrays, which is the point: their size grows with T^2
 // and is reported through the scratch counters (flashbox_last_scratch_peak_bytes). Inputs are first
 // converted to dense fp32 copies (K transposed so the S loop runs along keys); those count as
@@ -13,14 +13,16 @@
 #include "core/call_state.hpp"
 #include "core/error.hpp"
 #include "core/dtype.hpp"
+#include "cpu/masked_levels.hpp"
 #include "cpu/reference_fp64.hpp"
 #include "cpu/scratch_buffer.hpp"
 
 namespace flashbox::detail {
 
 int cpu_naive_forward(const Problem &a) {
+  const core::ScoreMods &m = a.mods;
   const int64_t B = a.batch, SQ = a.seqlen_q, SK = a.seqlen_k, HQ = a.heads_q, HKV = a.heads_kv, D = a.head_dim;
-  const int64_t group = a.group, diag = SK - SQ;
+  const int64_t group = a.group;
   const float scale = a.scale;
   const int64_t score_elems = B * HQ * SQ * SK;  // fits: checked by validate_scalars
   const int64_t input_elems = B * SQ * HQ * D + 2 * B * SK * HKV * D;
@@ -54,7 +56,7 @@ int cpu_naive_forward(const Problem &a) {
                                v.data() + ((b * HKV + h) * SK + j) * D);
       }
 
-  // Step 1: S = Q K^T * scale, then the causal mask written into S.
+  // Step 1: S = Q K^T * scale, the softcap and ALiBi bias, then the mask written into S.
 #pragma omp parallel for collapse(3)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < HQ; ++h)
@@ -69,8 +71,15 @@ int cpu_naive_forward(const Problem &a) {
           for (int64_t j = 0; j < SK; ++j) s[j] += qx * k[j];
         }
         for (int64_t j = 0; j < SK; ++j) s[j] *= scale;
-        if (a.causal)
-          for (int64_t j = std::max<int64_t>(i + diag + 1, 0); j < SK; ++j) s[j] = -std::numeric_limits<float>::infinity();
+        if (m.softcap > 0.0f)
+          for (int64_t j = 0; j < SK; ++j) s[j] = core::capped_score(s[j], m.softcap);
+        if (m.alibi_slopes) {
+          const float slope = m.slope(b, h);
+          for (int64_t j = 0; j < SK; ++j) s[j] += core::alibi_bias(slope, i, j, SQ, SK);
+        }
+        const int64_t kb = core::key_begin(m, i, SQ, SK), ke = std::max(kb, core::key_end(m, i, SQ, SK));
+        std::fill(s, s + kb, -std::numeric_limits<float>::infinity());
+        std::fill(s + ke, s + SK, -std::numeric_limits<float>::infinity());
       }
 
   // Step 2: P = softmax(S) per row (max subtracted so exp cannot overflow). A row with every key

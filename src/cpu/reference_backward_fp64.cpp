@@ -13,8 +13,10 @@
 namespace flashbox::cpu {
 
 void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, std::vector<double> &dq,
-                                       std::vector<double> &dk, std::vector<double> &dv) {
+                                       std::vector<double> &dk, std::vector<double> &dv,
+                                       const core::ScoreMods *mods) {
   const flashbox_attention_args &a = g.fwd;
+  const core::ScoreMods m = mods ? *mods : core::causal_mods(a.causal);
   const int64_t B = a.batch, SQ = a.seqlen_q, SK = a.seqlen_k, HQ = a.heads_q, HKV = a.heads_kv, D = a.head_dim;
   const int64_t group = HQ / HKV;
   const double scale = effective_softmax_scale(a);
@@ -25,27 +27,31 @@ void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, st
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t hk = 0; hk < HKV; ++hk) {
-      std::vector<double> q, k, v, dout, p(static_cast<size_t>(SK)), dp(static_cast<size_t>(SK));
+      std::vector<double> q, k, v, dout, p(static_cast<size_t>(SK)), dp(static_cast<size_t>(SK)),
+          grad(static_cast<size_t>(SK));
       gather_head(a.k, a.dtype, a.k_stride, b, hk, SK, D, k);
       gather_head(a.v, a.dtype, a.v_stride, b, hk, SK, D, v);
       for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
         gather_head(a.q, a.dtype, a.q_stride, b, h, SQ, D, q);
         gather_head(g.dout, a.dtype, g.dout_stride, b, h, SQ, D, dout);
+        const double slope = m.slope(b, h), cap = m.softcap;
         for (int64_t i = 0; i < SQ; ++i) {
-          const int64_t end = a.causal ? std::clamp<int64_t>(causal_key_end(i, SQ, SK), 0, SK) : SK;
-          if (end == 0) continue;  // sees no key: O is the constant 0, every gradient through it is 0
+          const int64_t begin = core::key_begin(m, i, SQ, SK), end = core::key_end(m, i, SQ, SK);
+          if (end <= begin) continue;  // sees no key: O is the constant 0, every gradient through it is 0
           const double *qi = &q[size_t(i * D)], *doi = &dout[size_t(i * D)];
           double mx = -std::numeric_limits<double>::infinity();
-          for (int64_t j = 0; j < end; ++j) {
+          for (int64_t j = begin; j < end; ++j) {
             double s = 0.0;
             for (int64_t c = 0; c < D; ++c) s += qi[c] * k[size_t(j * D + c)];
-            p[size_t(j)] = s * scale;
+            const double capped = core::capped_score(s * scale, cap);
+            grad[size_t(j)] = core::softcap_grad(capped, cap);
+            p[size_t(j)] = capped + core::alibi_bias(slope, i, j, SQ, SK);
             mx = std::max(mx, p[size_t(j)]);
           }
           double sum = 0.0;
-          for (int64_t j = 0; j < end; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
+          for (int64_t j = begin; j < end; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
           double rowsum = 0.0;  // D_i = Σ_j P_ij dP_ij
-          for (int64_t j = 0; j < end; ++j) {
+          for (int64_t j = begin; j < end; ++j) {
             p[size_t(j)] /= sum;
             double t = 0.0;
             for (int64_t c = 0; c < D; ++c) t += doi[c] * v[size_t(j * D + c)];
@@ -53,9 +59,9 @@ void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, st
             rowsum += p[size_t(j)] * t;
           }
           double *dqi = &dq[size_t(((b * SQ + i) * HQ + h) * D)];
-          for (int64_t j = 0; j < end; ++j) {
+          for (int64_t j = begin; j < end; ++j) {
             const double pj = p[size_t(j)];
-            const double ds = pj * (dp[size_t(j)] - rowsum) * scale;
+            const double ds = pj * (dp[size_t(j)] - rowsum) * grad[size_t(j)] * scale;
             double *dkj = &dk[size_t(((b * SK + j) * HKV + hk) * D)];
             double *dvj = &dv[size_t(((b * SK + j) * HKV + hk) * D)];
             for (int64_t c = 0; c < D; ++c) {

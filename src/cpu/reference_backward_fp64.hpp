@@ -2,6 +2,7 @@
 #pragma once
 #include <vector>
 
+#include "core/masks.hpp"
 #include "flashbox/flashbox.h"
 
 namespace flashbox::cpu {
@@ -12,7 +13,10 @@ namespace flashbox::cpu {
 // dK/dV summed over a group's query heads, softmax_scale 0 meaning 1/sqrt(head_dim), a row that sees
 // no key contributes nothing). Outputs are dense: dq [batch, seqlen_q, heads_q, head_dim], dk and dv
 // [batch, seqlen_k, heads_kv, head_dim]. Arguments are assumed valid; dq/dk/dv pointers are ignored.
+// `mods` (null: core::causal_mods(g.fwd.causal)) adds a sliding window, softcap (its derivative
+// 1 - tanh^2 in dS) and ALiBi (no gradient), as in src/core/masks.hpp.
 void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, std::vector<double> &dq,
-                                       std::vector<double> &dk, std::vector<double> &dv);
+                                       std::vector<double> &dk, std::vector<double> &dv,
+                                       const core::ScoreMods *mods = nullptr);
 
 }  // namespace flashbox::cpu

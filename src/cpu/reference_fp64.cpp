@@ -25,7 +25,8 @@ void gather_head(const void *base, flashbox_dtype t, const int64_t *stride, int6
 }
 
 void reference_attention_fp64(const flashbox_attention_args &a, std::vector<double> &out,
-                              std::vector<double> *lse) {
+                              std::vector<double> *lse, const core::ScoreMods *mods) {
+  const core::ScoreMods m = mods ? *mods : core::causal_mods(a.causal);
   const int64_t B = a.batch, SQ = a.seqlen_q, SK = a.seqlen_k, HQ = a.heads_q, D = a.head_dim;
   const int64_t group = a.heads_q / a.heads_kv;
   const double scale = effective_softmax_scale(a);
@@ -40,23 +41,24 @@ void reference_attention_fp64(const flashbox_attention_args &a, std::vector<doub
       gather_head(a.k, a.dtype, a.k_stride, b, h / group, SK, D, k);
       gather_head(a.v, a.dtype, a.v_stride, b, h / group, SK, D, v);
       s.resize(size_t(SK));
+      const double slope = m.slope(b, h), cap = m.softcap;
       for (int64_t i = 0; i < SQ; ++i) {
-        const int64_t end = a.causal ? std::clamp<int64_t>(causal_key_end(i, SQ, SK), 0, SK) : SK;
+        const int64_t begin = core::key_begin(m, i, SQ, SK), end = core::key_end(m, i, SQ, SK);
         double *o = &out[size_t(((b * SQ + i) * HQ + h) * D)];
-        if (end == 0) continue;  // sees no key: O = 0, LSE = -inf (already set)
+        if (end <= begin) continue;  // sees no key: O = 0, LSE = -inf (already set)
         double mx = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < end; ++j) {
+        for (int64_t j = begin; j < end; ++j) {
           double dot = 0.0;
           for (int64_t c = 0; c < D; ++c) dot += q[size_t(i * D + c)] * k[size_t(j * D + c)];
-          s[size_t(j)] = dot * scale;
+          s[size_t(j)] = core::capped_score(dot * scale, cap) + core::alibi_bias(slope, i, j, SQ, SK);
           mx = std::max(mx, s[size_t(j)]);
         }
         double sum = 0.0;
-        for (int64_t j = 0; j < end; ++j) {
+        for (int64_t j = begin; j < end; ++j) {
           s[size_t(j)] = std::exp(s[size_t(j)] - mx);
           sum += s[size_t(j)];
         }
-        for (int64_t j = 0; j < end; ++j) {
+        for (int64_t j = begin; j < end; ++j) {
           const double p = s[size_t(j)] / sum;
           for (int64_t c = 0; c < D; ++c) o[c] += p * v[size_t(j * D + c)];
         }

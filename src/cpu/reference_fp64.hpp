@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/masks.hpp"
 #include "flashbox/flashbox.h"
 
 namespace flashbox::cpu {
@@ -11,9 +12,10 @@ namespace flashbox::cpu {
 // API's contract: bottom-right causal, GQA, softmax_scale 0 meaning 1/sqrt(head_dim), and a row that
 // sees no key gets O = 0 and LSE = -inf. `out` becomes dense [batch, seqlen_q, heads_q, head_dim];
 // `lse` (when not null) dense [batch, heads_q, seqlen_q], natural log. Arguments are assumed valid;
-// a.o and a.lse are ignored.
+// a.o and a.lse are ignored. `mods` (null: core::causal_mods(a.causal)) adds a sliding window,
+// softcap and ALiBi (src/core/masks.hpp), evaluated in double.
 void reference_attention_fp64(const flashbox_attention_args &a, std::vector<double> &out,
-                              std::vector<double> *lse);
+                              std::vector<double> *lse, const core::ScoreMods *mods = nullptr);
 
 // Copies rows [0, n) of head h of batch b of a strided [batch, seq, heads, dim] tensor of dtype t
 // (strides in elements) into a dense [n, d] double array; the input loader of both fp64 references.

@@ -1,0 +1,61 @@
+"""ctypes view of flashbox.h's "Extension 1" block: flashbox_attention_ext and the *_ext entry points
+(sliding window, softcap, ALiBi, variable-length batches). Kept beside _lib.py, which it builds on; the
+fields mirror the header one for one, in order, with the same C types.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+from . import _lib
+
+__all__ = ["AttentionExt", "default_ext", "forward_ext", "backward_ext"]
+
+
+class AttentionExt(ctypes.Structure):
+    """flashbox_attention_ext."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_int32),
+        ("window_left", ctypes.c_int32),     # -1: unbounded
+        ("window_right", ctypes.c_int32),
+        ("softcap", ctypes.c_float),         # 0: off
+        ("alibi_slopes", ctypes.c_void_p),   # const float *, [heads_q] or [batch, heads_q]
+        ("alibi_batch_stride", ctypes.c_int64),
+        ("cu_seqlens_q", ctypes.c_void_p),   # const int32_t *, [batch + 1]
+        ("cu_seqlens_k", ctypes.c_void_p),
+        ("max_seqlen_q", ctypes.c_int64),
+        ("max_seqlen_k", ctypes.c_int64),
+    ]
+
+
+def default_ext() -> AttentionExt:
+    e = AttentionExt()
+    e.struct_size = ctypes.sizeof(AttentionExt)
+    e.window_left = e.window_right = -1
+    return e
+
+
+def _fn(name, argtypes):
+    lib = _lib.library()
+    try:
+        fn = getattr(lib.cdll, name)
+    except AttributeError:
+        raise AttributeError(f"{lib.path} does not export {name} (a build older than flashbox.h's "
+                             f"Extension 1?)") from None
+    fn.restype = ctypes.c_int
+    fn.argtypes = argtypes
+    return fn
+
+
+def forward_ext(args: _lib.AttentionArgs, ext: AttentionExt) -> None:
+    """flashbox_attention_forward_ext(&args, &ext); raises FlashboxError on failure."""
+    fn = _fn("flashbox_attention_forward_ext", [ctypes.POINTER(_lib.AttentionArgs), ctypes.POINTER(AttentionExt)])
+    _lib.check(fn(ctypes.byref(args), ctypes.byref(ext)))
+
+
+def backward_ext(args: _lib.AttentionGradArgs, ext: AttentionExt) -> None:
+    """flashbox_attention_backward_ext(&args, &ext); raises FlashboxError on failure."""
+    fn = _fn("flashbox_attention_backward_ext",
+             [ctypes.POINTER(_lib.AttentionGradArgs), ctypes.POINTER(AttentionExt)])
+    _lib.check(fn(ctypes.byref(args), ctypes.byref(ext)))

@@ -1,0 +1,87 @@
+// The extension's entry points (include/flashbox/flashbox.h, "Extension 1"): read and validate the
+// extension struct (src/api/ext_validate.hpp), validate the plain arguments with the plain rules
+// (varlen tensors as [1, total, heads, head_dim]), then
+//   every field off (or only causal)   -> exactly the plain call (flashbox_attention_forward/backward)
+//   device = cpu                       -> src/cpu/varlen_attention.cpp (masks, transforms, varlen)
+//   device = cuda                      -> refused during validation until the kernels have them
+// Nothing is written on failure: every check runs before any backend.
+#include <string>
+
+#include "api/ext_validate.hpp"
+#include "api/guarded_call.hpp"
+#include "api/validate.hpp"
+#include "core/error.hpp"
+#include "cpu/masked_levels.hpp"
+#include "flashbox/flashbox.h"
+
+namespace flashbox::detail {
+namespace {
+
+// The plain call is enough: no field beyond what flashbox_attention_args already says.
+bool only_causal(const flashbox_attention_args &a, const flashbox_attention_ext &e) {
+  flashbox_attention_ext x = e;
+  if (a.causal == 1 && x.window_right == 0) x.window_right = -1;
+  return ext_is_plain(x);
+}
+
+TensorDesc grad_desc(const char *name, void *p, const int64_t *stride, const flashbox_attention_args &a, bool kv) {
+  return {name, "", p, stride, a.batch, kv ? a.seqlen_k : a.seqlen_q, kv ? a.heads_kv : a.heads_q, a.head_dim};
+}
+
+}  // namespace
+}  // namespace flashbox::detail
+
+using namespace flashbox::detail;
+
+extern "C" {
+
+FLASHBOX_API flashbox_attention_ext flashbox_attention_ext_default(void) {
+  flashbox_attention_ext e{};
+  e.struct_size = int32_t(sizeof e);
+  e.window_left = e.window_right = -1;
+  return e;
+}
+
+FLASHBOX_API int flashbox_attention_forward_ext(const flashbox_attention_args *args,
+                                                const flashbox_attention_ext *ext) {
+  return guarded_call("flashbox_attention_forward_ext", [&]() -> int {
+    if (!args) return fail(FLASHBOX_ERR_NULL_POINTER, "args is NULL");
+    flashbox_attention_ext e;
+    if (int rc = read_ext(ext, e)) return rc;
+    if (int rc = validate_ext_fields(*args, e)) return rc;
+    if (only_causal(*args, e)) return flashbox_attention_forward(args);
+    const flashbox_attention_args flat = plain_view(*args, e);
+    if (int rc = validate_forward_args(&flat)) return rc;
+    const ByteView outputs[2] = {tensor_view(tensor_o(flat), flat.dtype), flat.lse ? lse_view(flat.lse, flat) : ByteView{}};
+    const char *const names[2] = {"o", "lse"};
+    if (int rc = validate_ext_memory(*args, e, outputs, names, 2)) return rc;
+    if (args->device != FLASHBOX_CPU)
+      return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_forward_ext: no backend for these fields on this device");
+    return cpu_forward_ext(*args, e);
+  });
+}
+
+FLASHBOX_API int flashbox_attention_backward_ext(const flashbox_attention_grad_args *args,
+                                                 const flashbox_attention_ext *ext) {
+  return guarded_call("flashbox_attention_backward_ext", [&]() -> int {
+    if (!args) return fail(FLASHBOX_ERR_NULL_POINTER, "args is NULL");
+    flashbox_attention_ext e;
+    if (int rc = read_ext(ext, e)) return rc;
+    if (int rc = validate_ext_fields(args->fwd, e)) return rc;
+    if (only_causal(args->fwd, e)) return flashbox_attention_backward(args);
+    flashbox_attention_grad_args flat = *args;
+    flat.fwd = plain_view(args->fwd, e);
+    if (int rc = validate_backward_args(&flat)) return rc;
+    const flashbox_attention_args &a = flat.fwd;
+    const ByteView outputs[3] = {tensor_view(grad_desc("dq", flat.dq, flat.dq_stride, a, false), a.dtype),
+                                 tensor_view(grad_desc("dk", flat.dk, flat.dk_stride, a, true), a.dtype),
+                                 tensor_view(grad_desc("dv", flat.dv, flat.dv_stride, a, true), a.dtype)};
+    const char *const names[3] = {"dq", "dk", "dv"};
+    if (int rc = validate_ext_memory(args->fwd, e, outputs, names, 3)) return rc;
+    if (args->fwd.device != FLASHBOX_CPU)
+      return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_backward_ext: no backend for these fields on this device");
+    return cpu_backward_ext(*args, e);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,212 @@
+// Validation of flashbox_attention_ext; the order and the rules are listed in ext_validate.hpp.
+#include "api/ext_validate.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "core/error.hpp"
+
+namespace flashbox::detail {
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+std::string ptr_str(const void *p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+
+constexpr int32_t kExtSize = int32_t(sizeof(flashbox_attention_ext));
+constexpr int32_t kExtMaxSize = 4096;  // a struct_size beyond this is taken for garbage, not a newer struct
+
+// The fields that are not available on device = cuda yet, as "name = value (what)", or "" if none.
+std::string cuda_unsupported(const flashbox_attention_args &a, const flashbox_attention_ext &e) {
+  if (e.cu_seqlens_q) return "cu_seqlens_q = " + ptr_str(e.cu_seqlens_q) + " (variable-length batches)";
+  if (e.window_left != -1) return "window_left = " + str(e.window_left) + " (sliding window)";
+  if (e.window_right != -1 && !(a.causal == 1 && e.window_right == 0))
+    return "window_right = " + str(e.window_right) + " (sliding window)";
+  if (e.softcap != 0.0f) return "softcap = " + std::to_string(e.softcap);
+  if (e.alibi_slopes) return "alibi_slopes = " + ptr_str(e.alibi_slopes) + " (ALiBi)";
+  return "";
+}
+
+// An input buffer of the extension (slopes, cu_seqlens): 4-byte aligned, no output inside it.
+int check_input_buffer(const void *p, int64_t bytes, const char *name, const ByteView *outputs,
+                       const char *const *output_names, int n_outputs) {
+  if (reinterpret_cast<uintptr_t>(p) % 4 != 0)
+    return fail(FLASHBOX_ERR_MISALIGNED, std::string(name) + " = " + ptr_str(p) + " is not 4-byte aligned");
+  ByteView in;
+  in.base = reinterpret_cast<uintptr_t>(p);
+  in.run = bytes;
+  for (int i = 0; i < n_outputs; ++i) {
+    if (!outputs[i].base) continue;
+    const OverlapAnswer ans = views_overlap(outputs[i], in);
+    if (ans.overlap)
+      return fail(FLASHBOX_ERR_INVALID_ARGUMENT, std::string(output_names[i]) + " = " +
+                                                     ptr_str(reinterpret_cast<const void *>(outputs[i].base)) +
+                                                     " overlaps " + name + " = " + ptr_str(p) +
+                                                     " in memory (an output may not share an element with an input)");
+  }
+  return FLASHBOX_OK;
+}
+
+// cu_seqlens on the host: 0 first, non-decreasing, the total last, every length within max_seqlen.
+int check_cu_seqlens(const int32_t *cu, int64_t batch, int64_t total, int64_t max_seqlen, const char *which) {
+  const std::string name = std::string("cu_seqlens_") + which;
+  if (cu[0] != 0) return fail(FLASHBOX_ERR_INVALID_ARGUMENT, name + "[0] = " + str(cu[0]) + " must be 0");
+  int64_t longest = 0, longest_at = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    if (cu[b + 1] < cu[b])
+      return fail(FLASHBOX_ERR_INVALID_ARGUMENT, name + "[" + str(b + 1) + "] = " + str(cu[b + 1]) + " is less than " +
+                                                     name + "[" + str(b) + "] = " + str(cu[b]) +
+                                                     " (prefix sums of lengths never decrease)");
+    if (cu[b + 1] - cu[b] > longest) longest = cu[b + 1] - cu[b], longest_at = b;
+  }
+  if (cu[batch] != total)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, name + "[batch = " + str(batch) + "] = " + str(cu[batch]) +
+                                                   " must equal seqlen_" + which + " = " + str(total) +
+                                                   " (the total token count of the packed tensors)");
+  if (longest > max_seqlen)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, std::string("max_seqlen_") + which + " = " + str(max_seqlen) +
+                                                   " is less than the length " + str(longest) + " of sequence " +
+                                                   str(longest_at) + " (" + name + ")");
+  return FLASHBOX_OK;
+}
+
+}  // namespace
+
+int read_ext(const flashbox_attention_ext *ext, flashbox_attention_ext &out) {
+  out = flashbox_attention_ext{};
+  out.struct_size = kExtSize;
+  out.window_left = out.window_right = -1;
+  if (!ext) return FLASHBOX_OK;
+  const int32_t size = ext->struct_size;
+  if (size < kExtSize)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "ext->struct_size = " + str(size) + " is less than " + str(kExtSize) +
+                                                   ", the size of the first flashbox_attention_ext (set it to "
+                                                   "sizeof(flashbox_attention_ext))");
+  if (size > kExtMaxSize)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "ext->struct_size = " + str(size) + " is not a plausible size (" +
+                                                   str(kExtSize) + " for this flashbox " FLASHBOX_VERSION_STRING ")");
+  const auto *bytes = reinterpret_cast<const unsigned char *>(ext);
+  for (int32_t i = kExtSize; i < size; ++i)
+    if (bytes[i] != 0)
+      return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                  "ext->struct_size = " + str(size) + " and byte " + str(i) +
+                      " is set: the caller uses fields this flashbox " FLASHBOX_VERSION_STRING " does not know (it knows " +
+                      str(kExtSize) + " bytes)");
+  std::memcpy(&out, ext, size_t(kExtSize));
+  return FLASHBOX_OK;
+}
+
+bool ext_is_varlen(const flashbox_attention_ext &e) { return e.cu_seqlens_q && e.cu_seqlens_k; }
+
+bool ext_is_plain(const flashbox_attention_ext &e) {
+  return e.window_left == -1 && e.window_right == -1 && e.softcap == 0.0f && !e.alibi_slopes && !e.cu_seqlens_q &&
+         !e.cu_seqlens_k && e.max_seqlen_q == 0 && e.max_seqlen_k == 0;
+}
+
+int validate_ext_fields(const flashbox_attention_args &a, const flashbox_attention_ext &e) {
+  if (e.window_left < -1)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                "window_left = " + str(e.window_left) + " must be >= -1 (-1: unbounded to the left)");
+  if (e.window_right < -1)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                "window_right = " + str(e.window_right) + " must be >= -1 (-1: unbounded to the right)");
+  if (a.causal == 1 && e.window_right != -1 && e.window_right != 0)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "window_right = " + str(e.window_right) +
+                                                   " contradicts causal = 1 (causal means window_right = 0; "
+                                                   "pass -1 or 0)");
+  if (!std::isfinite(e.softcap) || e.softcap < 0.0f)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                "softcap = " + std::to_string(e.softcap) + " must be finite and >= 0 (0: off)");
+  if (!e.alibi_slopes && e.alibi_batch_stride != 0)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "alibi_batch_stride = " + str(e.alibi_batch_stride) +
+                                                   " is set but alibi_slopes is NULL (pass 0 without ALiBi)");
+  if (e.alibi_slopes && e.alibi_batch_stride != 0 && e.alibi_batch_stride < a.heads_q)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "alibi_batch_stride = " + str(e.alibi_batch_stride) +
+                                                   " must be 0 (one slope per head for every batch) or >= heads_q = " +
+                                                   str(a.heads_q) + " (a row of slopes per batch)");
+  if (e.alibi_slopes && a.batch > 0 && e.alibi_batch_stride > (int64_t(1) << 40) / a.batch)
+    return fail(FLASHBOX_ERR_SIZE_OVERFLOW, "alibi_batch_stride = " + str(e.alibi_batch_stride) + " x batch = " +
+                                                str(a.batch) + " is not a plausible slope buffer");
+  if (bool(e.cu_seqlens_q) != bool(e.cu_seqlens_k))
+    return fail(FLASHBOX_ERR_NULL_POINTER, std::string(e.cu_seqlens_q ? "cu_seqlens_k" : "cu_seqlens_q") +
+                                               " is NULL but " + (e.cu_seqlens_q ? "cu_seqlens_q" : "cu_seqlens_k") +
+                                               " is set (variable-length batches need both)");
+  if (!ext_is_varlen(e)) {
+    if (e.max_seqlen_q != 0 || e.max_seqlen_k != 0)
+      return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "max_seqlen_q = " + str(e.max_seqlen_q) + ", max_seqlen_k = " +
+                                                     str(e.max_seqlen_k) +
+                                                     " are only meaningful with cu_seqlens (pass 0 without them)");
+  } else {
+    if (e.max_seqlen_q < 0 || e.max_seqlen_k < 0)
+      return fail(FLASHBOX_ERR_INVALID_SIZE, "max_seqlen_q = " + str(e.max_seqlen_q) + ", max_seqlen_k = " +
+                                                 str(e.max_seqlen_k) + " must be >= 0");
+    if (a.batch > (int64_t(1) << 31) - 2)
+      return fail(FLASHBOX_ERR_INVALID_SIZE, "batch = " + str(a.batch) + " sequences do not fit int32 cu_seqlens");
+    if (a.seqlen_q > INT32_MAX || a.seqlen_k > INT32_MAX)
+      return fail(FLASHBOX_ERR_INVALID_SIZE, "seqlen_q = " + str(a.seqlen_q) + ", seqlen_k = " + str(a.seqlen_k) +
+                                                 " total tokens do not fit int32 cu_seqlens");
+  }
+  // What the device offers, before the plain rules look for the device itself (so this holds, and
+  // is tested, on a machine without a GPU).
+  if (a.device == FLASHBOX_CUDA) {
+    const std::string what = cuda_unsupported(a, e);
+    if (!what.empty())
+      return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                  what + " is not supported on device = cuda yet (flashbox " FLASHBOX_VERSION_STRING
+                         ": device = cpu only; the cuda kernels have causal masks and fixed lengths)");
+  }
+  return FLASHBOX_OK;
+}
+
+flashbox_attention_args plain_view(const flashbox_attention_args &a, const flashbox_attention_ext &e) {
+  flashbox_attention_args v = a;
+  if (ext_is_varlen(e)) v.batch = 1;
+  return v;
+}
+
+int validate_ext_memory(const flashbox_attention_args &a, const flashbox_attention_ext &e, const ByteView *outputs,
+                        const char *const *output_names, int n_outputs) {
+  if (e.alibi_slopes) {
+    const int64_t count = (e.alibi_batch_stride ? (a.batch - 1) * e.alibi_batch_stride : 0) + a.heads_q;
+    if (int rc = check_input_buffer(e.alibi_slopes, count * 4, "alibi_slopes", outputs, output_names, n_outputs))
+      return rc;
+    if (a.device == FLASHBOX_CPU)
+      for (int64_t b = 0; b < (e.alibi_batch_stride ? a.batch : 1); ++b)
+        for (int64_t h = 0; h < a.heads_q; ++h) {
+          const float s = e.alibi_slopes[b * e.alibi_batch_stride + h];
+          if (!std::isfinite(s))
+            return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "alibi_slopes[" + str(b * e.alibi_batch_stride + h) +
+                                                           "] = " + std::to_string(s) + " (batch " + str(b) +
+                                                           ", head " + str(h) + ") must be finite");
+        }
+  }
+  if (ext_is_varlen(e)) {
+    if (int rc = check_input_buffer(e.cu_seqlens_q, (a.batch + 1) * 4, "cu_seqlens_q", outputs, output_names, n_outputs))
+      return rc;
+    if (int rc = check_input_buffer(e.cu_seqlens_k, (a.batch + 1) * 4, "cu_seqlens_k", outputs, output_names, n_outputs))
+      return rc;
+    if (a.device == FLASHBOX_CPU) {
+      if (int rc = check_cu_seqlens(e.cu_seqlens_q, a.batch, a.seqlen_q, e.max_seqlen_q, "q")) return rc;
+      if (int rc = check_cu_seqlens(e.cu_seqlens_k, a.batch, a.seqlen_k, e.max_seqlen_k, "k")) return rc;
+    }
+  }
+  return FLASHBOX_OK;
+}
+
+core::ScoreMods ext_mods(const flashbox_attention_args &a, const flashbox_attention_ext &e) {
+  core::ScoreMods m;
+  m.window_left = e.window_left;
+  m.window_right = a.causal ? 0 : e.window_right;
+  m.softcap = e.softcap;
+  m.alibi_slopes = e.alibi_slopes;
+  m.alibi_batch_stride = e.alibi_batch_stride;
+  return m;
+}
+
+}  // namespace flashbox::detail

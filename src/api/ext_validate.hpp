@@ -1,0 +1,42 @@
+// Validation of flashbox_attention_ext (include/flashbox/flashbox.h, "Extension 1"): each field with
+// its own message, on top of the plain rules of validate.hpp. Kept apart from validate.cpp so the
+// plain path is unchanged; the *_ext entry points (src/api/ext_api.cpp) call, in order:
+//   read_ext            struct_size: at least the first version's size; bytes beyond what this
+//                       library knows must be zero (a newer caller's fields are never ignored)
+//   validate_ext_fields windows >= -1, window_right -1/0 with causal, softcap finite >= 0,
+//                       alibi_batch_stride 0 or >= heads_q, cu_seqlens both or neither, max_seqlen,
+//                       what the device supports (cuda: none of the extension yet)
+//   plain validation    of plain_view(args, ext): varlen tensors as [1, total, heads, head_dim]
+//   validate_ext_memory alignment of slopes / cu_seqlens, outputs disjoint from them, and on the
+//                       cpu the slopes (finite) and cu_seqlens values (0 first, non-decreasing,
+//                       totals, max_seqlen bounds)
+#pragma once
+#include <cstdint>
+
+#include "api/overlap.hpp"
+#include "core/masks.hpp"
+#include "flashbox/flashbox.h"
+
+namespace flashbox::detail {
+
+// Copies the caller's struct (NULL: every field off) into `out`, honouring struct_size.
+int read_ext(const flashbox_attention_ext *ext, flashbox_attention_ext &out);
+
+bool ext_is_varlen(const flashbox_attention_ext &e);
+// True when no field asks for anything: the call is exactly the plain one.
+bool ext_is_plain(const flashbox_attention_ext &e);
+
+int validate_ext_fields(const flashbox_attention_args &a, const flashbox_attention_ext &e);
+
+// The args the plain validation checks: for varlen, batch 1 (tensors [1, total, heads, head_dim],
+// lse [1, heads_q, total_q]); otherwise args unchanged.
+flashbox_attention_args plain_view(const flashbox_attention_args &a, const flashbox_attention_ext &e);
+
+// `outputs`: the buffers the call writes (as byte views), checked against slopes and cu_seqlens.
+int validate_ext_memory(const flashbox_attention_args &a, const flashbox_attention_ext &e, const ByteView *outputs,
+                        const char *const *output_names, int n_outputs);
+
+// The mask and score transform of a validated call (causal folded into window_right).
+core::ScoreMods ext_mods(const flashbox_attention_args &a, const flashbox_attention_ext &e);
+
+}  // namespace flashbox::detail

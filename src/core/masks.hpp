@@ -1,0 +1,80 @@
+// Masks and score transforms of one attention call, in FlashAttention-2's semantics: the one
+// definition every level uses (the fp64 references, the CPU naive/blocked forward and backward, and
+// later the CUDA kernels and the KV-cache entry point), so that they cannot drift apart.
+//
+// For query row i of a sequence with seqlen_q queries and seqlen_k keys, let shift = seqlen_k -
+// seqlen_q (bottom-right alignment: the last query sits on the last key). Then
+//   visible keys   j with  i + shift - left <= j <= i + shift + right, clamped to [0, seqlen_k);
+//                  left/right = -1 mean unbounded on that side; causal means right = 0;
+//                  a row that sees no key gets O = 0, LSE = -inf and no gradient.
+//   score          s = scale * q_i . k_j
+//                  softcap > 0:  s = softcap * tanh(s / softcap)       (after the scale)
+//                  ALiBi slope:  s = s - slope * |i + shift - j|        (after the softcap)
+// The backward multiplies dS by the softcap's derivative d(cap tanh(x/cap))/dx = 1 - (s_c/cap)^2,
+// where s_c is the capped score before the ALiBi bias; the bias has no gradient.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace flashbox::core {
+
+struct ScoreMods {
+  int64_t window_left = -1, window_right = -1;  // -1: unbounded; with causal, window_right is 0
+  float softcap = 0.0f;                         // 0: off
+  const float *alibi_slopes = nullptr;          // fp32 [heads_q] or [batch, heads_q]; null: off
+  int64_t alibi_batch_stride = 0;               // elements between batches' slopes (0: shared)
+
+  bool has_window() const { return window_left >= 0 || window_right >= 0; }
+  // The slope of (batch b, query head h), 0 without ALiBi.
+  float slope(int64_t b, int64_t h) const { return alibi_slopes ? alibi_slopes[b * alibi_batch_stride + h] : 0.0f; }
+};
+
+// Mods of a call with only the fixed-length causal flag (the original C API).
+inline ScoreMods causal_mods(bool causal) {
+  ScoreMods m;
+  if (causal) m.window_right = 0;
+  return m;
+}
+
+// First visible key of row i (clamped to [0, seqlen_k]).
+inline int64_t key_begin(const ScoreMods &m, int64_t i, int64_t seqlen_q, int64_t seqlen_k) {
+  if (m.window_left < 0) return 0;
+  return std::clamp<int64_t>(i + seqlen_k - seqlen_q - m.window_left, 0, seqlen_k);
+}
+// One past the last visible key of row i (clamped to [0, seqlen_k]); key_end <= key_begin: no key.
+inline int64_t key_end(const ScoreMods &m, int64_t i, int64_t seqlen_q, int64_t seqlen_k) {
+  if (m.window_right < 0) return seqlen_k;
+  return std::clamp<int64_t>(i + seqlen_k - seqlen_q + m.window_right + 1, 0, seqlen_k);
+}
+// The rows that see key j: [query_begin, query_end) (clamped to [0, seqlen_q]), the transpose of
+// the two functions above, for the backward's walk over K/V blocks.
+inline int64_t query_begin(const ScoreMods &m, int64_t j, int64_t seqlen_q, int64_t seqlen_k) {
+  if (m.window_right < 0) return 0;
+  return std::clamp<int64_t>(j - (seqlen_k - seqlen_q) - m.window_right, 0, seqlen_q);
+}
+inline int64_t query_end(const ScoreMods &m, int64_t j, int64_t seqlen_q, int64_t seqlen_k) {
+  if (m.window_left < 0) return seqlen_q;
+  return std::clamp<int64_t>(j - (seqlen_k - seqlen_q) + m.window_left + 1, 0, seqlen_q);
+}
+
+// The score transform after the scale: softcap, then the ALiBi bias (slope 0: none). Templated on
+// the precision so the fp64 references and the fp32 levels share it.
+template <class F>
+inline F capped_score(F s, F softcap) {
+  return softcap > F(0) ? softcap * std::tanh(s / softcap) : s;
+}
+template <class F>
+inline F alibi_bias(F slope, int64_t i, int64_t j, int64_t seqlen_q, int64_t seqlen_k) {
+  const int64_t rel = i + seqlen_k - seqlen_q - j;
+  return -slope * F(rel < 0 ? -rel : rel);
+}
+// d(capped)/d(s) expressed through the capped score: 1 - (capped / softcap)^2 (1 without softcap).
+template <class F>
+inline F softcap_grad(F capped, F softcap) {
+  if (!(softcap > F(0))) return F(1);
+  const F t = capped / softcap;
+  return F(1) - t * t;
+}
+
+}  // namespace flashbox::core

@@ -1,0 +1,45 @@
+// See problem.hpp.
+#include "core/problem.hpp"
+
+#include "core/softmax_scale.hpp"
+
+namespace flashbox::detail {
+
+Problem make_problem(const flashbox_attention_args &a) { return make_problem(a, core::causal_mods(a.causal != 0)); }
+
+GradProblem make_grad_problem(const flashbox_attention_grad_args &g) {
+  return make_grad_problem(g, core::causal_mods(g.fwd.causal != 0));
+}
+
+Problem make_problem(const flashbox_attention_args &a, const core::ScoreMods &mods) {
+  Problem p{};
+  p.device = a.device, p.dtype = a.dtype, p.impl = a.impl;
+  p.batch = a.batch, p.seqlen_q = a.seqlen_q, p.seqlen_k = a.seqlen_k;
+  p.heads_q = a.heads_q, p.heads_kv = a.heads_kv, p.head_dim = a.head_dim;
+  p.group = a.heads_q / a.heads_kv;
+  p.q = a.q, p.k = a.k, p.v = a.v, p.o = a.o, p.lse = a.lse;
+  for (int i = 0; i < 3; ++i) {
+    p.q_stride[i] = a.q_stride[i], p.k_stride[i] = a.k_stride[i];
+    p.v_stride[i] = a.v_stride[i], p.o_stride[i] = a.o_stride[i];
+  }
+  const SoftmaxScale scale = resolve_softmax_scale(a.softmax_scale, a.head_dim);
+  p.scale = scale.scale, p.scale_log2 = scale.scale_log2;
+  p.causal = a.causal;
+  p.mods = mods;
+  p.stream = a.stream;
+  return p;
+}
+
+GradProblem make_grad_problem(const flashbox_attention_grad_args &g, const core::ScoreMods &mods) {
+  GradProblem p{};
+  p.fwd = make_problem(g.fwd, mods);
+  p.dout = g.dout, p.dq = g.dq, p.dk = g.dk, p.dv = g.dv;
+  for (int i = 0; i < 3; ++i) {
+    p.dout_stride[i] = g.dout_stride[i], p.dq_stride[i] = g.dq_stride[i];
+    p.dk_stride[i] = g.dk_stride[i], p.dv_stride[i] = g.dv_stride[i];
+  }
+  p.deterministic = g.deterministic;
+  return p;
+}
+
+}  // namespace flashbox::detail

@@ -1,0 +1,91 @@
+"""The ctypes view of flashbox.h's Extension 1 (flashbox._ext): struct layout against a C compiler, and
+a CPU call with a sliding window against a plain-Python fp64 reference. No torch, no numpy, no GPU.
+
+Runs under pytest, or alone (`python3 tests/python/test_ext_ctypes_cpu.py`, as CTest does).
+"""
+
+import ctypes
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pysupport as S
+from pysupport import _lib
+
+from flashbox import _ext
+
+F32 = _lib.DType.FLOAT32
+
+
+def test_ext_struct_layout_matches_c_compiler():
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        S.skip("no C compiler to compare the struct layout with")
+    fields = [f for f, _ in _ext.AttentionExt._fields_]
+    lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "flashbox/flashbox.h"', "int main(void) {",
+             'printf("%zu\\n", sizeof(flashbox_attention_ext));']
+    lines += [f'printf("%zu\\n", offsetof(flashbox_attention_ext, {f}));' for f in fields]
+    lines += ["return 0; }"]
+    with tempfile.TemporaryDirectory() as tmp:
+        src, exe = os.path.join(tmp, "layout.c"), os.path.join(tmp, "layout")
+        with open(src, "w") as fh:
+            fh.write("\n".join(lines))
+        subprocess.run([cc, "-std=c11", "-I", os.path.join(S.REPO, "include"), src, "-o", exe], check=True)
+        out = [int(x) for x in subprocess.run([exe], check=True, capture_output=True, text=True).stdout.split()]
+    assert out[0] == ctypes.sizeof(_ext.AttentionExt), out
+    for f, off in zip(fields, out[1:]):
+        assert getattr(_ext.AttentionExt, f).offset == off, f"{f}: ctypes {getattr(_ext.AttentionExt, f).offset}, C {off}"
+
+
+def _reference_window(q, k, v, B, Tq, Tk, H, D, left, right):
+    """Plain-Python fp64 attention with FlashAttention-2's window (bottom-right aligned)."""
+    out = [[[[0.0] * D for _ in range(H)] for _ in range(Tq)] for _ in range(B)]
+    scale = 1.0 / math.sqrt(D)
+    for b in range(B):
+        for h in range(H):
+            for i in range(Tq):
+                diag = i + Tk - Tq
+                keys = [j for j in range(Tk) if (right < 0 or j <= diag + right) and (left < 0 or j >= diag - left)]
+                if not keys:
+                    continue
+                s = [scale * sum(q.get(b, i, h, x) * k.get(b, j, h, x) for x in range(D)) for j in keys]
+                m = max(s)
+                p = [math.exp(x - m) for x in s]
+                z = sum(p)
+                for x in range(D):
+                    out[b][i][h][x] = sum(pj * v.get(b, j, h, x) for pj, j in zip(p, keys)) / z
+    return out
+
+
+def test_cpu_forward_ext_window():
+    S.require_library()
+    if not hasattr(_lib.library().cdll, "flashbox_attention_forward_ext"):
+        S.skip("this libflashbox has no flashbox_attention_forward_ext")
+    B, Tq, Tk, H, D = 1, 6, 9, 2, 8
+    rnd = S.pseudo_random(7)
+    q, k, v, o = (S.HostTensor(s, F32) for s in ((B, Tq, H, D), (B, Tk, H, D), (B, Tk, H, D), (B, Tq, H, D)))
+    for t in (q, k, v):
+        t.fill(rnd)
+    a = _lib.AttentionArgs()
+    a.device, a.dtype, a.impl = _lib.Device.CPU, F32, _lib.Impl.BLOCKED
+    a.batch, a.seqlen_q, a.seqlen_k, a.heads_q, a.heads_kv, a.head_dim = B, Tq, Tk, H, H, D
+    a.q, a.k, a.v, a.o = q.ptr, k.ptr, v.ptr, o.ptr
+    a.q_stride[:], a.k_stride[:], a.v_stride[:], a.o_stride[:] = q.strides, k.strides, v.strides, o.strides
+    e = _ext.default_ext()
+    e.window_left, e.window_right = 2, 1
+    _ext.forward_ext(a, e)
+    want = _reference_window(q, k, v, B, Tq, Tk, H, D, 2, 1)
+    for i in range(Tq):
+        for h in range(H):
+            for x in range(D):
+                assert abs(o.get(0, i, h, x) - want[0][i][h][x]) < 1e-5, (i, h, x)
+    e.window_left = -5
+    with S.raises(_lib.FlashboxError, match="window_left = -5"):
+        _ext.forward_ext(a, e)
+
+
+if __name__ == "__main__":
+    sys.exit(S.run_standalone(dict(globals())))

@@ -1,0 +1,264 @@
+// Test support for the extension (flashbox_attention_ext): one shape with a sliding window, softcap,
+// ALiBi and optionally variable lengths becomes seeded random host tensors, the ext struct, the fp64
+// reference forward and backward (per sequence for varlen, so the reference never sees packing), and
+// comparisons of o / lse / dq / dk / dv with it. Fixed-length tensors are BTHD, varlen tensors
+// [total, heads, head_dim]; outputs are poisoned with NaN before every call.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/masks.hpp"
+#include "cpu/reference_backward_fp64.hpp"
+#include "cpu/reference_fp64.hpp"
+#include "flashbox/flashbox.h"
+#include "support/attention_case.hpp"
+
+namespace flashbox::test {
+
+struct MaskCase {
+  int64_t batch = 2, seqlen_q = 40, seqlen_k = 40, heads_q = 2, heads_kv = 1, head_dim = 16;
+  flashbox_dtype dtype = FLASHBOX_FLOAT32;
+  int causal = 0;
+  int32_t window_left = -1, window_right = -1;
+  float softcap = 0.0f;
+  int alibi = 0;  // 0 off, 1 one slope per head, 2 a row of slopes per batch
+  std::vector<int32_t> lens_q, lens_k;  // non-empty: variable length (batch = lens_q.size())
+  uint64_t seed = fresh_seed();
+
+  bool varlen() const { return !lens_q.empty(); }
+  std::string name() const {
+    std::string s = "b" + std::to_string(batch) + "_sq" + std::to_string(seqlen_q) + "_sk" + std::to_string(seqlen_k) +
+                    "_hq" + std::to_string(heads_q) + "_hkv" + std::to_string(heads_kv) + "_d" +
+                    std::to_string(head_dim) + "_" + cpu::dtype_name(dtype) + (causal ? "_causal" : "") + "_w" +
+                    std::to_string(window_left) + "," + std::to_string(window_right) +
+                    (softcap > 0 ? "_cap" + std::to_string(softcap) : "") +
+                    (alibi ? "_alibi" + std::to_string(alibi) : "") + (varlen() ? "_varlen" : "");
+    return s + "_seed" + std::to_string(seed) + " (rerun with FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")";
+  }
+};
+
+struct Error {
+  double rel = 0;
+  bool nan = false;
+};
+
+class MaskData {
+ public:
+  explicit MaskData(MaskCase c) : c_(std::move(c)) {
+    if (c_.varlen()) {
+      c_.batch = int64_t(c_.lens_q.size());
+      cu_q_.assign(1, 0), cu_k_.assign(1, 0);
+      for (int64_t s = 0; s < c_.batch; ++s) {
+        cu_q_.push_back(cu_q_.back() + c_.lens_q[size_t(s)]);
+        cu_k_.push_back(cu_k_.back() + c_.lens_k[size_t(s)]);
+      }
+      c_.seqlen_q = cu_q_.back(), c_.seqlen_k = cu_k_.back();
+    }
+    rows_q_ = c_.varlen() ? c_.seqlen_q : c_.batch * c_.seqlen_q;  // token rows of q / o / dout / dq
+    rows_k_ = c_.varlen() ? c_.seqlen_k : c_.batch * c_.seqlen_k;
+    const int64_t es = cpu::dtype_size(c_.dtype);
+    std::mt19937_64 rng(c_.seed);
+    auto fill = [&](std::vector<uint8_t> &buf, int64_t n) {
+      buf.resize(size_t(n * es));
+      std::normal_distribution<float> normal(0.f, 1.f);
+      for (int64_t i = 0; i < n; ++i) cpu::store_from_float(buf.data(), c_.dtype, i, normal(rng));
+    };
+    fill(q_, rows_q_ * c_.heads_q * c_.head_dim);
+    fill(k_, rows_k_ * c_.heads_kv * c_.head_dim);
+    fill(v_, rows_k_ * c_.heads_kv * c_.head_dim);
+    fill(dout_, rows_q_ * c_.heads_q * c_.head_dim);
+    o_.resize(q_.size()), dq_.resize(q_.size()), dk_.resize(k_.size()), dv_.resize(k_.size());
+    lse_.assign(size_t(c_.varlen() ? c_.heads_q * c_.seqlen_q : c_.batch * c_.heads_q * c_.seqlen_q), 0.f);
+    if (c_.alibi) {
+      std::uniform_real_distribution<float> u(0.f, 0.3f);
+      slopes_.resize(size_t(c_.alibi == 2 ? c_.batch * (c_.heads_q + 3) : c_.heads_q));
+      for (float &s : slopes_) s = u(rng);
+    }
+
+    a_ = flashbox_attention_args{};
+    a_.device = FLASHBOX_CPU, a_.dtype = c_.dtype, a_.impl = FLASHBOX_AUTO;
+    a_.batch = c_.batch, a_.seqlen_q = c_.seqlen_q, a_.seqlen_k = c_.seqlen_k;
+    a_.heads_q = c_.heads_q, a_.heads_kv = c_.heads_kv, a_.head_dim = c_.head_dim;
+    a_.q = q_.data(), a_.k = k_.data(), a_.v = v_.data(), a_.o = o_.data(), a_.lse = lse_.data();
+    strides(c_.heads_q, c_.seqlen_q, a_.q_stride), strides(c_.heads_q, c_.seqlen_q, a_.o_stride);
+    strides(c_.heads_kv, c_.seqlen_k, a_.k_stride), strides(c_.heads_kv, c_.seqlen_k, a_.v_stride);
+    a_.causal = c_.causal;
+
+    e_ = flashbox_attention_ext_default();
+    e_.window_left = c_.window_left, e_.window_right = c_.window_right, e_.softcap = c_.softcap;
+    if (c_.alibi) e_.alibi_slopes = slopes_.data(), e_.alibi_batch_stride = c_.alibi == 2 ? c_.heads_q + 3 : 0;
+    if (c_.varlen()) {
+      e_.cu_seqlens_q = cu_q_.data(), e_.cu_seqlens_k = cu_k_.data();
+      for (int64_t s = 0; s < c_.batch; ++s) {
+        e_.max_seqlen_q = std::max<int64_t>(e_.max_seqlen_q, c_.lens_q[size_t(s)]);
+        e_.max_seqlen_k = std::max<int64_t>(e_.max_seqlen_k, c_.lens_k[size_t(s)]);
+      }
+    }
+    reference();
+  }
+  MaskData(const MaskData &) = delete;
+
+  const MaskCase &config() const { return c_; }
+  std::string name() const { return c_.name(); }
+  double tolerance() const { return c_.dtype == FLASHBOX_FLOAT32 ? 1e-5 : 1e-2; }
+  const flashbox_attention_ext &ext() const { return e_; }
+
+  // Forward through the extension with `impl`; o and lse poisoned first.
+  int forward(flashbox_impl impl) {
+    const flashbox_attention_args a = forward_args(impl);
+    return flashbox_attention_forward_ext(&a, &e_);
+  }
+
+  // Backward through the extension with `impl`, o and lse set to the reference's (rounded), dq/dk/dv
+  // poisoned first.
+  int backward(flashbox_impl impl, int deterministic = 0) {
+    const flashbox_attention_grad_args g = grad_args(impl, deterministic);
+    return flashbox_attention_backward_ext(&g, &e_);
+  }
+
+  // The backward's arguments: o and lse set to the reference's (rounded), dq/dk/dv poisoned.
+  flashbox_attention_grad_args grad_args(flashbox_impl impl, int deterministic = 0) {
+    for (size_t i = 0; i < ref_o_.size(); ++i) cpu::store_from_float(o_.data(), c_.dtype, int64_t(i), float(ref_o_[i]));
+    for (size_t i = 0; i < ref_lse_.size(); ++i) lse_[i] = float(ref_lse_[i]);
+    poison(dq_), poison(dk_), poison(dv_);
+    flashbox_attention_grad_args g{};
+    g.fwd = a_;
+    g.fwd.impl = impl;
+    g.dout = dout_.data(), g.dq = dq_.data(), g.dk = dk_.data(), g.dv = dv_.data();
+    std::copy_n(a_.o_stride, 3, g.dout_stride), std::copy_n(a_.q_stride, 3, g.dq_stride);
+    std::copy_n(a_.k_stride, 3, g.dk_stride), std::copy_n(a_.k_stride, 3, g.dv_stride);
+    g.deterministic = deterministic;
+    return g;
+  }
+
+  // The forward's arguments (o and lse poisoned) and everything a test may edit or compare.
+  flashbox_attention_args forward_args(flashbox_impl impl) {
+    poison(o_);
+    std::fill(lse_.begin(), lse_.end(), std::numeric_limits<float>::quiet_NaN());
+    flashbox_attention_args a = a_;
+    a.impl = impl;
+    return a;
+  }
+  std::vector<uint8_t> outputs_snapshot() const {
+    std::vector<uint8_t> all(o_);
+    const auto *l = reinterpret_cast<const uint8_t *>(lse_.data());
+    all.insert(all.end(), l, l + lse_.size() * 4);
+    for (const auto *g : {&dq_, &dk_, &dv_}) all.insert(all.end(), g->begin(), g->end());
+    return all;
+  }
+  std::vector<uint8_t> &o_bytes() { return o_; }
+  std::vector<float> &lse() { return lse_; }
+  std::vector<float> &slopes() { return slopes_; }
+  std::vector<int32_t> &cu_q() { return cu_q_; }
+  std::vector<int32_t> &cu_k() { return cu_k_; }
+
+  Error o_error() const { return error(o_, ref_o_); }
+  Error dq_error() const { return error(dq_, ref_dq_); }
+  Error dk_error() const { return error(dk_, ref_dk_); }
+  Error dv_error() const { return error(dv_, ref_dv_); }
+  // Max |lse - ref| over rows with a finite reference; inf when a row disagrees on -inf or is NaN.
+  double lse_error() const {
+    double e = 0;
+    for (size_t i = 0; i < ref_lse_.size(); ++i) {
+      const double got = lse_[i], want = ref_lse_[i];
+      if (std::isnan(got)) return INFINITY;
+      if (std::isinf(want) || std::isinf(got)) {
+        if (got != want) return INFINITY;
+      } else {
+        e = std::max(e, std::abs(got - want));
+      }
+    }
+    return e;
+  }
+  // Rows of the reference with no visible key (O = 0, LSE = -inf): the tests want some of them.
+  int64_t empty_rows() const {
+    int64_t n = 0;
+    for (double l : ref_lse_) n += std::isinf(l);
+    return n;
+  }
+
+ private:
+  // BTHD, or for varlen [total, heads, head_dim] (stride[0] unused: any positive value).
+  void strides(int64_t heads, int64_t seq, int64_t (&st)[3]) const {
+    st[2] = c_.head_dim, st[1] = heads * c_.head_dim, st[0] = c_.varlen() ? 1 : seq * heads * c_.head_dim;
+  }
+
+  void poison(std::vector<uint8_t> &buf) {
+    for (size_t i = 0; i < buf.size(); ++i) buf[i] = (i & 1) ? 0x7f : 0xff;
+  }
+
+  core::ScoreMods mods(int64_t seq_index) const {
+    core::ScoreMods m;
+    m.window_left = c_.window_left, m.window_right = c_.causal ? 0 : c_.window_right, m.softcap = c_.softcap;
+    if (c_.alibi) m.alibi_slopes = slopes_.data(), m.alibi_batch_stride = e_.alibi_batch_stride;
+    if (c_.varlen() && m.alibi_slopes) m.alibi_slopes += seq_index * m.alibi_batch_stride;
+    return m;
+  }
+
+  // The fp64 reference, per sequence for varlen (each a fixed-length batch-1 call on views).
+  void reference() {
+    const int64_t HQ = c_.heads_q, HKV = c_.heads_kv, D = c_.head_dim, es = cpu::dtype_size(c_.dtype);
+    ref_o_.assign(size_t(rows_q_ * HQ * D), 0.0), ref_dq_.assign(ref_o_.size(), 0.0);
+    ref_dk_.assign(size_t(rows_k_ * HKV * D), 0.0), ref_dv_.assign(ref_dk_.size(), 0.0);
+    ref_lse_.assign(lse_.size(), -INFINITY);
+    if (!c_.varlen()) {
+      const core::ScoreMods m = mods(0);
+      cpu::reference_attention_fp64(a_, ref_o_, &ref_lse_, &m);
+      flashbox_attention_grad_args g{};
+      g.fwd = a_, g.dout = dout_.data();
+      std::copy_n(a_.o_stride, 3, g.dout_stride);
+      cpu::reference_attention_backward_fp64(g, ref_dq_, ref_dk_, ref_dv_, &m);
+      return;
+    }
+    for (int64_t s = 0; s < c_.batch; ++s) {
+      const int64_t q0 = cu_q_[size_t(s)], lq = c_.lens_q[size_t(s)], k0 = cu_k_[size_t(s)], lk = c_.lens_k[size_t(s)];
+      if (lq == 0 || lk == 0) continue;  // O = 0, LSE = -inf, gradients 0: already so
+      flashbox_attention_args a = a_;
+      a.batch = 1, a.seqlen_q = lq, a.seqlen_k = lk;
+      a.q = q_.data() + q0 * HQ * D * es, a.k = k_.data() + k0 * HKV * D * es, a.v = v_.data() + k0 * HKV * D * es;
+      const core::ScoreMods m = mods(s);
+      std::vector<double> o, lse, dq, dk, dv;
+      cpu::reference_attention_fp64(a, o, &lse, &m);
+      flashbox_attention_grad_args g{};
+      g.fwd = a, g.dout = dout_.data() + q0 * HQ * D * es;
+      std::copy_n(a_.o_stride, 3, g.dout_stride);
+      cpu::reference_attention_backward_fp64(g, dq, dk, dv, &m);
+      std::copy(o.begin(), o.end(), ref_o_.begin() + q0 * HQ * D);
+      std::copy(dq.begin(), dq.end(), ref_dq_.begin() + q0 * HQ * D);
+      std::copy(dk.begin(), dk.end(), ref_dk_.begin() + k0 * HKV * D);
+      std::copy(dv.begin(), dv.end(), ref_dv_.begin() + k0 * HKV * D);
+      for (int64_t h = 0; h < HQ; ++h)
+        for (int64_t i = 0; i < lq; ++i) ref_lse_[size_t(h * c_.seqlen_q + q0 + i)] = lse[size_t(h * lq + i)];
+    }
+  }
+
+  Error error(const std::vector<uint8_t> &buf, const std::vector<double> &ref) const {
+    Error r;
+    double d2 = 0, r2 = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const double got = cpu::load_as_float(buf.data(), c_.dtype, int64_t(i));
+      if (!std::isfinite(got)) r.nan = true;
+      d2 += (got - ref[i]) * (got - ref[i]), r2 += ref[i] * ref[i];
+    }
+    r.rel = r.nan ? INFINITY : (r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2));
+    return r;
+  }
+
+  MaskCase c_;
+  int64_t rows_q_ = 0, rows_k_ = 0;
+  std::vector<uint8_t> q_, k_, v_, o_, dout_, dq_, dk_, dv_;
+  std::vector<float> lse_, slopes_;
+  std::vector<int32_t> cu_q_, cu_k_;
+  flashbox_attention_args a_{};
+  flashbox_attention_ext e_{};
+  std::vector<double> ref_o_, ref_lse_, ref_dq_, ref_dk_, ref_dv_;
+};
+
+}  // namespace flashbox::test

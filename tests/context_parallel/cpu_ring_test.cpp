@@ -58,18 +58,24 @@ void run_backward(int world, int64_t S, Mask m, cp::Variant variant, int64_t hq,
   rc.data().expect_close();
 }
 
+// GQA at every world size, MHA at two (CI time: the fp64 reference backward dominates).
+std::vector<std::pair<int64_t, int64_t>> heads_for(int world) {
+  if (world == 2 || world == 3) return {{2, 2}, {4, 2}};
+  return {{4, 2}};
+}
+
 class CpuRing : public ::testing::TestWithParam<cp::Variant> {};
 
 TEST_P(CpuRing, ForwardFp32EveryMaskAndWorld) {
   for (const Mask &m : kMasks)
     for (int world : kWorlds)
-      for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{2, 2}, {4, 2}}) run_forward(world, 10, m, GetParam(), hq, hkv, FLASHBOX_FLOAT32);
+      for (auto [hq, hkv] : heads_for(world)) run_forward(world, 10, m, GetParam(), hq, hkv, FLASHBOX_FLOAT32);
 }
 
 TEST_P(CpuRing, BackwardFp32EveryMaskAndWorld) {
   for (const Mask &m : kMasks)
     for (int world : kWorlds)
-      for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{2, 2}, {4, 2}}) run_backward(world, 10, m, GetParam(), hq, hkv, FLASHBOX_FLOAT32);
+      for (auto [hq, hkv] : heads_for(world)) run_backward(world, 10, m, GetParam(), hq, hkv, FLASHBOX_FLOAT32);
 }
 
 TEST_P(CpuRing, Bf16ForwardAndBackward) {

@@ -6,6 +6,7 @@
 //         supports the call, else the sm80 kernel; FLASHBOX_FLASH_ARCH=sm80|sm90 forces one.
 //         naive -> cuBLAS + softmax; blocked is not a CUDA level.
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "api/backends.hpp"
@@ -114,7 +115,10 @@ FLASHBOX_API int flashbox_cuda_device_count(void) {
 }
 
 FLASHBOX_API const char *flashbox_impl_name(flashbox_impl impl) {
-  switch (int(impl)) {
+  // A C caller may pass any int; read as the C++ enum, a value outside it is undefined behaviour.
+  int value;
+  std::memcpy(&value, &impl, sizeof value);
+  switch (value) {
     case FLASHBOX_AUTO: return "auto";
     case FLASHBOX_NAIVE: return "naive";
     case FLASHBOX_BLOCKED: return "blocked";

@@ -6,6 +6,7 @@
 //   CUDA: auto/flash -> the Hopper family on compute capability 9.x when built for sm_90a and its plan
 //         takes the call, else the sm80 family; options.family (or FLASHBOX_FLASH_ARCH) forces one.
 //         naive -> cuBLAS + softmax; blocked is not a CUDA level.
+#include <cstring>
 #include <string>
 
 #include "core/backends.hpp"
@@ -87,7 +88,10 @@ FLASHBOX_API int flashbox_cuda_device_count(void) {
 }
 
 FLASHBOX_API const char *flashbox_impl_name(flashbox_impl impl) {
-  switch (int(impl)) {
+  // A C caller may pass any int; read as the C++ enum, a value outside it is undefined behaviour.
+  int value;
+  std::memcpy(&value, &impl, sizeof value);
+  switch (value) {
     case FLASHBOX_AUTO: return "auto";
     case FLASHBOX_NAIVE: return "naive";
     case FLASHBOX_BLOCKED: return "blocked";

@@ -136,3 +136,50 @@ TEST(Tokenizer, MissingOrBrokenFilesAreClearErrors) {
             std::string::npos);
   fs::remove_all(dir);
 }
+
+// Pieces the corpus has none of: one word thousands of bytes long, repeating one or two letters
+// (overlapping pairs, ties between occurrences) or drawn from small alphabets. BPE here merges
+// through a heap; the reference merges pass by pass, and both must agree id for id.
+TEST(Tokenizer, MatchesEncoderJsOnLongAndRepetitivePieces) {
+  if (auto why = reference_missing(); !why.empty()) GTEST_SKIP() << why;
+  const uint32_t seed = 20261201;
+  std::printf("seed %u\n", seed);
+  uint32_t state = seed;
+  auto next = [&] { return state = state * 1664525u + 1013904223u; };
+  nlohmann::json texts = nlohmann::json::array();
+  for (int n : {1, 2, 3, 7, 64, 1001}) {
+    texts.push_back(std::string(size_t(n), 'a'));
+    std::string ab;
+    for (int i = 0; i < n; ++i) ab += "ab"[i % 2];
+    texts.push_back(ab);
+  }
+  for (const std::string alphabet : {"ab", "abc", "the", "etaoinshrdlu", "abcdefghijklmnopqrstuvwxyz", "0123456789"})
+    for (int len : {5, 50, 500, 1500}) {
+      std::string s;
+      for (int i = 0; i < len; ++i) s += alphabet[(next() >> 8) % alphabet.size()];
+      texts.push_back(s);
+      texts.push_back(" " + s + " " + s.substr(0, s.size() / 2) + "'s");
+    }
+  const fs::path tmp = fs::temp_directory_path() / ("flashbox_tok_long_" + std::to_string(getpid()) + ".json");
+  std::ofstream(tmp) << texts.dump();
+  const auto expected = reference_ids(tmp);
+  fs::remove(tmp);
+  ASSERT_EQ(expected.size(), texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::string text = texts[i].get<std::string>();
+    EXPECT_EQ(tokenizer().encode(text), expected[i]) << "text " << i << " (" << text.size() << " bytes)";
+  }
+}
+
+// fuzz_tokenizer_encode found that one long word took time quadratic in its length (a 64 KB run of
+// letters: over a minute under ASan). A 256 KB word must encode, and decode back, like any text.
+TEST(Tokenizer, QuarterMegabyteWordEncodesAndDecodes) {
+  if (auto why = reference_missing(); !why.empty()) GTEST_SKIP() << why;
+  std::string word;
+  uint32_t state = 7;
+  for (int i = 0; i < (1 << 18); ++i) word += char('a' + ((state = state * 1664525u + 1013904223u) >> 8) % 26);
+  const std::vector<int32_t> ids = tokenizer().encode(word);
+  EXPECT_GT(ids.size(), word.size() / 8);
+  EXPECT_LT(ids.size(), word.size());
+  EXPECT_EQ(tokenizer().decode(ids), word);
+}

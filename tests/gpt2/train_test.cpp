@@ -65,8 +65,8 @@ TEST(CpuTrainer, GradientsMatchFiniteDifferences) {
   const auto in = random_ids(32, c.vocab_size, 1), tg = random_ids(32, c.vocab_size, 2);
   auto t = make_cpu_trainer(w, shape);
   t->zero_grad();
-  const double loss = t->forward_backward(in.data(), tg.data(), 1.0f);
-  EXPECT_GT(loss, 1.0);
+  t->forward_backward(in.data(), tg.data(), 1.0f);
+  EXPECT_GT(t->mean_loss(), 1.0);
   Gpt2Weights g(c);
   t->get_grads(g);
   std::mt19937 gen(9);
@@ -199,13 +199,15 @@ TEST(CudaTrainer, GradientsMatchTheCpuTrainer) {
   Gpt2Weights gc(c), gg(c);
   auto cpu = make_cpu_trainer(w, shape);
   cpu->zero_grad();
-  const double lc = cpu->forward_backward(in.data(), tg.data(), 1.0f);
+  cpu->forward_backward(in.data(), tg.data(), 1.0f);
+  const double lc = cpu->mean_loss();
   cpu->get_grads(gc);
   for (flashbox_impl impl : {FLASHBOX_FLASH, FLASHBOX_NAIVE}) {
     shape.attention = impl;
     auto gpu = make_cuda_trainer(w, shape);
     gpu->zero_grad();
-    const double lg = gpu->forward_backward(in.data(), tg.data(), 1.0f);
+    gpu->forward_backward(in.data(), tg.data(), 1.0f);
+    const double lg = gpu->mean_loss();
     gpu->get_grads(gg);
     EXPECT_NEAR(lg, lc, 2e-3 * lc) << flashbox_impl_name(impl);
     for (int i = 0; i < kParamCount; ++i)

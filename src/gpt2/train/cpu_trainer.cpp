@@ -152,9 +152,17 @@ class CpuTrainer final : public Gpt2Trainer {
     rf_.resize(size_t(M));
   }
 
-  double forward_backward(const int32_t *in, const int32_t *tg, float scale) override { return run(in, tg, true, scale); }
+  void forward_backward(const int32_t *in, const int32_t *tg, float scale) override {
+    loss_sum_ += run(in, tg, true, scale);
+    ++micro_;
+  }
+  double mean_loss() override { return micro_ ? loss_sum_ / double(micro_) : 0.0; }
   double eval_loss(const int32_t *in, const int32_t *tg) override { return run(in, tg, false, 0.0f); }
-  void zero_grad() override { std::fill(g_.data(), g_.data() + g_.size(), 0.0f); }
+  void zero_grad() override {
+    std::fill(g_.data(), g_.data() + g_.size(), 0.0f);
+    loss_sum_ = 0.0;
+    micro_ = 0;
+  }
   double grad_norm() override {
     double ss = 0.0;
     for (int64_t i = 0; i < g_.size(); ++i) ss += double(g_.data()[i]) * g_.data()[i];
@@ -193,6 +201,8 @@ class CpuTrainer final : public Gpt2Trainer {
   TrainerShape s_;
   Gpt2Weights p_, g_, m_, v_;
   std::vector<Layer> layers_;
+  double loss_sum_ = 0.0;
+  int64_t micro_ = 0;
   Vec xf_, lnf_, mf_, rf_, logits_, dx_, dln_, dres_, dfc_, datt_, dq_, dk_, dv_, dqkv_, tmp_;
 };
 

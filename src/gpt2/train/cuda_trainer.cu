@@ -61,6 +61,28 @@ class Buf {
   void *p_ = nullptr;
 };
 
+// Page-locked host memory: copies from it are queued on the stream instead of waiting for the GPU.
+class PinnedBuf {
+ public:
+  PinnedBuf() = default;
+  explicit PinnedBuf(size_t bytes) {
+    if (cudaMallocHost(&p_, bytes) != cudaSuccess) {
+      cudaGetLastError();
+      throw Gpt2Error("CUDA: cannot allocate " + std::to_string(bytes >> 20) + " MiB of pinned host memory");
+    }
+  }
+  ~PinnedBuf() { cudaFreeHost(p_); }
+  PinnedBuf(PinnedBuf &&o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  PinnedBuf &operator=(PinnedBuf &&o) noexcept {
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  int32_t *ints() const { return static_cast<int32_t *>(p_); }
+
+ private:
+  void *p_ = nullptr;
+};
+
 struct LayerActs {
   Buf x, xm, mean1, rstd1, mean2, rstd2, ln1, qkv, att, lse, ln2, h, g;
 };
@@ -68,9 +90,18 @@ struct LayerActs {
 class CudaTrainer final : public Gpt2Trainer {
  public:
   CudaTrainer(const Gpt2Weights &init, const TrainerShape &shape);
-  double forward_backward(const int32_t *inputs, const int32_t *targets, float grad_scale) override;
+  ~CudaTrainer() override {
+    cudaDeviceSynchronize();
+    cudaEventDestroy(staged_);
+  }
+  void forward_backward(const int32_t *inputs, const int32_t *targets, float grad_scale) override;
+  double mean_loss() override;
   double eval_loss(const int32_t *inputs, const int32_t *targets) override;
-  void zero_grad() override { GPT2_CUDA(cudaMemset(grad_.as<void>(), 0, size_t(total_) * 4)); }
+  void zero_grad() override {
+    GPT2_CUDA(cudaMemsetAsync(grad_.as<void>(), 0, size_t(total_) * 4, nullptr));
+    GPT2_CUDA(cudaMemsetAsync(loss_acc_.as<void>(), 0, 8, nullptr));
+    micro_ = 0;
+  }
   double grad_norm() override;
   void adam_step(const AdamW &opt, float lr, float grad_mult, int64_t t) override;
   void get_params(Gpt2Weights &out) override { download(param_, out); }
@@ -105,8 +136,11 @@ class CudaTrainer final : public Gpt2Trainer {
   std::vector<LayerActs> layer_;
   Buf x_final_, meanf_, rstdf_, lnf_, inputs_, targets_, losses_, logits_, dlogits_;
   Buf dx_, dres_, dln_, dfc_, datt_, dq_, dk_, dv_, dqkv_, scratch_, norm_partial_, norm_out_;
-  Buf emb_order_, emb_starts_, emb_uniq_;
+  Buf emb_order_, emb_starts_, emb_uniq_, loss_acc_;
+  PinnedBuf staging_;          // inputs, targets, order, starts, uniq: 5 x (M + 1) ids
+  cudaEvent_t staged_ = nullptr;   // the last upload from staging_ has been done
   int n_unique_ = 0;
+  int64_t micro_ = 0;
   train::LtGemm lt_;
 };
 
@@ -169,6 +203,9 @@ CudaTrainer::CudaTrainer(const Gpt2Weights &init, const TrainerShape &shape) : c
   emb_order_ = Buf(size_t(M_) * 4);
   emb_starts_ = Buf(size_t(M_ + 1) * 4);
   emb_uniq_ = Buf(size_t(M_) * 4);
+  loss_acc_ = Buf(8);
+  staging_ = PinnedBuf(5 * size_t(M_ + 1) * 4);
+  GPT2_CUDA(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming));
 }
 
 void CudaTrainer::download(const Buf &src, Gpt2Weights &out) {
@@ -191,26 +228,36 @@ void CudaTrainer::upload(const Gpt2Weights &in, Buf &dst) {
 void CudaTrainer::set_batch(const int32_t *inputs, const int32_t *targets, bool embedding_grad) {
   for (int64_t i = 0; i < M_; ++i)
     if (inputs[i] < 0 || inputs[i] >= c_.vocab_size || targets[i] < 0 || targets[i] >= c_.vocab_size)
-      throw Gpt2Error("token id " + std::to_string(std::min(inputs[i], targets[i])) + " at position " + std::to_string(i) + " is outside the vocabulary");
-  GPT2_CUDA(cudaMemcpy(inputs_.as<void>(), inputs, size_t(M_) * 4, cudaMemcpyHostToDevice));
-  GPT2_CUDA(cudaMemcpy(targets_.as<void>(), targets, size_t(M_) * 4, cudaMemcpyHostToDevice));
-  if (!embedding_grad) return;
+      throw Gpt2Error("token id " + std::to_string(std::min(inputs[i], targets[i])) + " at position " +
+                      std::to_string(i) + " is outside the vocabulary");
   // Positions grouped by token, ascending within each group: the embedding gradient sums them in
-  // this fixed order.
+  // this fixed order. Built while the GPU still works on the previous micro-batch.
   std::vector<int32_t> order(static_cast<size_t>(M_));
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return inputs[a] < inputs[b]; });
-  std::vector<int32_t> starts, uniq;
-  for (int64_t k = 0; k < M_; ++k)
-    if (k == 0 || inputs[order[size_t(k)]] != inputs[order[size_t(k - 1)]]) {
-      starts.push_back(int32_t(k));
-      uniq.push_back(inputs[order[size_t(k)]]);
+  GPT2_CUDA(cudaEventSynchronize(staged_));   // the previous upload has left the staging buffer
+  const size_t n = size_t(M_), stride = n + 1;
+  int32_t *st = staging_.ints();
+  int32_t *s_in = st, *s_tg = st + stride, *s_order = st + 2 * stride, *s_starts = st + 3 * stride, *s_uniq = st + 4 * stride;
+  std::copy(inputs, inputs + n, s_in);
+  std::copy(targets, targets + n, s_tg);
+  std::copy(order.begin(), order.end(), s_order);
+  int u = 0;
+  for (size_t k = 0; k < n; ++k)
+    if (k == 0 || inputs[order[k]] != inputs[order[k - 1]]) {
+      s_starts[u] = int32_t(k);
+      s_uniq[u++] = inputs[order[k]];
     }
-  starts.push_back(int32_t(M_));
-  n_unique_ = int(uniq.size());
-  GPT2_CUDA(cudaMemcpy(emb_order_.as<void>(), order.data(), order.size() * 4, cudaMemcpyHostToDevice));
-  GPT2_CUDA(cudaMemcpy(emb_starts_.as<void>(), starts.data(), starts.size() * 4, cudaMemcpyHostToDevice));
-  GPT2_CUDA(cudaMemcpy(emb_uniq_.as<void>(), uniq.data(), uniq.size() * 4, cudaMemcpyHostToDevice));
+  s_starts[u] = int32_t(n);
+  n_unique_ = u;
+  GPT2_CUDA(cudaMemcpyAsync(inputs_.as<void>(), s_in, n * 4, cudaMemcpyHostToDevice, nullptr));
+  GPT2_CUDA(cudaMemcpyAsync(targets_.as<void>(), s_tg, n * 4, cudaMemcpyHostToDevice, nullptr));
+  if (embedding_grad) {
+    GPT2_CUDA(cudaMemcpyAsync(emb_order_.as<void>(), s_order, n * 4, cudaMemcpyHostToDevice, nullptr));
+    GPT2_CUDA(cudaMemcpyAsync(emb_starts_.as<void>(), s_starts, size_t(u + 1) * 4, cudaMemcpyHostToDevice, nullptr));
+    GPT2_CUDA(cudaMemcpyAsync(emb_uniq_.as<void>(), s_uniq, size_t(u) * 4, cudaMemcpyHostToDevice, nullptr));
+  }
+  GPT2_CUDA(cudaEventRecord(staged_, nullptr));
 }
 
 double CudaTrainer::run(bool with_grad, float grad_scale) {
@@ -253,10 +300,10 @@ double CudaTrainer::run(bool with_grad, float grad_scale) {
     lt_.input_grad(dlogits_.as<bf16>(), pb(Param::Wte), dln_.as<float>() + r0 * C, CUDA_R_32F, R, Vp_, C);
     lt_.weight_grad(dlogits_.as<bf16>(), lnf, gf(Param::Wte), R, Vp_, C);
   }
-  std::vector<float> losses(static_cast<size_t>(M));
+  std::vector<float> losses(static_cast<size_t>(with_grad ? 0 : M));
   if (with_grad) {
     float *dx = dx_.as<float>();
-    GPT2_CUDA(cudaMemset(dx, 0, size_t(M * C) * 4));
+    GPT2_CUDA(cudaMemsetAsync(dx, 0, size_t(M * C) * 4, nullptr));
     train::layernorm_backward_dx(dln_.as<float>(), x_final_.as<float>(), meanf_.as<float>(), rstdf_.as<float>(),
                                  pf(Param::LnfW), dx, M, int(C));
     train::layernorm_backward_params(dln_.as<float>(), x_final_.as<float>(), meanf_.as<float>(), rstdf_.as<float>(),
@@ -315,15 +362,26 @@ double CudaTrainer::run(bool with_grad, float grad_scale) {
     train::embedding_backward_wpe(dx, gf(Param::Wpe), B, T, int(C));
   }
   GPT2_CUDA(cudaGetLastError());
+  if (with_grad) {
+    train::mean_add(losses_.as<float>(), M, loss_acc_.as<double>());
+    return 0.0;
+  }
   GPT2_CUDA(cudaMemcpy(losses.data(), losses_.as<void>(), losses.size() * 4, cudaMemcpyDeviceToHost));
   double sum = 0.0;
   for (float v : losses) sum += double(v);
   return sum / double(M);
 }
 
-double CudaTrainer::forward_backward(const int32_t *inputs, const int32_t *targets, float grad_scale) {
+void CudaTrainer::forward_backward(const int32_t *inputs, const int32_t *targets, float grad_scale) {
   set_batch(inputs, targets, true);
-  return run(true, grad_scale);
+  run(true, grad_scale);
+  ++micro_;
+}
+
+double CudaTrainer::mean_loss() {
+  double acc = 0.0;
+  GPT2_CUDA(cudaMemcpy(&acc, loss_acc_.as<void>(), 8, cudaMemcpyDeviceToHost));
+  return micro_ ? acc / double(micro_) : 0.0;
 }
 
 double CudaTrainer::eval_loss(const int32_t *inputs, const int32_t *targets) {

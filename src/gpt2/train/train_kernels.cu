@@ -295,9 +295,24 @@ __global__ void adamw_kernel(float *p, bf16 *pb, const float *g, float *m, float
   }
 }
 
+__global__ void mean_add_kernel(const float *x, int64_t n, double *acc) {
+  __shared__ double s[256];
+  double t = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) t += double(x[i]);
+  s[threadIdx.x] = t;
+  __syncthreads();
+  for (int w = 128; w > 0; w /= 2) {
+    if (int(threadIdx.x) < w) s[threadIdx.x] += s[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *acc += s[0] / double(n);
+}
+
 constexpr int kRowsPerBlock = 8;
 
 }  // namespace
+
+void mean_add(const float *x, int64_t n, double *acc) { mean_add_kernel<<<1, 256>>>(x, n, acc); }
 
 void embedding_forward(const int32_t *tokens, const float *wte, const float *wpe, float *x, int64_t M, int T, int C) {
   embedding_forward_kernel<<<grid_for(M * C / 4, 256), 256>>>(tokens, wte, wpe, x, M, T, C);

@@ -54,6 +54,9 @@ void cross_entropy(const float *logits, int64_t ld, int V, const int32_t *target
 // Sum of squares of x[0..n) into out[0] (fp32 partials, fixed order; scratch of 1024 floats).
 void sum_squares(const float *x, int64_t n, float *scratch, double *out);
 
+// acc[0] += mean of x[0..n) (one block, fixed order).
+void mean_add(const float *x, int64_t n, double *acc);
+
 // AdamW on n elements: g = grad * grad_mult; moments; p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p);
 // p_bf16 = bf16(p).
 void adamw(float *p, bf16 *p_bf16, const float *g, float *m, float *v, int64_t n, float lr, float beta1, float beta2,

@@ -174,12 +174,11 @@ TrainSummary run_training(const TrainOptions &o, const std::function<void(const 
   for (int64_t step = start + 1; step <= o.steps; ++step) {
     const auto t0 = Clock::now();
     t->zero_grad();
-    double loss = 0.0;
     for (int64_t j = 0; j < accum; ++j) {
       tb.load((step - 1) * accum + j);
-      loss += t->forward_backward(tb.in.data(), tb.tg.data(), 1.0f / float(accum));
+      t->forward_backward(tb.in.data(), tb.tg.data(), 1.0f / float(accum));
     }
-    loss /= double(accum);
+    const double loss = t->mean_loss();
     if (!o.dump_grads.empty() && step == start + 1) {
       Gpt2Weights g(c);
       t->get_grads(g);

@@ -28,8 +28,11 @@ class Gpt2Trainer {
  public:
   virtual ~Gpt2Trainer() = default;
   // B windows of T: inputs and targets are B*T ids each (targets[i] is the token after inputs[i]).
-  // Adds grad_scale * d(mean cross-entropy)/d(params) to the gradients; returns the mean loss.
-  virtual double forward_backward(const int32_t *inputs, const int32_t *targets, float grad_scale) = 0;
+  // Adds grad_scale * d(mean cross-entropy)/d(params) to the gradients. May return before the
+  // device has finished (the CUDA trainer queues the work); the loss comes from mean_loss().
+  virtual void forward_backward(const int32_t *inputs, const int32_t *targets, float grad_scale) = 0;
+  // Mean of the micro-batches' mean losses since zero_grad() (waits for the device).
+  virtual double mean_loss() = 0;
   // Mean cross-entropy of one batch, no gradients.
   virtual double eval_loss(const int32_t *inputs, const int32_t *targets) = 0;
   virtual void zero_grad() = 0;

@@ -104,7 +104,7 @@ TEST(CpuTrainer, LossFallsResumeRepeatsAndCheckpointsLoad) {
   o.config = "tiny";
   o.shape.batch = 2;
   o.shape.seqlen = 32;
-  o.steps = 6;
+  o.steps = 4;
   o.lr = 3e-3f;
   o.warmup = 1;
   o.train_tokens = dir / "train.bin";
@@ -112,26 +112,26 @@ TEST(CpuTrainer, LossFallsResumeRepeatsAndCheckpointsLoad) {
   o.val_max_tokens = 128;
   o.quiet = true;
   o.out_dir = dir / "a";
-  o.checkpoint_every = 3;
+  o.checkpoint_every = 2;
   o.log_json = dir / "a.jsonl";
   const TrainSummary full = run_training(o, [](const std::string &) {});
-  EXPECT_EQ(full.steps, 6);
+  EXPECT_EQ(full.steps, 4);
   EXPECT_NEAR(full.first_loss, std::log(50257.0), 0.5);
-  EXPECT_LT(full.last_loss, full.first_loss - 1.0) << "the loss should fall on a repeating text";
+  EXPECT_LT(full.last_loss, full.first_loss - 0.5) << "the loss should fall on a repeating text";
   EXPECT_GT(full.val_loss, 0.0);
 
-  // Resumed from step 3: the same last loss and the same weights.
-  o.resume = dir / "a/state_000003.bin";
+  // Resumed from step 2: the same last loss and the same weights.
+  o.resume = dir / "a/state_000002.bin";
   o.out_dir = dir / "b";
   o.log_json = dir / "b.jsonl";
   std::filesystem::create_directories(dir / "b");
   const TrainSummary resumed = run_training(o, [](const std::string &) {});
-  EXPECT_EQ(resumed.steps, 3);
+  EXPECT_EQ(resumed.steps, 2);
   EXPECT_NEAR(resumed.last_loss, full.last_loss, 1e-5);
-  const Gpt2Weights a = load_checkpoint(dir / "a/model_000006.bin"), b = load_checkpoint(dir / "b/model_000006.bin");
+  const Gpt2Weights a = load_checkpoint(dir / "a/model_000004.bin"), b = load_checkpoint(dir / "b/model_000004.bin");
   EXPECT_LT(rel_err(b.tensor(Param::QkvW), a.tensor(Param::QkvW)), 1e-5);
   // Both formats hold the same weights.
-  const Gpt2Weights st = load_checkpoint(dir / "a/model_000006.safetensors");
+  const Gpt2Weights st = load_checkpoint(dir / "a/model_000004.safetensors");
   for (int i = 0; i < kParamCount; ++i) EXPECT_EQ(rel_err(st.tensor(Param(i)), a.tensor(Param(i))), 0.0) << i;
 
   // The JSON log: a start line, one line per step, validations, a summary.
@@ -148,7 +148,7 @@ TEST(CpuTrainer, LossFallsResumeRepeatsAndCheckpointsLoad) {
     vals += j["event"] == "val";
     summary |= j["event"] == "summary";
   }
-  EXPECT_EQ(steps, 6);
+  EXPECT_EQ(steps, 4);
   EXPECT_EQ(vals, 1);
   EXPECT_TRUE(summary);
 }

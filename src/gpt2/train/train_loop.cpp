@@ -203,8 +203,9 @@ TrainSummary run_training(const TrainOptions &o, const std::function<void(const 
     emit({{"event", "step"}, {"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm}, {"ms", dt * 1e3},
           {"tokens_per_second", tps}, {"mfu", mfu}});
     if (!o.quiet)
-      print(fmt::format("step {:6d}/{} | loss {:.6f} | lr {:.3e} | norm {:7.4f} | {:8.0f} tok/s | MFU {:5.1f}% | {:.1f} ms\n",
-                        step, o.steps, loss, lr, norm, tps, mfu * 100.0, dt * 1e3));
+      print(fmt::format("step {:6d}/{} | loss {:.6f} | lr {:.3e} | norm {:7.4f} | {:8.0f} tok/s | MFU {} | {:.1f} ms\n",
+                        step, o.steps, loss, lr, norm, tps,
+                        o.device == FLASHBOX_CUDA ? fmt::format("{:5.1f}%", mfu * 100.0) : std::string("-"), dt * 1e3));
     if (o.val_every > 0 && step % o.val_every == 0 && step != o.steps) validate(step);
     if (!o.out_dir.empty() && o.checkpoint_every > 0 && step % o.checkpoint_every == 0 && step != o.steps)
       save_checkpoint(*t, c, o.out_dir, step);

@@ -179,7 +179,7 @@ def cmd_train(a):
         model.eval()
         n = max(1, min((len(val) - 1) // (a.batch * a.seqlen), a.val_tokens // (a.batch * a.seqlen)))
         with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=not a.fp32):
-            val_loss = sum(step_fn(*batch(val, k, a.batch, a.seqlen, dev)).item() for k in range(n)) / n
+            val_loss = sum(model(*batch(val, k, a.batch, a.seqlen, dev)).item() for k in range(n)) / n   # eager: no recompile
         print(f"torch val loss after {last} steps: {val_loss:.4f} ({n * a.batch * a.seqlen} tokens)")
     result = {"steps": last, "schedule_steps": a.steps, "losses": losses, "val_loss": val_loss}
     if a.flashbox_log:

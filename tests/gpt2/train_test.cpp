@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 
@@ -202,18 +203,23 @@ TEST(CudaTrainer, GradientsMatchTheCpuTrainer) {
   cpu->forward_backward(in.data(), tg.data(), 1.0f);
   const double lc = cpu->mean_loss();
   cpu->get_grads(gc);
-  for (flashbox_impl impl : {FLASHBOX_FLASH, FLASHBOX_NAIVE}) {
-    shape.attention = impl;
-    auto gpu = make_cuda_trainer(w, shape);
-    gpu->zero_grad();
-    gpu->forward_backward(in.data(), tg.data(), 1.0f);
-    const double lg = gpu->mean_loss();
-    gpu->get_grads(gg);
-    EXPECT_NEAR(lg, lc, 2e-3 * lc) << flashbox_impl_name(impl);
-    for (int i = 0; i < kParamCount; ++i)
-      EXPECT_LT(rel_err(gg.tensor(Param(i)), gc.tensor(Param(i))), 2e-2) << param_name(Param(i)) << " "
-                                                                        << flashbox_impl_name(impl);
+  // Both CUDA paths: fused (cuBLASLt GELU epilogues, bf16 logits) and plain.
+  for (const char *fused : {"1", "0"}) {
+    setenv("FLASHBOX_TRAIN_FUSED", fused, 1);
+    for (flashbox_impl impl : {FLASHBOX_FLASH, FLASHBOX_NAIVE}) {
+      shape.attention = impl;
+      auto gpu = make_cuda_trainer(w, shape);
+      gpu->zero_grad();
+      gpu->forward_backward(in.data(), tg.data(), 1.0f);
+      const double lg = gpu->mean_loss();
+      gpu->get_grads(gg);
+      EXPECT_NEAR(lg, lc, 2e-3 * lc) << flashbox_impl_name(impl) << " fused " << fused;
+      for (int i = 0; i < kParamCount; ++i)
+        EXPECT_LT(rel_err(gg.tensor(Param(i)), gc.tensor(Param(i))), 2e-2)
+            << param_name(Param(i)) << " " << flashbox_impl_name(impl) << " fused " << fused;
+    }
   }
+  unsetenv("FLASHBOX_TRAIN_FUSED");
 }
 
 TEST(CudaTrainer, DeterministicGivenTheSeed) {

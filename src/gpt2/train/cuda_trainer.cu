@@ -11,9 +11,13 @@
 //   ln1 = LN(x_l); qkv = ln1 Wqkv^T + b; att = attention(qkv) (flashbox forward with lse);
 //   xm_l = x_l + att Wp^T + bp;  ln2 = LN(xm_l); h = ln2 Wfc^T + b; g = gelu(h);
 //   x_{l+1} = xm_l + g Wfp^T + bfp      (cuBLASLt: the residual is the product's C operand)
-// LM head in row chunks of kHeadRows: fp32 logits = lnf wte^T, the cross-entropy kernel turns them into
-// the loss and bf16 dlogits, which give dlnf (= dlogits wte) and dwte (+= dlogits^T lnf) at once, so
-// only one chunk of logits ever exists.
+// LM head in row chunks of kHeadRows: logits = lnf wte^T, the cross-entropy kernel turns them into the
+// loss and bf16 dlogits, which give dlnf (= dlogits wte) and dwte (+= dlogits^T lnf) at once, so only
+// one chunk of logits ever exists. Fused path (the default): bf16 logits, the gradient written over
+// them, GELU and its derivative as cuBLASLt epilogues of the MLP products (the pre-activation kept as
+// the epilogue's aux matrix), dx's bf16 copy made in the pass that sums it for the bias gradient, and
+// the qkv products run per part on dq, dk, dv instead of interleaving them first.
+// FLASHBOX_TRAIN_FUSED=0 runs the plain path (fp32 logits, separate GELU kernels).
 // Backward in reverse with fp32 dx for the residual stream, bf16 copies of it for the products;
 // attention through flashbox_attention_backward (deterministic), whose dq, dk, dv (separate buffers:
 // the API wants outputs disjoint) are interleaved back into the [M, 3C] layout of qkv.
@@ -23,6 +27,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cmath>
 #include <numeric>
 
@@ -141,6 +146,10 @@ class CudaTrainer final : public Gpt2Trainer {
   cudaEvent_t staged_ = nullptr;   // the last upload from staging_ has been done
   int n_unique_ = 0;
   int64_t micro_ = 0;
+  // The fused path (default; FLASHBOX_TRAIN_FUSED=0 turns it off): GELU in the MLP products'
+  // cuBLASLt epilogues, bf16 logits with the gradient written over them, and the bf16 copy of dx
+  // made in the same pass as its column sum.
+  bool fused_ = true;
   train::LtGemm lt_;
 };
 
@@ -150,6 +159,7 @@ CudaTrainer::CudaTrainer(const Gpt2Weights &init, const TrainerShape &shape) : c
   if (B <= 0 || T <= 1 || T > c_.n_ctx) throw Gpt2Error("CUDA trainer: batch " + std::to_string(B) + " x seqlen " + std::to_string(T) + " does not fit the model");
   Vp_ = (c_.vocab_size + 127) / 128 * 128;
   M_ = B * T;
+  if (const char *e = std::getenv("FLASHBOX_TRAIN_FUSED")) fused_ = std::string(e) != "0";
   for (int i = 0; i < kParamCount; ++i) {
     const ParamShape ps = param_shape(c_, Param(i));
     const int64_t n = Param(i) == Param::Wte ? Vp_ * C : ps.numel() * (ps.per_layer ? L : 1);
@@ -186,7 +196,7 @@ CudaTrainer::CudaTrainer(const Gpt2Weights &init, const TrainerShape &shape) : c
   targets_ = Buf(size_t(M_) * 4);
   losses_ = Buf(size_t(M_) * 4);
   const int64_t head_rows = std::min(M_, kHeadRows);
-  logits_ = Buf(size_t(head_rows * Vp_) * 4);
+  if (!fused_) logits_ = Buf(size_t(head_rows * Vp_) * 4);
   dlogits_ = Buf(size_t(head_rows * Vp_) * 2);
   dx_ = Buf(MC * 4);
   dres_ = Buf(MC * 2);
@@ -196,7 +206,7 @@ CudaTrainer::CudaTrainer(const Gpt2Weights &init, const TrainerShape &shape) : c
   dq_ = Buf(MC * 2);
   dk_ = Buf(MC * 2);
   dv_ = Buf(MC * 2);
-  dqkv_ = Buf(3 * MC * 2);
+  if (!fused_) dqkv_ = Buf(3 * MC * 2);
   scratch_ = Buf(size_t(train::colsum_scratch_bytes(M_, 4 * C)));
   norm_partial_ = Buf(1024 * 4);
   norm_out_ = Buf(8);
@@ -279,8 +289,13 @@ double CudaTrainer::run(bool with_grad, float grad_scale) {
                 pf(Param::AttnProjB, l), a.x.as<float>());
     train::layernorm_forward(a.xm.as<float>(), pf(Param::Ln2W, l), pf(Param::Ln2B, l), a.ln2.as<bf16>(),
                              a.mean2.as<float>(), a.rstd2.as<float>(), M, int(C));
-    lt_.forward(a.ln2.as<bf16>(), pb(Param::FcW, l), a.h.as<void>(), CUDA_R_16BF, M, 4 * C, C, pb(Param::FcB, l), nullptr);
-    train::gelu_forward(a.h.as<bf16>(), a.g.as<bf16>(), M * 4 * C);
+    if (fused_) {
+      lt_.forward_gelu(a.ln2.as<bf16>(), pb(Param::FcW, l), a.g.as<bf16>(), a.h.as<bf16>(), M, 4 * C, C, pb(Param::FcB, l));
+    } else {
+      lt_.forward(a.ln2.as<bf16>(), pb(Param::FcW, l), a.h.as<void>(), CUDA_R_16BF, M, 4 * C, C, pb(Param::FcB, l),
+                  nullptr);
+      train::gelu_forward(a.h.as<bf16>(), a.g.as<bf16>(), M * 4 * C);
+    }
     lt_.forward(a.g.as<bf16>(), pb(Param::FcProjW, l), x_next, CUDA_R_32F, M, C, 4 * C, pf(Param::FcProjB, l),
                 a.xm.as<float>());
   }
@@ -293,9 +308,15 @@ double CudaTrainer::run(bool with_grad, float grad_scale) {
   for (int64_t r0 = 0; r0 < M; r0 += head_rows) {
     const int64_t R = std::min(head_rows, M - r0);
     const bf16 *lnf = lnf_.as<bf16>() + r0 * C;
-    lt_.forward(lnf, pb(Param::Wte), logits_.as<void>(), CUDA_R_32F, R, Vp_, C, nullptr, nullptr);
-    train::cross_entropy(logits_.as<float>(), Vp_, c_.vocab_size, targets_.as<int32_t>() + r0, R,
-                         losses_.as<float>() + r0, with_grad ? dlogits_.as<bf16>() : nullptr, row_scale);
+    if (fused_) {
+      lt_.forward(lnf, pb(Param::Wte), dlogits_.as<void>(), CUDA_R_16BF, R, Vp_, C, nullptr, nullptr);
+      train::cross_entropy_inplace(dlogits_.as<bf16>(), Vp_, c_.vocab_size, targets_.as<int32_t>() + r0, R,
+                                   losses_.as<float>() + r0, with_grad, row_scale);
+    } else {
+      lt_.forward(lnf, pb(Param::Wte), logits_.as<void>(), CUDA_R_32F, R, Vp_, C, nullptr, nullptr);
+      train::cross_entropy(logits_.as<float>(), Vp_, c_.vocab_size, targets_.as<int32_t>() + r0, R,
+                           losses_.as<float>() + r0, with_grad ? dlogits_.as<bf16>() : nullptr, row_scale);
+    }
     if (!with_grad) continue;
     lt_.input_grad(dlogits_.as<bf16>(), pb(Param::Wte), dln_.as<float>() + r0 * C, CUDA_R_32F, R, Vp_, C);
     lt_.weight_grad(dlogits_.as<bf16>(), lnf, gf(Param::Wte), R, Vp_, C);
@@ -312,11 +333,17 @@ double CudaTrainer::run(bool with_grad, float grad_scale) {
     for (int l = L - 1; l >= 0; --l) {
       LayerActs &a = layer_[size_t(l)];
       // MLP projection: x_{l+1} = xm + g Wfp^T + b.
-      train::to_bf16(dx, dres, M * C);
-      lt_.input_grad(dres, pb(Param::FcProjW, l), dfc_.as<void>(), CUDA_R_16BF, M, C, 4 * C);
-      lt_.weight_grad(dres, a.g.as<bf16>(), gf(Param::FcProjW, l), M, C, 4 * C);
-      train::colsum_add(dx, gf(Param::FcProjB, l), M, C, scratch_.as<float>());
-      train::gelu_backward(a.h.as<bf16>(), dfc_.as<bf16>(), M * 4 * C);
+      if (fused_) {
+        train::to_bf16_colsum_add(dx, dres, gf(Param::FcProjB, l), M, C, scratch_.as<float>());
+        lt_.input_grad_dgelu(dres, pb(Param::FcProjW, l), dfc_.as<bf16>(), a.h.as<bf16>(), M, C, 4 * C);
+        lt_.weight_grad(dres, a.g.as<bf16>(), gf(Param::FcProjW, l), M, C, 4 * C);
+      } else {
+        train::to_bf16(dx, dres, M * C);
+        lt_.input_grad(dres, pb(Param::FcProjW, l), dfc_.as<void>(), CUDA_R_16BF, M, C, 4 * C);
+        lt_.weight_grad(dres, a.g.as<bf16>(), gf(Param::FcProjW, l), M, C, 4 * C);
+        train::colsum_add(dx, gf(Param::FcProjB, l), M, C, scratch_.as<float>());
+        train::gelu_backward(a.h.as<bf16>(), dfc_.as<bf16>(), M * 4 * C);
+      }
       // MLP input: h = ln2 Wfc^T + b.
       lt_.input_grad(dfc_.as<bf16>(), pb(Param::FcW, l), dln_.as<void>(), CUDA_R_32F, M, 4 * C, C);
       lt_.weight_grad(dfc_.as<bf16>(), a.ln2.as<bf16>(), gf(Param::FcW, l), M, 4 * C, C);
@@ -326,10 +353,14 @@ double CudaTrainer::run(bool with_grad, float grad_scale) {
       train::layernorm_backward_params(dln_.as<float>(), a.xm.as<float>(), a.mean2.as<float>(), a.rstd2.as<float>(),
                                        gf(Param::Ln2W, l), gf(Param::Ln2B, l), M, int(C), scratch_.as<float>());
       // Attention projection: xm = x + att Wp^T + b.
-      train::to_bf16(dx, dres, M * C);
+      if (fused_) {
+        train::to_bf16_colsum_add(dx, dres, gf(Param::AttnProjB, l), M, C, scratch_.as<float>());
+      } else {
+        train::to_bf16(dx, dres, M * C);
+        train::colsum_add(dx, gf(Param::AttnProjB, l), M, C, scratch_.as<float>());
+      }
       lt_.input_grad(dres, pb(Param::AttnProjW, l), datt_.as<void>(), CUDA_R_16BF, M, C, C);
       lt_.weight_grad(dres, a.att.as<bf16>(), gf(Param::AttnProjW, l), M, C, C);
-      train::colsum_add(dx, gf(Param::AttnProjB, l), M, C, scratch_.as<float>());
       // Attention.
       flashbox_attention_grad_args g{};
       g.fwd = qkv_attention_args(FLASHBOX_CUDA, FLASHBOX_BFLOAT16, FLASHBOX_AUTO, a.qkv.as<void>(), a.att.as<void>(), B,
@@ -347,11 +378,21 @@ double CudaTrainer::run(bool with_grad, float grad_scale) {
       g.deterministic = 1;
       if (const int rc = flashbox_attention_backward(&g); rc != FLASHBOX_OK)
         throw Gpt2Error("attention backward failed (code " + std::to_string(rc) + "): " + flashbox_last_error());
-      train::interleave_qkv(dq_.as<bf16>(), dk_.as<bf16>(), dv_.as<bf16>(), dqkv_.as<bf16>(), M, int(C));
       // QKV projection: qkv = ln1 Wqkv^T + b.
-      lt_.input_grad(dqkv_.as<bf16>(), pb(Param::QkvW, l), dln_.as<void>(), CUDA_R_32F, M, 3 * C, C);
-      lt_.weight_grad(dqkv_.as<bf16>(), a.ln1.as<bf16>(), gf(Param::QkvW, l), M, 3 * C, C);
-      train::colsum_add(dqkv_.as<bf16>(), gf(Param::QkvB, l), M, 3 * C, scratch_.as<float>());
+      if (fused_) {
+        // One product per part on the q, k and v row blocks of Wqkv: no interleaving copy.
+        const bf16 *part[3] = {dq_.as<bf16>(), dk_.as<bf16>(), dv_.as<bf16>()};
+        for (int j = 0; j < 3; ++j) {
+          lt_.input_grad(part[j], pb(Param::QkvW, l) + j * C * C, dln_.as<void>(), CUDA_R_32F, M, C, C, j ? 1.0f : 0.0f);
+          lt_.weight_grad(part[j], a.ln1.as<bf16>(), gf(Param::QkvW, l) + j * C * C, M, C, C);
+          train::colsum_add(part[j], gf(Param::QkvB, l) + j * C, M, C, scratch_.as<float>());
+        }
+      } else {
+        train::interleave_qkv(dq_.as<bf16>(), dk_.as<bf16>(), dv_.as<bf16>(), dqkv_.as<bf16>(), M, int(C));
+        lt_.input_grad(dqkv_.as<bf16>(), pb(Param::QkvW, l), dln_.as<void>(), CUDA_R_32F, M, 3 * C, C);
+        lt_.weight_grad(dqkv_.as<bf16>(), a.ln1.as<bf16>(), gf(Param::QkvW, l), M, 3 * C, C);
+        train::colsum_add(dqkv_.as<bf16>(), gf(Param::QkvB, l), M, 3 * C, scratch_.as<float>());
+      }
       train::layernorm_backward_dx(dln_.as<float>(), a.x.as<float>(), a.mean1.as<float>(), a.rstd1.as<float>(),
                                    pf(Param::Ln1W, l), dx, M, int(C));
       train::layernorm_backward_params(dln_.as<float>(), a.x.as<float>(), a.mean1.as<float>(), a.rstd1.as<float>(),

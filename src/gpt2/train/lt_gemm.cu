@@ -29,15 +29,22 @@ LtGemm::~LtGemm() {
 
 LtGemm::Plan &LtGemm::plan(const Key &key) {
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
-  const auto [ta, tb, m, n, k, lda, ldb, ldd, d_type_int, has_bias] = key;
+  const auto [ta, tb, m, n, k, lda, ldb, ldd, d_type_int, has_bias, fused] = key;
   const auto d_type = cudaDataType_t(d_type_int);
   Plan p;
   GPT2_CUBLAS(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   GPT2_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
   GPT2_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-  const cublasLtEpilogue_t epilogue = has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  cublasLtEpilogue_t epilogue = has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  if (fused == 1) epilogue = has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+  if (fused == 2) epilogue = CUBLASLT_EPILOGUE_DGELU;
   GPT2_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  if (fused) {
+    // The aux matrix (pre-activation) has D's shape and layout.
+    const int64_t aux_ld = ldd;
+    GPT2_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
+  }
   GPT2_CUBLAS(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, uint64_t(ta ? k : m), uint64_t(ta ? m : k), lda));
   GPT2_CUBLAS(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, uint64_t(tb ? n : k), uint64_t(tb ? k : n), ldb));
   GPT2_CUBLAS(cublasLtMatrixLayoutCreate(&p.d, d_type, uint64_t(m), uint64_t(n), ldd));
@@ -63,9 +70,11 @@ LtGemm::Plan &LtGemm::plan(const Key &key) {
 
 void LtGemm::gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *A, int64_t lda, const void *B,
                   int64_t ldb, void *D, int64_t ldd, cudaDataType_t d_type, const void *C, float beta,
-                  const void *bias) {
-  Plan &p = plan({ta, tb, m, n, k, lda, ldb, ldd, int(d_type), bias != nullptr});
+                  const void *bias, int epilogue, const void *aux) {
+  Plan &p = plan({ta, tb, m, n, k, lda, ldb, ldd, int(d_type), bias != nullptr, epilogue});
   if (bias) GPT2_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  if (epilogue)
+    GPT2_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
   const float alpha = 1.0f;
   GPT2_CUBLAS(cublasLtMatmul(handle_, p.desc, &alpha, A, p.a, B, p.b, &beta, C ? C : D, p.d, D, p.d, &p.algo,
                              workspace_, workspace_bytes_, nullptr));
@@ -79,6 +88,16 @@ void LtGemm::forward(const __nv_bfloat16 *X, const __nv_bfloat16 *W, void *D, cu
 void LtGemm::input_grad(const __nv_bfloat16 *dY, const __nv_bfloat16 *W, void *dX, cudaDataType_t d_type, int64_t M,
                         int64_t N, int64_t K, float beta, int64_t ldy) {
   gemm(false, false, K, M, N, W, K, dY, ldy ? ldy : N, dX, K, d_type, nullptr, beta, nullptr);
+}
+
+void LtGemm::forward_gelu(const __nv_bfloat16 *X, const __nv_bfloat16 *W, __nv_bfloat16 *G, __nv_bfloat16 *H,
+                          int64_t M, int64_t N, int64_t K, const __nv_bfloat16 *bias) {
+  gemm(true, false, N, M, K, W, K, X, K, G, N, CUDA_R_16BF, nullptr, 0.0f, bias, 1, H);
+}
+
+void LtGemm::input_grad_dgelu(const __nv_bfloat16 *dY, const __nv_bfloat16 *W, __nv_bfloat16 *dX,
+                              const __nv_bfloat16 *H, int64_t M, int64_t N, int64_t K) {
+  gemm(false, false, K, M, N, W, K, dY, N, dX, K, CUDA_R_16BF, nullptr, 0.0f, nullptr, 2, H);
 }
 
 void LtGemm::weight_grad(const __nv_bfloat16 *dY, const __nv_bfloat16 *X, float *dW, int64_t M, int64_t N, int64_t K,

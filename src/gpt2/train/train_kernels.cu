@@ -255,6 +255,55 @@ __global__ void __launch_bounds__(kCeThreads) cross_entropy_kernel(const float *
   }
 }
 
+__global__ void __launch_bounds__(kCeThreads) cross_entropy_inplace_kernel(bf16 *logits, int64_t ld, int V,
+                                                                           const int32_t *targets, float *loss,
+                                                                           bool with_grad, float grad_scale) {
+  const int64_t r = blockIdx.x;
+  bf16 *row = logits + r * ld;
+  float mx = -INFINITY, sum = 0.0f;
+  for (int i = threadIdx.x; i < V; i += kCeThreads) merge_softmax(mx, sum, __bfloat162float(row[i]), 1.0f);
+  for (int o = kWarp / 2; o > 0; o /= 2) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, mx, o), s2 = __shfl_xor_sync(0xffffffffu, sum, o);
+    merge_softmax(mx, sum, m2, s2);
+  }
+  __shared__ float sm[kCeThreads / kWarp], ss[kCeThreads / kWarp];
+  __shared__ float row_max, row_sum;
+  if (threadIdx.x % kWarp == 0) {
+    sm[threadIdx.x / kWarp] = mx;
+    ss[threadIdx.x / kWarp] = sum;
+  }
+  __syncthreads();
+  const int target = targets[r];
+  if (threadIdx.x == 0) {
+    for (int k = 1; k < kCeThreads / kWarp; ++k) merge_softmax(mx, sum, sm[k], ss[k]);
+    row_max = mx;
+    row_sum = sum;
+    loss[r] = mx + logf(sum) - __bfloat162float(row[target]);
+  }
+  if (!with_grad) return;
+  __syncthreads();   // thread 0 has read row[target] before anyone overwrites it
+  const float m = row_max, inv = 1.0f / row_sum;
+  for (int i = threadIdx.x; i < ld; i += kCeThreads) {
+    float g = 0.0f;
+    if (i < V) g = (__expf(__bfloat162float(row[i]) - m) * inv - (i == target ? 1.0f : 0.0f)) * grad_scale;
+    row[i] = __float2bfloat16_rn(g);
+  }
+}
+
+__global__ void to_bf16_colsum_partial_kernel(const float *in, bf16 *out, int64_t M, int64_t N, float *partial) {
+  const int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t chunk = blockIdx.y;
+  if (n >= N) return;
+  const int64_t m0 = chunk * kColChunk, m1 = std::min<int64_t>(M, m0 + kColChunk);
+  float acc = 0.0f;
+  for (int64_t m = m0; m < m1; ++m) {
+    const float v = in[m * N + n];
+    out[m * N + n] = __float2bfloat16_rn(v);
+    acc += v;
+  }
+  partial[chunk * N + n] = acc;
+}
+
 constexpr int kNormBlocks = 1024, kNormThreads = 256;
 
 __global__ void sum_squares_partial_kernel(const float *x, int64_t n, float *partial) {
@@ -371,6 +420,18 @@ void interleave_qkv(const bf16 *dq, const bf16 *dk, const bf16 *dv, bf16 *dqkv, 
 void cross_entropy(const float *logits, int64_t ld, int V, const int32_t *targets, int64_t R, float *loss,
                    bf16 *dlogits, float grad_scale) {
   cross_entropy_kernel<<<unsigned(R), kCeThreads>>>(logits, ld, V, targets, loss, dlogits, grad_scale);
+}
+
+void cross_entropy_inplace(bf16 *logits, int64_t ld, int V, const int32_t *targets, int64_t R, float *loss,
+                           bool with_grad, float grad_scale) {
+  cross_entropy_inplace_kernel<<<unsigned(R), kCeThreads>>>(logits, ld, V, targets, loss, with_grad, grad_scale);
+}
+
+void to_bf16_colsum_add(const float *in, bf16 *out, float *bias, int64_t M, int64_t N, float *scratch) {
+  const int64_t chunks = (M + kColChunk - 1) / kColChunk;
+  const dim3 grid(unsigned((N + 255) / 256), unsigned(chunks));
+  to_bf16_colsum_partial_kernel<<<grid, 256>>>(in, out, M, N, scratch);
+  colsum_finish_kernel<<<unsigned((N + 255) / 256), 256>>>(scratch, chunks, N, bias);
 }
 
 void sum_squares(const float *x, int64_t n, float *scratch, double *out) {

@@ -51,6 +51,12 @@ void interleave_qkv(const bf16 *dq, const bf16 *dk, const bf16 *dv, bf16 *dqkv, 
 void cross_entropy(const float *logits, int64_t ld, int V, const int32_t *targets, int64_t R, float *loss,
                    bf16 *dlogits, float grad_scale);
 
+// The same on bf16 logits, the gradient written in place over them (the fused path's LM head).
+void cross_entropy_inplace(bf16 *logits, int64_t ld, int V, const int32_t *targets, int64_t R, float *loss,
+                           bool with_grad, float grad_scale);
+// out = bf16(in) and bias[n] += sum_m in[m, n] in one pass over in [M, N].
+void to_bf16_colsum_add(const float *in, bf16 *out, float *bias, int64_t M, int64_t N, float *scratch);
+
 // Sum of squares of x[0..n) into out[0] (fp32 partials, fixed order; scratch of 1024 floats).
 void sum_squares(const float *x, int64_t n, float *scratch, double *out);
 

@@ -328,7 +328,7 @@ double CudaTrainer::run(bool with_grad, float grad_scale) {
     train::layernorm_backward_dx(dln_.as<float>(), x_final_.as<float>(), meanf_.as<float>(), rstdf_.as<float>(),
                                  pf(Param::LnfW), dx, M, int(C));
     train::layernorm_backward_params(dln_.as<float>(), x_final_.as<float>(), meanf_.as<float>(), rstdf_.as<float>(),
-                                     gf(Param::LnfW), gf(Param::LnfB), M, int(C), scratch_.as<float>());
+                                     gf(Param::LnfW), gf(Param::LnfB), M, int(C), scratch_.as<float>(), fused_);
     bf16 *dres = dres_.as<bf16>();
     for (int l = L - 1; l >= 0; --l) {
       LayerActs &a = layer_[size_t(l)];
@@ -341,23 +341,23 @@ double CudaTrainer::run(bool with_grad, float grad_scale) {
         train::to_bf16(dx, dres, M * C);
         lt_.input_grad(dres, pb(Param::FcProjW, l), dfc_.as<void>(), CUDA_R_16BF, M, C, 4 * C);
         lt_.weight_grad(dres, a.g.as<bf16>(), gf(Param::FcProjW, l), M, C, 4 * C);
-        train::colsum_add(dx, gf(Param::FcProjB, l), M, C, scratch_.as<float>());
+        train::colsum_add(dx, gf(Param::FcProjB, l), M, C, scratch_.as<float>(), fused_);
         train::gelu_backward(a.h.as<bf16>(), dfc_.as<bf16>(), M * 4 * C);
       }
       // MLP input: h = ln2 Wfc^T + b.
       lt_.input_grad(dfc_.as<bf16>(), pb(Param::FcW, l), dln_.as<void>(), CUDA_R_32F, M, 4 * C, C);
       lt_.weight_grad(dfc_.as<bf16>(), a.ln2.as<bf16>(), gf(Param::FcW, l), M, 4 * C, C);
-      train::colsum_add(dfc_.as<bf16>(), gf(Param::FcB, l), M, 4 * C, scratch_.as<float>());
+      train::colsum_add(dfc_.as<bf16>(), gf(Param::FcB, l), M, 4 * C, scratch_.as<float>(), fused_);
       train::layernorm_backward_dx(dln_.as<float>(), a.xm.as<float>(), a.mean2.as<float>(), a.rstd2.as<float>(),
                                    pf(Param::Ln2W, l), dx, M, int(C));
       train::layernorm_backward_params(dln_.as<float>(), a.xm.as<float>(), a.mean2.as<float>(), a.rstd2.as<float>(),
-                                       gf(Param::Ln2W, l), gf(Param::Ln2B, l), M, int(C), scratch_.as<float>());
+                                       gf(Param::Ln2W, l), gf(Param::Ln2B, l), M, int(C), scratch_.as<float>(), fused_);
       // Attention projection: xm = x + att Wp^T + b.
       if (fused_) {
         train::to_bf16_colsum_add(dx, dres, gf(Param::AttnProjB, l), M, C, scratch_.as<float>());
       } else {
         train::to_bf16(dx, dres, M * C);
-        train::colsum_add(dx, gf(Param::AttnProjB, l), M, C, scratch_.as<float>());
+        train::colsum_add(dx, gf(Param::AttnProjB, l), M, C, scratch_.as<float>(), fused_);
       }
       lt_.input_grad(dres, pb(Param::AttnProjW, l), datt_.as<void>(), CUDA_R_16BF, M, C, C);
       lt_.weight_grad(dres, a.att.as<bf16>(), gf(Param::AttnProjW, l), M, C, C);
@@ -385,18 +385,18 @@ double CudaTrainer::run(bool with_grad, float grad_scale) {
         for (int j = 0; j < 3; ++j) {
           lt_.input_grad(part[j], pb(Param::QkvW, l) + j * C * C, dln_.as<void>(), CUDA_R_32F, M, C, C, j ? 1.0f : 0.0f);
           lt_.weight_grad(part[j], a.ln1.as<bf16>(), gf(Param::QkvW, l) + j * C * C, M, C, C);
-          train::colsum_add(part[j], gf(Param::QkvB, l) + j * C, M, C, scratch_.as<float>());
+          train::colsum_add(part[j], gf(Param::QkvB, l) + j * C, M, C, scratch_.as<float>(), fused_);
         }
       } else {
         train::interleave_qkv(dq_.as<bf16>(), dk_.as<bf16>(), dv_.as<bf16>(), dqkv_.as<bf16>(), M, int(C));
         lt_.input_grad(dqkv_.as<bf16>(), pb(Param::QkvW, l), dln_.as<void>(), CUDA_R_32F, M, 3 * C, C);
         lt_.weight_grad(dqkv_.as<bf16>(), a.ln1.as<bf16>(), gf(Param::QkvW, l), M, 3 * C, C);
-        train::colsum_add(dqkv_.as<bf16>(), gf(Param::QkvB, l), M, 3 * C, scratch_.as<float>());
+        train::colsum_add(dqkv_.as<bf16>(), gf(Param::QkvB, l), M, 3 * C, scratch_.as<float>(), fused_);
       }
       train::layernorm_backward_dx(dln_.as<float>(), a.x.as<float>(), a.mean1.as<float>(), a.rstd1.as<float>(),
                                    pf(Param::Ln1W, l), dx, M, int(C));
       train::layernorm_backward_params(dln_.as<float>(), a.x.as<float>(), a.mean1.as<float>(), a.rstd1.as<float>(),
-                                       gf(Param::Ln1W, l), gf(Param::Ln1B, l), M, int(C), scratch_.as<float>());
+                                       gf(Param::Ln1W, l), gf(Param::Ln1B, l), M, int(C), scratch_.as<float>(), fused_);
     }
     train::embedding_backward_wte(dx, emb_order_.as<int32_t>(), emb_starts_.as<int32_t>(), emb_uniq_.as<int32_t>(),
                                   n_unique_, gf(Param::Wte), int(C));

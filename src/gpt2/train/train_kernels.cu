@@ -2,8 +2,10 @@
 // attention. Memory-bound, so each is written for coalesced access and one pass where it can:
 //   - row-wise ops (LayerNorm forward/backward, cross-entropy) give one warp (LN) or one block (CE,
 //     rows of 50k logits) to a row; the row is re-read from L1/L2, not recomputed;
-//   - reductions over rows (bias and LayerNorm parameter gradients) sum a chunk of 256 rows per thread
-//     and column into a partial, then one pass sums the partials in chunk order; the gradient norm
+//   - reductions over rows (bias and LayerNorm parameter gradients) sum a chunk of rows per thread
+//     and column into a partial (256 rows; 64 on the fused path, for more blocks in flight), then
+//     the partials are summed in a fixed order (one thread per column; on the fused path 8 warps per
+//     32 columns, each warp every 8th partial, then the warps in order); the gradient norm
 //     sums fixed grid-stride slices per block, then the 1024 block sums in order. No float atomics, so
 //     results do not depend on scheduling;
 //   - the embedding gradient gathers, per token, the positions holding it (sorted on the host) and
@@ -20,7 +22,8 @@ namespace flashbox::gpt2::train {
 namespace {
 
 constexpr int kWarp = 32;
-constexpr int kColChunk = 256;   // rows per partial column sum
+constexpr int kColChunk = 256;      // rows per partial column sum (plain path)
+constexpr int kColChunkFast = 64;   // fused path: 4x the blocks, and the partials summed by whole warps
 
 __device__ float warp_sum(float v) {
   for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -45,9 +48,13 @@ __global__ void embedding_wte_kernel(const float *dx, const int32_t *order, cons
                                      float *dwte, int C) {
   const int u = blockIdx.x;
   float *row = dwte + int64_t(uniq[u]) * C;
+  // A frequent token has hundreds of positions: a whole row of threads per block and unrolled loads
+  // keep that block short. The sum's order (positions ascending) is the same for any block size.
+  const int k0 = starts[u], k1 = starts[u + 1];
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
     float acc = 0.0f;
-    for (int k = starts[u]; k < starts[u + 1]; ++k) acc += dx[int64_t(order[k]) * C + c];
+#pragma unroll 8
+    for (int k = k0; k < k1; ++k) acc += dx[int64_t(order[k]) * C + c];
     row[c] += acc;
   }
 }
@@ -123,12 +130,13 @@ __device__ float load_f(const bf16 *p) { return __bfloat162float(*p); }
 // partial[chunk, n] = sum over the chunk's rows of in[m, n] (times xhat when x is set).
 template <class In>
 __global__ void colsum_partial_kernel(const In *in, int64_t M, int64_t N, float *partial, const float *x,
-                                      const float *mean, const float *rstd, float *partial_b) {
+                                      const float *mean, const float *rstd, float *partial_b, int rows) {
   const int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int64_t chunk = blockIdx.y;
   if (n >= N) return;
-  const int64_t m0 = chunk * kColChunk, m1 = std::min<int64_t>(M, m0 + kColChunk);
+  const int64_t m0 = chunk * rows, m1 = std::min<int64_t>(M, m0 + rows);
   float acc = 0.0f, acc_b = 0.0f;
+#pragma unroll 8
   for (int64_t m = m0; m < m1; ++m) {
     const float v = load_f(in + m * N + n);
     if (x) {
@@ -140,6 +148,26 @@ __global__ void colsum_partial_kernel(const In *in, int64_t M, int64_t N, float 
   }
   partial[chunk * N + n] = acc;
   if (x) partial_b[chunk * N + n] = acc_b;
+}
+
+// out[n] += sum_k partial[k, n]: a block of 8 warps takes 32 columns, warp w sums the partials
+// k = w, w + 8, ... (lane = column), then warp sums are added in warp order. Fixed order throughout.
+__global__ void colsum_finish_wide_kernel(const float *partial, int64_t chunks, int64_t N, float *out) {
+  __shared__ float s[8][33];
+  const int lane = threadIdx.x % kWarp, w = threadIdx.x / kWarp;
+  const int64_t n = blockIdx.x * int64_t(kWarp) + lane;
+  float acc = 0.0f;
+  if (n < N) {
+#pragma unroll 4
+    for (int64_t k = w; k < chunks; k += 8) acc += partial[k * N + n];
+  }
+  s[w][lane] = acc;
+  __syncthreads();
+  if (w == 0 && n < N) {
+    float t = 0.0f;
+    for (int k = 0; k < 8; ++k) t += s[k][lane];
+    out[n] += t;
+  }
 }
 
 __global__ void colsum_finish_kernel(const float *partial, int64_t chunks, int64_t N, float *out) {
@@ -260,8 +288,13 @@ __global__ void __launch_bounds__(kCeThreads) cross_entropy_inplace_kernel(bf16 
                                                                            bool with_grad, float grad_scale) {
   const int64_t r = blockIdx.x;
   bf16 *row = logits + r * ld;
+  __nv_bfloat162 *row2 = reinterpret_cast<__nv_bfloat162 *>(row);   // ld is even (a multiple of 128)
   float mx = -INFINITY, sum = 0.0f;
-  for (int i = threadIdx.x; i < V; i += kCeThreads) merge_softmax(mx, sum, __bfloat162float(row[i]), 1.0f);
+  for (int j = threadIdx.x; 2 * j < V; j += kCeThreads) {
+    const float2 v = __bfloat1622float2(row2[j]);
+    merge_softmax(mx, sum, v.x, 1.0f);
+    if (2 * j + 1 < V) merge_softmax(mx, sum, v.y, 1.0f);
+  }
   for (int o = kWarp / 2; o > 0; o /= 2) {
     const float m2 = __shfl_xor_sync(0xffffffffu, mx, o), s2 = __shfl_xor_sync(0xffffffffu, sum, o);
     merge_softmax(mx, sum, m2, s2);
@@ -283,10 +316,12 @@ __global__ void __launch_bounds__(kCeThreads) cross_entropy_inplace_kernel(bf16 
   if (!with_grad) return;
   __syncthreads();   // thread 0 has read row[target] before anyone overwrites it
   const float m = row_max, inv = 1.0f / row_sum;
-  for (int i = threadIdx.x; i < ld; i += kCeThreads) {
-    float g = 0.0f;
-    if (i < V) g = (__expf(__bfloat162float(row[i]) - m) * inv - (i == target ? 1.0f : 0.0f)) * grad_scale;
-    row[i] = __float2bfloat16_rn(g);
+  for (int j = threadIdx.x; 2 * j < ld; j += kCeThreads) {
+    const float2 v = __bfloat1622float2(row2[j]);
+    const int i = 2 * j;
+    const float g0 = i < V ? (__expf(v.x - m) * inv - (i == target ? 1.0f : 0.0f)) * grad_scale : 0.0f;
+    const float g1 = i + 1 < V ? (__expf(v.y - m) * inv - (i + 1 == target ? 1.0f : 0.0f)) * grad_scale : 0.0f;
+    row2[j] = __floats2bfloat162_rn(g0, g1);
   }
 }
 
@@ -294,8 +329,9 @@ __global__ void to_bf16_colsum_partial_kernel(const float *in, bf16 *out, int64_
   const int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int64_t chunk = blockIdx.y;
   if (n >= N) return;
-  const int64_t m0 = chunk * kColChunk, m1 = std::min<int64_t>(M, m0 + kColChunk);
+  const int64_t m0 = chunk * kColChunkFast, m1 = std::min<int64_t>(M, m0 + kColChunkFast);
   float acc = 0.0f;
+#pragma unroll 8
   for (int64_t m = m0; m < m1; ++m) {
     const float v = in[m * N + n];
     out[m * N + n] = __float2bfloat16_rn(v);
@@ -369,7 +405,8 @@ void embedding_forward(const int32_t *tokens, const float *wte, const float *wpe
 
 void embedding_backward_wte(const float *dx, const int32_t *order, const int32_t *starts, const int32_t *uniq,
                             int n_unique, float *dwte, int C) {
-  if (n_unique > 0) embedding_wte_kernel<<<n_unique, 256>>>(dx, order, starts, uniq, dwte, C);
+  const int threads = std::min(1024, (C + kWarp - 1) / kWarp * kWarp);
+  if (n_unique > 0) embedding_wte_kernel<<<n_unique, threads>>>(dx, order, starts, uniq, dwte, C);
 }
 
 void embedding_backward_wpe(const float *dx, float *dwpe, int B, int T, int C) {
@@ -388,26 +425,37 @@ void layernorm_backward_dx(const float *dy, const float *x, const float *mean, c
       dy, x, mean, rstd, w, dx, M, C);
 }
 
-int64_t colsum_scratch_bytes(int64_t M, int64_t N) { return 2 * ((M + kColChunk - 1) / kColChunk) * N * 4; }
+int64_t colsum_scratch_bytes(int64_t M, int64_t N) { return 2 * ((M + kColChunkFast - 1) / kColChunkFast) * N * 4; }
+
+static void colsum_finish(const float *partial, int64_t chunks, int64_t N, float *out, bool fast) {
+  if (fast) colsum_finish_wide_kernel<<<unsigned((N + kWarp - 1) / kWarp), 256>>>(partial, chunks, N, out);
+  else colsum_finish_kernel<<<unsigned((N + 255) / 256), 256>>>(partial, chunks, N, out);
+}
 
 void layernorm_backward_params(const float *dy, const float *x, const float *mean, const float *rstd, float *dw,
-                               float *db, int64_t M, int C, float *scratch) {
-  const int64_t chunks = (M + kColChunk - 1) / kColChunk;
+                               float *db, int64_t M, int C, float *scratch, bool fast) {
+  const int rows = fast ? kColChunkFast : kColChunk;
+  const int64_t chunks = (M + rows - 1) / rows;
   float *pw = scratch, *pb = scratch + chunks * C;
   const dim3 grid(unsigned((C + 255) / 256), unsigned(chunks));
-  colsum_partial_kernel<float><<<grid, 256>>>(dy, M, C, pw, x, mean, rstd, pb);
-  colsum_finish_kernel<<<(C + 255) / 256, 256>>>(pw, chunks, C, dw);
-  colsum_finish_kernel<<<(C + 255) / 256, 256>>>(pb, chunks, C, db);
+  colsum_partial_kernel<float><<<grid, 256>>>(dy, M, C, pw, x, mean, rstd, pb, rows);
+  colsum_finish(pw, chunks, C, dw, fast);
+  colsum_finish(pb, chunks, C, db, fast);
 }
 
-template <class In> static void colsum_add_impl(const In *in, float *out, int64_t M, int64_t N, float *scratch) {
-  const int64_t chunks = (M + kColChunk - 1) / kColChunk;
+template <class In> static void colsum_add_impl(const In *in, float *out, int64_t M, int64_t N, float *scratch, bool fast) {
+  const int rows = fast ? kColChunkFast : kColChunk;
+  const int64_t chunks = (M + rows - 1) / rows;
   const dim3 grid(unsigned((N + 255) / 256), unsigned(chunks));
-  colsum_partial_kernel<In><<<grid, 256>>>(in, M, N, scratch, nullptr, nullptr, nullptr, nullptr);
-  colsum_finish_kernel<<<unsigned((N + 255) / 256), 256>>>(scratch, chunks, N, out);
+  colsum_partial_kernel<In><<<grid, 256>>>(in, M, N, scratch, nullptr, nullptr, nullptr, nullptr, rows);
+  colsum_finish(scratch, chunks, N, out, fast);
 }
-void colsum_add(const float *in, float *out, int64_t M, int64_t N, float *scratch) { colsum_add_impl(in, out, M, N, scratch); }
-void colsum_add(const bf16 *in, float *out, int64_t M, int64_t N, float *scratch) { colsum_add_impl(in, out, M, N, scratch); }
+void colsum_add(const float *in, float *out, int64_t M, int64_t N, float *scratch, bool fast) {
+  colsum_add_impl(in, out, M, N, scratch, fast);
+}
+void colsum_add(const bf16 *in, float *out, int64_t M, int64_t N, float *scratch, bool fast) {
+  colsum_add_impl(in, out, M, N, scratch, fast);
+}
 
 void gelu_forward(const bf16 *in, bf16 *out, int64_t n) { gelu_forward_kernel<<<grid_for(n / 8, 256), 256>>>(in, out, n); }
 void gelu_backward(const bf16 *pre, bf16 *d, int64_t n) { gelu_backward_kernel<<<grid_for(n / 8, 256), 256>>>(pre, d, n); }
@@ -428,10 +476,10 @@ void cross_entropy_inplace(bf16 *logits, int64_t ld, int V, const int32_t *targe
 }
 
 void to_bf16_colsum_add(const float *in, bf16 *out, float *bias, int64_t M, int64_t N, float *scratch) {
-  const int64_t chunks = (M + kColChunk - 1) / kColChunk;
+  const int64_t chunks = (M + kColChunkFast - 1) / kColChunkFast;
   const dim3 grid(unsigned((N + 255) / 256), unsigned(chunks));
   to_bf16_colsum_partial_kernel<<<grid, 256>>>(in, out, M, N, scratch);
-  colsum_finish_kernel<<<unsigned((N + 255) / 256), 256>>>(scratch, chunks, N, bias);
+  colsum_finish(scratch, chunks, N, bias, true);
 }
 
 void sum_squares(const float *x, int64_t n, float *scratch, double *out) {

@@ -28,13 +28,15 @@ void layernorm_forward(const float *x, const float *w, const float *b, bf16 *y, 
 void layernorm_backward_dx(const float *dy, const float *x, const float *mean, const float *rstd, const float *w,
                            float *dx, int64_t M, int C);
 // dw += sum_m dy * xhat, db += sum_m dy (partial sums over row chunks, then a fixed-order sum).
+// fast: the fused path's reduction shape (64-row partials, warp-wide final sums); a different fixed
+// order, so the plain path's results stay what they were.
 void layernorm_backward_params(const float *dy, const float *x, const float *mean, const float *rstd, float *dw,
-                               float *db, int64_t M, int C, float *scratch);
+                               float *db, int64_t M, int C, float *scratch, bool fast);
 // Bytes of `scratch` the column sums need for M rows of N columns.
 int64_t colsum_scratch_bytes(int64_t M, int64_t N);
 // out[n] += sum_m in[m, n] (fp32 or bf16 input).
-void colsum_add(const float *in, float *out, int64_t M, int64_t N, float *scratch);
-void colsum_add(const bf16 *in, float *out, int64_t M, int64_t N, float *scratch);
+void colsum_add(const float *in, float *out, int64_t M, int64_t N, float *scratch, bool fast);
+void colsum_add(const bf16 *in, float *out, int64_t M, int64_t N, float *scratch, bool fast);
 
 // out = gelu_tanh(in), bf16.
 void gelu_forward(const bf16 *in, bf16 *out, int64_t n);

@@ -77,10 +77,11 @@ for step in "$@"; do
       fi
       ;;
     train)
-      # ~150 s of 124M from scratch on the corpus, then the swap on the held-out shard.
+      # ~100 s of 124M from scratch on the corpus (600 steps of 65,536 tokens), then the swap on the
+      # held-out shard, then PyTorch on the same batches (torch.compile, stopped at step 150).
       S=${TRAIN_STEPS:-600}
       echo "FLASHBOX_TRAIN_FUSED=${FLASHBOX_TRAIN_FUSED:-1}"
-      RUN="--batch 16 --seqlen 1024 --total-batch 65536 --lr 1e-3 --warmup 40 --min-lr-fraction 0.1 --weight-decay 0.1 --grad-clip 1.0"
+      RUN="--batch 16 --seqlen 1024 --total-batch 65536 --lr 6e-4 --warmup 40 --min-lr-fraction 0.1 --weight-decay 0.1 --grad-clip 1.0"
       timeout 300 $FB gpt2 train --device cuda --config gpt2 --seed 7 --train $W/train.bin --val $W/val.bin $RUN \
         --steps $S --val-every 50 --val-tokens 262144 --out $W/run --save-init $W/train_init.bin \
         --log $O/train_flashbox.jsonl > $O/train_flashbox.txt 2>&1

@@ -14,7 +14,9 @@ project's shared notes); this script is the project's own implementation of it:
              de-duplicated across the whole corpus, so a paragraph never lands in both splits
   write      OUT/text/{train,val}/SOURCE.txt, documents separated by a line "<|endoftext|>"
   tokenize   flashbox gpt2 tokenize --dir OUT/text --out OUT/corpus  ->  corpus_train.bin, corpus_val.bin
-             (llm.c shards), and corpus_*.bin.xz to carry to a machine without network
+             (llm.c shards; documents in a seeded shuffled order across sources, so a run reading the
+             shard in order sees every source throughout), and corpus_*.bin.xz to carry to a machine
+             without network
 
 Usage: scripts/build_corpus.py --out DIR [--tiers A,B] [--flashbox build/flashbox]
 Nothing it makes is committed: DIR belongs outside the repository or in a git-ignored folder.

@@ -133,7 +133,7 @@ TEST(Gpt2Cli, TokenizeCorpusFolder) {
   std::filesystem::create_directories(dir / "c/val");
   gpt2_test::write_bytes(dir / "c/train/a.txt", "Call me Ishmael.\n<|endoftext|>\nIt was a bright cold day.\n<|endoftext|>\n");
   gpt2_test::write_bytes(dir / "c/val/b.txt", "Hello world\n<|endoftext|>\n");
-  CliRun tok = run("gpt2 tokenize --dir " + (dir / "c") + " --out " + (dir / "corpus"));
+  CliRun tok = run("gpt2 tokenize --dir " + (dir / "c") + " --out " + (dir / "corpus") + " --shuffle-seed 0");
   ASSERT_EQ(tok.status, 0) << tok.out;
   const auto train = flashbox::gpt2::read_token_file(dir / "corpus_train.bin");
   const auto val = flashbox::gpt2::read_token_file(dir / "corpus_val.bin");
@@ -142,6 +142,16 @@ TEST(Gpt2Cli, TokenizeCorpusFolder) {
   EXPECT_EQ(std::count(train.begin(), train.end(), 50256), 2);
   EXPECT_EQ(val[0], 50256);
   EXPECT_EQ(std::count(val.begin(), val.end(), 50256), 1);
+  // Shuffled (the default): the same documents, and the same order for the same seed.
+  ASSERT_EQ(run("gpt2 tokenize --dir " + (dir / "c") + " --out " + (dir / "s1")).status, 0);
+  ASSERT_EQ(run("gpt2 tokenize --dir " + (dir / "c") + " --out " + (dir / "s2")).status, 0);
+  auto s1 = flashbox::gpt2::read_token_file(dir / "s1_train.bin");
+  EXPECT_EQ(s1, flashbox::gpt2::read_token_file(dir / "s2_train.bin"));
+  EXPECT_EQ(s1.size(), train.size());
+  std::sort(s1.begin(), s1.end());
+  auto sorted = train;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(s1, sorted);
   CliRun bad = run("gpt2 tokenize --dir " + (dir / "nothing") + " --out " + (dir / "x"));
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.out.find("DIR/train"), std::string::npos) << bad.out;

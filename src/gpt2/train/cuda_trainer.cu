@@ -1,0 +1,462 @@
+// Design: GPT-2 training on one GPU, bf16 activations and fp32 master weights.
+//
+// Memory: the parameters live in one fp32 buffer in llm.c's order with wte padded to Vp = V rounded
+// up to 128 rows (zeros that stay zero: their logits get zero gradient); the gradients and AdamW's two
+// moments are buffers of the same layout, and a bf16 copy of the parameters (rewritten by the AdamW
+// kernel) feeds the matrix products. Embeddings, LayerNorm parameters and the residual projections'
+// biases are read from the fp32 master.
+//
+// Forward, per layer l (kept for the backward: x_l, LN statistics, every bf16 activation, the
+// attention's o and logsumexp):
+//   ln1 = LN(x_l); qkv = ln1 Wqkv^T + b; att = attention(qkv) (flashbox forward with lse);
+//   xm_l = x_l + att Wp^T + bp;  ln2 = LN(xm_l); h = ln2 Wfc^T + b; g = gelu(h);
+//   x_{l+1} = xm_l + g Wfp^T + bfp      (cuBLASLt: the residual is the product's C operand)
+// LM head in row chunks of kHeadRows: logits = lnf wte^T, the cross-entropy kernel turns them into the
+// loss and bf16 dlogits, which give dlnf (= dlogits wte) and dwte (+= dlogits^T lnf) at once, so only
+// one chunk of logits ever exists. Fused path (the default): bf16 logits, the gradient written over
+// them, GELU and its derivative as cuBLASLt epilogues of the MLP products (the pre-activation kept as
+// the epilogue's aux matrix), dx's bf16 copy made in the pass that sums it for the bias gradient, and
+// the qkv products run per part on dq, dk, dv instead of interleaving them first.
+// FLASHBOX_TRAIN_FUSED=0 runs the plain path (fp32 logits, separate GELU kernels).
+// Backward in reverse with fp32 dx for the residual stream, bf16 copies of it for the products;
+// attention through flashbox_attention_backward (deterministic), whose dq, dk, dv (separate buffers:
+// the API wants outputs disjoint) are interleaved back into the [M, 3C] layout of qkv.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <string>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cmath>
+#include <numeric>
+
+#include "gpt2/cuda/cuda_check.hpp"
+#include "gpt2/model/attention_call.hpp"
+#include "gpt2/train/lt_gemm.hpp"
+#include "gpt2/train/train_kernels.cuh"
+#include "gpt2/train/trainer.hpp"
+
+namespace flashbox::gpt2 {
+namespace {
+
+using train::bf16;
+
+constexpr int64_t kHeadRows = 4096;   // rows of logits alive at once
+
+class Buf {
+ public:
+  Buf() = default;
+  explicit Buf(size_t bytes) {
+    if (bytes && cudaMalloc(&p_, bytes) != cudaSuccess) {
+      cudaGetLastError();
+      throw Gpt2Error("CUDA: out of device memory allocating " + std::to_string(bytes >> 20) + " MiB for training");
+    }
+    if (bytes) GPT2_CUDA(cudaMemset(p_, 0, bytes));
+  }
+  ~Buf() { cudaFree(p_); }
+  Buf(Buf &&o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  Buf &operator=(Buf &&o) noexcept {
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  template <class T> T *as() const { return static_cast<T *>(p_); }
+
+ private:
+  void *p_ = nullptr;
+};
+
+// Page-locked host memory: copies from it are queued on the stream instead of waiting for the GPU.
+class PinnedBuf {
+ public:
+  PinnedBuf() = default;
+  explicit PinnedBuf(size_t bytes) {
+    if (cudaMallocHost(&p_, bytes) != cudaSuccess) {
+      cudaGetLastError();
+      throw Gpt2Error("CUDA: cannot allocate " + std::to_string(bytes >> 20) + " MiB of pinned host memory");
+    }
+  }
+  ~PinnedBuf() { cudaFreeHost(p_); }
+  PinnedBuf(PinnedBuf &&o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  PinnedBuf &operator=(PinnedBuf &&o) noexcept {
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  int32_t *ints() const { return static_cast<int32_t *>(p_); }
+
+ private:
+  void *p_ = nullptr;
+};
+
+struct LayerActs {
+  Buf x, xm, mean1, rstd1, mean2, rstd2, ln1, qkv, att, lse, ln2, h, g;
+};
+
+class CudaTrainer final : public Gpt2Trainer {
+ public:
+  CudaTrainer(const Gpt2Weights &init, const TrainerShape &shape);
+  ~CudaTrainer() override {
+    cudaDeviceSynchronize();
+    cudaEventDestroy(staged_);
+  }
+  void forward_backward(const int32_t *inputs, const int32_t *targets, float grad_scale) override;
+  double mean_loss() override;
+  double eval_loss(const int32_t *inputs, const int32_t *targets) override;
+  void zero_grad() override {
+    GPT2_CUDA(cudaMemsetAsync(grad_.as<void>(), 0, size_t(total_) * 4, nullptr));
+    GPT2_CUDA(cudaMemsetAsync(loss_acc_.as<void>(), 0, 8, nullptr));
+    micro_ = 0;
+  }
+  double grad_norm() override;
+  void adam_step(const AdamW &opt, float lr, float grad_mult, int64_t t) override;
+  void get_params(Gpt2Weights &out) override { download(param_, out); }
+  void get_grads(Gpt2Weights &out) override { download(grad_, out); }
+  void get_moments(Gpt2Weights &m, Gpt2Weights &v) override {
+    download(m_, m);
+    download(v_, v);
+  }
+  void set_moments(const Gpt2Weights &m, const Gpt2Weights &v) override {
+    upload(m, m_);
+    upload(v, v_);
+  }
+  const char *device_name() const override { return "cuda"; }
+
+ private:
+  // Offsets (elements) of each tensor in the padded layout.
+  int64_t off(Param p, int l = 0) const { return offset_[int(p)] + int64_t(l) * param_shape(c_, p).numel(); }
+  const float *pf(Param p, int l = 0) const { return param_.as<float>() + off(p, l); }
+  const bf16 *pb(Param p, int l = 0) const { return param_bf_.as<bf16>() + off(p, l); }
+  float *gf(Param p, int l = 0) const { return grad_.as<float>() + off(p, l); }
+  void download(const Buf &src, Gpt2Weights &out);
+  void upload(const Gpt2Weights &in, Buf &dst);
+  void set_batch(const int32_t *inputs, const int32_t *targets, bool embedding_grad);
+  // Forward through ln_f; with `with_grad`, the LM head's loss and the whole backward follow.
+  double run(bool with_grad, float grad_scale);
+
+  Gpt2Config c_;
+  TrainerShape s_;
+  int64_t Vp_ = 0, M_ = 0, total_ = 0;
+  std::array<int64_t, kParamCount + 1> offset_{};
+  Buf param_, param_bf_, grad_, m_, v_;
+  std::vector<LayerActs> layer_;
+  Buf x_final_, meanf_, rstdf_, lnf_, inputs_, targets_, losses_, logits_, dlogits_;
+  Buf dx_, dres_, dln_, dfc_, datt_, dq_, dk_, dv_, dqkv_, scratch_, norm_partial_, norm_out_;
+  Buf emb_order_, emb_starts_, emb_uniq_, loss_acc_;
+  PinnedBuf staging_;          // inputs, targets, order, starts, uniq: 5 x (M + 1) ids
+  cudaEvent_t staged_ = nullptr;   // the last upload from staging_ has been done
+  int n_unique_ = 0;
+  int64_t micro_ = 0;
+  // The fused path (default; FLASHBOX_TRAIN_FUSED=0 turns it off): GELU in the MLP products'
+  // cuBLASLt epilogues, bf16 logits with the gradient written over them, and the bf16 copy of dx
+  // made in the same pass as its column sum.
+  bool fused_ = true;
+  train::LtGemm lt_;
+};
+
+CudaTrainer::CudaTrainer(const Gpt2Weights &init, const TrainerShape &shape) : c_(init.config()), s_(shape) {
+  const int64_t C = c_.n_embd, L = c_.n_layer, B = s_.batch, T = s_.seqlen, NH = c_.n_head;
+  if (C % 8 != 0 || c_.head_dim() % 8 != 0) throw Gpt2Error("the CUDA trainer needs n_embd and head_dim multiples of 8");
+  if (B <= 0 || T <= 1 || T > c_.n_ctx) throw Gpt2Error("CUDA trainer: batch " + std::to_string(B) + " x seqlen " + std::to_string(T) + " does not fit the model");
+  Vp_ = (c_.vocab_size + 127) / 128 * 128;
+  M_ = B * T;
+  if (const char *e = std::getenv("FLASHBOX_TRAIN_FUSED")) fused_ = std::string(e) != "0";
+  for (int i = 0; i < kParamCount; ++i) {
+    const ParamShape ps = param_shape(c_, Param(i));
+    const int64_t n = Param(i) == Param::Wte ? Vp_ * C : ps.numel() * (ps.per_layer ? L : 1);
+    offset_[size_t(i) + 1] = offset_[size_t(i)] + n;
+  }
+  total_ = offset_[kParamCount];
+  param_ = Buf(size_t(total_) * 4);
+  param_bf_ = Buf(size_t(total_) * 2);
+  grad_ = Buf(size_t(total_) * 4);
+  m_ = Buf(size_t(total_) * 4);
+  v_ = Buf(size_t(total_) * 4);
+  upload(init, param_);
+  train::to_bf16(param_.as<float>(), param_bf_.as<bf16>(), total_);
+
+  const size_t MC = size_t(M_ * C);
+  layer_.resize(size_t(L));
+  for (auto &a : layer_) {
+    a.x = Buf(MC * 4);
+    a.xm = Buf(MC * 4);
+    for (Buf *b : {&a.mean1, &a.rstd1, &a.mean2, &a.rstd2}) *b = Buf(size_t(M_) * 4);
+    a.ln1 = Buf(MC * 2);
+    a.qkv = Buf(3 * MC * 2);
+    a.att = Buf(MC * 2);
+    a.lse = Buf(size_t(B * NH * T) * 4);
+    a.ln2 = Buf(MC * 2);
+    a.h = Buf(4 * MC * 2);
+    a.g = Buf(4 * MC * 2);
+  }
+  x_final_ = Buf(MC * 4);
+  meanf_ = Buf(size_t(M_) * 4);
+  rstdf_ = Buf(size_t(M_) * 4);
+  lnf_ = Buf(MC * 2);
+  inputs_ = Buf(size_t(M_) * 4);
+  targets_ = Buf(size_t(M_) * 4);
+  losses_ = Buf(size_t(M_) * 4);
+  const int64_t head_rows = std::min(M_, kHeadRows);
+  if (!fused_) logits_ = Buf(size_t(head_rows * Vp_) * 4);
+  dlogits_ = Buf(size_t(head_rows * Vp_) * 2);
+  dx_ = Buf(MC * 4);
+  dres_ = Buf(MC * 2);
+  dln_ = Buf(MC * 4);
+  dfc_ = Buf(4 * MC * 2);
+  datt_ = Buf(MC * 2);
+  dq_ = Buf(MC * 2);
+  dk_ = Buf(MC * 2);
+  dv_ = Buf(MC * 2);
+  if (!fused_) dqkv_ = Buf(3 * MC * 2);
+  scratch_ = Buf(size_t(train::colsum_scratch_bytes(M_, 4 * C)));
+  norm_partial_ = Buf(1024 * 4);
+  norm_out_ = Buf(8);
+  emb_order_ = Buf(size_t(M_) * 4);
+  emb_starts_ = Buf(size_t(M_ + 1) * 4);
+  emb_uniq_ = Buf(size_t(M_) * 4);
+  loss_acc_ = Buf(8);
+  staging_ = PinnedBuf(5 * size_t(M_ + 1) * 4);
+  GPT2_CUDA(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming));
+}
+
+void CudaTrainer::download(const Buf &src, Gpt2Weights &out) {
+  if (out.config().n_layer != c_.n_layer || out.size() != parameter_count(c_)) throw Gpt2Error("CUDA trainer: shape mismatch");
+  GPT2_CUDA(cudaDeviceSynchronize());
+  for (int i = 0; i < kParamCount; ++i) {
+    auto t = out.tensor(Param(i));
+    GPT2_CUDA(cudaMemcpy(t.data(), src.as<float>() + offset_[size_t(i)], t.size() * 4, cudaMemcpyDeviceToHost));
+  }
+}
+
+void CudaTrainer::upload(const Gpt2Weights &in, Buf &dst) {
+  if (in.size() != parameter_count(c_)) throw Gpt2Error("CUDA trainer: shape mismatch");
+  for (int i = 0; i < kParamCount; ++i) {
+    auto t = in.tensor(Param(i));
+    GPT2_CUDA(cudaMemcpy(dst.as<float>() + offset_[size_t(i)], t.data(), t.size() * 4, cudaMemcpyHostToDevice));
+  }
+}
+
+void CudaTrainer::set_batch(const int32_t *inputs, const int32_t *targets, bool embedding_grad) {
+  for (int64_t i = 0; i < M_; ++i)
+    if (inputs[i] < 0 || inputs[i] >= c_.vocab_size || targets[i] < 0 || targets[i] >= c_.vocab_size)
+      throw Gpt2Error("token id " + std::to_string(std::min(inputs[i], targets[i])) + " at position " +
+                      std::to_string(i) + " is outside the vocabulary");
+  // Positions grouped by token, ascending within each group: the embedding gradient sums them in
+  // this fixed order. Built while the GPU still works on the previous micro-batch.
+  std::vector<int32_t> order(static_cast<size_t>(M_));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return inputs[a] < inputs[b]; });
+  GPT2_CUDA(cudaEventSynchronize(staged_));   // the previous upload has left the staging buffer
+  const size_t n = size_t(M_), stride = n + 1;
+  int32_t *st = staging_.ints();
+  int32_t *s_in = st, *s_tg = st + stride, *s_order = st + 2 * stride, *s_starts = st + 3 * stride, *s_uniq = st + 4 * stride;
+  std::copy(inputs, inputs + n, s_in);
+  std::copy(targets, targets + n, s_tg);
+  std::copy(order.begin(), order.end(), s_order);
+  int u = 0;
+  for (size_t k = 0; k < n; ++k)
+    if (k == 0 || inputs[order[k]] != inputs[order[k - 1]]) {
+      s_starts[u] = int32_t(k);
+      s_uniq[u++] = inputs[order[k]];
+    }
+  s_starts[u] = int32_t(n);
+  n_unique_ = u;
+  GPT2_CUDA(cudaMemcpyAsync(inputs_.as<void>(), s_in, n * 4, cudaMemcpyHostToDevice, nullptr));
+  GPT2_CUDA(cudaMemcpyAsync(targets_.as<void>(), s_tg, n * 4, cudaMemcpyHostToDevice, nullptr));
+  if (embedding_grad) {
+    GPT2_CUDA(cudaMemcpyAsync(emb_order_.as<void>(), s_order, n * 4, cudaMemcpyHostToDevice, nullptr));
+    GPT2_CUDA(cudaMemcpyAsync(emb_starts_.as<void>(), s_starts, size_t(u + 1) * 4, cudaMemcpyHostToDevice, nullptr));
+    GPT2_CUDA(cudaMemcpyAsync(emb_uniq_.as<void>(), s_uniq, size_t(u) * 4, cudaMemcpyHostToDevice, nullptr));
+  }
+  GPT2_CUDA(cudaEventRecord(staged_, nullptr));
+}
+
+double CudaTrainer::run(bool with_grad, float grad_scale) {
+  const int64_t C = c_.n_embd, M = M_;
+  const int L = c_.n_layer, B = s_.batch, T = s_.seqlen;
+  train::embedding_forward(inputs_.as<int32_t>(), pf(Param::Wte), pf(Param::Wpe), layer_[0].x.as<float>(), M, T, int(C));
+  for (int l = 0; l < L; ++l) {
+    LayerActs &a = layer_[size_t(l)];
+    float *x_next = l + 1 < L ? layer_[size_t(l) + 1].x.as<float>() : x_final_.as<float>();
+    train::layernorm_forward(a.x.as<float>(), pf(Param::Ln1W, l), pf(Param::Ln1B, l), a.ln1.as<bf16>(),
+                             a.mean1.as<float>(), a.rstd1.as<float>(), M, int(C));
+    lt_.forward(a.ln1.as<bf16>(), pb(Param::QkvW, l), a.qkv.as<void>(), CUDA_R_16BF, M, 3 * C, C, pb(Param::QkvB, l),
+                nullptr);
+    flashbox_attention_args att = qkv_attention_args(FLASHBOX_CUDA, FLASHBOX_BFLOAT16, s_.attention, a.qkv.as<void>(),
+                                                     a.att.as<void>(), B, T, c_.n_head, int(C));
+    att.lse = a.lse.as<float>();
+    call_attention(att);
+    lt_.forward(a.att.as<bf16>(), pb(Param::AttnProjW, l), a.xm.as<void>(), CUDA_R_32F, M, C, C,
+                pf(Param::AttnProjB, l), a.x.as<float>());
+    train::layernorm_forward(a.xm.as<float>(), pf(Param::Ln2W, l), pf(Param::Ln2B, l), a.ln2.as<bf16>(),
+                             a.mean2.as<float>(), a.rstd2.as<float>(), M, int(C));
+    if (fused_) {
+      lt_.forward_gelu(a.ln2.as<bf16>(), pb(Param::FcW, l), a.g.as<bf16>(), a.h.as<bf16>(), M, 4 * C, C, pb(Param::FcB, l));
+    } else {
+      lt_.forward(a.ln2.as<bf16>(), pb(Param::FcW, l), a.h.as<void>(), CUDA_R_16BF, M, 4 * C, C, pb(Param::FcB, l),
+                  nullptr);
+      train::gelu_forward(a.h.as<bf16>(), a.g.as<bf16>(), M * 4 * C);
+    }
+    lt_.forward(a.g.as<bf16>(), pb(Param::FcProjW, l), x_next, CUDA_R_32F, M, C, 4 * C, pf(Param::FcProjB, l),
+                a.xm.as<float>());
+  }
+  train::layernorm_forward(x_final_.as<float>(), pf(Param::LnfW), pf(Param::LnfB), lnf_.as<bf16>(), meanf_.as<float>(),
+                           rstdf_.as<float>(), M, int(C));
+
+  // LM head and loss, chunk by chunk; with gradients, dlnf lands in dln_.
+  const int64_t head_rows = std::min(M, kHeadRows);
+  const float row_scale = grad_scale / float(M);
+  for (int64_t r0 = 0; r0 < M; r0 += head_rows) {
+    const int64_t R = std::min(head_rows, M - r0);
+    const bf16 *lnf = lnf_.as<bf16>() + r0 * C;
+    if (fused_) {
+      lt_.forward(lnf, pb(Param::Wte), dlogits_.as<void>(), CUDA_R_16BF, R, Vp_, C, nullptr, nullptr);
+      train::cross_entropy_inplace(dlogits_.as<bf16>(), Vp_, c_.vocab_size, targets_.as<int32_t>() + r0, R,
+                                   losses_.as<float>() + r0, with_grad, row_scale);
+    } else {
+      lt_.forward(lnf, pb(Param::Wte), logits_.as<void>(), CUDA_R_32F, R, Vp_, C, nullptr, nullptr);
+      train::cross_entropy(logits_.as<float>(), Vp_, c_.vocab_size, targets_.as<int32_t>() + r0, R,
+                           losses_.as<float>() + r0, with_grad ? dlogits_.as<bf16>() : nullptr, row_scale);
+    }
+    if (!with_grad) continue;
+    lt_.input_grad(dlogits_.as<bf16>(), pb(Param::Wte), dln_.as<float>() + r0 * C, CUDA_R_32F, R, Vp_, C);
+    lt_.weight_grad(dlogits_.as<bf16>(), lnf, gf(Param::Wte), R, Vp_, C);
+  }
+  std::vector<float> losses(static_cast<size_t>(with_grad ? 0 : M));
+  if (with_grad) {
+    float *dx = dx_.as<float>();
+    GPT2_CUDA(cudaMemsetAsync(dx, 0, size_t(M * C) * 4, nullptr));
+    train::layernorm_backward_dx(dln_.as<float>(), x_final_.as<float>(), meanf_.as<float>(), rstdf_.as<float>(),
+                                 pf(Param::LnfW), dx, M, int(C));
+    train::layernorm_backward_params(dln_.as<float>(), x_final_.as<float>(), meanf_.as<float>(), rstdf_.as<float>(),
+                                     gf(Param::LnfW), gf(Param::LnfB), M, int(C), scratch_.as<float>(), fused_);
+    bf16 *dres = dres_.as<bf16>();
+    for (int l = L - 1; l >= 0; --l) {
+      LayerActs &a = layer_[size_t(l)];
+      // MLP projection: x_{l+1} = xm + g Wfp^T + b.
+      if (fused_) {
+        train::to_bf16_colsum_add(dx, dres, gf(Param::FcProjB, l), M, C, scratch_.as<float>());
+        lt_.input_grad_dgelu(dres, pb(Param::FcProjW, l), dfc_.as<bf16>(), a.h.as<bf16>(), M, C, 4 * C);
+        lt_.weight_grad(dres, a.g.as<bf16>(), gf(Param::FcProjW, l), M, C, 4 * C);
+      } else {
+        train::to_bf16(dx, dres, M * C);
+        lt_.input_grad(dres, pb(Param::FcProjW, l), dfc_.as<void>(), CUDA_R_16BF, M, C, 4 * C);
+        lt_.weight_grad(dres, a.g.as<bf16>(), gf(Param::FcProjW, l), M, C, 4 * C);
+        train::colsum_add(dx, gf(Param::FcProjB, l), M, C, scratch_.as<float>(), fused_);
+        train::gelu_backward(a.h.as<bf16>(), dfc_.as<bf16>(), M * 4 * C);
+      }
+      // MLP input: h = ln2 Wfc^T + b.
+      lt_.input_grad(dfc_.as<bf16>(), pb(Param::FcW, l), dln_.as<void>(), CUDA_R_32F, M, 4 * C, C);
+      lt_.weight_grad(dfc_.as<bf16>(), a.ln2.as<bf16>(), gf(Param::FcW, l), M, 4 * C, C);
+      train::colsum_add(dfc_.as<bf16>(), gf(Param::FcB, l), M, 4 * C, scratch_.as<float>(), fused_);
+      train::layernorm_backward_dx(dln_.as<float>(), a.xm.as<float>(), a.mean2.as<float>(), a.rstd2.as<float>(),
+                                   pf(Param::Ln2W, l), dx, M, int(C));
+      train::layernorm_backward_params(dln_.as<float>(), a.xm.as<float>(), a.mean2.as<float>(), a.rstd2.as<float>(),
+                                       gf(Param::Ln2W, l), gf(Param::Ln2B, l), M, int(C), scratch_.as<float>(), fused_);
+      // Attention projection: xm = x + att Wp^T + b.
+      if (fused_) {
+        train::to_bf16_colsum_add(dx, dres, gf(Param::AttnProjB, l), M, C, scratch_.as<float>());
+      } else {
+        train::to_bf16(dx, dres, M * C);
+        train::colsum_add(dx, gf(Param::AttnProjB, l), M, C, scratch_.as<float>(), fused_);
+      }
+      lt_.input_grad(dres, pb(Param::AttnProjW, l), datt_.as<void>(), CUDA_R_16BF, M, C, C);
+      lt_.weight_grad(dres, a.att.as<bf16>(), gf(Param::AttnProjW, l), M, C, C);
+      // Attention.
+      flashbox_attention_grad_args g{};
+      g.fwd = qkv_attention_args(FLASHBOX_CUDA, FLASHBOX_BFLOAT16, FLASHBOX_AUTO, a.qkv.as<void>(), a.att.as<void>(), B,
+                                 T, c_.n_head, int(C));
+      g.fwd.lse = a.lse.as<float>();
+      g.dout = datt_.as<void>();
+      g.dq = dq_.as<void>();
+      g.dk = dk_.as<void>();
+      g.dv = dv_.as<void>();
+      for (int64_t *st : {g.dout_stride, g.dq_stride, g.dk_stride, g.dv_stride}) {
+        st[0] = int64_t(T) * C;
+        st[1] = C;
+        st[2] = c_.head_dim();
+      }
+      g.deterministic = 1;
+      if (const int rc = flashbox_attention_backward(&g); rc != FLASHBOX_OK)
+        throw Gpt2Error("attention backward failed (code " + std::to_string(rc) + "): " + flashbox_last_error());
+      // QKV projection: qkv = ln1 Wqkv^T + b.
+      if (fused_) {
+        // One product per part on the q, k and v row blocks of Wqkv: no interleaving copy.
+        const bf16 *part[3] = {dq_.as<bf16>(), dk_.as<bf16>(), dv_.as<bf16>()};
+        for (int j = 0; j < 3; ++j) {
+          lt_.input_grad(part[j], pb(Param::QkvW, l) + j * C * C, dln_.as<void>(), CUDA_R_32F, M, C, C, j ? 1.0f : 0.0f);
+          lt_.weight_grad(part[j], a.ln1.as<bf16>(), gf(Param::QkvW, l) + j * C * C, M, C, C);
+          train::colsum_add(part[j], gf(Param::QkvB, l) + j * C, M, C, scratch_.as<float>(), fused_);
+        }
+      } else {
+        train::interleave_qkv(dq_.as<bf16>(), dk_.as<bf16>(), dv_.as<bf16>(), dqkv_.as<bf16>(), M, int(C));
+        lt_.input_grad(dqkv_.as<bf16>(), pb(Param::QkvW, l), dln_.as<void>(), CUDA_R_32F, M, 3 * C, C);
+        lt_.weight_grad(dqkv_.as<bf16>(), a.ln1.as<bf16>(), gf(Param::QkvW, l), M, 3 * C, C);
+        train::colsum_add(dqkv_.as<bf16>(), gf(Param::QkvB, l), M, 3 * C, scratch_.as<float>(), fused_);
+      }
+      train::layernorm_backward_dx(dln_.as<float>(), a.x.as<float>(), a.mean1.as<float>(), a.rstd1.as<float>(),
+                                   pf(Param::Ln1W, l), dx, M, int(C));
+      train::layernorm_backward_params(dln_.as<float>(), a.x.as<float>(), a.mean1.as<float>(), a.rstd1.as<float>(),
+                                       gf(Param::Ln1W, l), gf(Param::Ln1B, l), M, int(C), scratch_.as<float>(), fused_);
+    }
+    train::embedding_backward_wte(dx, emb_order_.as<int32_t>(), emb_starts_.as<int32_t>(), emb_uniq_.as<int32_t>(),
+                                  n_unique_, gf(Param::Wte), int(C));
+    train::embedding_backward_wpe(dx, gf(Param::Wpe), B, T, int(C));
+  }
+  GPT2_CUDA(cudaGetLastError());
+  if (with_grad) {
+    train::mean_add(losses_.as<float>(), M, loss_acc_.as<double>());
+    return 0.0;
+  }
+  GPT2_CUDA(cudaMemcpy(losses.data(), losses_.as<void>(), losses.size() * 4, cudaMemcpyDeviceToHost));
+  double sum = 0.0;
+  for (float v : losses) sum += double(v);
+  return sum / double(M);
+}
+
+void CudaTrainer::forward_backward(const int32_t *inputs, const int32_t *targets, float grad_scale) {
+  set_batch(inputs, targets, true);
+  run(true, grad_scale);
+  ++micro_;
+}
+
+double CudaTrainer::mean_loss() {
+  double acc = 0.0;
+  GPT2_CUDA(cudaMemcpy(&acc, loss_acc_.as<void>(), 8, cudaMemcpyDeviceToHost));
+  return micro_ ? acc / double(micro_) : 0.0;
+}
+
+double CudaTrainer::eval_loss(const int32_t *inputs, const int32_t *targets) {
+  set_batch(inputs, targets, false);
+  return run(false, 0.0f);
+}
+
+double CudaTrainer::grad_norm() {
+  train::sum_squares(grad_.as<float>(), total_, norm_partial_.as<float>(), norm_out_.as<double>());
+  double ss = 0.0;
+  GPT2_CUDA(cudaMemcpy(&ss, norm_out_.as<void>(), 8, cudaMemcpyDeviceToHost));
+  return std::sqrt(ss);
+}
+
+void CudaTrainer::adam_step(const AdamW &opt, float lr, float grad_mult, int64_t t) {
+  const float bias1 = 1.0f - std::pow(opt.beta1, float(t)), bias2 = 1.0f - std::pow(opt.beta2, float(t));
+  for (int i = 0; i < kParamCount; ++i) {
+    const int64_t o = offset_[size_t(i)], n = offset_[size_t(i) + 1] - o;
+    train::adamw(param_.as<float>() + o, param_bf_.as<bf16>() + o, grad_.as<float>() + o, m_.as<float>() + o,
+                 v_.as<float>() + o, n, lr, opt.beta1, opt.beta2, opt.eps, decays(Param(i)) ? opt.weight_decay : 0.0f,
+                 grad_mult, bias1, bias2);
+  }
+  GPT2_CUDA(cudaGetLastError());
+}
+
+}  // namespace
+
+std::unique_ptr<Gpt2Trainer> make_cuda_trainer(const Gpt2Weights &init, const TrainerShape &shape) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    cudaGetLastError();
+    throw Gpt2Error("no CUDA device is present");
+  }
+  return std::make_unique<CudaTrainer>(init, shape);
+}
+
+}  // namespace flashbox::gpt2

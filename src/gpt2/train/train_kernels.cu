@@ -1,0 +1,495 @@
+// Design: plain CUDA kernels for everything of a GPT-2 training step that is not a matrix product or
+// attention. Memory-bound, so each is written for coalesced access and one pass where it can:
+//   - row-wise ops (LayerNorm forward/backward, cross-entropy) give one warp (LN) or one block (CE,
+//     rows of 50k logits) to a row; the row is re-read from L1/L2, not recomputed;
+//   - reductions over rows (bias and LayerNorm parameter gradients) sum a chunk of rows per thread
+//     and column into a partial (256 rows; 64 on the fused path, for more blocks in flight), then
+//     the partials are summed in a fixed order (one thread per column; on the fused path 8 warps per
+//     32 columns, each warp every 8th partial, then the warps in order); the gradient norm
+//     sums fixed grid-stride slices per block, then the 1024 block sums in order. No float atomics, so
+//     results do not depend on scheduling;
+//   - the embedding gradient gathers, per token, the positions holding it (sorted on the host) and
+//     sums them in position order.
+// The cross-entropy reads a row of fp32 logits twice (max/sum online, then softmax - onehot) and
+// writes bf16 gradients in place of nothing else: the logits of the whole batch never exist at once,
+// the trainer calls it on row chunks.
+#include "gpt2/train/train_kernels.cuh"
+
+#include <algorithm>
+#include <cmath>
+
+namespace flashbox::gpt2::train {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kColChunk = 256;      // rows per partial column sum (plain path)
+constexpr int kColChunkFast = 64;   // fused path: 4x the blocks, and the partials summed by whole warps
+
+__device__ float warp_sum(float v) {
+  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+int grid_for(int64_t work, int threads) { return int(std::max<int64_t>(1, std::min<int64_t>((work + threads - 1) / threads, 132 * 16))); }
+
+__global__ void embedding_forward_kernel(const int32_t *tok, const float *wte, const float *wpe, float *x, int64_t M,
+                                         int T, int C) {
+  const int64_t quads = M * (C / 4);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < quads; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t m = i / (C / 4);
+    const int c = int(i % (C / 4)) * 4;
+    const float4 a = *reinterpret_cast<const float4 *>(wte + int64_t(tok[m]) * C + c);
+    const float4 b = *reinterpret_cast<const float4 *>(wpe + int64_t(m % T) * C + c);
+    *reinterpret_cast<float4 *>(x + m * C + c) = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+  }
+}
+
+__global__ void embedding_wte_kernel(const float *dx, const int32_t *order, const int32_t *starts, const int32_t *uniq,
+                                     float *dwte, int C) {
+  const int u = blockIdx.x;
+  float *row = dwte + int64_t(uniq[u]) * C;
+  // A frequent token has hundreds of positions: a whole row of threads per block and unrolled loads
+  // keep that block short. The sum's order (positions ascending) is the same for any block size.
+  const int k0 = starts[u], k1 = starts[u + 1];
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float acc = 0.0f;
+#pragma unroll 8
+    for (int k = k0; k < k1; ++k) acc += dx[int64_t(order[k]) * C + c];
+    row[c] += acc;
+  }
+}
+
+__global__ void embedding_wpe_kernel(const float *dx, float *dwpe, int B, int T, int C) {
+  const int64_t n = int64_t(T) * C;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    float acc = 0.0f;
+    for (int b = 0; b < B; ++b) acc += dx[int64_t(b) * n + i];
+    dwpe[i] += acc;
+  }
+}
+
+__global__ void layernorm_forward_kernel(const float *x, const float *w, const float *b, bf16 *y, float *mean_out,
+                                         float *rstd_out, int64_t M, int C) {
+  const int64_t row = blockIdx.x * int64_t(blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (row >= M) return;
+  const float4 *xr = reinterpret_cast<const float4 *>(x + row * C);
+  const int quads = C / 4;
+  float s = 0.0f;
+  for (int q = lane; q < quads; q += kWarp) {
+    const float4 v = xr[q];
+    s += v.x + v.y + v.z + v.w;
+  }
+  const float mean = warp_sum(s) / float(C);
+  float ss = 0.0f;
+  for (int q = lane; q < quads; q += kWarp) {
+    const float4 v = xr[q];
+    ss += (v.x - mean) * (v.x - mean) + (v.y - mean) * (v.y - mean) + (v.z - mean) * (v.z - mean) +
+          (v.w - mean) * (v.w - mean);
+  }
+  const float rstd = rsqrtf(warp_sum(ss) / float(C) + 1e-5f);
+  if (lane == 0) {
+    mean_out[row] = mean;
+    rstd_out[row] = rstd;
+  }
+  const float4 *w4 = reinterpret_cast<const float4 *>(w), *b4 = reinterpret_cast<const float4 *>(b);
+  __nv_bfloat162 *yr = reinterpret_cast<__nv_bfloat162 *>(y + row * C);
+  for (int q = lane; q < quads; q += kWarp) {
+    const float4 v = xr[q], g = w4[q], o = b4[q];
+    yr[2 * q] = __floats2bfloat162_rn((v.x - mean) * rstd * g.x + o.x, (v.y - mean) * rstd * g.y + o.y);
+    yr[2 * q + 1] = __floats2bfloat162_rn((v.z - mean) * rstd * g.z + o.z, (v.w - mean) * rstd * g.w + o.w);
+  }
+}
+
+__global__ void layernorm_backward_dx_kernel(const float *dy, const float *x, const float *mean_in,
+                                             const float *rstd_in, const float *w, float *dx, int64_t M, int C) {
+  // dxhat = dy * w; dx += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)).
+  const int64_t row = blockIdx.x * int64_t(blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (row >= M) return;
+  const float mean = mean_in[row], rstd = rstd_in[row];
+  const float *dyr = dy + row * C, *xr = x + row * C;
+  float a = 0.0f, bsum = 0.0f;
+  for (int c = lane; c < C; c += kWarp) {
+    const float g = dyr[c] * w[c];
+    a += g;
+    bsum += g * (xr[c] - mean) * rstd;
+  }
+  a = warp_sum(a) / float(C);
+  bsum = warp_sum(bsum) / float(C);
+  float *dxr = dx + row * C;
+  for (int c = lane; c < C; c += kWarp) {
+    const float xhat = (xr[c] - mean) * rstd;
+    dxr[c] += rstd * (dyr[c] * w[c] - a - xhat * bsum);
+  }
+}
+
+__device__ float load_f(const float *p) { return *p; }
+__device__ float load_f(const bf16 *p) { return __bfloat162float(*p); }
+
+// partial[chunk, n] = sum over the chunk's rows of in[m, n] (times xhat when x is set).
+template <class In>
+__global__ void colsum_partial_kernel(const In *in, int64_t M, int64_t N, float *partial, const float *x,
+                                      const float *mean, const float *rstd, float *partial_b, int rows) {
+  const int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t chunk = blockIdx.y;
+  if (n >= N) return;
+  const int64_t m0 = chunk * rows, m1 = std::min<int64_t>(M, m0 + rows);
+  float acc = 0.0f, acc_b = 0.0f;
+#pragma unroll 8
+  for (int64_t m = m0; m < m1; ++m) {
+    const float v = load_f(in + m * N + n);
+    if (x) {
+      acc += v * (x[m * N + n] - mean[m]) * rstd[m];
+      acc_b += v;
+    } else {
+      acc += v;
+    }
+  }
+  partial[chunk * N + n] = acc;
+  if (x) partial_b[chunk * N + n] = acc_b;
+}
+
+// out[n] += sum_k partial[k, n]: a block of 8 warps takes 32 columns, warp w sums the partials
+// k = w, w + 8, ... (lane = column), then warp sums are added in warp order. Fixed order throughout.
+__global__ void colsum_finish_wide_kernel(const float *partial, int64_t chunks, int64_t N, float *out) {
+  __shared__ float s[8][33];
+  const int lane = threadIdx.x % kWarp, w = threadIdx.x / kWarp;
+  const int64_t n = blockIdx.x * int64_t(kWarp) + lane;
+  float acc = 0.0f;
+  if (n < N) {
+#pragma unroll 4
+    for (int64_t k = w; k < chunks; k += 8) acc += partial[k * N + n];
+  }
+  s[w][lane] = acc;
+  __syncthreads();
+  if (w == 0 && n < N) {
+    float t = 0.0f;
+    for (int k = 0; k < 8; ++k) t += s[k][lane];
+    out[n] += t;
+  }
+}
+
+__global__ void colsum_finish_kernel(const float *partial, int64_t chunks, int64_t N, float *out) {
+  const int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (n >= N) return;
+  float acc = 0.0f;
+  for (int64_t k = 0; k < chunks; ++k) acc += partial[k * N + n];
+  out[n] += acc;
+}
+
+__device__ float gelu_tanh(float v) {
+  constexpr float kS = 0.7978845608028654f;
+  return 0.5f * v * (1.0f + tanhf(kS * (v + 0.044715f * v * v * v)));
+}
+
+__device__ float gelu_tanh_grad(float v) {
+  constexpr float kS = 0.7978845608028654f;
+  const float u = kS * (v + 0.044715f * v * v * v);
+  const float t = tanhf(u);
+  return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kS * (1.0f + 3.0f * 0.044715f * v * v);
+}
+
+__global__ void gelu_forward_kernel(const bf16 *in, bf16 *out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n / 8; i += int64_t(gridDim.x) * blockDim.x) {
+    uint4 pack = reinterpret_cast<const uint4 *>(in)[i];
+    __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&pack);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float2 f = __bfloat1622float2(h[k]);
+      h[k] = __floats2bfloat162_rn(gelu_tanh(f.x), gelu_tanh(f.y));
+    }
+    reinterpret_cast<uint4 *>(out)[i] = pack;
+  }
+}
+
+__global__ void gelu_backward_kernel(const bf16 *pre, bf16 *d, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n / 8; i += int64_t(gridDim.x) * blockDim.x) {
+    uint4 pp = reinterpret_cast<const uint4 *>(pre)[i], dd = reinterpret_cast<uint4 *>(d)[i];
+    const __nv_bfloat162 *hp = reinterpret_cast<const __nv_bfloat162 *>(&pp);
+    __nv_bfloat162 *hd = reinterpret_cast<__nv_bfloat162 *>(&dd);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float2 p = __bfloat1622float2(hp[k]), g = __bfloat1622float2(hd[k]);
+      hd[k] = __floats2bfloat162_rn(g.x * gelu_tanh_grad(p.x), g.y * gelu_tanh_grad(p.y));
+    }
+    reinterpret_cast<uint4 *>(d)[i] = dd;
+  }
+}
+
+__global__ void to_bf16_kernel(const float *in, bf16 *out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n / 4; i += int64_t(gridDim.x) * blockDim.x) {
+    const float4 v = reinterpret_cast<const float4 *>(in)[i];
+    reinterpret_cast<__nv_bfloat162 *>(out)[2 * i] = __floats2bfloat162_rn(v.x, v.y);
+    reinterpret_cast<__nv_bfloat162 *>(out)[2 * i + 1] = __floats2bfloat162_rn(v.z, v.w);
+  }
+}
+
+__global__ void interleave_kernel(const bf16 *dq, const bf16 *dk, const bf16 *dv, bf16 *out, int64_t M, int C) {
+  // 8 bf16 per thread: C / 8 groups per source row.
+  const int g = C / 8;
+  const int64_t n = M * 3 * g;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t m = i / (3 * g);
+    const int r = int(i % (3 * g));
+    const int part = r / g, c = (r % g) * 8;
+    const bf16 *src = (part == 0 ? dq : part == 1 ? dk : dv) + m * C + c;
+    *reinterpret_cast<uint4 *>(out + m * 3 * C + part * C + c) = *reinterpret_cast<const uint4 *>(src);
+  }
+}
+
+constexpr int kCeThreads = 512;
+
+__device__ void merge_softmax(float &m, float &s, float m2, float s2) {
+  const float mn = fmaxf(m, m2);
+  if (mn == -INFINITY) return;
+  s = s * __expf(m - mn) + s2 * __expf(m2 - mn);
+  m = mn;
+}
+
+__global__ void __launch_bounds__(kCeThreads) cross_entropy_kernel(const float *logits, int64_t ld, int V,
+                                                                   const int32_t *targets, float *loss, bf16 *dlogits,
+                                                                   float grad_scale) {
+  const int64_t r = blockIdx.x;
+  const float *row = logits + r * ld;
+  float mx = -INFINITY, sum = 0.0f;
+  for (int i = threadIdx.x; i < V; i += kCeThreads) merge_softmax(mx, sum, row[i], 1.0f);
+  for (int o = kWarp / 2; o > 0; o /= 2) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, mx, o), s2 = __shfl_xor_sync(0xffffffffu, sum, o);
+    merge_softmax(mx, sum, m2, s2);
+  }
+  __shared__ float sm[kCeThreads / kWarp], ss[kCeThreads / kWarp];
+  __shared__ float row_max, row_sum;
+  if (threadIdx.x % kWarp == 0) {
+    sm[threadIdx.x / kWarp] = mx;
+    ss[threadIdx.x / kWarp] = sum;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int k = 1; k < kCeThreads / kWarp; ++k) merge_softmax(mx, sum, sm[k], ss[k]);
+    row_max = mx;
+    row_sum = sum;
+    loss[r] = mx + logf(sum) - row[targets[r]];
+  }
+  if (!dlogits) return;
+  __syncthreads();
+  const float m = row_max, inv = 1.0f / row_sum;
+  const int target = targets[r];
+  bf16 *drow = dlogits + r * ld;
+  for (int i = threadIdx.x; i < ld; i += kCeThreads) {
+    float g = 0.0f;
+    if (i < V) g = (__expf(row[i] - m) * inv - (i == target ? 1.0f : 0.0f)) * grad_scale;
+    drow[i] = __float2bfloat16_rn(g);
+  }
+}
+
+__global__ void __launch_bounds__(kCeThreads) cross_entropy_inplace_kernel(bf16 *logits, int64_t ld, int V,
+                                                                           const int32_t *targets, float *loss,
+                                                                           bool with_grad, float grad_scale) {
+  const int64_t r = blockIdx.x;
+  bf16 *row = logits + r * ld;
+  __nv_bfloat162 *row2 = reinterpret_cast<__nv_bfloat162 *>(row);   // ld is even (a multiple of 128)
+  float mx = -INFINITY, sum = 0.0f;
+  for (int j = threadIdx.x; 2 * j < V; j += kCeThreads) {
+    const float2 v = __bfloat1622float2(row2[j]);
+    merge_softmax(mx, sum, v.x, 1.0f);
+    if (2 * j + 1 < V) merge_softmax(mx, sum, v.y, 1.0f);
+  }
+  for (int o = kWarp / 2; o > 0; o /= 2) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, mx, o), s2 = __shfl_xor_sync(0xffffffffu, sum, o);
+    merge_softmax(mx, sum, m2, s2);
+  }
+  __shared__ float sm[kCeThreads / kWarp], ss[kCeThreads / kWarp];
+  __shared__ float row_max, row_sum;
+  if (threadIdx.x % kWarp == 0) {
+    sm[threadIdx.x / kWarp] = mx;
+    ss[threadIdx.x / kWarp] = sum;
+  }
+  __syncthreads();
+  const int target = targets[r];
+  if (threadIdx.x == 0) {
+    for (int k = 1; k < kCeThreads / kWarp; ++k) merge_softmax(mx, sum, sm[k], ss[k]);
+    row_max = mx;
+    row_sum = sum;
+    loss[r] = mx + logf(sum) - __bfloat162float(row[target]);
+  }
+  if (!with_grad) return;
+  __syncthreads();   // thread 0 has read row[target] before anyone overwrites it
+  const float m = row_max, inv = 1.0f / row_sum;
+  for (int j = threadIdx.x; 2 * j < ld; j += kCeThreads) {
+    const float2 v = __bfloat1622float2(row2[j]);
+    const int i = 2 * j;
+    const float g0 = i < V ? (__expf(v.x - m) * inv - (i == target ? 1.0f : 0.0f)) * grad_scale : 0.0f;
+    const float g1 = i + 1 < V ? (__expf(v.y - m) * inv - (i + 1 == target ? 1.0f : 0.0f)) * grad_scale : 0.0f;
+    row2[j] = __floats2bfloat162_rn(g0, g1);
+  }
+}
+
+__global__ void to_bf16_colsum_partial_kernel(const float *in, bf16 *out, int64_t M, int64_t N, float *partial) {
+  const int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t chunk = blockIdx.y;
+  if (n >= N) return;
+  const int64_t m0 = chunk * kColChunkFast, m1 = std::min<int64_t>(M, m0 + kColChunkFast);
+  float acc = 0.0f;
+#pragma unroll 8
+  for (int64_t m = m0; m < m1; ++m) {
+    const float v = in[m * N + n];
+    out[m * N + n] = __float2bfloat16_rn(v);
+    acc += v;
+  }
+  partial[chunk * N + n] = acc;
+}
+
+constexpr int kNormBlocks = 1024, kNormThreads = 256;
+
+__global__ void sum_squares_partial_kernel(const float *x, int64_t n, float *partial) {
+  float acc = 0.0f;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    acc += x[i] * x[i];
+  acc = warp_sum(acc);
+  __shared__ float s[kNormThreads / kWarp];
+  if (threadIdx.x % kWarp == 0) s[threadIdx.x / kWarp] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float t = 0.0f;
+    for (int k = 0; k < kNormThreads / kWarp; ++k) t += s[k];
+    partial[blockIdx.x] = t;
+  }
+}
+
+__global__ void sum_squares_finish_kernel(const float *partial, double *out) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) {
+    double t = 0.0;
+    for (int k = 0; k < kNormBlocks; ++k) t += double(partial[k]);
+    *out = t;
+  }
+}
+
+__global__ void adamw_kernel(float *p, bf16 *pb, const float *g, float *m, float *v, int64_t n, float lr, float b1,
+                             float b2, float eps, float wd, float grad_mult, float bias1, float bias2) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float gi = g[i] * grad_mult;
+    const float mi = b1 * m[i] + (1.0f - b1) * gi;
+    const float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    const float mhat = mi / bias1, vhat = vi / bias2;
+    const float pi = p[i] - lr * (mhat / (sqrtf(vhat) + eps) + wd * p[i]);
+    p[i] = pi;
+    pb[i] = __float2bfloat16_rn(pi);
+  }
+}
+
+__global__ void mean_add_kernel(const float *x, int64_t n, double *acc) {
+  __shared__ double s[256];
+  double t = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) t += double(x[i]);
+  s[threadIdx.x] = t;
+  __syncthreads();
+  for (int w = 128; w > 0; w /= 2) {
+    if (int(threadIdx.x) < w) s[threadIdx.x] += s[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *acc += s[0] / double(n);
+}
+
+constexpr int kRowsPerBlock = 8;
+
+}  // namespace
+
+void mean_add(const float *x, int64_t n, double *acc) { mean_add_kernel<<<1, 256>>>(x, n, acc); }
+
+void embedding_forward(const int32_t *tokens, const float *wte, const float *wpe, float *x, int64_t M, int T, int C) {
+  embedding_forward_kernel<<<grid_for(M * C / 4, 256), 256>>>(tokens, wte, wpe, x, M, T, C);
+}
+
+void embedding_backward_wte(const float *dx, const int32_t *order, const int32_t *starts, const int32_t *uniq,
+                            int n_unique, float *dwte, int C) {
+  const int threads = std::min(1024, (C + kWarp - 1) / kWarp * kWarp);
+  if (n_unique > 0) embedding_wte_kernel<<<n_unique, threads>>>(dx, order, starts, uniq, dwte, C);
+}
+
+void embedding_backward_wpe(const float *dx, float *dwpe, int B, int T, int C) {
+  embedding_wpe_kernel<<<grid_for(int64_t(T) * C, 256), 256>>>(dx, dwpe, B, T, C);
+}
+
+void layernorm_forward(const float *x, const float *w, const float *b, bf16 *y, float *mean, float *rstd, int64_t M,
+                       int C) {
+  layernorm_forward_kernel<<<int((M + kRowsPerBlock - 1) / kRowsPerBlock), kRowsPerBlock * kWarp>>>(x, w, b, y, mean,
+                                                                                                    rstd, M, C);
+}
+
+void layernorm_backward_dx(const float *dy, const float *x, const float *mean, const float *rstd, const float *w,
+                           float *dx, int64_t M, int C) {
+  layernorm_backward_dx_kernel<<<int((M + kRowsPerBlock - 1) / kRowsPerBlock), kRowsPerBlock * kWarp>>>(
+      dy, x, mean, rstd, w, dx, M, C);
+}
+
+int64_t colsum_scratch_bytes(int64_t M, int64_t N) { return 2 * ((M + kColChunkFast - 1) / kColChunkFast) * N * 4; }
+
+static void colsum_finish(const float *partial, int64_t chunks, int64_t N, float *out, bool fast) {
+  if (fast) colsum_finish_wide_kernel<<<unsigned((N + kWarp - 1) / kWarp), 256>>>(partial, chunks, N, out);
+  else colsum_finish_kernel<<<unsigned((N + 255) / 256), 256>>>(partial, chunks, N, out);
+}
+
+void layernorm_backward_params(const float *dy, const float *x, const float *mean, const float *rstd, float *dw,
+                               float *db, int64_t M, int C, float *scratch, bool fast) {
+  const int rows = fast ? kColChunkFast : kColChunk;
+  const int64_t chunks = (M + rows - 1) / rows;
+  float *pw = scratch, *pb = scratch + chunks * C;
+  const dim3 grid(unsigned((C + 255) / 256), unsigned(chunks));
+  colsum_partial_kernel<float><<<grid, 256>>>(dy, M, C, pw, x, mean, rstd, pb, rows);
+  colsum_finish(pw, chunks, C, dw, fast);
+  colsum_finish(pb, chunks, C, db, fast);
+}
+
+template <class In> static void colsum_add_impl(const In *in, float *out, int64_t M, int64_t N, float *scratch, bool fast) {
+  const int rows = fast ? kColChunkFast : kColChunk;
+  const int64_t chunks = (M + rows - 1) / rows;
+  const dim3 grid(unsigned((N + 255) / 256), unsigned(chunks));
+  colsum_partial_kernel<In><<<grid, 256>>>(in, M, N, scratch, nullptr, nullptr, nullptr, nullptr, rows);
+  colsum_finish(scratch, chunks, N, out, fast);
+}
+void colsum_add(const float *in, float *out, int64_t M, int64_t N, float *scratch, bool fast) {
+  colsum_add_impl(in, out, M, N, scratch, fast);
+}
+void colsum_add(const bf16 *in, float *out, int64_t M, int64_t N, float *scratch, bool fast) {
+  colsum_add_impl(in, out, M, N, scratch, fast);
+}
+
+void gelu_forward(const bf16 *in, bf16 *out, int64_t n) { gelu_forward_kernel<<<grid_for(n / 8, 256), 256>>>(in, out, n); }
+void gelu_backward(const bf16 *pre, bf16 *d, int64_t n) { gelu_backward_kernel<<<grid_for(n / 8, 256), 256>>>(pre, d, n); }
+void to_bf16(const float *in, bf16 *out, int64_t n) { to_bf16_kernel<<<grid_for(n / 4, 256), 256>>>(in, out, n); }
+
+void interleave_qkv(const bf16 *dq, const bf16 *dk, const bf16 *dv, bf16 *dqkv, int64_t M, int C) {
+  interleave_kernel<<<grid_for(M * 3 * (C / 8), 256), 256>>>(dq, dk, dv, dqkv, M, C);
+}
+
+void cross_entropy(const float *logits, int64_t ld, int V, const int32_t *targets, int64_t R, float *loss,
+                   bf16 *dlogits, float grad_scale) {
+  cross_entropy_kernel<<<unsigned(R), kCeThreads>>>(logits, ld, V, targets, loss, dlogits, grad_scale);
+}
+
+void cross_entropy_inplace(bf16 *logits, int64_t ld, int V, const int32_t *targets, int64_t R, float *loss,
+                           bool with_grad, float grad_scale) {
+  cross_entropy_inplace_kernel<<<unsigned(R), kCeThreads>>>(logits, ld, V, targets, loss, with_grad, grad_scale);
+}
+
+void to_bf16_colsum_add(const float *in, bf16 *out, float *bias, int64_t M, int64_t N, float *scratch) {
+  const int64_t chunks = (M + kColChunkFast - 1) / kColChunkFast;
+  const dim3 grid(unsigned((N + 255) / 256), unsigned(chunks));
+  to_bf16_colsum_partial_kernel<<<grid, 256>>>(in, out, M, N, scratch);
+  colsum_finish(scratch, chunks, N, bias, true);
+}
+
+void sum_squares(const float *x, int64_t n, float *scratch, double *out) {
+  sum_squares_partial_kernel<<<kNormBlocks, kNormThreads>>>(x, n, scratch);
+  sum_squares_finish_kernel<<<1, 32>>>(scratch, out);
+}
+
+void adamw(float *p, bf16 *p_bf16, const float *g, float *m, float *v, int64_t n, float lr, float beta1, float beta2,
+           float eps, float wd, float grad_mult, float bias1, float bias2) {
+  adamw_kernel<<<grid_for(n, 256), 256>>>(p, p_bf16, g, m, v, n, lr, beta1, beta2, eps, wd, grad_mult, bias1, bias2);
+}
+
+}  // namespace flashbox::gpt2::train

@@ -1,6 +1,6 @@
 #include "report/attention_shape.hpp"
 
-#include "cpu/dtype.hpp"
+#include "core/dtype.hpp"
 #include "report/random_fill.hpp"
 
 #include <fmt/core.h>

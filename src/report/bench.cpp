@@ -1,6 +1,6 @@
 #include "report/bench.hpp"
 
-#include "cpu/dtype.hpp"
+#include "core/dtype.hpp"
 #include "report/bench_point.hpp"
 
 #include <fmt/core.h>

@@ -1,6 +1,6 @@
 #include "report/correctness.hpp"
 
-#include "cpu/dtype.hpp"
+#include "core/dtype.hpp"
 #include "cpu/reference_fp64.hpp"
 #include "report/cuda_device.hpp"
 #include "report/dtype_names.hpp"

@@ -1,6 +1,6 @@
 #include "report/memory_arith.hpp"
 
-#include "cpu/dtype.hpp"
+#include "core/dtype.hpp"
 
 #include <limits>
 #include <stdexcept>

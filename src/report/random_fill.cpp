@@ -1,6 +1,6 @@
 #include "report/random_fill.hpp"
 
-#include "cpu/dtype.hpp"
+#include "core/dtype.hpp"
 
 #include <cmath>
 

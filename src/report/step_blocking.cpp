@@ -5,7 +5,7 @@
 #include "report/correctness.hpp"
 #include "report/step_registry.hpp"
 
-#include "cpu/dtype.hpp"
+#include "core/dtype.hpp"
 
 #include <algorithm>
 #include <cstring>

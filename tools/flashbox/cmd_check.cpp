@@ -6,7 +6,7 @@
 #include "report/dtype_names.hpp"
 #include "text_table.hpp"
 
-#include "cpu/dtype.hpp"
+#include "core/dtype.hpp"
 
 #include <fmt/core.h>
 

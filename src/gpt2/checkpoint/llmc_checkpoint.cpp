@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cpu/dtype.hpp"
+#include "core/dtype.hpp"
 #include "gpt2/checkpoint/checkpoint.hpp"
 #include "gpt2/error.hpp"
 

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cpu/dtype.hpp"
+#include "core/dtype.hpp"
 #include "gpt2/error.hpp"
 
 namespace flashbox::gpt2 {

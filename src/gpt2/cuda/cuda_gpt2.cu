@@ -12,7 +12,7 @@
 
 #include <algorithm>
 
-#include "cpu/dtype.hpp"
+#include "core/dtype.hpp"
 #include "gpt2/cuda/cuda_check.hpp"
 #include "gpt2/cuda/gpt2_kernels.cuh"
 #include "gpt2/cuda/lt_matmul.hpp"

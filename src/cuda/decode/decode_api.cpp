@@ -28,6 +28,8 @@
 
 namespace flashbox::cuda {
 
+using detail::KvcacheProblem;
+
 cudaError_t launch_decode_split_d64(const DecodeParams &p, bool bf16, cudaStream_t s);
 cudaError_t launch_decode_split_d128(const DecodeParams &p, bool bf16, cudaStream_t s);
 cudaError_t launch_decode_combine_d64(const DecodeParams &p, bool bf16, cudaStream_t s);

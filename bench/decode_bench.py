@@ -49,6 +49,12 @@ DEFAULT_SHAPES = [  # (batch, keys, heads_q, heads_kv, head_dim, seqlen_q)
 ]
 
 
+QUICK_SHAPES = [  # the bar's shapes and one of each other kind
+    (1, 131072, 32, 8, 128, 1), (8, 4096, 32, 8, 128, 1), (8, 16384, 32, 8, 128, 1), (32, 4096, 32, 8, 128, 1),
+    (64, 2048, 32, 8, 128, 1), (8, 8192, 32, 8, 128, 4), (8, 8192, 12, 12, 64, 1),
+]
+
+
 def full_shapes():
     out = []
     for hq, hk in ((32, 8), (12, 12)):
@@ -196,6 +202,7 @@ def check_against_sdpa(prep, q, k, v):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--full", action="store_true", help="the whole grid (batch 1/8/32/64 x 2k..128k x ...)")
+    ap.add_argument("--quick", action="store_true", help="seven shapes: the bar's and one of each other kind")
     ap.add_argument("--json", default="", help="write the rows here")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--trials", type=int, default=7)
@@ -207,7 +214,7 @@ def main():
     copy_bw = copy_bandwidth()
     print(f"device {dev.name}, {dev.multi_processor_count} SMs; torch {torch.__version__}; "
           f"device-to-device copy {copy_bw / 1e12:.2f} TB/s (read + write)")
-    shapes = full_shapes() if args.full else DEFAULT_SHAPES
+    shapes = full_shapes() if args.full else QUICK_SHAPES if args.quick else DEFAULT_SHAPES
     backends = [("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION),
                 ("sdpa_flash", SDPBackend.FLASH_ATTENTION)]
     rows = []
@@ -257,13 +264,13 @@ def main():
     sweep = []
     if args.splits_sweep:
         print("split sweep (model's choice marked *):")
-        for (b, L, hq, hk, d, sq) in [(1, 131072, 32, 8, 128, 1), (8, 4096, 32, 8, 128, 1), (32, 4096, 32, 8, 128, 1)]:
+        for (b, L, hq, hk, d, sq) in [(1, 131072, 32, 8, 128, 1), (8, 4096, 32, 8, 128, 1)]:
             cache_bytes = b * L * hk * d * 4
             copies = max(1, min(8, math.ceil(L2_GUARD / cache_bytes)))
             cases, paged = make_case(b, L, hq, hk, d, sq, copies)
             chosen = flashbox_fns(cases, paged, L)[1][0].num_splits()
             line = []
-            for s in (1, 2, 3, 4, 6, 8, 12, 16, 24, 33, 48, 64, 128):
+            for s in (1, 2, 3, 4, 8, 16, 24, 33, 64):
                 t = graph_time(flashbox_fns(cases, paged, L, num_splits=s)[0], args.reps, args.trials)
                 sweep.append(dict(batch=b, keys=L, splits=s, seconds=t, GBps=cache_bytes / t / 1e9, chosen=chosen))
                 line.append(f"{s}{'*' if s == chosen else ''}:{cache_bytes / t / 1e9:.0f}")

@@ -9,7 +9,9 @@
 //   paged          block_table: cache_rows (page_size) a multiple of 16, max_blocks_per_seq >= 1,
 //                  block_table_stride >= max_blocks_per_seq, no cache_batch_idx
 //   scalars        softmax_scale, softcap finite and >= 0; window sides >= -1; num_splits 0..256
-//   unsupported    rotary (NULL only, for now); CUDA: fp16/bf16, head_dim 64 or 128; CPU: head_dim <= 256
+//   rotary         cos and sin both or neither, only with k_new, rotary_dim even in 2..head_dim; the
+//                  tables [rows >= capacity, rotary_dim / 2] in the dtype (rows cannot be checked)
+//   unsupported    CUDA: fp16/bf16, head_dim 64 or 128; CPU: head_dim <= 256
 //   tensors        q, o, k_cache, v_cache (and k_new, v_new) as flashbox_attention_forward's tensors
 //                  (pointer, strides, no self-overlap, alignment); o and lse overlap no input; when
 //                  appending, the caches overlap neither each other, q nor k_new/v_new
@@ -136,9 +138,24 @@ int check_scalars(const flashbox_kvcache_args &a) {
                                                    str(a.window_right) + ": each must be >= -1 (-1 = unbounded)");
   if (a.num_splits < 0 || a.num_splits > 256)
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "num_splits = " + str(a.num_splits) + " must be in 0..256 (0 = choose)");
-  if (a.rotary_cos || a.rotary_sin)
-    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, "rotary_cos/rotary_sin are not implemented by "
-                                               "flashbox_attention_kvcache yet (apply rotary before the call)");
+  if ((a.rotary_cos == nullptr) != (a.rotary_sin == nullptr))
+    return fail(FLASHBOX_ERR_NULL_POINTER, std::string(a.rotary_cos ? "rotary_sin" : "rotary_cos") +
+                                               " is NULL but the other rotary table is not (give both or neither)");
+  if (a.rotary_cos) {
+    if (!a.k_new)
+      return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "rotary_cos/rotary_sin are given without k_new/v_new (rotary turns "
+                                                 "q and the new keys; the cache is stored rotated already)");
+    if (a.rotary_dim < 2 || a.rotary_dim % 2 != 0 || a.rotary_dim > a.head_dim)
+      return fail(FLASHBOX_ERR_INVALID_SIZE, "rotary_dim = " + str(a.rotary_dim) + " must be even and in 2..head_dim = " +
+                                                 str(a.head_dim));
+    if (a.rotary_interleaved != 0 && a.rotary_interleaved != 1)
+      return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "rotary_interleaved = " + str(a.rotary_interleaved) + " must be 0 or 1");
+    const int64_t es = cpu::dtype_size(a.dtype);
+    for (const void *t : {a.rotary_cos, a.rotary_sin})
+      if (reinterpret_cast<uintptr_t>(t) % uint64_t(es) != 0)
+        return fail(FLASHBOX_ERR_MISALIGNED, std::string(t == a.rotary_cos ? "rotary_cos" : "rotary_sin") + " = " +
+                                                 ptr_str(t) + " is not aligned to its " + str(es) + "-byte elements");
+  }
   if (a.device == FLASHBOX_CPU) {
     if (a.head_dim > kCpuMaxHeadDim)
       return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim = " + str(a.head_dim) +
@@ -149,6 +166,13 @@ int check_scalars(const flashbox_kvcache_args &a) {
     if (a.head_dim != 64 && a.head_dim != 128)
       return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim = " + str(a.head_dim) +
                                                          " is not supported by the CUDA decode kernel (64, 128)");
+    // Grid limits of the split kernel: batch in grid.z, heads_kv x row tiles of 16 query rows in grid.y.
+    const int64_t row_tiles = (a.seqlen_q * (a.heads_q / a.heads_kv) + 15) / 16;
+    if (a.batch > 65535)
+      return fail(FLASHBOX_ERR_INVALID_SIZE, "batch = " + str(a.batch) + " is more than the CUDA decode kernel's 65535");
+    if (a.heads_kv * row_tiles > 65535)
+      return fail(FLASHBOX_ERR_INVALID_SIZE, "heads_kv x ceil(seqlen_q x heads_q / heads_kv / 16) = " +
+                                                 str(a.heads_kv * row_tiles) + " is more than the CUDA decode kernel's 65535");
   }
   return FLASHBOX_OK;
 }
@@ -206,6 +230,8 @@ int check_tensors(const flashbox_kvcache_args &a) {
                                                           {a.alibi_slopes, "alibi_slopes"}};
   for (const auto &[ptr, name] : tables)
     if (int rc = check_table_pointer(ptr, name, a.device)) return rc;
+  if (int rc = validate_device_pointer(a.rotary_cos, "rotary_cos", a.device)) return rc;
+  if (int rc = validate_device_pointer(a.rotary_sin, "rotary_sin", a.device)) return rc;
   return FLASHBOX_OK;
 }
 

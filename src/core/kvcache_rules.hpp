@@ -60,3 +60,22 @@ FLASHBOX_HD int64_t cache_offset(CacheSlot slot, int64_t h, int64_t s0, int64_t 
 }
 
 }  // namespace flashbox::kvcache
+
+namespace flashbox::kvcache {
+
+// Rotary embedding (FlashAttention's rotary_cos/rotary_sin, [rows >= capacity, rotary_dim / 2]): pair m
+// of a head row is (2m, 2m + 1) when interleaved, else (m, m + rotary_dim / 2) (GPT-NeoX); the pair is
+// turned by the angle of position `pos`: y0 = x0 cos - x1 sin, y1 = x0 sin + x1 cos, in fp32 without
+// fused multiply-adds (so that every implementation rounds alike). Positions count from cache_leftpad:
+// new key i of entry b sits at cache_seqlens[b] - leftpad[b] + i; query i at the same position when
+// causal or windowed, else every query at cache_seqlens[b] - leftpad[b].
+FLASHBOX_HD void rotary_pair(int64_t m, int64_t rotary_dim, bool interleaved, int64_t &i0, int64_t &i1) {
+  i0 = interleaved ? 2 * m : m;
+  i1 = interleaved ? 2 * m + 1 : m + rotary_dim / 2;
+}
+
+FLASHBOX_HD int64_t rotary_query_position(int64_t cache_len, int64_t leftpad, int64_t i, bool causal_or_window) {
+  return cache_len - leftpad + (causal_or_window ? i : 0);
+}
+
+}  // namespace flashbox::kvcache

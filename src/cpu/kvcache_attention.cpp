@@ -25,6 +25,21 @@ kvcache::CacheSlot slot_of(const flashbox_kvcache_args &a, int64_t b, int64_t j)
                              b, j);
 }
 
+// Turns the first rotary_dim elements of `x` (fp32) to position `pos` (kvcache::rotary_pair).
+void rotate(const flashbox_kvcache_args &a, float *x, int64_t pos) {
+  const int64_t half = a.rotary_dim / 2;
+  for (int64_t m = 0; m < half; ++m) {
+    int64_t i0, i1;
+    kvcache::rotary_pair(m, a.rotary_dim, a.rotary_interleaved != 0, i0, i1);
+    const float c = cpu::load_as_float(a.rotary_cos, a.dtype, pos * half + m);
+    const float s = cpu::load_as_float(a.rotary_sin, a.dtype, pos * half + m);
+    const float x0 = x[i0], x1 = x[i1];
+    const float c0 = x0 * c, s1 = x1 * s, s0 = x0 * s, c1 = x1 * c;  // no fused multiply-add
+    x[i0] = c0 - s1;
+    x[i1] = s0 + c1;
+  }
+}
+
 void append_new_keys(const flashbox_kvcache_args &a) {
   const int64_t d = a.head_dim;
   for (int64_t b = 0; b < a.batch; ++b)
@@ -38,8 +53,14 @@ void append_new_keys(const flashbox_kvcache_args &a) {
         const int64_t kn = b * a.k_new_stride[0] + i * a.k_new_stride[1] + h * a.k_new_stride[2];
         const int64_t vn = b * a.v_new_stride[0] + i * a.v_new_stride[1] + h * a.v_new_stride[2];
         const int64_t es = cpu::dtype_size(a.dtype);
-        if (kc >= 0)
+        if (kc >= 0 && a.rotary_cos) {
+          std::vector<float> row(static_cast<size_t>(d));
+          cpu::load_row_as_float(a.k_new, a.dtype, kn, d, row.data());
+          rotate(a, row.data(), int64_t(a.cache_seqlens[b]) - (a.cache_leftpad ? a.cache_leftpad[b] : 0) + i);
+          cpu::store_row_from_float(a.k_cache, a.dtype, kc, d, row.data());
+        } else if (kc >= 0) {
           std::copy_n(static_cast<const char *>(a.k_new) + kn * es, d * es, static_cast<char *>(a.k_cache) + kc * es);
+        }
         if (vc >= 0)
           std::copy_n(static_cast<const char *>(a.v_new) + vn * es, d * es, static_cast<char *>(a.v_cache) + vc * es);
       }
@@ -62,6 +83,10 @@ int cpu_kvcache_attention(const KvcacheProblem &p) {
       std::vector<float> q(static_cast<size_t>(d)), row(static_cast<size_t>(d)), acc(static_cast<size_t>(d)), scores;
       for (int64_t i = 0; i < a.seqlen_q; ++i) {
         cpu::load_row_as_float(a.q, a.dtype, b * a.q_stride[0] + i * a.q_stride[1] + hq * a.q_stride[2], d, q.data());
+        if (a.rotary_cos) {  // q rotated in fp32, then rounded to the dtype (as the CUDA path stores it)
+          rotate(a, q.data(), kvcache::rotary_query_position(a.cache_seqlens[b], start, i, a.causal || a.has_window));
+          for (auto &x : q) x = cpu::round_to_dtype(x, a.dtype);
+        }
         const kvcache::KeyRange r = kvcache::visible_keys(total, start, a.seqlen_q, i, a.causal, a.has_window,
                                                           a.window_left, a.window_right);
         const int64_t lo = std::max<int64_t>(r.lo, 0), hi = std::min(r.hi, p.capacity);

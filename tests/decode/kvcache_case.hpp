@@ -58,6 +58,8 @@ struct KvCase {
   float softcap = 0.f;
   bool alibi = false;
   int num_splits = 0;
+  int64_t rotary_dim = 0;        // 0: no rotary; else rotary_cos/sin of [capacity, rotary_dim / 2]
+  int rotary_interleaved = 0;
   float softmax_scale = 0.f;
   float q_scale = 2.0f;          // spread of q (peakier softmax)
   flashbox_device device = FLASHBOX_CPU;
@@ -75,6 +77,7 @@ class KvData {
   int64_t es, entries, rows, pages_per_seq = 0;
   std::vector<uint8_t> q, k_cache, v_cache, k_new, v_new, o, k_expected, v_expected;
   std::vector<float> lse, alibi;
+  std::vector<uint8_t> rot_cos, rot_sin;
   std::vector<int32_t> seqlens, table, batch_idx, leftpad;
   cpu::KvcacheReferenceOutput ref;
 
@@ -141,6 +144,21 @@ class KvData {
       alibi.resize(size_t(c.heads_q));
       for (int64_t h = 0; h < c.heads_q; ++h) alibi[size_t(h)] = std::pow(2.f, -8.f * float(h + 1) / float(c.heads_q));
     }
+    // Rotary tables (random angles) and the new keys turned as the library turns them (fp32, no FMA).
+    std::vector<uint8_t> k_new_rot = k_new;
+    if (c.rotary_dim > 0) {
+      const int64_t half = c.rotary_dim / 2;
+      rot_cos.resize(size_t(cap * half * es)), rot_sin.resize(size_t(cap * half * es));
+      for (int64_t i = 0; i < cap * half; ++i) {
+        const float th = 3.14159265f * uni(rng);
+        cpu::store_from_float(rot_cos.data(), c.dtype, i, std::cos(th));
+        cpu::store_from_float(rot_sin.data(), c.dtype, i, std::sin(th));
+      }
+      for (int64_t b = 0; b < c.batch; ++b)
+        for (int64_t i = 0; i < c.seqlen_new; ++i)
+          for (int64_t h = 0; h < Hk; ++h)
+            rotate_row(k_new_rot, ((b * c.seqlen_new + i) * Hk + h) * D, seqlens[size_t(b)] - start_of(b) + i);
+    }
     // Expected cache: the append done by hand.
     k_expected = k_cache, v_expected = v_cache;
     for (int64_t b = 0; b < c.batch; ++b)
@@ -148,11 +166,27 @@ class KvData {
         for (int64_t h = 0; h < Hk; ++h) {
           const int64_t off = cache_element(b, seqlens[size_t(b)] + i, h);
           const int64_t src = ((b * c.seqlen_new + i) * Hk + h) * D;
-          std::memcpy(&k_expected[size_t(off * es)], &k_new[size_t(src * es)], size_t(D * es));
+          std::memcpy(&k_expected[size_t(off * es)], &k_new_rot[size_t(src * es)], size_t(D * es));
           std::memcpy(&v_expected[size_t(off * es)], &v_new[size_t(src * es)], size_t(D * es));
         }
     build_reference(cap);
     fill_args();
+  }
+
+  int64_t start_of(int64_t b) const { return leftpad.empty() ? 0 : leftpad[size_t(b)]; }
+
+  // Turns the head row at element `off` of `buf` to position `pos` (the library's formula).
+  void rotate_row(std::vector<uint8_t> &buf, int64_t off, int64_t pos) const {
+    const int64_t half = c.rotary_dim / 2;
+    for (int64_t m = 0; m < half; ++m) {
+      const int64_t i0 = c.rotary_interleaved ? 2 * m : m, i1 = c.rotary_interleaved ? 2 * m + 1 : m + half;
+      const float co = cpu::load_as_float(rot_cos.data(), c.dtype, pos * half + m);
+      const float si = cpu::load_as_float(rot_sin.data(), c.dtype, pos * half + m);
+      const float x0 = cpu::load_as_float(buf.data(), c.dtype, off + i0), x1 = cpu::load_as_float(buf.data(), c.dtype, off + i1);
+      const float a0 = x0 * co, b1 = x1 * si, a1 = x0 * si, b0 = x1 * co;
+      cpu::store_from_float(buf.data(), c.dtype, off + i0, a0 - b1);
+      cpu::store_from_float(buf.data(), c.dtype, off + i1, a1 + b0);
+    }
   }
 
   // Element index of key j, head h of batch entry b in the (dense) cache buffers.
@@ -174,7 +208,14 @@ class KvData {
     in.head_dim = c.head_dim, in.max_keys = cap;
     const int64_t D = c.head_dim;
     in.q.resize(size_t(c.batch * c.seqlen_q * c.heads_q * D));
-    for (size_t i = 0; i < in.q.size(); ++i) in.q[i] = cpu::load_as_float(q.data(), c.dtype, int64_t(i));
+    std::vector<uint8_t> q_rot = q;  // q turned (and rounded to the dtype) as the library does
+    if (c.rotary_dim > 0)
+      for (int64_t b = 0; b < c.batch; ++b)
+        for (int64_t i = 0; i < c.seqlen_q; ++i)
+          for (int64_t h = 0; h < c.heads_q; ++h)
+            rotate_row(q_rot, ((b * c.seqlen_q + i) * c.heads_q + h) * D,
+                       seqlens[size_t(b)] - start_of(b) + ((c.causal || c.has_window) ? i : 0));
+    for (size_t i = 0; i < in.q.size(); ++i) in.q[i] = cpu::load_as_float(q_rot.data(), c.dtype, int64_t(i));
     in.k.assign(size_t(c.batch * cap * c.heads_kv * D), 0.0);
     in.v = in.k;
     for (int64_t b = 0; b < c.batch; ++b) {
@@ -220,6 +261,7 @@ class KvData {
     a.window_left = c.window_left, a.window_right = c.window_right;
     a.softcap = c.softcap;
     a.num_splits = c.num_splits;
+    a.rotary_dim = c.rotary_dim, a.rotary_interleaved = c.rotary_interleaved;
     point_at_host();
   }
 
@@ -235,6 +277,8 @@ class KvData {
     a.cache_batch_idx = batch_idx.empty() ? nullptr : batch_idx.data();
     a.cache_leftpad = leftpad.empty() ? nullptr : leftpad.data();
     a.alibi_slopes = alibi.empty() ? nullptr : alibi.data();
+    a.rotary_cos = rot_cos.empty() ? nullptr : rot_cos.data();
+    a.rotary_sin = rot_sin.empty() ? nullptr : rot_sin.data();
   }
 
   std::string name() const {
@@ -244,6 +288,7 @@ class KvData {
            " new" + std::to_string(c.seqlen_new) + " causal" + std::to_string(c.causal) +
            (c.has_window ? " window(" + std::to_string(c.window_left) + "," + std::to_string(c.window_right) + ")" : "") +
            (c.softcap > 0 ? " softcap" : "") + (c.alibi ? " alibi" : "") + (c.leftpad ? " leftpad" : "") +
+           (c.rotary_dim ? " rotary" + std::to_string(c.rotary_dim) + (c.rotary_interleaved ? "i" : "") : "") +
            " splits" + std::to_string(c.num_splits) + " " + cpu::dtype_name(c.dtype) + " seed " + std::to_string(c.seed) +
            " (FLASHBOX_TEST_SEED)]";
   }
@@ -290,6 +335,8 @@ class KvData {
     args.cache_batch_idx = batch_idx.empty() ? nullptr : static_cast<const int32_t *>(up(batch_idx));
     args.cache_leftpad = leftpad.empty() ? nullptr : static_cast<const int32_t *>(up(leftpad));
     args.alibi_slopes = alibi.empty() ? nullptr : static_cast<const float *>(up(alibi));
+    args.rotary_cos = rot_cos.empty() ? nullptr : up(rot_cos);
+    args.rotary_sin = rot_sin.empty() ? nullptr : up(rot_sin);
   }
   void from_device() {
     down(o, args.o), down(lse, args.lse), down(k_cache, args.k_cache), down(v_cache, args.v_cache);

@@ -66,6 +66,19 @@ TEST(KvcacheCpu, MaskingOptions) {
   run_cpu(lp);
 }
 
+TEST(KvcacheCpu, Rotary) {
+  for (int interleaved : {0, 1})
+    for (int causal : {0, 1})
+      for (bool leftpad : {false, true}) {
+        KvCase c;
+        c.dtype = FLASHBOX_BFLOAT16, c.layout = leftpad ? CacheLayout::Contiguous : CacheLayout::Paged;
+        c.batch = 2, c.seqlen_q = 3, c.seqlen_new = 3, c.heads_q = 4, c.heads_kv = 2, c.head_dim = 32;
+        c.capacity = 64, c.causal = causal, c.leftpad = leftpad;
+        c.rotary_dim = 16, c.rotary_interleaved = interleaved;
+        run_cpu(c);
+      }
+}
+
 TEST(KvcacheCpu, SeqlenQLargerThanCacheSeesNothingForEarlyRows) {
   KvCase c;
   c.dtype = FLASHBOX_FLOAT32, c.batch = 2, c.seqlen_q = 4, c.heads_q = 2, c.heads_kv = 1, c.head_dim = 8;
@@ -166,7 +179,9 @@ TEST(KvcacheCpuRefuses, Arguments) {
       {"softcap", FLASHBOX_ERR_INVALID_ARGUMENT, "softcap", [](KvData &x) { x.args.softcap = -1.f; }},
       {"window", FLASHBOX_ERR_INVALID_ARGUMENT, "window_left = -2",
        [](KvData &x) { x.args.has_window = 1, x.args.window_left = -2; }},
-      {"rotary", FLASHBOX_ERR_UNSUPPORTED_IMPL, "rotary", [](KvData &x) { x.args.rotary_cos = x.q.data(); }},
+      {"rotary half", FLASHBOX_ERR_NULL_POINTER, "rotary_sin is NULL", [](KvData &x) { x.args.rotary_cos = x.q.data(); }},
+      {"rotary dim", FLASHBOX_ERR_INVALID_SIZE, "rotary_dim = 3",
+       [](KvData &x) { x.args.rotary_cos = x.args.rotary_sin = x.q.data(), x.args.rotary_dim = 3; }},
       {"o aliases q", FLASHBOX_ERR_INVALID_ARGUMENT, "overlaps", [](KvData &x) { x.args.o = x.q.data(); }},
       {"cache aliases k_new", FLASHBOX_ERR_INVALID_ARGUMENT, "overlaps",
        [](KvData &x) { x.args.k_new = x.args.k_cache; }},

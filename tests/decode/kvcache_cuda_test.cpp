@@ -128,6 +128,19 @@ TEST(KvcacheCudaShapes, MaskingOptions) {
   }
 }
 
+TEST(KvcacheCudaShapes, Rotary) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t d : {64, 128})
+    for (int interleaved : {0, 1})
+      for (int causal : {0, 1}) {
+        KvCase c;
+        c.layout = causal ? CacheLayout::Paged : CacheLayout::Contiguous, c.leftpad = !causal;
+        c.batch = 3, c.seqlen_q = 2, c.seqlen_new = 2, c.heads_q = 8, c.heads_kv = 2, c.head_dim = d;
+        c.capacity = 200, c.causal = causal, c.rotary_dim = d == 64 ? 64 : 32, c.rotary_interleaved = interleaved;
+        run_cuda(c);
+      }
+}
+
 TEST(KvcacheCudaRefuses, BadTablesWriteNothing) {
   SKIP_WITHOUT_GPU();
 #ifdef FLASHBOX_HAVE_CUDA

@@ -184,7 +184,22 @@ int cuda_kvcache_attention(const KvcacheProblem &pr) {
     p.o_partial = scratch.as<float>();
     p.lse_partial = p.o_partial + o_bytes / 4;
   }
-  if (a.k_new) FLASHBOX_CUDA_TRY(cuda::launch_decode_append(p, int(a.head_dim), bf16 || a.dtype == FLASHBOX_FLOAT16 ? 2 : 4, stream));
+  cuda::DeviceScratch q_rotated(stream);
+  if (a.rotary_cos) {
+    // q turned into a contiguous scratch copy first (it reads the lengths, which the append leaves alone).
+    const cuda::RotaryParams r{a.rotary_cos, a.rotary_sin, int(a.rotary_dim), a.rotary_interleaved};
+    const int64_t bytes = a.batch * a.seqlen_q * a.heads_q * a.head_dim * 2;
+    const cudaError_t e = q_rotated.allocate(bytes);
+    if (e == cudaErrorMemoryAllocation)
+      return fail(FLASHBOX_ERR_OUT_OF_MEMORY, "the rotated copy of q (" + std::to_string(bytes) + " bytes) does not fit");
+    FLASHBOX_CUDA_TRY(e);
+    FLASHBOX_CUDA_TRY(cuda::launch_decode_rotate_q(p, r, q_rotated.as<void>(), int(a.head_dim), bf16, stream));
+    FLASHBOX_CUDA_TRY(cuda::launch_decode_append_rotary(p, r, int(a.head_dim), bf16, stream));
+    p.q = q_rotated.as<void>();
+    p.q_stride[2] = a.head_dim, p.q_stride[1] = a.heads_q * a.head_dim, p.q_stride[0] = a.seqlen_q * p.q_stride[1];
+  } else if (a.k_new) {
+    FLASHBOX_CUDA_TRY(cuda::launch_decode_append(p, int(a.head_dim), 2, stream));
+  }
   const char *name = "";
   FLASHBOX_CUDA_TRY(cuda::launch_decode_split(p, int(a.head_dim), bf16, stream, &name));
   if (p.num_splits > 1) FLASHBOX_CUDA_TRY(cuda::launch_decode_combine(p, int(a.head_dim), bf16, stream));

@@ -35,6 +35,19 @@ struct DecodeParams {
   int64_t window_left, window_right;
 };
 
+// Rotary embedding tables (decode_rotary.cu): [rows >= capacity, rotary_dim / 2], the dtype of q.
+struct RotaryParams {
+  const void *cos, *sin;
+  int rotary_dim;
+  int interleaved;
+};
+
+cudaError_t launch_decode_append_rotary(const DecodeParams &p, const RotaryParams &r, int head_dim, bool bf16,
+                                        cudaStream_t stream);
+// q turned to its positions into q_out [batch, seqlen_q, heads_q, head_dim] (contiguous).
+cudaError_t launch_decode_rotate_q(const DecodeParams &p, const RotaryParams &r, void *q_out, int head_dim, bool bf16,
+                                   cudaStream_t stream);
+
 // Per-instantiation launchers (decode_d64.cu, decode_d128.cu). `kernel_name` receives a static string.
 cudaError_t launch_decode_split(const DecodeParams &p, int head_dim, bool bf16, cudaStream_t stream,
                                 const char **kernel_name);

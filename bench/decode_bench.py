@@ -206,10 +206,22 @@ def main():
     ap.add_argument("--json", default="", help="write the rows here")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--trials", type=int, default=7)
-    ap.add_argument("--splits-sweep", action="store_true", help="time num_splits 1..128 on three shapes")
+    ap.add_argument("--splits-sweep", action="store_true", help="time num_splits 1..64 on two shapes")
+    ap.add_argument("--no-sdpa", action="store_true", help="flashbox only (variant sweeps)")
+    ap.add_argument("--profile", default="", metavar="B,L",
+                    help="only run GQA 32/8 D128 at batch B, L keys: warm-up, then one call (for ncu -c 1 -s 2)")
     args = ap.parse_args()
 
     torch.manual_seed(0)
+    if args.profile:
+        b, L = (int(x) for x in args.profile.split(","))
+        cases, paged = make_case(b, L, 32, 8, 128, 1, 1)
+        fns, preps = flashbox_fns(cases, paged, L)
+        for _ in range(3):
+            fns[0]()
+        torch.cuda.synchronize()
+        print(f"profiled B{b} L{L}: {preps[0].num_splits()} splits", flush=True)
+        return
     dev = torch.cuda.get_device_properties(0)
     copy_bw = copy_bandwidth()
     print(f"device {dev.name}, {dev.multi_processor_count} SMs; torch {torch.__version__}; "
@@ -235,7 +247,7 @@ def main():
         row["rel_err_paged"] = check_against_sdpa(ppreps[0], *cases[0])
         row["flashbox_paged_s"] = graph_time(pfns, args.reps, args.trials)
         row["timing"] = TIMING["mode"]
-        for name, be in backends:
+        for name, be in ([] if args.no_sdpa else backends):
             try:
                 row[name + "_s"] = graph_time(sdpa_fns(cases, be), args.reps, args.trials)
             except Exception as e:  # a backend that does not take this shape: try K/V expanded
@@ -246,7 +258,7 @@ def main():
                 except Exception as e2:
                     row[name + "_s"] = None
                     row[name + "_error"] += " | expanded: " + str(e2).splitlines()[0][:200]
-        sd = [row[n + "_s"] for n, _ in backends if row[n + "_s"]]
+        sd = [row[n + "_s"] for n, _ in backends if row.get(n + "_s")]
         best = min(sd) if sd else float("nan")
         gbs = lambda t: cache_bytes / t / 1e9 if t else float("nan")  # noqa: E731
         row["flashbox_GBps"], row["flashbox_paged_GBps"] = gbs(row["flashbox_s"]), gbs(row["flashbox_paged_s"])

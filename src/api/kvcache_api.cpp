@@ -276,7 +276,7 @@ int check_contents(const flashbox_kvcache_args &a, KvcacheProblem &p) {
   std::set<int32_t> used_entries;
   for (int64_t b = 0; b < a.batch; ++b) {
     const int64_t len = t.seqlens[b], total = len + a.seqlen_new;
-    const std::string at = "[" + str(b) + "]";
+    const std::string at = std::string("[").append(str(b)).append("]");
     if (len < 0) return fail(FLASHBOX_ERR_INVALID_SIZE, "cache_seqlens" + at + " = " + str(len) + " must be >= 0");
     if (total > p.capacity)
       return fail(FLASHBOX_ERR_INVALID_SIZE,

@@ -36,10 +36,14 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kBlockKeys = 64;   // keys per pipeline stage (16 per warp)
 constexpr int kTileRows = 16;    // query rows per CTA (one mma M tile)
 
+// Default ring depth per head dim: 3 x 32 KB for D128 (2 CTAs per SM), 4 x 16 KB for D64 (3 per SM).
 template <int D>
+constexpr int kDefaultStages = D == 64 ? 4 : 3;
+
+template <int D, int kStagesT = kDefaultStages<D>>
 struct SplitTraits {
   static constexpr int kChunks = D / 8;                        // 16-byte chunks per row
-  static constexpr int kStages = D == 64 ? 4 : 3;              // ring depth: ~48-64 KB in flight per CTA
+  static constexpr int kStages = kStagesT;                     // ring depth
   static constexpr int kStageElems = 2 * kBlockKeys * D;       // K and V of one block
   static constexpr int kQElems = kTileRows * D;
   static constexpr size_t kSmemBytes = size_t(kQElems + kStages * kStageElems) * 2;
@@ -86,9 +90,9 @@ __device__ __forceinline__ kvcache::CacheSlot key_slot(const DecodeParams &p, in
   return {entry, row};
 }
 
-template <typename T, int D>
+template <typename T, int D, int kStagesT = kDefaultStages<D>>
 __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodeParams p) {
-  using Tr = SplitTraits<D>;
+  using Tr = SplitTraits<D, kStagesT>;
   constexpr int kChunks = Tr::kChunks, kStages = Tr::kStages;
   constexpr bool kBf16 = ElementTraits<T>::is_bf16;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -135,22 +139,40 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
   commit();
 
   // One 64-key block of K and V into ring stage `stage`. Each thread copies chunk tid % kChunks of
-  // rows tid / kChunks + k * (kThreads / kChunks).
+  // rows tid / kChunks + k * (kThreads / kChunks). A contiguous cache's entry is fixed for the CTA, so
+  // a row costs one multiply-add per tensor; a paged row looks its page up (one 32-bit division).
+  constexpr int kRowStep = kThreads / kChunks;
+  const int chunk = tid % kChunks;
+  int64_t entry_k = 0, entry_v = 0;  // contiguous: element offsets of (entry, head, chunk)
+  bool entry_ok = true;
+  if (!p.block_table) {
+    const int64_t e = p.cache_batch_idx ? int64_t(__ldg(p.cache_batch_idx + b)) : int64_t(b);
+    entry_ok = e >= 0 && e < p.cache_entries;
+    entry_k = e * p.k_stride[0] + hk * p.k_stride[2] + chunk * 8;
+    entry_v = e * p.v_stride[0] + hk * p.v_stride[2] + chunk * 8;
+  }
   auto load_block = [&](int blk, int stage) {
     T *sk = ring + stage * Tr::kStageElems;
     T *sv = sk + kBlockKeys * D;
-    constexpr int kRowStep = kThreads / kChunks;
-    const int c = tid % kChunks;
     const int64_t kb = my_lo + int64_t(blk) * kBlockKeys;
 #pragma unroll
     for (int k = 0; k < kBlockKeys / kRowStep; ++k) {
       const int r = tid / kChunks + k * kRowStep;
       const int64_t j = kb + r;
-      const kvcache::CacheSlot slot = j < my_hi ? key_slot(p, b, j) : kvcache::CacheSlot{-1, 0};
-      const int64_t ko = kvcache::cache_offset(slot, hk, p.k_stride[0], p.k_stride[1], p.k_stride[2]);
-      const int64_t vo = kvcache::cache_offset(slot, hk, p.v_stride[0], p.v_stride[1], p.v_stride[2]);
-      cp_async_16_l2(smem_addr(sk + swizzle<D>(r, c)), ko >= 0 ? kc + ko + c * 8 : kc, ko >= 0);
-      cp_async_16_l2(smem_addr(sv + swizzle<D>(r, c)), vo >= 0 ? vc + vo + c * 8 : vc, vo >= 0);
+      int64_t ko, vo;
+      bool ok = j < my_hi;
+      if (!p.block_table) {
+        ok = ok && entry_ok;
+        ko = entry_k + j * p.k_stride[1];
+        vo = entry_v + j * p.v_stride[1];
+      } else {
+        const kvcache::CacheSlot slot = ok ? key_slot(p, b, j) : kvcache::CacheSlot{-1, 0};
+        ok = slot.entry >= 0;
+        ko = slot.entry * p.k_stride[0] + slot.row * p.k_stride[1] + hk * p.k_stride[2] + chunk * 8;
+        vo = slot.entry * p.v_stride[0] + slot.row * p.v_stride[1] + hk * p.v_stride[2] + chunk * 8;
+      }
+      cp_async_16_l2(smem_addr(sk + swizzle<D>(r, chunk)), ok ? kc + ko : kc, ok);
+      cp_async_16_l2(smem_addr(sv + swizzle<D>(r, chunk)), ok ? vc + vo : vc, ok);
     }
   };
 
@@ -179,6 +201,9 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
     }
   }
   const bool plain_scores = p.softcap == 0.f && p.alibi_slopes == nullptr;
+  // Keys every row of the tile sees: a block inside [all_lo, all_hi) needs no mask (padding rows past
+  // the group then score against real keys, harmlessly: they are never stored).
+  const int64_t all_lo = max(last.lo, my_lo), all_hi = min(first.hi, my_hi);
   const float scale_log2 = p.scale * 1.4426950408889634f;
 
   // Q fragments: wait for the Q group (the kStages - 1 block groups may still be in flight).
@@ -207,39 +232,61 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
     const T *sv = sk + kBlockKeys * D;
     const int key_row0 = warp * 16;
 
-    // S = Q K^T for this warp's 16 keys: two n8 tiles.
+    // S = Q K^T for this warp's 16 keys: two n8 tiles, even and odd k-steps in separate accumulators
+    // (two independent mma chains of D / 32 instead of one of D / 16).
     float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+    float s_odd[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const int mi = lane >> 3;
       const int r = key_row0 + (mi >> 1) * 8 + (lane & 7), c = kk * 2 + (mi & 1);
       uint32_t kf[4];
       ldmatrix_x4(kf, smem_addr(sk + swizzle<D>(r, c)));
-      mma_m16n16k16<kBf16>(s[0], s[1], qf[kk], kf);
+      if (kk % 2 == 0)
+        mma_m16n16k16<kBf16>(s[0], s[1], qf[kk], kf);
+      else
+        mma_m16n16k16<kBf16>(s_odd[0], s_odd[1], qf[kk], kf);
     }
-
-    // Scores to log2 units, masked, and the online softmax of rows g (e = 0, 1) and g + 8 (e = 2, 3).
-    const int64_t key_base = my_lo + int64_t(blk) * kBlockKeys + key_row0;
-    float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < 2; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e >> 1;
-        const int64_t j = key_base + n * 8 + 2 * t + (e & 1);
-        float x;
-        if (plain_scores) {
-          x = s[n][e] * scale_log2;
-        } else {
-          x = s[n][e] * p.scale;
-          if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
-          x -= row_slope[h] * float(row_pos[h] > j ? row_pos[h] - j : j - row_pos[h]);
-          x *= 1.4426950408889634f;
+      for (int e = 0; e < 4; ++e) s[n][e] += s_odd[n][e];
+
+    // Scores to log2 units, masked where the block is not inside every row's range, and the online
+    // softmax of rows g (e = 0, 1) and g + 8 (e = 2, 3).
+    const int64_t block_key0 = my_lo + int64_t(blk) * kBlockKeys;
+    const int64_t key_base = block_key0 + key_row0;
+    const bool interior = plain_scores && block_key0 >= all_lo && block_key0 + kBlockKeys <= all_hi;
+    float mx[2] = {-INFINITY, -INFINITY};
+    if (interior) {
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[n][e] *= scale_log2;
+          mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
         }
-        x = (j >= row_lo[h] && j < row_hi[h]) ? x : -INFINITY;
-        s[n][e] = x;
-        mx[h] = fmaxf(mx[h], x);
-      }
+    } else {
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int h = e >> 1;
+          const int64_t j = key_base + n * 8 + 2 * t + (e & 1);
+          float x;
+          if (plain_scores) {
+            x = s[n][e] * scale_log2;
+          } else {
+            x = s[n][e] * p.scale;
+            if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
+            x -= row_slope[h] * float(row_pos[h] > j ? row_pos[h] - j : j - row_pos[h]);
+            x *= 1.4426950408889634f;
+          }
+          x = (j >= row_lo[h] && j < row_hi[h]) ? x : -INFINITY;
+          s[n][e] = x;
+          mx[h] = fmaxf(mx[h], x);
+        }
+    }
     float corr[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -247,7 +294,7 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
       mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
       const float m_new = fmaxf(m_run[h], mx[h]);
       const float m_use = m_new == -INFINITY ? 0.f : m_new;   // a row that has seen no key yet
-      corr[h] = fast_exp2(m_run[h] - m_use);
+      corr[h] = m_new == m_run[h] ? 1.f : fast_exp2(m_run[h] - m_use);
       m_run[h] = m_new;
       mx[h] = m_use;
     }
@@ -262,10 +309,13 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
       }
 #pragma unroll
     for (int h = 0; h < 2; ++h) l_run[h] = l_run[h] * corr[h] + rs[h];
+    // Rescale O only when some row's max moved (exact: otherwise every factor is 1).
+    if (!__all_sync(0xffffffffu, corr[0] == 1.f && corr[1] == 1.f)) {
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      acc[n][0] *= corr[0], acc[n][1] *= corr[0];
-      acc[n][2] *= corr[1], acc[n][3] *= corr[1];
+      for (int n = 0; n < D / 8; ++n) {
+        acc[n][0] *= corr[0], acc[n][1] *= corr[0];
+        acc[n][2] *= corr[1], acc[n][3] *= corr[1];
+      }
     }
 
     // O += P V: P (16 rows x 16 keys) from the two S tiles is one A fragment.

@@ -131,8 +131,11 @@ typedef struct {
   const float *alibi_slopes;                            /* [heads_q] fp32 or NULL */
   int num_splits;                                       /* 0 = chosen by the library; 1 = no split */
   int tables_trusted;                                   /* 1: skip the host-side table check */
-  /* Rotary embedding of q and k_new (FlashAttention's rotary_cos/rotary_sin [seqlen_ro, rotary_dim/2],
-   * same dtype as q): not implemented yet, must be NULL. */
+  /* Rotary embedding of q and k_new (FlashAttention's rotary_cos/rotary_sin, [rows, rotary_dim / 2] in
+   * the dtype of q, rows >= the cache's capacity; only with k_new): pairs (2m, 2m+1) when interleaved,
+   * else (m, m + rotary_dim/2); new key i of entry b at position cache_seqlens[b] - cache_leftpad[b] + i,
+   * query i there too when causal or windowed, else every query at cache_seqlens[b] - cache_leftpad[b].
+   * Both NULL: none. */
   const void *rotary_cos, *rotary_sin; int64_t rotary_dim; int rotary_interleaved;
   void *stream;                                         /* cudaStream_t for FLASHBOX_CUDA */
 } flashbox_kvcache_args;

@@ -4,9 +4,9 @@
 order, same C types). `flash_attn_with_kvcache` takes torch tensors with FlashAttention's argument
 names and meanings (q [batch, seqlen_q, heads_q, d]; k_cache/v_cache [batch_cache, max_seqlen,
 heads_kv, d] or paged [num_blocks, page_size, heads_kv, d] with block_table [batch, max_blocks] int32;
-cache_seqlens int or int32 [batch]; k/v appended in place at cache_seqlens before attending) and runs
-on torch's current stream. Not supported yet: rotary_cos/rotary_sin (NotImplementedError) and
-per-batch ALiBi slopes [batch, heads]. A row that sees no key gets o = 0 and lse = -inf (flashbox's
+cache_seqlens int or int32 [batch]; k/v appended in place at cache_seqlens before attending; rotary_cos/
+rotary_sin [seqlen_ro >= capacity, rotary_dim / 2] turn q and the new k) and runs on torch's current
+stream. Not supported: per-batch ALiBi slopes [batch, heads]. A row that sees no key gets o = 0 and lse = -inf (flashbox's
 convention; FlashAttention-2 returns +inf there).
 
 `prepare_kvcache(...)` fills the argument struct once and returns it with a `call()` that only runs
@@ -117,8 +117,8 @@ def prepare_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary
     import torch
     from .ops import _DTYPES  # torch dtype -> flashbox dtype
 
-    if rotary_cos is not None or rotary_sin is not None:
-        raise NotImplementedError("flashbox flash_attn_with_kvcache: rotary embedding is not implemented yet")
+    if (rotary_cos is None) != (rotary_sin is None):
+        raise ValueError("give both rotary_cos and rotary_sin, or neither")
     if (k is None) != (v is None):
         raise ValueError("give both k and v (the new keys and values), or neither")
     dev = q.device
@@ -187,6 +187,16 @@ def prepare_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary
         alibi_slopes = alibi_slopes.to(device=dev, dtype=torch.float32).contiguous()
         a.alibi_slopes = alibi_slopes.data_ptr()
         keep.append(alibi_slopes)
+    if rotary_cos is not None:
+        if rotary_cos.shape != rotary_sin.shape or rotary_cos.dim() != 2:
+            raise ValueError("rotary_cos and rotary_sin must both be [seqlen_ro, rotary_dim / 2]")
+        if rotary_cos.shape[0] < capacity:
+            raise ValueError(f"rotary_cos has {rotary_cos.shape[0]} rows; the cache holds {capacity} keys per sequence")
+        rotary_cos = rotary_cos.to(device=dev, dtype=q.dtype).contiguous()
+        rotary_sin = rotary_sin.to(device=dev, dtype=q.dtype).contiguous()
+        a.rotary_cos, a.rotary_sin = rotary_cos.data_ptr(), rotary_sin.data_ptr()
+        a.rotary_dim, a.rotary_interleaved = 2 * rotary_cos.shape[1], 1 if rotary_interleaved else 0
+        keep += [rotary_cos, rotary_sin]
     a.num_splits = int(num_splits)
     a.tables_trusted = 1 if tables_trusted else 0
     a.stream = torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else None

@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include "api/kvcache_backends.hpp"
@@ -31,31 +30,18 @@ namespace flashbox::cuda {
 
 using detail::KvcacheProblem;
 
-cudaError_t launch_decode_split_d64(const DecodeParams &p, bool bf16, int stages, cudaStream_t s);
-cudaError_t launch_decode_split_d128(const DecodeParams &p, bool bf16, int stages, cudaStream_t s);
+cudaError_t launch_decode_split_d64(const DecodeParams &p, bool bf16, cudaStream_t s);
+cudaError_t launch_decode_split_d128(const DecodeParams &p, bool bf16, cudaStream_t s);
 cudaError_t launch_decode_combine_d64(const DecodeParams &p, bool bf16, cudaStream_t s);
 cudaError_t launch_decode_combine_d128(const DecodeParams &p, bool bf16, cudaStream_t s);
-cudaError_t decode_split_occupancy_d64(bool bf16, int stages, int *ctas, int64_t *bytes);
-cudaError_t decode_split_occupancy_d128(bool bf16, int stages, int *ctas, int64_t *bytes);
-
-namespace {
-// FLASHBOX_DECODE_STAGES: the ring depth of the bf16 split kernel (D128: 2, 3 = default, 6; D64: 4 =
-// default, 8), read once; an experiment switch (docs/decode.md), not a tuning knob for users.
-int ring_stages() {
-  static const int stages = [] {
-    const char *e = std::getenv("FLASHBOX_DECODE_STAGES");
-    return e ? std::atoi(e) : 0;
-  }();
-  return stages;
-}
-}  // namespace
+cudaError_t decode_split_occupancy_d64(bool bf16, int *ctas, int64_t *bytes);
+cudaError_t decode_split_occupancy_d128(bool bf16, int *ctas, int64_t *bytes);
 
 cudaError_t launch_decode_split(const DecodeParams &p, int head_dim, bool bf16, cudaStream_t stream,
                                 const char **kernel_name) {
   *kernel_name = head_dim == 64 ? (bf16 ? "cuda_decode_split_d64_bf16" : "cuda_decode_split_d64_fp16")
                                 : (bf16 ? "cuda_decode_split_d128_bf16" : "cuda_decode_split_d128_fp16");
-  return head_dim == 64 ? launch_decode_split_d64(p, bf16, ring_stages(), stream)
-                        : launch_decode_split_d128(p, bf16, ring_stages(), stream);
+  return head_dim == 64 ? launch_decode_split_d64(p, bf16, stream) : launch_decode_split_d128(p, bf16, stream);
 }
 
 cudaError_t launch_decode_combine(const DecodeParams &p, int head_dim, bool bf16, cudaStream_t stream) {
@@ -63,14 +49,14 @@ cudaError_t launch_decode_combine(const DecodeParams &p, int head_dim, bool bf16
 }
 
 cudaError_t decode_split_occupancy(int head_dim, bool bf16, int *ctas_per_sm, int64_t *bytes_in_flight) {
-  return head_dim == 64 ? decode_split_occupancy_d64(bf16, ring_stages(), ctas_per_sm, bytes_in_flight)
-                        : decode_split_occupancy_d128(bf16, ring_stages(), ctas_per_sm, bytes_in_flight);
+  return head_dim == 64 ? decode_split_occupancy_d64(bf16, ctas_per_sm, bytes_in_flight)
+                        : decode_split_occupancy_d128(bf16, ctas_per_sm, bytes_in_flight);
 }
 
 namespace {
 
 constexpr double kBandwidthBytesPerUs = 4.0e6;  // ~4 TB/s: the order of an H100/H200's HBM; only ratios matter
-constexpr double kLatencyUs = 4.0;              // one CTA turns its ring over in ~4 us (H200, run 1: 16 GB/s per CTA)
+constexpr double kLatencyUs = 4.0;              // one CTA turns its ring over in ~4 us (H200, run 1)
 constexpr double kWaveUs = 2.0;                 // a wave's start (first copies in flight) and its epilogue
 constexpr double kCombineUs = 2.5;              // the combine launch
 constexpr int kMaxSplits = 256;

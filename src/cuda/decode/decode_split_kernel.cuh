@@ -7,11 +7,13 @@
 //   GQA      the seqlen_q x (heads_q / heads_kv) query rows of one KV head are packed into one 16-row
 //            tile (row r = token r / group, head r % group), so K/V are read once per group; more rows
 //            than 16 take more row tiles (grid.y), each reading the keys again.
-//   Keys     64-key blocks through a kStages-deep cp.async ring (16-byte copies, XOR-swizzled rows);
-//            paged caches resolve each key's page through the block table inside the copy loop.
-//   Warps    4 warps, each takes 16 keys of every block: S = Q K^T (mma.sync m16n8k16, fp32), masked,
-//            an online softmax per warp (FlashAttention-2 section 3.1), O += P V with P straight from
-//            the S accumulators. Q stays in registers for the whole CTA.
+//   Keys     64-key blocks through a kStages-deep cp.async ring (16-byte copies, XOR-swizzled rows;
+//            D128 2 stages, D64 4), a contiguous cache's rows one multiply-add apart, a paged key's
+//            page looked up through the block table inside the copy loop.
+//   Warps    4 warps, each takes 16 keys of every block: S = Q K^T (mma.sync m16n8k16, fp32, two
+//            independent chains), masked only where a block is not inside every row's range, an online
+//            softmax per warp (FlashAttention-2 section 3.1) that rescales O only when a row max moves,
+//            O += P V with P straight from the S accumulators. Q stays in registers for the whole CTA.
 //   Merge    at the end the 4 warps' (m, l, O) merge through shared memory (the same LSE merge as the
 //            combine kernel); with one split the CTA writes O and LSE, else its normalised fp32 O and
 //            its LSE go to the split workspace for decode_combine.cuh.
@@ -36,9 +38,11 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kBlockKeys = 64;   // keys per pipeline stage (16 per warp)
 constexpr int kTileRows = 16;    // query rows per CTA (one mma M tile)
 
-// Default ring depth per head dim: 3 x 32 KB for D128 (2 CTAs per SM), 4 x 16 KB for D64 (3 per SM).
+// Ring depth per head dim, measured (docs/decode.md, bench/NOTES.md): D128 2 x 32 KB (2 CTAs per SM;
+// 4.0-4.2 TB/s on the H200 against 3.5-3.9 at 3 stages and 3.6 at 6), D64 4 x 16 KB (3 CTAs per SM;
+// 8 stages was slower). More bytes in flight than the DRAM needs made it slower, not faster.
 template <int D>
-constexpr int kDefaultStages = D == 64 ? 4 : 3;
+constexpr int kDefaultStages = D == 64 ? 4 : 2;
 
 template <int D, int kStagesT = kDefaultStages<D>>
 struct SplitTraits {

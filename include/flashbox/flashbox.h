@@ -140,8 +140,8 @@ typedef struct {
   void *stream;                                         /* cudaStream_t for FLASHBOX_CUDA */
 } flashbox_kvcache_args;
 FLASHBOX_API int flashbox_attention_kvcache(const flashbox_kvcache_args *args);   /* 0 on success */
-/* The split count the library would choose for these arguments (num_splits = 0), for tools; negative
- * on invalid arguments. */
+/* The split count a call with these arguments would use (num_splits, or the library's choice when it
+ * is 0; 1 on the CPU), for tools; the negated error code on invalid arguments. */
 FLASHBOX_API int flashbox_kvcache_num_splits(const flashbox_kvcache_args *args);
 
 #ifdef __cplusplus

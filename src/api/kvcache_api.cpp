@@ -359,15 +359,20 @@ FLASHBOX_API int flashbox_attention_kvcache(const flashbox_kvcache_args *args) {
 }
 
 FLASHBOX_API int flashbox_kvcache_num_splits(const flashbox_kvcache_args *args) {
-  return guarded_call("flashbox_kvcache_num_splits", [&]() -> int {
+  int splits = 1;  // the CPU implementation does not split
+  const int rc = guarded_call("flashbox_kvcache_num_splits", [&]() -> int {
     KvcacheProblem p;
-    if (int rc = validate_kvcache(args, p, true)) return -rc;
-    if (args->num_splits > 0) return args->num_splits;
+    if (int e = validate_kvcache(args, p, true)) return e;
+    if (args->num_splits > 0) {
+      splits = args->num_splits;
+      return FLASHBOX_OK;
+    }
 #ifdef FLASHBOX_HAVE_CUDA
-    if (args->device == FLASHBOX_CUDA) return cuda_kvcache_num_splits(p);
+    if (args->device == FLASHBOX_CUDA) return cuda_kvcache_num_splits(p, splits);
 #endif
-    return 1;  // the CPU implementation does not split
+    return FLASHBOX_OK;
   });
+  return rc == FLASHBOX_OK ? splits : -rc;
 }
 
 }  // extern "C"

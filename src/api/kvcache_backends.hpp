@@ -8,7 +8,7 @@ int cpu_kvcache_attention(const KvcacheProblem &p);          // src/cpu/kvcache_
 
 #ifdef FLASHBOX_HAVE_CUDA
 int cuda_kvcache_attention(const KvcacheProblem &p);         // src/cuda/decode/decode_api.cu
-int cuda_kvcache_num_splits(const KvcacheProblem &p);        // the split model, same file
+int cuda_kvcache_num_splits(const KvcacheProblem &p, int &splits);  // the split model, same file
 #endif
 
 }  // namespace flashbox::detail

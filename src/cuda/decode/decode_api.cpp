@@ -151,11 +151,12 @@ DecodeParams make_params(const KvcacheProblem &pr) {
 
 namespace flashbox::detail {
 
-int cuda_kvcache_num_splits(const KvcacheProblem &pr) {
+int cuda_kvcache_num_splits(const KvcacheProblem &pr, int &splits) {
   const cuda::DecodeParams p = cuda::make_params(pr);
   cuda::SplitShape s{};
-  if (int rc = cuda::split_shape(pr, p.row_tiles, s)) return -rc;
-  return cuda::choose_splits(s);
+  if (int rc = cuda::split_shape(pr, p.row_tiles, s)) return rc;
+  splits = cuda::choose_splits(s);
+  return FLASHBOX_OK;
 }
 
 int cuda_kvcache_attention(const KvcacheProblem &pr) {

@@ -4,6 +4,7 @@
 // nothing written.
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 
 #include "decode/kvcache_case.hpp"
@@ -22,6 +23,8 @@ struct LayoutCase {
   CacheLayout layout;
   int64_t page_size;
 };
+
+void PrintTo(const LayoutCase &l, std::ostream *os) { *os << layout_name(l.layout) << " page " << l.page_size; }
 
 class KvcacheCpuLayouts : public ::testing::TestWithParam<LayoutCase> {};
 

@@ -4,6 +4,7 @@
 // bad tables refused with nothing written. Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 
 #include "decode/kvcache_case.hpp"
@@ -37,6 +38,10 @@ struct GpuCase {
   CacheLayout layout;
   int64_t page_size, head_dim, heads_q, heads_kv;
 };
+
+void PrintTo(const GpuCase &g, std::ostream *os) {
+  *os << layout_name(g.layout) << " page " << g.page_size << " d" << g.head_dim << " h" << g.heads_q << "/" << g.heads_kv;
+}
 
 class KvcacheCuda : public ::testing::TestWithParam<GpuCase> {};
 

@@ -20,14 +20,10 @@ step memcheck timeout 45 sh -c "compute-sanitizer --tool memcheck --error-exitco
   --gtest_filter='Layouts/KvcacheCuda.MatchesReference/paged16_d128_h8_2:KvcacheCudaRefuses.*:KvcacheCudaShapes.Rotary' \
   > '$O/memcheck.log' 2>&1"
 step bench timeout 75 sh -c "python3 bench/decode_bench.py --json '$O/decode_bench.json' $* > '$O/decode_bench.log' 2>&1"
-# Ring-depth experiment (docs/decode.md): the bf16 split kernel at other depths, flashbox only; tables
-# in run.log.
-for st in 6 2 8; do
-  step "stages_$st" timeout 40 env FLASHBOX_DECODE_STAGES=$st python3 bench/decode_bench.py --quick --no-sdpa --splits-sweep
-done
-# Where one steady-state launch (B32 x 4k, one split, 256 CTAs) spends its time.
+# Where one steady-state launch (B32 x 4k, one split, 256 CTAs) spends its time. (The ring-depth
+# experiment of run 2 looped over FLASHBOX_DECODE_STAGES here; the switch is gone since 2e8229e.)
 step ncu timeout 60 sh -c "ncu --clock-control none --section SpeedOfLight --section WarpStateStats --section Occupancy \
   --section MemoryWorkloadAnalysis -k regex:decode_split -s 2 -c 1 python3 bench/decode_bench.py --profile 32,4096 > '$O/ncu.txt' 2>&1"
 step pytest timeout 20 python3 -m pytest -q -rs tests/python/test_kvcache.py
-tail -5 "$O/test_decode.log"; tail -3 "$O/memcheck.log"; grep -v Warning "$O/decode_bench.log" | grep -v "return F.scaled"; grep -E "^ |split sweep|B[0-9]+ L" "$log" | tail -40; grep -E "Duration|Throughput|Stall|Warp Cycles|Issued|Achieved" "$O/ncu.txt" | head -30
+tail -5 "$O/test_decode.log"; tail -3 "$O/memcheck.log"; grep -v Warning "$O/decode_bench.log" | grep -v "return F.scaled"; grep -E "Duration|Throughput|Stall|Warp Cycles|Issued|Achieved" "$O/ncu.txt" | head -30
 grep -E "^(==|rc=)" "$log"

@@ -154,6 +154,65 @@ FLASHBOX_API int flashbox_attention_forward_ext(const flashbox_attention_args *a
 FLASHBOX_API int flashbox_attention_backward_ext(const flashbox_attention_grad_args *args,
                                                  const flashbox_attention_ext *ext);
 
+/* ---- KV-cache attention (decode, FlashAttention's flash_attn_with_kvcache) -------------------------
+ * q [batch, seqlen_q, heads_q, head_dim] attends to the first cache_seqlens[b] (+ seqlen_new) rows of
+ * batch entry b's cache. The cache is either
+ *   contiguous: k_cache/v_cache [cache_entries = batch_size_cache, cache_rows = max_seqlen, heads_kv,
+ *               head_dim]; batch entry b uses cache entry cache_batch_idx[b] (or b when NULL), or
+ *   paged:      k_cache/v_cache [cache_entries = num_blocks, cache_rows = page_size, heads_kv, head_dim]
+ *               with block_table [batch, max_blocks_per_seq] int32: key j of entry b is row j % page_size
+ *               of page block_table[b][j / page_size]; page_size a multiple of 16.
+ * When k_new/v_new [batch, seqlen_new, heads_kv, head_dim] are given they are first written into the
+ * cache in place at rows cache_seqlens[b] .. cache_seqlens[b] + seqlen_new - 1, then attended to.
+ * Keys before cache_leftpad[b] (when given) are not attended to. Causal is bottom-right aligned
+ * against the total length L_b = cache_seqlens[b] + seqlen_new: query i sees keys j <= L_b - seqlen_q + i.
+ * A sliding window (window_left/right >= 0, with has_window = 1) keeps keys with
+ * L_b - seqlen_q + i - window_left <= j <= L_b - seqlen_q + i + window_right. softcap > 0 replaces a
+ * scaled score s by softcap * tanh(s / softcap); alibi_slopes [heads_q] (fp32) adds
+ * -slope * |L_b - seqlen_q + i - j|. lse is [batch, heads_q, seqlen_q] fp32 (natural log).
+ * The integer tables (cache_seqlens, block_table, cache_batch_idx, cache_leftpad) live on the call's
+ * device. Unless tables_trusted = 1 the library reads them before anything is written (for CUDA: a
+ * copy to the host and a stream synchronisation) and refuses bad values: a negative length, a length
+ * beyond the cache's capacity, a page or cache index out of range. With tables_trusted = 1 nothing is
+ * read on the host (usable under CUDA graph capture); the kernels still never touch memory outside the
+ * cache for a bad entry (such keys read as zeros and appends to them are dropped), but the result is
+ * undefined. */
+typedef struct {
+  int32_t struct_size;                /* sizeof(flashbox_kvcache_args): lets the struct grow */
+  flashbox_device device; flashbox_dtype dtype;
+  int64_t batch, seqlen_q, heads_q, heads_kv, head_dim;
+  const void *q; int64_t q_stride[3];                   /* batch, seq, head (elements) */
+  void *k_cache, *v_cache;                              /* written only when k_new/v_new are given */
+  int64_t k_cache_stride[3], v_cache_stride[3];         /* entry (batch or page), row, head */
+  int64_t cache_entries, cache_rows;                    /* dims 0 and 1 of k_cache/v_cache (see above) */
+  const int32_t *cache_seqlens;                         /* [batch], required */
+  const int32_t *block_table; int64_t max_blocks_per_seq, block_table_stride;   /* NULL: contiguous */
+  const int32_t *cache_batch_idx;                       /* [batch] or NULL; contiguous caches only */
+  const int32_t *cache_leftpad;                         /* [batch] or NULL */
+  const void *k_new, *v_new; int64_t seqlen_new;        /* both or neither; seqlen_new 0 when NULL */
+  int64_t k_new_stride[3], v_new_stride[3];
+  void *o; int64_t o_stride[3];
+  float *lse;                                           /* may be NULL */
+  float softmax_scale;                                  /* 0 means 1/sqrt(head_dim) */
+  int causal;                                           /* 0 or 1 */
+  int has_window; int64_t window_left, window_right;    /* has_window 0: no window; -1 = unbounded side */
+  float softcap;                                        /* 0: none */
+  const float *alibi_slopes;                            /* [heads_q] fp32 or NULL */
+  int num_splits;                                       /* 0 = chosen by the library; 1 = no split */
+  int tables_trusted;                                   /* 1: skip the host-side table check */
+  /* Rotary embedding of q and k_new (FlashAttention's rotary_cos/rotary_sin, [rows, rotary_dim / 2] in
+   * the dtype of q, rows >= the cache's capacity; only with k_new): pairs (2m, 2m+1) when interleaved,
+   * else (m, m + rotary_dim/2); new key i of entry b at position cache_seqlens[b] - cache_leftpad[b] + i,
+   * query i there too when causal or windowed, else every query at cache_seqlens[b] - cache_leftpad[b].
+   * Both NULL: none. */
+  const void *rotary_cos, *rotary_sin; int64_t rotary_dim; int rotary_interleaved;
+  void *stream;                                         /* cudaStream_t for FLASHBOX_CUDA */
+} flashbox_kvcache_args;
+FLASHBOX_API int flashbox_attention_kvcache(const flashbox_kvcache_args *args);   /* 0 on success */
+/* The split count a call with these arguments would use (num_splits, or the library's choice when it
+ * is 0; 1 on the CPU), for tools; the negated error code on invalid arguments. */
+FLASHBOX_API int flashbox_kvcache_num_splits(const flashbox_kvcache_args *args);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,132 @@
+// KV-cache attention on the CPU (device = cpu): appends k_new/v_new into the cache, then one query row
+// at a time: scores over the visible keys in fp32, softmax with the row max subtracted, P*V, LSE.
+// Parallel over (batch, query head) with OpenMP. Not a fast path; the reference semantics in code
+// that runs everywhere, and the implementation behind device = cpu.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "api/kvcache_backends.hpp"
+#include "core/call_state.hpp"
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "core/kvcache_rules.hpp"
+
+namespace flashbox::detail {
+namespace {
+
+int64_t kvcache_offset(kvcache::CacheSlot slot, int64_t h, const int64_t *s) {
+  return kvcache::cache_offset(slot, h, s[0], s[1], s[2]);
+}
+
+kvcache::CacheSlot slot_of(const flashbox_kvcache_args &a, int64_t b, int64_t j) {
+  return kvcache::cache_slot(a.block_table, a.block_table_stride, a.cache_rows, a.cache_entries, a.cache_batch_idx,
+                             b, j);
+}
+
+// Turns the first rotary_dim elements of `x` (fp32) to position `pos` (kvcache::rotary_pair).
+void rotate(const flashbox_kvcache_args &a, float *x, int64_t pos) {
+  const int64_t half = a.rotary_dim / 2;
+  for (int64_t m = 0; m < half; ++m) {
+    int64_t i0, i1;
+    kvcache::rotary_pair(m, a.rotary_dim, a.rotary_interleaved != 0, i0, i1);
+    const float c = cpu::load_as_float(a.rotary_cos, a.dtype, pos * half + m);
+    const float s = cpu::load_as_float(a.rotary_sin, a.dtype, pos * half + m);
+    const float x0 = x[i0], x1 = x[i1];
+    const float c0 = x0 * c, s1 = x1 * s, s0 = x0 * s, c1 = x1 * c;  // no fused multiply-add
+    x[i0] = c0 - s1;
+    x[i1] = s0 + c1;
+  }
+}
+
+void append_new_keys(const flashbox_kvcache_args &a) {
+  const int64_t d = a.head_dim;
+  for (int64_t b = 0; b < a.batch; ++b)
+    for (int64_t i = 0; i < a.seqlen_new; ++i) {
+      const int64_t j = int64_t(a.cache_seqlens[b]) + i;
+      for (int64_t h = 0; h < a.heads_kv; ++h) {
+        const kvcache::CacheSlot slot = kvcache::cache_slot(a.block_table, a.block_table_stride, a.cache_rows,
+                                                            a.cache_entries, a.cache_batch_idx, b, j);
+        const int64_t kc = kvcache_offset(slot, h, a.k_cache_stride);
+        const int64_t vc = kvcache_offset(slot, h, a.v_cache_stride);
+        const int64_t kn = b * a.k_new_stride[0] + i * a.k_new_stride[1] + h * a.k_new_stride[2];
+        const int64_t vn = b * a.v_new_stride[0] + i * a.v_new_stride[1] + h * a.v_new_stride[2];
+        const int64_t es = cpu::dtype_size(a.dtype);
+        if (kc >= 0 && a.rotary_cos) {
+          std::vector<float> row(static_cast<size_t>(d));
+          cpu::load_row_as_float(a.k_new, a.dtype, kn, d, row.data());
+          rotate(a, row.data(), int64_t(a.cache_seqlens[b]) - (a.cache_leftpad ? a.cache_leftpad[b] : 0) + i);
+          cpu::store_row_from_float(a.k_cache, a.dtype, kc, d, row.data());
+        } else if (kc >= 0) {
+          std::copy_n(static_cast<const char *>(a.k_new) + kn * es, d * es, static_cast<char *>(a.k_cache) + kc * es);
+        }
+        if (vc >= 0)
+          std::copy_n(static_cast<const char *>(a.v_new) + vn * es, d * es, static_cast<char *>(a.v_cache) + vc * es);
+      }
+    }
+}
+
+}  // namespace
+
+int cpu_kvcache_attention(const KvcacheProblem &p) {
+  const flashbox_kvcache_args &a = *p.args;
+  if (a.k_new) append_new_keys(a);
+  const int64_t d = a.head_dim, group = a.heads_q / a.heads_kv;
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int64_t b = 0; b < a.batch; ++b)
+    for (int64_t hq = 0; hq < a.heads_q; ++hq) {
+      const int64_t hk = hq / group;
+      const int64_t total = int64_t(a.cache_seqlens[b]) + a.seqlen_new;
+      const int64_t start = a.cache_leftpad ? a.cache_leftpad[b] : 0;
+      const float slope = a.alibi_slopes ? a.alibi_slopes[hq] : 0.f;
+      std::vector<float> q(static_cast<size_t>(d)), row(static_cast<size_t>(d)), acc(static_cast<size_t>(d)), scores;
+      for (int64_t i = 0; i < a.seqlen_q; ++i) {
+        cpu::load_row_as_float(a.q, a.dtype, b * a.q_stride[0] + i * a.q_stride[1] + hq * a.q_stride[2], d, q.data());
+        if (a.rotary_cos) {  // q rotated in fp32, then rounded to the dtype (as the CUDA path stores it)
+          rotate(a, q.data(), kvcache::rotary_query_position(a.cache_seqlens[b], start, i, a.causal || a.has_window));
+          for (auto &x : q) x = cpu::round_to_dtype(x, a.dtype);
+        }
+        const kvcache::KeyRange r = kvcache::visible_keys(total, start, a.seqlen_q, i, a.causal, a.has_window,
+                                                          a.window_left, a.window_right);
+        const int64_t lo = std::max<int64_t>(r.lo, 0), hi = std::min(r.hi, p.capacity);
+        const int64_t qpos = total - a.seqlen_q + i;
+        scores.assign(size_t(std::max<int64_t>(hi - lo, 0)), 0.f);
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int64_t j = lo; j < hi; ++j) {
+          const int64_t kc = kvcache_offset(slot_of(a, b, j), hk, a.k_cache_stride);
+          float s = 0.f;
+          if (kc >= 0) {
+            cpu::load_row_as_float(a.k_cache, a.dtype, kc, d, row.data());
+            for (int64_t x = 0; x < d; ++x) s += q[size_t(x)] * row[size_t(x)];
+          }
+          s *= p.scale;
+          if (a.softcap > 0.f) s = a.softcap * std::tanh(s / a.softcap);
+          s -= slope * float(std::abs(qpos - j));
+          scores[size_t(j - lo)] = s;
+          mx = std::max(mx, s);
+        }
+        std::fill(acc.begin(), acc.end(), 0.f);
+        float sum = 0.f;
+        for (int64_t j = lo; j < hi; ++j) {
+          const float e = std::exp(scores[size_t(j - lo)] - mx);
+          sum += e;
+          const int64_t vc = kvcache_offset(slot_of(a, b, j), hk, a.v_cache_stride);
+          if (vc < 0) continue;
+          cpu::load_row_as_float(a.v_cache, a.dtype, vc, d, row.data());
+          for (int64_t x = 0; x < d; ++x) acc[size_t(x)] += e * row[size_t(x)];
+        }
+        const float inv = sum > 0.f ? 1.f / sum : 0.f;
+        for (int64_t x = 0; x < d; ++x) acc[size_t(x)] *= inv;
+        cpu::store_row_from_float(a.o, a.dtype, b * a.o_stride[0] + i * a.o_stride[1] + hq * a.o_stride[2], d,
+                                  acc.data());
+        if (a.lse)
+          a.lse[(b * a.heads_q + hq) * a.seqlen_q + i] =
+              sum > 0.f ? mx + std::log(sum) : -std::numeric_limits<float>::infinity();
+      }
+    }
+  set_kernel_name("cpu_kvcache_rowwise");
+  return FLASHBOX_OK;
+}
+
+}  // namespace flashbox::detail

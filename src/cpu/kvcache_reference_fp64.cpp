@@ -1,0 +1,56 @@
+#include "cpu/kvcache_reference_fp64.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace flashbox::cpu {
+
+KvcacheReferenceOutput kvcache_reference_fp64(const KvcacheReferenceInput &in) {
+  const int64_t B = in.batch, S = in.seqlen_q, H = in.heads_q, D = in.head_dim, G = in.heads_q / in.heads_kv;
+  KvcacheReferenceOutput out;
+  out.o.assign(size_t(B * S * H * D), 0.0);
+  out.lse.assign(size_t(B * H * S), -std::numeric_limits<double>::infinity());
+#pragma omp parallel for collapse(2)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t hk = h / G, L = in.total[size_t(b)];
+      std::vector<double> s(size_t(std::max<int64_t>(L, 0)));
+      for (int64_t i = 0; i < S; ++i) {
+        // Query i stands at key position L - S + i (bottom-right alignment).
+        const int64_t pos = L - S + i;
+        const double *qr = &in.q[size_t(((b * S + i) * H + h) * D)];
+        double mx = -std::numeric_limits<double>::infinity();
+        std::vector<char> seen(size_t(std::max<int64_t>(L, 0)), 0);
+        for (int64_t j = in.start[size_t(b)]; j < L; ++j) {
+          if (in.causal && j > pos) continue;
+          if (in.has_window && in.window_left >= 0 && j < pos - in.window_left) continue;
+          if (in.has_window && in.window_right >= 0 && j > pos + in.window_right) continue;
+          const double *kr = &in.k[size_t(((b * in.max_keys + j) * in.heads_kv + hk) * D)];
+          double dot = 0;
+          for (int64_t x = 0; x < D; ++x) dot += qr[x] * kr[x];
+          double v = dot * in.scale;
+          if (in.softcap > 0) v = in.softcap * std::tanh(v / in.softcap);
+          if (!in.alibi_slopes.empty()) v -= in.alibi_slopes[size_t(h)] * double(std::llabs(pos - j));
+          s[size_t(j)] = v;
+          seen[size_t(j)] = 1;
+          mx = std::max(mx, v);
+        }
+        if (mx == -std::numeric_limits<double>::infinity()) continue;  // no visible key: o = 0, lse = -inf
+        double sum = 0;
+        double *orow = &out.o[size_t(((b * S + i) * H + h) * D)];
+        for (int64_t j = 0; j < L; ++j) {
+          if (!seen[size_t(j)]) continue;
+          const double e = std::exp(s[size_t(j)] - mx);
+          sum += e;
+          const double *vr = &in.v[size_t(((b * in.max_keys + j) * in.heads_kv + hk) * D)];
+          for (int64_t x = 0; x < D; ++x) orow[x] += e * vr[x];
+        }
+        for (int64_t x = 0; x < D; ++x) orow[x] /= sum;
+        out.lse[size_t((b * H + h) * S + i)] = mx + std::log(sum);
+      }
+    }
+  return out;
+}
+
+}  // namespace flashbox::cpu

@@ -1,0 +1,44 @@
+// Launch of one (element type, head_dim, ring depth) instantiation of the decode kernels; included by
+// the instantiation files decode_d64.cu and decode_d128.cu only, so each head dim compiles in parallel.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "cuda/decode/decode_combine.cuh"
+#include "cuda/decode/decode_params.hpp"
+#include "cuda/decode/decode_split_kernel.cuh"
+
+namespace flashbox::cuda::decode {
+
+template <typename T, int D, int S>
+cudaError_t set_smem_attribute() {
+  // Once per instantiation: the ring needs more than the default 48 KB of dynamic shared memory.
+  static const cudaError_t once = cudaFuncSetAttribute(
+      decode_split_kernel<T, D, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(SplitTraits<D, S>::kSmemBytes));
+  return once;
+}
+
+template <typename T, int D, int S>
+cudaError_t launch_split(const DecodeParams &p, cudaStream_t stream) {
+  if (cudaError_t e = set_smem_attribute<T, D, S>(); e != cudaSuccess) return e;
+  const dim3 grid(unsigned(p.num_splits), unsigned(p.heads_kv * p.row_tiles), unsigned(p.batch));
+  decode_split_kernel<T, D, S><<<grid, kThreads, SplitTraits<D, S>::kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <typename T, int D>
+cudaError_t launch_combine(const DecodeParams &p, cudaStream_t stream) {
+  const int64_t rows = int64_t(p.batch) * p.heads_q * p.seqlen_q;
+  const unsigned blocks = unsigned((rows + kCombineWarps - 1) / kCombineWarps);
+  decode_combine_kernel<T, D><<<blocks, kCombineWarps * 32, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <typename T, int D, int S>
+cudaError_t occupancy(int *ctas_per_sm, int64_t *bytes_in_flight) {
+  if (cudaError_t e = set_smem_attribute<T, D, S>(); e != cudaSuccess) return e;
+  *bytes_in_flight = SplitTraits<D, S>::kBytesInFlight;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, decode_split_kernel<T, D, S>, kThreads,
+                                                       SplitTraits<D, S>::kSmemBytes);
+}
+
+}  // namespace flashbox::cuda::decode

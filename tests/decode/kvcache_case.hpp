@@ -1,0 +1,369 @@
+// Test support for flashbox_attention_kvcache: one case (shape, cache layout, lengths, options) becomes
+// seeded random host data (q, cache, new k/v, tables), the expected cache after the append, the fp64
+// reference on the gathered cache, poisoned outputs, and a filled flashbox_kvcache_args.
+//
+//   KvCase c{...};  KvData d(c);            // host data, args pointing at host memory (device = cpu)
+//   ASSERT_EQ(flashbox_attention_kvcache(&d.args), 0) << flashbox_last_error() << d.name();
+//   d.check();                               // o, lse against fp64; cache against the expected cache
+// A CUDA test calls d.to_device() before the call and d.from_device() after it.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "cpu/kvcache_reference_fp64.hpp"
+#include "flashbox/flashbox.h"
+
+#ifdef FLASHBOX_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace flashbox::test {
+
+inline uint64_t kv_seed() {
+  if (const char *s = std::getenv("FLASHBOX_TEST_SEED")) return std::strtoull(s, nullptr, 10);
+  static uint64_t counter = 0;
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) ^ uint64_t(rd()) ^ (++counter * 0x9e3779b97f4a7c15ull) ^
+         uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+enum class CacheLayout { Contiguous, Indexed, Paged };
+
+struct KvCase {
+  int64_t batch = 2, seqlen_q = 1, heads_q = 8, heads_kv = 2, head_dim = 64;
+  flashbox_dtype dtype = FLASHBOX_BFLOAT16;
+  CacheLayout layout = CacheLayout::Contiguous;
+  int64_t page_size = 16;        // paged only
+  int64_t capacity = 300;        // keys per batch entry the cache can hold (rounded up to pages)
+  int64_t seqlen_new = 0;
+  // Lengths: cache_seqlens[b] is drawn in [1, capacity - seqlen_new]; entry 0 gets the maximum and
+  // entry 1 (when batch > 1) gets `short_len` (default 1: a single cached key).
+  int64_t short_len = 1;
+  bool fixed_len = false;        // every entry at the maximum
+  bool leftpad = false;
+  int causal = 0;
+  int has_window = 0;
+  int64_t window_left = -1, window_right = -1;
+  float softcap = 0.f;
+  bool alibi = false;
+  int num_splits = 0;
+  int64_t rotary_dim = 0;        // 0: no rotary; else rotary_cos/sin of [capacity, rotary_dim / 2]
+  int rotary_interleaved = 0;
+  float softmax_scale = 0.f;
+  float q_scale = 2.0f;          // spread of q (peakier softmax)
+  flashbox_device device = FLASHBOX_CPU;
+  uint64_t seed = kv_seed();
+};
+
+inline const char *layout_name(CacheLayout l) {
+  return l == CacheLayout::Contiguous ? "contiguous" : l == CacheLayout::Indexed ? "indexed" : "paged";
+}
+
+class KvData {
+ public:
+  KvCase c;
+  flashbox_kvcache_args args{};
+  int64_t es, entries, rows, pages_per_seq = 0;
+  std::vector<uint8_t> q, k_cache, v_cache, k_new, v_new, o, k_expected, v_expected;
+  std::vector<float> lse, alibi;
+  std::vector<uint8_t> rot_cos, rot_sin;
+  std::vector<int32_t> seqlens, table, batch_idx, leftpad;
+  cpu::KvcacheReferenceOutput ref;
+
+  explicit KvData(const KvCase &kc) : c(kc) {
+    es = cpu::dtype_size(c.dtype);
+    std::mt19937_64 rng(c.seed);
+    std::uniform_real_distribution<float> uni(-1.f, 1.f);
+    const int64_t D = c.head_dim, Hk = c.heads_kv;
+    // Cache geometry.
+    if (c.layout == CacheLayout::Paged) {
+      pages_per_seq = (c.capacity + c.page_size - 1) / c.page_size;
+      rows = c.page_size;
+      entries = c.batch * pages_per_seq + 3;  // spare pages that no table names
+    } else {
+      rows = c.capacity;
+      entries = c.layout == CacheLayout::Indexed ? c.batch + 2 : c.batch;
+    }
+    const int64_t cap = c.layout == CacheLayout::Paged ? pages_per_seq * c.page_size : c.capacity;
+    // Lengths.
+    seqlens.resize(size_t(c.batch));
+    std::uniform_int_distribution<int64_t> len_dist(1, std::max<int64_t>(1, cap - c.seqlen_new));
+    for (int64_t b = 0; b < c.batch; ++b) seqlens[size_t(b)] = int32_t(len_dist(rng));
+    seqlens[0] = int32_t(cap - c.seqlen_new);
+    if (c.batch > 1 && !c.fixed_len) seqlens[1] = int32_t(c.short_len);
+    if (c.fixed_len) std::fill(seqlens.begin(), seqlens.end(), int32_t(cap - c.seqlen_new));
+    if (c.leftpad) {
+      leftpad.resize(size_t(c.batch));
+      for (int64_t b = 0; b < c.batch; ++b)
+        leftpad[size_t(b)] = int32_t(std::uniform_int_distribution<int64_t>(0, seqlens[size_t(b)])(rng) / 2);
+    }
+    // Tables: a shuffled page pool (non-contiguous pages), unused slots hold an out-of-range value
+    // that must never be read; an indexed cache maps entries through a random permutation.
+    if (c.layout == CacheLayout::Paged) {
+      std::vector<int32_t> pool(static_cast<size_t>(entries));
+      std::iota(pool.begin(), pool.end(), 0);
+      std::shuffle(pool.begin(), pool.end(), rng);
+      table.assign(size_t(c.batch * pages_per_seq), int32_t(1 << 30));
+      size_t next = 0;
+      for (int64_t b = 0; b < c.batch; ++b) {
+        const int64_t used = (seqlens[size_t(b)] + c.seqlen_new + c.page_size - 1) / c.page_size;
+        for (int64_t pg = 0; pg < used; ++pg) table[size_t(b * pages_per_seq + pg)] = pool[next++];
+      }
+    } else if (c.layout == CacheLayout::Indexed) {
+      std::vector<int32_t> perm(static_cast<size_t>(entries));
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      batch_idx.assign(perm.begin(), perm.begin() + c.batch);
+    }
+    // Tensors (dense [d0][d1][heads][D]); values rounded to the dtype.
+    auto fill = [&](std::vector<uint8_t> &buf, int64_t n, float scale) {
+      buf.resize(size_t(n * es));
+      for (int64_t i = 0; i < n; ++i) cpu::store_from_float(buf.data(), c.dtype, i, scale * uni(rng));
+    };
+    fill(q, c.batch * c.seqlen_q * c.heads_q * D, c.q_scale);
+    fill(k_cache, entries * rows * Hk * D, 1.f);
+    fill(v_cache, entries * rows * Hk * D, 1.f);
+    if (c.seqlen_new > 0) {
+      fill(k_new, c.batch * c.seqlen_new * Hk * D, 1.f);
+      fill(v_new, c.batch * c.seqlen_new * Hk * D, 1.f);
+    }
+    o.assign(size_t(c.batch * c.seqlen_q * c.heads_q * D * es), 0xff);  // NaN poison in every dtype
+    lse.assign(size_t(c.batch * c.heads_q * c.seqlen_q), std::numeric_limits<float>::quiet_NaN());
+    if (c.alibi) {
+      alibi.resize(size_t(c.heads_q));
+      for (int64_t h = 0; h < c.heads_q; ++h) alibi[size_t(h)] = std::pow(2.f, -8.f * float(h + 1) / float(c.heads_q));
+    }
+    // Rotary tables (random angles) and the new keys turned as the library turns them (fp32, no FMA).
+    std::vector<uint8_t> k_new_rot = k_new;
+    if (c.rotary_dim > 0) {
+      const int64_t half = c.rotary_dim / 2;
+      rot_cos.resize(size_t(cap * half * es)), rot_sin.resize(size_t(cap * half * es));
+      for (int64_t i = 0; i < cap * half; ++i) {
+        const float th = 3.14159265f * uni(rng);
+        cpu::store_from_float(rot_cos.data(), c.dtype, i, std::cos(th));
+        cpu::store_from_float(rot_sin.data(), c.dtype, i, std::sin(th));
+      }
+      for (int64_t b = 0; b < c.batch; ++b)
+        for (int64_t i = 0; i < c.seqlen_new; ++i)
+          for (int64_t h = 0; h < Hk; ++h)
+            rotate_row(k_new_rot, ((b * c.seqlen_new + i) * Hk + h) * D, seqlens[size_t(b)] - start_of(b) + i);
+    }
+    // Expected cache: the append done by hand.
+    k_expected = k_cache, v_expected = v_cache;
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t i = 0; i < c.seqlen_new; ++i)
+        for (int64_t h = 0; h < Hk; ++h) {
+          const int64_t off = cache_element(b, seqlens[size_t(b)] + i, h);
+          const int64_t src = ((b * c.seqlen_new + i) * Hk + h) * D;
+          std::memcpy(&k_expected[size_t(off * es)], &k_new_rot[size_t(src * es)], size_t(D * es));
+          std::memcpy(&v_expected[size_t(off * es)], &v_new[size_t(src * es)], size_t(D * es));
+        }
+    build_reference(cap);
+    fill_args();
+  }
+
+  int64_t start_of(int64_t b) const { return leftpad.empty() ? 0 : leftpad[size_t(b)]; }
+
+  // Turns the head row at element `off` of `buf` to position `pos` (the library's formula).
+  void rotate_row(std::vector<uint8_t> &buf, int64_t off, int64_t pos) const {
+    const int64_t half = c.rotary_dim / 2;
+    for (int64_t m = 0; m < half; ++m) {
+      const int64_t i0 = c.rotary_interleaved ? 2 * m : m, i1 = c.rotary_interleaved ? 2 * m + 1 : m + half;
+      const float co = cpu::load_as_float(rot_cos.data(), c.dtype, pos * half + m);
+      const float si = cpu::load_as_float(rot_sin.data(), c.dtype, pos * half + m);
+      const float x0 = cpu::load_as_float(buf.data(), c.dtype, off + i0), x1 = cpu::load_as_float(buf.data(), c.dtype, off + i1);
+      const float a0 = x0 * co, b1 = x1 * si, a1 = x0 * si, b0 = x1 * co;
+      cpu::store_from_float(buf.data(), c.dtype, off + i0, a0 - b1);
+      cpu::store_from_float(buf.data(), c.dtype, off + i1, a1 + b0);
+    }
+  }
+
+  // Element index of key j, head h of batch entry b in the (dense) cache buffers.
+  int64_t cache_element(int64_t b, int64_t j, int64_t h) const {
+    int64_t entry, row;
+    if (c.layout == CacheLayout::Paged) {
+      entry = table[size_t(b * pages_per_seq + j / c.page_size)];
+      row = j % c.page_size;
+    } else {
+      entry = c.layout == CacheLayout::Indexed ? batch_idx[size_t(b)] : b;
+      row = j;
+    }
+    return ((entry * rows + row) * c.heads_kv + h) * c.head_dim;
+  }
+
+  void build_reference(int64_t cap) {
+    cpu::KvcacheReferenceInput in;
+    in.batch = c.batch, in.seqlen_q = c.seqlen_q, in.heads_q = c.heads_q, in.heads_kv = c.heads_kv;
+    in.head_dim = c.head_dim, in.max_keys = cap;
+    const int64_t D = c.head_dim;
+    in.q.resize(size_t(c.batch * c.seqlen_q * c.heads_q * D));
+    std::vector<uint8_t> q_rot = q;  // q turned (and rounded to the dtype) as the library does
+    if (c.rotary_dim > 0)
+      for (int64_t b = 0; b < c.batch; ++b)
+        for (int64_t i = 0; i < c.seqlen_q; ++i)
+          for (int64_t h = 0; h < c.heads_q; ++h)
+            rotate_row(q_rot, ((b * c.seqlen_q + i) * c.heads_q + h) * D,
+                       seqlens[size_t(b)] - start_of(b) + ((c.causal || c.has_window) ? i : 0));
+    for (size_t i = 0; i < in.q.size(); ++i) in.q[i] = cpu::load_as_float(q_rot.data(), c.dtype, int64_t(i));
+    in.k.assign(size_t(c.batch * cap * c.heads_kv * D), 0.0);
+    in.v = in.k;
+    for (int64_t b = 0; b < c.batch; ++b) {
+      const int64_t total = seqlens[size_t(b)] + c.seqlen_new;
+      in.total.push_back(total);
+      in.start.push_back(leftpad.empty() ? 0 : leftpad[size_t(b)]);
+      for (int64_t j = 0; j < total; ++j)
+        for (int64_t h = 0; h < c.heads_kv; ++h) {
+          const int64_t src = cache_element(b, j, h), dst = ((b * cap + j) * c.heads_kv + h) * D;
+          for (int64_t x = 0; x < D; ++x) {
+            in.k[size_t(dst + x)] = cpu::load_as_float(k_expected.data(), c.dtype, src + x);
+            in.v[size_t(dst + x)] = cpu::load_as_float(v_expected.data(), c.dtype, src + x);
+          }
+        }
+    }
+    in.scale = c.softmax_scale != 0.f ? c.softmax_scale : 1.0 / std::sqrt(double(D));
+    in.causal = c.causal, in.has_window = c.has_window;
+    in.window_left = c.window_left, in.window_right = c.window_right;
+    in.softcap = c.softcap;
+    for (float s : alibi) in.alibi_slopes.push_back(s);
+    ref = cpu::kvcache_reference_fp64(in);
+  }
+
+  void fill_args() {
+    const int64_t D = c.head_dim, Hk = c.heads_kv, H = c.heads_q;
+    flashbox_kvcache_args &a = args;
+    a = {};
+    a.struct_size = int32_t(sizeof(flashbox_kvcache_args));
+    a.device = FLASHBOX_CPU;
+    a.dtype = c.dtype;
+    a.batch = c.batch, a.seqlen_q = c.seqlen_q, a.heads_q = H, a.heads_kv = Hk, a.head_dim = D;
+    set3(a.q_stride, c.seqlen_q * H * D, H * D, D);
+    set3(a.o_stride, c.seqlen_q * H * D, H * D, D);
+    set3(a.k_cache_stride, rows * Hk * D, Hk * D, D);
+    set3(a.v_cache_stride, rows * Hk * D, Hk * D, D);
+    set3(a.k_new_stride, c.seqlen_new * Hk * D, Hk * D, D);
+    set3(a.v_new_stride, c.seqlen_new * Hk * D, Hk * D, D);
+    a.cache_entries = entries, a.cache_rows = rows;
+    a.max_blocks_per_seq = pages_per_seq, a.block_table_stride = pages_per_seq;
+    a.seqlen_new = c.seqlen_new;
+    a.softmax_scale = c.softmax_scale;
+    a.causal = c.causal, a.has_window = c.has_window;
+    a.window_left = c.window_left, a.window_right = c.window_right;
+    a.softcap = c.softcap;
+    a.num_splits = c.num_splits;
+    a.rotary_dim = c.rotary_dim, a.rotary_interleaved = c.rotary_interleaved;
+    point_at_host();
+  }
+
+  void point_at_host() {
+    flashbox_kvcache_args &a = args;
+    a.device = FLASHBOX_CPU;
+    a.q = q.data(), a.o = o.data(), a.lse = lse.data();
+    a.k_cache = k_cache.data(), a.v_cache = v_cache.data();
+    a.k_new = k_new.empty() ? nullptr : k_new.data();
+    a.v_new = v_new.empty() ? nullptr : v_new.data();
+    a.cache_seqlens = seqlens.data();
+    a.block_table = table.empty() ? nullptr : table.data();
+    a.cache_batch_idx = batch_idx.empty() ? nullptr : batch_idx.data();
+    a.cache_leftpad = leftpad.empty() ? nullptr : leftpad.data();
+    a.alibi_slopes = alibi.empty() ? nullptr : alibi.data();
+    a.rotary_cos = rot_cos.empty() ? nullptr : rot_cos.data();
+    a.rotary_sin = rot_sin.empty() ? nullptr : rot_sin.data();
+  }
+
+  std::string name() const {
+    return std::string(" [") + layout_name(c.layout) + (c.layout == CacheLayout::Paged ? " page " + std::to_string(c.page_size) : "") +
+           " B" + std::to_string(c.batch) + " Sq" + std::to_string(c.seqlen_q) + " H" + std::to_string(c.heads_q) + "/" +
+           std::to_string(c.heads_kv) + " D" + std::to_string(c.head_dim) + " cap" + std::to_string(c.capacity) +
+           " new" + std::to_string(c.seqlen_new) + " causal" + std::to_string(c.causal) +
+           (c.has_window ? " window(" + std::to_string(c.window_left) + "," + std::to_string(c.window_right) + ")" : "") +
+           (c.softcap > 0 ? " softcap" : "") + (c.alibi ? " alibi" : "") + (c.leftpad ? " leftpad" : "") +
+           (c.rotary_dim ? " rotary" + std::to_string(c.rotary_dim) + (c.rotary_interleaved ? "i" : "") : "") +
+           " splits" + std::to_string(c.num_splits) + " " + cpu::dtype_name(c.dtype) + " seed " + std::to_string(c.seed) +
+           " (FLASHBOX_TEST_SEED)]";
+  }
+
+  // o against the fp64 reference (relative Frobenius error), lse per row, the cache bytes.
+  void check() const {
+    double num = 0, den = 0;
+    bool nan = false;
+    for (size_t i = 0; i < ref.o.size(); ++i) {
+      const double v = cpu::load_as_float(o.data(), c.dtype, int64_t(i));
+      if (!std::isfinite(v)) nan = true;
+      num += (v - ref.o[i]) * (v - ref.o[i]);
+      den += ref.o[i] * ref.o[i];
+    }
+    EXPECT_FALSE(nan) << "non-finite value in o" << name();
+    const double rel = std::sqrt(num / std::max(den, 1e-300));
+    const double tol = c.dtype == FLASHBOX_FLOAT32 ? 1e-5 : 1e-2;
+    EXPECT_LT(rel, tol) << "o relative error" << name();
+    double lse_err = 0;
+    int bad_inf = 0;
+    for (size_t i = 0; i < ref.lse.size(); ++i) {
+      if (std::isinf(ref.lse[i])) {
+        bad_inf += !(std::isinf(lse[i]) && lse[i] < 0);
+      } else {
+        lse_err = std::max(lse_err, std::isfinite(lse[i]) ? std::abs(double(lse[i]) - ref.lse[i]) : 1e30);
+      }
+    }
+    EXPECT_EQ(bad_inf, 0) << "rows that see no key must have lse = -inf" << name();
+    EXPECT_LT(lse_err, c.dtype == FLASHBOX_FLOAT32 ? 1e-4 : 2e-2) << "lse max abs error" << name();
+    EXPECT_TRUE(k_cache == k_expected) << "k_cache after the call differs from the expected append" << name();
+    EXPECT_TRUE(v_cache == v_expected) << "v_cache after the call differs from the expected append" << name();
+  }
+
+#ifdef FLASHBOX_HAVE_CUDA
+  // Device copies of every buffer; args re-pointed at them. Freed by the destructor.
+  void to_device() {
+    args.device = FLASHBOX_CUDA;
+    args.q = up(q), args.o = up(o), args.k_cache = up(k_cache), args.v_cache = up(v_cache);
+    args.k_new = k_new.empty() ? nullptr : up(k_new);
+    args.v_new = v_new.empty() ? nullptr : up(v_new);
+    args.lse = static_cast<float *>(up(lse));
+    args.cache_seqlens = static_cast<const int32_t *>(up(seqlens));
+    args.block_table = table.empty() ? nullptr : static_cast<const int32_t *>(up(table));
+    args.cache_batch_idx = batch_idx.empty() ? nullptr : static_cast<const int32_t *>(up(batch_idx));
+    args.cache_leftpad = leftpad.empty() ? nullptr : static_cast<const int32_t *>(up(leftpad));
+    args.alibi_slopes = alibi.empty() ? nullptr : static_cast<const float *>(up(alibi));
+    args.rotary_cos = rot_cos.empty() ? nullptr : up(rot_cos);
+    args.rotary_sin = rot_sin.empty() ? nullptr : up(rot_sin);
+  }
+  void from_device() {
+    down(o, args.o), down(lse, args.lse), down(k_cache, args.k_cache), down(v_cache, args.v_cache);
+  }
+  ~KvData() {
+    for (void *p : device_buffers_) cudaFree(p);
+  }
+
+ private:
+  std::vector<void *> device_buffers_;
+  template <class V>
+  void *up(const V &host) {
+    void *p = nullptr;
+    const size_t bytes = host.size() * sizeof(host[0]);
+    EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(bytes, 16)), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(p, host.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    device_buffers_.push_back(p);
+    return p;
+  }
+  template <class V>
+  void down(V &host, const void *dev) {
+    EXPECT_EQ(cudaMemcpy(host.data(), dev, host.size() * sizeof(host[0]), cudaMemcpyDeviceToHost), cudaSuccess);
+  }
+#endif
+
+ private:
+  static void set3(int64_t *s, int64_t a, int64_t b, int64_t c3) { s[0] = a, s[1] = b, s[2] = c3; }
+};
+
+}  // namespace flashbox::test

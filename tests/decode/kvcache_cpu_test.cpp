@@ -1,0 +1,221 @@
+// flashbox_attention_kvcache on device = cpu (runs in CI): every cache layout against the fp64
+// reference on the gathered cache, appends checked in the cache, lengths of 1 and of the capacity,
+// the masking options; and the argument and table checks, each refused with its code, its message and
+// nothing written.
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <string>
+
+#include "decode/kvcache_case.hpp"
+
+namespace flashbox::test {
+namespace {
+
+void run_cpu(const KvCase &c) {
+  KvData d(c);
+  ASSERT_EQ(flashbox_attention_kvcache(&d.args), 0) << flashbox_last_error() << d.name();
+  EXPECT_STREQ(flashbox_last_kernel(), "cpu_kvcache_rowwise");
+  d.check();
+}
+
+struct LayoutCase {
+  CacheLayout layout;
+  int64_t page_size;
+};
+
+void PrintTo(const LayoutCase &l, std::ostream *os) { *os << layout_name(l.layout) << " page " << l.page_size; }
+
+class KvcacheCpuLayouts : public ::testing::TestWithParam<LayoutCase> {};
+
+TEST_P(KvcacheCpuLayouts, MatchesReference) {
+  const LayoutCase lc = GetParam();
+  for (flashbox_dtype dt : {FLASHBOX_FLOAT32, FLASHBOX_BFLOAT16})
+    for (int64_t seqlen_new : {0, 3})
+      for (int causal : {0, 1}) {
+        KvCase c;
+        c.layout = lc.layout, c.page_size = lc.page_size, c.dtype = dt;
+        c.batch = 3, c.seqlen_q = 2, c.heads_q = 4, c.heads_kv = 2, c.head_dim = 32, c.capacity = 90;
+        c.seqlen_new = seqlen_new, c.causal = causal;
+        run_cpu(c);
+      }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, KvcacheCpuLayouts,
+                         ::testing::Values(LayoutCase{CacheLayout::Contiguous, 0}, LayoutCase{CacheLayout::Indexed, 0},
+                                           LayoutCase{CacheLayout::Paged, 16}, LayoutCase{CacheLayout::Paged, 48}),
+                         [](const auto &info) {
+                           return std::string(layout_name(info.param.layout)) + std::to_string(info.param.page_size);
+                         });
+
+TEST(KvcacheCpu, MaskingOptions) {
+  KvCase base;
+  base.dtype = FLASHBOX_FLOAT32, base.layout = CacheLayout::Paged, base.batch = 2, base.seqlen_q = 3;
+  base.heads_q = 6, base.heads_kv = 2, base.head_dim = 16, base.capacity = 70, base.seqlen_new = 2;
+  KvCase w = base;
+  w.causal = 1, w.has_window = 1, w.window_left = 5, w.window_right = 0;
+  run_cpu(w);
+  KvCase w2 = base;
+  w2.has_window = 1, w2.window_left = 7, w2.window_right = 3;
+  run_cpu(w2);
+  KvCase s = base;
+  s.softcap = 3.f, s.q_scale = 6.f;
+  run_cpu(s);
+  KvCase al = base;
+  al.alibi = true, al.causal = 1;
+  run_cpu(al);
+  KvCase lp = base;
+  lp.leftpad = true, lp.causal = 1, lp.layout = CacheLayout::Contiguous;
+  run_cpu(lp);
+}
+
+TEST(KvcacheCpu, Rotary) {
+  for (int interleaved : {0, 1})
+    for (int causal : {0, 1})
+      for (bool leftpad : {false, true}) {
+        KvCase c;
+        c.dtype = FLASHBOX_BFLOAT16, c.layout = leftpad ? CacheLayout::Contiguous : CacheLayout::Paged;
+        c.batch = 2, c.seqlen_q = 3, c.seqlen_new = 3, c.heads_q = 4, c.heads_kv = 2, c.head_dim = 32;
+        c.capacity = 64, c.causal = causal, c.leftpad = leftpad;
+        c.rotary_dim = 16, c.rotary_interleaved = interleaved;
+        run_cpu(c);
+      }
+}
+
+TEST(KvcacheCpu, SeqlenQLargerThanCacheSeesNothingForEarlyRows) {
+  KvCase c;
+  c.dtype = FLASHBOX_FLOAT32, c.batch = 2, c.seqlen_q = 4, c.heads_q = 2, c.heads_kv = 1, c.head_dim = 8;
+  c.capacity = 40, c.short_len = 1, c.causal = 1;
+  KvData d(c);
+  ASSERT_EQ(flashbox_attention_kvcache(&d.args), 0) << flashbox_last_error();
+  d.check();
+  // Entry 1 holds one key: queries 0..2 sit before it (o = 0, lse = -inf), query 3 sees it.
+  EXPECT_TRUE(std::isinf(d.lse[size_t((1 * 2 + 0) * 4 + 0)]));
+  EXPECT_TRUE(std::isfinite(d.lse[size_t((1 * 2 + 0) * 4 + 3)]));
+}
+
+// ---- refusals: code, message, nothing written ---------------------------------------------------
+
+KvCase small_paged() {
+  KvCase c;
+  c.dtype = FLASHBOX_BFLOAT16, c.layout = CacheLayout::Paged, c.page_size = 16, c.batch = 3, c.capacity = 64;
+  c.seqlen_new = 2, c.heads_q = 4, c.heads_kv = 2, c.head_dim = 16;
+  return c;
+}
+
+// Calls with the tables as modified by `mutate`, expects `code` and `needle` in the message, and that o,
+// lse and both caches are unchanged.
+template <class Mutate>
+void expect_refused(KvData &d, int code, const std::string &needle, Mutate mutate) {
+  mutate(d);
+  const auto o0 = d.o, k0 = d.k_cache, v0 = d.v_cache;
+  const auto lse0 = d.lse;
+  EXPECT_EQ(flashbox_attention_kvcache(&d.args), code) << flashbox_last_error();
+  EXPECT_NE(std::string(flashbox_last_error()).find(needle), std::string::npos) << flashbox_last_error();
+  EXPECT_TRUE(d.o == o0) << "o was written by a refused call";
+  EXPECT_TRUE(d.k_cache == k0 && d.v_cache == v0) << "the cache was written by a refused call";
+  EXPECT_EQ(std::memcmp(d.lse.data(), lse0.data(), lse0.size() * 4), 0) << "lse was written by a refused call";
+}
+
+TEST(KvcacheCpuRefuses, PageIndexOutOfRange) {
+  KvData d(small_paged());
+  expect_refused(d, FLASHBOX_ERR_INVALID_ARGUMENT, "block_table[1][0] = ",
+                 [](KvData &x) { x.table[size_t(1 * x.pages_per_seq)] = int32_t(x.entries); });
+  KvData d2(small_paged());
+  expect_refused(d2, FLASHBOX_ERR_INVALID_ARGUMENT, "is out of range",
+                 [](KvData &x) { x.table[0] = -1; });
+}
+
+TEST(KvcacheCpuRefuses, NegativeLength) {
+  KvData d(small_paged());
+  expect_refused(d, FLASHBOX_ERR_INVALID_SIZE, "cache_seqlens[2] = -5 must be >= 0",
+                 [](KvData &x) { x.seqlens[2] = -5; });
+}
+
+TEST(KvcacheCpuRefuses, LengthBeyondCapacity) {
+  KvData d(small_paged());
+  expect_refused(d, FLASHBOX_ERR_INVALID_SIZE, "exceeds the cache's capacity of 64 keys",
+                 [](KvData &x) { x.seqlens[1] = 63; });  // 63 + 2 new > 64
+  KvCase c = small_paged();
+  c.layout = CacheLayout::Contiguous;
+  KvData d2(c);
+  expect_refused(d2, FLASHBOX_ERR_INVALID_SIZE, "cache_rows = 64", [](KvData &x) { x.seqlens[0] = 70; });
+}
+
+TEST(KvcacheCpuRefuses, BatchIndexOutOfRangeOrRepeated) {
+  KvCase c = small_paged();
+  c.layout = CacheLayout::Indexed;
+  KvData d(c);
+  expect_refused(d, FLASHBOX_ERR_INVALID_ARGUMENT, "cache_batch_idx[1] = 99 is out of range",
+                 [](KvData &x) { x.batch_idx[1] = 99; });
+  KvData d2(c);
+  expect_refused(d2, FLASHBOX_ERR_INVALID_ARGUMENT, "repeats an earlier entry",
+                 [](KvData &x) { x.batch_idx[2] = x.batch_idx[0]; });
+}
+
+TEST(KvcacheCpuRefuses, LeftpadBeyondLength) {
+  KvCase c = small_paged();
+  c.leftpad = true;
+  KvData d(c);
+  expect_refused(d, FLASHBOX_ERR_INVALID_ARGUMENT, "cache_leftpad[0]",
+                 [](KvData &x) { x.leftpad[0] = x.seqlens[0] + 1; });
+}
+
+TEST(KvcacheCpuRefuses, Arguments) {
+  struct Bad {
+    const char *what;
+    int code;
+    const char *needle;
+    void (*mutate)(KvData &);
+  };
+  const Bad bad[] = {
+      {"struct_size", FLASHBOX_ERR_INVALID_ARGUMENT, "struct_size = 8", [](KvData &x) { x.args.struct_size = 8; }},
+      {"no seqlens", FLASHBOX_ERR_NULL_POINTER, "cache_seqlens is NULL", [](KvData &x) { x.args.cache_seqlens = nullptr; }},
+      {"k_new only", FLASHBOX_ERR_NULL_POINTER, "v_new is NULL", [](KvData &x) { x.args.v_new = nullptr; }},
+      {"page size", FLASHBOX_ERR_INVALID_SIZE, "multiple of 16", [](KvData &x) { x.args.cache_rows = 24; }},
+      {"paged + batch_idx", FLASHBOX_ERR_INVALID_ARGUMENT, "cache_batch_idx is given with a paged cache",
+       [](KvData &x) { x.args.cache_batch_idx = x.seqlens.data(); }},
+      {"table stride", FLASHBOX_ERR_BAD_STRIDE, "block_table_stride", [](KvData &x) { x.args.block_table_stride = 1; }},
+      {"heads", FLASHBOX_ERR_HEADS_MISMATCH, "heads_q = 4 is not a multiple of heads_kv = 3",
+       [](KvData &x) { x.args.heads_kv = 3; }},
+      {"num_splits", FLASHBOX_ERR_INVALID_ARGUMENT, "num_splits = -1", [](KvData &x) { x.args.num_splits = -1; }},
+      {"softcap", FLASHBOX_ERR_INVALID_ARGUMENT, "softcap", [](KvData &x) { x.args.softcap = -1.f; }},
+      {"window", FLASHBOX_ERR_INVALID_ARGUMENT, "window_left = -2",
+       [](KvData &x) { x.args.has_window = 1, x.args.window_left = -2; }},
+      {"rotary half", FLASHBOX_ERR_NULL_POINTER, "rotary_sin is NULL", [](KvData &x) { x.args.rotary_cos = x.q.data(); }},
+      {"rotary dim", FLASHBOX_ERR_INVALID_SIZE, "rotary_dim = 3",
+       [](KvData &x) { x.args.rotary_cos = x.args.rotary_sin = x.q.data(), x.args.rotary_dim = 3; }},
+      {"o aliases q", FLASHBOX_ERR_INVALID_ARGUMENT, "overlaps", [](KvData &x) { x.args.o = x.q.data(); }},
+      {"cache aliases k_new", FLASHBOX_ERR_INVALID_ARGUMENT, "overlaps",
+       [](KvData &x) { x.args.k_new = x.args.k_cache; }},
+      {"cuda fp32", FLASHBOX_ERR_UNSUPPORTED_DTYPE, "fp32",
+       [](KvData &x) { x.args.device = FLASHBOX_CUDA, x.args.dtype = FLASHBOX_FLOAT32; }},
+      {"cuda head_dim", FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim = 16",
+       [](KvData &x) { x.args.device = FLASHBOX_CUDA; }},
+  };
+  for (const Bad &b : bad) {
+    SCOPED_TRACE(b.what);
+    KvData d(small_paged());
+    expect_refused(d, b.code, b.needle, b.mutate);
+  }
+  EXPECT_EQ(flashbox_attention_kvcache(nullptr), FLASHBOX_ERR_NULL_POINTER);
+}
+
+TEST(KvcacheCpu, TrustedTablesNeverWriteOutsideTheCache) {
+  // A bad page index with tables_trusted = 1 is not read: its keys count as zeros, appends to it are
+  // dropped, and nothing outside the buffers is touched (run under ASan/valgrind to see it).
+  KvData d(small_paged());
+  d.args.tables_trusted = 1;
+  d.table[0] = 1 << 29;
+  EXPECT_EQ(flashbox_attention_kvcache(&d.args), 0) << flashbox_last_error();
+}
+
+TEST(KvcacheCpu, NumSplitsQuery) {
+  KvData d(small_paged());
+  EXPECT_EQ(flashbox_kvcache_num_splits(&d.args), 1);  // the CPU does not split
+  d.args.num_splits = 7;
+  EXPECT_EQ(flashbox_kvcache_num_splits(&d.args), 7);
+}
+
+}  // namespace
+}  // namespace flashbox::test

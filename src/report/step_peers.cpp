@@ -11,13 +11,10 @@
 
 #include <fmt/format.h>
 
-#include <unistd.h>
-
-#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <cstdio>
 #include <set>
 
 namespace flashbox::report {

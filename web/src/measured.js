@@ -27,6 +27,9 @@ function renderChart(series, bench, peersInfo) {
   // The switch shows only when there is a backward to switch to.
   $('chart-direction-group').hidden = directions.length < 2;
   const state = { metric: 'time', direction: directions[0] || 'forward' };
+  // One colour per implementation whichever direction is shown.
+  const identities = [...new Set(series.map((s) => s.key.replace(/\|(forward|backward)$/, '')))];
+  const colorOf = (s) => PALETTE[identities.indexOf(s.key.replace(/\|(forward|backward)$/, '')) % PALETTE.length];
   const ctx = $('bench-chart');
   const chart = new Chart(ctx, {
     type: 'line',
@@ -63,8 +66,8 @@ function renderChart(series, bench, peersInfo) {
     const shown = series.filter((s) => s.direction === state.direction);
     const labels = [...new Set(shown.flatMap((s) => s.rows.map((r) => r.seqlen)))].sort((a, b) => a - b);
     let top = 0;
-    const datasets = shown.map((s, i) => {
-      const color = PALETTE[i % PALETTE.length];
+    const datasets = shown.map((s) => {
+      const color = colorOf(s);
       const data = labels.map((t) => {
         const r = s.rows.find((x) => x.seqlen === t);
         const y = r && r.status === 'ok' ? r[metric.field] : null;

@@ -43,8 +43,8 @@ TEST(CliBadOptions, UnknownWordsAreNamedWithTheClosestValidName) {
   const BadCase cases[] = {
       {"repor", "unknown subcommand 'repor' for 'flashbox' (did you mean 'report'?)"},
       {"gpt2 evl", "unknown subcommand 'evl' for 'flashbox gpt2' (did you mean 'eval'?)"},
-      {"gpt2 train", "unknown subcommand 'train' for 'flashbox gpt2'"},
-      {"gpt2 train --help", "unknown subcommand 'train' for 'flashbox gpt2'"},
+      {"gpt2 trian", "unknown subcommand 'trian' for 'flashbox gpt2' (did you mean 'train'?)"},
+      {"gpt2 trian --help", "unknown subcommand 'trian' for 'flashbox gpt2'"},
       {"gpt2 eval --wieghts m.safetensors", "unknown option '--wieghts' for 'flashbox gpt2 eval' (did you mean '--weights'?)"},
       {"report --jsn /tmp/x.json", "unknown option '--jsn' for 'flashbox report' (did you mean '--json'?)"},
       {"report --jsn=/tmp/x.json", "unknown option '--jsn' for 'flashbox report'"},

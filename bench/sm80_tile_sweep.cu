@@ -16,13 +16,13 @@
 
 using namespace flashbox::cuda;
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e = (x);                                                                        \
-    if (e != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));    \
-      std::exit(1);                                                                             \
-    }                                                                                           \
+#define CK(x) \
+  do { \
+    cudaError_t e = (x); \
+    if (e != cudaSuccess) { \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
+      std::exit(1); \
+    } \
   } while (0)
 
 struct Problem {

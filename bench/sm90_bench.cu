@@ -20,13 +20,13 @@
 
 namespace {
 
-#define CHECK_CUDA(call)                                                                        \
-  do {                                                                                          \
-    const cudaError_t e_ = (call);                                                              \
-    if (e_ != cudaSuccess) {                                                                    \
+#define CHECK_CUDA(call) \
+  do { \
+    const cudaError_t e_ = (call); \
+    if (e_ != cudaSuccess) { \
       std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
+      std::exit(1); \
+    } \
   } while (0)
 
 __global__ void fill_random_bf16(uint16_t *p, int64_t n, uint64_t seed) {
@@ -124,9 +124,12 @@ int main(int argc, char **argv) {
   const char *json = nullptr;
   bool quick = false, sched_plan = false;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) json = argv[++i];
-    else if (std::strcmp(argv[i], "--quick") == 0) quick = true;
-    else if (std::strcmp(argv[i], "--sched") == 0) sched_plan = true;
+    if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc)
+      json = argv[++i];
+    else if (std::strcmp(argv[i], "--quick") == 0)
+      quick = true;
+    else if (std::strcmp(argv[i], "--sched") == 0)
+      sched_plan = true;
   }
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
@@ -138,13 +141,12 @@ int main(int argc, char **argv) {
     plan.push_back({{4, 12, t, 64, 1}, "default"});
     plan.push_back({{4, 16, t, 128, 1}, "default"});
   }
-  for (const char *v : {"default", "128x128"})
-    plan.push_back({{4, 16, 16384, 128, 0}, v});
+  for (const char *v : {"default", "128x128"}) plan.push_back({{4, 16, 16384, 128, 0}, v});
   plan.push_back({{4, 12, 16384, 64, 0}, "default"});
   plan.push_back({{4, 12, 16384, 64, 1}, "128x128"});
   if (sched_plan) {
     plan.clear();
-    const Shape shapes[] = {{4, 12, 2048, 64, 1},  {4, 12, 4096, 64, 1},  {4, 12, 16384, 64, 1}, {4, 16, 2048, 128, 1},
+    const Shape shapes[] = {{4, 12, 2048, 64, 1},  {4, 12, 4096, 64, 1},   {4, 12, 16384, 64, 1}, {4, 16, 2048, 128, 1},
                             {4, 16, 4096, 128, 1}, {4, 16, 16384, 128, 1}, {4, 16, 16384, 128, 0}};
     for (const Shape &sh : shapes)
       for (const char *v : {"/grid", "/persistent"}) plan.push_back({sh, v});
@@ -152,8 +154,8 @@ int main(int argc, char **argv) {
       for (const char *v : {"128x128/grid", "128x128/persistent"}) plan.push_back({{4, 12, t, 64, 1}, v});
   }
   std::vector<Row> rows;
-  std::printf("%-4s %-3s %-6s %-4s %-7s %-22s %-40s %9s %8s\n", "B", "H", "T", "D", "causal", "variant", "kernel",
-              "ms", "TFLOP/s");
+  std::printf("%-4s %-3s %-6s %-4s %-7s %-22s %-40s %9s %8s\n", "B", "H", "T", "D", "causal", "variant", "kernel", "ms",
+              "TFLOP/s");
   for (const auto &[shape, variant] : plan) {
     const int sets = shape.t <= 4096 ? 4 : 2;
     const Row r = time_shape(shape, variant, options_for(variant), sets);

@@ -67,7 +67,7 @@ FLASHBOX_API int flashbox_cp_nccl_unique_id(uint8_t id[FLASHBOX_CP_NCCL_ID_BYTES
 FLASHBOX_API int flashbox_cp_nccl_comm_init(void **nccl_comm, int world, int rank,
                                             const uint8_t id[FLASHBOX_CP_NCCL_ID_BYTES]);
 FLASHBOX_API int flashbox_cp_nccl_comm_destroy(void *nccl_comm);
-FLASHBOX_API int flashbox_cp_have_nccl(void);  /* 1 when built with NCCL */
+FLASHBOX_API int flashbox_cp_have_nccl(void); /* 1 when built with NCCL */
 
 FLASHBOX_API const char *flashbox_cp_last_error(void);
 

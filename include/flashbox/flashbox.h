@@ -30,44 +30,49 @@ typedef enum { FLASHBOX_AUTO = 0, FLASHBOX_NAIVE = 1, FLASHBOX_BLOCKED = 2, FLAS
 /* Error codes: each names one class of failure; the message names the argument and its value. */
 enum {
   FLASHBOX_OK = 0,
-  FLASHBOX_ERR_NULL_POINTER = 1,       /* a required pointer (args, q, k, v, o, ...) is NULL */
-  FLASHBOX_ERR_INVALID_SIZE = 2,       /* batch, seqlen, heads or head_dim <= 0 */
-  FLASHBOX_ERR_SIZE_OVERFLOW = 3,      /* an element or byte count overflows int64 */
-  FLASHBOX_ERR_HEADS_MISMATCH = 4,     /* heads_q not a multiple of heads_kv */
+  FLASHBOX_ERR_NULL_POINTER = 1,   /* a required pointer (args, q, k, v, o, ...) is NULL */
+  FLASHBOX_ERR_INVALID_SIZE = 2,   /* batch, seqlen, heads or head_dim <= 0 */
+  FLASHBOX_ERR_SIZE_OVERFLOW = 3,  /* an element or byte count overflows int64 */
+  FLASHBOX_ERR_HEADS_MISMATCH = 4, /* heads_q not a multiple of heads_kv */
   FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM = 5,
   FLASHBOX_ERR_UNSUPPORTED_DTYPE = 6,
-  FLASHBOX_ERR_UNSUPPORTED_IMPL = 7,   /* impl or device value unknown, or not available for it */
-  FLASHBOX_ERR_BAD_STRIDE = 8,         /* negative/zero stride, overlapping rows or heads */
-  FLASHBOX_ERR_MISALIGNED = 9,         /* pointer or stride not aligned as the kernel needs */
-  FLASHBOX_ERR_NO_DEVICE = 10,         /* CUDA requested, but no CUDA build or no GPU */
-  FLASHBOX_ERR_OUT_OF_MEMORY = 11,     /* host or device allocation failed */
-  FLASHBOX_ERR_CUDA = 12,              /* a CUDA runtime / cuBLAS call failed */
-  FLASHBOX_ERR_INVALID_ARGUMENT = 13,  /* any other bad value (causal not 0/1, bad softmax_scale, ...) */
+  FLASHBOX_ERR_UNSUPPORTED_IMPL = 7,  /* impl or device value unknown, or not available for it */
+  FLASHBOX_ERR_BAD_STRIDE = 8,        /* negative/zero stride, overlapping rows or heads */
+  FLASHBOX_ERR_MISALIGNED = 9,        /* pointer or stride not aligned as the kernel needs */
+  FLASHBOX_ERR_NO_DEVICE = 10,        /* CUDA requested, but no CUDA build or no GPU */
+  FLASHBOX_ERR_OUT_OF_MEMORY = 11,    /* host or device allocation failed */
+  FLASHBOX_ERR_CUDA = 12,             /* a CUDA runtime / cuBLAS call failed */
+  FLASHBOX_ERR_INVALID_ARGUMENT = 13, /* any other bad value (causal not 0/1, bad softmax_scale, ...) */
   FLASHBOX_ERR_INTERNAL = 14
 };
 
 typedef struct {
-  flashbox_device device; flashbox_dtype dtype; flashbox_impl impl;
+  flashbox_device device;
+  flashbox_dtype dtype;
+  flashbox_impl impl;
   int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
-  const void *q, *k, *v; void *o;
-  float *lse;                         /* [batch, heads_q, seqlen_q] fp32, natural log; may be NULL */
-  int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];   /* batch, seq, head (elements) */
-  float softmax_scale;                /* 0 means 1/sqrt(head_dim) */
-  int causal;                         /* 0 or 1, bottom-right aligned */
-  void *stream;                       /* cudaStream_t for FLASHBOX_CUDA, else ignored */
+  const void *q, *k, *v;
+  void *o;
+  float *lse; /* [batch, heads_q, seqlen_q] fp32, natural log; may be NULL */
+  int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3]; /* batch, seq, head (elements) */
+  float softmax_scale;                                        /* 0 means 1/sqrt(head_dim) */
+  int causal;                                                 /* 0 or 1, bottom-right aligned */
+  void *stream;                                               /* cudaStream_t for FLASHBOX_CUDA, else ignored */
 } flashbox_attention_args;
 
-FLASHBOX_API int flashbox_attention_forward(const flashbox_attention_args *args);  /* 0 on success */
-FLASHBOX_API const char *flashbox_last_error(void);   /* message of this thread's last failure */
+FLASHBOX_API int flashbox_attention_forward(const flashbox_attention_args *args); /* 0 on success */
+FLASHBOX_API const char *flashbox_last_error(void); /* message of this thread's last failure */
 FLASHBOX_API const char *flashbox_version(void);
 
 /* Backward pass. fwd holds the forward's arguments; its o and lse (required) are the forward's outputs
  * and are read, never written. dq/dk/dv have the layouts of q/k/v (strides given separately). */
 typedef struct {
-  flashbox_attention_args fwd;        /* the forward's arguments: q, k, v, o, lse (required) */
-  const void *dout;  int64_t dout_stride[3];
-  void *dq, *dk, *dv; int64_t dq_stride[3], dk_stride[3], dv_stride[3];
-  int deterministic;                  /* 1: bitwise-reproducible dq/dk/dv across runs */
+  flashbox_attention_args fwd; /* the forward's arguments: q, k, v, o, lse (required) */
+  const void *dout;
+  int64_t dout_stride[3];
+  void *dq, *dk, *dv;
+  int64_t dq_stride[3], dk_stride[3], dv_stride[3];
+  int deterministic; /* 1: bitwise-reproducible dq/dk/dv across runs */
 } flashbox_attention_grad_args;
 FLASHBOX_API int flashbox_attention_backward(const flashbox_attention_grad_args *args);
 /* Bytes of scratch memory the backward allocates internally for these arguments (fp32 dq accumulator,
@@ -81,26 +86,26 @@ FLASHBOX_API int64_t flashbox_attention_backward_workspace_size(const flashbox_a
  * and takes the defaults for the rest. Environment variables (README, "Overrides") fill the fields a
  * caller left at their defaults; flashbox_last_kernel() names any that took effect. */
 typedef enum {
-  FLASHBOX_FAMILY_AUTO = 0,  /* CUDA flash: sm90 on compute capability 9.x when it takes the call, else sm80 */
-  FLASHBOX_FAMILY_SM80 = 1,  /* the mma.sync kernels (compute capability 8.0+) */
-  FLASHBOX_FAMILY_SM90 = 2   /* the Hopper kernels (wgmma, TMA); an error when they cannot take the call */
+  FLASHBOX_FAMILY_AUTO = 0, /* CUDA flash: sm90 on compute capability 9.x when it takes the call, else sm80 */
+  FLASHBOX_FAMILY_SM80 = 1, /* the mma.sync kernels (compute capability 8.0+) */
+  FLASHBOX_FAMILY_SM90 = 2  /* the Hopper kernels (wgmma, TMA); an error when they cannot take the call */
 } flashbox_kernel_family;
 typedef enum {
-  FLASHBOX_SCHEDULE_AUTO = 0,       /* the sm90 forward's measured table */
-  FLASHBOX_SCHEDULE_GRID = 1,       /* one CTA per tile */
-  FLASHBOX_SCHEDULE_PERSISTENT = 2  /* one CTA per SM walking a static share of the tiles */
+  FLASHBOX_SCHEDULE_AUTO = 0,      /* the sm90 forward's measured table */
+  FLASHBOX_SCHEDULE_GRID = 1,      /* one CTA per tile */
+  FLASHBOX_SCHEDULE_PERSISTENT = 2 /* one CTA per SM walking a static share of the tiles */
 } flashbox_schedule;
 typedef struct {
-  int32_t struct_size;                 /* sizeof(flashbox_options) as the caller compiled it */
-  flashbox_kernel_family family;       /* CUDA flash forward and backward */
-  int32_t sm90_tile_m, sm90_tile_n;    /* sm90 forward tile (query rows x keys); 0, 0 = the tile policy.
+  int32_t struct_size;              /* sizeof(flashbox_options) as the caller compiled it */
+  flashbox_kernel_family family;    /* CUDA flash forward and backward */
+  int32_t sm90_tile_m, sm90_tile_n; /* sm90 forward tile (query rows x keys); 0, 0 = the tile policy.
                                         * head_dim 64: 128x128, 192x128; head_dim 128: 128x128, 128x176 */
-  flashbox_schedule sm90_schedule;     /* sm90 forward */
-  int32_t sm90_max_ctas;               /* persistent grid cap (> 0), 0 = one CTA per SM */
-  int32_t sm90_l2_section_mb;          /* MB of K/V per L2 section of the persistent order, -1 = policy */
-  int32_t sm80_bwd_block_q;            /* sm80 backward, head_dim 64: 32 or 64 query rows, 0 = policy */
+  flashbox_schedule sm90_schedule;  /* sm90 forward */
+  int32_t sm90_max_ctas;            /* persistent grid cap (> 0), 0 = one CTA per SM */
+  int32_t sm90_l2_section_mb;       /* MB of K/V per L2 section of the persistent order, -1 = policy */
+  int32_t sm80_bwd_block_q;         /* sm80 backward, head_dim 64: 32 or 64 query rows, 0 = policy */
 } flashbox_options;
-FLASHBOX_API void flashbox_options_init(flashbox_options *options);  /* defaults, struct_size set */
+FLASHBOX_API void flashbox_options_init(flashbox_options *options); /* defaults, struct_size set */
 FLASHBOX_API int flashbox_attention_forward_opts(const flashbox_attention_args *args, const flashbox_options *options);
 FLASHBOX_API int flashbox_attention_backward_opts(const flashbox_attention_grad_args *args,
                                                   const flashbox_options *options);
@@ -108,8 +113,8 @@ FLASHBOX_API int64_t flashbox_attention_backward_workspace_size_opts(const flash
                                                                      const flashbox_options *options);
 
 /* Introspection, for tools and tests. */
-FLASHBOX_API int flashbox_cuda_device_count(void);      /* 0 when built without CUDA or no GPU */
-FLASHBOX_API const char *flashbox_impl_name(flashbox_impl impl);  /* "auto", "naive", "blocked", "flash" */
+FLASHBOX_API int flashbox_cuda_device_count(void);               /* 0 when built without CUDA or no GPU */
+FLASHBOX_API const char *flashbox_impl_name(flashbox_impl impl); /* "auto", "naive", "blocked", "flash" */
 /* Peak bytes of scratch memory (host for CPU, device for CUDA) the library itself allocated during this
  * thread's last successful forward/backward call: S and P for naive, 0 for flash. Measured by the
  * library's allocation wrapper, not computed from the sizes. */
@@ -117,7 +122,6 @@ FLASHBOX_API int64_t flashbox_last_scratch_peak_bytes(void);
 /* Name of the kernel that ran in this thread's last successful call, e.g. "cpu_blocked_64x64",
  * "cuda_flash_sm80_d64". */
 FLASHBOX_API const char *flashbox_last_kernel(void);
-
 
 /* ---- Extension 1 (2026-12-01): masks, score transforms and variable-length batches ------------
  * flashbox_attention_forward_ext / _backward_ext take the same arguments as the calls above plus
@@ -138,19 +142,18 @@ FLASHBOX_API const char *flashbox_last_kernel(void);
  * Availability (2026-12-01): device = cpu, every impl. device = cuda: none of these fields yet
  * (refused with FLASHBOX_ERR_UNSUPPORTED_IMPL and a message naming the field). */
 typedef struct {
-  int32_t struct_size;                 /* sizeof(flashbox_attention_ext) as the caller compiled it */
-  int32_t window_left, window_right;   /* -1: unbounded (the default is -1, -1, not 0, 0) */
-  float softcap;                       /* 0: off; else > 0 and finite */
-  const float *alibi_slopes;           /* NULL: off; fp32 [heads_q], or [batch, heads_q] rows */
-  int64_t alibi_batch_stride;          /* 0: one slope per head for every batch; else >= heads_q */
-  const int32_t *cu_seqlens_q, *cu_seqlens_k;   /* NULL, NULL: fixed length */
+  int32_t struct_size;                        /* sizeof(flashbox_attention_ext) as the caller compiled it */
+  int32_t window_left, window_right;          /* -1: unbounded (the default is -1, -1, not 0, 0) */
+  float softcap;                              /* 0: off; else > 0 and finite */
+  const float *alibi_slopes;                  /* NULL: off; fp32 [heads_q], or [batch, heads_q] rows */
+  int64_t alibi_batch_stride;                 /* 0: one slope per head for every batch; else >= heads_q */
+  const int32_t *cu_seqlens_q, *cu_seqlens_k; /* NULL, NULL: fixed length */
   int64_t max_seqlen_q, max_seqlen_k;
 } flashbox_attention_ext;
 
 /* A struct with every field off (struct_size set, windows -1). */
 FLASHBOX_API flashbox_attention_ext flashbox_attention_ext_default(void);
-FLASHBOX_API int flashbox_attention_forward_ext(const flashbox_attention_args *args,
-                                                const flashbox_attention_ext *ext);
+FLASHBOX_API int flashbox_attention_forward_ext(const flashbox_attention_args *args, const flashbox_attention_ext *ext);
 FLASHBOX_API int flashbox_attention_backward_ext(const flashbox_attention_grad_args *args,
                                                  const flashbox_attention_ext *ext);
 
@@ -178,37 +181,45 @@ FLASHBOX_API int flashbox_attention_backward_ext(const flashbox_attention_grad_a
  * cache for a bad entry (such keys read as zeros and appends to them are dropped), but the result is
  * undefined. */
 typedef struct {
-  int32_t struct_size;                /* sizeof(flashbox_kvcache_args): lets the struct grow */
-  flashbox_device device; flashbox_dtype dtype;
+  int32_t struct_size; /* sizeof(flashbox_kvcache_args): lets the struct grow */
+  flashbox_device device;
+  flashbox_dtype dtype;
   int64_t batch, seqlen_q, heads_q, heads_kv, head_dim;
-  const void *q; int64_t q_stride[3];                   /* batch, seq, head (elements) */
-  void *k_cache, *v_cache;                              /* written only when k_new/v_new are given */
-  int64_t k_cache_stride[3], v_cache_stride[3];         /* entry (batch or page), row, head */
-  int64_t cache_entries, cache_rows;                    /* dims 0 and 1 of k_cache/v_cache (see above) */
-  const int32_t *cache_seqlens;                         /* [batch], required */
-  const int32_t *block_table; int64_t max_blocks_per_seq, block_table_stride;   /* NULL: contiguous */
-  const int32_t *cache_batch_idx;                       /* [batch] or NULL; contiguous caches only */
-  const int32_t *cache_leftpad;                         /* [batch] or NULL */
-  const void *k_new, *v_new; int64_t seqlen_new;        /* both or neither; seqlen_new 0 when NULL */
+  const void *q;
+  int64_t q_stride[3];                          /* batch, seq, head (elements) */
+  void *k_cache, *v_cache;                      /* written only when k_new/v_new are given */
+  int64_t k_cache_stride[3], v_cache_stride[3]; /* entry (batch or page), row, head */
+  int64_t cache_entries, cache_rows;            /* dims 0 and 1 of k_cache/v_cache (see above) */
+  const int32_t *cache_seqlens;                 /* [batch], required */
+  const int32_t *block_table;
+  int64_t max_blocks_per_seq, block_table_stride; /* NULL: contiguous */
+  const int32_t *cache_batch_idx;                 /* [batch] or NULL; contiguous caches only */
+  const int32_t *cache_leftpad;                   /* [batch] or NULL */
+  const void *k_new, *v_new;
+  int64_t seqlen_new; /* both or neither; seqlen_new 0 when NULL */
   int64_t k_new_stride[3], v_new_stride[3];
-  void *o; int64_t o_stride[3];
-  float *lse;                                           /* may be NULL */
-  float softmax_scale;                                  /* 0 means 1/sqrt(head_dim) */
-  int causal;                                           /* 0 or 1 */
-  int has_window; int64_t window_left, window_right;    /* has_window 0: no window; -1 = unbounded side */
-  float softcap;                                        /* 0: none */
-  const float *alibi_slopes;                            /* [heads_q] fp32 or NULL */
-  int num_splits;                                       /* 0 = chosen by the library; 1 = no split */
-  int tables_trusted;                                   /* 1: skip the host-side table check */
+  void *o;
+  int64_t o_stride[3];
+  float *lse;          /* may be NULL */
+  float softmax_scale; /* 0 means 1/sqrt(head_dim) */
+  int causal;          /* 0 or 1 */
+  int has_window;
+  int64_t window_left, window_right; /* has_window 0: no window; -1 = unbounded side */
+  float softcap;                     /* 0: none */
+  const float *alibi_slopes;         /* [heads_q] fp32 or NULL */
+  int num_splits;                    /* 0 = chosen by the library; 1 = no split */
+  int tables_trusted;                /* 1: skip the host-side table check */
   /* Rotary embedding of q and k_new (FlashAttention's rotary_cos/rotary_sin, [rows, rotary_dim / 2] in
    * the dtype of q, rows >= the cache's capacity; only with k_new): pairs (2m, 2m+1) when interleaved,
    * else (m, m + rotary_dim/2); new key i of entry b at position cache_seqlens[b] - cache_leftpad[b] + i,
    * query i there too when causal or windowed, else every query at cache_seqlens[b] - cache_leftpad[b].
    * Both NULL: none. */
-  const void *rotary_cos, *rotary_sin; int64_t rotary_dim; int rotary_interleaved;
-  void *stream;                                         /* cudaStream_t for FLASHBOX_CUDA */
+  const void *rotary_cos, *rotary_sin;
+  int64_t rotary_dim;
+  int rotary_interleaved;
+  void *stream; /* cudaStream_t for FLASHBOX_CUDA */
 } flashbox_kvcache_args;
-FLASHBOX_API int flashbox_attention_kvcache(const flashbox_kvcache_args *args);   /* 0 on success */
+FLASHBOX_API int flashbox_attention_kvcache(const flashbox_kvcache_args *args); /* 0 on success */
 /* The split count a call with these arguments would use (num_splits, or the library's choice when it
  * is 0; 1 on the CPU), for tools; the negated error code on invalid arguments. */
 FLASHBOX_API int flashbox_kvcache_num_splits(const flashbox_kvcache_args *args);

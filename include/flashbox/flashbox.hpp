@@ -145,8 +145,8 @@ inline flashbox_attention_args make_attention_args(const TensorView &q, const Te
   };
   for (auto [name, t] : {std::pair{"k", &k}, std::pair{"v", &v}, std::pair{"o", &o}}) {
     if (t->dtype != q.dtype)
-      throw Error(FLASHBOX_ERR_UNSUPPORTED_DTYPE,
-                  std::string(name) + ".dtype = " + dtype_name(t->dtype) + " differs from q.dtype = " + dtype_name(q.dtype));
+      throw Error(FLASHBOX_ERR_UNSUPPORTED_DTYPE, std::string(name) + ".dtype = " + dtype_name(t->dtype) +
+                                                      " differs from q.dtype = " + dtype_name(q.dtype));
     if (t->batch != q.batch) mismatch("batch", name, t->batch, q.batch);
     if (t->head_dim != q.head_dim) mismatch("head_dim", name, t->head_dim, q.head_dim);
   }

@@ -8,13 +8,13 @@
 // Nothing is written to dq/dk/dv before every check has passed.
 #include <string>
 
-#include "core/backends.hpp"
 #include "api/family_choice.hpp"
+#include "api/guarded_call.hpp"
 #include "api/options.hpp"
+#include "api/validate.hpp"
+#include "core/backends.hpp"
 #include "core/call_state.hpp"
 #include "core/error.hpp"
-#include "api/guarded_call.hpp"
-#include "api/validate.hpp"
 #include "flashbox/flashbox.h"
 
 namespace flashbox::detail {
@@ -42,7 +42,8 @@ int validate_backward_scalars(const flashbox_attention_grad_args &g) {
   const flashbox_attention_args &a = g.fwd;
   if (int rc = validate_scalars(a)) return rc;
   if (g.deterministic != 0 && g.deterministic != 1)
-    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "deterministic = " + std::to_string(g.deterministic) + " must be 0 or 1");
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                "deterministic = " + std::to_string(g.deterministic) + " must be 0 or 1");
   if (a.device == FLASHBOX_CUDA && a.impl == FLASHBOX_NAIVE)
     return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
                 "impl = naive has no backward on device = cuda (the cuda backward is auto = flash)");

@@ -9,11 +9,11 @@
 #include <cstring>
 #include <string>
 
-#include "core/backends.hpp"
 #include "api/family_choice.hpp"
 #include "api/guarded_call.hpp"
 #include "api/options.hpp"
 #include "api/validate.hpp"
+#include "core/backends.hpp"
 #include "core/call_state.hpp"
 #include "core/error.hpp"
 #include "flashbox/flashbox.h"

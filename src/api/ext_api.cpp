@@ -52,7 +52,8 @@ FLASHBOX_API int flashbox_attention_forward_ext(const flashbox_attention_args *a
     if (only_causal(*args, e)) return flashbox_attention_forward(args);
     const flashbox_attention_args flat = plain_view(*args, e);
     if (int rc = validate_forward_args(&flat)) return rc;
-    const ByteView outputs[2] = {tensor_view(tensor_o(flat), flat.dtype), flat.lse ? lse_view(flat.lse, flat) : ByteView{}};
+    const ByteView outputs[2] = {tensor_view(tensor_o(flat), flat.dtype),
+                                 flat.lse ? lse_view(flat.lse, flat) : ByteView{}};
     const char *const names[2] = {"o", "lse"};
     if (int rc = validate_ext_memory(*args, e, outputs, names, 2)) return rc;
     if (args->device != FLASHBOX_CPU)

@@ -96,7 +96,8 @@ int read_ext(const flashbox_attention_ext *ext, flashbox_attention_ext &out) {
     if (bytes[i] != 0)
       return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
                   "ext->struct_size = " + str(size) + " and byte " + str(i) +
-                      " is set: the caller uses fields this flashbox " FLASHBOX_VERSION_STRING " does not know (it knows " +
+                      " is set: the caller uses fields this flashbox " FLASHBOX_VERSION_STRING
+                      " does not know (it knows " +
                       str(kExtSize) + " bytes)");
   std::memcpy(&out, ext, size_t(kExtSize));
   return FLASHBOX_OK;
@@ -131,21 +132,21 @@ int validate_ext_fields(const flashbox_attention_args &a, const flashbox_attenti
                                                    " must be 0 (one slope per head for every batch) or >= heads_q = " +
                                                    str(a.heads_q) + " (a row of slopes per batch)");
   if (e.alibi_slopes && a.batch > 0 && e.alibi_batch_stride > (int64_t(1) << 40) / a.batch)
-    return fail(FLASHBOX_ERR_SIZE_OVERFLOW, "alibi_batch_stride = " + str(e.alibi_batch_stride) + " x batch = " +
-                                                str(a.batch) + " is not a plausible slope buffer");
+    return fail(FLASHBOX_ERR_SIZE_OVERFLOW, "alibi_batch_stride = " + str(e.alibi_batch_stride) +
+                                                " x batch = " + str(a.batch) + " is not a plausible slope buffer");
   if (bool(e.cu_seqlens_q) != bool(e.cu_seqlens_k))
     return fail(FLASHBOX_ERR_NULL_POINTER, std::string(e.cu_seqlens_q ? "cu_seqlens_k" : "cu_seqlens_q") +
                                                " is NULL but " + (e.cu_seqlens_q ? "cu_seqlens_q" : "cu_seqlens_k") +
                                                " is set (variable-length batches need both)");
   if (!ext_is_varlen(e)) {
     if (e.max_seqlen_q != 0 || e.max_seqlen_k != 0)
-      return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "max_seqlen_q = " + str(e.max_seqlen_q) + ", max_seqlen_k = " +
-                                                     str(e.max_seqlen_k) +
+      return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "max_seqlen_q = " + str(e.max_seqlen_q) +
+                                                     ", max_seqlen_k = " + str(e.max_seqlen_k) +
                                                      " are only meaningful with cu_seqlens (pass 0 without them)");
   } else {
     if (e.max_seqlen_q < 0 || e.max_seqlen_k < 0)
-      return fail(FLASHBOX_ERR_INVALID_SIZE, "max_seqlen_q = " + str(e.max_seqlen_q) + ", max_seqlen_k = " +
-                                                 str(e.max_seqlen_k) + " must be >= 0");
+      return fail(FLASHBOX_ERR_INVALID_SIZE, "max_seqlen_q = " + str(e.max_seqlen_q) +
+                                                 ", max_seqlen_k = " + str(e.max_seqlen_k) + " must be >= 0");
     if (a.batch > (int64_t(1) << 31) - 2)
       return fail(FLASHBOX_ERR_INVALID_SIZE, "batch = " + str(a.batch) + " sequences do not fit int32 cu_seqlens");
     if (a.seqlen_q > INT32_MAX || a.seqlen_k > INT32_MAX)
@@ -187,9 +188,11 @@ int validate_ext_memory(const flashbox_attention_args &a, const flashbox_attenti
         }
   }
   if (ext_is_varlen(e)) {
-    if (int rc = check_input_buffer(e.cu_seqlens_q, (a.batch + 1) * 4, "cu_seqlens_q", outputs, output_names, n_outputs))
+    if (int rc =
+            check_input_buffer(e.cu_seqlens_q, (a.batch + 1) * 4, "cu_seqlens_q", outputs, output_names, n_outputs))
       return rc;
-    if (int rc = check_input_buffer(e.cu_seqlens_k, (a.batch + 1) * 4, "cu_seqlens_k", outputs, output_names, n_outputs))
+    if (int rc =
+            check_input_buffer(e.cu_seqlens_k, (a.batch + 1) * 4, "cu_seqlens_k", outputs, output_names, n_outputs))
       return rc;
     if (a.device == FLASHBOX_CPU) {
       if (int rc = check_cu_seqlens(e.cu_seqlens_q, a.batch, a.seqlen_q, e.max_seqlen_q, "q")) return rc;

@@ -66,60 +66,67 @@ bool overlaps(const void *a, int64_t a_bytes, const void *b, int64_t b_bytes) {
 int check_flags(const flashbox_kvcache_args &a) {
   const int device = int(a.device), dtype = int(a.dtype);
   if (device != FLASHBOX_CPU && device != FLASHBOX_CUDA)
-    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, "device = " + str(device) + " is not a flashbox_device (0 = cpu, 1 = cuda)");
+    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                "device = " + str(device) + " is not a flashbox_device (0 = cpu, 1 = cuda)");
   if (!cpu::dtype_valid(dtype))
     return fail(FLASHBOX_ERR_UNSUPPORTED_DTYPE,
                 "dtype = " + str(dtype) + " is not a flashbox_dtype (0 = fp32, 1 = fp16, 2 = bf16)");
-  const std::pair<const char *, int> flags[] = {
-      {"causal", a.causal}, {"has_window", a.has_window}, {"tables_trusted", a.tables_trusted}};
+  const std::pair<const char *, int> flags[] = {{"causal", a.causal},
+                                                {"has_window", a.has_window},
+                                                {"tables_trusted", a.tables_trusted}};
   for (const auto &[name, v] : flags)
-    if (v != 0 && v != 1) return fail(FLASHBOX_ERR_INVALID_ARGUMENT, std::string(name) + " = " + str(v) + " must be 0 or 1");
+    if (v != 0 && v != 1)
+      return fail(FLASHBOX_ERR_INVALID_ARGUMENT, std::string(name) + " = " + str(v) + " must be 0 or 1");
   return FLASHBOX_OK;
 }
 
 int check_sizes(const flashbox_kvcache_args &a) {
-  const std::pair<const char *, int64_t> sizes[] = {
-      {"batch", a.batch},       {"seqlen_q", a.seqlen_q},        {"heads_q", a.heads_q},
-      {"heads_kv", a.heads_kv}, {"head_dim", a.head_dim},        {"cache_entries", a.cache_entries},
-      {"cache_rows", a.cache_rows}};
+  const std::pair<const char *, int64_t> sizes[] = {{"batch", a.batch},          {"seqlen_q", a.seqlen_q},
+                                                    {"heads_q", a.heads_q},      {"heads_kv", a.heads_kv},
+                                                    {"head_dim", a.head_dim},    {"cache_entries", a.cache_entries},
+                                                    {"cache_rows", a.cache_rows}};
   for (const auto &[name, v] : sizes)
     if (v <= 0) return fail(FLASHBOX_ERR_INVALID_SIZE, std::string(name) + " = " + str(v) + " must be >= 1");
   // The kernels index rows, heads and keys with 32-bit integers.
-  const std::pair<const char *, int64_t> small[] = {
-      {"batch", a.batch}, {"seqlen_q", a.seqlen_q}, {"heads_q", a.heads_q}, {"cache_entries", a.cache_entries},
-      {"cache_rows", a.cache_rows}, {"seqlen_new", a.seqlen_new}, {"max_blocks_per_seq", a.max_blocks_per_seq}};
+  const std::pair<const char *, int64_t> small[] = {{"batch", a.batch},
+                                                    {"seqlen_q", a.seqlen_q},
+                                                    {"heads_q", a.heads_q},
+                                                    {"cache_entries", a.cache_entries},
+                                                    {"cache_rows", a.cache_rows},
+                                                    {"seqlen_new", a.seqlen_new},
+                                                    {"max_blocks_per_seq", a.max_blocks_per_seq}};
   for (const auto &[name, v] : small)
     if (v > (int64_t(1) << 30))
       return fail(FLASHBOX_ERR_INVALID_SIZE, std::string(name) + " = " + str(v) + " must be <= 2^30");
-  if (a.seqlen_new < 0)
-    return fail(FLASHBOX_ERR_INVALID_SIZE, "seqlen_new = " + str(a.seqlen_new) + " must be >= 0");
+  if (a.seqlen_new < 0) return fail(FLASHBOX_ERR_INVALID_SIZE, "seqlen_new = " + str(a.seqlen_new) + " must be >= 0");
   if (a.heads_q % a.heads_kv != 0)
     return fail(FLASHBOX_ERR_HEADS_MISMATCH, "heads_q = " + str(a.heads_q) + " is not a multiple of heads_kv = " +
                                                  str(a.heads_kv) + " (GQA needs heads_q % heads_kv == 0)");
   if ((a.k_new == nullptr) != (a.v_new == nullptr))
-    return fail(FLASHBOX_ERR_NULL_POINTER, std::string(a.k_new ? "v_new" : "k_new") +
-                                               " is NULL but " + (a.k_new ? "k_new" : "v_new") +
+    return fail(FLASHBOX_ERR_NULL_POINTER, std::string(a.k_new ? "v_new" : "k_new") + " is NULL but " +
+                                               (a.k_new ? "k_new" : "v_new") +
                                                " is not (give both new k and v, or neither)");
   if (a.k_new && a.seqlen_new == 0)
     return fail(FLASHBOX_ERR_INVALID_SIZE, "seqlen_new = 0, but k_new/v_new are given (seqlen_new must be >= 1)");
   if (!a.k_new && a.seqlen_new != 0)
-    return fail(FLASHBOX_ERR_INVALID_SIZE, "seqlen_new = " + str(a.seqlen_new) +
-                                               ", but k_new/v_new are NULL (seqlen_new must be 0)");
+    return fail(FLASHBOX_ERR_INVALID_SIZE,
+                "seqlen_new = " + str(a.seqlen_new) + ", but k_new/v_new are NULL (seqlen_new must be 0)");
   if (!a.block_table && !a.cache_batch_idx && a.cache_entries < a.batch)
     return fail(FLASHBOX_ERR_INVALID_SIZE, "cache_entries = " + str(a.cache_entries) + " < batch = " + str(a.batch) +
                                                ": without cache_batch_idx, batch entry b uses cache entry b");
   if (a.block_table) {
     if (a.cache_rows % 16 != 0)
-      return fail(FLASHBOX_ERR_INVALID_SIZE, "cache_rows (page_size) = " + str(a.cache_rows) +
-                                                 " must be a multiple of 16 for a paged cache");
+      return fail(FLASHBOX_ERR_INVALID_SIZE,
+                  "cache_rows (page_size) = " + str(a.cache_rows) + " must be a multiple of 16 for a paged cache");
     if (a.max_blocks_per_seq < 1)
       return fail(FLASHBOX_ERR_INVALID_SIZE, "max_blocks_per_seq = " + str(a.max_blocks_per_seq) + " must be >= 1");
     if (a.block_table_stride < a.max_blocks_per_seq)
       return fail(FLASHBOX_ERR_BAD_STRIDE, "block_table_stride = " + str(a.block_table_stride) +
                                                " must be >= max_blocks_per_seq = " + str(a.max_blocks_per_seq));
     if (a.cache_batch_idx)
-      return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "cache_batch_idx is given with a paged cache (block_table); "
-                                                 "the block table already maps batch entries to pages");
+      return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                  "cache_batch_idx is given with a paged cache (block_table); "
+                  "the block table already maps batch entries to pages");
     int64_t n;
     if (__builtin_mul_overflow(a.batch, a.block_table_stride, &n) || n > (int64_t(1) << 40))
       return fail(FLASHBOX_ERR_SIZE_OVERFLOW, "block_table size batch x block_table_stride is too large");
@@ -132,7 +139,8 @@ int check_scalars(const flashbox_kvcache_args &a) {
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "softmax_scale = " + std::to_string(a.softmax_scale) +
                                                    " must be finite and >= 0 (0 means 1/sqrt(head_dim))");
   if (!std::isfinite(a.softcap) || a.softcap < 0.f)
-    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "softcap = " + std::to_string(a.softcap) + " must be finite and >= 0 (0: none)");
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                "softcap = " + std::to_string(a.softcap) + " must be finite and >= 0 (0: none)");
   if (a.has_window && (a.window_left < -1 || a.window_right < -1))
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "window_left = " + str(a.window_left) + ", window_right = " +
                                                    str(a.window_right) + ": each must be >= -1 (-1 = unbounded)");
@@ -143,13 +151,15 @@ int check_scalars(const flashbox_kvcache_args &a) {
                                                " is NULL but the other rotary table is not (give both or neither)");
   if (a.rotary_cos) {
     if (!a.k_new)
-      return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "rotary_cos/rotary_sin are given without k_new/v_new (rotary turns "
-                                                 "q and the new keys; the cache is stored rotated already)");
+      return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                  "rotary_cos/rotary_sin are given without k_new/v_new (rotary turns "
+                  "q and the new keys; the cache is stored rotated already)");
     if (a.rotary_dim < 2 || a.rotary_dim % 2 != 0 || a.rotary_dim > a.head_dim)
-      return fail(FLASHBOX_ERR_INVALID_SIZE, "rotary_dim = " + str(a.rotary_dim) + " must be even and in 2..head_dim = " +
-                                                 str(a.head_dim));
+      return fail(FLASHBOX_ERR_INVALID_SIZE,
+                  "rotary_dim = " + str(a.rotary_dim) + " must be even and in 2..head_dim = " + str(a.head_dim));
     if (a.rotary_interleaved != 0 && a.rotary_interleaved != 1)
-      return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "rotary_interleaved = " + str(a.rotary_interleaved) + " must be 0 or 1");
+      return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                  "rotary_interleaved = " + str(a.rotary_interleaved) + " must be 0 or 1");
     const int64_t es = cpu::dtype_size(a.dtype);
     for (const void *t : {a.rotary_cos, a.rotary_sin})
       if (reinterpret_cast<uintptr_t>(t) % uint64_t(es) != 0)
@@ -159,20 +169,23 @@ int check_scalars(const flashbox_kvcache_args &a) {
   if (a.device == FLASHBOX_CPU) {
     if (a.head_dim > kCpuMaxHeadDim)
       return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim = " + str(a.head_dim) +
-                                                         " is not supported on device = cpu (1.." + str(kCpuMaxHeadDim) + ")");
+                                                         " is not supported on device = cpu (1.." +
+                                                         str(kCpuMaxHeadDim) + ")");
   } else {
     if (a.dtype == FLASHBOX_FLOAT32)
       return fail(FLASHBOX_ERR_UNSUPPORTED_DTYPE, "dtype = fp32 is not supported on device = cuda (fp16, bf16)");
     if (a.head_dim != 64 && a.head_dim != 128)
-      return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim = " + str(a.head_dim) +
-                                                         " is not supported by the CUDA decode kernel (64, 128)");
+      return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
+                  "head_dim = " + str(a.head_dim) + " is not supported by the CUDA decode kernel (64, 128)");
     // Grid limits of the split kernel: batch in grid.z, heads_kv x row tiles of 16 query rows in grid.y.
     const int64_t row_tiles = (a.seqlen_q * (a.heads_q / a.heads_kv) + 15) / 16;
     if (a.batch > 65535)
-      return fail(FLASHBOX_ERR_INVALID_SIZE, "batch = " + str(a.batch) + " is more than the CUDA decode kernel's 65535");
+      return fail(FLASHBOX_ERR_INVALID_SIZE,
+                  "batch = " + str(a.batch) + " is more than the CUDA decode kernel's 65535");
     if (a.heads_kv * row_tiles > 65535)
-      return fail(FLASHBOX_ERR_INVALID_SIZE, "heads_kv x ceil(seqlen_q x heads_q / heads_kv / 16) = " +
-                                                 str(a.heads_kv * row_tiles) + " is more than the CUDA decode kernel's 65535");
+      return fail(FLASHBOX_ERR_INVALID_SIZE,
+                  "heads_kv x ceil(seqlen_q x heads_q / heads_kv / 16) = " + str(a.heads_kv * row_tiles) +
+                      " is more than the CUDA decode kernel's 65535");
   }
   return FLASHBOX_OK;
 }
@@ -186,14 +199,14 @@ int check_table_pointer(const void *p, const char *name, flashbox_device device)
 int check_tensors(const flashbox_kvcache_args &a) {
   const TensorDesc q = tensor("q", "q_stride", a.q, a.q_stride, a.batch, a.seqlen_q, a.heads_q, a.head_dim);
   const TensorDesc o = tensor("o", "o_stride", a.o, a.o_stride, a.batch, a.seqlen_q, a.heads_q, a.head_dim);
-  const TensorDesc kc = tensor("k_cache", "k_cache_stride", a.k_cache, a.k_cache_stride, a.cache_entries,
-                               a.cache_rows, a.heads_kv, a.head_dim);
-  const TensorDesc vc = tensor("v_cache", "v_cache_stride", a.v_cache, a.v_cache_stride, a.cache_entries,
-                               a.cache_rows, a.heads_kv, a.head_dim);
-  const TensorDesc kn = tensor("k_new", "k_new_stride", a.k_new, a.k_new_stride, a.batch, a.seqlen_new, a.heads_kv,
-                               a.head_dim);
-  const TensorDesc vn = tensor("v_new", "v_new_stride", a.v_new, a.v_new_stride, a.batch, a.seqlen_new, a.heads_kv,
-                               a.head_dim);
+  const TensorDesc kc = tensor("k_cache", "k_cache_stride", a.k_cache, a.k_cache_stride, a.cache_entries, a.cache_rows,
+                               a.heads_kv, a.head_dim);
+  const TensorDesc vc = tensor("v_cache", "v_cache_stride", a.v_cache, a.v_cache_stride, a.cache_entries, a.cache_rows,
+                               a.heads_kv, a.head_dim);
+  const TensorDesc kn =
+      tensor("k_new", "k_new_stride", a.k_new, a.k_new_stride, a.batch, a.seqlen_new, a.heads_kv, a.head_dim);
+  const TensorDesc vn =
+      tensor("v_new", "v_new_stride", a.v_new, a.v_new_stride, a.batch, a.seqlen_new, a.heads_kv, a.head_dim);
   std::vector<const TensorDesc *> inputs = {&q, &kc, &vc};
   if (a.k_new) inputs.insert(inputs.end(), {&kn, &vn});
   for (const TensorDesc *t : inputs)
@@ -214,10 +227,11 @@ int check_tensors(const flashbox_kvcache_args &a) {
     inputs.push_back(&o);
     for (const TensorDesc *t : inputs)
       if (overlaps(a.lse, lse_bytes, t->ptr, tensor_span_bytes(*t, a.dtype)))
-        return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "lse = " + ptr_str(a.lse) + " overlaps " + t->name + " = " +
-                                                       ptr_str(t->ptr) + " in memory");
+        return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                    "lse = " + ptr_str(a.lse) + " overlaps " + t->name + " = " + ptr_str(t->ptr) + " in memory");
   }
-  if (!a.cache_seqlens) return fail(FLASHBOX_ERR_NULL_POINTER, "cache_seqlens is NULL (one int32 length per batch entry)");
+  if (!a.cache_seqlens)
+    return fail(FLASHBOX_ERR_NULL_POINTER, "cache_seqlens is NULL (one int32 length per batch entry)");
   if (int rc = validate_device_available(a.device)) return rc;
   for (const TensorDesc *t : inputs)
     if (int rc = validate_device_pointer(t->ptr, t->name, a.device)) return rc;
@@ -269,8 +283,8 @@ int check_contents(const flashbox_kvcache_args &a, KvcacheProblem &p) {
   if (int rc = copy_table(a, a.cache_seqlens, 1, a.batch, a.batch, t.seqlens, "cache_seqlens")) return rc;
   if (int rc = copy_table(a, a.cache_leftpad, 1, a.batch, a.batch, t.leftpad, "cache_leftpad")) return rc;
   if (int rc = copy_table(a, a.cache_batch_idx, 1, a.batch, a.batch, t.batch_idx, "cache_batch_idx")) return rc;
-  if (int rc = copy_table(a, a.block_table, a.batch, a.max_blocks_per_seq, a.block_table_stride, t.table,
-                          "block_table"))
+  if (int rc =
+          copy_table(a, a.block_table, a.batch, a.max_blocks_per_seq, a.block_table_stride, t.table, "block_table"))
     return rc;
   int64_t max_total = 0;
   std::set<int32_t> used_entries;
@@ -279,11 +293,13 @@ int check_contents(const flashbox_kvcache_args &a, KvcacheProblem &p) {
     const std::string at = std::string("[").append(str(b)).append("]");
     if (len < 0) return fail(FLASHBOX_ERR_INVALID_SIZE, "cache_seqlens" + at + " = " + str(len) + " must be >= 0");
     if (total > p.capacity)
-      return fail(FLASHBOX_ERR_INVALID_SIZE,
-                  "cache_seqlens" + at + " = " + str(len) + (a.seqlen_new ? " + seqlen_new = " + str(a.seqlen_new) : "") +
-                      " exceeds the cache's capacity of " + str(p.capacity) + " keys (" +
-                      (p.paged ? "max_blocks_per_seq = " + str(a.max_blocks_per_seq) + " x page_size = " + str(a.cache_rows)
-                               : "cache_rows = " + str(a.cache_rows)) + ")");
+      return fail(FLASHBOX_ERR_INVALID_SIZE, "cache_seqlens" + at + " = " + str(len) +
+                                                 (a.seqlen_new ? " + seqlen_new = " + str(a.seqlen_new) : "") +
+                                                 " exceeds the cache's capacity of " + str(p.capacity) + " keys (" +
+                                                 (p.paged ? "max_blocks_per_seq = " + str(a.max_blocks_per_seq) +
+                                                                " x page_size = " + str(a.cache_rows)
+                                                          : "cache_rows = " + str(a.cache_rows)) +
+                                                 ")");
     if (!t.leftpad.empty() && (t.leftpad[b] < 0 || t.leftpad[b] > len))
       return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "cache_leftpad" + at + " = " + str(t.leftpad[b]) +
                                                      " must be in 0..cache_seqlens" + at + " = " + str(len));
@@ -291,7 +307,8 @@ int check_contents(const flashbox_kvcache_args &a, KvcacheProblem &p) {
       const int64_t e = t.batch_idx[b];
       if (e < 0 || e >= a.cache_entries)
         return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "cache_batch_idx" + at + " = " + str(e) + " is out of range 0.." +
-                                                       str(a.cache_entries - 1) + " (cache_entries = " + str(a.cache_entries) + ")");
+                                                       str(a.cache_entries - 1) +
+                                                       " (cache_entries = " + str(a.cache_entries) + ")");
       if (a.k_new && !used_entries.insert(int32_t(e)).second)
         return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "cache_batch_idx" + at + " = " + str(e) +
                                                        " repeats an earlier entry; with k_new/v_new two batch entries "
@@ -302,10 +319,11 @@ int check_contents(const flashbox_kvcache_args &a, KvcacheProblem &p) {
       for (int64_t pg = 0; pg < pages; ++pg) {
         const int64_t blk = t.table[size_t(b * a.max_blocks_per_seq + pg)];
         if (blk < 0 || blk >= a.cache_entries)
-          return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
-                      "block_table[" + str(b) + "][" + str(pg) + "] = " + str(blk) + " is out of range 0.." +
-                          str(a.cache_entries - 1) + " (num_blocks = cache_entries = " + str(a.cache_entries) +
-                          "; page " + str(pg) + " holds keys " + str(pg * a.cache_rows) + ".. of batch entry " + str(b) + ")");
+          return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "block_table[" + str(b) + "][" + str(pg) + "] = " + str(blk) +
+                                                         " is out of range 0.." + str(a.cache_entries - 1) +
+                                                         " (num_blocks = cache_entries = " + str(a.cache_entries) +
+                                                         "; page " + str(pg) + " holds keys " + str(pg * a.cache_rows) +
+                                                         ".. of batch entry " + str(b) + ")");
       }
     }
     max_total = std::max(max_total, total);
@@ -319,9 +337,10 @@ int validate_kvcache(const flashbox_kvcache_args *args, KvcacheProblem &p, bool 
   if (!args) return fail(FLASHBOX_ERR_NULL_POINTER, "args is NULL");
   const flashbox_kvcache_args &a = *args;
   if (a.struct_size != int32_t(sizeof(flashbox_kvcache_args)))
-    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "struct_size = " + str(a.struct_size) + " does not match sizeof(flashbox_kvcache_args) = " +
-                                                   str(int64_t(sizeof(flashbox_kvcache_args))) +
-                                                   " of this library (set it to sizeof; headers of another version?)");
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                "struct_size = " + str(a.struct_size) +
+                    " does not match sizeof(flashbox_kvcache_args) = " + str(int64_t(sizeof(flashbox_kvcache_args))) +
+                    " of this library (set it to sizeof; headers of another version?)");
   if (int rc = check_flags(a)) return rc;
   if (int rc = check_sizes(a)) return rc;
   if (int rc = check_scalars(a)) return rc;

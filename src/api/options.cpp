@@ -50,9 +50,12 @@ EnvOverrides read_environment() {
   const auto family = [&](const char *name, std::optional<flashbox_kernel_family> &out, std::string &names) {
     const char *v = std::getenv(name);
     if (v == nullptr) return;
-    if (std::strcmp(v, "sm80") == 0) out = FLASHBOX_FAMILY_SM80;
-    else if (std::strcmp(v, "sm90") == 0) out = FLASHBOX_FAMILY_SM90;
-    else return bad(name, v, "sm80 or sm90");
+    if (std::strcmp(v, "sm80") == 0)
+      out = FLASHBOX_FAMILY_SM80;
+    else if (std::strcmp(v, "sm90") == 0)
+      out = FLASHBOX_FAMILY_SM90;
+    else
+      return bad(name, v, "sm80 or sm90");
     note(names, name, v);
   };
   family("FLASHBOX_FLASH_ARCH", e.fwd_family, e.fwd_names);
@@ -68,18 +71,25 @@ EnvOverrides read_environment() {
     }
   }
   if (const char *v = std::getenv("FLASHBOX_SM90_SCHED")) {
-    if (std::strcmp(v, "grid") == 0) e.schedule = FLASHBOX_SCHEDULE_GRID;
-    else if (std::strcmp(v, "persistent") == 0) e.schedule = FLASHBOX_SCHEDULE_PERSISTENT;
-    else bad("FLASHBOX_SM90_SCHED", v, "grid or persistent");
+    if (std::strcmp(v, "grid") == 0)
+      e.schedule = FLASHBOX_SCHEDULE_GRID;
+    else if (std::strcmp(v, "persistent") == 0)
+      e.schedule = FLASHBOX_SCHEDULE_PERSISTENT;
+    else
+      bad("FLASHBOX_SM90_SCHED", v, "grid or persistent");
     if (e.schedule != FLASHBOX_SCHEDULE_AUTO) note(e.fwd_names, "FLASHBOX_SM90_SCHED", v);
   }
   if (const char *v = std::getenv("FLASHBOX_SM90_CTAS")) {
-    if (parse_int(v, 1, e.max_ctas)) note(e.fwd_names, "FLASHBOX_SM90_CTAS", v);
-    else bad("FLASHBOX_SM90_CTAS", v, "a CTA count >= 1");
+    if (parse_int(v, 1, e.max_ctas))
+      note(e.fwd_names, "FLASHBOX_SM90_CTAS", v);
+    else
+      bad("FLASHBOX_SM90_CTAS", v, "a CTA count >= 1");
   }
   if (const char *v = std::getenv("FLASHBOX_SM90_L2MB")) {
-    if (parse_int(v, 0, e.l2_section_mb)) note(e.fwd_names, "FLASHBOX_SM90_L2MB", v);
-    else bad("FLASHBOX_SM90_L2MB", v, "a number of MB >= 0");
+    if (parse_int(v, 0, e.l2_section_mb))
+      note(e.fwd_names, "FLASHBOX_SM90_L2MB", v);
+    else
+      bad("FLASHBOX_SM90_L2MB", v, "a number of MB >= 0");
   }
   if (const char *v = std::getenv("FLASHBOX_BWD_BLOCK_Q")) {
     if (parse_int(v, 32, e.bwd_block_q) && (e.bwd_block_q == 32 || e.bwd_block_q == 64))
@@ -117,9 +127,9 @@ int resolve_tuning(const flashbox_options *options, Pass pass, Tuning &out) {
     out.family = o.family;
     if (FLASHBOX_HAS_FIELD(o, sm90_tile_n)) {
       if (o.sm90_tile_m < 0 || o.sm90_tile_n < 0 || (o.sm90_tile_m == 0) != (o.sm90_tile_n == 0))
-        return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "options.sm90_tile_m x sm90_tile_n = " +
-                                                       std::to_string(o.sm90_tile_m) + " x " +
-                                                       std::to_string(o.sm90_tile_n) + " must be both 0 or both > 0");
+        return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                    "options.sm90_tile_m x sm90_tile_n = " + std::to_string(o.sm90_tile_m) + " x " +
+                        std::to_string(o.sm90_tile_n) + " must be both 0 or both > 0");
       out.sm90_tile_m = o.sm90_tile_m, out.sm90_tile_n = o.sm90_tile_n;
     }
     if (FLASHBOX_HAS_FIELD(o, sm90_schedule)) {
@@ -137,15 +147,15 @@ int resolve_tuning(const flashbox_options *options, Pass pass, Tuning &out) {
     }
     if (FLASHBOX_HAS_FIELD(o, sm90_l2_section_mb)) {
       if (o.sm90_l2_section_mb < -1)
-        return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "options.sm90_l2_section_mb = " +
-                                                       std::to_string(o.sm90_l2_section_mb) +
-                                                       " must be >= 0 (or -1: the library's choice)");
+        return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                    "options.sm90_l2_section_mb = " + std::to_string(o.sm90_l2_section_mb) +
+                        " must be >= 0 (or -1: the library's choice)");
       out.sm90_l2_section_mb = o.sm90_l2_section_mb;
     }
     if (FLASHBOX_HAS_FIELD(o, sm80_bwd_block_q)) {
       if (o.sm80_bwd_block_q != 0 && o.sm80_bwd_block_q != 32 && o.sm80_bwd_block_q != 64)
-        return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "options.sm80_bwd_block_q = " +
-                                                       std::to_string(o.sm80_bwd_block_q) + " must be 0, 32 or 64");
+        return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                    "options.sm80_bwd_block_q = " + std::to_string(o.sm80_bwd_block_q) + " must be 0, 32 or 64");
       out.sm80_bwd_block_q = o.sm80_bwd_block_q;
     }
   }

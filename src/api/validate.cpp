@@ -7,10 +7,10 @@
 #include <cstring>
 #include <string>
 
-#include "core/backends.hpp"
 #include "api/overlap.hpp"
-#include "core/error.hpp"
+#include "core/backends.hpp"
 #include "core/dtype.hpp"
+#include "core/error.hpp"
 
 #ifdef FLASHBOX_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -128,17 +128,17 @@ int validate_scalars(const flashbox_attention_args &a) {
   const int64_t es = cpu::dtype_size(a.dtype);
   int64_t n;
   if (!product({a.batch, a.seqlen_q, a.heads_q, a.head_dim, es}, n))
-    return fail(FLASHBOX_ERR_SIZE_OVERFLOW, "q/o byte count batch = " + str(a.batch) + " x seqlen_q = " +
-                                                str(a.seqlen_q) + " x heads_q = " + str(a.heads_q) + " x head_dim = " +
-                                                str(a.head_dim) + " x " + str(es) + " bytes overflows int64");
+    return fail(FLASHBOX_ERR_SIZE_OVERFLOW,
+                "q/o byte count batch = " + str(a.batch) + " x seqlen_q = " + str(a.seqlen_q) + " x heads_q = " +
+                    str(a.heads_q) + " x head_dim = " + str(a.head_dim) + " x " + str(es) + " bytes overflows int64");
   if (!product({a.batch, a.seqlen_k, a.heads_kv, a.head_dim, es}, n))
-    return fail(FLASHBOX_ERR_SIZE_OVERFLOW, "k/v byte count batch = " + str(a.batch) + " x seqlen_k = " +
-                                                str(a.seqlen_k) + " x heads_kv = " + str(a.heads_kv) + " x head_dim = " +
-                                                str(a.head_dim) + " x " + str(es) + " bytes overflows int64");
+    return fail(FLASHBOX_ERR_SIZE_OVERFLOW,
+                "k/v byte count batch = " + str(a.batch) + " x seqlen_k = " + str(a.seqlen_k) + " x heads_kv = " +
+                    str(a.heads_kv) + " x head_dim = " + str(a.head_dim) + " x " + str(es) + " bytes overflows int64");
   // Score matrix of one head (naive materialises S and P): its element count must be representable.
   if (!product({a.batch, a.heads_q, a.seqlen_q, a.seqlen_k, 8}, n))
-    return fail(FLASHBOX_ERR_SIZE_OVERFLOW, "score matrix size batch = " + str(a.batch) + " x heads_q = " +
-                                                str(a.heads_q) + " x seqlen_q = " + str(a.seqlen_q) +
+    return fail(FLASHBOX_ERR_SIZE_OVERFLOW, "score matrix size batch = " + str(a.batch) +
+                                                " x heads_q = " + str(a.heads_q) + " x seqlen_q = " + str(a.seqlen_q) +
                                                 " x seqlen_k = " + str(a.seqlen_k) + " x 8 bytes overflows int64");
   return FLASHBOX_OK;
 }
@@ -150,8 +150,9 @@ int validate_support(const flashbox_attention_args &a) {
       return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
                   "impl = flash is not available on device = cpu (cpu has auto, naive, blocked)");
     if (a.head_dim > kCpuMaxHeadDim)
-      return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
-                  "head_dim = " + str(a.head_dim) + " is not supported on device = cpu (1.." + str(kCpuMaxHeadDim) + ")");
+      return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim = " + str(a.head_dim) +
+                                                         " is not supported on device = cpu (1.." +
+                                                         str(kCpuMaxHeadDim) + ")");
     return FLASHBOX_OK;
   }
   if (a.impl == FLASHBOX_BLOCKED)
@@ -161,9 +162,9 @@ int validate_support(const flashbox_attention_args &a) {
     return fail(FLASHBOX_ERR_UNSUPPORTED_DTYPE, "dtype = fp32 is not supported on device = cuda (fp16, bf16)");
   if (a.impl == FLASHBOX_NAIVE) {
     if (a.head_dim % 8 != 0 || a.head_dim > 256)
-      return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
-                  "head_dim = " + str(a.head_dim) + " is not supported by impl = naive on device = cuda "
-                                                    "(multiples of 8 up to 256)");
+      return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim = " + str(a.head_dim) +
+                                                         " is not supported by impl = naive on device = cuda "
+                                                         "(multiples of 8 up to 256)");
   } else if (a.head_dim != 64 && a.head_dim != 128) {
     return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim = " + str(a.head_dim) + " is not supported by impl = " +
                                                        impl + " on device = cuda (64, 128)");
@@ -178,8 +179,8 @@ int validate_tensor(const TensorDesc &t, flashbox_dtype dtype, flashbox_device d
       return fail(FLASHBOX_ERR_BAD_STRIDE, stride_arg(t, i) + " = " + str(t.stride[i]) + " must be > 0");
   int64_t bytes;
   if (!span_bytes(t, dtype, bytes))
-    return fail(FLASHBOX_ERR_SIZE_OVERFLOW, "the extent of " + std::string(t.name) + " (strides " +
-                                                str(t.stride[0]) + ", " + str(t.stride[1]) + ", " + str(t.stride[2]) +
+    return fail(FLASHBOX_ERR_SIZE_OVERFLOW, "the extent of " + std::string(t.name) + " (strides " + str(t.stride[0]) +
+                                                ", " + str(t.stride[1]) + ", " + str(t.stride[2]) +
                                                 ") overflows int64");
   // Non-overlap: walk the dims with extent > 1 from the smallest stride up; each must step past
   // everything the smaller ones cover (head_dim contiguous elements to start with).
@@ -191,8 +192,8 @@ int validate_tensor(const TensorDesc &t, flashbox_dtype dtype, flashbox_device d
     if (extent(t, i) <= 1) continue;
     if (t.stride[i] < covered)
       return fail(FLASHBOX_ERR_BAD_STRIDE, stride_arg(t, i) + " = " + str(t.stride[i]) + " makes elements of " +
-                                               t.name + " overlap: it must be >= " + str(covered) + " (" +
-                                               covered_by + "; head_dim must be contiguous)");
+                                               t.name + " overlap: it must be >= " + str(covered) + " (" + covered_by +
+                                               "; head_dim must be contiguous)");
     covered = t.stride[i] * extent(t, i);  // cannot overflow: bounded by the span checked above
     covered_by = stride_arg(t, i) + " x " + str(extent(t, i));
   }
@@ -208,8 +209,8 @@ int validate_tensor(const TensorDesc &t, flashbox_dtype dtype, flashbox_device d
         return fail(FLASHBOX_ERR_MISALIGNED, stride_arg(t, i) + " = " + str(t.stride[i]) + " is not a multiple of " +
                                                  str(per16) + " elements (16 bytes), which the CUDA kernels need");
   } else if (addr % uint64_t(es) != 0) {
-    return fail(FLASHBOX_ERR_MISALIGNED, std::string(t.name) + " = " + ptr_str(t.ptr) + " is not aligned to its " +
-                                             str(es) + "-byte elements");
+    return fail(FLASHBOX_ERR_MISALIGNED,
+                std::string(t.name) + " = " + ptr_str(t.ptr) + " is not aligned to its " + str(es) + "-byte elements");
   }
   return FLASHBOX_OK;
 }
@@ -243,15 +244,19 @@ namespace {
 // The refusal when two views share (or, past the search budget, may share) an element.
 int overlap_failure(const OverlapAnswer &ans, const char *name, const void *ptr, const char *other,
                     const void *other_ptr) {
-  const std::string what = std::string(name) + " = " + ptr_str(ptr) + " overlaps " + other + " = " +
-                           ptr_str(other_ptr) + " in memory";
+  const std::string what =
+      std::string(name) + " = " + ptr_str(ptr) + " overlaps " + other + " = " + ptr_str(other_ptr) + " in memory";
   if (ans.exact)
-    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, what + ": they share elements (an output may not share an element "
-                                                      "with an input or with another output)");
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, what +
+                                                   ": they share elements (an output may not share an element "
+                                                   "with an input or with another output)");
   return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
-              what + " as far as flashbox can tell: their strides are too unrelated for the exact element test "
-                     "within " + str(kOverlapSearchBudget) + " steps, so the call is refused to be safe (pass "
-                     "outputs in separate buffers)");
+              what +
+                  " as far as flashbox can tell: their strides are too unrelated for the exact element test "
+                  "within " +
+                  str(kOverlapSearchBudget) +
+                  " steps, so the call is refused to be safe (pass "
+                  "outputs in separate buffers)");
 }
 
 }  // namespace
@@ -295,12 +300,12 @@ int validate_device_pointer([[maybe_unused]] const void *ptr, [[maybe_unused]] c
   const cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
   if (err != cudaSuccess) {
     cudaGetLastError();  // do not leave a sticky error for the caller's next CUDA call
-    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, std::string(name) + " = " + ptr_str(ptr) +
-                                                   " is not a CUDA pointer: " + cudaGetErrorString(err));
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                std::string(name) + " = " + ptr_str(ptr) + " is not a CUDA pointer: " + cudaGetErrorString(err));
   }
   if (attr.type == cudaMemoryTypeUnregistered)
-    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, std::string(name) + " = " + ptr_str(ptr) +
-                                                   " is host memory, but device = cuda needs device memory");
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                std::string(name) + " = " + ptr_str(ptr) + " is host memory, but device = cuda needs device memory");
 #endif
   return FLASHBOX_OK;
 }

@@ -23,8 +23,8 @@
 #pragma once
 #include <cstdint>
 
-#include "core/problem.hpp"
 #include "api/overlap.hpp"
+#include "core/problem.hpp"
 #include "flashbox/flashbox.h"
 
 namespace flashbox::detail {
@@ -34,7 +34,7 @@ struct TensorDesc {
   const char *name;         // "q", "dout", ...: used in messages
   const char *stride_name;  // "q_stride", "dout_stride", ...
   const void *ptr;
-  const int64_t *stride;    // batch, seq, head (elements)
+  const int64_t *stride;  // batch, seq, head (elements)
   int64_t batch, seq, heads, head_dim;
 };
 
@@ -54,7 +54,8 @@ int validate_disjoint(const TensorDesc &written, const TensorDesc &other, flashb
 // An fp32 [batch, heads_q, seqlen_q] buffer (lse, or the backward's row sums): alignment and that it
 // does not overlap `other`. Null is allowed; callers that require it check for null themselves.
 int validate_lse(const float *lse, const char *name, const flashbox_attention_args &a);
-int validate_lse_disjoint(const float *lse, const char *name, const flashbox_attention_args &a, const TensorDesc &other);
+int validate_lse_disjoint(const float *lse, const char *name, const flashbox_attention_args &a,
+                          const TensorDesc &other);
 // CUDA requested: built with CUDA and a GPU visible; CUDA pointers are device-accessible memory.
 int validate_device_available(flashbox_device device);
 int validate_device_pointer(const void *ptr, const char *name, flashbox_device device);

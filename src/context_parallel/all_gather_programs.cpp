@@ -87,7 +87,7 @@ class AllGatherForward final : public AllGatherBase {
   }
 
  private:
-  const int64_t dense_q_[3] = {S * Hq * D, Hq * D, D};
+  const int64_t dense_q_[3] = {S * Hq * D, Hq *D, D};
   void *o_ = nullptr;
   float *lse_ = nullptr;
 };
@@ -134,8 +134,8 @@ class AllGatherBackward final : public AllGatherBase {
       if (int rc = flashbox_attention_backward(&g)) return fail_from_flashbox(rc, where(0) + " local backward");
       for (int t = 0; t < 2; ++t)
         if (int rc = copy_tokens(dkv_global_ + t * B * T * Hkv * D + b.kv_begin * Hkv * D, FLASHBOX_FLOAT32, dense_g,
-                                 byte(dkv_part_, t * B * T * Hkv * D + b.kv_begin * Hkv * D), a_.dtype, dense_g, b.kv_len,
-                                 Hkv, true))
+                                 byte(dkv_part_, t * B * T * Hkv * D + b.kv_begin * Hkv * D), a_.dtype, dense_g,
+                                 b.kv_len, Hkv, true))
           return rc;
     }
     if (int rc = reorder(dkv_send_, dkv_global_, FLASHBOX_FLOAT32, false)) return rc;
@@ -147,8 +147,8 @@ class AllGatherBackward final : public AllGatherBase {
     if (int rc = copy_tokens(g_.dq, a_.dtype, g_.dq_stride, dq_, a_.dtype, dense_q_, S, Hq, false)) return rc;
     if (int rc = copy_tokens(g_.dk, a_.dtype, g_.dk_stride, dkv_mine_, FLASHBOX_FLOAT32, dense_kv, S, Hkv, false))
       return rc;
-    if (int rc = copy_tokens(g_.dv, a_.dtype, g_.dv_stride, dkv_mine_ + kv_elems, FLASHBOX_FLOAT32, dense_kv, S, Hkv,
-                             false))
+    if (int rc =
+            copy_tokens(g_.dv, a_.dtype, g_.dv_stride, dkv_mine_ + kv_elems, FLASHBOX_FLOAT32, dense_kv, S, Hkv, false))
       return rc;
     finished_ = true;
     return 0;
@@ -156,7 +156,7 @@ class AllGatherBackward final : public AllGatherBase {
 
  private:
   flashbox_attention_grad_args g_;
-  const int64_t dense_q_[3] = {S * Hq * D, Hq * D, D};
+  const int64_t dense_q_[3] = {S * Hq * D, Hq *D, D};
   void *dq_ = nullptr, *dkv_part_ = nullptr;
   float *dkv_global_ = nullptr, *dkv_send_ = nullptr, *dkv_mine_ = nullptr;
 };

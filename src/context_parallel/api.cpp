@@ -27,9 +27,11 @@ std::string str(int64_t v) { return std::to_string(v); }
 
 int validate_options(flashbox_cp_layout layout, flashbox_cp_variant variant) {
   if (layout != FLASHBOX_CP_CONTIGUOUS && layout != FLASHBOX_CP_ZIGZAG)
-    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "layout = " + str(int(layout)) + " must be contiguous (0) or zigzag (1)");
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                "layout = " + str(int(layout)) + " must be contiguous (0) or zigzag (1)");
   if (variant != FLASHBOX_CP_RING && variant != FLASHBOX_CP_ALL_GATHER)
-    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "variant = " + str(int(variant)) + " must be ring (0) or all_gather (1)");
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                "variant = " + str(int(variant)) + " must be ring (0) or all_gather (1)");
   return 0;
 }
 
@@ -43,13 +45,15 @@ int validate_shard(const flashbox_attention_args *a, flashbox_cp_layout layout, 
   if (a->dtype != FLASHBOX_FLOAT32 && a->dtype != FLASHBOX_FLOAT16 && a->dtype != FLASHBOX_BFLOAT16)
     return fail(FLASHBOX_ERR_UNSUPPORTED_DTYPE, who + "dtype = " + str(int(a->dtype)) + " is unknown");
   if (a->batch <= 0 || a->seqlen_q <= 0 || a->seqlen_k <= 0 || a->heads_q <= 0 || a->heads_kv <= 0 || a->head_dim <= 0)
-    return fail(FLASHBOX_ERR_INVALID_SIZE, who + "batch, seqlen_q, seqlen_k, heads_q, heads_kv and head_dim must be > 0");
+    return fail(FLASHBOX_ERR_INVALID_SIZE,
+                who + "batch, seqlen_q, seqlen_k, heads_q, heads_kv and head_dim must be > 0");
   if (a->seqlen_q != a->seqlen_k)
-    return fail(FLASHBOX_ERR_INVALID_SIZE, who + "seqlen_q = " + str(a->seqlen_q) + " and seqlen_k = " +
-                                               str(a->seqlen_k) + " must be equal: each rank holds S tokens of q, k and v");
+    return fail(FLASHBOX_ERR_INVALID_SIZE, who + "seqlen_q = " + str(a->seqlen_q) +
+                                               " and seqlen_k = " + str(a->seqlen_k) +
+                                               " must be equal: each rank holds S tokens of q, k and v");
   if (a->heads_q % a->heads_kv != 0)
-    return fail(FLASHBOX_ERR_HEADS_MISMATCH, who + "heads_q = " + str(a->heads_q) + " is not a multiple of heads_kv = " +
-                                                 str(a->heads_kv));
+    return fail(FLASHBOX_ERR_HEADS_MISMATCH,
+                who + "heads_q = " + str(a->heads_q) + " is not a multiple of heads_kv = " + str(a->heads_kv));
   if (a->causal != 0 && a->causal != 1)
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT, who + "causal = " + str(a->causal) + " must be 0 or 1");
   if (layout == FLASHBOX_CP_ZIGZAG && a->seqlen_q % 2 != 0)
@@ -69,7 +73,8 @@ int validate_grad_shard(const flashbox_attention_grad_args *g, flashbox_cp_layou
   if (int rc = validate_shard(&g->fwd, layout, who)) return rc;
   if (!g->fwd.lse)
     return fail(FLASHBOX_ERR_NULL_POINTER, who + "fwd.lse is NULL: the backward needs the forward's global LSE");
-  if (!g->dout || !g->dq || !g->dk || !g->dv) return fail(FLASHBOX_ERR_NULL_POINTER, who + "dout, dq, dk and dv must not be NULL");
+  if (!g->dout || !g->dq || !g->dk || !g->dv)
+    return fail(FLASHBOX_ERR_NULL_POINTER, who + "dout, dq, dk and dv must not be NULL");
   if (!strides_positive(g->dout_stride) || !strides_positive(g->dq_stride) || !strides_positive(g->dk_stride) ||
       !strides_positive(g->dv_stride))
     return fail(FLASHBOX_ERR_BAD_STRIDE, who + "every gradient stride must be > 0");
@@ -78,19 +83,21 @@ int validate_grad_shard(const flashbox_attention_grad_args *g, flashbox_cp_layou
 
 // Simulated ranks must describe one problem: same sizes, dtype, device, mask and scale.
 int validate_same(const flashbox_attention_args &a, const flashbox_attention_args &b, int rank) {
-  if (a.device != b.device || a.dtype != b.dtype || a.impl != b.impl || a.batch != b.batch || a.seqlen_q != b.seqlen_q ||
-      a.heads_q != b.heads_q || a.heads_kv != b.heads_kv || a.head_dim != b.head_dim || a.causal != b.causal ||
-      a.softmax_scale != b.softmax_scale)
-    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "rank " + str(rank) +
-                                                   ": device, dtype, impl, sizes, causal and softmax_scale must be those "
-                                                   "of rank 0");
+  if (a.device != b.device || a.dtype != b.dtype || a.impl != b.impl || a.batch != b.batch ||
+      a.seqlen_q != b.seqlen_q || a.heads_q != b.heads_q || a.heads_kv != b.heads_kv || a.head_dim != b.head_dim ||
+      a.causal != b.causal || a.softmax_scale != b.softmax_scale)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                "rank " + str(rank) +
+                    ": device, dtype, impl, sizes, causal and softmax_scale must be those "
+                    "of rank 0");
   return 0;
 }
 
 std::unique_ptr<DeviceOps> ops_for(flashbox_device device) {
   if (device == FLASHBOX_CPU) return make_cpu_ops();
   auto ops = make_cuda_ops();
-  if (!ops) fail(FLASHBOX_ERR_NO_DEVICE, "device = cuda, but this flashbox context-parallel library was built without CUDA");
+  if (!ops)
+    fail(FLASHBOX_ERR_NO_DEVICE, "device = cuda, but this flashbox context-parallel library was built without CUDA");
   return ops;
 }
 
@@ -113,7 +120,8 @@ int run_simulated(const Args *shards, int world, flashbox_cp_layout layout, flas
   std::unique_ptr<Transport> transport = make_loopback_transport(*ops, world);
   if (!transport) return FLASHBOX_ERR_CUDA;
   std::vector<std::unique_ptr<RankProgram>> ranks;
-  for (int r = 0; r < world; ++r) ranks.push_back(make(RankSetup{ops.get(), transport.get(), r, world, layout, variant}, shards[r]));
+  for (int r = 0; r < world; ++r)
+    ranks.push_back(make(RankSetup{ops.get(), transport.get(), r, world, layout, variant}, shards[r]));
   const int rc = run_programs(ranks, *transport);
   ranks.clear();  // programs release their memory before the transport's stream goes
   if (rc == 0 && ops->device() == FLASHBOX_CUDA)
@@ -126,10 +134,11 @@ const flashbox_attention_args &fwd_of_args(const flashbox_attention_args &a) { r
 const flashbox_attention_args &fwd_of_grad(const flashbox_attention_grad_args &g) { return g.fwd; }
 
 template <typename Args, typename Make>
-int run_nccl(const Args &shard, const flashbox_attention_args &fwd, flashbox_cp_layout layout, flashbox_cp_variant variant,
-             void *comm, Make make) {
+int run_nccl(const Args &shard, const flashbox_attention_args &fwd, flashbox_cp_layout layout,
+             flashbox_cp_variant variant, void *comm, Make make) {
   if (fwd.device != FLASHBOX_CUDA)
-    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "device must be cuda for an NCCL communicator (use the simulated entry on the CPU)");
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                "device must be cuda for an NCCL communicator (use the simulated entry on the CPU)");
   if (!comm) return fail(FLASHBOX_ERR_NULL_POINTER, "nccl_comm is NULL");
   int rank = 0;
   std::unique_ptr<Transport> transport = make_nccl_transport(comm, &rank);
@@ -171,7 +180,8 @@ FLASHBOX_API int flashbox_cp_forward_simulated(const flashbox_attention_args *sh
   return guarded([&] {
     if (int rc = validate_options(layout, variant)) return rc;
     if (!shards) return fail(FLASHBOX_ERR_NULL_POINTER, "shards is NULL");
-    if (world < 1 || world > 4096) return fail(FLASHBOX_ERR_INVALID_SIZE, "world = " + std::to_string(world) + " must be in [1, 4096]");
+    if (world < 1 || world > 4096)
+      return fail(FLASHBOX_ERR_INVALID_SIZE, "world = " + std::to_string(world) + " must be in [1, 4096]");
     for (int r = 0; r < world; ++r) {
       if (int rc = validate_shard(&shards[r], layout, "rank " + std::to_string(r) + ": ")) return rc;
       if (int rc = validate_same(shards[0], shards[r], r)) return rc;
@@ -185,7 +195,8 @@ FLASHBOX_API int flashbox_cp_backward_simulated(const flashbox_attention_grad_ar
   return guarded([&] {
     if (int rc = validate_options(layout, variant)) return rc;
     if (!shards) return fail(FLASHBOX_ERR_NULL_POINTER, "shards is NULL");
-    if (world < 1 || world > 4096) return fail(FLASHBOX_ERR_INVALID_SIZE, "world = " + std::to_string(world) + " must be in [1, 4096]");
+    if (world < 1 || world > 4096)
+      return fail(FLASHBOX_ERR_INVALID_SIZE, "world = " + std::to_string(world) + " must be in [1, 4096]");
     for (int r = 0; r < world; ++r) {
       if (int rc = validate_grad_shard(&shards[r], layout, "rank " + std::to_string(r) + ": ")) return rc;
       if (int rc = validate_same(shards[0].fwd, shards[r].fwd, r)) return rc;
@@ -228,8 +239,8 @@ FLASHBOX_API int flashbox_cp_nccl_comm_init(void **nccl_comm, int world, int ran
 #ifdef FLASHBOX_HAVE_NCCL
   if (!nccl_comm || !id) return fail(FLASHBOX_ERR_NULL_POINTER, "nccl_comm and id must not be NULL");
   if (world < 1 || rank < 0 || rank >= world)
-    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "rank = " + std::to_string(rank) + " must be in [0, world = " +
-                                                   std::to_string(world) + ")");
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                "rank = " + std::to_string(rank) + " must be in [0, world = " + std::to_string(world) + ")");
   setenv("NCCL_NVLS_ENABLE", "0", 0);  // NVLink multicast stays off unless the caller decided otherwise
   ncclUniqueId u;
   std::memcpy(&u, id, sizeof u);

@@ -14,8 +14,6 @@ int fail(int code, const std::string &message) {
 
 const char *last_error_message() { return g_last_error.c_str(); }
 
-int fail_from_flashbox(int code, const std::string &what) {
-  return fail(code, what + ": " + flashbox_last_error());
-}
+int fail_from_flashbox(int code, const std::string &what) { return fail(code, what + ": " + flashbox_last_error()); }
 
 }  // namespace flashbox::cp

@@ -6,8 +6,8 @@
 
 #include "context_parallel/cp_error.hpp"
 #include "context_parallel/device_ops.hpp"
-#include "context_parallel/merge_math.hpp"
 #include "context_parallel/element.hpp"
+#include "context_parallel/merge_math.hpp"
 
 namespace flashbox::cp {
 
@@ -34,7 +34,8 @@ void merge_host(const MergeArgs &m) {
         const MergeWeights w = merge_weights(acc_lse, m.part_lse[off(m.part_lse_stride)]);
         float *o = m.acc_o + off(m.acc_o_stride);
         const int64_t po = off(m.part_o_stride);
-        for (int64_t x = 0; x < m.head_dim; ++x) o[x] = merge_value(w, o[x], load_element(m.part_o, m.part_dtype, po + x));
+        for (int64_t x = 0; x < m.head_dim; ++x)
+          o[x] = merge_value(w, o[x], load_element(m.part_o, m.part_dtype, po + x));
         acc_lse = w.lse;
       }
 }
@@ -52,9 +53,15 @@ class CpuOps final : public DeviceOps {
     return 0;
   }
   void release(void *p, Stream) override { std::free(p); }
-  int create_stream(Stream *s) override { *s = nullptr; return 0; }
+  int create_stream(Stream *s) override {
+    *s = nullptr;
+    return 0;
+  }
   void destroy_stream(Stream) override {}
-  int create_event(Event *e) override { *e = nullptr; return 0; }
+  int create_event(Event *e) override {
+    *e = nullptr;
+    return 0;
+  }
   void destroy_event(Event) override {}
   int record(Event, Stream) override { return 0; }
   int wait(Stream, Event) override { return 0; }
@@ -63,8 +70,14 @@ class CpuOps final : public DeviceOps {
     if (bytes) std::memmove(dst, src, bytes);
     return 0;
   }
-  int copy_rows(const RowCopy &c, Stream) override { copy_rows_host(c); return 0; }
-  int merge(const MergeArgs &m, Stream) override { merge_host(m); return 0; }
+  int copy_rows(const RowCopy &c, Stream) override {
+    copy_rows_host(c);
+    return 0;
+  }
+  int merge(const MergeArgs &m, Stream) override {
+    merge_host(m);
+    return 0;
+  }
 };
 
 }  // namespace

@@ -71,7 +71,8 @@ __global__ void merge_kernel(MergeArgs m, int64_t rows) {
   const MergeWeights w = merge_weights(*acc_lse, m.part_lse[off(m.part_lse_stride)]);
   float *o = m.acc_o + off(m.acc_o_stride);
   const int64_t po = off(m.part_o_stride);
-  for (int64_t x = lane; x < m.head_dim; x += 32) o[x] = merge_value(w, o[x], load_elem(m.part_o, m.part_dtype, po + x));
+  for (int64_t x = lane; x < m.head_dim; x += 32)
+    o[x] = merge_value(w, o[x], load_elem(m.part_o, m.part_dtype, po + x));
   __syncwarp();
   if (lane == 0) *acc_lse = w.lse;
 }
@@ -125,8 +126,8 @@ class CudaOps final : public DeviceOps {
     *p = nullptr;
     if (bytes == 0) return 0;
     cudaMemPool_t pool = keep_memory_pool();
-    const cudaError_t e = pool ? cudaMallocFromPoolAsync(p, bytes, pool, cudaStream_t(s))
-                               : cudaMallocAsync(p, bytes, cudaStream_t(s));
+    const cudaError_t e =
+        pool ? cudaMallocFromPoolAsync(p, bytes, pool, cudaStream_t(s)) : cudaMallocAsync(p, bytes, cudaStream_t(s));
     if (e == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
       return fail(FLASHBOX_ERR_OUT_OF_MEMORY, "cudaMallocAsync of " + std::to_string(bytes) + " bytes: out of memory");

@@ -115,8 +115,8 @@ class LoopbackTransport final : public Transport {
       for (size_t k = 0; k < list.size(); ++k) {
         const Post &s = *list[k], &r = *it->second[k];
         if (s.size != r.size)
-          return fail(FLASHBOX_ERR_INTERNAL, "loopback: send of " + std::to_string(s.size) + " bytes met a receive of " +
-                                                 std::to_string(r.size));
+          return fail(FLASHBOX_ERR_INTERNAL, "loopback: send of " + std::to_string(s.size) +
+                                                 " bytes met a receive of " + std::to_string(r.size));
         if (int rc = ops_.copy_bytes(r.dst, s.src, s.size, stream_)) return rc;
       }
       recvs.erase(it);
@@ -149,10 +149,11 @@ class LoopbackTransport final : public Transport {
 
   int check_collective(const std::vector<const Post *> &list, const char *name) {
     if (int(list.size()) != world_)
-      return fail(FLASHBOX_ERR_INTERNAL, std::string("loopback: ") + name + " posted by " + std::to_string(list.size()) +
-                                             " of " + std::to_string(world_) + " ranks");
+      return fail(FLASHBOX_ERR_INTERNAL, std::string("loopback: ") + name + " posted by " +
+                                             std::to_string(list.size()) + " of " + std::to_string(world_) + " ranks");
     for (const Post *p : list)
-      if (p->size != list[0]->size) return fail(FLASHBOX_ERR_INTERNAL, std::string("loopback: ") + name + " sizes differ");
+      if (p->size != list[0]->size)
+        return fail(FLASHBOX_ERR_INTERNAL, std::string("loopback: ") + name + " sizes differ");
     return 0;
   }
 

@@ -69,8 +69,8 @@ class ProgramBase : public RankProgram {
     return r_.ops->copy_rows(c, compute_);
   }
   // LSE columns [begin, begin+len) of a [B, Hq, cols] tensor into/out of a dense [B, Hq, len] one.
-  int copy_lse(float *dst, int64_t dst_cols, int64_t dst_begin, const float *src, int64_t src_cols,
-               int64_t src_begin, int64_t len) {
+  int copy_lse(float *dst, int64_t dst_cols, int64_t dst_begin, const float *src, int64_t src_cols, int64_t src_begin,
+               int64_t len) {
     RowCopy c;
     c.n[0] = B, c.n[1] = Hq, c.width = len;
     c.src = src + src_begin, c.src_stride[0] = Hq * src_cols, c.src_stride[1] = src_cols;

@@ -82,7 +82,7 @@ class RingForward final : public ProgramBase {
   }
 
  private:
-  const int64_t dense_q_[3] = {S * Hq * D, Hq * D, D};
+  const int64_t dense_q_[3] = {S * Hq * D, Hq *D, D};
   float *acc_o_ = nullptr, *acc_lse_ = nullptr, *part_lse_ = nullptr;
   void *part_o_ = nullptr, *kv_[2] = {nullptr, nullptr};
   std::vector<Event> ev_round_, ev_compute_;
@@ -148,8 +148,8 @@ class RingBackward final : public ProgramBase {
     bool dkv_ready = !round_has_dkv(s);
     for (const Block &b : ring_blocks(r_.layout, a_.causal != 0, r_.world, r_.rank, s, S)) {
       if (int rc = local_backward(b, kv_[s % 2], S, s)) return rc;
-      if (int rc = copy_tokens(dq_acc_ + b.q_begin * Hq * D, FLASHBOX_FLOAT32, dense_q_, byte(dq_part_, b.q_begin * Hq * D),
-                               a_.dtype, dense_q_, b.q_len, Hq, true))
+      if (int rc = copy_tokens(dq_acc_ + b.q_begin * Hq * D, FLASHBOX_FLOAT32, dense_q_,
+                               byte(dq_part_, b.q_begin * Hq * D), a_.dtype, dense_q_, b.q_len, Hq, true))
         return rc;
       if (!dkv_ready) {  // the accumulator arrives in round s, beside this step's local backward
         if (int rc = wait(compute_, ev_round_[size_t(s)])) return rc;
@@ -157,8 +157,8 @@ class RingBackward final : public ProgramBase {
       }
       for (int t = 0; t < 2; ++t)
         if (int rc = copy_tokens(dkv_[s % 2] + t * kv_elems + b.kv_begin * Hkv * D, FLASHBOX_FLOAT32, dense_kv_,
-                                 byte(dkv_part_, t * kv_elems + b.kv_begin * Hkv * D), a_.dtype, dense_kv_, b.kv_len, Hkv,
-                                 true))
+                                 byte(dkv_part_, t * kv_elems + b.kv_begin * Hkv * D), a_.dtype, dense_kv_, b.kv_len,
+                                 Hkv, true))
           return rc;
     }
     return record(ev_compute_[size_t(s) + 1], compute_);
@@ -168,7 +168,8 @@ class RingBackward final : public ProgramBase {
     const int last = r_.world == 1 ? 0 : r_.world % 2;
     if (r_.world > 1)
       if (int rc = wait(compute_, ev_round_[size_t(r_.world)])) return rc;
-    if (int rc = copy_tokens(g_.dq, a_.dtype, g_.dq_stride, dq_acc_, FLASHBOX_FLOAT32, dense_q_, S, Hq, false)) return rc;
+    if (int rc = copy_tokens(g_.dq, a_.dtype, g_.dq_stride, dq_acc_, FLASHBOX_FLOAT32, dense_q_, S, Hq, false))
+      return rc;
     if (int rc = copy_tokens(g_.dk, a_.dtype, g_.dk_stride, dkv_[last], FLASHBOX_FLOAT32, dense_kv_, S, Hkv, false))
       return rc;
     if (int rc = copy_tokens(g_.dv, a_.dtype, g_.dv_stride, dkv_[last] + kv_elems, FLASHBOX_FLOAT32, dense_kv_, S, Hkv,
@@ -202,12 +203,11 @@ class RingBackward final : public ProgramBase {
   }
 
   flashbox_attention_grad_args g_;
-  const int64_t dense_q_[3] = {S * Hq * D, Hq * D, D};
-  const int64_t dense_kv_[3] = {S * Hkv * D, Hkv * D, D};
+  const int64_t dense_q_[3] = {S * Hq * D, Hq *D, D};
+  const int64_t dense_kv_[3] = {S * Hkv * D, Hkv *D, D};
   float *dq_acc_ = nullptr, *lse_blk_ = nullptr, *dkv_[2] = {nullptr, nullptr};
   void *dq_part_ = nullptr, *dkv_part_ = nullptr, *kv_[2] = {nullptr, nullptr};
   std::vector<Event> ev_round_, ev_compute_;
-
 };
 
 }  // namespace

@@ -17,13 +17,13 @@ int64_t cpu_backward_workspace_size(const GradProblem &g);
 
 #ifdef FLASHBOX_HAVE_CUDA
 int cuda_device_count();
-int cuda_naive_forward(const Problem &p);                            // src/cuda/naive
-PlanResult plan_sm80_forward(const Problem &p);                      // src/cuda/forward/sm80
-PlanResult plan_sm80_backward(const GradProblem &g);                 // src/cuda/backward/sm80
+int cuda_naive_forward(const Problem &p);             // src/cuda/naive
+PlanResult plan_sm80_forward(const Problem &p);       // src/cuda/forward/sm80
+PlanResult plan_sm80_backward(const GradProblem &g);  // src/cuda/backward/sm80
 #ifdef FLASHBOX_HAVE_SM90
 // size_only: the workspace query, which has no pointers; no tensor maps are built and run is empty.
-PlanResult plan_sm90_forward(const Problem &p);                      // src/cuda/forward/sm90
-PlanResult plan_sm90_backward(const GradProblem &g, bool size_only); // src/cuda/backward/sm90
+PlanResult plan_sm90_forward(const Problem &p);                       // src/cuda/forward/sm90
+PlanResult plan_sm90_backward(const GradProblem &g, bool size_only);  // src/cuda/backward/sm90
 #endif
 #endif
 

@@ -48,8 +48,8 @@ inline uint16_t float_to_half(float f) {
   const uint32_t x = float_bits(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t a = x & 0x7fffffffu;
-  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN stays (quiet) NaN
-  if (a >= 0x47800000u) return uint16_t(sign | 0x7c00u); // >= 65536 (or inf): inf
+  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN stays (quiet) NaN
+  if (a >= 0x47800000u) return uint16_t(sign | 0x7c00u);  // >= 65536 (or inf): inf
   const int exp = int(a >> 23) - 127;
   if (exp >= -14) {
     // Normal half: drop 13 mantissa bits. A carry out of the mantissa bumps the exponent, and

@@ -10,11 +10,11 @@ namespace flashbox::detail {
 
 struct KvcacheProblem {
   const flashbox_kvcache_args *args = nullptr;
-  bool paged = false;           // block_table given
-  int64_t capacity = 0;         // keys one batch entry's cache can hold (max_seqlen, or pages x page_size)
-  int64_t max_total_keys = 0;   // max over b of cache_seqlens[b] + seqlen_new (capacity when not read)
-  bool lengths_known = false;   // max_total_keys was read from the tables (not the capacity bound)
-  float scale = 0.f;            // softmax scale (0 in the arguments resolved to 1/sqrt(head_dim))
+  bool paged = false;          // block_table given
+  int64_t capacity = 0;        // keys one batch entry's cache can hold (max_seqlen, or pages x page_size)
+  int64_t max_total_keys = 0;  // max over b of cache_seqlens[b] + seqlen_new (capacity when not read)
+  bool lengths_known = false;  // max_total_keys was read from the tables (not the capacity bound)
+  float scale = 0.f;           // softmax scale (0 in the arguments resolved to 1/sqrt(head_dim))
 };
 
 }  // namespace flashbox::detail

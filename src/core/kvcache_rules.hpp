@@ -39,8 +39,8 @@ struct CacheSlot {
   int64_t entry, row;
 };
 
-FLASHBOX_HD CacheSlot cache_slot(const int32_t *block_table, int64_t table_stride, int64_t page_size,
-                                 int64_t entries, const int32_t *batch_idx, int64_t b, int64_t j) {
+FLASHBOX_HD CacheSlot cache_slot(const int32_t *block_table, int64_t table_stride, int64_t page_size, int64_t entries,
+                                 const int32_t *batch_idx, int64_t b, int64_t j) {
   int64_t entry, row;
   if (block_table) {
     entry = block_table[b * table_stride + j / page_size];

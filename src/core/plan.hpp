@@ -18,9 +18,9 @@ struct Plan {
 
 struct PlanResult {
   std::optional<Plan> plan;
-  std::string why_not;          // when there is no plan: the reason, for the error a forced family gets
-  int code = 0;                 // when there is no plan and the request itself is bad (e.g. a tile the
-                                // family does not have): the error code to fail with whatever the family
+  std::string why_not;  // when there is no plan: the reason, for the error a forced family gets
+  int code = 0;         // when there is no plan and the request itself is bad (e.g. a tile the
+                        // family does not have): the error code to fail with whatever the family
   static PlanResult no(std::string why, int code = 0) { return {std::nullopt, std::move(why), code}; }
 };
 

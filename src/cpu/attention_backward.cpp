@@ -10,10 +10,10 @@
 
 #include "core/backends.hpp"
 #include "core/call_state.hpp"
+#include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "cpu/attention_backward.hpp"
 #include "cpu/masked_levels.hpp"
-#include "core/dtype.hpp"
 
 namespace flashbox::cpu::backward {
 
@@ -40,12 +40,11 @@ float transformed_score(const Problem &p, float s, float slope, int64_t i, int64
   return p.mods.alibi_slopes ? c + core::alibi_bias(slope, i, j, p.seqlen_q, p.seqlen_k) : c;
 }
 
-void load_rows(const Problem &p, const void *base, const int64_t *stride, int64_t b, int64_t h, int64_t r0,
-               int64_t n, float *dst) {
+void load_rows(const Problem &p, const void *base, const int64_t *stride, int64_t b, int64_t h, int64_t r0, int64_t n,
+               float *dst) {
   const flashbox_dtype t = p.g->fwd.dtype;
   for (int64_t r = 0; r < n; ++r)
-    load_row_as_float(base, t, b * stride[0] + (r0 + r) * stride[1] + h * stride[2], p.head_dim,
-                      dst + r * p.head_dim);
+    load_row_as_float(base, t, b * stride[0] + (r0 + r) * stride[1] + h * stride[2], p.head_dim, dst + r * p.head_dim);
 }
 
 void store_rows(const Problem &p, void *base, const int64_t *stride, int64_t b, int64_t h, int64_t r0, int64_t n,

@@ -13,7 +13,7 @@ namespace flashbox::cpu::backward {
 struct Problem {
   const detail::GradProblem *g;
   int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, group;
-  float scale;  // the softmax scale (resolved by the API)
+  float scale;           // the softmax scale (resolved by the API)
   core::ScoreMods mods;  // mask (causal folded in as window_right = 0) and score transforms
 };
 Problem make_problem(const detail::GradProblem &g);
@@ -33,8 +33,8 @@ float transformed_score(const Problem &p, float s, float slope, int64_t i, int64
 void compute_rowsum(const Problem &p, float *rowsum);
 
 // Rows [r0, r0 + n) of head h of batch b of a strided tensor as dense fp32 [n, head_dim].
-void load_rows(const Problem &p, const void *base, const int64_t *stride, int64_t b, int64_t h, int64_t r0,
-               int64_t n, float *dst);
+void load_rows(const Problem &p, const void *base, const int64_t *stride, int64_t b, int64_t h, int64_t r0, int64_t n,
+               float *dst);
 // Writes dense fp32 rows, each multiplied by `mul`, rounded to the call's dtype.
 void store_rows(const Problem &p, void *base, const int64_t *stride, int64_t b, int64_t h, int64_t r0, int64_t n,
                 const float *src, float mul);

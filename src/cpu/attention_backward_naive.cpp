@@ -29,9 +29,9 @@ int naive(const Problem &p) {
   Scratch scratch;
   std::vector<float> rowsum, work;
   if (!scratch.allocate(rowsum, p.batch * p.heads_q * SQ) || !scratch.allocate(work, per_thread * threads))
-    return detail::fail(FLASHBOX_ERR_OUT_OF_MEMORY,
-                        "cpu naive backward: cannot allocate " + std::to_string((per_thread * threads) * 4) +
-                            " bytes of scratch for P and dS");
+    return detail::fail(FLASHBOX_ERR_OUT_OF_MEMORY, "cpu naive backward: cannot allocate " +
+                                                        std::to_string((per_thread * threads) * 4) +
+                                                        " bytes of scratch for P and dS");
   compute_rowsum(p, rowsum.data());
 
 #pragma omp parallel for collapse(2) schedule(dynamic) num_threads(threads)

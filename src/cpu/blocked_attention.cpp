@@ -24,9 +24,9 @@
 
 #include "core/backends.hpp"
 #include "core/call_state.hpp"
+#include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/softmax_scale.hpp"
-#include "core/dtype.hpp"
 #include "cpu/fast_exp2.hpp"
 #include "cpu/masked_levels.hpp"
 #include "cpu/reference_fp64.hpp"
@@ -54,10 +54,10 @@ struct Tiling {
   const Problem *a;
   const core::ScoreMods *mods;  // mask and score transforms
   int64_t bm, bn, d;
-  int64_t group;       // query heads per kv head
-  float scale;         // softmax_scale
-  float scale_log2;    // softmax_scale * log2(e)
-  bool transforms;     // softcap or ALiBi: the score tile is transformed element by element
+  int64_t group;     // query heads per kv head
+  float scale;       // softmax_scale
+  float scale_log2;  // softmax_scale * log2(e)
+  bool transforms;   // softcap or ALiBi: the score tile is transformed element by element
 };
 
 // The two tile products run on register blocks of kRows rows x kCols columns: 8 vectors of 8 floats
@@ -85,8 +85,16 @@ struct Tiles {
     return round_up(BM * DP + d * BN + BN * DP + BM * BN + BM * DP + 2 * BM, 16);  // 64-byte multiples per thread
   }
   Tiles(float *base, int64_t bm, int64_t bn, int64_t d)
-      : BM(round_up(bm, kRows)), BN(round_up(bn, kCols)), DP(round_up(d, kCols)), q(base), kt(q + BM * DP),
-        v(kt + d * BN), s(v + BN * DP), acc(s + BM * BN), m(acc + BM * DP), l(m + BM) {}
+      : BM(round_up(bm, kRows)),
+        BN(round_up(bn, kCols)),
+        DP(round_up(d, kCols)),
+        q(base),
+        kt(q + BM * DP),
+        v(kt + d * BN),
+        s(v + BN * DP),
+        acc(s + BM * BN),
+        m(acc + BM * DP),
+        l(m + BM) {}
 };
 
 // S[r][c] = scale * sum_x Q[r][x] K^T[x][c] for r < rows4, c < cols16 (multiples of the block).
@@ -253,10 +261,8 @@ FLASHBOX_VECTOR_CLONES void process_q_block(const Tiling &p, int64_t b, int64_t 
     const float l = t.l[r];
     const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
     for (int64_t x = 0; x < D; ++x) acc[x] *= inv_l;
-    cpu::store_row_from_float(a.o, a.dtype, b * a.o_stride[0] + (i0 + r) * a.o_stride[1] + h * a.o_stride[2], D,
-                              acc);
-    if (a.lse)
-      a.lse[(b * a.heads_q + h) * a.seqlen_q + i0 + r] = l > 0.0f ? (t.m[r] + std::log2(l)) * kLn2 : kNegInf;
+    cpu::store_row_from_float(a.o, a.dtype, b * a.o_stride[0] + (i0 + r) * a.o_stride[1] + h * a.o_stride[2], D, acc);
+    if (a.lse) a.lse[(b * a.heads_q + h) * a.seqlen_q + i0 + r] = l > 0.0f ? (t.m[r] + std::log2(l)) * kLn2 : kNegInf;
   }
   // <<< report:finalize
 }
@@ -268,8 +274,9 @@ int cpu_blocked_forward_tiles(const Problem &a, int block_m, int block_n) {
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "blocked tiles " + std::to_string(block_m) + " x " +
                                                    std::to_string(block_n) + " must be within 1..256");
   const core::ScoreMods &mods = a.mods;
-  const Tiling p{&a,       &mods,   block_m,     block_n, a.head_dim,
-                 a.group,  a.scale, a.scale_log2, mods.softcap > 0.0f || mods.alibi_slopes != nullptr};
+  const Tiling p{&a,      &mods,        block_m,
+                 block_n, a.head_dim,   a.group,
+                 a.scale, a.scale_log2, mods.softcap > 0.0f || mods.alibi_slopes != nullptr};
   const int64_t q_blocks = (a.seqlen_q + block_m - 1) / block_m;
   const int64_t tasks = a.batch * a.heads_q * q_blocks;
   const int threads = int(std::clamp<int64_t>(omp_get_max_threads(), 1, tasks));

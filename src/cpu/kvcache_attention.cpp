@@ -21,8 +21,8 @@ int64_t kvcache_offset(kvcache::CacheSlot slot, int64_t h, const int64_t *s) {
 }
 
 kvcache::CacheSlot slot_of(const flashbox_kvcache_args &a, int64_t b, int64_t j) {
-  return kvcache::cache_slot(a.block_table, a.block_table_stride, a.cache_rows, a.cache_entries, a.cache_batch_idx,
-                             b, j);
+  return kvcache::cache_slot(a.block_table, a.block_table_stride, a.cache_rows, a.cache_entries, a.cache_batch_idx, b,
+                             j);
 }
 
 // Turns the first rotary_dim elements of `x` (fp32) to position `pos` (kvcache::rotary_pair).
@@ -87,8 +87,8 @@ int cpu_kvcache_attention(const KvcacheProblem &p) {
           rotate(a, q.data(), kvcache::rotary_query_position(a.cache_seqlens[b], start, i, a.causal || a.has_window));
           for (auto &x : q) x = cpu::round_to_dtype(x, a.dtype);
         }
-        const kvcache::KeyRange r = kvcache::visible_keys(total, start, a.seqlen_q, i, a.causal, a.has_window,
-                                                          a.window_left, a.window_right);
+        const kvcache::KeyRange r =
+            kvcache::visible_keys(total, start, a.seqlen_q, i, a.causal, a.has_window, a.window_left, a.window_right);
         const int64_t lo = std::max<int64_t>(r.lo, 0), hi = std::min(r.hi, p.capacity);
         const int64_t qpos = total - a.seqlen_q + i;
         scores.assign(size_t(std::max<int64_t>(hi - lo, 0)), 0.f);

@@ -17,7 +17,7 @@ struct KvcacheReferenceInput {
   bool causal = false, has_window = false;
   int64_t window_left = -1, window_right = -1;
   double softcap = 0;
-  std::vector<double> alibi_slopes;   // [heads_q] or empty
+  std::vector<double> alibi_slopes;  // [heads_q] or empty
 };
 
 struct KvcacheReferenceOutput {

@@ -11,8 +11,8 @@
 
 #include "core/backends.hpp"
 #include "core/call_state.hpp"
-#include "core/error.hpp"
 #include "core/dtype.hpp"
+#include "core/error.hpp"
 #include "cpu/masked_levels.hpp"
 #include "cpu/reference_fp64.hpp"
 #include "cpu/scratch_buffer.hpp"
@@ -51,12 +51,13 @@ int cpu_naive_forward(const Problem &a) {
       for (int64_t j = 0; j < SK; ++j) {
         float *kt_bh = kt.data() + (b * HKV + h) * D * SK;
         for (int64_t x = 0; x < D; ++x)
-          kt_bh[x * SK + j] = cpu::load_as_float(a.k, a.dtype, b * a.k_stride[0] + j * a.k_stride[1] + h * a.k_stride[2] + x);
+          kt_bh[x * SK + j] =
+              cpu::load_as_float(a.k, a.dtype, b * a.k_stride[0] + j * a.k_stride[1] + h * a.k_stride[2] + x);
         cpu::load_row_as_float(a.v, a.dtype, b * a.v_stride[0] + j * a.v_stride[1] + h * a.v_stride[2], D,
                                v.data() + ((b * HKV + h) * SK + j) * D);
       }
 
-  // Step 1: S = Q K^T * scale, the softcap and ALiBi bias, then the mask written into S.
+      // Step 1: S = Q K^T * scale, the softcap and ALiBi bias, then the mask written into S.
 #pragma omp parallel for collapse(3)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < HQ; ++h)
@@ -82,8 +83,8 @@ int cpu_naive_forward(const Problem &a) {
         std::fill(s + ke, s + SK, -std::numeric_limits<float>::infinity());
       }
 
-  // Step 2: P = softmax(S) per row (max subtracted so exp cannot overflow). A row with every key
-  // masked has max -inf: its P row is 0 and its LSE -inf.
+      // Step 2: P = softmax(S) per row (max subtracted so exp cannot overflow). A row with every key
+      // masked has max -inf: its P row is 0 and its LSE -inf.
 #pragma omp parallel for collapse(3)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < HQ; ++h)
@@ -106,7 +107,7 @@ int cpu_naive_forward(const Problem &a) {
         if (a.lse) a.lse[row] = mx + std::log(sum);
       }
 
-  // Step 3: O = P V.
+      // Step 3: O = P V.
 #pragma omp parallel for collapse(3)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < HQ; ++h)

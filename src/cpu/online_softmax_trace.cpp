@@ -17,9 +17,11 @@ std::vector<double> default_trace_values() { return {1.0, 2.0, 0.5, 3.0, -1.0, 4
 
 OnlineSoftmaxTrace online_softmax_trace(std::span<const double> values, int64_t block) {
   if (values.empty()) throw std::invalid_argument("online softmax trace: no values");
-  if (block < 1) throw std::invalid_argument("online softmax trace: block = " + std::to_string(block) + " must be >= 1");
+  if (block < 1)
+    throw std::invalid_argument("online softmax trace: block = " + std::to_string(block) + " must be >= 1");
   for (double x : values)
-    if (!std::isfinite(x)) throw std::invalid_argument("online softmax trace: value " + std::to_string(x) + " is not finite");
+    if (!std::isfinite(x))
+      throw std::invalid_argument("online softmax trace: value " + std::to_string(x) + " is not finite");
 
   OnlineSoftmaxTrace t;
   t.values.assign(values.begin(), values.end());

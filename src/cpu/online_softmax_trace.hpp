@@ -7,23 +7,23 @@
 namespace flashbox::cpu {
 
 struct OnlineSoftmaxStep {
-  int64_t block_index = 0;            // 0-based
-  int64_t numbers_read = 0;           // values consumed so far, this block included
-  std::vector<double> block_values;   // the values this block read
-  double block_max = 0;               // max of this block's values
-  double m_old = 0;                   // running max before the block (-inf before the first)
-  double m = 0;                       // running max after the block
-  double rescale = 0;                 // exp(m_old - m): what the old l (and acc) is multiplied by
-  double l = 0;                       // sum of exp(x - m) over the values read so far
+  int64_t block_index = 0;           // 0-based
+  int64_t numbers_read = 0;          // values consumed so far, this block included
+  std::vector<double> block_values;  // the values this block read
+  double block_max = 0;              // max of this block's values
+  double m_old = 0;                  // running max before the block (-inf before the first)
+  double m = 0;                      // running max after the block
+  double rescale = 0;                // exp(m_old - m): what the old l (and acc) is multiplied by
+  double l = 0;                      // sum of exp(x - m) over the values read so far
 };
 
 struct OnlineSoftmaxTrace {
   std::vector<double> values;
   int64_t block = 0;
   std::vector<OnlineSoftmaxStep> steps;
-  std::vector<double> softmax;        // exp(x - m) / l from the final state (fp32 arithmetic)
-  std::vector<double> exact;          // softmax computed directly in fp64
-  double max_abs_error = 0;           // max |softmax - exact|
+  std::vector<double> softmax;  // exp(x - m) / l from the final state (fp32 arithmetic)
+  std::vector<double> exact;    // softmax computed directly in fp64
+  double max_abs_error = 0;     // max |softmax - exact|
 };
 
 // 8 default scores whose blocks of 2 raise the running max three times, so every rescale shows.

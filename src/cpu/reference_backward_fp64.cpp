@@ -13,8 +13,7 @@
 namespace flashbox::cpu {
 
 void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, std::vector<double> &dq,
-                                       std::vector<double> &dk, std::vector<double> &dv,
-                                       const core::ScoreMods *mods) {
+                                       std::vector<double> &dk, std::vector<double> &dv, const core::ScoreMods *mods) {
   const flashbox_attention_args &a = g.fwd;
   const core::ScoreMods m = mods ? *mods : core::causal_mods(a.causal);
   const int64_t B = a.batch, SQ = a.seqlen_q, SK = a.seqlen_k, HQ = a.heads_q, HKV = a.heads_kv, D = a.head_dim;

@@ -15,8 +15,8 @@ double effective_softmax_scale(const flashbox_attention_args &a) {
   return a.softmax_scale != 0.0f ? double(a.softmax_scale) : 1.0 / std::sqrt(double(a.head_dim));
 }
 
-void gather_head(const void *base, flashbox_dtype t, const int64_t *stride, int64_t b, int64_t h, int64_t n,
-                 int64_t d, std::vector<double> &dst) {
+void gather_head(const void *base, flashbox_dtype t, const int64_t *stride, int64_t b, int64_t h, int64_t n, int64_t d,
+                 std::vector<double> &dst) {
   dst.resize(size_t(n * d));
   for (int64_t r = 0; r < n; ++r) {
     const int64_t off = b * stride[0] + r * stride[1] + h * stride[2];
@@ -24,8 +24,8 @@ void gather_head(const void *base, flashbox_dtype t, const int64_t *stride, int6
   }
 }
 
-void reference_attention_fp64(const flashbox_attention_args &a, std::vector<double> &out,
-                              std::vector<double> *lse, const core::ScoreMods *mods) {
+void reference_attention_fp64(const flashbox_attention_args &a, std::vector<double> &out, std::vector<double> *lse,
+                              const core::ScoreMods *mods) {
   const core::ScoreMods m = mods ? *mods : core::causal_mods(a.causal);
   const int64_t B = a.batch, SQ = a.seqlen_q, SK = a.seqlen_k, HQ = a.heads_q, D = a.head_dim;
   const int64_t group = a.heads_q / a.heads_kv;

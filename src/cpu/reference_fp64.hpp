@@ -14,13 +14,13 @@ namespace flashbox::cpu {
 // `lse` (when not null) dense [batch, heads_q, seqlen_q], natural log. Arguments are assumed valid;
 // a.o and a.lse are ignored. `mods` (null: core::causal_mods(a.causal)) adds a sliding window,
 // softcap and ALiBi (src/core/masks.hpp), evaluated in double.
-void reference_attention_fp64(const flashbox_attention_args &a, std::vector<double> &out,
-                              std::vector<double> *lse, const core::ScoreMods *mods = nullptr);
+void reference_attention_fp64(const flashbox_attention_args &a, std::vector<double> &out, std::vector<double> *lse,
+                              const core::ScoreMods *mods = nullptr);
 
 // Copies rows [0, n) of head h of batch b of a strided [batch, seq, heads, dim] tensor of dtype t
 // (strides in elements) into a dense [n, d] double array; the input loader of both fp64 references.
-void gather_head(const void *base, flashbox_dtype t, const int64_t *stride, int64_t b, int64_t h, int64_t n,
-                 int64_t d, std::vector<double> &dst);
+void gather_head(const void *base, flashbox_dtype t, const int64_t *stride, int64_t b, int64_t h, int64_t n, int64_t d,
+                 std::vector<double> &dst);
 
 // The scale the API applies: softmax_scale, or 1/sqrt(head_dim) when it is 0.
 double effective_softmax_scale(const flashbox_attention_args &a);

@@ -44,7 +44,8 @@ void *row_ptr(void *base, const int64_t *stride, int64_t row, flashbox_dtype t) 
 void zero_rows(void *base, const int64_t *stride, int64_t r0, int64_t n, int64_t heads, int64_t d, flashbox_dtype t) {
   const std::vector<float> zeros(size_t(d), 0.0f);
   for (int64_t r = r0; r < r0 + n; ++r)
-    for (int64_t h = 0; h < heads; ++h) cpu::store_row_from_float(base, t, r * stride[1] + h * stride[2], d, zeros.data());
+    for (int64_t h = 0; h < heads; ++h)
+      cpu::store_row_from_float(base, t, r * stride[1] + h * stride[2], d, zeros.data());
 }
 
 core::ScoreMods sequence_mods(core::ScoreMods m, int64_t s) {
@@ -77,7 +78,8 @@ int cpu_forward_ext(const flashbox_attention_args &a, const flashbox_attention_e
   int64_t worst = 0;  // the naive level's S and P and fp32 copies of the largest sequence
   for (int64_t s = 0; s < a.batch; ++s) {
     const Seq q = sequence(e, s);
-    const int64_t need = 4 * (2 * a.heads_q * q.lq * q.lk + q.lq * a.heads_q * a.head_dim + 2 * q.lk * a.heads_kv * a.head_dim);
+    const int64_t need =
+        4 * (2 * a.heads_q * q.lq * q.lk + q.lq * a.heads_q * a.head_dim + 2 * q.lk * a.heads_kv * a.head_dim);
     worst = std::max(worst, need);
   }
   if (a.impl == FLASHBOX_NAIVE)

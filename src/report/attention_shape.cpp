@@ -24,12 +24,11 @@ void validate(const AttentionShape &s) {
   for (const auto &[name, value] : sizes)
     if (value <= 0) throw std::invalid_argument(fmt::format("{} must be > 0, got {}", name, value));
   if (s.heads_q % s.heads_kv != 0)
-    throw std::invalid_argument(
-        fmt::format("heads ({}) must be a multiple of heads_kv ({})", s.heads_q, s.heads_kv));
+    throw std::invalid_argument(fmt::format("heads ({}) must be a multiple of heads_kv ({})", s.heads_q, s.heads_kv));
 }
 
-flashbox_attention_args make_args(const AttentionShape &s, flashbox_device device, flashbox_impl impl,
-                                  const void *q, const void *k, const void *v, void *o, float *lse) {
+flashbox_attention_args make_args(const AttentionShape &s, flashbox_device device, flashbox_impl impl, const void *q,
+                                  const void *k, const void *v, void *o, float *lse) {
   flashbox_attention_args a{};
   a.device = device;
   a.dtype = s.dtype;

@@ -115,16 +115,11 @@ nlohmann::json to_json(const BenchResult &r) {
   j["rows"] = nlohmann::json::array();
   auto opt = [](const auto &o) { return o ? nlohmann::json(*o) : nlohmann::json(); };
   for (const auto &row : r.rows) {
-    nlohmann::json jr = {{"impl", row.impl},
-                         {"device", row.device},
-                         {"kernel", row.kernel},
-                         {"seqlen", row.seqlen},
-                         {"direction", row.direction},
-                         {"ms", opt(row.ms)},
-                         {"tflops", opt(row.tflops)},
-                         {"extra_bytes", opt(row.extra_bytes)},
-                         {"status", row.status},
-                         {"input_sets", row.input_sets},
+    nlohmann::json jr = {{"impl", row.impl},           {"device", row.device},
+                         {"kernel", row.kernel},       {"seqlen", row.seqlen},
+                         {"direction", row.direction}, {"ms", opt(row.ms)},
+                         {"tflops", opt(row.tflops)},  {"extra_bytes", opt(row.extra_bytes)},
+                         {"status", row.status},       {"input_sets", row.input_sets},
                          {"repeats", row.repeats}};
     if (row.free_drop_bytes) jr["free_drop_bytes"] = *row.free_drop_bytes;
     if (!row.error.empty()) jr["error"] = row.error;

@@ -28,9 +28,9 @@ struct BenchConfig {
   int64_t rotate_bytes = 0;  // rotate input sets until they exceed this many bytes (0: 2 x L2 on GPU)
 };
 
-std::vector<int64_t> default_bench_seqlens(flashbox_device device);  // GPU 512..16384, CPU 256..2048
+std::vector<int64_t> default_bench_seqlens(flashbox_device device);      // GPU 512..16384, CPU 256..2048
 std::vector<flashbox_impl> default_bench_impls(flashbox_device device);  // GPU naive, flash; CPU naive, blocked
-flashbox_impl parse_impl(const std::string &name);  // "naive", "blocked", "flash", "auto"
+flashbox_impl parse_impl(const std::string &name);                       // "naive", "blocked", "flash", "auto"
 
 struct BenchRow {
   std::string impl, device, kernel, direction;

@@ -27,8 +27,15 @@ int64_t set_bytes(const AttentionShape &s, bool backward) {
 
 // Allocates and fills one set; throws DeviceOutOfMemory when it does not fit.
 DeviceSet make_set(const AttentionShape &s, bool backward, uint64_t seed, std::vector<unsigned char> &staging) {
-  DeviceSet d{DeviceBuffer(size_t(s.q_bytes())), DeviceBuffer(size_t(s.kv_bytes())), DeviceBuffer(size_t(s.kv_bytes())),
-              DeviceBuffer(size_t(s.q_bytes())), DeviceBuffer(size_t(s.lse_elements() * 4)), {}, {}, {}, {}};
+  DeviceSet d{DeviceBuffer(size_t(s.q_bytes())),
+              DeviceBuffer(size_t(s.kv_bytes())),
+              DeviceBuffer(size_t(s.kv_bytes())),
+              DeviceBuffer(size_t(s.q_bytes())),
+              DeviceBuffer(size_t(s.lse_elements() * 4)),
+              {},
+              {},
+              {},
+              {}};
   auto upload_random = [&](DeviceBuffer &dst, int64_t elements, uint64_t stream) {
     fill_random_normal(staging.data(), s.dtype, elements, seed, stream);
     dst.upload(staging.data(), dst.size());

@@ -21,8 +21,8 @@ void record_failure(BenchRow &row, int code, const char *what);
 // Fills ms and TFLOP/s from the timed runs.
 void record_times(BenchRow &row, const BenchConfig &config, const AttentionShape &shape, std::vector<double> times_ms);
 
-flashbox_attention_grad_args make_grad_args(const flashbox_attention_args &fwd, const void *dout, void *dq,
-                                            void *dk, void *dv);
+flashbox_attention_grad_args make_grad_args(const flashbox_attention_args &fwd, const void *dout, void *dq, void *dk,
+                                            void *dv);
 
 // The measurement both devices make of one implementation, into its row: on a backward the forward
 // first, once on each of the `sets` input sets (the backward reads their o and lse); then

@@ -68,7 +68,8 @@ ChildResult run_child(const std::vector<std::string> &argv, double timeout_s,
   };
   char buf[4096];
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       kill(pid, SIGKILL);  // our own child, by its id
       result.timed_out = true;
@@ -90,8 +91,7 @@ ChildResult run_child(const std::vector<std::string> &argv, double timeout_s,
   if (!pending.empty()) take_line(pending);
   close(fds[0]);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   result.output = tail;
   return result;

@@ -74,8 +74,8 @@ CheckRow run_target(const Target &t, HostAttention &host) {
       k.upload(host.k.data(), host.k.size());
       v.upload(host.v.data(), host.v.size());
       o.upload(host.o.data(), host.o.size());  // the poisoned bytes
-      const auto args = make_args(s, FLASHBOX_CUDA, t.impl, q.get(), k.get(), v.get(), o.get(),
-                                  static_cast<float *>(lse.get()));
+      const auto args =
+          make_args(s, FLASHBOX_CUDA, t.impl, q.get(), k.get(), v.get(), o.get(), static_cast<float *>(lse.get()));
       rc = flashbox_attention_forward_opts(&args, &options);  // warm-up
       if (rc == FLASHBOX_OK) {
         device_synchronize();
@@ -172,19 +172,25 @@ nlohmann::json to_json(const CheckResult &r) {
   const AttentionShape &s = r.config.shape;
   nlohmann::json j;
   j["measured"] = true;
-  j["config"] = {{"batch", s.batch},       {"heads_q", s.heads_q},   {"heads_kv", s.heads_kv},
-                 {"seqlen_q", s.seqlen_q}, {"seqlen_k", s.seqlen_k}, {"head_dim", s.head_dim},
-                 {"dtype", cpu::dtype_name(s.dtype)}, {"causal", s.causal}, {"seed", r.config.seed}};
+  j["config"] = {{"batch", s.batch},
+                 {"heads_q", s.heads_q},
+                 {"heads_kv", s.heads_kv},
+                 {"seqlen_q", s.seqlen_q},
+                 {"seqlen_k", s.seqlen_k},
+                 {"head_dim", s.head_dim},
+                 {"dtype", cpu::dtype_name(s.dtype)},
+                 {"causal", s.causal},
+                 {"seed", r.config.seed}};
   j["threshold"] = r.threshold;
   j["warmup_calls"] = 1;  // before each row's one timed call
   j["rows"] = nlohmann::json::array();
   for (const auto &row : r.rows) {
-    nlohmann::json jr = {{"device", row.device}, {"impl", row.impl},     {"label", row.label},
-                         {"kernel", row.kernel}, {"status", row.status}, {"passed", row.passed},
-                         {"ms", row.ms}};
+    nlohmann::json jr = {{"device", row.device}, {"impl", row.impl},     {"label", row.label}, {"kernel", row.kernel},
+                         {"status", row.status}, {"passed", row.passed}, {"ms", row.ms}};
     // NaN is not JSON: an output with NaN (or no output) has null errors and passed=false.
     const bool ran = row.status == "ok";
-    jr["max_abs_error"] = ran && std::isfinite(row.max_abs_error) ? nlohmann::json(row.max_abs_error) : nlohmann::json();
+    jr["max_abs_error"] =
+        ran && std::isfinite(row.max_abs_error) ? nlohmann::json(row.max_abs_error) : nlohmann::json();
     jr["rel_error"] = ran && std::isfinite(row.rel_error) ? nlohmann::json(row.rel_error) : nlohmann::json();
     if (row.status != "ok") jr["error"] = row.error;
     j["rows"].push_back(std::move(jr));

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace flashbox::report {
@@ -56,14 +56,17 @@ void check_criteria(const json &doc, json &out) {
       if (row.value("device", "") != e.device || row.value("impl", "") != e.impl) continue;
       found = true;
       const std::string label = row.value("label", e.impl);
-      const std::string title = label == e.impl ? name : fmt::format("{} {} matches the fp64 reference",
-                                                                     e.device == std::string("cpu") ? "CPU" : "CUDA", label);
+      const std::string title = label == e.impl ? name
+                                                : fmt::format("{} {} matches the fp64 reference",
+                                                              e.device == std::string("cpu") ? "CPU" : "CUDA", label);
       if (row.value("status", "ok") != "ok" || row["rel_error"].is_null()) {
-        out.push_back(criterion(title, "failed to run: " + row.value("error", std::string("no output")), limit, "fail"));
+        out.push_back(
+            criterion(title, "failed to run: " + row.value("error", std::string("no output")), limit, "fail"));
         continue;
       }
       const double rel = row["rel_error"].get<double>();
-      out.push_back(criterion(title, fmt::format("rel error {:.2e}, max abs {:.2e}", rel, row["max_abs_error"].get<double>()),
+      out.push_back(criterion(title,
+                              fmt::format("rel error {:.2e}, max abs {:.2e}", rel, row["max_abs_error"].get<double>()),
                               limit, rel < threshold ? "pass" : "fail"));
     }
     if (!found)
@@ -76,11 +79,13 @@ void check_criteria(const json &doc, json &out) {
   // than either agrees with the reference.
   const double agree_limit = threshold / 4;
   if (!check || (*check)["blocked_vs_naive"].is_null()) {
-    out.push_back(not_measured(agree_name, fmt::format("rel difference < {:.1e}", agree_limit), why_missing(doc, "check")));
+    out.push_back(
+        not_measured(agree_name, fmt::format("rel difference < {:.1e}", agree_limit), why_missing(doc, "check")));
   } else {
     const json &a = (*check)["blocked_vs_naive"];
     const double rel = a["rel"].get<double>();
-    out.push_back(criterion(agree_name, fmt::format("rel difference {:.2e}, max abs {:.2e}", rel, a["max_abs"].get<double>()),
+    out.push_back(criterion(agree_name,
+                            fmt::format("rel difference {:.2e}, max abs {:.2e}", rel, a["max_abs"].get<double>()),
                             fmt::format("rel difference < {:.1e}", agree_limit), rel < agree_limit ? "pass" : "fail"));
   }
 }
@@ -98,7 +103,8 @@ void softmax_criteria(const json &doc, json &out) {
 std::vector<json> bench_rows(const json &bench, const char *device, const char *impl, const char *direction) {
   std::vector<json> rows;
   for (const json &row : bench["rows"])
-    if (row.value("device", "") == device && row.value("impl", "") == impl && row.value("direction", "forward") == direction)
+    if (row.value("device", "") == device && row.value("impl", "") == impl &&
+        row.value("direction", "forward") == direction)
       rows.push_back(row);
   std::sort(rows.begin(), rows.end(), [](const json &a, const json &b) { return a["seqlen"] < b["seqlen"]; });
   return rows;
@@ -119,13 +125,18 @@ void bench_criteria(const json &doc, json &out) {
       bool clean = true;
       for (const json &r : rows) {
         const std::string status = r.value("status", "");
-        if (status == "oom") oom_at.push_back(std::to_string(r["seqlen"].get<int64_t>()));
-        else if (status != "ok") clean = false;
+        if (status == "oom")
+          oom_at.push_back(std::to_string(r["seqlen"].get<int64_t>()));
+        else if (status != "ok")
+          clean = false;
       }
       std::string value;
-      if (!clean) value = "a naive row failed with an error other than OOM";
-      else if (oom_at.empty()) value = fmt::format("no OOM up to T={}", rows.back()["seqlen"].get<int64_t>());
-      else value = fmt::format("OOM reported at T={}", fmt::join(oom_at, ", "));
+      if (!clean)
+        value = "a naive row failed with an error other than OOM";
+      else if (oom_at.empty())
+        value = fmt::format("no OOM up to T={}", rows.back()["seqlen"].get<int64_t>());
+      else
+        value = fmt::format("OOM reported at T={}", fmt::join(oom_at, ", "));
       out.push_back(criterion(name, value, limit, clean ? "pass" : "fail"));
     }
   }
@@ -183,7 +194,8 @@ void bench_criteria(const json &doc, json &out) {
 // (bench/compare_sdpa.py), else the bench step's row of that shape when the peers step timed SDPA by
 // the bench step's method (`flashbox report` itself: same_method_as_bench).
 void peers_criterion(const json &doc, const std::string &direction, json &out) {
-  const std::string name = fmt::format("flashbox at least as fast as SDPA FlashAttention-2 ({}, T 1024..16384)", direction);
+  const std::string name =
+      fmt::format("flashbox at least as fast as SDPA FlashAttention-2 ({}, T 1024..16384)", direction);
   const std::string limit = "flashbox ms <= sdpa_flash ms at every shape";
   const json *peers = measured_step(doc, "peers");
   if (!peers) return out.push_back(not_measured(name, limit, why_missing(doc, "peers")));
@@ -227,11 +239,14 @@ void peers_criterion(const json &doc, const std::string &direction, json &out) {
   }
   if (!compared) {
     // A peers step with no backward rows (compare_sdpa.py run forward only) has nothing to say about it.
-    return out.push_back(not_measured(name, limit, any_cuda ? fmt::format("no {} shape with both flashbox and sdpa_flash rows", direction)
-                                                            : "no GPU: SDPA was timed on the CPU, beside the CPU levels"));
+    return out.push_back(not_measured(name, limit,
+                                      any_cuda
+                                          ? fmt::format("no {} shape with both flashbox and sdpa_flash rows", direction)
+                                          : "no GPU: SDPA was timed on the CPU, beside the CPU levels"));
   }
-  out.push_back(criterion(name, fmt::format("{} shapes, slower at {}, worst time ratio {:.3f}{}", compared, slower, worst,
-                                            from_bench ? " (flashbox: the bench step's rows, same method)" : ""),
+  out.push_back(criterion(name,
+                          fmt::format("{} shapes, slower at {}, worst time ratio {:.3f}{}", compared, slower, worst,
+                                      from_bench ? " (flashbox: the bench step's rows, same method)" : ""),
                           limit, slower == 0 ? "pass" : "fail"));
 }
 

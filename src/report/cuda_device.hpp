@@ -46,8 +46,8 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-void device_synchronize();              // throws std::runtime_error on a CUDA error
-int64_t device_free_bytes();            // cudaMemGetInfo's free bytes
+void device_synchronize();    // throws std::runtime_error on a CUDA error
+int64_t device_free_bytes();  // cudaMemGetInfo's free bytes
 
 // Times work on the default stream with CUDA events: start() before it, stop_ms() after it.
 class GpuTimer {

@@ -90,8 +90,11 @@ nlohmann::json machine_description() {
 #else
   const char *build_type = "debug";
 #endif
-  m["build"] = {{"version", flashbox_version()}, {"cuda", cuda},          {"cuda_archs", archs},
-                {"compiler", compiler()},        {"build_type", build_type}};
+  m["build"] = {{"version", flashbox_version()},
+                {"cuda", cuda},
+                {"cuda_archs", archs},
+                {"compiler", compiler()},
+                {"build_type", build_type}};
   return m;
 }
 

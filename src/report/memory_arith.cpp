@@ -44,8 +44,11 @@ nlohmann::json to_json(const MemoryConfig &c) {
 }
 
 nlohmann::json to_json(const MemoryRow &r) {
-  return {{"seqlen", r.seqlen},         {"s_bytes", r.s_bytes},        {"p_bytes", r.p_bytes},
-          {"qkvo_bytes", r.qkvo_bytes}, {"s_over_qkvo", r.s_over_qkvo}};
+  return {{"seqlen", r.seqlen},
+          {"s_bytes", r.s_bytes},
+          {"p_bytes", r.p_bytes},
+          {"qkvo_bytes", r.qkvo_bytes},
+          {"s_over_qkvo", r.s_over_qkvo}};
 }
 
 }  // namespace flashbox::report

@@ -20,10 +20,10 @@ struct MemoryConfig {
 
 struct MemoryRow {
   int64_t seqlen = 0;
-  int64_t s_bytes = 0;      // one S for every (batch, head)
-  int64_t p_bytes = 0;      // one P, the same size
-  int64_t qkvo_bytes = 0;   // Q + K + V + O
-  double s_over_qkvo = 0;   // = T / (4 * head_dim), independent of batch, heads and dtype
+  int64_t s_bytes = 0;     // one S for every (batch, head)
+  int64_t p_bytes = 0;     // one P, the same size
+  int64_t qkvo_bytes = 0;  // Q + K + V + O
+  double s_over_qkvo = 0;  // = T / (4 * head_dim), independent of batch, heads and dtype
 };
 
 // Throws std::invalid_argument for sizes <= 0 or byte counts that overflow int64.

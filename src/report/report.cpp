@@ -24,8 +24,9 @@ const std::vector<std::pair<const char *, const char *>> kExpectedSteps = {
     {"blocking", "the blocking step is not part of this build"},
     {"check", "the correctness step is not part of this build"},
     {"bench", "the benchmark step is not part of this build"},
-    {"peers", "the PyTorch SDPA step is not part of this build (bench/compare_sdpa.py measures it; pass its "
-              "JSON with `flashbox report --merge FILE`)"},
+    {"peers",
+     "the PyTorch SDPA step is not part of this build (bench/compare_sdpa.py measures it; pass its "
+     "JSON with `flashbox report --merge FILE`)"},
     {"gpt2", "the GPT-2 step is not part of this build"},
 };
 
@@ -68,7 +69,8 @@ void merge_document(json &document, const json &other, const std::string &source
     steps = json{{"peers", other}};  // the peers document of bench/compare_sdpa.py on its own
     if (!steps["peers"].contains("measured")) steps["peers"]["measured"] = !other["rows"].empty();
   } else {
-    throw std::runtime_error(fmt::format("{}: neither a report (no \"steps\") nor a peers document (no \"rows\")", source));
+    throw std::runtime_error(
+        fmt::format("{}: neither a report (no \"steps\") nor a peers document (no \"rows\")", source));
   }
   json merged_names = json::array();
   for (auto &[name, step] : steps.items()) {
@@ -90,7 +92,8 @@ void merge_document(json &document, const json &other, const std::string &source
 
 std::vector<std::string> registered_step_names() {
   auto steps = step_registry();
-  std::stable_sort(steps.begin(), steps.end(), [](const StepEntry &a, const StepEntry &b) { return a.order < b.order; });
+  std::stable_sort(steps.begin(), steps.end(),
+                   [](const StepEntry &a, const StepEntry &b) { return a.order < b.order; });
   std::vector<std::string> names;
   for (const auto &s : steps) names.push_back(s.name);
   return names;
@@ -113,13 +116,15 @@ json run_report(const ReportOptions &options) {
   ctx.document = &doc;
 
   auto steps = step_registry();
-  std::stable_sort(steps.begin(), steps.end(), [](const StepEntry &a, const StepEntry &b) { return a.order < b.order; });
+  std::stable_sort(steps.begin(), steps.end(),
+                   [](const StepEntry &a, const StepEntry &b) { return a.order < b.order; });
   const auto registered = registered_step_names();
   // `--steps none` measures nothing here: the document is assembled from --merge files alone.
   const bool merge_only = options.only_steps == std::vector<std::string>{"none"};
   for (const auto &name : options.only_steps)
     if (!merge_only && std::find(registered.begin(), registered.end(), name) == registered.end())
-      throw std::invalid_argument(fmt::format("unknown report step '{}' (steps: {})", name, fmt::join(registered, ", ")));
+      throw std::invalid_argument(
+          fmt::format("unknown report step '{}' (steps: {})", name, fmt::join(registered, ", ")));
   std::vector<std::string> skipped;
   if (!options.only_steps.empty()) {
     std::vector<StepEntry> selected;

@@ -21,8 +21,12 @@ nlohmann::json to_json(const cpu::OnlineSoftmaxTrace &t) {
                      {"m", s.m},
                      {"l", s.l},
                      {"rescale", s.rescale}});
-  return {{"measured", true},        {"values", t.values},       {"block", t.block},
-          {"steps", steps},          {"softmax", t.softmax},     {"exact_softmax", t.exact},
+  return {{"measured", true},
+          {"values", t.values},
+          {"block", t.block},
+          {"steps", steps},
+          {"softmax", t.softmax},
+          {"exact_softmax", t.exact},
           {"max_abs_error", t.max_abs_error}};
 }
 

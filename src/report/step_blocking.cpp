@@ -31,7 +31,9 @@ nlohmann::json causal_cells(int64_t seqlen) {
       if (last_key > first_row) ++diagonal;  // some pair in it is masked
     }
   }
-  return {{"total", q_blocks * k_blocks}, {"visited", visited}, {"skipped", q_blocks * k_blocks - visited},
+  return {{"total", q_blocks * k_blocks},
+          {"visited", visited},
+          {"skipped", q_blocks * k_blocks - visited},
           {"diagonal", diagonal}};
 }
 
@@ -73,10 +75,16 @@ nlohmann::json run(ReportContext &ctx) {
   for (size_t i = 0; i < naive_values.size(); ++i)
     naive_values[i] = cpu::load_as_float(naive.out.data(), shape.dtype, int64_t(i));
   const auto agree = compare_to_reference(blocked.out.data(), shape.dtype, naive_values);
-  j["comparison"] = {{"batch", shape.batch},  {"heads", shape.heads_q},           {"seqlen", shape.seqlen_q},
-                     {"head_dim", shape.head_dim}, {"dtype", cpu::dtype_name(shape.dtype)}, {"causal", shape.causal},
-                     {"naive_kernel", naive.kernel}, {"blocked_kernel", blocked.kernel},
-                     {"naive_scratch_bytes", naive.scratch_bytes}, {"blocked_scratch_bytes", blocked.scratch_bytes},
+  j["comparison"] = {{"batch", shape.batch},
+                     {"heads", shape.heads_q},
+                     {"seqlen", shape.seqlen_q},
+                     {"head_dim", shape.head_dim},
+                     {"dtype", cpu::dtype_name(shape.dtype)},
+                     {"causal", shape.causal},
+                     {"naive_kernel", naive.kernel},
+                     {"blocked_kernel", blocked.kernel},
+                     {"naive_scratch_bytes", naive.scratch_bytes},
+                     {"blocked_scratch_bytes", blocked.scratch_bytes},
                      {"rel_difference", agree.rel}};
   j["cpu_blocked_vs_naive_max_abs"] = agree.max_abs;
   ctx.progress("done", 2, 2);

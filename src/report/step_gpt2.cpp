@@ -27,7 +27,8 @@ nlohmann::json run(ReportContext &ctx) {
   const std::string encoder = default_encoder_json_path(), vocab = default_vocab_bpe_path();
   if (encoder.empty() || vocab.empty())
     return {{"measured", false},
-            {"reason", "GPT-2 tokenizer files not found (scripts/install-deps.sh installs them under tests/gpt2/node)"}};
+            {"reason",
+             "GPT-2 tokenizer files not found (scripts/install-deps.sh installs them under tests/gpt2/node)"}};
   ctx.progress("gpt2: tokenizing text", 0, 1);
   BpeTokenizer tokenizer(encoder, vocab);
   // Code and prose run 2-4 bytes per token; take more text until `count` tokens exist.

@@ -37,7 +37,8 @@ std::vector<std::pair<std::string, std::string>> python_candidates(const ReportC
 std::vector<int64_t> bench_seqlens(const json &bench, const std::string &device, const std::string &direction) {
   std::set<int64_t> t;
   for (const json &r : bench["rows"])
-    if (r.value("device", "") == device && r.value("direction", "forward") == direction) t.insert(r.value("seqlen", int64_t{0}));
+    if (r.value("device", "") == device && r.value("direction", "forward") == direction)
+      t.insert(r.value("seqlen", int64_t{0}));
   return {t.begin(), t.end()};
 }
 
@@ -65,8 +66,9 @@ class TempDir {
 json run(ReportContext &ctx) {
   const json *doc = ctx.document;
   if (!doc || !(*doc)["steps"].contains("bench") || !(*doc)["steps"]["bench"].value("measured", false))
-    return not_measured_step("SDPA is timed on the bench step's shapes, and the bench step did not run "
-                             "(flashbox report --steps bench,peers)");
+    return not_measured_step(
+        "SDPA is timed on the bench step's shapes, and the bench step did not run "
+        "(flashbox report --steps bench,peers)");
   const json &bench = (*doc)["steps"]["bench"];
   const bool gpu = bench.value("device", "") == "cuda";
   // The GPU configuration is steps.bench.config; the CPU rows' is config on a CPU-only machine.
@@ -91,14 +93,35 @@ json run(ReportContext &ctx) {
       continue;
     }
     const fs::path out = dir.path() / "peers.json";
-    const std::vector<std::string> argv = {
-        found, "-u", script.string(), "--device", device,
-        "--impls", gpu ? "sdpa_flash,sdpa_cudnn,sdpa_efficient" : "sdpa_math,sdpa_flash",
-        "--forward-seqlens", joined(forward), "--backward-seqlens", joined(backward),
-        "--batch", std::to_string(config.value("batch", 4)), "--heads", std::to_string(config.value("heads", 12)),
-        "--head-dim", std::to_string(config.value("head_dim", 64)), "--dtype", config.value("dtype", std::string("bf16")),
-        "--causal", config.value("causal", true) ? "1" : "0", "--repeats", std::to_string(config.value("repeats", 10)),
-        "--warmup", std::to_string(config.value("warmup", 3)), "--seed", std::to_string(ctx.seed), "--json", out.string()};
+    const std::vector<std::string> argv = {found,
+                                           "-u",
+                                           script.string(),
+                                           "--device",
+                                           device,
+                                           "--impls",
+                                           gpu ? "sdpa_flash,sdpa_cudnn,sdpa_efficient" : "sdpa_math,sdpa_flash",
+                                           "--forward-seqlens",
+                                           joined(forward),
+                                           "--backward-seqlens",
+                                           joined(backward),
+                                           "--batch",
+                                           std::to_string(config.value("batch", 4)),
+                                           "--heads",
+                                           std::to_string(config.value("heads", 12)),
+                                           "--head-dim",
+                                           std::to_string(config.value("head_dim", 64)),
+                                           "--dtype",
+                                           config.value("dtype", std::string("bf16")),
+                                           "--causal",
+                                           config.value("causal", true) ? "1" : "0",
+                                           "--repeats",
+                                           std::to_string(config.value("repeats", 10)),
+                                           "--warmup",
+                                           std::to_string(config.value("warmup", 3)),
+                                           "--seed",
+                                           std::to_string(ctx.seed),
+                                           "--json",
+                                           out.string()};
     const auto result = run_child(argv, ctx.quick ? 300 : 900, [&](const std::string &line) {
       int done = 0, total = 0, used = 0;
       if (std::sscanf(line.c_str(), "progress %d %d %n", &done, &total, &used) == 2 && used > 0)
@@ -111,14 +134,15 @@ json run(ReportContext &ctx) {
       continue;
     }
     if (!result.started || result.timed_out || result.exit_code != 0)
-      return not_measured_step(fmt::format("{} failed{}: {}", found,
-                                           result.timed_out ? " (time limit)" : fmt::format(" (exit {})", result.exit_code),
-                                           result.output));
+      return not_measured_step(
+          fmt::format("{} failed{}: {}", found,
+                      result.timed_out ? " (time limit)" : fmt::format(" (exit {})", result.exit_code), result.output));
     return read_json_file(out.string());
   }
-  return not_measured_step(fmt::format("no Python with PyTorch found ({}); give one with `flashbox report "
-                                       "--python PATH` or FLASHBOX_PYTHON",
-                                       fmt::join(tried, "; ")));
+  return not_measured_step(
+      fmt::format("no Python with PyTorch found ({}); give one with `flashbox report "
+                  "--python PATH` or FLASHBOX_PYTHON",
+                  fmt::join(tried, "; ")));
 }
 
 FLASHBOX_REPORT_STEP(55, "peers", run);

@@ -11,10 +11,10 @@
 namespace flashbox::report {
 
 struct ReportContext {
-  bool has_gpu = false;            // a CUDA device is present and the build has CUDA
-  bool quick = false;              // smaller sizes (tests)
+  bool has_gpu = false;  // a CUDA device is present and the build has CUDA
+  bool quick = false;    // smaller sizes (tests)
   unsigned seed = 1234;
-  std::string python;              // the Python (with torch) for the peers step; empty: look for one
+  std::string python;  // the Python (with torch) for the peers step; empty: look for one
   // Reports progress of long work on the terminal: (what, done, total).
   std::function<void(const std::string &, int, int)> progress = [](const std::string &, int, int) {};
   nlohmann::json *document = nullptr;  // the whole document so far (steps run earlier are readable)
@@ -35,6 +35,6 @@ bool register_step(int order, const char *name, StepRun run);
 
 #define FLASHBOX_REPORT_CONCAT_INNER(a, b) a##b
 #define FLASHBOX_REPORT_CONCAT(a, b) FLASHBOX_REPORT_CONCAT_INNER(a, b)
-#define FLASHBOX_REPORT_STEP(order, name, run)                                           \
+#define FLASHBOX_REPORT_STEP(order, name, run) \
   static const bool FLASHBOX_REPORT_CONCAT(flashbox_report_step_registered_, __LINE__) = \
       ::flashbox::report::register_step(order, name, run)

@@ -39,7 +39,8 @@ class BadArguments : public ::testing::Test {
     const int rc = flashbox_attention_forward(&a);
     const std::string msg = flashbox_last_error();
     EXPECT_EQ(rc, code) << "message: " << msg;
-    for (const std::string &part : in_message) EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' not in: " << msg;
+    for (const std::string &part : in_message)
+      EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' not in: " << msg;
     EXPECT_EQ(data_.o_bytes(), o_before) << "o written on failure";
     EXPECT_EQ(std::memcmp(data_.lse.data(), lse_before.data(), lse_before.size() * 4), 0) << "lse written on failure";
     EXPECT_EQ(data_.q_bytes(), q_before);
@@ -77,9 +78,10 @@ TEST_F(BadArguments, SizesMustBePositive) {
 TEST_F(BadArguments, CountsThatOverflowInt64) {
   expect_rejected([](auto &a) { a.batch = int64_t(1) << 40, a.seqlen_q = int64_t(1) << 30; },
                   FLASHBOX_ERR_SIZE_OVERFLOW, {"batch = 1099511627776", "overflows"});
-  expect_rejected([](auto &a) { a.seqlen_k = int64_t(1) << 60; }, FLASHBOX_ERR_SIZE_OVERFLOW, {"seqlen_k", "overflows"});
-  expect_rejected([](auto &a) { a.q_stride[0] = std::numeric_limits<int64_t>::max() / 2; },
-                  FLASHBOX_ERR_SIZE_OVERFLOW, {"q", "overflows"});
+  expect_rejected([](auto &a) { a.seqlen_k = int64_t(1) << 60; }, FLASHBOX_ERR_SIZE_OVERFLOW,
+                  {"seqlen_k", "overflows"});
+  expect_rejected([](auto &a) { a.q_stride[0] = std::numeric_limits<int64_t>::max() / 2; }, FLASHBOX_ERR_SIZE_OVERFLOW,
+                  {"q", "overflows"});
 }
 
 TEST_F(BadArguments, HeadsNotAMultiple) {
@@ -98,13 +100,14 @@ TEST_F(BadArguments, UnsupportedHeadDim) {
 TEST_F(BadArguments, UnsupportedDtype) {
   expect_rejected([](auto &a) { a.dtype = static_cast<flashbox_dtype>(7); }, FLASHBOX_ERR_UNSUPPORTED_DTYPE,
                   {"dtype = 7"});
-  expect_rejected([](auto &a) { a.device = FLASHBOX_CUDA, a.dtype = FLASHBOX_FLOAT32; },
-                  FLASHBOX_ERR_UNSUPPORTED_DTYPE, {"dtype = fp32", "cuda"});
+  expect_rejected([](auto &a) { a.device = FLASHBOX_CUDA, a.dtype = FLASHBOX_FLOAT32; }, FLASHBOX_ERR_UNSUPPORTED_DTYPE,
+                  {"dtype = fp32", "cuda"});
 }
 
 TEST_F(BadArguments, UnsupportedImplOrDevice) {
   expect_rejected([](auto &a) { a.impl = static_cast<flashbox_impl>(9); }, FLASHBOX_ERR_UNSUPPORTED_IMPL, {"impl = 9"});
-  expect_rejected([](auto &a) { a.impl = static_cast<flashbox_impl>(-1); }, FLASHBOX_ERR_UNSUPPORTED_IMPL, {"impl = -1"});
+  expect_rejected([](auto &a) { a.impl = static_cast<flashbox_impl>(-1); }, FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                  {"impl = -1"});
   expect_rejected([](auto &a) { a.device = static_cast<flashbox_device>(5); }, FLASHBOX_ERR_UNSUPPORTED_IMPL,
                   {"device = 5"});
   expect_rejected([](auto &a) { a.impl = FLASHBOX_FLASH; }, FLASHBOX_ERR_UNSUPPORTED_IMPL, {"impl = flash", "cpu"});
@@ -122,19 +125,23 @@ TEST_F(BadArguments, StridesThatOverlap) {
   // Heads closer than head_dim: two heads would share elements.
   expect_rejected([](auto &a) { a.v_stride[2] = 8; }, FLASHBOX_ERR_BAD_STRIDE, {"v_stride[2]", "= 8", "overlap"});
   // Rows closer than heads x head stride: row i's last head is row i+1's first.
-  expect_rejected([](auto &a) { a.o_stride[1] = 2 * a.o_stride[2]; }, FLASHBOX_ERR_BAD_STRIDE, {"o_stride[1]", "overlap"});
+  expect_rejected([](auto &a) { a.o_stride[1] = 2 * a.o_stride[2]; }, FLASHBOX_ERR_BAD_STRIDE,
+                  {"o_stride[1]", "overlap"});
   // Batches closer than the rows of one batch.
-  expect_rejected([](auto &a) { a.q_stride[0] = a.q_stride[1] * 2; }, FLASHBOX_ERR_BAD_STRIDE, {"q_stride[0]", "overlap"});
+  expect_rejected([](auto &a) { a.q_stride[0] = a.q_stride[1] * 2; }, FLASHBOX_ERR_BAD_STRIDE,
+                  {"q_stride[0]", "overlap"});
 }
 
 TEST_F(BadArguments, OutputsOverlappingInputs) {
-  expect_rejected([](auto &a) { a.o = const_cast<void *>(a.k); }, FLASHBOX_ERR_INVALID_ARGUMENT, {"o = ", "overlaps k"});
+  expect_rejected([](auto &a) { a.o = const_cast<void *>(a.k); }, FLASHBOX_ERR_INVALID_ARGUMENT,
+                  {"o = ", "overlaps k"});
   expect_rejected([](auto &a) { a.lse = static_cast<float *>(a.o) + 4; }, FLASHBOX_ERR_INVALID_ARGUMENT,
                   {"lse", "overlaps o"});
 }
 
 TEST_F(BadArguments, MisalignedPointers) {
-  expect_rejected([](auto &a) { a.q = static_cast<const char *>(a.q) + 1; }, FLASHBOX_ERR_MISALIGNED, {"q = ", "aligned"});
+  expect_rejected([](auto &a) { a.q = static_cast<const char *>(a.q) + 1; }, FLASHBOX_ERR_MISALIGNED,
+                  {"q = ", "aligned"});
   expect_rejected([](auto &a) { a.lse = reinterpret_cast<float *>(reinterpret_cast<char *>(a.lse) + 2); },
                   FLASHBOX_ERR_MISALIGNED, {"lse", "4-byte"});
   // CUDA: 16-byte pointers and strides in multiples of 8 half-precision elements.
@@ -158,7 +165,8 @@ TEST_F(BadArguments, CausalAndScaleValues) {
 }
 
 TEST_F(BadArguments, CudaWithoutDevice) {
-  if (flashbox_cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present; this case needs a machine without one";
+  if (flashbox_cuda_device_count() > 0)
+    GTEST_SKIP() << "a CUDA device is present; this case needs a machine without one";
   // Everything else valid for CUDA (fp16, head_dim 64, 16-byte aligned, strides multiples of 8).
   AttentionCase c;
   c.dtype = FLASHBOX_FLOAT16, c.head_dim = 64, c.device = FLASHBOX_CUDA, c.seqlen_q = 3, c.seqlen_k = 3;

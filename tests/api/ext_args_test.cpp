@@ -64,35 +64,73 @@ TEST(ExtArgs, EveryBadFieldIsNamed) {
   using E = flashbox_attention_ext;
   using D = MaskData;
   const Bad cases[] = {
-      {"struct_size small", FLASHBOX_ERR_INVALID_ARGUMENT, {"struct_size = 8"}, [](A &, E &e, D &) { e.struct_size = 8; }},
-      {"struct_size garbage", FLASHBOX_ERR_INVALID_ARGUMENT, {"struct_size = 100000"},
+      {"struct_size small",
+       FLASHBOX_ERR_INVALID_ARGUMENT,
+       {"struct_size = 8"},
+       [](A &, E &e, D &) { e.struct_size = 8; }},
+      {"struct_size garbage",
+       FLASHBOX_ERR_INVALID_ARGUMENT,
+       {"struct_size = 100000"},
        [](A &, E &e, D &) { e.struct_size = 100000; }},
-      {"window_left -2", FLASHBOX_ERR_INVALID_ARGUMENT, {"window_left = -2"}, [](A &, E &e, D &) { e.window_left = -2; }},
-      {"window_right -7", FLASHBOX_ERR_INVALID_ARGUMENT, {"window_right = -7"}, [](A &, E &e, D &) { e.window_right = -7; }},
-      {"window_right with causal", FLASHBOX_ERR_INVALID_ARGUMENT, {"window_right = 3", "causal"},
+      {"window_left -2",
+       FLASHBOX_ERR_INVALID_ARGUMENT,
+       {"window_left = -2"},
+       [](A &, E &e, D &) { e.window_left = -2; }},
+      {"window_right -7",
+       FLASHBOX_ERR_INVALID_ARGUMENT,
+       {"window_right = -7"},
+       [](A &, E &e, D &) { e.window_right = -7; }},
+      {"window_right with causal",
+       FLASHBOX_ERR_INVALID_ARGUMENT,
+       {"window_right = 3", "causal"},
        [](A &a, E &e, D &) { a.causal = 1, e.window_right = 3; }},
       {"softcap negative", FLASHBOX_ERR_INVALID_ARGUMENT, {"softcap = -1"}, [](A &, E &e, D &) { e.softcap = -1.0f; }},
       {"softcap nan", FLASHBOX_ERR_INVALID_ARGUMENT, {"softcap = nan"}, [](A &, E &e, D &) { e.softcap = NAN; }},
-      {"alibi stride small", FLASHBOX_ERR_INVALID_ARGUMENT, {"alibi_batch_stride = 1", "heads_q = 2"},
+      {"alibi stride small",
+       FLASHBOX_ERR_INVALID_ARGUMENT,
+       {"alibi_batch_stride = 1", "heads_q = 2"},
        [](A &, E &e, D &) { e.alibi_batch_stride = 1; }},
-      {"alibi stride without slopes", FLASHBOX_ERR_INVALID_ARGUMENT, {"alibi_batch_stride = 5", "NULL"},
+      {"alibi stride without slopes",
+       FLASHBOX_ERR_INVALID_ARGUMENT,
+       {"alibi_batch_stride = 5", "NULL"},
        [](A &, E &e, D &) { e.alibi_slopes = nullptr, e.alibi_batch_stride = 5; }},
-      {"alibi misaligned", FLASHBOX_ERR_MISALIGNED, {"alibi_slopes", "4-byte"},
-       [](A &, E &e, D &) { e.alibi_slopes = reinterpret_cast<const float *>(reinterpret_cast<const char *>(e.alibi_slopes) + 1); }},
-      {"alibi slope inf", FLASHBOX_ERR_INVALID_ARGUMENT, {"alibi_slopes[", "must be finite"},
+      {"alibi misaligned",
+       FLASHBOX_ERR_MISALIGNED,
+       {"alibi_slopes", "4-byte"},
+       [](A &, E &e, D &) {
+         e.alibi_slopes = reinterpret_cast<const float *>(reinterpret_cast<const char *>(e.alibi_slopes) + 1);
+       }},
+      {"alibi slope inf",
+       FLASHBOX_ERR_INVALID_ARGUMENT,
+       {"alibi_slopes[", "must be finite"},
        [](A &, E &, D &d) { d.slopes()[1] = INFINITY; }},
-      {"only cu_seqlens_q", FLASHBOX_ERR_NULL_POINTER, {"cu_seqlens_k is NULL"},
+      {"only cu_seqlens_q",
+       FLASHBOX_ERR_NULL_POINTER,
+       {"cu_seqlens_k is NULL"},
        [](A &, E &e, D &) { e.cu_seqlens_k = nullptr; }},
-      {"cu_seqlens_q[0] not 0", FLASHBOX_ERR_INVALID_ARGUMENT, {"cu_seqlens_q[0] = 1"},
+      {"cu_seqlens_q[0] not 0",
+       FLASHBOX_ERR_INVALID_ARGUMENT,
+       {"cu_seqlens_q[0] = 1"},
        [](A &, E &, D &d) { d.cu_q()[0] = 1; }},
-      {"cu_seqlens_k decreasing", FLASHBOX_ERR_INVALID_ARGUMENT, {"cu_seqlens_k[2] = 6", "less than"},
+      {"cu_seqlens_k decreasing",
+       FLASHBOX_ERR_INVALID_ARGUMENT,
+       {"cu_seqlens_k[2] = 6", "less than"},
        [](A &, E &, D &d) { d.cu_k()[2] = 6; }},
-      {"total mismatch", FLASHBOX_ERR_INVALID_ARGUMENT, {"cu_seqlens_q[batch = 3] = 14", "seqlen_q = 13"},
+      {"total mismatch",
+       FLASHBOX_ERR_INVALID_ARGUMENT,
+       {"cu_seqlens_q[batch = 3] = 14", "seqlen_q = 13"},
        [](A &a, E &, D &) { a.seqlen_q = 13; }},
-      {"max_seqlen too small", FLASHBOX_ERR_INVALID_ARGUMENT, {"max_seqlen_k = 8", "length 9", "sequence 2"},
+      {"max_seqlen too small",
+       FLASHBOX_ERR_INVALID_ARGUMENT,
+       {"max_seqlen_k = 8", "length 9", "sequence 2"},
        [](A &, E &e, D &) { e.max_seqlen_k = 8; }},
-      {"max_seqlen negative", FLASHBOX_ERR_INVALID_SIZE, {"max_seqlen_q = -1"}, [](A &, E &e, D &) { e.max_seqlen_q = -1; }},
-      {"max_seqlen without varlen", FLASHBOX_ERR_INVALID_ARGUMENT, {"max_seqlen_q = 4", "only meaningful"},
+      {"max_seqlen negative",
+       FLASHBOX_ERR_INVALID_SIZE,
+       {"max_seqlen_q = -1"},
+       [](A &, E &e, D &) { e.max_seqlen_q = -1; }},
+      {"max_seqlen without varlen",
+       FLASHBOX_ERR_INVALID_ARGUMENT,
+       {"max_seqlen_q = 4", "only meaningful"},
        [](A &a, E &e, D &) {
          e.cu_seqlens_q = e.cu_seqlens_k = nullptr, e.max_seqlen_q = 4;
          a.batch = 1;  // a plain [1, total, ...] call otherwise
@@ -154,7 +192,8 @@ TEST(ExtArgs, CudaRefusesWhatItLacks) {
     a.device = FLASHBOX_CUDA;
     flashbox_attention_ext e = flashbox_attention_ext_default();
     edit(e);
-    EXPECT_EQ(flashbox_attention_forward_ext(&a, &e), FLASHBOX_ERR_UNSUPPORTED_IMPL) << name << ": " << flashbox_last_error();
+    EXPECT_EQ(flashbox_attention_forward_ext(&a, &e), FLASHBOX_ERR_UNSUPPORTED_IMPL)
+        << name << ": " << flashbox_last_error();
     const std::string msg = flashbox_last_error();
     EXPECT_NE(msg.find(name), std::string::npos) << msg;
     EXPECT_NE(msg.find("cuda"), std::string::npos) << msg;
@@ -172,7 +211,8 @@ TEST(ExtArgs, OutputOnTheSlopesIsRefused) {
   e.alibi_slopes = shared.data();
   a.lse = shared.data() + 1;
   EXPECT_EQ(flashbox_attention_forward_ext(&a, &e), FLASHBOX_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(flashbox_last_error()).find("overlaps alibi_slopes"), std::string::npos) << flashbox_last_error();
+  EXPECT_NE(std::string(flashbox_last_error()).find("overlaps alibi_slopes"), std::string::npos)
+      << flashbox_last_error();
   a.lse = shared.data() + 2;  // right after the two slopes: disjoint
   EXPECT_EQ(flashbox_attention_forward_ext(&a, &e), FLASHBOX_OK) << flashbox_last_error();
 }

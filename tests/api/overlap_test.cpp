@@ -90,7 +90,8 @@ TEST(Overlap, SameBufferDifferentLayoutsOverlap) {
   // A batch-strided slice of the next batch: rows overlap.
   EXPECT_TRUE(overlap(bthd, tensor(s * h * d - h * d, 1, s, h, d, s * h * d, h * d, d)));
   // Every other head of one buffer against the rest: disjoint.
-  EXPECT_FALSE(overlap(tensor(0, b, s, h / 2, d, s * h * d, h * d, 2 * d), tensor(d, b, s, h / 2, d, s * h * d, h * d, 2 * d)));
+  EXPECT_FALSE(
+      overlap(tensor(0, b, s, h / 2, d, s * h * d, h * d, 2 * d), tensor(d, b, s, h / 2, d, s * h * d, h * d, 2 * d)));
 }
 
 TEST(Overlap, LseInTheGapsOfAPaddedTensor) {

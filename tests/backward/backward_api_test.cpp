@@ -4,8 +4,8 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <functional>
+#include <string>
 
 #include "backward_case.hpp"
 
@@ -23,8 +23,9 @@ struct BadCase {
   std::function<void(flashbox_attention_grad_args &, BackwardData &)> edit;
 };
 
-void expect_refused(const BadCase &bc, AttentionCase c = {.batch = 2, .seqlen_q = 9, .seqlen_k = 9, .heads_q = 2,
-                                                          .heads_kv = 1, .head_dim = 16}) {
+void expect_refused(
+    const BadCase &bc,
+    AttentionCase c = {.batch = 2, .seqlen_q = 9, .seqlen_k = 9, .heads_q = 2, .heads_kv = 1, .head_dim = 16}) {
   BackwardData d(c);
   flashbox_attention_grad_args g = d.grad;
   bc.edit(g, d);
@@ -54,7 +55,8 @@ TEST(BackwardApi, EveryBadArgumentIsNamed) {
       {"dq_stride zero", FLASHBOX_ERR_BAD_STRIDE, "dq_stride[1]", [](G &g, D &) { g.dq_stride[1] = 0; }},
       {"dout_stride negative", FLASHBOX_ERR_BAD_STRIDE, "dout_stride[0]", [](G &g, D &) { g.dout_stride[0] = -1; }},
       {"dk rows overlap", FLASHBOX_ERR_BAD_STRIDE, "dk_stride[1]", [](G &g, D &) { g.dk_stride[1] = 8; }},
-      {"dv heads overlap", FLASHBOX_ERR_BAD_STRIDE, "dv_stride", [](G &g, D &) {
+      {"dv heads overlap", FLASHBOX_ERR_BAD_STRIDE, "dv_stride",
+       [](G &g, D &) {
          g.dv_stride[2] = 4;  // heads_kv = 1: the head stride is not looked at; the seq stride is
          g.dv_stride[1] = 4;
        }},
@@ -79,7 +81,12 @@ TEST(BackwardApi, EveryBadArgumentIsNamed) {
 }
 
 TEST(BackwardApi, CudaNeedsAlignmentAndADevice) {
-  const AttentionCase c{.batch = 1, .seqlen_q = 8, .seqlen_k = 8, .heads_q = 1, .heads_kv = 1, .head_dim = 64,
+  const AttentionCase c{.batch = 1,
+                        .seqlen_q = 8,
+                        .seqlen_k = 8,
+                        .heads_q = 1,
+                        .heads_kv = 1,
+                        .head_dim = 64,
                         .dtype = FLASHBOX_BFLOAT16};
   expect_refused({"dq misaligned", FLASHBOX_ERR_MISALIGNED, "dq",
                   [](flashbox_attention_grad_args &g, BackwardData &) {
@@ -94,7 +101,8 @@ TEST(BackwardApi, CudaNeedsAlignmentAndADevice) {
                   }},
                  c);
   // Host memory handed to device = cuda: no GPU (or no CUDA build) here, or host pointers there.
-  expect_refused({"cuda with host pointers", flashbox_cuda_device_count() > 0 ? FLASHBOX_ERR_INVALID_ARGUMENT : FLASHBOX_ERR_NO_DEVICE,
+  expect_refused({"cuda with host pointers",
+                  flashbox_cuda_device_count() > 0 ? FLASHBOX_ERR_INVALID_ARGUMENT : FLASHBOX_ERR_NO_DEVICE,
                   flashbox_cuda_device_count() > 0 ? "host memory" : "cuda",
                   [](flashbox_attention_grad_args &g, BackwardData &) { g.fwd.device = FLASHBOX_CUDA; }},
                  c);

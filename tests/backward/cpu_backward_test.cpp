@@ -24,8 +24,8 @@ class CpuBackwardShapes : public ::testing::TestWithParam<std::tuple<int, int, i
 // (seqlen_q, seqlen_k, causal) for both levels in fp32; one query head pair, one kv head.
 TEST_P(CpuBackwardShapes, NaiveAndBlockedFp32) {
   const auto [sq, sk, causal] = GetParam();
-  const AttentionCase c{.batch = 2, .seqlen_q = sq, .seqlen_k = sk, .heads_q = 2, .heads_kv = 1, .head_dim = 32,
-                        .causal = causal};
+  const AttentionCase c{
+      .batch = 2, .seqlen_q = sq, .seqlen_k = sk, .heads_q = 2, .heads_kv = 1, .head_dim = 32, .causal = causal};
   run_and_check(c, FLASHBOX_NAIVE);
   run_and_check(c, FLASHBOX_BLOCKED);
 }
@@ -35,27 +35,48 @@ INSTANTIATE_TEST_SUITE_P(Lengths, CpuBackwardShapes,
                                             ::testing::Values(0, 1)));
 
 TEST(CpuBackward, LongSequenceBlockedBf16Causal) {
-  run_and_check({.batch = 1, .seqlen_q = 1000, .seqlen_k = 1000, .heads_q = 1, .heads_kv = 1, .head_dim = 64,
-                 .dtype = FLASHBOX_BFLOAT16, .causal = 1},
+  run_and_check({.batch = 1,
+                 .seqlen_q = 1000,
+                 .seqlen_k = 1000,
+                 .heads_q = 1,
+                 .heads_kv = 1,
+                 .head_dim = 64,
+                 .dtype = FLASHBOX_BFLOAT16,
+                 .causal = 1},
                 FLASHBOX_AUTO);
 }
 
 TEST(CpuBackward, LongSequenceBlockedFp32Full) {
-  run_and_check({.batch = 1, .seqlen_q = 1000, .seqlen_k = 300, .heads_q = 1, .heads_kv = 1, .head_dim = 64}, FLASHBOX_BLOCKED);
+  run_and_check({.batch = 1, .seqlen_q = 1000, .seqlen_k = 300, .heads_q = 1, .heads_kv = 1, .head_dim = 64},
+                FLASHBOX_BLOCKED);
 }
 
 TEST(CpuBackward, DtypesLayoutsGqa) {
   for (flashbox_dtype t : {FLASHBOX_FLOAT32, FLASHBOX_FLOAT16, FLASHBOX_BFLOAT16})
     for (Layout l : {Layout::BTHD, Layout::BHTD, Layout::PADDED})
       for (flashbox_impl impl : {FLASHBOX_NAIVE, FLASHBOX_BLOCKED})
-        run_and_check({.batch = 2, .seqlen_q = 70, .seqlen_k = 90, .heads_q = 4, .heads_kv = 2, .head_dim = 64,
-                       .dtype = t, .causal = 1, .layout = l},
+        run_and_check({.batch = 2,
+                       .seqlen_q = 70,
+                       .seqlen_k = 90,
+                       .heads_q = 4,
+                       .heads_kv = 2,
+                       .head_dim = 64,
+                       .dtype = t,
+                       .causal = 1,
+                       .layout = l},
                       impl);
 }
 
 TEST(CpuBackward, MqaHeadDim128ScaleAndOddHeadDim) {
-  run_and_check({.batch = 1, .seqlen_q = 80, .seqlen_k = 80, .heads_q = 3, .heads_kv = 1, .head_dim = 128,
-                 .dtype = FLASHBOX_BFLOAT16, .causal = 1, .softmax_scale = 0.05f},
+  run_and_check({.batch = 1,
+                 .seqlen_q = 80,
+                 .seqlen_k = 80,
+                 .heads_q = 3,
+                 .heads_kv = 1,
+                 .head_dim = 128,
+                 .dtype = FLASHBOX_BFLOAT16,
+                 .causal = 1,
+                 .softmax_scale = 0.05f},
                 FLASHBOX_BLOCKED);
   run_and_check({.batch = 1, .seqlen_q = 33, .seqlen_k = 47, .heads_q = 2, .heads_kv = 2, .head_dim = 40},
                 FLASHBOX_NAIVE);
@@ -67,8 +88,14 @@ TEST(CpuBackward, MqaHeadDim128ScaleAndOddHeadDim) {
 // keys no query sees get dK = dV = 0.
 TEST(CpuBackward, EmptyRowsGiveZeroGradients) {
   for (flashbox_impl impl : {FLASHBOX_NAIVE, FLASHBOX_BLOCKED}) {
-    BackwardData d({.batch = 1, .seqlen_q = 100, .seqlen_k = 30, .heads_q = 2, .heads_kv = 1, .head_dim = 16,
-                    .causal = 1, .impl = impl});
+    BackwardData d({.batch = 1,
+                    .seqlen_q = 100,
+                    .seqlen_k = 30,
+                    .heads_q = 2,
+                    .heads_kv = 1,
+                    .head_dim = 16,
+                    .causal = 1,
+                    .impl = impl});
     ASSERT_EQ(flashbox_attention_backward(&d.grad), 0) << flashbox_last_error();
     d.expect_close();
     const float *dq = reinterpret_cast<const float *>(d.dq_bytes().data());
@@ -81,8 +108,15 @@ TEST(CpuBackward, EmptyRowsGiveZeroGradients) {
 
 TEST(CpuBackward, DeterministicAndScratchMatchesWorkspaceSize) {
   for (flashbox_impl impl : {FLASHBOX_NAIVE, FLASHBOX_BLOCKED}) {
-    BackwardData d({.batch = 2, .seqlen_q = 130, .seqlen_k = 70, .heads_q = 4, .heads_kv = 2, .head_dim = 32,
-                    .dtype = FLASHBOX_BFLOAT16, .causal = 1, .impl = impl});
+    BackwardData d({.batch = 2,
+                    .seqlen_q = 130,
+                    .seqlen_k = 70,
+                    .heads_q = 4,
+                    .heads_kv = 2,
+                    .head_dim = 32,
+                    .dtype = FLASHBOX_BFLOAT16,
+                    .causal = 1,
+                    .impl = impl});
     d.grad.deterministic = 1;
     ASSERT_EQ(flashbox_attention_backward(&d.grad), 0) << flashbox_last_error();
     const int64_t peak = flashbox_last_scratch_peak_bytes();
@@ -92,7 +126,8 @@ TEST(CpuBackward, DeterministicAndScratchMatchesWorkspaceSize) {
     const std::vector<uint8_t> dq = d.dq_bytes(), dk = d.dk_bytes(), dv = d.dv_bytes();
     d.poison();
     ASSERT_EQ(flashbox_attention_backward(&d.grad), 0) << flashbox_last_error();
-    EXPECT_TRUE(dq == d.dq_bytes() && dk == d.dk_bytes() && dv == d.dv_bytes()) << "not bitwise repeatable: " << d.name();
+    EXPECT_TRUE(dq == d.dq_bytes() && dk == d.dk_bytes() && dv == d.dv_bytes())
+        << "not bitwise repeatable: " << d.name();
   }
 }
 

@@ -16,7 +16,7 @@
 namespace flashbox::test {
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                                                     \
+#define SKIP_WITHOUT_GPU() \
   if (flashbox_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: the CUDA backward is not run"
 
 #define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call << ": " << cudaGetErrorString(cudaGetLastError())
@@ -25,7 +25,8 @@ namespace {
 class DeviceCopy {
  public:
   explicit DeviceCopy(std::vector<uint8_t> &host) : host_(host) {
-    if (cudaMalloc(&ptr_, host.size()) == cudaSuccess) ok_ = cudaMemcpy(ptr_, host.data(), host.size(), cudaMemcpyHostToDevice) == cudaSuccess;
+    if (cudaMalloc(&ptr_, host.size()) == cudaSuccess)
+      ok_ = cudaMemcpy(ptr_, host.data(), host.size(), cudaMemcpyHostToDevice) == cudaSuccess;
   }
   ~DeviceCopy() { cudaFree(ptr_); }
   bool ok() const { return ok_; }
@@ -63,7 +64,8 @@ void run_on_device(BackwardData &d, int deterministic, int repeats = 1, bool *bi
     if (r == 0) {
       first_dq = d.dq_bytes(), first_dk = d.dk_bytes(), first_dv = d.dv_bytes();
     } else if (bitwise_equal) {
-      *bitwise_equal = *bitwise_equal && first_dq == d.dq_bytes() && first_dk == d.dk_bytes() && first_dv == d.dv_bytes();
+      *bitwise_equal =
+          *bitwise_equal && first_dq == d.dq_bytes() && first_dk == d.dk_bytes() && first_dv == d.dv_bytes();
     }
   }
 }
@@ -84,28 +86,42 @@ class CudaBackwardShapes : public ::testing::TestWithParam<std::tuple<Shape, int
 TEST_P(CudaBackwardShapes, BothModesMatchReference) {
   SKIP_WITHOUT_GPU();
   const auto [s, causal, dtype] = GetParam();
-  const AttentionCase c{.batch = s.b, .seqlen_q = s.sq, .seqlen_k = s.sk, .heads_q = s.hq, .heads_kv = s.hkv,
-                        .head_dim = s.d, .dtype = dtype, .causal = causal};
+  const AttentionCase c{.batch = s.b,
+                        .seqlen_q = s.sq,
+                        .seqlen_k = s.sk,
+                        .heads_q = s.hq,
+                        .heads_kv = s.hkv,
+                        .head_dim = s.d,
+                        .dtype = dtype,
+                        .causal = causal};
   check(c, 0);
   check(c, 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, CudaBackwardShapes,
-    ::testing::Combine(::testing::Values(Shape{1, 1, 1, 2, 2, 64}, Shape{2, 17, 17, 2, 1, 64}, Shape{1, 63, 63, 2, 2, 64},
-                                         Shape{1, 64, 64, 2, 2, 128}, Shape{2, 65, 65, 4, 2, 64},
-                                         Shape{1, 129, 129, 2, 2, 128}, Shape{1, 1000, 1000, 2, 1, 64},
-                                         Shape{1, 1000, 1000, 1, 1, 128}, Shape{1, 17, 300, 3, 1, 64},
-                                         Shape{1, 300, 17, 2, 2, 128}, Shape{2, 200, 333, 6, 2, 64},
-                                         Shape{1, 333, 200, 4, 1, 128}),
+    ::testing::Combine(::testing::Values(Shape{1, 1, 1, 2, 2, 64}, Shape{2, 17, 17, 2, 1, 64},
+                                         Shape{1, 63, 63, 2, 2, 64}, Shape{1, 64, 64, 2, 2, 128},
+                                         Shape{2, 65, 65, 4, 2, 64}, Shape{1, 129, 129, 2, 2, 128},
+                                         Shape{1, 1000, 1000, 2, 1, 64}, Shape{1, 1000, 1000, 1, 1, 128},
+                                         Shape{1, 17, 300, 3, 1, 64}, Shape{1, 300, 17, 2, 2, 128},
+                                         Shape{2, 200, 333, 6, 2, 64}, Shape{1, 333, 200, 4, 1, 128}),
                        ::testing::Values(0, 1), ::testing::Values(FLASHBOX_BFLOAT16, FLASHBOX_FLOAT16)));
 
 TEST(CudaBackward, StridedLayoutsAndScale) {
   SKIP_WITHOUT_GPU();
   for (Layout l : {Layout::BHTD, Layout::PADDED})
     for (int64_t d : {64, 128}) {
-      const AttentionCase c{.batch = 2, .seqlen_q = 150, .seqlen_k = 150, .heads_q = 4, .heads_kv = 2, .head_dim = d,
-                            .dtype = FLASHBOX_BFLOAT16, .causal = 1, .layout = l, .softmax_scale = 0.09f};
+      const AttentionCase c{.batch = 2,
+                            .seqlen_q = 150,
+                            .seqlen_k = 150,
+                            .heads_q = 4,
+                            .heads_kv = 2,
+                            .head_dim = d,
+                            .dtype = FLASHBOX_BFLOAT16,
+                            .causal = 1,
+                            .layout = l,
+                            .softmax_scale = 0.09f};
       check(c, 0);
       check(c, 1);
     }
@@ -114,8 +130,14 @@ TEST(CudaBackward, StridedLayoutsAndScale) {
 TEST(CudaBackward, EmptyRowsGiveZeroDq) {
   SKIP_WITHOUT_GPU();
   for (int det : {0, 1}) {
-    BackwardData d({.batch = 1, .seqlen_q = 200, .seqlen_k = 40, .heads_q = 2, .heads_kv = 1, .head_dim = 64,
-                    .dtype = FLASHBOX_BFLOAT16, .causal = 1});
+    BackwardData d({.batch = 1,
+                    .seqlen_q = 200,
+                    .seqlen_k = 40,
+                    .heads_q = 2,
+                    .heads_kv = 1,
+                    .head_dim = 64,
+                    .dtype = FLASHBOX_BFLOAT16,
+                    .causal = 1});
     run_on_device(d, det);
     d.expect_close();
     const uint16_t *dq = reinterpret_cast<const uint16_t *>(d.dq_bytes().data());
@@ -130,8 +152,14 @@ TEST(CudaBackward, LongOddSequence) {
   SKIP_WITHOUT_GPU();
   for (int64_t dim : {64, 128})
     for (int causal : {0, 1}) {
-      const AttentionCase c{.batch = 1, .seqlen_q = 4097, .seqlen_k = 4097, .heads_q = 2, .heads_kv = 1,
-                            .head_dim = dim, .dtype = FLASHBOX_BFLOAT16, .causal = causal};
+      const AttentionCase c{.batch = 1,
+                            .seqlen_q = 4097,
+                            .seqlen_k = 4097,
+                            .heads_q = 2,
+                            .heads_kv = 1,
+                            .head_dim = dim,
+                            .dtype = FLASHBOX_BFLOAT16,
+                            .causal = causal};
       check(c, 0);
     }
 }
@@ -151,8 +179,14 @@ TEST(CudaBackward, HopperRunsTheSm90Kernels) {
   const char *arch = std::getenv("FLASHBOX_BWD_ARCH");
   if (arch != nullptr && std::string(arch) == "sm80") GTEST_SKIP() << "FLASHBOX_BWD_ARCH=sm80 forces the sm80 kernels";
   for (int64_t dim : {64, 128}) {
-    BackwardData d({.batch = 2, .seqlen_q = 300, .seqlen_k = 300, .heads_q = 4, .heads_kv = 2, .head_dim = dim,
-                    .dtype = FLASHBOX_BFLOAT16, .causal = 1});
+    BackwardData d({.batch = 2,
+                    .seqlen_q = 300,
+                    .seqlen_k = 300,
+                    .heads_q = 4,
+                    .heads_kv = 2,
+                    .head_dim = dim,
+                    .dtype = FLASHBOX_BFLOAT16,
+                    .causal = 1});
     run_on_device(d, 0);
     EXPECT_NE(std::string(flashbox_last_kernel()).find("sm90"), std::string::npos) << flashbox_last_kernel();
     d.expect_close();
@@ -162,8 +196,14 @@ TEST(CudaBackward, HopperRunsTheSm90Kernels) {
 TEST(CudaBackward, DeterministicModeIsBitwiseRepeatable) {
   SKIP_WITHOUT_GPU();
   for (int64_t dim : {64, 128}) {
-    BackwardData d({.batch = 2, .seqlen_q = 700, .seqlen_k = 700, .heads_q = 4, .heads_kv = 1, .head_dim = dim,
-                    .dtype = FLASHBOX_BFLOAT16, .causal = 1});
+    BackwardData d({.batch = 2,
+                    .seqlen_q = 700,
+                    .seqlen_k = 700,
+                    .heads_q = 4,
+                    .heads_kv = 1,
+                    .head_dim = dim,
+                    .dtype = FLASHBOX_BFLOAT16,
+                    .causal = 1});
     bool equal = true;
     run_on_device(d, 1, 3, &equal);
     EXPECT_TRUE(equal) << "deterministic = 1 gave different bits across runs: " << d.name();

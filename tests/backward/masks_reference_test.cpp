@@ -43,7 +43,7 @@ void check(flashbox::core::ScoreMods m, uint64_t seed) {
   for (auto *t : {&x.q, &x.dout}) t->resize(size_t(x.B * x.SQ * x.HQ * x.D));
   for (auto *t : {&x.k, &x.v}) t->resize(size_t(x.B * x.SK * x.HKV * x.D));
   for (auto *t : {&x.q, &x.k, &x.v, &x.dout})
-    for (float &e : *t) e = 1.5f * n(rng);  // scores large enough for the softcap to bend them
+    for (float &e : *t) e = 1.5f * n(rng);                // scores large enough for the softcap to bend them
   std::vector<float> slopes = {0.25f, 0.7f, 0.1f, 0.4f};  // [batch 2, heads 2]
   if (m.alibi_slopes) m.alibi_slopes = slopes.data(), m.alibi_batch_stride = 2;
 

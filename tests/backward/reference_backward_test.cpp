@@ -32,7 +32,8 @@ void check_finite_differences(const AttentionCase &c) {
   BackwardData d(c);
   const flashbox_attention_args &a = d.forward().args;
   const TensorShape qs = d.forward().q_shape(), ks = d.forward().k_shape();
-  const std::vector<double> dout = dense(static_cast<const float *>(d.grad.dout), qs, c.batch, c.seqlen_q, c.heads_q, c.head_dim);
+  const std::vector<double> dout =
+      dense(static_cast<const float *>(d.grad.dout), qs, c.batch, c.seqlen_q, c.heads_q, c.head_dim);
   std::vector<double> dq, dk, dv;
   cpu::reference_attention_backward_fp64(d.grad, dq, dk, dv);
 
@@ -79,13 +80,26 @@ TEST(ReferenceBackward, MatchesFiniteDifferences) {
 }
 
 TEST(ReferenceBackward, MatchesFiniteDifferencesCausalGqaScaled) {
-  check_finite_differences({.batch = 2, .seqlen_q = 4, .seqlen_k = 3, .heads_q = 4, .heads_kv = 2, .head_dim = 3,
-                            .causal = 1, .layout = Layout::PADDED, .softmax_scale = 0.7f});
+  check_finite_differences({.batch = 2,
+                            .seqlen_q = 4,
+                            .seqlen_k = 3,
+                            .heads_q = 4,
+                            .heads_kv = 2,
+                            .head_dim = 3,
+                            .causal = 1,
+                            .layout = Layout::PADDED,
+                            .softmax_scale = 0.7f});
 }
 
 TEST(ReferenceBackward, MatchesFiniteDifferencesCausalLongerKeys) {
-  check_finite_differences({.batch = 1, .seqlen_q = 3, .seqlen_k = 6, .heads_q = 3, .heads_kv = 1, .head_dim = 5,
-                            .causal = 1, .layout = Layout::BHTD});
+  check_finite_differences({.batch = 1,
+                            .seqlen_q = 3,
+                            .seqlen_k = 6,
+                            .heads_q = 3,
+                            .heads_kv = 1,
+                            .head_dim = 5,
+                            .causal = 1,
+                            .layout = Layout::BHTD});
 }
 
 }  // namespace

@@ -36,8 +36,9 @@ TEST(CliBench, CpuForwardRows) {
 }
 
 TEST(CliBench, CpuBackwardRows) {
-  const auto r = run_cli("bench --device cpu --backward --impls blocked --seqlens 64 --batch 1 --heads 2 --repeats 2 "
-                         "--warmup 0 --no-causal --json");
+  const auto r = run_cli(
+      "bench --device cpu --backward --impls blocked --seqlens 64 --batch 1 --heads 2 --repeats 2 "
+      "--warmup 0 --no-causal --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["rows"].size(), 1u);
@@ -47,7 +48,8 @@ TEST(CliBench, CpuBackwardRows) {
   ASSERT_EQ(row["status"], "ok") << row.dump();
   EXPECT_GT(row["ms"].get<double>(), 0.0);
   // Backward FLOPs are 2.5x the forward's (non-causal 4*B*H*T^2*D).
-  EXPECT_NEAR(row["tflops"].get<double>(), 2.5 * 4.0 * 2 * 64 * 64 * 64 / (row["ms"].get<double>() * 1e-3) / 1e12, 1e-9);
+  EXPECT_NEAR(row["tflops"].get<double>(), 2.5 * 4.0 * 2 * 64 * 64 * 64 / (row["ms"].get<double>() * 1e-3) / 1e12,
+              1e-9);
 }
 
 TEST(CliBench, TableOnTheTerminal) {

@@ -18,8 +18,9 @@ TEST(CliCheck, TablePassesAndNamesTheSeed) {
 }
 
 TEST(CliCheck, JsonRowsAgainstTheReference) {
-  const auto j = run_cli_json("check --batch 2 --heads 4 --heads-kv 2 --seqlen-q 65 --seqlen-k 90 --head-dim 64 "
-                              "--no-causal --seed 5 --json");
+  const auto j = run_cli_json(
+      "check --batch 2 --heads 4 --heads-kv 2 --seqlen-q 65 --seqlen-k 90 --head-dim 64 "
+      "--no-causal --seed 5 --json");
   EXPECT_EQ(j["config"]["heads_kv"], 2);
   EXPECT_EQ(j["config"]["seqlen_k"], 90);
   EXPECT_EQ(j["config"]["causal"], false);

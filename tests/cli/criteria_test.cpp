@@ -1,6 +1,6 @@
 // The report's criteria and merge rules on hand-made documents (no binary involved).
-#include "report/bench.hpp"
 #include "report/criteria.hpp"
+#include "report/bench.hpp"
 #include "report/report.hpp"
 
 #include <gtest/gtest.h>
@@ -19,14 +19,15 @@ json find(const json &criteria, const std::string &name) {
 json bench_doc(const json &rows) { return {{"steps", {{"bench", {{"measured", true}, {"rows", rows}}}}}}; }
 
 json flash_row(int64_t t, int64_t extra) {
-  return {{"device", "cuda"}, {"impl", "flash"}, {"direction", "forward"}, {"seqlen", t}, {"status", "ok"},
+  return {{"device", "cuda"},     {"impl", "flash"}, {"direction", "forward"}, {"seqlen", t}, {"status", "ok"},
           {"extra_bytes", extra}, {"ms", 1.0}};
 }
 
 TEST(ReportCriteria, FlashMemoryLinearInT) {
   const std::string name = "Flash extra memory linear in T";
   // LSE-sized scratch (linear) passes; a T^2 one fails.
-  auto linear = report::evaluate_criteria(bench_doc({flash_row(1024, 2 << 20), flash_row(2048, 4 << 20), flash_row(4096, 8 << 20)}));
+  auto linear = report::evaluate_criteria(
+      bench_doc({flash_row(1024, 2 << 20), flash_row(2048, 4 << 20), flash_row(4096, 8 << 20)}));
   EXPECT_EQ(find(linear, name)["status"], "pass") << find(linear, name).dump();
   auto quadratic = report::evaluate_criteria(bench_doc({flash_row(1024, 8 << 20), flash_row(2048, 32 << 20)}));
   EXPECT_EQ(find(quadratic, name)["status"], "fail");
@@ -59,16 +60,22 @@ TEST(ReportCriteria, CpuScratchIsJudgedAtTheLargestT) {
 }
 
 TEST(ReportCriteria, CheckRowsBecomeOneCriterionEach) {
-  json doc = {{"steps",
-               {{"check",
-                 {{"measured", true},
-                  {"threshold", 1e-2},
-                  {"blocked_vs_naive", {{"max_abs", 1e-3}, {"rel", 1e-4}}},
-                  {"rows",
-                   {{{"device", "cpu"}, {"impl", "naive"}, {"status", "ok"}, {"rel_error", 2e-3}, {"max_abs_error", 8e-3}},
-                    {{"device", "cpu"}, {"impl", "blocked"}, {"status", "ok"}, {"rel_error", 0.5}, {"max_abs_error", 1.0}},
-                    {{"device", "cuda"}, {"impl", "flash"}, {"label", "flash (sm90)"}, {"status", "error"},
-                     {"error", "boom"}, {"rel_error", nullptr}, {"max_abs_error", nullptr}}}}}}}}};
+  json doc = {
+      {"steps",
+       {{"check",
+         {{"measured", true},
+          {"threshold", 1e-2},
+          {"blocked_vs_naive", {{"max_abs", 1e-3}, {"rel", 1e-4}}},
+          {"rows",
+           {{{"device", "cpu"}, {"impl", "naive"}, {"status", "ok"}, {"rel_error", 2e-3}, {"max_abs_error", 8e-3}},
+            {{"device", "cpu"}, {"impl", "blocked"}, {"status", "ok"}, {"rel_error", 0.5}, {"max_abs_error", 1.0}},
+            {{"device", "cuda"},
+             {"impl", "flash"},
+             {"label", "flash (sm90)"},
+             {"status", "error"},
+             {"error", "boom"},
+             {"rel_error", nullptr},
+             {"max_abs_error", nullptr}}}}}}}}};
   const auto c = report::evaluate_criteria(doc);
   EXPECT_EQ(find(c, "CPU naive matches the fp64 reference")["status"], "pass");
   EXPECT_EQ(find(c, "CPU blocked matches the fp64 reference")["status"], "fail");
@@ -79,10 +86,13 @@ TEST(ReportCriteria, CheckRowsBecomeOneCriterionEach) {
 
 TEST(ReportMerge, MeasuredStepsReplaceAndUnmeasuredOnlyFillGaps) {
   json doc = {{"steps", {{"check", {{"measured", true}, {"rows", json::array()}}}}}, {"merged", json::array()}};
-  report::merge_document(doc, {{"steps", {{"check", {{"measured", false}, {"reason", "x"}}}, {"gpt2", {{"measured", false}, {"reason", "y"}}}}}},
+  report::merge_document(doc,
+                         {{"steps",
+                           {{"check", {{"measured", false}, {"reason", "x"}}},
+                            {"gpt2", {{"measured", false}, {"reason", "y"}}}}}},
                          "a.json");
   EXPECT_TRUE(doc["steps"]["check"]["measured"].get<bool>());  // kept
-  EXPECT_EQ(doc["steps"]["gpt2"]["reason"], "y");               // gap filled
+  EXPECT_EQ(doc["steps"]["gpt2"]["reason"], "y");              // gap filled
   report::merge_document(doc, {{"steps", {{"check", {{"measured", true}, {"rows", {1}}}}}}}, "b.json");
   EXPECT_EQ(doc["steps"]["check"]["rows"].size(), 1u);  // replaced by the measured one
   EXPECT_EQ(doc["merged"].size(), 2u);
@@ -106,22 +116,30 @@ TEST(ReportMerge, PeersRowsOfSeveralRunsAreKeptTogether) {
 // side of the comparison is the bench step's row of the same shape. CPU peers never count.
 TEST(ReportCriteria, PeersOfTheSameMethodCompareWithTheBenchRows) {
   auto bench_row = [](int64_t t, const char *direction, double ms) {
-    return json{{"impl", "flash"}, {"device", "cuda"}, {"seqlen", t}, {"direction", direction}, {"ms", ms}, {"status", "ok"}};
+    return json{{"impl", "flash"},        {"device", "cuda"}, {"seqlen", t},
+                {"direction", direction}, {"ms", ms},         {"status", "ok"}};
   };
   auto sdpa_row = [](const char *impl, int64_t t, const char *direction, double ms, const char *device = "cuda") {
-    return json{{"impl", impl}, {"device", device}, {"batch", 4}, {"heads", 12}, {"head_dim", 64}, {"causal", true},
-                {"seqlen", t}, {"direction", direction}, {"ms", ms}, {"status", "ok"}};
+    return json{{"impl", impl},   {"device", device}, {"batch", 4},  {"heads", 12},
+                {"head_dim", 64}, {"causal", true},   {"seqlen", t}, {"direction", direction},
+                {"ms", ms},       {"status", "ok"}};
   };
-  json doc = {{"steps",
-               {{"bench", {{"measured", true}, {"device", "cuda"},
-                           {"config", {{"batch", 4}, {"heads", 12}, {"head_dim", 64}, {"causal", true}}},
-                           {"rows", {bench_row(1024, "forward", 0.1), bench_row(4096, "forward", 1.0),
-                                     bench_row(4096, "backward", 3.0), bench_row(512, "forward", 9.0)}}}},
-                {"peers", {{"measured", true}, {"same_method_as_bench", true},
-                           {"rows", {sdpa_row("sdpa_flash", 1024, "forward", 0.2), sdpa_row("sdpa_flash", 4096, "forward", 1.5),
-                                     sdpa_row("sdpa_cudnn", 4096, "forward", 0.5), sdpa_row("sdpa_flash", 512, "forward", 1.0),
-                                     sdpa_row("sdpa_flash", 4096, "backward", 2.0),
-                                     sdpa_row("sdpa_flash", 1024, "forward", 0.01, "cpu")}}}}}}};
+  json doc = {
+      {"steps",
+       {{"bench",
+         {{"measured", true},
+          {"device", "cuda"},
+          {"config", {{"batch", 4}, {"heads", 12}, {"head_dim", 64}, {"causal", true}}},
+          {"rows",
+           {bench_row(1024, "forward", 0.1), bench_row(4096, "forward", 1.0), bench_row(4096, "backward", 3.0),
+            bench_row(512, "forward", 9.0)}}}},
+        {"peers",
+         {{"measured", true},
+          {"same_method_as_bench", true},
+          {"rows",
+           {sdpa_row("sdpa_flash", 1024, "forward", 0.2), sdpa_row("sdpa_flash", 4096, "forward", 1.5),
+            sdpa_row("sdpa_cudnn", 4096, "forward", 0.5), sdpa_row("sdpa_flash", 512, "forward", 1.0),
+            sdpa_row("sdpa_flash", 4096, "backward", 2.0), sdpa_row("sdpa_flash", 1024, "forward", 0.01, "cpu")}}}}}}};
   auto c = report::evaluate_criteria(doc);
   const json fwd = find(c, "flashbox at least as fast as SDPA FlashAttention-2 (forward, T 1024..16384)");
   EXPECT_EQ(fwd["status"], "pass") << fwd.dump();  // T 512 is outside the range; cuDNN is not the bar
@@ -132,7 +150,8 @@ TEST(ReportCriteria, PeersOfTheSameMethodCompareWithTheBenchRows) {
   // Peers timed another way (no same_method_as_bench) are not compared with the bench rows.
   doc["steps"]["peers"].erase("same_method_as_bench");
   c = report::evaluate_criteria(doc);
-  EXPECT_EQ(find(c, "flashbox at least as fast as SDPA FlashAttention-2 (forward, T 1024..16384)")["status"], "not_measured");
+  EXPECT_EQ(find(c, "flashbox at least as fast as SDPA FlashAttention-2 (forward, T 1024..16384)")["status"],
+            "not_measured");
 }
 
 TEST(ReportBench, MedianOfOddAndEvenCounts) {

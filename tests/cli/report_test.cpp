@@ -103,17 +103,33 @@ TEST(CliReport, QuickReportDocument) {
 }
 
 TEST(CliReportMerge, PeersFileAndPartialReportAreFoldedIn) {
-  const std::string peers = temp_path("peers.json"), partial = temp_path("partial.json"), out = temp_path("merged.json");
+  const std::string peers = temp_path("peers.json"), partial = temp_path("partial.json"),
+                    out = temp_path("merged.json");
   {
-    std::ofstream(peers) << json{{"device", "NVIDIA H200"}, {"torch", "2.9"},
-                                 {"rows", {{{"impl", "flashbox"}, {"seqlen", 4096}, {"batch", 4}, {"heads", 12},
-                                            {"head_dim", 64}, {"direction", "forward"}, {"ms", 1.0}},
-                                           {{"impl", "sdpa_flash"}, {"seqlen", 4096}, {"batch", 4}, {"heads", 12},
-                                            {"head_dim", 64}, {"direction", "forward"}, {"ms", 1.25}}}}};
+    std::ofstream(peers) << json{{"device", "NVIDIA H200"},
+                                 {"torch", "2.9"},
+                                 {"rows",
+                                  {{{"impl", "flashbox"},
+                                    {"seqlen", 4096},
+                                    {"batch", 4},
+                                    {"heads", 12},
+                                    {"head_dim", 64},
+                                    {"direction", "forward"},
+                                    {"ms", 1.0}},
+                                   {{"impl", "sdpa_flash"},
+                                    {"seqlen", 4096},
+                                    {"batch", 4},
+                                    {"heads", 12},
+                                    {"head_dim", 64},
+                                    {"direction", "forward"},
+                                    {"ms", 1.25}}}}};
     std::ofstream(partial) << json{{"schema_version", 1},
-                                   {"steps", {{"gpt2", {{"measured", true},
-                                                        {"rows", {{{"impl", "naive"}, {"loss", 3.28}, {"diff_from_naive", 0.0}},
-                                                                  {{"impl", "blocked"}, {"loss", 3.28005}, {"diff_from_naive", 5e-5}}}}}}}}};
+                                   {"steps",
+                                    {{"gpt2",
+                                      {{"measured", true},
+                                       {"rows",
+                                        {{{"impl", "naive"}, {"loss", 3.28}, {"diff_from_naive", 0.0}},
+                                         {{"impl", "blocked"}, {"loss", 3.28005}, {"diff_from_naive", 5e-5}}}}}}}}};
   }
   // Only the memory step runs: the merge does not depend on what was measured here.
   const auto r = run_cli("report --steps memory --json " + out + " --merge " + peers + " " + partial);
@@ -136,13 +152,14 @@ TEST(CliReportMerge, PeersFileAndPartialReportAreFoldedIn) {
 TEST(CliReportMerge, StepsNoneAssemblesMergedReportsUnderTheirMachine) {
   const std::string measured = temp_path("measured_elsewhere.json"), out = temp_path("assembled.json");
   const json gpu_machine = {{"hostname", "gpu-host"}, {"gpu", {{"name", "NVIDIA H200"}, {"sms", 132}}}};
-  std::ofstream(measured) << json{{"schema_version", 1}, {"machine", gpu_machine},
+  std::ofstream(measured) << json{{"schema_version", 1},
+                                  {"machine", gpu_machine},
                                   {"steps", {{"memory", {{"measured", true}, {"rows", json::array()}}}}}};
   const auto r = run_cli("report --steps none --json " + out + " --merge " + measured);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json doc = json::parse(read_file(out));
-  EXPECT_EQ(doc["machine"], gpu_machine);                 // where the steps were measured
-  EXPECT_TRUE(doc.contains("assembled_on"));              // and where the file was put together
+  EXPECT_EQ(doc["machine"], gpu_machine);     // where the steps were measured
+  EXPECT_TRUE(doc.contains("assembled_on"));  // and where the file was put together
   EXPECT_NE(doc["assembled_on"]["hostname"], "gpu-host");
   EXPECT_FALSE(doc["steps"]["check"]["measured"].get<bool>());  // nothing measured here
 }
@@ -177,8 +194,9 @@ END
   EXPECT_EQ(peers["rows"][0]["impl"], "sdpa_math");
   // The bench step's CPU configuration and seqlens (quick: batch 1, 4 heads, T 128 and 256).
   const std::string args = peers["args"];
-  for (const char *want : {"--device cpu", "--impls sdpa_math,sdpa_flash", "--forward-seqlens 128,256 --backward-seqlens ",
-                           "--batch 1", "--heads 4", "--head-dim 64", "--dtype bf16", "--causal 1", "--warmup 1"})
+  for (const char *want :
+       {"--device cpu", "--impls sdpa_math,sdpa_flash", "--forward-seqlens 128,256 --backward-seqlens ", "--batch 1",
+        "--heads 4", "--head-dim 64", "--dtype bf16", "--causal 1", "--warmup 1"})
     EXPECT_NE(args.find(want), std::string::npos) << want << " not in " << args;
 }
 

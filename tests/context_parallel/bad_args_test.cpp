@@ -10,9 +10,11 @@ namespace {
 
 class CpBadArgs : public ::testing::Test {
  protected:
-  CpBadArgs() : rc_(AttentionCase{.batch = 1, .seqlen_q = 16, .seqlen_k = 16, .heads_q = 2, .heads_kv = 1, .head_dim = 8,
-                                  .causal = 1},
-                    2, cp::Options{}) {}
+  CpBadArgs()
+      : rc_(
+            AttentionCase{
+                .batch = 1, .seqlen_q = 16, .seqlen_k = 16, .heads_q = 2, .heads_kv = 1, .head_dim = 8, .causal = 1},
+            2, cp::Options{}) {}
   int run() { return cp::forward_simulated(rc_.args.data(), 2, opt_); }
   void expect_untouched() {
     for (auto &o : rc_.o)
@@ -69,8 +71,9 @@ TEST_F(CpBadArgs, LocalCallFailureLeavesOutputs) {
 }
 
 TEST_F(CpBadArgs, BackwardNeedsLse) {
-  RingBackwardCase bc(AttentionCase{.batch = 1, .seqlen_q = 8, .seqlen_k = 8, .heads_q = 1, .heads_kv = 1, .head_dim = 8},
-                      2, cp::Options{});
+  RingBackwardCase bc(
+      AttentionCase{.batch = 1, .seqlen_q = 8, .seqlen_k = 8, .heads_q = 1, .heads_kv = 1, .head_dim = 8}, 2,
+      cp::Options{});
   bc.grads[1].fwd.lse = nullptr;
   EXPECT_EQ(cp::backward_simulated(bc.grads.data(), 2), FLASHBOX_ERR_NULL_POINTER);
   EXPECT_NE(std::string(cp::last_error()).find("lse"), std::string::npos) << cp::last_error();

@@ -17,13 +17,21 @@ struct Mask {
   int causal;
   cp::Layout layout;
 };
-constexpr Mask kMasks[] = {{0, cp::Layout::CONTIGUOUS}, {0, cp::Layout::ZIGZAG}, {1, cp::Layout::ZIGZAG},
+constexpr Mask kMasks[] = {{0, cp::Layout::CONTIGUOUS},
+                           {0, cp::Layout::ZIGZAG},
+                           {1, cp::Layout::ZIGZAG},
                            {1, cp::Layout::CONTIGUOUS}};
 constexpr int kWorlds[] = {1, 2, 3, 4, 8};
 
 AttentionCase global_case(int world, int64_t S, int causal, int64_t hq, int64_t hkv, flashbox_dtype dtype) {
-  return AttentionCase{.batch = 2, .seqlen_q = world * S, .seqlen_k = world * S, .heads_q = hq, .heads_kv = hkv,
-                       .head_dim = 16, .dtype = dtype, .causal = causal};
+  return AttentionCase{.batch = 2,
+                       .seqlen_q = world * S,
+                       .seqlen_k = world * S,
+                       .heads_q = hq,
+                       .heads_kv = hkv,
+                       .head_dim = 16,
+                       .dtype = dtype,
+                       .causal = causal};
 }
 
 // Relative difference of two dense outputs (the ring's and the single call's).

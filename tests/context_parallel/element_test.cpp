@@ -25,17 +25,29 @@ TEST(Element, ReadsEveryHalfAndBf16Pattern) {
     const uint16_t h = uint16_t(b);
     for (flashbox_dtype t : {FLASHBOX_FLOAT16, FLASHBOX_BFLOAT16}) {
       const float got = load_element(&h, t, 0), want = cpu::load_as_float(&h, t, 0);
-      if (std::isnan(want)) EXPECT_TRUE(std::isnan(got)) << b;
-      else EXPECT_EQ(got, want) << "dtype " << t << " bits " << b;
+      if (std::isnan(want))
+        EXPECT_TRUE(std::isnan(got)) << b;
+      else
+        EXPECT_EQ(got, want) << "dtype " << t << " bits " << b;
     }
   }
 }
 
 TEST(Element, WritesRoundToNearestEven) {
   std::mt19937 rng(7);
-  std::vector<float> values = {0.0f, -0.0f, 1.0f, 65504.0f, 65520.0f, 1e-8f, 6e-8f, 3e-5f, -2.5e-6f,
-                               std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                               std::numeric_limits<float>::quiet_NaN(), 3.4e38f};
+  std::vector<float> values = {0.0f,
+                               -0.0f,
+                               1.0f,
+                               65504.0f,
+                               65520.0f,
+                               1e-8f,
+                               6e-8f,
+                               3e-5f,
+                               -2.5e-6f,
+                               std::numeric_limits<float>::infinity(),
+                               -std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN(),
+                               3.4e38f};
   for (uint32_t u : {0x3f808000u, 0x3f818000u, 0x3f800001u, 0x7f7fffffu, 0x00000001u, 0x387fe000u})
     values.push_back(bits(u));  // bf16 and fp16 ties, the largest float, subnormals
   for (int i = 0; i < 200000; ++i) values.push_back(bits(rng()));
@@ -44,8 +56,10 @@ TEST(Element, WritesRoundToNearestEven) {
       uint16_t got = 0, want = 0;
       store_element(&got, t, 0, v);
       cpu::store_from_float(&want, t, 0, v);
-      if (std::isnan(v)) EXPECT_TRUE(std::isnan(cpu::load_as_float(&got, t, 0)));
-      else EXPECT_EQ(got, want) << "dtype " << t << " value " << v;
+      if (std::isnan(v))
+        EXPECT_TRUE(std::isnan(cpu::load_as_float(&got, t, 0)));
+      else
+        EXPECT_EQ(got, want) << "dtype " << t << " value " << v;
     }
 }
 

@@ -11,8 +11,8 @@
 
 #include "context_parallel/cp_error.hpp"
 #include "context_parallel/device_ops.hpp"
-#include "support/attention_case.hpp"  // the dtype conversions of the test support
 #include "cuda/device_attention.hpp"
+#include "support/attention_case.hpp"  // the dtype conversions of the test support
 
 namespace flashbox::cp {
 namespace {
@@ -59,7 +59,8 @@ TEST(GpuKernels, MergeEqualsHost) {
         for (size_t i = 0; i < on; ++i) part_f[i] = cpu::bf16_to_float(part_b[i]);
       MergeArgs m;
       m.n[0] = B, m.n[1] = H, m.n[2] = T, m.head_dim = D, m.part_dtype = part_dtype;
-      for (int i = 0; i < 3; ++i) m.acc_o_stride[i] = m.part_o_stride[i] = os[i], m.acc_lse_stride[i] = m.part_lse_stride[i] = ls[i];
+      for (int i = 0; i < 3; ++i)
+        m.acc_o_stride[i] = m.part_o_stride[i] = os[i], m.acc_lse_stride[i] = m.part_lse_stride[i] = ls[i];
       MergeArgs dev = m;
       dev.acc_o = to_device(acc_o), dev.acc_lse = to_device(acc_l), dev.part_lse = to_device(part_l);
       dev.part_o = part_dtype == FLASHBOX_BFLOAT16 ? static_cast<const void *>(to_device(part_b)) : to_device(part_f);
@@ -97,8 +98,10 @@ TEST(GpuKernels, CopyRowsEqualsHost) {
   const int64_t n0 = 2, n1 = 33, n2 = 3, w = 72;
   const int64_t ss[3] = {n1 * n2 * (w + 8), n2 * (w + 8), w + 8}, ds[3] = {n1 * n2 * w, n2 * w, w};
   const size_t sn = size_t(n0 * ss[0]), dn = size_t(n0 * ds[0]);
-  for (auto [st, dt, acc] : {std::tuple{FLASHBOX_BFLOAT16, FLASHBOX_FLOAT32, true}, {FLASHBOX_FLOAT32, FLASHBOX_BFLOAT16, false},
-                             {FLASHBOX_FLOAT16, FLASHBOX_FLOAT16, false}, {FLASHBOX_FLOAT32, FLASHBOX_FLOAT32, true}}) {
+  for (auto [st, dt, acc] : {std::tuple{FLASHBOX_BFLOAT16, FLASHBOX_FLOAT32, true},
+                             {FLASHBOX_FLOAT32, FLASHBOX_BFLOAT16, false},
+                             {FLASHBOX_FLOAT16, FLASHBOX_FLOAT16, false},
+                             {FLASHBOX_FLOAT32, FLASHBOX_FLOAT32, true}}) {
     std::vector<float> srcf(sn), dstf(dn);
     for (auto &x : srcf) x = normal(rng);
     for (auto &x : dstf) x = normal(rng);

@@ -42,8 +42,15 @@ void download(std::vector<T> &h, void *d) {
 TEST_P(NcclOneRank, ForwardAndBackwardEqualTheReference) {
   for (int causal : {0, 1}) {
     const cp::Options opt{cp::Layout::ZIGZAG, GetParam()};
-    const AttentionCase c{.batch = 1, .seqlen_q = 256, .seqlen_k = 256, .heads_q = 4, .heads_kv = 2, .head_dim = 128,
-                          .dtype = FLASHBOX_BFLOAT16, .causal = causal, .device = FLASHBOX_CUDA};
+    const AttentionCase c{.batch = 1,
+                          .seqlen_q = 256,
+                          .seqlen_k = 256,
+                          .heads_q = 4,
+                          .heads_kv = 2,
+                          .head_dim = 128,
+                          .dtype = FLASHBOX_BFLOAT16,
+                          .causal = causal,
+                          .device = FLASHBOX_CUDA};
     RingForwardCase f(c, 1, opt);
     flashbox_attention_args a = f.args[0];
     a.q = upload(f.q[0]), a.k = upload(f.k[0]), a.v = upload(f.v[0]), a.o = upload(f.o[0]);

@@ -66,18 +66,29 @@ struct Shape {
   int64_t S, batch, hq, hkv, d;
 };
 // One shape per world size: both head_dims, MHA, GQA and MQA, tile multiples and not.
-constexpr Shape kShapes[] = {{2, 256, 2, 4, 2, 128}, {3, 192, 1, 4, 4, 64}, {4, 128, 1, 8, 2, 128}, {8, 96, 1, 4, 1, 64}};
+constexpr Shape kShapes[] = {{2, 256, 2, 4, 2, 128},
+                             {3, 192, 1, 4, 4, 64},
+                             {4, 128, 1, 8, 2, 128},
+                             {8, 96, 1, 4, 1, 64}};
 
 struct Mask {
   int causal;
   cp::Layout layout;
 };
-constexpr Mask kMasks[] = {{0, cp::Layout::CONTIGUOUS}, {0, cp::Layout::ZIGZAG}, {1, cp::Layout::ZIGZAG},
+constexpr Mask kMasks[] = {{0, cp::Layout::CONTIGUOUS},
+                           {0, cp::Layout::ZIGZAG},
+                           {1, cp::Layout::ZIGZAG},
                            {1, cp::Layout::CONTIGUOUS}};
 
 AttentionCase global_case(const Shape &s, int causal) {
-  return AttentionCase{.batch = s.batch, .seqlen_q = s.world * s.S, .seqlen_k = s.world * s.S, .heads_q = s.hq,
-                       .heads_kv = s.hkv, .head_dim = s.d, .dtype = FLASHBOX_BFLOAT16, .causal = causal,
+  return AttentionCase{.batch = s.batch,
+                       .seqlen_q = s.world * s.S,
+                       .seqlen_k = s.world * s.S,
+                       .heads_q = s.hq,
+                       .heads_kv = s.hkv,
+                       .head_dim = s.d,
+                       .dtype = FLASHBOX_BFLOAT16,
+                       .causal = causal,
                        .device = FLASHBOX_CUDA};
 }
 
@@ -129,7 +140,8 @@ void gpu_backward(const Shape &s, Mask m, cp::Variant variant) {
     const size_t i = size_t(r);
     g.fwd.q = mirror.add(rc.q[i]), g.fwd.k = mirror.add(rc.k[i]), g.fwd.v = mirror.add(rc.v[i]);
     g.fwd.o = mirror.add(rc.o[i]), g.fwd.lse = static_cast<float *>(mirror.add(rc.lse[i]));
-    g.dout = mirror.add(rc.dout[i]), g.dq = mirror.add(rc.dq[i]), g.dk = mirror.add(rc.dk[i]), g.dv = mirror.add(rc.dv[i]);
+    g.dout = mirror.add(rc.dout[i]), g.dq = mirror.add(rc.dq[i]), g.dk = mirror.add(rc.dk[i]),
+    g.dv = mirror.add(rc.dv[i]);
     g.fwd.stream = streams[r];
     ASSERT_TRUE(g.dq && g.dk && g.dv && g.dout) << "cudaMalloc failed";
   }
@@ -180,7 +192,8 @@ TEST_P(GpuRing, ForwardThenBackward) {
     poison_bytes(rc.o[i]);
     g.fwd.q = mirror.add(rc.q[i]), g.fwd.k = mirror.add(rc.k[i]), g.fwd.v = mirror.add(rc.v[i]);
     g.fwd.o = mirror.add(rc.o[i]), g.fwd.lse = static_cast<float *>(mirror.add(rc.lse[i]));
-    g.dout = mirror.add(rc.dout[i]), g.dq = mirror.add(rc.dq[i]), g.dk = mirror.add(rc.dk[i]), g.dv = mirror.add(rc.dv[i]);
+    g.dout = mirror.add(rc.dout[i]), g.dq = mirror.add(rc.dq[i]), g.dk = mirror.add(rc.dk[i]),
+    g.dv = mirror.add(rc.dv[i]);
     g.fwd.stream = streams[r];
     fwd.push_back(g.fwd);
   }

@@ -102,8 +102,8 @@ TEST(MergeHost, TwoKeyRangesEqualTheWhole) {
   // split <= 17 are all visible (a full part) and keys [split, 40) are a bottom-right causal part.
   for (int causal : {0, 1})
     for (int64_t split : {1, 13, 17}) {
-      test::AttentionCase c{.batch = 2, .seqlen_q = 24, .seqlen_k = 40, .heads_q = 4, .heads_kv = 2, .head_dim = 16,
-                            .causal = causal};
+      test::AttentionCase c{
+          .batch = 2, .seqlen_q = 24, .seqlen_k = 40, .heads_q = 4, .heads_kv = 2, .head_dim = 16, .causal = causal};
       test::AttentionData d(c);
       std::vector<float> o1, l1, o2, l2;
       partial(d, 0, split, o1, l1, 0);
@@ -111,7 +111,8 @@ TEST(MergeHost, TwoKeyRangesEqualTheWhole) {
       merge_host(rows_of(c, o1.data(), l1.data(), o2.data(), l2.data()));
       EXPECT_LT(rel_error(o1, d.reference_out()), 1e-6) << d.name() << " split " << split;
       double lse_err = 0;
-      for (size_t i = 0; i < l1.size(); ++i) lse_err = std::max(lse_err, double(std::abs(l1[i] - d.reference_lse()[i])));
+      for (size_t i = 0; i < l1.size(); ++i)
+        lse_err = std::max(lse_err, double(std::abs(l1[i] - d.reference_lse()[i])));
       EXPECT_LT(lse_err, 1e-5) << d.name() << " split " << split;
     }
 }

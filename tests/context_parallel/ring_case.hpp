@@ -24,7 +24,6 @@ inline void poison_bytes(std::vector<uint8_t> &b) {
   for (size_t i = 0; i < b.size(); ++i) b[i] = (i & 1) ? 0x7f : 0xff;
 }
 
-
 class RingForwardCase {
  public:
   RingForwardCase(const AttentionCase &c, int world, cp::Options opt) : d_(c), world_(world), opt_(opt) {

@@ -30,7 +30,8 @@ void check_coverage(flashbox_cp_layout layout, flashbox_cp_variant variant, bool
         ASSERT_GT(b.q_len, 0);
         ASSERT_GT(b.kv_len, 0);
         ASSERT_LE(b.q_begin + b.q_len, S);
-        if (b.causal && variant == FLASHBOX_CP_RING) ASSERT_EQ(b.q_len, b.kv_len) << "a ring causal block is a diagonal";
+        if (b.causal && variant == FLASHBOX_CP_RING)
+          ASSERT_EQ(b.q_len, b.kv_len) << "a ring causal block is a diagonal";
         for (int64_t i = 0; i < b.q_len; ++i)
           for (int64_t j = 0; j < b.kv_len; ++j) {
             if (b.causal && j > i + b.kv_len - b.q_len) continue;  // flashbox's bottom-right mask

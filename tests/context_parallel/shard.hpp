@@ -26,7 +26,8 @@ inline void shard_rows(const Dense &global, std::vector<uint8_t> &shard, const u
   for (int64_t b = 0; b < global.batch; ++b)
     for (int64_t t = 0; t < S; ++t) {
       const int64_t g = cp::global_token(layout, world, rank, S, t);
-      std::memcpy(shard.data() + local.offset(b, t, 0), src + global.offset(b, g, 0), size_t(global.heads * global.row_bytes()));
+      std::memcpy(shard.data() + local.offset(b, t, 0), src + global.offset(b, g, 0),
+                  size_t(global.heads * global.row_bytes()));
     }
 }
 inline void unshard_rows(const Dense &global, uint8_t *dst, const std::vector<uint8_t> &shard, cp::Layout layout,
@@ -35,7 +36,8 @@ inline void unshard_rows(const Dense &global, uint8_t *dst, const std::vector<ui
   for (int64_t b = 0; b < global.batch; ++b)
     for (int64_t t = 0; t < S; ++t) {
       const int64_t g = cp::global_token(layout, world, rank, S, t);
-      std::memcpy(dst + global.offset(b, g, 0), shard.data() + local.offset(b, t, 0), size_t(global.heads * global.row_bytes()));
+      std::memcpy(dst + global.offset(b, g, 0), shard.data() + local.offset(b, t, 0),
+                  size_t(global.heads * global.row_bytes()));
     }
 }
 
@@ -45,14 +47,16 @@ inline std::vector<float> shard_lse(const std::vector<float> &lse, int64_t batch
   std::vector<float> out(size_t(batch * heads * S));
   const int64_t T = int64_t(world) * S;
   for (int64_t bh = 0; bh < batch * heads; ++bh)
-    for (int64_t t = 0; t < S; ++t) out[size_t(bh * S + t)] = lse[size_t(bh * T + cp::global_token(layout, world, rank, S, t))];
+    for (int64_t t = 0; t < S; ++t)
+      out[size_t(bh * S + t)] = lse[size_t(bh * T + cp::global_token(layout, world, rank, S, t))];
   return out;
 }
 inline void unshard_lse(std::vector<float> &lse, const std::vector<float> &shard, int64_t batch, int64_t heads,
                         cp::Layout layout, int world, int rank, int64_t S) {
   const int64_t T = int64_t(world) * S;
   for (int64_t bh = 0; bh < batch * heads; ++bh)
-    for (int64_t t = 0; t < S; ++t) lse[size_t(bh * T + cp::global_token(layout, world, rank, S, t))] = shard[size_t(bh * S + t)];
+    for (int64_t t = 0; t < S; ++t)
+      lse[size_t(bh * T + cp::global_token(layout, world, rank, S, t))] = shard[size_t(bh * S + t)];
 }
 
 inline void dense_strides(int64_t tokens, int64_t heads, int64_t dim, int64_t *s) {

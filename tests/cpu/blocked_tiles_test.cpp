@@ -18,7 +18,8 @@ TEST(BlockedTiles, EveryTileShapeMatchesReference) {
       AttentionData d(c);
       SCOPED_TRACE("tiles " + std::to_string(bm) + "x" + std::to_string(bn) + " " + d.name());
       flashbox::detail::begin_call();
-      ASSERT_EQ(flashbox::detail::cpu_blocked_forward_tiles(flashbox::detail::make_problem(d.args), bm, bn), FLASHBOX_OK);
+      ASSERT_EQ(flashbox::detail::cpu_blocked_forward_tiles(flashbox::detail::make_problem(d.args), bm, bn),
+                FLASHBOX_OK);
       EXPECT_EQ(std::string(flashbox::detail::kernel_name()),
                 "cpu_blocked_" + std::to_string(bm) + "x" + std::to_string(bn));
       const auto r = d.compare();
@@ -30,6 +31,8 @@ TEST(BlockedTiles, EveryTileShapeMatchesReference) {
 TEST(BlockedTiles, RejectsBadTileSizes) {
   AttentionCase c;
   AttentionData d(c);
-  EXPECT_EQ(flashbox::detail::cpu_blocked_forward_tiles(flashbox::detail::make_problem(d.args), 0, 64), FLASHBOX_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(flashbox::detail::cpu_blocked_forward_tiles(flashbox::detail::make_problem(d.args), 64, 257), FLASHBOX_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(flashbox::detail::cpu_blocked_forward_tiles(flashbox::detail::make_problem(d.args), 0, 64),
+            FLASHBOX_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(flashbox::detail::cpu_blocked_forward_tiles(flashbox::detail::make_problem(d.args), 64, 257),
+            FLASHBOX_ERR_INVALID_ARGUMENT);
 }

@@ -14,18 +14,18 @@
 
 namespace flashbox::test {
 
-#define CUDA_ASSERT(call)                                                                  \
-  do {                                                                                     \
-    const cudaError_t e_ = (call);                                                         \
-    ASSERT_EQ(e_, cudaSuccess) << #call << ": " << cudaGetErrorString(e_);                 \
+#define CUDA_ASSERT(call) \
+  do { \
+    const cudaError_t e_ = (call); \
+    ASSERT_EQ(e_, cudaSuccess) << #call << ": " << cudaGetErrorString(e_); \
   } while (0)
 
 inline bool have_gpu() { return flashbox_cuda_device_count() > 0; }
 
-#define SKIP_WITHOUT_GPU()                                                                         \
-  do {                                                                                           \
-    if (!::flashbox::test::have_gpu())                                                           \
-      GTEST_SKIP() << "no CUDA device (flashbox_cuda_device_count() == 0): GPU test not run";    \
+#define SKIP_WITHOUT_GPU() \
+  do { \
+    if (!::flashbox::test::have_gpu()) \
+      GTEST_SKIP() << "no CUDA device (flashbox_cuda_device_count() == 0): GPU test not run"; \
   } while (0)
 
 // Options that let the dispatcher choose ("") or force a kernel family ("sm80", "sm90").

@@ -25,17 +25,23 @@ std::string impl_label(flashbox_impl impl, const std::string &arch) {
 }
 
 std::vector<GpuCase> all_cases() {
-  struct Shape { int64_t b, tq, tk, hq, hkv; Layout layout; float scale; };
+  struct Shape {
+    int64_t b, tq, tk, hq, hkv;
+    Layout layout;
+    float scale;
+  };
   const std::vector<Shape> shapes = {
-      {1, 1, 1, 2, 2, Layout::BTHD, 0.f},      {2, 17, 17, 4, 2, Layout::BHTD, 0.f},
-      {2, 63, 63, 3, 3, Layout::PADDED, 0.f},  {1, 64, 64, 4, 1, Layout::BTHD, 0.3f},
-      {2, 65, 65, 4, 4, Layout::BHTD, 0.f},    {1, 65, 200, 8, 2, Layout::PADDED, 0.f},
-      {1, 200, 65, 2, 1, Layout::BTHD, 0.f},   {2, 1000, 1000, 2, 2, Layout::BTHD, 0.f},
-      {1, 130, 1, 2, 2, Layout::BHTD, 0.f},    {1, 1, 300, 4, 2, Layout::PADDED, 0.125f},
+      {1, 1, 1, 2, 2, Layout::BTHD, 0.f},     {2, 17, 17, 4, 2, Layout::BHTD, 0.f},
+      {2, 63, 63, 3, 3, Layout::PADDED, 0.f}, {1, 64, 64, 4, 1, Layout::BTHD, 0.3f},
+      {2, 65, 65, 4, 4, Layout::BHTD, 0.f},   {1, 65, 200, 8, 2, Layout::PADDED, 0.f},
+      {1, 200, 65, 2, 1, Layout::BTHD, 0.f},  {2, 1000, 1000, 2, 2, Layout::BTHD, 0.f},
+      {1, 130, 1, 2, 2, Layout::BHTD, 0.f},   {1, 1, 300, 4, 2, Layout::PADDED, 0.125f},
   };
   std::vector<GpuCase> out;
-  const struct { flashbox_impl impl; const char *arch; } impls[] = {
-      {FLASHBOX_NAIVE, ""}, {FLASHBOX_FLASH, "sm80"}, {FLASHBOX_FLASH, ""}};
+  const struct {
+    flashbox_impl impl;
+    const char *arch;
+  } impls[] = {{FLASHBOX_NAIVE, ""}, {FLASHBOX_FLASH, "sm80"}, {FLASHBOX_FLASH, ""}};
   for (auto im : impls)
     for (flashbox_dtype dt : {FLASHBOX_BFLOAT16, FLASHBOX_FLOAT16})
       for (int64_t d : {64, 128})
@@ -102,8 +108,8 @@ std::string case_name(const ::testing::TestParamInfo<GpuCase> &info) {
   std::string n = info.param.label + "_" + cpu::dtype_name(c.dtype) + "_d" + std::to_string(c.head_dim) + "_b" +
                   std::to_string(c.batch) + "_sq" + std::to_string(c.seqlen_q) + "_sk" + std::to_string(c.seqlen_k) +
                   "_hq" + std::to_string(c.heads_q) + "_hkv" + std::to_string(c.heads_kv) +
-                  (c.causal ? "_causal_" : "_full_") + layout_name(c.layout) +
-                  (c.softmax_scale != 0 ? "_scaled" : "") + "_" + std::to_string(info.index);
+                  (c.causal ? "_causal_" : "_full_") + layout_name(c.layout) + (c.softmax_scale != 0 ? "_scaled" : "") +
+                  "_" + std::to_string(info.index);
   return n;
 }
 

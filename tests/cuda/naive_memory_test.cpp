@@ -19,7 +19,8 @@ TEST(GpuNaiveMemory, OutOfMemoryIsCleanAndRecoverable) {
   for (void *&b : bufs) {
     if (cudaMalloc(&b, tensor_bytes) != cudaSuccess) {
       cudaGetLastError();
-      for (void *x : bufs) if (x) cudaFree(x);
+      for (void *x : bufs)
+        if (x) cudaFree(x);
       GTEST_SKIP() << "this GPU cannot hold the 4 x 17 GB inputs of the out-of-memory case";
     }
   }

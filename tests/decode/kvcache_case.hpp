@@ -44,13 +44,13 @@ struct KvCase {
   int64_t batch = 2, seqlen_q = 1, heads_q = 8, heads_kv = 2, head_dim = 64;
   flashbox_dtype dtype = FLASHBOX_BFLOAT16;
   CacheLayout layout = CacheLayout::Contiguous;
-  int64_t page_size = 16;        // paged only
-  int64_t capacity = 300;        // keys per batch entry the cache can hold (rounded up to pages)
+  int64_t page_size = 16;  // paged only
+  int64_t capacity = 300;  // keys per batch entry the cache can hold (rounded up to pages)
   int64_t seqlen_new = 0;
   // Lengths: cache_seqlens[b] is drawn in [1, capacity - seqlen_new]; entry 0 gets the maximum and
   // entry 1 (when batch > 1) gets `short_len` (default 1: a single cached key).
   int64_t short_len = 1;
-  bool fixed_len = false;        // every entry at the maximum
+  bool fixed_len = false;  // every entry at the maximum
   bool leftpad = false;
   int causal = 0;
   int has_window = 0;
@@ -58,10 +58,10 @@ struct KvCase {
   float softcap = 0.f;
   bool alibi = false;
   int num_splits = 0;
-  int64_t rotary_dim = 0;        // 0: no rotary; else rotary_cos/sin of [capacity, rotary_dim / 2]
+  int64_t rotary_dim = 0;  // 0: no rotary; else rotary_cos/sin of [capacity, rotary_dim / 2]
   int rotary_interleaved = 0;
   float softmax_scale = 0.f;
-  float q_scale = 2.0f;          // spread of q (peakier softmax)
+  float q_scale = 2.0f;  // spread of q (peakier softmax)
   flashbox_device device = FLASHBOX_CPU;
   uint64_t seed = kv_seed();
 };
@@ -182,7 +182,8 @@ class KvData {
       const int64_t i0 = c.rotary_interleaved ? 2 * m : m, i1 = c.rotary_interleaved ? 2 * m + 1 : m + half;
       const float co = cpu::load_as_float(rot_cos.data(), c.dtype, pos * half + m);
       const float si = cpu::load_as_float(rot_sin.data(), c.dtype, pos * half + m);
-      const float x0 = cpu::load_as_float(buf.data(), c.dtype, off + i0), x1 = cpu::load_as_float(buf.data(), c.dtype, off + i1);
+      const float x0 = cpu::load_as_float(buf.data(), c.dtype, off + i0),
+                  x1 = cpu::load_as_float(buf.data(), c.dtype, off + i1);
       const float a0 = x0 * co, b1 = x1 * si, a1 = x0 * si, b0 = x1 * co;
       cpu::store_from_float(buf.data(), c.dtype, off + i0, a0 - b1);
       cpu::store_from_float(buf.data(), c.dtype, off + i1, a1 + b0);
@@ -282,15 +283,17 @@ class KvData {
   }
 
   std::string name() const {
-    return std::string(" [") + layout_name(c.layout) + (c.layout == CacheLayout::Paged ? " page " + std::to_string(c.page_size) : "") +
-           " B" + std::to_string(c.batch) + " Sq" + std::to_string(c.seqlen_q) + " H" + std::to_string(c.heads_q) + "/" +
+    return std::string(" [") + layout_name(c.layout) +
+           (c.layout == CacheLayout::Paged ? " page " + std::to_string(c.page_size) : "") + " B" +
+           std::to_string(c.batch) + " Sq" + std::to_string(c.seqlen_q) + " H" + std::to_string(c.heads_q) + "/" +
            std::to_string(c.heads_kv) + " D" + std::to_string(c.head_dim) + " cap" + std::to_string(c.capacity) +
            " new" + std::to_string(c.seqlen_new) + " causal" + std::to_string(c.causal) +
-           (c.has_window ? " window(" + std::to_string(c.window_left) + "," + std::to_string(c.window_right) + ")" : "") +
+           (c.has_window ? " window(" + std::to_string(c.window_left) + "," + std::to_string(c.window_right) + ")"
+                         : "") +
            (c.softcap > 0 ? " softcap" : "") + (c.alibi ? " alibi" : "") + (c.leftpad ? " leftpad" : "") +
            (c.rotary_dim ? " rotary" + std::to_string(c.rotary_dim) + (c.rotary_interleaved ? "i" : "") : "") +
-           " splits" + std::to_string(c.num_splits) + " " + cpu::dtype_name(c.dtype) + " seed " + std::to_string(c.seed) +
-           " (FLASHBOX_TEST_SEED)]";
+           " splits" + std::to_string(c.num_splits) + " " + cpu::dtype_name(c.dtype) + " seed " +
+           std::to_string(c.seed) + " (FLASHBOX_TEST_SEED)]";
   }
 
   // o against the fp64 reference (relative Frobenius error), lse per row, the cache bytes.
@@ -338,9 +341,7 @@ class KvData {
     args.rotary_cos = rot_cos.empty() ? nullptr : up(rot_cos);
     args.rotary_sin = rot_sin.empty() ? nullptr : up(rot_sin);
   }
-  void from_device() {
-    down(o, args.o), down(lse, args.lse), down(k_cache, args.k_cache), down(v_cache, args.v_cache);
-  }
+  void from_device() { down(o, args.o), down(lse, args.lse), down(k_cache, args.k_cache), down(v_cache, args.v_cache); }
   ~KvData() {
     for (void *p : device_buffers_) cudaFree(p);
   }

@@ -119,11 +119,10 @@ void expect_refused(KvData &d, int code, const std::string &needle, Mutate mutat
 
 TEST(KvcacheCpuRefuses, PageIndexOutOfRange) {
   KvData d(small_paged());
-  expect_refused(d, FLASHBOX_ERR_INVALID_ARGUMENT, "block_table[1][0] = ",
-                 [](KvData &x) { x.table[size_t(1 * x.pages_per_seq)] = int32_t(x.entries); });
+  expect_refused(d, FLASHBOX_ERR_INVALID_ARGUMENT,
+                 "block_table[1][0] = ", [](KvData &x) { x.table[size_t(1 * x.pages_per_seq)] = int32_t(x.entries); });
   KvData d2(small_paged());
-  expect_refused(d2, FLASHBOX_ERR_INVALID_ARGUMENT, "is out of range",
-                 [](KvData &x) { x.table[0] = -1; });
+  expect_refused(d2, FLASHBOX_ERR_INVALID_ARGUMENT, "is out of range", [](KvData &x) { x.table[0] = -1; });
 }
 
 TEST(KvcacheCpuRefuses, NegativeLength) {
@@ -170,7 +169,8 @@ TEST(KvcacheCpuRefuses, Arguments) {
   };
   const Bad bad[] = {
       {"struct_size", FLASHBOX_ERR_INVALID_ARGUMENT, "struct_size = 8", [](KvData &x) { x.args.struct_size = 8; }},
-      {"no seqlens", FLASHBOX_ERR_NULL_POINTER, "cache_seqlens is NULL", [](KvData &x) { x.args.cache_seqlens = nullptr; }},
+      {"no seqlens", FLASHBOX_ERR_NULL_POINTER, "cache_seqlens is NULL",
+       [](KvData &x) { x.args.cache_seqlens = nullptr; }},
       {"k_new only", FLASHBOX_ERR_NULL_POINTER, "v_new is NULL", [](KvData &x) { x.args.v_new = nullptr; }},
       {"page size", FLASHBOX_ERR_INVALID_SIZE, "multiple of 16", [](KvData &x) { x.args.cache_rows = 24; }},
       {"paged + batch_idx", FLASHBOX_ERR_INVALID_ARGUMENT, "cache_batch_idx is given with a paged cache",
@@ -182,7 +182,8 @@ TEST(KvcacheCpuRefuses, Arguments) {
       {"softcap", FLASHBOX_ERR_INVALID_ARGUMENT, "softcap", [](KvData &x) { x.args.softcap = -1.f; }},
       {"window", FLASHBOX_ERR_INVALID_ARGUMENT, "window_left = -2",
        [](KvData &x) { x.args.has_window = 1, x.args.window_left = -2; }},
-      {"rotary half", FLASHBOX_ERR_NULL_POINTER, "rotary_sin is NULL", [](KvData &x) { x.args.rotary_cos = x.q.data(); }},
+      {"rotary half", FLASHBOX_ERR_NULL_POINTER, "rotary_sin is NULL",
+       [](KvData &x) { x.args.rotary_cos = x.q.data(); }},
       {"rotary dim", FLASHBOX_ERR_INVALID_SIZE, "rotary_dim = 3",
        [](KvData &x) { x.args.rotary_cos = x.args.rotary_sin = x.q.data(), x.args.rotary_dim = 3; }},
       {"o aliases q", FLASHBOX_ERR_INVALID_ARGUMENT, "overlaps", [](KvData &x) { x.args.o = x.q.data(); }},

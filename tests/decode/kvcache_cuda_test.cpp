@@ -40,7 +40,8 @@ struct GpuCase {
 };
 
 void PrintTo(const GpuCase &g, std::ostream *os) {
-  *os << layout_name(g.layout) << " page " << g.page_size << " d" << g.head_dim << " h" << g.heads_q << "/" << g.heads_kv;
+  *os << layout_name(g.layout) << " page " << g.page_size << " d" << g.head_dim << " h" << g.heads_q << "/"
+      << g.heads_kv;
 }
 
 class KvcacheCuda : public ::testing::TestWithParam<GpuCase> {};
@@ -80,7 +81,7 @@ TEST(KvcacheCudaShapes, LongCacheManySplits) {
     KvCase c;
     c.layout = layout, c.page_size = 16, c.batch = 1, c.heads_q = 32, c.heads_kv = 8, c.head_dim = 128;
     c.capacity = 20000, c.seqlen_new = 1, c.causal = 1;
-    run_cuda(c);   // the model chooses many splits for one sequence
+    run_cuda(c);  // the model chooses many splits for one sequence
     c.num_splits = 200;
     run_cuda(c);
   }

@@ -80,7 +80,7 @@ TEST(Checkpoint, ConvOneDWeightsAreTransposedOnRead) {
   std::vector<float> hf(32 * 96);
   const std::vector<int64_t> shape{32, 96};
   f.read_f32("h.0.attn.c_attn.weight", shape, hf.data());
-  const auto qkvw = w.layer(Param::QkvW, 0);   // [96, 32]
+  const auto qkvw = w.layer(Param::QkvW, 0);  // [96, 32]
   for (int i : {0, 5, 31})
     for (int o : {0, 17, 95}) EXPECT_EQ(hf[size_t(i * 96 + o)], qkvw[size_t(o * 32 + i)]);
 }
@@ -104,8 +104,10 @@ TEST(Checkpoint, TransformerPrefixAndExtraTensorsAreAccepted) {
   const auto wte_at = header.find("\"transformer.wte.weight\"");
   const auto offsets_at = header.find("\"data_offsets\"", wte_at);
   const std::string wte_offsets = header.substr(offsets_at, header.find(']', offsets_at) + 1 - offsets_at);
-  header.insert(1, "\"transformer.h.0.attn.bias\":{\"dtype\":\"BOOL\",\"shape\":[0],\"data_offsets\":[0,0]},"
-                   "\"lm_head.weight\":{\"dtype\":\"F32\",\"shape\":[97,32]," + wte_offsets + "},");
+  header.insert(1,
+                "\"transformer.h.0.attn.bias\":{\"dtype\":\"BOOL\",\"shape\":[0],\"data_offsets\":[0,0]},"
+                "\"lm_head.weight\":{\"dtype\":\"F32\",\"shape\":[97,32]," +
+                    wte_offsets + "},");
   header.append((8 - header.size() % 8) % 8, ' ');
   std::string out(8, '\0');
   const uint64_t n = header.size();
@@ -156,8 +158,9 @@ TEST(Checkpoint, CorruptSafetensorsAreClearErrors) {
   std::string huge = good;
   huge[7] = char(0x7f);
   EXPECT_NE(error_for(huge).find("header length"), std::string::npos);
-  EXPECT_NE(error_for(with_header_edit(good, "\"h.1.ln_2.bias\"", "\"h.1.ln_2.bogus\"")).find("h.1.ln_2.bias' is missing"),
-            std::string::npos);
+  EXPECT_NE(
+      error_for(with_header_edit(good, "\"h.1.ln_2.bias\"", "\"h.1.ln_2.bogus\"")).find("h.1.ln_2.bias' is missing"),
+      std::string::npos);
   // A shape that disagrees with the byte count, then one that agrees but is not GPT-2's.
   EXPECT_NE(error_for(with_header_edit(good, "\"shape\":[32,96]", "\"shape\":[32,97]")).find("bytes for shape"),
             std::string::npos);

@@ -16,7 +16,7 @@ namespace {
 
 struct CliRun {
   int status;
-  std::string out;   // stdout and stderr together
+  std::string out;  // stdout and stderr together
 };
 
 CliRun run(const std::string &args) {
@@ -50,7 +50,7 @@ TEST(Gpt2Cli, InitTokenizeEvalJson) {
   ASSERT_GE(tokens.size(), 256u);
 
   CliRun ev = run("gpt2 eval --device cpu --weights " + (dir / "tiny.safetensors") + " --tokens " + (dir / "t.bin") +
-               " --count 256 --seqlen 64 --json");
+                  " --count 256 --seqlen 64 --json");
   ASSERT_EQ(ev.status, 0) << ev.out;
   const auto j = nlohmann::json::parse(ev.out.substr(ev.out.find('{')));
   EXPECT_EQ(j["config"], "tiny");
@@ -63,8 +63,8 @@ TEST(Gpt2Cli, InitTokenizeEvalJson) {
   EXPECT_GT(j["rows"][0]["tokens_per_second"].get<double>(), 0.0);
 
   // --text tokenizes on the fly and gives the same loss as the shard of the same text.
-  CliRun ev_text = run("gpt2 eval --device cpu --impl naive --weights " + (dir / "tiny.safetensors") + " --text " + doc +
-                    " --count 256 --seqlen 64 --json");
+  CliRun ev_text = run("gpt2 eval --device cpu --impl naive --weights " + (dir / "tiny.safetensors") + " --text " +
+                       doc + " --count 256 --seqlen 64 --json");
   ASSERT_EQ(ev_text.status, 0) << ev_text.out;
   const auto jt = nlohmann::json::parse(ev_text.out.substr(ev_text.out.find('{')));
   EXPECT_DOUBLE_EQ(jt["rows"][0]["loss"].get<double>(), j["rows"][0]["loss"].get<double>());
@@ -77,7 +77,7 @@ TEST(Gpt2Cli, LlmcCheckpointAndTable) {
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 7919) % 50257);
   flashbox::gpt2::write_token_shard(dir / "t.bin", tokens);
   CliRun ev = run("gpt2 eval --device cpu --weights " + (dir / "tiny_bf16.bin") + " --tokens " + (dir / "t.bin") +
-               " --count 128 --seqlen 64");
+                  " --count 128 --seqlen 64");
   ASSERT_EQ(ev.status, 0) << ev.out;
   EXPECT_NE(ev.out.find("naive"), std::string::npos);
   EXPECT_NE(ev.out.find("blocked"), std::string::npos);
@@ -113,8 +113,10 @@ TEST(Gpt2Cli, TrainTinyLossFalls) {
   ASSERT_EQ(tr.status, 0) << tr.out;
   EXPECT_NE(tr.out.find("step      1/4 | loss"), std::string::npos) << tr.out;
   double first = 0, last = 0;
-  ASSERT_EQ(std::sscanf(tr.out.substr(tr.out.find("trained 4 steps")).c_str(), "trained 4 steps (%*d tokens): loss %lf -> %lf",
-                        &first, &last), 2) << tr.out;
+  ASSERT_EQ(std::sscanf(tr.out.substr(tr.out.find("trained 4 steps")).c_str(),
+                        "trained 4 steps (%*d tokens): loss %lf -> %lf", &first, &last),
+            2)
+      << tr.out;
   EXPECT_LT(last, first - 0.5) << tr.out;
   CliRun ev = run("gpt2 eval --device cpu --impl naive --weights " + (dir / "run/model_000004.bin") + " --tokens " +
                   (dir / "train.bin") + " --count 64 --seqlen 32 --json");
@@ -131,14 +133,15 @@ TEST(Gpt2Cli, TokenizeCorpusFolder) {
   gpt2_test::ScratchDir dir;
   std::filesystem::create_directories(dir / "c/train");
   std::filesystem::create_directories(dir / "c/val");
-  gpt2_test::write_bytes(dir / "c/train/a.txt", "Call me Ishmael.\n<|endoftext|>\nIt was a bright cold day.\n<|endoftext|>\n");
+  gpt2_test::write_bytes(dir / "c/train/a.txt",
+                         "Call me Ishmael.\n<|endoftext|>\nIt was a bright cold day.\n<|endoftext|>\n");
   gpt2_test::write_bytes(dir / "c/val/b.txt", "Hello world\n<|endoftext|>\n");
   CliRun tok = run("gpt2 tokenize --dir " + (dir / "c") + " --out " + (dir / "corpus") + " --shuffle-seed 0");
   ASSERT_EQ(tok.status, 0) << tok.out;
   const auto train = flashbox::gpt2::read_token_file(dir / "corpus_train.bin");
   const auto val = flashbox::gpt2::read_token_file(dir / "corpus_val.bin");
   ASSERT_GE(train.size(), 8u);
-  EXPECT_EQ(train[0], 50256);   // every document starts with <|endoftext|>
+  EXPECT_EQ(train[0], 50256);  // every document starts with <|endoftext|>
   EXPECT_EQ(std::count(train.begin(), train.end(), 50256), 2);
   EXPECT_EQ(val[0], 50256);
   EXPECT_EQ(std::count(val.begin(), val.end(), 50256), 1);

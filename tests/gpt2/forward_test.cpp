@@ -17,7 +17,7 @@ using namespace flashbox::gpt2;
 
 namespace {
 
-using Mat = std::vector<double>;   // row-major
+using Mat = std::vector<double>;  // row-major
 
 // y[T, N] = x[T, K] W[N, K]^T + b
 Mat linear64(const Mat &x, std::span<const float> W, std::span<const float> b, int T, int K, int N) {
@@ -60,9 +60,10 @@ Mat reference_logits(const Gpt2Weights &w, const std::vector<int32_t> &tok) {
       for (int i = 0; i < T; ++i) {
         std::vector<double> s(size_t(i) + 1);
         double mx = -1e300, sum = 0;
-        for (int j = 0; j <= i; ++j) {   // causal: query i sees keys 0..i
+        for (int j = 0; j <= i; ++j) {  // causal: query i sees keys 0..i
           double dot = 0;
-          for (int d = 0; d < D; ++d) dot += qkv[size_t(i) * 3 * C + hd * D + d] * qkv[size_t(j) * 3 * C + C + hd * D + d];
+          for (int d = 0; d < D; ++d)
+            dot += qkv[size_t(i) * 3 * C + hd * D + d] * qkv[size_t(j) * 3 * C + C + hd * D + d];
           s[size_t(j)] = dot / std::sqrt(double(D));
           mx = std::max(mx, s[size_t(j)]);
         }
@@ -80,7 +81,7 @@ Mat reference_logits(const Gpt2Weights &w, const std::vector<int32_t> &tok) {
     for (size_t i = 0; i < x.size(); ++i) x[i] += out[i];
   }
   const Mat hf = layernorm64(x, w.tensor(Param::LnfW), w.tensor(Param::LnfB), T, C);
-  return linear64(hf, w.tensor(Param::Wte), {}, T, C, V);   // tied LM head
+  return linear64(hf, w.tensor(Param::Wte), {}, T, C, V);  // tied LM head
 }
 
 std::vector<int32_t> random_tokens(int n, int vocab, unsigned seed) {
@@ -128,7 +129,7 @@ INSTANTIATE_TEST_SUITE_P(Impls, CpuLogits, ::testing::Values(FLASHBOX_NAIVE, FLA
 
 TEST(CpuLoss, MatchesFp64CrossEntropy) {
   const Gpt2Weights w = sharpened(gpt2_test::micro_config(), 12);
-  const auto tokens = random_tokens(32, w.config().vocab_size, 6);   // two windows of 16
+  const auto tokens = random_tokens(32, w.config().vocab_size, 6);  // two windows of 16
   double ref = 0;
   for (int win = 0; win < 2; ++win) {
     const std::vector<int32_t> window(tokens.begin() + win * 16, tokens.begin() + win * 16 + 16);
@@ -170,7 +171,9 @@ TEST(Eval, BadInputsAreClearErrors) {
   o.seqlen = 16;
   EXPECT_NE(gpt2_test::error_of([&] { evaluate(w, random_tokens(10, 97, 1), o); }).find("do not fill one window"),
             std::string::npos);
-  EXPECT_NE(gpt2_test::error_of([&] { evaluate(w, std::vector<int32_t>(16, 97), o); }).find("outside the model's vocabulary"),
+  EXPECT_NE(gpt2_test::error_of([&] {
+              evaluate(w, std::vector<int32_t>(16, 97), o);
+            }).find("outside the model's vocabulary"),
             std::string::npos);
   o.seqlen = 64;
   EXPECT_NE(gpt2_test::error_of([&] { evaluate(w, random_tokens(64, 97, 1), o); }).find("context"), std::string::npos);

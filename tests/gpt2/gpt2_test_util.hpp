@@ -39,7 +39,8 @@ inline flashbox::gpt2::Gpt2Weights seeded(const flashbox::gpt2::Gpt2Config &c, u
 }
 
 // The message of the Gpt2Error `fn` throws, or "no error".
-template <class Fn> std::string error_of(Fn &&fn) {
+template <class Fn>
+std::string error_of(Fn &&fn) {
   try {
     fn();
   } catch (const flashbox::gpt2::Gpt2Error &e) {

@@ -40,8 +40,8 @@ std::string run_capture(const std::string &cmd) {
 }
 
 std::vector<std::vector<int32_t>> reference_ids(const fs::path &json_of_texts) {
-  const std::string out = run_capture("node " + (kSource / "tests/gpt2/node/encode_reference.js").string() + " " +
-                                      json_of_texts.string());
+  const std::string out =
+      run_capture("node " + (kSource / "tests/gpt2/node/encode_reference.js").string() + " " + json_of_texts.string());
   return nlohmann::json::parse(out).get<std::vector<std::vector<int32_t>>>();
 }
 
@@ -128,11 +128,17 @@ TEST(Tokenizer, MissingOrBrokenFilesAreClearErrors) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message([&] { BpeTokenizer((dir / "nope.json").string(), (dir / "vocab.bpe").string()); }).find("cannot open"),
+  EXPECT_NE(message([&] {
+              BpeTokenizer((dir / "nope.json").string(), (dir / "vocab.bpe").string());
+            }).find("cannot open"),
             std::string::npos);
-  EXPECT_NE(message([&] { BpeTokenizer((dir / "bad.json").string(), (dir / "vocab.bpe").string()); }).find("not valid JSON"),
+  EXPECT_NE(message([&] {
+              BpeTokenizer((dir / "bad.json").string(), (dir / "vocab.bpe").string());
+            }).find("not valid JSON"),
             std::string::npos);
-  EXPECT_NE(message([&] { BpeTokenizer((dir / "enc.json").string(), (dir / "vocab.bpe").string()); }).find("one-byte token"),
+  EXPECT_NE(message([&] {
+              BpeTokenizer((dir / "enc.json").string(), (dir / "vocab.bpe").string());
+            }).find("one-byte token"),
             std::string::npos);
   fs::remove_all(dir);
 }

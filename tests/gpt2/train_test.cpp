@@ -42,7 +42,8 @@ double rel_err(std::span<const float> a, std::span<const float> b) {
 // Scaled-up weights: gradients of every tensor far from zero and attention far from uniform.
 Gpt2Weights lively(const Gpt2Config &c, uint64_t seed) {
   Gpt2Weights w = gpt2_test::seeded(c, seed);
-  for (Param p : {Param::Wte, Param::Wpe, Param::QkvW, Param::FcW}) for (float &v : w.tensor(p)) v *= 5.0f;
+  for (Param p : {Param::Wte, Param::Wpe, Param::QkvW, Param::FcW})
+    for (float &v : w.tensor(p)) v *= 5.0f;
   std::mt19937 gen{unsigned(seed)};
   std::normal_distribution<float> n(0.0f, 0.1f);
   for (Param p : {Param::QkvB, Param::FcB, Param::Ln1W, Param::Ln1B, Param::Ln2W, Param::LnfW, Param::LnfB,
@@ -98,7 +99,7 @@ TEST(CpuTrainer, GradientsMatchFiniteDifferences) {
 TEST(CpuTrainer, LossFallsResumeRepeatsAndCheckpointsLoad) {
   gpt2_test::ScratchDir dir;
   std::vector<int32_t> tokens(4096);
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i % 61) * 811 % 50257);   // a repeating text
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i % 61) * 811 % 50257);  // a repeating text
   write_token_shard(dir / "train.bin", tokens);
   write_token_shard(dir / "val.bin", std::vector<int32_t>(tokens.begin(), tokens.begin() + 1024));
   TrainOptions o;
@@ -183,7 +184,8 @@ TEST(TrainLoop, BadInputsAreClearErrors) {
             std::string::npos);
   o.total_batch = 0;
   o.resume = dir / "t.bin";
-  EXPECT_NE(gpt2_test::error_of([&] { run_training(o, [](const std::string &) {}); }).find("state_"), std::string::npos);
+  EXPECT_NE(gpt2_test::error_of([&] { run_training(o, [](const std::string &) {}); }).find("state_"),
+            std::string::npos);
 }
 
 // ---- CUDA -----------------------------------------------------------------------------------------
@@ -251,7 +253,7 @@ TEST(CudaForward, SameLossFromBothLlmcFormats) {
   gpt2_test::ScratchDir dir;
   Gpt2Weights w = lively(config_by_name("small"), 13);
   write_llmc_checkpoint(w, dir / "m_bf16.bin", true);
-  const Gpt2Weights exact = load_checkpoint(dir / "m_bf16.bin");   // the bf16 rounding of w
+  const Gpt2Weights exact = load_checkpoint(dir / "m_bf16.bin");  // the bf16 rounding of w
   write_llmc_checkpoint(exact, dir / "m_fp32.bin", false);
   const auto tokens = random_ids(8 * 256, 50257, 17);
   EvalOptions o;
@@ -269,8 +271,9 @@ TEST(CudaForward, SameLossFromBothLlmcFormats) {
   o.device = FLASHBOX_CPU;
   o.impls = {FLASHBOX_NAIVE};
   const double cpu = evaluate(exact, tokens, o).rows[0].loss;
-  std::printf("sharpened small model: cpu fp32 %.6f | cuda from v5: naive %.6f flash %.6f | from v3: naive %.6f flash %.6f\n",
-              cpu, loss[0][0], loss[0][1], loss[1][0], loss[1][1]);
+  std::printf(
+      "sharpened small model: cpu fp32 %.6f | cuda from v5: naive %.6f flash %.6f | from v3: naive %.6f flash %.6f\n",
+      cpu, loss[0][0], loss[0][1], loss[1][0], loss[1][1]);
   EXPECT_EQ(loss[0][0], loss[1][0]);
   EXPECT_EQ(loss[0][1], loss[1][1]);
   EXPECT_NEAR(loss[0][0], cpu, 2e-3 * cpu);

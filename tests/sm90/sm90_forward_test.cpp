@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "core/backends.hpp"
 #include "api/validate.hpp"
+#include "core/backends.hpp"
 #include "flashbox/flashbox.h"
 #include "support/attention_case.hpp"
 
@@ -38,16 +38,16 @@ bool have_hopper(std::string &why) {
   return true;
 }
 
-#define SKIP_WITHOUT_HOPPER()                                          \
-  do {                                                                 \
-    std::string why_;                                                  \
+#define SKIP_WITHOUT_HOPPER() \
+  do { \
+    std::string why_; \
     if (!have_hopper(why_)) GTEST_SKIP() << "sm90 test not run: " << why_; \
   } while (0)
 
-#define CUDA_OK(call)                                                                   \
-  do {                                                                                  \
-    const cudaError_t e_ = (call);                                                      \
-    ASSERT_EQ(e_, cudaSuccess) << #call << ": " << cudaGetErrorString(e_);              \
+#define CUDA_OK(call) \
+  do { \
+    const cudaError_t e_ = (call); \
+    ASSERT_EQ(e_, cudaSuccess) << #call << ": " << cudaGetErrorString(e_); \
   } while (0)
 
 constexpr size_t kGuard = 4096;
@@ -341,7 +341,7 @@ TEST_F(Sm90, GridScheduleHeadDim64) {
 TEST_F(Sm90, PersistentAllSms) {
   RunOptions opt;
   opt.kernel.sm90_schedule = FLASHBOX_SCHEDULE_PERSISTENT;
-  check_case(make(2, 1024, 1024, 16, 8, 64, 1), opt);   // 192 tiles of 192 rows
+  check_case(make(2, 1024, 1024, 16, 8, 64, 1), opt);    // 192 tiles of 192 rows
   check_case(make(2, 1000, 1000, 16, 16, 128, 0), opt);  // 256 tiles of 128 rows, own O buffer
   check_case(make(2, 1000, 1000, 16, 4, 128, 1), opt);   // 256 tiles, own O buffer
 }

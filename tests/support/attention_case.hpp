@@ -72,12 +72,8 @@ struct TensorShape {
 inline TensorShape make_shape(Layout l, int64_t b, int64_t t, int64_t h, int64_t d) {
   TensorShape s{};
   switch (l) {
-    case Layout::BTHD:
-      s.stride[2] = d, s.stride[1] = h * d, s.stride[0] = t * h * d;
-      break;
-    case Layout::BHTD:
-      s.stride[1] = d, s.stride[2] = t * d, s.stride[0] = h * t * d;
-      break;
+    case Layout::BTHD: s.stride[2] = d, s.stride[1] = h * d, s.stride[0] = t * h * d; break;
+    case Layout::BHTD: s.stride[1] = d, s.stride[2] = t * d, s.stride[0] = h * t * d; break;
     case Layout::PADDED: {
       // Gaps are multiples of 8 elements so 16-byte alignment holds for every dtype.
       const int64_t dpad = (d + 7) / 8 * 8 + 8;
@@ -85,15 +81,16 @@ inline TensorShape make_shape(Layout l, int64_t b, int64_t t, int64_t h, int64_t
       break;
     }
   }
-  s.elements = (b - 1) * s.stride[0] + (t - 1) * s.stride[1] + (h - 1) * s.stride[2] + d + (l == Layout::PADDED ? 8 : 0);
+  s.elements =
+      (b - 1) * s.stride[0] + (t - 1) * s.stride[1] + (h - 1) * s.stride[2] + d + (l == Layout::PADDED ? 8 : 0);
   return s;
 }
 
 struct Comparison {
-  double rel_error = 0;       // ||o - ref|| / ||ref|| over O (inf when O holds a NaN)
-  double max_abs_error = 0;   // max |o - ref| over O
+  double rel_error = 0;          // ||o - ref|| / ||ref|| over O (inf when O holds a NaN)
+  double max_abs_error = 0;      // max |o - ref| over O
   double lse_max_abs_error = 0;  // over rows with finite reference LSE; inf if a row disagrees on -inf or is NaN
-  bool has_nan = false;       // any NaN/inf in O or NaN in LSE
+  bool has_nan = false;          // any NaN/inf in O or NaN in LSE
   bool lse_checked = false;
 };
 

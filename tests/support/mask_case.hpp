@@ -28,7 +28,7 @@ struct MaskCase {
   int causal = 0;
   int32_t window_left = -1, window_right = -1;
   float softcap = 0.0f;
-  int alibi = 0;  // 0 off, 1 one slope per head, 2 a row of slopes per batch
+  int alibi = 0;                        // 0 off, 1 one slope per head, 2 a row of slopes per batch
   std::vector<int32_t> lens_q, lens_k;  // non-empty: variable length (batch = lens_q.size())
   uint64_t seed = fresh_seed();
 

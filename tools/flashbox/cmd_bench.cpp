@@ -33,11 +33,12 @@ std::string opt_cell(const std::optional<double> &v, const char *format) {
 
 void print_table(const report::BenchResult &r) {
   const auto &c = r.config;
-  fmt::print("{} attention on {}: batch {}, heads {}/{} (q/kv), head_dim {}, {}, {}; median of {} runs after {} "
-             "warm-up\n\n",
-             c.backward ? "Backward" : "Forward", c.device == FLASHBOX_CPU ? "the CPU" : "CUDA", c.batch, c.heads,
-             c.heads_kv ? c.heads_kv : c.heads, c.head_dim, cpu::dtype_name(c.dtype),
-             c.causal ? "causal" : "not causal", c.repeats, c.warmup);
+  fmt::print(
+      "{} attention on {}: batch {}, heads {}/{} (q/kv), head_dim {}, {}, {}; median of {} runs after {} "
+      "warm-up\n\n",
+      c.backward ? "Backward" : "Forward", c.device == FLASHBOX_CPU ? "the CPU" : "CUDA", c.batch, c.heads,
+      c.heads_kv ? c.heads_kv : c.heads, c.head_dim, cpu::dtype_name(c.dtype), c.causal ? "causal" : "not causal",
+      c.repeats, c.warmup);
   TextTable table({"T", "impl", "kernel", "ms", "TFLOP/s", "extra memory", "input sets", "status"});
   for (const auto &row : r.rows)
     table.add_row({std::to_string(row.seqlen), row.impl, row.kernel.empty() ? "-" : row.kernel,
@@ -47,9 +48,10 @@ void print_table(const report::BenchResult &r) {
   fmt::print("{}", table.render());
   for (const auto &row : r.rows)
     if (!row.error.empty()) fmt::print("  T={} {}: {}\n", row.seqlen, row.impl, row.error);
-  fmt::print("\nextra memory: scratch the library allocated beyond inputs and outputs (measured by its "
-             "allocator, peak)\nFLOPs: {} * B * H * T^2 * D{}\n",
-             c.causal ? 2 : 4, c.backward ? " * 2.5 (backward)" : "");
+  fmt::print(
+      "\nextra memory: scratch the library allocated beyond inputs and outputs (measured by its "
+      "allocator, peak)\nFLOPs: {} * B * H * T^2 * D{}\n",
+      c.causal ? 2 : 4, c.backward ? " * 2.5 (backward)" : "");
 }
 
 void run(const BenchOptions &o) {
@@ -97,16 +99,21 @@ void setup(CLI::App &app) {
   cmd->add_option("--seqlens", o->seqlens, "comma-separated T list (default GPU 512..16384, CPU 256..2048)")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--impls", o->impls, "comma-separated: naive, blocked, flash, auto (default GPU naive,flash; "
-                                       "CPU naive,blocked)")
+  cmd->add_option("--impls", o->impls,
+                  "comma-separated: naive, blocked, flash, auto (default GPU naive,flash; "
+                  "CPU naive,blocked)")
       ->delimiter(',')
       ->check(CLI::IsMember({"naive", "blocked", "flash", "auto"}));
   cmd->add_option("--batch", o->batch, "batch size")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--heads", o->heads, "query heads")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--heads-kv", o->heads_kv, "key/value heads (GQA; default: --heads)")->check(CLI::PositiveNumber);
   cmd->add_option("--head-dim", o->head_dim, "head dimension")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--dtype", o->dtype, "input dtype")->check(CLI::IsMember(report::dtype_names()))->capture_default_str();
-  cmd->add_option("--repeats", o->repeats, "timed runs (median reported)")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "input dtype")
+      ->check(CLI::IsMember(report::dtype_names()))
+      ->capture_default_str();
+  cmd->add_option("--repeats", o->repeats, "timed runs (median reported)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "untimed runs first (default GPU 3, CPU 1)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--causal,!--no-causal", o->causal, "causal mask (default on)");
   cmd->add_flag("--backward", o->backward, "time the backward pass (FLOPs 2.5x the forward's)");

@@ -23,20 +23,19 @@ struct CheckOptions {
   bool json = false;
 };
 
-std::string error_cell(const report::CheckRow &r, double value) {
-  return r.status == "ok" ? format_sci(value) : "-";
-}
+std::string error_cell(const report::CheckRow &r, double value) { return r.status == "ok" ? format_sci(value) : "-"; }
 
 void print_table(const report::CheckResult &r) {
   const auto &s = r.config.shape;
-  fmt::print("Correctness against the fp64 reference: batch {}, heads {}/{} (q/kv), T {}x{}, head_dim {}, "
-             "{}, {}, seed {}\n\n",
-             s.batch, s.heads_q, s.heads_kv, s.seqlen_q, s.seqlen_k, s.head_dim, cpu::dtype_name(s.dtype),
-             s.causal ? "causal" : "not causal", r.config.seed);
+  fmt::print(
+      "Correctness against the fp64 reference: batch {}, heads {}/{} (q/kv), T {}x{}, head_dim {}, "
+      "{}, {}, seed {}\n\n",
+      s.batch, s.heads_q, s.heads_kv, s.seqlen_q, s.seqlen_k, s.head_dim, cpu::dtype_name(s.dtype),
+      s.causal ? "causal" : "not causal", r.config.seed);
   TextTable table({"device", "implementation", "kernel", "max abs error", "rel error", "ms", "result"});
   for (const auto &row : r.rows)
-    table.add_row({row.device, row.label, row.kernel.empty() ? "-" : row.kernel,
-                   error_cell(row, row.max_abs_error), error_cell(row, row.rel_error), fmt::format("{:.1f}", row.ms),
+    table.add_row({row.device, row.label, row.kernel.empty() ? "-" : row.kernel, error_cell(row, row.max_abs_error),
+                   error_cell(row, row.rel_error), fmt::format("{:.1f}", row.ms),
                    row.passed ? "pass" : (row.status == "ok" ? "FAIL" : "ERROR")});
   fmt::print("{}", table.render());
   for (const auto &row : r.rows)
@@ -50,8 +49,14 @@ void print_table(const report::CheckResult &r) {
 
 void run(const CheckOptions &o) {
   report::CheckConfig config;
-  config.shape = {o.batch, o.seqlen_q,  o.seqlen_k ? o.seqlen_k : o.seqlen_q, o.heads, o.heads_kv ? o.heads_kv : o.heads,
-                  o.head_dim, report::parse_dtype(o.dtype), o.causal};
+  config.shape = {o.batch,
+                  o.seqlen_q,
+                  o.seqlen_k ? o.seqlen_k : o.seqlen_q,
+                  o.heads,
+                  o.heads_kv ? o.heads_kv : o.heads,
+                  o.head_dim,
+                  report::parse_dtype(o.dtype),
+                  o.causal};
   config.seed = o.seed;
   report::CheckResult result;
   {
@@ -76,7 +81,9 @@ void setup(CLI::App &app) {
   cmd->add_option("--seqlen-q", o->seqlen_q, "query length")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--seqlen-k", o->seqlen_k, "key length (default: --seqlen-q)")->check(CLI::PositiveNumber);
   cmd->add_option("--head-dim", o->head_dim, "head dimension")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--dtype", o->dtype, "input dtype")->check(CLI::IsMember(report::dtype_names()))->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "input dtype")
+      ->check(CLI::IsMember(report::dtype_names()))
+      ->capture_default_str();
   cmd->add_flag("--causal,!--no-causal", o->causal, "causal mask, bottom-right aligned (default on)");
   cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
   cmd->add_flag("--json", o->json, "print JSON (steps.check of docs/report-schema.md) instead of a table");

@@ -42,8 +42,9 @@ BpeTokenizer open_tokenizer(const TokenizerPaths &p) {
   const std::string enc = p.encoder.empty() ? default_encoder_json_path() : p.encoder;
   const std::string voc = p.vocab.empty() ? default_vocab_bpe_path() : p.vocab;
   if (enc.empty() || voc.empty())
-    throw Gpt2Error("GPT-2 tokenizer files not found: pass --encoder and --vocab, or run scripts/install-deps.sh "
-                    "(npm ci in tests/gpt2/node)");
+    throw Gpt2Error(
+        "GPT-2 tokenizer files not found: pass --encoder and --vocab, or run scripts/install-deps.sh "
+        "(npm ci in tests/gpt2/node)");
   return BpeTokenizer(enc, voc);
 }
 
@@ -81,7 +82,7 @@ void run_init(const InitOptions &o) {
 
 struct TokenizeOptions {
   std::string text, dir, out;
-  uint64_t shuffle_seed = 1337;   // --dir: documents in a seeded order (0: in file order)
+  uint64_t shuffle_seed = 1337;  // --dir: documents in a seeded order (0: in file order)
   TokenizerPaths paths;
 };
 
@@ -130,8 +131,8 @@ void tokenize_dir(const TokenizeOptions &o) {
   for (const char *split : {"train", "val"}) {
     const fs::path folder = fs::path(o.dir) / split;
     if (!fs::is_directory(folder))
-      throw Gpt2Error(fmt::format("'{}' is not a folder: --dir expects DIR/train and DIR/val holding .txt files",
-                                  folder.string()));
+      throw Gpt2Error(
+          fmt::format("'{}' is not a folder: --dir expects DIR/train and DIR/val holding .txt files", folder.string()));
     std::vector<std::string> files;
     for (const auto &e : fs::directory_iterator(folder))
       if (e.is_regular_file() && e.path().extension() == ".txt") files.push_back(e.path().string());
@@ -174,15 +175,21 @@ std::vector<flashbox_impl> parse_impls(const std::string &list) {
   std::string name;
   while (std::getline(ss, name, ',')) {
     if (name == "all") return {};
-    if (name == "naive") out.push_back(FLASHBOX_NAIVE);
-    else if (name == "blocked") out.push_back(FLASHBOX_BLOCKED);
-    else if (name == "flash") out.push_back(FLASHBOX_FLASH);
-    else throw Gpt2Error(fmt::format("--impl '{}': expected all, naive, blocked or flash (comma-separated)", name));
+    if (name == "naive")
+      out.push_back(FLASHBOX_NAIVE);
+    else if (name == "blocked")
+      out.push_back(FLASHBOX_BLOCKED);
+    else if (name == "flash")
+      out.push_back(FLASHBOX_FLASH);
+    else
+      throw Gpt2Error(fmt::format("--impl '{}': expected all, naive, blocked or flash (comma-separated)", name));
   }
   return out;
 }
 
-std::string format_seconds(double s) { return s < 1.0 ? fmt::format("{:.1f} ms", s * 1e3) : fmt::format("{:.2f} s", s); }
+std::string format_seconds(double s) {
+  return s < 1.0 ? fmt::format("{:.1f} ms", s * 1e3) : fmt::format("{:.2f} s", s);
+}
 
 void run_eval(const EvalCliOptions &o) {
   if (o.weights.empty() == o.init_config.empty())
@@ -261,7 +268,8 @@ void setup(CLI::App &app) {
   ci->callback([init] { run_init(*init); });
 
   auto tok = std::make_shared<TokenizeOptions>();
-  auto *ct = gpt2->add_subcommand("tokenize", "GPT-2 BPE-encode a text file (or a corpus folder) into llm.c token shards");
+  auto *ct =
+      gpt2->add_subcommand("tokenize", "GPT-2 BPE-encode a text file (or a corpus folder) into llm.c token shards");
   ct->add_option("--text", tok->text, "UTF-8 text file");
   ct->add_option("--dir", tok->dir,
                  "corpus folder: DIR/train/*.txt and DIR/val/*.txt, documents separated by <|endoftext|> lines");
@@ -280,7 +288,9 @@ void setup(CLI::App &app) {
   ce->add_option("--heads", ev->heads, "attention heads, when the checkpoint cannot say");
   ce->add_option("--tokens", ev->tokens, "llm.c/nanoGPT token shard or raw uint16 file");
   ce->add_option("--text", ev->text, "UTF-8 text file, tokenized on the fly");
-  ce->add_option("--count", ev->count, "tokens to evaluate (whole windows)")->check(CLI::PositiveNumber)->capture_default_str();
+  ce->add_option("--count", ev->count, "tokens to evaluate (whole windows)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   ce->add_option("--seqlen", ev->seqlen, "window length")->check(CLI::PositiveNumber)->capture_default_str();
   ce->add_option("--batch", ev->batch, "windows per forward pass (default 1 on cpu, 16 on cuda)")
       ->check(CLI::PositiveNumber);

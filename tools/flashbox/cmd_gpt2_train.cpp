@@ -24,7 +24,7 @@ struct TrainCli {
 void run_train(TrainCli &cli) {
   TrainOptions o = cli.o;
   const bool have_gpu = flashbox_cuda_device_count() > 0;
-  o.device = cli.device.empty() ? (have_gpu ? FLASHBOX_CUDA : FLASHBOX_CPU)
+  o.device = cli.device.empty()     ? (have_gpu ? FLASHBOX_CUDA : FLASHBOX_CPU)
              : cli.device == "cuda" ? FLASHBOX_CUDA
                                     : FLASHBOX_CPU;
   if (o.device == FLASHBOX_CUDA && !have_gpu)
@@ -46,23 +46,27 @@ void setup(CLI::App &app) {
   auto cli = std::make_shared<TrainCli>();
   TrainOptions &o = cli->o;
   auto *t = gpt2->add_subcommand("train", "train GPT-2 on token shards (CPU fp32 or CUDA bf16)");
-  t->add_option("--config", o.config, "seeded weights of this config: gpt2 (124M), small or tiny")->capture_default_str();
+  t->add_option("--config", o.config, "seeded weights of this config: gpt2 (124M), small or tiny")
+      ->capture_default_str();
   t->add_option("--init", o.init_weights, "start from this checkpoint instead (safetensors or llm.c .bin)");
   t->add_option("--seed", o.seed, "seed of the initial weights")->capture_default_str();
   t->add_option("--train", o.train_tokens, "training token shard (llm.c format)")->required();
   t->add_option("--val", o.val_tokens, "validation token shard");
-  t->add_option("--device", cli->device, "cpu or cuda (default: cuda when present)")->check(CLI::IsMember({"cpu", "cuda"}));
+  t->add_option("--device", cli->device, "cpu or cuda (default: cuda when present)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   t->add_option("--attention", cli->attention, "forward attention: flash (blocked on the CPU) or naive")
       ->check(CLI::IsMember({"naive", "flash"}))
       ->capture_default_str();
   t->add_option("--batch", o.shape.batch, "windows per micro-batch")->check(CLI::PositiveNumber)->capture_default_str();
   t->add_option("--seqlen", o.shape.seqlen, "window length")->check(CLI::PositiveNumber)->capture_default_str();
-  t->add_option("--total-batch", o.total_batch, "tokens per optimizer step (gradient accumulation; default batch x seqlen)");
+  t->add_option("--total-batch", o.total_batch,
+                "tokens per optimizer step (gradient accumulation; default batch x seqlen)");
   t->add_option("--steps", o.steps, "optimizer steps")->check(CLI::PositiveNumber)->capture_default_str();
   t->add_option("--lr", o.lr, "peak learning rate")->capture_default_str();
   t->add_option("--min-lr-fraction", o.min_lr_fraction, "final learning rate / peak (cosine)")->capture_default_str();
   t->add_option("--warmup", o.warmup, "linear warm-up steps")->capture_default_str();
-  t->add_option("--weight-decay", o.adam.weight_decay, "AdamW weight decay (matrices and embeddings)")->capture_default_str();
+  t->add_option("--weight-decay", o.adam.weight_decay, "AdamW weight decay (matrices and embeddings)")
+      ->capture_default_str();
   t->add_option("--beta1", o.adam.beta1)->capture_default_str();
   t->add_option("--beta2", o.adam.beta2)->capture_default_str();
   t->add_option("--grad-clip", o.grad_clip, "clip the global gradient norm to this (0: off)")->capture_default_str();

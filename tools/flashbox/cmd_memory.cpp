@@ -31,8 +31,8 @@ void run_memory(const MemoryOptions &o) {
     fmt::print("{}\n", doc.dump(2));
     return;
   }
-  fmt::print("Naive attention keeps S = QK^T and P = softmax(S), T x T per head ({} x {} heads, {}):\n\n",
-             o.batch, o.heads, o.dtype);
+  fmt::print("Naive attention keeps S = QK^T and P = softmax(S), T x T per head ({} x {} heads, {}):\n\n", o.batch,
+             o.heads, o.dtype);
   TextTable table({"T", "S", "P", "Q+K+V+O", "S / (Q+K+V+O)"});
   for (const auto &r : rows)
     table.add_row({std::to_string(r.seqlen), format_bytes(r.s_bytes), format_bytes(r.p_bytes),

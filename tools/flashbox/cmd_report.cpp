@@ -39,11 +39,14 @@ void run(const ReportCliOptions &o) {
   };
   options.on_step_end = [&](const std::string &, double seconds) {
     progress.finish();
-    if (tty) fmt::print(stderr, "      done in {:.1f} s\n", seconds);
-    else fmt::print(stderr, " {:.1f} s\n", seconds);  // one line per step in logs
+    if (tty)
+      fmt::print(stderr, "      done in {:.1f} s\n", seconds);
+    else
+      fmt::print(stderr, " {:.1f} s\n", seconds);  // one line per step in logs
   };
   // Inside a step, progress only on a terminal: logs get one line per step.
-  if (tty) options.progress = [&](const std::string &what, int done, int total) { progress.update("  " + what, done, total); };
+  if (tty)
+    options.progress = [&](const std::string &what, int done, int total) { progress.update("  " + what, done, total); };
 
   const auto document = report::run_report(options);
   report::write_json_file(document, o.json_path);
@@ -52,10 +55,12 @@ void run(const ReportCliOptions &o) {
     const auto status = c.value("status", "");
     (status == "pass" ? passed : status == "fail" ? failed : unmeasured)++;
   }
-  fmt::print(stderr, "wrote {} (criteria: {} pass, {} fail, {} not measured)\n", o.json_path, passed, failed, unmeasured);
+  fmt::print(stderr, "wrote {} (criteria: {} pass, {} fail, {} not measured)\n", o.json_path, passed, failed,
+             unmeasured);
   for (const auto &c : document["criteria"])
     if (c.value("status", "") == "fail")
-      fmt::print(stderr, "  FAIL {}: {} (needs {})\n", c.value("name", ""), c.value("value", ""), c.value("threshold", ""));
+      fmt::print(stderr, "  FAIL {}: {} (needs {})\n", c.value("name", ""), c.value("value", ""),
+                 c.value("threshold", ""));
   if (!o.html_path.empty()) {
     report::write_html_page(document, o.html_path);
     fmt::print(stderr, "wrote {}\n", o.html_path);
@@ -71,9 +76,10 @@ void setup(CLI::App &app) {
   cmd->add_option("--merge", o->merge_files,
                   "JSON to fold in: bench/compare_sdpa.py output (steps.peers) or another (partial) report")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--steps", o->steps, "comma-separated steps to run (default all: " +
-                                           fmt::format("{}", fmt::join(report::registered_step_names(), ",")) +
-                                           "; `none`: measure nothing, assemble the --merge files)")
+  cmd->add_option("--steps", o->steps,
+                  "comma-separated steps to run (default all: " +
+                      fmt::format("{}", fmt::join(report::registered_step_names(), ",")) +
+                      "; `none`: measure nothing, assemble the --merge files)")
       ->delimiter(',');
   cmd->add_option("--python", o->python,
                   "Python with PyTorch for the peers step (SDPA on the same shapes); default $FLASHBOX_PYTHON, "

@@ -47,7 +47,8 @@ const CLI::App *find_subcommand(const CLI::App &app, const std::string &word) {
 
 std::vector<std::string> subcommand_names(const CLI::App &app) {
   std::vector<std::string> names;
-  for (const CLI::App *sub : app.get_subcommands([](const CLI::App *) { return true; })) names.push_back(sub->get_name());
+  for (const CLI::App *sub : app.get_subcommands([](const CLI::App *) { return true; }))
+    names.push_back(sub->get_name());
   return names;
 }
 
@@ -104,8 +105,8 @@ std::optional<std::string> unknown_word_error(const CLI::App &app, const std::st
       const CLI::Option *opt = find_option(*current, name);
       if (!opt) {
         auto candidates = option_names(*current);
-        return fmt::format("unknown option '{}' for '{}'{} (see {} --help)", name, where,
-                           suggestion(name, candidates), where);
+        return fmt::format("unknown option '{}' for '{}'{} (see {} --help)", name, where, suggestion(name, candidates),
+                           where);
       }
       if (eq != std::string::npos) continue;  // --name=value: the value is in this word
       const int wanted = opt->get_items_expected_max();

@@ -21,6 +21,6 @@ bool register_command(int order, CommandSetup setup);
 
 #define FLASHBOX_CONCAT_INNER(a, b) a##b
 #define FLASHBOX_CONCAT(a, b) FLASHBOX_CONCAT_INNER(a, b)
-#define FLASHBOX_COMMAND(order, setup)                                              \
+#define FLASHBOX_COMMAND(order, setup) \
   static const bool FLASHBOX_CONCAT(flashbox_command_registered_, __LINE__) = \
       ::flashbox::cli::register_command(order, setup)

@@ -4,8 +4,8 @@
 #include "command_registry.hpp"
 #include "flashbox/flashbox.h"
 
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -14,21 +14,22 @@
 #include <vector>
 
 int main(int argc, char **argv) {
-  CLI::App app{"flashbox: attention three ways (naive, online-softmax blocked, tensor-core flash), "
-               "measured side by side",
-               "flashbox"};
+  CLI::App app{
+      "flashbox: attention three ways (naive, online-softmax blocked, tensor-core flash), "
+      "measured side by side",
+      "flashbox"};
   app.set_version_flag("--version", std::string(flashbox_version()));
   app.require_subcommand(1);
   app.fallthrough(false);
 
   auto entries = flashbox::cli::command_registry();
-  std::stable_sort(entries.begin(), entries.end(),
-                   [](const auto &a, const auto &b) { return a.order < b.order; });
+  std::stable_sort(entries.begin(), entries.end(), [](const auto &a, const auto &b) { return a.order < b.order; });
   for (const auto &entry : entries) entry.setup(app);
 
   // CLI11 would report a mistyped (nested) subcommand as "a subcommand is required", an unknown option
   // as "not expected", and answer --help after an unknown word; name the word instead.
-  if (const auto error = flashbox::cli::unknown_word_error(app, "flashbox", std::vector<std::string>(argv + 1, argv + argc))) {
+  if (const auto error =
+          flashbox::cli::unknown_word_error(app, "flashbox", std::vector<std::string>(argv + 1, argv + argc))) {
     fmt::print(stderr, "flashbox: {}\n", *error);
     return 2;
   }

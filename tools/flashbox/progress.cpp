@@ -2,8 +2,8 @@
 
 #include <fmt/core.h>
 
-#include <cstdio>
 #include <unistd.h>
+#include <cstdio>
 
 namespace flashbox::cli {
 

@@ -13,8 +13,8 @@
 namespace flashbox::cuda {
 
 inline std::string cuda_error_text(cudaError_t e, const char *what, const char *file, int line) {
-  return std::string(what) + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ") at " +
-         file + ":" + std::to_string(line);
+  return std::string(what) + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ") at " + file + ":" +
+         std::to_string(line);
 }
 
 inline std::string cublas_error_text(cublasStatus_t s, const char *what, const char *file, int line) {
@@ -28,24 +28,24 @@ inline void clear_cuda_error() { (void)cudaGetLastError(); }
 }  // namespace flashbox::cuda
 
 // Returns FLASHBOX_ERR_CUDA from the enclosing function when `call` does not return cudaSuccess.
-#define FLASHBOX_CUDA_TRY(call)                                                                       \
-  do {                                                                                              \
-    const cudaError_t fb_err_ = (call);                                                             \
-    if (fb_err_ != cudaSuccess) {                                                                   \
-      ::flashbox::cuda::clear_cuda_error();                                                         \
-      return ::flashbox::detail::fail(FLASHBOX_ERR_CUDA,                                            \
+#define FLASHBOX_CUDA_TRY(call) \
+  do { \
+    const cudaError_t fb_err_ = (call); \
+    if (fb_err_ != cudaSuccess) { \
+      ::flashbox::cuda::clear_cuda_error(); \
+      return ::flashbox::detail::fail(FLASHBOX_ERR_CUDA, \
                                       ::flashbox::cuda::cuda_error_text(fb_err_, #call, __FILE__, __LINE__)); \
-    }                                                                                               \
+    } \
   } while (0)
 
 // After a kernel launch: a launch configuration error shows up in cudaGetLastError().
 #define FLASHBOX_CUDA_CHECK_LAUNCH(kernel_name) FLASHBOX_CUDA_TRY(cudaGetLastError())
 
-#define FLASHBOX_CUBLAS_TRY(call)                                                                     \
-  do {                                                                                              \
-    const cublasStatus_t fb_st_ = (call);                                                           \
-    if (fb_st_ != CUBLAS_STATUS_SUCCESS) {                                                          \
-      return ::flashbox::detail::fail(FLASHBOX_ERR_CUDA,                                            \
+#define FLASHBOX_CUBLAS_TRY(call) \
+  do { \
+    const cublasStatus_t fb_st_ = (call); \
+    if (fb_st_ != CUBLAS_STATUS_SUCCESS) { \
+      return ::flashbox::detail::fail(FLASHBOX_ERR_CUDA, \
                                       ::flashbox::cuda::cublas_error_text(fb_st_, #call, __FILE__, __LINE__)); \
-    }                                                                                               \
+    } \
   } while (0)

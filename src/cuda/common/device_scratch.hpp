@@ -42,7 +42,9 @@ class DeviceScratch {
   }
 
   template <typename T>
-  T *as() const { return static_cast<T *>(ptr_); }
+  T *as() const {
+    return static_cast<T *>(ptr_);
+  }
 
  private:
   cudaStream_t stream_;

@@ -62,10 +62,10 @@ constexpr double kCombineUs = 2.5;              // the combine launch
 constexpr int kMaxSplits = 256;
 
 struct SplitShape {
-  int64_t base_ctas;       // batch * heads_kv * row_tiles
-  int64_t max_keys;        // longest visible key range
-  int64_t key_bytes;       // K + V bytes of one key of one KV head
-  int64_t rows_total;      // batch * heads_q * seqlen_q
+  int64_t base_ctas;   // batch * heads_kv * row_tiles
+  int64_t max_keys;    // longest visible key range
+  int64_t key_bytes;   // K + V bytes of one key of one KV head
+  int64_t rows_total;  // batch * heads_q * seqlen_q
   int64_t head_dim;
   int sms, ctas_per_sm;
   int64_t bytes_in_flight;
@@ -104,8 +104,8 @@ int split_shape(const KvcacheProblem &pr, int row_tiles, SplitShape &s) {
   int dev = 0;
   FLASHBOX_CUDA_TRY(cudaGetDevice(&dev));
   FLASHBOX_CUDA_TRY(cudaDeviceGetAttribute(&s.sms, cudaDevAttrMultiProcessorCount, dev));
-  FLASHBOX_CUDA_TRY(decode_split_occupancy(int(a.head_dim), a.dtype == FLASHBOX_BFLOAT16, &s.ctas_per_sm,
-                                           &s.bytes_in_flight));
+  FLASHBOX_CUDA_TRY(
+      decode_split_occupancy(int(a.head_dim), a.dtype == FLASHBOX_BFLOAT16, &s.ctas_per_sm, &s.bytes_in_flight));
   s.ctas_per_sm = std::max(1, s.ctas_per_sm);
   s.base_ctas = a.batch * a.heads_kv * row_tiles;
   s.max_keys = pr.max_total_keys;
@@ -191,7 +191,8 @@ int cuda_kvcache_attention(const KvcacheProblem &pr) {
     const int64_t bytes = a.batch * a.seqlen_q * a.heads_q * a.head_dim * 2;
     const cudaError_t e = q_rotated.allocate(bytes);
     if (e == cudaErrorMemoryAllocation)
-      return fail(FLASHBOX_ERR_OUT_OF_MEMORY, "the rotated copy of q (" + std::to_string(bytes) + " bytes) does not fit");
+      return fail(FLASHBOX_ERR_OUT_OF_MEMORY,
+                  "the rotated copy of q (" + std::to_string(bytes) + " bytes) does not fit");
     FLASHBOX_CUDA_TRY(e);
     FLASHBOX_CUDA_TRY(cuda::launch_decode_rotate_q(p, r, q_rotated.as<void>(), int(a.head_dim), bf16, stream));
     FLASHBOX_CUDA_TRY(cuda::launch_decode_append_rotary(p, r, int(a.head_dim), bf16, stream));

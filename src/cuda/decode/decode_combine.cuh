@@ -40,7 +40,8 @@ __global__ void __launch_bounds__(kCombineWarps * 32) decode_combine_kernel(cons
   }
   const float inv = sum > 0.f ? 1.f / sum : 0.f;
   // row = (b * heads_q + hq) * seqlen_q + i
-  const int i = int(row % p.seqlen_q), hq = int((row / p.seqlen_q) % p.heads_q), b = int(row / (int64_t(p.seqlen_q) * p.heads_q));
+  const int i = int(row % p.seqlen_q), hq = int((row / p.seqlen_q) % p.heads_q),
+            b = int(row / (int64_t(p.seqlen_q) * p.heads_q));
   T *dst = static_cast<T *>(p.o) + b * p.o_stride[0] + i * p.o_stride[1] + hq * p.o_stride[2] + lane * kPer;
 #pragma unroll
   for (int x = 0; x < kPer; x += 2) {

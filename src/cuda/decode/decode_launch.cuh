@@ -12,8 +12,9 @@ namespace flashbox::cuda::decode {
 template <typename T, int D, int S>
 cudaError_t set_smem_attribute() {
   // Once per instantiation: the ring needs more than the default 48 KB of dynamic shared memory.
-  static const cudaError_t once = cudaFuncSetAttribute(
-      decode_split_kernel<T, D, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(SplitTraits<D, S>::kSmemBytes));
+  static const cudaError_t once =
+      cudaFuncSetAttribute(decode_split_kernel<T, D, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           int(SplitTraits<D, S>::kSmemBytes));
   return once;
 }
 

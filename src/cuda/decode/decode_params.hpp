@@ -9,28 +9,28 @@ namespace flashbox::cuda {
 
 struct DecodeParams {
   const void *q;
-  int64_t q_stride[3];                  // batch, seq, head (elements)
+  int64_t q_stride[3];  // batch, seq, head (elements)
   void *k_cache, *v_cache;
-  int64_t k_stride[3], v_stride[3];     // entry (batch or page), row, head
+  int64_t k_stride[3], v_stride[3];  // entry (batch or page), row, head
   const void *k_new, *v_new;
   int64_t k_new_stride[3], v_new_stride[3];
   void *o;
   int64_t o_stride[3];
-  float *lse;                           // [batch, heads_q, seqlen_q] or null
-  float *o_partial;                     // split workspace [num_splits][batch * heads_q * seqlen_q][head_dim]
-  float *lse_partial;                   // [num_splits][batch * heads_q * seqlen_q]
+  float *lse;          // [batch, heads_q, seqlen_q] or null
+  float *o_partial;    // split workspace [num_splits][batch * heads_q * seqlen_q][head_dim]
+  float *lse_partial;  // [num_splits][batch * heads_q * seqlen_q]
   const int32_t *cache_seqlens, *block_table, *cache_batch_idx, *cache_leftpad;
   const float *alibi_slopes;
   int64_t block_table_stride;
-  int64_t cache_rows;                   // max_seqlen (contiguous) or page_size (paged)
+  int64_t cache_rows;  // max_seqlen (contiguous) or page_size (paged)
   int64_t cache_entries;
-  int64_t capacity;                     // keys one batch entry can hold
+  int64_t capacity;  // keys one batch entry can hold
   int batch, seqlen_q, heads_q, heads_kv, group, seqlen_new;
-  int rows;                             // seqlen_q * group: the query rows that share one KV head
-  int row_tiles;                        // ceil(rows / 16)
+  int rows;       // seqlen_q * group: the query rows that share one KV head
+  int row_tiles;  // ceil(rows / 16)
   int num_splits;
-  float scale;                          // softmax scale (natural units)
-  float softcap;                        // 0: none
+  float scale;    // softmax scale (natural units)
+  float softcap;  // 0: none
   int causal, has_window;
   int64_t window_left, window_right;
 };

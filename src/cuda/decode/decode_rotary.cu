@@ -49,8 +49,10 @@ __global__ void append_rotary_kernel(const DecodeParams p, const RotaryParams r,
     const int64_t ko = kvcache::cache_offset(slot, h, p.k_stride[0], p.k_stride[1], p.k_stride[2]);
     const int64_t vo = kvcache::cache_offset(slot, h, p.v_stride[0], p.v_stride[1], p.v_stride[2]);
     if (ko < 0) continue;
-    const T *kn = static_cast<const T *>(p.k_new) + b * p.k_new_stride[0] + i * p.k_new_stride[1] + h * p.k_new_stride[2];
-    const T *vn = static_cast<const T *>(p.v_new) + b * p.v_new_stride[0] + i * p.v_new_stride[1] + h * p.v_new_stride[2];
+    const T *kn =
+        static_cast<const T *>(p.k_new) + b * p.k_new_stride[0] + i * p.k_new_stride[1] + h * p.k_new_stride[2];
+    const T *vn =
+        static_cast<const T *>(p.v_new) + b * p.v_new_stride[0] + i * p.v_new_stride[1] + h * p.v_new_stride[2];
     const int64_t pos = j - (p.cache_leftpad ? p.cache_leftpad[b] : 0);
     const int64_t pos_c = pos < 0 ? 0 : (pos >= p.capacity ? p.capacity - 1 : pos);  // tables cover the capacity
     static_cast<T *>(p.k_cache)[ko + e] = Tr::from_float(rotated(kn, e, pos_c, r));
@@ -99,7 +101,8 @@ cudaError_t launch_decode_rotate_q(const DecodeParams &p, const RotaryParams &r,
                                    cudaStream_t stream) {
   const int64_t n = int64_t(p.batch) * p.seqlen_q * p.heads_q * head_dim;
   if (bf16)
-    rotate_q_kernel<__nv_bfloat16><<<blocks_for(n), 256, 0, stream>>>(p, r, static_cast<__nv_bfloat16 *>(q_out), head_dim);
+    rotate_q_kernel<__nv_bfloat16>
+        <<<blocks_for(n), 256, 0, stream>>>(p, r, static_cast<__nv_bfloat16 *>(q_out), head_dim);
   else
     rotate_q_kernel<__half><<<blocks_for(n), 256, 0, stream>>>(p, r, static_cast<__half *>(q_out), head_dim);
   return cudaGetLastError();

@@ -35,8 +35,8 @@ namespace flashbox::cuda::decode {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kBlockKeys = 64;   // keys per pipeline stage (16 per warp)
-constexpr int kTileRows = 16;    // query rows per CTA (one mma M tile)
+constexpr int kBlockKeys = 64;  // keys per pipeline stage (16 per warp)
+constexpr int kTileRows = 16;   // query rows per CTA (one mma M tile)
 
 // Ring depth per head dim, measured (docs/decode.md, bench/NOTES.md): D128 2 x 32 KB (2 CTAs per SM;
 // 4.0-4.2 TB/s on the H200 against 3.5-3.9 at 3 stages and 3.6 at 6), D64 4 x 16 KB (3 CTAs per SM;
@@ -46,9 +46,9 @@ constexpr int kDefaultStages = D == 64 ? 4 : 2;
 
 template <int D, int kStagesT = kDefaultStages<D>>
 struct SplitTraits {
-  static constexpr int kChunks = D / 8;                        // 16-byte chunks per row
-  static constexpr int kStages = kStagesT;                     // ring depth
-  static constexpr int kStageElems = 2 * kBlockKeys * D;       // K and V of one block
+  static constexpr int kChunks = D / 8;                   // 16-byte chunks per row
+  static constexpr int kStages = kStagesT;                // ring depth
+  static constexpr int kStageElems = 2 * kBlockKeys * D;  // K and V of one block
   static constexpr int kQElems = kTileRows * D;
   static constexpr size_t kSmemBytes = size_t(kQElems + kStages * kStageElems) * 2;
   static constexpr int64_t kBytesInFlight = int64_t(kStages - 1) * kStageElems * 2;
@@ -122,8 +122,7 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
                                                        p.has_window, p.window_left, p.window_right);
   const int64_t lo = max(int64_t(0), first.lo), hi = min(p.capacity, last.hi);
   const int64_t n_keys = hi > lo ? hi - lo : 0;
-  const int64_t per_split =
-      ((n_keys + p.num_splits - 1) / p.num_splits + kBlockKeys - 1) / kBlockKeys * kBlockKeys;
+  const int64_t per_split = ((n_keys + p.num_splits - 1) / p.num_splits + kBlockKeys - 1) / kBlockKeys * kBlockKeys;
   const int64_t my_lo = lo + int64_t(split) * per_split;
   const int64_t my_hi = min(hi, my_lo + per_split);
   const int n_blocks = my_hi > my_lo ? int((my_hi - my_lo + kBlockKeys - 1) / kBlockKeys) : 0;
@@ -194,8 +193,8 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
     const int row = row0 + g + 8 * h;
     if (row < p.rows) {
       const int i = row / p.group;
-      const kvcache::KeyRange r = kvcache::visible_keys(total, start, p.seqlen_q, i, p.causal, p.has_window,
-                                                        p.window_left, p.window_right);
+      const kvcache::KeyRange r =
+          kvcache::visible_keys(total, start, p.seqlen_q, i, p.causal, p.has_window, p.window_left, p.window_right);
       row_lo[h] = r.lo;
       row_hi[h] = min(r.hi, my_hi);
       row_pos[h] = total - p.seqlen_q + i;
@@ -297,7 +296,7 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
       mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
       mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
       const float m_new = fmaxf(m_run[h], mx[h]);
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;   // a row that has seen no key yet
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row that has seen no key yet
       corr[h] = m_new == m_run[h] ? 1.f : fast_exp2(m_run[h] - m_use);
       m_run[h] = m_new;
       mx[h] = m_use;
@@ -341,8 +340,8 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
   // Merge the 4 warps through shared memory (the ring is free once every copy has landed).
   wait_pending<0>();
   __syncthreads();
-  float *red = reinterpret_cast<float *>(ring);          // [warps][16][D]
-  float *sm_m = red + kWarps * kTileRows * D;            // [warps][16]
+  float *red = reinterpret_cast<float *>(ring);  // [warps][16][D]
+  float *sm_m = red + kWarps * kTileRows * D;    // [warps][16]
   float *sm_l = sm_m + kWarps * kTileRows;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -386,7 +385,7 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
     // Natural-log LSE of this CTA's keys; -inf when it saw none.
     const float lse = l_all > 0.f ? (m_all + __log2f(l_all)) * 0.6931471805599453f : -INFINITY;
     const int i = row / p.group, hq = hk * p.group + row % p.group;
-    const int64_t out_row = (int64_t(b) * p.heads_q + hq) * p.seqlen_q + i;   // the LSE layout
+    const int64_t out_row = (int64_t(b) * p.heads_q + hq) * p.seqlen_q + i;  // the LSE layout
     if (p.num_splits == 1) {
       T *dst = static_cast<T *>(p.o) + b * p.o_stride[0] + i * p.o_stride[1] + hq * p.o_stride[2] + c * 8;
       uint4 packed;

@@ -86,8 +86,7 @@ __device__ __forceinline__ bool softmax_update_optimistic(float (&s)[NS], const 
   float sum[2];
   exponentiate(s, base, scale_log2, sum);
   const float row0 = sum[0], row1 = sum[1];
-  const bool ok = m[0] != -INFINITY && m[1] != -INFINITY && row0 <= kOptimisticSumLimit &&
-                  row1 <= kOptimisticSumLimit;
+  const bool ok = m[0] != -INFINITY && m[1] != -INFINITY && row0 <= kOptimisticSumLimit && row1 <= kOptimisticSumLimit;
   if (!__all_sync(0xffffffffu, ok)) return false;
   l[0] += row0, l[1] += row1;
   alpha[0] = alpha[1] = 1.f;

@@ -1,9 +1,9 @@
 // See tma_host.hpp. docs/hopper.md §3.1 has the encoding rules.
 #include "cuda/hopper/tma_host.hpp"
 
-#include <algorithm>
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
+#include <algorithm>
 
 namespace flashbox::sm90 {
 namespace {

@@ -3,8 +3,8 @@
 // cuTensorMapEncodeTiled comes from the driver through the runtime's entry-point query, so nothing
 // links libcuda.
 #pragma once
-#include <cstdint>
 #include <cuda.h>
+#include <cstdint>
 
 namespace flashbox::sm90 {
 

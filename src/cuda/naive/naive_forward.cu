@@ -49,8 +49,9 @@ int cuda_naive_forward(const Problem &a) {
   int64_t score_count = 0, s_bytes = 0, p_bytes = 0, rows = 0;
   if (!checked_mul(B * Hq, Tq, &rows) || !checked_mul(rows, Tk, &score_count) ||
       !checked_mul(score_count, 4, &s_bytes) || !checked_mul(score_count, elem_bytes, &p_bytes)) {
-    return fail(FLASHBOX_ERR_OUT_OF_MEMORY, "cuda naive attention: the score matrices S and P (batch*heads_q*seqlen_q*"
-                                            "seqlen_k elements) overflow a 64-bit byte count");
+    return fail(FLASHBOX_ERR_OUT_OF_MEMORY,
+                "cuda naive attention: the score matrices S and P (batch*heads_q*seqlen_q*"
+                "seqlen_k elements) overflow a 64-bit byte count");
   }
 
   DeviceScratch s_buf(stream), p_buf(stream);
@@ -98,21 +99,23 @@ int cuda_naive_forward(const Problem &a) {
       const char *qh = q + (b * a.q_stride[0] + h0 * a.q_stride[2]) * elem_bytes;
       const char *kh = k + (b * a.k_stride[0]) * elem_bytes;
       float *sh = s + (b * Hq + h0) * head_scores;
-      FLASHBOX_CUBLAS_TRY(cublasGemmStridedBatchedEx(
-          h, CUBLAS_OP_T, CUBLAS_OP_N, int(Tk), int(Tq), int(D), &scale, kh, elem, ldk, a.k_stride[2], qh, elem,
-          ldq, group * a.q_stride[2], &zero, sh, CUDA_R_32F, int(Tk), group * head_scores, int(Hkv),
-          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      FLASHBOX_CUBLAS_TRY(cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(Tk), int(Tq), int(D), &scale, kh,
+                                                     elem, ldk, a.k_stride[2], qh, elem, ldq, group * a.q_stride[2],
+                                                     &zero, sh, CUDA_R_32F, int(Tk), group * head_scores, int(Hkv),
+                                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     }
   }
 
   const int warps_per_block = 8;
   const int64_t blocks = (rows + warps_per_block - 1) / warps_per_block;
   if (bf16) {
-    cuda::naive_masked_softmax_kernel<__nv_bfloat16><<<unsigned(blocks), warps_per_block * 32, 0, stream>>>(
-        s, reinterpret_cast<__nv_bfloat16 *>(p), a.lse, rows, Tq, Tk, a.causal);
+    cuda::naive_masked_softmax_kernel<__nv_bfloat16>
+        <<<unsigned(blocks), warps_per_block * 32, 0, stream>>>(s, reinterpret_cast<__nv_bfloat16 *>(p), a.lse, rows,
+                                                                Tq, Tk, a.causal);
   } else {
-    cuda::naive_masked_softmax_kernel<__half><<<unsigned(blocks), warps_per_block * 32, 0, stream>>>(
-        s, reinterpret_cast<__half *>(p), a.lse, rows, Tq, Tk, a.causal);
+    cuda::naive_masked_softmax_kernel<__half>
+        <<<unsigned(blocks), warps_per_block * 32, 0, stream>>>(s, reinterpret_cast<__half *>(p), a.lse, rows, Tq, Tk,
+                                                                a.causal);
   }
   FLASHBOX_CUDA_CHECK_LAUNCH("naive_masked_softmax_kernel");
 
@@ -121,10 +124,10 @@ int cuda_naive_forward(const Problem &a) {
       const char *vh = v + (b * a.v_stride[0]) * elem_bytes;
       char *oh = o + (b * a.o_stride[0] + j * a.o_stride[2]) * elem_bytes;
       const char *ph = p + (b * Hq + j) * head_scores * elem_bytes;
-      FLASHBOX_CUBLAS_TRY(cublasGemmStridedBatchedEx(
-          h, CUBLAS_OP_N, CUBLAS_OP_N, int(D), int(Tq), int(Tk), &one, vh, elem, ldv, a.v_stride[2], ph, elem,
-          int(Tk), group * head_scores, &zero, oh, elem, ldo, group * a.o_stride[2], int(Hkv), CUBLAS_COMPUTE_32F,
-          CUBLAS_GEMM_DEFAULT));
+      FLASHBOX_CUBLAS_TRY(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, int(D), int(Tq), int(Tk), &one, vh,
+                                                     elem, ldv, a.v_stride[2], ph, elem, int(Tk), group * head_scores,
+                                                     &zero, oh, elem, ldo, group * a.o_stride[2], int(Hkv),
+                                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     }
   }
   set_kernel_name(std::string("cuda_naive_cublas_") + (bf16 ? "bf16" : "fp16"));

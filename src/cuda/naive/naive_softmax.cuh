@@ -13,8 +13,8 @@ namespace flashbox::cuda {
 
 template <typename Element>
 __global__ void naive_masked_softmax_kernel(const float *__restrict__ s, Element *__restrict__ p,
-                                            float *__restrict__ lse, int64_t rows, int64_t seqlen_q,
-                                            int64_t seqlen_k, int causal) {
+                                            float *__restrict__ lse, int64_t rows, int64_t seqlen_q, int64_t seqlen_k,
+                                            int causal) {
   const int lane = threadIdx.x % 32;
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (row >= rows) return;

@@ -15,8 +15,8 @@ namespace flashbox::gpt2 {
 namespace {
 
 struct HfName {
-  std::string name;   // without prefix and layer: "attn.c_attn.weight"
-  bool transposed;    // stored [in, out]
+  std::string name;  // without prefix and layer: "attn.c_attn.weight"
+  bool transposed;   // stored [in, out]
 };
 
 HfName hf_name(Param p) {
@@ -52,7 +52,7 @@ std::vector<int64_t> hf_shape(const ParamShape &s, bool transposed) {
   return transposed ? std::vector<int64_t>{s.cols, s.rows} : std::vector<int64_t>{s.rows, s.cols};
 }
 
-void transpose(const float *in, int64_t rows, int64_t cols, float *out) {   // in [rows, cols] -> out [cols, rows]
+void transpose(const float *in, int64_t rows, int64_t cols, float *out) {  // in [rows, cols] -> out [cols, rows]
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) out[c * rows + r] = in[r * cols + c];
@@ -76,7 +76,8 @@ int heads_from_config_json(const std::string &checkpoint_path) {
 Gpt2Weights read_hf_safetensors(const std::string &path, int heads_override) {
   const SafetensorsFile file(path);
   std::string prefix;
-  if (file.find("transformer.wte.weight")) prefix = "transformer.";
+  if (file.find("transformer.wte.weight"))
+    prefix = "transformer.";
   else if (!file.find("wte.weight"))
     throw Gpt2Error(fmt::format("'{}' has no wte.weight (nor transformer.wte.weight): not a GPT-2 checkpoint", path));
   const SafetensorsEntry &wte = *file.find(prefix + "wte.weight");
@@ -99,9 +100,10 @@ Gpt2Weights read_hf_safetensors(const std::string &path, int heads_override) {
   if (c.n_head <= 0) c.n_head = heads_from_config_json(path);
   if (c.n_head <= 0) c.n_head = c.n_embd % 64 == 0 ? c.n_embd / 64 : 0;
   if (c.n_head <= 0)
-    throw Gpt2Error(fmt::format("'{}': cannot tell the number of heads (no metadata, no config.json, {} channels "
-                                "not a multiple of 64); pass it explicitly",
-                                path, c.n_embd));
+    throw Gpt2Error(
+        fmt::format("'{}': cannot tell the number of heads (no metadata, no config.json, {} channels "
+                    "not a multiple of 64); pass it explicitly",
+                    path, c.n_embd));
   c.name = "custom";
   for (const auto &named : named_configs())
     if (named.n_layer == c.n_layer && named.n_head == c.n_head && named.n_embd == c.n_embd &&
@@ -158,9 +160,9 @@ void write_hf_safetensors(const Gpt2Weights &w, const std::string &path, const s
       tensors.push_back({full_name("", p, s.per_layer, l), hf_shape(s, hn.transposed), src});
     }
   }
-  write_safetensors(path, tensors, dtype,
-                    {{"format", "pt"}, {"config", c.name}, {"n_head", std::to_string(c.n_head)},
-                     {"written_by", "flashbox"}});
+  write_safetensors(
+      path, tensors, dtype,
+      {{"format", "pt"}, {"config", c.name}, {"n_head", std::to_string(c.n_head)}, {"written_by", "flashbox"}});
 }
 
 }  // namespace flashbox::gpt2

@@ -33,14 +33,16 @@ Gpt2Weights read_llmc_checkpoint(const std::string &path) {
   int32_t h[kHeaderInts];
   in.read(reinterpret_cast<char *>(h), sizeof h);
   if (h[0] != kLlmcModelMagic)
-    throw Gpt2Error(fmt::format("'{}' is not an llm.c model checkpoint: magic {} (expected {})", path, h[0], kLlmcModelMagic));
+    throw Gpt2Error(
+        fmt::format("'{}' is not an llm.c model checkpoint: magic {} (expected {})", path, h[0], kLlmcModelMagic));
   if (h[1] != kVersionFp32 && h[1] != kVersionBf16)
     throw Gpt2Error(fmt::format("'{}': llm.c checkpoint version {} is not supported (3 = fp32, 5 = bf16)", path, h[1]));
   const bool bf16 = h[1] == kVersionBf16;
   Gpt2Config c{"custom", h[4], h[5], h[6], h[3], h[2]};
   const int vp = h[7];
   if (c.vocab_size <= 0 || vp < c.vocab_size)
-    throw Gpt2Error(fmt::format("'{}': corrupt header: vocabulary {} and padded vocabulary {}", path, c.vocab_size, vp));
+    throw Gpt2Error(
+        fmt::format("'{}': corrupt header: vocabulary {} and padded vocabulary {}", path, c.vocab_size, vp));
   try {
     validate_config(c);
   } catch (const Gpt2Error &e) {
@@ -100,7 +102,7 @@ void write_llmc_checkpoint(const Gpt2Weights &w, const std::string &path, bool b
     cpu::store_row_from_float(raw.data(), bf16 ? FLASHBOX_BFLOAT16 : FLASHBOX_FLOAT32, 0, int64_t(t.size()), t.data());
     out.write(raw.data(), std::streamsize(raw.size()));
     if (Param(i) == Param::Wte) {
-      raw.assign(size_t((h[7] - c.vocab_size) * int64_t(c.n_embd) * elem), 0);   // zero padding rows
+      raw.assign(size_t((h[7] - c.vocab_size) * int64_t(c.n_embd) * elem), 0);  // zero padding rows
       out.write(raw.data(), std::streamsize(raw.size()));
     }
   }

@@ -21,7 +21,7 @@ int64_t dtype_bytes(const std::string &d) {
   return 0;
 }
 
-constexpr uint64_t kMaxHeaderBytes = 100ull << 20;   // the format's own limit
+constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // the format's own limit
 
 }  // namespace
 
@@ -37,14 +37,16 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
   if (ec) throw Gpt2Error(fmt::format("cannot open safetensors file '{}': {}", path_, ec.message()));
   std::ifstream in(path_, std::ios::binary);
   if (!in) throw Gpt2Error(fmt::format("cannot open safetensors file '{}'", path_));
-  if (file_size < 8) throw Gpt2Error(fmt::format("'{}' is truncated: {} bytes, shorter than the 8-byte header length", path_, file_size));
+  if (file_size < 8)
+    throw Gpt2Error(
+        fmt::format("'{}' is truncated: {} bytes, shorter than the 8-byte header length", path_, file_size));
   unsigned char len_bytes[8];
   in.read(reinterpret_cast<char *>(len_bytes), 8);
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | len_bytes[i];
   if (header_len > kMaxHeaderBytes || header_len > file_size - 8)
-    throw Gpt2Error(fmt::format("'{}' is not a valid safetensors file: header length {} bytes, file {} bytes",
-                                path_, header_len, file_size));
+    throw Gpt2Error(fmt::format("'{}' is not a valid safetensors file: header length {} bytes, file {} bytes", path_,
+                                header_len, file_size));
   std::string header(header_len, '\0');
   in.read(header.data(), std::streamsize(header_len));
   if (!in) throw Gpt2Error(fmt::format("'{}': could not read the {}-byte header", path_, header_len));
@@ -111,10 +113,15 @@ void SafetensorsFile::read_f32(const std::string &name, std::span<const int64_t>
     throw Gpt2Error(fmt::format("'{}': tensor '{}' has shape [{}], expected [{}]", path_, name,
                                 fmt::join(e->shape, ", "), fmt::join(expected_shape, ", ")));
   flashbox_dtype t;
-  if (e->dtype == "F32") t = FLASHBOX_FLOAT32;
-  else if (e->dtype == "F16") t = FLASHBOX_FLOAT16;
-  else if (e->dtype == "BF16") t = FLASHBOX_BFLOAT16;
-  else throw Gpt2Error(fmt::format("'{}': tensor '{}' has dtype {}; only F32, F16 and BF16 are read", path_, name, e->dtype));
+  if (e->dtype == "F32")
+    t = FLASHBOX_FLOAT32;
+  else if (e->dtype == "F16")
+    t = FLASHBOX_FLOAT16;
+  else if (e->dtype == "BF16")
+    t = FLASHBOX_BFLOAT16;
+  else
+    throw Gpt2Error(
+        fmt::format("'{}': tensor '{}' has dtype {}; only F32, F16 and BF16 are read", path_, name, e->dtype));
   std::ifstream in(path_, std::ios::binary);
   in.seekg(std::streamoff(data_start_ + e->begin));
   std::vector<char> raw(e->end - e->begin);
@@ -126,10 +133,14 @@ void SafetensorsFile::read_f32(const std::string &name, std::span<const int64_t>
 void write_safetensors(const std::string &path, const std::vector<SafetensorsTensor> &tensors, const std::string &dtype,
                        const std::map<std::string, std::string> &metadata) {
   flashbox_dtype t;
-  if (dtype == "F32") t = FLASHBOX_FLOAT32;
-  else if (dtype == "F16") t = FLASHBOX_FLOAT16;
-  else if (dtype == "BF16") t = FLASHBOX_BFLOAT16;
-  else throw Gpt2Error(fmt::format("safetensors writer: dtype '{}' is not one of F32, F16, BF16", dtype));
+  if (dtype == "F32")
+    t = FLASHBOX_FLOAT32;
+  else if (dtype == "F16")
+    t = FLASHBOX_FLOAT16;
+  else if (dtype == "BF16")
+    t = FLASHBOX_BFLOAT16;
+  else
+    throw Gpt2Error(fmt::format("safetensors writer: dtype '{}' is not one of F32, F16, BF16", dtype));
   const int64_t elem = cpu::dtype_size(t);
 
   nlohmann::ordered_json header;
@@ -138,11 +149,13 @@ void write_safetensors(const std::string &path, const std::vector<SafetensorsTen
   for (const auto &tensor : tensors) {
     int64_t n = 1;
     for (int64_t d : tensor.shape) n *= d;
-    header[tensor.name] = {{"dtype", dtype}, {"shape", tensor.shape}, {"data_offsets", {offset, offset + uint64_t(n * elem)}}};
+    header[tensor.name] = {{"dtype", dtype},
+                           {"shape", tensor.shape},
+                           {"data_offsets", {offset, offset + uint64_t(n * elem)}}};
     offset += uint64_t(n * elem);
   }
   std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');   // keeps the data section 8-byte aligned
+  text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data section 8-byte aligned
 
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) throw Gpt2Error(fmt::format("cannot write '{}'", path));

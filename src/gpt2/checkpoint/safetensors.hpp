@@ -13,9 +13,9 @@
 namespace flashbox::gpt2 {
 
 struct SafetensorsEntry {
-  std::string dtype;              // "F32", "F16", "BF16", ... as written
+  std::string dtype;  // "F32", "F16", "BF16", ... as written
   std::vector<int64_t> shape;
-  uint64_t begin = 0, end = 0;    // byte range in the data section
+  uint64_t begin = 0, end = 0;  // byte range in the data section
   int64_t numel() const;
 };
 
@@ -28,7 +28,7 @@ class SafetensorsFile {
 
   const std::string &path() const { return path_; }
   const std::map<std::string, SafetensorsEntry> &entries() const { return entries_; }
-  const nlohmann::json &metadata() const { return metadata_; }   // "__metadata__" or null
+  const nlohmann::json &metadata() const { return metadata_; }  // "__metadata__" or null
   const SafetensorsEntry *find(const std::string &name) const;
 
   // Reads an F32/F16/BF16 tensor converted to fp32 into `out` (numel elements). Throws Gpt2Error for
@@ -45,12 +45,12 @@ class SafetensorsFile {
 struct SafetensorsTensor {
   std::string name;
   std::vector<int64_t> shape;
-  const float *data;   // numel fp32 values, converted to the file's dtype on write
+  const float *data;  // numel fp32 values, converted to the file's dtype on write
 };
 
 // Writes `tensors` in order as `dtype` ("F32", "F16" or "BF16"), with string metadata. Throws
 // Gpt2Error when the file cannot be written.
-void write_safetensors(const std::string &path, const std::vector<SafetensorsTensor> &tensors,
-                       const std::string &dtype, const std::map<std::string, std::string> &metadata = {});
+void write_safetensors(const std::string &path, const std::vector<SafetensorsTensor> &tensors, const std::string &dtype,
+                       const std::map<std::string, std::string> &metadata = {});
 
 }  // namespace flashbox::gpt2

@@ -38,7 +38,10 @@ class DeviceBuffer {
     std::swap(bytes_, o.bytes_);
     return *this;
   }
-  template <class T> T *as() const { return static_cast<T *>(ptr_); }
+  template <class T>
+  T *as() const {
+    return static_cast<T *>(ptr_);
+  }
 
  private:
   void *ptr_ = nullptr;
@@ -60,7 +63,7 @@ DeviceBuffer upload_f32(std::span<const float> src) {
   return d;
 }
 
-constexpr int64_t kLogitRows = 4096;   // rows of fp32 logits alive at once (~824 MB at V = 50304)
+constexpr int64_t kLogitRows = 4096;  // rows of fp32 logits alive at once (~824 MB at V = 50304)
 
 }  // namespace
 
@@ -100,8 +103,10 @@ CudaGpt2::CudaGpt2(const Gpt2Weights &w, int batch, int seqlen) : s_(std::make_u
     const Param p = Param(i);
     const auto t = w.tensor(p);
     const bool keep_f32 = param_shape(s.c, p).cols == 1 && p != Param::QkvB && p != Param::FcB;
-    if (keep_f32) s.param[i] = upload_f32(t);
-    else s.param[i] = upload_bf16(t.data(), int64_t(t.size()), p == Param::Wte ? s.Vp * C : int64_t(t.size()));
+    if (keep_f32)
+      s.param[i] = upload_f32(t);
+    else
+      s.param[i] = upload_bf16(t.data(), int64_t(t.size()), p == Param::Wte ? s.Vp * C : int64_t(t.size()));
   }
   const int64_t M = int64_t(batch) * seqlen;
   s.chunk_rows = std::max<int64_t>(seqlen, kLogitRows / seqlen * seqlen);
@@ -130,18 +135,20 @@ void CudaGpt2::set_tokens(const std::vector<int32_t> &tokens, int64_t windows) {
 
 void CudaGpt2::State::forward_batch(int64_t first_window, int nb, flashbox_impl impl, bool first_chunk_logits_only) {
   const int64_t C = c.n_embd, M = int64_t(nb) * T, row0 = first_window * T;
-  cudaStream_t stream = nullptr;   // the legacy default stream orders our kernels, cuBLASLt and the API
+  cudaStream_t stream = nullptr;  // the legacy default stream orders our kernels, cuBLASLt and the API
   const int32_t *tok = tokens.as<int32_t>() + row0;
   launch_embedding(tok, bf(Param::Wte, 0), bf(Param::Wpe, 0), x.as<float>(), M, T, int(C), stream);
   for (int l = 0; l < c.n_layer; ++l) {
-    launch_layernorm(x.as<float>(), f32(Param::Ln1W, l), f32(Param::Ln1B, l), ln.as<__nv_bfloat16>(), M, int(C), stream);
+    launch_layernorm(x.as<float>(), f32(Param::Ln1W, l), f32(Param::Ln1B, l), ln.as<__nv_bfloat16>(), M, int(C),
+                     stream);
     lt.run(bf(Param::QkvW, l), ln.as<__nv_bfloat16>(), qkv.as<void>(), CUDA_R_16BF, M, 3 * C, C, 3 * C,
            bf(Param::QkvB, l), 0.0f, stream);
     call_attention(qkv_attention_args(FLASHBOX_CUDA, FLASHBOX_BFLOAT16, impl, qkv.as<void>(), att.as<void>(), nb, T,
                                       c.n_head, c.n_embd));
     lt.run(bf(Param::AttnProjW, l), att.as<__nv_bfloat16>(), x.as<void>(), CUDA_R_32F, M, C, C, C,
            f32(Param::AttnProjB, l), 1.0f, stream);
-    launch_layernorm(x.as<float>(), f32(Param::Ln2W, l), f32(Param::Ln2B, l), ln.as<__nv_bfloat16>(), M, int(C), stream);
+    launch_layernorm(x.as<float>(), f32(Param::Ln2W, l), f32(Param::Ln2B, l), ln.as<__nv_bfloat16>(), M, int(C),
+                     stream);
     lt.run(bf(Param::FcW, l), ln.as<__nv_bfloat16>(), fc.as<void>(), CUDA_R_16BF, M, 4 * C, C, 4 * C, bf(Param::FcB, l),
            0.0f, stream);
     launch_gelu(fc.as<__nv_bfloat16>(), M * 4 * C, stream);

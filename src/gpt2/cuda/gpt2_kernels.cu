@@ -27,7 +27,8 @@ __global__ void embedding_kernel(const int32_t *tokens, const __nv_bfloat16 *wte
   }
 }
 
-__global__ void layernorm_kernel(const float *x, const float *w, const float *b, __nv_bfloat16 *y, int64_t rows, int C) {
+__global__ void layernorm_kernel(const float *x, const float *w, const float *b, __nv_bfloat16 *y, int64_t rows,
+                                 int C) {
   // One warp per row. The row (3 KiB at C = 768) is read from HBM once; the second and third passes
   // hit L1.
   const int64_t row = blockIdx.x * int64_t(blockDim.x / kWarp) + threadIdx.x / kWarp;
@@ -87,9 +88,9 @@ __device__ void merge_softmax(float &m, float &s, float m2, float s2) {
 
 constexpr int kCeThreads = 512;
 
-__global__ void __launch_bounds__(kCeThreads) cross_entropy_kernel(const float *logits, int64_t ld, int V,
-                                                                   const int32_t *tokens, int64_t row0, int T,
-                                                                   float *loss) {
+__global__ void __launch_bounds__(kCeThreads)
+    cross_entropy_kernel(const float *logits, int64_t ld, int V, const int32_t *tokens, int64_t row0, int T,
+                         float *loss) {
   // One block per row: a single pass keeps a running (max, sum) per thread (online softmax), then
   // the block merges them.
   const int64_t r = blockIdx.x;
@@ -123,9 +124,7 @@ __global__ void __launch_bounds__(kCeThreads) cross_entropy_kernel(const float *
   }
 }
 
-int blocks_for(int64_t work, int threads) {
-  return int(std::min<int64_t>((work + threads - 1) / threads, 132 * 32));
-}
+int blocks_for(int64_t work, int threads) { return int(std::min<int64_t>((work + threads - 1) / threads, 132 * 32)); }
 
 }  // namespace
 
@@ -138,7 +137,7 @@ void launch_layernorm(const float *x, const float *w, const float *b, __nv_bfloa
                       cudaStream_t stream) {
   constexpr int kRowsPerBlock = 8;
   layernorm_kernel<<<int((rows + kRowsPerBlock - 1) / kRowsPerBlock), kRowsPerBlock * kWarp, 0, stream>>>(x, w, b, y,
-                                                                                                           rows, C);
+                                                                                                          rows, C);
 }
 
 void launch_gelu(__nv_bfloat16 *x, int64_t n, cudaStream_t stream) {

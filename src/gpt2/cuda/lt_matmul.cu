@@ -42,7 +42,8 @@ LtMatmul::Plan &LtMatmul::plan(const Key &key) {
                                                    sizeof workspace_bytes_));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0)
     throw Gpt2Error("cuBLASLt has no algorithm for a " + std::to_string(M) + "x" + std::to_string(N) + "x" +
@@ -51,8 +52,8 @@ LtMatmul::Plan &LtMatmul::plan(const Key &key) {
   return plans_.emplace(key, p).first->second;
 }
 
-void LtMatmul::run(const __nv_bfloat16 *W, const __nv_bfloat16 *X, void *D, cudaDataType_t d_type, int64_t M,
-                   int64_t N, int64_t K, int64_t ldd, const void *bias, float beta, cudaStream_t stream) {
+void LtMatmul::run(const __nv_bfloat16 *W, const __nv_bfloat16 *X, void *D, cudaDataType_t d_type, int64_t M, int64_t N,
+                   int64_t K, int64_t ldd, const void *bias, float beta, cudaStream_t stream) {
   Plan &p = plan({M, N, K, ldd, int(d_type), bias != nullptr});
   if (bias) GPT2_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
   const float alpha = 1.0f;

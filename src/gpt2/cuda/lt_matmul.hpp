@@ -26,7 +26,7 @@ class LtMatmul {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, bool>;   // M, N, K, ldd, D type, bias
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, bool>;  // M, N, K, ldd, D type, bias
   Plan &plan(const Key &key);
 
   cublasLtHandle_t handle_ = nullptr;

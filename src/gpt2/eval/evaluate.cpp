@@ -36,8 +36,7 @@ EvalResult evaluate(const Gpt2Weights &w, const std::vector<int32_t> &tokens, co
     throw Gpt2Error(fmt::format("--seqlen {} must be between 2 and the model's context of {}", o.seqlen, c.n_ctx));
   const int64_t usable = o.count > 0 ? std::min<int64_t>(o.count, int64_t(tokens.size())) : int64_t(tokens.size());
   const int64_t windows = usable / o.seqlen;
-  if (windows == 0)
-    throw Gpt2Error(fmt::format("{} tokens do not fill one window of {}", usable, o.seqlen));
+  if (windows == 0) throw Gpt2Error(fmt::format("{} tokens do not fill one window of {}", usable, o.seqlen));
   for (int64_t i = 0; i < windows * o.seqlen; ++i)
     if (tokens[size_t(i)] < 0 || tokens[size_t(i)] >= c.vocab_size)
       throw Gpt2Error(fmt::format("token {} at position {} is outside the model's vocabulary of {}", tokens[size_t(i)],
@@ -131,9 +130,9 @@ nlohmann::json to_json(const EvalResult &r, const std::string &weights_label) {
     }
     rows.push_back(j);
   }
-  return {{"measured", true},        {"config", r.config}, {"weights", weights_label}, {"tokens", r.tokens},
-          {"seqlen", r.seqlen},      {"batch", r.batch},   {"windows", r.windows},     {"device", r.device},
-          {"rows", rows}};
+  return {{"measured", true},     {"config", r.config}, {"weights", weights_label},
+          {"tokens", r.tokens},   {"seqlen", r.seqlen}, {"batch", r.batch},
+          {"windows", r.windows}, {"device", r.device}, {"rows", rows}};
 }
 
 }  // namespace flashbox::gpt2

@@ -17,17 +17,17 @@ namespace flashbox::gpt2 {
 
 struct EvalOptions {
   flashbox_device device = FLASHBOX_CPU;
-  std::vector<flashbox_impl> impls;   // empty: every implementation available on the device
+  std::vector<flashbox_impl> impls;  // empty: every implementation available on the device
   int seqlen = 1024;
-  int batch = 0;                      // windows evaluated at once; 0: 1 on the CPU, 16 on CUDA
-  int64_t count = 0;                  // tokens to use from the stream (0: all); whole windows only
-  std::function<void(const std::string &, int, int)> progress;   // (what, done, total)
+  int batch = 0;      // windows evaluated at once; 0: 1 on the CPU, 16 on CUDA
+  int64_t count = 0;  // tokens to use from the stream (0: all); whole windows only
+  std::function<void(const std::string &, int, int)> progress;  // (what, done, total)
 };
 
 struct EvalRow {
   std::string impl, device;
   bool ok = false;
-  std::string error;                  // why the implementation did not run (ok == false)
+  std::string error;  // why the implementation did not run (ok == false)
   double loss = 0.0;
   std::optional<double> diff_from_naive;
   double seconds = 0.0;
@@ -36,7 +36,7 @@ struct EvalRow {
 
 struct EvalResult {
   std::string config, device;
-  int64_t tokens = 0;                 // tokens evaluated: windows * seqlen
+  int64_t tokens = 0;  // tokens evaluated: windows * seqlen
   int64_t windows = 0;
   int seqlen = 0, batch = 0;
   std::vector<EvalRow> rows;

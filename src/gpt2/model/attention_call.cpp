@@ -32,7 +32,7 @@ flashbox_attention_args qkv_attention_args(flashbox_device device, flashbox_dtyp
   a.o_stride[1] = C;
   a.o_stride[2] = a.head_dim;
   a.lse = nullptr;
-  a.softmax_scale = 0.0f;   // 1/sqrt(head_dim)
+  a.softmax_scale = 0.0f;  // 1/sqrt(head_dim)
   a.causal = 1;
   a.stream = nullptr;
   return a;

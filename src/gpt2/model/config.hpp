@@ -7,12 +7,12 @@
 namespace flashbox::gpt2 {
 
 struct Gpt2Config {
-  std::string name;     // "gpt2", "small", "tiny", or "custom" for shapes read from a checkpoint
+  std::string name;  // "gpt2", "small", "tiny", or "custom" for shapes read from a checkpoint
   int n_layer = 0;
   int n_head = 0;
-  int n_embd = 0;       // C
-  int vocab_size = 0;   // V
-  int n_ctx = 0;        // rows of the positional embedding: the longest window
+  int n_embd = 0;      // C
+  int vocab_size = 0;  // V
+  int n_ctx = 0;       // rows of the positional embedding: the longest window
 
   int head_dim() const { return n_head > 0 ? n_embd / n_head : 0; }
 };

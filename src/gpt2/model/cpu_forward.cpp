@@ -45,7 +45,7 @@ void layernorm(const float *x, const float *w, const float *b, int64_t M, int64_
     for (int64_t c = 0; c < C; ++c) mean += xr[c];
     mean /= float(C);
     for (int64_t c = 0; c < C; ++c) var += (xr[c] - mean) * (xr[c] - mean);
-    const float rstd = 1.0f / std::sqrt(var / float(C) + 1e-5f);   // GPT-2's epsilon
+    const float rstd = 1.0f / std::sqrt(var / float(C) + 1e-5f);  // GPT-2's epsilon
     for (int64_t c = 0; c < C; ++c) y[m * C + c] = (xr[c] - mean) * rstd * w[c] + b[c];
   }
 }
@@ -89,8 +89,8 @@ void CpuGpt2::trunk(const int32_t *tokens, int B, int T, flashbox_impl impl) {
     auto p = [&](Param q) { return w_.layer(q, l).data(); };
     layernorm(x_.data(), p(Param::Ln1W), p(Param::Ln1B), M, C, ln_.data());
     linear_forward(ln_.data(), p(Param::QkvW), p(Param::QkvB), M, C, 3 * C, qkv_.data());
-    call_attention(qkv_attention_args(FLASHBOX_CPU, FLASHBOX_FLOAT32, impl, qkv_.data(), att_.data(), B, T, c.n_head,
-                                      c.n_embd));
+    call_attention(
+        qkv_attention_args(FLASHBOX_CPU, FLASHBOX_FLOAT32, impl, qkv_.data(), att_.data(), B, T, c.n_head, c.n_embd));
     linear_forward(att_.data(), p(Param::AttnProjW), p(Param::AttnProjB), M, C, C, ln_.data());
     add_inplace(x_.data(), ln_.data(), M * C);
     layernorm(x_.data(), p(Param::Ln2W), p(Param::Ln2B), M, C, ln_.data());
@@ -125,7 +125,7 @@ double CpuGpt2::loss_sum(const int32_t *tokens, int B, int T, flashbox_impl impl
 #pragma omp parallel for schedule(static) reduction(+ : chunk_total)
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t m = m0 + r;
-      if (m % T == T - 1) continue;   // the last position of a window has no target inside it
+      if (m % T == T - 1) continue;  // the last position of a window has no target inside it
       const float *row = logits_.data() + r * V;
       float mx = row[0];
       for (int64_t v = 1; v < V; ++v) mx = std::max(mx, row[v]);

@@ -9,7 +9,10 @@ ParamShape param_shape(const Gpt2Config &c, Param p) {
   switch (p) {
     case Param::Wte: return {c.vocab_size, C, false};
     case Param::Wpe: return {c.n_ctx, C, false};
-    case Param::Ln1W: case Param::Ln1B: case Param::Ln2W: case Param::Ln2B: return {C, 1, true};
+    case Param::Ln1W:
+    case Param::Ln1B:
+    case Param::Ln2W:
+    case Param::Ln2B: return {C, 1, true};
     case Param::QkvW: return {3 * C, C, true};
     case Param::QkvB: return {3 * C, 1, true};
     case Param::AttnProjW: return {C, C, true};
@@ -18,15 +21,16 @@ ParamShape param_shape(const Gpt2Config &c, Param p) {
     case Param::FcB: return {4 * C, 1, true};
     case Param::FcProjW: return {C, 4 * C, true};
     case Param::FcProjB: return {C, 1, true};
-    case Param::LnfW: case Param::LnfB: return {C, 1, false};
+    case Param::LnfW:
+    case Param::LnfB: return {C, 1, false};
     case Param::Count: break;
   }
   return {0, 0, false};
 }
 
 const char *param_name(Param p) {
-  static constexpr const char *names[kParamCount] = {"wte",  "wpe",  "ln1w", "ln1b", "qkvw",     "qkvb",
-                                                     "attprojw", "attprojb", "ln2w", "ln2b", "fcw", "fcb",
+  static constexpr const char *names[kParamCount] = {"wte",      "wpe",      "ln1w", "ln1b", "qkvw", "qkvb",
+                                                     "attprojw", "attprojb", "ln2w", "ln2b", "fcw",  "fcb",
                                                      "fcprojw",  "fcprojb",  "lnfw", "lnfb"};
   return int(p) >= 0 && int(p) < kParamCount ? names[int(p)] : "?";
 }

@@ -13,26 +13,41 @@
 namespace flashbox::gpt2 {
 
 enum class Param : int {
-  Wte, Wpe, Ln1W, Ln1B, QkvW, QkvB, AttnProjW, AttnProjB, Ln2W, Ln2B, FcW, FcB, FcProjW, FcProjB, LnfW, LnfB,
+  Wte,
+  Wpe,
+  Ln1W,
+  Ln1B,
+  QkvW,
+  QkvB,
+  AttnProjW,
+  AttnProjB,
+  Ln2W,
+  Ln2B,
+  FcW,
+  FcB,
+  FcProjW,
+  FcProjB,
+  LnfW,
+  LnfB,
   Count
 };
 inline constexpr int kParamCount = int(Param::Count);
 
 // Shape of one layer's slice of a tensor (or of the whole tensor for Wte, Wpe, LnfW, LnfB).
 struct ParamShape {
-  int64_t rows, cols;   // cols == 1 for vectors
+  int64_t rows, cols;  // cols == 1 for vectors
   bool per_layer;
   int64_t numel() const { return rows * cols; }
 };
 ParamShape param_shape(const Gpt2Config &c, Param p);
-const char *param_name(Param p);   // llm.c's names: "wte", "qkvw", ...
+const char *param_name(Param p);  // llm.c's names: "wte", "qkvw", ...
 // Number of parameters of a (validated) config, computed without allocating them: readers compare it
 // with the file's size before trusting a header's shapes.
 int64_t parameter_count(const Gpt2Config &c);
 
 class Gpt2Weights {
  public:
-  explicit Gpt2Weights(Gpt2Config config);   // zero-filled; validates the config
+  explicit Gpt2Weights(Gpt2Config config);  // zero-filled; validates the config
 
   const Gpt2Config &config() const { return config_; }
   int64_t size() const { return int64_t(data_.size()); }

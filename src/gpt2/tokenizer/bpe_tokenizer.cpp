@@ -3,10 +3,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <functional>
-#include <queue>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <queue>
 #include <sstream>
 
 #include "gpt2/error.hpp"
@@ -49,8 +49,9 @@ BpeTokenizer::BpeTokenizer(const std::string &encoder_json_path, const std::stri
                                   encoder_json_path, mapped, id, tokens_.size() - 1));
     auto raw = unmap_token(mapped);
     // Special tokens such as <|endoftext|> are plain ASCII and unmap to themselves.
-    if (!raw) throw Gpt2Error(fmt::format("encoder.json '{}': token '{}' uses a character outside GPT-2's byte map",
-                                          encoder_json_path, mapped));
+    if (!raw)
+      throw Gpt2Error(fmt::format("encoder.json '{}': token '{}' uses a character outside GPT-2's byte map",
+                                  encoder_json_path, mapped));
     seen[size_t(id)] = true;
     tokens_[size_t(id)] = *raw;
     ids_[*raw] = int32_t(id);
@@ -74,7 +75,8 @@ BpeTokenizer::BpeTokenizer(const std::string &encoder_json_path, const std::stri
     std::istringstream parts(line);
     std::string left, right, extra;
     if (!(parts >> left >> right) || (parts >> extra))
-      throw Gpt2Error(fmt::format("vocab.bpe '{}' line {}: expected two tokens, got '{}'", vocab_bpe_path, line_no, line));
+      throw Gpt2Error(
+          fmt::format("vocab.bpe '{}' line {}: expected two tokens, got '{}'", vocab_bpe_path, line_no, line));
     auto l = unmap_token(left), r = unmap_token(right);
     auto lookup = [&](const std::optional<std::string> &raw) {
       auto it = raw ? ids_.find(*raw) : ids_.end();
@@ -100,7 +102,7 @@ BpeTokenizer::BpeTokenizer(const std::string &encoder_json_path, const std::stri
 // reference only looks for the next pair after a whole pass (merging A B never creates another A B).
 std::vector<int32_t> BpeTokenizer::bpe(std::string_view piece) const {
   const int64_t n = int64_t(piece.size());
-  std::vector<int32_t> id(piece.size());   // -1: merged into the token on its left
+  std::vector<int32_t> id(piece.size());  // -1: merged into the token on its left
   std::vector<int64_t> prev(piece.size()), next(piece.size());
   for (int64_t i = 0; i < n; ++i) {
     id[size_t(i)] = byte_ids_[uint8_t(piece[size_t(i)])];
@@ -118,11 +120,10 @@ std::vector<int32_t> BpeTokenizer::bpe(std::string_view piece) const {
     const int64_t right = next[size_t(pos)];
     if (right < 0) return;
     auto it = merges_.find(pair_key(id[size_t(pos)], id[size_t(right)]));
-    if (it != merges_.end())
-      heap.push({it->second.rank, pos, id[size_t(pos)], id[size_t(right)], it->second.result});
+    if (it != merges_.end()) heap.push({it->second.rank, pos, id[size_t(pos)], id[size_t(right)], it->second.result});
   };
   for (int64_t i = 0; i + 1 < n; ++i) push(i);
-  std::vector<int64_t> created;   // left positions of pairs this round's merges made
+  std::vector<int64_t> created;  // left positions of pairs this round's merges made
   int32_t round = -1;
   for (;;) {
     if (heap.empty() || heap.top().rank != round) {
@@ -138,7 +139,7 @@ std::vector<int32_t> BpeTokenizer::bpe(std::string_view piece) const {
     const Candidate c = heap.top();
     heap.pop();
     const int64_t right = next[size_t(c.pos)];
-    if (id[size_t(c.pos)] != c.left || right < 0 || id[size_t(right)] != c.right) continue;   // stale
+    if (id[size_t(c.pos)] != c.left || right < 0 || id[size_t(right)] != c.right) continue;  // stale
     id[size_t(c.pos)] = c.result;
     id[size_t(right)] = -1;
     next[size_t(c.pos)] = next[size_t(right)];

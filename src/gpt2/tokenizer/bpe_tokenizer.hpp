@@ -31,10 +31,10 @@ class BpeTokenizer {
     int32_t rank;
     int32_t result;
   };
-  std::vector<std::string> tokens_;               // id -> raw bytes
-  std::unordered_map<std::string, int32_t> ids_;  // raw bytes -> id
-  std::array<int32_t, 256> byte_ids_{};           // the one-byte tokens
-  std::unordered_map<uint64_t, Merge> merges_;    // (left id, right id) -> rank and merged id
+  std::vector<std::string> tokens_;                              // id -> raw bytes
+  std::unordered_map<std::string, int32_t> ids_;                 // raw bytes -> id
+  std::array<int32_t, 256> byte_ids_{};                          // the one-byte tokens
+  std::unordered_map<uint64_t, Merge> merges_;                   // (left id, right id) -> rank and merged id
   std::unordered_map<std::string, std::vector<int32_t>> cache_;  // piece -> ids
 };
 

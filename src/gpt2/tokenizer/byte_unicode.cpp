@@ -10,7 +10,9 @@ const std::array<char32_t, 256> &byte_to_unicode() {
     std::array<char32_t, 256> t{};
     // Printable Latin-1 bytes keep their own code point; the rest (controls, space, 0x7f-0xa0,
     // soft hyphen) are moved past 0xff in byte order so that no token contains whitespace.
-    auto printable = [](int b) { return (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff); };
+    auto printable = [](int b) {
+      return (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+    };
     char32_t next = 0x100;
     for (int b = 0; b < 256; ++b) t[size_t(b)] = printable(b) ? char32_t(b) : next++;
     return t;

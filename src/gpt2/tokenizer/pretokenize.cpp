@@ -89,9 +89,12 @@ std::vector<std::string_view> pretokenize(std::string_view text) {
       while (run < n && kinds[run] == Kind::Space) ++run;
       // \s+(?!\S): the whole run at the end of text; otherwise back off one so that the last space
       // stays to prefix the next word. A lone space before a non-space falls to the plain \s+.
-      if (run == n) end = run;
-      else if (run - i >= 2) end = run - 1;
-      else end = run;
+      if (run == n)
+        end = run;
+      else if (run - i >= 2)
+        end = run - 1;
+      else
+        end = run;
     }
     pieces.push_back(text.substr(byte_at(i), byte_at(end) - byte_at(i)));
     i = end;

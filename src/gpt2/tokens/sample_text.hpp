@@ -9,7 +9,7 @@ namespace flashbox::gpt2 {
 
 struct SampleText {
   std::string text;
-  std::string description;   // which files, and whether they were repeated
+  std::string description;  // which files, and whether they were repeated
 };
 
 // Throws Gpt2Error when the source tree cannot be found.

@@ -28,8 +28,8 @@ std::vector<int32_t> read_token_file(const std::string &path) {
         throw Gpt2Error(fmt::format("'{}': token shard version {} is not supported (1)", path, h[1]));
       const uint64_t expected = kHeaderInts * 4 + uint64_t(uint32_t(h[2])) * 2;
       if (h[2] < 0 || expected != size)
-        throw Gpt2Error(fmt::format("'{}': the shard header says {} tokens ({} bytes) but the file has {} bytes{}", path,
-                                    h[2], expected, size, size < expected ? " (truncated)" : ""));
+        throw Gpt2Error(fmt::format("'{}': the shard header says {} tokens ({} bytes) but the file has {} bytes{}",
+                                    path, h[2], expected, size, size < expected ? " (truncated)" : ""));
       offset = kHeaderInts * 4;
       count = uint64_t(h[2]);
     }

@@ -135,7 +135,7 @@ class CpuTrainer final : public Gpt2Trainer {
       : c_(init.config()), s_(s), p_(init), g_(c_), m_(c_), v_(c_) {
     if (s.batch <= 0 || s.seqlen <= 1 || s.seqlen > c_.n_ctx)
       throw Gpt2Error(fmt::format("CPU trainer: batch {} x seqlen {} does not fit", s.batch, s.seqlen));
-    if (s.attention == FLASHBOX_FLASH) s_.attention = FLASHBOX_BLOCKED;   // the CPU's fast path
+    if (s.attention == FLASHBOX_FLASH) s_.attention = FLASHBOX_BLOCKED;  // the CPU's fast path
     const int64_t M = int64_t(s.batch) * s.seqlen, C = c_.n_embd;
     layers_.resize(size_t(c_.n_layer));
     for (auto &a : layers_) {
@@ -224,8 +224,8 @@ double CpuTrainer::run(const int32_t *in, const int32_t *tg, bool grad, float sc
     float *xn = l + 1 < L ? layers_[size_t(l) + 1].x.data() : xf_.data();
     layernorm_fwd(a.x.data(), P(Param::Ln1W, l), P(Param::Ln1B, l), M, C, a.ln1.data(), a.m1.data(), a.r1.data());
     linear_forward(a.ln1.data(), P(Param::QkvW, l), P(Param::QkvB, l), M, C, 3 * C, a.qkv.data());
-    flashbox_attention_args args =
-        qkv_attention_args(FLASHBOX_CPU, FLASHBOX_FLOAT32, s_.attention, a.qkv.data(), a.att.data(), B, T, c_.n_head, int(C));
+    flashbox_attention_args args = qkv_attention_args(FLASHBOX_CPU, FLASHBOX_FLOAT32, s_.attention, a.qkv.data(),
+                                                      a.att.data(), B, T, c_.n_head, int(C));
     args.lse = a.lse.data();
     call_attention(args);
     linear_forward(a.att.data(), P(Param::AttnProjW, l), P(Param::AttnProjB, l), M, C, C, tmp_.data());

@@ -27,8 +27,8 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 
 #include "gpt2/cuda/cuda_check.hpp"
@@ -42,7 +42,7 @@ namespace {
 
 using train::bf16;
 
-constexpr int64_t kHeadRows = 4096;   // rows of logits alive at once
+constexpr int64_t kHeadRows = 4096;  // rows of logits alive at once
 
 class Buf {
  public:
@@ -60,7 +60,10 @@ class Buf {
     std::swap(p_, o.p_);
     return *this;
   }
-  template <class T> T *as() const { return static_cast<T *>(p_); }
+  template <class T>
+  T *as() const {
+    return static_cast<T *>(p_);
+  }
 
  private:
   void *p_ = nullptr;
@@ -142,8 +145,8 @@ class CudaTrainer final : public Gpt2Trainer {
   Buf x_final_, meanf_, rstdf_, lnf_, inputs_, targets_, losses_, logits_, dlogits_;
   Buf dx_, dres_, dln_, dfc_, datt_, dq_, dk_, dv_, dqkv_, scratch_, norm_partial_, norm_out_;
   Buf emb_order_, emb_starts_, emb_uniq_, loss_acc_;
-  PinnedBuf staging_;          // inputs, targets, order, starts, uniq: 5 x (M + 1) ids
-  cudaEvent_t staged_ = nullptr;   // the last upload from staging_ has been done
+  PinnedBuf staging_;             // inputs, targets, order, starts, uniq: 5 x (M + 1) ids
+  cudaEvent_t staged_ = nullptr;  // the last upload from staging_ has been done
   int n_unique_ = 0;
   int64_t micro_ = 0;
   // The fused path (default; FLASHBOX_TRAIN_FUSED=0 turns it off): GELU in the MLP products'
@@ -155,8 +158,11 @@ class CudaTrainer final : public Gpt2Trainer {
 
 CudaTrainer::CudaTrainer(const Gpt2Weights &init, const TrainerShape &shape) : c_(init.config()), s_(shape) {
   const int64_t C = c_.n_embd, L = c_.n_layer, B = s_.batch, T = s_.seqlen, NH = c_.n_head;
-  if (C % 8 != 0 || c_.head_dim() % 8 != 0) throw Gpt2Error("the CUDA trainer needs n_embd and head_dim multiples of 8");
-  if (B <= 0 || T <= 1 || T > c_.n_ctx) throw Gpt2Error("CUDA trainer: batch " + std::to_string(B) + " x seqlen " + std::to_string(T) + " does not fit the model");
+  if (C % 8 != 0 || c_.head_dim() % 8 != 0)
+    throw Gpt2Error("the CUDA trainer needs n_embd and head_dim multiples of 8");
+  if (B <= 0 || T <= 1 || T > c_.n_ctx)
+    throw Gpt2Error("CUDA trainer: batch " + std::to_string(B) + " x seqlen " + std::to_string(T) +
+                    " does not fit the model");
   Vp_ = (c_.vocab_size + 127) / 128 * 128;
   M_ = B * T;
   if (const char *e = std::getenv("FLASHBOX_TRAIN_FUSED")) fused_ = std::string(e) != "0";
@@ -219,7 +225,8 @@ CudaTrainer::CudaTrainer(const Gpt2Weights &init, const TrainerShape &shape) : c
 }
 
 void CudaTrainer::download(const Buf &src, Gpt2Weights &out) {
-  if (out.config().n_layer != c_.n_layer || out.size() != parameter_count(c_)) throw Gpt2Error("CUDA trainer: shape mismatch");
+  if (out.config().n_layer != c_.n_layer || out.size() != parameter_count(c_))
+    throw Gpt2Error("CUDA trainer: shape mismatch");
   GPT2_CUDA(cudaDeviceSynchronize());
   for (int i = 0; i < kParamCount; ++i) {
     auto t = out.tensor(Param(i));
@@ -245,10 +252,11 @@ void CudaTrainer::set_batch(const int32_t *inputs, const int32_t *targets, bool 
   std::vector<int32_t> order(static_cast<size_t>(M_));
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return inputs[a] < inputs[b]; });
-  GPT2_CUDA(cudaEventSynchronize(staged_));   // the previous upload has left the staging buffer
+  GPT2_CUDA(cudaEventSynchronize(staged_));  // the previous upload has left the staging buffer
   const size_t n = size_t(M_), stride = n + 1;
   int32_t *st = staging_.ints();
-  int32_t *s_in = st, *s_tg = st + stride, *s_order = st + 2 * stride, *s_starts = st + 3 * stride, *s_uniq = st + 4 * stride;
+  int32_t *s_in = st, *s_tg = st + stride, *s_order = st + 2 * stride, *s_starts = st + 3 * stride,
+          *s_uniq = st + 4 * stride;
   std::copy(inputs, inputs + n, s_in);
   std::copy(targets, targets + n, s_tg);
   std::copy(order.begin(), order.end(), s_order);
@@ -273,7 +281,8 @@ void CudaTrainer::set_batch(const int32_t *inputs, const int32_t *targets, bool 
 double CudaTrainer::run(bool with_grad, float grad_scale) {
   const int64_t C = c_.n_embd, M = M_;
   const int L = c_.n_layer, B = s_.batch, T = s_.seqlen;
-  train::embedding_forward(inputs_.as<int32_t>(), pf(Param::Wte), pf(Param::Wpe), layer_[0].x.as<float>(), M, T, int(C));
+  train::embedding_forward(inputs_.as<int32_t>(), pf(Param::Wte), pf(Param::Wpe), layer_[0].x.as<float>(), M, T,
+                           int(C));
   for (int l = 0; l < L; ++l) {
     LayerActs &a = layer_[size_t(l)];
     float *x_next = l + 1 < L ? layer_[size_t(l) + 1].x.as<float>() : x_final_.as<float>();
@@ -290,7 +299,8 @@ double CudaTrainer::run(bool with_grad, float grad_scale) {
     train::layernorm_forward(a.xm.as<float>(), pf(Param::Ln2W, l), pf(Param::Ln2B, l), a.ln2.as<bf16>(),
                              a.mean2.as<float>(), a.rstd2.as<float>(), M, int(C));
     if (fused_) {
-      lt_.forward_gelu(a.ln2.as<bf16>(), pb(Param::FcW, l), a.g.as<bf16>(), a.h.as<bf16>(), M, 4 * C, C, pb(Param::FcB, l));
+      lt_.forward_gelu(a.ln2.as<bf16>(), pb(Param::FcW, l), a.g.as<bf16>(), a.h.as<bf16>(), M, 4 * C, C,
+                       pb(Param::FcB, l));
     } else {
       lt_.forward(a.ln2.as<bf16>(), pb(Param::FcW, l), a.h.as<void>(), CUDA_R_16BF, M, 4 * C, C, pb(Param::FcB, l),
                   nullptr);
@@ -383,7 +393,8 @@ double CudaTrainer::run(bool with_grad, float grad_scale) {
         // One product per part on the q, k and v row blocks of Wqkv: no interleaving copy.
         const bf16 *part[3] = {dq_.as<bf16>(), dk_.as<bf16>(), dv_.as<bf16>()};
         for (int j = 0; j < 3; ++j) {
-          lt_.input_grad(part[j], pb(Param::QkvW, l) + j * C * C, dln_.as<void>(), CUDA_R_32F, M, C, C, j ? 1.0f : 0.0f);
+          lt_.input_grad(part[j], pb(Param::QkvW, l) + j * C * C, dln_.as<void>(), CUDA_R_32F, M, C, C,
+                         j ? 1.0f : 0.0f);
           lt_.weight_grad(part[j], a.ln1.as<bf16>(), gf(Param::QkvW, l) + j * C * C, M, C, C);
           train::colsum_add(part[j], gf(Param::QkvB, l) + j * C, M, C, scratch_.as<float>(), fused_);
         }

@@ -55,11 +55,12 @@ LtGemm::Plan &LtGemm::plan(const Key &key) {
                                                    sizeof workspace_bytes_));
   // No in-place split-K reduction: it accumulates with atomics in an order that varies run to run.
   const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_MASK & ~uint32_t(CUBLASLT_REDUCTION_SCHEME_INPLACE);
-  GPT2_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
-                                                   sizeof schemes));
+  GPT2_CUBLAS(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0)
     throw Gpt2Error("cuBLASLt has no algorithm for a " + std::to_string(m) + "x" + std::to_string(n) + "x" +
@@ -69,8 +70,8 @@ LtGemm::Plan &LtGemm::plan(const Key &key) {
 }
 
 void LtGemm::gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *A, int64_t lda, const void *B,
-                  int64_t ldb, void *D, int64_t ldd, cudaDataType_t d_type, const void *C, float beta,
-                  const void *bias, int epilogue, const void *aux) {
+                  int64_t ldb, void *D, int64_t ldd, cudaDataType_t d_type, const void *C, float beta, const void *bias,
+                  int epilogue, const void *aux) {
   Plan &p = plan({ta, tb, m, n, k, lda, ldb, ldd, int(d_type), bias != nullptr, epilogue});
   if (bias) GPT2_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
   if (epilogue)
@@ -90,8 +91,8 @@ void LtGemm::input_grad(const __nv_bfloat16 *dY, const __nv_bfloat16 *W, void *d
   gemm(false, false, K, M, N, W, K, dY, ldy ? ldy : N, dX, K, d_type, nullptr, beta, nullptr);
 }
 
-void LtGemm::forward_gelu(const __nv_bfloat16 *X, const __nv_bfloat16 *W, __nv_bfloat16 *G, __nv_bfloat16 *H,
-                          int64_t M, int64_t N, int64_t K, const __nv_bfloat16 *bias) {
+void LtGemm::forward_gelu(const __nv_bfloat16 *X, const __nv_bfloat16 *W, __nv_bfloat16 *G, __nv_bfloat16 *H, int64_t M,
+                          int64_t N, int64_t K, const __nv_bfloat16 *bias) {
   gemm(true, false, N, M, K, W, K, X, K, G, N, CUDA_R_16BF, nullptr, 0.0f, bias, 1, H);
 }
 

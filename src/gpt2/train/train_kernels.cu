@@ -22,15 +22,17 @@ namespace flashbox::gpt2::train {
 namespace {
 
 constexpr int kWarp = 32;
-constexpr int kColChunk = 256;      // rows per partial column sum (plain path)
-constexpr int kColChunkFast = 64;   // fused path: 4x the blocks, and the partials summed by whole warps
+constexpr int kColChunk = 256;     // rows per partial column sum (plain path)
+constexpr int kColChunkFast = 64;  // fused path: 4x the blocks, and the partials summed by whole warps
 
 __device__ float warp_sum(float v) {
   for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 
-int grid_for(int64_t work, int threads) { return int(std::max<int64_t>(1, std::min<int64_t>((work + threads - 1) / threads, 132 * 16))); }
+int grid_for(int64_t work, int threads) {
+  return int(std::max<int64_t>(1, std::min<int64_t>((work + threads - 1) / threads, 132 * 16)));
+}
 
 __global__ void embedding_forward_kernel(const int32_t *tok, const float *wte, const float *wpe, float *x, int64_t M,
                                          int T, int C) {
@@ -247,9 +249,9 @@ __device__ void merge_softmax(float &m, float &s, float m2, float s2) {
   m = mn;
 }
 
-__global__ void __launch_bounds__(kCeThreads) cross_entropy_kernel(const float *logits, int64_t ld, int V,
-                                                                   const int32_t *targets, float *loss, bf16 *dlogits,
-                                                                   float grad_scale) {
+__global__ void __launch_bounds__(kCeThreads)
+    cross_entropy_kernel(const float *logits, int64_t ld, int V, const int32_t *targets, float *loss, bf16 *dlogits,
+                         float grad_scale) {
   const int64_t r = blockIdx.x;
   const float *row = logits + r * ld;
   float mx = -INFINITY, sum = 0.0f;
@@ -283,12 +285,12 @@ __global__ void __launch_bounds__(kCeThreads) cross_entropy_kernel(const float *
   }
 }
 
-__global__ void __launch_bounds__(kCeThreads) cross_entropy_inplace_kernel(bf16 *logits, int64_t ld, int V,
-                                                                           const int32_t *targets, float *loss,
-                                                                           bool with_grad, float grad_scale) {
+__global__ void __launch_bounds__(kCeThreads)
+    cross_entropy_inplace_kernel(bf16 *logits, int64_t ld, int V, const int32_t *targets, float *loss, bool with_grad,
+                                 float grad_scale) {
   const int64_t r = blockIdx.x;
   bf16 *row = logits + r * ld;
-  __nv_bfloat162 *row2 = reinterpret_cast<__nv_bfloat162 *>(row);   // ld is even (a multiple of 128)
+  __nv_bfloat162 *row2 = reinterpret_cast<__nv_bfloat162 *>(row);  // ld is even (a multiple of 128)
   float mx = -INFINITY, sum = 0.0f;
   for (int j = threadIdx.x; 2 * j < V; j += kCeThreads) {
     const float2 v = __bfloat1622float2(row2[j]);
@@ -314,7 +316,7 @@ __global__ void __launch_bounds__(kCeThreads) cross_entropy_inplace_kernel(bf16 
     loss[r] = mx + logf(sum) - __bfloat162float(row[target]);
   }
   if (!with_grad) return;
-  __syncthreads();   // thread 0 has read row[target] before anyone overwrites it
+  __syncthreads();  // thread 0 has read row[target] before anyone overwrites it
   const float m = row_max, inv = 1.0f / row_sum;
   for (int j = threadIdx.x; 2 * j < ld; j += kCeThreads) {
     const float2 v = __bfloat1622float2(row2[j]);
@@ -421,15 +423,18 @@ void layernorm_forward(const float *x, const float *w, const float *b, bf16 *y, 
 
 void layernorm_backward_dx(const float *dy, const float *x, const float *mean, const float *rstd, const float *w,
                            float *dx, int64_t M, int C) {
-  layernorm_backward_dx_kernel<<<int((M + kRowsPerBlock - 1) / kRowsPerBlock), kRowsPerBlock * kWarp>>>(
-      dy, x, mean, rstd, w, dx, M, C);
+  layernorm_backward_dx_kernel<<<int((M + kRowsPerBlock - 1) / kRowsPerBlock), kRowsPerBlock * kWarp>>>(dy, x, mean,
+                                                                                                        rstd, w, dx, M,
+                                                                                                        C);
 }
 
 int64_t colsum_scratch_bytes(int64_t M, int64_t N) { return 2 * ((M + kColChunkFast - 1) / kColChunkFast) * N * 4; }
 
 static void colsum_finish(const float *partial, int64_t chunks, int64_t N, float *out, bool fast) {
-  if (fast) colsum_finish_wide_kernel<<<unsigned((N + kWarp - 1) / kWarp), 256>>>(partial, chunks, N, out);
-  else colsum_finish_kernel<<<unsigned((N + 255) / 256), 256>>>(partial, chunks, N, out);
+  if (fast)
+    colsum_finish_wide_kernel<<<unsigned((N + kWarp - 1) / kWarp), 256>>>(partial, chunks, N, out);
+  else
+    colsum_finish_kernel<<<unsigned((N + 255) / 256), 256>>>(partial, chunks, N, out);
 }
 
 void layernorm_backward_params(const float *dy, const float *x, const float *mean, const float *rstd, float *dw,
@@ -443,7 +448,8 @@ void layernorm_backward_params(const float *dy, const float *x, const float *mea
   colsum_finish(pb, chunks, C, db, fast);
 }
 
-template <class In> static void colsum_add_impl(const In *in, float *out, int64_t M, int64_t N, float *scratch, bool fast) {
+template <class In>
+static void colsum_add_impl(const In *in, float *out, int64_t M, int64_t N, float *scratch, bool fast) {
   const int rows = fast ? kColChunkFast : kColChunk;
   const int64_t chunks = (M + rows - 1) / rows;
   const dim3 grid(unsigned((N + 255) / 256), unsigned(chunks));
@@ -457,8 +463,12 @@ void colsum_add(const bf16 *in, float *out, int64_t M, int64_t N, float *scratch
   colsum_add_impl(in, out, M, N, scratch, fast);
 }
 
-void gelu_forward(const bf16 *in, bf16 *out, int64_t n) { gelu_forward_kernel<<<grid_for(n / 8, 256), 256>>>(in, out, n); }
-void gelu_backward(const bf16 *pre, bf16 *d, int64_t n) { gelu_backward_kernel<<<grid_for(n / 8, 256), 256>>>(pre, d, n); }
+void gelu_forward(const bf16 *in, bf16 *out, int64_t n) {
+  gelu_forward_kernel<<<grid_for(n / 8, 256), 256>>>(in, out, n);
+}
+void gelu_backward(const bf16 *pre, bf16 *d, int64_t n) {
+  gelu_backward_kernel<<<grid_for(n / 8, 256), 256>>>(pre, d, n);
+}
 void to_bf16(const float *in, bf16 *out, int64_t n) { to_bf16_kernel<<<grid_for(n / 4, 256), 256>>>(in, out, n); }
 
 void interleave_qkv(const bf16 *dq, const bf16 *dk, const bf16 *dv, bf16 *dqkv, int64_t M, int C) {

@@ -18,7 +18,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int32_t kStateMagic = 20261201;
-constexpr double kH200DenseBf16 = 989.4e12;   // FLOP/s, the datasheet's dense bf16 peak
+constexpr double kH200DenseBf16 = 989.4e12;  // FLOP/s, the datasheet's dense bf16 peak
 
 // Model FLOPs per token of a training step (forward + backward): 6 N for the parameters' products
 // plus 6 L T C for attention's two causal products (half of 12 L T C; PaLM's appendix B).
@@ -83,7 +83,8 @@ int64_t read_optimizer_state(const std::string &path, Gpt2Weights &m, Gpt2Weight
   int64_t header[4] = {};
   in.read(reinterpret_cast<char *>(header), sizeof header);
   if (!in || header[0] != kStateMagic || header[1] != 1)
-    throw Gpt2Error(fmt::format("'{}' is not a flashbox optimizer state (magic {}, version {})", path, header[0], header[1]));
+    throw Gpt2Error(
+        fmt::format("'{}' is not a flashbox optimizer state (magic {}, version {})", path, header[0], header[1]));
   if (header[3] != m.size())
     throw Gpt2Error(fmt::format("'{}' holds {} parameters, the model has {}", path, header[3], m.size()));
   in.read(reinterpret_cast<char *>(m.data()), std::streamsize(m.size() * 4));
@@ -102,7 +103,8 @@ TrainSummary run_training(const TrainOptions &o, const std::function<void(const 
   if (o.train_tokens.empty()) throw Gpt2Error("--train FILE (a token shard) is required");
   const std::vector<int32_t> train = read_token_file(o.train_tokens);
   if (int64_t(train.size()) < bt + 1)
-    throw Gpt2Error(fmt::format("'{}' holds {} tokens, fewer than one batch of {} + 1", o.train_tokens, train.size(), bt));
+    throw Gpt2Error(
+        fmt::format("'{}' holds {} tokens, fewer than one batch of {} + 1", o.train_tokens, train.size(), bt));
   std::vector<int32_t> val;
   if (!o.val_tokens.empty()) val = read_token_file(o.val_tokens);
 
@@ -125,7 +127,8 @@ TrainSummary run_training(const TrainOptions &o, const std::function<void(const 
   const Gpt2Config c = w->config();
   for (const std::vector<int32_t> *tokens : {&train, static_cast<const std::vector<int32_t> *>(&val)})
     for (int32_t id : *tokens)
-      if (id >= c.vocab_size) throw Gpt2Error(fmt::format("token id {} is outside the model's vocabulary of {}", id, c.vocab_size));
+      if (id >= c.vocab_size)
+        throw Gpt2Error(fmt::format("token id {} is outside the model's vocabulary of {}", id, c.vocab_size));
   if (!o.save_init.empty()) write_llmc_checkpoint(*w, o.save_init, false);
 
   std::unique_ptr<Gpt2Trainer> t =
@@ -143,13 +146,30 @@ TrainSummary run_training(const TrainOptions &o, const std::function<void(const 
   auto emit = [&](const nlohmann::json &j) {
     if (log) log << j.dump() << "\n" << std::flush;
   };
-  emit({{"event", "start"},      {"config", c.name},        {"layers", c.n_layer},   {"heads", c.n_head},
-        {"channels", c.n_embd},  {"parameters", parameter_count(c)}, {"device", t->device_name()},
-        {"attention", flashbox_impl_name(o.shape.attention)}, {"batch", o.shape.batch}, {"seqlen", o.shape.seqlen},
-        {"total_batch", total},  {"accum", accum},          {"steps", o.steps},      {"lr", o.lr},
-        {"warmup", o.warmup},    {"min_lr_fraction", o.min_lr_fraction}, {"weight_decay", o.adam.weight_decay},
-        {"grad_clip", o.grad_clip}, {"seed", o.seed},       {"train", o.train_tokens}, {"train_tokens", train.size()},
-        {"val", o.val_tokens},   {"val_tokens", val.size()}, {"start_step", start}});
+  emit({{"event", "start"},
+        {"config", c.name},
+        {"layers", c.n_layer},
+        {"heads", c.n_head},
+        {"channels", c.n_embd},
+        {"parameters", parameter_count(c)},
+        {"device", t->device_name()},
+        {"attention", flashbox_impl_name(o.shape.attention)},
+        {"batch", o.shape.batch},
+        {"seqlen", o.shape.seqlen},
+        {"total_batch", total},
+        {"accum", accum},
+        {"steps", o.steps},
+        {"lr", o.lr},
+        {"warmup", o.warmup},
+        {"min_lr_fraction", o.min_lr_fraction},
+        {"weight_decay", o.adam.weight_decay},
+        {"grad_clip", o.grad_clip},
+        {"seed", o.seed},
+        {"train", o.train_tokens},
+        {"train_tokens", train.size()},
+        {"val", o.val_tokens},
+        {"val_tokens", val.size()},
+        {"start_step", start}});
 
   Batcher tb(train, bt);
   const double fpt = flops_per_token(c, o.shape.seqlen);
@@ -188,7 +208,7 @@ TrainSummary run_training(const TrainOptions &o, const std::function<void(const 
     const float mult = (o.grad_clip > 0 && norm > o.grad_clip) ? float(o.grad_clip / norm) : 1.0f;
     const float lr = learning_rate(o, step);
     t->adam_step(o.adam, lr, mult, step);
-    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();   // grad_norm synchronised
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();  // grad_norm synchronised
     if (!std::isfinite(loss)) throw Gpt2Error(fmt::format("step {}: the loss is not finite", step));
     const double tps = double(total) / dt;
     const double mfu = o.device == FLASHBOX_CUDA ? tps * fpt / kH200DenseBf16 : 0.0;
@@ -200,8 +220,14 @@ TrainSummary run_training(const TrainOptions &o, const std::function<void(const 
     s.last_loss = loss;
     ++s.steps;
     s.tokens += total;
-    emit({{"event", "step"}, {"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm}, {"ms", dt * 1e3},
-          {"tokens_per_second", tps}, {"mfu", mfu}});
+    emit({{"event", "step"},
+          {"step", step},
+          {"loss", loss},
+          {"lr", lr},
+          {"grad_norm", norm},
+          {"ms", dt * 1e3},
+          {"tokens_per_second", tps},
+          {"mfu", mfu}});
     if (!o.quiet)
       print(fmt::format("step {:6d}/{} | loss {:.6f} | lr {:.3e} | norm {:7.4f} | {:8.0f} tok/s | MFU {} | {:.1f} ms\n",
                         step, o.steps, loss, lr, norm, tps,
@@ -214,8 +240,13 @@ TrainSummary run_training(const TrainOptions &o, const std::function<void(const 
   if (!o.out_dir.empty()) save_checkpoint(*t, c, o.out_dir, o.steps);
   s.tokens_per_second = timed_seconds > 0 ? double(timed_tokens) / timed_seconds : 0.0;
   s.mfu = o.device == FLASHBOX_CUDA ? s.tokens_per_second * fpt / kH200DenseBf16 : 0.0;
-  emit({{"event", "summary"}, {"steps", s.steps}, {"tokens", s.tokens}, {"first_loss", s.first_loss},
-        {"last_loss", s.last_loss}, {"val_loss", s.val_loss}, {"tokens_per_second", s.tokens_per_second},
+  emit({{"event", "summary"},
+        {"steps", s.steps},
+        {"tokens", s.tokens},
+        {"first_loss", s.first_loss},
+        {"last_loss", s.last_loss},
+        {"val_loss", s.val_loss},
+        {"tokens_per_second", s.tokens_per_second},
         {"mfu", s.mfu}});
   return s;
 }

@@ -14,36 +14,36 @@
 namespace flashbox::gpt2 {
 
 struct TrainOptions {
-  std::string config = "tiny";        // seeded weights of this config, unless init_weights is set
-  std::string init_weights;           // a checkpoint to start from instead
+  std::string config = "tiny";  // seeded weights of this config, unless init_weights is set
+  std::string init_weights;     // a checkpoint to start from instead
   uint64_t seed = 1337;
   flashbox_device device = FLASHBOX_CPU;
   TrainerShape shape;
-  int64_t total_batch = 0;            // tokens per optimizer step; 0: one micro-batch (B*T)
+  int64_t total_batch = 0;  // tokens per optimizer step; 0: one micro-batch (B*T)
   int64_t steps = 10;
   float lr = 6e-4f, min_lr_fraction = 0.1f, grad_clip = 1.0f;
   int64_t warmup = 0;
   AdamW adam;
   std::string train_tokens, val_tokens;
-  int64_t val_every = 0;              // 0: only after the last step
-  int64_t val_max_tokens = 1 << 20;   // validation uses at most this many tokens (whole micro-batches)
-  int64_t checkpoint_every = 0;       // 0: only after the last step (when out_dir is set)
-  std::string out_dir;                // checkpoints: model_NNNNNN.bin, .safetensors, state_NNNNNN.bin
-  std::string resume;                 // a state_NNNNNN.bin to continue from
-  std::string log_json;               // one JSON object per line: steps, validations, the summary
-  std::string save_init;              // write the initial weights (llm.c fp32) here before training
-  std::string dump_grads;             // write the first step's gradients (llm.c fp32 layout) here
+  int64_t val_every = 0;             // 0: only after the last step
+  int64_t val_max_tokens = 1 << 20;  // validation uses at most this many tokens (whole micro-batches)
+  int64_t checkpoint_every = 0;      // 0: only after the last step (when out_dir is set)
+  std::string out_dir;               // checkpoints: model_NNNNNN.bin, .safetensors, state_NNNNNN.bin
+  std::string resume;                // a state_NNNNNN.bin to continue from
+  std::string log_json;              // one JSON object per line: steps, validations, the summary
+  std::string save_init;             // write the initial weights (llm.c fp32) here before training
+  std::string dump_grads;            // write the first step's gradients (llm.c fp32 layout) here
   bool quiet = false;
 };
 
 struct TrainSummary {
   int64_t steps = 0, tokens = 0;
   double first_loss = 0.0, last_loss = 0.0, val_loss = -1.0;
-  double tokens_per_second = 0.0;     // steps after the first (start-up excluded)
-  double mfu = 0.0;                   // fraction of the device's dense bf16 peak (CUDA only)
+  double tokens_per_second = 0.0;  // steps after the first (start-up excluded)
+  double mfu = 0.0;                // fraction of the device's dense bf16 peak (CUDA only)
 };
 
-float learning_rate(const TrainOptions &o, int64_t step);   // step is 1-based
+float learning_rate(const TrainOptions &o, int64_t step);  // step is 1-based
 TrainSummary run_training(const TrainOptions &o, const std::function<void(const std::string &)> &print);
 
 // Optimizer state beside a checkpoint: magic, version, step, then AdamW's m and v (fp32, llm.c order).

@@ -22,8 +22,7 @@ int64_t rowsum_bytes(const Problem &a) { return a.batch * a.heads_q * a.seqlen_q
 int64_t dq_accum_bytes(const Problem &a) { return a.batch * a.heads_q * a.seqlen_q * a.head_dim * 4; }
 
 std::string cuda_text(cudaError_t e, const char *what) {
-  return std::string("cuda backward: ") + what + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
-         ")";
+  return std::string("cuda backward: ") + what + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
 }
 
 int run(const BwdParams &params, bool bf16, bool det, int d, int block_q, int64_t workspace, cudaStream_t stream) {
@@ -33,8 +32,8 @@ int run(const BwdParams &params, bool bf16, bool det, int d, int block_q, int64_
   cudaError_t e = dsum.allocate(rows * 4);
   if (e == cudaSuccess && !det) e = dq_accum.allocate(rows * d * 4);
   if (e == cudaErrorMemoryAllocation)
-    return fail(FLASHBOX_ERR_OUT_OF_MEMORY, "cuda backward: cannot allocate " + std::to_string(workspace) +
-                                                " bytes of scratch");
+    return fail(FLASHBOX_ERR_OUT_OF_MEMORY,
+                "cuda backward: cannot allocate " + std::to_string(workspace) + " bytes of scratch");
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "cudaMallocAsync"));
   p.dsum = dsum.as<float>();
   p.dq_accum = det ? nullptr : dq_accum.as<float>();
@@ -89,8 +88,9 @@ PlanResult plan_sm80_backward(const GradProblem &g) {
   if (!a.tuning.env_overrides.empty()) name += " [" + a.tuning.env_overrides + "]";
   const bool bf16 = a.dtype == FLASHBOX_BFLOAT16;
   const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
-  return {Plan{std::move(name), workspace,
-               [p, bf16, det, d, block_q, workspace, stream] { return run(p, bf16, det, d, block_q, workspace, stream); }}};
+  return {Plan{std::move(name), workspace, [p, bf16, det, d, block_q, workspace, stream] {
+                 return run(p, bf16, det, d, block_q, workspace, stream);
+               }}};
 }
 
 }  // namespace flashbox::detail

@@ -21,8 +21,8 @@ __global__ void rowsum_kernel(const BwdParams p, int head_dim) {
   const int64_t bh = row / p.seqlen_q;
   const int h = int(bh % p.heads_q), b = int(bh / p.heads_q);
   const Elem *o = static_cast<const Elem *>(p.o) + b * p.o_stride[0] + int64_t(i) * p.o_stride[1] + h * p.o_stride[2];
-  const Elem *d = static_cast<const Elem *>(p.dout) + b * p.do_stride[0] + int64_t(i) * p.do_stride[1] +
-                  h * p.do_stride[2];
+  const Elem *d =
+      static_cast<const Elem *>(p.dout) + b * p.do_stride[0] + int64_t(i) * p.do_stride[1] + h * p.do_stride[2];
   const float sum = warp_row_dot(o, d, head_dim, lane);
   if (lane == 0) p.dsum[row] = sum;
 }

@@ -4,8 +4,7 @@
 namespace flashbox::cuda::bwd {
 
 template <>
-cudaError_t launch_flash_bwd<64>(const BwdParams &p, bool bf16, bool deterministic, int block_q,
-                                   cudaStream_t stream) {
+cudaError_t launch_flash_bwd<64>(const BwdParams &p, bool bf16, bool deterministic, int block_q, cudaStream_t stream) {
   return launch_flash_bwd_impl<64>(p, bf16, deterministic, block_q, stream);
 }
 

@@ -21,8 +21,8 @@ namespace flashbox::cuda::bwd {
 template <int D, int BQ>
 struct DkDvTile {
   static constexpr int kBlockK = 128, kBlockQ = BQ, kWarps = 8, kThreads = kWarps * 32;
-  static constexpr int kLd = D + 8;            // shared row stride (elements) of K, V, Q, dO
-  static constexpr int kLdS = kBlockQ + 8;     // shared row stride of the dSᵀ tile
+  static constexpr int kLd = D + 8;         // shared row stride (elements) of K, V, Q, dO
+  static constexpr int kLdS = kBlockQ + 8;  // shared row stride of the dSᵀ tile
   static size_t smem_bytes(bool atomic_dq) {
     const size_t elems = size_t(2 * kBlockK * kLd + 4 * kBlockQ * kLd + (atomic_dq ? kBlockK * kLdS : 0));
     return elems * 2 + 4 * kBlockQ * sizeof(float);
@@ -47,11 +47,11 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Elem *sK = reinterpret_cast<Elem *>(smem_raw);
   Elem *sV = sK + kBK * kLd;
-  Elem *sQ = sV + kBK * kLd;         // [2][kBQ][kLd]
-  Elem *sdO = sQ + 2 * kBQ * kLd;    // [2][kBQ][kLd]
-  Elem *sdS = sdO + 2 * kBQ * kLd;   // [kBK][kLdS] (atomic dQ only)
+  Elem *sQ = sV + kBK * kLd;                                                       // [2][kBQ][kLd]
+  Elem *sdO = sQ + 2 * kBQ * kLd;                                                  // [2][kBQ][kLd]
+  Elem *sdS = sdO + 2 * kBQ * kLd;                                                 // [kBK][kLdS] (atomic dQ only)
   float *sLse = reinterpret_cast<float *>(sdS + (kAtomicDq ? kBK * T::kLdS : 0));  // [2][kBQ], times log2e
-  float *sDsum = sLse + 2 * kBQ;                                                    // [2][kBQ]
+  float *sDsum = sLse + 2 * kBQ;                                                   // [2][kBQ]
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
         dp[nt][e] = pv * (dp[nt][e] - cDsum[qcol]);  // dSᵀ
       }
 
-    // dV += Pᵀ dO and dK += dSᵀ Q: A fragments straight from the accumulators, B from the tiles.
+      // dV += Pᵀ dO and dK += dSᵀ Q: A fragments straight from the accumulators, B from the tiles.
 #pragma unroll
     for (int kq = 0; kq < kBQ / 16; ++kq) {
       const uint32_t ap[4] = {Tr::pack(s[2 * kq][0], s[2 * kq][1]), Tr::pack(s[2 * kq][2], s[2 * kq][3]),
@@ -202,7 +202,8 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int r = qw0 + g + h * 8;
-          if (m0 + r < SQ) atomic_add_pair(acc + int64_t(r) * D + c0 + nt * 8 + 2 * t, dq[nt][2 * h], dq[nt][2 * h + 1]);
+          if (m0 + r < SQ)
+            atomic_add_pair(acc + int64_t(r) * D + c0 + nt * 8 + 2 * t, dq[nt][2 * h], dq[nt][2 * h + 1]);
         }
     }
     __syncthreads();  // buffers of this iteration (Q, dO, dSᵀ) are free for the next loads

@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Elem *sQ = reinterpret_cast<Elem *>(smem_raw);
   Elem *sdO = sQ + kBQ * kLd;
-  Elem *sK = sdO + kBQ * kLd;  // [2][kBK][kLd]
+  Elem *sK = sdO + kBQ * kLd;     // [2][kBK][kLd]
   Elem *sV = sK + 2 * kBK * kLd;  // [2][kBK][kLd]
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
         dp[nt][e] = pv * (dp[nt][e] - dsum[h]);
       }
 
-    // dQ += dS K: A fragments from the dS accumulators, B = K stored [key][dim] (transposed load).
+      // dQ += dS K: A fragments from the dS accumulators, B = K stored [key][dim] (transposed load).
 #pragma unroll
     for (int kk = 0; kk < kBK / 16; ++kk) {
       const uint32_t a[4] = {Tr::pack(dp[2 * kk][0], dp[2 * kk][1]), Tr::pack(dp[2 * kk][2], dp[2 * kk][3]),

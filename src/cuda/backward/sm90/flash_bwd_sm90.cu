@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <string>
 #include <cstring>
+#include <string>
 
 #include "core/backends.hpp"
 #include "core/error.hpp"
@@ -102,8 +102,7 @@ struct Launch {
 };
 
 std::string cuda_text(cudaError_t e, const char *what) {
-  return std::string("sm90 backward: ") + what + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
-         ")";
+  return std::string("sm90 backward: ") + what + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
 }
 
 int run(const Launch &l) {
@@ -115,7 +114,8 @@ int run(const Launch &l) {
   if (e == cudaSuccess) e = dq_accum.allocate(l.dq_accum_bytes);
   if (e == cudaErrorMemoryAllocation)
     return fail(FLASHBOX_ERR_OUT_OF_MEMORY, "cuda backward: cannot allocate " +
-                                                std::to_string(2 * l.vec_bytes + l.dq_accum_bytes) + " bytes of scratch");
+                                                std::to_string(2 * l.vec_bytes + l.dq_accum_bytes) +
+                                                " bytes of scratch");
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "cudaMallocAsync"));
 
   PrepArgs prep = l.prep;
@@ -201,12 +201,22 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   p.scale = a.scale, p.scale_log2 = a.scale_log2;
   l.grid = dim3(unsigned((a.seqlen_k + 127) / 128), unsigned(a.batch * a.heads_kv));
 
-  l.prep = PrepArgs{a.o, g.dout, a.lse, {}, {}, nullptr, nullptr, int(a.batch), int(a.heads_q), int(a.seqlen_q),
-                    int(seqlen_q_pad), int(a.head_dim)};
+  l.prep = PrepArgs{a.o,
+                    g.dout,
+                    a.lse,
+                    {},
+                    {},
+                    nullptr,
+                    nullptr,
+                    int(a.batch),
+                    int(a.heads_q),
+                    int(a.seqlen_q),
+                    int(seqlen_q_pad),
+                    int(a.head_dim)};
   for (int i = 0; i < 3; ++i) l.prep.o_stride[i] = a.o_stride[i], l.prep.do_stride[i] = g.dout_stride[i];
   l.rows = a.batch * a.heads_q * seqlen_q_pad;
-  l.conv = ConvertArgs{nullptr, g.dq, {}, int(a.batch), int(a.heads_q), int(a.seqlen_q), p.num_m_blocks, bm,
-                       int(a.head_dim), a.scale};
+  l.conv = ConvertArgs{nullptr,         g.dq,           {}, int(a.batch),    int(a.heads_q),
+                       int(a.seqlen_q), p.num_m_blocks, bm, int(a.head_dim), a.scale};
   for (int i = 0; i < 3; ++i) l.conv.dq_stride[i] = g.dq_stride[i];
   l.pairs = a.batch * a.heads_q * a.seqlen_q * a.head_dim / 2;
   plan.run = [l] { return run(l); };

@@ -3,8 +3,8 @@
 #include <cuda_runtime.h>
 
 #include "cuda/backward/sm90/flash_bwd_sm90_kernel.cuh"
-#include "cuda/common/launch_attributes.hpp"
 #include "cuda/backward/sm90/flash_bwd_sm90_launch.hpp"
+#include "cuda/common/launch_attributes.hpp"
 
 namespace flashbox::sm90::bwd {
 

@@ -25,8 +25,8 @@
 // is 0; keys past seqlen_k and the causal upper triangle (bottom-right aligned) are masked only in
 // the blocks that cross them.
 #pragma once
-#include <cstdint>
 #include <cuda.h>
+#include <cstdint>
 
 #include "cuda/backward/sm90/bulk_ops.cuh"
 #include "cuda/hopper/async_copy.cuh"
@@ -82,8 +82,8 @@ __device__ __forceinline__ int first_m_block(const BwdSm90Params &p, int n_block
 }
 
 template <class Cfg>
-__device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *smem, uint64_t *kv_full,
-                                             uint64_t *full, uint64_t *empty, int n_block, int hk, int b) {
+__device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *smem, uint64_t *kv_full, uint64_t *full,
+                                             uint64_t *empty, int n_block, int hk, int b) {
   tma_prefetch_map(&p.tm_q);
   tma_prefetch_map(&p.tm_do);
   mbar_expect_tx_arrive(kv_full, 2 * Cfg::KV_BYTES);
@@ -98,9 +98,9 @@ __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *sm
       uint64_t *bar = full + st.stage;
       mbar_expect_tx_arrive(bar, 2 * Cfg::Q_BYTES);
       load_tile<Cfg::PANELS>(smem + Cfg::Q_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_q, p.ord_q, bar,
-                                 m * Cfg::BM, h, b);
+                             m * Cfg::BM, h, b);
       load_tile<Cfg::PANELS>(smem + Cfg::DO_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_do, p.ord_do, bar,
-                                 m * Cfg::BM, h, b);
+                             m * Cfg::BM, h, b);
       st.advance();
     }
   }
@@ -127,8 +127,8 @@ __device__ __forceinline__ void store_rows(void *out, const int64_t (&stride)[3]
 }
 
 template <class Cfg>
-__device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *smem, uint64_t *kv_full,
-                                             uint64_t *full, uint64_t *empty, int n_block, int hk, int b, int wg) {
+__device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *smem, uint64_t *kv_full, uint64_t *full,
+                                             uint64_t *empty, int n_block, int hk, int b, int wg) {
   using T = typename Cfg::Elem;
   constexpr int BM = Cfg::BM, BN = Cfg::BN, D = Cfg::D;
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
@@ -165,7 +165,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   // waits). The copy's previous reads all happened before the warpgroup's last chunk barrier.
   constexpr int VEC_PER_THREAD = 2 * BM / 128;
   float *vec = reinterpret_cast<float *>(smem + Cfg::VEC_OFF + wg * Cfg::VEC_BYTES);
-  const auto load_vec = [&](float (&dst)[VEC_PER_THREAD], int h, int m) {
+  const auto load_vec = [&](float(&dst)[VEC_PER_THREAD], int h, int m) {
     const int64_t row = (int64_t(b) * p.heads_q + h) * p.seqlen_q_pad + int64_t(m) * BM;
 #pragma unroll
     for (int j = 0; j < VEC_PER_THREAD; ++j) {

@@ -9,15 +9,15 @@ namespace flashbox::cuda {
 struct FlashFwdParams {
   const void *q, *k, *v;
   void *o;
-  float *lse;                                  // [batch, heads_q, seqlen_q] or nullptr
-  int64_t q_batch, q_seq, q_head;              // element strides
+  float *lse;                      // [batch, heads_q, seqlen_q] or nullptr
+  int64_t q_batch, q_seq, q_head;  // element strides
   int64_t k_batch, k_seq, k_head;
   int64_t v_batch, v_seq, v_head;
   int64_t o_batch, o_seq, o_head;
   int batch, seqlen_q, seqlen_k, heads_q, heads_kv, group;  // group = heads_q / heads_kv
-  float scale_log2;                            // softmax_scale * log2(e)
-  int causal;                                  // bottom-right aligned
-  int section_heads;                           // CTA order: (batch, head) pairs per L2 section; 0 = launch's choice
+  float scale_log2;                                         // softmax_scale * log2(e)
+  int causal;                                               // bottom-right aligned
+  int section_heads;  // CTA order: (batch, head) pairs per L2 section; 0 = launch's choice
 };
 
 }  // namespace flashbox::cuda

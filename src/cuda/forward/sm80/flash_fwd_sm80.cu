@@ -156,8 +156,8 @@ __device__ __forceinline__ void softmax_update(const float (&acc_s)[Tr::kMTiles]
 // the quad at the end).
 template <class Tr>
 __device__ __forceinline__ void exponentiate(float (&acc_s)[Tr::kMTiles][Tr::kSTiles][4],
-                                             const float (&row_max)[Tr::kMTiles][2],
-                                             float (&row_sum)[Tr::kMTiles][2], const FlashFwdParams &p) {
+                                             const float (&row_max)[Tr::kMTiles][2], float (&row_sum)[Tr::kMTiles][2],
+                                             const FlashFwdParams &p) {
 #pragma unroll
   for (int mt = 0; mt < Tr::kMTiles; ++mt) {
 #pragma unroll
@@ -236,8 +236,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
   const int a_row = (lane % 8) + 8 * ((lane / 8) % 2), a_chunk = lane / 16;
   const int b_row = (lane % 8) + 8 * (lane / 16), b_chunk = (lane / 8) % 2;
   const uint32_t q_lane = swizzled_offset<Tr>(warp_row0 + a_row, a_chunk);  // + mt * 16 rows
-  const uint32_t k_lane = swizzled_offset<Tr>(b_row, b_chunk);             // + np * 16 rows
-  const uint32_t v_lane = swizzled_offset<Tr>(a_row, a_chunk);             // + kk * 16 rows
+  const uint32_t k_lane = swizzled_offset<Tr>(b_row, b_chunk);              // + np * 16 rows
+  const uint32_t v_lane = swizzled_offset<Tr>(a_row, a_chunk);              // + kk * 16 rows
   constexpr uint32_t kRow16Bytes = 16 * kD * 2;
 
   // >>> report:load_q
@@ -286,9 +286,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
       if (key0 >= key_end) continue;
       const uint32_t sK_tile = sK + stage * Tr::kKVTileElems * 2 + sub * Tr::kSubN * kD * 2;
       const uint32_t sV_tile = sV + stage * Tr::kKVTileElems * 2 + sub * Tr::kSubN * kD * 2;
-  // <<< report:kv_loop
+      // <<< report:kv_loop
 
-    // >>> report:s_tile
+      // >>> report:s_tile
       float acc_s[Tr::kMTiles][Tr::kSTiles][4];
 #pragma unroll
       for (int mt = 0; mt < Tr::kMTiles; ++mt)
@@ -318,9 +318,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
           }
         }
       }
-    // <<< report:s_tile
+      // <<< report:s_tile
 
-    // >>> report:online_softmax
+      // >>> report:online_softmax
       // The online softmax steps, named as the Hopper kernel's (cuda/hopper/online_softmax.cuh):
       // mask the tile where it crosses the diagonal or the end of the keys, fold its row maxima into
       // m (rescaling O and l when a max grows), exponentiate against m into P and the row sums.
@@ -329,9 +329,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
         mask_columns<Tr>(acc_s, p, m0, warp_row0, g, key0, t, causal_shift, masked);
       softmax_update<Tr>(acc_s, acc_o, row_max, row_sum, p);
       exponentiate<Tr>(acc_s, row_max, row_sum, p);
-    // <<< report:online_softmax
+      // <<< report:online_softmax
 
-    // >>> report:pv
+      // >>> report:pv
 #pragma unroll
       for (int kk = 0; kk < Tr::kPVSteps; ++kk) {
         uint32_t a[Tr::kMTiles][4];
@@ -352,7 +352,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
           }
         }
       }
-    // <<< report:pv
+      // <<< report:pv
     }  // sub
   }
   cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
@@ -409,8 +409,7 @@ double simulated_makespan(const FlashFwdParams &p, int section_heads, int slots)
     const int in_section = std::min(section_heads, heads_total - first);
     for (int m_rank = 0; m_rank < num_m; ++m_rank) {
       const int m_block = num_m - 1 - m_rank;
-      const int key_end =
-          std::max(0, std::min(p.seqlen_k, (m_block + 1) * Tr::kBlockM + p.seqlen_k - p.seqlen_q));
+      const int key_end = std::max(0, std::min(p.seqlen_k, (m_block + 1) * Tr::kBlockM + p.seqlen_k - p.seqlen_q));
       const double cost = double((key_end + Tr::kBlockN - 1) / Tr::kBlockN + 1);
       for (int i = 0; i < in_section; ++i) {
         const double done = free_at.top() + cost;
@@ -429,7 +428,9 @@ int choose_section_heads(const FlashFwdParams &p) {
   if (!p.causal || heads_total < 2) return std::max(heads_total, 1);
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return heads_total;
-  struct Choice { int device = -1, heads_total, group, seqlen_q, seqlen_k, section_heads; };
+  struct Choice {
+    int device = -1, heads_total, group, seqlen_q, seqlen_k, section_heads;
+  };
   thread_local Choice last;  // one entry: a model or a training loop repeats its shapes
   if (last.device == device && last.heads_total == heads_total && last.group == p.group &&
       last.seqlen_q == p.seqlen_q && last.seqlen_k == p.seqlen_k)

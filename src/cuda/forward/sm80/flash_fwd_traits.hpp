@@ -21,16 +21,16 @@ struct FlashFwdTraits {
   static constexpr int kThreads = kWarps * 32;
 
   static constexpr int kRowsPerWarp = kBlockM / kWarps;
-  static constexpr int kMTiles = kRowsPerWarp / 16;      // mma row tiles per warp
-  static constexpr int kSTiles = kSubN / 8;              // n8 tiles of one S row block
-  static constexpr int kQKSteps = kHeadDim / 16;         // k16 steps of Q*K^T
-  static constexpr int kOTiles = kHeadDim / 8;           // n8 tiles of the O accumulator
-  static constexpr int kPVSteps = kSubN / 16;            // k16 steps of P*V
+  static constexpr int kMTiles = kRowsPerWarp / 16;  // mma row tiles per warp
+  static constexpr int kSTiles = kSubN / 8;          // n8 tiles of one S row block
+  static constexpr int kQKSteps = kHeadDim / 16;     // k16 steps of Q*K^T
+  static constexpr int kOTiles = kHeadDim / 8;       // n8 tiles of the O accumulator
+  static constexpr int kPVSteps = kSubN / 16;        // k16 steps of P*V
   // Q fragments stay in registers when they fit beside S and O; for d=128 they are re-read from
   // shared memory with ldmatrix at every K tile instead.
   static constexpr bool kQInRegisters = kQInRegisters_ != 0;
 
-  static constexpr int kChunksPerRow = kHeadDim / 8;     // 16-byte chunks per tile row
+  static constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks per tile row
   static constexpr int kQTileElems = kBlockM * kHeadDim;
   static constexpr int kKVTileElems = kBlockN * kHeadDim;
   static constexpr int kSmemBytes = (kQTileElems + 2 * kStages * kKVTileElems) * 2;

@@ -25,10 +25,10 @@
 namespace flashbox::detail {
 namespace {
 
-using sm90::FwdParams;
-using sm90::TileChoice;
-using sm90::TensorView;
 using sm90::encode_map;
+using sm90::FwdParams;
+using sm90::TensorView;
+using sm90::TileChoice;
 using sm90::tma_describable;
 
 unsigned persistent_grid(const Problem &a, int num_tiles) {
@@ -71,7 +71,8 @@ PlanResult plan_sm90_forward(const Problem &a) {
   const TensorView v{a.v, a.seqlen_k, a.heads_kv, a.batch, a.v_stride};
   const TensorView o{a.o, a.seqlen_q, a.heads_q, a.batch, a.o_stride};
   if (!tma_describable(q) || !tma_describable(k) || !tma_describable(v) || !tma_describable(o))
-    return PlanResult::no("TMA needs 16-byte aligned q/k/v/o and batch/seq/head strides that are multiples of 16 bytes");
+    return PlanResult::no(
+        "TMA needs 16-byte aligned q/k/v/o and batch/seq/head strides that are multiples of 16 bytes");
 
   FwdParams p;
   std::memset(&p, 0, sizeof p);
@@ -102,8 +103,8 @@ PlanResult plan_sm90_forward(const Problem &a) {
     p.separate_o = 1;  // the launch reserves the O buffer only where it fits (launch_config)
   }
 
-  std::string name = "cuda_flash_sm90_d" + std::to_string(a.head_dim) + "_" + std::to_string(tile.bm) + "x" +
-                     std::to_string(tile.bn);
+  std::string name =
+      "cuda_flash_sm90_d" + std::to_string(a.head_dim) + "_" + std::to_string(tile.bm) + "x" + std::to_string(tile.bn);
   if (sm90::q_in_registers(int(a.head_dim), tile.bn)) name += "_qreg";
   if (persistent) {
     name += "_persistent";
@@ -118,8 +119,7 @@ PlanResult plan_sm90_forward(const Problem &a) {
                                            : sm90::launch_fwd_d128(bf16, tile, p, grid, stream);
                  if (e != cudaSuccess) {
                    cudaGetLastError();
-                   return fail(FLASHBOX_ERR_CUDA,
-                               std::string("sm90 forward: launch failed: ") + cudaGetErrorString(e));
+                   return fail(FLASHBOX_ERR_CUDA, std::string("sm90 forward: launch failed: ") + cudaGetErrorString(e));
                  }
                  return FLASHBOX_OK;
                }}};

@@ -32,8 +32,8 @@
 // Causal masking is bottom-right aligned; only blocks that cross the diagonal or the end of the keys
 // are masked.
 #pragma once
-#include <cstdint>
 #include <cuda.h>
+#include <cstdint>
 
 #include "cuda/common/ldmatrix.cuh"
 #include "cuda/common/mma.cuh"
@@ -161,8 +161,8 @@ __device__ __forceinline__ void producer(const FwdParams &p, uint8_t *smem, Barr
     const uint32_t stage = uses % Cfg::STAGES, phase = (uses / Cfg::STAGES) & 1;
     mbar_wait(empty + stage, phase ^ 1);
     mbar_expect_tx_arrive(full + stage, Cfg::KV_BYTES);
-    load_tile<Cfg::PANELS>(smem + off + stage * Cfg::KV_BYTES, Cfg::BN * 128, map, ord, full + stage,
-                           n_block * Cfg::BN, hk, b);
+    load_tile<Cfg::PANELS>(smem + off + stage * Cfg::KV_BYTES, Cfg::BN * 128, map, ord, full + stage, n_block * Cfg::BN,
+                           hk, b);
     ++uses;
   };
   // Few registers here (setmaxnreg): the Q-buffer parity follows from `round`, which counts this
@@ -241,14 +241,10 @@ struct Consumer {
   int limit0, limit1;  // first key index each of this thread's two rows may not see
   float o[D / 2], m[2], l[2];
   uint32_t qa[Cfg::QREG ? D / 4 : 4];  // Q fragments (QREG)
-  PipeState<Cfg::STAGES> ks, vs;  // run on across tiles, like the producer's
+  PipeState<Cfg::STAGES> ks, vs;       // run on across tiles, like the producer's
 
-  __device__ __forceinline__ void turn_wait() {
-    named_barrier_sync(kPingPongBarrier + wg, 256);
-  }
-  __device__ __forceinline__ void turn_pass() {
-    named_barrier_arrive(kPingPongBarrier + (wg + 1) % NWG, 256);
-  }
+  __device__ __forceinline__ void turn_wait() { named_barrier_sync(kPingPongBarrier + wg, 256); }
+  __device__ __forceinline__ void turn_pass() { named_barrier_arrive(kPingPongBarrier + (wg + 1) % NWG, 256); }
   __device__ __forceinline__ void release(uint64_t *empty, int stage) {
     if (lane == 0) mbar_arrive(empty + stage);  // one arrival per warp, after its wgmma wait
   }
@@ -260,8 +256,10 @@ struct Consumer {
   __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], PipeState<Cfg::STAGES> ks) {
     mbar_wait(bars.full_k + ks.stage, ks.phase);
     wgmma_fence();
-    if constexpr (Cfg::QREG) gemm_qk_rs<Cfg>(s, qa, desc_advance(k_desc0, ks.stage * Cfg::KV_BYTES));
-    else gemm_qk<Cfg>(s, q_desc, desc_advance(k_desc0, ks.stage * Cfg::KV_BYTES));
+    if constexpr (Cfg::QREG)
+      gemm_qk_rs<Cfg>(s, qa, desc_advance(k_desc0, ks.stage * Cfg::KV_BYTES));
+    else
+      gemm_qk<Cfg>(s, q_desc, desc_advance(k_desc0, ks.stage * Cfg::KV_BYTES));
     wgmma_commit();
   }
   __device__ __forceinline__ void issue_pv(const uint32_t (&pa)[BN / 4], PipeState<Cfg::STAGES> vs) {
@@ -470,8 +468,8 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_fwd_sm90_kernel(const _
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint64_t *bar = reinterpret_cast<uint64_t *>(smem + Cfg::BAR_OFF);
-  const Barriers bars{bar,     bar + 1, bar + 2, bar + 2 + Cfg::STAGES, bar + 2 + 2 * Cfg::STAGES,
-                      bar + 2 + 3 * Cfg::STAGES};
+  const Barriers bars{
+      bar, bar + 1, bar + 2, bar + 2 + Cfg::STAGES, bar + 2 + 2 * Cfg::STAGES, bar + 2 + 3 * Cfg::STAGES};
 
   if (threadIdx.x == 0) {
     mbar_init(bars.full_q, 1);

@@ -24,6 +24,12 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,
 step test_backward timeout 150 $B/test_backward --gtest_brief=1
 step test_cuda timeout 60 $B/test_cuda --gtest_brief=1
 step test_sm90 timeout 60 $B/test_sm90 --gtest_brief=1
+[ -x $B/test_decode ] && step test_decode timeout 90 $B/test_decode --gtest_brief=1
+[ -x $B/test_context_parallel ] && step test_context_parallel timeout 90 $B/test_context_parallel --gtest_brief=1
+# The sm80 families of this build against the earlier one (both read the family from the environment).
+[ -f $B/old/libflashbox.so ] && step compare_builds_sm80 timeout 90 env FLASHBOX_FLASH_ARCH=sm80 FLASHBOX_BWD_ARCH=sm80 \
+  python3 bench/compare_builds.py new=$B/libflashbox.so old=$B/old/libflashbox.so --rounds 2 \
+  --shapes 64:12:4096:1,128:16:4096:1,128:16:16384:1 --json "$O/compare_builds_sm80.json"
 step compare_fwd timeout 90 python3 bench/compare_sdpa.py $B/libflashbox.so --no-naive --seqlens 1024,2048,4096,8192,16384 --json "$O/compare_fwd.json"
 step compare_fwd_noncausal timeout 40 python3 bench/compare_sdpa.py $B/libflashbox.so --no-naive --non-causal --seqlens 16384 --json "$O/compare_fwd_noncausal.json"
 # A refactor's check: this build against an earlier one ($B/old/libflashbox.so, when the tarball has it),

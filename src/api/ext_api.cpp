@@ -58,7 +58,7 @@ FLASHBOX_API int flashbox_attention_forward_ext(const flashbox_attention_args *a
     if (int rc = validate_ext_memory(*args, e, outputs, names, 2)) return rc;
     if (args->device != FLASHBOX_CPU)
       return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_forward_ext: no backend for these fields on this device");
-    return cpu_forward_ext(*args, e);
+    return cpu_forward_ext(*args, e, ext_mods(*args, e));
   });
 }
 
@@ -81,7 +81,7 @@ FLASHBOX_API int flashbox_attention_backward_ext(const flashbox_attention_grad_a
     if (int rc = validate_ext_memory(args->fwd, e, outputs, names, 3)) return rc;
     if (args->fwd.device != FLASHBOX_CPU)
       return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_backward_ext: no backend for these fields on this device");
-    return cpu_backward_ext(*args, e);
+    return cpu_backward_ext(*args, e, ext_mods(args->fwd, e));
   });
 }
 

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "api/guarded_call.hpp"
-#include "api/kvcache_backends.hpp"
+#include "core/kvcache_backends.hpp"
 #include "api/validate.hpp"
 #include "core/call_state.hpp"
 #include "core/dtype.hpp"

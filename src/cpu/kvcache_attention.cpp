@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "api/kvcache_backends.hpp"
+#include "core/kvcache_backends.hpp"
 #include "core/call_state.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"

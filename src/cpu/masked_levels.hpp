@@ -12,7 +12,9 @@ namespace flashbox::detail {
 
 // The extension's calls on the cpu (src/cpu/varlen_attention.cpp): fixed length with mods, or one
 // call per sequence for cu_seqlens (lengths 0 handled there: O = 0, LSE = -inf; dK = dV = 0).
-int cpu_forward_ext(const flashbox_attention_args &a, const flashbox_attention_ext &e);
-int cpu_backward_ext(const flashbox_attention_grad_args &g, const flashbox_attention_ext &e);
+// `mods` are the extension's (src/api/ext_validate.cpp, ext_mods); varlen when e has cu_seqlens.
+int cpu_forward_ext(const flashbox_attention_args &a, const flashbox_attention_ext &e, const core::ScoreMods &mods);
+int cpu_backward_ext(const flashbox_attention_grad_args &g, const flashbox_attention_ext &e,
+                     const core::ScoreMods &mods);
 
 }  // namespace flashbox::detail

@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "api/ext_validate.hpp"
 #include "core/call_state.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
@@ -70,9 +69,8 @@ int forward_one(const flashbox_attention_args &x, const core::ScoreMods &m) {
 
 }  // namespace
 
-int cpu_forward_ext(const flashbox_attention_args &a, const flashbox_attention_ext &e) {
-  const core::ScoreMods mods = ext_mods(a, e);
-  if (!ext_is_varlen(e)) return forward_one(a, mods);
+int cpu_forward_ext(const flashbox_attention_args &a, const flashbox_attention_ext &e, const core::ScoreMods &mods) {
+  if (!(e.cu_seqlens_q && e.cu_seqlens_k)) return forward_one(a, mods);
 
   const flashbox_dtype t = a.dtype;
   int64_t worst = 0;  // the naive level's S and P and fp32 copies of the largest sequence
@@ -114,10 +112,10 @@ int cpu_forward_ext(const flashbox_attention_args &a, const flashbox_attention_e
   return FLASHBOX_OK;
 }
 
-int cpu_backward_ext(const flashbox_attention_grad_args &g, const flashbox_attention_ext &e) {
+int cpu_backward_ext(const flashbox_attention_grad_args &g, const flashbox_attention_ext &e,
+                     const core::ScoreMods &mods) {
   const flashbox_attention_args &a = g.fwd;
-  const core::ScoreMods mods = ext_mods(a, e);
-  if (!ext_is_varlen(e)) return cpu_backward(make_grad_problem(g, mods));
+  if (!(e.cu_seqlens_q && e.cu_seqlens_k)) return cpu_backward(make_grad_problem(g, mods));
 
   const flashbox_dtype t = a.dtype;
   int64_t worst = 0;

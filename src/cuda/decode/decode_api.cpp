@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <string>
 
-#include "api/kvcache_backends.hpp"
+#include "core/kvcache_backends.hpp"
 #include "core/call_state.hpp"
 #include "core/error.hpp"
 #include "cuda/common/cuda_check.hpp"

@@ -47,18 +47,18 @@ class Reader {
 
 // What the first byte of an input turns on.
 enum Mode : uint8_t {
-  kBackward = 1 << 0,    // also run the backward on the forward's outputs
-  kRawEnums = 1 << 1,    // device, dtype, impl as raw 32-bit values
-  kRawSizes = 1 << 2,    // sizes as raw 64-bit values
-  kRawScale = 1 << 3,    // softmax_scale as raw 32-bit float bits (NaN, inf, negative, huge)
-  kAlias = 1 << 4,       // the output (o, or dq in the backward) points at an input
-  kMisalign = 1 << 5,    // one tensor pointer is one byte off its element alignment
-  kNull = 1 << 6,        // one required pointer is NULL
-  kLse = 1 << 7,         // the forward writes lse (the backward always needs it)
+  kBackward = 1 << 0,  // also run the backward on the forward's outputs
+  kRawEnums = 1 << 1,  // device, dtype, impl as raw 32-bit values
+  kRawSizes = 1 << 2,  // sizes as raw 64-bit values
+  kRawScale = 1 << 3,  // softmax_scale as raw 32-bit float bits (NaN, inf, negative, huge)
+  kAlias = 1 << 4,     // the output (o, or dq in the backward) points at an input
+  kMisalign = 1 << 5,  // one tensor pointer is one byte off its element alignment
+  kNull = 1 << 6,      // one required pointer is NULL
+  kLse = 1 << 7,       // the forward writes lse (the backward always needs it)
 };
 
 constexpr int64_t kMaxTensorBytes = int64_t(1) << 20;
-constexpr int64_t kMaxWork = int64_t(1) << 21;   // batch * heads_q * seqlen_q * seqlen_k * head_dim
+constexpr int64_t kMaxWork = int64_t(1) << 21;  // batch * heads_q * seqlen_q * seqlen_k * head_dim
 
 struct Dims {
   int64_t batch, seq, heads, head_dim;
@@ -69,7 +69,7 @@ struct Dims {
 struct Tensor {
   int64_t stride[3] = {0, 0, 0};
   Dims dims{};
-  int64_t bytes = -1;   // -1: the strides do not describe a reachable range (bad or overflowing)
+  int64_t bytes = -1;  // -1: the strides do not describe a reachable range (bad or overflowing)
   std::unique_ptr<uint8_t[]> block;
   void *ptr = nullptr;
 };
@@ -83,22 +83,26 @@ void decode_strides(Reader &r, Tensor &t, const Dims &d) {
   const uint8_t layout = r.u8();
   const int64_t pad = r.u8() % 5;
   switch (layout % 8) {
-    case 0: case 1: case 2:   // BTHD, contiguous
+    case 0:
+    case 1:
+    case 2:  // BTHD, contiguous
       t.stride[2] = d.head_dim;
       t.stride[1] = mul(d.heads, d.head_dim);
       t.stride[0] = mul(d.seq, t.stride[1]);
       break;
-    case 3: case 4:           // BHTD, contiguous
+    case 3:
+    case 4:  // BHTD, contiguous
       t.stride[1] = d.head_dim;
       t.stride[2] = mul(d.seq, d.head_dim);
       t.stride[0] = mul(d.heads, t.stride[2]);
       break;
-    case 5: case 6:           // BTHD with gaps after each head row, each token and each sequence
+    case 5:
+    case 6:  // BTHD with gaps after each head row, each token and each sequence
       t.stride[2] = add(d.head_dim, pad);
       t.stride[1] = add(mul(d.heads, t.stride[2]), pad);
       t.stride[0] = add(mul(d.seq, t.stride[1]), pad);
       break;
-    default:                  // anything: zero, negative, overlapping, overflowing
+    default:  // anything: zero, negative, overlapping, overflowing
       for (int64_t &s : t.stride) s = (layout & 0x80) ? r.i64() : int64_t(int8_t(r.u8()));
       break;
   }
@@ -136,10 +140,10 @@ void for_each_element(const Tensor &t, int64_t elem, Fn &&fn) {
 
 struct Case {
   uint8_t mode = 0;
-  bool sane_sizes = true;     // every size >= 1 and every buffer allocated as described
-  bool must_fail = false;     // the harness broke something on purpose
+  bool sane_sizes = true;  // every size >= 1 and every buffer allocated as described
+  bool must_fail = false;  // the harness broke something on purpose
   bool sane_scale = true;
-  int device = 0, dtype_raw = 0, impl = 0;   // as decoded, possibly not enum values
+  int device = 0, dtype_raw = 0, impl = 0;  // as decoded, possibly not enum values
   flashbox_dtype dtype = FLASHBOX_FLOAT32;
   int64_t elem = 4;
   flashbox_attention_args a{};
@@ -206,11 +210,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   if (c.mode & kRawEnums) {
     // Any int, as a C caller may pass; stored as bytes (a C++ enum cannot hold them).
-    c.device = int(r.u32() % 4);   // 2, 3: not devices
+    c.device = int(r.u32() % 4);  // 2, 3: not devices
     c.dtype_raw = int(r.u32());
     c.impl = int(r.u32());
   } else {
-    c.device = r.u8() % 16 == 15 ? FLASHBOX_CUDA : FLASHBOX_CPU;   // no CUDA in this build: refused
+    c.device = r.u8() % 16 == 15 ? FLASHBOX_CUDA : FLASHBOX_CPU;  // no CUDA in this build: refused
     c.dtype_raw = r.u8() % 3;
     c.impl = r.u8() % 4;
   }
@@ -224,7 +228,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     a.heads_kv = 1 + r.u8() % 3;
     a.heads_q = a.heads_kv * (1 + r.u8() % 3);
     const uint8_t d = r.u8();
-    a.head_dim = 1 + (d & 0x80 ? d % 4 * 96 + d % 32 : d % 40);   // now and then past the CPU's 256
+    a.head_dim = 1 + (d & 0x80 ? d % 4 * 96 + d % 32 : d % 40);  // now and then past the CPU's 256
   }
   const uint8_t causal = r.u8();
   a.causal = causal < 250 ? causal & 1 : causal - 250 + 2;
@@ -240,7 +244,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::memcpy(&a.dtype, &c.dtype_raw, sizeof(int));
   std::memcpy(&a.impl, &c.impl, sizeof(int));
   const bool dtype_known = flashbox::cpu::dtype_valid(c.dtype_raw);
-  c.dtype = dtype_known ? flashbox_dtype(c.dtype_raw) : FLASHBOX_FLOAT32;   // how the harness fills buffers
+  c.dtype = dtype_known ? flashbox_dtype(c.dtype_raw) : FLASHBOX_FLOAT32;  // how the harness fills buffers
   c.elem = flashbox::cpu::dtype_size(c.dtype);
   // Sizes < 1, or dense byte counts past int64, must be refused: the call gets 16-byte dummies.
   // Other sizes past what the harness allocates (4096 each, kMaxWork in all) are not a case.
@@ -252,10 +256,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   if (c.sane_sizes && too_large) {
     int64_t n;
-    const bool overflows = __builtin_mul_overflow(a.batch, a.seqlen_q, &n) || __builtin_mul_overflow(n, a.heads_q, &n) ||
-                           __builtin_mul_overflow(n, a.head_dim, &n) || __builtin_mul_overflow(n, c.elem, &n) ||
-                           __builtin_mul_overflow(a.batch, a.seqlen_k, &n) || __builtin_mul_overflow(n, a.heads_kv, &n) ||
-                           __builtin_mul_overflow(n, a.head_dim, &n) || __builtin_mul_overflow(n, c.elem, &n);
+    const bool overflows = __builtin_mul_overflow(a.batch, a.seqlen_q, &n) ||
+                           __builtin_mul_overflow(n, a.heads_q, &n) || __builtin_mul_overflow(n, a.head_dim, &n) ||
+                           __builtin_mul_overflow(n, c.elem, &n) || __builtin_mul_overflow(a.batch, a.seqlen_k, &n) ||
+                           __builtin_mul_overflow(n, a.heads_kv, &n) || __builtin_mul_overflow(n, a.head_dim, &n) ||
+                           __builtin_mul_overflow(n, c.elem, &n);
     if (!overflows) return 0;
     c.sane_sizes = false;
   }
@@ -283,7 +288,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const uint8_t which = r.u8();
   void **tensor_ptrs[] = {&q.ptr, &k.ptr, &v.ptr, &o.ptr};
   if (c.mode & kAlias) {
-    o.ptr = *tensor_ptrs[which % 3];   // o on q, k or v
+    o.ptr = *tensor_ptrs[which % 3];  // o on q, k or v
     c.must_fail = true;
   }
   if (c.mode & kMisalign) {
@@ -299,7 +304,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       shifted[0] = 0xff;
       t.block = std::move(shifted);
       t.ptr = t.block.get() + 1;
-      if (&t == &o) o.bytes += 1;   // the poison check covers the whole shifted block
+      if (&t == &o) o.bytes += 1;  // the poison check covers the whole shifted block
       c.must_fail = true;
     }
   }
@@ -315,7 +320,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
 
   const int rc = flashbox_attention_forward(&a);
-  static const bool verbose = std::getenv("FLASHBOX_FUZZ_VERBOSE") != nullptr;   // replaying: say what happened
+  static const bool verbose = std::getenv("FLASHBOX_FUZZ_VERBOSE") != nullptr;  // replaying: say what happened
   if (verbose) std::fprintf(stderr, "forward: rc %d %s\n", rc, rc ? flashbox_last_error() : flashbox_last_kernel());
   const bool o_is_own = o.ptr == o.block.get();
   if (rc != FLASHBOX_OK) {
@@ -363,8 +368,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const int64_t ws = flashbox_attention_backward_workspace_size(&g);
   const int brc = flashbox_attention_backward(&g);
   if (verbose)
-    std::fprintf(stderr, "backward: rc %d %s (workspace %lld)\n", brc, brc ? flashbox_last_error() : flashbox_last_kernel(),
-                 (long long)ws);
+    std::fprintf(stderr, "backward: rc %d %s (workspace %lld)\n", brc,
+                 brc ? flashbox_last_error() : flashbox_last_kernel(), (long long)ws);
   if (brc != FLASHBOX_OK) {
     check_failure(brc);
     for (const Tensor *t : {&dq, &dk, &dv})

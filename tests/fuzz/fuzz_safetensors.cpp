@@ -18,12 +18,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   try {
     const SafetensorsFile st(path);
     for (const auto &[name, e] : st.entries()) {
-      if (e.numel() > (int64_t(1) << 22)) continue;   // larger than any input the fuzzer writes
+      if (e.numel() > (int64_t(1) << 22)) continue;  // larger than any input the fuzzer writes
       std::vector<float> out(size_t(e.numel()));
       try {
         st.read_f32(name, e.shape, out.data());
-      } catch (const Gpt2Error &) {
-      }
+      } catch (const Gpt2Error &) {}
     }
   } catch (const Gpt2Error &) {
   } catch (const std::exception &e) {

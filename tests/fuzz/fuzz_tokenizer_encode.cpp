@@ -17,8 +17,9 @@ const BpeTokenizer &pristine() {
   static std::unique_ptr<BpeTokenizer> tok = [] {
     const std::string encoder = default_encoder_json_path(), vocab = default_vocab_bpe_path();
     if (encoder.empty() || vocab.empty()) {
-      std::fprintf(stderr, "fuzz_tokenizer_encode: GPT-2's encoder.json / vocab.bpe not found "
-                           "(run ./scripts/install-deps.sh)\n");
+      std::fprintf(stderr,
+                   "fuzz_tokenizer_encode: GPT-2's encoder.json / vocab.bpe not found "
+                   "(run ./scripts/install-deps.sh)\n");
       std::exit(1);
     }
     return std::make_unique<BpeTokenizer>(encoder, vocab);

@@ -142,8 +142,10 @@ void token_seeds(const fs::path &tmp) {
 void tokenizer_file_seeds() {
   auto utf8 = [](char32_t cp) {
     Bytes s;
-    if (cp < 0x80) s += char(cp);
-    else s += {char(0xc0 | (cp >> 6)), char(0x80 | (cp & 0x3f))};
+    if (cp < 0x80)
+      s += char(cp);
+    else
+      s += {char(0xc0 | (cp >> 6)), char(0x80 | (cp & 0x3f))};
     return s;
   };
   auto json_string = [&](const Bytes &mapped) {
@@ -160,7 +162,7 @@ void tokenizer_file_seeds() {
     return m;
   };
   const std::vector<std::pair<Bytes, Bytes>> merges = {{"t", "h"}, {"th", "e"}, {" ", "the"}, {"i", "n"}, {"a", "n"},
-                                                       {"e", "r"}, {" ", "a"},  {"o", "n"},    {"in", "g"}};
+                                                       {"e", "r"}, {" ", "a"},  {"o", "n"},   {"in", "g"}};
   std::vector<Bytes> vocab;
   for (int b = 0; b < 256; ++b) vocab.push_back(Bytes(1, char(b)));
   for (const auto &[l, r] : merges) vocab.push_back(l + r);
@@ -187,7 +189,8 @@ void tokenizer_text_seeds() {
   put("tokenizer_encode", "english", "The quick brown fox jumps over the lazy dog. It's 2026-12-01; we'll see.");
   put("tokenizer_encode", "code", "int main(void) {\n\treturn x->y[3] * 2.5e-3;   // done\n}\n");
   put("tokenizer_encode", "spaces", "  a   b\t\t\n\n  \r\n   ");
-  put("tokenizer_encode", "unicode", "na\xc3\xafve caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xf0\x9f\x98\x80 \xd9\xa3\xd9\xa4 ");
+  put("tokenizer_encode", "unicode",
+      "na\xc3\xafve caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xf0\x9f\x98\x80 \xd9\xa3\xd9\xa4 ");
   put("tokenizer_encode", "invalid_utf8", "a\xff\xfe\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80\xe2\x82 'S'RE'LL");
   put("tokenizer_encode", "contractions", "I'm you're they've he'd she'll it's don't 'T 'Re");
   put("tokenizer_encode", "endoftext", "<|endoftext|> text <|endoftext|>");
@@ -203,28 +206,30 @@ void attention_seeds() {
   };
   //                               mode  dev dt impl  B  Tq Tk Hkv G  D   causal scale  layouts q k v o       which
   put("attention_api", "fwd_fp32", bytes({0x80, 0, 0, 2, 1, 8, 8, 1, 1, 15, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
-  put("attention_api", "fwd_bf16_gqa_bhtd", bytes({0x80, 0, 2, 1, 0, 4, 6, 1, 1, 31, 0, 140, 3, 0, 3, 0, 4, 0, 3, 0, 0}));
+  put("attention_api", "fwd_bf16_gqa_bhtd",
+      bytes({0x80, 0, 2, 1, 0, 4, 6, 1, 1, 31, 0, 140, 3, 0, 3, 0, 4, 0, 3, 0, 0}));
   put("attention_api", "fwd_fp16_padded", bytes({0x80, 0, 1, 0, 1, 5, 3, 2, 0, 7, 1, 0, 5, 2, 6, 3, 5, 1, 6, 4, 0}));
-  put("attention_api", "fwd_head_dim_big", bytes({0x00, 0, 0, 2, 0, 1, 1, 0, 0, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
-  put("attention_api", "fwd_raw_strides", bytes({0x00, 0, 0, 2, 0, 2, 2, 0, 0, 3, 0, 0, 7, 0, 4, 0, 8, 0, 0xff, 0,
-                                                 7, 0, 3, 8, 8, 4, 0, 0, 0, 0, 0}));
+  put("attention_api", "fwd_head_dim_big",
+      bytes({0x00, 0, 0, 2, 0, 1, 1, 0, 0, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
+  put("attention_api", "fwd_raw_strides",
+      bytes({0x00, 0, 0, 2, 0, 2, 2, 0, 0, 3, 0, 0, 7, 0, 4, 0, 8, 0, 0xff, 0, 7, 0, 3, 8, 8, 4, 0, 0, 0, 0, 0}));
   put("attention_api", "fwd_alias", bytes({0x90, 0, 0, 2, 0, 3, 3, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}));
   put("attention_api", "fwd_misaligned", bytes({0xa0, 0, 1, 2, 0, 3, 3, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2}));
   put("attention_api", "fwd_null", bytes({0xc0, 0, 0, 2, 0, 3, 3, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3}));
   put("attention_api", "fwd_cuda", bytes({0x80, 15, 2, 3, 0, 3, 3, 0, 0, 63, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
-  put("attention_api", "fwd_raw_scale", bytes({0x88, 0, 0, 2, 0, 3, 3, 0, 0, 3, 0, 0, 0, 0xc0, 0x7f, 0, 0, 0, 0, 0, 0,
-                                               0, 0, 0}));
-  put("attention_api", "fwd_raw_sizes", bytes({0x84, 0, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
-                                               0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 1, 0, 0, 0, 0, 0, 0, 0,
-                                               1, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0}));
-  put("attention_api", "bwd_fp32", bytes({0x01, 0, 0, 2, 1, 7, 9, 1, 1, 15, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                          1, 0, 0, 3, 0, 5, 1, 0, 0}));
-  put("attention_api", "bwd_bf16_naive", bytes({0x01, 0, 2, 1, 0, 5, 5, 2, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                                0, 6, 2, 0, 0, 0, 0, 3, 0}));
-  put("attention_api", "bwd_alias", bytes({0x11, 0, 0, 2, 0, 3, 3, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                           0, 0, 0, 0, 0, 0, 0, 0, 0}));
-  put("attention_api", "bwd_deterministic_bad", bytes({0x01, 0, 0, 2, 0, 3, 3, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                                       0xff, 0, 0, 0, 0, 0, 0, 0, 0}));
+  put("attention_api", "fwd_raw_scale",
+      bytes({0x88, 0, 0, 2, 0, 3, 3, 0, 0, 3, 0, 0, 0, 0xc0, 0x7f, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
+  put("attention_api", "fwd_raw_sizes",
+      bytes({0x84, 0,    0, 2, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+             0xff, 0x7f, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0,    0,    0,    0,    0,    0}));
+  put("attention_api", "bwd_fp32",
+      bytes({0x01, 0, 0, 2, 1, 7, 9, 1, 1, 15, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 3, 0, 5, 1, 0, 0}));
+  put("attention_api", "bwd_bf16_naive",
+      bytes({0x01, 0, 2, 1, 0, 5, 5, 2, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 6, 2, 0, 0, 0, 0, 3, 0}));
+  put("attention_api", "bwd_alias",
+      bytes({0x11, 0, 0, 2, 0, 3, 3, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
+  put("attention_api", "bwd_deterministic_bad",
+      bytes({0x01, 0, 0, 2, 0, 3, 3, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0, 0, 0, 0, 0, 0, 0, 0}));
 }
 
 }  // namespace

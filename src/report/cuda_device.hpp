@@ -60,7 +60,9 @@ class GpuTimer {
   double stop_ms();  // waits for the stop event
 
  private:
-  void *start_ = nullptr, *stop_ = nullptr;
+  // cudaEvent_t; unused in a build without CUDA (cuda_device.cpp's stubs), hence maybe_unused.
+  [[maybe_unused]] void *start_ = nullptr;
+  [[maybe_unused]] void *stop_ = nullptr;
 };
 
 }  // namespace flashbox::report

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <ostream>
 #include <string>
 
 #include "support/attention_case.hpp"
@@ -25,6 +26,8 @@ struct RawEnum {
   int value;
   int code;
 };
+
+void PrintTo(const RawEnum &e, std::ostream *os) { *os << e.field << " = " << e.value; }
 
 class RawEnums : public ::testing::TestWithParam<RawEnum> {};
 
@@ -54,6 +57,7 @@ INSTANTIATE_TEST_SUITE_P(Api, RawEnums,
                          ::testing::Values(RawEnum{"dtype", 1313424966, FLASHBOX_ERR_UNSUPPORTED_DTYPE},
                                            RawEnum{"dtype", -2147483647 - 1, FLASHBOX_ERR_UNSUPPORTED_DTYPE},
                                            RawEnum{"impl", 1 << 20, FLASHBOX_ERR_UNSUPPORTED_IMPL},
-                                           RawEnum{"device", -7, FLASHBOX_ERR_UNSUPPORTED_IMPL}));
+                                           RawEnum{"device", -7, FLASHBOX_ERR_UNSUPPORTED_IMPL}),
+                         [](const auto &info) { return std::string(info.param.field) + std::to_string(info.index); });
 
 }  // namespace

@@ -1,12 +1,13 @@
 // Element access for the host loops (cpu_ops.cpp): fp32, fp16 and bf16 stored as raw bits, read as
 // fp32 and written back with round-to-nearest-even, the rounding of the GPU's conversion
-// instructions. libflashbox_cp's own small copy, so that it needs nothing from flashbox beyond the
-// public headers. fp16 is the compiler's _Float16 (IEEE binary16, conversions round to nearest
-// even, subnormals and NaN included); bf16 is the top half of an fp32.
+// instructions. fp16 goes through the ground floor's bit conversions (src/core/dtype.hpp: IEEE
+// binary16, round to nearest even, subnormals and NaN included; the compiler's _Float16 is not
+// available to every compiler CI uses, clang 14 on x86-64 among them); bf16 is the top half of an fp32.
 #pragma once
 #include <cstdint>
 #include <cstring>
 
+#include "core/dtype.hpp"
 #include "flashbox/flashbox.h"
 
 namespace flashbox::cp {
@@ -30,7 +31,7 @@ inline uint16_t float_to_bf16_bits(float f) {
 
 inline float load_element(const void *base, flashbox_dtype t, int64_t i) {
   switch (t) {
-    case FLASHBOX_FLOAT16: return float(static_cast<const _Float16 *>(base)[i]);
+    case FLASHBOX_FLOAT16: return cpu::half_to_float(static_cast<const uint16_t *>(base)[i]);
     case FLASHBOX_BFLOAT16: return bf16_bits_to_float(static_cast<const uint16_t *>(base)[i]);
     default: return static_cast<const float *>(base)[i];
   }
@@ -38,7 +39,7 @@ inline float load_element(const void *base, flashbox_dtype t, int64_t i) {
 
 inline void store_element(void *base, flashbox_dtype t, int64_t i, float v) {
   switch (t) {
-    case FLASHBOX_FLOAT16: static_cast<_Float16 *>(base)[i] = static_cast<_Float16>(v); break;
+    case FLASHBOX_FLOAT16: static_cast<uint16_t *>(base)[i] = cpu::float_to_half(v); break;
     case FLASHBOX_BFLOAT16: static_cast<uint16_t *>(base)[i] = float_to_bf16_bits(v); break;
     default: static_cast<float *>(base)[i] = v; break;
   }

@@ -25,13 +25,22 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-int validate_options(flashbox_cp_layout layout, flashbox_cp_variant variant) {
+// A C caller may pass any int: the enums are read as their bytes (a value outside a C++ enum,
+// loaded as that enum, is undefined behaviour), by reference so that nothing loads them before.
+template <class Enum>
+int enum_bits(const Enum &e) {
+  static_assert(sizeof(Enum) == sizeof(int), "the C enums are int-sized");
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+int validate_options(const flashbox_cp_layout &layout_arg, const flashbox_cp_variant &variant_arg) {
+  const int layout = enum_bits(layout_arg), variant = enum_bits(variant_arg);
   if (layout != FLASHBOX_CP_CONTIGUOUS && layout != FLASHBOX_CP_ZIGZAG)
-    return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
-                "layout = " + str(int(layout)) + " must be contiguous (0) or zigzag (1)");
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "layout = " + str(layout) + " must be contiguous (0) or zigzag (1)");
   if (variant != FLASHBOX_CP_RING && variant != FLASHBOX_CP_ALL_GATHER)
-    return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
-                "variant = " + str(int(variant)) + " must be ring (0) or all_gather (1)");
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "variant = " + str(variant) + " must be ring (0) or all_gather (1)");
   return 0;
 }
 

@@ -149,7 +149,8 @@ void bench_criteria(const json &doc, json &out) {
     const auto rows = bench ? bench_rows(*bench, "cuda", "flash", "forward") : std::vector<json>{};
     std::vector<std::pair<int64_t, int64_t>> points;
     for (const json &r : rows)
-      if (r.value("status", "") == "ok" && r["extra_bytes"].is_number())
+      if (r.value("status", "") == "ok" && r.contains("seqlen") && r.contains("extra_bytes") &&
+          r["extra_bytes"].is_number())
         points.emplace_back(r["seqlen"].get<int64_t>(), r["extra_bytes"].get<int64_t>());
     if (points.size() < 2) {
       out.push_back(not_measured(name, limit, bench ? "fewer than two CUDA flash rows" : why_missing(doc, "bench")));

@@ -228,7 +228,11 @@ ByteView tensor_view(const TensorDesc &t, flashbox_dtype dtype) {
   v.base = reinterpret_cast<uintptr_t>(t.ptr);
   v.run = t.head_dim * es;
   v.ndims = 3;
-  for (int i = 0; i < 3; ++i) v.stride[i] = t.stride[i] * es, v.extent[i] = extent(t, i);
+  // A dimension of extent 1 adds no offset, and its stride is bounded by nothing (validate_tensor's
+  // span covers (extent - 1) * stride): any positive stride describes the same bytes, and one that
+  // cannot overflow is taken (the API fuzzer found stride * element size past int64).
+  for (int i = 0; i < 3; ++i)
+    v.stride[i] = extent(t, i) > 1 ? t.stride[i] * es : v.run, v.extent[i] = extent(t, i);
   return v;
 }
 

@@ -106,8 +106,7 @@ int backward(const flashbox_attention_grad_args *args, const flashbox_options *o
 #ifdef FLASHBOX_HAVE_CUDA
   if (g.fwd.device == FLASHBOX_CUDA) {
     if (int rc = resolve_tuning(options, Pass::backward, g.fwd.tuning)) return rc;
-    return run_first_plan(g.fwd.tuning.family, "backward",
-                          [&](flashbox_kernel_family f) { return plan_family(f, g, false); });
+    return run_first_plan(g.fwd.tuning, "backward", [&](flashbox_kernel_family f) { return plan_family(f, g, false); });
   }
 #endif
   (void)options;

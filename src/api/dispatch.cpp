@@ -32,7 +32,7 @@ int cpu_forward(const Problem &p) {
 
 #ifdef FLASHBOX_HAVE_CUDA
 int cuda_flash_forward(const Problem &p) {
-  return run_first_plan(p.tuning.family, "forward", [&](flashbox_kernel_family f) {
+  return run_first_plan(p.tuning, "forward", [&](flashbox_kernel_family f) {
 #ifdef FLASHBOX_HAVE_SM90
     if (f == FLASHBOX_FAMILY_SM90) return plan_sm90_forward(p);
 #endif

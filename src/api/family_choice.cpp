@@ -34,9 +34,10 @@ bool device_is_hopper() {
 
 const char *sm90_not_built() { return "this flashbox was built without sm_90a (FLASHBOX_CUDA_ARCHS)"; }
 
-int run_plan(Plan &plan) {
+int run_plan(Plan &plan, const std::string &env_overrides) {
   (void)cudaGetLastError();  // a sticky error of an earlier unrelated call must not be blamed on this one
   if (int rc = plan.run()) return rc;
+  if (!env_overrides.empty()) plan.kernel += " [" + env_overrides + "]";
   set_kernel_name(std::move(plan.kernel));
   return FLASHBOX_OK;
 }

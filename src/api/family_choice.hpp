@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/plan.hpp"
+#include "core/problem.hpp"
 #include "flashbox/flashbox.h"
 
 namespace flashbox::detail {
@@ -18,22 +19,25 @@ const char *sm90_not_built();
 // Whether the current device is compute capability 9.x (false, with no error recorded, without one).
 bool device_is_hopper();
 
-// Runs the first plan `planner(family)` gives in the order described above; sets the kernel name.
+// Runs the first plan `planner(family)` gives in the order described above (tuning.family); sets
+// the kernel name, with the environment overrides that took effect appended.
 template <class Planner>
-int run_first_plan(flashbox_kernel_family requested, const char *pass, Planner &&planner);
+int run_first_plan(const Tuning &tuning, const char *pass, Planner &&planner);
 
-int run_plan(Plan &plan);  // clears a stale CUDA error, runs, records the kernel name on success
+// Clears a stale CUDA error, runs, records the kernel name (and " [overrides]") on success.
+int run_plan(Plan &plan, const std::string &env_overrides);
 int declined(flashbox_kernel_family family, const char *pass, const PlanResult &r);
 int no_flash_family(int cc, const char *pass);
 
 template <class Planner>
-int run_first_plan(flashbox_kernel_family requested, const char *pass, Planner &&planner) {
+int run_first_plan(const Tuning &tuning, const char *pass, Planner &&planner) {
+  const flashbox_kernel_family requested = tuning.family;
   int cc = 0;
   if (int rc = current_compute_capability(cc)) return rc;
   if (cc < 80) return no_flash_family(cc, pass);
   if (requested == FLASHBOX_FAMILY_AUTO && cc / 10 == 9) {
     PlanResult r = planner(FLASHBOX_FAMILY_SM90);
-    if (r.plan) return run_plan(*r.plan);
+    if (r.plan) return run_plan(*r.plan, tuning.env_overrides);
     if (r.code != 0) return declined(FLASHBOX_FAMILY_SM90, pass, r);
   }
   const flashbox_kernel_family family = requested == FLASHBOX_FAMILY_SM90 ? FLASHBOX_FAMILY_SM90 : FLASHBOX_FAMILY_SM80;
@@ -41,7 +45,7 @@ int run_first_plan(flashbox_kernel_family requested, const char *pass, Planner &
     return declined(family, pass, PlanResult::no("the device is not compute capability 9.x"));
   PlanResult r = planner(family);
   if (!r.plan) return declined(family, pass, r);
-  return run_plan(*r.plan);
+  return run_plan(*r.plan, tuning.env_overrides);
 }
 
 }  // namespace flashbox::detail

@@ -29,11 +29,11 @@
 #include <vector>
 
 #include "api/guarded_call.hpp"
-#include "core/kvcache_backends.hpp"
 #include "api/validate.hpp"
 #include "core/call_state.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "core/kvcache_backends.hpp"
 #include "flashbox/flashbox.h"
 
 #ifdef FLASHBOX_HAVE_CUDA

@@ -231,8 +231,7 @@ ByteView tensor_view(const TensorDesc &t, flashbox_dtype dtype) {
   // A dimension of extent 1 adds no offset, and its stride is bounded by nothing (validate_tensor's
   // span covers (extent - 1) * stride): any positive stride describes the same bytes, and one that
   // cannot overflow is taken (the API fuzzer found stride * element size past int64).
-  for (int i = 0; i < 3; ++i)
-    v.stride[i] = extent(t, i) > 1 ? t.stride[i] * es : v.run, v.extent[i] = extent(t, i);
+  for (int i = 0; i < 3; ++i) v.stride[i] = extent(t, i) > 1 ? t.stride[i] * es : v.run, v.extent[i] = extent(t, i);
   return v;
 }
 

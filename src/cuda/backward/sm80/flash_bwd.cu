@@ -85,7 +85,6 @@ PlanResult plan_sm80_backward(const GradProblem &g) {
   const int block_q = d == 64 && a.tuning.sm80_bwd_block_q != 64 ? 32 : 64;
   const int64_t workspace = rowsum_bytes(a) + (det ? 0 : dq_accum_bytes(a));
   std::string name = "cuda_flash_bwd_sm80_d" + std::to_string(d) + (det ? "_deterministic" : "");
-  if (!a.tuning.env_overrides.empty()) name += " [" + a.tuning.env_overrides + "]";
   const bool bf16 = a.dtype == FLASHBOX_BFLOAT16;
   const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
   return {Plan{std::move(name), workspace, [p, bf16, det, d, block_q, workspace, stream] {

@@ -179,7 +179,6 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   l.vec_bytes = a.batch * a.heads_q * seqlen_q_pad * 4;
   l.dq_accum_bytes = l.vec_bytes * a.head_dim;
   Plan plan{"cuda_flash_bwd_sm90_d" + std::to_string(a.head_dim), 2 * l.vec_bytes + l.dq_accum_bytes, {}};
-  if (!a.tuning.env_overrides.empty()) plan.kernel += " [" + a.tuning.env_overrides + "]";
   if (size_only) return {std::move(plan)};
 
   l.bf16 = a.dtype == FLASHBOX_BFLOAT16, l.d64 = a.head_dim == 64;

@@ -110,7 +110,6 @@ PlanResult plan_sm90_forward(const Problem &a) {
     name += "_persistent";
     if (!sm90::o_buffer_fits(tile.bm, tile.bn, int(a.head_dim), 2)) name += "_oq";
   }
-  if (!a.tuning.env_overrides.empty()) name += " [" + a.tuning.env_overrides + "]";
 
   const bool bf16 = a.dtype == FLASHBOX_BFLOAT16, d64 = a.head_dim == 64;
   const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);

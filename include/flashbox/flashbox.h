@@ -139,8 +139,9 @@ FLASHBOX_API const char *flashbox_last_kernel(void);
  * Sequences may have length 0 (a query row with no key: O = 0, LSE = -inf; a key with no query:
  * dK = dV = 0). max_seqlen_q / max_seqlen_k are upper bounds of the lengths (0 without varlen).
  *
- * Availability (2026-12-01): device = cpu, every impl. device = cuda: none of these fields yet
- * (refused with FLASHBOX_ERR_UNSUPPORTED_IMPL and a message naming the field). */
+ * Availability: device = cpu, every impl. device = cuda: what the kernel families take (README,
+ * "Feature matrix"); a field no family takes is refused with FLASHBOX_ERR_UNSUPPORTED_IMPL and a
+ * message naming it, before anything is written. */
 typedef struct {
   int32_t struct_size;                        /* sizeof(flashbox_attention_ext) as the caller compiled it */
   int32_t window_left, window_right;          /* -1: unbounded (the default is -1, -1, not 0, 0) */

@@ -8,6 +8,7 @@
 // Nothing is written to dq/dk/dv before every check has passed.
 #include <string>
 
+#include "api/dispatch.hpp"
 #include "api/family_choice.hpp"
 #include "api/guarded_call.hpp"
 #include "api/options.hpp"
@@ -100,13 +101,23 @@ PlanResult plan_family(flashbox_kernel_family f, const GradProblem &g, [[maybe_u
 }
 #endif
 
+}  // namespace
+
+#ifdef FLASHBOX_HAVE_CUDA
+int cuda_backward(const GradProblem &g) {
+  return run_first_plan(g.fwd.tuning, "backward", [&](flashbox_kernel_family f) { return plan_family(f, g, false); });
+}
+#endif
+
+namespace {
+
 int backward(const flashbox_attention_grad_args *args, const flashbox_options *options) {
   if (int rc = validate_backward_args(args)) return rc;
   GradProblem g = make_grad_problem(*args);
 #ifdef FLASHBOX_HAVE_CUDA
   if (g.fwd.device == FLASHBOX_CUDA) {
     if (int rc = resolve_tuning(options, Pass::backward, g.fwd.tuning)) return rc;
-    return run_first_plan(g.fwd.tuning, "backward", [&](flashbox_kernel_family f) { return plan_family(f, g, false); });
+    return cuda_backward(g);
   }
 #endif
   (void)options;

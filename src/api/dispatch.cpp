@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 
+#include "api/dispatch.hpp"
 #include "api/family_choice.hpp"
 #include "api/guarded_call.hpp"
 #include "api/options.hpp"
@@ -40,14 +41,21 @@ int cuda_flash_forward(const Problem &p) {
   });
 }
 
+}  // namespace
+
 int cuda_forward(const Problem &p) {
   switch (p.impl) {
-    case FLASHBOX_NAIVE: return cuda_naive_forward(p);
+    case FLASHBOX_NAIVE:
+      if (const std::string what = extension_in_use(p); !what.empty())
+        return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, "impl = naive on device = cuda has no " + what + " (use impl = auto)");
+      return cuda_naive_forward(p);
     case FLASHBOX_AUTO:
     case FLASHBOX_FLASH: return cuda_flash_forward(p);
     default: return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, "impl = blocked is not available on device = cuda");
   }
 }
+
+namespace {
 #endif
 
 int forward(const flashbox_attention_args *args, const flashbox_options *options) {

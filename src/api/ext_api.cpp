@@ -3,12 +3,16 @@
 // (varlen tensors as [1, total, heads, head_dim]), then
 //   every field off (or only causal)   -> exactly the plain call (flashbox_attention_forward/backward)
 //   device = cpu                       -> src/cpu/varlen_attention.cpp (masks, transforms, varlen)
-//   device = cuda                      -> refused during validation until the kernels have them
+//   device = cuda                      -> one Problem (mods and cu_seqlens in it) through the same
+//                                         family choice as the plain call (src/api/dispatch.hpp); a
+//                                         family that lacks a field declines, naming it
 // Nothing is written on failure: every check runs before any backend.
 #include <string>
 
+#include "api/dispatch.hpp"
 #include "api/ext_validate.hpp"
 #include "api/guarded_call.hpp"
+#include "api/options.hpp"
 #include "api/validate.hpp"
 #include "core/error.hpp"
 #include "cpu/masked_levels.hpp"
@@ -27,6 +31,33 @@ bool only_causal(const flashbox_attention_args &a, const flashbox_attention_ext 
 TensorDesc grad_desc(const char *name, void *p, const int64_t *stride, const flashbox_attention_args &a, bool kv) {
   return {name, "", p, stride, a.batch, kv ? a.seqlen_k : a.seqlen_q, kv ? a.heads_kv : a.heads_q, a.head_dim};
 }
+
+#ifdef FLASHBOX_HAVE_CUDA
+// The extension's fields onto a problem built from the plain view (varlen: batch = the sequences).
+void add_ext(Problem &p, const flashbox_attention_args &a, const flashbox_attention_ext &e) {
+  p.batch = a.batch;
+  if (ext_is_varlen(e)) {
+    p.cu_seqlens_q = e.cu_seqlens_q, p.cu_seqlens_k = e.cu_seqlens_k;
+    p.max_seqlen_q = e.max_seqlen_q, p.max_seqlen_k = e.max_seqlen_k;
+  }
+}
+
+int cuda_forward_ext(const flashbox_attention_args &a, const flashbox_attention_args &flat,
+                     const flashbox_attention_ext &e) {
+  Problem p = make_problem(flat, ext_mods(a, e));
+  add_ext(p, a, e);
+  if (int rc = resolve_tuning(nullptr, Pass::forward, p.tuning)) return rc;
+  return cuda_forward(p);
+}
+
+int cuda_backward_ext(const flashbox_attention_grad_args &g, const flashbox_attention_grad_args &flat,
+                      const flashbox_attention_ext &e) {
+  GradProblem p = make_grad_problem(flat, ext_mods(g.fwd, e));
+  add_ext(p.fwd, g.fwd, e);
+  if (int rc = resolve_tuning(nullptr, Pass::backward, p.fwd.tuning)) return rc;
+  return cuda_backward(p);
+}
+#endif
 
 }  // namespace
 }  // namespace flashbox::detail
@@ -56,6 +87,9 @@ FLASHBOX_API int flashbox_attention_forward_ext(const flashbox_attention_args *a
                                  flat.lse ? lse_view(flat.lse, flat) : ByteView{}};
     const char *const names[2] = {"o", "lse"};
     if (int rc = validate_ext_memory(*args, e, outputs, names, 2)) return rc;
+#ifdef FLASHBOX_HAVE_CUDA
+    if (args->device == FLASHBOX_CUDA) return cuda_forward_ext(*args, flat, e);
+#endif
     if (args->device != FLASHBOX_CPU)
       return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_forward_ext: no backend for these fields on this device");
     return cpu_forward_ext(*args, e, ext_mods(*args, e));
@@ -79,6 +113,9 @@ FLASHBOX_API int flashbox_attention_backward_ext(const flashbox_attention_grad_a
                                  tensor_view(grad_desc("dv", flat.dv, flat.dv_stride, a, true), a.dtype)};
     const char *const names[3] = {"dq", "dk", "dv"};
     if (int rc = validate_ext_memory(args->fwd, e, outputs, names, 3)) return rc;
+#ifdef FLASHBOX_HAVE_CUDA
+    if (args->fwd.device == FLASHBOX_CUDA) return cuda_backward_ext(*args, flat, e);
+#endif
     if (args->fwd.device != FLASHBOX_CPU)
       return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_backward_ext: no backend for these fields on this device");
     return cpu_backward_ext(*args, e, ext_mods(args->fwd, e));

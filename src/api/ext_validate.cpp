@@ -22,17 +22,6 @@ std::string ptr_str(const void *p) {
 constexpr int32_t kExtSize = int32_t(sizeof(flashbox_attention_ext));
 constexpr int32_t kExtMaxSize = 4096;  // a struct_size beyond this is taken for garbage, not a newer struct
 
-// The fields that are not available on device = cuda yet, as "name = value (what)", or "" if none.
-std::string cuda_unsupported(const flashbox_attention_args &a, const flashbox_attention_ext &e) {
-  if (e.cu_seqlens_q) return "cu_seqlens_q = " + ptr_str(e.cu_seqlens_q) + " (variable-length batches)";
-  if (e.window_left != -1) return "window_left = " + str(e.window_left) + " (sliding window)";
-  if (e.window_right != -1 && !(a.causal == 1 && e.window_right == 0))
-    return "window_right = " + str(e.window_right) + " (sliding window)";
-  if (e.softcap != 0.0f) return "softcap = " + std::to_string(e.softcap);
-  if (e.alibi_slopes) return "alibi_slopes = " + ptr_str(e.alibi_slopes) + " (ALiBi)";
-  return "";
-}
-
 // An input buffer of the extension (slopes, cu_seqlens): 4-byte aligned, no output inside it.
 int check_input_buffer(const void *p, int64_t bytes, const char *name, const ByteView *outputs,
                        const char *const *output_names, int n_outputs) {
@@ -152,15 +141,6 @@ int validate_ext_fields(const flashbox_attention_args &a, const flashbox_attenti
     if (a.seqlen_q > INT32_MAX || a.seqlen_k > INT32_MAX)
       return fail(FLASHBOX_ERR_INVALID_SIZE, "seqlen_q = " + str(a.seqlen_q) + ", seqlen_k = " + str(a.seqlen_k) +
                                                  " total tokens do not fit int32 cu_seqlens");
-  }
-  // What the device offers, before the plain rules look for the device itself (so this holds, and
-  // is tested, on a machine without a GPU).
-  if (a.device == FLASHBOX_CUDA) {
-    const std::string what = cuda_unsupported(a, e);
-    if (!what.empty())
-      return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
-                  what + " is not supported on device = cuda yet (flashbox " FLASHBOX_VERSION_STRING
-                         ": device = cpu only; the cuda kernels have causal masks and fixed lengths)");
   }
   return FLASHBOX_OK;
 }

@@ -4,8 +4,8 @@
 //   read_ext            struct_size: at least the first version's size; bytes beyond what this
 //                       library knows must be zero (a newer caller's fields are never ignored)
 //   validate_ext_fields windows >= -1, window_right -1/0 with causal, softcap finite >= 0,
-//                       alibi_batch_stride 0 or >= heads_q, cu_seqlens both or neither, max_seqlen,
-//                       what the device supports (cuda: none of the extension yet)
+//                       alibi_batch_stride 0 or >= heads_q, cu_seqlens both or neither, max_seqlen
+//                       (what a cuda kernel family lacks, it declines when asked: src/api/dispatch.hpp)
 //   plain validation    of plain_view(args, ext): varlen tensors as [1, total, heads, head_dim]
 //   validate_ext_memory alignment of slopes / cu_seqlens, outputs disjoint from them, and on the
 //                       cpu the slopes (finite) and cu_seqlens values (0 first, non-decreasing,

@@ -49,6 +49,13 @@ int declined(flashbox_kernel_family family, const char *pass, const PlanResult &
                                                  " " + pass + " cannot run this call: " + r.why_not);
 }
 
+int none_takes(const char *pass, const std::string &sm90_why, const PlanResult &sm80) {
+  if (sm80.code != 0) return fail(sm80.code, sm80.why_not);
+  std::string msg = std::string("no cuda flash ") + pass + " kernel takes this call: ";
+  if (!sm90_why.empty()) msg += sm90_why + "; ";
+  return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, msg + sm80.why_not);
+}
+
 int no_flash_family(int cc, const char *pass) {
   return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, std::string("the cuda flash ") + pass +
                                                  " needs compute capability 8.0 or newer; this device is " +

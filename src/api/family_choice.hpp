@@ -28,6 +28,8 @@ int run_first_plan(const Tuning &tuning, const char *pass, Planner &&planner);
 int run_plan(Plan &plan, const std::string &env_overrides);
 int declined(flashbox_kernel_family family, const char *pass, const PlanResult &r);
 int no_flash_family(int cc, const char *pass);
+// Auto choice, and no family takes the call: every family's reason (sm90_why empty if not asked).
+int none_takes(const char *pass, const std::string &sm90_why, const PlanResult &sm80);
 
 template <class Planner>
 int run_first_plan(const Tuning &tuning, const char *pass, Planner &&planner) {
@@ -35,16 +37,18 @@ int run_first_plan(const Tuning &tuning, const char *pass, Planner &&planner) {
   int cc = 0;
   if (int rc = current_compute_capability(cc)) return rc;
   if (cc < 80) return no_flash_family(cc, pass);
+  std::string sm90_why;  // auto: why the Hopper family declined, for the error if sm80 declines too
   if (requested == FLASHBOX_FAMILY_AUTO && cc / 10 == 9) {
     PlanResult r = planner(FLASHBOX_FAMILY_SM90);
     if (r.plan) return run_plan(*r.plan, tuning.env_overrides);
     if (r.code != 0) return declined(FLASHBOX_FAMILY_SM90, pass, r);
+    sm90_why = r.why_not;
   }
   const flashbox_kernel_family family = requested == FLASHBOX_FAMILY_SM90 ? FLASHBOX_FAMILY_SM90 : FLASHBOX_FAMILY_SM80;
   if (family == FLASHBOX_FAMILY_SM90 && cc / 10 != 9)
     return declined(family, pass, PlanResult::no("the device is not compute capability 9.x"));
   PlanResult r = planner(family);
-  if (!r.plan) return declined(family, pass, r);
+  if (!r.plan) return requested == FLASHBOX_FAMILY_AUTO ? none_takes(pass, sm90_why, r) : declined(family, pass, r);
   return run_plan(*r.plan, tuning.env_overrides);
 }
 

@@ -42,4 +42,15 @@ GradProblem make_grad_problem(const flashbox_attention_grad_args &g, const core:
   return p;
 }
 
+std::string extension_in_use(const Problem &p) {
+  const core::ScoreMods &m = p.mods;
+  if (p.varlen()) return "variable-length batches (cu_seqlens)";
+  if (m.window_left >= 0) return "sliding window (window_left = " + std::to_string(m.window_left) + ")";
+  if (m.window_right >= 0 && !(p.causal && m.window_right == 0))
+    return "sliding window (window_right = " + std::to_string(m.window_right) + ")";
+  if (m.softcap != 0.0f) return "softcap (softcap = " + std::to_string(m.softcap) + ")";
+  if (m.alibi_slopes) return "ALiBi (alibi_slopes)";
+  return "";
+}
+
 }  // namespace flashbox::detail

@@ -46,8 +46,16 @@ struct Problem {
   float scale, scale_log2;  // softmax scale (0 resolved to 1/sqrt(head_dim)) and times log2 e
   int causal;               // 0 or 1, bottom-right aligned
   core::ScoreMods mods;     // mask (causal folded in as window_right = 0) and score transforms
-  void *stream;             // cudaStream_t for FLASHBOX_CUDA
+  // Variable-length batches (flashbox_attention_ext): null = fixed length. int32 [batch + 1] prefix
+  // sums in the memory of `device`; batch is then the number of sequences, seqlen_q / seqlen_k the
+  // total token counts, the tensors [total, heads, head_dim] (stride[0] unused) and lse
+  // [heads_q, total_q]. max_seqlen_* bound every sequence's length.
+  const int32_t *cu_seqlens_q = nullptr, *cu_seqlens_k = nullptr;
+  int64_t max_seqlen_q = 0, max_seqlen_k = 0;
+  void *stream;  // cudaStream_t for FLASHBOX_CUDA
   Tuning tuning;
+
+  bool varlen() const { return cu_seqlens_q != nullptr; }
 };
 
 struct GradProblem {
@@ -58,6 +66,11 @@ struct GradProblem {
   int64_t dq_stride[3], dk_stride[3], dv_stride[3];
   int deterministic;  // 0 or 1
 };
+
+// What a problem asks beyond the plain call (fixed lengths, at most the causal mask), named for an
+// error message, e.g. "sliding window (window_left = 4)"; "" when it asks nothing more. A backend
+// that lacks a feature declines with it, so no backend silently ignores a field.
+std::string extension_in_use(const Problem &p);
 
 // The normalised problem of arguments that passed validation (scalars at least: the workspace query
 // builds one without pointers). `mods` defaults to the causal flag alone (the plain C API); the

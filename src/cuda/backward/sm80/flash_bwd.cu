@@ -54,6 +54,8 @@ int run(const BwdParams &params, bool bf16, bool det, int d, int block_q, int64_
 
 PlanResult plan_sm80_backward(const GradProblem &g) {
   const Problem &a = g.fwd;
+  if (const std::string what = extension_in_use(a); !what.empty())
+    return PlanResult::no("the sm80 backward has no " + what + " yet");
   if (a.head_dim != 64 && a.head_dim != 128)
     return PlanResult::no("internal: the sm80 backward was asked for head_dim " + std::to_string(a.head_dim),
                           FLASHBOX_ERR_INTERNAL);

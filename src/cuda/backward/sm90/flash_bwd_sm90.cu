@@ -157,6 +157,8 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   using namespace sm90::bwd;
   using sm90::TensorView;
   const Problem &a = g.fwd;
+  if (const std::string what = extension_in_use(a); !what.empty())
+    return PlanResult::no("the sm90 backward has no " + what + " yet");
   if (g.deterministic) return PlanResult::no("deterministic mode runs the sm80 kernels (a fixed dQ order)");
   if (a.head_dim != 64 && a.head_dim != 128) return PlanResult::no("the sm90 backward takes head_dim 64 or 128");
   if (const char *reason = sm90::sm90_unavailable_reason()) return PlanResult::no(reason);

@@ -15,6 +15,8 @@
 namespace flashbox::detail {
 
 PlanResult plan_sm80_forward(const Problem &a) {
+  if (const std::string what = extension_in_use(a); !what.empty())
+    return PlanResult::no("the sm80 forward has no " + what + " yet");
   if (a.head_dim != 64 && a.head_dim != 128)
     return PlanResult::no("internal: the sm80 forward was asked for head_dim " + std::to_string(a.head_dim),
                           FLASHBOX_ERR_INTERNAL);

@@ -54,6 +54,8 @@ std::string tile_list(int64_t head_dim) {
 }  // namespace
 
 PlanResult plan_sm90_forward(const Problem &a) {
+  if (const std::string what = extension_in_use(a); !what.empty())
+    return PlanResult::no("the sm90 forward has no " + what + " yet");
   if (a.head_dim != 64 && a.head_dim != 128) return PlanResult::no("the sm90 kernel takes head_dim 64 or 128");
   TileChoice tile;
   if (!sm90::choose_tile(a, tile))

@@ -1,0 +1,16 @@
+// The CUDA runs of a normalised problem, shared by the plain entry points (dispatch.cpp,
+// backward_api.cpp) and the extension's (ext_api.cpp): the impl and kernel family are chosen here,
+// from p.impl and p.tuning, so every entry point chooses the same way. The problem must have passed
+// validation; a family that lacks something the problem asks (core/problem.hpp, extension_in_use)
+// declines, and the call fails with its reason if no family takes it.
+#pragma once
+#ifdef FLASHBOX_HAVE_CUDA
+#include "core/problem.hpp"
+
+namespace flashbox::detail {
+
+int cuda_forward(const Problem &p);       // src/api/dispatch.cpp
+int cuda_backward(const GradProblem &g);  // src/api/backward_api.cpp
+
+}  // namespace flashbox::detail
+#endif

@@ -9,7 +9,7 @@
 //            than 16 take more row tiles (grid.y), each reading the keys again.
 //   Keys     64-key blocks through a kStages-deep cp.async ring (16-byte copies, XOR-swizzled rows;
 //            D128 2 stages, D64 4), a contiguous cache's rows one multiply-add apart, a paged key's
-//            page looked up through the block table inside the copy loop.
+//            page looked up through the block table one block before its copy.
 //   Warps    4 warps, each takes 16 keys of every block: S = Q K^T (mma.sync m16n8k16, fp32, two
 //            independent chains), masked only where a block is not inside every row's range, an online
 //            softmax per warp (FlashAttention-2 section 3.1) that rescales O only when a row max moves,
@@ -78,22 +78,6 @@ __device__ __forceinline__ void wait_pending() {
 
 __device__ __forceinline__ float fast_exp2(float x) { return exp2f(x); }
 
-// kvcache::cache_slot with 32-bit page arithmetic (validation keeps keys and page sizes below 2^31):
-// one division per key row, shared by its K and V copies.
-__device__ __forceinline__ kvcache::CacheSlot key_slot(const DecodeParams &p, int b, int64_t j) {
-  int64_t entry, row;
-  if (p.block_table) {
-    const uint32_t page = uint32_t(j) / uint32_t(p.cache_rows);
-    entry = __ldg(p.block_table + b * p.block_table_stride + page);
-    row = int64_t(uint32_t(j) - page * uint32_t(p.cache_rows));
-  } else {
-    entry = p.cache_batch_idx ? __ldg(p.cache_batch_idx + b) : b;
-    row = j;
-  }
-  if (entry < 0 || entry >= p.cache_entries || row >= p.cache_rows) return {-1, 0};
-  return {entry, row};
-}
-
 template <typename T, int D, int kStagesT = kDefaultStages<D>>
 __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodeParams p) {
   using Tr = SplitTraits<D, kStagesT>;
@@ -143,8 +127,11 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
 
   // One 64-key block of K and V into ring stage `stage`. Each thread copies chunk tid % kChunks of
   // rows tid / kChunks + k * (kThreads / kChunks). A contiguous cache's entry is fixed for the CTA, so
-  // a row costs one multiply-add per tensor; a paged row looks its page up (one 32-bit division).
+  // a row costs one multiply-add per tensor. A paged row's page is looked up one block ahead
+  // (look_up below): the table load is in flight while the previous block computes, so no copy waits
+  // on it (looked up in the copy loop itself, the dependent load cost the paged path ~30 %).
   constexpr int kRowStep = kThreads / kChunks;
+  constexpr int kRowsPerThread = kBlockKeys / kRowStep;
   const int chunk = tid % kChunks;
   int64_t entry_k = 0, entry_v = 0;  // contiguous: element offsets of (entry, head, chunk)
   bool entry_ok = true;
@@ -154,36 +141,60 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
     entry_k = e * p.k_stride[0] + hk * p.k_stride[2] + chunk * 8;
     entry_v = e * p.v_stride[0] + hk * p.v_stride[2] + chunk * 8;
   }
-  auto load_block = [&](int blk, int stage) {
+  // Paged: the table entry and in-page row of each row this thread copies in one block (entry -1:
+  // past the split's keys). 32-bit page arithmetic: validation keeps keys and page sizes below 2^31.
+  struct PageRows {
+    int32_t entry[kRowsPerThread];
+    int32_t row[kRowsPerThread];
+  };
+  auto look_up = [&](int blk, PageRows &pr) {
+    const int64_t kb = my_lo + int64_t(blk) * kBlockKeys;
+    const int32_t *table = p.block_table + b * p.block_table_stride;
+#pragma unroll
+    for (int k = 0; k < kRowsPerThread; ++k) {
+      const int64_t j = kb + tid / kChunks + k * kRowStep;
+      const uint32_t page = uint32_t(j) / uint32_t(p.cache_rows);
+      pr.entry[k] = j < my_hi ? __ldg(table + page) : -1;
+      pr.row[k] = int32_t(uint32_t(j) - page * uint32_t(p.cache_rows));
+    }
+  };
+  auto load_block = [&](int blk, int stage, const PageRows &pr) {
     T *sk = ring + stage * Tr::kStageElems;
     T *sv = sk + kBlockKeys * D;
     const int64_t kb = my_lo + int64_t(blk) * kBlockKeys;
 #pragma unroll
-    for (int k = 0; k < kBlockKeys / kRowStep; ++k) {
+    for (int k = 0; k < kRowsPerThread; ++k) {
       const int r = tid / kChunks + k * kRowStep;
       const int64_t j = kb + r;
       int64_t ko, vo;
-      bool ok = j < my_hi;
+      bool ok;
       if (!p.block_table) {
-        ok = ok && entry_ok;
+        ok = j < my_hi && entry_ok;
         ko = entry_k + j * p.k_stride[1];
         vo = entry_v + j * p.v_stride[1];
       } else {
-        const kvcache::CacheSlot slot = ok ? key_slot(p, b, j) : kvcache::CacheSlot{-1, 0};
-        ok = slot.entry >= 0;
-        ko = slot.entry * p.k_stride[0] + slot.row * p.k_stride[1] + hk * p.k_stride[2] + chunk * 8;
-        vo = slot.entry * p.v_stride[0] + slot.row * p.v_stride[1] + hk * p.v_stride[2] + chunk * 8;
+        // A bad entry of a trusted table (validation checks the host's) is a zero row, never a read
+        // outside the cache.
+        const int64_t entry = pr.entry[k], row = pr.row[k];
+        ok = entry >= 0 && entry < p.cache_entries && row < p.cache_rows;
+        ko = entry * p.k_stride[0] + row * p.k_stride[1] + hk * p.k_stride[2] + chunk * 8;
+        vo = entry * p.v_stride[0] + row * p.v_stride[1] + hk * p.v_stride[2] + chunk * 8;
       }
       cp_async_16_l2(smem_addr(sk + swizzle<D>(r, chunk)), ok ? kc + ko : kc, ok);
       cp_async_16_l2(smem_addr(sv + swizzle<D>(r, chunk)), ok ? vc + vo : vc, ok);
     }
   };
 
+  PageRows pages{};  // paged: the rows of the next block to copy
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < n_blocks) load_block(s, s);
+    if (s < n_blocks) {
+      if (p.block_table) look_up(s, pages);
+      load_block(s, s, pages);
+    }
     commit();
   }
+  if (p.block_table && kStages - 1 < n_blocks) look_up(kStages - 1, pages);
 
   // Per-thread rows g and g + 8 of the tile: their visible key bounds and ALiBi slope / position.
   int64_t row_lo[2], row_hi[2], row_pos[2];
@@ -228,7 +239,10 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
   for (int blk = 0; blk < n_blocks; ++blk) {
     wait_pending<kStages - 2>();
     __syncthreads();  // block `blk` visible to all; stage of block blk - 1 free
-    if (blk + kStages - 1 < n_blocks) load_block(blk + kStages - 1, (blk + kStages - 1) % kStages);
+    if (blk + kStages - 1 < n_blocks) {
+      load_block(blk + kStages - 1, (blk + kStages - 1) % kStages, pages);
+      if (p.block_table && blk + kStages < n_blocks) look_up(blk + kStages, pages);  // used next iteration
+    }
     commit();
 
     const T *sk = ring + (blk % kStages) * Tr::kStageElems;

@@ -207,18 +207,23 @@ typedef struct {
   int has_window;
   int64_t window_left, window_right; /* has_window 0: no window; -1 = unbounded side */
   float softcap;                     /* 0: none */
-  const float *alibi_slopes;         /* [heads_q] fp32 or NULL */
+  const float *alibi_slopes;         /* [heads_q] fp32, or rows of alibi_batch_stride (below), or NULL */
   int num_splits;                    /* 0 = chosen by the library; 1 = no split */
   int tables_trusted;                /* 1: skip the host-side table check */
   /* Rotary embedding of q and k_new (FlashAttention's rotary_cos/rotary_sin, [rows, rotary_dim / 2] in
    * the dtype of q, rows >= the cache's capacity; only with k_new): pairs (2m, 2m+1) when interleaved,
-   * else (m, m + rotary_dim/2); new key i of entry b at position cache_seqlens[b] - cache_leftpad[b] + i,
-   * query i there too when causal or windowed, else every query at cache_seqlens[b] - cache_leftpad[b].
+   * else (m, m + rotary_dim/2); new key i of entry b at position cache_seqlens[b] + i (its cache row,
+   * as FlashAttention-2 counts, cache_leftpad or not), query i there too when causal or windowed,
+   * else every query at cache_seqlens[b].
    * Both NULL: none. */
   const void *rotary_cos, *rotary_sin;
   int64_t rotary_dim;
   int rotary_interleaved;
   void *stream; /* cudaStream_t for FLASHBOX_CUDA */
+  /* Added 2026-12-01 (a struct_size of the struct without it is still accepted, as 0): elements
+   * between batch entries' rows of ALiBi slopes, [batch, heads_q] when >= heads_q; 0: one [heads_q]
+   * row for every entry. */
+  int64_t alibi_batch_stride;
 } flashbox_kvcache_args;
 FLASHBOX_API int flashbox_attention_kvcache(const flashbox_kvcache_args *args); /* 0 on success */
 /* The split count a call with these arguments would use (num_splits, or the library's choice when it

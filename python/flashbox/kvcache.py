@@ -6,8 +6,10 @@ names and meanings (q [batch, seqlen_q, heads_q, d]; k_cache/v_cache [batch_cach
 heads_kv, d] or paged [num_blocks, page_size, heads_kv, d] with block_table [batch, max_blocks] int32;
 cache_seqlens int or int32 [batch]; k/v appended in place at cache_seqlens before attending; rotary_cos/
 rotary_sin [seqlen_ro >= capacity, rotary_dim / 2] turn q and the new k) and runs on torch's current
-stream. Not supported: per-batch ALiBi slopes [batch, heads]. A row that sees no key gets o = 0 and lse = -inf (flashbox's
-convention; FlashAttention-2 returns +inf there).
+stream. ALiBi slopes are [heads] or [batch, heads]. On CUDA a head_dim that is not a multiple of 8 is
+zero-padded to the next one here (q, the caches and the new keys are copied; appended keys are written
+back into the caller's caches), so the kernels see 16-byte rows. A row that sees no key gets o = 0 and
+lse = -inf (flashbox's convention; FlashAttention-2 returns +inf there).
 
 `prepare_kvcache(...)` fills the argument struct once and returns it with a `call()` that only runs
 the C function: the benchmark times that, so Python's per-call work is not measured.
@@ -19,7 +21,7 @@ import ctypes
 
 from . import _lib
 
-__all__ = ["KvcacheArgs", "flash_attn_with_kvcache", "prepare_kvcache", "kvcache_num_splits"]
+__all__ = ["KvcacheArgs", "flash_attn_with_kvcache", "prepare_kvcache", "kvcache_num_splits", "varlen_paged_attention"]
 
 _I64x3 = ctypes.c_int64 * 3
 _P = ctypes.c_void_p
@@ -52,6 +54,7 @@ class KvcacheArgs(ctypes.Structure):
         ("tables_trusted", ctypes.c_int),
         ("rotary_cos", _P), ("rotary_sin", _P), ("rotary_dim", ctypes.c_int64), ("rotary_interleaved", ctypes.c_int),
         ("stream", _P),
+        ("alibi_batch_stride", ctypes.c_int64),
     ]
 
 
@@ -175,16 +178,16 @@ def prepare_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary
     a.lse = lse.data_ptr() if lse is not None else None
     a.softmax_scale = 0.0 if softmax_scale is None else float(softmax_scale)
     a.causal = 1 if causal else 0
-    wl, wr = window_size
+    wl, wr = int(window_size[0]), int(window_size[1])  # FA2's tests pass 0-d tensors
     if wl >= 0 or wr >= 0:
         a.has_window, a.window_left, a.window_right = 1, wl, wr
     a.softcap = float(softcap)
     if alibi_slopes is not None:
-        if alibi_slopes.dim() == 2:
-            if not bool((alibi_slopes == alibi_slopes[:1]).all()):
-                raise NotImplementedError("per-batch ALiBi slopes [batch, heads] are not supported; give [heads]")
-            alibi_slopes = alibi_slopes[0]
         alibi_slopes = alibi_slopes.to(device=dev, dtype=torch.float32).contiguous()
+        if alibi_slopes.dim() == 2:  # [batch, heads]: one row per batch entry
+            if tuple(alibi_slopes.shape) != (a.batch, a.heads_q):
+                raise ValueError(f"alibi_slopes is {tuple(alibi_slopes.shape)}; give [heads] or [batch, heads]")
+            a.alibi_batch_stride = a.heads_q
         a.alibi_slopes = alibi_slopes.data_ptr()
         keep.append(alibi_slopes)
     if rotary_cos is not None:
@@ -209,6 +212,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                             rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False,
                             *, tables_trusted=False, out=None):
     """FlashAttention-2's flash_attn_with_kvcache on flashbox; returns out, or (out, softmax_lse)."""
+    d = q.shape[-1]
+    if q.device.type == "cuda" and d % 8 != 0:
+        return _padded_head_dim(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+                                cache_leftpad, block_table, softmax_scale, causal, window_size, softcap,
+                                rotary_interleaved, alibi_slopes, num_splits, return_softmax_lse, tables_trusted, out)
     p = prepare_kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                         cache_leftpad, block_table, softmax_scale, causal, window_size, softcap, rotary_interleaved,
                         alibi_slopes, num_splits, return_softmax_lse, tables_trusted=tables_trusted, out=out)
@@ -216,6 +224,62 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     return (p.out, p.lse) if return_softmax_lse else p.out
 
 
+def _padded_head_dim(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
+                     block_table, softmax_scale, causal, window_size, softcap, rotary_interleaved, alibi_slopes,
+                     num_splits, return_softmax_lse, tables_trusted, out):
+    """A CUDA head_dim that is not a multiple of 8: the call on zero-padded copies (zeros add nothing to
+    q.k and give zero output columns), the appended keys written back into the caller's caches."""
+    import torch.nn.functional as F
+
+    d = q.shape[-1]
+    pad = (0, (-d) % 8)
+    kc, vc = F.pad(k_cache, pad), F.pad(v_cache, pad)
+    res = flash_attn_with_kvcache(F.pad(q, pad), kc, vc, None if k is None else F.pad(k, pad),
+                                  None if v is None else F.pad(v, pad), rotary_cos, rotary_sin, cache_seqlens,
+                                  cache_batch_idx, cache_leftpad, block_table,
+                                  d ** -0.5 if softmax_scale is None else softmax_scale, causal, window_size, softcap,
+                                  rotary_interleaved, alibi_slopes, num_splits, return_softmax_lse,
+                                  tables_trusted=tables_trusted)
+    if k is not None:  # the append wrote into the padded copies
+        k_cache.copy_(kc[..., :d])
+        v_cache.copy_(vc[..., :d])
+    o, lse = res if return_softmax_lse else (res, None)
+    o = o[..., :d].contiguous()
+    if out is not None:
+        out.copy_(o)
+        o = out
+    return (o, lse) if return_softmax_lse else o
+
+
 def kvcache_num_splits(*args, **kwargs) -> int:
     """The split count the library chooses for these flash_attn_with_kvcache arguments."""
     return prepare_kvcache(*args, **kwargs).num_splits()
+
+
+def varlen_paged_attention(q, k_cache, v_cache, cu_seqlens_q, block_table, seqused_k, softmax_scale=None,
+                           causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None, num_splits=0,
+                           return_softmax_lse=False):
+    """Variable-length queries against a paged cache (FlashAttention-2's varlen forward with a
+    block_table): q [total_q, heads_q, d] with int32 cu_seqlens_q [batch + 1]; sequence b's keys are the
+    first seqused_k[b] of the pages block_table[b]. One flash_attn_with_kvcache call per sequence (its
+    lengths are read on the host), so every mask and split option means what it means there.
+    Returns out [total_q, heads_q, d] (and lse [heads_q, total_q])."""
+    import torch
+
+    cu = cu_seqlens_q.to("cpu", torch.int64).tolist()
+    out = torch.empty_like(q)
+    lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device) if return_softmax_lse else None
+    for b in range(len(cu) - 1):
+        lo, hi = cu[b], cu[b + 1]
+        if hi == lo:
+            continue
+        slopes = alibi_slopes[b] if alibi_slopes is not None and alibi_slopes.dim() == 2 else alibi_slopes
+        res = flash_attn_with_kvcache(q[lo:hi].unsqueeze(0), k_cache, v_cache, cache_seqlens=seqused_k[b:b + 1],
+                                      block_table=block_table[b:b + 1], softmax_scale=softmax_scale, causal=causal,
+                                      window_size=window_size, softcap=softcap, alibi_slopes=slopes,
+                                      num_splits=num_splits, return_softmax_lse=return_softmax_lse)
+        o, l = res if return_softmax_lse else (res, None)
+        out[lo:hi] = o[0]
+        if lse is not None:
+            lse[:, lo:hi] = l[0]
+    return (out, lse) if return_softmax_lse else out

@@ -11,7 +11,7 @@
 //   scalars        softmax_scale, softcap finite and >= 0; window sides >= -1; num_splits 0..256
 //   rotary         cos and sin both or neither, only with k_new, rotary_dim even in 2..head_dim; the
 //                  tables [rows >= capacity, rotary_dim / 2] in the dtype (rows cannot be checked)
-//   unsupported    CUDA: fp16/bf16, head_dim 64 or 128; CPU: head_dim <= 256
+//   unsupported    CUDA: fp16/bf16, head_dim a multiple of 8 up to 256; CPU: head_dim <= 256
 //   tensors        q, o, k_cache, v_cache (and k_new, v_new) as flashbox_attention_forward's tensors
 //                  (pointer, strides, no self-overlap, alignment); o and lse overlap no input; when
 //                  appending, the caches overlap neither each other, q nor k_new/v_new
@@ -23,6 +23,8 @@
 //                  0 <= block_table[b][p] < cache_entries
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <cstdio>
 #include <set>
 #include <string>
@@ -135,6 +137,14 @@ int check_sizes(const flashbox_kvcache_args &a) {
 }
 
 int check_scalars(const flashbox_kvcache_args &a) {
+  if (!a.alibi_slopes && a.alibi_batch_stride != 0)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "alibi_batch_stride = " + str(a.alibi_batch_stride) +
+                                                   " is set but alibi_slopes is NULL (pass 0 without ALiBi)");
+  if (a.alibi_slopes && a.alibi_batch_stride != 0 &&
+      (a.alibi_batch_stride < a.heads_q || a.alibi_batch_stride > (int64_t(1) << 40) / std::max<int64_t>(a.batch, 1)))
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "alibi_batch_stride = " + str(a.alibi_batch_stride) +
+                                                   " must be 0 (one row of slopes for every entry) or >= heads_q = " +
+                                                   str(a.heads_q) + " (a row per batch entry)");
   if (!std::isfinite(a.softmax_scale) || a.softmax_scale < 0.f)
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "softmax_scale = " + std::to_string(a.softmax_scale) +
                                                    " must be finite and >= 0 (0 means 1/sqrt(head_dim))");
@@ -174,9 +184,11 @@ int check_scalars(const flashbox_kvcache_args &a) {
   } else {
     if (a.dtype == FLASHBOX_FLOAT32)
       return fail(FLASHBOX_ERR_UNSUPPORTED_DTYPE, "dtype = fp32 is not supported on device = cuda (fp16, bf16)");
-    if (a.head_dim != 64 && a.head_dim != 128)
-      return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
-                  "head_dim = " + str(a.head_dim) + " is not supported by the CUDA decode kernel (64, 128)");
+    // Kernels for 64, 128 and 256; a smaller multiple of 8 runs on the next one up with zero columns.
+    if (a.head_dim % 8 != 0 || a.head_dim > 256)
+      return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim = " + str(a.head_dim) +
+                                                         " is not supported by the CUDA decode kernels (a multiple "
+                                                         "of 8 up to 256)");
     // Grid limits of the split kernel: batch in grid.z, heads_kv x row tiles of 16 query rows in grid.y.
     const int64_t row_tiles = (a.seqlen_q * (a.heads_q / a.heads_kv) + 15) / 16;
     if (a.batch > 65535)
@@ -296,7 +308,7 @@ int check_contents(const flashbox_kvcache_args &a, KvcacheProblem &p) {
       return fail(FLASHBOX_ERR_INVALID_SIZE, "cache_seqlens" + at + " = " + str(len) +
                                                  (a.seqlen_new ? " + seqlen_new = " + str(a.seqlen_new) : "") +
                                                  " exceeds the cache's capacity of " + str(p.capacity) + " keys (" +
-                                                 (p.paged ? "max_blocks_per_seq = " + str(a.max_blocks_per_seq) +
+                                                 (p.paged ? "block_table: max_blocks_per_seq = " + str(a.max_blocks_per_seq) +
                                                                 " x page_size = " + str(a.cache_rows)
                                                           : "cache_rows = " + str(a.cache_rows)) +
                                                  ")");
@@ -333,14 +345,26 @@ int check_contents(const flashbox_kvcache_args &a, KvcacheProblem &p) {
   return FLASHBOX_OK;
 }
 
-int validate_kvcache(const flashbox_kvcache_args *args, KvcacheProblem &p, bool read_tables) {
+// The first version of the struct ended at `stream`; its callers' struct_size is this.
+constexpr int32_t kKvcacheArgsV1Size = int32_t(offsetof(flashbox_kvcache_args, alibi_batch_stride));
+
+// The caller's struct into `full` (fields a shorter, older struct lacks are 0).
+int read_kvcache_args(const flashbox_kvcache_args *args, flashbox_kvcache_args &full) {
   if (!args) return fail(FLASHBOX_ERR_NULL_POINTER, "args is NULL");
-  const flashbox_kvcache_args &a = *args;
-  if (a.struct_size != int32_t(sizeof(flashbox_kvcache_args)))
+  const int32_t size = args->struct_size;
+  if (size != int32_t(sizeof(flashbox_kvcache_args)) && size != kKvcacheArgsV1Size)
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
-                "struct_size = " + str(a.struct_size) +
-                    " does not match sizeof(flashbox_kvcache_args) = " + str(int64_t(sizeof(flashbox_kvcache_args))) +
-                    " of this library (set it to sizeof; headers of another version?)");
+                "struct_size = " + str(size) + " does not match sizeof(flashbox_kvcache_args) = " +
+                    str(int64_t(sizeof(flashbox_kvcache_args))) + " (or " + str(kKvcacheArgsV1Size) +
+                    ", its first version) of this library (set it to sizeof; headers of another version?)");
+  full = flashbox_kvcache_args{};
+  std::memcpy(&full, args, size_t(size));
+  full.struct_size = int32_t(sizeof(flashbox_kvcache_args));
+  return FLASHBOX_OK;
+}
+
+int validate_kvcache(const flashbox_kvcache_args *args, KvcacheProblem &p, bool read_tables) {
+  const flashbox_kvcache_args &a = *args;
   if (int rc = check_flags(a)) return rc;
   if (int rc = check_sizes(a)) return rc;
   if (int rc = check_scalars(a)) return rc;
@@ -366,8 +390,11 @@ using namespace flashbox::detail;
 
 extern "C" {
 
-FLASHBOX_API int flashbox_attention_kvcache(const flashbox_kvcache_args *args) {
+FLASHBOX_API int flashbox_attention_kvcache(const flashbox_kvcache_args *caller_args) {
   return guarded_call("flashbox_attention_kvcache", [&]() -> int {
+    flashbox_kvcache_args full;
+    if (int rc = read_kvcache_args(caller_args, full)) return rc;
+    const flashbox_kvcache_args *args = &full;
     KvcacheProblem p;
     if (int rc = validate_kvcache(args, p, true)) return rc;
 #ifdef FLASHBOX_HAVE_CUDA
@@ -377,9 +404,12 @@ FLASHBOX_API int flashbox_attention_kvcache(const flashbox_kvcache_args *args) {
   });
 }
 
-FLASHBOX_API int flashbox_kvcache_num_splits(const flashbox_kvcache_args *args) {
+FLASHBOX_API int flashbox_kvcache_num_splits(const flashbox_kvcache_args *caller_args) {
   int splits = 1;  // the CPU implementation does not split
   const int rc = guarded_call("flashbox_kvcache_num_splits", [&]() -> int {
+    flashbox_kvcache_args full;
+    if (int e = read_kvcache_args(caller_args, full)) return e;
+    const flashbox_kvcache_args *args = &full;
     KvcacheProblem p;
     if (int e = validate_kvcache(args, p, true)) return e;
     if (args->num_splits > 0) {

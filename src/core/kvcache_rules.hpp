@@ -66,16 +66,17 @@ namespace flashbox::kvcache {
 // Rotary embedding (FlashAttention's rotary_cos/rotary_sin, [rows >= capacity, rotary_dim / 2]): pair m
 // of a head row is (2m, 2m + 1) when interleaved, else (m, m + rotary_dim / 2) (GPT-NeoX); the pair is
 // turned by the angle of position `pos`: y0 = x0 cos - x1 sin, y1 = x0 sin + x1 cos, in fp32 without
-// fused multiply-adds (so that every implementation rounds alike). Positions count from cache_leftpad:
-// new key i of entry b sits at cache_seqlens[b] - leftpad[b] + i; query i at the same position when
-// causal or windowed, else every query at cache_seqlens[b] - leftpad[b].
+// fused multiply-adds (so that every implementation rounds alike). Positions are the cache rows
+// themselves, as in FlashAttention-2 (its kernels and its tests), whatever cache_leftpad says: new
+// key i of entry b at cache_seqlens[b] + i; query i at the same position when causal or windowed,
+// else every query at cache_seqlens[b]. (cache_leftpad only hides the keys before it.)
 FLASHBOX_HD void rotary_pair(int64_t m, int64_t rotary_dim, bool interleaved, int64_t &i0, int64_t &i1) {
   i0 = interleaved ? 2 * m : m;
   i1 = interleaved ? 2 * m + 1 : m + rotary_dim / 2;
 }
 
-FLASHBOX_HD int64_t rotary_query_position(int64_t cache_len, int64_t leftpad, int64_t i, bool causal_or_window) {
-  return cache_len - leftpad + (causal_or_window ? i : 0);
+FLASHBOX_HD int64_t rotary_query_position(int64_t cache_len, int64_t i, bool causal_or_window) {
+  return cache_len + (causal_or_window ? i : 0);
 }
 
 }  // namespace flashbox::kvcache

@@ -56,7 +56,7 @@ void append_new_keys(const flashbox_kvcache_args &a) {
         if (kc >= 0 && a.rotary_cos) {
           std::vector<float> row(static_cast<size_t>(d));
           cpu::load_row_as_float(a.k_new, a.dtype, kn, d, row.data());
-          rotate(a, row.data(), int64_t(a.cache_seqlens[b]) - (a.cache_leftpad ? a.cache_leftpad[b] : 0) + i);
+          rotate(a, row.data(), int64_t(a.cache_seqlens[b]) + i);
           cpu::store_row_from_float(a.k_cache, a.dtype, kc, d, row.data());
         } else if (kc >= 0) {
           std::copy_n(static_cast<const char *>(a.k_new) + kn * es, d * es, static_cast<char *>(a.k_cache) + kc * es);
@@ -79,12 +79,12 @@ int cpu_kvcache_attention(const KvcacheProblem &p) {
       const int64_t hk = hq / group;
       const int64_t total = int64_t(a.cache_seqlens[b]) + a.seqlen_new;
       const int64_t start = a.cache_leftpad ? a.cache_leftpad[b] : 0;
-      const float slope = a.alibi_slopes ? a.alibi_slopes[hq] : 0.f;
+      const float slope = a.alibi_slopes ? a.alibi_slopes[b * a.alibi_batch_stride + hq] : 0.f;
       std::vector<float> q(static_cast<size_t>(d)), row(static_cast<size_t>(d)), acc(static_cast<size_t>(d)), scores;
       for (int64_t i = 0; i < a.seqlen_q; ++i) {
         cpu::load_row_as_float(a.q, a.dtype, b * a.q_stride[0] + i * a.q_stride[1] + hq * a.q_stride[2], d, q.data());
         if (a.rotary_cos) {  // q rotated in fp32, then rounded to the dtype (as the CUDA path stores it)
-          rotate(a, q.data(), kvcache::rotary_query_position(a.cache_seqlens[b], start, i, a.causal || a.has_window));
+          rotate(a, q.data(), kvcache::rotary_query_position(a.cache_seqlens[b], i, a.causal || a.has_window));
           for (auto &x : q) x = cpu::round_to_dtype(x, a.dtype);
         }
         const kvcache::KeyRange r =

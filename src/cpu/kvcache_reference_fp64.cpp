@@ -31,7 +31,7 @@ KvcacheReferenceOutput kvcache_reference_fp64(const KvcacheReferenceInput &in) {
           for (int64_t x = 0; x < D; ++x) dot += qr[x] * kr[x];
           double v = dot * in.scale;
           if (in.softcap > 0) v = in.softcap * std::tanh(v / in.softcap);
-          if (!in.alibi_slopes.empty()) v -= in.alibi_slopes[size_t(h)] * double(std::llabs(pos - j));
+          if (!in.alibi_slopes.empty()) v -= in.alibi_slopes[size_t(b * in.alibi_batch_stride + h)] * double(std::llabs(pos - j));
           s[size_t(j)] = v;
           seen[size_t(j)] = 1;
           mx = std::max(mx, v);

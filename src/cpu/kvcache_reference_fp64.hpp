@@ -17,7 +17,8 @@ struct KvcacheReferenceInput {
   bool causal = false, has_window = false;
   int64_t window_left = -1, window_right = -1;
   double softcap = 0;
-  std::vector<double> alibi_slopes;  // [heads_q] or empty
+  std::vector<double> alibi_slopes;  // [heads_q] (alibi_batch_stride 0) or rows of alibi_batch_stride, or empty
+  int64_t alibi_batch_stride = 0;
 };
 
 struct KvcacheReferenceOutput {

@@ -57,6 +57,7 @@ struct KvCase {
   int64_t window_left = -1, window_right = -1;
   float softcap = 0.f;
   bool alibi = false;
+  bool alibi_per_batch = false;  // slopes [batch, heads_q] (alibi_batch_stride = heads_q + 3: padded rows)
   int num_splits = 0;
   int64_t rotary_dim = 0;  // 0: no rotary; else rotary_cos/sin of [capacity, rotary_dim / 2]
   int rotary_interleaved = 0;
@@ -141,8 +142,11 @@ class KvData {
     o.assign(size_t(c.batch * c.seqlen_q * c.heads_q * D * es), 0xff);  // NaN poison in every dtype
     lse.assign(size_t(c.batch * c.heads_q * c.seqlen_q), std::numeric_limits<float>::quiet_NaN());
     if (c.alibi) {
-      alibi.resize(size_t(c.heads_q));
-      for (int64_t h = 0; h < c.heads_q; ++h) alibi[size_t(h)] = std::pow(2.f, -8.f * float(h + 1) / float(c.heads_q));
+      const int64_t rows = c.alibi_per_batch ? c.batch : 1;
+      alibi.assign(size_t(rows * alibi_stride()), std::numeric_limits<float>::quiet_NaN());  // padding is never read
+      for (int64_t b = 0; b < rows; ++b)
+        for (int64_t h = 0; h < c.heads_q; ++h)
+          alibi[size_t(b * alibi_stride() + h)] = std::pow(2.f, -8.f * float(h + 1) / float(c.heads_q)) * float(b + 1);
     }
     // Rotary tables (random angles) and the new keys turned as the library turns them (fp32, no FMA).
     std::vector<uint8_t> k_new_rot = k_new;
@@ -157,7 +161,7 @@ class KvData {
       for (int64_t b = 0; b < c.batch; ++b)
         for (int64_t i = 0; i < c.seqlen_new; ++i)
           for (int64_t h = 0; h < Hk; ++h)
-            rotate_row(k_new_rot, ((b * c.seqlen_new + i) * Hk + h) * D, seqlens[size_t(b)] - start_of(b) + i);
+            rotate_row(k_new_rot, ((b * c.seqlen_new + i) * Hk + h) * D, seqlens[size_t(b)] + i);
     }
     // Expected cache: the append done by hand.
     k_expected = k_cache, v_expected = v_cache;
@@ -173,7 +177,6 @@ class KvData {
     fill_args();
   }
 
-  int64_t start_of(int64_t b) const { return leftpad.empty() ? 0 : leftpad[size_t(b)]; }
 
   // Turns the head row at element `off` of `buf` to position `pos` (the library's formula).
   void rotate_row(std::vector<uint8_t> &buf, int64_t off, int64_t pos) const {
@@ -215,7 +218,7 @@ class KvData {
         for (int64_t i = 0; i < c.seqlen_q; ++i)
           for (int64_t h = 0; h < c.heads_q; ++h)
             rotate_row(q_rot, ((b * c.seqlen_q + i) * c.heads_q + h) * D,
-                       seqlens[size_t(b)] - start_of(b) + ((c.causal || c.has_window) ? i : 0));
+                       seqlens[size_t(b)] + ((c.causal || c.has_window) ? i : 0));
     for (size_t i = 0; i < in.q.size(); ++i) in.q[i] = cpu::load_as_float(q_rot.data(), c.dtype, int64_t(i));
     in.k.assign(size_t(c.batch * cap * c.heads_kv * D), 0.0);
     in.v = in.k;
@@ -237,6 +240,7 @@ class KvData {
     in.window_left = c.window_left, in.window_right = c.window_right;
     in.softcap = c.softcap;
     for (float s : alibi) in.alibi_slopes.push_back(s);
+    in.alibi_batch_stride = c.alibi_per_batch ? alibi_stride() : 0;
     ref = cpu::kvcache_reference_fp64(in);
   }
 
@@ -278,9 +282,12 @@ class KvData {
     a.cache_batch_idx = batch_idx.empty() ? nullptr : batch_idx.data();
     a.cache_leftpad = leftpad.empty() ? nullptr : leftpad.data();
     a.alibi_slopes = alibi.empty() ? nullptr : alibi.data();
+    a.alibi_batch_stride = c.alibi_per_batch ? alibi_stride() : 0;
     a.rotary_cos = rot_cos.empty() ? nullptr : rot_cos.data();
     a.rotary_sin = rot_sin.empty() ? nullptr : rot_sin.data();
   }
+
+  int64_t alibi_stride() const { return c.alibi_per_batch ? c.heads_q + 3 : c.heads_q; }
 
   std::string name() const {
     return std::string(" [") + layout_name(c.layout) +
@@ -290,7 +297,7 @@ class KvData {
            " new" + std::to_string(c.seqlen_new) + " causal" + std::to_string(c.causal) +
            (c.has_window ? " window(" + std::to_string(c.window_left) + "," + std::to_string(c.window_right) + ")"
                          : "") +
-           (c.softcap > 0 ? " softcap" : "") + (c.alibi ? " alibi" : "") + (c.leftpad ? " leftpad" : "") +
+           (c.softcap > 0 ? " softcap" : "") + (c.alibi ? (c.alibi_per_batch ? " alibi[batch]" : " alibi") : "") + (c.leftpad ? " leftpad" : "") +
            (c.rotary_dim ? " rotary" + std::to_string(c.rotary_dim) + (c.rotary_interleaved ? "i" : "") : "") +
            " splits" + std::to_string(c.num_splits) + " " + cpu::dtype_name(c.dtype) + " seed " +
            std::to_string(c.seed) + " (FLASHBOX_TEST_SEED)]";
@@ -338,6 +345,7 @@ class KvData {
     args.cache_batch_idx = batch_idx.empty() ? nullptr : static_cast<const int32_t *>(up(batch_idx));
     args.cache_leftpad = leftpad.empty() ? nullptr : static_cast<const int32_t *>(up(leftpad));
     args.alibi_slopes = alibi.empty() ? nullptr : static_cast<const float *>(up(alibi));
+    args.alibi_batch_stride = c.alibi_per_batch ? alibi_stride() : 0;
     args.rotary_cos = rot_cos.empty() ? nullptr : up(rot_cos);
     args.rotary_sin = rot_sin.empty() ? nullptr : up(rot_sin);
   }

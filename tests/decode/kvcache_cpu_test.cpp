@@ -4,6 +4,7 @@
 // nothing written.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <ostream>
 #include <string>
 
@@ -64,6 +65,9 @@ TEST(KvcacheCpu, MaskingOptions) {
   KvCase al = base;
   al.alibi = true, al.causal = 1;
   run_cpu(al);
+  KvCase alb = al;  // slopes per batch entry, rows padded (alibi_batch_stride > heads_q)
+  alb.alibi_per_batch = true;
+  run_cpu(alb);
   KvCase lp = base;
   lp.leftpad = true, lp.causal = 1, lp.layout = CacheLayout::Contiguous;
   run_cpu(lp);
@@ -191,8 +195,13 @@ TEST(KvcacheCpuRefuses, Arguments) {
        [](KvData &x) { x.args.k_new = x.args.k_cache; }},
       {"cuda fp32", FLASHBOX_ERR_UNSUPPORTED_DTYPE, "fp32",
        [](KvData &x) { x.args.device = FLASHBOX_CUDA, x.args.dtype = FLASHBOX_FLOAT32; }},
-      {"cuda head_dim", FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim = 16",
-       [](KvData &x) { x.args.device = FLASHBOX_CUDA; }},
+      {"cuda head_dim", FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim = 12",
+       [](KvData &x) { x.args.device = FLASHBOX_CUDA, x.args.head_dim = 12; }},
+      {"alibi stride without slopes", FLASHBOX_ERR_INVALID_ARGUMENT, "alibi_batch_stride = 4",
+       [](KvData &x) { x.args.alibi_batch_stride = 4; }},
+      {"alibi stride below heads", FLASHBOX_ERR_INVALID_ARGUMENT, "alibi_batch_stride = 1",
+       [](KvData &x) { x.args.alibi_slopes = reinterpret_cast<const float *>(x.q.data()), x.args.alibi_batch_stride = 1; }},
+      {"struct_size", FLASHBOX_ERR_INVALID_ARGUMENT, "struct_size = 12", [](KvData &x) { x.args.struct_size = 12; }},
   };
   for (const Bad &b : bad) {
     SCOPED_TRACE(b.what);
@@ -200,6 +209,18 @@ TEST(KvcacheCpuRefuses, Arguments) {
     expect_refused(d, b.code, b.needle, b.mutate);
   }
   EXPECT_EQ(flashbox_attention_kvcache(nullptr), FLASHBOX_ERR_NULL_POINTER);
+}
+
+TEST(KvcacheCpu, FirstVersionOfTheStructStillWorks) {
+  // A caller compiled against the struct without alibi_batch_stride passes its smaller struct_size:
+  // the call is the same as with the field at 0.
+  KvData d(small_paged());
+  ASSERT_EQ(flashbox_attention_kvcache(&d.args), 0) << flashbox_last_error();
+  const std::vector<uint8_t> o_full = d.o;
+  d.o.assign(d.o.size(), 0xff);
+  d.args.struct_size = int32_t(offsetof(flashbox_kvcache_args, alibi_batch_stride));
+  ASSERT_EQ(flashbox_attention_kvcache(&d.args), 0) << flashbox_last_error();
+  EXPECT_TRUE(d.o == o_full);
 }
 
 TEST(KvcacheCpu, TrustedTablesNeverWriteOutsideTheCache) {

@@ -1,6 +1,6 @@
 // flashbox_attention_kvcache on device = cuda (the split-KV decode kernels): every cache layout against
 // the fp64 reference on the gathered cache, shuffled page tables, lengths 1 and max, appends checked
-// in the cache, explicit and chosen split counts, GQA/MQA/MHA, both head dims, the masking options;
+// in the cache, explicit and chosen split counts, GQA/MQA/MHA, head dims 40..256, the masking options;
 // bad tables refused with nothing written. Skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -68,7 +68,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(GpuCase{CacheLayout::Contiguous, 0, 128, 8, 2}, GpuCase{CacheLayout::Contiguous, 0, 64, 4, 4},
                       GpuCase{CacheLayout::Indexed, 0, 128, 8, 1}, GpuCase{CacheLayout::Indexed, 0, 64, 8, 2},
                       GpuCase{CacheLayout::Paged, 16, 128, 8, 2}, GpuCase{CacheLayout::Paged, 16, 64, 12, 12},
-                      GpuCase{CacheLayout::Paged, 48, 128, 4, 1}, GpuCase{CacheLayout::Paged, 256, 64, 8, 2}),
+                      GpuCase{CacheLayout::Paged, 48, 128, 4, 1}, GpuCase{CacheLayout::Paged, 256, 64, 8, 2},
+                      // head dims between the kernels' (zero-filled columns) and the d256 kernel
+                      GpuCase{CacheLayout::Contiguous, 0, 40, 6, 3}, GpuCase{CacheLayout::Paged, 16, 80, 6, 1},
+                      GpuCase{CacheLayout::Contiguous, 0, 256, 4, 2}, GpuCase{CacheLayout::Paged, 256, 192, 6, 6}),
     [](const auto &info) {
       const GpuCase &g = info.param;
       return std::string(layout_name(g.layout)) + std::to_string(g.page_size) + "_d" + std::to_string(g.head_dim) +
@@ -125,6 +128,9 @@ TEST(KvcacheCudaShapes, MaskingOptions) {
     KvCase al = base;
     al.alibi = true, al.causal = 1;
     run_cuda(al);
+    KvCase alb = al;  // slopes per batch entry: FlashAttention-2's [batch, heads]
+    alb.alibi_per_batch = true;
+    run_cuda(alb);
     KvCase lp = base;
     lp.leftpad = true, lp.causal = 1, lp.layout = CacheLayout::Contiguous;
     run_cuda(lp);

@@ -65,9 +65,9 @@ def _reference(torch, q, k_cache, v_cache, seqlens, block_table, causal):
     return out
 
 
-def _case(torch, device, paged, dtype):
+def _case(torch, device, paged, dtype, D=64):
     g = torch.Generator().manual_seed(1234)
-    B, Sq, H, Hk, D, cap, page = 3, 1, 8, 2, 64, 96, 16
+    B, Sq, H, Hk, cap, page = 3, 1, 8, 2, 96, 16
     q = torch.randn(B, Sq, H, D, generator=g).to(dtype)
     seqlens = torch.tensor([cap - 1, 1, 40], dtype=torch.int32)
     k_new = torch.randn(B, 1, Hk, D, generator=g).to(dtype)
@@ -85,12 +85,12 @@ def _case(torch, device, paged, dtype):
     return [to(t) for t in (q, k_cache, v_cache, k_new, v_new, seqlens, block_table)]
 
 
-def _check(device, dtype_name):
+def _check(device, dtype_name, D=64):
     torch = _torch()
     dtype = getattr(torch, dtype_name)
     for paged in (False, True):
         for causal in (False, True):
-            q, kc, vc, kn, vn, sl, bt = _case(torch, device, paged, dtype)
+            q, kc, vc, kn, vn, sl, bt = _case(torch, device, paged, dtype, D)
             out, lse = kvcache.flash_attn_with_kvcache(q, kc, vc, kn, vn, cache_seqlens=sl, block_table=bt,
                                                        causal=causal, return_softmax_lse=True)
             ref = _reference(torch, q, kc, vc, sl.cpu() + 1, None if bt is None else bt.cpu(), causal)
@@ -116,6 +116,15 @@ def test_cuda_flash_attn_with_kvcache():
     if not torch.cuda.is_available() or _lib_cuda_count() == 0:
         S.skip("no CUDA device (or a flashbox without CUDA)")
     _check("cuda", "bfloat16")
+
+
+def test_cuda_head_dim_not_a_multiple_of_8():
+    # head_dim 59 (one of FlashAttention-2's test sizes): padded to 64 in Python, the appended key
+    # written back into the caller's 59-wide cache (checked in _check).
+    torch = _torch()
+    if not torch.cuda.is_available() or _lib_cuda_count() == 0:
+        S.skip("no CUDA device (or a flashbox without CUDA)")
+    _check("cuda", "bfloat16", D=59)
 
 
 def _lib_cuda_count():

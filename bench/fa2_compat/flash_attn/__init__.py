@@ -8,10 +8,6 @@ from flashbox.flash_attn import (  # noqa: F401
     flash_attn_varlen_kvpacked_func,
     flash_attn_varlen_qkvpacked_func,
 )
+from flashbox.kvcache import flash_attn_with_kvcache  # noqa: F401
 
 __version__ = "2.6.3+flashbox"
-
-
-def flash_attn_with_kvcache(*args, **kwargs):
-    raise NotImplementedError("flashbox: flash_attn_with_kvcache (KV cache / decode) is not part of "
-                              "flashbox.flash_attn")

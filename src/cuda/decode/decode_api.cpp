@@ -36,21 +36,41 @@ cudaError_t launch_decode_combine_d64(const DecodeParams &p, bool bf16, cudaStre
 cudaError_t launch_decode_combine_d128(const DecodeParams &p, bool bf16, cudaStream_t s);
 cudaError_t decode_split_occupancy_d64(bool bf16, int *ctas, int64_t *bytes);
 cudaError_t decode_split_occupancy_d128(bool bf16, int *ctas, int64_t *bytes);
+cudaError_t launch_decode_split_d256(const DecodeParams &p, bool bf16, cudaStream_t s);
+cudaError_t launch_decode_combine_d256(const DecodeParams &p, bool bf16, cudaStream_t s);
+cudaError_t decode_split_occupancy_d256(bool bf16, int *ctas, int64_t *bytes);
+
+int decode_kernel_dim(int head_dim) { return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256; }
 
 cudaError_t launch_decode_split(const DecodeParams &p, int head_dim, bool bf16, cudaStream_t stream,
                                 const char **kernel_name) {
-  *kernel_name = head_dim == 64 ? (bf16 ? "cuda_decode_split_d64_bf16" : "cuda_decode_split_d64_fp16")
-                                : (bf16 ? "cuda_decode_split_d128_bf16" : "cuda_decode_split_d128_fp16");
-  return head_dim == 64 ? launch_decode_split_d64(p, bf16, stream) : launch_decode_split_d128(p, bf16, stream);
+  switch (decode_kernel_dim(head_dim)) {
+    case 64:
+      *kernel_name = bf16 ? "cuda_decode_split_d64_bf16" : "cuda_decode_split_d64_fp16";
+      return launch_decode_split_d64(p, bf16, stream);
+    case 128:
+      *kernel_name = bf16 ? "cuda_decode_split_d128_bf16" : "cuda_decode_split_d128_fp16";
+      return launch_decode_split_d128(p, bf16, stream);
+    default:
+      *kernel_name = bf16 ? "cuda_decode_split_d256_bf16" : "cuda_decode_split_d256_fp16";
+      return launch_decode_split_d256(p, bf16, stream);
+  }
 }
 
 cudaError_t launch_decode_combine(const DecodeParams &p, int head_dim, bool bf16, cudaStream_t stream) {
-  return head_dim == 64 ? launch_decode_combine_d64(p, bf16, stream) : launch_decode_combine_d128(p, bf16, stream);
+  switch (decode_kernel_dim(head_dim)) {
+    case 64: return launch_decode_combine_d64(p, bf16, stream);
+    case 128: return launch_decode_combine_d128(p, bf16, stream);
+    default: return launch_decode_combine_d256(p, bf16, stream);
+  }
 }
 
 cudaError_t decode_split_occupancy(int head_dim, bool bf16, int *ctas_per_sm, int64_t *bytes_in_flight) {
-  return head_dim == 64 ? decode_split_occupancy_d64(bf16, ctas_per_sm, bytes_in_flight)
-                        : decode_split_occupancy_d128(bf16, ctas_per_sm, bytes_in_flight);
+  switch (decode_kernel_dim(head_dim)) {
+    case 64: return decode_split_occupancy_d64(bf16, ctas_per_sm, bytes_in_flight);
+    case 128: return decode_split_occupancy_d128(bf16, ctas_per_sm, bytes_in_flight);
+    default: return decode_split_occupancy_d256(bf16, ctas_per_sm, bytes_in_flight);
+  }
 }
 
 namespace {
@@ -131,12 +151,13 @@ DecodeParams make_params(const KvcacheProblem &pr) {
   }
   p.cache_seqlens = a.cache_seqlens, p.block_table = a.block_table;
   p.cache_batch_idx = a.cache_batch_idx, p.cache_leftpad = a.cache_leftpad;
-  p.alibi_slopes = a.alibi_slopes;
+  p.alibi_slopes = a.alibi_slopes, p.alibi_batch_stride = a.alibi_batch_stride;
   p.block_table_stride = a.block_table_stride;
   p.cache_rows = a.cache_rows, p.cache_entries = a.cache_entries, p.capacity = pr.capacity;
   p.batch = int(a.batch), p.seqlen_q = int(a.seqlen_q), p.heads_q = int(a.heads_q), p.heads_kv = int(a.heads_kv);
   p.group = int(a.heads_q / a.heads_kv);
   p.seqlen_new = int(a.seqlen_new);
+  p.head_dim = int(a.head_dim);
   p.rows = p.seqlen_q * p.group;
   p.row_tiles = (p.rows + 15) / 16;
   p.scale = pr.scale;
@@ -174,7 +195,8 @@ int cuda_kvcache_attention(const KvcacheProblem &pr) {
   cuda::DeviceScratch scratch(stream);
   if (p.num_splits > 1) {
     const int64_t rows_total = a.batch * a.heads_q * a.seqlen_q;
-    const int64_t o_bytes = int64_t(p.num_splits) * rows_total * a.head_dim * 4;
+    // Partial O rows are the instantiation's width (the split and combine kernels index them by D).
+    const int64_t o_bytes = int64_t(p.num_splits) * rows_total * cuda::decode_kernel_dim(int(a.head_dim)) * 4;
     const int64_t bytes = o_bytes + int64_t(p.num_splits) * rows_total * 4;
     const cudaError_t e = scratch.allocate(bytes);
     if (e == cudaErrorMemoryAllocation)

@@ -43,10 +43,13 @@ __global__ void __launch_bounds__(kCombineWarps * 32) decode_combine_kernel(cons
   const int i = int(row % p.seqlen_q), hq = int((row / p.seqlen_q) % p.heads_q),
             b = int(row / (int64_t(p.seqlen_q) * p.heads_q));
   T *dst = static_cast<T *>(p.o) + b * p.o_stride[0] + i * p.o_stride[1] + hq * p.o_stride[2] + lane * kPer;
+  // Columns past the call's head_dim (a multiple of 8; kPer divides 8) are the instantiation's padding.
+  if (lane * kPer < p.head_dim) {
 #pragma unroll
-  for (int x = 0; x < kPer; x += 2) {
-    const uint32_t packed = ElementTraits<T>::pack(out[x] * inv, out[x + 1] * inv);
-    *reinterpret_cast<uint32_t *>(dst + x) = packed;
+    for (int x = 0; x < kPer; x += 2) {
+      const uint32_t packed = ElementTraits<T>::pack(out[x] * inv, out[x + 1] * inv);
+      *reinterpret_cast<uint32_t *>(dst + x) = packed;
+    }
   }
   if (lane == 0 && p.lse) p.lse[row] = sum > 0.f ? m + __logf(sum) : -INFINITY;
 }

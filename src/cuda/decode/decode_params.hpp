@@ -22,10 +22,12 @@ struct DecodeParams {
   const int32_t *cache_seqlens, *block_table, *cache_batch_idx, *cache_leftpad;
   const float *alibi_slopes;
   int64_t block_table_stride;
+  int64_t alibi_batch_stride;  // 0: one [heads_q] row of slopes for every entry
   int64_t cache_rows;  // max_seqlen (contiguous) or page_size (paged)
   int64_t cache_entries;
   int64_t capacity;  // keys one batch entry can hold
   int batch, seqlen_q, heads_q, heads_kv, group, seqlen_new;
+  int head_dim;   // the call's: a multiple of 8, at most the instantiation's D (columns past it are zeros)
   int rows;       // seqlen_q * group: the query rows that share one KV head
   int row_tiles;  // ceil(rows / 16)
   int num_splits;
@@ -47,6 +49,9 @@ cudaError_t launch_decode_append_rotary(const DecodeParams &p, const RotaryParam
 // q turned to its positions into q_out [batch, seqlen_q, heads_q, head_dim] (contiguous).
 cudaError_t launch_decode_rotate_q(const DecodeParams &p, const RotaryParams &r, void *q_out, int head_dim, bool bf16,
                                    cudaStream_t stream);
+
+// The instantiation (64, 128, 256) that serves a head_dim: the next one up.
+int decode_kernel_dim(int head_dim);
 
 // Per-instantiation launchers (decode_d64.cu, decode_d128.cu). `kernel_name` receives a static string.
 cudaError_t launch_decode_split(const DecodeParams &p, int head_dim, bool bf16, cudaStream_t stream,

@@ -53,7 +53,7 @@ __global__ void append_rotary_kernel(const DecodeParams p, const RotaryParams r,
         static_cast<const T *>(p.k_new) + b * p.k_new_stride[0] + i * p.k_new_stride[1] + h * p.k_new_stride[2];
     const T *vn =
         static_cast<const T *>(p.v_new) + b * p.v_new_stride[0] + i * p.v_new_stride[1] + h * p.v_new_stride[2];
-    const int64_t pos = j - (p.cache_leftpad ? p.cache_leftpad[b] : 0);
+    const int64_t pos = j;  // the cache row (kvcache_rules.hpp: positions ignore cache_leftpad)
     const int64_t pos_c = pos < 0 ? 0 : (pos >= p.capacity ? p.capacity - 1 : pos);  // tables cover the capacity
     static_cast<T *>(p.k_cache)[ko + e] = Tr::from_float(rotated(kn, e, pos_c, r));
     static_cast<T *>(p.v_cache)[vo + e] = vn[e];
@@ -72,7 +72,7 @@ __global__ void rotate_q_kernel(const DecodeParams p, const RotaryParams r, T *q
     const int i = int(rest % p.seqlen_q);
     const int b = int(rest / p.seqlen_q);
     const T *q = static_cast<const T *>(p.q) + b * p.q_stride[0] + i * p.q_stride[1] + h * p.q_stride[2];
-    int64_t pos = kvcache::rotary_query_position(p.cache_seqlens[b], p.cache_leftpad ? p.cache_leftpad[b] : 0, i,
+    int64_t pos = kvcache::rotary_query_position(p.cache_seqlens[b], i,
                                                  p.causal || p.has_window);
     pos = pos < 0 ? 0 : (pos >= p.capacity ? p.capacity - 1 : pos);
     q_out[idx] = Tr::from_float(rotated(q, e, pos, r));

@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
   // Q tile -> shared memory (zeros for rows past the group), its own cp.async group.
   for (int idx = tid; idx < kTileRows * kChunks; idx += kThreads) {
     const int r = idx / kChunks, c = idx % kChunks, row = row0 + r;
-    const bool valid = row < p.rows;
+    const bool valid = row < p.rows && c * 8 < p.head_dim;
     const int i = valid ? row / p.group : 0, hq = hk * p.group + (valid ? row % p.group : 0);
     const T *src = q + b * p.q_stride[0] + i * p.q_stride[1] + hq * p.q_stride[2] + c * 8;
     cp_async_16_l2(smem_addr(sq + swizzle<D>(r, c)), valid ? src : q, valid);
@@ -133,6 +133,7 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
   constexpr int kRowStep = kThreads / kChunks;
   constexpr int kRowsPerThread = kBlockKeys / kRowStep;
   const int chunk = tid % kChunks;
+  const bool chunk_ok = chunk * 8 < p.head_dim;  // columns past head_dim: zero-filled, never read
   int64_t entry_k = 0, entry_v = 0;  // contiguous: element offsets of (entry, head, chunk)
   bool entry_ok = true;
   if (!p.block_table) {
@@ -169,14 +170,14 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
       int64_t ko, vo;
       bool ok;
       if (!p.block_table) {
-        ok = j < my_hi && entry_ok;
+        ok = j < my_hi && entry_ok && chunk_ok;
         ko = entry_k + j * p.k_stride[1];
         vo = entry_v + j * p.v_stride[1];
       } else {
         // A bad entry of a trusted table (validation checks the host's) is a zero row, never a read
         // outside the cache.
         const int64_t entry = pr.entry[k], row = pr.row[k];
-        ok = entry >= 0 && entry < p.cache_entries && row < p.cache_rows;
+        ok = chunk_ok && entry >= 0 && entry < p.cache_entries && row < p.cache_rows;
         ko = entry * p.k_stride[0] + row * p.k_stride[1] + hk * p.k_stride[2] + chunk * 8;
         vo = entry * p.v_stride[0] + row * p.v_stride[1] + hk * p.v_stride[2] + chunk * 8;
       }
@@ -209,7 +210,7 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
       row_lo[h] = r.lo;
       row_hi[h] = min(r.hi, my_hi);
       row_pos[h] = total - p.seqlen_q + i;
-      row_slope[h] = p.alibi_slopes ? p.alibi_slopes[hk * p.group + row % p.group] : 0.f;
+      row_slope[h] = p.alibi_slopes ? p.alibi_slopes[b * p.alibi_batch_stride + hk * p.group + row % p.group] : 0.f;
     } else {
       row_lo[h] = 0, row_hi[h] = 0, row_pos[h] = 0, row_slope[h] = 0.f;
     }
@@ -223,12 +224,19 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
   // Q fragments: wait for the Q group (the kStages - 1 block groups may still be in flight).
   wait_pending<kStages - 1>();
   __syncthreads();
-  uint32_t qf[D / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
+  // Q's A fragment of k-step kk from shared memory. Up to D128 all of Q stays in registers for the
+  // CTA; at D256 (O alone takes 128 registers a thread) it is re-read per block, which ptxas would
+  // otherwise do through local memory.
+  constexpr bool kQInRegisters = D <= 128;
+  auto load_q = [&](int kk, uint32_t (&f)[4]) {
     const int mi = lane >> 3;
     const int r = (mi & 1) * 8 + (lane & 7), c = kk * 2 + (mi >> 1);
-    ldmatrix_x4(qf[kk], smem_addr(sq + swizzle<D>(r, c)));
+    ldmatrix_x4(f, smem_addr(sq + swizzle<D>(r, c)));
+  };
+  uint32_t qf[kQInRegisters ? D / 16 : 1][4];
+  if constexpr (kQInRegisters) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) load_q(kk, qf[kk]);
   }
 
   float acc[D / 8][4];
@@ -259,10 +267,17 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
       const int r = key_row0 + (mi >> 1) * 8 + (lane & 7), c = kk * 2 + (mi & 1);
       uint32_t kf[4];
       ldmatrix_x4(kf, smem_addr(sk + swizzle<D>(r, c)));
+      uint32_t qk[4];
+      if constexpr (kQInRegisters) {
+#pragma unroll
+        for (int x = 0; x < 4; ++x) qk[x] = qf[kk][x];
+      } else {
+        load_q(kk, qk);
+      }
       if (kk % 2 == 0)
-        mma_m16n16k16<kBf16>(s[0], s[1], qf[kk], kf);
+        mma_m16n16k16<kBf16>(s[0], s[1], qk, kf);
       else
-        mma_m16n16k16<kBf16>(s_odd[0], s_odd[1], qf[kk], kf);
+        mma_m16n16k16<kBf16>(s_odd[0], s_odd[1], qk, kf);
     }
 #pragma unroll
     for (int n = 0; n < 2; ++n)
@@ -401,6 +416,7 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
     const int i = row / p.group, hq = hk * p.group + row % p.group;
     const int64_t out_row = (int64_t(b) * p.heads_q + hq) * p.seqlen_q + i;  // the LSE layout
     if (p.num_splits == 1) {
+      if (c * 8 >= p.head_dim) continue;  // the instantiation's padding columns
       T *dst = static_cast<T *>(p.o) + b * p.o_stride[0] + i * p.o_stride[1] + hq * p.o_stride[2] + c * 8;
       uint4 packed;
       packed.x = ElementTraits<T>::pack(o[0], o[1]);

@@ -46,7 +46,7 @@ def main():
     args = ap.parse_args()
 
     import pytest  # noqa: F401  (the test module imports it; Skipped comes from it)
-    from _pytest.outcomes import Skipped
+    from _pytest.outcomes import Failed, Skipped
 
     spec = importlib.util.spec_from_file_location("fa2_test_module", args.test_file)
     mod = importlib.util.module_from_spec(spec)
@@ -85,7 +85,7 @@ def main():
             counts["passed"] += 1
         except Skipped:
             counts["skipped"] += 1
-        except Exception as e:  # noqa: BLE001  (every failure is reported)
+        except (Exception, Failed) as e:  # noqa: BLE001  (every failure is reported; pytest's Failed is a BaseException)
             counts["failed"] += 1
             msg = "".join(traceback.format_exception_only(type(e), e)).strip().splitlines()[-1][:300]
             failures.append({"params": {k: repr(v) for k, v in kwargs.items()}, "error": msg})

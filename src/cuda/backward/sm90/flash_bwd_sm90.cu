@@ -91,11 +91,30 @@ __global__ void convert_dq_kernel(const ConvertArgs a) {
 
 int block_m_for(int64_t head_dim) { return head_dim == 64 ? 128 : 64; }
 
+// (batch, kv head) pairs per chunk of the CTA order (flash_bwd_sm90_kernel.cuh, tile_of): enough for
+// two CTAs per SM in a chunk, so that the longest-first order inside it leaves no SM idle at the end
+// (1 = the plain head-by-head order, where one head alone has that many key blocks); at most 24 MB of
+// the chunk's dQ accumulators, which the adds keep in L2; then equal chunks (a short last chunk would
+// start its long CTAs late).
+int chunk_heads_for(int64_t num_bh, int64_t num_n_blocks, int64_t seqlen_q_pad, int64_t head_dim) {
+  int sms = 0, dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    cudaGetLastError();
+    sms = 132;
+  }
+  int64_t g = (2 * sms + num_n_blocks - 1) / num_n_blocks;
+  if (g <= 3) return 1;
+  g = std::min<int64_t>(g, std::max<int64_t>(1, (int64_t(24) << 20) / (seqlen_q_pad * head_dim * 4)));
+  g = std::clamp<int64_t>(g, 1, num_bh);
+  const int64_t chunks = (num_bh + g - 1) / g;
+  return int((num_bh + chunks - 1) / chunks);
+}
+
 struct Launch {
   BwdSm90Params p;  // tensor maps and sizes; the scratch pointers are set by the run
   PrepArgs prep;
   ConvertArgs conv;
-  int64_t vec_bytes, dq_accum_bytes, rows, pairs;
+  int64_t vec_bytes, dq_accum_bytes, sem_bytes, rows, pairs;
   dim3 grid;
   bool bf16, d64;
   cudaStream_t stream;
@@ -111,10 +130,10 @@ int run(const Launch &l) {
   cuda::DeviceScratch lse_log2(stream), dsum(stream), dq_accum(stream);
   cudaError_t e = lse_log2.allocate(l.vec_bytes);
   if (e == cudaSuccess) e = dsum.allocate(l.vec_bytes);
-  if (e == cudaSuccess) e = dq_accum.allocate(l.dq_accum_bytes);
+  if (e == cudaSuccess) e = dq_accum.allocate(l.dq_accum_bytes + l.sem_bytes);  // semaphores behind the floats
   if (e == cudaErrorMemoryAllocation)
     return fail(FLASHBOX_ERR_OUT_OF_MEMORY, "cuda backward: cannot allocate " +
-                                                std::to_string(2 * l.vec_bytes + l.dq_accum_bytes) +
+                                                std::to_string(2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes) +
                                                 " bytes of scratch");
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "cudaMallocAsync"));
 
@@ -126,11 +145,12 @@ int run(const Launch &l) {
   else
     prepare_kernel<__half><<<prep_blocks, 256, 0, stream>>>(prep);
   if ((e = cudaGetLastError()) != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "prepare kernel launch"));
-  if ((e = cudaMemsetAsync(dq_accum.as<float>(), 0, size_t(l.dq_accum_bytes), stream)) != cudaSuccess)
+  if ((e = cudaMemsetAsync(dq_accum.as<float>(), 0, size_t(l.dq_accum_bytes + l.sem_bytes), stream)) != cudaSuccess)
     return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "cudaMemsetAsync of the dQ accumulator"));
 
   BwdSm90Params p = l.p;
   p.lse_log2 = lse_log2.as<float>(), p.dsum = dsum.as<float>(), p.dq_accum = dq_accum.as<float>();
+  p.dq_sem = l.sem_bytes > 0 ? reinterpret_cast<int *>(dq_accum.as<uint8_t>() + l.dq_accum_bytes) : nullptr;
   e = l.d64 ? launch_bwd_d64(l.bf16, p, l.grid, stream) : launch_bwd_d128(l.bf16, p, l.grid, stream);
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "main kernel launch"));
 
@@ -151,13 +171,12 @@ int run(const Launch &l) {
 namespace flashbox::detail {
 
 // Declines (the caller falls back to the sm80 family) where this path does not apply: not an sm_90
-// device, a layout the TMA cannot describe, deterministic mode (its fixed dQ order is the sm80
-// family's), a grid too large.
+// device, a layout the TMA cannot describe, a grid too large. Deterministic mode orders the dQ adds
+// with semaphores behind the dQ accumulator (flash_bwd_sm90_kernel.cuh).
 PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   using namespace sm90::bwd;
   using sm90::TensorView;
   const Problem &a = g.fwd;
-  if (g.deterministic) return PlanResult::no("deterministic mode runs the sm80 kernels (a fixed dQ order)");
   if (a.head_dim != 64 && a.head_dim != 128) return PlanResult::no("the sm90 backward takes head_dim 64 or 128");
   if (const char *reason = sm90::sm90_unavailable_reason()) return PlanResult::no(reason);
   if (a.seqlen_q > INT32_MAX / 2 || a.seqlen_k > INT32_MAX / 2)
@@ -172,13 +191,18 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
         return PlanResult::no("TMA needs 16-byte aligned q/k/v/dout and strides that are multiples of 16 B");
   const int bm = block_m_for(a.head_dim);
   const int64_t m_blocks = (a.seqlen_q + bm - 1) / bm;
-  if ((a.seqlen_k + 127) / 128 > INT32_MAX || a.batch * a.heads_kv > 65535) return PlanResult::no("grid too large");
+  const int64_t n_blocks = (a.seqlen_k + 127) / 128;
+  if (n_blocks * a.batch * a.heads_kv > INT32_MAX) return PlanResult::no("grid too large");
 
   Launch l{};
   const int64_t seqlen_q_pad = m_blocks * bm;
   l.vec_bytes = a.batch * a.heads_q * seqlen_q_pad * 4;
   l.dq_accum_bytes = l.vec_bytes * a.head_dim;
-  Plan plan{"cuda_flash_bwd_sm90_d" + std::to_string(a.head_dim), 2 * l.vec_bytes + l.dq_accum_bytes, {}};
+  // Deterministic mode: one int per (batch, query head, query block, consumer warpgroup).
+  l.sem_bytes = g.deterministic ? a.batch * a.heads_q * m_blocks * kConsumerWarpgroups * 4 : 0;
+  Plan plan{"cuda_flash_bwd_sm90_d" + std::to_string(a.head_dim) + (g.deterministic ? "_deterministic" : ""),
+            2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes,
+            {}};
   if (size_only) return {std::move(plan)};
 
   l.bf16 = a.dtype == FLASHBOX_BFLOAT16, l.d64 = a.head_dim == 64;
@@ -196,9 +220,11 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   p.seqlen_q = int(a.seqlen_q), p.seqlen_k = int(a.seqlen_k), p.seqlen_q_pad = int(seqlen_q_pad);
   p.heads_q = int(a.heads_q), p.heads_kv = int(a.heads_kv), p.group = int(a.group);
   p.num_m_blocks = int(m_blocks);
+  p.num_n_blocks = int(n_blocks), p.num_bh = int(a.batch * a.heads_kv);
+  p.chunk_heads = chunk_heads_for(p.num_bh, n_blocks, seqlen_q_pad, a.head_dim);
   p.causal = a.causal;
   p.scale = a.scale, p.scale_log2 = a.scale_log2;
-  l.grid = dim3(unsigned((a.seqlen_k + 127) / 128), unsigned(a.batch * a.heads_kv));
+  l.grid = dim3(unsigned(n_blocks * a.batch * a.heads_kv));
 
   l.prep = PrepArgs{a.o,
                     g.dout,

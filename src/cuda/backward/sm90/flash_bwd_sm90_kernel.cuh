@@ -24,6 +24,19 @@
 // Padding: rows past seqlen_q arrive as zeros (TMA out-of-bounds fill) with LSE = +inf, so their P
 // is 0; keys past seqlen_k and the causal upper triangle (bottom-right aligned) are masked only in
 // the blocks that cross them.
+// Order of the CTAs (tile_of): a one-dimensional grid walked in chunks of `chunk_heads` (batch, kv
+// head) pairs; inside a chunk, key block by key block, the chunk's heads innermost. Causal, key block
+// 0 has the most query blocks, so the hardware's in-order dispatch starts the longest CTAs first and
+// ends on short ones (longest-first list scheduling); the chunk bounds how many heads' Q/dO and dQ
+// accumulators are live in L2 at once.
+// Deterministic mode (dq_sem != nullptr): the adds into one dQ chunk happen in a fixed order, key
+// block n_max(m) first and down to key block 0 (FA3's order: with the key blocks started together,
+// the last one that sees query block m reaches it first, so nobody waits in the causal case). A
+// semaphore per (batch, query head, query block, consumer) counts the adds that completed; thread 0
+// of a consumer waits for its rank before its bulk reduce-add and signals after the add completed
+// (checked at the start of the next step, under that step's first products). Key blocks then go
+// in descending order inside a chunk (a CTA waits only for CTAs dispatched before it: no deadlock,
+// and none waits long), which is shortest-first for causal: the price of this mode at short T.
 #pragma once
 #include <cuda.h>
 #include <cstdint>
@@ -44,15 +57,19 @@ struct BwdSm90Params {
   const float *lse_log2;               // [batch * heads_q, seqlen_q_pad]: LSE · log2 e, +inf on padding
   const float *dsum;                   // [batch * heads_q, seqlen_q_pad]: rowsum(dO ∘ O), 0 on padding
   float *dq_accum;                     // [batch * heads_q, num_m_blocks, BM * D], fragment order
+  int *dq_sem;                         // deterministic mode: [batch * heads_q, num_m_blocks, NWG], zeroed; else null
   int seqlen_q, seqlen_k, seqlen_q_pad, heads_q, heads_kv, group, num_m_blocks;
+  int num_n_blocks, num_bh, chunk_heads;  // the CTA order (tile_of); num_bh = batch * heads_kv
   int causal;
   float scale, scale_log2;
 };
 
+constexpr int kConsumerWarpgroups = 2;
+
 template <class T, int D_, int BM_>
 struct BwdConfig {
   using Elem = T;
-  static constexpr int D = D_, BM = BM_, BN = 128, NWG = 2, STAGES = 2;
+  static constexpr int D = D_, BM = BM_, BN = 128, NWG = kConsumerWarpgroups, STAGES = 2;
   static constexpr int THREADS = 128 * (NWG + 1);
   static constexpr int PANELS = D / 64;
   // dQ_i (BM x D) is cut into 64 x 64 chunks, one per consumer: chunk w covers query panel w / ND
@@ -79,6 +96,38 @@ __device__ __forceinline__ int first_m_block(const BwdSm90Params &p, int n_block
   if (!p.causal) return 0;
   const int first_row = n_block * BN - (p.seqlen_k - p.seqlen_q);  // rows >= this see key n * BN
   return first_row <= 0 ? 0 : first_row / BM;
+}
+
+// The (key block, batch * heads_kv + kv head) of CTA `linear` (the order in the file header).
+__device__ __forceinline__ int2 tile_of(const BwdSm90Params &p, int linear) {
+  const int per_chunk = p.chunk_heads * p.num_n_blocks;
+  const int c = linear / per_chunk, r = linear - c * per_chunk;
+  const int heads_here = min(p.chunk_heads, p.num_bh - c * p.chunk_heads);
+  int n = r / heads_here;
+  const int bh = c * p.chunk_heads + (r - n * heads_here);
+  if (p.dq_sem != nullptr) n = p.num_n_blocks - 1 - n;
+  return make_int2(n, bh);
+}
+
+// The last key block whose CTA adds into query block m (first_m_block(n) <= m), for the order of
+// the deterministic adds; only asked for query blocks that this CTA adds to (the result is >= n).
+__device__ __forceinline__ int last_n_block(const BwdSm90Params &p, int m, int BM, int BN) {
+  if (!p.causal) return p.num_n_blocks - 1;
+  const int rows = (m + 1) * BM + (p.seqlen_k - p.seqlen_q);  // keys < rows are seen by some row of m
+  return min(p.num_n_blocks - 1, (rows + BN - 1) / BN - 1);
+}
+
+__device__ __forceinline__ int ld_acquire_gpu(const int *ptr) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(ptr) : "memory");
+  return v;
+}
+__device__ __forceinline__ void red_release_gpu_add(int *ptr, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(ptr), "r"(v) : "memory");
+}
+// Orders the bulk (async proxy) accesses to global memory with this thread's ordinary ones.
+__device__ __forceinline__ void fence_proxy_async_global() {
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
 }
 
 template <class Cfg>
@@ -175,6 +224,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   };
   float vec_next[VEC_PER_THREAD];
   int h = hk * p.group, m = m_begin;
+  const bool det = p.dq_sem != nullptr;
+  int *prev_sem = nullptr;  // deterministic mode: the semaphore of the add issued in the previous step
   if (steps > 0) load_vec(vec_next, h, m);
   for (int step = 0; step < steps; ++step) {
     float *dq_head = p.dq_accum + (int64_t(b) * p.heads_q + h) * int64_t(p.num_m_blocks) * (BM * D);
@@ -193,6 +244,11 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       wgmma_ss<BM, T>(dp, desc_advance(v_a, (k / 4) * BN * 128 + (k % 4) * 32),
                       desc_advance(do_b0, q_off + (k / 4) * BM * 128 + (k % 4) * 32), k > 0);
     wgmma_commit();
+    if (det && t == 0 && prev_sem != nullptr) {  // the previous step's add has completed: pass the turn on
+      bulk_wait_all();
+      fence_proxy_async_global();
+      red_release_gpu_add(prev_sem, 1);
+    }
 #pragma unroll
     for (int j = 0; j < VEC_PER_THREAD; ++j) vec[t + 128 * j] = vec_next[j];
     const int m_next = m + 1 == p.num_m_blocks ? m_begin : m + 1, h_next = m_next == m_begin ? h + 1 : h;
@@ -267,7 +323,18 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
 
     // The chunk leaves as one bulk reduce-add once the previous one has been read out.
     float *staging = reinterpret_cast<float *>(smem + Cfg::DQ_OFF) + wg * Cfg::DQ_CHUNK_FLOATS;
-    if (t == 0) bulk_wait_read_all();
+    int *sem = nullptr;
+    if (det) {
+      sem = p.dq_sem + ((int64_t(b) * p.heads_q + h) * p.num_m_blocks + m) * Cfg::NWG + wg;
+      if (t == 0) {  // the previous add completed at the start of the step; wait for this one's turn
+        const int rank = last_n_block(p, m, BM, BN) - n_block;
+        while (ld_acquire_gpu(sem) != rank) {
+        }
+        fence_proxy_async_global();
+      }
+    } else if (t == 0) {
+      bulk_wait_read_all();
+    }
     named_barrier_sync(kChunkBarrier + wg, 128);
 #pragma unroll
     for (int j = 0; j < 8; ++j)
@@ -288,8 +355,13 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     st.advance();
     ds_buf ^= 1;
     h = h_next, m = m_next;
+    prev_sem = sem;
   }
   if (t == 0) bulk_wait_all();
+  if (det && t == 0 && prev_sem != nullptr) {
+    fence_proxy_async_global();
+    red_release_gpu_add(prev_sem, 1);
+  }
   store_rows<Cfg>(p.dv, p.dv_stride, b, hk, key_base, p.seqlen_k, dv, 1.f);
   store_rows<Cfg>(p.dk, p.dk_stride, b, hk, key_base, p.seqlen_k, dk, p.scale);
 }
@@ -309,7 +381,8 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const _
     mbar_init_fence();
   }
   __syncthreads();
-  const int n_block = blockIdx.x, hk = blockIdx.y % p.heads_kv, b = blockIdx.y / p.heads_kv;
+  const int2 tile = tile_of(p, int(blockIdx.x));
+  const int n_block = tile.x, hk = tile.y % p.heads_kv, b = tile.y / p.heads_kv;
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     setmaxnreg_dec<24>();

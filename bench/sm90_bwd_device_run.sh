@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One device call for the Hopper backward's versions (issue 15): the gradient tests on the new build
+# (sm90 path, both dQ modes), the forward suite, then bench/sm90_bwd_variants.py (the earlier build
+# against the new one, non-deterministic and deterministic, interleaved with cuDNN; per-kernel
+# profile at short T), compute-sanitizer memcheck and racecheck on small shapes, and the SASS
+# instruction mix of the sm90 backward kernels. Prebuilt binaries come as a tarball built on the CPU
+# machine: libflashbox.so, base/libflashbox.so (the build compared against), test_backward,
+# test_sm90, lib/ (libgomp, libopenblas and its Fortran run time).
+#   bash bench/sm90_bwd_device_run.sh bwd.tar.gz [STEP,STEP,...]   (default: every step)
+# Every step has its own time limit; logs go to $OUT.
+set -u
+O=${OUT:-/tmp/bwd_out}; mkdir -p "$O"
+B=/tmp/fbbwd; mkdir -p $B && tar -xzf "$1" -C $B
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$B/lib:${LD_LIBRARY_PATH:-}
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=16
+log="$O/run.log"
+ONLY=",${2:-all},"
+step() {
+  case "$ONLY" in *,all,*|*",$1,"*) ;; *) return 0 ;; esac
+  local s=$(date +%s); echo "== $1" | tee -a "$log"; shift; "$@" >>"$log" 2>&1; echo "rc=$? ($(( $(date +%s) - s )) s)" | tee -a "$log"
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader | tee -a "$log"
+small='CudaBackward.StridedLayoutsAndScale:CudaBackward.EmptyRowsGiveZeroDq:CudaBackward.HopperRunsTheSm90Kernels'
+step test_backward timeout 120 $B/test_backward --gtest_brief=1
+step test_sm90 timeout 40 $B/test_sm90 --gtest_brief=1
+step variants timeout 150 python3 bench/sm90_bwd_variants.py base=$B/base/libflashbox.so new=$B/libflashbox.so \
+  --det new --rounds 3 --profile 1024,2048 --json "$O/variants.json"
+step memcheck timeout 50 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_backward --gtest_brief=1 \
+  --gtest_filter="$small"
+step racecheck timeout 45 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_backward --gtest_brief=1 \
+  --gtest_filter='CudaBackward.EmptyRowsGiveZeroDq:CudaBackward.HopperRunsTheSm90Kernels'
+sass() {
+  cuobjdump --dump-sass $B/libflashbox.so | awk '/Function :/{f=$3} {print f"\t"$0}' | grep flash_bwd_sm90_kernel > /tmp/bwd90.sass
+  for f in $(cut -f1 /tmp/bwd90.sass | sort -u); do printf '%s\n ' "$f"; for op in HGMMA MUFU.EX2 BAR.SYNC UBLKRED SYNCS LDL STL RED; do
+    printf '%s=%s ' $op $(grep -F "$f" /tmp/bwd90.sass | grep -c " $op"); done; echo; done
+}
+step sass sass
+grep -E "^(==|rc=)|TFLOP/s|bitwise|ERROR|FAILED|PASSED|ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -60

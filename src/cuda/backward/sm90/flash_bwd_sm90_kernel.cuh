@@ -328,10 +328,10 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       sem = p.dq_sem + ((int64_t(b) * p.heads_q + h) * p.num_m_blocks + m) * Cfg::NWG + wg;
       if (t == 0) {  // the previous add completed at the start of the step; wait for this one's turn
         const int rank = last_n_block(p, m, BM, BN) - n_block;
-        // A legitimate wait is microseconds; a wrong count would hang the device: trap instead
-        // (the launch then fails with an error) after ~2^22 polls, seconds.
-        for (int polls = 0; ld_acquire_gpu(sem) != rank;)
-          if (++polls > (1 << 22)) __trap();
+        // A legitimate wait is microseconds; a wrong count would hang the device: give up after
+        // ~2^24 polls (seconds; the gradients are then wrong and the tests say so).
+        for (int polls = 0; ld_acquire_gpu(sem) != rank && polls < (1 << 24); ++polls) {
+        }
         fence_proxy_async_global();
       }
     } else if (t == 0) {

@@ -2,6 +2,9 @@
 // the two memory-bound kernels around the main one:
 //   prepare:    per (batch, query head, padded row): D = rowsum(dO ∘ O) and LSE · log2 e; padding
 //               rows (>= seqlen_q, up to a whole query tile) get D = 0 and LSE = +inf, so P = 0.
+//               It also zeroes the row's share of the dQ accumulator (head_dim floats of the flat
+//               buffer) and of the deterministic mode's semaphores (one int per row while any are
+//               left): no separate memset launch.
 //   convert_dq: dq = scale · dq_accum, read in the main kernel's fragment order (see
 //               flash_bwd_sm90_kernel.cuh), written in the dtype through the caller's strides.
 #include <cuda_bf16.h>
@@ -29,6 +32,9 @@ struct PrepArgs {
   const float *lse;
   int64_t o_stride[3], do_stride[3];
   float *lse_log2, *dsum;
+  float *dq_accum;  // zeroed: rows * head_dim floats
+  int *dq_sem;      // zeroed: n_sem ints (deterministic mode), else null
+  int64_t n_sem;
   int batch, heads_q, seqlen_q, seqlen_q_pad, head_dim;
 };
 
@@ -39,6 +45,9 @@ __global__ void prepare_kernel(const PrepArgs a) {
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
   if (row >= rows) return;
+  if (4 * lane < a.head_dim)  // head_dim is 64 or 128: one float4 per lane of the first head_dim / 4
+    reinterpret_cast<float4 *>(a.dq_accum + row * a.head_dim)[lane] = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (lane == 31 && row < a.n_sem) a.dq_sem[row] = 0;
   const int i = int(row % a.seqlen_q_pad);
   const int64_t bh = row / a.seqlen_q_pad;
   const int h = int(bh % a.heads_q), b = int(bh / a.heads_q);
@@ -139,18 +148,19 @@ int run(const Launch &l) {
 
   PrepArgs prep = l.prep;
   prep.lse_log2 = lse_log2.as<float>(), prep.dsum = dsum.as<float>();
+  prep.dq_accum = dq_accum.as<float>();
+  prep.dq_sem = l.sem_bytes > 0 ? reinterpret_cast<int *>(dq_accum.as<uint8_t>() + l.dq_accum_bytes) : nullptr;
+  prep.n_sem = l.sem_bytes / 4;
   const unsigned prep_blocks = unsigned((l.rows + 7) / 8);
   if (l.bf16)
     prepare_kernel<__nv_bfloat16><<<prep_blocks, 256, 0, stream>>>(prep);
   else
     prepare_kernel<__half><<<prep_blocks, 256, 0, stream>>>(prep);
   if ((e = cudaGetLastError()) != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "prepare kernel launch"));
-  if ((e = cudaMemsetAsync(dq_accum.as<float>(), 0, size_t(l.dq_accum_bytes + l.sem_bytes), stream)) != cudaSuccess)
-    return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "cudaMemsetAsync of the dQ accumulator"));
 
   BwdSm90Params p = l.p;
   p.lse_log2 = lse_log2.as<float>(), p.dsum = dsum.as<float>(), p.dq_accum = dq_accum.as<float>();
-  p.dq_sem = l.sem_bytes > 0 ? reinterpret_cast<int *>(dq_accum.as<uint8_t>() + l.dq_accum_bytes) : nullptr;
+  p.dq_sem = prep.dq_sem;
   e = l.d64 ? launch_bwd_d64(l.bf16, p, l.grid, stream) : launch_bwd_d128(l.bf16, p, l.grid, stream);
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "main kernel launch"));
 
@@ -233,6 +243,9 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
                     {},
                     nullptr,
                     nullptr,
+                    nullptr,
+                    nullptr,
+                    0,
                     int(a.batch),
                     int(a.heads_q),
                     int(a.seqlen_q),

@@ -38,28 +38,47 @@ struct PrepArgs {
   int batch, heads_q, seqlen_q, seqlen_q_pad, head_dim;
 };
 
-// One warp per padded row.
+// head_dim / 8 lanes per padded row (8 or 16), 16 bytes of O and of dO each: two 16-byte loads in
+// flight per lane (one warp per row, 4 bytes a lane, left prepare and the memset it replaced at
+// ~2x cuDNN's time on the H200: bench/NOTES.md, v9).
 template <typename Elem>
 __global__ void prepare_kernel(const PrepArgs a) {
+  using Tr = cuda::ElementTraits<Elem>;
+  const int lpr = a.head_dim / 8;
   const int64_t rows = int64_t(a.batch) * a.heads_q * a.seqlen_q_pad;
-  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  const int lane = threadIdx.x & 31;
-  if (row >= rows) return;
-  if (4 * lane < a.head_dim)  // head_dim is 64 or 128: one float4 per lane of the first head_dim / 4
-    reinterpret_cast<float4 *>(a.dq_accum + row * a.head_dim)[lane] = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (lane == 31 && row < a.n_sem) a.dq_sem[row] = 0;
+  const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / lpr;
+  const int sub = int(threadIdx.x % lpr), lane = int(threadIdx.x % 32);
+  if (row >= rows) return;  // whole row groups leave together (lpr divides the block)
+  float4 *z = reinterpret_cast<float4 *>(a.dq_accum + row * a.head_dim);  // head_dim / 4 = 2 lpr float4
+  z[sub] = z[sub + lpr] = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (sub == 0 && row < a.n_sem) a.dq_sem[row] = 0;
   const int i = int(row % a.seqlen_q_pad);
   const int64_t bh = row / a.seqlen_q_pad;
   const int h = int(bh % a.heads_q), b = int(bh / a.heads_q);
   if (i >= a.seqlen_q) {
-    if (lane == 0) a.dsum[row] = 0.f, a.lse_log2[row] = INFINITY;
+    if (sub == 0) a.dsum[row] = 0.f, a.lse_log2[row] = INFINITY;
     return;
   }
-  const Elem *o = static_cast<const Elem *>(a.o) + b * a.o_stride[0] + int64_t(i) * a.o_stride[1] + h * a.o_stride[2];
-  const Elem *d =
-      static_cast<const Elem *>(a.dout) + b * a.do_stride[0] + int64_t(i) * a.do_stride[1] + h * a.do_stride[2];
-  const float sum = cuda::bwd::warp_row_dot(o, d, a.head_dim, lane);
-  if (lane == 0) {
+  const Elem *o = static_cast<const Elem *>(a.o) + b * a.o_stride[0] + int64_t(i) * a.o_stride[1] +
+                  h * a.o_stride[2] + 8 * sub;
+  const Elem *d = static_cast<const Elem *>(a.dout) + b * a.do_stride[0] + int64_t(i) * a.do_stride[1] +
+                  h * a.do_stride[2] + 8 * sub;
+  float sum = 0.f;
+  if (((reinterpret_cast<uintptr_t>(o) | reinterpret_cast<uintptr_t>(d)) & 15) == 0) {
+    const uint4 x = *reinterpret_cast<const uint4 *>(o), y = *reinterpret_cast<const uint4 *>(d);
+    const uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float2 p = cuda::bwd::unpack_pair<Elem>(xs[k]), q = cuda::bwd::unpack_pair<Elem>(ys[k]);
+      sum += p.x * q.x + p.y * q.y;
+    }
+  } else {  // O's strides need not be 16-byte multiples (dO's are: the TMA reads it)
+#pragma unroll
+    for (int k = 0; k < 8; ++k) sum += Tr::to_float(o[k]) * Tr::to_float(d[k]);
+  }
+  const unsigned group = (lpr == 32 ? 0xffffffffu : ((1u << lpr) - 1u) << (lane / lpr * lpr));
+  for (int off = lpr / 2; off > 0; off >>= 1) sum += __shfl_xor_sync(group, sum, off);
+  if (sub == 0) {
     a.dsum[row] = sum;
     a.lse_log2[row] = a.lse[bh * a.seqlen_q + i] * kLog2e;  // -inf stays -inf (the row is masked)
   }
@@ -74,27 +93,42 @@ struct ConvertArgs {
 };
 
 // Element (row r, column c) of a 64 x 64 dQ chunk sits in register i of thread t of the warpgroup
-// that computed it (docs/hopper.md §2.6) and was staged at float (i / 4 * 128 + t) * 4 + i % 4.
+// that computed it (docs/hopper.md §2.6) and was staged at float (i / 4 * 128 + t) * 4 + i % 4:
+// float4 j of thread t holds rows r0 = (t / 32) * 16 + (t % 32) / 4 and r0 + 8, columns
+// 8 j + 2 (t % 4) and the next. One thread per (chunk, t): 8 float4 loads, each a contiguous 512 bytes
+// across the warp (one thread per element pair, 8-byte loads at a 16-byte stride, ran at 2.5x cuDNN's
+// time: bench/NOTES.md, v9), then 2 x 8 pairs stored through the caller's strides.
 template <typename Elem>
 __global__ void convert_dq_kernel(const ConvertArgs a) {
   using Tr = cuda::ElementTraits<Elem>;
-  const int64_t pairs = int64_t(a.batch) * a.heads_q * a.seqlen_q * a.head_dim / 2;
-  const int nd = a.head_dim / 64;
-  for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < pairs; x += int64_t(gridDim.x) * blockDim.x) {
-    const int c = int(2 * x % a.head_dim);
-    const int64_t row = 2 * x / a.head_dim;
-    const int i = int(row % a.seqlen_q);
-    const int64_t bh = row / a.seqlen_q;
+  const int nd = a.head_dim / 64, nch = a.block_m / 64 * nd;
+  const int64_t threads = int64_t(a.batch) * a.heads_q * a.num_m_blocks * nch * 128;
+  for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < threads; x += int64_t(gridDim.x) * blockDim.x) {
+    const int t = int(x % 128);
+    const int64_t chunk_id = x / 128;  // (batch * head, query block, chunk)
+    const int chunk = int(chunk_id % nch);
+    const int64_t bm = chunk_id / nch;
+    const int m = int(bm % a.num_m_blocks);
+    const int64_t bh = bm / a.num_m_blocks;
     const int h = int(bh % a.heads_q), b = int(bh / a.heads_q);
-    const int m = i / a.block_m, rr = i % a.block_m;
-    const int chunk = (rr / 64) * nd + c / 64, r = rr % 64, cc = c % 64;
-    const int t = (r / 16) * 32 + (r % 8) * 4 + (cc % 8) / 2;
-    const int e = 2 * ((r % 16) / 8);
-    const float *src = a.dq_accum + (bh * a.num_m_blocks + m) * int64_t(a.block_m) * a.head_dim + chunk * 4096 +
-                       ((cc / 8) * 128 + t) * 4 + e;
-    const float2 v = *reinterpret_cast<const float2 *>(src);
-    Elem *dst = static_cast<Elem *>(a.dq) + b * a.dq_stride[0] + int64_t(i) * a.dq_stride[1] + h * a.dq_stride[2] + c;
-    *reinterpret_cast<uint32_t *>(dst) = Tr::pack(v.x * a.scale, v.y * a.scale);
+    const int row0 = m * a.block_m + (chunk / nd) * 64 + (t / 32) * 16 + (t % 32) / 4;
+    const float4 *src = reinterpret_cast<const float4 *>(a.dq_accum) + chunk_id * 1024 + t;
+    float4 v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = src[j * 128];
+    Elem *base = static_cast<Elem *>(a.dq) + b * a.dq_stride[0] + h * a.dq_stride[2] + (chunk % nd) * 64 + 2 * (t % 4);
+    if (row0 < a.seqlen_q) {
+      Elem *dst = base + int64_t(row0) * a.dq_stride[1];
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        *reinterpret_cast<uint32_t *>(dst + 8 * j) = Tr::pack(v[j].x * a.scale, v[j].y * a.scale);
+    }
+    if (row0 + 8 < a.seqlen_q) {
+      Elem *dst = base + int64_t(row0 + 8) * a.dq_stride[1];
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        *reinterpret_cast<uint32_t *>(dst + 8 * j) = Tr::pack(v[j].z * a.scale, v[j].w * a.scale);
+    }
   }
 }
 
@@ -123,7 +157,7 @@ struct Launch {
   BwdSm90Params p;  // tensor maps and sizes; the scratch pointers are set by the run
   PrepArgs prep;
   ConvertArgs conv;
-  int64_t vec_bytes, dq_accum_bytes, sem_bytes, rows, pairs;
+  int64_t vec_bytes, dq_accum_bytes, sem_bytes, rows, conv_threads;
   dim3 grid;
   bool bf16, d64;
   cudaStream_t stream;
@@ -151,7 +185,7 @@ int run(const Launch &l) {
   prep.dq_accum = dq_accum.as<float>();
   prep.dq_sem = l.sem_bytes > 0 ? reinterpret_cast<int *>(dq_accum.as<uint8_t>() + l.dq_accum_bytes) : nullptr;
   prep.n_sem = l.sem_bytes / 4;
-  const unsigned prep_blocks = unsigned((l.rows + 7) / 8);
+  const unsigned prep_blocks = unsigned((l.rows * (l.d64 ? 8 : 16) + 255) / 256);
   if (l.bf16)
     prepare_kernel<__nv_bfloat16><<<prep_blocks, 256, 0, stream>>>(prep);
   else
@@ -166,7 +200,7 @@ int run(const Launch &l) {
 
   ConvertArgs conv = l.conv;
   conv.dq_accum = dq_accum.as<float>();
-  const unsigned conv_blocks = unsigned(std::min<int64_t>((l.pairs + 255) / 256, 65535));
+  const unsigned conv_blocks = unsigned(std::min<int64_t>((l.conv_threads + 255) / 256, 65535));
   if (l.bf16)
     convert_dq_kernel<__nv_bfloat16><<<conv_blocks, 256, 0, stream>>>(conv);
   else
@@ -256,7 +290,7 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   l.conv = ConvertArgs{nullptr,         g.dq,           {}, int(a.batch),    int(a.heads_q),
                        int(a.seqlen_q), p.num_m_blocks, bm, int(a.head_dim), a.scale};
   for (int i = 0; i < 3; ++i) l.conv.dq_stride[i] = g.dq_stride[i];
-  l.pairs = a.batch * a.heads_q * a.seqlen_q * a.head_dim / 2;
+  l.conv_threads = a.batch * a.heads_q * m_blocks * (bm * a.head_dim / 4096) * 128;  // one per (chunk, t)
   plan.run = [l] { return run(l); };
   return {std::move(plan)};
 }

@@ -4,8 +4,8 @@
 # against the new one, non-deterministic and deterministic, interleaved with cuDNN; per-kernel
 # profile at short T), compute-sanitizer memcheck and racecheck on small shapes, and the SASS
 # instruction mix of the sm90 backward kernels. Prebuilt binaries come as a tarball built on the CPU
-# machine: libflashbox.so, base/libflashbox.so (the build compared against), v8/libflashbox.so
-# (an intermediate version, when there), test_backward,
+# machine: libflashbox.so, base/libflashbox.so (the build compared against), v8/, v8b/, v9a/
+# libflashbox.so (intermediate versions, those there), test_backward,
 # test_sm90, flashbox (the CLI, for the profile), lib/ (libgomp, libopenblas and its Fortran run time).
 #   bash bench/sm90_bwd_device_run.sh bwd.tar.gz [STEP,STEP,...]   (default: every step)
 # Every step has its own time limit; logs go to $OUT.
@@ -23,8 +23,8 @@ step() {
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader | tee -a "$log"
 small='CudaBackward.StridedLayoutsAndScale:CudaBackward.EmptyRowsGiveZeroDq:CudaBackward.HopperRunsTheSm90Kernels'
 step test_backward timeout 120 $B/test_backward --gtest_brief=1
-v8=; [ -f $B/v8/libflashbox.so ] && v8="v8=$B/v8/libflashbox.so"
-step variants timeout 170 python3 bench/sm90_bwd_variants.py base=$B/base/libflashbox.so $v8 new=$B/libflashbox.so \
+mids=; for v in v8 v8b v9a; do [ -f $B/$v/libflashbox.so ] && mids="$mids $v=$B/$v/libflashbox.so"; done
+step variants timeout 170 python3 bench/sm90_bwd_variants.py base=$B/base/libflashbox.so $mids new=$B/libflashbox.so \
   --det new --rounds 3 --profile 1024,2048 --json "$O/variants.json"
 step memcheck timeout 50 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_backward --gtest_brief=1 \
   --gtest_filter="$small"

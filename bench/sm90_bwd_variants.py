@@ -7,7 +7,7 @@ same tensors, ROUNDS times over (triton do_bench median, L2 flushed), and each o
 is reported. Gradients are poisoned (NaN) before each build's first call and checked against SDPA's
 FlashAttention-2 backend (rel. error < 1e-2); deterministic mode is also run 50 times on one shape per
 head_dim and compared bit for bit. --profile T,... adds a per-kernel breakdown (torch.profiler, CUPTI)
-of one backward call of the first build and of cuDNN.
+of one backward call of every build and of cuDNN.
   python3 bench/sm90_bwd_variants.py old=a/libflashbox.so new=b/libflashbox.so --det new [--json PATH]
       [--rounds 3] [--shapes 64:12:4096:1[:HKV],...]   (head_dim:heads:T:causal[:kv heads])
 """
@@ -167,14 +167,10 @@ def main():
                              rel_error_vs_sdpa=errors.get(key)))
         if causal and not gqa and T in profile_ts:
           try:
-            lib, g = libs[variants[0][0]], gargs[variants[0]]
-            profiles.append(dict(shape=spec, **profile_one(lambda: lib.flashbox_attention_backward(ctypes.byref(g)),
-                                                           f"{first} {spec}")))
-            if len(libs) > 1:
-                n2 = list(libs)[1]
-                lib2, g2 = libs[n2], gargs[(n2, 0)]
+            for n in libs:  # every build, non-deterministic, then cuDNN
+                lib, g = libs[n], gargs[(n, 0)]
                 profiles.append(dict(shape=spec, **profile_one(
-                    lambda: lib2.flashbox_attention_backward(ctypes.byref(g2)), f"{n2} {spec}")))
+                    lambda: lib.flashbox_attention_backward(ctypes.byref(g)), f"{n} {spec}")))
             if cudnn_bwd:
                 profiles.append(dict(shape=spec, **profile_one(cudnn_bwd, f"cudnn {spec}")))
           except Exception as e:  # the profiler is a diagnosis, not a result

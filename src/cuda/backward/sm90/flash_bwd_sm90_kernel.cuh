@@ -194,6 +194,7 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
         bulk_reduce_add_f32(p.dq_accum + block * (BM * Cfg::D) + w * Cfg::DQ_CHUNK_FLOATS,
                             smem + Cfg::DQ_OFF + w * Cfg::DQ_CHUNK_FLOATS * 4, Cfg::DQ_CHUNK_FLOATS * 4);
       }
+      __syncwarp();  // bar.sync is .aligned: the whole warp, converged, at the next one
     }
     if (lane == 0) bulk_wait_read_all();
     __syncwarp();

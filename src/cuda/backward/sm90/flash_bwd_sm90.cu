@@ -59,8 +59,8 @@ __global__ void prepare_kernel(const PrepArgs a) {
     if (sub == 0) a.dsum[row] = 0.f, a.lse_log2[row] = INFINITY;
     return;
   }
-  const Elem *o = static_cast<const Elem *>(a.o) + b * a.o_stride[0] + int64_t(i) * a.o_stride[1] +
-                  h * a.o_stride[2] + 8 * sub;
+  const Elem *o =
+      static_cast<const Elem *>(a.o) + b * a.o_stride[0] + int64_t(i) * a.o_stride[1] + h * a.o_stride[2] + 8 * sub;
   const Elem *d = static_cast<const Elem *>(a.dout) + b * a.do_stride[0] + int64_t(i) * a.do_stride[1] +
                   h * a.do_stride[2] + 8 * sub;
   float sum = 0.f;
@@ -141,7 +141,8 @@ int block_m_for(int64_t head_dim) { return head_dim == 64 ? 128 : 64; }
 // start its long CTAs late).
 int chunk_heads_for(int64_t num_bh, int64_t num_n_blocks, int64_t seqlen_q_pad, int64_t head_dim) {
   int sms = 0, dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
     cudaGetLastError();
     sms = 132;
   }

@@ -134,9 +134,7 @@ __device__ __forceinline__ void red_release_gpu_add(int *ptr, int v) {
   asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(ptr), "r"(v) : "memory");
 }
 // Orders the bulk (async proxy) accesses to global memory with this thread's ordinary ones.
-__device__ __forceinline__ void fence_proxy_async_global() {
-  asm volatile("fence.proxy.async.global;\n" ::: "memory");
-}
+__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
 
 template <class Cfg>
 __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *smem, uint64_t *kv_full, uint64_t *full,
@@ -187,8 +185,7 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
         if (det) {
           // A legitimate wait is microseconds; a wrong count would hang the device: give up after
           // ~2^24 polls (seconds; the gradients are then wrong and the tests say so).
-          for (int polls = 0; ld_acquire_gpu(sem + w) != rank && polls < (1 << 24); ++polls) {
-          }
+          for (int polls = 0; ld_acquire_gpu(sem + w) != rank && polls < (1 << 24); ++polls) {}
           fence_proxy_async_global();
         }
         bulk_reduce_add_f32(p.dq_accum + block * (BM * Cfg::D) + w * Cfg::DQ_CHUNK_FLOATS,

@@ -23,9 +23,14 @@ step() {
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader | tee -a "$log"
 small='CudaBackward.StridedLayoutsAndScale:CudaBackward.EmptyRowsGiveZeroDq:CudaBackward.HopperRunsTheSm90Kernels'
 step test_backward timeout 120 $B/test_backward --gtest_brief=1
-mids=; for v in v8 v8b v9a; do [ -f $B/$v/libflashbox.so ] && mids="$mids $v=$B/$v/libflashbox.so"; done
+mids=; for v in v8 v8b v9a v9; do [ -f $B/$v/libflashbox.so ] && mids="$mids $v=$B/$v/libflashbox.so"; done
 step variants timeout 170 python3 bench/sm90_bwd_variants.py base=$B/base/libflashbox.so $mids new=$B/libflashbox.so \
   --det new --rounds 3 --profile 1024,2048 --json "$O/variants.json"
+# A short check of one change (steps test_cuda, variants_short): the GPU tests only, and the builds
+# against each other in both dQ modes without cuDNN, two rounds.
+step test_cuda timeout 100 $B/test_backward --gtest_brief=1 --gtest_filter='*Cuda*:BackwardApi.*'
+step variants_short timeout 90 python3 bench/sm90_bwd_variants.py $mids new=$B/libflashbox.so \
+  --det ${DET:-new} --rounds 2 --no-cudnn --json "$O/variants_short.json"
 step memcheck timeout 50 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_backward --gtest_brief=1 \
   --gtest_filter="$small"
 step racecheck timeout 45 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_backward --gtest_brief=1 \

@@ -71,6 +71,7 @@ def main():
     ap.add_argument("--repeat-check", default="64:12:4096:1,128:16:2048:0:4",
                     help="shapes whose deterministic gradients are compared over 50 runs")
     ap.add_argument("--profile", default="", help="seqlens (causal, both head_dims) to break down per kernel")
+    ap.add_argument("--no-cudnn", action="store_true", help="time the builds only")
     args = ap.parse_args()
     libs = {}
     for spec in args.builds:
@@ -110,6 +111,8 @@ def main():
         cq, ck, cv = (x.detach().clone().requires_grad_(True) for x in (q, k, v))
         cudnn_bwd = None
         try:
+            if args.no_cudnn:
+                raise RuntimeError("not asked for (--no-cudnn)")
             cout = sdpa_fn(cs.SDPBackend.CUDNN_ATTENTION)(cq, ck, cv)
             cudnn_bwd = lambda: torch.autograd.grad(cout, (cq, ck, cv), do, retain_graph=True)
             cudnn_bwd()

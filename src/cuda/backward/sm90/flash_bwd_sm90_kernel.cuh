@@ -33,14 +33,14 @@
 // ends on short ones (longest-first list scheduling); the chunk bounds how many heads' Q/dO and dQ
 // accumulators are live in L2 at once.
 // Deterministic mode (dq_sem != nullptr): the adds into one dQ chunk happen in a fixed order, key
-// block 0 first, then 1, 2, ... A semaphore per (batch, query head, query block, consumer) counts the
-// adds that completed; the dQ writer waits for its key block's count before its bulk reduce-add and
-// signals once the add completed, off the consumers' path. The order of the CTAs stays longest
-// first (a CTA waits only for CTAs dispatched before it: no deadlock), and the walk over (query
-// block, query head) changes so that nobody waits long: query blocks descending with the group's
-// heads innermost (walk_next), so every key block's walk is a prefix of key block n − 1's and both
-// reach each block at the same step (v10; v9 ordered the adds the other way, which needs the
-// shortest CTAs dispatched first: 0.68x the non-deterministic speed with GQA).
+// block n_max(m) first and down to key block 0 (FA3's order: with the key blocks started together,
+// the last one that sees query block m reaches it first, so nobody waits in the causal case). A
+// semaphore per (batch, query head, query block, consumer) counts the adds that completed; thread 0
+// (the dQ writer) waits for its rank before its bulk reduce-add and signals once the add completed,
+// off the consumers' path (v8 did both in a consumer thread: 0.77x the non-deterministic speed at
+// every T). Key blocks then go
+// in descending order inside a chunk (a CTA waits only for CTAs dispatched before it: no deadlock,
+// and none waits long), which is shortest-first for causal: the price of this mode at short T.
 #pragma once
 #include <cuda.h>
 #include <cstdint>
@@ -113,21 +113,16 @@ __device__ __forceinline__ int2 tile_of(const BwdSm90Params &p, int linear) {
   const int heads_here = min(p.chunk_heads, p.num_bh - c * p.chunk_heads);
   int n = r / heads_here;
   const int bh = c * p.chunk_heads + (r - n * heads_here);
+  if (p.dq_sem != nullptr) n = p.num_n_blocks - 1 - n;
   return make_int2(n, bh);
 }
 
-// The walk of a CTA over its steps (file header): the first (query head, query block), and the next.
-// Non-deterministic: head by head, query blocks ascending from m_begin. Deterministic: query blocks
-// descending from the last to m_begin, the group's heads innermost.
-struct Walk {
-  int h, m;
-};
-__device__ __forceinline__ Walk walk_first(const BwdSm90Params &p, int hk, int m_begin) {
-  return {hk * p.group, p.dq_sem != nullptr ? p.num_m_blocks - 1 : m_begin};
-}
-__device__ __forceinline__ Walk walk_next(const BwdSm90Params &p, int hk, int m_begin, Walk w) {
-  if (p.dq_sem != nullptr) return w.h + 1 == (hk + 1) * p.group ? Walk{hk * p.group, w.m - 1} : Walk{w.h + 1, w.m};
-  return w.m + 1 == p.num_m_blocks ? Walk{w.h + 1, m_begin} : Walk{w.h, w.m + 1};
+// The last key block whose CTA adds into query block m (first_m_block(n) <= m), for the order of
+// the deterministic adds; only asked for query blocks that this CTA adds to (the result is >= n).
+__device__ __forceinline__ int last_n_block(const BwdSm90Params &p, int m, int BM, int BN) {
+  if (!p.causal) return p.num_n_blocks - 1;
+  const int rows = (m + 1) * BM + (p.seqlen_k - p.seqlen_q);  // keys < rows are seen by some row of m
+  return min(p.num_n_blocks - 1, (rows + BN - 1) / BN - 1);
 }
 
 __device__ __forceinline__ int ld_acquire_gpu(const int *ptr) {
@@ -151,22 +146,23 @@ __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *sm
   load_tile<Cfg::PANELS>(smem + Cfg::V_OFF, Cfg::BN * 128, &p.tm_v, p.ord_v, kv_full, n_block * Cfg::BN, hk, b);
   PipeState<Cfg::STAGES> st;
   const int m_begin = first_m_block(p, n_block, Cfg::BM, Cfg::BN);
-  const int steps = p.group * (p.num_m_blocks - m_begin);
-  Walk w = walk_first(p, hk, m_begin);
-  for (int step = 0; step < steps; ++step, w = walk_next(p, hk, m_begin, w)) {
-    mbar_wait(empty + st.stage, st.phase ^ 1);
-    uint64_t *bar = full + st.stage;
-    mbar_expect_tx_arrive(bar, 2 * Cfg::Q_BYTES);
-    load_tile<Cfg::PANELS>(smem + Cfg::Q_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_q, p.ord_q, bar,
-                           w.m * Cfg::BM, w.h, b);
-    load_tile<Cfg::PANELS>(smem + Cfg::DO_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_do, p.ord_do, bar,
-                           w.m * Cfg::BM, w.h, b);
-    st.advance();
+  for (int hi = 0; hi < p.group; ++hi) {
+    const int h = hk * p.group + hi;
+    for (int m = m_begin; m < p.num_m_blocks; ++m) {
+      mbar_wait(empty + st.stage, st.phase ^ 1);
+      uint64_t *bar = full + st.stage;
+      mbar_expect_tx_arrive(bar, 2 * Cfg::Q_BYTES);
+      load_tile<Cfg::PANELS>(smem + Cfg::Q_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_q, p.ord_q, bar,
+                             m * Cfg::BM, h, b);
+      load_tile<Cfg::PANELS>(smem + Cfg::DO_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_do, p.ord_do, bar,
+                             m * Cfg::BM, h, b);
+      st.advance();
+    }
   }
 }
 
 // The dQ writer (one warp; lane 0 issues): the consumers' staged chunks into the global accumulator,
-// step by step in the consumers' order (walk_first, walk_next).
+// step by step in the consumers' order (every query block of every query head of the group).
 template <class Cfg>
 __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *smem, int n_block, int hk, int b) {
   constexpr int NWG = Cfg::NWG, BM = Cfg::BM;
@@ -177,10 +173,11 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
   if (steps > 0)
 #pragma unroll
     for (int w = 0; w < NWG; ++w) named_barrier_arrive(kDqEmpty + w, kDqBarrierThreads);
-  Walk wk = walk_first(p, hk, m_begin);
-  for (int step = 0; step < steps; ++step, wk = walk_next(p, hk, m_begin, wk)) {
-    const int64_t block = (int64_t(b) * p.heads_q + wk.h) * p.num_m_blocks + wk.m;
+  int h = hk * p.group, m = m_begin;
+  for (int step = 0; step < steps; ++step) {
+    const int64_t block = (int64_t(b) * p.heads_q + h) * p.num_m_blocks + m;
     int *sem = det ? p.dq_sem + block * NWG : nullptr;
+    const int rank = det ? last_n_block(p, m, BM, Cfg::BN) - n_block : 0;
 #pragma unroll
     for (int w = 0; w < NWG; ++w) {
       named_barrier_sync(kDqFull + w, kDqBarrierThreads);
@@ -188,7 +185,7 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
         if (det) {
           // A legitimate wait is microseconds; a wrong count would hang the device: give up after
           // ~2^24 polls (seconds; the gradients are then wrong and the tests say so).
-          for (int polls = 0; ld_acquire_gpu(sem + w) != n_block && polls < (1 << 24); ++polls) {}
+          for (int polls = 0; ld_acquire_gpu(sem + w) != rank && polls < (1 << 24); ++polls) {}
           fence_proxy_async_global();
         }
         bulk_reduce_add_f32(p.dq_accum + block * (BM * Cfg::D) + w * Cfg::DQ_CHUNK_FLOATS,
@@ -208,6 +205,7 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
       for (int w = 0; w < NWG; ++w) red_release_gpu_add(sem + w, 1);
     }
     __syncwarp();
+    if (++m == p.num_m_blocks) m = m_begin, ++h;
   }
   if (lane == 0) bulk_wait_all();
   __syncwarp();
@@ -264,7 +262,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   mbar_wait(kv_full, 0);
   PipeState<Cfg::STAGES> st;
   int ds_buf = 0;
-  // Steps: every query block m >= m_begin of every query head of the group (walk_first, walk_next).
+  // Steps: every query block m >= m_begin of every query head of the group, head by head.
   const int m_begin = first_m_block(p, n_block, BM, BN);
   const int steps = p.group * (p.num_m_blocks - m_begin);
   // LSE·log2 e and D of a step, [2][BM] floats, are copied into the warpgroup's shared copy at the
@@ -281,8 +279,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     }
   };
   float vec_next[VEC_PER_THREAD];
-  Walk wk = walk_first(p, hk, m_begin);
-  int h = wk.h, m = wk.m;
+  int h = hk * p.group, m = m_begin;
   if (steps > 0) load_vec(vec_next, h, m);
   for (int step = 0; step < steps; ++step) {
     const uint32_t q_off = st.stage * Cfg::Q_BYTES;
@@ -302,8 +299,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     wgmma_commit();
 #pragma unroll
     for (int j = 0; j < VEC_PER_THREAD; ++j) vec[t + 128 * j] = vec_next[j];
-    wk = walk_next(p, hk, m_begin, wk);
-    if (step + 1 < steps) load_vec(vec_next, wk.h, wk.m);
+    const int m_next = m + 1 == p.num_m_blocks ? m_begin : m + 1, h_next = m_next == m_begin ? h + 1 : h;
+    if (step + 1 < steps) load_vec(vec_next, h_next, m_next);
     named_barrier_sync(kChunkBarrier + wg, 128);
     wgmma_wait<1>();
     fence_operands(s);
@@ -390,7 +387,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     if (lane == 0) mbar_arrive(empty + st.stage);  // Q_i and dO_i no longer read
     st.advance();
     ds_buf ^= 1;
-    h = wk.h, m = wk.m;
+    h = h_next, m = m_next;
   }
   store_rows<Cfg>(p.dv, p.dv_stride, b, hk, key_base, p.seqlen_k, dv, 1.f);
   store_rows<Cfg>(p.dk, p.dk_stride, b, hk, key_base, p.seqlen_k, dk, p.scale);

@@ -109,7 +109,7 @@ TEST(BackwardApi, CudaNeedsAlignmentAndADevice) {
 }
 
 #ifdef FLASHBOX_HAVE_CUDA
-// The Hopper backward (src/cuda/backward/sm90) takes non-deterministic calls on an sm_90 device.
+// The Hopper backward (src/cuda/backward/sm90) takes the calls (both dQ modes) on an sm_90 device.
 bool sm90_backward_applies() {
 #ifdef FLASHBOX_HAVE_SM90
   int dev = 0, major = 0, minor = 0;
@@ -145,7 +145,12 @@ TEST(BackwardApi, WorkspaceSize) {
     EXPECT_EQ(cuda_bytes, rows * 4 + rows * 64 * 4);
   }
   g.deterministic = 1;
-  EXPECT_EQ(flashbox_attention_backward_workspace_size(&g), rows * 4);  // no dQ accumulator
+  if (sm90_backward_applies()) {
+    // The same plus one semaphore per (batch, head, 128-row query tile, consumer warpgroup).
+    EXPECT_EQ(flashbox_attention_backward_workspace_size(&g), cuda_bytes + 2 * 4 * 1 * 2 * 4);
+  } else {
+    EXPECT_EQ(flashbox_attention_backward_workspace_size(&g), rows * 4);  // no dQ accumulator
+  }
 #else
   EXPECT_EQ(cuda_bytes, -FLASHBOX_ERR_NO_DEVICE);
 #endif

@@ -2,6 +2,9 @@
 // the two memory-bound kernels around the main one:
 //   prepare:    per (batch, query head, padded row): D = rowsum(dO ∘ O) and LSE · log2 e; padding
 //               rows (>= seqlen_q, up to a whole query tile) get D = 0 and LSE = +inf, so P = 0.
+//               It also zeroes the row's share of the dQ accumulator (head_dim floats of the flat
+//               buffer) and of the deterministic mode's semaphores (one int per row while any are
+//               left): no separate memset launch.
 //   convert_dq: dq = scale · dq_accum, read in the main kernel's fragment order (see
 //               flash_bwd_sm90_kernel.cuh), written in the dtype through the caller's strides.
 #include <cuda_bf16.h>
@@ -29,28 +32,53 @@ struct PrepArgs {
   const float *lse;
   int64_t o_stride[3], do_stride[3];
   float *lse_log2, *dsum;
+  float *dq_accum;  // zeroed: rows * head_dim floats
+  int *dq_sem;      // zeroed: n_sem ints (deterministic mode), else null
+  int64_t n_sem;
   int batch, heads_q, seqlen_q, seqlen_q_pad, head_dim;
 };
 
-// One warp per padded row.
+// head_dim / 8 lanes per padded row (8 or 16), 16 bytes of O and of dO each: two 16-byte loads in
+// flight per lane (one warp per row, 4 bytes a lane, left prepare and the memset it replaced at
+// ~2x cuDNN's time on the H200: bench/NOTES.md, v9).
 template <typename Elem>
 __global__ void prepare_kernel(const PrepArgs a) {
+  using Tr = cuda::ElementTraits<Elem>;
+  const int lpr = a.head_dim / 8;
   const int64_t rows = int64_t(a.batch) * a.heads_q * a.seqlen_q_pad;
-  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  const int lane = threadIdx.x & 31;
-  if (row >= rows) return;
+  const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / lpr;
+  const int sub = int(threadIdx.x % lpr), lane = int(threadIdx.x % 32);
+  if (row >= rows) return;  // whole row groups leave together (lpr divides the block)
+  float4 *z = reinterpret_cast<float4 *>(a.dq_accum + row * a.head_dim);  // head_dim / 4 = 2 lpr float4
+  z[sub] = z[sub + lpr] = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (sub == 0 && row < a.n_sem) a.dq_sem[row] = 0;
   const int i = int(row % a.seqlen_q_pad);
   const int64_t bh = row / a.seqlen_q_pad;
   const int h = int(bh % a.heads_q), b = int(bh / a.heads_q);
   if (i >= a.seqlen_q) {
-    if (lane == 0) a.dsum[row] = 0.f, a.lse_log2[row] = INFINITY;
+    if (sub == 0) a.dsum[row] = 0.f, a.lse_log2[row] = INFINITY;
     return;
   }
-  const Elem *o = static_cast<const Elem *>(a.o) + b * a.o_stride[0] + int64_t(i) * a.o_stride[1] + h * a.o_stride[2];
-  const Elem *d =
-      static_cast<const Elem *>(a.dout) + b * a.do_stride[0] + int64_t(i) * a.do_stride[1] + h * a.do_stride[2];
-  const float sum = cuda::bwd::warp_row_dot(o, d, a.head_dim, lane);
-  if (lane == 0) {
+  const Elem *o =
+      static_cast<const Elem *>(a.o) + b * a.o_stride[0] + int64_t(i) * a.o_stride[1] + h * a.o_stride[2] + 8 * sub;
+  const Elem *d = static_cast<const Elem *>(a.dout) + b * a.do_stride[0] + int64_t(i) * a.do_stride[1] +
+                  h * a.do_stride[2] + 8 * sub;
+  float sum = 0.f;
+  if (((reinterpret_cast<uintptr_t>(o) | reinterpret_cast<uintptr_t>(d)) & 15) == 0) {
+    const uint4 x = *reinterpret_cast<const uint4 *>(o), y = *reinterpret_cast<const uint4 *>(d);
+    const uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float2 p = cuda::bwd::unpack_pair<Elem>(xs[k]), q = cuda::bwd::unpack_pair<Elem>(ys[k]);
+      sum += p.x * q.x + p.y * q.y;
+    }
+  } else {  // O's strides need not be 16-byte multiples (dO's are: the TMA reads it)
+#pragma unroll
+    for (int k = 0; k < 8; ++k) sum += Tr::to_float(o[k]) * Tr::to_float(d[k]);
+  }
+  const unsigned group = (lpr == 32 ? 0xffffffffu : ((1u << lpr) - 1u) << (lane / lpr * lpr));
+  for (int off = lpr / 2; off > 0; off >>= 1) sum += __shfl_xor_sync(group, sum, off);
+  if (sub == 0) {
     a.dsum[row] = sum;
     a.lse_log2[row] = a.lse[bh * a.seqlen_q + i] * kLog2e;  // -inf stays -inf (the row is masked)
   }
@@ -65,37 +93,72 @@ struct ConvertArgs {
 };
 
 // Element (row r, column c) of a 64 x 64 dQ chunk sits in register i of thread t of the warpgroup
-// that computed it (docs/hopper.md §2.6) and was staged at float (i / 4 * 128 + t) * 4 + i % 4.
+// that computed it (docs/hopper.md §2.6) and was staged at float (i / 4 * 128 + t) * 4 + i % 4:
+// float4 j of thread t holds rows r0 = (t / 32) * 16 + (t % 32) / 4 and r0 + 8, columns
+// 8 j + 2 (t % 4) and the next. One thread per (chunk, t): 8 float4 loads, each a contiguous 512 bytes
+// across the warp (one thread per element pair, 8-byte loads at a 16-byte stride, ran at 2.5x cuDNN's
+// time: bench/NOTES.md, v9), then 2 x 8 pairs stored through the caller's strides.
 template <typename Elem>
 __global__ void convert_dq_kernel(const ConvertArgs a) {
   using Tr = cuda::ElementTraits<Elem>;
-  const int64_t pairs = int64_t(a.batch) * a.heads_q * a.seqlen_q * a.head_dim / 2;
-  const int nd = a.head_dim / 64;
-  for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < pairs; x += int64_t(gridDim.x) * blockDim.x) {
-    const int c = int(2 * x % a.head_dim);
-    const int64_t row = 2 * x / a.head_dim;
-    const int i = int(row % a.seqlen_q);
-    const int64_t bh = row / a.seqlen_q;
+  const int nd = a.head_dim / 64, nch = a.block_m / 64 * nd;
+  const int64_t threads = int64_t(a.batch) * a.heads_q * a.num_m_blocks * nch * 128;
+  for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < threads; x += int64_t(gridDim.x) * blockDim.x) {
+    const int t = int(x % 128);
+    const int64_t chunk_id = x / 128;  // (batch * head, query block, chunk)
+    const int chunk = int(chunk_id % nch);
+    const int64_t bm = chunk_id / nch;
+    const int m = int(bm % a.num_m_blocks);
+    const int64_t bh = bm / a.num_m_blocks;
     const int h = int(bh % a.heads_q), b = int(bh / a.heads_q);
-    const int m = i / a.block_m, rr = i % a.block_m;
-    const int chunk = (rr / 64) * nd + c / 64, r = rr % 64, cc = c % 64;
-    const int t = (r / 16) * 32 + (r % 8) * 4 + (cc % 8) / 2;
-    const int e = 2 * ((r % 16) / 8);
-    const float *src = a.dq_accum + (bh * a.num_m_blocks + m) * int64_t(a.block_m) * a.head_dim + chunk * 4096 +
-                       ((cc / 8) * 128 + t) * 4 + e;
-    const float2 v = *reinterpret_cast<const float2 *>(src);
-    Elem *dst = static_cast<Elem *>(a.dq) + b * a.dq_stride[0] + int64_t(i) * a.dq_stride[1] + h * a.dq_stride[2] + c;
-    *reinterpret_cast<uint32_t *>(dst) = Tr::pack(v.x * a.scale, v.y * a.scale);
+    const int row0 = m * a.block_m + (chunk / nd) * 64 + (t / 32) * 16 + (t % 32) / 4;
+    const float4 *src = reinterpret_cast<const float4 *>(a.dq_accum) + chunk_id * 1024 + t;
+    float4 v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = src[j * 128];
+    Elem *base = static_cast<Elem *>(a.dq) + b * a.dq_stride[0] + h * a.dq_stride[2] + (chunk % nd) * 64 + 2 * (t % 4);
+    if (row0 < a.seqlen_q) {
+      Elem *dst = base + int64_t(row0) * a.dq_stride[1];
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        *reinterpret_cast<uint32_t *>(dst + 8 * j) = Tr::pack(v[j].x * a.scale, v[j].y * a.scale);
+    }
+    if (row0 + 8 < a.seqlen_q) {
+      Elem *dst = base + int64_t(row0 + 8) * a.dq_stride[1];
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        *reinterpret_cast<uint32_t *>(dst + 8 * j) = Tr::pack(v[j].z * a.scale, v[j].w * a.scale);
+    }
   }
 }
 
 int block_m_for(int64_t head_dim) { return head_dim == 64 ? 128 : 64; }
 
+// (batch, kv head) pairs per chunk of the CTA order (flash_bwd_sm90_kernel.cuh, tile_of): enough for
+// two CTAs per SM in a chunk, so that the longest-first order inside it leaves no SM idle at the end
+// (1 = the plain head-by-head order, where one head alone has that many key blocks); at most 24 MB of
+// the chunk's dQ accumulators, which the adds keep in L2; then equal chunks (a short last chunk would
+// start its long CTAs late).
+int chunk_heads_for(int64_t num_bh, int64_t num_n_blocks, int64_t seqlen_q_pad, int64_t head_dim) {
+  int sms = 0, dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    cudaGetLastError();
+    sms = 132;
+  }
+  int64_t g = (2 * sms + num_n_blocks - 1) / num_n_blocks;
+  if (g <= 3) return 1;
+  g = std::min<int64_t>(g, std::max<int64_t>(1, (int64_t(24) << 20) / (seqlen_q_pad * head_dim * 4)));
+  g = std::clamp<int64_t>(g, 1, num_bh);
+  const int64_t chunks = (num_bh + g - 1) / g;
+  return int((num_bh + chunks - 1) / chunks);
+}
+
 struct Launch {
   BwdSm90Params p;  // tensor maps and sizes; the scratch pointers are set by the run
   PrepArgs prep;
   ConvertArgs conv;
-  int64_t vec_bytes, dq_accum_bytes, rows, pairs;
+  int64_t vec_bytes, dq_accum_bytes, sem_bytes, rows, conv_threads;
   dim3 grid;
   bool bf16, d64;
   cudaStream_t stream;
@@ -111,32 +174,34 @@ int run(const Launch &l) {
   cuda::DeviceScratch lse_log2(stream), dsum(stream), dq_accum(stream);
   cudaError_t e = lse_log2.allocate(l.vec_bytes);
   if (e == cudaSuccess) e = dsum.allocate(l.vec_bytes);
-  if (e == cudaSuccess) e = dq_accum.allocate(l.dq_accum_bytes);
+  if (e == cudaSuccess) e = dq_accum.allocate(l.dq_accum_bytes + l.sem_bytes);  // semaphores behind the floats
   if (e == cudaErrorMemoryAllocation)
     return fail(FLASHBOX_ERR_OUT_OF_MEMORY, "cuda backward: cannot allocate " +
-                                                std::to_string(2 * l.vec_bytes + l.dq_accum_bytes) +
+                                                std::to_string(2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes) +
                                                 " bytes of scratch");
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "cudaMallocAsync"));
 
   PrepArgs prep = l.prep;
   prep.lse_log2 = lse_log2.as<float>(), prep.dsum = dsum.as<float>();
-  const unsigned prep_blocks = unsigned((l.rows + 7) / 8);
+  prep.dq_accum = dq_accum.as<float>();
+  prep.dq_sem = l.sem_bytes > 0 ? reinterpret_cast<int *>(dq_accum.as<uint8_t>() + l.dq_accum_bytes) : nullptr;
+  prep.n_sem = l.sem_bytes / 4;
+  const unsigned prep_blocks = unsigned((l.rows * (l.d64 ? 8 : 16) + 255) / 256);
   if (l.bf16)
     prepare_kernel<__nv_bfloat16><<<prep_blocks, 256, 0, stream>>>(prep);
   else
     prepare_kernel<__half><<<prep_blocks, 256, 0, stream>>>(prep);
   if ((e = cudaGetLastError()) != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "prepare kernel launch"));
-  if ((e = cudaMemsetAsync(dq_accum.as<float>(), 0, size_t(l.dq_accum_bytes), stream)) != cudaSuccess)
-    return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "cudaMemsetAsync of the dQ accumulator"));
 
   BwdSm90Params p = l.p;
   p.lse_log2 = lse_log2.as<float>(), p.dsum = dsum.as<float>(), p.dq_accum = dq_accum.as<float>();
+  p.dq_sem = prep.dq_sem;
   e = l.d64 ? launch_bwd_d64(l.bf16, p, l.grid, stream) : launch_bwd_d128(l.bf16, p, l.grid, stream);
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "main kernel launch"));
 
   ConvertArgs conv = l.conv;
   conv.dq_accum = dq_accum.as<float>();
-  const unsigned conv_blocks = unsigned(std::min<int64_t>((l.pairs + 255) / 256, 65535));
+  const unsigned conv_blocks = unsigned(std::min<int64_t>((l.conv_threads + 255) / 256, 65535));
   if (l.bf16)
     convert_dq_kernel<__nv_bfloat16><<<conv_blocks, 256, 0, stream>>>(conv);
   else
@@ -151,15 +216,14 @@ int run(const Launch &l) {
 namespace flashbox::detail {
 
 // Declines (the caller falls back to the sm80 family) where this path does not apply: not an sm_90
-// device, a layout the TMA cannot describe, deterministic mode (its fixed dQ order is the sm80
-// family's), a grid too large.
+// device, a layout the TMA cannot describe, a grid too large. Deterministic mode orders the dQ adds
+// with semaphores behind the dQ accumulator (flash_bwd_sm90_kernel.cuh).
 PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   using namespace sm90::bwd;
   using sm90::TensorView;
   const Problem &a = g.fwd;
   if (const std::string what = extension_in_use(a); !what.empty())
     return PlanResult::no("the sm90 backward has no " + what + " yet");
-  if (g.deterministic) return PlanResult::no("deterministic mode runs the sm80 kernels (a fixed dQ order)");
   if (a.head_dim != 64 && a.head_dim != 128) return PlanResult::no("the sm90 backward takes head_dim 64 or 128");
   if (const char *reason = sm90::sm90_unavailable_reason()) return PlanResult::no(reason);
   if (a.seqlen_q > INT32_MAX / 2 || a.seqlen_k > INT32_MAX / 2)
@@ -174,13 +238,18 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
         return PlanResult::no("TMA needs 16-byte aligned q/k/v/dout and strides that are multiples of 16 B");
   const int bm = block_m_for(a.head_dim);
   const int64_t m_blocks = (a.seqlen_q + bm - 1) / bm;
-  if ((a.seqlen_k + 127) / 128 > INT32_MAX || a.batch * a.heads_kv > 65535) return PlanResult::no("grid too large");
+  const int64_t n_blocks = (a.seqlen_k + 127) / 128;
+  if (n_blocks * a.batch * a.heads_kv > INT32_MAX) return PlanResult::no("grid too large");
 
   Launch l{};
   const int64_t seqlen_q_pad = m_blocks * bm;
   l.vec_bytes = a.batch * a.heads_q * seqlen_q_pad * 4;
   l.dq_accum_bytes = l.vec_bytes * a.head_dim;
-  Plan plan{"cuda_flash_bwd_sm90_d" + std::to_string(a.head_dim), 2 * l.vec_bytes + l.dq_accum_bytes, {}};
+  // Deterministic mode: one int per (batch, query head, query block, consumer warpgroup).
+  l.sem_bytes = g.deterministic ? a.batch * a.heads_q * m_blocks * kConsumerWarpgroups * 4 : 0;
+  Plan plan{"cuda_flash_bwd_sm90_d" + std::to_string(a.head_dim) + (g.deterministic ? "_deterministic" : ""),
+            2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes,
+            {}};
   if (size_only) return {std::move(plan)};
 
   l.bf16 = a.dtype == FLASHBOX_BFLOAT16, l.d64 = a.head_dim == 64;
@@ -198,9 +267,11 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   p.seqlen_q = int(a.seqlen_q), p.seqlen_k = int(a.seqlen_k), p.seqlen_q_pad = int(seqlen_q_pad);
   p.heads_q = int(a.heads_q), p.heads_kv = int(a.heads_kv), p.group = int(a.group);
   p.num_m_blocks = int(m_blocks);
+  p.num_n_blocks = int(n_blocks), p.num_bh = int(a.batch * a.heads_kv);
+  p.chunk_heads = chunk_heads_for(p.num_bh, n_blocks, seqlen_q_pad, a.head_dim);
   p.causal = a.causal;
   p.scale = a.scale, p.scale_log2 = a.scale_log2;
-  l.grid = dim3(unsigned((a.seqlen_k + 127) / 128), unsigned(a.batch * a.heads_kv));
+  l.grid = dim3(unsigned(n_blocks * a.batch * a.heads_kv));
 
   l.prep = PrepArgs{a.o,
                     g.dout,
@@ -209,6 +280,9 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
                     {},
                     nullptr,
                     nullptr,
+                    nullptr,
+                    nullptr,
+                    0,
                     int(a.batch),
                     int(a.heads_q),
                     int(a.seqlen_q),
@@ -219,7 +293,7 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   l.conv = ConvertArgs{nullptr,         g.dq,           {}, int(a.batch),    int(a.heads_q),
                        int(a.seqlen_q), p.num_m_blocks, bm, int(a.head_dim), a.scale};
   for (int i = 0; i < 3; ++i) l.conv.dq_stride[i] = g.dq_stride[i];
-  l.pairs = a.batch * a.heads_q * a.seqlen_q * a.head_dim / 2;
+  l.conv_threads = a.batch * a.heads_q * m_blocks * (bm * a.head_dim / 4096) * 128;  // one per (chunk, t)
   plan.run = [l] { return run(l); };
   return {std::move(plan)};
 }

@@ -16,14 +16,31 @@
 //     dS^T also goes to shared memory (double-buffered, MN-major 128B-swizzled panels of 64 queries)
 //     and, once both consumers wrote theirs, each computes one 64 x 64 chunk of
 //       dQ_i += dS K_j       (SS, both operands MN-major)
-//     which leaves through shared memory as one bulk fp32 reduce-add into a global accumulator
-//     (fragment order: each thread's registers are contiguous, so the staging stores are free of
-//     bank conflicts; the convert kernel knows the order).
+//     which it stages in shared memory (fragment order: each thread's registers are contiguous, so
+//     the stores are free of bank conflicts; the convert kernel knows the order).
+//   warp 1 of warpgroup 0, the dQ writer: per step and consumer, waits for the staged chunk (named
+//     barrier kDqFull + w), adds it into the global fp32 accumulator with one bulk reduce-add, and
+//     gives the staging buffer back (kDqEmpty + w) once the copy engine has read it. The consumers
+//     never wait for the add itself (v9; v8 issued it from a consumer thread).
 //   Overlap inside a consumer: P is computed while dP^T is in flight, and the dQ chunk is staged
 //   while dK's product runs (issue order S^T, dP^T, dV, dQ, dK).
 // Padding: rows past seqlen_q arrive as zeros (TMA out-of-bounds fill) with LSE = +inf, so their P
 // is 0; keys past seqlen_k and the causal upper triangle (bottom-right aligned) are masked only in
 // the blocks that cross them.
+// Order of the CTAs (tile_of): a one-dimensional grid walked in chunks of `chunk_heads` (batch, kv
+// head) pairs; inside a chunk, key block by key block, the chunk's heads innermost. Causal, key block
+// 0 has the most query blocks, so the hardware's in-order dispatch starts the longest CTAs first and
+// ends on short ones (longest-first list scheduling); the chunk bounds how many heads' Q/dO and dQ
+// accumulators are live in L2 at once.
+// Deterministic mode (dq_sem != nullptr): the adds into one dQ chunk happen in a fixed order, key
+// block n_max(m) first and down to key block 0 (FA3's order: with the key blocks started together,
+// the last one that sees query block m reaches it first, so nobody waits in the causal case). A
+// semaphore per (batch, query head, query block, consumer) counts the adds that completed; thread 0
+// (the dQ writer) waits for its rank before its bulk reduce-add and signals once the add completed,
+// off the consumers' path (v8 did both in a consumer thread: 0.77x the non-deterministic speed at
+// every T). Key blocks then go
+// in descending order inside a chunk (a CTA waits only for CTAs dispatched before it: no deadlock,
+// and none waits long), which is shortest-first for causal: the price of this mode at short T.
 #pragma once
 #include <cuda.h>
 #include <cstdint>
@@ -44,15 +61,19 @@ struct BwdSm90Params {
   const float *lse_log2;               // [batch * heads_q, seqlen_q_pad]: LSE · log2 e, +inf on padding
   const float *dsum;                   // [batch * heads_q, seqlen_q_pad]: rowsum(dO ∘ O), 0 on padding
   float *dq_accum;                     // [batch * heads_q, num_m_blocks, BM * D], fragment order
+  int *dq_sem;                         // deterministic mode: [batch * heads_q, num_m_blocks, NWG], zeroed; else null
   int seqlen_q, seqlen_k, seqlen_q_pad, heads_q, heads_kv, group, num_m_blocks;
+  int num_n_blocks, num_bh, chunk_heads;  // the CTA order (tile_of); num_bh = batch * heads_kv
   int causal;
   float scale, scale_log2;
 };
 
+constexpr int kConsumerWarpgroups = 2;
+
 template <class T, int D_, int BM_>
 struct BwdConfig {
   using Elem = T;
-  static constexpr int D = D_, BM = BM_, BN = 128, NWG = 2, STAGES = 2;
+  static constexpr int D = D_, BM = BM_, BN = 128, NWG = kConsumerWarpgroups, STAGES = 2;
   static constexpr int THREADS = 128 * (NWG + 1);
   static constexpr int PANELS = D / 64;
   // dQ_i (BM x D) is cut into 64 x 64 chunks, one per consumer: chunk w covers query panel w / ND
@@ -70,9 +91,13 @@ struct BwdConfig {
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
 };
 
-// Named barriers: 0 is __syncthreads; 1 both consumers (dS^T complete); 2 + w one consumer.
+// Named barriers: 0 is __syncthreads; 1 both consumers (dS^T complete); 2 + w one consumer;
+// 4 + w consumer w's dQ chunk staged, 6 + w its staging buffer free (consumer w and the dQ writer).
 constexpr int kDsBarrier = 1;
 constexpr int kChunkBarrier = 2;
+constexpr int kDqFull = 4;
+constexpr int kDqEmpty = 6;
+constexpr int kDqBarrierThreads = 128 + 32;
 
 // First query block that sees a key of K block n (causal, bottom-right aligned), else 0.
 __device__ __forceinline__ int first_m_block(const BwdSm90Params &p, int n_block, int BM, int BN) {
@@ -80,6 +105,36 @@ __device__ __forceinline__ int first_m_block(const BwdSm90Params &p, int n_block
   const int first_row = n_block * BN - (p.seqlen_k - p.seqlen_q);  // rows >= this see key n * BN
   return first_row <= 0 ? 0 : first_row / BM;
 }
+
+// The (key block, batch * heads_kv + kv head) of CTA `linear` (the order in the file header).
+__device__ __forceinline__ int2 tile_of(const BwdSm90Params &p, int linear) {
+  const int per_chunk = p.chunk_heads * p.num_n_blocks;
+  const int c = linear / per_chunk, r = linear - c * per_chunk;
+  const int heads_here = min(p.chunk_heads, p.num_bh - c * p.chunk_heads);
+  int n = r / heads_here;
+  const int bh = c * p.chunk_heads + (r - n * heads_here);
+  if (p.dq_sem != nullptr) n = p.num_n_blocks - 1 - n;
+  return make_int2(n, bh);
+}
+
+// The last key block whose CTA adds into query block m (first_m_block(n) <= m), for the order of
+// the deterministic adds; only asked for query blocks that this CTA adds to (the result is >= n).
+__device__ __forceinline__ int last_n_block(const BwdSm90Params &p, int m, int BM, int BN) {
+  if (!p.causal) return p.num_n_blocks - 1;
+  const int rows = (m + 1) * BM + (p.seqlen_k - p.seqlen_q);  // keys < rows are seen by some row of m
+  return min(p.num_n_blocks - 1, (rows + BN - 1) / BN - 1);
+}
+
+__device__ __forceinline__ int ld_acquire_gpu(const int *ptr) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(ptr) : "memory");
+  return v;
+}
+__device__ __forceinline__ void red_release_gpu_add(int *ptr, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(ptr), "r"(v) : "memory");
+}
+// Orders the bulk (async proxy) accesses to global memory with this thread's ordinary ones.
+__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
 
 template <class Cfg>
 __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *smem, uint64_t *kv_full, uint64_t *full,
@@ -104,6 +159,56 @@ __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *sm
       st.advance();
     }
   }
+}
+
+// The dQ writer (one warp; lane 0 issues): the consumers' staged chunks into the global accumulator,
+// step by step in the consumers' order (every query block of every query head of the group).
+template <class Cfg>
+__device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *smem, int n_block, int hk, int b) {
+  constexpr int NWG = Cfg::NWG, BM = Cfg::BM;
+  const int lane = threadIdx.x % 32;
+  const int m_begin = first_m_block(p, n_block, BM, Cfg::BN);
+  const int steps = p.group * (p.num_m_blocks - m_begin);
+  const bool det = p.dq_sem != nullptr;
+  if (steps > 0)
+#pragma unroll
+    for (int w = 0; w < NWG; ++w) named_barrier_arrive(kDqEmpty + w, kDqBarrierThreads);
+  int h = hk * p.group, m = m_begin;
+  for (int step = 0; step < steps; ++step) {
+    const int64_t block = (int64_t(b) * p.heads_q + h) * p.num_m_blocks + m;
+    int *sem = det ? p.dq_sem + block * NWG : nullptr;
+    const int rank = det ? last_n_block(p, m, BM, Cfg::BN) - n_block : 0;
+#pragma unroll
+    for (int w = 0; w < NWG; ++w) {
+      named_barrier_sync(kDqFull + w, kDqBarrierThreads);
+      if (lane == 0) {
+        if (det) {
+          // A legitimate wait is microseconds; a wrong count would hang the device: give up after
+          // ~2^24 polls (seconds; the gradients are then wrong and the tests say so).
+          for (int polls = 0; ld_acquire_gpu(sem + w) != rank && polls < (1 << 24); ++polls) {}
+          fence_proxy_async_global();
+        }
+        bulk_reduce_add_f32(p.dq_accum + block * (BM * Cfg::D) + w * Cfg::DQ_CHUNK_FLOATS,
+                            smem + Cfg::DQ_OFF + w * Cfg::DQ_CHUNK_FLOATS * 4, Cfg::DQ_CHUNK_FLOATS * 4);
+      }
+      __syncwarp();  // bar.sync is .aligned: the whole warp, converged, at the next one
+    }
+    if (lane == 0) bulk_wait_read_all();
+    __syncwarp();
+    if (step + 1 < steps)
+#pragma unroll
+      for (int w = 0; w < NWG; ++w) named_barrier_arrive(kDqEmpty + w, kDqBarrierThreads);
+    if (det && lane == 0) {  // the adds completed: the next key block down may add
+      bulk_wait_all();
+      fence_proxy_async_global();
+#pragma unroll
+      for (int w = 0; w < NWG; ++w) red_release_gpu_add(sem + w, 1);
+    }
+    __syncwarp();
+    if (++m == p.num_m_blocks) m = m_begin, ++h;
+  }
+  if (lane == 0) bulk_wait_all();
+  __syncwarp();
 }
 
 // Writes a 64 x D fp32 accumulator (this warpgroup's 64 keys) as the dtype, rows < seqlen_k.
@@ -177,7 +282,6 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   int h = hk * p.group, m = m_begin;
   if (steps > 0) load_vec(vec_next, h, m);
   for (int step = 0; step < steps; ++step) {
-    float *dq_head = p.dq_accum + (int64_t(b) * p.heads_q + h) * int64_t(p.num_m_blocks) * (BM * D);
     const uint32_t q_off = st.stage * Cfg::Q_BYTES;
     mbar_wait(full + st.stage, st.phase);
     // S^T = K_w Q^T and dP^T = V_w dO^T, as two groups: P is computed while dP^T is in flight.
@@ -265,19 +369,15 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     wgmma_wait<1>();  // dV and dQ done; dK still in flight while the dQ chunk is staged
     fence_operands(dq);
 
-    // The chunk leaves as one bulk reduce-add once the previous one has been read out.
+    // The chunk goes to the dQ writer through the staging buffer, once the writer has given it back.
     float *staging = reinterpret_cast<float *>(smem + Cfg::DQ_OFF) + wg * Cfg::DQ_CHUNK_FLOATS;
-    if (t == 0) bulk_wait_read_all();
-    named_barrier_sync(kChunkBarrier + wg, 128);
+    named_barrier_sync(kDqEmpty + wg, kDqBarrierThreads);
 #pragma unroll
     for (int j = 0; j < 8; ++j)
       *reinterpret_cast<float4 *>(staging + (j * 128 + t) * 4) =
           make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
     fence_view_async_shared();
-    named_barrier_sync(kChunkBarrier + wg, 128);
-    if (t == 0)
-      bulk_reduce_add_f32(dq_head + int64_t(m) * (BM * D) + wg * Cfg::DQ_CHUNK_FLOATS, staging,
-                          Cfg::DQ_CHUNK_FLOATS * 4);
+    named_barrier_arrive(kDqFull + wg, kDqBarrierThreads);
 
     wgmma_wait<0>();
     fence_operands(dv);
@@ -289,7 +389,6 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     ds_buf ^= 1;
     h = h_next, m = m_next;
   }
-  if (t == 0) bulk_wait_all();
   store_rows<Cfg>(p.dv, p.dv_stride, b, hk, key_base, p.seqlen_k, dv, 1.f);
   store_rows<Cfg>(p.dk, p.dk_stride, b, hk, key_base, p.seqlen_k, dk, p.scale);
 }
@@ -309,11 +408,15 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const _
     mbar_init_fence();
   }
   __syncthreads();
-  const int n_block = blockIdx.x, hk = blockIdx.y % p.heads_kv, b = blockIdx.y / p.heads_kv;
+  const int2 tile = tile_of(p, int(blockIdx.x));
+  const int n_block = tile.x, hk = tile.y % p.heads_kv, b = tile.y / p.heads_kv;
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     setmaxnreg_dec<24>();
-    if (threadIdx.x == 0) bwd_producer<Cfg>(p, smem, kv_full, full, empty, n_block, hk, b);
+    if (threadIdx.x == 0)
+      bwd_producer<Cfg>(p, smem, kv_full, full, empty, n_block, hk, b);
+    else if (threadIdx.x / 32 == 1)
+      bwd_dq_writer<Cfg>(p, smem, n_block, hk, b);
   } else {
     setmaxnreg_inc<240>();
     bwd_consumer<Cfg>(p, smem, kv_full, full, empty, n_block, hk, b, wg - 1);

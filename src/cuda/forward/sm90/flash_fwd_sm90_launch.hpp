@@ -9,8 +9,10 @@
 
 namespace flashbox::sm90 {
 
-cudaError_t launch_fwd_d64(bool bf16, TileChoice tile, const FwdParams &p, dim3 grid, cudaStream_t stream);
-cudaError_t launch_fwd_d128(bool bf16, TileChoice tile, const FwdParams &p, dim3 grid, cudaStream_t stream);
+// mods: the configuration with softcap and ALiBi compiled in (the default tile only: tile_policy.hpp).
+cudaError_t launch_fwd_d64(bool bf16, TileChoice tile, bool mods, const FwdParams &p, dim3 grid, cudaStream_t stream);
+cudaError_t launch_fwd_d128(bool bf16, TileChoice tile, bool mods, const FwdParams &p, dim3 grid,
+                            cudaStream_t stream);
 
 template <class Cfg>
 cudaError_t launch_config(const FwdParams &p, dim3 grid, cudaStream_t stream) {

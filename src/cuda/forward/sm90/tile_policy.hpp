@@ -43,8 +43,26 @@ inline bool choose_tile(const detail::Problem &p, TileChoice &out) {
 // K and V bytes of one (batch, head): what a head's tiles share in L2.
 inline int64_t kv_bytes_per_head(const detail::Problem &p) { return p.seqlen_k * p.head_dim * 2 * 2; }
 
+// Softcap or ALiBi: the MODS configuration (the default tile of the head_dim; every score is
+// transformed, so the plain configurations do not carry the code). A window needs no configuration
+// of its own: it only bounds the tile loop and moves the masks (runtime parameters).
+inline bool needs_score_mods(const detail::Problem &p) {
+  return p.mods.softcap > 0.0f || p.mods.alibi_slopes != nullptr;
+}
+inline bool is_default_tile(const detail::Problem &p, TileChoice t) {
+  const TileChoice d = p.head_dim == 64 ? kTilesD64[0] : kTilesD128[0];
+  return t.bm == d.bm && t.bn == d.bn;
+}
+
+// Causal-like: the tile's work grows with its query block (the causal triangle, or any mask with a
+// right edge and no left one). A window with a left edge gives every tile about the same work (at
+// most window + BM keys), like the non-causal square, so it is scheduled like it; the longest-first
+// order (query blocks descending) stays right for a causal window, whose work does not decrease with
+// the block.
+inline bool triangular_work(const detail::Problem &p) { return p.mods.window_right >= 0 && p.mods.window_left < 0; }
+
 // Persistent (one CTA per SM walking many tiles) or one CTA per tile. Non-causal: always persistent
-// (equal tiles balance; hiding each tile's start and end: D128 T = 16384 699 against 671 TFLOP/s on
+// (equal tiles balance, and so do a sliding window's; hiding each tile's start and end: D128 T = 16384 699 against 671 TFLOP/s on
 // the grid). Causal: persistent while a head's K and V take at most 4 MB (D64 up to T = 16384, D128
 // up to 8192), where hiding each tile's start and end wins (+27% D64 and +15% D128 at T = 2048);
 // beyond, one CTA per tile, whose hardware dispatch balances the unequal causal tiles (D128
@@ -55,7 +73,7 @@ inline bool persistent_schedule(const detail::Problem &p) {
     case FLASHBOX_SCHEDULE_PERSISTENT: return true;
     default: break;
   }
-  if (p.tuning.sm90_max_ctas > 0 || !p.causal) return true;
+  if (p.tuning.sm90_max_ctas > 0 || !triangular_work(p)) return true;
   return kv_bytes_per_head(p) <= (int64_t(4) << 20);
 }
 

@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""The extension's masks and score transforms (flashbox_attention_forward_ext) against the plain
+kernel, with PyTorch SDPA for context, in one process on the same tensors (compare_sdpa.py's method:
+triton.testing.do_bench, L2 flushed, median; [B, H, T, D] contiguous torch tensors).
+
+For each (head_dim, T) it times flashbox plain causal and non-causal, sliding windows (causal
+(W, 0) and two-sided (W, W)), softcap 30 (causal and not) and ALiBi (causal), and SDPA's flash and
+cuDNN backends on the plain masks (SDPA has no window or softcap; its memory-efficient backend with
+an additive float mask is timed for the window too, and gives the reference for the window's error).
+TFLOP/s count 4 * B * H * D per visible (query, key) pair, so a window's rate is comparable with the
+plain kernel's: the bar is that window and softcap cost under 10 % (ratio >= 0.9).
+
+  python3 bench/compare_masks.py build/libflashbox.so --json bench/results/<dir>/compare_masks.json
+"""
+import argparse
+import ctypes
+import json
+import os
+import sys
+import time
+
+import torch
+import triton
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare_sdpa import (FLASHBOX_FLASH, AttentionArgs, bench, checked, load_library, make_args,  # noqa: E402
+                          rel_error)
+
+
+class Ext(ctypes.Structure):  # flashbox_attention_ext, include/flashbox/flashbox.h
+    _fields_ = [("struct_size", ctypes.c_int32), ("window_left", ctypes.c_int32), ("window_right", ctypes.c_int32),
+                ("softcap", ctypes.c_float), ("alibi_slopes", ctypes.c_void_p), ("alibi_batch_stride", ctypes.c_int64),
+                ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p),
+                ("max_seqlen_q", ctypes.c_int64), ("max_seqlen_k", ctypes.c_int64)]
+
+
+def ext(window=(-1, -1), softcap=0.0, slopes=None):
+    e = Ext()
+    e.struct_size = ctypes.sizeof(Ext)
+    e.window_left, e.window_right = window
+    e.softcap = softcap
+    e.alibi_slopes = slopes.data_ptr() if slopes is not None else None
+    return e
+
+
+def visible_pairs(T, causal, window):
+    """(query, key) pairs a [T, T] call computes (FA2 semantics, seqlen_q = seqlen_k)."""
+    left, right = window
+    if causal:
+        right = 0
+    i = torch.arange(T, dtype=torch.int64)
+    begin = (i - left).clamp(0, T) if left >= 0 else torch.zeros_like(i)
+    end = (i + right + 1).clamp(0, T) if right >= 0 else torch.full_like(i, T)
+    return int((end - begin).clamp(min=0).sum())
+
+
+def window_mask(T, causal, window, device, dtype):
+    left, right = window
+    if causal:
+        right = 0
+    i = torch.arange(T, device=device)[:, None]
+    j = torch.arange(T, device=device)[None, :]
+    ok = torch.ones(T, T, dtype=torch.bool, device=device)
+    if left >= 0:
+        ok &= j >= i - left
+    if right >= 0:
+        ok &= j <= i + right
+    return torch.zeros(T, T, device=device, dtype=dtype).masked_fill(~ok, float("-inf"))
+
+
+def measure(lib, B, H, T, D, dtype, windows):
+    gen = torch.Generator(device="cuda").manual_seed(2000 + T + D)
+    q, k, v = (torch.randn(B, H, T, D, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
+    o = torch.empty_like(q)
+    lse = torch.empty(B, H, T, device="cuda", dtype=torch.float32)
+    slopes = torch.tensor([2.0 ** (-8.0 * (h + 1) / H) for h in range(H)], device="cuda", dtype=torch.float32)
+    rows = []
+
+    def row(impl, variant, causal, window, ms, **kw):
+        pairs = visible_pairs(T, causal, window)
+        r = dict(impl=impl, variant=variant, head_dim=D, heads=H, batch=B, seqlen=T, causal=causal,
+                 window=list(window), direction="forward", ms=ms, visible_pairs=pairs,
+                 tflops=(4.0 * B * H * D * pairs / (ms * 1e-3) / 1e12 if ms else None))
+        r.update(kw)
+        rows.append(r)
+
+    def fb(variant, causal, window=(-1, -1), softcap=0.0, use_slopes=False, ref=None):
+        a = make_args(q, k, v, o, lse, FLASHBOX_FLASH, causal)
+        e = ext(window, softcap, slopes if use_slopes else None)
+        call = lambda: lib.flashbox_attention_forward_ext(ctypes.byref(a), ctypes.byref(e))  # noqa: E731
+        try:
+            checked(lib, call())
+        except RuntimeError as err:
+            row("flashbox", variant, causal, window, None, status="error", error=str(err)[:200])
+            return
+        torch.cuda.synchronize()
+        kernel = lib.flashbox_last_kernel().decode()
+        extra = {}
+        if ref is not None:
+            extra["rel_error_vs_sdpa"] = rel_error(o, ref)
+        row("flashbox", variant, causal, window, bench(call), kernel=kernel, **extra)
+
+    def sdpa(variant, backend, causal, mask=None, window=(-1, -1)):
+        def run():
+            with sdpa_kernel(backend):
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                                                        is_causal=causal and mask is None)
+        try:
+            out = run()
+            torch.cuda.synchronize()
+            row("sdpa", variant, causal, window, bench(run), backend=str(backend))
+            return out
+        except Exception as err:  # a backend that cannot run this shape
+            row("sdpa", variant, causal, window, None, status="error", error=str(err).splitlines()[0][:160])
+            return None
+
+    for causal in (True, False):
+        ref = sdpa("flash", SDPBackend.FLASH_ATTENTION, causal)
+        sdpa("cudnn", SDPBackend.CUDNN_ATTENTION, causal)
+        fb("plain", causal, ref=ref)
+        fb("softcap30", causal, softcap=30.0)
+    mask_ok = T <= 4096  # a T x T additive mask per call: kept small
+    for w in windows:
+        for causal, window in ((True, (w, -1)), (False, (w, w))):
+            ref = None
+            if mask_ok:
+                mask = window_mask(T, causal, window, "cuda", dtype)
+                ref = sdpa("efficient_masked", SDPBackend.EFFICIENT_ATTENTION, False, mask, window)
+            fb(f"window{w}", causal, window, ref=ref)
+    fb("alibi", True, use_slopes=True)  # its accuracy: tests/sm90/sm90_mods_test.cpp (a bf16 bias would blur it)
+    fb("window1024_softcap30", True, (1024, -1), softcap=30.0)
+    del q, k, v, o, lse
+    torch.cuda.empty_cache()
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("library", nargs="?")
+    ap.add_argument("--json")
+    ap.add_argument("--seqlens", default="4096,16384")
+    ap.add_argument("--configs", default="64:12,128:16", help="head_dim:heads pairs")
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--windows", default="1024,4096")
+    args = ap.parse_args()
+    lib = load_library(args.library)
+    lib.flashbox_attention_forward_ext.argtypes = [ctypes.POINTER(AttentionArgs), ctypes.POINTER(Ext)]
+    lib.flashbox_attention_forward_ext.restype = ctypes.c_int
+    if lib.flashbox_cuda_device_count() == 0:
+        sys.exit("compare_masks.py: flashbox sees no CUDA device")
+    dtype = torch.bfloat16
+    print(f"flashbox {lib.flashbox_version().decode()} | torch {torch.__version__} | {torch.cuda.get_device_name()} | "
+          "bf16 forward | do_bench median, L2 flushed; TFLOP/s over visible pairs", flush=True)
+    all_rows = []
+    for cfg in args.configs.split(","):
+        D, H = (int(x) for x in cfg.split(":"))
+        for T in (int(x) for x in args.seqlens.split(",")):
+            windows = [w for w in (int(x) for x in args.windows.split(",")) if w < T]
+            rows = measure(lib, args.batch, H, T, D, dtype, windows)
+            plain = {r["causal"]: r for r in rows if r["impl"] == "flashbox" and r["variant"] == "plain"}
+            for r in rows:
+                base = plain.get(r["causal"])
+                if r["impl"] == "flashbox" and r.get("tflops") and base and base.get("tflops"):
+                    r["vs_plain"] = r["tflops"] / base["tflops"]
+                t = f"{r['tflops']:6.0f}" if r.get("tflops") else f"{r.get('status', '-'):>6}"
+                ms = f"{r['ms']:8.3f}" if r.get("ms") else f"{'-':>8}"
+                vs = f"{r['vs_plain']:5.3f}" if "vs_plain" in r else "     "
+                err = f"{r['rel_error_vs_sdpa']:.1e}" if "rel_error_vs_sdpa" in r else ""
+                print(f"D{D:<4} H{H:<3} T{T:<6} {r['impl']:9} {r['variant']:22} {'causal' if r['causal'] else 'full  '} "
+                      f"{ms} ms {t} TFLOP/s  vs plain {vs}  {err:8} {r.get('kernel', r.get('error', ''))}", flush=True)
+            all_rows += rows
+    doc = {"schema_version": 1, "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+           "flashbox_version": lib.flashbox_version().decode(),
+           "method": "triton.testing.do_bench(warmup=25, rep=100, return_mode='median'), same torch tensors, one process; "
+                     "TFLOP/s = 4 B H D * visible pairs / time",
+           "rows": all_rows}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1)
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

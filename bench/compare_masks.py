@@ -11,6 +11,10 @@ TFLOP/s count 4 * B * H * D per visible (query, key) pair, so a window's rate is
 plain kernel's: the bar is that window and softcap cost under 10 % (ratio >= 0.9).
 
   python3 bench/compare_masks.py build/libflashbox.so --json bench/results/<dir>/compare_masks.json
+
+--d256 SHIM: instead, head_dim 256 plain causal and non-causal through the sm90 forward's plan
+(bench/sm90_plan_shim.cpp, built as build/tests/sm90/libsm90_plan_shim.so: the C API does not open
+256 for CUDA yet) against SDPA's flash and cuDNN backends, TFLOP/s over 4 B H T^2 D (halved causal).
 """
 import argparse
 import ctypes
@@ -135,6 +139,75 @@ def measure(lib, B, H, T, D, dtype, windows):
     return rows
 
 
+def measure_d256(shim, B, H, T, dtype):
+    gen = torch.Generator(device="cuda").manual_seed(3000 + T)
+    q, k, v = (torch.randn(B, H, T, 256, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
+    o = torch.empty_like(q)
+    rows = []
+    for causal in (True, False):
+        pairs = T * (T + 1) // 2 if causal else T * T
+        fl = 4.0 * B * H * 256 * pairs
+
+        def add(impl, ms, **kw):
+            rows.append(dict(impl=impl, variant="d256", head_dim=256, heads=H, batch=B, seqlen=T, causal=causal,
+                             direction="forward", ms=ms, tflops=fl / (ms * 1e-3) / 1e12 if ms else None, **kw))
+        refs = {}
+        for name, backend in (("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION)):
+            def run(backend=backend):
+                with sdpa_kernel(backend):
+                    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            try:
+                refs[name] = run()
+                torch.cuda.synchronize()
+                add(name, bench(run))
+            except Exception as err:
+                add(name, None, status="error", error=str(err).splitlines()[0][:160])
+        a = make_args(q, k, v, o, None, FLASHBOX_FLASH, causal)
+        msg = ctypes.create_string_buffer(512)
+        plan = shim.fb_shim_sm90_plan(ctypes.byref(a), msg, 512)
+        if not plan:
+            add("flashbox", None, status="declined", error=msg.value.decode())
+            continue
+        rc = shim.fb_shim_sm90_run(plan)
+        torch.cuda.synchronize()
+        ref = refs.get("sdpa_flash")
+        err = rel_error(o, ref) if ref is not None else None
+        ms = bench(lambda: shim.fb_shim_sm90_run(plan)) if rc == 0 else None
+        add("flashbox", ms, kernel=msg.value.decode(), rel_error_vs_sdpa=err, rc=rc)
+        shim.fb_shim_sm90_free(plan)
+    del q, k, v, o
+    torch.cuda.empty_cache()
+    return rows
+
+
+def main_d256(args):
+    shim = ctypes.CDLL(os.path.abspath(args.d256))
+    shim.fb_shim_sm90_plan.argtypes = [ctypes.POINTER(AttentionArgs), ctypes.c_char_p, ctypes.c_int]
+    shim.fb_shim_sm90_plan.restype = ctypes.c_void_p
+    shim.fb_shim_sm90_run.argtypes = [ctypes.c_void_p]
+    shim.fb_shim_sm90_run.restype = ctypes.c_int
+    shim.fb_shim_sm90_free.argtypes = [ctypes.c_void_p]
+    print(f"head_dim 256 | torch {torch.__version__} | {torch.cuda.get_device_name()} | bf16 forward | do_bench median",
+          flush=True)
+    rows = []
+    for T in (int(x) for x in args.seqlens.split(",")):
+        r = measure_d256(shim, args.batch, args.heads256, T, torch.bfloat16)
+        for causal in (True, False):
+            by = {x["impl"]: x for x in r if x["causal"] == causal}
+            cells = []
+            for impl in ("flashbox", "sdpa_flash", "sdpa_cudnn"):
+                x = by.get(impl, {})
+                cells.append(f"{impl} {x['tflops']:5.0f}" if x.get("tflops") else f"{impl} {x.get('status', '-')}")
+            fb, cu = by.get("flashbox", {}).get("ms"), by.get("sdpa_cudnn", {}).get("ms")
+            ratio = f"{cu / fb:5.3f}" if fb and cu else "  -  "
+            fx = by.get("flashbox", {})
+            print(f"D256 H{args.heads256} T{T:<6} {'causal' if causal else 'full  '} | {' | '.join(cells)} TFLOP/s | "
+                  f"cudnn/fb time {ratio} | err {fx.get('rel_error_vs_sdpa')} {fx.get('kernel', fx.get('error', ''))}",
+                  flush=True)
+        rows += r
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("library", nargs="?")
@@ -143,7 +216,18 @@ def main():
     ap.add_argument("--configs", default="64:12,128:16", help="head_dim:heads pairs")
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--windows", default="1024,4096")
+    ap.add_argument("--d256", metavar="SHIM", help="head_dim 256 through libsm90_plan_shim.so instead")
+    ap.add_argument("--heads256", type=int, default=8)
     args = ap.parse_args()
+    if args.d256:
+        rows = main_d256(args)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"schema_version": 1, "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                           "device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f,
+                          indent=1)
+            print(f"wrote {args.json}")
+        return
     lib = load_library(args.library)
     lib.flashbox_attention_forward_ext.argtypes = [ctypes.POINTER(AttentionArgs), ctypes.POINTER(Ext)]
     lib.flashbox_attention_forward_ext.restype = ctypes.c_int

@@ -9,8 +9,8 @@
 // through the runtime's entry-point query, so nothing links libcuda. The tile and schedule policy is
 // tile_policy.hpp.
 //
-// What it takes: fixed-length batches, head_dim 64 and 128, causal, sliding windows (any tile),
-// softcap and ALiBi (the default tile: the MODS configuration). Variable-length batches are declined
+// What it takes: fixed-length batches, head_dim 64, 128 and 256, causal, sliding windows (any tile),
+// softcap and ALiBi (the default tile of head_dim 64 and 128: the MODS configuration). Variable-length batches are declined
 // (the sm80 family takes them: its tiles are scheduled per sequence; the TMA maps here are per tensor).
 #include <algorithm>
 #include <cstdint>
@@ -51,7 +51,7 @@ unsigned persistent_grid(const Problem &a, int num_tiles) {
 
 std::string tile_list(int64_t head_dim) {
   std::string s;
-  for (const TileChoice t : head_dim == 64 ? sm90::kTilesD64 : sm90::kTilesD128)
+  for (const TileChoice t : sm90::tiles_of(head_dim))
     s += (s.empty() ? "" : ", ") + std::to_string(t.bm) + "x" + std::to_string(t.bn);
   return s;
 }
@@ -71,7 +71,8 @@ cuda::DeviceMods kernel_mods(const Problem &a) {
 PlanResult plan_sm90_forward(const Problem &a) {
   if (a.varlen())
     return PlanResult::no("the sm90 forward has no variable-length batches (cu_seqlens; the sm80 family takes them)");
-  if (a.head_dim != 64 && a.head_dim != 128) return PlanResult::no("the sm90 kernel takes head_dim 64 or 128");
+  if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)
+    return PlanResult::no("the sm90 kernel takes head_dim 64, 128 or 256");
   TileChoice tile;
   if (!sm90::choose_tile(a, tile))
     return PlanResult::no("the sm90 forward has no tile " + std::to_string(a.tuning.sm90_tile_m) + "x" +
@@ -79,7 +80,9 @@ PlanResult plan_sm90_forward(const Problem &a) {
                               " (" + tile_list(a.head_dim) + ")",
                           FLASHBOX_ERR_INVALID_ARGUMENT);
   const bool score_mods = sm90::needs_score_mods(a);
-  if (score_mods && !sm90::is_default_tile(a, tile))
+  if (score_mods && a.head_dim == 256)
+    return PlanResult::no("the sm90 forward has no softcap or ALiBi for head_dim 256 (the sm80 family may take it)");
+  if (score_mods && !sm90::has_score_mods(a, tile))
     return PlanResult::no("the sm90 forward has softcap and ALiBi only in its default tile for head_dim " +
                           std::to_string(a.head_dim) + " (" + tile_list(a.head_dim).substr(0, tile_list(a.head_dim).find(',')) +
                           "), not " + std::to_string(tile.bm) + "x" + std::to_string(tile.bn));
@@ -138,11 +141,13 @@ PlanResult plan_sm90_forward(const Problem &a) {
     if (!sm90::o_buffer_fits(tile.bm, tile.bn, int(a.head_dim), 2)) name += "_oq";
   }
 
-  const bool bf16 = a.dtype == FLASHBOX_BFLOAT16, d64 = a.head_dim == 64;
+  const bool bf16 = a.dtype == FLASHBOX_BFLOAT16;
+  const int d = int(a.head_dim);
   const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
-  return {Plan{std::move(name), 0, [p, tile, grid, bf16, d64, score_mods, stream]() -> int {
-                 const cudaError_t e = d64 ? sm90::launch_fwd_d64(bf16, tile, score_mods, p, grid, stream)
-                                           : sm90::launch_fwd_d128(bf16, tile, score_mods, p, grid, stream);
+  return {Plan{std::move(name), 0, [p, tile, grid, bf16, d, score_mods, stream]() -> int {
+                 const cudaError_t e = d == 64    ? sm90::launch_fwd_d64(bf16, tile, score_mods, p, grid, stream)
+                                       : d == 128 ? sm90::launch_fwd_d128(bf16, tile, score_mods, p, grid, stream)
+                                                  : sm90::launch_fwd_d256(bf16, p, grid, stream);
                  if (e != cudaSuccess) {
                    cudaGetLastError();
                    return fail(FLASHBOX_ERR_CUDA, std::string("sm90 forward: launch failed: ") + cudaGetErrorString(e));

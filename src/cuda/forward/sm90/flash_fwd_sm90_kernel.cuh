@@ -103,7 +103,7 @@ struct FwdConfig {
   // memory taken from the L1 carve-out.
   static constexpr int SMEM_BYTES_NO_O = BAR_OFF + NUM_BARS * 8 + 1024;  // + slack to align the base to 1024
   static constexpr int SMEM_BYTES = O_FITS ? O_OFF + Q_BYTES + 1024 : SMEM_BYTES_NO_O;
-  static_assert(D == 64 || D == 128, "head_dim 64 or 128");
+  static_assert(D == 64 || D == 128 || D == 256, "head_dim 64, 128 or 256");
   static_assert(BN % 16 == 0 && BN <= 192, "BN: whole k-steps of P.V, box rows <= 256");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
 };
@@ -246,13 +246,19 @@ __device__ __forceinline__ void gemm_qk_rs(float (&s)[Cfg::BN / 2], const uint32
 // <<< report:s_tile
 
 // >>> report:pv
-// O += P V: BN/16 k-steps, P from registers, V an N-major (D-contiguous) tile.
+// O += P V: BN/16 k-steps, P from registers, V an N-major (D-contiguous) tile. head_dim 256 is two
+// N = 128 products per k-step, one per half of O's columns (the accumulator of N = 256 is the two
+// N = 128 accumulators one after the other; V's columns 128.. start two 64-column panels in).
 template <class Cfg>
 __device__ __forceinline__ void gemm_pv(float (&o)[Cfg::D / 2], const uint32_t (&pa)[Cfg::BN / 4], uint64_t v_desc) {
+  constexpr int N = Cfg::D > 128 ? 128 : Cfg::D;
 #pragma unroll
   for (int k = 0; k < Cfg::BN / 16; ++k)
-    wgmma_rs<Cfg::D, typename Cfg::Elem>(o, reinterpret_cast<const uint32_t(&)[4]>(pa[4 * k]),
-                                         desc_advance(v_desc, k * 16 * 128), 1);
+#pragma unroll
+    for (int h = 0; h < Cfg::D / N; ++h)
+      wgmma_rs<N, typename Cfg::Elem>(reinterpret_cast<float(&)[N / 2]>(o[h * N / 2]),
+                                      reinterpret_cast<const uint32_t(&)[4]>(pa[4 * k]),
+                                      desc_advance(v_desc, k * 16 * 128 + h * (N / 64) * Cfg::BN * 128), 1);
 }
 // <<< report:pv
 

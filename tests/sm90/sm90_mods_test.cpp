@@ -5,7 +5,7 @@
 // checks rel error < 1e-2, LSE (exact -inf for rows that see no key), no NaN, untouched guards, and
 // that the sm90 kernel ran (auto picks sm90 on compute capability 9.0 when it takes the call).
 // Softcap runs on tanh.approx.f32: each test prints its largest errors, the accuracy measured.
-// FLASHBOX_SM90_MODS_SMALL=1 keeps only T <= 65 (for compute-sanitizer). Skips without an sm90 GPU.
+// FLASHBOX_SM90_MODS_SMALL=1 keeps only T 17 and 65 (for compute-sanitizer). Skips without an sm90 GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -219,11 +219,12 @@ void check(const ModCase &c, Worst &worst, const char *kernel_part = nullptr) {
 ModCase mk(int64_t sq, int64_t sk, int64_t d, int causal, int32_t wl, int32_t wr) {
   ModCase c;
   c.seqlen_q = sq, c.seqlen_k = sk, c.head_dim = d, c.causal = causal, c.window_left = wl, c.window_right = wr;
+  if (sq * sk >= 500000) c.batch = 1;  // the fp64 reference's time
   return c;
 }
 
 std::vector<int64_t> lengths() {
-  if (small_only()) return {1, 17, 63, 64, 65};
+  if (small_only()) return {17, 65};
   return {1, 17, 63, 64, 65, 1000};
 }
 

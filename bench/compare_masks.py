@@ -19,6 +19,7 @@ plain kernel's: the bar is that window and softcap cost under 10 % (ratio >= 0.9
 import argparse
 import ctypes
 import json
+import math
 import os
 import sys
 import time
@@ -132,6 +133,25 @@ def measure(lib, B, H, T, D, dtype, windows):
                 mask = window_mask(T, causal, window, "cuda", dtype)
                 ref = sdpa("efficient_masked", SDPBackend.EFFICIENT_ATTENTION, False, mask, window)
             fb(f"window{w}", causal, window, ref=ref)
+    # The plain kernel at the same work as each window: a T' whose causal triangle (or non-causal
+    # square) holds as many visible pairs, rounded to 64; its rate is the window's "same work" peer.
+    for w in windows:
+        for causal, window in ((True, (w, -1)), (False, (w, w))):
+            pairs = visible_pairs(T, causal, window)
+            t2 = int(round((math.sqrt(2 * pairs) if causal else math.sqrt(pairs)) / 64)) * 64
+            q2, k2, v2 = (torch.randn(B, H, t2, D, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
+            o2 = torch.empty_like(q2)
+            a2 = make_args(q2, k2, v2, o2, None, FLASHBOX_FLASH, causal)
+            call = lambda: lib.flashbox_attention_forward(ctypes.byref(a2))  # noqa: E731
+            checked(lib, call())
+            torch.cuda.synchronize()
+            ms = bench(call)
+            p2 = t2 * (t2 + 1) // 2 if causal else t2 * t2
+            rows.append(dict(impl="flashbox", variant=f"plain_same_work_as_window{w}", head_dim=D, heads=H, batch=B,
+                             seqlen=t2, causal=causal, window=[-1, -1], direction="forward", ms=ms, visible_pairs=p2,
+                             tflops=4.0 * B * H * D * p2 / (ms * 1e-3) / 1e12,
+                             kernel=lib.flashbox_last_kernel().decode()))
+            del q2, k2, v2, o2
     fb("alibi", True, use_slopes=True)  # its accuracy: tests/sm90/sm90_mods_test.cpp (a bf16 bias would blur it)
     fb("window1024_softcap30", True, (1024, -1), softcap=30.0)
     del q, k, v, o, lse
@@ -243,15 +263,23 @@ def main():
             windows = [w for w in (int(x) for x in args.windows.split(",")) if w < T]
             rows = measure(lib, args.batch, H, T, D, dtype, windows)
             plain = {r["causal"]: r for r in rows if r["impl"] == "flashbox" and r["variant"] == "plain"}
+            same = {(r["causal"], r["variant"].rsplit("window", 1)[1]): r for r in rows
+                    if r["variant"].startswith("plain_same_work")}
             for r in rows:
                 base = plain.get(r["causal"])
                 if r["impl"] == "flashbox" and r.get("tflops") and base and base.get("tflops"):
                     r["vs_plain"] = r["tflops"] / base["tflops"]
+                peer = same.get((r["causal"], r["variant"][len("window"):])) if r["variant"].startswith("window") \
+                    and "_" not in r["variant"] else None
+                if r.get("tflops") and peer and peer.get("tflops"):
+                    r["vs_same_work"] = r["tflops"] / peer["tflops"]
                 t = f"{r['tflops']:6.0f}" if r.get("tflops") else f"{r.get('status', '-'):>6}"
                 ms = f"{r['ms']:8.3f}" if r.get("ms") else f"{'-':>8}"
                 vs = f"{r['vs_plain']:5.3f}" if "vs_plain" in r else "     "
                 err = f"{r['rel_error_vs_sdpa']:.1e}" if "rel_error_vs_sdpa" in r else ""
-                print(f"D{D:<4} H{H:<3} T{T:<6} {r['impl']:9} {r['variant']:22} {'causal' if r['causal'] else 'full  '} "
+                if "vs_same_work" in r:
+                    err += f" same-work {r['vs_same_work']:5.3f}"
+                print(f"D{D:<4} H{H:<3} T{r['seqlen']:<6} {r['impl']:9} {r['variant']:22} {'causal' if r['causal'] else 'full  '} "
                       f"{ms} ms {t} TFLOP/s  vs plain {vs}  {err:8} {r.get('kernel', r.get('error', ''))}", flush=True)
             all_rows += rows
     doc = {"schema_version": 1, "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -20,12 +20,12 @@ step() {
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$log"
 
-step test_sm90_mods timeout 90 $B/test_sm90_mods --gtest_brief=1
-step test_sm90 timeout 45 $B/test_sm90 --gtest_brief=1
-step memcheck timeout 50 env FLASHBOX_SM90_MODS_SMALL=1 compute-sanitizer --tool memcheck --error-exitcode 9 \
-  $B/test_sm90_mods --gtest_brief=1 --gtest_filter='Sm90Mods.SlidingWindow:Sm90Mods.Alibi:Sm90Mods.HeadDim256'
-step compare_masks timeout 75 python3 bench/compare_masks.py $B/libflashbox.so --seqlens 4096,16384 \
+step test_sm90_mods timeout 60 $B/test_sm90_mods --gtest_brief=1
+step test_sm90 timeout 35 $B/test_sm90 --gtest_brief=1
+step compare_masks timeout 55 python3 bench/compare_masks.py $B/libflashbox.so --seqlens 4096,16384 \
   --json "$O/compare_masks.json"
-step compare_d256 timeout 45 python3 bench/compare_masks.py $B/libflashbox.so --d256 $B/libsm90_plan_shim.so \
+step memcheck timeout 35 env FLASHBOX_SM90_MODS_SMALL=1 compute-sanitizer --tool memcheck --error-exitcode 9 \
+  $B/test_sm90_mods --gtest_brief=1 --gtest_filter='Sm90Mods.SlidingWindow:Sm90Mods.Alibi:Sm90Mods.HeadDim256'
+step compare_d256 timeout 30 python3 bench/compare_masks.py $B/libflashbox.so --d256 $B/libsm90_plan_shim.so \
   --seqlens 2048,4096,16384 --json "$O/compare_d256.json"
 grep -E "^(==|rc=)" "$log" | tail -20

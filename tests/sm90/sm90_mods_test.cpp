@@ -63,6 +63,8 @@ struct ModCase {
   int32_t window_left = -1, window_right = -1;
   float softcap = 0.0f, softmax_scale = 0.0f;
   int alibi = 0;  // 0 off, 1 one slope per head, 2 a row of slopes per batch (stride heads_q + 3)
+  int64_t boost_begin = 0, boost_end = 0;  // keys [begin, end) multiplied by boost (scores grow with it)
+  float boost = 1.f;
   uint64_t seed = fresh_seed();
 
   std::string name() const {
@@ -71,7 +73,11 @@ struct ModCase {
            (dtype == FLASHBOX_FLOAT16 ? " fp16" : " bf16") + (causal ? " causal" : "") + " window(" +
            std::to_string(window_left) + "," + std::to_string(window_right) + ")" +
            (softcap > 0 ? " softcap" + std::to_string(softcap) : "") + (alibi ? " alibi" + std::to_string(alibi) : "") +
-           (softmax_scale > 0 ? " scale" + std::to_string(softmax_scale) : "") + " seed " + std::to_string(seed) +
+           (softmax_scale > 0 ? " scale" + std::to_string(softmax_scale) : "") +
+           (boost != 1.f ? " keys " + std::to_string(boost_begin) + ".." + std::to_string(boost_end) + " x" +
+                               std::to_string(boost)
+                         : "") +
+           " seed " + std::to_string(seed) +
            " (rerun with FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")";
   }
 };
@@ -119,6 +125,11 @@ void check(const ModCase &c, Worst &worst, const char *kernel_part = nullptr) {
   };
   std::vector<uint8_t> q, k, v;
   fill(q, B * SQ * HQ * D), fill(k, B * SK * HKV * D), fill(v, B * SK * HKV * D);
+  for (int64_t i = 0; i < B * SK * HKV * D; ++i) {
+    const int64_t key = i / (HKV * D) % SK;
+    if (key >= c.boost_begin && key < c.boost_end)
+      cpu::store_from_float(k.data(), c.dtype, i, c.boost * cpu::load_as_float(k.data(), c.dtype, i));
+  }
   std::vector<float> slopes;
   const int64_t slope_stride = c.alibi == 2 ? HQ + 3 : 0;
   if (c.alibi) {
@@ -305,6 +316,30 @@ TEST_F(Sm90Mods, Alibi) {
         check(c, w, "_alibi");
         c = mk(t, t, d, causal, 50, causal ? -1 : 20);
         c.alibi = 2 - causal, c.softcap = 30.f;
+        check(c, w);
+      }
+}
+
+// The optimistic softmax on masked blocks (a window's edges, the causal diagonal's second block):
+// keys seen late in a tile's walk scaled up (x8: p would reach 2^30 against the running max; x64:
+// overflow) so that the warp must refuse it, recompute its scores, re-mask and take the exact path.
+TEST_F(Sm90Mods, OptimisticFallbackOnMaskedBlocks) {
+  if (small_only()) GTEST_SKIP() << "FLASHBOX_SM90_MODS_SMALL: left out";
+  Worst w;
+  for (float f : {8.f, 64.f})
+    for (int64_t d : {64, 128})
+      for (int mods = 0; mods < 3; ++mods) {
+        ModCase c = mk(1000, 1000, d, 1, 300, -1);
+        c.boost_begin = 400, c.boost_end = 520, c.boost = f;
+        c.softcap = mods == 1 ? 30.f : 0.f, c.alibi = mods == 2;
+        check(c, w);
+        c = mk(1000, 1000, d, 0, 200, 200);
+        c.boost_begin = 300, c.boost_end = 330, c.boost = f, c.dtype = FLASHBOX_FLOAT16;
+        c.softcap = mods == 1 ? 30.f : 0.f, c.alibi = mods == 2;
+        check(c, w);
+        c = mk(700, 700, d, 1, -1, -1);  // the causal diagonal's second block
+        c.boost_begin = 0, c.boost_end = 700, c.boost = f == 8.f ? 3.f : 6.f;
+        c.softcap = mods == 1 ? 30.f : 0.f, c.alibi = mods == 2;
         check(c, w);
       }
 }

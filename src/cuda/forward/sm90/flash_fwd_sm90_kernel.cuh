@@ -9,7 +9,7 @@
 //     (SS), or with QREG (head_dim 128, 128 x 128 tiles) with this group's Q rows loaded once per
 //     tile into registers (ldmatrix) as the A operand (RS: K is the only shared-memory read);
 //     online softmax in registers (exp2, softmax_scale * log2 e folded into one FFMA), P packed to
-//     16 bits in registers as the A operand of O += P V_j (RS). Unmasked blocks after a tile's first
+//     16 bits in registers as the A operand of O += P V_j (RS). Blocks after a tile's first
 //     skip the block's row max (optimistic: exponentials against the running max, accepted when no
 //     p exceeds 2^12, else the warp recomputes its scores with mma.sync and takes the exact path),
 //     so K is released only after the softmax. The softmax of block j runs while the P.V product of
@@ -310,20 +310,29 @@ struct Consumer {
   __device__ __forceinline__ void softmax(float (&s)[BN / 2], int n_block, bool masked, float (&alpha)[2],
                                           bool later = false, int k_stage = 0) {
     transform_scores(s, n_block);
-    if (masked) {
-      const int first_col = n_block * BN + 2 * (lane % 4);
-      mask_window(s, begin0 - first_col, end0 - first_col, begin1 - first_col, end1 - first_col);
-    } else if (later) {
-      if (softmax_update_optimistic(s, m, l, alpha, p.scale_log2)) return;
+    if (masked) mask(s, n_block);
+    // Masked blocks after the first go the optimistic way too (a window's edge blocks, the causal
+    // diagonal's second block), but only where every row of the warp has a finite max already: a
+    // row that has seen no key would refuse it anyway, after a wasted exponentiation and recompute.
+    if (later && __all_sync(0xffffffffu, m[0] != -INFINITY && m[1] != -INFINITY)) {
+      if (softmax_update_optimistic<BN / 2, Cfg::MODS>(s, m, l, alpha, p.scale_log2)) return;
       recompute_scores(s, k_stage);
       transform_scores(s, n_block);
+      if (masked) mask(s, n_block);
     }
-    softmax_update(s, m, l, alpha, p.scale_log2, kLazyRescaleLog2);
+    softmax_update<BN / 2, Cfg::MODS>(s, m, l, alpha, p.scale_log2, kLazyRescaleLog2);
+  }
+
+  __device__ __forceinline__ void mask(float (&s)[BN / 2], int n_block) {
+    const int first_col = n_block * BN + 2 * (lane % 4);
+    mask_window(s, begin0 - first_col, end0 - first_col, begin1 - first_col, end1 - first_col);
   }
 
   // MODS: softcap, then the ALiBi bias, in raw-score units (before the mask, which sets -inf last).
   // tanh.approx.f32 (one MUFU op, relative error ~2^-11): the accuracy is measured against the fp64
-  // reference in tests/sm90/sm90_mods_test.cpp.
+  // reference in tests/sm90/sm90_mods_test.cpp. The tanh shares the MUFU with exp2, which bounded
+  // the first version at 0.64 (D64) and 0.77 (D128) of the plain kernel, so MODS kernels take half of
+  // the exponentials on the FMA pipe (exp2_poly, softmax_update<.., true>; bench/NOTES.md).
   __device__ __forceinline__ void transform_scores(float (&s)[BN / 2], int n_block) {
     if constexpr (Cfg::MODS) {
       if (p.mods.softcap > 0.f) {

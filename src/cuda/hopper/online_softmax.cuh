@@ -27,34 +27,16 @@ __device__ __forceinline__ void mask_columns(float (&s)[NS], int limit0, int lim
   }
 }
 
-// 2^x without the MUFU unit (FlashAttention-4's trick, for kernels whose MUFU is the bottleneck:
-// a softcap's tanh shares it with exp2): x = j + f with j = round(x) (by the 1.5 * 2^23 shift), 2^f by
-// a degree-3 polynomial on f in [-0.5, 0.5] (relative error 7.7e-5, far below the 16-bit rounding of
-// P), 2^j added to the exponent bits. x is clamped to [-125, 64] so the exponent arithmetic stays in
-// range (2^64 still fails the optimistic softmax's sum test, as inf would), and x < -125 (masked
-// scores, -inf) gives exactly 0 like exp2f.
-__device__ __forceinline__ float exp2_poly(float x) {
-  const float xc = fminf(fmaxf(x, -125.f), 64.f);
-  const float t = xc + 12582912.f;
-  const int j = __float_as_int(t) - 0x4B400000;
-  const float f = xc - (t - 12582912.f);
-  const float q = fmaf(fmaf(fmaf(0.0550886838f, f, 0.242604051f), f, 0.693276242f), f, 0.99992894f);
-  const float r = __int_as_float(__float_as_int(q) + (j << 23));
-  return x < -125.f ? 0.f : r;
-}
-
 // s becomes p = exp2(s * scale_log2 - base) (one FFMA and one exp2 each); sum gets each row's partial
-// sum of p over this thread's columns (two accumulators per row shorten the chain). POLY_HALF: every
-// other 8-column group by exp2_poly (on the FMA pipe), the rest by the MUFU's exp2.
-template <int NS, bool POLY_HALF = false>
+// sum of p over this thread's columns (two accumulators per row shorten the chain).
+template <int NS>
 __device__ __forceinline__ void exponentiate(float (&s)[NS], const float (&base)[2], float scale_log2,
                                              float (&sum)[2]) {
   float acc[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
 #pragma unroll
   for (int i = 0; i < NS; ++i) {
     const int r = acc_half(i);
-    const float x = fmaf(s[i], scale_log2, -base[r]);
-    s[i] = POLY_HALF && (acc_group(i) & 1) ? exp2_poly(x) : exp2f(x);
+    s[i] = exp2f(fmaf(s[i], scale_log2, -base[r]));
     acc[r][acc_group(i) & 1] += s[i];
   }
   sum[0] = acc[0][0] + acc[0][1], sum[1] = acc[1][0] + acc[1][1];
@@ -64,7 +46,7 @@ __device__ __forceinline__ void exponentiate(float (&s)[NS], const float (&base)
 // exp2((m_old - m) * scale_log2) by which the caller rescales O. With lazy_log2 > 0 the running max
 // stays put while the block's max exceeds it by at most 2^lazy_log2 in p (alpha = 1, no rescale):
 // still exact, since l, O and the LSE all use that same m; p and l just grow by up to 2^lazy_log2.
-template <int NS, bool POLY_HALF = false>
+template <int NS>
 __device__ __forceinline__ void softmax_update(float (&s)[NS], float (&m)[2], float (&l)[2], float (&alpha)[2],
                                                float scale_log2, float lazy_log2) {
   float mx[2][2] = {{m[0], m[0]}, {m[1], m[1]}};  // two partial maxima per row shorten the chain
@@ -81,7 +63,7 @@ __device__ __forceinline__ void softmax_update(float (&s)[NS], float (&m)[2], fl
     m[r] = m_new;
   }
   float sum[2];
-  exponentiate<NS, POLY_HALF>(s, base, scale_log2, sum);
+  exponentiate(s, base, scale_log2, sum);
 #pragma unroll
   for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + sum[r];
 }
@@ -97,12 +79,12 @@ constexpr float kOptimisticSumLimit = 4096.f;
 // lazy rescale's argument). Accepted only when every row of the warp has a finite max and partial
 // sums <= the limit (inf and NaN fail); otherwise false, l and m untouched, and s is lost: the
 // caller recomputes the scores and takes softmax_update. Warp-uniform result.
-template <int NS, bool POLY_HALF = false>
+template <int NS>
 __device__ __forceinline__ bool softmax_update_optimistic(float (&s)[NS], const float (&m)[2], float (&l)[2],
                                                           float (&alpha)[2], float scale_log2) {
   const float base[2] = {m[0] * scale_log2, m[1] * scale_log2};
   float sum[2];
-  exponentiate<NS, POLY_HALF>(s, base, scale_log2, sum);
+  exponentiate(s, base, scale_log2, sum);
   const float row0 = sum[0], row1 = sum[1];
   const bool ok = m[0] != -INFINITY && m[1] != -INFINITY && row0 <= kOptimisticSumLimit && row1 <= kOptimisticSumLimit;
   if (!__all_sync(0xffffffffu, ok)) return false;

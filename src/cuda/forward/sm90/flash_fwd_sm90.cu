@@ -120,7 +120,7 @@ PlanResult plan_sm90_forward(const Problem &a) {
   p.scale_log2 = a.scale_log2;
   p.mods = kernel_mods(a);
   p.inv_scale = 1.0f / a.scale;
-  if (p.mods.capped()) p.cap_pre = a.scale * p.mods.softcap_inv, p.cap_post = p.mods.softcap / a.scale;
+  if (p.mods.capped()) p.cap_pre = a.scale * p.mods.softcap_inv;
 
   dim3 grid(unsigned(p.num_tiles));
   const bool persistent = sm90::persistent_schedule(a);

@@ -34,8 +34,8 @@
 // see, and only blocks that cross a window edge (the causal diagonal is the right edge) or the end of
 // the keys are masked, so a window costs nothing where it hides keys. Softcap and ALiBi change every
 // score and are compiled in only with MODS (the default tile of each head_dim, flash_fwd_sm90_d*.cu):
-// the scores are transformed in the raw units the softmax expects (softcap's scale folded into two
-// constants, ALiBi's slope divided by the scale), before the mask and the online softmax.
+// the scores are transformed before the mask and the online softmax; with a softcap they stay in
+// units of the cap (tanh's output), and the softmax and LSE use cap where they used the scale.
 #pragma once
 #include <cuda.h>
 #include <cstdint>
@@ -59,10 +59,11 @@ struct FwdParams {
   int separate_o;  // stage O in its own buffer and release Q early (launch_config: only if it fits)
   float scale, scale_log2;
   cuda::DeviceMods mods;  // window (causal = window_right 0), softcap, ALiBi
-  // Softcap in raw-score units: s -> cap_post * tanh(s * cap_pre), cap_pre = scale / cap and
-  // cap_post = cap / scale, so the softmax's scale_log2 still applies; inv_scale turns ALiBi's slope
-  // into the same units. Read only by MODS configurations.
-  float cap_pre, cap_post, inv_scale;
+  // MODS configurations only. Softcap: s -> tanh(s * cap_pre), cap_pre = scale / cap, a score in
+  // units of cap (the softmax then runs with cap * log2 e and the LSE with cap: one multiply per score
+  // fewer than going back to raw units); ALiBi's slope is divided by the unit (cap, or the scale
+  // without softcap: inv_scale).
+  float cap_pre, inv_scale;
 };
 
 // Shared memory, in order: Q (BM x D), the K and V rings (STAGES x BN x D each), the barriers,
@@ -272,7 +273,8 @@ struct Consumer {
   int wg, lane, warp;
   uint64_t q_desc, k_desc0, v_desc0;
   int begin0, end0, begin1, end1;  // the keys each of this thread's two rows sees: [begin, end)
-  float alibi_d0, slope;           // MODS: row0 + shift as a float, ALiBi slope / scale (0: off)
+  float alibi_d0, slope;           // MODS: row0 + shift as a float, ALiBi slope in score units (0: off)
+  float mods_scale, mods_scale_log2;  // MODS: the unit of a score (scale, or cap with softcap), times log2 e
   float o[D / 2], m[2], l[2];
   uint32_t qa[Cfg::QREG ? D / 4 : 4];  // Q fragments (QREG)
   PipeState<Cfg::STAGES> ks, vs;       // run on across tiles, like the producer's
@@ -315,29 +317,33 @@ struct Consumer {
     // diagonal's second block), but only where every row of the warp has a finite max already: a
     // row that has seen no key would refuse it anyway, after a wasted exponentiation and recompute.
     if (later && __all_sync(0xffffffffu, m[0] != -INFINITY && m[1] != -INFINITY)) {
-      if (softmax_update_optimistic<BN / 2, Cfg::MODS>(s, m, l, alpha, p.scale_log2)) return;
+      if (softmax_update_optimistic(s, m, l, alpha, score_scale_log2())) return;
       recompute_scores(s, k_stage);
       transform_scores(s, n_block);
       if (masked) mask(s, n_block);
     }
-    softmax_update<BN / 2, Cfg::MODS>(s, m, l, alpha, p.scale_log2, kLazyRescaleLog2);
+    softmax_update(s, m, l, alpha, score_scale_log2(), kLazyRescaleLog2);
   }
+
+  // What one unit of a score is in natural log units (and times log2 e): the softmax scale, or with a
+  // softcap (MODS) the cap. The plain configurations read the parameters, not a register.
+  __device__ __forceinline__ float score_scale() const { return Cfg::MODS ? mods_scale : p.scale; }
+  __device__ __forceinline__ float score_scale_log2() const { return Cfg::MODS ? mods_scale_log2 : p.scale_log2; }
 
   __device__ __forceinline__ void mask(float (&s)[BN / 2], int n_block) {
     const int first_col = n_block * BN + 2 * (lane % 4);
     mask_window(s, begin0 - first_col, end0 - first_col, begin1 - first_col, end1 - first_col);
   }
 
-  // MODS: softcap, then the ALiBi bias, in raw-score units (before the mask, which sets -inf last).
+  // MODS: softcap, then the ALiBi bias, in score units (before the mask, which sets -inf last).
   // tanh.approx.f32 (one MUFU op, relative error ~2^-11): the accuracy is measured against the fp64
-  // reference in tests/sm90/sm90_mods_test.cpp. The tanh shares the MUFU with exp2, which bounded
-  // the first version at 0.64 (D64) and 0.77 (D128) of the plain kernel, so MODS kernels take half of
-  // the exponentials on the FMA pipe (exp2_poly, softmax_update<.., true>; bench/NOTES.md).
+  // reference in tests/sm90/sm90_mods_test.cpp. The tanh shares the MUFU with exp2 (bench/NOTES.md:
+  // what that costs, and half of the exponentials on the FMA pipe instead, measured slower).
   __device__ __forceinline__ void transform_scores(float (&s)[BN / 2], int n_block) {
     if constexpr (Cfg::MODS) {
       if (p.mods.softcap > 0.f) {
 #pragma unroll
-        for (int i = 0; i < BN / 2; ++i) s[i] = p.cap_post * cuda::tanh_approx(s[i] * p.cap_pre);
+        for (int i = 0; i < BN / 2; ++i) s[i] = cuda::tanh_approx(s[i] * p.cap_pre);
       }
       if (slope != 0.f) {
         // |i + shift - j| for row i and column j = n_block * BN + 2 (lane % 4) + acc_col(r).
@@ -450,7 +456,7 @@ struct Consumer {
     using T = typename Cfg::Elem;
     const bool own_o = Cfg::O_FITS && p.separate_o;
     float lse[2];
-    softmax_finalize(o, m, l, p.scale, lse);
+    softmax_finalize(o, m, l, score_scale(), lse);
     uint8_t *slice = smem + (own_o ? Cfg::O_OFF : Cfg::Q_OFF) + wg * 64 * 128;
     // The previous tile's store has read the slice: with the O buffer its thread waits only now.
     if (own_o && warp == 0 && lane == 0) tma_store_wait_read();
@@ -495,6 +501,10 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
   c.q_desc = make_smem_desc(smem_addr(smem + Cfg::Q_OFF) + wg * 64 * 128, 16, 1024);
   c.k_desc0 = make_smem_desc(smem_addr(smem + Cfg::K_OFF), 16, 1024);
   c.v_desc0 = make_smem_desc(smem_addr(smem + Cfg::V_OFF), Cfg::BN * 128, 1024);
+  if constexpr (Cfg::MODS) {
+    c.mods_scale = p.mods.capped() ? p.mods.softcap : p.scale;
+    c.mods_scale_log2 = p.mods.capped() ? p.mods.softcap * 1.44269504088896341f : p.scale_log2;
+  }
   if (wg == Cfg::NWG - 1) named_barrier_arrive(kPingPongBarrier, 256);  // group 0 first
   uint32_t q_parity = 0;
   for (int round = 0; round * int(gridDim.x) < p.num_tiles; ++round) {
@@ -509,7 +519,7 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
     c.end1 = cuda::mods_key_end(p.mods, row0 + 8, shift, sk);
     if constexpr (Cfg::MODS) {
       c.alibi_d0 = float(row0 + shift);
-      c.slope = cuda::mods_slope(p.mods, tile.b, tile.h) * p.inv_scale;
+      c.slope = cuda::mods_slope(p.mods, tile.b, tile.h) * (p.mods.capped() ? p.mods.softcap_inv : p.inv_scale);
     }
 #pragma unroll
     for (int i = 0; i < Cfg::D / 2; ++i) c.o[i] = 0.f;

@@ -74,7 +74,7 @@ def window_mask(T, causal, window, device, dtype):
     return torch.zeros(T, T, device=device, dtype=dtype).masked_fill(~ok, float("-inf"))
 
 
-def measure(lib, B, H, T, D, dtype, windows):
+def measure(lib, B, H, T, D, dtype, windows, only=None):
     gen = torch.Generator(device="cuda").manual_seed(2000 + T + D)
     q, k, v = (torch.randn(B, H, T, D, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
     o = torch.empty_like(q)
@@ -91,6 +91,8 @@ def measure(lib, B, H, T, D, dtype, windows):
         rows.append(r)
 
     def fb(variant, causal, window=(-1, -1), softcap=0.0, use_slopes=False, ref=None):
+        if only and variant not in only:
+            return
         a = make_args(q, k, v, o, lse, FLASHBOX_FLASH, causal)
         e = ext(window, softcap, slopes if use_slopes else None)
         call = lambda: lib.flashbox_attention_forward_ext(ctypes.byref(a), ctypes.byref(e))  # noqa: E731
@@ -107,6 +109,9 @@ def measure(lib, B, H, T, D, dtype, windows):
         row("flashbox", variant, causal, window, bench(call), kernel=kernel, **extra)
 
     def sdpa(variant, backend, causal, mask=None, window=(-1, -1)):
+        if only:
+            return None
+
         def run():
             with sdpa_kernel(backend):
                 return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask,
@@ -135,7 +140,7 @@ def measure(lib, B, H, T, D, dtype, windows):
             fb(f"window{w}", causal, window, ref=ref)
     # The plain kernel at the same work as each window: a T' whose causal triangle (or non-causal
     # square) holds as many visible pairs, rounded to 64; its rate is the window's "same work" peer.
-    for w in windows:
+    for w in ([] if only else windows):
         for causal, window in ((True, (w, -1)), (False, (w, w))):
             pairs = visible_pairs(T, causal, window)
             t2 = int(round((math.sqrt(2 * pairs) if causal else math.sqrt(pairs)) / 64)) * 64
@@ -238,6 +243,8 @@ def main():
     ap.add_argument("--windows", default="1024,4096")
     ap.add_argument("--d256", metavar="SHIM", help="head_dim 256 through libsm90_plan_shim.so instead")
     ap.add_argument("--heads256", type=int, default=8)
+    ap.add_argument("--only", help="comma-separated flashbox variants (plain, softcap30, alibi, window1024, ...); "
+                                   "no SDPA, no same-work rows")
     args = ap.parse_args()
     if args.d256:
         rows = main_d256(args)
@@ -261,7 +268,7 @@ def main():
         D, H = (int(x) for x in cfg.split(":"))
         for T in (int(x) for x in args.seqlens.split(",")):
             windows = [w for w in (int(x) for x in args.windows.split(",")) if w < T]
-            rows = measure(lib, args.batch, H, T, D, dtype, windows)
+            rows = measure(lib, args.batch, H, T, D, dtype, windows, args.only.split(",") if args.only else None)
             plain = {r["causal"]: r for r in rows if r["impl"] == "flashbox" and r["variant"] == "plain"}
             same = {(r["causal"], r["variant"].rsplit("window", 1)[1]): r for r in rows
                     if r["variant"].startswith("plain_same_work")}

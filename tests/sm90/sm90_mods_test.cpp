@@ -77,8 +77,7 @@ struct ModCase {
            (boost != 1.f ? " keys " + std::to_string(boost_begin) + ".." + std::to_string(boost_end) + " x" +
                                std::to_string(boost)
                          : "") +
-           " seed " + std::to_string(seed) +
-           " (rerun with FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")";
+           " seed " + std::to_string(seed) + " (rerun with FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")";
   }
 };
 
@@ -193,7 +192,9 @@ void check(const ModCase &c, Worst &worst, const char *kernel_part = nullptr) {
   }
   CUDA_OK(cudaDeviceSynchronize());
   EXPECT_EQ(kernel.rfind("cuda_flash_sm90", 0), 0u) << "ran " << kernel;
-  if (kernel_part) EXPECT_NE(kernel.find(kernel_part), std::string::npos) << "ran " << kernel;
+  if (kernel_part) {
+    EXPECT_NE(kernel.find(kernel_part), std::string::npos) << "ran " << kernel;
+  }
 
   std::vector<uint8_t> o_host(o_size + 2 * kGuard), lse_host(lse_size + 2 * kGuard);
   CUDA_OK(cudaMemcpy(o_host.data(), o_raw, o_host.size(), cudaMemcpyDeviceToHost));

@@ -84,8 +84,9 @@ PlanResult plan_sm90_forward(const Problem &a) {
     return PlanResult::no("the sm90 forward has no softcap or ALiBi for head_dim 256 (the sm80 family may take it)");
   if (score_mods && !sm90::has_score_mods(a, tile))
     return PlanResult::no("the sm90 forward has softcap and ALiBi only in its default tile for head_dim " +
-                          std::to_string(a.head_dim) + " (" + tile_list(a.head_dim).substr(0, tile_list(a.head_dim).find(',')) +
-                          "), not " + std::to_string(tile.bm) + "x" + std::to_string(tile.bn));
+                          std::to_string(a.head_dim) + " (" +
+                          tile_list(a.head_dim).substr(0, tile_list(a.head_dim).find(',')) + "), not " +
+                          std::to_string(tile.bm) + "x" + std::to_string(tile.bn));
   if (const char *reason = sm90::sm90_unavailable_reason()) return PlanResult::no(reason);
   if (a.batch * a.heads_q * ((a.seqlen_q + tile.bm - 1) / tile.bm) > INT32_MAX)
     return PlanResult::no("more than 2^31 - 1 query tiles");

@@ -7,8 +7,7 @@
 
 namespace flashbox::sm90 {
 
-cudaError_t launch_fwd_d128(bool bf16, TileChoice tile, bool mods, const FwdParams &p, dim3 grid,
-                            cudaStream_t stream) {
+cudaError_t launch_fwd_d128(bool bf16, TileChoice tile, bool mods, const FwdParams &p, dim3 grid, cudaStream_t stream) {
   constexpr bool qreg = q_in_registers(128, 128);
   if (mods)
     return bf16 ? launch_config<FwdConfig<__nv_bfloat16, 128, 128, 2, 2, qreg, true>>(p, grid, stream)

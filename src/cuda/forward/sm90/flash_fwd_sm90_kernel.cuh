@@ -56,7 +56,7 @@ struct FwdParams {
   float *lse;  // [batch, heads_q, seqlen_q] or null
   int seqlen_q, seqlen_k, heads_q, group, num_m_blocks, num_tiles;
   int section_heads;  // (batch, head) pairs per L2 section of the tile order
-  int separate_o;  // stage O in its own buffer and release Q early (launch_config: only if it fits)
+  int separate_o;     // stage O in its own buffer and release Q early (launch_config: only if it fits)
   float scale, scale_log2;
   cuda::DeviceMods mods;  // window (causal = window_right 0), softcap, ALiBi
   // MODS configurations only. Softcap: s -> tanh(s * cap_pre), cap_pre = scale / cap, a score in
@@ -272,8 +272,8 @@ struct Consumer {
   uint8_t *smem;
   int wg, lane, warp;
   uint64_t q_desc, k_desc0, v_desc0;
-  int begin0, end0, begin1, end1;  // the keys each of this thread's two rows sees: [begin, end)
-  float alibi_d0, slope;           // MODS: row0 + shift as a float, ALiBi slope in score units (0: off)
+  int begin0, end0, begin1, end1;     // the keys each of this thread's two rows sees: [begin, end)
+  float alibi_d0, slope;              // MODS: row0 + shift as a float, ALiBi slope in score units (0: off)
   float mods_scale, mods_scale_log2;  // MODS: the unit of a score (scale, or cap with softcap), times log2 e
   float o[D / 2], m[2], l[2];
   uint32_t qa[Cfg::QREG ? D / 4 : 4];  // Q fragments (QREG)
@@ -335,17 +335,6 @@ struct Consumer {
     mask_window(s, begin0 - first_col, end0 - first_col, begin1 - first_col, end1 - first_col);
   }
 
-  // tanh of two scaled scores by one MUFU op (tanh.approx.f16x2): half the tanh throughput cost of
-  // tanh.approx.f32, at fp16's 11-bit precision of the tanh's input and output (about that of the
-  // f32 approximation's 2^-11 relative error).
-  __device__ __forceinline__ void tanh_pair(float &a, float &b) const {
-    const __half2 x = __floats2half2_rn(a * p.cap_pre, b * p.cap_pre);
-    uint32_t y;
-    asm("tanh.approx.f16x2 %0, %1;" : "=r"(y) : "r"(*reinterpret_cast<const uint32_t *>(&x)));
-    const float2 t = __half22float2(*reinterpret_cast<const __half2 *>(&y));
-    a = t.x, b = t.y;
-  }
-
   // MODS: softcap, then the ALiBi bias, in score units (before the mask, which sets -inf last).
   // tanh.approx.f32 (one MUFU op, relative error ~2^-11): the accuracy is measured against the fp64
   // reference in tests/sm90/sm90_mods_test.cpp. The tanh shares the MUFU with exp2 (bench/NOTES.md:
@@ -354,14 +343,13 @@ struct Consumer {
     if constexpr (Cfg::MODS) {
       if (p.mods.softcap > 0.f) {
 #pragma unroll
-        for (int i = 0; i < BN / 2; i += 2) tanh_pair(s[i], s[i + 1]);
+        for (int i = 0; i < BN / 2; ++i) s[i] = cuda::tanh_approx(s[i] * p.cap_pre);
       }
       if (slope != 0.f) {
-        // |i + shift - j| for row i and column j = n_block * BN + 2 (lane % 4) + acc_col(r).
+        // |i + shift - j| for row i and column j = n_block * BN + 2 (lane % 4) + acc_col(i).
         const float d0 = alibi_d0 - float(n_block * BN + 2 * (lane % 4));
 #pragma unroll
-        for (int i = 0; i < BN / 2; ++i)
-          s[i] = fmaf(-slope, fabsf(d0 + float(8 * acc_half(i) - acc_col(i))), s[i]);
+        for (int i = 0; i < BN / 2; ++i) s[i] = fmaf(-slope, fabsf(d0 + float(8 * acc_half(i) - acc_col(i))), s[i]);
       }
     }
   }

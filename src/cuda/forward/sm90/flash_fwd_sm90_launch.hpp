@@ -11,8 +11,7 @@ namespace flashbox::sm90 {
 
 // mods: the configuration with softcap and ALiBi compiled in (the default tile only: tile_policy.hpp).
 cudaError_t launch_fwd_d64(bool bf16, TileChoice tile, bool mods, const FwdParams &p, dim3 grid, cudaStream_t stream);
-cudaError_t launch_fwd_d128(bool bf16, TileChoice tile, bool mods, const FwdParams &p, dim3 grid,
-                            cudaStream_t stream);
+cudaError_t launch_fwd_d128(bool bf16, TileChoice tile, bool mods, const FwdParams &p, dim3 grid, cudaStream_t stream);
 cudaError_t launch_fwd_d256(bool bf16, const FwdParams &p, dim3 grid, cudaStream_t stream);
 
 template <class Cfg>

@@ -74,6 +74,16 @@ __device__ __forceinline__ float mods_slope(const DeviceMods &m, int64_t b, int 
 __device__ __forceinline__ float mods_cap(const DeviceMods &m, float s) {
   return m.softcap * tanhf(s * m.softcap_inv);
 }
+// tanh by the hardware's approximation (tanh.approx.f32, sm_75+: one MUFU op, maximum relative error
+// about 2^-11), for a forward whose softcap would otherwise cost a tanhf (a dozen instructions) per
+// score. The sm90 forward uses it (its accuracy against the fp64 reference: tests/sm90); a backward
+// that differentiates the cap keeps mods_cap's tanhf.
+__device__ __forceinline__ float tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // d(capped)/ds from the capped value: 1 - (capped / cap)^2.
 __device__ __forceinline__ float mods_cap_grad(const DeviceMods &m, float capped) {
   const float t = capped * m.softcap_inv;

@@ -8,6 +8,10 @@
 // to the kernel in its __grid_constant__ parameters. cuTensorMapEncodeTiled comes from the driver
 // through the runtime's entry-point query, so nothing links libcuda. The tile and schedule policy is
 // tile_policy.hpp.
+//
+// What it takes: fixed-length batches, head_dim 64, 128 and 256, causal, sliding windows (any tile),
+// softcap and ALiBi (the default tile of head_dim 64 and 128: the MODS configuration). Variable-length batches are declined
+// (the sm80 family takes them: its tiles are scheduled per sequence; the TMA maps here are per tensor).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -18,6 +22,7 @@
 
 #include "core/backends.hpp"
 #include "core/error.hpp"
+#include "cuda/common/score_mods.cuh"
 #include "cuda/forward/sm90/flash_fwd_sm90_launch.hpp"
 #include "cuda/forward/sm90/tile_policy.hpp"
 #include "cuda/hopper/tma_host.hpp"
@@ -46,23 +51,42 @@ unsigned persistent_grid(const Problem &a, int num_tiles) {
 
 std::string tile_list(int64_t head_dim) {
   std::string s;
-  for (const TileChoice t : head_dim == 64 ? sm90::kTilesD64 : sm90::kTilesD128)
+  for (const TileChoice t : sm90::tiles_of(head_dim))
     s += (s.empty() ? "" : ", ") + std::to_string(t.bm) + "x" + std::to_string(t.bn);
   return s;
+}
+
+// The problem's mods for the kernel: a window side at least as long as both sequences is unbounded
+// (no row reaches past it), which also keeps the kernel's int arithmetic on it from overflowing.
+cuda::DeviceMods kernel_mods(const Problem &a) {
+  cuda::DeviceMods m = cuda::device_mods(a.mods);
+  const int64_t reach = std::max(a.seqlen_q, a.seqlen_k);
+  if (a.mods.window_left >= reach) m.window_left = -1;
+  if (a.mods.window_right >= reach) m.window_right = -1;
+  return m;
 }
 
 }  // namespace
 
 PlanResult plan_sm90_forward(const Problem &a) {
-  if (const std::string what = extension_in_use(a); !what.empty())
-    return PlanResult::no("the sm90 forward has no " + what + " yet");
-  if (a.head_dim != 64 && a.head_dim != 128) return PlanResult::no("the sm90 kernel takes head_dim 64 or 128");
+  if (a.varlen())
+    return PlanResult::no("the sm90 forward has no variable-length batches (cu_seqlens; the sm80 family takes them)");
+  if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)
+    return PlanResult::no("the sm90 kernel takes head_dim 64, 128 or 256");
   TileChoice tile;
   if (!sm90::choose_tile(a, tile))
     return PlanResult::no("the sm90 forward has no tile " + std::to_string(a.tuning.sm90_tile_m) + "x" +
                               std::to_string(a.tuning.sm90_tile_n) + " for head_dim " + std::to_string(a.head_dim) +
                               " (" + tile_list(a.head_dim) + ")",
                           FLASHBOX_ERR_INVALID_ARGUMENT);
+  const bool score_mods = sm90::needs_score_mods(a);
+  if (score_mods && a.head_dim == 256)
+    return PlanResult::no("the sm90 forward has no softcap or ALiBi for head_dim 256 (the sm80 family may take it)");
+  if (score_mods && !sm90::has_score_mods(a, tile))
+    return PlanResult::no("the sm90 forward has softcap and ALiBi only in its default tile for head_dim " +
+                          std::to_string(a.head_dim) + " (" +
+                          tile_list(a.head_dim).substr(0, tile_list(a.head_dim).find(',')) + "), not " +
+                          std::to_string(tile.bm) + "x" + std::to_string(tile.bn));
   if (const char *reason = sm90::sm90_unavailable_reason()) return PlanResult::no(reason);
   if (a.batch * a.heads_q * ((a.seqlen_q + tile.bm - 1) / tile.bm) > INT32_MAX)
     return PlanResult::no("more than 2^31 - 1 query tiles");
@@ -93,9 +117,11 @@ PlanResult plan_sm90_forward(const Problem &a) {
   p.num_m_blocks = int((a.seqlen_q + tile.bm - 1) / tile.bm);
   p.num_tiles = int(a.batch * a.heads_q * p.num_m_blocks);
   p.section_heads = 1;  // one tile per CTA: the plain order (head by head, longest first)
-  p.causal = a.causal;
   p.scale = a.scale;
   p.scale_log2 = a.scale_log2;
+  p.mods = kernel_mods(a);
+  p.inv_scale = 1.0f / a.scale;
+  if (p.mods.capped()) p.cap_pre = a.scale * p.mods.softcap_inv;
 
   dim3 grid(unsigned(p.num_tiles));
   const bool persistent = sm90::persistent_schedule(a);
@@ -108,16 +134,21 @@ PlanResult plan_sm90_forward(const Problem &a) {
   std::string name =
       "cuda_flash_sm90_d" + std::to_string(a.head_dim) + "_" + std::to_string(tile.bm) + "x" + std::to_string(tile.bn);
   if (sm90::q_in_registers(int(a.head_dim), tile.bn)) name += "_qreg";
+  if (p.mods.window_left >= 0 || (p.mods.window_right >= 0 && !a.causal)) name += "_window";
+  if (p.mods.capped()) name += "_softcap";
+  if (p.mods.alibi()) name += "_alibi";
   if (persistent) {
     name += "_persistent";
     if (!sm90::o_buffer_fits(tile.bm, tile.bn, int(a.head_dim), 2)) name += "_oq";
   }
 
-  const bool bf16 = a.dtype == FLASHBOX_BFLOAT16, d64 = a.head_dim == 64;
+  const bool bf16 = a.dtype == FLASHBOX_BFLOAT16;
+  const int d = int(a.head_dim);
   const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
-  return {Plan{std::move(name), 0, [p, tile, grid, bf16, d64, stream]() -> int {
-                 const cudaError_t e = d64 ? sm90::launch_fwd_d64(bf16, tile, p, grid, stream)
-                                           : sm90::launch_fwd_d128(bf16, tile, p, grid, stream);
+  return {Plan{std::move(name), 0, [p, tile, grid, bf16, d, score_mods, stream]() -> int {
+                 const cudaError_t e = d == 64    ? sm90::launch_fwd_d64(bf16, tile, score_mods, p, grid, stream)
+                                       : d == 128 ? sm90::launch_fwd_d128(bf16, tile, score_mods, p, grid, stream)
+                                                  : sm90::launch_fwd_d256(bf16, p, grid, stream);
                  if (e != cudaSuccess) {
                    cudaGetLastError();
                    return fail(FLASHBOX_ERR_CUDA, std::string("sm90 forward: launch failed: ") + cudaGetErrorString(e));

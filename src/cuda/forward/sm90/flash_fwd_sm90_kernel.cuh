@@ -9,7 +9,7 @@
 //     (SS), or with QREG (head_dim 128, 128 x 128 tiles) with this group's Q rows loaded once per
 //     tile into registers (ldmatrix) as the A operand (RS: K is the only shared-memory read);
 //     online softmax in registers (exp2, softmax_scale * log2 e folded into one FFMA), P packed to
-//     16 bits in registers as the A operand of O += P V_j (RS). Unmasked blocks after a tile's first
+//     16 bits in registers as the A operand of O += P V_j (RS). Blocks after a tile's first
 //     skip the block's row max (optimistic: exponentials against the running max, accepted when no
 //     p exceeds 2^12, else the warp recomputes its scores with mma.sync and takes the exact path),
 //     so K is released only after the softmax. The softmax of block j runs while the P.V product of
@@ -29,14 +29,20 @@
 // CTA's tiles; every warpgroup of a CTA sees the same tiles, so all agree on the counts. (A dynamic
 // scheduler, tiles from a global atomic counter as in FA3, was built and measured no faster; it was
 // removed: bench/NOTES.md.)
-// Causal masking is bottom-right aligned; only blocks that cross the diagonal or the end of the keys
-// are masked.
+// Masks (cuda/common/score_mods.cuh, core/masks.hpp): causal and the sliding window are bottom-right
+// aligned and runtime parameters of every configuration: a tile walks only the K/V blocks its rows can
+// see, and only blocks that cross a window edge (the causal diagonal is the right edge) or the end of
+// the keys are masked, so a window costs nothing where it hides keys. Softcap and ALiBi change every
+// score and are compiled in only with MODS (the default tile of each head_dim, flash_fwd_sm90_d*.cu):
+// the scores are transformed before the mask and the online softmax; with a softcap they stay in
+// units of the cap (tanh's output), and the softmax and LSE use cap where they used the scale.
 #pragma once
 #include <cuda.h>
 #include <cstdint>
 
 #include "cuda/common/ldmatrix.cuh"
 #include "cuda/common/mma.cuh"
+#include "cuda/common/score_mods.cuh"
 #include "cuda/hopper/async_copy.cuh"
 #include "cuda/hopper/online_softmax.cuh"
 #include "cuda/hopper/tma_host.hpp"
@@ -50,9 +56,14 @@ struct FwdParams {
   float *lse;  // [batch, heads_q, seqlen_q] or null
   int seqlen_q, seqlen_k, heads_q, group, num_m_blocks, num_tiles;
   int section_heads;  // (batch, head) pairs per L2 section of the tile order
-  int causal;
-  int separate_o;  // stage O in its own buffer and release Q early (launch_config: only if it fits)
+  int separate_o;     // stage O in its own buffer and release Q early (launch_config: only if it fits)
   float scale, scale_log2;
+  cuda::DeviceMods mods;  // window (causal = window_right 0), softcap, ALiBi
+  // MODS configurations only. Softcap: s -> tanh(s * cap_pre), cap_pre = scale / cap, a score in
+  // units of cap (the softmax then runs with cap * log2 e and the LSE with cap: one multiply per score
+  // fewer than going back to raw units); ALiBi's slope is divided by the unit (cap, or the scale
+  // without softcap: inv_scale).
+  float cap_pre, inv_scale;
 };
 
 // Shared memory, in order: Q (BM x D), the K and V rings (STAGES x BN x D each), the barriers,
@@ -72,11 +83,12 @@ constexpr bool o_buffer_fits(int bm, int bn, int d, int stages) {
 
 // QREG: each consumer keeps its Q rows in registers (A operand of S = Q K^T from registers) instead
 // of reading them from shared memory at every K block; D/4 more registers per thread.
-template <class T, int D_, int BN_, int NWG_, int STAGES_, bool QREG_ = false>
+// MODS: softcap and ALiBi compiled in (both then runtime switches; the window needs no flag).
+template <class T, int D_, int BN_, int NWG_, int STAGES_, bool QREG_ = false, bool MODS_ = false>
 struct FwdConfig {
   using Elem = T;
   static constexpr int D = D_, BN = BN_, NWG = NWG_, BM = 64 * NWG_, STAGES = STAGES_;
-  static constexpr bool QREG = QREG_;
+  static constexpr bool QREG = QREG_, MODS = MODS_;
   static constexpr int PANELS = D / 64;  // 64-element (128-byte) columns per tile row
   static constexpr int THREADS = 128 * (NWG + 1);
   static constexpr int PRODUCER_REGS = NWG == 2 ? 24 : 32;
@@ -92,7 +104,7 @@ struct FwdConfig {
   // memory taken from the L1 carve-out.
   static constexpr int SMEM_BYTES_NO_O = BAR_OFF + NUM_BARS * 8 + 1024;  // + slack to align the base to 1024
   static constexpr int SMEM_BYTES = O_FITS ? O_OFF + Q_BYTES + 1024 : SMEM_BYTES_NO_O;
-  static_assert(D == 64 || D == 128, "head_dim 64 or 128");
+  static_assert(D == 64 || D == 128 || D == 256, "head_dim 64, 128 or 256");
   static_assert(BN % 16 == 0 && BN <= 192, "BN: whole k-steps of P.V, box rows <= 256");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
 };
@@ -131,21 +143,37 @@ __device__ __forceinline__ int tile_position(int round) {
   return round * g + ((round & 1) ? g - 1 - int(blockIdx.x) : int(blockIdx.x));
 }
 
-// The K/V blocks one query block visits: [0, n_blocks), of which [n_unmasked, n_blocks) need a mask.
+// The K/V blocks one query block visits: [n_begin, n_end), walked from the last down; those outside
+// [full_begin, full_end) need a mask (some row of the block does not see all of their keys).
 struct BlockRange {
-  int n_blocks, n_unmasked;
+  int n_begin, n_end, full_begin, full_end;
+  __device__ __forceinline__ int count() const { return n_end - n_begin; }
+  __device__ __forceinline__ bool masked(int n) const { return n < full_begin || n >= full_end; }
 };
 
+// The keys some row of the block sees: from key_begin(first row) to key_end(last row); the keys every
+// row sees: from key_begin(last row) to key_end(first row) (rows past seqlen_q do not count: their
+// results are never stored). With a window only the first and last blocks of a row's span are masked.
 __device__ __forceinline__ BlockRange block_range(const FwdParams &p, int m_block, int BM, int BN) {
-  const int sq = p.seqlen_q, sk = p.seqlen_k;
-  int n_max = (sk + BN - 1) / BN, n_full = sk / BN;
-  if (p.causal) {
-    const int hi = (m_block + 1) * BM + sk - sq;  // keys < hi are seen by some row of the block
-    const int lo = m_block * BM + sk - sq + 1;    // keys < lo are seen by every row
-    n_max = min(n_max, hi <= 0 ? 0 : (hi + BN - 1) / BN);
-    n_full = min(n_full, lo <= 0 ? 0 : lo / BN);
+  const int sq = p.seqlen_q, sk = p.seqlen_k, shift = sk - sq;
+  const int r_first = m_block * BM, r_last = min(r_first + BM, sq) - 1;
+  const int some_begin = cuda::mods_key_begin(p.mods, r_first, shift, sk);
+  const int some_end = cuda::mods_key_end(p.mods, r_last, shift, sk);
+  if (some_end <= some_begin) return {0, 0, 0, 0};
+  const int all_begin = cuda::mods_key_begin(p.mods, r_last, shift, sk);
+  const int all_end = cuda::mods_key_end(p.mods, r_first, shift, sk);
+  return {some_begin / BN, (some_end + BN - 1) / BN, (all_begin + BN - 1) / BN, all_end / BN};
+}
+
+// Sets scores to -inf where the column (relative to this thread's first column) is outside the row's
+// visible keys [begin, end): the causal diagonal or a sliding window's edges, and the end of the keys.
+template <int NS>
+__device__ __forceinline__ void mask_window(float (&s)[NS], int begin0, int end0, int begin1, int end1) {
+#pragma unroll
+  for (int i = 0; i < NS; ++i) {
+    const int c = acc_col(i);
+    if (c >= (acc_half(i) ? end1 : end0) || c < (acc_half(i) ? begin1 : begin0)) s[i] = -INFINITY;
   }
-  return {n_max, min(n_full, n_max)};
 }
 
 // One thread: for every tile of this CTA, the first K block, Q once its buffer is free (the previous
@@ -172,9 +200,9 @@ __device__ __forceinline__ void producer(const FwdParams &p, uint8_t *smem, Barr
     if (t >= p.num_tiles) continue;
     const Tile tile = decode_tile(p, t);
     const BlockRange range = block_range(p, tile.m_block, Cfg::BM, Cfg::BN);
-    const int hk = tile.h / p.group, last = range.n_blocks - 1;
+    const int hk = tile.h / p.group, last = range.n_end - 1;
     // The first K block may land while the consumers still write out the previous tile.
-    if (range.n_blocks > 0) load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, last, hk, tile.b);
+    if (range.count() > 0) load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, last, hk, tile.b);
     // Q goes out for every tile, even one that sees no key: the consumers then wait for it every
     // tile, cannot run ahead, and neither empty_q nor full_q ever falls two phases behind.
     // >>> report:load_q
@@ -183,13 +211,13 @@ __device__ __forceinline__ void producer(const FwdParams &p, uint8_t *smem, Barr
     load_tile<Cfg::PANELS>(smem + Cfg::Q_OFF, Cfg::BM * 128, &p.tm_q, p.ord_q, bars.full_q, tile.m_block * Cfg::BM,
                            tile.h, tile.b);
     // <<< report:load_q
-    if (range.n_blocks == 0) continue;
+    if (range.count() == 0) continue;
     // >>> report:kv_loop
-    for (int i = 1; i < range.n_blocks; ++i) {
+    for (int i = 1; i < range.count(); ++i) {
       load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, last - i, hk, tile.b);
       load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, last - i + 1, hk, tile.b);
     }
-    load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, 0, hk, tile.b);
+    load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, range.n_begin, hk, tile.b);
     // <<< report:kv_loop
   }
 }
@@ -219,13 +247,19 @@ __device__ __forceinline__ void gemm_qk_rs(float (&s)[Cfg::BN / 2], const uint32
 // <<< report:s_tile
 
 // >>> report:pv
-// O += P V: BN/16 k-steps, P from registers, V an N-major (D-contiguous) tile.
+// O += P V: BN/16 k-steps, P from registers, V an N-major (D-contiguous) tile. head_dim 256 is two
+// N = 128 products per k-step, one per half of O's columns (the accumulator of N = 256 is the two
+// N = 128 accumulators one after the other; V's columns 128.. start two 64-column panels in).
 template <class Cfg>
 __device__ __forceinline__ void gemm_pv(float (&o)[Cfg::D / 2], const uint32_t (&pa)[Cfg::BN / 4], uint64_t v_desc) {
+  constexpr int N = Cfg::D > 128 ? 128 : Cfg::D;
 #pragma unroll
   for (int k = 0; k < Cfg::BN / 16; ++k)
-    wgmma_rs<Cfg::D, typename Cfg::Elem>(o, reinterpret_cast<const uint32_t(&)[4]>(pa[4 * k]),
-                                         desc_advance(v_desc, k * 16 * 128), 1);
+#pragma unroll
+    for (int h = 0; h < Cfg::D / N; ++h)
+      wgmma_rs<N, typename Cfg::Elem>(reinterpret_cast<float(&)[N / 2]>(o[h * N / 2]),
+                                      reinterpret_cast<const uint32_t(&)[4]>(pa[4 * k]),
+                                      desc_advance(v_desc, k * 16 * 128 + h * (N / 64) * Cfg::BN * 128), 1);
 }
 // <<< report:pv
 
@@ -238,7 +272,9 @@ struct Consumer {
   uint8_t *smem;
   int wg, lane, warp;
   uint64_t q_desc, k_desc0, v_desc0;
-  int limit0, limit1;  // first key index each of this thread's two rows may not see
+  int begin0, end0, begin1, end1;     // the keys each of this thread's two rows sees: [begin, end)
+  float alibi_d0, slope;              // MODS: row0 + shift as a float, ALiBi slope in score units (0: off)
+  float mods_scale, mods_scale_log2;  // MODS: the unit of a score (scale, or cap with softcap), times log2 e
   float o[D / 2], m[2], l[2];
   uint32_t qa[Cfg::QREG ? D / 4 : 4];  // Q fragments (QREG)
   PipeState<Cfg::STAGES> ks, vs;       // run on across tiles, like the producer's
@@ -275,14 +311,47 @@ struct Consumer {
   // >>> report:online_softmax
   __device__ __forceinline__ void softmax(float (&s)[BN / 2], int n_block, bool masked, float (&alpha)[2],
                                           bool later = false, int k_stage = 0) {
-    if (masked) {
-      const int first_col = n_block * BN + 2 * (lane % 4);
-      mask_columns(s, limit0 - first_col, limit1 - first_col);
-    } else if (later) {
-      if (softmax_update_optimistic(s, m, l, alpha, p.scale_log2)) return;
+    transform_scores(s, n_block);
+    if (masked) mask(s, n_block);
+    // Masked blocks after the first go the optimistic way too (a window's edge blocks, the causal
+    // diagonal's second block), but only where every row of the warp has a finite max already: a
+    // row that has seen no key would refuse it anyway, after a wasted exponentiation and recompute.
+    if (later && __all_sync(0xffffffffu, m[0] != -INFINITY && m[1] != -INFINITY)) {
+      if (softmax_update_optimistic(s, m, l, alpha, score_scale_log2())) return;
       recompute_scores(s, k_stage);
+      transform_scores(s, n_block);
+      if (masked) mask(s, n_block);
     }
-    softmax_update(s, m, l, alpha, p.scale_log2, kLazyRescaleLog2);
+    softmax_update(s, m, l, alpha, score_scale_log2(), kLazyRescaleLog2);
+  }
+
+  // What one unit of a score is in natural log units (and times log2 e): the softmax scale, or with a
+  // softcap (MODS) the cap. The plain configurations read the parameters, not a register.
+  __device__ __forceinline__ float score_scale() const { return Cfg::MODS ? mods_scale : p.scale; }
+  __device__ __forceinline__ float score_scale_log2() const { return Cfg::MODS ? mods_scale_log2 : p.scale_log2; }
+
+  __device__ __forceinline__ void mask(float (&s)[BN / 2], int n_block) {
+    const int first_col = n_block * BN + 2 * (lane % 4);
+    mask_window(s, begin0 - first_col, end0 - first_col, begin1 - first_col, end1 - first_col);
+  }
+
+  // MODS: softcap, then the ALiBi bias, in score units (before the mask, which sets -inf last).
+  // tanh.approx.f32 (one MUFU op, relative error ~2^-11): the accuracy is measured against the fp64
+  // reference in tests/sm90/sm90_mods_test.cpp. The tanh shares the MUFU with exp2 (bench/NOTES.md:
+  // what that costs, and half of the exponentials on the FMA pipe instead, measured slower).
+  __device__ __forceinline__ void transform_scores(float (&s)[BN / 2], int n_block) {
+    if constexpr (Cfg::MODS) {
+      if (p.mods.softcap > 0.f) {
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) s[i] = cuda::tanh_approx(s[i] * p.cap_pre);
+      }
+      if (slope != 0.f) {
+        // |i + shift - j| for row i and column j = n_block * BN + 2 (lane % 4) + acc_col(i).
+        const float d0 = alibi_d0 - float(n_block * BN + 2 * (lane % 4));
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) s[i] = fmaf(-slope, fabsf(d0 + float(8 * acc_half(i) - acc_col(i))), s[i]);
+      }
+    }
   }
   // <<< report:online_softmax
 
@@ -323,7 +392,7 @@ struct Consumer {
   __device__ __forceinline__ void mainloop(BlockRange range) {
     float s[BN / 2], alpha[2];
     uint32_t pa[BN / 4];
-    int n_block = range.n_blocks - 1;
+    int n_block = range.n_end - 1;
     turn_wait();
     issue_qk(s, ks);
     turn_pass();
@@ -331,9 +400,9 @@ struct Consumer {
     fence_operands(s);
     release(bars.empty_k, ks.stage);
     ks.advance();
-    softmax(s, n_block, n_block >= range.n_unmasked, alpha);
+    softmax(s, n_block, range.masked(n_block), alpha);
     scores_to_a_fragments<typename Cfg::Elem>(s, pa);
-    for (--n_block; n_block >= 0; --n_block) {
+    for (--n_block; n_block >= range.n_begin; --n_block) {
       turn_wait();
       fence_operands(o);
       fence_operands(pa);
@@ -342,7 +411,7 @@ struct Consumer {
       turn_pass();
       wgmma_wait<1>();
       fence_operands(s);
-      softmax(s, n_block, n_block >= range.n_unmasked, alpha, true, ks.stage);
+      softmax(s, n_block, range.masked(n_block), alpha, true, ks.stage);
       release(bars.empty_k, ks.stage);  // after the softmax, which may read the K tile again
       ks.advance();
       wgmma_wait<0>();
@@ -386,7 +455,7 @@ struct Consumer {
     using T = typename Cfg::Elem;
     const bool own_o = Cfg::O_FITS && p.separate_o;
     float lse[2];
-    softmax_finalize(o, m, l, p.scale, lse);
+    softmax_finalize(o, m, l, score_scale(), lse);
     uint8_t *slice = smem + (own_o ? Cfg::O_OFF : Cfg::Q_OFF) + wg * 64 * 128;
     // The previous tile's store has read the slice: with the O buffer its thread waits only now.
     if (own_o && warp == 0 && lane == 0) tma_store_wait_read();
@@ -431,6 +500,10 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
   c.q_desc = make_smem_desc(smem_addr(smem + Cfg::Q_OFF) + wg * 64 * 128, 16, 1024);
   c.k_desc0 = make_smem_desc(smem_addr(smem + Cfg::K_OFF), 16, 1024);
   c.v_desc0 = make_smem_desc(smem_addr(smem + Cfg::V_OFF), Cfg::BN * 128, 1024);
+  if constexpr (Cfg::MODS) {
+    c.mods_scale = p.mods.capped() ? p.mods.softcap : p.scale;
+    c.mods_scale_log2 = p.mods.capped() ? p.mods.softcap * 1.44269504088896341f : p.scale_log2;
+  }
   if (wg == Cfg::NWG - 1) named_barrier_arrive(kPingPongBarrier, 256);  // group 0 first
   uint32_t q_parity = 0;
   for (int round = 0; round * int(gridDim.x) < p.num_tiles; ++round) {
@@ -439,9 +512,14 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
     const Tile tile = decode_tile(p, tile_idx);
     const BlockRange range = block_range(p, tile.m_block, Cfg::BM, Cfg::BN);
     const int row0 = tile.m_block * Cfg::BM + wg * 64 + c.warp * 16 + c.lane / 4;
-    const int sq = p.seqlen_q, sk = p.seqlen_k;
-    c.limit0 = p.causal ? min(sk, row0 + sk - sq + 1) : sk;
-    c.limit1 = p.causal ? min(sk, row0 + 8 + sk - sq + 1) : sk;
+    const int sk = p.seqlen_k, shift = sk - p.seqlen_q;
+    c.begin0 = cuda::mods_key_begin(p.mods, row0, shift, sk), c.end0 = cuda::mods_key_end(p.mods, row0, shift, sk);
+    c.begin1 = cuda::mods_key_begin(p.mods, row0 + 8, shift, sk);
+    c.end1 = cuda::mods_key_end(p.mods, row0 + 8, shift, sk);
+    if constexpr (Cfg::MODS) {
+      c.alibi_d0 = float(row0 + shift);
+      c.slope = cuda::mods_slope(p.mods, tile.b, tile.h) * (p.mods.capped() ? p.mods.softcap_inv : p.inv_scale);
+    }
 #pragma unroll
     for (int i = 0; i < Cfg::D / 2; ++i) c.o[i] = 0.f;
     c.m[0] = c.m[1] = -INFINITY;
@@ -451,7 +529,7 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
     mbar_wait(bars.full_q, q_parity);
     q_parity ^= 1;
     c.load_q_fragments();
-    if (range.n_blocks > 0) {
+    if (range.count() > 0) {
       c.mainloop(range);
     } else {
       c.release_q();

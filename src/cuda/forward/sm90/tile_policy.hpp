@@ -4,6 +4,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 
 #include "core/problem.hpp"
 
@@ -20,8 +21,24 @@ struct TileChoice {
 //                 non-causal tile: fewer, longer iterations, no registers left for Q; equal to
 //                 128 x 128 on the grid since the optimistic softmax, and it cannot stage O in a
 //                 buffer of its own on the persistent grid, so it stays for the benchmark's sweep).
+//   head_dim 256: 128 x 64 (two consumer warpgroups; O takes 128 registers per thread, so neither Q
+//                 in registers nor a wider block fits; Q 64 KB + two stages of K and V 128 KB of
+//                 shared memory, O staged in the Q rows).
 inline constexpr TileChoice kTilesD64[] = {{192, 128}, {128, 128}};
 inline constexpr TileChoice kTilesD128[] = {{128, 128}, {128, 176}};
+inline constexpr TileChoice kTilesD256[] = {{128, 64}};
+
+// The configurations of a head_dim (64, 128 or 256), the default first.
+struct TileList {
+  const TileChoice *begin_, *end_;
+  const TileChoice *begin() const { return begin_; }
+  const TileChoice *end() const { return end_; }
+};
+inline TileList tiles_of(int64_t head_dim) {
+  if (head_dim == 64) return {std::begin(kTilesD64), std::end(kTilesD64)};
+  if (head_dim == 128) return {std::begin(kTilesD128), std::end(kTilesD128)};
+  return {std::begin(kTilesD256), std::end(kTilesD256)};
+}
 
 // Which configurations keep Q in registers (FwdConfig::QREG): head_dim 128 with 128-key blocks, the
 // one where the registers are there (o 64 + s 64 + P 32 + Q 32 of 240 per thread).
@@ -30,9 +47,9 @@ constexpr bool q_in_registers(int d, int bn) { return d == 128 && bn == 128; }
 // The tile a problem runs: the caller's (when it names one of the list) or the first of the list.
 // False when the caller named a tile the head_dim has no configuration for.
 inline bool choose_tile(const detail::Problem &p, TileChoice &out) {
-  const auto &tiles = p.head_dim == 64 ? kTilesD64 : kTilesD128;
+  const TileList tiles = tiles_of(p.head_dim);
   if (p.tuning.sm90_tile_m == 0) {
-    out = tiles[0];
+    out = *tiles.begin();
     return true;
   }
   for (const TileChoice t : tiles)
@@ -43,8 +60,27 @@ inline bool choose_tile(const detail::Problem &p, TileChoice &out) {
 // K and V bytes of one (batch, head): what a head's tiles share in L2.
 inline int64_t kv_bytes_per_head(const detail::Problem &p) { return p.seqlen_k * p.head_dim * 2 * 2; }
 
+// Softcap or ALiBi: the MODS configuration (the default tile of head_dim 64 and 128; every score is
+// transformed, so the plain configurations do not carry the code). A window needs no configuration
+// of its own: it only bounds the tile loop and moves the masks (runtime parameters).
+inline bool needs_score_mods(const detail::Problem &p) {
+  return p.mods.softcap > 0.0f || p.mods.alibi_slopes != nullptr;
+}
+inline bool has_score_mods(const detail::Problem &p, TileChoice t) {
+  if (p.head_dim != 64 && p.head_dim != 128) return false;
+  const TileChoice d = *tiles_of(p.head_dim).begin();
+  return t.bm == d.bm && t.bn == d.bn;
+}
+
+// Causal-like: the tile's work grows with its query block (the causal triangle, or any mask with a
+// right edge and no left one). A window with a left edge gives every tile about the same work (at
+// most window + BM keys), like the non-causal square, so it is scheduled like it; the longest-first
+// order (query blocks descending) stays right for a causal window, whose work does not decrease with
+// the block.
+inline bool triangular_work(const detail::Problem &p) { return p.mods.window_right >= 0 && p.mods.window_left < 0; }
+
 // Persistent (one CTA per SM walking many tiles) or one CTA per tile. Non-causal: always persistent
-// (equal tiles balance; hiding each tile's start and end: D128 T = 16384 699 against 671 TFLOP/s on
+// (equal tiles balance, and so do a sliding window's; hiding each tile's start and end: D128 T = 16384 699 against 671 TFLOP/s on
 // the grid). Causal: persistent while a head's K and V take at most 4 MB (D64 up to T = 16384, D128
 // up to 8192), where hiding each tile's start and end wins (+27% D64 and +15% D128 at T = 2048);
 // beyond, one CTA per tile, whose hardware dispatch balances the unequal causal tiles (D128
@@ -55,7 +91,7 @@ inline bool persistent_schedule(const detail::Problem &p) {
     case FLASHBOX_SCHEDULE_PERSISTENT: return true;
     default: break;
   }
-  if (p.tuning.sm90_max_ctas > 0 || !p.causal) return true;
+  if (p.tuning.sm90_max_ctas > 0 || !triangular_work(p)) return true;
   return kv_bytes_per_head(p) <= (int64_t(4) << 20);
 }
 

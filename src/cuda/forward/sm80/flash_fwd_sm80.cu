@@ -85,6 +85,15 @@ __device__ __forceinline__ void load_tile_async(uint32_t tile, const Element *he
   }
 }
 
+// Values read from the parameter space where they are used, so that no register holds them through
+// the K/V loop (ptxas, sm_90a: D128 spills 28 B with them in registers, 0 without): the 16-byte
+// chunks of the call's head_dim, and the exponent's multiplier of a score (scale * log2e for raw
+// scores, log2e for the natural-unit scores of softcap / ALiBi).
+__device__ __forceinline__ int head_chunks(const FlashFwdParams &p) { return p.head_dim >> 3; }
+__device__ __forceinline__ float score_multiplier(const FlashFwdParams &p) {
+  return p.transforms ? kLog2e : p.scale_log2;
+}
+
 // The online softmax steps of one S tile (FlashAttention-2 §3.1 in base 2), named as the Hopper
 // kernel's. A thread holds rows row0 + mt*16 + 8r (r = 0, 1) of each m16 tile and, in C tile j, the
 // columns j*8 + e past its first column (e = 0, 1). Scores stay raw: the scale is folded into one FFMA
@@ -248,7 +257,6 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
     q += b * p.q_batch, k += b * p.k_batch, v += b * p.v_batch;
   }
   const int shift = sk - sq;  // bottom-right alignment: query i's diagonal is key i + shift
-  const int chunk_end = p.head_dim / 8;
 
   // K/V tiles [n_begin, n_end) hold every key some row of this block may see (rows' windows move
   // right with the row); a tile needs the element mask when it is not inside every row's window.
@@ -258,7 +266,6 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
   const int mask_hi = mods_key_end(p.mods, m0, shift, sk);             // keys from here: some row masks
   const int n_begin = key_begin / kN;
   const int n_end = max(n_begin, (key_end + kN - 1) / kN);
-  const float score_mul = p.transforms ? kLog2e : p.scale_log2;
   const float slope = p.transforms ? mods_slope(p.mods, b, h) : 0.f;
 
   // This thread's rows: warp_row0 + mt*16 + g (+8), g = lane / 4; its columns in a C tile: 2t, 2t+1.
@@ -290,14 +297,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
   constexpr uint32_t kRow16Bytes = 16 * kD * 2;
 
   // >>> report:load_q
-  load_tile_async<Tr, kM>(sQ, q, p.q_seq, m0, sq, chunk_end);
+  load_tile_async<Tr, kM>(sQ, q, p.q_seq, m0, sq, head_chunks(p));
   cp_async_commit();
 #pragma unroll
   for (int s = 0; s < Tr::kStages - 1; ++s) {
     const int n = n_end - 1 - s;
     if (n >= n_begin) {
-      load_tile_async<Tr, kN>(sK + s * Tr::kKVTileElems * 2, k, p.k_seq, n * kN, sk, chunk_end);
-      load_tile_async<Tr, kN>(sV + s * Tr::kKVTileElems * 2, v, p.v_seq, n * kN, sk, chunk_end);
+      load_tile_async<Tr, kN>(sK + s * Tr::kKVTileElems * 2, k, p.k_seq, n * kN, sk, head_chunks(p));
+      load_tile_async<Tr, kN>(sV + s * Tr::kKVTileElems * 2, v, p.v_seq, n * kN, sk, head_chunks(p));
     }
     cp_async_commit();
   }
@@ -323,8 +330,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
       const int n_next = n - (Tr::kStages - 1);
       const int st_next = (it + Tr::kStages - 1) % Tr::kStages;
       if (n_next >= n_begin) {
-        load_tile_async<Tr, kN>(sK + st_next * Tr::kKVTileElems * 2, k, p.k_seq, n_next * kN, sk, chunk_end);
-        load_tile_async<Tr, kN>(sV + st_next * Tr::kKVTileElems * 2, v, p.v_seq, n_next * kN, sk, chunk_end);
+        load_tile_async<Tr, kN>(sK + st_next * Tr::kKVTileElems * 2, k, p.k_seq, n_next * kN, sk, head_chunks(p));
+        load_tile_async<Tr, kN>(sV + st_next * Tr::kKVTileElems * 2, v, p.v_seq, n_next * kN, sk, head_chunks(p));
       }
       cp_async_commit();  // possibly empty, so the group count stays uniform
     }
@@ -332,7 +339,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
 #pragma unroll
     for (int sub = 0; sub < kN / Tr::kSubN; ++sub) {
       const int key0 = n * kN + sub * Tr::kSubN;
-      if (key0 >= key_end || key0 + Tr::kSubN <= key_begin) continue;
+      if (key0 >= key_end) continue;  // (a step before key_begin is masked: kSubN = kBlockN in both tiles)
       const uint32_t sK_tile = sK + stage * Tr::kKVTileElems * 2 + sub * Tr::kSubN * kD * 2;
       const uint32_t sV_tile = sV + stage * Tr::kKVTileElems * 2 + sub * Tr::kSubN * kD * 2;
       // <<< report:kv_loop
@@ -375,6 +382,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
       // end of the keys, fold its row maxima into m (rescaling O and l when a max grows),
       // exponentiate against m into P and the row sums.
       if (p.transforms) transform_scores<Tr>(acc_s, p, slope, m0 + warp_row0 + g, key0 + 2 * t, shift);
+      const float score_mul = score_multiplier(p);
       const float masked = score_mul > 0.f ? -INFINITY : INFINITY;
       if (key0 + Tr::kSubN > mask_hi || key0 < mask_lo)
         mask_columns<Tr>(acc_s, p.mods, m0 + warp_row0 + g, key0 + 2 * t, shift, sk, masked);
@@ -407,6 +415,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
     }  // sub
   }
   cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
+#undef FLASHBOX_CHUNK_END
 
   // >>> report:finalize
   // O and LSE pointers are formed only now, from bh made opaque to the compiler: otherwise it keeps the

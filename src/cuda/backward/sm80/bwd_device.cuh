@@ -15,12 +15,12 @@
 
 #include <cstdint>
 
+#include "cuda/backward/sm80/flash_bwd_params.hpp"
 #include "cuda/common/cp_async.cuh"
 #include "cuda/common/element_type.cuh"
 #include "cuda/common/ldmatrix.cuh"
 #include "cuda/common/mma.cuh"
 #include "cuda/common/varlen_span.cuh"
-#include "cuda/backward/sm80/flash_bwd_params.hpp"
 
 namespace flashbox::cuda::bwd {
 
@@ -119,8 +119,8 @@ __device__ __forceinline__ int64_t bwd_offset(const int64_t *stride, const BwdSe
 // P (and the softcap factor of dS) of one score: raw s = q.k; lse2 = LSE * log2e (+inf: P = 0).
 // Plain: exp2(s * scale_log2 - lse2). With softcap / ALiBi (uniform run-time branches): the forward's
 // x = alibi(cap(scale s)), P = exp2(x log2e - lse2), and *cap_grad = 1 - (cap(scale s) / softcap)^2.
-__device__ __forceinline__ float bwd_prob(const BwdParams &p, float s, float lse2, float slope, int i, int j,
-                                          int shift, float *cap_grad) {
+__device__ __forceinline__ float bwd_prob(const BwdParams &p, float s, float lse2, float slope, int i, int j, int shift,
+                                          float *cap_grad) {
   if (!p.transforms) return exp2f(s * p.scale_log2 - lse2);
   float x = s * p.scale;
   if (p.mods.capped()) {

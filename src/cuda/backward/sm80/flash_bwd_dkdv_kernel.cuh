@@ -84,8 +84,7 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
     const Elem *q_head = static_cast<const Elem *>(p.q) + bwd_offset(p.q_stride, seq, seq.q0, hq);
     const Elem *do_head = static_cast<const Elem *>(p.dout) + bwd_offset(p.do_stride, seq, seq.q0, hq);
     load_rows_async<Elem, D, kBQ, T::kThreads>(sQ + buf * kBQ * kLd, q_head, p.q_stride[1], m0, SQ, chunk_end, tid);
-    load_rows_async<Elem, D, kBQ, T::kThreads>(sdO + buf * kBQ * kLd, do_head, p.do_stride[1], m0, SQ, chunk_end,
-                                               tid);
+    load_rows_async<Elem, D, kBQ, T::kThreads>(sdO + buf * kBQ * kLd, do_head, p.do_stride[1], m0, SQ, chunk_end, tid);
     if (tid < kBQ) {
       const int i = m0 + tid;
       const int64_t row = seq.rows_b + hq * seq.rows_h + i;
@@ -147,8 +146,8 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
 
     // Pᵀ from the LSE, masked where a key is past the end or outside the query's window (only in a
     // block that is not inside every row's window).
-    const bool need_mask = !(mods_key_begin(p.mods, m0 + kBQ - 1, shift, SK) <= n0 &&
-                             mods_key_end(p.mods, m0, shift, SK) >= n0 + kBK);
+    const bool need_mask =
+        !(mods_key_begin(p.mods, m0 + kBQ - 1, shift, SK) <= n0 && mods_key_end(p.mods, m0, shift, SK) >= n0 + kBK);
     const float slope = p.transforms ? mods_slope(p.mods, b, hq) : 0.0f;
 #pragma unroll
     for (int nt = 0; nt < kBQ / 8; ++nt)

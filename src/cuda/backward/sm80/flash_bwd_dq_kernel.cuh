@@ -117,8 +117,8 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
     }
 
     // dS = P ∘ (dP − D), P recomputed from the LSE and masked like the forward.
-    const bool need_mask = !(mods_key_begin(p.mods, m0 + kBQ - 1, shift, SK) <= n0 &&
-                             mods_key_end(p.mods, m0, shift, SK) >= n0 + kBK);
+    const bool need_mask =
+        !(mods_key_begin(p.mods, m0 + kBQ - 1, shift, SK) <= n0 && mods_key_end(p.mods, m0, shift, SK) >= n0 + kBK);
 #pragma unroll
     for (int nt = 0; nt < kBK / 8; ++nt)
 #pragma unroll

@@ -27,8 +27,8 @@ struct BwdParams {
   float scale;       // softmax scale
   float scale_log2;  // scale * log2(e): P = exp2(S * scale_log2 - LSE * log2(e))
   int causal;
-  DeviceMods mods;   // window (causal folded in as window_right = 0), softcap, ALiBi
-  int transforms;    // softcap or ALiBi: P = exp2(x log2e - LSE log2e), x = alibi(cap(scale S))
+  DeviceMods mods;  // window (causal folded in as window_right = 0), softcap, ALiBi
+  int transforms;   // softcap or ALiBi: P = exp2(x log2e - LSE log2e), x = alibi(cap(scale S))
   const int32_t *cu_seqlens_q, *cu_seqlens_k;  // varlen prefix sums (device); null: fixed length
   int total_q, total_k;                        // varlen: packed token counts
 };

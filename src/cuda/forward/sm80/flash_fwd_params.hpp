@@ -27,7 +27,7 @@ struct FlashFwdParams {
   int transforms;    // softcap or ALiBi: scores become natural units x and p = exp2(x log2e - m)
   const int32_t *cu_seqlens_q, *cu_seqlens_k;  // varlen prefix sums (device), null: fixed length
   int total_q, total_k;                        // varlen: packed token counts (clamp every offset)
-  int section_heads;  // CTA order: (batch, head) pairs per L2 section; 0 = launch's choice
+  int section_heads;                           // CTA order: (batch, head) pairs per L2 section; 0 = launch's choice
 };
 
 }  // namespace flashbox::cuda

@@ -106,8 +106,8 @@ __device__ __forceinline__ float score_multiplier(const FlashFwdParams &p) {
 // (causal: right = 0), which ends at seqlen_k at the latest. The thread's rows start at row0, its
 // first key at col0 (= key0 + 2t).
 template <class Tr>
-__device__ __forceinline__ void mask_columns(float (&acc_s)[Tr::kMTiles][Tr::kSTiles][4], const DeviceMods &m,
-                                             int row0, int col0, int shift, int seqlen_k, float masked) {
+__device__ __forceinline__ void mask_columns(float (&acc_s)[Tr::kMTiles][Tr::kSTiles][4], const DeviceMods &m, int row0,
+                                             int col0, int shift, int seqlen_k, float masked) {
 #pragma unroll
   for (int mt = 0; mt < Tr::kMTiles; ++mt)
 #pragma unroll
@@ -427,8 +427,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
   Element *o = static_cast<Element *>(p.o) + h_out * p.o_head;
   float *lse = p.lse;
   if (p.cu_seqlens_q) {  // the span again (re-read, not kept live through the loop)
-    const VarlenSpan s = varlen_span(p.cu_seqlens_q, p.cu_seqlens_k, b_out, p.total_q, p.total_k, p.seqlen_q,
-                                     p.seqlen_k);
+    const VarlenSpan s =
+        varlen_span(p.cu_seqlens_q, p.cu_seqlens_k, b_out, p.total_q, p.total_k, p.seqlen_q, p.seqlen_k);
     o += int64_t(s.q0) * p.o_seq;
     if (lse) lse += int64_t(h_out) * p.total_q + s.q0;
   } else {
@@ -547,7 +547,7 @@ cudaError_t launch(const FlashFwdParams &params, cudaStream_t stream) {
   if (p.section_heads <= 0) p.section_heads = choose_section_heads<Element, Tr>(p);
   const int64_t ctas = int64_t(p.batch) * p.heads_q * ((p.seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM);
   if (ctas > 0x7fffffff) return cudaErrorInvalidConfiguration;  // one CTA per (batch, head, query block)
-  if (ctas == 0) return cudaSuccess;                              // varlen with max_seqlen_q = 0
+  if (ctas == 0) return cudaSuccess;                            // varlen with max_seqlen_q = 0
   kernel<<<unsigned(ctas), Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
   return cudaGetLastError();
 }

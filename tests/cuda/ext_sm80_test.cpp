@@ -7,7 +7,8 @@
 // that must survive; the backward runs on the GPU forward's own O and LSE.
 // On the H200, auto picks sm80 for every extension field (the sm90 families decline them);
 // FLASHBOX_FLASH_ARCH=sm80 FLASHBOX_BWD_ARCH=sm80 pins it for the plain-call cases too.
-// SmallCases is the set compute-sanitizer runs; LargeCases adds T = 1000.
+// SmallCases is the set compute-sanitizer runs; LargeCases adds T = 1000; MalformedCuSeqlensStayInBounds
+// checks the device-side clamping of unchecked prefix sums.
 // Skipped, with the reason, where there is no GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -380,6 +381,51 @@ TEST(ExtSm80, SmallCases) {
 TEST(ExtSm80, LargeCases) {
   SKIP_WITHOUT_GPU();
   for (const ExtCase &c : kLarge) run_case(c);
+}
+
+// cu_seqlens on the device are not checked (flashbox.h): negative, decreasing, past-the-total and
+// longer-than-max_seqlen prefix sums must still give a successful call with every guard intact and no
+// CUDA error (the values of the rows they name are unspecified; src/cuda/common/varlen_span.cuh).
+TEST(ExtSm80, MalformedCuSeqlensStayInBounds) {
+  SKIP_WITHOUT_GPU();
+  const int64_t total = 100, heads = 2, d = 64;
+  std::mt19937_64 rng(7);
+  const std::vector<uint16_t> x = random_bf16(size_t(total * heads * d), rng, 1.0f);
+  const std::vector<int32_t> cu_q = {0, 60, 30, 120, 100}, cu_k = {-5, 50, 200, 10, 100};
+  DeviceInput q(x.data(), x.size() * 2), cq(cu_q.data(), cu_q.size() * 4), ck(cu_k.data(), cu_k.size() * 4);
+  GuardedOutput o(x.size() * 2), lse(size_t(total * heads) * 4);
+  flashbox_attention_args a{};
+  a.device = FLASHBOX_CUDA, a.dtype = FLASHBOX_BFLOAT16;
+  a.batch = 4, a.seqlen_q = a.seqlen_k = total, a.heads_q = a.heads_kv = heads, a.head_dim = d;
+  const int64_t st[3] = {total * heads * d, heads * d, d};
+  std::copy_n(st, 3, a.q_stride), std::copy_n(st, 3, a.k_stride), std::copy_n(st, 3, a.v_stride);
+  std::copy_n(st, 3, a.o_stride);
+  a.q = a.k = a.v = q.ptr, a.o = o.ptr(), a.lse = static_cast<float *>(lse.ptr());
+  flashbox_attention_ext e = flashbox_attention_ext_default();
+  e.cu_seqlens_q = static_cast<const int32_t *>(cq.ptr), e.cu_seqlens_k = static_cast<const int32_t *>(ck.ptr);
+  e.max_seqlen_q = e.max_seqlen_k = 64;
+  for (int causal = 0; causal <= 1; ++causal) {
+    a.causal = causal;
+    ASSERT_EQ(flashbox_attention_forward_ext(&a, &e), 0) << flashbox_last_error();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint8_t> host(x.size() * 2), lse_host(size_t(total * heads) * 4);
+    EXPECT_TRUE(o.back(host.data())) << "a guard byte around o changed";
+    EXPECT_TRUE(lse.back(lse_host.data())) << "a guard byte around lse changed";
+    for (int det = 0; det <= 1; ++det) {
+      GuardedOutput dq(x.size() * 2), dk(x.size() * 2), dv(x.size() * 2);
+      flashbox_attention_grad_args g{};
+      g.fwd = a;
+      g.dout = q.ptr;
+      std::copy_n(st, 3, g.dout_stride), std::copy_n(st, 3, g.dq_stride), std::copy_n(st, 3, g.dk_stride);
+      std::copy_n(st, 3, g.dv_stride);
+      g.dq = dq.ptr(), g.dk = dk.ptr(), g.dv = dv.ptr();
+      g.deterministic = det;
+      ASSERT_EQ(flashbox_attention_backward_ext(&g, &e), 0) << flashbox_last_error();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_TRUE(dq.back(host.data()) && dk.back(host.data()) && dv.back(host.data()))
+          << "a guard byte around dq/dk/dv changed (causal " << causal << ", deterministic " << det << ")";
+    }
+  }
 }
 
 // A head_dim above 128 (or not a multiple of 8) is refused with its own message on cuda, before

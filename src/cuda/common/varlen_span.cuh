@@ -10,6 +10,13 @@
 #pragma once
 #include <cstdint>
 
+// Host and device: tests/api/varlen_span_test.cpp checks the clamping on the CPU.
+#if defined(__CUDACC__)
+#define FLASHBOX_SPAN_HD __host__ __device__ __forceinline__
+#else
+#define FLASHBOX_SPAN_HD inline
+#endif
+
 namespace flashbox::cuda {
 
 struct VarlenSpan {
@@ -17,14 +24,22 @@ struct VarlenSpan {
   int k0, seqlen_k;
 };
 
-__device__ __forceinline__ VarlenSpan varlen_span(const int32_t *cu_q, const int32_t *cu_k, int b, int total_q,
-                                                  int total_k, int max_q, int max_k) {
+FLASHBOX_SPAN_HD int span_clamp(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+// Sequence b of the prefix sums cu_q / cu_k (b + 1 readable entries), clamped: 0 <= q0 <= total_q,
+// q0 + seqlen_q <= total_q, 0 <= seqlen_q <= max_q (and the same for k), whatever the values.
+FLASHBOX_SPAN_HD VarlenSpan varlen_span(const int32_t *cu_q, const int32_t *cu_k, int b, int total_q, int total_k,
+                                        int max_q, int max_k) {
   VarlenSpan s;
-  s.q0 = min(max(cu_q[b], 0), total_q);
-  s.seqlen_q = min(min(max(cu_q[b + 1], s.q0), total_q) - s.q0, max_q);
-  s.k0 = min(max(cu_k[b], 0), total_k);
-  s.seqlen_k = min(min(max(cu_k[b + 1], s.k0), total_k) - s.k0, max_k);
+  s.q0 = span_clamp(cu_q[b], 0, total_q);
+  const int q_len = span_clamp(cu_q[b + 1], s.q0, total_q) - s.q0;
+  s.seqlen_q = q_len < max_q ? q_len : (max_q > 0 ? max_q : 0);
+  s.k0 = span_clamp(cu_k[b], 0, total_k);
+  const int k_len = span_clamp(cu_k[b + 1], s.k0, total_k) - s.k0;
+  s.seqlen_k = k_len < max_k ? k_len : (max_k > 0 ? max_k : 0);
   return s;
 }
 
 }  // namespace flashbox::cuda
+
+#undef FLASHBOX_SPAN_HD

@@ -9,9 +9,11 @@
 # loads, the library is built into build/ (-DFLASHBOX_CUDA_ARCHS=90a, library target only).
 # Each group of FA2 tests runs under its own time limit (FA2_GROUP_TIMEOUT seconds, default 60) with
 # pytest -v, so a group cut off by the limit still leaves its PASSED / FAILED lines in the log; the
-# counts per group go to summary.txt; FA2_ONLY="name ..." runs only some groups. Dropout cases are deselected (flashbox has none); cases with a
-# sliding window, softcap, ALiBi or varlen fail on CUDA with flashbox's NotImplementedError until
-# the kernels have them, and head dims above 128 fail the same way (smaller ones are padded).
+# counts per group go to summary.txt; FA2_ONLY="name ..." runs only some groups. Dropout cases are deselected (flashbox has none);
+# windows, softcap, ALiBi and varlen run on CUDA (the sm80 kernels); head dims above 128 fail with
+# flashbox's NotImplementedError (smaller ones that are not multiples of 8 are padded).
+# pytest collects a function's whole matrix before -k filters it (~85k cases for
+# test_flash_attn_output, more than 30 s); bench/fa2_direct.py calls the functions on a sample instead.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 RESULTS=${1:-${OUT:-bench/results/fa2_tests_h200_2026-12-01}}

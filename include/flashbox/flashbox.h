@@ -138,10 +138,19 @@ FLASHBOX_API const char *flashbox_last_kernel(void);
  * stride[2] (head) are used, stride[0] is not (any positive value). lse is fp32 [heads_q, total_q].
  * Sequences may have length 0 (a query row with no key: O = 0, LSE = -inf; a key with no query:
  * dK = dV = 0). max_seqlen_q / max_seqlen_k are upper bounds of the lengths (0 without varlen).
+ * On device = cpu the prefix sums are checked (0 first, non-decreasing, the total last, lengths
+ * within max_seqlen_*). On device = cuda they stay in device memory and are not checked (as in
+ * FlashAttention-2: a check would cost a copy and a synchronisation per call); the kernels clamp every
+ * start and end to [0, total] and every length to max_seqlen_*, so malformed prefix sums give
+ * unspecified values in the rows they name, and rows no sequence covers are left unwritten, but
+ * nothing outside q/k/v/o/lse (dq/dk/dv) is ever read or written. alibi_slopes is in the memory of
+ * args.device too (on cuda not checked for finiteness).
  *
  * Availability: device = cpu, every impl. device = cuda: what the kernel families take (README,
- * "Feature matrix"); a field no family takes is refused with FLASHBOX_ERR_UNSUPPORTED_IMPL and a
- * message naming it, before anything is written. */
+ * "Feature matrix": the sm80 family takes every field, forward and backward, with head_dim a
+ * multiple of 8 up to 128; the sm90 families decline what they lack, so auto falls to sm80); a
+ * field no family takes is refused with FLASHBOX_ERR_UNSUPPORTED_IMPL and a message naming it,
+ * before anything is written. */
 typedef struct {
   int32_t struct_size;                        /* sizeof(flashbox_attention_ext) as the caller compiled it */
   int32_t window_left, window_right;          /* -1: unbounded (the default is -1, -1, not 0, 0) */

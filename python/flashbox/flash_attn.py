@@ -18,12 +18,14 @@ opaque node each:
 
 What flashbox does not do is an error, never a silent wrong answer:
   * dropout_p != 0 raises NotImplementedError (flashbox has no attention dropout);
-  * on CUDA, sliding windows, softcap, ALiBi and varlen are not in the kernels yet: the C API refuses
-    them and this module raises NotImplementedError with its message (on CPU tensors all of them run);
-  * head dims: the CUDA kernels have 64 and 128; any other head_dim <= 128 is zero-padded to the next
-    of them here, with the scale of the true head_dim. Zero columns add nothing to q.k and give zero
-    output columns, which are cut off, so the answer is exact; the backward flows through the pad.
-    head_dim > 128 on CUDA raises NotImplementedError. CPU tensors take any head_dim 1..256 as is.
+  * sliding windows, softcap, ALiBi (per head or per batch x head), varlen and deterministic go to the
+    C API on CPU and CUDA tensors alike (on CUDA the sm80 kernels take them all, forward and backward;
+    README "Feature matrix"); what the library refuses as unsupported becomes NotImplementedError;
+  * head dims: the CUDA kernels take every multiple of 8 up to 128 as is; any other head_dim <= 128
+    is zero-padded here to the next multiple of 8 (as FlashAttention-2's own wrapper does), with the
+    scale of the true head_dim. Zero columns add nothing to q.k and give zero output columns, which
+    are cut off, so the answer is exact; the backward flows through the pad. head_dim > 128 on CUDA
+    raises NotImplementedError. CPU tensors take any head_dim 1..256 as is.
 """
 
 import math
@@ -40,7 +42,7 @@ __all__ = [
     "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func",
 ]
 
-_CUDA_HEAD_DIMS = (64, 128)
+_CUDA_MAX_HEAD_DIM = 128  # multiples of 8 up to this run as they are on CUDA
 _NOT_THERE = (_lib.ErrorCode.UNSUPPORTED_IMPL, _lib.ErrorCode.UNSUPPORTED_HEAD_DIM)
 
 
@@ -221,11 +223,10 @@ def _padded_head_dim(t: torch.Tensor) -> int:
     d = t.shape[-1]
     if t.device.type != "cuda":
         return d
-    for s in _CUDA_HEAD_DIMS:
-        if d <= s:
-            return s
-    raise NotImplementedError(f"flashbox.flash_attn: head_dim = {d} is not supported on cuda (the kernels have "
-                              f"{', '.join(map(str, _CUDA_HEAD_DIMS))}; smaller head dims are padded to them)")
+    if d <= _CUDA_MAX_HEAD_DIM:
+        return (d + 7) // 8 * 8
+    raise NotImplementedError(f"flashbox.flash_attn: head_dim = {d} is not supported on cuda (the kernels take "
+                              f"multiples of 8 up to {_CUDA_MAX_HEAD_DIM}; smaller head dims are padded to them)")
 
 
 def _attn(q, k, v, cu_q, cu_k, max_q, max_k, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,

@@ -165,9 +165,11 @@ int validate_support(const flashbox_attention_args &a) {
       return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim = " + str(a.head_dim) +
                                                          " is not supported by impl = naive on device = cuda "
                                                          "(multiples of 8 up to 256)");
-  } else if (a.head_dim != 64 && a.head_dim != 128) {
+  } else if (a.head_dim % 8 != 0 || a.head_dim > 128) {
+    // The flash families: sm80 serves every multiple of 8 up to 128 (the d64 / d128 kernels with
+    // zero-filled columns), sm90 takes 64 and 128 and declines the rest to it.
     return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim = " + str(a.head_dim) + " is not supported by impl = " +
-                                                       impl + " on device = cuda (64, 128)");
+                                                       impl + " on device = cuda (multiples of 8 up to 128)");
   }
   return FLASHBOX_OK;
 }

@@ -1,7 +1,8 @@
 """flashbox.flash_attn (FlashAttention-2's public functions) against an fp64 reference written here:
-sliding windows, softcap, ALiBi and varlen on CPU tensors (where the C API has them all), head dims
-padded to the CUDA kernels' 64/128 (exact), packed QKV/KV, return_attn_probs -> LSE, the clear errors
-for what CUDA does not have yet, and torch.compile(fullgraph=True) through the custom ops.
+sliding windows, softcap, ALiBi and varlen on CPU and CUDA tensors, head dims (CUDA: multiples of 8
+up to 128 as they are, others padded to the next multiple of 8, exact), packed QKV/KV,
+return_attn_probs -> LSE, the clear error for head_dim > 128 on CUDA, and torch.compile(fullgraph=True)
+through the custom ops.
 
 Accuracy rule for half types (FlashAttention-2's): flashbox's max error against the fp64 reference is
 at most twice that of the same math done by PyTorch in the input dtype, plus a small absolute term.
@@ -222,17 +223,72 @@ def test_cuda_packed_qkv_gradients():
 
 @needs_cuda
 def test_cuda_refuses_what_it_lacks():
-    q = torch.randn(1, 64, 2, 64, device="cuda", dtype=torch.bfloat16)
-    for kwargs, word in (({"window_size": (8, 0), "causal": True}, "window_left"), ({"softcap": 5.0}, "softcap"),
-                         ({"alibi_slopes": torch.rand(2, device="cuda")}, "alibi")):
-        with pytest.raises(NotImplementedError, match=word):
-            fa.flash_attn_func(q, q, q, **kwargs)
     with pytest.raises(NotImplementedError, match="head_dim = 160"):
         x = torch.randn(1, 64, 2, 160, device="cuda", dtype=torch.bfloat16)
         fa.flash_attn_func(x, x, x)
-    cu = torch.tensor([0, 64], dtype=torch.int32, device="cuda")
-    with pytest.raises(NotImplementedError, match="cu_seqlens"):
-        fa.flash_attn_varlen_func(q[0], q[0], q[0], cu, cu, 64, 64)
+
+
+@needs_cuda
+@pytest.mark.parametrize("case", CPU_CASES)
+def test_cuda_masks_match_reference(case):
+    # The CPU cases on the GPU in bf16 (head dims 16 and 24 padded to 16/24 -> multiples of 8), under
+    # FlashAttention-2's accuracy rule, forward and backward, deterministic and not.
+    Tq, Tk, H, Hk, D, causal, window, softcap, alibi = case
+    torch.manual_seed(5)
+    B, dev, dt = 2, "cuda", torch.bfloat16
+    q = torch.randn(B, Tq, H, D, device=dev, dtype=dt, requires_grad=True)
+    k = torch.randn(B, Tk, Hk, D, device=dev, dtype=dt, requires_grad=True)
+    v = torch.randn(B, Tk, Hk, D, device=dev, dtype=dt, requires_grad=True)
+    slopes = None if alibi is None else \
+        (torch.rand(H, device=dev) * 0.3 if alibi == "head" else torch.rand(B, H, device=dev) * 0.3)
+    for det in (False, True):
+        out, lse, _ = fa.flash_attn_func(q, k, v, causal=causal, window_size=window, softcap=softcap,
+                                         alibi_slopes=slopes, deterministic=det, return_attn_probs=True)
+        o_ref, lse_ref = reference(q, k, v, causal, window, softcap, slopes)
+        o_pt, _ = reference(q, k, v, causal, window, softcap, slopes, dtype=dt)
+        _check_fa2_rule(out, o_ref, o_pt, "out")
+        finite = torch.isfinite(lse_ref)
+        assert torch.equal(torch.isfinite(lse), finite), "rows with no key must have lse = -inf"
+        assert _max_err(lse[finite], lse_ref[finite]) < 2e-2
+        g = torch.randn_like(out)
+        got = torch.autograd.grad(out, (q, k, v), g)
+        want = torch.autograd.grad(o_ref, (q, k, v), g.double())
+        pt = torch.autograd.grad(o_pt, (q, k, v), g)
+        for a, b, c, name in zip(got, want, pt, "qkv"):
+            _check_fa2_rule(a, b, c, f"d{name} (deterministic={det})", atol=1e-4)
+
+
+@needs_cuda
+def test_cuda_varlen_matches_per_sequence_reference():
+    torch.manual_seed(6)
+    lens_q, lens_k = [5, 0, 17, 1, 130], [5, 3, 20, 1, 70]
+    H, Hk, D, dev, dt = 4, 2, 64, "cuda", torch.bfloat16
+    cu_q = torch.tensor([0] + list(itertools.accumulate(lens_q)), dtype=torch.int32, device=dev)
+    cu_k = torch.tensor([0] + list(itertools.accumulate(lens_k)), dtype=torch.int32, device=dev)
+    q = torch.randn(int(cu_q[-1]), H, D, device=dev, dtype=dt, requires_grad=True)
+    k = torch.randn(int(cu_k[-1]), Hk, D, device=dev, dtype=dt, requires_grad=True)
+    v = torch.randn(int(cu_k[-1]), Hk, D, device=dev, dtype=dt, requires_grad=True)
+    out, lse, _ = fa.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lens_q), max(lens_k), causal=True,
+                                            window_size=(6, -1), softcap=4.0, return_attn_probs=True)
+    assert lse.shape == (H, q.shape[0])
+    g = torch.randn_like(out)
+    dq, dk, dv = torch.autograd.grad(out, (q, k, v), g)
+    for s in range(len(lens_q)):
+        a, b, c, d = int(cu_q[s]), int(cu_q[s + 1]), int(cu_k[s]), int(cu_k[s + 1])
+        if d == c:
+            assert b == a or (out[a:b].abs().max().item() == 0.0 and torch.isinf(lse[:, a:b]).all())
+            continue
+        if b == a:
+            assert dk[c:d].abs().max().item() == 0.0 and dv[c:d].abs().max().item() == 0.0
+            continue
+        qs, ks, vs = (t.detach()[x:y].unsqueeze(0).requires_grad_() for t, x, y in ((q, a, b), (k, c, d), (v, c, d)))
+        o_ref, _ = reference(qs, ks, vs, True, (6, -1), 4.0)
+        o_pt, _ = reference(qs, ks, vs, True, (6, -1), 4.0, dtype=dt)
+        _check_fa2_rule(out[a:b], o_ref[0], o_pt[0], f"sequence {s} out")
+        refs = torch.autograd.grad(o_ref, (qs, ks, vs), g[a:b].unsqueeze(0).double())
+        pts = torch.autograd.grad(o_pt, (qs, ks, vs), g[a:b].unsqueeze(0))
+        for got, want, pt, name in zip((dq[a:b], dk[c:d], dv[c:d]), refs, pts, "qkv"):
+            _check_fa2_rule(got, want[0], pt[0], f"sequence {s} d{name}", atol=1e-4)
 
 
 @needs_cuda

@@ -288,12 +288,12 @@ def test_flash_attn_func_unsupported_options_raise(kwargs, match):
 
 @needs_cuda
 def test_cuda_errors_carry_the_c_api_message():
-    q, k, v = inputs(1, 64, 64, 2, 2, 96, torch.bfloat16, "cuda")
+    q, k, v = inputs(1, 64, 64, 2, 2, 100, torch.bfloat16, "cuda")
     with pytest.raises(flashbox.FlashboxError) as r:
         flashbox.attention(q, k, v)
     e = r.value
     assert e.code == _lib.ErrorCode.UNSUPPORTED_HEAD_DIM, e
-    assert "96" in e.message and e.message in str(e)
+    assert "100" in e.message and e.message in str(e)
     q, k, v = inputs(1, 64, 64, 2, 2, 64, torch.float32, "cuda")
     with pytest.raises(flashbox.FlashboxError) as r:
         flashbox.attention(q, k, v)

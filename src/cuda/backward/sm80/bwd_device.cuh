@@ -15,10 +15,12 @@
 
 #include <cstdint>
 
+#include "cuda/backward/sm80/flash_bwd_params.hpp"
 #include "cuda/common/cp_async.cuh"
 #include "cuda/common/element_type.cuh"
 #include "cuda/common/ldmatrix.cuh"
 #include "cuda/common/mma.cuh"
+#include "cuda/common/varlen_span.cuh"
 
 namespace flashbox::cuda::bwd {
 
@@ -81,17 +83,52 @@ __device__ __forceinline__ float warp_row_dot(const Elem *a, const Elem *b, int 
 }
 
 // Copies rows [row0, row0 + kRows) of one head into a shared tile (row stride D + 8: the 16-byte pad
-// keeps ldmatrix free of bank conflicts); rows at or past `limit` become zeros.
+// keeps ldmatrix free of bank conflicts); rows at or past `limit` become zeros, and so do the chunks
+// at or past `chunk_end` (head_dim / 8: the columns a smaller head_dim lacks).
 template <typename Elem, int D, int kRows, int kThreads>
 __device__ __forceinline__ void load_rows_async(Elem *tile, const Elem *head, int64_t row_stride, int row0, int limit,
-                                                int tid) {
+                                                int chunk_end, int tid) {
   constexpr int kChunks = D / 8;
   for (int c = tid; c < kRows * kChunks; c += kThreads) {
     const int r = c / kChunks, cc = c % kChunks;
-    const bool valid = row0 + r < limit;
+    const bool valid = row0 + r < limit && cc < chunk_end;
     const Elem *src = valid ? head + int64_t(row0 + r) * row_stride + cc * 8 : head;
     cp_async_16(smem_addr(tile + r * (D + 8) + cc * 8), src, valid);
   }
+}
+
+// Batch entry (or sequence) b's place in the tensors and in the row buffers (BwdSeq).
+__device__ __forceinline__ BwdSeq bwd_seq(const BwdParams &p, int b) {
+  BwdSeq s;
+  if (p.cu_seqlens_q) {
+    const VarlenSpan v = varlen_span(p.cu_seqlens_q, p.cu_seqlens_k, b, p.total_q, p.total_k, p.seqlen_q, p.seqlen_k);
+    s.bb = 0, s.q0 = v.q0, s.k0 = v.k0, s.seqlen_q = v.seqlen_q, s.seqlen_k = v.seqlen_k;
+    s.rows_b = v.q0, s.rows_h = p.total_q;
+  } else {
+    s.bb = b, s.q0 = 0, s.k0 = 0, s.seqlen_q = p.seqlen_q, s.seqlen_k = p.seqlen_k;
+    s.rows_b = int64_t(b) * p.heads_q * p.seqlen_q, s.rows_h = p.seqlen_q;
+  }
+  return s;
+}
+
+// Element offset of (batch entry s.bb, token t0 + 0, head h) in a tensor with `stride`.
+__device__ __forceinline__ int64_t bwd_offset(const int64_t *stride, const BwdSeq &s, int t0, int h) {
+  return s.bb * stride[0] + int64_t(t0) * stride[1] + h * stride[2];
+}
+
+// P (and the softcap factor of dS) of one score: raw s = q.k; lse2 = LSE * log2e (+inf: P = 0).
+// Plain: exp2(s * scale_log2 - lse2). With softcap / ALiBi (uniform run-time branches): the forward's
+// x = alibi(cap(scale s)), P = exp2(x log2e - lse2), and *cap_grad = 1 - (cap(scale s) / softcap)^2.
+__device__ __forceinline__ float bwd_prob(const BwdParams &p, float s, float lse2, float slope, int i, int j, int shift,
+                                          float *cap_grad) {
+  if (!p.transforms) return exp2f(s * p.scale_log2 - lse2);
+  float x = s * p.scale;
+  if (p.mods.capped()) {
+    x = mods_cap(p.mods, x);
+    *cap_grad = mods_cap_grad(p.mods, x);
+  }
+  if (p.mods.alibi()) x += mods_alibi_bias(slope, i, j, shift);
+  return exp2f(x * kLog2e - lse2);
 }
 
 }  // namespace flashbox::cuda::bwd

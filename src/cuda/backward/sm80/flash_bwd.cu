@@ -4,6 +4,8 @@
 //   rowsum -> dK/dV kernel -> dQ kernel (one owner per Q block)      (deterministic = 1)
 // on the caller's stream. src/api/backward_api.cpp chooses between this family and the Hopper one
 // (src/cuda/backward/sm90). Scratch is freed stream-ordered; the call does not synchronise.
+// It takes the extension's window, softcap, ALiBi and variable-length batches, and every head_dim
+// that is a multiple of 8 up to 128 (the d64 and d128 instantiations with zero-filled columns).
 #include <cuda_runtime.h>
 
 #include <string>
@@ -18,8 +20,12 @@ namespace {
 
 using cuda::bwd::BwdParams;
 
-int64_t rowsum_bytes(const Problem &a) { return a.batch * a.heads_q * a.seqlen_q * 4; }
-int64_t dq_accum_bytes(const Problem &a) { return a.batch * a.heads_q * a.seqlen_q * a.head_dim * 4; }
+// Rows of lse / dsum / dq_accum: [batch, heads_q, seqlen_q], or [heads_q, total_q] when varlen.
+int64_t scratch_rows(const Problem &a) { return (a.varlen() ? 1 : a.batch) * a.heads_q * a.seqlen_q; }
+// The head_dim of the instantiation that serves a.head_dim (columns past the call's are zeros).
+int kernel_head_dim(const Problem &a) { return a.head_dim <= 64 ? 64 : 128; }
+int64_t rowsum_bytes(const Problem &a) { return scratch_rows(a) * 4; }
+int64_t dq_accum_bytes(const Problem &a) { return scratch_rows(a) * kernel_head_dim(a) * 4; }
 
 std::string cuda_text(cudaError_t e, const char *what) {
   return std::string("cuda backward: ") + what + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
@@ -28,7 +34,10 @@ std::string cuda_text(cudaError_t e, const char *what) {
 int run(const BwdParams &params, bool bf16, bool det, int d, int block_q, int64_t workspace, cudaStream_t stream) {
   BwdParams p = params;
   cuda::DeviceScratch dsum(stream), dq_accum(stream);
-  const int64_t rows = int64_t(p.batch) * p.heads_q * p.seqlen_q;
+  // The row-wise kernels (rowsum, convert) see a variable-length batch as one sequence of total_q.
+  BwdParams flat = p;
+  if (p.cu_seqlens_q) flat.batch = 1, flat.seqlen_q = p.total_q;
+  const int64_t rows = int64_t(flat.batch) * p.heads_q * flat.seqlen_q;
   cudaError_t e = dsum.allocate(rows * 4);
   if (e == cudaSuccess && !det) e = dq_accum.allocate(rows * d * 4);
   if (e == cudaErrorMemoryAllocation)
@@ -37,15 +46,16 @@ int run(const BwdParams &params, bool bf16, bool det, int d, int block_q, int64_
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "cudaMallocAsync"));
   p.dsum = dsum.as<float>();
   p.dq_accum = det ? nullptr : dq_accum.as<float>();
+  flat.dsum = p.dsum, flat.dq_accum = p.dq_accum;
 
-  if ((e = cuda::bwd::launch_bwd_rowsum(p, bf16, d, stream)) != cudaSuccess)
+  if (rows > 0 && (e = cuda::bwd::launch_bwd_rowsum(flat, bf16, p.head_dim, stream)) != cudaSuccess)
     return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "rowsum kernel launch"));
-  if (!det && (e = cudaMemsetAsync(p.dq_accum, 0, size_t(rows * d * 4), stream)) != cudaSuccess)
+  if (!det && rows > 0 && (e = cudaMemsetAsync(p.dq_accum, 0, size_t(rows * d * 4), stream)) != cudaSuccess)
     return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "cudaMemsetAsync of the dQ accumulator"));
   e = d == 64 ? cuda::bwd::launch_flash_bwd<64>(p, bf16, det, block_q, stream)
               : cuda::bwd::launch_flash_bwd<128>(p, bf16, det, block_q, stream);
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "flash backward kernel launch"));
-  if (!det && (e = cuda::bwd::launch_bwd_convert_dq(p, bf16, d, stream)) != cudaSuccess)
+  if (!det && rows > 0 && (e = cuda::bwd::launch_bwd_convert_dq(flat, bf16, p.head_dim, stream)) != cudaSuccess)
     return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "dQ convert kernel launch"));
   return FLASHBOX_OK;
 }
@@ -54,13 +64,12 @@ int run(const BwdParams &params, bool bf16, bool det, int d, int block_q, int64_
 
 PlanResult plan_sm80_backward(const GradProblem &g) {
   const Problem &a = g.fwd;
-  if (const std::string what = extension_in_use(a); !what.empty())
-    return PlanResult::no("the sm80 backward has no " + what + " yet");
-  if (a.head_dim != 64 && a.head_dim != 128)
-    return PlanResult::no("internal: the sm80 backward was asked for head_dim " + std::to_string(a.head_dim),
-                          FLASHBOX_ERR_INTERNAL);
+  if (a.head_dim > 128 || a.head_dim % 8 != 0)
+    return PlanResult::no("the sm80 backward takes head_dim up to 128 in multiples of 8 (got " +
+                          std::to_string(a.head_dim) + ")");
   // Grids are (blocks of 64 or 128 rows, batch · heads): gridDim.y <= 65535 bounds batch · heads.
-  if (a.seqlen_q > (int64_t(1) << 30) || a.seqlen_k > (int64_t(1) << 30) || a.batch * a.heads_q > 65535)
+  if (a.seqlen_q > (int64_t(1) << 30) || a.seqlen_k > (int64_t(1) << 30) || a.batch * a.heads_q > 65535 ||
+      a.max_seqlen_q > (int64_t(1) << 30) || a.max_seqlen_k > (int64_t(1) << 30))
     return PlanResult::no(
         "cuda flash backward: needs seqlen_q, seqlen_k <= 2^30 and batch * heads_q <= 65535 (got seqlen_q " +
             std::to_string(a.seqlen_q) + ", seqlen_k " + std::to_string(a.seqlen_k) + ", batch * heads_q " +
@@ -75,15 +84,25 @@ PlanResult plan_sm80_backward(const GradProblem &g) {
     p.o_stride[i] = a.o_stride[i], p.do_stride[i] = g.dout_stride[i];
     p.dq_stride[i] = g.dq_stride[i], p.dk_stride[i] = g.dk_stride[i], p.dv_stride[i] = g.dv_stride[i];
   }
-  p.batch = int(a.batch), p.seqlen_q = int(a.seqlen_q), p.seqlen_k = int(a.seqlen_k);
+  const bool varlen = a.varlen();
+  p.batch = int(a.batch);
+  p.seqlen_q = int(varlen ? a.max_seqlen_q : a.seqlen_q), p.seqlen_k = int(varlen ? a.max_seqlen_k : a.seqlen_k);
   p.heads_q = int(a.heads_q), p.heads_kv = int(a.heads_kv), p.group = int(a.group);
+  p.head_dim = int(a.head_dim);
+  p.accum_ld = kernel_head_dim(a);
   p.scale = a.scale;
   p.scale_log2 = a.scale_log2;
   p.causal = a.causal;
+  p.mods = cuda::device_mods(a.mods);
+  p.transforms = p.mods.capped() || p.mods.alibi();
+  if (varlen) {
+    p.cu_seqlens_q = a.cu_seqlens_q, p.cu_seqlens_k = a.cu_seqlens_k;
+    p.total_q = int(a.seqlen_q), p.total_k = int(a.seqlen_k);
+  }
 
   // head_dim 64, atomic dQ: 32 query rows per step (two CTAs per SM; H200, T = 16384: 201 TFLOP/s
   // against 170 with 64); options.sm80_bwd_block_q = 64 times the other.
-  const int d = int(a.head_dim);
+  const int d = kernel_head_dim(a);
   const int block_q = d == 64 && a.tuning.sm80_bwd_block_q != 64 ? 32 : 64;
   const int64_t workspace = rowsum_bytes(a) + (det ? 0 : dq_accum_bytes(a));
   std::string name = "cuda_flash_bwd_sm80_d" + std::to_string(d) + (det ? "_deterministic" : "");

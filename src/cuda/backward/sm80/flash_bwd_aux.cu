@@ -1,8 +1,10 @@
 // The backward's two small memory-bound kernels (FlashAttention-2 §3.2's preprocessing and the dQ
 // write-out of the atomic mode):
 //   rowsum:     D_i = Σ_d dO_id · O_id, one warp per (batch, query head, row), fp32.
-//   convert_dq: dq = scale · dq_accum, fp32 [batch, heads_q, seqlen_q, D] to the dtype through the
-//               caller's strides, two elements per thread.
+//   convert_dq: dq = scale · dq_accum, fp32 [batch, heads_q, seqlen_q, accum_ld] to the dtype through
+//               the caller's strides (head_dim columns of each row), two elements per thread.
+// Both run on the flat view of a variable-length batch (batch 1, seqlen_q = total_q): neither needs
+// the sequence boundaries.
 #include <algorithm>
 
 #include "cuda/backward/sm80/bwd_device.cuh"
@@ -38,7 +40,7 @@ __global__ void convert_dq_kernel(const BwdParams p, int head_dim) {
     const int i = int(row % p.seqlen_q);
     const int64_t bh = row / p.seqlen_q;
     const int h = int(bh % p.heads_q), b = int(bh / p.heads_q);
-    const float2 v = *reinterpret_cast<const float2 *>(p.dq_accum + e);
+    const float2 v = *reinterpret_cast<const float2 *>(p.dq_accum + row * p.accum_ld + c);
     Elem *dst = static_cast<Elem *>(p.dq) + b * p.dq_stride[0] + int64_t(i) * p.dq_stride[1] + h * p.dq_stride[2] + c;
     *reinterpret_cast<uint32_t *>(dst) = Tr::pack(v.x * p.scale, v.y * p.scale);
   }

@@ -12,6 +12,12 @@
 // and, when kAtomicDq, dQ += dS K through shared memory (dSᵀ tile) and fp32 atomicAdd into a global
 // accumulator (the deterministic mode leaves dQ to flash_bwd_dq_kernel.cuh instead).
 // dK is scaled by the softmax scale on the way out.
+// Masks and score transforms (cuda/common/score_mods.cuh): the Q blocks visited are those holding a
+// query whose window contains a key of the block (mods_query_begin / _end), elements masked only in
+// blocks that cross a window edge; softcap and ALiBi are uniform run-time branches of bwd_prob, the
+// softcap's derivative multiplies dSᵀ. head_dim below the instantiation's: zero-filled columns,
+// stores of head_dim columns only. Varlen: grid (K blocks of max_seqlen_k, sequences x kv heads), a
+// CTA past its sequence's keys exits (bwd_seq: the span, clamped).
 #pragma once
 #include "cuda/backward/sm80/bwd_device.cuh"
 #include "cuda/backward/sm80/flash_bwd_params.hpp"
@@ -57,27 +63,31 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
   const int g = lane >> 2, t = lane & 3;
   const int n0 = blockIdx.x * kBK;
   const int b = blockIdx.y / p.heads_kv, hk = blockIdx.y % p.heads_kv;
-  const int SQ = p.seqlen_q, SK = p.seqlen_k;
-  const int shift = SK - SQ;  // bottom-right causal: query i sees keys j <= i + shift
+  const BwdSeq seq = bwd_seq(p, b);
+  const int SQ = seq.seqlen_q, SK = seq.seqlen_k;
+  if (n0 >= SK) return;       // varlen: past this sequence's keys (the grid covers the longest)
+  const int shift = SK - SQ;  // bottom-right alignment: query i's diagonal is key i + shift
+  const int chunk_end = p.head_dim / 8;
 
-  // Q blocks that see this K block: all, or (causal) from the one holding the first query seeing n0.
-  const int first_q = p.causal ? min(max(n0 - shift, 0), SQ) : 0;
-  const int m_begin = first_q / kBQ, m_count = (SQ + kBQ - 1) / kBQ - m_begin;
+  // Q blocks that see this K block: those holding a query whose window holds one of its keys.
+  const int q_begin = mods_query_begin(p.mods, n0, shift, SQ);
+  const int q_end = mods_query_end(p.mods, min(n0 + kBK, SK) - 1, shift, SQ);
+  const int m_begin = q_begin / kBQ, m_count = max(0, (q_end + kBQ - 1) / kBQ - m_begin);
   const int n_iter = m_count * p.group;
 
-  const Elem *k_head = static_cast<const Elem *>(p.k) + b * p.k_stride[0] + hk * p.k_stride[2];
-  const Elem *v_head = static_cast<const Elem *>(p.v) + b * p.v_stride[0] + hk * p.v_stride[2];
+  const Elem *k_head = static_cast<const Elem *>(p.k) + bwd_offset(p.k_stride, seq, seq.k0, hk);
+  const Elem *v_head = static_cast<const Elem *>(p.v) + bwd_offset(p.v_stride, seq, seq.k0, hk);
 
   // Issues the loads of iteration `it` (query head, Q block) into buffer `buf`.
   auto load_q_block = [&](int it, int buf) {
     const int hq = hk * p.group + it / m_count, m0 = (m_begin + it % m_count) * kBQ;
-    const Elem *q_head = static_cast<const Elem *>(p.q) + b * p.q_stride[0] + hq * p.q_stride[2];
-    const Elem *do_head = static_cast<const Elem *>(p.dout) + b * p.do_stride[0] + hq * p.do_stride[2];
-    load_rows_async<Elem, D, kBQ, T::kThreads>(sQ + buf * kBQ * kLd, q_head, p.q_stride[1], m0, SQ, tid);
-    load_rows_async<Elem, D, kBQ, T::kThreads>(sdO + buf * kBQ * kLd, do_head, p.do_stride[1], m0, SQ, tid);
+    const Elem *q_head = static_cast<const Elem *>(p.q) + bwd_offset(p.q_stride, seq, seq.q0, hq);
+    const Elem *do_head = static_cast<const Elem *>(p.dout) + bwd_offset(p.do_stride, seq, seq.q0, hq);
+    load_rows_async<Elem, D, kBQ, T::kThreads>(sQ + buf * kBQ * kLd, q_head, p.q_stride[1], m0, SQ, chunk_end, tid);
+    load_rows_async<Elem, D, kBQ, T::kThreads>(sdO + buf * kBQ * kLd, do_head, p.do_stride[1], m0, SQ, chunk_end, tid);
     if (tid < kBQ) {
       const int i = m0 + tid;
-      const int64_t row = (int64_t(b) * p.heads_q + hq) * SQ + i;
+      const int64_t row = seq.rows_b + hq * seq.rows_h + i;
       // A row past the end, or one that sees no key (LSE = -inf), gets +inf so that P = exp2(-inf) = 0.
       const float lse = i < SQ ? p.lse[row] : -INFINITY;
       sLse[buf * kBQ + tid] = lse == -INFINITY ? INFINITY : lse * kLog2e;
@@ -92,8 +102,8 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
     for (int e = 0; e < 4; ++e) dk_acc[i][e] = dv_acc[i][e] = 0.0f;
 
   if (n_iter > 0) {
-    load_rows_async<Elem, D, kBK, T::kThreads>(sK, k_head, p.k_stride[1], n0, SK, tid);
-    load_rows_async<Elem, D, kBK, T::kThreads>(sV, v_head, p.v_stride[1], n0, SK, tid);
+    load_rows_async<Elem, D, kBK, T::kThreads>(sK, k_head, p.k_stride[1], n0, SK, chunk_end, tid);
+    load_rows_async<Elem, D, kBK, T::kThreads>(sV, v_head, p.v_stride[1], n0, SK, chunk_end, tid);
     load_q_block(0, 0);
     cp_async_commit();
   }
@@ -134,17 +144,21 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
       }
     }
 
-    // Pᵀ from the LSE, masked where a key is past the end or (causal) after what the query sees.
-    const bool need_mask = n0 + kBK > SK || (p.causal && n0 + kBK - 1 > m0 + shift);
+    // Pᵀ from the LSE, masked where a key is past the end or outside the query's window (only in a
+    // block that is not inside every row's window).
+    const bool need_mask =
+        !(mods_key_begin(p.mods, m0 + kBQ - 1, shift, SK) <= n0 && mods_key_end(p.mods, m0, shift, SK) >= n0 + kBK);
+    const float slope = p.transforms ? mods_slope(p.mods, b, hq) : 0.0f;
 #pragma unroll
     for (int nt = 0; nt < kBQ / 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = n0 + kw0 + g + (e >= 2 ? 8 : 0), qcol = nt * 8 + 2 * t + (e & 1);
-        float pv = exp2f(s[nt][e] * p.scale_log2 - cLse[qcol]);
-        if (need_mask && (key >= SK || (p.causal && key > m0 + qcol + shift))) pv = 0.0f;
+        float cap_grad = 1.0f;
+        float pv = bwd_prob(p, s[nt][e], cLse[qcol], slope, m0 + qcol, key, shift, &cap_grad);
+        if (need_mask && (key >= SK || !mods_visible(p.mods, m0 + qcol, key, shift))) pv = 0.0f;
         s[nt][e] = pv;
-        dp[nt][e] = pv * (dp[nt][e] - cDsum[qcol]);  // dSᵀ
+        dp[nt][e] = pv * (dp[nt][e] - cDsum[qcol]) * cap_grad;  // dSᵀ
       }
 
       // dV += Pᵀ dO and dK += dSᵀ Q: A fragments straight from the accumulators, B from the tiles.
@@ -196,13 +210,13 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
           mma_m16n16k16<Tr::is_bf16>(dq[2 * dp16], dq[2 * dp16 + 1], a, bk);
         }
       }
-      float *acc = p.dq_accum + ((int64_t(b) * p.heads_q + hq) * SQ + m0) * D;
+      float *acc = p.dq_accum + (seq.rows_b + hq * seq.rows_h + m0) * D;  // accum_ld = D
 #pragma unroll
       for (int nt = 0; nt < kCols / 8; ++nt)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int r = qw0 + g + h * 8;
-          if (m0 + r < SQ)
+          if (m0 + r < SQ && c0 + nt * 8 < p.head_dim)
             atomic_add_pair(acc + int64_t(r) * D + c0 + nt * 8 + 2 * t, dq[nt][2 * h], dq[nt][2 * h + 1]);
         }
     }
@@ -210,8 +224,8 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
   }
 
   // dK = scale · Σ dSᵀ Q, dV = Σ Pᵀ dO, for the keys of this block that exist.
-  Elem *dk_head = static_cast<Elem *>(p.dk) + b * p.dk_stride[0] + hk * p.dk_stride[2];
-  Elem *dv_head = static_cast<Elem *>(p.dv) + b * p.dv_stride[0] + hk * p.dv_stride[2];
+  Elem *dk_head = static_cast<Elem *>(p.dk) + bwd_offset(p.dk_stride, seq, seq.k0, hk);
+  Elem *dv_head = static_cast<Elem *>(p.dv) + bwd_offset(p.dv_stride, seq, seq.k0, hk);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int key = n0 + kw0 + g + half * 8;
@@ -220,6 +234,7 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
     Elem *dv_row = dv_head + int64_t(key) * p.dv_stride[1];
 #pragma unroll
     for (int nt = 0; nt < D / 8; ++nt) {
+      if (nt * 8 >= p.head_dim) break;  // columns of a smaller head_dim are never stored
       const int c = nt * 8 + 2 * t;
       *reinterpret_cast<uint32_t *>(dk_row + c) =
           Tr::pack(dk_acc[nt][2 * half] * p.scale, dk_acc[nt][2 * half + 1] * p.scale);

@@ -5,7 +5,9 @@
 // (shared, double-buffered with cp.async), and per warp the dQ accumulator (registers, fp32, 16 x D).
 // Per K block (causal: up to the last block the Q block's last row sees), recomputing:
 //   S = Q Kᵀ,  P = exp2(S · scale · log2e − LSE · log2e),  dP = dO Vᵀ,  dS = P ∘ (dP − D),  dQ += dS K
-// and dQ · scale is written in the dtype through the caller's strides.
+// and dQ · scale is written in the dtype through the caller's strides. Masks, softcap, ALiBi, head
+// dims and varlen as in flash_bwd_dkdv_kernel.cuh (K blocks visited: those holding a key of some
+// row's window).
 #pragma once
 #include "cuda/backward/sm80/bwd_device.cuh"
 #include "cuda/backward/sm80/flash_bwd_params.hpp"
@@ -34,17 +36,23 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
   const int g = lane >> 2, t = lane & 3;
   const int m0 = blockIdx.x * kBQ;
   const int b = blockIdx.y / p.heads_q, hq = blockIdx.y % p.heads_q, hk = hq / p.group;
-  const int SQ = p.seqlen_q, SK = p.seqlen_k, shift = SK - SQ;
+  const BwdSeq seq = bwd_seq(p, b);
+  const int SQ = seq.seqlen_q, SK = seq.seqlen_k, shift = SK - SQ;
+  if (m0 >= SQ) return;  // varlen: past this sequence's queries
+  const int chunk_end = p.head_dim / 8;
 
-  // Keys seen by the block's last existing row: [0, key_end).
+  // Keys seen by some row of the block: [key_begin of the first row, key_end of the last).
   const int last_row = min(m0 + kBQ, SQ) - 1;
-  const int key_end = p.causal ? max(0, min(SK, last_row + shift + 1)) : SK;
-  const int n_blocks = (key_end + kBK - 1) / kBK;
+  const int key_begin = mods_key_begin(p.mods, m0, shift, SK);
+  const int key_end = mods_key_end(p.mods, last_row, shift, SK);
+  const int n_first = key_begin / kBK;
+  const int n_blocks = max(n_first, (key_end + kBK - 1) / kBK);  // one past the last block
+  const float slope = p.transforms ? mods_slope(p.mods, b, hq) : 0.0f;
 
-  const Elem *q_head = static_cast<const Elem *>(p.q) + b * p.q_stride[0] + hq * p.q_stride[2];
-  const Elem *do_head = static_cast<const Elem *>(p.dout) + b * p.do_stride[0] + hq * p.do_stride[2];
-  const Elem *k_head = static_cast<const Elem *>(p.k) + b * p.k_stride[0] + hk * p.k_stride[2];
-  const Elem *v_head = static_cast<const Elem *>(p.v) + b * p.v_stride[0] + hk * p.v_stride[2];
+  const Elem *q_head = static_cast<const Elem *>(p.q) + bwd_offset(p.q_stride, seq, seq.q0, hq);
+  const Elem *do_head = static_cast<const Elem *>(p.dout) + bwd_offset(p.do_stride, seq, seq.q0, hq);
+  const Elem *k_head = static_cast<const Elem *>(p.k) + bwd_offset(p.k_stride, seq, seq.k0, hk);
+  const Elem *v_head = static_cast<const Elem *>(p.v) + bwd_offset(p.v_stride, seq, seq.k0, hk);
 
   // Per thread: LSE (times log2e; +inf where P must be 0) and D of its two rows, g and g + 8.
   const int qw0 = warp * 16;
@@ -52,7 +60,7 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int i = m0 + qw0 + g + h * 8;
-    const int64_t row = (int64_t(b) * p.heads_q + hq) * SQ + i;
+    const int64_t row = seq.rows_b + hq * seq.rows_h + i;
     const float lse = i < SQ ? p.lse[row] : -INFINITY;
     lse2[h] = lse == -INFINITY ? INFINITY : lse * kLog2e;
     dsum[h] = i < SQ ? p.dsum[row] : 0.0f;
@@ -64,19 +72,21 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) dq[i][e] = 0.0f;
 
-  if (n_blocks > 0) {
-    load_rows_async<Elem, D, kBQ, T::kThreads>(sQ, q_head, p.q_stride[1], m0, SQ, tid);
-    load_rows_async<Elem, D, kBQ, T::kThreads>(sdO, do_head, p.do_stride[1], m0, SQ, tid);
-    load_rows_async<Elem, D, kBK, T::kThreads>(sK, k_head, p.k_stride[1], 0, SK, tid);
-    load_rows_async<Elem, D, kBK, T::kThreads>(sV, v_head, p.v_stride[1], 0, SK, tid);
+  if (n_blocks > n_first) {
+    load_rows_async<Elem, D, kBQ, T::kThreads>(sQ, q_head, p.q_stride[1], m0, SQ, chunk_end, tid);
+    load_rows_async<Elem, D, kBQ, T::kThreads>(sdO, do_head, p.do_stride[1], m0, SQ, chunk_end, tid);
+    load_rows_async<Elem, D, kBK, T::kThreads>(sK, k_head, p.k_stride[1], n_first * kBK, SK, chunk_end, tid);
+    load_rows_async<Elem, D, kBK, T::kThreads>(sV, v_head, p.v_stride[1], n_first * kBK, SK, chunk_end, tid);
     cp_async_commit();
   }
 
-  for (int nb = 0; nb < n_blocks; ++nb) {
-    const int buf = nb & 1, n0 = nb * kBK;
+  for (int nb = n_first; nb < n_blocks; ++nb) {
+    const int buf = (nb - n_first) & 1, n0 = nb * kBK;
     if (nb + 1 < n_blocks) {
-      load_rows_async<Elem, D, kBK, T::kThreads>(sK + (buf ^ 1) * kBK * kLd, k_head, p.k_stride[1], n0 + kBK, SK, tid);
-      load_rows_async<Elem, D, kBK, T::kThreads>(sV + (buf ^ 1) * kBK * kLd, v_head, p.v_stride[1], n0 + kBK, SK, tid);
+      load_rows_async<Elem, D, kBK, T::kThreads>(sK + (buf ^ 1) * kBK * kLd, k_head, p.k_stride[1], n0 + kBK, SK,
+                                                 chunk_end, tid);
+      load_rows_async<Elem, D, kBK, T::kThreads>(sV + (buf ^ 1) * kBK * kLd, v_head, p.v_stride[1], n0 + kBK, SK,
+                                                 chunk_end, tid);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -107,16 +117,18 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
     }
 
     // dS = P ∘ (dP − D), P recomputed from the LSE and masked like the forward.
-    const bool need_mask = n0 + kBK > SK || (p.causal && n0 + kBK - 1 > m0 + shift);
+    const bool need_mask =
+        !(mods_key_begin(p.mods, m0 + kBQ - 1, shift, SK) <= n0 && mods_key_end(p.mods, m0, shift, SK) >= n0 + kBK);
 #pragma unroll
     for (int nt = 0; nt < kBK / 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int h = e >> 1;
         const int i = m0 + qw0 + g + h * 8, key = n0 + nt * 8 + 2 * t + (e & 1);
-        float pv = exp2f(s[nt][e] * p.scale_log2 - lse2[h]);
-        if (need_mask && (key >= SK || (p.causal && key > i + shift))) pv = 0.0f;
-        dp[nt][e] = pv * (dp[nt][e] - dsum[h]);
+        float cap_grad = 1.0f;
+        float pv = bwd_prob(p, s[nt][e], lse2[h], slope, i, key, shift, &cap_grad);
+        if (need_mask && (key >= SK || !mods_visible(p.mods, i, key, shift))) pv = 0.0f;
+        dp[nt][e] = pv * (dp[nt][e] - dsum[h]) * cap_grad;
       }
 
       // dQ += dS K: A fragments from the dS accumulators, B = K stored [key][dim] (transposed load).
@@ -135,16 +147,18 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
     __syncthreads();  // this K/V buffer is free for the load two blocks ahead
   }
 
-  Elem *dq_head = static_cast<Elem *>(p.dq) + b * p.dq_stride[0] + hq * p.dq_stride[2];
+  Elem *dq_head = static_cast<Elem *>(p.dq) + bwd_offset(p.dq_stride, seq, seq.q0, hq);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int i = m0 + qw0 + g + h * 8;
     if (i >= SQ) continue;
     Elem *row = dq_head + int64_t(i) * p.dq_stride[1];
 #pragma unroll
-    for (int nt = 0; nt < D / 8; ++nt)
+    for (int nt = 0; nt < D / 8; ++nt) {
+      if (nt * 8 >= p.head_dim) break;  // columns of a smaller head_dim are never stored
       *reinterpret_cast<uint32_t *>(row + nt * 8 + 2 * t) =
           Tr::pack(dq[nt][2 * h] * p.scale, dq[nt][2 * h + 1] * p.scale);
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // Launches of the backward's two tensor-core kernels for one head_dim (included once per head_dim by
 // flash_bwd_d64.cu / flash_bwd_d128.cu, so the two sizes compile in parallel). dK/dV variants per dtype:
-// atomic dQ with 64 Q rows (and 32 for head_dim 64), deterministic with 64 and two dQ variants per head_dim; causal is a run-time flag.
+// atomic dQ with 64 Q rows (and 32 for head_dim 64), deterministic with 64 and two dQ variants per head_dim; causal, windows, softcap, ALiBi,
+// varlen and head dims below D are run-time fields of BwdParams.
 #pragma once
 #include "cuda/backward/sm80/flash_bwd_dkdv_kernel.cuh"
 #include "cuda/backward/sm80/flash_bwd_dq_kernel.cuh"
@@ -14,6 +15,7 @@ cudaError_t launch_dkdv(const BwdParams &p, cudaStream_t stream) {
   // K blocks fastest: the CTAs in flight together share one head's Q, dO and dQ rows in L2 (putting
   // every head's heaviest causal block first instead measured slower on the H200, bench/NOTES.md).
   const dim3 grid(unsigned((p.seqlen_k + KT::kBlockK - 1) / KT::kBlockK), unsigned(p.batch * p.heads_kv));
+  if (grid.x == 0 || grid.y == 0) return cudaSuccess;  // varlen with max_seqlen_k = 0: no key to write
   const size_t smem = KT::smem_bytes(kAtomicDq);
   auto kernel = flash_bwd_dkdv_kernel<Elem, D, BQ, kAtomicDq>;
   cudaError_t e = set_max_dynamic_smem_once<flash_bwd_dkdv_kernel<Elem, D, BQ, kAtomicDq>>(int(smem));
@@ -35,6 +37,7 @@ cudaError_t launch_flash_bwd_typed(const BwdParams &p, bool deterministic, int b
 
   using QT = DqTile<D>;
   const dim3 grid_q(unsigned((p.seqlen_q + QT::kBlockQ - 1) / QT::kBlockQ), unsigned(p.batch * p.heads_q));
+  if (grid_q.x == 0 || grid_q.y == 0) return cudaSuccess;
   const size_t smem_q = QT::smem_bytes();
   e = set_max_dynamic_smem_once<flash_bwd_dq_kernel<Elem, D>>(int(smem_q));
   if (e != cudaSuccess) return e;

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/softmax_scale.hpp"
+#include "cuda/common/score_mods.cuh"
 
 namespace flashbox::cuda::bwd {
 
@@ -17,10 +18,27 @@ struct BwdParams {
   float *dq_accum;   // scratch [batch, heads_q, seqlen_q, head_dim] fp32, atomic mode only
   int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3], do_stride[3];
   int64_t dq_stride[3], dk_stride[3], dv_stride[3];
+  // Fixed length: the sizes. Varlen: batch = the sequences, seqlen_q/k = max_seqlen_q/k (the grids);
+  // lse, dsum and dq_accum are then [heads_q, total_q] (the rowsum and convert kernels run on the
+  // flat view batch = 1, seqlen_q = total_q: they need no sequence boundaries).
   int batch, seqlen_q, seqlen_k, heads_q, heads_kv, group;
+  int head_dim;      // the call's (multiple of 8, <= the instantiation's: columns past it load as 0)
+  int accum_ld;      // row stride of dq_accum: the instantiation's head_dim
   float scale;       // softmax scale
   float scale_log2;  // scale * log2(e): P = exp2(S * scale_log2 - LSE * log2(e))
   int causal;
+  DeviceMods mods;  // window (causal folded in as window_right = 0), softcap, ALiBi
+  int transforms;   // softcap or ALiBi: P = exp2(x log2e - LSE log2e), x = alibi(cap(scale S))
+  const int32_t *cu_seqlens_q, *cu_seqlens_k;  // varlen prefix sums (device); null: fixed length
+  int total_q, total_k;                        // varlen: packed token counts
+};
+
+// Where one batch entry (or sequence) b of the kernels lives: tensor (b, token i) starts at element
+// bb * stride[0] + (t0 + i) * stride[1] (fixed length: bb = b, t0 = 0; varlen: bb = 0, t0 = the
+// sequence's first token), and row i of head h of lse / dsum / dq_accum is rows_b + h * rows_h + i.
+struct BwdSeq {
+  int bb, q0, k0, seqlen_q, seqlen_k;
+  int64_t rows_b, rows_h;
 };
 
 // One launch function per head_dim (flash_bwd_d64.cu, flash_bwd_d128.cu): preprocessing done, runs the

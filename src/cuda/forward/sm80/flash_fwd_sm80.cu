@@ -12,8 +12,17 @@
 //     with log2(e)) rescales the O accumulator, P is re-packed from the S registers into the A operand
 //     of O += P V (V read with ldmatrix.trans); O and l are rescaled only when some row's max grows by
 //     more than 2^8 (exact: O and l share the stale max until then);
-//   - causal: K/V tiles wholly above the diagonal are never visited; only tiles that cross the
-//     diagonal or the end of the keys are masked element by element;
+//   - masks (cuda/common/score_mods.cuh, core/masks.hpp's rules): causal is a window with right = 0;
+//     K/V tiles wholly outside every row's window [key_begin, key_end) are never visited, only tiles
+//     that cross a window edge or the end of the keys are masked element by element;
+//   - softcap and ALiBi are run-time (uniform branches, no instantiations): with either, the S tile is
+//     turned into natural-unit scores x = alibi(cap(scale * s)) before the mask, and the exponent's
+//     multiplier becomes log2(e) instead of scale * log2(e);
+//   - head_dim: an instantiation (64 or 128) serves every multiple of 8 up to it: columns past the
+//     call's head_dim are loaded as zeros (cp.async src-size 0) and never stored;
+//   - variable-length batches: the grid covers (query blocks of max_seqlen_q, sequences x heads); a
+//     CTA reads its sequence's span from cu_seqlens (cuda/common/varlen_span.cuh, clamped) and exits
+//     when its block starts past the sequence's end;
 //   - finalize: O / l written in the input dtype, LSE = (m + log2 l) * ln 2; a row that saw no key
 //     gets O = 0 and LSE = -inf; rows past seqlen_q are never written.
 // Shared-memory tiles are row-major [row][head_dim] with 16-byte chunks XOR-swizzled by (row % 8), so
@@ -24,8 +33,8 @@
 //   d=128: 128x64 tiles, 4 warps, 2 stages, Q re-read from smem at every K tile (a 64-key S tile
 //   halves those re-reads against 32 keys; no spill since the O/LSE pointers are formed after the
 //   K/V loop, 255 registers).
-// Arguments are validated in src/api: fp16/bf16, head_dim 64 or 128, 16-byte aligned pointers, strides
-// multiples of 8 elements, heads_q a multiple of heads_kv; lse may be NULL.
+// Arguments are validated in src/api: fp16/bf16, head_dim a multiple of 8 up to 128, 16-byte aligned
+// pointers, strides multiples of 8 elements, heads_q a multiple of heads_kv; lse may be NULL.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -43,7 +52,9 @@
 #include "cuda/common/launch_attributes.hpp"
 #include "cuda/common/ldmatrix.cuh"
 #include "cuda/common/mma.cuh"
+#include "cuda/common/score_mods.cuh"
 #include "cuda/common/softmax_math.cuh"
+#include "cuda/common/varlen_span.cuh"
 #include "cuda/forward/sm80/flash_fwd_launch.hpp"
 #include "cuda/forward/sm80/flash_fwd_traits.hpp"
 
@@ -57,20 +68,30 @@ __device__ __forceinline__ uint32_t swizzled_offset(int row, int chunk) {
 }
 
 // Copies rows [row0, row0 + kRows) of a [seq][kHeadDim] head (row stride `stride` elements) into a
-// swizzled tile; rows at or past `row_end` are zero-filled (a zero V row keeps 0 * garbage out of O).
+// swizzled tile; rows at or past `row_end` are zero-filled (a zero V row keeps 0 * garbage out of O), and
+// so are the chunks at or past `chunk_end` (head_dim / 8: the columns a smaller head_dim lacks).
 template <class Tr, int kRows, typename Element>
 __device__ __forceinline__ void load_tile_async(uint32_t tile, const Element *head, int64_t stride, int row0,
-                                                int row_end) {
+                                                int row_end, int chunk_end) {
   constexpr int kRowsPerPass = Tr::kThreads / Tr::kChunksPerRow;
   const int chunk = threadIdx.x % Tr::kChunksPerRow;
   const int first = threadIdx.x / Tr::kChunksPerRow;
 #pragma unroll
   for (int pass = 0; pass < kRows / kRowsPerPass; ++pass) {
     const int r = first + pass * kRowsPerPass;
-    const bool valid = row0 + r < row_end;
+    const bool valid = row0 + r < row_end && chunk < chunk_end;
     const Element *src = valid ? head + int64_t(row0 + r) * stride + chunk * 8 : head;
     cp_async_16(tile + swizzled_offset<Tr>(r, chunk), src, valid);
   }
+}
+
+// Values read from the parameter space where they are used, so that no register holds them through
+// the K/V loop (ptxas, sm_90a: D128 spills 28 B with them in registers, 0 without): the 16-byte
+// chunks of the call's head_dim, and the exponent's multiplier of a score (scale * log2e for raw
+// scores, log2e for the natural-unit scores of softcap / ALiBi).
+__device__ __forceinline__ int head_chunks(const FlashFwdParams &p) { return p.head_dim >> 3; }
+__device__ __forceinline__ float score_multiplier(const FlashFwdParams &p) {
+  return p.transforms ? kLog2e : p.scale_log2;
 }
 
 // The online softmax steps of one S tile (FlashAttention-2 §3.1 in base 2), named as the Hopper
@@ -81,25 +102,46 @@ __device__ __forceinline__ void load_tile_async(uint32_t tile, const Element *he
 // masked entries hold +inf (scaled: -inf).
 
 // >>> report:online_softmax
-// Sets the scores a row may not see to `masked`: keys at or past seqlen_k and, when causal, keys after
-// row + causal_shift. The thread's rows start at m0 + warp_row0 + g, its first key at key0 + 2t.
+// Sets the scores a row may not see to `masked`: keys outside the row's window [key_begin, key_end)
+// (causal: right = 0), which ends at seqlen_k at the latest. The thread's rows start at row0, its
+// first key at col0 (= key0 + 2t).
 template <class Tr>
-__device__ __forceinline__ void mask_columns(float (&acc_s)[Tr::kMTiles][Tr::kSTiles][4], const FlashFwdParams &p,
-                                             int m0, int warp_row0, int g, int key0, int t, int causal_shift,
-                                             float masked) {
+__device__ __forceinline__ void mask_columns(float (&acc_s)[Tr::kMTiles][Tr::kSTiles][4], const DeviceMods &m, int row0,
+                                             int col0, int shift, int seqlen_k, float masked) {
 #pragma unroll
   for (int mt = 0; mt < Tr::kMTiles; ++mt)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int row = m0 + warp_row0 + mt * 16 + g + 8 * r;
-      int visible = p.causal ? min(p.seqlen_k, row + causal_shift + 1) : p.seqlen_k;
-      visible -= key0 + 2 * t;  // this lane's element (j, e) is key j*8 + e past its first column
+      const int row = row0 + mt * 16 + 8 * r;
+      // this lane's element (j, e) is key j*8 + e past its first column
+      const int lo = mods_key_begin(m, row, shift, seqlen_k) - col0;
+      const int hi = mods_key_end(m, row, shift, seqlen_k) - col0;
 #pragma unroll
       for (int j = 0; j < Tr::kSTiles; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e)
-          if (j * 8 + e >= visible) acc_s[mt][j][2 * r + e] = masked;
+          if (j * 8 + e < lo || j * 8 + e >= hi) acc_s[mt][j][2 * r + e] = masked;
     }
+}
+
+// Softcap and ALiBi (score_mods.cuh): raw scores s become natural-unit x = alibi(cap(scale * s)).
+template <class Tr>
+__device__ __forceinline__ void transform_scores(float (&acc_s)[Tr::kMTiles][Tr::kSTiles][4], const FlashFwdParams &p,
+                                                 float slope, int row0, int col0, int shift) {
+  const bool capped = p.mods.capped(), alibi = p.mods.alibi();
+#pragma unroll
+  for (int mt = 0; mt < Tr::kMTiles; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int j = 0; j < Tr::kSTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float x = acc_s[mt][j][2 * r + e] * p.scale;
+          if (capped) x = mods_cap(p.mods, x);
+          if (alibi) x += mods_alibi_bias(slope, row0 + mt * 16 + 8 * r, col0 + j * 8 + e, shift);
+          acc_s[mt][j][2 * r + e] = x;
+        }
 }
 
 // Folds the tile's row maxima into m. The running max moves only when some row of the warp grows by
@@ -110,10 +152,10 @@ template <class Tr>
 __device__ __forceinline__ void softmax_update(const float (&acc_s)[Tr::kMTiles][Tr::kSTiles][4],
                                                float (&acc_o)[Tr::kMTiles][Tr::kOTiles][4],
                                                float (&row_max)[Tr::kMTiles][2], float (&row_sum)[Tr::kMTiles][2],
-                                               const FlashFwdParams &p) {
+                                               float score_mul) {
   constexpr float kStaleMax = 8.f;
-  const bool positive_scale = p.scale_log2 > 0.f;
-  const float scale_abs = fabsf(p.scale_log2);
+  const bool positive_scale = score_mul > 0.f;
+  const float scale_abs = fabsf(score_mul);
   float tile_max[Tr::kMTiles][2];
   bool grows = false;
 #pragma unroll
@@ -152,12 +194,12 @@ __device__ __forceinline__ void softmax_update(const float (&acc_s)[Tr::kMTiles]
   }
 }
 
-// s becomes p = exp2(s * scale_log2 - m); each row's lane-partial sum of p is added to l (summed over
-// the quad at the end).
+// s becomes p = exp2(s * score_mul - m) (score_mul: scale * log2e, or log2e for transformed scores);
+// each row's lane-partial sum of p is added to l (summed over the quad at the end).
 template <class Tr>
 __device__ __forceinline__ void exponentiate(float (&acc_s)[Tr::kMTiles][Tr::kSTiles][4],
                                              const float (&row_max)[Tr::kMTiles][2], float (&row_sum)[Tr::kMTiles][2],
-                                             const FlashFwdParams &p) {
+                                             float score_mul) {
 #pragma unroll
   for (int mt = 0; mt < Tr::kMTiles; ++mt) {
 #pragma unroll
@@ -169,7 +211,7 @@ __device__ __forceinline__ void exponentiate(float (&acc_s)[Tr::kMTiles][Tr::kST
       for (int j = 0; j < Tr::kSTiles; ++j) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          acc_s[mt][j][2 * r + e] = fast_exp2(fmaf(acc_s[mt][j][2 * r + e], p.scale_log2, neg_m));
+          acc_s[mt][j][2 * r + e] = fast_exp2(fmaf(acc_s[mt][j][2 * r + e], score_mul, neg_m));
           sum += acc_s[mt][j][2 * r + e];
         }
       }
@@ -202,15 +244,29 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
   const int bh = section * p.section_heads + (in_rank - m_rank * in_section);
   const int b = bh / p.heads_q, h = bh % p.heads_q, hk = h / p.group;
   const int m0 = (num_m - 1 - m_rank) * kM;
-  const int causal_shift = p.seqlen_k - p.seqlen_q;  // query i sees keys j <= i + causal_shift
-  const Element *q = static_cast<const Element *>(p.q) + b * p.q_batch + h * p.q_head;
-  const Element *k = static_cast<const Element *>(p.k) + b * p.k_batch + hk * p.k_head;
-  const Element *v = static_cast<const Element *>(p.v) + b * p.v_batch + hk * p.v_head;
+  int sq = p.seqlen_q, sk = p.seqlen_k;
+  const Element *q = static_cast<const Element *>(p.q) + h * p.q_head;
+  const Element *k = static_cast<const Element *>(p.k) + hk * p.k_head;
+  const Element *v = static_cast<const Element *>(p.v) + hk * p.v_head;
+  if (p.cu_seqlens_q) {  // varlen: this sequence's tokens; the grid covers the longest
+    const VarlenSpan s = varlen_span(p.cu_seqlens_q, p.cu_seqlens_k, b, p.total_q, p.total_k, sq, sk);
+    if (m0 >= s.seqlen_q) return;  // the whole CTA: nothing loaded, nothing written
+    sq = s.seqlen_q, sk = s.seqlen_k;
+    q += int64_t(s.q0) * p.q_seq, k += int64_t(s.k0) * p.k_seq, v += int64_t(s.k0) * p.v_seq;
+  } else {
+    q += b * p.q_batch, k += b * p.k_batch, v += b * p.v_batch;
+  }
+  const int shift = sk - sq;  // bottom-right alignment: query i's diagonal is key i + shift
 
-  // K/V tiles [0, n_end) hold every key some row of this block may see.
-  int key_end = p.seqlen_k;
-  if (p.causal) key_end = min(key_end, max(0, m0 + kM + causal_shift));
-  const int n_end = (key_end + kN - 1) / kN;
+  // K/V tiles [n_begin, n_end) hold every key some row of this block may see (rows' windows move
+  // right with the row); a tile needs the element mask when it is not inside every row's window.
+  const int key_begin = mods_key_begin(p.mods, m0, shift, sk);
+  const int key_end = mods_key_end(p.mods, min(m0 + kM, sq) - 1, shift, sk);
+  const int mask_lo = mods_key_begin(p.mods, m0 + kM - 1, shift, sk);  // keys below: some row masks
+  const int mask_hi = mods_key_end(p.mods, m0, shift, sk);             // keys from here: some row masks
+  const int n_begin = key_begin / kN;
+  const int n_end = max(n_begin, (key_end + kN - 1) / kN);
+  const float slope = p.transforms ? mods_slope(p.mods, b, h) : 0.f;
 
   // This thread's rows: warp_row0 + mt*16 + g (+8), g = lane / 4; its columns in a C tile: 2t, 2t+1.
   const int g = lane / 4, t = lane % 4;
@@ -241,14 +297,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
   constexpr uint32_t kRow16Bytes = 16 * kD * 2;
 
   // >>> report:load_q
-  load_tile_async<Tr, kM>(sQ, q, p.q_seq, m0, p.seqlen_q);
+  load_tile_async<Tr, kM>(sQ, q, p.q_seq, m0, sq, head_chunks(p));
   cp_async_commit();
 #pragma unroll
   for (int s = 0; s < Tr::kStages - 1; ++s) {
     const int n = n_end - 1 - s;
-    if (n >= 0) {
-      load_tile_async<Tr, kN>(sK + s * Tr::kKVTileElems * 2, k, p.k_seq, n * kN, p.seqlen_k);
-      load_tile_async<Tr, kN>(sV + s * Tr::kKVTileElems * 2, v, p.v_seq, n * kN, p.seqlen_k);
+    if (n >= n_begin) {
+      load_tile_async<Tr, kN>(sK + s * Tr::kKVTileElems * 2, k, p.k_seq, n * kN, sk, head_chunks(p));
+      load_tile_async<Tr, kN>(sV + s * Tr::kKVTileElems * 2, v, p.v_seq, n * kN, sk, head_chunks(p));
     }
     cp_async_commit();
   }
@@ -265,7 +321,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
   // <<< report:load_q
 
   // >>> report:kv_loop
-  for (int it = 0; it < n_end; ++it) {
+  for (int it = 0; it < n_end - n_begin; ++it) {
     const int n = n_end - 1 - it;  // diagonal (masked) tiles first, then the unmasked bulk
     const int stage = it % Tr::kStages;
     cp_async_wait<Tr::kStages - 2>();
@@ -273,17 +329,17 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
     {
       const int n_next = n - (Tr::kStages - 1);
       const int st_next = (it + Tr::kStages - 1) % Tr::kStages;
-      if (n_next >= 0) {
-        load_tile_async<Tr, kN>(sK + st_next * Tr::kKVTileElems * 2, k, p.k_seq, n_next * kN, p.seqlen_k);
-        load_tile_async<Tr, kN>(sV + st_next * Tr::kKVTileElems * 2, v, p.v_seq, n_next * kN, p.seqlen_k);
+      if (n_next >= n_begin) {
+        load_tile_async<Tr, kN>(sK + st_next * Tr::kKVTileElems * 2, k, p.k_seq, n_next * kN, sk, head_chunks(p));
+        load_tile_async<Tr, kN>(sV + st_next * Tr::kKVTileElems * 2, v, p.v_seq, n_next * kN, sk, head_chunks(p));
       }
       cp_async_commit();  // possibly empty, so the group count stays uniform
     }
-    // The K/V tile is consumed kSubN keys at a time; a step wholly past the last visible key is skipped.
+    // The K/V tile is consumed kSubN keys at a time; a step wholly outside the visible keys is skipped.
 #pragma unroll
     for (int sub = 0; sub < kN / Tr::kSubN; ++sub) {
       const int key0 = n * kN + sub * Tr::kSubN;
-      if (key0 >= key_end) continue;
+      if (key0 >= key_end) continue;  // (a step before key_begin is masked: kSubN = kBlockN in both tiles)
       const uint32_t sK_tile = sK + stage * Tr::kKVTileElems * 2 + sub * Tr::kSubN * kD * 2;
       const uint32_t sV_tile = sV + stage * Tr::kKVTileElems * 2 + sub * Tr::kSubN * kD * 2;
       // <<< report:kv_loop
@@ -322,13 +378,16 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
 
       // >>> report:online_softmax
       // The online softmax steps, named as the Hopper kernel's (cuda/hopper/online_softmax.cuh):
-      // mask the tile where it crosses the diagonal or the end of the keys, fold its row maxima into
-      // m (rescaling O and l when a max grows), exponentiate against m into P and the row sums.
-      const float masked = p.scale_log2 > 0.f ? -INFINITY : INFINITY;
-      if (key0 + Tr::kSubN > p.seqlen_k || (p.causal && key0 + Tr::kSubN - 1 > m0 + causal_shift))
-        mask_columns<Tr>(acc_s, p, m0, warp_row0, g, key0, t, causal_shift, masked);
-      softmax_update<Tr>(acc_s, acc_o, row_max, row_sum, p);
-      exponentiate<Tr>(acc_s, row_max, row_sum, p);
+      // transform the scores (softcap, ALiBi), mask the tile where it crosses a window edge or the
+      // end of the keys, fold its row maxima into m (rescaling O and l when a max grows),
+      // exponentiate against m into P and the row sums.
+      if (p.transforms) transform_scores<Tr>(acc_s, p, slope, m0 + warp_row0 + g, key0 + 2 * t, shift);
+      const float score_mul = score_multiplier(p);
+      const float masked = score_mul > 0.f ? -INFINITY : INFINITY;
+      if (key0 + Tr::kSubN > mask_hi || key0 < mask_lo)
+        mask_columns<Tr>(acc_s, p.mods, m0 + warp_row0 + g, key0 + 2 * t, shift, sk, masked);
+      softmax_update<Tr>(acc_s, acc_o, row_max, row_sum, score_mul);
+      exponentiate<Tr>(acc_s, row_max, row_sum, score_mul);
       // <<< report:online_softmax
 
       // >>> report:pv
@@ -356,6 +415,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
     }  // sub
   }
   cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
+#undef FLASHBOX_CHUNK_END
 
   // >>> report:finalize
   // O and LSE pointers are formed only now, from bh made opaque to the compiler: otherwise it keeps the
@@ -363,8 +423,18 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
   // (ptxas -v, sm_90a: spills D128 24 B, D64 40 B that way; 0 and 8 B with this).
   int bh_out = bh;
   asm volatile("" : "+r"(bh_out));
-  Element *o = static_cast<Element *>(p.o) + (bh_out / p.heads_q) * p.o_batch + (bh_out % p.heads_q) * p.o_head;
-  float *lse = p.lse ? p.lse + int64_t(bh_out) * p.seqlen_q : nullptr;
+  const int b_out = bh_out / p.heads_q, h_out = bh_out % p.heads_q;
+  Element *o = static_cast<Element *>(p.o) + h_out * p.o_head;
+  float *lse = p.lse;
+  if (p.cu_seqlens_q) {  // the span again (re-read, not kept live through the loop)
+    const VarlenSpan s =
+        varlen_span(p.cu_seqlens_q, p.cu_seqlens_k, b_out, p.total_q, p.total_k, p.seqlen_q, p.seqlen_k);
+    o += int64_t(s.q0) * p.o_seq;
+    if (lse) lse += int64_t(h_out) * p.total_q + s.q0;
+  } else {
+    o += b_out * p.o_batch;
+    if (lse) lse += int64_t(bh_out) * p.seqlen_q;
+  }
 #pragma unroll
   for (int mt = 0; mt < Tr::kMTiles; ++mt) {
 #pragma unroll
@@ -372,10 +442,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
       const float l = quad_sum(row_sum[mt][r]);
       const float inv_l = l > 0.f ? 1.f / l : 0.f;
       const int row = m0 + warp_row0 + mt * 16 + g + 8 * r;
-      if (row >= p.seqlen_q) continue;
+      if (row >= sq) continue;
       Element *orow = o + int64_t(row) * p.o_seq;
 #pragma unroll
       for (int j = 0; j < Tr::kOTiles; ++j) {
+        if (j * 8 >= p.head_dim) break;  // columns of a smaller head_dim are never stored
         const uint32_t packed =
             ElementTraits<Element>::pack(acc_o[mt][j][2 * r] * inv_l, acc_o[mt][j][2 * r + 1] * inv_l);
         *reinterpret_cast<uint32_t *>(orow + j * 8 + 2 * t) = packed;
@@ -425,7 +496,8 @@ double simulated_makespan(const FlashFwdParams &p, int section_heads, int slots)
 template <typename Element, class Tr>
 int choose_section_heads(const FlashFwdParams &p) {
   const int heads_total = p.batch * p.heads_q;
-  if (!p.causal || heads_total < 2) return std::max(heads_total, 1);
+  // Varlen and windows: the model's causal costs do not describe them; one section.
+  if (!p.causal || heads_total < 2 || p.cu_seqlens_q || p.mods.window_left >= 0) return std::max(heads_total, 1);
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return heads_total;
   struct Choice {
@@ -475,6 +547,7 @@ cudaError_t launch(const FlashFwdParams &params, cudaStream_t stream) {
   if (p.section_heads <= 0) p.section_heads = choose_section_heads<Element, Tr>(p);
   const int64_t ctas = int64_t(p.batch) * p.heads_q * ((p.seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM);
   if (ctas > 0x7fffffff) return cudaErrorInvalidConfiguration;  // one CTA per (batch, head, query block)
+  if (ctas == 0) return cudaSuccess;                            // varlen with max_seqlen_q = 0
   kernel<<<unsigned(ctas), Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
   return cudaGetLastError();
 }
@@ -498,11 +571,11 @@ const char *kernel_name_of() {
 }  // namespace
 
 const char *flash_fwd_sm80_kernel_name(int head_dim) {
-  return head_dim == 64 ? kernel_name_of<TraitsD64>() : kernel_name_of<TraitsD128>();
+  return head_dim <= 64 ? kernel_name_of<TraitsD64>() : kernel_name_of<TraitsD128>();
 }
 
 cudaError_t launch_flash_fwd_sm80(const FlashFwdParams &p, int head_dim, bool bf16, cudaStream_t stream) {
-  if (head_dim == 64) return bf16 ? launch<__nv_bfloat16, TraitsD64>(p, stream) : launch<__half, TraitsD64>(p, stream);
+  if (head_dim <= 64) return bf16 ? launch<__nv_bfloat16, TraitsD64>(p, stream) : launch<__half, TraitsD64>(p, stream);
   return bf16 ? launch<__nv_bfloat16, TraitsD128>(p, stream) : launch<__half, TraitsD128>(p, stream);
 }
 

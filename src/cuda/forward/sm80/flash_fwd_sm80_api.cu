@@ -2,9 +2,11 @@
 // asks it when the Hopper family is not chosen or declines). Copies the validated Problem into
 // FlashFwdParams; the plan launches on the problem's stream. No scratch memory: the only memory
 // written is O and LSE.
-// src/api validated: fp16/bf16, head_dim 64 or 128, 16-byte aligned pointers, strides multiples of
-// 8 elements, heads_q a multiple of heads_kv; lse may be NULL. What is left to decide here is what
-// only this kernel needs: sizes that fit its int fields.
+// src/api validated: fp16/bf16, head_dim a multiple of 8 (served by the d64 or d128 instantiation),
+// 16-byte aligned pointers, strides multiples of 8 elements, heads_q a multiple of heads_kv; lse may
+// be NULL. The extension's window, softcap, ALiBi and variable-length batches are all taken
+// (run-time fields of FlashFwdParams). What is left to decide here is what only this kernel needs:
+// head_dim up to 128, sizes that fit its int fields.
 #include <string>
 
 #include "core/backends.hpp"
@@ -15,12 +17,13 @@
 namespace flashbox::detail {
 
 PlanResult plan_sm80_forward(const Problem &a) {
-  if (const std::string what = extension_in_use(a); !what.empty())
-    return PlanResult::no("the sm80 forward has no " + what + " yet");
-  if (a.head_dim != 64 && a.head_dim != 128)
-    return PlanResult::no("internal: the sm80 forward was asked for head_dim " + std::to_string(a.head_dim),
-                          FLASHBOX_ERR_INTERNAL);
-  if (a.seqlen_q > INT32_MAX || a.seqlen_k > INT32_MAX || a.batch * a.heads_q > INT32_MAX)
+  if (a.head_dim > 128 || a.head_dim % 8 != 0)
+    return PlanResult::no("the sm80 forward takes head_dim up to 128 in multiples of 8 (got " +
+                          std::to_string(a.head_dim) + ")");
+  const bool varlen = a.varlen();
+  const int64_t grid_q = varlen ? a.max_seqlen_q : a.seqlen_q, grid_k = varlen ? a.max_seqlen_k : a.seqlen_k;
+  if (a.seqlen_q > INT32_MAX || a.seqlen_k > INT32_MAX || grid_q > INT32_MAX || grid_k > INT32_MAX ||
+      a.batch * a.heads_q > INT32_MAX)
     return PlanResult::no("the sm80 forward needs seqlen_q, seqlen_k and batch * heads_q below 2^31");
   cuda::FlashFwdParams p{};
   p.q = a.q, p.k = a.k, p.v = a.v, p.o = a.o, p.lse = a.lse;
@@ -28,11 +31,19 @@ PlanResult plan_sm80_forward(const Problem &a) {
   p.k_batch = a.k_stride[0], p.k_seq = a.k_stride[1], p.k_head = a.k_stride[2];
   p.v_batch = a.v_stride[0], p.v_seq = a.v_stride[1], p.v_head = a.v_stride[2];
   p.o_batch = a.o_stride[0], p.o_seq = a.o_stride[1], p.o_head = a.o_stride[2];
-  p.batch = int(a.batch), p.seqlen_q = int(a.seqlen_q), p.seqlen_k = int(a.seqlen_k);
+  p.batch = int(a.batch), p.seqlen_q = int(grid_q), p.seqlen_k = int(grid_k);
   p.heads_q = int(a.heads_q), p.heads_kv = int(a.heads_kv), p.group = int(a.group);
+  p.head_dim = int(a.head_dim);
+  p.scale = a.scale;
   p.scale_log2 = a.scale_log2;
   p.causal = a.causal;
-  const int d = int(a.head_dim);
+  p.mods = cuda::device_mods(a.mods);
+  p.transforms = p.mods.capped() || p.mods.alibi();
+  if (varlen) {
+    p.cu_seqlens_q = a.cu_seqlens_q, p.cu_seqlens_k = a.cu_seqlens_k;
+    p.total_q = int(a.seqlen_q), p.total_k = int(a.seqlen_k);
+  }
+  const int d = a.head_dim <= 64 ? 64 : 128;  // the instantiation
   const bool bf16 = a.dtype == FLASHBOX_BFLOAT16;
   const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
   return {Plan{cuda::flash_fwd_sm80_kernel_name(d), 0, [p, d, bf16, stream]() -> int {

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""FlashAttention-2's own test functions (tests/test_flash_attn.py) called directly on a random sample
+of their parameter matrix, against flashbox through bench/fa2_compat (the flash_attn names).
+
+pytest collects every parametrisation of a function before it filters (~85k for
+test_flash_attn_output: longer than a short device call); this driver reads the functions'
+@pytest.mark.parametrize marks, keeps the combinations that pass --where (dropout 0 always; head
+dims up to --max-d), shuffles them with --seed and runs each function for --seconds, calling the
+function itself (so FA2's assertions, references and tolerances are exactly its own). A case that
+calls pytest.skip counts as skipped. Prints one line per function (passed / failed / skipped of the
+cases run, of how many in the filtered matrix) and every failure's parameters and first line.
+  PYTHONPATH=bench/fa2_compat:python python3 bench/fa2_direct.py TEST_FILE [--functions a,b] [--seconds 10]
+"""
+import argparse
+import importlib.util
+import itertools
+import json
+import random
+import sys
+import time
+import traceback
+
+import pytest
+
+
+def parameter_matrix(fn):
+    marks = [m for m in getattr(fn, "pytestmark", []) if m.name == "parametrize"]
+    axes = []
+    for m in marks:
+        names = [n.strip() for n in m.args[0].split(",")] if isinstance(m.args[0], str) else list(m.args[0])
+        values = [v if len(names) > 1 else (v,) for v in m.args[1]]
+        axes.append((names, values))
+    for combo in itertools.product(*(vals for _, vals in axes)):
+        kw = {}
+        for (names, _), vals in zip(axes, combo):
+            kw.update(zip(names, vals))
+        yield kw
+
+
+def keep(kw, max_d):
+    if kw.get("dropout_p", 0.0) != 0.0:
+        return False  # flashbox has no dropout
+    if kw.get("d", 0) > max_d:
+        return False
+    if kw.get("paged_kv_block_size") is not None:
+        return False  # paged KV in the varlen call: not in flashbox's flash_attn_varlen_func
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("test_file")
+    ap.add_argument("--functions", default="test_flash_attn_output,test_flash_attn_qkvpacked,"
+                    "test_flash_attn_varlen_output,test_flash_attn_causal,test_flash_attn_varlen_causal,"
+                    "test_flash_attn_splitkv,test_flash_attn_race_condition,test_flash_attn_bwd_overflow,"
+                    "test_flash_attn_bwd_transpose,test_flash_attn_deterministic")
+    ap.add_argument("--seconds", type=float, default=10.0, help="time per function")
+    ap.add_argument("--max-d", type=int, default=128)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    spec = importlib.util.spec_from_file_location("fa2_tests", a.test_file)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    summary = {}
+    for name in a.functions.split(","):
+        fn = getattr(mod, name)
+        cases = [kw for kw in parameter_matrix(fn) if keep(kw, a.max_d)]
+        random.Random(a.seed).shuffle(cases)
+        counts = {"passed": 0, "failed": 0, "skipped": 0, "matrix": len(cases)}
+        failures = []
+        end = time.time() + a.seconds
+        for kw in cases:
+            if time.time() > end:
+                break
+            try:
+                fn(**kw)
+                counts["passed"] += 1
+            except pytest.skip.Exception:
+                counts["skipped"] += 1
+            except Exception as e:  # noqa: BLE001 (a test's failure, reported)
+                counts["failed"] += 1
+                line = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+                failures.append({"params": {k: str(v) for k, v in kw.items()}, "error": f"{type(e).__name__}: {line}"})
+                if len(failures) <= 3:
+                    traceback.print_exc(limit=2)
+        summary[name] = dict(counts, failures=failures)
+        print(f"{name}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped "
+              f"(of {counts['matrix']} in the matrix with dropout 0, d <= {a.max_d})", flush=True)
+        for f in failures[:10]:
+            print(f"   FAILED {f['params']}: {f['error']}", flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(summary, f, indent=1)
+    sys.exit(1 if any(v["failed"] for v in summary.values()) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,448 @@
+// The extension on the GPU (flashbox_attention_forward_ext / _backward_ext, device = cuda): sliding
+// windows, softcap, ALiBi (per head and per batch x head), variable-length batches (lengths 0 and 1
+// included, seqlen_q != seqlen_k), GQA, causal and not, and head dims that are multiples of 8 below
+// the kernels' 64 / 128, forward and backward (atomic and deterministic dQ), bf16, against the fp64
+// CPU reference (src/cpu/reference_fp64.hpp, reference_backward_fp64.hpp) on random inputs (seed
+// printed; FLASHBOX_TEST_SEED=N repeats one). Outputs are poisoned (NaN) and framed by guard bytes
+// that must survive; the backward runs on the GPU forward's own O and LSE.
+// On the H200, auto picks sm80 for every extension field (the sm90 families decline them);
+// FLASHBOX_FLASH_ARCH=sm80 FLASHBOX_BWD_ARCH=sm80 pins it for the plain-call cases too.
+// SmallCases is the set compute-sanitizer runs; LargeCases adds T = 1000; MalformedCuSeqlensStayInBounds
+// checks the device-side clamping of unchecked prefix sums.
+// Skipped, with the reason, where there is no GPU.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/masks.hpp"
+#include "cpu/reference_backward_fp64.hpp"
+#include "cpu/reference_fp64.hpp"
+#include "flashbox/flashbox.h"
+#include "support/attention_case.hpp"
+
+namespace flashbox::test {
+namespace {
+
+#define SKIP_WITHOUT_GPU() \
+  if (flashbox_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: the CUDA extension is not run"
+
+enum class Alibi { none, head, batch };
+
+struct ExtCase {
+  std::string name;
+  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
+  int causal;
+  int window_left = -1, window_right = -1;
+  float softcap = 0.0f;
+  Alibi alibi = Alibi::none;
+  std::vector<int> lens_q = {}, lens_k = {};  // varlen when set (batch, seqlen_* then follow from them)
+};
+
+constexpr size_t kGuard = 4096;  // bytes before and after every output, filled with kGuardByte
+constexpr uint8_t kGuardByte = 0xa5;
+
+// One device output with guards; poisoned with 0xff bytes (NaN in bf16 and fp32).
+struct GuardedOutput {
+  explicit GuardedOutput(size_t bytes) : bytes(bytes) {
+    if (cudaMalloc(&raw, bytes + 2 * kGuard) != cudaSuccess) raw = nullptr;
+    if (raw) {
+      cudaMemset(raw, kGuardByte, bytes + 2 * kGuard);
+      cudaMemset(ptr(), 0xff, bytes);
+    }
+  }
+  ~GuardedOutput() { cudaFree(raw); }
+  void *ptr() const { return static_cast<char *>(raw) + kGuard; }
+  // Copies the payload back; false when a guard byte changed.
+  bool back(void *host) const {
+    std::vector<uint8_t> all(bytes + 2 * kGuard);
+    if (cudaMemcpy(all.data(), raw, all.size(), cudaMemcpyDeviceToHost) != cudaSuccess) return false;
+    std::memcpy(host, all.data() + kGuard, bytes);
+    for (size_t i = 0; i < kGuard; ++i)
+      if (all[i] != kGuardByte || all[kGuard + bytes + i] != kGuardByte) return false;
+    return true;
+  }
+  size_t bytes;
+  void *raw = nullptr;
+};
+
+struct DeviceInput {
+  explicit DeviceInput(const void *host, size_t bytes) {
+    if (cudaMalloc(&ptr, bytes ? bytes : 16) == cudaSuccess && bytes)
+      cudaMemcpy(ptr, host, bytes, cudaMemcpyHostToDevice);
+  }
+  ~DeviceInput() { cudaFree(ptr); }
+  void *ptr = nullptr;
+};
+
+std::vector<uint16_t> random_bf16(size_t n, std::mt19937_64 &rng, float sigma) {
+  std::normal_distribution<float> dist(0.0f, sigma);
+  std::vector<uint16_t> v(n);
+  for (auto &x : v) x = cpu::float_to_bf16(dist(rng));
+  return v;
+}
+
+struct Error {
+  double rel = 0;
+  bool nan = false;
+};
+
+// ||got - ref|| / ||ref|| over dense arrays (ref all zero: ||got|| itself); NaN never passes.
+Error rel_error(const std::vector<double> &got, const std::vector<double> &ref) {
+  double num = 0, den = 0;
+  Error e;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(got[i])) e.nan = true;
+    num += (got[i] - ref[i]) * (got[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  e.rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  return e;
+}
+
+// The case's tensors as the C API sees them: dense [batch, seq, heads, dim] (varlen: [total, ...]).
+struct Tensors {
+  ExtCase c;
+  bool varlen;
+  int64_t total_q, total_k, max_q = 0, max_k = 0;
+  std::vector<int32_t> cu_q, cu_k;
+  std::vector<uint16_t> q, k, v, dout;
+  std::vector<float> slopes;
+
+  Tensors(const ExtCase &x, std::mt19937_64 &rng) : c(x), varlen(!x.lens_q.empty()) {
+    if (varlen) {
+      c.batch = int64_t(c.lens_q.size());
+      cu_q.assign(1, 0), cu_k.assign(1, 0);
+      for (size_t s = 0; s < c.lens_q.size(); ++s) {
+        cu_q.push_back(cu_q.back() + c.lens_q[s]), cu_k.push_back(cu_k.back() + c.lens_k[s]);
+        max_q = std::max<int64_t>(max_q, c.lens_q[s]), max_k = std::max<int64_t>(max_k, c.lens_k[s]);
+      }
+      total_q = cu_q.back(), total_k = cu_k.back();
+    } else {
+      total_q = c.batch * c.seqlen_q, total_k = c.batch * c.seqlen_k;
+    }
+    q = random_bf16(size_t(total_q * c.heads_q * c.head_dim), rng, 1.0f);
+    k = random_bf16(size_t(total_k * c.heads_kv * c.head_dim), rng, 1.0f);
+    v = random_bf16(size_t(total_k * c.heads_kv * c.head_dim), rng, 1.0f);
+    dout = random_bf16(q.size(), rng, 1.0f);
+    if (c.alibi != Alibi::none) {
+      std::uniform_real_distribution<float> u(0.0f, 0.5f);
+      slopes.resize(size_t(c.alibi == Alibi::batch ? c.batch * c.heads_q : c.heads_q));
+      for (auto &s : slopes) s = u(rng);
+    }
+  }
+  // The plain args of the whole call (device pointers filled by the caller).
+  flashbox_attention_args args() const {
+    flashbox_attention_args a{};
+    a.dtype = FLASHBOX_BFLOAT16;
+    a.impl = FLASHBOX_AUTO;
+    a.batch = c.batch;
+    a.seqlen_q = varlen ? total_q : c.seqlen_q, a.seqlen_k = varlen ? total_k : c.seqlen_k;
+    a.heads_q = c.heads_q, a.heads_kv = c.heads_kv, a.head_dim = c.head_dim;
+    a.causal = c.causal;
+    const int64_t tq = varlen ? total_q : c.seqlen_q, tk = varlen ? total_k : c.seqlen_k;
+    const int64_t qs[3] = {tq * c.heads_q * c.head_dim, c.heads_q * c.head_dim, c.head_dim};
+    const int64_t ks[3] = {tk * c.heads_kv * c.head_dim, c.heads_kv * c.head_dim, c.head_dim};
+    std::copy_n(qs, 3, a.q_stride), std::copy_n(qs, 3, a.o_stride);
+    std::copy_n(ks, 3, a.k_stride), std::copy_n(ks, 3, a.v_stride);
+    return a;
+  }
+  core::ScoreMods mods(int64_t seq) const {
+    core::ScoreMods m;
+    m.window_left = c.window_left;
+    m.window_right = c.causal ? 0 : c.window_right;
+    m.softcap = c.softcap;
+    if (c.alibi != Alibi::none) {
+      m.alibi_slopes = slopes.data();
+      if (c.alibi == Alibi::batch) {
+        if (varlen)
+          m.alibi_slopes += seq * c.heads_q;  // one call per sequence below
+        else
+          m.alibi_batch_stride = c.heads_q;
+      }
+    }
+    return m;
+  }
+};
+
+// fp64 reference of the whole call: o, lse ([batch, heads, seq] or [heads, total_q]), dq, dk, dv,
+// all dense in the call's layout.
+struct Reference {
+  std::vector<double> o, lse, dq, dk, dv;
+};
+
+Reference reference(const Tensors &t) {
+  const ExtCase &c = t.c;
+  Reference r;
+  const int64_t hq = c.heads_q, hk = c.heads_kv, d = c.head_dim;
+  r.o.assign(size_t(t.total_q * hq * d), 0.0);
+  r.dq.assign(r.o.size(), 0.0);
+  r.dk.assign(size_t(t.total_k * hk * d), 0.0);
+  r.dv.assign(r.dk.size(), 0.0);
+  r.lse.assign(size_t(t.total_q * hq), -INFINITY);
+  const int64_t sequences = t.varlen ? c.batch : 1;
+  for (int64_t s = 0; s < sequences; ++s) {
+    const int64_t q0 = t.varlen ? t.cu_q[s] : 0, k0 = t.varlen ? t.cu_k[s] : 0;
+    const int64_t lq = t.varlen ? t.cu_q[s + 1] - q0 : c.seqlen_q, lk = t.varlen ? t.cu_k[s + 1] - k0 : c.seqlen_k;
+    if (lq == 0) continue;
+    if (lk == 0) continue;  // O = 0, LSE = -inf, dQ = 0: the defaults above; dK, dV have no key
+    flashbox_attention_args a = t.args();
+    a.device = FLASHBOX_CPU;
+    if (t.varlen) a.batch = 1, a.seqlen_q = lq, a.seqlen_k = lk;
+    a.q = t.q.data() + q0 * hq * d, a.k = t.k.data() + k0 * hk * d, a.v = t.v.data() + k0 * hk * d;
+    const core::ScoreMods m = t.mods(s);
+    std::vector<double> o, lse;
+    cpu::reference_attention_fp64(a, o, &lse, &m);
+    flashbox_attention_grad_args g{};
+    g.fwd = a;
+    g.dout = t.dout.data() + q0 * hq * d;
+    std::copy_n(a.q_stride, 3, g.dout_stride);
+    std::vector<double> dq, dk, dv;
+    cpu::reference_attention_backward_fp64(g, dq, dk, dv, &m);
+    std::copy(o.begin(), o.end(), r.o.begin() + q0 * hq * d);
+    std::copy(dq.begin(), dq.end(), r.dq.begin() + q0 * hq * d);
+    std::copy(dk.begin(), dk.end(), r.dk.begin() + k0 * hk * d);
+    std::copy(dv.begin(), dv.end(), r.dv.begin() + k0 * hk * d);
+    if (t.varlen) {  // [1, heads, lq] -> rows q0.. of [heads, total_q]
+      for (int64_t h = 0; h < hq; ++h)
+        for (int64_t i = 0; i < lq; ++i) r.lse[size_t(h * t.total_q + q0 + i)] = lse[size_t(h * lq + i)];
+    } else {
+      r.lse = lse;
+    }
+  }
+  return r;
+}
+
+std::vector<double> to_double(const std::vector<uint16_t> &bf16) {
+  std::vector<double> out(bf16.size());
+  for (size_t i = 0; i < bf16.size(); ++i) out[i] = cpu::bf16_to_float(bf16[i]);
+  return out;
+}
+
+void run_case(const ExtCase &c) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(c.name + " seed " + std::to_string(seed) + " (FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")");
+  std::mt19937_64 rng(seed);
+  const Tensors t(c, rng);
+  const Reference ref = reference(t);
+
+  DeviceInput q(t.q.data(), t.q.size() * 2), k(t.k.data(), t.k.size() * 2), v(t.v.data(), t.v.size() * 2);
+  DeviceInput dout(t.dout.data(), t.dout.size() * 2);
+  DeviceInput cu_q(t.cu_q.data(), t.cu_q.size() * 4), cu_k(t.cu_k.data(), t.cu_k.size() * 4);
+  DeviceInput slopes(t.slopes.data(), t.slopes.size() * 4);
+  GuardedOutput o(t.q.size() * 2), lse(size_t(t.total_q * c.heads_q) * 4);
+  ASSERT_TRUE(q.ptr && k.ptr && v.ptr && dout.ptr && o.raw && lse.raw) << "device allocation";
+
+  flashbox_attention_args a = t.args();
+  a.device = FLASHBOX_CUDA;
+  a.q = q.ptr, a.k = k.ptr, a.v = v.ptr, a.o = o.ptr(), a.lse = static_cast<float *>(lse.ptr());
+  flashbox_attention_ext e = flashbox_attention_ext_default();
+  e.window_left = c.window_left, e.window_right = c.causal ? -1 : c.window_right;
+  e.softcap = c.softcap;
+  if (c.alibi != Alibi::none) {
+    e.alibi_slopes = static_cast<const float *>(slopes.ptr);
+    e.alibi_batch_stride = c.alibi == Alibi::batch ? c.heads_q : 0;
+  }
+  if (t.varlen) {
+    e.cu_seqlens_q = static_cast<const int32_t *>(cu_q.ptr), e.cu_seqlens_k = static_cast<const int32_t *>(cu_k.ptr);
+    e.max_seqlen_q = t.max_q, e.max_seqlen_k = t.max_k;
+  }
+  ASSERT_EQ(flashbox_attention_forward_ext(&a, &e), 0) << flashbox_last_error();
+  const std::string fwd_kernel = flashbox_last_kernel();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<uint16_t> o_host(t.q.size());
+  std::vector<float> lse_host(size_t(t.total_q * c.heads_q));
+  ASSERT_TRUE(o.back(o_host.data())) << "a guard byte around o changed (write out of bounds)";
+  ASSERT_TRUE(lse.back(lse_host.data())) << "a guard byte around lse changed (write out of bounds)";
+  const Error eo = rel_error(to_double(o_host), ref.o);
+  EXPECT_FALSE(eo.nan) << "o has NaN (" << fwd_kernel << ")";
+  EXPECT_LT(eo.rel, 1e-2) << "o (" << fwd_kernel << ")";
+  int lse_bad = 0;
+  double lse_max_err = 0;
+  for (size_t i = 0; i < ref.lse.size(); ++i) {
+    if (std::isinf(ref.lse[i])) {
+      lse_bad += !(std::isinf(lse_host[i]) && lse_host[i] < 0);
+    } else {
+      lse_bad += !std::isfinite(lse_host[i]);
+      lse_max_err = std::max(lse_max_err, std::fabs(lse_host[i] - ref.lse[i]));
+    }
+  }
+  EXPECT_EQ(lse_bad, 0) << "lse entries with the wrong finiteness (" << fwd_kernel << ")";
+  EXPECT_LT(lse_max_err, 2e-2) << "lse (" << fwd_kernel << ")";
+
+  for (int det = 0; det <= 1; ++det) {
+    GuardedOutput dq(t.q.size() * 2), dk(t.k.size() * 2), dv(t.v.size() * 2);
+    ASSERT_TRUE(dq.raw && dk.raw && dv.raw) << "device allocation";
+    flashbox_attention_grad_args g{};
+    g.fwd = a;
+    g.dout = dout.ptr;
+    std::copy_n(a.q_stride, 3, g.dout_stride), std::copy_n(a.q_stride, 3, g.dq_stride);
+    std::copy_n(a.k_stride, 3, g.dk_stride), std::copy_n(a.v_stride, 3, g.dv_stride);
+    g.dq = dq.ptr(), g.dk = dk.ptr(), g.dv = dv.ptr();
+    g.deterministic = det;
+    ASSERT_EQ(flashbox_attention_backward_ext(&g, &e), 0) << flashbox_last_error();
+    const std::string bwd_kernel = flashbox_last_kernel();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint16_t> h_dq(t.q.size()), h_dk(t.k.size()), h_dv(t.v.size());
+    ASSERT_TRUE(dq.back(h_dq.data())) << "a guard byte around dq changed";
+    ASSERT_TRUE(dk.back(h_dk.data())) << "a guard byte around dk changed";
+    ASSERT_TRUE(dv.back(h_dv.data())) << "a guard byte around dv changed";
+    const std::pair<const char *, std::pair<const std::vector<uint16_t> *, const std::vector<double> *>> grads[] = {
+        {"dq", {&h_dq, &ref.dq}}, {"dk", {&h_dk, &ref.dk}}, {"dv", {&h_dv, &ref.dv}}};
+    for (const auto &[name, pr] : grads) {
+      const Error eg = rel_error(to_double(*pr.first), *pr.second);
+      EXPECT_FALSE(eg.nan) << name << " has NaN (" << bwd_kernel << ", deterministic " << det << ")";
+      EXPECT_LT(eg.rel, 1e-2) << name << " (" << bwd_kernel << ", deterministic " << det << ")";
+    }
+  }
+  std::printf("  %-44s ok: o %.2e  kernels %s\n", c.name.c_str(), eo.rel, fwd_kernel.c_str());
+}
+
+// Small shapes (compute-sanitizer memcheck runs these).
+const std::vector<ExtCase> kSmall = {
+    {"causal T17 GQA d64", 2, 17, 17, 4, 2, 64, 1},
+    {"window(16,8) 63x65 MQA d128", 2, 63, 65, 4, 1, 128, 0, 16, 8},
+    {"softcap 5 T64xT1 d32", 2, 64, 1, 2, 2, 32, 0, -1, -1, 5.0f},
+    {"causal softcap 2 alibi/head 65x64 d96", 2, 65, 64, 4, 2, 96, 1, -1, -1, 2.0f, Alibi::head},
+    {"alibi/batch window(5,-1) T1x63 d40", 2, 1, 63, 2, 1, 40, 0, 5, -1, 0.0f, Alibi::batch},
+    {"window(0,0) 65x65 d64", 1, 65, 65, 2, 2, 64, 0, 0, 0},
+    {"window(-1,3) 64x17 d72", 2, 64, 17, 2, 2, 72, 0, -1, 3},
+    {"plain d8 65x63", 1, 65, 63, 2, 2, 8, 0},
+    {"plain causal d24 65x63", 1, 65, 63, 2, 1, 24, 1},
+    {"plain d48 17x65", 1, 17, 65, 2, 2, 48, 0},
+    {"plain causal d80 64x64", 2, 64, 64, 2, 2, 80, 1},
+    {"plain d104 63x1", 1, 63, 1, 2, 2, 104, 0},
+    {"plain causal d120 65x17", 1, 65, 17, 4, 2, 120, 1},
+    {"varlen causal d64",
+     0,
+     0,
+     0,
+     4,
+     2,
+     64,
+     1,
+     -1,
+     -1,
+     0.0f,
+     Alibi::none,
+     {0, 1, 17, 64, 65, 130},
+     {5, 1, 17, 63, 0, 200}},
+    {"varlen window softcap alibi/batch d128",
+     0,
+     0,
+     0,
+     4,
+     2,
+     128,
+     0,
+     20,
+     10,
+     3.0f,
+     Alibi::batch,
+     {0, 1, 17, 64, 65, 130},
+     {5, 1, 17, 63, 0, 200}},
+    {"varlen alibi/head d40 q=k", 0, 0, 0, 2, 1, 40, 1, -1, -1, 0.0f, Alibi::head, {1, 0, 63, 65}, {1, 0, 63, 65}},
+};
+
+// T = 1000 (and sequences of 1000 in a varlen batch).
+const std::vector<ExtCase> kLarge = {
+    {"causal window(100,0) T1000 d64", 1, 1000, 1000, 2, 2, 64, 1, 100},
+    {"causal softcap 10 alibi/batch 1000x300 d72", 1, 1000, 300, 2, 2, 72, 1, -1, -1, 10.0f, Alibi::batch},
+    {"window(64,64) 300x1000 d128", 1, 300, 1000, 2, 1, 128, 0, 64, 64},
+    {"varlen causal alibi/head d80",
+     0,
+     0,
+     0,
+     2,
+     2,
+     80,
+     1,
+     -1,
+     -1,
+     0.0f,
+     Alibi::head,
+     {1000, 1, 0, 63},
+     {1000, 1, 5, 63}},
+};
+
+TEST(ExtSm80, SmallCases) {
+  SKIP_WITHOUT_GPU();
+  for (const ExtCase &c : kSmall) run_case(c);
+}
+
+TEST(ExtSm80, LargeCases) {
+  SKIP_WITHOUT_GPU();
+  for (const ExtCase &c : kLarge) run_case(c);
+}
+
+// cu_seqlens on the device are not checked (flashbox.h): negative, decreasing, past-the-total and
+// longer-than-max_seqlen prefix sums must still give a successful call with every guard intact and no
+// CUDA error (the values of the rows they name are unspecified; src/cuda/common/varlen_span.cuh).
+TEST(ExtSm80, MalformedCuSeqlensStayInBounds) {
+  SKIP_WITHOUT_GPU();
+  const int64_t total = 100, heads = 2, d = 64;
+  std::mt19937_64 rng(7);
+  const std::vector<uint16_t> x = random_bf16(size_t(total * heads * d), rng, 1.0f);
+  const std::vector<int32_t> cu_q = {0, 60, 30, 120, 100}, cu_k = {-5, 50, 200, 10, 100};
+  DeviceInput q(x.data(), x.size() * 2), cq(cu_q.data(), cu_q.size() * 4), ck(cu_k.data(), cu_k.size() * 4);
+  GuardedOutput o(x.size() * 2), lse(size_t(total * heads) * 4);
+  flashbox_attention_args a{};
+  a.device = FLASHBOX_CUDA, a.dtype = FLASHBOX_BFLOAT16;
+  a.batch = 4, a.seqlen_q = a.seqlen_k = total, a.heads_q = a.heads_kv = heads, a.head_dim = d;
+  const int64_t st[3] = {total * heads * d, heads * d, d};
+  std::copy_n(st, 3, a.q_stride), std::copy_n(st, 3, a.k_stride), std::copy_n(st, 3, a.v_stride);
+  std::copy_n(st, 3, a.o_stride);
+  a.q = a.k = a.v = q.ptr, a.o = o.ptr(), a.lse = static_cast<float *>(lse.ptr());
+  flashbox_attention_ext e = flashbox_attention_ext_default();
+  e.cu_seqlens_q = static_cast<const int32_t *>(cq.ptr), e.cu_seqlens_k = static_cast<const int32_t *>(ck.ptr);
+  e.max_seqlen_q = e.max_seqlen_k = 64;
+  for (int causal = 0; causal <= 1; ++causal) {
+    a.causal = causal;
+    ASSERT_EQ(flashbox_attention_forward_ext(&a, &e), 0) << flashbox_last_error();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint8_t> host(x.size() * 2), lse_host(size_t(total * heads) * 4);
+    EXPECT_TRUE(o.back(host.data())) << "a guard byte around o changed";
+    EXPECT_TRUE(lse.back(lse_host.data())) << "a guard byte around lse changed";
+    for (int det = 0; det <= 1; ++det) {
+      GuardedOutput dq(x.size() * 2), dk(x.size() * 2), dv(x.size() * 2);
+      flashbox_attention_grad_args g{};
+      g.fwd = a;
+      g.dout = q.ptr;
+      std::copy_n(st, 3, g.dout_stride), std::copy_n(st, 3, g.dq_stride), std::copy_n(st, 3, g.dk_stride);
+      std::copy_n(st, 3, g.dv_stride);
+      g.dq = dq.ptr(), g.dk = dk.ptr(), g.dv = dv.ptr();
+      g.deterministic = det;
+      ASSERT_EQ(flashbox_attention_backward_ext(&g, &e), 0) << flashbox_last_error();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_TRUE(dq.back(host.data()) && dk.back(host.data()) && dv.back(host.data()))
+          << "a guard byte around dq/dk/dv changed (causal " << causal << ", deterministic " << det << ")";
+    }
+  }
+}
+
+// A head_dim above 128 (or not a multiple of 8) is refused with its own message on cuda, before
+// any device work (no GPU needed for the check itself).
+TEST(ExtSm80, HeadDimRule) {
+  flashbox_attention_args a{};
+  a.device = FLASHBOX_CUDA, a.dtype = FLASHBOX_BFLOAT16;
+  a.batch = 1, a.seqlen_q = a.seqlen_k = 8, a.heads_q = a.heads_kv = 1, a.head_dim = 160;
+  std::vector<uint16_t> in(8 * 160), out(8 * 160);
+  a.q = a.k = a.v = in.data(), a.o = out.data();
+  const int64_t s[3] = {8 * 160, 160, 160};
+  std::copy_n(s, 3, a.q_stride), std::copy_n(s, 3, a.k_stride), std::copy_n(s, 3, a.v_stride);
+  std::copy_n(s, 3, a.o_stride);
+  EXPECT_EQ(flashbox_attention_forward(&a), FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM);
+  EXPECT_NE(std::string(flashbox_last_error()).find("multiples of 8 up to 128"), std::string::npos)
+      << flashbox_last_error();
+}
+
+}  // namespace
+}  // namespace flashbox::test

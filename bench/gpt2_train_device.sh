@@ -17,7 +17,8 @@ mkdir -p "$O" "$W"
 FB=$B/flashbox
 PY="python3 bench/gpt2_train_torch.py"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader | tee -a "$W/gpu.txt"
-xz -T0 -dc $B/corpus_train.bin.xz > $W/train.bin && xz -T0 -dc $B/corpus_val.bin.xz > $W/val.bin
+[ -f $B/corpus_train.bin.xz ] && xz -T0 -dc $B/corpus_train.bin.xz > $W/train.bin
+[ -f $B/corpus_val.bin.xz ] && xz -T0 -dc $B/corpus_val.bin.xz > $W/val.bin
 ls -la $W
 
 # Training settings shared by flashbox and PyTorch (124M, T = 1024).
@@ -63,6 +64,31 @@ for step in "$@"; do
       timeout 120 $PY train --weights $W/gpt2_init.bin --train $W/train.bin $CURVE --fp32 --json $W/curve_torch_fp32.json | tail -2
       $PY curves --flashbox-log $O/curve_flashbox.jsonl --torch-bf16 $W/curve_torch_bf16.json \
         --torch-fp32 $W/curve_torch_fp32.json --json $O/curves.json
+      ;;
+    profile)
+      # Where flashbox's step goes (FLASHBOX_TRAIN_PROFILE: CUDA events between phases), one variant
+      # at a time, B 16 x T 1024; then PyTorch's kernels of the same step (torch.profiler).
+      pv() {  # name, then VAR=value settings and extra flags
+        local name=$1; shift
+        timeout 60 env FLASHBOX_TRAIN_PROFILE=1 "$@" --config gpt2 --train $W/${BENCH_DATA:-train}.bin --batch 16 \
+          --seqlen 1024 --steps 12 --quiet > $W/prof_$name.txt 2>&1
+        echo "--- $name: $(grep trained $W/prof_$name.txt)"; grep -v trained $W/prof_$name.txt | head -32
+      }
+      pv base env FLASHBOX_TRAIN_LN_FUSED=0 $FB gpt2 train --device cuda
+      pv ln_fused $FB gpt2 train --device cuda
+      pv fast_attn_bwd $FB gpt2 train --device cuda --deterministic 0
+      pv fast_tuned env FLASHBOX_TRAIN_GEMM_TUNE=1 FLASHBOX_TRAIN_HEAD_ROWS=16384 $FB gpt2 train --device cuda --deterministic 0
+      cp $W/prof_*.txt $O/ 2>/dev/null
+      timeout 240 $PY bench --batch 16 --seqlen 1024 --steps 20 --profile 3 --profile-json $W/torch_profile.json \
+        --json $W/bench_torch.json 2>&1 | tee $O/torch_profile.txt | grep -v Warning | head -60
+      ;;
+    report_check)
+      # `flashbox report --weights`: a short 124M run's checkpoint, its model_N.json, the gpt2 step.
+      timeout 60 $FB gpt2 train --device cuda --config gpt2 --seed 3 --train $W/${BENCH_DATA:-train}.bin --val $W/val.bin \
+        --batch 16 --seqlen 1024 --steps 20 --val-tokens 65536 --out $W/short --data-label "check run" --quiet
+      timeout 120 $FB report --steps gpt2 --weights $W/short/model_000020.bin --tokens $W/val.bin \
+        --json $O/report_short.json --html $W/report_short.html 2>&1 | tail -3
+      python3 -c "import json,sys; g=json.load(open(sys.argv[1]))['steps']['gpt2']; print(g['trained']); [print(r) for r in g['rows']]" $O/report_short.json
       ;;
     bench)
       # The same batch shape for both: B = 16 windows of 1,024, one optimizer step per batch.

@@ -437,6 +437,10 @@ static void colsum_finish(const float *partial, int64_t chunks, int64_t N, float
     colsum_finish_kernel<<<unsigned((N + 255) / 256), 256>>>(partial, chunks, N, out);
 }
 
+void colsum_finish_rows(const float *partial, int64_t chunks, int64_t N, float *out) {
+  colsum_finish(partial, chunks, N, out, true);
+}
+
 void layernorm_backward_params(const float *dy, const float *x, const float *mean, const float *rstd, float *dw,
                                float *db, int64_t M, int C, float *scratch, bool fast) {
   const int rows = fast ? kColChunkFast : kColChunk;

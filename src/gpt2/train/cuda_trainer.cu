@@ -43,7 +43,10 @@ namespace {
 
 using train::bf16;
 
-constexpr int64_t kHeadRows = 4096;  // rows of logits alive at once (FLASHBOX_TRAIN_HEAD_ROWS overrides)
+// Rows of logits alive at once (FLASHBOX_TRAIN_HEAD_ROWS overrides): 16,384 rows of bf16 logits are
+// 1.6 GB; one product over all of a B 16 x T 1024 batch ran 10 % faster than four of 4,096 (H200,
+// bench/results/gpt2_train_2026-12-01/call3).
+constexpr int64_t kHeadRows = 16384;
 
 class Buf {
  public:
@@ -151,6 +154,7 @@ class CudaTrainer final : public Gpt2Trainer {
   PinnedBuf staging_;             // inputs, targets, order, starts, uniq: 5 x (M + 1) ids
   cudaEvent_t staged_ = nullptr;  // the last upload from staging_ has been done
   int n_unique_ = 0;
+  std::vector<int32_t> order_, bucket_;  // set_batch's counting sort
   int64_t head_rows_ = kHeadRows;
   int64_t micro_ = 0;
   // The fused path (default; FLASHBOX_TRAIN_FUSED=0 turns it off): GELU in the MLP products'
@@ -160,6 +164,9 @@ class CudaTrainer final : public Gpt2Trainer {
   // On the fused path: LayerNorm's backward in one kernel that also makes dx's bf16 copy and the
   // bias gradient below it (FLASHBOX_TRAIN_LN_FUSED=0 turns it off).
   bool ln_fused_ = true;
+  // On the fused path: the attention backward writes dq, dk, dv into one [M, 3C] buffer, so the qkv
+  // products run once on all three (FLASHBOX_TRAIN_QKV_DIRECT=0: three products per part).
+  bool qkv_direct_ = true;
   train::LtGemm lt_;
   train::PhaseClock clock_{std::getenv("FLASHBOX_TRAIN_PROFILE") != nullptr};
 };
@@ -176,8 +183,12 @@ CudaTrainer::CudaTrainer(const Gpt2Weights &init, const TrainerShape &shape) : c
   if (const char *e = std::getenv("FLASHBOX_TRAIN_FUSED")) fused_ = std::string(e) != "0";
   if (const char *e = std::getenv("FLASHBOX_TRAIN_LN_FUSED")) ln_fused_ = std::string(e) != "0";
   ln_fused_ = ln_fused_ && fused_;
+  if (const char *e = std::getenv("FLASHBOX_TRAIN_QKV_DIRECT")) qkv_direct_ = std::string(e) != "0";
+  qkv_direct_ = qkv_direct_ && fused_;
   if (const char *e = std::getenv("FLASHBOX_TRAIN_HEAD_ROWS")) head_rows_ = std::max<int64_t>(1, std::atoll(e));
   head_rows_ = std::min(M_, head_rows_);
+  // Tuned products only where runs need not repeat bit for bit (the winner can differ between runs).
+  lt_.set_tuning(!s_.deterministic);
   if (const char *e = std::getenv("FLASHBOX_TRAIN_GEMM_TUNE")) lt_.set_tuning(std::string(e) != "0");
   for (int i = 0; i < kParamCount; ++i) {
     const ParamShape ps = param_shape(c_, Param(i));
@@ -222,10 +233,12 @@ CudaTrainer::CudaTrainer(const Gpt2Weights &init, const TrainerShape &shape) : c
   dln_ = Buf(MC * 4);
   dfc_ = Buf(4 * MC * 2);
   datt_ = Buf(MC * 2);
-  dq_ = Buf(MC * 2);
-  dk_ = Buf(MC * 2);
-  dv_ = Buf(MC * 2);
-  if (!fused_) dqkv_ = Buf(3 * MC * 2);
+  if (!qkv_direct_) {
+    dq_ = Buf(MC * 2);
+    dk_ = Buf(MC * 2);
+    dv_ = Buf(MC * 2);
+  }
+  if (!fused_ || qkv_direct_) dqkv_ = Buf(3 * MC * 2);
   scratch_ = Buf(size_t(
       std::max(train::colsum_scratch_bytes(M_, 4 * C), train::layernorm_backward_fused_scratch_bytes(M_, int(C)))));
   norm_partial_ = Buf(1024 * 4);
@@ -262,10 +275,15 @@ void CudaTrainer::set_batch(const int32_t *inputs, const int32_t *targets, bool 
       throw Gpt2Error("token id " + std::to_string(std::min(inputs[i], targets[i])) + " at position " +
                       std::to_string(i) + " is outside the vocabulary");
   // Positions grouped by token, ascending within each group: the embedding gradient sums them in
-  // this fixed order. Built while the GPU still works on the previous micro-batch.
-  std::vector<int32_t> order(static_cast<size_t>(M_));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return inputs[a] < inputs[b]; });
+  // this fixed order. A counting sort (stable; O(M + V), a comparison sort of 16k positions took over
+  // a millisecond, long enough for the GPU to wait), built while the GPU still works on the
+  // previous micro-batch.
+  std::vector<int32_t> &order = order_;
+  order.resize(size_t(M_));
+  bucket_.assign(size_t(c_.vocab_size) + 1, 0);
+  for (int64_t i = 0; i < M_; ++i) ++bucket_[size_t(inputs[i]) + 1];
+  for (size_t v = 1; v < bucket_.size(); ++v) bucket_[v] += bucket_[v - 1];
+  for (int64_t i = 0; i < M_; ++i) order[size_t(bucket_[size_t(inputs[i])]++)] = int32_t(i);
   GPT2_CUDA(cudaEventSynchronize(staged_));  // the previous upload has left the staging buffer
   const size_t n = size_t(M_), stride = n + 1;
   int32_t *st = staging_.ints();
@@ -442,20 +460,40 @@ double CudaTrainer::run(bool with_grad, float grad_scale) {
                                  T, c_.n_head, int(C));
       g.fwd.lse = a.lse.as<float>();
       g.dout = datt_.as<void>();
-      g.dq = dq_.as<void>();
-      g.dk = dk_.as<void>();
-      g.dv = dv_.as<void>();
       for (int64_t *st : {g.dout_stride, g.dq_stride, g.dk_stride, g.dv_stride}) {
         st[0] = int64_t(T) * C;
         st[1] = C;
         st[2] = c_.head_dim();
+      }
+      if (qkv_direct_) {
+        // dq, dk, dv straight into the [M, 3C] layout of qkv: disjoint element by element, which is
+        // all the API asks of the gradients.
+        bf16 *d = dqkv_.as<bf16>();
+        g.dq = d;
+        g.dk = d + C;
+        g.dv = d + 2 * C;
+        for (int64_t *st : {g.dq_stride, g.dk_stride, g.dv_stride}) {
+          st[0] = int64_t(T) * 3 * C;
+          st[1] = 3 * C;
+        }
+      } else {
+        g.dq = dq_.as<void>();
+        g.dk = dk_.as<void>();
+        g.dv = dv_.as<void>();
       }
       g.deterministic = s_.deterministic ? 1 : 0;
       mark("bwd attention");
       if (const int rc = flashbox_attention_backward(&g); rc != FLASHBOX_OK)
         throw Gpt2Error("attention backward failed (code " + std::to_string(rc) + "): " + flashbox_last_error());
       // QKV projection: qkv = ln1 Wqkv^T + b.
-      if (fused_) {
+      if (qkv_direct_) {
+        mark("bwd qkv dgrad");
+        lt_.input_grad(dqkv_.as<bf16>(), pb(Param::QkvW, l), dln_.as<void>(), CUDA_R_32F, M, 3 * C, C);
+        mark("bwd qkv wgrad");
+        lt_.weight_grad(dqkv_.as<bf16>(), a.ln1.as<bf16>(), gf(Param::QkvW, l), M, 3 * C, C);
+        mark("bwd qkv bias grad");
+        train::colsum_add(dqkv_.as<bf16>(), gf(Param::QkvB, l), M, 3 * C, scratch_.as<float>(), fused_);
+      } else if (fused_) {
         // One product per part on the q, k and v row blocks of Wqkv: no interleaving copy.
         const bf16 *part[3] = {dq_.as<bf16>(), dk_.as<bf16>(), dv_.as<bf16>()};
         for (int j = 0; j < 3; ++j) {

@@ -117,9 +117,9 @@ void layernorm_backward_fused(const float *dy, const float *x, const float *mean
     launch<true>(dy, x, mean, rstd, w, dx, dx_bf16, accumulate, M, C, pw, pb, px, chunks);
   else
     launch<false>(dy, x, mean, rstd, w, dx, nullptr, accumulate, M, C, pw, pb, px, chunks);
-  colsum_finish_rows(pw, chunks, C, dw);
-  colsum_finish_rows(pb, chunks, C, db);
-  if (dx_bf16) colsum_finish_rows(px, chunks, C, dbias_next);
+  const float *partials[3] = {pw, pb, px};
+  float *outs[3] = {dw, db, dbias_next};
+  colsum_finish_rows(partials, outs, dx_bf16 ? 3 : 2, chunks, C);
 }
 
 }  // namespace flashbox::gpt2::train

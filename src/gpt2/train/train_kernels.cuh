@@ -40,8 +40,9 @@ int64_t layernorm_backward_fused_scratch_bytes(int64_t M, int C);
 void layernorm_backward_fused(const float *dy, const float *x, const float *mean, const float *rstd, const float *w,
                               float *dx, bool accumulate, float *dw, float *db, bf16 *dx_bf16, float *dbias_next,
                               int64_t M, int C, float *scratch);
-// out[n] += sum_k partial[k, n] over `chunks` rows of partial sums (the fused path's fixed order).
-void colsum_finish_rows(const float *partial, int64_t chunks, int64_t N, float *out);
+// outs[i][n] += sum_k partials[i][k, n] over `chunks` rows of partial sums, for count <= 3 pairs in
+// one launch (the fused path's fixed order).
+void colsum_finish_rows(const float *const *partials, float *const *outs, int count, int64_t chunks, int64_t N);
 // Bytes of `scratch` the column sums need for M rows of N columns.
 int64_t colsum_scratch_bytes(int64_t M, int64_t N);
 // out[n] += sum_m in[m, n] (fp32 or bf16 input).

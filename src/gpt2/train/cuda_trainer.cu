@@ -17,10 +17,15 @@
 // them, GELU and its derivative as cuBLASLt epilogues of the MLP products (the pre-activation kept as
 // the epilogue's aux matrix), dx's bf16 copy made in the pass that sums it for the bias gradient, and
 // the qkv products run per part on dq, dk, dv instead of interleaving them first.
+// Also on the fused path: LayerNorm's backward in one pass that makes dx's bf16 copy and the bias
+// gradient of the projection below (layernorm_backward.cu), and the attention backward writing dq, dk,
+// dv straight into one [M, 3C] buffer for single qkv products.
 // FLASHBOX_TRAIN_FUSED=0 runs the plain path (fp32 logits, separate GELU kernels).
+// --deterministic 0 (TrainerShape::deterministic): the Hopper attention backward (atomic dQ sums) and
+// tuned cuBLASLt algorithms. FLASHBOX_TRAIN_PROFILE=1 prints where a step's time goes (phase_clock.cuh).
 // Backward in reverse with fp32 dx for the residual stream, bf16 copies of it for the products;
-// attention through flashbox_attention_backward (deterministic), whose dq, dk, dv (separate buffers:
-// the API wants outputs disjoint) are interleaved back into the [M, 3C] layout of qkv.
+// attention through flashbox_attention_backward (deterministic unless --deterministic 0); on the plain
+// path its dq, dk, dv land in separate buffers and are interleaved back into the [M, 3C] layout.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <string>
@@ -44,8 +49,8 @@ namespace {
 using train::bf16;
 
 // Rows of logits alive at once (FLASHBOX_TRAIN_HEAD_ROWS overrides): 16,384 rows of bf16 logits are
-// 1.6 GB; one product over all of a B 16 x T 1024 batch ran 10 % faster than four of 4,096 (H200,
-// bench/results/gpt2_train_2026-12-01/call3).
+// 1.6 GB; with tuned products the head's three products took 4.49 ms for a B 16 x T 1024 batch in one
+// chunk against 4.84 in four of 4,096 (H200, bench/results/gpt2_train_2026-12-01/call3).
 constexpr int64_t kHeadRows = 16384;
 
 class Buf {

@@ -7,6 +7,9 @@
 #   bash bench/gpt2_train_device.sh trainer_tests grads_bf16 curve_fb bench train   # call 2
 #   BENCH_DATA=val bash bench/gpt2_train_device.sh trainer_tests profile report_check  # call 3 (phases)
 #   bash bench/gpt2_train_device.sh trainer_tests bench profile_fast train             # call 4 (closing)
+#   TRAIN_STEPS=200 TORCH_STEPS=150 TRAIN_LR=3e-4 SKIP_CPU_REPORT=1 bash bench/gpt2_train_device.sh train  # call 5
+# Issue 17's whole bar in one command (~3.5 min: tests, throughput vs PyTorch, train + PyTorch + eval + report):
+#   TRAIN_STEPS=200 TRAIN_LR=3e-4 bash bench/gpt2_train_device.sh trainer_tests bench train
 # Binaries may come xz-compressed (devbin/flashbox.xz, devbin/test_gpt2.xz). When a CUDA trainer test
 # fails, the steps after it run without the one-pass LayerNorm backward and the direct dqkv.
 set -u

@@ -9,6 +9,7 @@
           losses (and the final validation loss) with flashbox's JSON log when --flashbox-log is given
   curves  flashbox's loss curve against PyTorch's bf16 and fp32 curves of the same run (the bound)
   bench   tokens/s of a torch.compile'd GPT-2 training step (SDPA, fused AdamW, bf16 autocast)
+          (--profile N: then the CUDA kernels of N more steps by time, torch.profiler)
 
 The model is written here from GPT-2's equations (no transformers needed) with llm.c's parameter
 layout, so a flashbox checkpoint loads into it tensor for tensor.
@@ -208,7 +209,8 @@ def cmd_train(a):
     return 0
 
 
-def cmd_bench(a):
+def bench_step(a):
+    """The benchmarked step: seeded 124M weights, torch.compile, SDPA, fused AdamW, bf16 autocast."""
     torch.backends.cuda.matmul.allow_tf32 = True
     cfg = dict(maxT=1024, V=50257, L=12, NH=12, C=768, Vp=50304)
     g = torch.Generator().manual_seed(0)
@@ -230,6 +232,33 @@ def cmd_bench(a):
         opt.step()
         return loss
 
+    return step
+
+
+def profile_step(step, steps, json_path):
+    """Where the benchmarked step's GPU time goes: torch.profiler's CUDA kernels over a few steps."""
+    from torch.profiler import profile, ProfilerActivity
+    with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    rows = []
+    for e in prof.key_averages():
+        t = getattr(e, "self_device_time_total", 0) or getattr(e, "self_cuda_time_total", 0)
+        if t > 0 and e.device_type == torch.autograd.DeviceType.CUDA:
+            rows.append((t / steps / 1e3, e.count // steps, e.key))
+    rows.sort(reverse=True)
+    total = sum(r[0] for r in rows)
+    print(f"torch step: CUDA kernel time {total:.3f} ms per step over {steps} steps")
+    for ms, n, key in rows[:45]:
+        print(f"  {ms:8.3f} ms {100 * ms / total:5.1f}% x{n:4d}  {key[:110]}")
+    if json_path:
+        json.dump({"kernel_ms_per_step": total, "rows": [{"ms": r[0], "count": r[1], "kernel": r[2]} for r in rows]},
+                  open(json_path, "w"), indent=1)
+
+
+def cmd_bench(a):
+    step = bench_step(a)
     t0 = time.time()
     for _ in range(3):
         step()
@@ -246,6 +275,8 @@ def cmd_bench(a):
     if a.json:
         json.dump({"tokens_per_second": tps, "ms_per_step": dt / a.steps * 1e3, "batch": a.batch, "seqlen": a.seqlen,
                    "steps": a.steps, "compile_seconds": compile_s, "torch": torch.__version__}, open(a.json, "w"))
+    if a.profile > 0:
+        profile_step(step, a.profile, a.profile_json)
     return 0
 
 
@@ -295,6 +326,9 @@ def main():
         s.add_argument("--grad-clip", type=float, default=1.0)
         if name in ("grads", "train"):
             s.add_argument("--weights", required=True)
+        if name == "bench":
+            s.add_argument("--profile", type=int, default=0, help="profile this many steps after the timed ones")
+            s.add_argument("--profile-json")
         if name == "grads":
             s.add_argument("--tokens", required=True)
             s.add_argument("--grads", required=True)

@@ -112,6 +112,8 @@ json run_report(const ReportOptions &options) {
   ctx.quick = options.quick;
   ctx.seed = options.seed;
   ctx.python = options.python;
+  ctx.gpt2_weights = options.gpt2_weights;
+  ctx.gpt2_tokens = options.gpt2_tokens;
   ctx.progress = options.progress;
   ctx.document = &doc;
 

@@ -15,6 +15,9 @@ struct ReportContext {
   bool quick = false;    // smaller sizes (tests)
   unsigned seed = 1234;
   std::string python;  // the Python (with torch) for the peers step; empty: look for one
+  // The gpt2 step on a trained checkpoint instead of seeded weights, on this token shard (llm.c
+  // format; empty: the repository's text).
+  std::string gpt2_weights, gpt2_tokens;
   // Reports progress of long work on the terminal: (what, done, total).
   std::function<void(const std::string &, int, int)> progress = [](const std::string &, int, int) {};
   nlohmann::json *document = nullptr;  // the whole document so far (steps run earlier are readable)

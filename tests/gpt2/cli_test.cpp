@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 
 #include "gpt2/tokens/token_files.hpp"
@@ -123,6 +125,21 @@ TEST(Gpt2Cli, TrainTinyLossFalls) {
   ASSERT_EQ(ev.status, 0) << ev.out;
   const auto j = nlohmann::json::parse(ev.out.substr(ev.out.find('{')));
   EXPECT_LT(j["rows"][0]["loss"].get<double>(), first);
+  // `flashbox report --weights`: the gpt2 step on this checkpoint, with what model_000004.json says.
+  const std::string rep = dir / "report.json";
+  CliRun rp = run("report --steps gpt2 --weights " + (dir / "run/model_000004.bin") + " --tokens " +
+                  (dir / "train.bin") + " --json " + rep);
+  ASSERT_EQ(rp.status, 0) << rp.out;
+  std::ifstream rin(rep);
+  const auto g = nlohmann::json::parse(rin)["steps"]["gpt2"];
+  ASSERT_TRUE(g["measured"].get<bool>()) << g.dump();
+  EXPECT_EQ(g["trained"]["steps"], 4);
+  EXPECT_EQ(g["trained"]["tokens"], 4 * 64);
+  EXPECT_EQ(g["trained"]["data"], "train.bin");
+  EXPECT_EQ(g["trained"]["trained_by"], "flashbox gpt2 train");
+  ASSERT_EQ(g["rows"].size(), 2u) << g.dump();  // CPU naive and blocked (no GPU in CI)
+  EXPECT_EQ(g["rows"][0]["impl"], "naive");
+  EXPECT_LT(std::abs(g["rows"][1]["diff_from_naive"].get<double>()), 1e-4);
   CliRun bad = run("gpt2 train --device cpu --config tiny --train " + (dir / "missing.bin"));
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.out.find("missing.bin"), std::string::npos) << bad.out;

@@ -205,9 +205,26 @@ TEST(CudaTrainer, GradientsMatchTheCpuTrainer) {
   cpu->forward_backward(in.data(), tg.data(), 1.0f);
   const double lc = cpu->mean_loss();
   cpu->get_grads(gc);
-  // Both CUDA paths: fused (cuBLASLt GELU epilogues, bf16 logits) and plain.
-  for (const char *fused : {"1", "0"}) {
-    setenv("FLASHBOX_TRAIN_FUSED", fused, 1);
+  // Every CUDA path: fused (cuBLASLt GELU epilogues, bf16 logits) with the one-pass LayerNorm
+  // backward and without it, plain; and the fused path with the Hopper attention backward (not
+  // deterministic) and tuned products, with the LM head in one chunk.
+  // (qkv_direct: dq, dk, dv written by the attention backward straight into one [M, 3C] buffer.)
+  struct Variant {
+    const char *fused, *ln_fused;
+    bool deterministic;
+    const char *tune, *head_rows, *qkv_direct;
+  };
+  for (const Variant v :
+       {Variant{"1", "1", true, "0", "64", "1"}, Variant{"1", "0", true, "0", "4096", "0"},
+        Variant{"0", "0", true, "0", "4096", "0"}, Variant{"1", "1", false, "1", "65536", "1"}}) {
+    setenv("FLASHBOX_TRAIN_QKV_DIRECT", v.qkv_direct, 1);
+    setenv("FLASHBOX_TRAIN_FUSED", v.fused, 1);
+    setenv("FLASHBOX_TRAIN_LN_FUSED", v.ln_fused, 1);
+    setenv("FLASHBOX_TRAIN_GEMM_TUNE", v.tune, 1);
+    setenv("FLASHBOX_TRAIN_HEAD_ROWS", v.head_rows, 1);
+    shape.deterministic = v.deterministic;
+    const std::string what = std::string(" fused ") + v.fused + " ln_fused " + v.ln_fused + " deterministic " +
+                             (v.deterministic ? "1" : "0") + " tune " + v.tune + " qkv_direct " + v.qkv_direct;
     for (flashbox_impl impl : {FLASHBOX_FLASH, FLASHBOX_NAIVE}) {
       shape.attention = impl;
       auto gpu = make_cuda_trainer(w, shape);
@@ -215,13 +232,15 @@ TEST(CudaTrainer, GradientsMatchTheCpuTrainer) {
       gpu->forward_backward(in.data(), tg.data(), 1.0f);
       const double lg = gpu->mean_loss();
       gpu->get_grads(gg);
-      EXPECT_NEAR(lg, lc, 2e-3 * lc) << flashbox_impl_name(impl) << " fused " << fused;
+      EXPECT_NEAR(lg, lc, 2e-3 * lc) << flashbox_impl_name(impl) << what;
       for (int i = 0; i < kParamCount; ++i)
         EXPECT_LT(rel_err(gg.tensor(Param(i)), gc.tensor(Param(i))), 2e-2)
-            << param_name(Param(i)) << " " << flashbox_impl_name(impl) << " fused " << fused;
+            << param_name(Param(i)) << " " << flashbox_impl_name(impl) << what;
     }
   }
-  unsetenv("FLASHBOX_TRAIN_FUSED");
+  for (const char *e : {"FLASHBOX_TRAIN_FUSED", "FLASHBOX_TRAIN_LN_FUSED", "FLASHBOX_TRAIN_GEMM_TUNE",
+                        "FLASHBOX_TRAIN_HEAD_ROWS", "FLASHBOX_TRAIN_QKV_DIRECT"})
+    unsetenv(e);
 }
 
 TEST(CudaTrainer, DeterministicGivenTheSeed) {

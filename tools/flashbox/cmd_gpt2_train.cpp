@@ -52,10 +52,16 @@ void setup(CLI::App &app) {
   t->add_option("--seed", o.seed, "seed of the initial weights")->capture_default_str();
   t->add_option("--train", o.train_tokens, "training token shard (llm.c format)")->required();
   t->add_option("--val", o.val_tokens, "validation token shard");
+  t->add_option("--data-label", o.data_label,
+                "what the training shard holds, written into each checkpoint's model_N.json (default: its file name)");
   t->add_option("--device", cli->device, "cpu or cuda (default: cuda when present)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   t->add_option("--attention", cli->attention, "forward attention: flash (blocked on the CPU) or naive")
       ->check(CLI::IsMember({"naive", "flash"}))
+      ->capture_default_str();
+  t->add_option("--deterministic", o.shape.deterministic,
+                 "1: bit-reproducible runs (attention backward with a fixed dQ order); 0: the faster "
+                 "Hopper attention backward (dQ summed by atomics)")
       ->capture_default_str();
   t->add_option("--batch", o.shape.batch, "windows per micro-batch")->check(CLI::PositiveNumber)->capture_default_str();
   t->add_option("--seqlen", o.shape.seqlen, "window length")->check(CLI::PositiveNumber)->capture_default_str();

@@ -21,6 +21,7 @@ struct ReportCliOptions {
   std::vector<std::string> steps;
   unsigned seed = 1234;
   std::string python;
+  std::string weights, tokens;
 };
 
 void run(const ReportCliOptions &o) {
@@ -32,6 +33,8 @@ void run(const ReportCliOptions &o) {
   options.merge_files = o.merge_files;
   options.only_steps = o.steps;
   options.python = o.python;
+  options.gpt2_weights = o.weights;
+  options.gpt2_tokens = o.tokens;
   options.on_step_start = [&](const std::string &name, int index, int count) {
     progress.finish();
     fmt::print(stderr, "[{}/{}] {} ...{}", index, count, name, tty ? "\n" : "");
@@ -85,6 +88,12 @@ void setup(CLI::App &app) {
                   "Python with PyTorch for the peers step (SDPA on the same shapes); default $FLASHBOX_PYTHON, "
                   "else python3 or python on PATH");
   cmd->add_option("--seed", o->seed, "seed of every random input")->capture_default_str();
+  cmd->add_option("--weights", o->weights,
+                  "the gpt2 step on this trained checkpoint (llm.c .bin or safetensors) instead of seeded weights; "
+                  "its model_N.json from `flashbox gpt2 train`, if beside it, says what it was trained on")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--tokens", o->tokens, "held-out token shard (llm.c format) for --weights' gpt2 step")
+      ->check(CLI::ExistingFile);
   cmd->callback([o] { run(*o); });
 }
 

@@ -149,11 +149,20 @@ function renderGpt2(gpt2) {
     out.replaceChildren(notMeasured(gpt2 ? gpt2.reason : 'the report has no gpt2 step'));
     return;
   }
-  $('gpt2-config').textContent = `The same weights (${gpt2.weights}, config ${gpt2.config}) on the same ` +
+  let config = `The same weights (${gpt2.weights}, config ${gpt2.config}) on the same ` +
     `${fmtInt(gpt2.tokens)} tokens, sequence length ${fmtInt(gpt2.seqlen)}; only the attention function changes.`;
+  if (gpt2.cpu_tokens) config += ` The CPU rows use the first ${fmtInt(gpt2.cpu_tokens)} of them.`;
+  const t = gpt2.trained;
+  if (t) {
+    const val = t.validation ? `, validation loss ${Number(t.validation.loss).toFixed(4)} on ` +
+      `${fmtInt(t.validation.tokens)} held-out tokens` : '';
+    config += ` This model was trained from scratch by ${t.trained_by} (${t.device}) on ${t.data}: ` +
+      `${fmtInt(t.tokens)} tokens in ${fmtInt(t.steps)} steps of ${fmtInt(t.tokens_per_step)}${val}.`;
+  }
+  $('gpt2-config').textContent = config;
   const rows = gpt2.rows.map((r, i) => {
     const p = `steps.gpt2.rows.${i}`;
-    return h('tr', {}, h('td', {}, r.impl), h('td', {}, r.device),
+    return h('tr', {}, h('td', {}, r.impl), h('td', {}, r.tokens ? `${r.device} (${fmtInt(r.tokens)} tokens)` : r.device),
       h('td', { class: 'n', dataset: { value: r.loss, path: `${p}.loss` } }, r.loss.toFixed(5)),
       h('td', { class: 'n', dataset: { value: r.diff_from_naive, path: `${p}.diff_from_naive` } },
         r.diff_from_naive === 0 ? '0' : r.diff_from_naive.toExponential(1)),

@@ -17,10 +17,15 @@
 // them, GELU and its derivative as cuBLASLt epilogues of the MLP products (the pre-activation kept as
 // the epilogue's aux matrix), dx's bf16 copy made in the pass that sums it for the bias gradient, and
 // the qkv products run per part on dq, dk, dv instead of interleaving them first.
+// Also on the fused path: LayerNorm's backward in one pass that makes dx's bf16 copy and the bias
+// gradient of the projection below (layernorm_backward.cu), and the attention backward writing dq, dk,
+// dv straight into one [M, 3C] buffer for single qkv products.
 // FLASHBOX_TRAIN_FUSED=0 runs the plain path (fp32 logits, separate GELU kernels).
+// --deterministic 0 (TrainerShape::deterministic): the Hopper attention backward (atomic dQ sums) and
+// tuned cuBLASLt algorithms. FLASHBOX_TRAIN_PROFILE=1 prints where a step's time goes (phase_clock.cuh).
 // Backward in reverse with fp32 dx for the residual stream, bf16 copies of it for the products;
-// attention through flashbox_attention_backward (deterministic), whose dq, dk, dv (separate buffers:
-// the API wants outputs disjoint) are interleaved back into the [M, 3C] layout of qkv.
+// attention through flashbox_attention_backward (deterministic unless --deterministic 0); on the plain
+// path its dq, dk, dv land in separate buffers and are interleaved back into the [M, 3C] layout.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <string>
@@ -34,6 +39,7 @@
 #include "gpt2/cuda/cuda_check.hpp"
 #include "gpt2/model/attention_call.hpp"
 #include "gpt2/train/lt_gemm.hpp"
+#include "gpt2/train/phase_clock.cuh"
 #include "gpt2/train/train_kernels.cuh"
 #include "gpt2/train/trainer.hpp"
 
@@ -42,7 +48,10 @@ namespace {
 
 using train::bf16;
 
-constexpr int64_t kHeadRows = 4096;  // rows of logits alive at once
+// Rows of logits alive at once (FLASHBOX_TRAIN_HEAD_ROWS overrides): 16,384 rows of bf16 logits are
+// 1.6 GB; with tuned products the head's three products took 4.49 ms for a B 16 x T 1024 batch in one
+// chunk against 4.84 in four of 4,096 (H200, bench/results/gpt2_train_2026-12-01/call3).
+constexpr int64_t kHeadRows = 16384;
 
 class Buf {
  public:
@@ -100,12 +109,14 @@ class CudaTrainer final : public Gpt2Trainer {
   CudaTrainer(const Gpt2Weights &init, const TrainerShape &shape);
   ~CudaTrainer() override {
     cudaDeviceSynchronize();
+    if (clock_.on()) std::fputs(clock_.report().c_str(), stderr);
     cudaEventDestroy(staged_);
   }
   void forward_backward(const int32_t *inputs, const int32_t *targets, float grad_scale) override;
   double mean_loss() override;
   double eval_loss(const int32_t *inputs, const int32_t *targets) override;
   void zero_grad() override {
+    clock_.mark("zero grad");
     GPT2_CUDA(cudaMemsetAsync(grad_.as<void>(), 0, size_t(total_) * 4, nullptr));
     GPT2_CUDA(cudaMemsetAsync(loss_acc_.as<void>(), 0, 8, nullptr));
     micro_ = 0;
@@ -148,12 +159,21 @@ class CudaTrainer final : public Gpt2Trainer {
   PinnedBuf staging_;             // inputs, targets, order, starts, uniq: 5 x (M + 1) ids
   cudaEvent_t staged_ = nullptr;  // the last upload from staging_ has been done
   int n_unique_ = 0;
+  std::vector<int32_t> order_, bucket_;  // set_batch's counting sort
+  int64_t head_rows_ = kHeadRows;
   int64_t micro_ = 0;
   // The fused path (default; FLASHBOX_TRAIN_FUSED=0 turns it off): GELU in the MLP products'
   // cuBLASLt epilogues, bf16 logits with the gradient written over them, and the bf16 copy of dx
   // made in the same pass as its column sum.
   bool fused_ = true;
+  // On the fused path: LayerNorm's backward in one kernel that also makes dx's bf16 copy and the
+  // bias gradient below it (FLASHBOX_TRAIN_LN_FUSED=0 turns it off).
+  bool ln_fused_ = true;
+  // On the fused path: the attention backward writes dq, dk, dv into one [M, 3C] buffer, so the qkv
+  // products run once on all three (FLASHBOX_TRAIN_QKV_DIRECT=0: three products per part).
+  bool qkv_direct_ = true;
   train::LtGemm lt_;
+  train::PhaseClock clock_{std::getenv("FLASHBOX_TRAIN_PROFILE") != nullptr};
 };
 
 CudaTrainer::CudaTrainer(const Gpt2Weights &init, const TrainerShape &shape) : c_(init.config()), s_(shape) {
@@ -166,6 +186,15 @@ CudaTrainer::CudaTrainer(const Gpt2Weights &init, const TrainerShape &shape) : c
   Vp_ = (c_.vocab_size + 127) / 128 * 128;
   M_ = B * T;
   if (const char *e = std::getenv("FLASHBOX_TRAIN_FUSED")) fused_ = std::string(e) != "0";
+  if (const char *e = std::getenv("FLASHBOX_TRAIN_LN_FUSED")) ln_fused_ = std::string(e) != "0";
+  ln_fused_ = ln_fused_ && fused_;
+  if (const char *e = std::getenv("FLASHBOX_TRAIN_QKV_DIRECT")) qkv_direct_ = std::string(e) != "0";
+  qkv_direct_ = qkv_direct_ && fused_;
+  if (const char *e = std::getenv("FLASHBOX_TRAIN_HEAD_ROWS")) head_rows_ = std::max<int64_t>(1, std::atoll(e));
+  head_rows_ = std::min(M_, head_rows_);
+  // Tuned products only where runs need not repeat bit for bit (the winner can differ between runs).
+  lt_.set_tuning(!s_.deterministic);
+  if (const char *e = std::getenv("FLASHBOX_TRAIN_GEMM_TUNE")) lt_.set_tuning(std::string(e) != "0");
   for (int i = 0; i < kParamCount; ++i) {
     const ParamShape ps = param_shape(c_, Param(i));
     const int64_t n = Param(i) == Param::Wte ? Vp_ * C : ps.numel() * (ps.per_layer ? L : 1);
@@ -201,7 +230,7 @@ CudaTrainer::CudaTrainer(const Gpt2Weights &init, const TrainerShape &shape) : c
   inputs_ = Buf(size_t(M_) * 4);
   targets_ = Buf(size_t(M_) * 4);
   losses_ = Buf(size_t(M_) * 4);
-  const int64_t head_rows = std::min(M_, kHeadRows);
+  const int64_t head_rows = head_rows_;
   if (!fused_) logits_ = Buf(size_t(head_rows * Vp_) * 4);
   dlogits_ = Buf(size_t(head_rows * Vp_) * 2);
   dx_ = Buf(MC * 4);
@@ -209,11 +238,14 @@ CudaTrainer::CudaTrainer(const Gpt2Weights &init, const TrainerShape &shape) : c
   dln_ = Buf(MC * 4);
   dfc_ = Buf(4 * MC * 2);
   datt_ = Buf(MC * 2);
-  dq_ = Buf(MC * 2);
-  dk_ = Buf(MC * 2);
-  dv_ = Buf(MC * 2);
-  if (!fused_) dqkv_ = Buf(3 * MC * 2);
-  scratch_ = Buf(size_t(train::colsum_scratch_bytes(M_, 4 * C)));
+  if (!qkv_direct_) {
+    dq_ = Buf(MC * 2);
+    dk_ = Buf(MC * 2);
+    dv_ = Buf(MC * 2);
+  }
+  if (!fused_ || qkv_direct_) dqkv_ = Buf(3 * MC * 2);
+  scratch_ = Buf(size_t(
+      std::max(train::colsum_scratch_bytes(M_, 4 * C), train::layernorm_backward_fused_scratch_bytes(M_, int(C)))));
   norm_partial_ = Buf(1024 * 4);
   norm_out_ = Buf(8);
   emb_order_ = Buf(size_t(M_) * 4);
@@ -248,10 +280,15 @@ void CudaTrainer::set_batch(const int32_t *inputs, const int32_t *targets, bool 
       throw Gpt2Error("token id " + std::to_string(std::min(inputs[i], targets[i])) + " at position " +
                       std::to_string(i) + " is outside the vocabulary");
   // Positions grouped by token, ascending within each group: the embedding gradient sums them in
-  // this fixed order. Built while the GPU still works on the previous micro-batch.
-  std::vector<int32_t> order(static_cast<size_t>(M_));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return inputs[a] < inputs[b]; });
+  // this fixed order. A counting sort (stable; O(M + V), a comparison sort of 16k positions took over
+  // a millisecond, long enough for the GPU to wait), built while the GPU still works on the
+  // previous micro-batch.
+  std::vector<int32_t> &order = order_;
+  order.resize(size_t(M_));
+  bucket_.assign(size_t(c_.vocab_size) + 1, 0);
+  for (int64_t i = 0; i < M_; ++i) ++bucket_[size_t(inputs[i]) + 1];
+  for (size_t v = 1; v < bucket_.size(); ++v) bucket_[v] += bucket_[v - 1];
+  for (int64_t i = 0; i < M_; ++i) order[size_t(bucket_[size_t(inputs[i])]++)] = int32_t(i);
   GPT2_CUDA(cudaEventSynchronize(staged_));  // the previous upload has left the staging buffer
   const size_t n = size_t(M_), stride = n + 1;
   int32_t *st = staging_.ints();
@@ -281,23 +318,33 @@ void CudaTrainer::set_batch(const int32_t *inputs, const int32_t *targets, bool 
 double CudaTrainer::run(bool with_grad, float grad_scale) {
   const int64_t C = c_.n_embd, M = M_;
   const int L = c_.n_layer, B = s_.batch, T = s_.seqlen;
+  auto mark = [&](const char *name) {
+    if (with_grad) clock_.mark(name);
+  };
+  mark("fwd embedding");
   train::embedding_forward(inputs_.as<int32_t>(), pf(Param::Wte), pf(Param::Wpe), layer_[0].x.as<float>(), M, T,
                            int(C));
   for (int l = 0; l < L; ++l) {
     LayerActs &a = layer_[size_t(l)];
     float *x_next = l + 1 < L ? layer_[size_t(l) + 1].x.as<float>() : x_final_.as<float>();
+    mark("fwd layernorm");
     train::layernorm_forward(a.x.as<float>(), pf(Param::Ln1W, l), pf(Param::Ln1B, l), a.ln1.as<bf16>(),
                              a.mean1.as<float>(), a.rstd1.as<float>(), M, int(C));
+    mark("fwd qkv gemm");
     lt_.forward(a.ln1.as<bf16>(), pb(Param::QkvW, l), a.qkv.as<void>(), CUDA_R_16BF, M, 3 * C, C, pb(Param::QkvB, l),
                 nullptr);
     flashbox_attention_args att = qkv_attention_args(FLASHBOX_CUDA, FLASHBOX_BFLOAT16, s_.attention, a.qkv.as<void>(),
                                                      a.att.as<void>(), B, T, c_.n_head, int(C));
     att.lse = a.lse.as<float>();
+    mark("fwd attention");
     call_attention(att);
+    mark("fwd attn proj gemm");
     lt_.forward(a.att.as<bf16>(), pb(Param::AttnProjW, l), a.xm.as<void>(), CUDA_R_32F, M, C, C,
                 pf(Param::AttnProjB, l), a.x.as<float>());
+    mark("fwd layernorm");
     train::layernorm_forward(a.xm.as<float>(), pf(Param::Ln2W, l), pf(Param::Ln2B, l), a.ln2.as<bf16>(),
                              a.mean2.as<float>(), a.rstd2.as<float>(), M, int(C));
+    mark("fwd fc gemm+gelu");
     if (fused_) {
       lt_.forward_gelu(a.ln2.as<bf16>(), pb(Param::FcW, l), a.g.as<bf16>(), a.h.as<bf16>(), M, 4 * C, C,
                        pb(Param::FcB, l));
@@ -306,20 +353,24 @@ double CudaTrainer::run(bool with_grad, float grad_scale) {
                   nullptr);
       train::gelu_forward(a.h.as<bf16>(), a.g.as<bf16>(), M * 4 * C);
     }
+    mark("fwd fc proj gemm");
     lt_.forward(a.g.as<bf16>(), pb(Param::FcProjW, l), x_next, CUDA_R_32F, M, C, 4 * C, pf(Param::FcProjB, l),
                 a.xm.as<float>());
   }
+  mark("fwd layernorm");
   train::layernorm_forward(x_final_.as<float>(), pf(Param::LnfW), pf(Param::LnfB), lnf_.as<bf16>(), meanf_.as<float>(),
                            rstdf_.as<float>(), M, int(C));
 
   // LM head and loss, chunk by chunk; with gradients, dlnf lands in dln_.
-  const int64_t head_rows = std::min(M, kHeadRows);
+  const int64_t head_rows = head_rows_;
   const float row_scale = grad_scale / float(M);
   for (int64_t r0 = 0; r0 < M; r0 += head_rows) {
     const int64_t R = std::min(head_rows, M - r0);
     const bf16 *lnf = lnf_.as<bf16>() + r0 * C;
+    mark("head logits gemm");
     if (fused_) {
       lt_.forward(lnf, pb(Param::Wte), dlogits_.as<void>(), CUDA_R_16BF, R, Vp_, C, nullptr, nullptr);
+      mark("head cross-entropy");
       train::cross_entropy_inplace(dlogits_.as<bf16>(), Vp_, c_.vocab_size, targets_.as<int32_t>() + r0, R,
                                    losses_.as<float>() + r0, with_grad, row_scale);
     } else {
@@ -328,24 +379,42 @@ double CudaTrainer::run(bool with_grad, float grad_scale) {
                            losses_.as<float>() + r0, with_grad ? dlogits_.as<bf16>() : nullptr, row_scale);
     }
     if (!with_grad) continue;
+    mark("head dlnf gemm");
     lt_.input_grad(dlogits_.as<bf16>(), pb(Param::Wte), dln_.as<float>() + r0 * C, CUDA_R_32F, R, Vp_, C);
+    mark("head dwte gemm");
     lt_.weight_grad(dlogits_.as<bf16>(), lnf, gf(Param::Wte), R, Vp_, C);
   }
   std::vector<float> losses(static_cast<size_t>(with_grad ? 0 : M));
   if (with_grad) {
     float *dx = dx_.as<float>();
-    GPT2_CUDA(cudaMemsetAsync(dx, 0, size_t(M * C) * 4, nullptr));
-    train::layernorm_backward_dx(dln_.as<float>(), x_final_.as<float>(), meanf_.as<float>(), rstdf_.as<float>(),
-                                 pf(Param::LnfW), dx, M, int(C));
-    train::layernorm_backward_params(dln_.as<float>(), x_final_.as<float>(), meanf_.as<float>(), rstdf_.as<float>(),
-                                     gf(Param::LnfW), gf(Param::LnfB), M, int(C), scratch_.as<float>(), fused_);
     bf16 *dres = dres_.as<bf16>();
+    if (ln_fused_) {
+      // dx = LN_f's input gradient; its bf16 copy and the last MLP projection's bias gradient with it.
+      mark("bwd layernorm fused");
+      train::layernorm_backward_fused(dln_.as<float>(), x_final_.as<float>(), meanf_.as<float>(), rstdf_.as<float>(),
+                                      pf(Param::LnfW), dx, false, gf(Param::LnfW), gf(Param::LnfB), dres,
+                                      gf(Param::FcProjB, L - 1), M, int(C), scratch_.as<float>());
+    } else {
+      mark("bwd layernorm dx");
+      GPT2_CUDA(cudaMemsetAsync(dx, 0, size_t(M * C) * 4, nullptr));
+      train::layernorm_backward_dx(dln_.as<float>(), x_final_.as<float>(), meanf_.as<float>(), rstdf_.as<float>(),
+                                   pf(Param::LnfW), dx, M, int(C));
+      mark("bwd layernorm params");
+      train::layernorm_backward_params(dln_.as<float>(), x_final_.as<float>(), meanf_.as<float>(),
+                                       rstdf_.as<float>(), gf(Param::LnfW), gf(Param::LnfB), M, int(C),
+                                       scratch_.as<float>(), fused_);
+    }
     for (int l = L - 1; l >= 0; --l) {
       LayerActs &a = layer_[size_t(l)];
       // MLP projection: x_{l+1} = xm + g Wfp^T + b.
       if (fused_) {
-        train::to_bf16_colsum_add(dx, dres, gf(Param::FcProjB, l), M, C, scratch_.as<float>());
+        if (!ln_fused_) {  // else the LayerNorm backward above made dres and this bias gradient
+          mark("bwd dx bf16+bias grad");
+          train::to_bf16_colsum_add(dx, dres, gf(Param::FcProjB, l), M, C, scratch_.as<float>());
+        }
+        mark("bwd fc proj dgrad+dgelu");
         lt_.input_grad_dgelu(dres, pb(Param::FcProjW, l), dfc_.as<bf16>(), a.h.as<bf16>(), M, C, 4 * C);
+        mark("bwd fc proj wgrad");
         lt_.weight_grad(dres, a.g.as<bf16>(), gf(Param::FcProjW, l), M, C, 4 * C);
       } else {
         train::to_bf16(dx, dres, M * C);
@@ -355,21 +424,40 @@ double CudaTrainer::run(bool with_grad, float grad_scale) {
         train::gelu_backward(a.h.as<bf16>(), dfc_.as<bf16>(), M * 4 * C);
       }
       // MLP input: h = ln2 Wfc^T + b.
+      mark("bwd fc dgrad");
       lt_.input_grad(dfc_.as<bf16>(), pb(Param::FcW, l), dln_.as<void>(), CUDA_R_32F, M, 4 * C, C);
+      mark("bwd fc wgrad");
       lt_.weight_grad(dfc_.as<bf16>(), a.ln2.as<bf16>(), gf(Param::FcW, l), M, 4 * C, C);
+      mark("bwd fc bias grad");
       train::colsum_add(dfc_.as<bf16>(), gf(Param::FcB, l), M, 4 * C, scratch_.as<float>(), fused_);
-      train::layernorm_backward_dx(dln_.as<float>(), a.xm.as<float>(), a.mean2.as<float>(), a.rstd2.as<float>(),
-                                   pf(Param::Ln2W, l), dx, M, int(C));
-      train::layernorm_backward_params(dln_.as<float>(), a.xm.as<float>(), a.mean2.as<float>(), a.rstd2.as<float>(),
-                                       gf(Param::Ln2W, l), gf(Param::Ln2B, l), M, int(C), scratch_.as<float>(), fused_);
-      // Attention projection: xm = x + att Wp^T + b.
-      if (fused_) {
-        train::to_bf16_colsum_add(dx, dres, gf(Param::AttnProjB, l), M, C, scratch_.as<float>());
+      if (ln_fused_) {
+        mark("bwd layernorm fused");
+        train::layernorm_backward_fused(dln_.as<float>(), a.xm.as<float>(), a.mean2.as<float>(), a.rstd2.as<float>(),
+                                        pf(Param::Ln2W, l), dx, true, gf(Param::Ln2W, l), gf(Param::Ln2B, l), dres,
+                                        gf(Param::AttnProjB, l), M, int(C), scratch_.as<float>());
       } else {
-        train::to_bf16(dx, dres, M * C);
-        train::colsum_add(dx, gf(Param::AttnProjB, l), M, C, scratch_.as<float>(), fused_);
+        mark("bwd layernorm dx");
+        train::layernorm_backward_dx(dln_.as<float>(), a.xm.as<float>(), a.mean2.as<float>(), a.rstd2.as<float>(),
+                                     pf(Param::Ln2W, l), dx, M, int(C));
+        mark("bwd layernorm params");
+        train::layernorm_backward_params(dln_.as<float>(), a.xm.as<float>(), a.mean2.as<float>(),
+                                         a.rstd2.as<float>(), gf(Param::Ln2W, l), gf(Param::Ln2B, l), M, int(C),
+                                         scratch_.as<float>(), fused_);
       }
+      // Attention projection: xm = x + att Wp^T + b (with ln_fused_, dres and the bias gradient are
+      // already made by the LayerNorm backward above).
+      if (!ln_fused_) {
+        mark("bwd dx bf16+bias grad");
+        if (fused_) {
+          train::to_bf16_colsum_add(dx, dres, gf(Param::AttnProjB, l), M, C, scratch_.as<float>());
+        } else {
+          train::to_bf16(dx, dres, M * C);
+          train::colsum_add(dx, gf(Param::AttnProjB, l), M, C, scratch_.as<float>(), fused_);
+        }
+      }
+      mark("bwd attn proj dgrad");
       lt_.input_grad(dres, pb(Param::AttnProjW, l), datt_.as<void>(), CUDA_R_16BF, M, C, C);
+      mark("bwd attn proj wgrad");
       lt_.weight_grad(dres, a.att.as<bf16>(), gf(Param::AttnProjW, l), M, C, C);
       // Attention.
       flashbox_attention_grad_args g{};
@@ -377,25 +465,49 @@ double CudaTrainer::run(bool with_grad, float grad_scale) {
                                  T, c_.n_head, int(C));
       g.fwd.lse = a.lse.as<float>();
       g.dout = datt_.as<void>();
-      g.dq = dq_.as<void>();
-      g.dk = dk_.as<void>();
-      g.dv = dv_.as<void>();
       for (int64_t *st : {g.dout_stride, g.dq_stride, g.dk_stride, g.dv_stride}) {
         st[0] = int64_t(T) * C;
         st[1] = C;
         st[2] = c_.head_dim();
       }
-      g.deterministic = 1;
+      if (qkv_direct_) {
+        // dq, dk, dv straight into the [M, 3C] layout of qkv: disjoint element by element, which is
+        // all the API asks of the gradients.
+        bf16 *d = dqkv_.as<bf16>();
+        g.dq = d;
+        g.dk = d + C;
+        g.dv = d + 2 * C;
+        for (int64_t *st : {g.dq_stride, g.dk_stride, g.dv_stride}) {
+          st[0] = int64_t(T) * 3 * C;
+          st[1] = 3 * C;
+        }
+      } else {
+        g.dq = dq_.as<void>();
+        g.dk = dk_.as<void>();
+        g.dv = dv_.as<void>();
+      }
+      g.deterministic = s_.deterministic ? 1 : 0;
+      mark("bwd attention");
       if (const int rc = flashbox_attention_backward(&g); rc != FLASHBOX_OK)
         throw Gpt2Error("attention backward failed (code " + std::to_string(rc) + "): " + flashbox_last_error());
       // QKV projection: qkv = ln1 Wqkv^T + b.
-      if (fused_) {
+      if (qkv_direct_) {
+        mark("bwd qkv dgrad");
+        lt_.input_grad(dqkv_.as<bf16>(), pb(Param::QkvW, l), dln_.as<void>(), CUDA_R_32F, M, 3 * C, C);
+        mark("bwd qkv wgrad");
+        lt_.weight_grad(dqkv_.as<bf16>(), a.ln1.as<bf16>(), gf(Param::QkvW, l), M, 3 * C, C);
+        mark("bwd qkv bias grad");
+        train::colsum_add(dqkv_.as<bf16>(), gf(Param::QkvB, l), M, 3 * C, scratch_.as<float>(), fused_);
+      } else if (fused_) {
         // One product per part on the q, k and v row blocks of Wqkv: no interleaving copy.
         const bf16 *part[3] = {dq_.as<bf16>(), dk_.as<bf16>(), dv_.as<bf16>()};
         for (int j = 0; j < 3; ++j) {
+          mark("bwd qkv dgrad");
           lt_.input_grad(part[j], pb(Param::QkvW, l) + j * C * C, dln_.as<void>(), CUDA_R_32F, M, C, C,
                          j ? 1.0f : 0.0f);
+          mark("bwd qkv wgrad");
           lt_.weight_grad(part[j], a.ln1.as<bf16>(), gf(Param::QkvW, l) + j * C * C, M, C, C);
+          mark("bwd qkv bias grad");
           train::colsum_add(part[j], gf(Param::QkvB, l) + j * C, M, C, scratch_.as<float>(), fused_);
         }
       } else {
@@ -404,17 +516,30 @@ double CudaTrainer::run(bool with_grad, float grad_scale) {
         lt_.weight_grad(dqkv_.as<bf16>(), a.ln1.as<bf16>(), gf(Param::QkvW, l), M, 3 * C, C);
         train::colsum_add(dqkv_.as<bf16>(), gf(Param::QkvB, l), M, 3 * C, scratch_.as<float>(), fused_);
       }
-      train::layernorm_backward_dx(dln_.as<float>(), a.x.as<float>(), a.mean1.as<float>(), a.rstd1.as<float>(),
-                                   pf(Param::Ln1W, l), dx, M, int(C));
-      train::layernorm_backward_params(dln_.as<float>(), a.x.as<float>(), a.mean1.as<float>(), a.rstd1.as<float>(),
-                                       gf(Param::Ln1W, l), gf(Param::Ln1B, l), M, int(C), scratch_.as<float>(), fused_);
+      if (ln_fused_) {
+        mark("bwd layernorm fused");
+        train::layernorm_backward_fused(dln_.as<float>(), a.x.as<float>(), a.mean1.as<float>(), a.rstd1.as<float>(),
+                                        pf(Param::Ln1W, l), dx, true, gf(Param::Ln1W, l), gf(Param::Ln1B, l),
+                                        l > 0 ? dres : nullptr, l > 0 ? gf(Param::FcProjB, l - 1) : nullptr, M,
+                                        int(C), scratch_.as<float>());
+      } else {
+        mark("bwd layernorm dx");
+        train::layernorm_backward_dx(dln_.as<float>(), a.x.as<float>(), a.mean1.as<float>(), a.rstd1.as<float>(),
+                                     pf(Param::Ln1W, l), dx, M, int(C));
+        mark("bwd layernorm params");
+        train::layernorm_backward_params(dln_.as<float>(), a.x.as<float>(), a.mean1.as<float>(), a.rstd1.as<float>(),
+                                         gf(Param::Ln1W, l), gf(Param::Ln1B, l), M, int(C), scratch_.as<float>(),
+                                         fused_);
+      }
     }
+    mark("bwd embedding");
     train::embedding_backward_wte(dx, emb_order_.as<int32_t>(), emb_starts_.as<int32_t>(), emb_uniq_.as<int32_t>(),
                                   n_unique_, gf(Param::Wte), int(C));
     train::embedding_backward_wpe(dx, gf(Param::Wpe), B, T, int(C));
   }
   GPT2_CUDA(cudaGetLastError());
   if (with_grad) {
+    mark("loss sum");
     train::mean_add(losses_.as<float>(), M, loss_acc_.as<double>());
     return 0.0;
   }
@@ -425,12 +550,14 @@ double CudaTrainer::run(bool with_grad, float grad_scale) {
 }
 
 void CudaTrainer::forward_backward(const int32_t *inputs, const int32_t *targets, float grad_scale) {
+  clock_.mark("host batch upload");
   set_batch(inputs, targets, true);
   run(true, grad_scale);
   ++micro_;
 }
 
 double CudaTrainer::mean_loss() {
+  clock_.mark("loss read (sync)");
   double acc = 0.0;
   GPT2_CUDA(cudaMemcpy(&acc, loss_acc_.as<void>(), 8, cudaMemcpyDeviceToHost));
   return micro_ ? acc / double(micro_) : 0.0;
@@ -442,6 +569,7 @@ double CudaTrainer::eval_loss(const int32_t *inputs, const int32_t *targets) {
 }
 
 double CudaTrainer::grad_norm() {
+  clock_.mark("grad norm");
   train::sum_squares(grad_.as<float>(), total_, norm_partial_.as<float>(), norm_out_.as<double>());
   double ss = 0.0;
   GPT2_CUDA(cudaMemcpy(&ss, norm_out_.as<void>(), 8, cudaMemcpyDeviceToHost));
@@ -449,6 +577,7 @@ double CudaTrainer::grad_norm() {
 }
 
 void CudaTrainer::adam_step(const AdamW &opt, float lr, float grad_mult, int64_t t) {
+  clock_.mark("adamw");
   const float bias1 = 1.0f - std::pow(opt.beta1, float(t)), bias2 = 1.0f - std::pow(opt.beta2, float(t));
   for (int i = 0; i < kParamCount; ++i) {
     const int64_t o = offset_[size_t(i)], n = offset_[size_t(i) + 1] - o;
@@ -457,6 +586,7 @@ void CudaTrainer::adam_step(const AdamW &opt, float lr, float grad_mult, int64_t
                  grad_mult, bias1, bias2);
   }
   GPT2_CUDA(cudaGetLastError());
+  clock_.end_step();
 }
 
 }  // namespace

@@ -24,10 +24,52 @@ LtGemm::~LtGemm() {
     cublasLtMatmulDescDestroy(p.desc);
   }
   cudaFree(workspace_);
+  cudaFree(tune_scratch_);
   cublasLtDestroy(handle_);
 }
 
-LtGemm::Plan &LtGemm::plan(const Key &key) {
+cublasLtMatmulAlgo_t LtGemm::tuned(const Plan &p, const cublasLtMatmulHeuristicResult_t *cands, int n,
+                                   size_t d_bytes, const Operands &ops) {
+  if (n == 1) return cands[0].algo;
+  // Scratch for D and C: 2 x d_bytes, grown as needed, zeroed (beta x garbage could be NaN).
+  if (tune_scratch_bytes_ < 2 * d_bytes) {
+    GPT2_CUDA(cudaDeviceSynchronize());
+    cudaFree(tune_scratch_);
+    tune_scratch_ = nullptr;
+    tune_scratch_bytes_ = 0;
+    GPT2_CUDA(cudaMalloc(&tune_scratch_, 2 * d_bytes));
+    tune_scratch_bytes_ = 2 * d_bytes;
+  }
+  GPT2_CUDA(cudaMemsetAsync(tune_scratch_, 0, 2 * d_bytes, nullptr));
+  void *D = tune_scratch_;
+  const void *C = static_cast<char *>(tune_scratch_) + d_bytes;
+  cudaEvent_t start, stop;
+  GPT2_CUDA(cudaEventCreate(&start));
+  GPT2_CUDA(cudaEventCreate(&stop));
+  const float alpha = 1.0f;
+  float best_ms = 0.0f;
+  int best = 0;
+  for (int i = 0; i < n; ++i) {
+    auto launch = [&] {
+      return cublasLtMatmul(handle_, p.desc, &alpha, ops.A, p.a, ops.B, p.b, &ops.beta, C, p.d, D, p.d,
+                            &cands[i].algo, workspace_, workspace_bytes_, nullptr);
+    };
+    if (launch() != CUBLAS_STATUS_SUCCESS) continue;  // warm-up; a candidate that fails is skipped
+    GPT2_CUDA(cudaEventRecord(start, nullptr));
+    constexpr int kReps = 4;
+    for (int r = 0; r < kReps; ++r) launch();
+    GPT2_CUDA(cudaEventRecord(stop, nullptr));
+    GPT2_CUDA(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    GPT2_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    if (i == 0 || ms < best_ms) best_ms = ms, best = i;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return cands[best].algo;
+}
+
+LtGemm::Plan &LtGemm::plan(const Key &key, const Operands &ops) {
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
   const auto [ta, tb, m, n, k, lda, ldb, ldd, d_type_int, has_bias, fused] = key;
   const auto d_type = cudaDataType_t(d_type_int);
@@ -45,6 +87,11 @@ LtGemm::Plan &LtGemm::plan(const Key &key) {
     const int64_t aux_ld = ldd;
     GPT2_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
   }
+  if (ops.bias)
+    GPT2_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ops.bias, sizeof ops.bias));
+  if (fused)
+    GPT2_CUBLAS(
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ops.aux, sizeof ops.aux));
   GPT2_CUBLAS(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, uint64_t(ta ? k : m), uint64_t(ta ? m : k), lda));
   GPT2_CUBLAS(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, uint64_t(tb ? n : k), uint64_t(tb ? k : n), ldb));
   GPT2_CUBLAS(cublasLtMatrixLayoutCreate(&p.d, d_type, uint64_t(m), uint64_t(n), ldd));
@@ -57,22 +104,30 @@ LtGemm::Plan &LtGemm::plan(const Key &key) {
   const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_MASK & ~uint32_t(CUBLASLT_REDUCTION_SCHEME_INPLACE);
   GPT2_CUBLAS(
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes));
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kTuneCandidates] = {};
   int found = 0;
-  const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d, pref,
+                                                           tune_ ? kTuneCandidates : 1, results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0)
     throw Gpt2Error("cuBLASLt has no algorithm for a " + std::to_string(m) + "x" + std::to_string(n) + "x" +
                     std::to_string(k) + " bf16 product (status " + std::to_string(int(st)) + ")");
-  p.algo = result.algo;
+  const size_t d_bytes = size_t(ldd) * size_t(n) * (d_type == CUDA_R_32F ? 4 : 2);
+  p.algo = tune_ ? tuned(p, results, found, d_bytes, ops) : results[0].algo;
   return plans_.emplace(key, p).first->second;
 }
 
 void LtGemm::gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *A, int64_t lda, const void *B,
                   int64_t ldb, void *D, int64_t ldd, cudaDataType_t d_type, const void *C, float beta, const void *bias,
                   int epilogue, const void *aux) {
-  Plan &p = plan({ta, tb, m, n, k, lda, ldb, ldd, int(d_type), bias != nullptr, epilogue});
+  const Key key{ta, tb, m, n, k, lda, ldb, ldd, int(d_type), bias != nullptr, epilogue};
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    // The new plan's descriptor needs the pointers before it is tuned.
+    plan(key, {A, B, bias, aux, beta});
+    it = plans_.find(key);
+  }
+  Plan &p = it->second;
   if (bias) GPT2_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
   if (epilogue)
     GPT2_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));

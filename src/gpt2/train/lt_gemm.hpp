@@ -4,6 +4,9 @@
 //   input    dX[M, K] = dY[M, N] W[N, K]                          dX bf16 or fp32
 //   weight   dW[N, K] += dY[M, N]^T X[M, K]                       fp32 accumulation into the gradient
 // Split-K algorithms that reduce in place (atomics) are excluded, so every product is deterministic.
+// With tuning on (set_tuning), the first product of each shape times up to kTuneCandidates of the
+// heuristic's algorithms on scratch outputs (the real D is written once, by the chosen one) and keeps
+// the fastest; which one wins can differ between runs, so tuning is only for non-deterministic runs.
 #pragma once
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -32,6 +35,7 @@ class LtGemm {
   //   input    dX[M, K] = (dY[M, N] W[N, K]) * gelu'(H[M, K])
   void forward_gelu(const __nv_bfloat16 *X, const __nv_bfloat16 *W, __nv_bfloat16 *G, __nv_bfloat16 *H, int64_t M,
                     int64_t N, int64_t K, const __nv_bfloat16 *bias);
+  void set_tuning(bool on) { tune_ = on; }
   void input_grad_dgelu(const __nv_bfloat16 *dY, const __nv_bfloat16 *W, __nv_bfloat16 *dX, const __nv_bfloat16 *H,
                         int64_t M, int64_t N, int64_t K);
 
@@ -47,7 +51,19 @@ class LtGemm {
     cublasLtMatmulAlgo_t algo{};
   };
   using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, int>;
-  Plan &plan(const Key &key);
+  struct Operands {
+    const void *A, *B, *bias, *aux;
+    float beta;
+  };
+  Plan &plan(const Key &key, const Operands &ops);
+  // The fastest of the heuristic's candidates, timed on scratch D (and C) of the product's size.
+  cublasLtMatmulAlgo_t tuned(const Plan &p, const cublasLtMatmulHeuristicResult_t *cands, int n, size_t d_bytes,
+                             const Operands &ops);
+
+  static constexpr int kTuneCandidates = 8;
+  bool tune_ = false;
+  void *tune_scratch_ = nullptr;
+  size_t tune_scratch_bytes_ = 0;
 
   cublasLtHandle_t handle_ = nullptr;
   void *workspace_ = nullptr;

@@ -152,24 +152,57 @@ __global__ void colsum_partial_kernel(const In *in, int64_t M, int64_t N, float 
   if (x) partial_b[chunk * N + n] = acc_b;
 }
 
-// out[n] += sum_k partial[k, n]: a block of 8 warps takes 32 columns, warp w sums the partials
-// k = w, w + 8, ... (lane = column), then warp sums are added in warp order. Fixed order throughout.
-__global__ void colsum_finish_wide_kernel(const float *partial, int64_t chunks, int64_t N, float *out) {
-  __shared__ float s[8][33];
+// out[n] += sum_k partial[k, n]: a block of 32 warps takes 32 columns, warp w sums the partials
+// k = w, w + 32, ... (lane = column), then the warp sums are added in warp order. Fixed order
+// throughout. Up to three (partial, out) pairs in one launch (blockIdx.y): a LayerNorm's dw, db and
+// the bias below. 32 warps: a few hundred partials are a few loads per thread, all in flight.
+constexpr int kFinishWarps = 32;
+struct FinishArgs {
+  const float *partial[3];
+  float *out[3];
+};
+__global__ void __launch_bounds__(kFinishWarps *kWarp)
+    colsum_finish_wide_kernel(const FinishArgs a, int64_t chunks, int64_t N) {
+  __shared__ float s[kFinishWarps][kWarp + 1];
+  const float *partial = a.partial[blockIdx.y];
   const int lane = threadIdx.x % kWarp, w = threadIdx.x / kWarp;
   const int64_t n = blockIdx.x * int64_t(kWarp) + lane;
   float acc = 0.0f;
   if (n < N) {
-#pragma unroll 4
-    for (int64_t k = w; k < chunks; k += 8) acc += partial[k * N + n];
+#pragma unroll 8
+    for (int64_t k = w; k < chunks; k += kFinishWarps) acc += partial[k * N + n];
   }
   s[w][lane] = acc;
   __syncthreads();
   if (w == 0 && n < N) {
     float t = 0.0f;
-    for (int k = 0; k < 8; ++k) t += s[k][lane];
-    out[n] += t;
+    for (int k = 0; k < kFinishWarps; ++k) t += s[k][lane];
+    a.out[blockIdx.y][n] += t;
   }
+}
+
+// The fused path's column sum of bf16 [M, N] (N % 8 == 0): a thread sums 8 columns (one 16-byte
+// load per row) over the chunk's rows in row order, as colsum_partial_kernel does per column.
+__global__ void colsum_partial_bf16x8_kernel(const bf16 *in, int64_t M, int64_t N, float *partial, int rows) {
+  const int64_t c8 = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * 8;
+  const int64_t chunk = blockIdx.y;
+  if (c8 >= N) return;
+  const int64_t m0 = chunk * rows, m1 = std::min<int64_t>(M, m0 + rows);
+  float acc[8] = {};
+#pragma unroll 4
+  for (int64_t m = m0; m < m1; ++m) {
+    uint4 pack = *reinterpret_cast<const uint4 *>(in + m * N + c8);
+    const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&pack);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float2 f = __bfloat1622float2(h[k]);
+      acc[2 * k] += f.x;
+      acc[2 * k + 1] += f.y;
+    }
+  }
+  float4 *out = reinterpret_cast<float4 *>(partial + chunk * N + c8);
+  out[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+  out[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
 }
 
 __global__ void colsum_finish_kernel(const float *partial, int64_t chunks, int64_t N, float *out) {
@@ -432,9 +465,20 @@ int64_t colsum_scratch_bytes(int64_t M, int64_t N) { return 2 * ((M + kColChunkF
 
 static void colsum_finish(const float *partial, int64_t chunks, int64_t N, float *out, bool fast) {
   if (fast)
-    colsum_finish_wide_kernel<<<unsigned((N + kWarp - 1) / kWarp), 256>>>(partial, chunks, N, out);
+    colsum_finish_wide_kernel<<<unsigned((N + kWarp - 1) / kWarp), kFinishWarps * kWarp>>>(
+        FinishArgs{{partial, partial, partial}, {out, out, out}}, chunks, N);
   else
     colsum_finish_kernel<<<unsigned((N + 255) / 256), 256>>>(partial, chunks, N, out);
+}
+
+void colsum_finish_rows(const float *const *partials, float *const *outs, int count, int64_t chunks, int64_t N) {
+  FinishArgs a{};
+  for (int i = 0; i < 3; ++i) {
+    a.partial[i] = partials[std::min(i, count - 1)];
+    a.out[i] = outs[std::min(i, count - 1)];
+  }
+  colsum_finish_wide_kernel<<<dim3(unsigned((N + kWarp - 1) / kWarp), unsigned(count)), kFinishWarps * kWarp>>>(
+      a, chunks, N);
 }
 
 void layernorm_backward_params(const float *dy, const float *x, const float *mean, const float *rstd, float *dw,
@@ -460,7 +504,12 @@ void colsum_add(const float *in, float *out, int64_t M, int64_t N, float *scratc
   colsum_add_impl(in, out, M, N, scratch, fast);
 }
 void colsum_add(const bf16 *in, float *out, int64_t M, int64_t N, float *scratch, bool fast) {
-  colsum_add_impl(in, out, M, N, scratch, fast);
+  if (!fast || N % 8 != 0) return colsum_add_impl(in, out, M, N, scratch, fast);
+  const int64_t chunks = (M + kColChunkFast - 1) / kColChunkFast;
+  const int threads = 128;
+  const dim3 grid(unsigned((N / 8 + threads - 1) / threads), unsigned(chunks));
+  colsum_partial_bf16x8_kernel<<<grid, threads>>>(in, M, N, scratch, kColChunkFast);
+  colsum_finish(scratch, chunks, N, out, true);
 }
 
 void gelu_forward(const bf16 *in, bf16 *out, int64_t n) {

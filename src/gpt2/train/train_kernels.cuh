@@ -32,6 +32,17 @@ void layernorm_backward_dx(const float *dy, const float *x, const float *mean, c
 // order, so the plain path's results stay what they were.
 void layernorm_backward_params(const float *dy, const float *x, const float *mean, const float *rstd, float *dw,
                                float *db, int64_t M, int C, float *scratch, bool fast);
+// The fused path's LayerNorm backward in one pass (layernorm_backward.cu): dx = (accumulate ? dx : 0)
+// + LN's input gradient; dw += sum_m dy xhat; db += sum_m dy; with dx_bf16 set, also dx_bf16 =
+// bf16(dx) and dbias_next += sum_m dx (the bias gradient of the projection that produced this
+// residual), which saves the next layer down a pass over dx. Fixed-order sums.
+int64_t layernorm_backward_fused_scratch_bytes(int64_t M, int C);
+void layernorm_backward_fused(const float *dy, const float *x, const float *mean, const float *rstd, const float *w,
+                              float *dx, bool accumulate, float *dw, float *db, bf16 *dx_bf16, float *dbias_next,
+                              int64_t M, int C, float *scratch);
+// outs[i][n] += sum_k partials[i][k, n] over `chunks` rows of partial sums, for count <= 3 pairs in
+// one launch (the fused path's fixed order).
+void colsum_finish_rows(const float *const *partials, float *const *outs, int count, int64_t chunks, int64_t N);
 // Bytes of `scratch` the column sums need for M rows of N columns.
 int64_t colsum_scratch_bytes(int64_t M, int64_t N);
 // out[n] += sum_m in[m, n] (fp32 or bf16 input).

@@ -43,8 +43,34 @@ std::string step_name(const std::string &dir, const char *what, int64_t step, co
   return (std::filesystem::path(dir) / fmt::format("{}_{:06d}{}", what, step, ext)).string();
 }
 
-void save_checkpoint(Gpt2Trainer &t, const Gpt2Config &c, const std::string &dir, int64_t step) {
+// What a checkpoint is, for whoever shows it later (`flashbox report --weights`): model_N.json beside
+// model_N.bin. `val` is the validation at this step (null when none ran).
+nlohmann::json provenance(const TrainOptions &o, const Gpt2Config &c, int64_t step, int64_t tokens_per_step,
+                          size_t train_tokens, const nlohmann::json &val) {
+  return {{"trained_by", "flashbox gpt2 train"},
+          {"config", c.name},
+          {"parameters", parameter_count(c)},
+          {"data", o.data_label.empty() ? std::filesystem::path(o.train_tokens).filename().string() : o.data_label},
+          {"train_file_tokens", train_tokens},
+          {"steps", step},
+          {"tokens", step * tokens_per_step},
+          {"tokens_per_step", tokens_per_step},
+          {"seqlen", o.shape.seqlen},
+          {"lr", o.lr},
+          {"warmup", o.warmup},
+          {"seed", o.seed},
+          {"device", o.device == FLASHBOX_CUDA ? "cuda" : "cpu"},
+          {"validation", val}};
+}
+
+void save_checkpoint(Gpt2Trainer &t, const Gpt2Config &c, const std::string &dir, int64_t step,
+                     const nlohmann::json &info) {
   std::filesystem::create_directories(dir);
+  {
+    std::ofstream out(step_name(dir, "model", step, ".json"), std::ios::trunc);
+    out << info.dump(1) << "\n";
+    if (!out) throw Gpt2Error(fmt::format("cannot write '{}'", step_name(dir, "model", step, ".json")));
+  }
   Gpt2Weights w(c), m(c), v(c);
   t.get_params(w);
   t.get_moments(m, v);
@@ -173,6 +199,7 @@ TrainSummary run_training(const TrainOptions &o, const std::function<void(const 
 
   Batcher tb(train, bt);
   const double fpt = flops_per_token(c, o.shape.seqlen);
+  nlohmann::json last_val = nullptr;  // the latest validation: {step, loss, tokens}
   auto validate = [&](int64_t step) {
     if (val.size() < size_t(bt) + 1) return -1.0;
     Batcher vb(val, bt);
@@ -184,6 +211,7 @@ TrainSummary run_training(const TrainOptions &o, const std::function<void(const 
     }
     const double loss = sum / double(n);
     emit({{"event", "val"}, {"step", step}, {"val_loss", loss}, {"val_tokens", n * bt}});
+    last_val = {{"step", step}, {"loss", loss}, {"tokens", n * bt}, {"file", o.val_tokens}};
     if (!o.quiet) print(fmt::format("step {:6d} | val loss {:.4f} ({} tokens)\n", step, loss, n * bt));
     return loss;
   };
@@ -234,10 +262,13 @@ TrainSummary run_training(const TrainOptions &o, const std::function<void(const 
                         o.device == FLASHBOX_CUDA ? fmt::format("{:5.1f}%", mfu * 100.0) : std::string("-"), dt * 1e3));
     if (o.val_every > 0 && step % o.val_every == 0 && step != o.steps) validate(step);
     if (!o.out_dir.empty() && o.checkpoint_every > 0 && step % o.checkpoint_every == 0 && step != o.steps)
-      save_checkpoint(*t, c, o.out_dir, step);
+      save_checkpoint(*t, c, o.out_dir, step,
+                      provenance(o, c, step, total, train.size(),
+                                 last_val.is_object() && last_val["step"] == step ? last_val : nlohmann::json()));
   }
   s.val_loss = validate(o.steps);
-  if (!o.out_dir.empty()) save_checkpoint(*t, c, o.out_dir, o.steps);
+  if (!o.out_dir.empty())
+    save_checkpoint(*t, c, o.out_dir, o.steps, provenance(o, c, o.steps, total, train.size(), last_val));
   s.tokens_per_second = timed_seconds > 0 ? double(timed_tokens) / timed_seconds : 0.0;
   s.mfu = o.device == FLASHBOX_CUDA ? s.tokens_per_second * fpt / kH200DenseBf16 : 0.0;
   emit({{"event", "summary"},

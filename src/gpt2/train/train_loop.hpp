@@ -25,10 +25,11 @@ struct TrainOptions {
   int64_t warmup = 0;
   AdamW adam;
   std::string train_tokens, val_tokens;
+  std::string data_label;            // what the training shard is, for the checkpoints' model_N.json
   int64_t val_every = 0;             // 0: only after the last step
   int64_t val_max_tokens = 1 << 20;  // validation uses at most this many tokens (whole micro-batches)
   int64_t checkpoint_every = 0;      // 0: only after the last step (when out_dir is set)
-  std::string out_dir;               // checkpoints: model_NNNNNN.bin, .safetensors, state_NNNNNN.bin
+  std::string out_dir;  // checkpoints: model_NNNNNN.bin, .safetensors, .json (provenance), state_NNNNNN.bin
   std::string resume;                // a state_NNNNNN.bin to continue from
   std::string log_json;              // one JSON object per line: steps, validations, the summary
   std::string save_init;             // write the initial weights (llm.c fp32) here before training

@@ -55,6 +55,9 @@ class Gpt2Trainer {
 struct TrainerShape {
   int batch = 4, seqlen = 64;
   flashbox_impl attention = FLASHBOX_FLASH;
+  // CUDA: attention's backward in deterministic mode (a fixed dQ summation order; on sm_90 that is
+  // the sm80 kernel family); off, the Hopper backward, whose dQ is summed by atomic adds.
+  bool deterministic = true;
 };
 
 std::unique_ptr<Gpt2Trainer> make_cpu_trainer(const Gpt2Weights &init, const TrainerShape &shape);

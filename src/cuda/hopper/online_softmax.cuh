@@ -17,16 +17,6 @@ namespace flashbox::sm90 {
 using flashbox::cuda::quad_max;  // cuda/common/softmax_math.cuh: a row's four lanes
 using flashbox::cuda::quad_sum;
 
-// Sets scores to -inf where the column (relative to this thread's first column) is >= the row's
-// limit: the causal diagonal and the end of the keys.
-template <int NS>
-__device__ __forceinline__ void mask_columns(float (&s)[NS], int limit0, int limit1) {
-#pragma unroll
-  for (int i = 0; i < NS; ++i) {
-    if (acc_col(i) >= (acc_half(i) ? limit1 : limit0)) s[i] = -INFINITY;
-  }
-}
-
 // s becomes p = exp2(s * scale_log2 - base) (one FFMA and one exp2 each); sum gets each row's partial
 // sum of p over this thread's columns (two accumulators per row shorten the chain).
 template <int NS>

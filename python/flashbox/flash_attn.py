@@ -39,8 +39,11 @@ from . import ops as _ops
 
 __all__ = [
     "flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func", "flash_attn_varlen_func",
-    "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func",
+    "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func", "flash_attn_with_kvcache",
 ]
+
+from .kvcache import flash_attn_with_kvcache  # noqa: E402  (FlashAttention-2's decode entry point)
+
 
 _CUDA_MAX_HEAD_DIM = 128  # multiples of 8 up to this run as they are on CUDA
 _NOT_THERE = (_lib.ErrorCode.UNSUPPORTED_IMPL, _lib.ErrorCode.UNSUPPORTED_HEAD_DIM)
@@ -279,8 +282,15 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                            deterministic=False, return_attn_probs=False, block_table=None):
     """q [total_q, nheads, headdim], k, v [total_k, nheads_k, headdim], cu_seqlens_* int32 [batch + 1]."""
     if block_table is not None:
-        raise NotImplementedError("flashbox.flash_attn: block_table (paged KV cache) is not supported by "
-                                  "flash_attn_varlen_func; pass block_table = None")
+        # A paged cache: k, v are [num_blocks, page_size, nheads_k, headdim] and sequence b's keys the
+        # first cu_seqlens_k[b + 1] - cu_seqlens_k[b] rows of its pages (forward only, as in FA2).
+        import torch
+
+        from .kvcache import varlen_paged_attention
+        res = varlen_paged_attention(q, k, v, cu_seqlens_q, block_table,
+                                     (cu_seqlens_k[1:] - cu_seqlens_k[:-1]).to(torch.int32), softmax_scale,
+                                     causal, window_size, softcap, alibi_slopes, 0, return_attn_probs)
+        return (res[0], res[1], None) if return_attn_probs else res
     return _attn(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal,
                  window_size, softcap, alibi_slopes, deterministic, return_attn_probs)
 

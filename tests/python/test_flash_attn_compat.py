@@ -168,9 +168,36 @@ def test_unsupported_options_raise():
     q = torch.randn(1, 8, 2, 16)
     with pytest.raises(NotImplementedError, match="dropout"):
         fa.flash_attn_func(q, q, q, dropout_p=0.1)
-    with pytest.raises(NotImplementedError, match="block_table"):
-        cu = torch.tensor([0, 8], dtype=torch.int32)
-        fa.flash_attn_varlen_func(q[0], q[0], q[0], cu, cu, 8, 8, block_table=cu)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_varlen_with_block_table_equals_packed_keys(causal):
+    # flash_attn_varlen_func with a block_table (a paged cache, FA2's paged varlen forward) gives what
+    # the same keys give packed: sequences of 3 and 1 queries against 20 and 9 keys, 16-key pages
+    # in shuffled order.
+    torch.manual_seed(5)
+    H, Hk, D, P = 2, 1, 16, 16
+    lq, lk = [3, 1], [20, 9]
+    q = torch.randn(sum(lq), H, D)
+    keys = [torch.randn(n, Hk, D) for n in lk]
+    vals = [torch.randn(n, Hk, D) for n in lk]
+    pages_per = [(n + P - 1) // P for n in lk]
+    order = torch.randperm(sum(pages_per) + 1)  # one spare page nobody owns
+    kc, vc = torch.randn(len(order), P, Hk, D), torch.randn(len(order), P, Hk, D)
+    table = torch.zeros(2, max(pages_per), dtype=torch.int32)
+    used = 0
+    for b in range(2):
+        for j in range(pages_per[b]):
+            page = int(order[used]); used += 1
+            table[b, j] = page
+            rows = keys[b][j * P:(j + 1) * P]
+            kc[page, :rows.shape[0]] = rows
+            vc[page, :rows.shape[0]] = vals[b][j * P:(j + 1) * P]
+    cu_q = torch.tensor([0, 3, 4], dtype=torch.int32)
+    cu_k = torch.tensor([0, 20, 29], dtype=torch.int32)
+    paged = fa.flash_attn_varlen_func(q, kc, vc, cu_q, cu_k, 3, 20, causal=causal, block_table=table)
+    packed = fa.flash_attn_varlen_func(q, torch.cat(keys), torch.cat(vals), cu_q, cu_k, 3, 20, causal=causal)
+    assert _max_err(paged, packed) < 1e-5
 
 
 def test_compile_fullgraph_cpu():

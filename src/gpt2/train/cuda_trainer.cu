@@ -21,8 +21,9 @@
 // gradient of the projection below (layernorm_backward.cu), and the attention backward writing dq, dk,
 // dv straight into one [M, 3C] buffer for single qkv products.
 // FLASHBOX_TRAIN_FUSED=0 runs the plain path (fp32 logits, separate GELU kernels).
-// --deterministic 0 (TrainerShape::deterministic): the Hopper attention backward (atomic dQ sums) and
-// tuned cuBLASLt algorithms. FLASHBOX_TRAIN_PROFILE=1 prints where a step's time goes (phase_clock.cuh).
+// --deterministic 0 (TrainerShape::deterministic): the attention backward's atomic dQ sums (the
+// deterministic mode orders them with semaphores, on the Hopper kernel as well) and tuned cuBLASLt
+// algorithms. FLASHBOX_TRAIN_PROFILE=1 prints where a step's time goes (phase_clock.cuh).
 // Backward in reverse with fp32 dx for the residual stream, bf16 copies of it for the products;
 // attention through flashbox_attention_backward (deterministic unless --deterministic 0); on the plain
 // path its dq, dk, dv land in separate buffers and are interleaved back into the [M, 3C] layout.

@@ -99,7 +99,8 @@ typedef struct {
   int32_t struct_size;              /* sizeof(flashbox_options) as the caller compiled it */
   flashbox_kernel_family family;    /* CUDA flash forward and backward */
   int32_t sm90_tile_m, sm90_tile_n; /* sm90 forward tile (query rows x keys); 0, 0 = the tile policy.
-                                        * head_dim 64: 128x128, 192x128; head_dim 128: 128x128, 128x176 */
+                                        * head_dim 64: 128x128, 192x128; head_dim 128: 128x128, 128x176;
+                                        * head_dim 256: 128x64 */
   flashbox_schedule sm90_schedule;  /* sm90 forward */
   int32_t sm90_max_ctas;            /* persistent grid cap (> 0), 0 = one CTA per SM */
   int32_t sm90_l2_section_mb;       /* MB of K/V per L2 section of the persistent order, -1 = policy */

@@ -48,7 +48,7 @@ int validate_backward_scalars(const flashbox_attention_grad_args &g) {
   if (a.device == FLASHBOX_CUDA && a.impl == FLASHBOX_NAIVE)
     return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
                 "impl = naive has no backward on device = cuda (the cuda backward is auto = flash)");
-  return validate_support(a);
+  return validate_support(a, true);
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ TensorDesc tensor_o(const flashbox_attention_args &a);
 // Enum values, sizes, heads, causal, softmax_scale (no pointers).
 int validate_scalars(const flashbox_attention_args &a);
 // impl / dtype / head_dim supported by a.device (enums already known valid).
-int validate_support(const flashbox_attention_args &a);
+int validate_support(const flashbox_attention_args &a, bool backward = false);
 // One tensor: pointer not null, strides > 0, no self-overlap, extents fit int64, alignment for device.
 int validate_tensor(const TensorDesc &t, flashbox_dtype dtype, flashbox_device device);
 // Two tensors share no element (exact per element set; see src/api/overlap.hpp).

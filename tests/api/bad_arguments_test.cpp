@@ -95,6 +95,8 @@ TEST_F(BadArguments, UnsupportedHeadDim) {
                   {"head_dim = 100", "cuda", "multiples of 8 up to 128"});
   expect_rejected([](auto &a) { a.device = FLASHBOX_CUDA, a.head_dim = 136; }, FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
                   {"head_dim = 136", "cuda"});
+  expect_rejected([](auto &a) { a.device = FLASHBOX_CUDA, a.head_dim = 264; }, FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
+                  {"head_dim = 264", "256 in the forward"});
   expect_rejected([](auto &a) { a.device = FLASHBOX_CUDA, a.impl = FLASHBOX_NAIVE, a.head_dim = 12; },
                   FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, {"head_dim = 12", "naive"});
 }

@@ -76,6 +76,9 @@ TEST(BackwardApi, EveryBadArgumentIsNamed) {
       {"bad dtype", FLASHBOX_ERR_UNSUPPORTED_DTYPE, "dtype", [](G &g, D &) { g.fwd.dtype = flashbox_dtype(7); }},
       {"naive on cuda", FLASHBOX_ERR_UNSUPPORTED_IMPL, "naive",
        [](G &g, D &) { g.fwd.device = FLASHBOX_CUDA, g.fwd.impl = FLASHBOX_NAIVE, g.fwd.dtype = FLASHBOX_BFLOAT16; }},
+      // 256 is a forward head_dim on CUDA (the sm90 forward); no backward kernel has it.
+      {"cuda backward head_dim 256", FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "in the backward",
+       [](G &g, D &) { g.fwd.device = FLASHBOX_CUDA, g.fwd.dtype = FLASHBOX_BFLOAT16, g.fwd.head_dim = 256; }},
   };
   for (const BadCase &bc : cases) expect_refused(bc);
 }

@@ -16,27 +16,11 @@
 #include "api/validate.hpp"
 #include "core/backends.hpp"
 #include "flashbox/flashbox.h"
+#include "sm90/hopper_device.hpp"
 #include "support/attention_case.hpp"
 
 namespace flashbox::test {
 namespace {
-
-bool have_hopper(std::string &why) {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    cudaGetLastError();
-    why = "no CUDA device";
-    return false;
-  }
-  int major = 0, minor = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
-  if (major != 9 || minor != 0) {
-    why = "device is compute capability " + std::to_string(major) + "." + std::to_string(minor) + ", not 9.0";
-    return false;
-  }
-  return true;
-}
 
 #define SKIP_WITHOUT_HOPPER() \
   do { \

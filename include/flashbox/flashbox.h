@@ -190,7 +190,9 @@ FLASHBOX_API int flashbox_attention_backward_ext(const flashbox_attention_grad_a
  * beyond the cache's capacity, a page or cache index out of range. With tables_trusted = 1 nothing is
  * read on the host (usable under CUDA graph capture); the kernels still never touch memory outside the
  * cache for a bad entry (such keys read as zeros and appends to them are dropped), but the result is
- * undefined. */
+ * undefined. Chunked prefill (seqlen_q x heads_q / heads_kv >= 128 on a contiguous cache without
+ * rotary, tables read) runs as one flash forward per batch entry on the cache's rows, with the same
+ * semantics; flashbox_last_kernel() then ends in " (kvcache prefill)". */
 typedef struct {
   int32_t struct_size; /* sizeof(flashbox_kvcache_args): lets the struct grow */
   flashbox_device device;

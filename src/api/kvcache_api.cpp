@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "api/guarded_call.hpp"
+#include "api/kvcache_prefill.hpp"
 #include "api/validate.hpp"
 #include "core/call_state.hpp"
 #include "core/dtype.hpp"
@@ -342,6 +343,7 @@ int check_contents(const flashbox_kvcache_args &a, KvcacheProblem &p) {
   }
   p.max_total_keys = max_total;
   p.lengths_known = true;
+  p.seqlens = std::move(t.seqlens), p.leftpad = std::move(t.leftpad), p.batch_idx = std::move(t.batch_idx);
   return FLASHBOX_OK;
 }
 
@@ -397,6 +399,7 @@ FLASHBOX_API int flashbox_attention_kvcache(const flashbox_kvcache_args *caller_
     const flashbox_kvcache_args *args = &full;
     KvcacheProblem p;
     if (int rc = validate_kvcache(args, p, true)) return rc;
+    if (takes_prefill_path(p)) return kvcache_as_prefill(p);
 #ifdef FLASHBOX_HAVE_CUDA
     if (args->device == FLASHBOX_CUDA) return cuda_kvcache_attention(p);
 #endif

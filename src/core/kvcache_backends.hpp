@@ -5,10 +5,12 @@
 namespace flashbox::detail {
 
 int cpu_kvcache_attention(const KvcacheProblem &p);  // src/cpu/kvcache_attention.cpp
+int cpu_kvcache_append(const KvcacheProblem &p);     // k_new/v_new into the cache only (same file)
 
 #ifdef FLASHBOX_HAVE_CUDA
 int cuda_kvcache_attention(const KvcacheProblem &p);                // src/cuda/decode/decode_api.cu
 int cuda_kvcache_num_splits(const KvcacheProblem &p, int &splits);  // the split model, same file
+int cuda_kvcache_append(const KvcacheProblem &p);                   // k_new/v_new into the cache only
 #endif
 
 }  // namespace flashbox::detail

@@ -3,6 +3,7 @@
 // src/cuda/decode) assume every rule of kvcache_api.cpp holds and never re-check.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "flashbox/flashbox.h"
 
@@ -15,6 +16,8 @@ struct KvcacheProblem {
   int64_t max_total_keys = 0;  // max over b of cache_seqlens[b] + seqlen_new (capacity when not read)
   bool lengths_known = false;  // max_total_keys was read from the tables (not the capacity bound)
   float scale = 0.f;           // softmax scale (0 in the arguments resolved to 1/sqrt(head_dim))
+  // When lengths_known: the tables as read on the host (cache_leftpad / cache_batch_idx empty when NULL).
+  std::vector<int32_t> seqlens, leftpad, batch_idx;
 };
 
 }  // namespace flashbox::detail

@@ -69,6 +69,11 @@ void append_new_keys(const flashbox_kvcache_args &a) {
 
 }  // namespace
 
+int cpu_kvcache_append(const KvcacheProblem &p) {
+  if (p.args->k_new) append_new_keys(*p.args);
+  return FLASHBOX_OK;
+}
+
 int cpu_kvcache_attention(const KvcacheProblem &p) {
   const flashbox_kvcache_args &a = *p.args;
   if (a.k_new) append_new_keys(a);

@@ -211,6 +211,55 @@ TEST(KvcacheCpuRefuses, Arguments) {
   EXPECT_EQ(flashbox_attention_kvcache(nullptr), FLASHBOX_ERR_NULL_POINTER);
 }
 
+TEST(KvcacheCpu, ChunkedPrefillRunsTheForward) {
+  // 64 new tokens x 4 query heads per KV head = 256 rows per KV head (>= kPrefillRows): the call
+  // runs as one forward per batch entry on the cache's rows (src/api/kvcache_prefill.hpp), and its
+  // output, LSE and appended cache match the fp64 reference like the decode path's.
+  KvCase base;
+  base.dtype = FLASHBOX_BFLOAT16, base.batch = 3, base.seqlen_q = 64, base.seqlen_new = 64;
+  base.heads_q = 8, base.heads_kv = 2, base.head_dim = 32, base.capacity = 300, base.causal = 1;
+  std::vector<KvCase> cases;
+  cases.push_back(base);
+  KvCase c = base;
+  c.causal = 0;
+  cases.push_back(c);
+  c = base;
+  c.layout = CacheLayout::Indexed;
+  cases.push_back(c);
+  c = base;
+  c.leftpad = true;
+  cases.push_back(c);
+  c = base;
+  c.has_window = 1, c.window_left = 40, c.window_right = 0;
+  cases.push_back(c);
+  c = base;
+  c.causal = 0, c.has_window = 1, c.window_left = 30, c.window_right = 7;
+  cases.push_back(c);
+  c = base;
+  c.softcap = 3.f, c.q_scale = 6.f;
+  cases.push_back(c);
+  c = base;
+  c.alibi = true, c.alibi_per_batch = true;
+  cases.push_back(c);
+  c = base;
+  c.seqlen_new = 0;  // a chunk of queries against what is cached
+  cases.push_back(c);
+  for (const KvCase &k : cases) {
+    KvData d(k);
+    ASSERT_EQ(flashbox_attention_kvcache(&d.args), 0) << flashbox_last_error() << d.name();
+    EXPECT_NE(std::string(flashbox_last_kernel()).find("(kvcache prefill)"), std::string::npos)
+        << flashbox_last_kernel() << d.name();
+    d.check();
+  }
+  // Paged caches stay on the decode path.
+  KvCase paged = base;
+  paged.layout = CacheLayout::Paged, paged.page_size = 16;
+  KvData d(paged);
+  ASSERT_EQ(flashbox_attention_kvcache(&d.args), 0) << flashbox_last_error() << d.name();
+  EXPECT_STREQ(flashbox_last_kernel(), "cpu_kvcache_rowwise");
+  d.check();
+}
+
 TEST(KvcacheCpu, FirstVersionOfTheStructStillWorks) {
   // A caller compiled against the struct without alibi_batch_stride passes its smaller struct_size:
   // the call is the same as with the field at 0.

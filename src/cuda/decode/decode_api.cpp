@@ -180,6 +180,14 @@ int cuda_kvcache_num_splits(const KvcacheProblem &pr, int &splits) {
   return FLASHBOX_OK;
 }
 
+int cuda_kvcache_append(const KvcacheProblem &pr) {
+  const flashbox_kvcache_args &a = *pr.args;
+  if (!a.k_new) return FLASHBOX_OK;
+  const cuda::DecodeParams p = cuda::make_params(pr);
+  FLASHBOX_CUDA_TRY(cuda::launch_decode_append(p, int(a.head_dim), 2, static_cast<cudaStream_t>(a.stream)));
+  return FLASHBOX_OK;
+}
+
 int cuda_kvcache_attention(const KvcacheProblem &pr) {
   const flashbox_kvcache_args &a = *pr.args;
   const auto stream = static_cast<cudaStream_t>(a.stream);

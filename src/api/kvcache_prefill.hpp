@@ -1,0 +1,33 @@
+// Chunked prefill through the flash forward: a flashbox_attention_kvcache call with many query rows
+// per KV head (hundreds of new tokens against a cache) runs as one forward call per batch entry on
+// the cache's own rows, instead of the decode kernels (which read the whole cache once per 16 query
+// rows). One entry point, flashbox_attention_kvcache, thus serves prefill, chunked prefill and decode.
+//
+// Taken when (takes_prefill_path):
+//   the tables were read on the host (not tables_trusted), so each entry's key range is known;
+//   a contiguous cache (optionally through cache_batch_idx; not paged: the forward reads rows one
+//   stride apart), no rotary (the decode path turns q and the new keys), every entry with at least
+//   one visible key row (the forward needs seqlen_k >= 1);
+//   seqlen_q x (heads_q / heads_kv) >= kPrefillRows, where the decode kernels would read the cache
+//   kPrefillRows / 16 times or more; on CUDA a head_dim the sm80 forward takes (a multiple of 8 up to
+//   128), so that every family choice has a taker before the cache is written.
+// The call: new keys appended first (the decode family's append), then for entry b the forward on
+// q[b], keys [leftpad_b, cache_seqlens_b + seqlen_new) of cache entry cache_batch_idx[b] (or b),
+// o[b], lse[b], with the causal flag, window, softcap and ALiBi slopes of the call: bottom-right
+// alignment, windows and ALiBi positions are relative to the last key, so slicing the keys at
+// leftpad keeps every score and mask of the decode semantics (core/kvcache_rules.hpp).
+#pragma once
+#include <cstdint>
+
+#include "core/kvcache_problem.hpp"
+
+namespace flashbox::detail {
+
+// Query rows per KV head from which the forward serves the call (8 of the decode kernel's 16-row
+// tiles: it would read the cache 8 times). A model, not yet a measurement (docs/decode.md).
+inline constexpr int64_t kPrefillRows = 128;
+
+bool takes_prefill_path(const KvcacheProblem &p);
+int kvcache_as_prefill(const KvcacheProblem &p);
+
+}  // namespace flashbox::detail

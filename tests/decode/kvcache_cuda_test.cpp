@@ -6,6 +6,7 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "decode/kvcache_case.hpp"
 
@@ -77,6 +78,44 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(layout_name(g.layout)) + std::to_string(g.page_size) + "_d" + std::to_string(g.head_dim) +
              "_h" + std::to_string(g.heads_q) + "_" + std::to_string(g.heads_kv);
     });
+
+TEST(KvcacheCudaShapes, ChunkedPrefillRunsTheForward) {
+  // >= 128 query rows per KV head on a contiguous cache: one flash forward per batch entry on the
+  // cache's rows (src/api/kvcache_prefill.hpp), against the fp64 reference like the decode path.
+  SKIP_WITHOUT_GPU();
+#ifdef FLASHBOX_HAVE_CUDA
+  KvCase base;
+  base.batch = 3, base.seqlen_q = 64, base.seqlen_new = 64, base.heads_q = 8, base.heads_kv = 2;
+  base.head_dim = 128, base.capacity = 600, base.causal = 1;
+  std::vector<KvCase> cases{base};
+  KvCase c = base;
+  c.causal = 0, c.head_dim = 64;
+  cases.push_back(c);
+  c = base;
+  c.layout = CacheLayout::Indexed, c.leftpad = false;
+  cases.push_back(c);
+  c = base;
+  c.leftpad = true, c.head_dim = 80;
+  cases.push_back(c);
+  c = base;
+  c.has_window = 1, c.window_left = 100, c.window_right = 0, c.softcap = 5.f;
+  cases.push_back(c);
+  c = base;
+  c.alibi = true, c.alibi_per_batch = true, c.seqlen_new = 0;
+  cases.push_back(c);
+  for (KvCase k : cases) {
+    k.device = FLASHBOX_CUDA;
+    KvData d(k);
+    d.to_device();
+    ASSERT_EQ(flashbox_attention_kvcache(&d.args), 0) << flashbox_last_error() << d.name();
+    EXPECT_NE(std::string(flashbox_last_kernel()).find("(kvcache prefill)"), std::string::npos)
+        << flashbox_last_kernel() << d.name();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << d.name();
+    d.from_device();
+    d.check();
+  }
+#endif
+}
 
 TEST(KvcacheCudaShapes, LongCacheManySplits) {
   SKIP_WITHOUT_GPU();

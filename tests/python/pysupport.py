@@ -9,8 +9,11 @@ import ctypes
 import math
 import os
 import re
+import shutil
 import struct
+import subprocess
 import sys
+import tempfile
 import traceback
 import unittest
 
@@ -32,6 +35,29 @@ if INSTALLED and os.path.abspath(flashbox.__file__).startswith(_PYTHON_DIR + os.
 
 def skip(reason: str):
     raise unittest.SkipTest(reason)
+
+
+def assert_struct_layout_matches_c(*structs):
+    """Each (ctypes.Structure class, C struct name) of include/flashbox/flashbox.h: the same size and
+    every field at the same offset as a C compiler lays it out (skips without a C compiler)."""
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        skip("no C compiler to compare the struct layout with")
+    fields = [(f, name, cls) for cls, name in structs for f, _ in cls._fields_]
+    lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "flashbox/flashbox.h"', "int main(void) {"]
+    lines += [f'printf("%zu\\n", sizeof({name}));' for _, name in structs]
+    lines += [f'printf("%zu\\n", offsetof({name}, {f}));' for f, name, _ in fields]
+    lines += ["return 0; }"]
+    with tempfile.TemporaryDirectory() as tmp:
+        src, exe = os.path.join(tmp, "layout.c"), os.path.join(tmp, "layout")
+        with open(src, "w") as fh:
+            fh.write("\n".join(lines))
+        subprocess.run([cc, "-std=c11", "-I", os.path.join(REPO, "include"), src, "-o", exe], check=True)
+        out = [int(x) for x in subprocess.run([exe], check=True, capture_output=True, text=True).stdout.split()]
+    sizes, offsets = out[:len(structs)], out[len(structs):]
+    assert sizes == [ctypes.sizeof(cls) for cls, _ in structs], (sizes, [name for _, name in structs])
+    for (f, name, cls), off in zip(fields, offsets):
+        assert getattr(cls, f).offset == off, f"{name}.{f}: ctypes offset {getattr(cls, f).offset}, C {off}"
 
 
 def require_library():

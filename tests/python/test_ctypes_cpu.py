@@ -51,26 +51,8 @@ def build_case(B, Tq, Tk, Hq, Hkv, D, dtype, order="bth", pad=0, seed=1):
 
 
 def test_struct_layout_matches_c_compiler():
-    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        S.skip("no C compiler to compare the struct layout with")
-    fields = [(f, "flashbox_attention_args", _lib.AttentionArgs) for f, _ in _lib.AttentionArgs._fields_]
-    fields += [(f, "flashbox_attention_grad_args", _lib.AttentionGradArgs)
-               for f, _ in _lib.AttentionGradArgs._fields_]
-    lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "flashbox/flashbox.h"', "int main(void) {",
-             'printf("%zu %zu\\n", sizeof(flashbox_attention_args), sizeof(flashbox_attention_grad_args));']
-    lines += [f'printf("%zu\\n", offsetof({s}, {f}));' for f, s, _ in fields]
-    lines += ["return 0; }"]
-    with tempfile.TemporaryDirectory() as tmp:
-        src, exe = os.path.join(tmp, "layout.c"), os.path.join(tmp, "layout")
-        with open(src, "w") as fh:
-            fh.write("\n".join(lines))
-        subprocess.run([cc, "-std=c11", "-I", os.path.join(S.REPO, "include"), src, "-o", exe], check=True)
-        out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout.split()
-    sizes, offsets = [int(x) for x in out[:2]], [int(x) for x in out[2:]]
-    assert sizes == [ctypes.sizeof(_lib.AttentionArgs), ctypes.sizeof(_lib.AttentionGradArgs)], sizes
-    for (f, s, cls), off in zip(fields, offsets):
-        assert getattr(cls, f).offset == off, f"{s}.{f}: ctypes offset {getattr(cls, f).offset}, C {off}"
+    S.assert_struct_layout_matches_c((_lib.AttentionArgs, "flashbox_attention_args"),
+                                     (_lib.AttentionGradArgs, "flashbox_attention_grad_args"))
 
 
 def test_import_without_torch_and_prototypes():

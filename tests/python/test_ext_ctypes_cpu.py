@@ -4,13 +4,8 @@ a CPU call with a sliding window against a plain-Python fp64 reference. No torch
 Runs under pytest, or alone (`python3 tests/python/test_ext_ctypes_cpu.py`, as CTest does).
 """
 
-import ctypes
 import math
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
 
 import pysupport as S
 from pysupport import _lib
@@ -21,23 +16,7 @@ F32 = _lib.DType.FLOAT32
 
 
 def test_ext_struct_layout_matches_c_compiler():
-    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        S.skip("no C compiler to compare the struct layout with")
-    fields = [f for f, _ in _ext.AttentionExt._fields_]
-    lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "flashbox/flashbox.h"', "int main(void) {",
-             'printf("%zu\\n", sizeof(flashbox_attention_ext));']
-    lines += [f'printf("%zu\\n", offsetof(flashbox_attention_ext, {f}));' for f in fields]
-    lines += ["return 0; }"]
-    with tempfile.TemporaryDirectory() as tmp:
-        src, exe = os.path.join(tmp, "layout.c"), os.path.join(tmp, "layout")
-        with open(src, "w") as fh:
-            fh.write("\n".join(lines))
-        subprocess.run([cc, "-std=c11", "-I", os.path.join(S.REPO, "include"), src, "-o", exe], check=True)
-        out = [int(x) for x in subprocess.run([exe], check=True, capture_output=True, text=True).stdout.split()]
-    assert out[0] == ctypes.sizeof(_ext.AttentionExt), out
-    for f, off in zip(fields, out[1:]):
-        assert getattr(_ext.AttentionExt, f).offset == off, f"{f}: ctypes {getattr(_ext.AttentionExt, f).offset}, C {off}"
+    S.assert_struct_layout_matches_c((_ext.AttentionExt, "flashbox_attention_ext"))
 
 
 def _reference_window(q, k, v, B, Tq, Tk, H, D, left, right):

@@ -2,34 +2,13 @@
 with torch: CPU and CUDA against a float64 computation on the gathered cache, paged and contiguous,
 new k/v appended in place."""
 
-import ctypes
-import os
-import shutil
-import subprocess
-import tempfile
 
 import pysupport as S
 from flashbox import kvcache
 
 
 def test_kvcache_struct_layout_matches_c_compiler():
-    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        S.skip("no C compiler to compare the struct layout with")
-    fields = [f for f, _ in kvcache.KvcacheArgs._fields_]
-    lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "flashbox/flashbox.h"', "int main(void) {",
-             'printf("%zu\\n", sizeof(flashbox_kvcache_args));']
-    lines += [f'printf("%zu\\n", offsetof(flashbox_kvcache_args, {f}));' for f in fields]
-    lines += ["return 0; }"]
-    with tempfile.TemporaryDirectory() as tmp:
-        src, exe = os.path.join(tmp, "layout.c"), os.path.join(tmp, "layout")
-        with open(src, "w") as fh:
-            fh.write("\n".join(lines))
-        subprocess.run([cc, "-std=c11", "-I", os.path.join(S.REPO, "include"), src, "-o", exe], check=True)
-        out = [int(x) for x in subprocess.run([exe], check=True, capture_output=True, text=True).stdout.split()]
-    assert out[0] == ctypes.sizeof(kvcache.KvcacheArgs), out[0]
-    for f, off in zip(fields, out[1:]):
-        assert getattr(kvcache.KvcacheArgs, f).offset == off, f"{f}: ctypes {getattr(kvcache.KvcacheArgs, f).offset}, C {off}"
+    S.assert_struct_layout_matches_c((kvcache.KvcacheArgs, "flashbox_kvcache_args"))
 
 
 def _torch():

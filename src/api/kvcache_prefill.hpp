@@ -8,7 +8,7 @@
 //   a contiguous cache (optionally through cache_batch_idx; not paged: the forward reads rows one
 //   stride apart), no rotary (the decode path turns q and the new keys), every entry with at least
 //   one visible key row (the forward needs seqlen_k >= 1);
-//   seqlen_q x (heads_q / heads_kv) >= kPrefillRows, where the decode kernels would read the cache
+//   seqlen_q x (heads_q / heads_kv) >= min_rows (kPrefillRows unless FLASHBOX_KVCACHE_PREFILL_ROWS), where the decode kernels would read the cache
 //   kPrefillRows / 16 times or more; on CUDA a head_dim the sm80 forward takes (a multiple of 8 up to
 //   128), so that every family choice has a taker before the cache is written.
 // The call: new keys appended first (the decode family's append), then for entry b the forward on
@@ -27,7 +27,7 @@ namespace flashbox::detail {
 // tiles: it would read the cache 8 times). A model, not yet a measurement (docs/decode.md).
 inline constexpr int64_t kPrefillRows = 128;
 
-bool takes_prefill_path(const KvcacheProblem &p);
+bool takes_prefill_path(const KvcacheProblem &p, int64_t min_rows);
 int kvcache_as_prefill(const KvcacheProblem &p);
 
 }  // namespace flashbox::detail

@@ -7,6 +7,8 @@
 //   FLASHBOX_SM90_CTAS  = N > 0         persistent grid cap            (options.sm90_max_ctas)
 //   FLASHBOX_SM90_L2MB  = N >= 0        MB of K/V per L2 section       (options.sm90_l2_section_mb)
 //   FLASHBOX_BWD_BLOCK_Q = 32|64        sm80 backward query rows, d64  (options.sm80_bwd_block_q)
+//   FLASHBOX_KVCACHE_PREFILL_ROWS = N >= 1   query rows per KV head from which a kvcache call runs
+//                                       as chunked prefill (kvcache_prefill.hpp; kPrefillRows)
 #include "api/options.hpp"
 
 #include <cstddef>
@@ -24,7 +26,7 @@ struct EnvOverrides {
   std::optional<flashbox_kernel_family> fwd_family, bwd_family;
   int tile_m = 0, tile_n = 0;
   flashbox_schedule schedule = FLASHBOX_SCHEDULE_AUTO;
-  int max_ctas = 0, l2_section_mb = -1, bwd_block_q = 0;
+  int max_ctas = 0, l2_section_mb = -1, bwd_block_q = 0, kvcache_prefill_rows = 0;
   std::string fwd_names, bwd_names;  // "NAME=value" of each variable set, for the kernel name
   std::string error;                 // the first bad value, or empty
 };
@@ -97,6 +99,8 @@ EnvOverrides read_environment() {
     else
       e.bwd_block_q = 0, bad("FLASHBOX_BWD_BLOCK_Q", v, "32 or 64");
   }
+  if (const char *v = std::getenv("FLASHBOX_KVCACHE_PREFILL_ROWS"); v && !parse_int(v, 1, e.kvcache_prefill_rows))
+    e.kvcache_prefill_rows = 0, bad("FLASHBOX_KVCACHE_PREFILL_ROWS", v, "a number of query rows >= 1");
   return e;
 }
 
@@ -177,6 +181,13 @@ int resolve_tuning(const flashbox_options *options, Pass pass, Tuning &out) {
     take(out.sm80_bwd_block_q, 0, e.bwd_block_q);
     out.env_overrides = e.bwd_names;
   }
+  return FLASHBOX_OK;
+}
+
+int kvcache_prefill_rows(int64_t &rows) {
+  const EnvOverrides &e = environment();
+  if (!e.error.empty()) return fail(FLASHBOX_ERR_INVALID_ARGUMENT, e.error);
+  if (e.kvcache_prefill_rows > 0) rows = e.kvcache_prefill_rows;
   return FLASHBOX_OK;
 }
 

@@ -14,4 +14,9 @@ enum class Pass { forward, backward };
 // FLASHBOX_OK or fail(FLASHBOX_ERR_INVALID_ARGUMENT, message).
 int resolve_tuning(const flashbox_options *options, Pass pass, Tuning &out);
 
+// The query rows per KV head from which a kvcache call takes the chunked-prefill route: `rows` (the
+// library's default) unless FLASHBOX_KVCACHE_PREFILL_ROWS sets it (benchmarks time both routes on
+// one shape with it). FLASHBOX_OK or fail(FLASHBOX_ERR_INVALID_ARGUMENT, the variable's message).
+int kvcache_prefill_rows(int64_t &rows);
+
 }  // namespace flashbox::detail

@@ -9,7 +9,7 @@
 //   stride apart), no rotary (the decode path turns q and the new keys), every entry with at least
 //   one visible key row (the forward needs seqlen_k >= 1);
 //   seqlen_q x (heads_q / heads_kv) >= min_rows (kPrefillRows unless FLASHBOX_KVCACHE_PREFILL_ROWS), where the decode kernels would read the cache
-//   kPrefillRows / 16 times or more; on CUDA a head_dim the sm80 forward takes (a multiple of 8 up to
+//   min_rows / 16 times or more; on CUDA a head_dim the sm80 forward takes (a multiple of 8 up to
 //   128), so that every family choice has a taker before the cache is written.
 // The call: new keys appended first (the decode family's append), then for entry b the forward on
 // q[b], keys [leftpad_b, cache_seqlens_b + seqlen_new) of cache entry cache_batch_idx[b] (or b),
@@ -23,9 +23,12 @@
 
 namespace flashbox::detail {
 
-// Query rows per KV head from which the forward serves the call (8 of the decode kernel's 16-row
-// tiles: it would read the cache 8 times). A model, not yet a measurement (docs/decode.md).
-inline constexpr int64_t kPrefillRows = 128;
+// Query rows per KV head from which the forward serves the call. Measured on the H200
+// (bench/prefill_crossover.py, GQA 32/8 D128 causal, bench/results/2026-12-01_main_h200_check): the
+// decode kernels cost rows / 16 cache reads, the forward about one, plus a serial call per batch entry;
+// prefill / decode time at 128 rows: 1.02 (batch 1, 32k keys) and 2.0 (batch 8, 8k keys); at 256 rows
+// 0.70 and 1.06; at 512 rows 0.54 and 0.54. 256 is the best single threshold of those points.
+inline constexpr int64_t kPrefillRows = 256;
 
 bool takes_prefill_path(const KvcacheProblem &p, int64_t min_rows);
 int kvcache_as_prefill(const KvcacheProblem &p);

@@ -80,7 +80,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(KvcacheCudaShapes, ChunkedPrefillRunsTheForward) {
-  // >= 128 query rows per KV head on a contiguous cache: one flash forward per batch entry on the
+  // >= 256 query rows per KV head on a contiguous cache: one flash forward per batch entry on the
   // cache's rows (src/api/kvcache_prefill.hpp), against the fp64 reference like the decode path.
   SKIP_WITHOUT_GPU();
 #ifdef FLASHBOX_HAVE_CUDA

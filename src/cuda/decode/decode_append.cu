@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "core/kvcache_rules.hpp"
+#include "cuda/decode/decode_append_slot.cuh"
 #include "cuda/decode/decode_params.hpp"
 
 namespace flashbox::cuda {
@@ -16,25 +16,13 @@ __global__ void decode_append_kernel(const DecodeParams p, int chunks_per_row, i
   const int64_t n = int64_t(p.batch) * p.seqlen_new * p.heads_kv * chunks_per_row;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += int64_t(gridDim.x) * blockDim.x) {
     const int c = int(idx % chunks_per_row);
-    int64_t rest = idx / chunks_per_row;
-    const int h = int(rest % p.heads_kv);
-    rest /= p.heads_kv;
-    const int i = int(rest % p.seqlen_new);
-    const int b = int(rest / p.seqlen_new);
-    const int64_t j = int64_t(p.cache_seqlens[b]) + i;
-    if (j < 0 || j >= p.capacity) continue;
-    const kvcache::CacheSlot slot = kvcache::cache_slot(p.block_table, p.block_table_stride, p.cache_rows,
-                                                        p.cache_entries, p.cache_batch_idx, b, j);
-    const int64_t ko = kvcache::cache_offset(slot, h, p.k_stride[0], p.k_stride[1], p.k_stride[2]);
-    const int64_t vo = kvcache::cache_offset(slot, h, p.v_stride[0], p.v_stride[1], p.v_stride[2]);
-    if (ko < 0) continue;
-    const int64_t kn = b * p.k_new_stride[0] + i * p.k_new_stride[1] + h * p.k_new_stride[2];
-    const int64_t vn = b * p.v_new_stride[0] + i * p.v_new_stride[1] + h * p.v_new_stride[2];
+    AppendSlot s;
+    if (!append_slot(p, idx / chunks_per_row, s)) continue;
     const int64_t byte = int64_t(c) * 16;
-    const auto *ks = reinterpret_cast<const uint4 *>(static_cast<const char *>(p.k_new) + kn * element_size + byte);
-    const auto *vs = reinterpret_cast<const uint4 *>(static_cast<const char *>(p.v_new) + vn * element_size + byte);
-    *reinterpret_cast<uint4 *>(static_cast<char *>(p.k_cache) + ko * element_size + byte) = *ks;
-    *reinterpret_cast<uint4 *>(static_cast<char *>(p.v_cache) + vo * element_size + byte) = *vs;
+    const auto *ks = reinterpret_cast<const uint4 *>(static_cast<const char *>(p.k_new) + s.k_new * element_size + byte);
+    const auto *vs = reinterpret_cast<const uint4 *>(static_cast<const char *>(p.v_new) + s.v_new * element_size + byte);
+    *reinterpret_cast<uint4 *>(static_cast<char *>(p.k_cache) + s.k_cache * element_size + byte) = *ks;
+    *reinterpret_cast<uint4 *>(static_cast<char *>(p.v_cache) + s.v_cache * element_size + byte) = *vs;
   }
 }
 

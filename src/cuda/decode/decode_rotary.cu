@@ -11,6 +11,7 @@
 
 #include "core/kvcache_rules.hpp"
 #include "cuda/common/element_type.cuh"
+#include "cuda/decode/decode_append_slot.cuh"
 #include "cuda/decode/decode_params.hpp"
 
 namespace flashbox::cuda {
@@ -37,26 +38,14 @@ __global__ void append_rotary_kernel(const DecodeParams p, const RotaryParams r,
   const int64_t n = int64_t(p.batch) * p.seqlen_new * p.heads_kv * head_dim;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += int64_t(gridDim.x) * blockDim.x) {
     const int e = int(idx % head_dim);
-    int64_t rest = idx / head_dim;
-    const int h = int(rest % p.heads_kv);
-    rest /= p.heads_kv;
-    const int i = int(rest % p.seqlen_new);
-    const int b = int(rest / p.seqlen_new);
-    const int64_t j = int64_t(p.cache_seqlens[b]) + i;
-    if (j < 0 || j >= p.capacity) continue;
-    const kvcache::CacheSlot slot = kvcache::cache_slot(p.block_table, p.block_table_stride, p.cache_rows,
-                                                        p.cache_entries, p.cache_batch_idx, b, j);
-    const int64_t ko = kvcache::cache_offset(slot, h, p.k_stride[0], p.k_stride[1], p.k_stride[2]);
-    const int64_t vo = kvcache::cache_offset(slot, h, p.v_stride[0], p.v_stride[1], p.v_stride[2]);
-    if (ko < 0) continue;
-    const T *kn =
-        static_cast<const T *>(p.k_new) + b * p.k_new_stride[0] + i * p.k_new_stride[1] + h * p.k_new_stride[2];
-    const T *vn =
-        static_cast<const T *>(p.v_new) + b * p.v_new_stride[0] + i * p.v_new_stride[1] + h * p.v_new_stride[2];
-    const int64_t pos = j;  // the cache row (kvcache_rules.hpp: positions ignore cache_leftpad)
+    AppendSlot s;
+    if (!append_slot(p, idx / head_dim, s)) continue;
+    const T *kn = static_cast<const T *>(p.k_new) + s.k_new;
+    const T *vn = static_cast<const T *>(p.v_new) + s.v_new;
+    const int64_t pos = s.cache_row;  // kvcache_rules.hpp: positions ignore cache_leftpad
     const int64_t pos_c = pos < 0 ? 0 : (pos >= p.capacity ? p.capacity - 1 : pos);  // tables cover the capacity
-    static_cast<T *>(p.k_cache)[ko + e] = Tr::from_float(rotated(kn, e, pos_c, r));
-    static_cast<T *>(p.v_cache)[vo + e] = vn[e];
+    static_cast<T *>(p.k_cache)[s.k_cache + e] = Tr::from_float(rotated(kn, e, pos_c, r));
+    static_cast<T *>(p.v_cache)[s.v_cache + e] = vn[e];
   }
 }
 

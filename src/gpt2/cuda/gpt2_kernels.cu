@@ -2,15 +2,11 @@
 
 #include <cmath>
 
+#include "gpt2/cuda/warp_rows.cuh"
+
 namespace flashbox::gpt2 {
 namespace {
 
-constexpr int kWarp = 32;
-
-__device__ float warp_sum(float v) {
-  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 __global__ void embedding_kernel(const int32_t *tokens, const __nv_bfloat16 *wte, const __nv_bfloat16 *wpe, float *x,
                                  int64_t rows, int T, int C) {
@@ -29,33 +25,11 @@ __global__ void embedding_kernel(const int32_t *tokens, const __nv_bfloat16 *wte
 
 __global__ void layernorm_kernel(const float *x, const float *w, const float *b, __nv_bfloat16 *y, int64_t rows,
                                  int C) {
-  // One warp per row. The row (3 KiB at C = 768) is read from HBM once; the second and third passes
-  // hit L1.
+  // One warp per row (warp_rows.cuh).
   const int64_t row = blockIdx.x * int64_t(blockDim.x / kWarp) + threadIdx.x / kWarp;
-  const int lane = threadIdx.x % kWarp;
   if (row >= rows) return;
-  const float4 *xr = reinterpret_cast<const float4 *>(x + row * C);
-  const int quads = C / 4;
-  float s = 0.0f;
-  for (int q = lane; q < quads; q += kWarp) {
-    const float4 v = xr[q];
-    s += v.x + v.y + v.z + v.w;
-  }
-  const float mean = warp_sum(s) / float(C);
-  float ss = 0.0f;
-  for (int q = lane; q < quads; q += kWarp) {
-    const float4 v = xr[q];
-    ss += (v.x - mean) * (v.x - mean) + (v.y - mean) * (v.y - mean) + (v.z - mean) * (v.z - mean) +
-          (v.w - mean) * (v.w - mean);
-  }
-  const float rstd = rsqrtf(warp_sum(ss) / float(C) + 1e-5f);
-  const float4 *w4 = reinterpret_cast<const float4 *>(w), *b4 = reinterpret_cast<const float4 *>(b);
-  __nv_bfloat162 *yr = reinterpret_cast<__nv_bfloat162 *>(y + row * C);
-  for (int q = lane; q < quads; q += kWarp) {
-    const float4 v = xr[q], g = w4[q], o = b4[q];
-    yr[2 * q] = __floats2bfloat162_rn((v.x - mean) * rstd * g.x + o.x, (v.y - mean) * rstd * g.y + o.y);
-    yr[2 * q + 1] = __floats2bfloat162_rn((v.z - mean) * rstd * g.z + o.z, (v.w - mean) * rstd * g.w + o.w);
-  }
+  float mean, rstd;
+  layernorm_row(x + row * C, w, b, y + row * C, C, int(threadIdx.x % kWarp), mean, rstd);
 }
 
 __device__ float gelu_tanh(float v) {

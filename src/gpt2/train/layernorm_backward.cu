@@ -17,15 +17,13 @@
 
 #include <algorithm>
 
+#include "gpt2/cuda/warp_rows.cuh"
+
 namespace flashbox::gpt2::train {
 namespace {
 
-constexpr int kWarp = 32, kWarps = 4, kRows = 32;
+constexpr int kWarps = 4, kRows = 32;
 
-__device__ float warp_sum(float v) {
-  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 __device__ void add4(float4 &a, const float4 &b) {
   a.x += b.x, a.y += b.y, a.z += b.z, a.w += b.w;

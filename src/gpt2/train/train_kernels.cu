@@ -18,17 +18,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gpt2/cuda/warp_rows.cuh"
+
 namespace flashbox::gpt2::train {
 namespace {
 
-constexpr int kWarp = 32;
 constexpr int kColChunk = 256;     // rows per partial column sum (plain path)
 constexpr int kColChunkFast = 64;  // fused path: 4x the blocks, and the partials summed by whole warps
-
-__device__ float warp_sum(float v) {
-  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 int grid_for(int64_t work, int threads) {
   return int(std::max<int64_t>(1, std::min<int64_t>((work + threads - 1) / threads, 132 * 16)));
@@ -72,34 +68,15 @@ __global__ void embedding_wpe_kernel(const float *dx, float *dwpe, int B, int T,
 
 __global__ void layernorm_forward_kernel(const float *x, const float *w, const float *b, bf16 *y, float *mean_out,
                                          float *rstd_out, int64_t M, int C) {
+  // One warp per row (warp_rows.cuh, the evaluation's LayerNorm), keeping mean and rstd for the backward.
   const int64_t row = blockIdx.x * int64_t(blockDim.x / kWarp) + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (row >= M) return;
-  const float4 *xr = reinterpret_cast<const float4 *>(x + row * C);
-  const int quads = C / 4;
-  float s = 0.0f;
-  for (int q = lane; q < quads; q += kWarp) {
-    const float4 v = xr[q];
-    s += v.x + v.y + v.z + v.w;
-  }
-  const float mean = warp_sum(s) / float(C);
-  float ss = 0.0f;
-  for (int q = lane; q < quads; q += kWarp) {
-    const float4 v = xr[q];
-    ss += (v.x - mean) * (v.x - mean) + (v.y - mean) * (v.y - mean) + (v.z - mean) * (v.z - mean) +
-          (v.w - mean) * (v.w - mean);
-  }
-  const float rstd = rsqrtf(warp_sum(ss) / float(C) + 1e-5f);
+  float mean, rstd;
+  layernorm_row(x + row * C, w, b, y + row * C, C, lane, mean, rstd);
   if (lane == 0) {
     mean_out[row] = mean;
     rstd_out[row] = rstd;
-  }
-  const float4 *w4 = reinterpret_cast<const float4 *>(w), *b4 = reinterpret_cast<const float4 *>(b);
-  __nv_bfloat162 *yr = reinterpret_cast<__nv_bfloat162 *>(y + row * C);
-  for (int q = lane; q < quads; q += kWarp) {
-    const float4 v = xr[q], g = w4[q], o = b4[q];
-    yr[2 * q] = __floats2bfloat162_rn((v.x - mean) * rstd * g.x + o.x, (v.y - mean) * rstd * g.y + o.y);
-    yr[2 * q + 1] = __floats2bfloat162_rn((v.z - mean) * rstd * g.z + o.z, (v.w - mean) * rstd * g.w + o.w);
   }
 }
 

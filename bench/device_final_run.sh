@@ -6,6 +6,7 @@
 # local-memory instructions with their execution counts. Prebuilt binaries come as a tarball (built on
 # the CPU machine, `carry`ed):
 #   bench/device_final_run.sh .dev/final.tar.gz [STEP,STEP,...]   (default: every step)
+# FA2_SECONDS (15) and FA2_FUNCTIONS (bench/fa2_direct.py's list) size the fa2_direct step.
 # (the tarball: libflashbox.so, test_* binaries, flashbox, lib/ with libgomp; optional old/ and fa2/)
 # Every step has its own time limit so one hang costs a step, not the call. Logs go to $OUT.
 set -u
@@ -27,6 +28,7 @@ step test_cuda timeout 60 $B/test_cuda --gtest_brief=1
 step test_sm90 timeout 60 $B/test_sm90 --gtest_brief=1
 [ -x $B/test_sm90_mods ] && step test_sm90_mods timeout 60 $B/test_sm90_mods --gtest_brief=1
 [ -x $B/test_decode ] && step test_decode timeout 90 $B/test_decode --gtest_brief=1
+[ -x $B/test_gpt2 ] && step test_gpt2_cuda timeout 120 $B/test_gpt2 --gtest_brief=1 --gtest_filter='CudaTrainer.*:CudaForward.*'
 [ -x $B/test_context_parallel ] && step test_context_parallel timeout 90 $B/test_context_parallel --gtest_brief=1
 # The sm80 families of this build against the earlier one (both read the family from the environment).
 [ -f $B/old/libflashbox.so ] && step compare_builds_sm80 timeout 90 env FLASHBOX_FLASH_ARCH=sm80 FLASHBOX_BWD_ARCH=sm80 \
@@ -64,7 +66,7 @@ step pytest timeout 90 python3 -m pytest -q -rs tests/python
 # carries its tests/test_flash_attn.py (fetched from Dao-AILab/flash-attention; never committed here).
 if [ -f $B/fa2/test_flash_attn.py ]; then
   step fa2_direct timeout 200 env PYTHONPATH=bench/fa2_compat:python:tests/python python3 bench/fa2_direct.py \
-    $B/fa2/test_flash_attn.py --seconds 15 --json "$O/fa2_direct.json"
+    $B/fa2/test_flash_attn.py --seconds "${FA2_SECONDS:-15}" ${FA2_FUNCTIONS:+--functions "$FA2_FUNCTIONS"} --json "$O/fa2_direct.json"
   step fa2_kvcache timeout 240 env FA2_TEST_FILE=$B/fa2/test_flash_attn.py FA2_KV_SECONDS=40 bash bench/run_fa2_kvcache_tests.sh "$O/fa2_kvcache"
 fi
 step report timeout 120 $B/flashbox report --json "$O/report_h200.json"

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One device call for the sm90 backward with windows, softcap and ALiBi (2026-12-01): the new GPU
+# tests, the whole test_backward, compute-sanitizer memcheck on the small masked cases, then the
+# masked backward against the plain one (compare_masks.py --backward, TFLOP/s over visible pairs),
+# the plain backward against cuDNN (compare_sdpa.py --backward), and the sm80 backward on the same
+# masked variants for the before/after. Most important first; every step under its own limit.
+#   bash bench/sm90_bwd_masks_device_run.sh TARBALL    (libflashbox.so, test_*, lib/ with libgomp)
+set -u
+O=${OUT:-/tmp/bwd_masks_out}; mkdir -p "$O"
+B=/tmp/fb; mkdir -p $B && tar -xzf "$1" -C $B
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$B/lib:${LD_LIBRARY_PATH:-}
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=16
+log="$O/run.log"
+step() {
+  local name=$1 s=$(date +%s); shift
+  echo "== $name" | tee -a "$log"; "$@" > "$O/$name.log" 2>&1; echo "rc=$? ($(( $(date +%s) - s )) s)" | tee -a "$log"
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$log"
+step test_sm90_bwd_mods timeout 60 $B/test_sm90_bwd_mods
+step test_backward timeout 60 $B/test_backward --gtest_brief=1
+step memcheck timeout 40 env FLASHBOX_SM90_MODS_SMALL=1 compute-sanitizer --tool memcheck --error-exitcode 9 \
+  $B/test_sm90_bwd_mods --gtest_filter=Sm90BwdMods.SmallCases
+step compare_masks_bwd timeout 50 python3 bench/compare_masks.py $B/libflashbox.so --backward --seqlens 4096,16384 \
+  --windows 1024 --json "$O/compare_masks_bwd.json"
+step compare_sdpa_bwd timeout 35 python3 bench/compare_sdpa.py $B/libflashbox.so --no-naive --backward \
+  --seqlens 4096,16384 --json "$O/compare_sdpa_bwd.json"
+step compare_masks_bwd_sm80 timeout 25 env FLASHBOX_BWD_ARCH=sm80 python3 bench/compare_masks.py $B/libflashbox.so \
+  --backward --seqlens 16384 --windows 1024 --only plain,softcap30,window1024,alibi --json "$O/compare_masks_bwd_sm80.json"
+grep -E "^(==|rc=)" "$log"

@@ -21,6 +21,9 @@ step test_sm90_bwd_mods timeout 60 $B/test_sm90_bwd_mods
 grep -q "^rc=0" <(tail -1 "$log") || step test_sm90_bwd_mods_on_sm80 timeout 20 env FLASHBOX_BWD_ARCH=sm80 \
   $B/test_sm90_bwd_mods --gtest_filter=Sm90BwdMods.SmallCases
 step test_backward timeout 60 $B/test_backward --gtest_brief=1
+# The extension's GPU cases (tests/cuda/ext_sm80_test.cpp): those at head_dim 64/128 now run the sm90
+# backward, varlen and the other head dims the sm80 one.
+[ -x $B/test_cuda ] && step ext_cuda timeout 30 $B/test_cuda --gtest_filter='ExtSm80.*'
 step memcheck timeout 40 env FLASHBOX_SM90_MODS_SMALL=1 compute-sanitizer --tool memcheck --error-exitcode 9 \
   $B/test_sm90_bwd_mods --gtest_filter=Sm90BwdMods.SmallCases
 step compare_masks_bwd timeout 50 python3 bench/compare_masks.py $B/libflashbox.so --backward --seqlens 4096,16384 \

@@ -7,7 +7,7 @@
 #   bash bench/sm90_bwd_masks_device_run.sh TARBALL    (libflashbox.so, test_*, lib/ with libgomp)
 set -u
 O=${OUT:-/tmp/bwd_masks_out}; mkdir -p "$O"
-B=/tmp/fb; mkdir -p $B && tar -xzf "$1" -C $B
+B=/tmp/fb_bwd_masks; rm -rf $B; mkdir -p $B && tar -xzf "$1" -C $B
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$B/lib:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=16
 log="$O/run.log"

@@ -188,8 +188,12 @@ void run_case(const BwdCase &c, Worst &worst) {
     ASSERT_EQ(flashbox_attention_backward_ext(&g, &e), 0) << flashbox_last_error();
     const std::string kernel = flashbox_last_kernel();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << kernel;
-    if (!sm80_forced()) EXPECT_NE(kernel.find("sm90"), std::string::npos) << "the sm90 backward did not run: " << kernel;
-    if (det) EXPECT_NE(kernel.find("deterministic"), std::string::npos) << kernel;
+    if (!sm80_forced()) {
+      EXPECT_NE(kernel.find("sm90"), std::string::npos) << "the sm90 backward did not run: " << kernel;
+    }
+    if (det) {
+      EXPECT_NE(kernel.find("deterministic"), std::string::npos) << kernel;
+    }
     std::vector<uint8_t> got[3];
     ASSERT_TRUE(gq.back(got[0])) << "a guard byte around dq changed (" << kernel << ")";
     ASSERT_TRUE(gk.back(got[1])) << "a guard byte around dk changed (" << kernel << ")";
@@ -203,8 +207,9 @@ void run_case(const BwdCase &c, Worst &worst) {
     }
     if (run == 1)
       for (int x = 0; x < 3; ++x) first[x] = got[x];
-    if (run == 2)
+    if (run == 2) {
       for (int x = 0; x < 3; ++x) EXPECT_TRUE(first[x] == got[x]) << names[x] << ": deterministic mode not repeatable";
+    }
     if (run == 0) std::printf("  %-52s %s / %s\n", c.name.c_str(), fwd_kernel.c_str(), kernel.c_str());
   }
   cudaFree(o);

@@ -233,8 +233,7 @@ const std::vector<BwdCase> kSmall = {
     {"window(-1,3) 64x17 d64", 2, 64, 17, 2, 2, 64, 0, -1, 3},
     {"causal alibi/head T1 d128", 1, 1, 1, 2, 1, 128, 1, -1, -1, 0.0f, Alibi::head},
     {"causal window(8,0) softcap 3 200x17 d64 (rows without keys)", 1, 200, 17, 2, 1, 64, 1, 8, -1, 3.0f},
-    {"window(3,2) fp16 softcap 4 129x130 d128", 1, 129, 130, 2, 2, 128, 0, 3, 2, 4.0f, Alibi::none,
-     FLASHBOX_FLOAT16},
+    {"window(3,2) fp16 softcap 4 129x130 d128", 1, 129, 130, 2, 2, 128, 0, 3, 2, 4.0f, Alibi::none, FLASHBOX_FLOAT16},
 };
 
 // T = 1000 and 4097: many K/V blocks, windows far narrower than T (blocks skipped at both ends).

@@ -76,10 +76,10 @@ struct BwdSm90Params {
   int *dq_sem;                         // deterministic mode: [batch * heads_q, num_m_blocks, NWG], zeroed; else null
   int seqlen_q, seqlen_k, seqlen_q_pad, heads_q, heads_kv, group, num_m_blocks;
   int num_n_blocks, num_bh, chunk_heads;  // the CTA order (tile_of); num_bh = batch * heads_kv
-  cuda::DeviceMods mods;  // window (causal folded in as window_right = 0), softcap, ALiBi
-  int transforms;         // softcap or ALiBi: the fused P/dS path
-  float cap_pre;          // softcap: scale / cap (t = tanh(s · cap_pre)), else 0
-  float unit_log2;        // log2 e times one unit of the transformed score: cap with softcap, else scale
+  cuda::DeviceMods mods;                  // window (causal folded in as window_right = 0), softcap, ALiBi
+  int transforms;                         // softcap or ALiBi: the fused P/dS path
+  float cap_pre;                          // softcap: scale / cap (t = tanh(s · cap_pre)), else 0
+  float unit_log2;  // log2 e times one unit of the transformed score: cap with softcap, else scale
   float scale, scale_log2;
 };
 
@@ -332,7 +332,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
 
     // P^T: register i holds key key0 + 8 * ((i >> 1) & 1), query 8 * (i >> 2) + 2q + (i & 1).
     // Masked only where the block is not inside every row's window or crosses the end of the keys.
-    const bool masked = keys_end_here || cuda::mods_key_begin(p.mods, m * BM + BM - 1, shift, p.seqlen_k) > n_block * BN ||
+    const bool masked = keys_end_here ||
+                        cuda::mods_key_begin(p.mods, m * BM + BM - 1, shift, p.seqlen_k) > n_block * BN ||
                         cuda::mods_key_end(p.mods, m * BM, shift, p.seqlen_k) < (n_block + 1) * BN;
     const auto visible = [&](int i, int odd) {  // register i (+ odd) of this thread: inside the keys and the window
       const int key = key0 + 8 * acc_half(i), d = key - (m * BM + 8 * acc_group(i) + 2 * q + odd) - shift;

@@ -12,6 +12,12 @@ plain kernel's: the bar is that window and softcap cost under 10 % (ratio >= 0.9
 
   python3 bench/compare_masks.py build/libflashbox.so --json bench/results/<dir>/compare_masks.json
 
+--backward: instead, the backward (flashbox_attention_backward_ext after one forward_ext of the same
+variant) of the same flashbox variants and same-work plain rows, TFLOP/s = 2.5 x the forward's
+count over the visible pairs (SDPA is left out: compare_sdpa.py --backward has it on the plain
+masks). The sm90 backward takes every variant since 2026-12-01; FLASHBOX_BWD_ARCH=sm80 in the
+environment times the sm80 backward instead.
+
 --d256 SHIM: instead, head_dim 256 plain causal and non-causal through the sm90 forward's plan
 (bench/sm90_plan_shim.cpp, built as build/tests/sm90/libsm90_plan_shim.so: the C API does not open
 256 for CUDA yet) against SDPA's flash and cuDNN backends, TFLOP/s over 4 B H T^2 D (halved causal).
@@ -29,8 +35,8 @@ import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_sdpa import (FLASHBOX_FLASH, AttentionArgs, bench, checked, load_library, make_args,  # noqa: E402
-                          rel_error)
+from compare_sdpa import (FLASHBOX_FLASH, AttentionArgs, GradArgs, bench, bhtd_strides, checked,  # noqa: E402
+                          load_library, make_args, rel_error)
 
 
 class Ext(ctypes.Structure):  # flashbox_attention_ext, include/flashbox/flashbox.h
@@ -74,19 +80,31 @@ def window_mask(T, causal, window, device, dtype):
     return torch.zeros(T, T, device=device, dtype=dtype).masked_fill(~ok, float("-inf"))
 
 
-def measure(lib, B, H, T, D, dtype, windows, only=None):
+def grad_args(fwd, do, dq, dk, dv):
+    g = GradArgs()
+    g.fwd = fwd
+    g.dout, g.dq, g.dk, g.dv = do.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
+    g.dout_stride, g.dq_stride, g.dk_stride, g.dv_stride = (bhtd_strides(x) for x in (do, dq, dk, dv))
+    return g
+
+
+def measure(lib, B, H, T, D, dtype, windows, only=None, backward=False):
     gen = torch.Generator(device="cuda").manual_seed(2000 + T + D)
     q, k, v = (torch.randn(B, H, T, D, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
     o = torch.empty_like(q)
     lse = torch.empty(B, H, T, device="cuda", dtype=torch.float32)
+    if backward:
+        do = torch.randn(B, H, T, D, device="cuda", dtype=dtype, generator=gen)
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    work = 2.5 if backward else 1.0  # backward FLOPs per forward FLOP (five products against two)
     slopes = torch.tensor([2.0 ** (-8.0 * (h + 1) / H) for h in range(H)], device="cuda", dtype=torch.float32)
     rows = []
 
     def row(impl, variant, causal, window, ms, **kw):
         pairs = visible_pairs(T, causal, window)
         r = dict(impl=impl, variant=variant, head_dim=D, heads=H, batch=B, seqlen=T, causal=causal,
-                 window=list(window), direction="forward", ms=ms, visible_pairs=pairs,
-                 tflops=(4.0 * B * H * D * pairs / (ms * 1e-3) / 1e12 if ms else None))
+                 window=list(window), direction="backward" if backward else "forward", ms=ms, visible_pairs=pairs,
+                 tflops=(work * 4.0 * B * H * D * pairs / (ms * 1e-3) / 1e12 if ms else None))
         r.update(kw)
         rows.append(r)
 
@@ -98,6 +116,11 @@ def measure(lib, B, H, T, D, dtype, windows, only=None):
         call = lambda: lib.flashbox_attention_forward_ext(ctypes.byref(a), ctypes.byref(e))  # noqa: E731
         try:
             checked(lib, call())
+            if backward:
+                torch.cuda.synchronize()
+                g = grad_args(a, do, dq, dk, dv)
+                call = lambda: lib.flashbox_attention_backward_ext(ctypes.byref(g), ctypes.byref(e))  # noqa: E731
+                checked(lib, call())
         except RuntimeError as err:
             row("flashbox", variant, causal, window, None, status="error", error=str(err)[:200])
             return
@@ -109,7 +132,7 @@ def measure(lib, B, H, T, D, dtype, windows, only=None):
         row("flashbox", variant, causal, window, bench(call), kernel=kernel, **extra)
 
     def sdpa(variant, backend, causal, mask=None, window=(-1, -1)):
-        if only:
+        if only or backward:
             return None
 
         def run():
@@ -130,7 +153,7 @@ def measure(lib, B, H, T, D, dtype, windows, only=None):
         sdpa("cudnn", SDPBackend.CUDNN_ATTENTION, causal)
         fb("plain", causal, ref=ref)
         fb("softcap30", causal, softcap=30.0)
-    mask_ok = T <= 4096  # a T x T additive mask per call: kept small
+    mask_ok = T <= 4096 and not backward  # a T x T additive mask per call: kept small
     for w in windows:
         for causal, window in ((True, (w, -1)), (False, (w, w))):
             ref = None
@@ -146,17 +169,26 @@ def measure(lib, B, H, T, D, dtype, windows, only=None):
             t2 = int(round((math.sqrt(2 * pairs) if causal else math.sqrt(pairs)) / 64)) * 64
             q2, k2, v2 = (torch.randn(B, H, t2, D, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
             o2 = torch.empty_like(q2)
-            a2 = make_args(q2, k2, v2, o2, None, FLASHBOX_FLASH, causal)
+            lse2 = torch.empty(B, H, t2, device="cuda", dtype=torch.float32)
+            a2 = make_args(q2, k2, v2, o2, lse2, FLASHBOX_FLASH, causal)
             call = lambda: lib.flashbox_attention_forward(ctypes.byref(a2))  # noqa: E731
             checked(lib, call())
+            if backward:
+                torch.cuda.synchronize()
+                do2, dq2, dk2, dv2 = (torch.randn_like(q2) for _ in range(4))
+                g2 = grad_args(a2, do2, dq2, dk2, dv2)
+                call = lambda: lib.flashbox_attention_backward(ctypes.byref(g2))  # noqa: E731
+                checked(lib, call())
             torch.cuda.synchronize()
             ms = bench(call)
             p2 = t2 * (t2 + 1) // 2 if causal else t2 * t2
             rows.append(dict(impl="flashbox", variant=f"plain_same_work_as_window{w}", head_dim=D, heads=H, batch=B,
-                             seqlen=t2, causal=causal, window=[-1, -1], direction="forward", ms=ms, visible_pairs=p2,
-                             tflops=4.0 * B * H * D * p2 / (ms * 1e-3) / 1e12,
+                             seqlen=t2, causal=causal, window=[-1, -1], direction="backward" if backward else "forward",
+                             ms=ms, visible_pairs=p2, tflops=work * 4.0 * B * H * D * p2 / (ms * 1e-3) / 1e12,
                              kernel=lib.flashbox_last_kernel().decode()))
-            del q2, k2, v2, o2
+            del q2, k2, v2, o2, lse2
+            if backward:
+                del do2, dq2, dk2, dv2, g2
     fb("alibi", True, use_slopes=True)  # its accuracy: tests/sm90/sm90_mods_test.cpp (a bf16 bias would blur it)
     fb("window1024_softcap30", True, (1024, -1), softcap=30.0)
     del q, k, v, o, lse
@@ -241,6 +273,7 @@ def main():
     ap.add_argument("--configs", default="64:12,128:16", help="head_dim:heads pairs")
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--windows", default="1024,4096")
+    ap.add_argument("--backward", action="store_true", help="time the backward of each variant instead")
     ap.add_argument("--d256", metavar="SHIM", help="head_dim 256 through libsm90_plan_shim.so instead")
     ap.add_argument("--heads256", type=int, default=8)
     ap.add_argument("--only", help="comma-separated flashbox variants (plain, softcap30, alibi, window1024, ...); "
@@ -258,17 +291,21 @@ def main():
     lib = load_library(args.library)
     lib.flashbox_attention_forward_ext.argtypes = [ctypes.POINTER(AttentionArgs), ctypes.POINTER(Ext)]
     lib.flashbox_attention_forward_ext.restype = ctypes.c_int
+    lib.flashbox_attention_backward_ext.argtypes = [ctypes.POINTER(GradArgs), ctypes.POINTER(Ext)]
+    lib.flashbox_attention_backward_ext.restype = ctypes.c_int
     if lib.flashbox_cuda_device_count() == 0:
         sys.exit("compare_masks.py: flashbox sees no CUDA device")
     dtype = torch.bfloat16
     print(f"flashbox {lib.flashbox_version().decode()} | torch {torch.__version__} | {torch.cuda.get_device_name()} | "
-          "bf16 forward | do_bench median, L2 flushed; TFLOP/s over visible pairs", flush=True)
+          f"bf16 {'backward' if args.backward else 'forward'} | do_bench median, L2 flushed; TFLOP/s over visible pairs",
+          flush=True)
     all_rows = []
     for cfg in args.configs.split(","):
         D, H = (int(x) for x in cfg.split(":"))
         for T in (int(x) for x in args.seqlens.split(",")):
             windows = [w for w in (int(x) for x in args.windows.split(",")) if w < T]
-            rows = measure(lib, args.batch, H, T, D, dtype, windows, args.only.split(",") if args.only else None)
+            rows = measure(lib, args.batch, H, T, D, dtype, windows, args.only.split(",") if args.only else None,
+                           args.backward)
             plain = {r["causal"]: r for r in rows if r["impl"] == "flashbox" and r["variant"] == "plain"}
             same = {(r["causal"], r["variant"].rsplit("window", 1)[1]): r for r in rows
                     if r["variant"].startswith("plain_same_work")}

@@ -22,6 +22,7 @@
 #include "cuda/backward/sm90/flash_bwd_sm90_kernel.cuh"
 #include "cuda/backward/sm90/flash_bwd_sm90_launch.hpp"
 #include "cuda/common/device_scratch.hpp"
+#include "cuda/common/score_mods.cuh"
 #include "cuda/hopper/tma_host.hpp"
 
 namespace flashbox::sm90::bwd {
@@ -215,15 +216,16 @@ int run(const Launch &l) {
 
 namespace flashbox::detail {
 
-// Declines (the caller falls back to the sm80 family) where this path does not apply: not an sm_90
-// device, a layout the TMA cannot describe, a grid too large. Deterministic mode orders the dQ adds
-// with semaphores behind the dQ accumulator (flash_bwd_sm90_kernel.cuh).
+// Declines (the caller falls back to the sm80 family) where this path does not apply: variable-length
+// batches, not an sm_90 device, a layout the TMA cannot describe, a grid too large. Sliding windows,
+// softcap and ALiBi are run-time fields of the same kernels (flash_bwd_sm90_kernel.cuh). Deterministic
+// mode orders the dQ adds with semaphores behind the dQ accumulator.
 PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   using namespace sm90::bwd;
   using sm90::TensorView;
   const Problem &a = g.fwd;
-  if (const std::string what = extension_in_use(a); !what.empty())
-    return PlanResult::no("the sm90 backward has no " + what + " yet");
+  if (a.varlen())
+    return PlanResult::no("the sm90 backward has no variable-length batches (cu_seqlens; the sm80 family takes them)");
   if (a.head_dim != 64 && a.head_dim != 128) return PlanResult::no("the sm90 backward takes head_dim 64 or 128");
   if (const char *reason = sm90::sm90_unavailable_reason()) return PlanResult::no(reason);
   if (a.seqlen_q > INT32_MAX / 2 || a.seqlen_k > INT32_MAX / 2)
@@ -247,9 +249,18 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   l.dq_accum_bytes = l.vec_bytes * a.head_dim;
   // Deterministic mode: one int per (batch, query head, query block, consumer warpgroup).
   l.sem_bytes = g.deterministic ? a.batch * a.heads_q * m_blocks * kConsumerWarpgroups * 4 : 0;
-  Plan plan{"cuda_flash_bwd_sm90_d" + std::to_string(a.head_dim) + (g.deterministic ? "_deterministic" : ""),
-            2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes,
-            {}};
+  // A window side at least as long as both sequences is unbounded (no row reaches past it), which
+  // also keeps the kernel's int arithmetic on it from overflowing.
+  cuda::DeviceMods mods = cuda::device_mods(a.mods);
+  const int64_t reach = std::max(a.seqlen_q, a.seqlen_k);
+  if (a.mods.window_left >= reach) mods.window_left = -1;
+  if (a.mods.window_right >= reach) mods.window_right = -1;
+  std::string name = "cuda_flash_bwd_sm90_d" + std::to_string(a.head_dim);
+  if (mods.window_left >= 0 || (mods.window_right >= 0 && !a.causal)) name += "_window";
+  if (mods.capped()) name += "_softcap";
+  if (mods.alibi()) name += "_alibi";
+  if (g.deterministic) name += "_deterministic";
+  Plan plan{std::move(name), 2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes, {}};
   if (size_only) return {std::move(plan)};
 
   l.bf16 = a.dtype == FLASHBOX_BFLOAT16, l.d64 = a.head_dim == 64;
@@ -269,7 +280,10 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   p.num_m_blocks = int(m_blocks);
   p.num_n_blocks = int(n_blocks), p.num_bh = int(a.batch * a.heads_kv);
   p.chunk_heads = chunk_heads_for(p.num_bh, n_blocks, seqlen_q_pad, a.head_dim);
-  p.causal = a.causal;
+  p.mods = mods;
+  p.transforms = mods.capped() || mods.alibi();
+  p.cap_pre = mods.capped() ? a.scale * mods.softcap_inv : 0.f;
+  p.unit_log2 = (mods.capped() ? mods.softcap : a.scale) * kLog2e;
   p.scale = a.scale, p.scale_log2 = a.scale_log2;
   l.grid = dim3(unsigned(n_blocks * a.batch * a.heads_kv));
 

@@ -25,8 +25,17 @@
 //   Overlap inside a consumer: P is computed while dP^T is in flight, and the dQ chunk is staged
 //   while dK's product runs (issue order S^T, dP^T, dV, dQ, dK).
 // Padding: rows past seqlen_q arrive as zeros (TMA out-of-bounds fill) with LSE = +inf, so their P
-// is 0; keys past seqlen_k and the causal upper triangle (bottom-right aligned) are masked only in
-// the blocks that cross them.
+// is 0; keys past seqlen_k and the window's edges are masked only in the blocks that cross them.
+// Masks and score transforms (cuda/common/score_mods.cuh; causal is the window (-1, 0), bottom-right
+// aligned), all run-time fields of the one configuration per head_dim:
+//   window: a CTA walks only the query blocks holding a row that sees one of its keys (m_range,
+//     both ends), and masks elements only in a block that is not inside every row's window.
+//   softcap, ALiBi (`transforms`): the score is recomputed as the forward made it, in the forward's
+//     units, t = tanh.approx(s · scale / cap) (the sm90 forward's tanh, so P matches its LSE) and
+//     x = cap · t − slope · |i + shift − j|, P = exp2(x · log2 e − LSE · log2 e); the gradient
+//     through the cap multiplies dS by 1 − t² (dK, dQ keep their · scale at the end). This path
+//     computes P after dP^T's product completed (one fused loop: no register holds t across the
+//     wait, so the plain path's allocation is unchanged); the plain path keeps its overlap.
 // Order of the CTAs (tile_of): a one-dimensional grid walked in chunks of `chunk_heads` (batch, kv
 // head) pairs; inside a chunk, key block by key block, the chunk's heads innermost. Causal, key block
 // 0 has the most query blocks, so the hardware's in-order dispatch starts the longest CTAs first and
@@ -43,9 +52,12 @@
 // and none waits long), which is shortest-first for causal: the price of this mode at short T.
 #pragma once
 #include <cuda.h>
+
+#include <climits>
 #include <cstdint>
 
 #include "cuda/backward/sm90/bulk_ops.cuh"
+#include "cuda/common/score_mods.cuh"
 #include "cuda/hopper/async_copy.cuh"
 #include "cuda/hopper/online_softmax.cuh"
 #include "cuda/hopper/tma_host.hpp"
@@ -64,7 +76,10 @@ struct BwdSm90Params {
   int *dq_sem;                         // deterministic mode: [batch * heads_q, num_m_blocks, NWG], zeroed; else null
   int seqlen_q, seqlen_k, seqlen_q_pad, heads_q, heads_kv, group, num_m_blocks;
   int num_n_blocks, num_bh, chunk_heads;  // the CTA order (tile_of); num_bh = batch * heads_kv
-  int causal;
+  cuda::DeviceMods mods;                  // window (causal folded in as window_right = 0), softcap, ALiBi
+  int transforms;                         // softcap or ALiBi: the fused P/dS path
+  float cap_pre;                          // softcap: scale / cap (t = tanh(s · cap_pre)), else 0
+  float unit_log2;  // log2 e times one unit of the transformed score: cap with softcap, else scale
   float scale, scale_log2;
 };
 
@@ -99,11 +114,14 @@ constexpr int kDqFull = 4;
 constexpr int kDqEmpty = 6;
 constexpr int kDqBarrierThreads = 128 + 32;
 
-// First query block that sees a key of K block n (causal, bottom-right aligned), else 0.
-__device__ __forceinline__ int first_m_block(const BwdSm90Params &p, int n_block, int BM, int BN) {
-  if (!p.causal) return 0;
-  const int first_row = n_block * BN - (p.seqlen_k - p.seqlen_q);  // rows >= this see key n * BN
-  return first_row <= 0 ? 0 : first_row / BM;
+// The query blocks [x, y) that hold a row seeing a key of K block n (the window's rows of the
+// block's first and last key, clamped to the real rows); empty (x == y) when no row sees any.
+__device__ __forceinline__ int2 m_range(const BwdSm90Params &p, int n_block, int BM, int BN) {
+  const int shift = p.seqlen_k - p.seqlen_q, k_first = n_block * BN, k_last = min(k_first + BN, p.seqlen_k) - 1;
+  const int q_begin = cuda::mods_query_begin(p.mods, k_first, shift, p.seqlen_q);
+  const int q_end = cuda::mods_query_end(p.mods, k_last, shift, p.seqlen_q);
+  if (q_begin >= q_end) return make_int2(0, 0);
+  return make_int2(q_begin / BM, (q_end + BM - 1) / BM);
 }
 
 // The (key block, batch * heads_kv + kv head) of CTA `linear` (the order in the file header).
@@ -117,12 +135,16 @@ __device__ __forceinline__ int2 tile_of(const BwdSm90Params &p, int linear) {
   return make_int2(n, bh);
 }
 
-// The last key block whose CTA adds into query block m (first_m_block(n) <= m), for the order of
+// The last key block whose CTA adds into query block m (m inside its m_range), for the order of
 // the deterministic adds; only asked for query blocks that this CTA adds to (the result is >= n).
+// The CTAs that add into m are the contiguous key blocks up to this one (a row's window is an
+// interval sliding with the row, so the keys some row of m sees are one interval), each counted
+// once by the semaphore: m_range and this are the same "some real row sees some real key" test.
 __device__ __forceinline__ int last_n_block(const BwdSm90Params &p, int m, int BM, int BN) {
-  if (!p.causal) return p.num_n_blocks - 1;
-  const int rows = (m + 1) * BM + (p.seqlen_k - p.seqlen_q);  // keys < rows are seen by some row of m
-  return min(p.num_n_blocks - 1, (rows + BN - 1) / BN - 1);
+  if (p.mods.window_right < 0) return p.num_n_blocks - 1;
+  const int r_last = min((m + 1) * BM, p.seqlen_q) - 1;
+  const int k_end = cuda::mods_key_end(p.mods, r_last, p.seqlen_k - p.seqlen_q, p.seqlen_k);  // keys < k_end seen
+  return min(p.num_n_blocks - 1, (k_end + BN - 1) / BN - 1);
 }
 
 __device__ __forceinline__ int ld_acquire_gpu(const int *ptr) {
@@ -145,10 +167,10 @@ __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *sm
   load_tile<Cfg::PANELS>(smem + Cfg::K_OFF, Cfg::BN * 128, &p.tm_k, p.ord_k, kv_full, n_block * Cfg::BN, hk, b);
   load_tile<Cfg::PANELS>(smem + Cfg::V_OFF, Cfg::BN * 128, &p.tm_v, p.ord_v, kv_full, n_block * Cfg::BN, hk, b);
   PipeState<Cfg::STAGES> st;
-  const int m_begin = first_m_block(p, n_block, Cfg::BM, Cfg::BN);
+  const int2 mr = m_range(p, n_block, Cfg::BM, Cfg::BN);
   for (int hi = 0; hi < p.group; ++hi) {
     const int h = hk * p.group + hi;
-    for (int m = m_begin; m < p.num_m_blocks; ++m) {
+    for (int m = mr.x; m < mr.y; ++m) {
       mbar_wait(empty + st.stage, st.phase ^ 1);
       uint64_t *bar = full + st.stage;
       mbar_expect_tx_arrive(bar, 2 * Cfg::Q_BYTES);
@@ -167,8 +189,9 @@ template <class Cfg>
 __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *smem, int n_block, int hk, int b) {
   constexpr int NWG = Cfg::NWG, BM = Cfg::BM;
   const int lane = threadIdx.x % 32;
-  const int m_begin = first_m_block(p, n_block, BM, Cfg::BN);
-  const int steps = p.group * (p.num_m_blocks - m_begin);
+  const int2 mr = m_range(p, n_block, BM, Cfg::BN);
+  const int m_begin = mr.x, m_end = mr.y;
+  const int steps = p.group * (m_end - m_begin);
   const bool det = p.dq_sem != nullptr;
   if (steps > 0)
 #pragma unroll
@@ -205,7 +228,7 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
       for (int w = 0; w < NWG; ++w) red_release_gpu_add(sem + w, 1);
     }
     __syncwarp();
-    if (++m == p.num_m_blocks) m = m_begin, ++h;
+    if (++m == m_end) m = m_begin, ++h;
   }
   if (lane == 0) bulk_wait_all();
   __syncwarp();
@@ -262,9 +285,13 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   mbar_wait(kv_full, 0);
   PipeState<Cfg::STAGES> st;
   int ds_buf = 0;
-  // Steps: every query block m >= m_begin of every query head of the group, head by head.
-  const int m_begin = first_m_block(p, n_block, BM, BN);
-  const int steps = p.group * (p.num_m_blocks - m_begin);
+  // Steps: every query block of m_range of every query head of the group, head by head.
+  const int2 mr = m_range(p, n_block, BM, BN);
+  const int m_begin = mr.x, m_end = mr.y;
+  const int steps = p.group * (m_end - m_begin);
+  // Visibility of (row, key) as d = key - row - shift in [dlo, dhi] (the window; unbounded sides open).
+  const int dlo = p.mods.window_left < 0 ? INT_MIN : -p.mods.window_left;
+  const int dhi = p.mods.window_right < 0 ? INT_MAX : p.mods.window_right;
   // LSE·log2 e and D of a step, [2][BM] floats, are copied into the warpgroup's shared copy at the
   // start of the step, from registers each thread filled one step ahead (the global latency never
   // waits). The copy's previous reads all happened before the warpgroup's last chunk barrier.
@@ -299,37 +326,69 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     wgmma_commit();
 #pragma unroll
     for (int j = 0; j < VEC_PER_THREAD; ++j) vec[t + 128 * j] = vec_next[j];
-    const int m_next = m + 1 == p.num_m_blocks ? m_begin : m + 1, h_next = m_next == m_begin ? h + 1 : h;
+    const int m_next = m + 1 == m_end ? m_begin : m + 1, h_next = m_next == m_begin ? h + 1 : h;
     if (step + 1 < steps) load_vec(vec_next, h_next, m_next);
     named_barrier_sync(kChunkBarrier + wg, 128);
-    wgmma_wait<1>();
-    fence_operands(s);
 
     // P^T: register i holds key key0 + 8 * ((i >> 1) & 1), query 8 * (i >> 2) + 2q + (i & 1).
-    const bool masked = keys_end_here || (p.causal && (n_block + 1) * BN - 1 > m * BM + shift);
+    // Masked only where the block is not inside every row's window or crosses the end of the keys.
+    const bool masked = keys_end_here ||
+                        cuda::mods_key_begin(p.mods, m * BM + BM - 1, shift, p.seqlen_k) > n_block * BN ||
+                        cuda::mods_key_end(p.mods, m * BM, shift, p.seqlen_k) < (n_block + 1) * BN;
+    const auto visible = [&](int i, int odd) {  // register i (+ odd) of this thread: inside the keys and the window
+      const int key = key0 + 8 * acc_half(i), d = key - (m * BM + 8 * acc_group(i) + 2 * q + odd) - shift;
+      return key < p.seqlen_k && d >= dlo && d <= dhi;
+    };
+    if (!p.transforms) {
+      wgmma_wait<1>();
+      fence_operands(s);
 #pragma unroll
-    for (int i = 0; i < BM / 2; i += 2) {
-      const int col = 8 * acc_group(i) + 2 * q;
-      const float2 lse = *reinterpret_cast<const float2 *>(vec + col);
-      float p0 = exp2f(fmaf(s[i], p.scale_log2, -lse.x));
-      float p1 = exp2f(fmaf(s[i + 1], p.scale_log2, -lse.y));
-      if (masked) {
-        const int key = key0 + 8 * acc_half(i), row = m * BM + col;
-        const bool in_keys = key < p.seqlen_k;
-        if (!(in_keys && (!p.causal || key <= row + shift))) p0 = 0.f;
-        if (!(in_keys && (!p.causal || key <= row + 1 + shift))) p1 = 0.f;
+      for (int i = 0; i < BM / 2; i += 2) {
+        const int col = 8 * acc_group(i) + 2 * q;
+        const float2 lse = *reinterpret_cast<const float2 *>(vec + col);
+        float p0 = exp2f(fmaf(s[i], p.scale_log2, -lse.x));
+        float p1 = exp2f(fmaf(s[i + 1], p.scale_log2, -lse.y));
+        if (masked) {
+          if (!visible(i, 0)) p0 = 0.f;
+          if (!visible(i, 1)) p1 = 0.f;
+        }
+        s[i] = p0;
+        s[i + 1] = p1;
       }
-      s[i] = p0;
-      s[i + 1] = p1;
-    }
-    wgmma_wait<0>();
-    fence_operands(dp);
-    // dS^T = P^T ∘ (dP^T − D).
+      wgmma_wait<0>();
+      fence_operands(dp);
+      // dS^T = P^T ∘ (dP^T − D).
 #pragma unroll
-    for (int i = 0; i < BM / 2; i += 2) {
-      const float2 dsum = *reinterpret_cast<const float2 *>(vec + BM + 8 * acc_group(i) + 2 * q);
-      dp[i] = s[i] * (dp[i] - dsum.x);
-      dp[i + 1] = s[i + 1] * (dp[i + 1] - dsum.y);
+      for (int i = 0; i < BM / 2; i += 2) {
+        const float2 dsum = *reinterpret_cast<const float2 *>(vec + BM + 8 * acc_group(i) + 2 * q);
+        dp[i] = s[i] * (dp[i] - dsum.x);
+        dp[i + 1] = s[i + 1] * (dp[i + 1] - dsum.y);
+      }
+    } else {
+      // Softcap and/or ALiBi: both products complete, then P^T and dS^T in one pass (file header).
+      const float slope_log2 = p.mods.alibi() ? cuda::mods_slope(p.mods, b, h) * kLog2e : 0.f;
+      const bool capped = p.mods.capped();
+      // row + shift - key of register 0 (query m * BM + 2q, key key0), as a float for the bias.
+      const float a0 = float(m * BM + 2 * q + shift - key0);
+      wgmma_wait<0>();
+      fence_operands(s);
+      fence_operands(dp);
+#pragma unroll
+      for (int i = 0; i < BM / 2; ++i) {
+        const int col = 8 * acc_group(i) + 2 * q + (i & 1);
+        const float lse = vec[col], dsum = vec[BM + col];
+        float v = s[i], grad = 1.f;
+        if (capped) {
+          v = cuda::tanh_approx(v * p.cap_pre);
+          grad = fmaf(-v, v, 1.f);
+        }
+        float x = fmaf(v, p.unit_log2, -lse);
+        x = fmaf(-slope_log2, fabsf(a0 + float(8 * acc_group(i) + (i & 1) - 8 * acc_half(i))), x);
+        float pr = exp2f(x);
+        if (masked && !visible(i & ~1, i & 1)) pr = 0.f;
+        s[i] = pr;
+        dp[i] = pr * (dp[i] - dsum) * grad;
+      }
     }
     uint32_t pa[BM / 4], dsa[BM / 4];
     scores_to_a_fragments<T>(s, pa);

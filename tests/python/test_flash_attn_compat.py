@@ -250,8 +250,8 @@ def test_cuda_packed_qkv_gradients():
 
 @needs_cuda
 def test_cuda_refuses_what_it_lacks():
-    with pytest.raises(NotImplementedError, match="head_dim = 160"):
-        x = torch.randn(1, 64, 2, 160, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(NotImplementedError, match="head_dim = 264"):
+        x = torch.randn(1, 64, 2, 264, device="cuda", dtype=torch.bfloat16)
         fa.flash_attn_func(x, x, x)
 
 

@@ -419,7 +419,7 @@ const std::vector<ExtCase> kWideSmall = {
 };
 
 const std::vector<ExtCase> kWideLarge = {
-    on_sm80_forward({"causal T1000 GQA d256", 1, 1000, 1000, 4, 2, 256, 1}),
+    on_sm80_forward({"causal T1000 GQA d256", 1, 1000, 1000, 2, 1, 256, 1}),
     {"causal window(100,0) 1000x300 d192", 1, 1000, 300, 2, 1, 192, 1, 100},
     {"plain 300x1000 d160", 1, 300, 1000, 2, 2, 160, 0},
     {"varlen causal softcap 10 d224", 0, 0, 0, 2, 2, 224, 1, -1, -1, 10.0f, Alibi::none, {1000, 1, 0}, {1000, 1, 3}},

@@ -5,6 +5,7 @@
 // or varlen); the sm90 backward keeps 64 and 128.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -46,13 +47,13 @@ struct PlanCase {
 TEST(HeadDimPlan, Sm80ForwardTakesMultiplesOf8UpTo256) {
   for (int64_t d : {8, 64, 72, 128, 136, 160, 192, 224, 248, 256}) {
     const PlanCase c(d);
-    const PlanResult r = detail::plan_sm80_forward(detail::make_problem(c.a));
+    const detail::PlanResult r = detail::plan_sm80_forward(detail::make_problem(c.a));
     ASSERT_TRUE(r.plan.has_value()) << "d" << d << ": " << r.why_not;
     const std::string want = d <= 64 ? "cuda_flash_sm80_d64_" : d <= 128 ? "cuda_flash_sm80_d128_" : "cuda_flash_sm80_d256_128x32";
     EXPECT_EQ(r.plan->kernel.rfind(want, 0), 0u) << "d" << d << ": " << r.plan->kernel;
   }
   const PlanCase c(264);
-  const PlanResult r = detail::plan_sm80_forward(detail::make_problem(c.a));
+  const detail::PlanResult r = detail::plan_sm80_forward(detail::make_problem(c.a));
   EXPECT_FALSE(r.plan.has_value());
   EXPECT_NE(r.why_not.find("up to 256 in multiples of 8 (got 264)"), std::string::npos) << r.why_not;
 }
@@ -61,7 +62,7 @@ TEST(HeadDimPlan, Sm80BackwardTakesMultiplesOf8UpTo256) {
   for (int64_t d : {64, 128, 136, 192, 256})
     for (int det : {0, 1}) {
       const PlanCase c(d);
-      const PlanResult r = detail::plan_sm80_backward(c.grad(det));
+      const detail::PlanResult r = detail::plan_sm80_backward(c.grad(det));
       ASSERT_TRUE(r.plan.has_value()) << "d" << d << ": " << r.why_not;
       const int kd = d <= 64 ? 64 : d <= 128 ? 128 : 256;
       EXPECT_EQ(r.plan->kernel, "cuda_flash_bwd_sm80_d" + std::to_string(kd) + (det ? "_deterministic" : ""));
@@ -71,7 +72,7 @@ TEST(HeadDimPlan, Sm80BackwardTakesMultiplesOf8UpTo256) {
       EXPECT_EQ(r.plan->workspace_bytes, rows * 4 + (det ? 0 : rows * kd * 4)) << "d" << d;
     }
   const PlanCase c(264);
-  const PlanResult r = detail::plan_sm80_backward(c.grad(0));
+  const detail::PlanResult r = detail::plan_sm80_backward(c.grad(0));
   EXPECT_FALSE(r.plan.has_value());
   EXPECT_NE(r.why_not.find("up to 256 in multiples of 8 (got 264)"), std::string::npos) << r.why_not;
 }
@@ -81,7 +82,7 @@ TEST(HeadDimPlan, Sm80BackwardTakesMultiplesOf8UpTo256) {
 TEST(HeadDimPlan, Sm90DeclinesWhatSm80TakesAbove128) {
   {
     const PlanCase c(192);
-    const PlanResult r = detail::plan_sm90_forward(detail::make_problem(c.a));
+    const detail::PlanResult r = detail::plan_sm90_forward(detail::make_problem(c.a));
     EXPECT_FALSE(r.plan.has_value());
     EXPECT_EQ(r.code, 0) << "a decline, not an error: auto goes on to sm80";
   }
@@ -89,14 +90,14 @@ TEST(HeadDimPlan, Sm90DeclinesWhatSm80TakesAbove128) {
     const PlanCase c(256);
     core::ScoreMods m = core::causal_mods(false);
     m.softcap = 30.0f;
-    const PlanResult r = detail::plan_sm90_forward(detail::make_problem(c.a, m));
+    const detail::PlanResult r = detail::plan_sm90_forward(detail::make_problem(c.a, m));
     EXPECT_FALSE(r.plan.has_value());
     EXPECT_EQ(r.code, 0);
     EXPECT_NE(r.why_not.find("no softcap or ALiBi for head_dim 256"), std::string::npos) << r.why_not;
   }
   for (int64_t d : {160, 256}) {
     const PlanCase c(d);
-    const PlanResult r = detail::plan_sm90_backward(c.grad(0), /*size_only=*/true);
+    const detail::PlanResult r = detail::plan_sm90_backward(c.grad(0), /*size_only=*/true);
     EXPECT_FALSE(r.plan.has_value()) << "d" << d;
     EXPECT_EQ(r.code, 0) << "d" << d;
   }

@@ -21,10 +21,10 @@ What flashbox does not do is an error, never a silent wrong answer:
   * sliding windows, softcap, ALiBi (per head or per batch x head), varlen and deterministic go to the
     C API on CPU and CUDA tensors alike (on CUDA the sm80 kernels take them all, forward and backward;
     README "Feature matrix"); what the library refuses as unsupported becomes NotImplementedError;
-  * head dims: the CUDA kernels take every multiple of 8 up to 128 as is; any other head_dim <= 128
+  * head dims: the CUDA kernels take every multiple of 8 up to 256 as is; any other head_dim <= 256
     is zero-padded here to the next multiple of 8 (as FlashAttention-2's own wrapper does), with the
     scale of the true head_dim. Zero columns add nothing to q.k and give zero output columns, which
-    are cut off, so the answer is exact; the backward flows through the pad. head_dim > 128 on CUDA
+    are cut off, so the answer is exact; the backward flows through the pad. head_dim > 256 on CUDA
     raises NotImplementedError. CPU tensors take any head_dim 1..256 as is.
 """
 
@@ -45,7 +45,7 @@ __all__ = [
 from .kvcache import flash_attn_with_kvcache  # noqa: E402  (FlashAttention-2's decode entry point)
 
 
-_CUDA_MAX_HEAD_DIM = 128  # multiples of 8 up to this run as they are on CUDA
+_CUDA_MAX_HEAD_DIM = 256  # multiples of 8 up to this run as they are on CUDA
 _NOT_THERE = (_lib.ErrorCode.UNSUPPORTED_IMPL, _lib.ErrorCode.UNSUPPORTED_HEAD_DIM)
 
 

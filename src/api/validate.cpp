@@ -143,7 +143,7 @@ int validate_scalars(const flashbox_attention_args &a) {
   return FLASHBOX_OK;
 }
 
-int validate_support(const flashbox_attention_args &a, bool backward) {
+int validate_support(const flashbox_attention_args &a, bool /*backward: both passes have the same rules*/) {
   const std::string impl = impl_str(a.impl);
   if (a.device == FLASHBOX_CPU) {
     if (a.impl == FLASHBOX_FLASH)
@@ -165,14 +165,12 @@ int validate_support(const flashbox_attention_args &a, bool backward) {
       return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim = " + str(a.head_dim) +
                                                          " is not supported by impl = naive on device = cuda "
                                                          "(multiples of 8 up to 256)");
-  } else if ((a.head_dim % 8 != 0 || a.head_dim > 128) && (backward || a.head_dim != 256)) {
-    // The flash families: sm80 serves every multiple of 8 up to 128 (the d64 / d128 kernels with
-    // zero-filled columns), sm90 takes 64 and 128 and declines the rest to it; the sm90 forward also
-    // has 256 (on a device without it, no family takes the call and the error says why).
-    return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
-                "head_dim = " + str(a.head_dim) + " is not supported by impl = " + impl + " on device = cuda " +
-                    (backward ? "in the backward (multiples of 8 up to 128)"
-                              : "(multiples of 8 up to 128, and 256 in the forward on compute capability 9.x)"));
+  } else if (a.head_dim % 8 != 0 || a.head_dim > 256) {
+    // The flash families: sm80 serves every multiple of 8 up to 256, forward and backward (the d64 /
+    // d128 / d256 kernels with zero-filled columns); sm90 takes 64 and 128 (and 256 in the forward)
+    // and declines the rest to it.
+    return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim = " + str(a.head_dim) + " is not supported by impl = " +
+                                                       impl + " on device = cuda (multiples of 8 up to 256)");
   }
   return FLASHBOX_OK;
 }

@@ -92,11 +92,11 @@ TEST_F(BadArguments, UnsupportedHeadDim) {
   expect_rejected([](auto &a) { a.head_dim = 300; }, FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, {"head_dim = 300", "cpu"});
   // CUDA rules are checked before the device is looked for, so they hold on any machine.
   expect_rejected([](auto &a) { a.device = FLASHBOX_CUDA, a.head_dim = 100; }, FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
-                  {"head_dim = 100", "cuda", "multiples of 8 up to 128"});
-  expect_rejected([](auto &a) { a.device = FLASHBOX_CUDA, a.head_dim = 136; }, FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
-                  {"head_dim = 136", "cuda"});
+                  {"head_dim = 100", "cuda", "multiples of 8 up to 256"});
+  expect_rejected([](auto &a) { a.device = FLASHBOX_CUDA, a.head_dim = 252; }, FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
+                  {"head_dim = 252", "cuda", "multiples of 8 up to 256"});
   expect_rejected([](auto &a) { a.device = FLASHBOX_CUDA, a.head_dim = 264; }, FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
-                  {"head_dim = 264", "256 in the forward"});
+                  {"head_dim = 264", "multiples of 8 up to 256"});
   expect_rejected([](auto &a) { a.device = FLASHBOX_CUDA, a.impl = FLASHBOX_NAIVE, a.head_dim = 12; },
                   FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, {"head_dim = 12", "naive"});
 }

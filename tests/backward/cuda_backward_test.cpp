@@ -1,6 +1,7 @@
 // CUDA flash backward against the fp64 reference backward on the device: the forward's shape cases,
 // seqlen_q != seqlen_k with empty rows, GQA/MQA, strided layouts, causal or not, bf16 and fp16,
-// head_dim 64 and 128, both dQ modes (atomic and deterministic), poisoned outputs (padding included);
+// head_dim 64, 128 and above (136 to 256: the d256 kernels), both dQ modes (atomic and
+// deterministic), poisoned outputs (padding included);
 // deterministic mode bitwise-identical over repeated runs; scratch equal to the workspace size.
 // Skipped, with the reason, where there is no GPU.
 #include <gtest/gtest.h>
@@ -105,7 +106,10 @@ INSTANTIATE_TEST_SUITE_P(
                                          Shape{2, 65, 65, 4, 2, 64}, Shape{1, 129, 129, 2, 2, 128},
                                          Shape{1, 1000, 1000, 2, 1, 64}, Shape{1, 1000, 1000, 1, 1, 128},
                                          Shape{1, 17, 300, 3, 1, 64}, Shape{1, 300, 17, 2, 2, 128},
-                                         Shape{2, 200, 333, 6, 2, 64}, Shape{1, 333, 200, 4, 1, 128}),
+                                         Shape{2, 200, 333, 6, 2, 64}, Shape{1, 333, 200, 4, 1, 128},
+                                         // above 128: the sm80 d256 kernels (column halves)
+                                         Shape{1, 1, 1, 2, 2, 136}, Shape{1, 65, 65, 2, 1, 256},
+                                         Shape{2, 17, 300, 4, 2, 192}, Shape{1, 300, 17, 2, 2, 224}),
                        ::testing::Values(0, 1), ::testing::Values(FLASHBOX_BFLOAT16, FLASHBOX_FLOAT16)));
 
 TEST(CudaBackward, StridedLayoutsAndScale) {
@@ -222,6 +226,29 @@ TEST(CudaBackward, DeterministicModeIsBitwiseRepeatable) {
       const std::string kernel = flashbox_last_kernel();
       EXPECT_NE(kernel.find("deterministic"), std::string::npos) << kernel;
       if (hopper) EXPECT_NE(kernel.find("sm90"), std::string::npos) << kernel;
+      d.expect_close();
+    }
+}
+
+// Head dims above 128 (the sm80 d256 kernels: dK/dV and dQ split into column halves): the
+// deterministic mode gives the same bits over 3 runs, causal and not, GQA, seqlen_q != seqlen_k.
+TEST(CudaBackward, DeterministicHeadDim256IsBitwiseRepeatable) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t dim : {160, 256})
+    for (int causal : {1, 0}) {
+      BackwardData d({.batch = 1,
+                      .seqlen_q = 300,
+                      .seqlen_k = causal ? 400 : 300,
+                      .heads_q = 4,
+                      .heads_kv = 2,
+                      .head_dim = dim,
+                      .dtype = FLASHBOX_BFLOAT16,
+                      .causal = causal});
+      bool equal = true;
+      run_on_device(d, 1, 3, &equal);
+      EXPECT_TRUE(equal) << "deterministic = 1 gave different bits across 3 runs: " << d.name();
+      const std::string kernel = flashbox_last_kernel();
+      EXPECT_NE(kernel.find("cuda_flash_bwd_sm80_d256_deterministic"), std::string::npos) << kernel;
       d.expect_close();
     }
 }

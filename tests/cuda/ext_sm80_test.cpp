@@ -1,7 +1,7 @@
 // The extension on the GPU (flashbox_attention_forward_ext / _backward_ext, device = cuda): sliding
 // windows, softcap, ALiBi (per head and per batch x head), variable-length batches (lengths 0 and 1
 // included, seqlen_q != seqlen_k), GQA, causal and not, and head dims that are multiples of 8 below
-// the kernels' 64 / 128, forward and backward (atomic and deterministic dQ), bf16, against the fp64
+// the kernels' 64 / 128 / 256 (HeadDimsAbove128: 136 to 256), forward and backward (atomic and deterministic dQ), bf16, against the fp64
 // CPU reference (src/cpu/reference_fp64.hpp, reference_backward_fp64.hpp) on random inputs (seed
 // printed; FLASHBOX_TEST_SEED=N repeats one). Outputs are poisoned (NaN) and framed by guard bytes
 // that must survive; the backward runs on the GPU forward's own O and LSE.
@@ -46,7 +46,16 @@ struct ExtCase {
   float softcap = 0.0f;
   Alibi alibi = Alibi::none;
   std::vector<int> lens_q = {}, lens_k = {};  // varlen when set (batch, seqlen_* then follow from them)
+  // Plain calls only: the forward through flashbox_attention_forward_opts with family = sm80, so
+  // that a plain head_dim 256 forward runs the sm80 d256 kernel on a Hopper device too (auto gives
+  // it to the sm90 d256 forward).
+  bool sm80_forward = false;
 };
+
+ExtCase on_sm80_forward(ExtCase c) {
+  c.sm80_forward = true;
+  return c;
+}
 
 constexpr size_t kGuard = 4096;  // bytes before and after every output, filled with kGuardByte
 constexpr uint8_t kGuardByte = 0xa5;
@@ -256,8 +265,24 @@ void run_case(const ExtCase &c) {
     e.cu_seqlens_q = static_cast<const int32_t *>(cu_q.ptr), e.cu_seqlens_k = static_cast<const int32_t *>(cu_k.ptr);
     e.max_seqlen_q = t.max_q, e.max_seqlen_k = t.max_k;
   }
-  ASSERT_EQ(flashbox_attention_forward_ext(&a, &e), 0) << flashbox_last_error();
+  if (c.sm80_forward) {
+    flashbox_options opts;
+    flashbox_options_init(&opts);
+    opts.family = FLASHBOX_FAMILY_SM80;
+    ASSERT_TRUE(c.lens_q.empty() && c.window_left < 0 && c.window_right < 0 && c.softcap == 0 && c.alibi == Alibi::none)
+        << "sm80_forward is for plain calls (the options entry point has no extension)";
+    ASSERT_EQ(flashbox_attention_forward_opts(&a, &opts), 0) << flashbox_last_error();
+  } else {
+    ASSERT_EQ(flashbox_attention_forward_ext(&a, &e), 0) << flashbox_last_error();
+  }
   const std::string fwd_kernel = flashbox_last_kernel();
+  // Above 128 every forward is the sm80 d256 kernel's except a head_dim 256 one without softcap,
+  // ALiBi or varlen (plain or windowed), which the sm90 d256 forward takes on a Hopper device; the
+  // backward above 128 is always sm80's d256.
+  const bool sm90_may_take = c.head_dim == 256 && !c.sm80_forward && c.lens_q.empty() && c.softcap == 0 &&
+                             c.alibi == Alibi::none;
+  if (c.head_dim > 128 && !sm90_may_take)
+    EXPECT_NE(fwd_kernel.find("cuda_flash_sm80_d256"), std::string::npos) << fwd_kernel;
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<uint16_t> o_host(t.q.size());
   std::vector<float> lse_host(size_t(t.total_q * c.heads_q));
@@ -291,6 +316,7 @@ void run_case(const ExtCase &c) {
     g.deterministic = det;
     ASSERT_EQ(flashbox_attention_backward_ext(&g, &e), 0) << flashbox_last_error();
     const std::string bwd_kernel = flashbox_last_kernel();
+    if (c.head_dim > 128) EXPECT_NE(bwd_kernel.find("cuda_flash_bwd_sm80_d256"), std::string::npos) << bwd_kernel;
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<uint16_t> h_dq(t.q.size()), h_dk(t.k.size()), h_dv(t.v.size());
     ASSERT_TRUE(dq.back(h_dq.data())) << "a guard byte around dq changed";
@@ -304,7 +330,8 @@ void run_case(const ExtCase &c) {
       EXPECT_LT(eg.rel, 1e-2) << name << " (" << bwd_kernel << ", deterministic " << det << ")";
     }
   }
-  std::printf("  %-44s ok: o %.2e  kernels %s\n", c.name.c_str(), eo.rel, fwd_kernel.c_str());
+  std::printf("  %-44s ok: o %.2e  kernels %s  seed %llu\n", c.name.c_str(), eo.rel, fwd_kernel.c_str(),
+              static_cast<unsigned long long>(seed));
 }
 
 // Small shapes (compute-sanitizer memcheck runs these).
@@ -374,6 +401,42 @@ const std::vector<ExtCase> kLarge = {
      {1000, 1, 5, 63}},
 };
 
+// Head dims above 128 (the d256 instantiations, every multiple of 8 in (128, 256]): each mask and
+// score transform, GQA/MQA, seqlen_q != seqlen_k, T in {1, 17, 65, 1000}, varlen with lengths 0 and
+// 1, forward and backward (both dQ modes).
+const std::vector<ExtCase> kWideSmall = {
+    on_sm80_forward({"plain d256 T1", 2, 1, 1, 2, 2, 256, 0}),
+    on_sm80_forward({"causal d256 65x17 GQA", 1, 65, 17, 4, 2, 256, 1}),
+    on_sm80_forward({"plain d136 17x65", 1, 17, 65, 2, 1, 136, 0}),
+    {"plain d256 17x65 MQA (auto)", 1, 17, 65, 2, 1, 256, 0},
+    {"causal d136 65x65", 1, 65, 65, 2, 2, 136, 1},
+    {"window(16,8) 63x65 MQA d160", 2, 63, 65, 4, 1, 160, 0, 16, 8},
+    {"softcap 5 64x17 d192", 1, 64, 17, 2, 2, 192, 0, -1, -1, 5.0f},
+    {"causal alibi/head 17x65 GQA d224", 1, 17, 65, 4, 2, 224, 1, -1, -1, 0.0f, Alibi::head},
+    {"causal softcap 2 alibi/batch 65x64 d256", 2, 65, 64, 2, 1, 256, 1, -1, -1, 2.0f, Alibi::batch},
+    {"window(5,-1) T1x63 d256", 2, 1, 63, 2, 2, 256, 0, 5, -1},
+    {"varlen causal d192", 0, 0, 0, 4, 2, 192, 1, -1, -1, 0.0f, Alibi::none, {0, 1, 17, 65, 130}, {5, 1, 17, 63, 0}},
+    {"varlen window softcap alibi/batch d256", 0, 0, 0, 2, 1, 256, 0, 20, 10, 3.0f, Alibi::batch, {1, 0, 65, 17},
+     {1, 5, 64, 0}},
+};
+
+const std::vector<ExtCase> kWideLarge = {
+    on_sm80_forward({"causal T1000 GQA d256", 1, 1000, 1000, 2, 1, 256, 1}),
+    {"causal window(100,0) 1000x300 d192", 1, 1000, 300, 2, 1, 192, 1, 100},
+    {"plain 300x1000 d160", 1, 300, 1000, 2, 2, 160, 0},
+    {"varlen causal softcap 10 d224", 0, 0, 0, 2, 2, 224, 1, -1, -1, 10.0f, Alibi::none, {1000, 1, 0}, {1000, 1, 3}},
+};
+
+TEST(ExtSm80, HeadDimsAbove128) {
+  SKIP_WITHOUT_GPU();
+  for (const ExtCase &c : kWideSmall) run_case(c);
+}
+
+TEST(ExtSm80, HeadDimsAbove128Large) {
+  SKIP_WITHOUT_GPU();
+  for (const ExtCase &c : kWideLarge) run_case(c);
+}
+
 TEST(ExtSm80, SmallCases) {
   SKIP_WITHOUT_GPU();
   for (const ExtCase &c : kSmall) run_case(c);
@@ -429,19 +492,19 @@ TEST(ExtSm80, MalformedCuSeqlensStayInBounds) {
   }
 }
 
-// A head_dim above 128 (or not a multiple of 8) is refused with its own message on cuda, before
+// A head_dim above 256 (or not a multiple of 8) is refused with its own message on cuda, before
 // any device work (no GPU needed for the check itself).
 TEST(ExtSm80, HeadDimRule) {
   flashbox_attention_args a{};
   a.device = FLASHBOX_CUDA, a.dtype = FLASHBOX_BFLOAT16;
-  a.batch = 1, a.seqlen_q = a.seqlen_k = 8, a.heads_q = a.heads_kv = 1, a.head_dim = 160;
-  std::vector<uint16_t> in(8 * 160), out(8 * 160);
+  a.batch = 1, a.seqlen_q = a.seqlen_k = 8, a.heads_q = a.heads_kv = 1, a.head_dim = 264;
+  std::vector<uint16_t> in(8 * 264), out(8 * 264);
   a.q = a.k = a.v = in.data(), a.o = out.data();
-  const int64_t s[3] = {8 * 160, 160, 160};
+  const int64_t s[3] = {8 * 264, 264, 264};
   std::copy_n(s, 3, a.q_stride), std::copy_n(s, 3, a.k_stride), std::copy_n(s, 3, a.v_stride);
   std::copy_n(s, 3, a.o_stride);
   EXPECT_EQ(flashbox_attention_forward(&a), FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM);
-  EXPECT_NE(std::string(flashbox_last_error()).find("multiples of 8 up to 128"), std::string::npos)
+  EXPECT_NE(std::string(flashbox_last_error()).find("multiples of 8 up to 256"), std::string::npos)
       << flashbox_last_error();
 }
 

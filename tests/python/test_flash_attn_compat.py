@@ -1,7 +1,7 @@
 """flashbox.flash_attn (FlashAttention-2's public functions) against an fp64 reference written here:
 sliding windows, softcap, ALiBi and varlen on CPU and CUDA tensors, head dims (CUDA: multiples of 8
-up to 128 as they are, others padded to the next multiple of 8, exact), packed QKV/KV,
-return_attn_probs -> LSE, the clear error for head_dim > 128 on CUDA, and torch.compile(fullgraph=True)
+up to 256 as they are, others padded to the next multiple of 8, exact), packed QKV/KV,
+return_attn_probs -> LSE, the clear error for head_dim > 256 on CUDA, and torch.compile(fullgraph=True)
 through the custom ops.
 
 Accuracy rule for half types (FlashAttention-2's): flashbox's max error against the fp64 reference is
@@ -212,7 +212,7 @@ def test_compile_fullgraph_cpu():
 
 
 @needs_cuda
-@pytest.mark.parametrize("d", [32, 40, 59, 64, 80, 96, 111, 128])
+@pytest.mark.parametrize("d", [32, 40, 59, 64, 80, 96, 111, 128, 160, 192, 224, 256])
 @pytest.mark.parametrize("causal", [False, True])
 def test_cuda_head_dims_padded_exactly(d, causal):
     torch.manual_seed(4)
@@ -250,8 +250,8 @@ def test_cuda_packed_qkv_gradients():
 
 @needs_cuda
 def test_cuda_refuses_what_it_lacks():
-    with pytest.raises(NotImplementedError, match="head_dim = 160"):
-        x = torch.randn(1, 64, 2, 160, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(NotImplementedError, match="head_dim = 264"):
+        x = torch.randn(1, 64, 2, 264, device="cuda", dtype=torch.bfloat16)
         fa.flash_attn_func(x, x, x)
 
 

@@ -5,7 +5,7 @@
 // on the caller's stream. src/api/backward_api.cpp chooses between this family and the Hopper one
 // (src/cuda/backward/sm90). Scratch is freed stream-ordered; the call does not synchronise.
 // It takes the extension's window, softcap, ALiBi and variable-length batches, and every head_dim
-// that is a multiple of 8 up to 128 (the d64 and d128 instantiations with zero-filled columns).
+// that is a multiple of 8 up to 256 (the d64, d128 and d256 instantiations with zero-filled columns).
 #include <cuda_runtime.h>
 
 #include <string>
@@ -23,7 +23,7 @@ using cuda::bwd::BwdParams;
 // Rows of lse / dsum / dq_accum: [batch, heads_q, seqlen_q], or [heads_q, total_q] when varlen.
 int64_t scratch_rows(const Problem &a) { return (a.varlen() ? 1 : a.batch) * a.heads_q * a.seqlen_q; }
 // The head_dim of the instantiation that serves a.head_dim (columns past the call's are zeros).
-int kernel_head_dim(const Problem &a) { return a.head_dim <= 64 ? 64 : 128; }
+int kernel_head_dim(const Problem &a) { return a.head_dim <= 64 ? 64 : a.head_dim <= 128 ? 128 : 256; }
 int64_t rowsum_bytes(const Problem &a) { return scratch_rows(a) * 4; }
 int64_t dq_accum_bytes(const Problem &a) { return scratch_rows(a) * kernel_head_dim(a) * 4; }
 
@@ -52,8 +52,9 @@ int run(const BwdParams &params, bool bf16, bool det, int d, int block_q, int64_
     return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "rowsum kernel launch"));
   if (!det && rows > 0 && (e = cudaMemsetAsync(p.dq_accum, 0, size_t(rows * d * 4), stream)) != cudaSuccess)
     return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "cudaMemsetAsync of the dQ accumulator"));
-  e = d == 64 ? cuda::bwd::launch_flash_bwd<64>(p, bf16, det, block_q, stream)
-              : cuda::bwd::launch_flash_bwd<128>(p, bf16, det, block_q, stream);
+  e = d == 64    ? cuda::bwd::launch_flash_bwd<64>(p, bf16, det, block_q, stream)
+      : d == 128 ? cuda::bwd::launch_flash_bwd<128>(p, bf16, det, block_q, stream)
+                 : cuda::bwd::launch_flash_bwd<256>(p, bf16, det, block_q, stream);
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "flash backward kernel launch"));
   if (!det && rows > 0 && (e = cuda::bwd::launch_bwd_convert_dq(flat, bf16, p.head_dim, stream)) != cudaSuccess)
     return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "dQ convert kernel launch"));
@@ -64,10 +65,10 @@ int run(const BwdParams &params, bool bf16, bool det, int d, int block_q, int64_
 
 PlanResult plan_sm80_backward(const GradProblem &g) {
   const Problem &a = g.fwd;
-  if (a.head_dim > 128 || a.head_dim % 8 != 0)
-    return PlanResult::no("the sm80 backward takes head_dim up to 128 in multiples of 8 (got " +
+  if (a.head_dim > 256 || a.head_dim % 8 != 0)
+    return PlanResult::no("the sm80 backward takes head_dim up to 256 in multiples of 8 (got " +
                           std::to_string(a.head_dim) + ")");
-  // Grids are (blocks of 64 or 128 rows, batch · heads): gridDim.y <= 65535 bounds batch · heads.
+  // Grids are (blocks of 32 to 128 rows, batch · heads, column halves): gridDim.y <= 65535 bounds batch · heads.
   if (a.seqlen_q > (int64_t(1) << 30) || a.seqlen_k > (int64_t(1) << 30) || a.batch * a.heads_q > 65535 ||
       a.max_seqlen_q > (int64_t(1) << 30) || a.max_seqlen_k > (int64_t(1) << 30))
     return PlanResult::no(

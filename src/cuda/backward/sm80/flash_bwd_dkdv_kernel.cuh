@@ -1,5 +1,14 @@
 // FlashAttention-2 backward, main kernel (FlashAttention-2 §3.2, Algorithm 2), sm_80+ tensor cores.
 // One CTA per (K/V block of 128 keys, batch · kv head); 8 warps, warp w owns keys [16w, 16w + 16).
+// head_dim 256 (every multiple of 8 in (128, 256]) keeps this structure with two changes, so that its
+// registers stay those of head_dim 128: (1) the accumulated columns are split in two halves, one per
+// CTA (grid.z = 2, column offset c_off = 128 · blockIdx.z): each CTA loads full 256-column rows of
+// K, V, Q and dO (Sᵀ = K Qᵀ and dPᵀ = V dOᵀ need the whole dot product) but accumulates only its
+// half of dV = Pᵀ dO[:, half], dK = dSᵀ Q[:, half] and dQ[:, half] += dS K[:, half]; Sᵀ and dPᵀ are
+// computed twice, about 1.4x the tensor work of a single pass, for 16 x 128 fp32 dK and dV per warp
+// (128 registers) instead of 256; (2) 64 keys per CTA (4 warps) and kBlockQ = 32, so that the
+// full-width tiles fit an A100: K, V 2·64·264·2 B + Q, dO double-buffered 4·32·264·2 B + dSᵀ
+// 64·40·2 B = 137 KB.
 // On chip: K and V tiles (shared, loaded once), Q and dO tiles of kBlockQ = 64 or 32 rows (shared,
 // double-buffered with cp.async), and per warp dK, dV accumulators (registers, fp32, 16 x D each).
 // kBlockQ = 32 halves the Sᵀ/dPᵀ registers so that two CTAs share an SM (one CTA's tensor work
@@ -26,7 +35,11 @@ namespace flashbox::cuda::bwd {
 
 template <int D, int BQ>
 struct DkDvTile {
-  static constexpr int kBlockK = 128, kBlockQ = BQ, kWarps = 8, kThreads = kWarps * 32;
+  static constexpr bool kSplit = D > 128;  // head_dim 256: column halves, 64 keys (see the header)
+  static constexpr int kWarps = kSplit ? 4 : 8, kBlockK = kWarps * 16, kBlockQ = BQ, kThreads = kWarps * 32;
+  static constexpr int kCols = kSplit ? D / 2 : D;  // columns of dK, dV (and dQ) one CTA accumulates
+  static constexpr int kColSplits = D / kCols;      // grid.z
+  static_assert(!kSplit || BQ == 32, "head_dim 256 runs 32-row Q blocks (shared memory)");
   static constexpr int kLd = D + 8;         // shared row stride (elements) of K, V, Q, dO
   static constexpr int kLdS = kBlockQ + 8;  // shared row stride of the dSᵀ tile
   static size_t smem_bytes(bool atomic_dq) {
@@ -46,7 +59,8 @@ __device__ __forceinline__ void atomic_add_pair(float *dst, float x, float y) {
 }
 
 template <typename Elem, int D, int BQ, bool kAtomicDq>
-__global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(const BwdParams p) {
+__global__ void __launch_bounds__(DkDvTile<D, BQ>::kThreads, (BQ == 32 && D <= 128) ? 2 : 1)
+    flash_bwd_dkdv_kernel(const BwdParams p) {
   using T = DkDvTile<D, BQ>;
   using Tr = ElementTraits<Elem>;
   constexpr int kLd = T::kLd, kBQ = T::kBlockQ, kBK = T::kBlockK;
@@ -68,6 +82,8 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
   if (n0 >= SK) return;       // varlen: past this sequence's keys (the grid covers the longest)
   const int shift = SK - SQ;  // bottom-right alignment: query i's diagonal is key i + shift
   const int chunk_end = p.head_dim / 8;
+  constexpr int kCols = T::kCols;
+  const int c_off = T::kSplit ? int(blockIdx.z) * kCols : 0;  // first accumulated column
 
   // Q blocks that see this K block: those holding a query whose window holds one of its keys.
   const int q_begin = mods_query_begin(p.mods, n0, shift, SQ);
@@ -95,9 +111,9 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
     }
   };
 
-  float dk_acc[D / 8][4], dv_acc[D / 8][4];
+  float dk_acc[kCols / 8][4], dv_acc[kCols / 8][4];
 #pragma unroll
-  for (int i = 0; i < D / 8; ++i)
+  for (int i = 0; i < kCols / 8; ++i)
 #pragma unroll
     for (int e = 0; e < 4; ++e) dk_acc[i][e] = dv_acc[i][e] = 0.0f;
 
@@ -179,10 +195,10 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
         *reinterpret_cast<uint32_t *>(row_hi + 8) = ads[3];
       }
 #pragma unroll
-      for (int dp16 = 0; dp16 < D / 16; ++dp16) {
+      for (int dp16 = 0; dp16 < kCols / 16; ++dp16) {
         uint32_t bdo[4], bq[4];
-        ldmatrix_x4_trans(bdo, smem_addr(frag_b_kn_addr(cdO, kLd, kq * 16, dp16 * 16, lane)));
-        ldmatrix_x4_trans(bq, smem_addr(frag_b_kn_addr(cQ, kLd, kq * 16, dp16 * 16, lane)));
+        ldmatrix_x4_trans(bdo, smem_addr(frag_b_kn_addr(cdO, kLd, kq * 16, c_off + dp16 * 16, lane)));
+        ldmatrix_x4_trans(bq, smem_addr(frag_b_kn_addr(cQ, kLd, kq * 16, c_off + dp16 * 16, lane)));
         mma_m16n16k16<Tr::is_bf16>(dv_acc[2 * dp16], dv_acc[2 * dp16 + 1], ap, bdo);
         mma_m16n16k16<Tr::is_bf16>(dk_acc[2 * dp16], dk_acc[2 * dp16 + 1], ads, bq);
       }
@@ -190,13 +206,14 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
 
     if constexpr (kAtomicDq) {
       __syncthreads();  // the whole dSᵀ tile is in shared memory
-      // dQ (kBQ queries x D) = dS K: warps split the queries in groups of 16 and the columns in the
-      // rest (64 rows: 4 groups x 2 halves; 32 rows: 2 groups x 4 quarters).
-      constexpr int kRowGroups = kBQ / 16, kCols = D / (8 / kRowGroups);
-      const int qw0 = (warp % kRowGroups) * 16, c0 = (warp / kRowGroups) * kCols;
-      float dq[kCols / 8][4];
+      // dQ (kBQ queries x this CTA's kCols columns) = dS K: warps split the queries in groups of 16
+      // and the columns in the rest (8 warps, 64 rows: 4 groups x 2 halves; 32 rows: 2 groups x 4
+      // quarters; head_dim 256, 4 warps, 32 rows: 2 groups x 2 halves of the CTA's 128 columns).
+      constexpr int kRowGroups = kBQ / 16, kQCols = kCols / (T::kWarps / kRowGroups);
+      const int qw0 = (warp % kRowGroups) * 16, c0 = c_off + (warp / kRowGroups) * kQCols;
+      float dq[kQCols / 8][4];
 #pragma unroll
-      for (int i = 0; i < kCols / 8; ++i)
+      for (int i = 0; i < kQCols / 8; ++i)
 #pragma unroll
         for (int e = 0; e < 4; ++e) dq[i][e] = 0.0f;
 #pragma unroll
@@ -204,7 +221,7 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
         uint32_t a[4];
         ldmatrix_x4_trans(a, smem_addr(frag_a_trans_addr(sdS, T::kLdS, qw0, kk * 16, lane)));
 #pragma unroll
-        for (int dp16 = 0; dp16 < kCols / 16; ++dp16) {
+        for (int dp16 = 0; dp16 < kQCols / 16; ++dp16) {
           uint32_t bk[4];
           ldmatrix_x4_trans(bk, smem_addr(frag_b_kn_addr(sK, kLd, kk * 16, c0 + dp16 * 16, lane)));
           mma_m16n16k16<Tr::is_bf16>(dq[2 * dp16], dq[2 * dp16 + 1], a, bk);
@@ -212,7 +229,7 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
       }
       float *acc = p.dq_accum + (seq.rows_b + hq * seq.rows_h + m0) * D;  // accum_ld = D
 #pragma unroll
-      for (int nt = 0; nt < kCols / 8; ++nt)
+      for (int nt = 0; nt < kQCols / 8; ++nt)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int r = qw0 + g + h * 8;
@@ -233,9 +250,9 @@ __global__ void __launch_bounds__(256, BQ == 32 ? 2 : 1) flash_bwd_dkdv_kernel(c
     Elem *dk_row = dk_head + int64_t(key) * p.dk_stride[1];
     Elem *dv_row = dv_head + int64_t(key) * p.dv_stride[1];
 #pragma unroll
-    for (int nt = 0; nt < D / 8; ++nt) {
-      if (nt * 8 >= p.head_dim) break;  // columns of a smaller head_dim are never stored
-      const int c = nt * 8 + 2 * t;
+    for (int nt = 0; nt < kCols / 8; ++nt) {
+      if (c_off + nt * 8 >= p.head_dim) break;  // columns of a smaller head_dim are never stored
+      const int c = c_off + nt * 8 + 2 * t;
       *reinterpret_cast<uint32_t *>(dk_row + c) =
           Tr::pack(dk_acc[nt][2 * half] * p.scale, dk_acc[nt][2 * half + 1] * p.scale);
       *reinterpret_cast<uint32_t *>(dv_row + c) = Tr::pack(dv_acc[nt][2 * half], dv_acc[nt][2 * half + 1]);

@@ -8,6 +8,10 @@
 // and dQ · scale is written in the dtype through the caller's strides. Masks, softcap, ALiBi, head
 // dims and varlen as in flash_bwd_dkdv_kernel.cuh (K blocks visited: those holding a key of some
 // row's window).
+// head_dim 256 (multiples of 8 in (128, 256]): as the dK/dV kernel, the accumulated columns are split
+// in two halves (grid.z = 2): S and dP over all 256 columns, dQ[:, half] += dS K[:, half] (64 fp32
+// registers per thread, as head_dim 128), and K/V tiles of 32 keys so that Q, dO (2·64·264·2 B) and
+// two stages of K, V (4·32·264·2 B) fit an A100 (132 KB).
 #pragma once
 #include "cuda/backward/sm80/bwd_device.cuh"
 #include "cuda/backward/sm80/flash_bwd_params.hpp"
@@ -16,7 +20,10 @@ namespace flashbox::cuda::bwd {
 
 template <int D>
 struct DqTile {
-  static constexpr int kBlockQ = 64, kBlockK = 64, kWarps = 4, kThreads = kWarps * 32;
+  static constexpr bool kSplit = D > 128;  // head_dim 256: column halves, 32-key tiles (see the header)
+  static constexpr int kBlockQ = 64, kBlockK = kSplit ? 32 : 64, kWarps = 4, kThreads = kWarps * 32;
+  static constexpr int kCols = kSplit ? D / 2 : D;  // dQ columns one CTA accumulates
+  static constexpr int kColSplits = D / kCols;      // grid.z
   static constexpr int kLd = D + 8;
   static size_t smem_bytes() { return size_t(2 * kBlockQ * kLd + 4 * kBlockK * kLd) * 2; }
 };
@@ -40,6 +47,8 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
   const int SQ = seq.seqlen_q, SK = seq.seqlen_k, shift = SK - SQ;
   if (m0 >= SQ) return;  // varlen: past this sequence's queries
   const int chunk_end = p.head_dim / 8;
+  constexpr int kCols = T::kCols;
+  const int c_off = T::kSplit ? int(blockIdx.z) * kCols : 0;  // first accumulated column
 
   // Keys seen by some row of the block: [key_begin of the first row, key_end of the last).
   const int last_row = min(m0 + kBQ, SQ) - 1;
@@ -66,9 +75,9 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
     dsum[h] = i < SQ ? p.dsum[row] : 0.0f;
   }
 
-  float dq[D / 8][4];
+  float dq[kCols / 8][4];
 #pragma unroll
-  for (int i = 0; i < D / 8; ++i)
+  for (int i = 0; i < kCols / 8; ++i)
 #pragma unroll
     for (int e = 0; e < 4; ++e) dq[i][e] = 0.0f;
 
@@ -138,9 +147,9 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
                              Tr::pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
                              Tr::pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
 #pragma unroll
-      for (int d16 = 0; d16 < D / 16; ++d16) {
+      for (int d16 = 0; d16 < kCols / 16; ++d16) {
         uint32_t bk[4];
-        ldmatrix_x4_trans(bk, smem_addr(frag_b_kn_addr(cK, kLd, kk * 16, d16 * 16, lane)));
+        ldmatrix_x4_trans(bk, smem_addr(frag_b_kn_addr(cK, kLd, kk * 16, c_off + d16 * 16, lane)));
         mma_m16n16k16<Tr::is_bf16>(dq[2 * d16], dq[2 * d16 + 1], a, bk);
       }
     }
@@ -154,9 +163,9 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
     if (i >= SQ) continue;
     Elem *row = dq_head + int64_t(i) * p.dq_stride[1];
 #pragma unroll
-    for (int nt = 0; nt < D / 8; ++nt) {
-      if (nt * 8 >= p.head_dim) break;  // columns of a smaller head_dim are never stored
-      *reinterpret_cast<uint32_t *>(row + nt * 8 + 2 * t) =
+    for (int nt = 0; nt < kCols / 8; ++nt) {
+      if (c_off + nt * 8 >= p.head_dim) break;  // columns of a smaller head_dim are never stored
+      *reinterpret_cast<uint32_t *>(row + c_off + nt * 8 + 2 * t) =
           Tr::pack(dq[nt][2 * h] * p.scale, dq[nt][2 * h + 1] * p.scale);
     }
   }

@@ -1,5 +1,6 @@
 // Host entry of the sm80 flash forward kernel family: picks the instantiation for (head_dim, dtype) —
-// d64 for head_dim <= 64, d128 up to 128 (multiples of 8; the kernel zero-fills the columns beyond) —
+// d64 for head_dim <= 64, d128 up to 128, d256 up to 256 (multiples of 8; the kernel zero-fills the
+// columns beyond) —
 // computes the grid, launches on `stream`. Returns the launch's CUDA error. The kernel name of an
 // instantiation is e.g. "cuda_flash_sm80_d64_128x128".
 #pragma once

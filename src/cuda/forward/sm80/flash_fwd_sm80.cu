@@ -18,8 +18,8 @@
 //   - softcap and ALiBi are run-time (uniform branches, no instantiations): with either, the S tile is
 //     turned into natural-unit scores x = alibi(cap(scale * s)) before the mask, and the exponent's
 //     multiplier becomes log2(e) instead of scale * log2(e);
-//   - head_dim: an instantiation (64 or 128) serves every multiple of 8 up to it: columns past the
-//     call's head_dim are loaded as zeros (cp.async src-size 0) and never stored;
+//   - head_dim: an instantiation (64, 128 or 256) serves every multiple of 8 up to it: columns past
+//     the call's head_dim are loaded as zeros (cp.async src-size 0) and never stored;
 //   - variable-length batches: the grid covers (query blocks of max_seqlen_q, sequences x heads); a
 //     CTA reads its sequence's span from cu_seqlens (cuda/common/varlen_span.cuh, clamped) and exits
 //     when its block starts past the sequence's end;
@@ -32,8 +32,10 @@
 //   tile needs; measured 5% faster at T=16384 than 64-key S tiles with Q in registers);
 //   d=128: 128x64 tiles, 4 warps, 2 stages, Q re-read from smem at every K tile (a 64-key S tile
 //   halves those re-reads against 32 keys; no spill since the O/LSE pointers are formed after the
-//   K/V loop, 255 registers).
-// Arguments are validated in src/api: fp16/bf16, head_dim a multiple of 8 up to 128, 16-byte aligned
+//   K/V loop, 255 registers);
+//   d=256: 128x32 tiles, 8 warps of 16 rows, 2 stages, Q re-read from smem (chosen to fit, not
+//   measured: see TraitsD256).
+// Arguments are validated in src/api: fp16/bf16, head_dim a multiple of 8 up to 256, 16-byte aligned
 // pointers, strides multiples of 8 elements, heads_q a multiple of heads_kv; lse may be NULL.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -558,6 +560,11 @@ cudaError_t launch(const FlashFwdParams &params, cudaStream_t stream) {
 // alternatives by including this file).
 using TraitsD64 = FlashFwdTraits<64, 128, 128, 4, 2, 128, 1, 0>;
 using TraitsD128 = FlashFwdTraits<128, 128, 64, 4, 2>;
+// d=256 (every multiple of 8 in (128, 256]): 8 warps of 16 rows, so a thread's O accumulator is
+// 128 fp32 (32 n8 tiles x 4) beside a 16 x 32 S tile (16 registers); 256 threads are also what a
+// 32-chunk row needs for the swizzled copy (8 rows per pass). 32-key K/V tiles keep Q (64 KB) and two
+// stages of K and V (64 KB) at 128 KB of shared memory, inside an A100's 163 KB.
+using TraitsD256 = FlashFwdTraits<256, 128, 32, 8, 2>;
 
 namespace {
 
@@ -571,12 +578,15 @@ const char *kernel_name_of() {
 }  // namespace
 
 const char *flash_fwd_sm80_kernel_name(int head_dim) {
-  return head_dim <= 64 ? kernel_name_of<TraitsD64>() : kernel_name_of<TraitsD128>();
+  if (head_dim <= 64) return kernel_name_of<TraitsD64>();
+  return head_dim <= 128 ? kernel_name_of<TraitsD128>() : kernel_name_of<TraitsD256>();
 }
 
 cudaError_t launch_flash_fwd_sm80(const FlashFwdParams &p, int head_dim, bool bf16, cudaStream_t stream) {
   if (head_dim <= 64) return bf16 ? launch<__nv_bfloat16, TraitsD64>(p, stream) : launch<__half, TraitsD64>(p, stream);
-  return bf16 ? launch<__nv_bfloat16, TraitsD128>(p, stream) : launch<__half, TraitsD128>(p, stream);
+  if (head_dim <= 128)
+    return bf16 ? launch<__nv_bfloat16, TraitsD128>(p, stream) : launch<__half, TraitsD128>(p, stream);
+  return bf16 ? launch<__nv_bfloat16, TraitsD256>(p, stream) : launch<__half, TraitsD256>(p, stream);
 }
 
 }  // namespace flashbox::cuda

@@ -2,11 +2,11 @@
 // asks it when the Hopper family is not chosen or declines). Copies the validated Problem into
 // FlashFwdParams; the plan launches on the problem's stream. No scratch memory: the only memory
 // written is O and LSE.
-// src/api validated: fp16/bf16, head_dim a multiple of 8 (served by the d64 or d128 instantiation),
+// src/api validated: fp16/bf16, head_dim a multiple of 8 (served by the d64, d128 or d256 instantiation),
 // 16-byte aligned pointers, strides multiples of 8 elements, heads_q a multiple of heads_kv; lse may
 // be NULL. The extension's window, softcap, ALiBi and variable-length batches are all taken
 // (run-time fields of FlashFwdParams). What is left to decide here is what only this kernel needs:
-// head_dim up to 128, sizes that fit its int fields.
+// head_dim up to 256, sizes that fit its int fields.
 #include <string>
 
 #include "core/backends.hpp"
@@ -17,8 +17,8 @@
 namespace flashbox::detail {
 
 PlanResult plan_sm80_forward(const Problem &a) {
-  if (a.head_dim > 128 || a.head_dim % 8 != 0)
-    return PlanResult::no("the sm80 forward takes head_dim up to 128 in multiples of 8 (got " +
+  if (a.head_dim > 256 || a.head_dim % 8 != 0)
+    return PlanResult::no("the sm80 forward takes head_dim up to 256 in multiples of 8 (got " +
                           std::to_string(a.head_dim) + ")");
   const bool varlen = a.varlen();
   const int64_t grid_q = varlen ? a.max_seqlen_q : a.seqlen_q, grid_k = varlen ? a.max_seqlen_k : a.seqlen_k;
@@ -43,7 +43,7 @@ PlanResult plan_sm80_forward(const Problem &a) {
     p.cu_seqlens_q = a.cu_seqlens_q, p.cu_seqlens_k = a.cu_seqlens_k;
     p.total_q = int(a.seqlen_q), p.total_k = int(a.seqlen_k);
   }
-  const int d = a.head_dim <= 64 ? 64 : 128;  // the instantiation
+  const int d = a.head_dim <= 64 ? 64 : a.head_dim <= 128 ? 128 : 256;  // the instantiation
   const bool bf16 = a.dtype == FLASHBOX_BFLOAT16;
   const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
   return {Plan{cuda::flash_fwd_sm80_kernel_name(d), 0, [p, d, bf16, stream]() -> int {

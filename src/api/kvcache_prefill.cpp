@@ -29,7 +29,7 @@ bool takes_prefill_path(const KvcacheProblem &p, int64_t min_rows) {
   const flashbox_kvcache_args &a = *p.args;
   if (!p.lengths_known || p.paged || a.rotary_cos) return false;
   if (a.seqlen_q * (a.heads_q / a.heads_kv) < min_rows) return false;
-  if (a.device == FLASHBOX_CUDA && (a.head_dim % 8 != 0 || a.head_dim > 128)) return false;
+  if (a.device == FLASHBOX_CUDA && (a.head_dim % 8 != 0 || a.head_dim > 256)) return false;
   for (int64_t b = 0; b < a.batch; ++b)
     if (end_key(p, b) - first_key(p, b) < 1) return false;
   return true;

@@ -8,9 +8,10 @@
 //   a contiguous cache (optionally through cache_batch_idx; not paged: the forward reads rows one
 //   stride apart), no rotary (the decode path turns q and the new keys), every entry with at least
 //   one visible key row (the forward needs seqlen_k >= 1);
-//   seqlen_q x (heads_q / heads_kv) >= min_rows (kPrefillRows unless FLASHBOX_KVCACHE_PREFILL_ROWS), where the decode kernels would read the cache
-//   min_rows / 16 times or more; on CUDA a head_dim the sm80 forward takes (a multiple of 8 up to
-//   128), so that every family choice has a taker before the cache is written.
+//   seqlen_q x (heads_q / heads_kv) >= min_rows (kPrefillRows unless FLASHBOX_KVCACHE_PREFILL_ROWS),
+//   where the decode kernels would read the cache min_rows / 16 times or more; on CUDA a head_dim the
+//   sm80 forward takes (a multiple of 8 up to 256), so that every family choice has a taker before the
+//   cache is written.
 // The call: new keys appended first (the decode family's append), then for entry b the forward on
 // q[b], keys [leftpad_b, cache_seqlens_b + seqlen_new) of cache entry cache_batch_idx[b] (or b),
 // o[b], lse[b], with the causal flag, window, softcap and ALiBi slopes of the call: bottom-right

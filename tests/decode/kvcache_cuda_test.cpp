@@ -103,6 +103,9 @@ TEST(KvcacheCudaShapes, ChunkedPrefillRunsTheForward) {
   c = base;
   c.alibi = true, c.alibi_per_batch = true, c.seqlen_new = 0;
   cases.push_back(c);
+  c = base;
+  c.head_dim = 192, c.softcap = 4.f;  // above 128: the sm80 d256 forward, zero-filled columns
+  cases.push_back(c);
   for (KvCase k : cases) {
     k.device = FLASHBOX_CUDA;
     KvData d(k);

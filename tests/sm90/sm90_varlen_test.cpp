@@ -250,7 +250,7 @@ TEST_F(Sm90Varlen, RandomLengths) {
   std::uniform_int_distribution<int> len(0, top);
   for (int trial = 0; trial < 2; ++trial)
     for (int64_t d : {64, 128}) {
-      std::vector<int> lq(size_t(n)), lk(size_t(n));
+      std::vector<int> lq(static_cast<size_t>(n)), lk(static_cast<size_t>(n));
       for (int i = 0; i < n; ++i) lq[size_t(i)] = len(rng), lk[size_t(i)] = trial ? len(rng) : lq[size_t(i)];
       lq[0] = 0, lq[1] = 1, lk[1] = trial ? 1 : lk[1], lq[2] = lk[2] = 1;
       for (int causal : {0, 1}) {

@@ -36,14 +36,18 @@ namespace {
     } \
   } while (0)
 
-__global__ void fill_random_bf16(uint16_t *p, int64_t n, uint64_t seed) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+// Uniform in [-2, 2), bf16 (round to nearest even), from a seeded hash: never zeros.
+void fill_random_bf16(uint16_t *dev, int64_t n, uint64_t seed) {
+  std::vector<uint16_t> h(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
     uint64_t x = (uint64_t(i) + 1) * 0x9e3779b97f4a7c15ull ^ seed;
     x ^= x >> 31, x *= 0xbf58476d1ce4e5b9ull, x ^= x >> 29;
     const float u = float(x >> 40) * (1.0f / 16777216.0f) * 4.f - 2.f;
-    const uint32_t bits = __float_as_uint(u);
-    p[i] = uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+    uint32_t bits;
+    std::memcpy(&bits, &u, 4);
+    h[size_t(i)] = uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
   }
+  CHECK_CUDA(cudaMemcpy(dev, h.data(), size_t(n) * 2, cudaMemcpyHostToDevice));
 }
 
 template <class F>
@@ -110,12 +114,12 @@ int main(int argc, char **argv) {
               "fixed loop", "sm90 TF/s", "vs sum", "vs sm80", "max|sm90-sm80|");
   for (int64_t d : {128, 64}) {
     const int64_t n = total * heads * d;
-    uint16_t *q, *k, *v, *o90, *o80, *ofix;
-    for (uint16_t **p : {&q, &k, &v, &o90, &o80, &ofix}) CHECK_CUDA(cudaMalloc(p, size_t(n) * 2));
-    fill_random_bf16<<<1024, 256>>>(q, n, 1);
-    fill_random_bf16<<<1024, 256>>>(k, n, 2);
-    fill_random_bf16<<<1024, 256>>>(v, n, 3);
-    CHECK_CUDA(cudaDeviceSynchronize());
+    uint16_t *buf[6];
+    for (uint16_t *&p : buf) CHECK_CUDA(cudaMalloc(reinterpret_cast<void **>(&p), size_t(n) * 2));
+    uint16_t *q = buf[0], *k = buf[1], *v = buf[2], *o90 = buf[3], *o80 = buf[4], *ofix = buf[5];
+    fill_random_bf16(q, n, 1);
+    fill_random_bf16(k, n, 2);
+    fill_random_bf16(v, n, 3);
     for (int causal : {0, 1}) {
       // The whole batch as the C API's extension would pass it: a [1, total, heads, d] view, then the
       // sequences (src/api/ext_api.cpp, add_ext).
@@ -135,10 +139,16 @@ int main(int argc, char **argv) {
         return 1;
       }
       const double t90 = median_ms([&] {
-        if (r90.plan->run() != 0) std::fprintf(stderr, "sm90: %s\n", flashbox_last_error()), std::exit(1);
+        if (r90.plan->run() != 0) {
+          std::fprintf(stderr, "sm90: %s\n", flashbox_last_error());
+          std::exit(1);
+        }
       });
       const double t80 = median_ms([&] {
-        if (r80.plan->run() != 0) std::fprintf(stderr, "sm80: %s\n", flashbox_last_error()), std::exit(1);
+        if (r80.plan->run() != 0) {
+          std::fprintf(stderr, "sm80: %s\n", flashbox_last_error());
+          std::exit(1);
+        }
       });
       // One fixed-length call per sequence, on its rows of the packed tensors.
       std::vector<flashbox_attention_args> per;
@@ -154,7 +164,10 @@ int main(int argc, char **argv) {
       std::string fixed_kernels;
       for (const flashbox_attention_args &f : per) {
         fixed_sum += median_ms([&] {
-          if (flashbox_attention_forward(&f) != 0) std::fprintf(stderr, "fixed: %s\n", flashbox_last_error()), std::exit(1);
+          if (flashbox_attention_forward(&f) != 0) {
+            std::fprintf(stderr, "fixed: %s\n", flashbox_last_error());
+            std::exit(1);
+          }
         });
         fixed_kernels += std::string(fixed_kernels.empty() ? "" : " ") + flashbox_last_kernel();
       }
@@ -165,7 +178,7 @@ int main(int argc, char **argv) {
       double flop = 0;
       for (int l : lens) flop += 4.0 * heads * double(l) * l * d / (causal ? 2.0 : 1.0);
       // sm90 against sm80 (both ran last on o90 / o80) and against the fixed calls.
-      std::vector<uint16_t> h90(size_t(n)), h80(size_t(n)), hfix(size_t(n));
+      std::vector<uint16_t> h90(static_cast<size_t>(n)), h80(h90.size()), hfix(h90.size());
       CHECK_CUDA(cudaMemcpy(h90.data(), o90, size_t(n) * 2, cudaMemcpyDeviceToHost));
       CHECK_CUDA(cudaMemcpy(h80.data(), o80, size_t(n) * 2, cudaMemcpyDeviceToHost));
       CHECK_CUDA(cudaMemcpy(hfix.data(), ofix, size_t(n) * 2, cudaMemcpyDeviceToHost));
@@ -192,7 +205,7 @@ int main(int argc, char **argv) {
                     tf, diff80, diff_fix, nan ? "true" : "false", r90.plan->kernel.c_str());
       out += row;
     }
-    for (uint16_t *p : {q, k, v, o90, o80, ofix}) CHECK_CUDA(cudaFree(p));
+    for (uint16_t *p : buf) CHECK_CUDA(cudaFree(p));
   }
   out += "]\n";
   std::string l;

@@ -19,8 +19,9 @@
 // reaches past a sequence's end reads the next sequence's rows: as keys they are masked (the mask
 // ends at the sequence's own seqlen_k), as queries their results are never stored (a slice that
 // ends inside the sequence's last tile is stored from registers, row by row, not by the TMA).
-// Totals of 0 tokens are left to the sm80 family (a tensor map cannot have an empty dimension), and
-// so is head_dim 256 (the kernel's varlen store path is not compiled there: FwdConfig::VARLEN).
+// Totals of 0 tokens are declined (a tensor map cannot have an empty dimension; validation refuses
+// them before any family), and head_dim 256 is left to the sm80 family (the kernel's varlen store
+// path is not compiled there: FwdConfig::VARLEN).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>

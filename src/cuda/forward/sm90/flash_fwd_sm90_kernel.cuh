@@ -29,6 +29,13 @@
 // CTA's tiles; every warpgroup of a CTA sees the same tiles, so all agree on the counts. (A dynamic
 // scheduler, tiles from a global atomic counter as in FA3, was built and measured no faster; it was
 // removed: bench/NOTES.md.)
+// Variable-length batches (cu_seqlens; head_dim 64 and 128): the same kernels with run-time fields.
+// Tiles come from a list the device builds before the launch (flash_fwd_sm90_varlen.cu: (sequence,
+// query block) entries, longest work first, heads fastest), always on the persistent grid; a tile's
+// TMA rows start at its sequence's first query / key token in the packed tensors, its masks and
+// LSE use the sequence's own lengths, and a 64-row slice that the sequence ends inside is copied from
+// its shared-memory staging to global memory row by row (the TMA box would write the next
+// sequence's rows). Keys a box reads past the sequence's end are masked like keys past seqlen_k.
 // Masks (cuda/common/score_mods.cuh, core/masks.hpp): causal and the sliding window are bottom-right
 // aligned and runtime parameters of every configuration: a tile walks only the K/V blocks its rows can
 // see, and only blocks that cross a window edge (the causal diagonal is the right edge) or the end of

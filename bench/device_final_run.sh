@@ -28,6 +28,7 @@ step test_cuda timeout 60 $B/test_cuda --gtest_brief=1
 step test_sm90 timeout 60 $B/test_sm90 --gtest_brief=1
 [ -x $B/test_sm90_mods ] && step test_sm90_mods timeout 60 $B/test_sm90_mods --gtest_brief=1
 [ -x $B/test_sm90_bwd_mods ] && step test_sm90_bwd_mods timeout 90 $B/test_sm90_bwd_mods --gtest_brief=1
+[ -x $B/test_sm90_varlen ] && step test_sm90_varlen timeout 60 $B/test_sm90_varlen --gtest_brief=1
 [ -x $B/test_decode ] && step test_decode timeout 90 $B/test_decode --gtest_brief=1
 [ -x $B/test_gpt2 ] && step test_gpt2_cuda timeout 120 $B/test_gpt2 --gtest_brief=1 --gtest_filter='CudaTrainer.*:CudaForward.*'
 [ -x $B/test_context_parallel ] && step test_context_parallel timeout 90 $B/test_context_parallel --gtest_brief=1

@@ -375,8 +375,8 @@ TEST_F(Sm90Mods, HeadDim256) {
   check(c, w);
 }
 
-// What the sm90 forward declines, and why: variable-length batches (sm80 takes them), softcap or
-// ALiBi on a tile other than the default.
+// What the sm90 forward declines, and why: softcap or ALiBi on a tile other than the default,
+// variable-length batches at head_dim 256 (sm80 takes the others' fallbacks); varlen at 64/128 plans.
 TEST_F(Sm90Mods, PlanReasons) {
   flashbox_attention_args a{};
   a.device = FLASHBOX_CUDA, a.dtype = FLASHBOX_BFLOAT16, a.impl = FLASHBOX_FLASH;
@@ -403,10 +403,16 @@ TEST_F(Sm90Mods, PlanReasons) {
   p = detail::make_problem(a, m);
   p.cu_seqlens_q = p.cu_seqlens_k = cu, p.max_seqlen_q = p.max_seqlen_k = 64;
   r = detail::plan_sm90_forward(p);
+  ASSERT_TRUE(r.plan.has_value()) << r.why_not;
+  EXPECT_NE(r.plan->kernel.find("_varlen_persistent"), std::string::npos) << r.plan->kernel;
+  EXPECT_GT(r.plan->workspace_bytes, 0) << "the tile list's scratch";
+  a.head_dim = 256;  // no varlen, no softcap or ALiBi at 256
+  for (int64_t *s : {a.q_stride, a.k_stride, a.v_stride, a.o_stride}) s[0] = 64 * 2 * 256, s[1] = 2 * 256, s[2] = 256;
+  p = detail::make_problem(a, m);
+  p.cu_seqlens_q = p.cu_seqlens_k = cu, p.max_seqlen_q = p.max_seqlen_k = 64;
+  r = detail::plan_sm90_forward(p);
   EXPECT_FALSE(r.plan.has_value());
   EXPECT_NE(r.why_not.find("variable-length"), std::string::npos) << r.why_not;
-  a.head_dim = 256;  // no softcap or ALiBi at 256
-  for (int64_t *s : {a.q_stride, a.k_stride, a.v_stride, a.o_stride}) s[0] = 64 * 2 * 256, s[1] = 2 * 256, s[2] = 256;
   m.softcap = 30.f;
   r = detail::plan_sm90_forward(detail::make_problem(a, m));
   EXPECT_FALSE(r.plan.has_value());

@@ -9,9 +9,19 @@
 // through the runtime's entry-point query, so nothing links libcuda. The tile and schedule policy is
 // tile_policy.hpp.
 //
-// What it takes: fixed-length batches, head_dim 64, 128 and 256, causal, sliding windows (any tile),
-// softcap and ALiBi (the default tile of head_dim 64 and 128: the MODS configuration). Variable-length batches are declined
-// (the sm80 family takes them: its tiles are scheduled per sequence; the TMA maps here are per tensor).
+// What it takes: fixed-length and variable-length batches, head_dim 64, 128 and 256, causal, sliding
+// windows (any tile), softcap and ALiBi (the default tile of head_dim 64 and 128: the MODS
+// configuration).
+// Variable-length batches (cu_seqlens) run on the same instantiations (run-time fields): the maps
+// describe the packed [total, heads, head_dim] tensors as one batch entry, a tile's rows start at its
+// sequence's first token, and the tiles are scheduled per sequence from a list the device builds
+// (flash_fwd_sm90_varlen.cu) in the call's scratch memory, always on the persistent grid. A box that
+// reaches past a sequence's end reads the next sequence's rows: as keys they are masked (the mask
+// ends at the sequence's own seqlen_k), as queries their results are never stored (a slice that
+// ends inside the sequence's last tile is stored from registers, row by row, not by the TMA).
+// Totals of 0 tokens are declined (a tensor map cannot have an empty dimension; validation refuses
+// them before any family), and head_dim 256 is left to the sm80 family (the kernel's varlen store
+// path is not compiled there: FwdConfig::VARLEN).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -22,6 +32,7 @@
 
 #include "core/backends.hpp"
 #include "core/error.hpp"
+#include "cuda/common/device_scratch.hpp"
 #include "cuda/common/score_mods.cuh"
 #include "cuda/forward/sm90/flash_fwd_sm90_launch.hpp"
 #include "cuda/forward/sm90/tile_policy.hpp"
@@ -69,8 +80,11 @@ cuda::DeviceMods kernel_mods(const Problem &a) {
 }  // namespace
 
 PlanResult plan_sm90_forward(const Problem &a) {
-  if (a.varlen())
-    return PlanResult::no("the sm90 forward has no variable-length batches (cu_seqlens; the sm80 family takes them)");
+  const bool varlen = a.varlen();
+  if (varlen && a.head_dim == 256)
+    return PlanResult::no("the sm90 forward has no variable-length batches for head_dim 256");
+  if (varlen && (a.seqlen_q == 0 || a.seqlen_k == 0))
+    return PlanResult::no("the sm90 forward needs at least one query and one key token in a variable-length batch");
   if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)
     return PlanResult::no("the sm90 kernel takes head_dim 64, 128 or 256");
   TileChoice tile;
@@ -88,14 +102,22 @@ PlanResult plan_sm90_forward(const Problem &a) {
                           tile_list(a.head_dim).substr(0, tile_list(a.head_dim).find(',')) + "), not " +
                           std::to_string(tile.bm) + "x" + std::to_string(tile.bn));
   if (const char *reason = sm90::sm90_unavailable_reason()) return PlanResult::no(reason);
-  if (a.batch * a.heads_q * ((a.seqlen_q + tile.bm - 1) / tile.bm) > INT32_MAX)
-    return PlanResult::no("more than 2^31 - 1 query tiles");
+  // Varlen: at most total_q / BM + batch query blocks (each sequence's last may be partial).
+  const int64_t max_entries = varlen ? a.seqlen_q / tile.bm + a.batch : 0;
+  const int64_t tiles = varlen ? max_entries * a.heads_q : a.batch * a.heads_q * ((a.seqlen_q + tile.bm - 1) / tile.bm);
+  if (tiles > INT32_MAX) return PlanResult::no("more than 2^31 - 1 query tiles");
   if (a.seqlen_q > INT32_MAX / 2 || a.seqlen_k > INT32_MAX / 2)
     return PlanResult::no("sequence too long for 32-bit TMA coordinates");
-  const TensorView q{a.q, a.seqlen_q, a.heads_q, a.batch, a.q_stride};
-  const TensorView k{a.k, a.seqlen_k, a.heads_kv, a.batch, a.k_stride};
-  const TensorView v{a.v, a.seqlen_k, a.heads_kv, a.batch, a.v_stride};
-  const TensorView o{a.o, a.seqlen_q, a.heads_q, a.batch, a.o_stride};
+  // Varlen tensors are one batch entry of `total` rows (stride[0] is unused there).
+  const int64_t batch = varlen ? 1 : a.batch;
+  const int64_t qs[3] = {varlen ? 0 : a.q_stride[0], a.q_stride[1], a.q_stride[2]};
+  const int64_t ks[3] = {varlen ? 0 : a.k_stride[0], a.k_stride[1], a.k_stride[2]};
+  const int64_t vs[3] = {varlen ? 0 : a.v_stride[0], a.v_stride[1], a.v_stride[2]};
+  const int64_t os[3] = {varlen ? 0 : a.o_stride[0], a.o_stride[1], a.o_stride[2]};
+  const TensorView q{a.q, a.seqlen_q, a.heads_q, batch, qs};
+  const TensorView k{a.k, a.seqlen_k, a.heads_kv, batch, ks};
+  const TensorView v{a.v, a.seqlen_k, a.heads_kv, batch, vs};
+  const TensorView o{a.o, a.seqlen_q, a.heads_q, batch, os};
   if (!tma_describable(q) || !tma_describable(k) || !tma_describable(v) || !tma_describable(o))
     return PlanResult::no(
         "TMA needs 16-byte aligned q/k/v/o and batch/seq/head strides that are multiples of 16 bytes");
@@ -114,20 +136,32 @@ PlanResult plan_sm90_forward(const Problem &a) {
   p.seqlen_k = int(a.seqlen_k);
   p.heads_q = int(a.heads_q);
   p.group = int(a.group);
-  p.num_m_blocks = int((a.seqlen_q + tile.bm - 1) / tile.bm);
-  p.num_tiles = int(a.batch * a.heads_q * p.num_m_blocks);
-  p.section_heads = 1;  // one tile per CTA: the plain order (head by head, longest first)
+  p.num_m_blocks = varlen ? 1 : int((a.seqlen_q + tile.bm - 1) / tile.bm);
+  p.num_tiles = int(tiles);  // varlen: an upper bound; the list's tile_count is the real one
+  p.section_heads = 1;       // one tile per CTA: the plain order (head by head, longest first)
   p.scale = a.scale;
   p.scale_log2 = a.scale_log2;
   p.mods = kernel_mods(a);
   p.inv_scale = 1.0f / a.scale;
   if (p.mods.capped()) p.cap_pre = a.scale * p.mods.softcap_inv;
+  p.o = a.o;
+  p.o_seq = a.o_stride[1], p.o_head = a.o_stride[2];
+  sm90::VarlenListArgs list{};
+  if (varlen) {
+    p.cu_q = a.cu_seqlens_q, p.cu_k = a.cu_seqlens_k;
+    p.total_q = int(a.seqlen_q), p.total_k = int(a.seqlen_k);
+    p.max_q = int(std::min<int64_t>(a.max_seqlen_q, INT32_MAX)), p.max_k = int(std::min<int64_t>(a.max_seqlen_k, INT32_MAX));
+    list = {p.cu_q, p.cu_k, int(a.batch), p.total_q, p.total_k, p.max_q, p.max_k, tile.bm, tile.bn, int(a.heads_q),
+            int(max_entries), p.mods, nullptr, nullptr};
+  }
 
   dim3 grid(unsigned(p.num_tiles));
-  const bool persistent = sm90::persistent_schedule(a);
+  // Varlen: always persistent (the list's order is for the snake; a grid of the upper bound would
+  // launch a CTA for every slot the list leaves empty).
+  const bool persistent = varlen || sm90::persistent_schedule(a);
   if (persistent) {
     grid.x = persistent_grid(a, p.num_tiles);
-    p.section_heads = sm90::l2_section_heads(a);
+    p.section_heads = varlen ? 1 : sm90::l2_section_heads(a);
     p.separate_o = 1;  // the launch reserves the O buffer only where it fits (launch_config)
   }
 
@@ -137,6 +171,7 @@ PlanResult plan_sm90_forward(const Problem &a) {
   if (p.mods.window_left >= 0 || (p.mods.window_right >= 0 && !a.causal)) name += "_window";
   if (p.mods.capped()) name += "_softcap";
   if (p.mods.alibi()) name += "_alibi";
+  if (varlen) name += "_varlen";
   if (persistent) {
     name += "_persistent";
     if (!sm90::o_buffer_fits(tile.bm, tile.bn, int(a.head_dim), 2)) name += "_oq";
@@ -145,7 +180,28 @@ PlanResult plan_sm90_forward(const Problem &a) {
   const bool bf16 = a.dtype == FLASHBOX_BFLOAT16;
   const int d = int(a.head_dim);
   const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
-  return {Plan{std::move(name), 0, [p, tile, grid, bf16, d, score_mods, stream]() -> int {
+  // Varlen scratch: the tile count (16 bytes, keeping the entries aligned), then the entries.
+  const int64_t scratch_bytes = varlen ? 16 + 8 * max_entries : 0;
+  return {Plan{std::move(name), scratch_bytes,
+               [p, tile, grid, bf16, d, score_mods, stream, list, scratch_bytes]() mutable -> int {
+                 cuda::DeviceScratch scratch(stream);
+                 if (scratch_bytes > 0) {
+                   cudaError_t e = scratch.allocate(scratch_bytes);
+                   if (e == cudaErrorMemoryAllocation)
+                     return fail(FLASHBOX_ERR_OUT_OF_MEMORY, "sm90 forward: cannot allocate " +
+                                                                 std::to_string(scratch_bytes) +
+                                                                 " bytes for the variable-length tile list");
+                   if (e == cudaSuccess) {
+                     p.tile_count = list.tile_count = scratch.as<int>();
+                     p.tiles = list.entries = reinterpret_cast<int2 *>(scratch.as<uint8_t>() + 16);
+                     e = sm90::launch_varlen_tile_list(list, stream);
+                   }
+                   if (e != cudaSuccess) {
+                     cudaGetLastError();
+                     return fail(FLASHBOX_ERR_CUDA,
+                                 std::string("sm90 forward: varlen tile list failed: ") + cudaGetErrorString(e));
+                   }
+                 }
                  const cudaError_t e = d == 64    ? sm90::launch_fwd_d64(bf16, tile, score_mods, p, grid, stream)
                                        : d == 128 ? sm90::launch_fwd_d128(bf16, tile, score_mods, p, grid, stream)
                                                   : sm90::launch_fwd_d256(bf16, p, grid, stream);

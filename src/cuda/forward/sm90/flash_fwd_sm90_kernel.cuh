@@ -29,6 +29,13 @@
 // CTA's tiles; every warpgroup of a CTA sees the same tiles, so all agree on the counts. (A dynamic
 // scheduler, tiles from a global atomic counter as in FA3, was built and measured no faster; it was
 // removed: bench/NOTES.md.)
+// Variable-length batches (cu_seqlens; head_dim 64 and 128): the same kernels with run-time fields.
+// Tiles come from a list the device builds before the launch (flash_fwd_sm90_varlen.cu: (sequence,
+// query block) entries, longest work first, heads fastest), always on the persistent grid; a tile's
+// TMA rows start at its sequence's first query / key token in the packed tensors, its masks and
+// LSE use the sequence's own lengths, and a 64-row slice that the sequence ends inside is copied from
+// its shared-memory staging to global memory row by row (the TMA box would write the next
+// sequence's rows). Keys a box reads past the sequence's end are masked like keys past seqlen_k.
 // Masks (cuda/common/score_mods.cuh, core/masks.hpp): causal and the sliding window are bottom-right
 // aligned and runtime parameters of every configuration: a tile walks only the K/V blocks its rows can
 // see, and only blocks that cross a window edge (the causal diagonal is the right edge) or the end of
@@ -43,6 +50,7 @@
 #include "cuda/common/ldmatrix.cuh"
 #include "cuda/common/mma.cuh"
 #include "cuda/common/score_mods.cuh"
+#include "cuda/common/varlen_span.cuh"
 #include "cuda/hopper/async_copy.cuh"
 #include "cuda/hopper/online_softmax.cuh"
 #include "cuda/hopper/tma_host.hpp"
@@ -64,6 +72,18 @@ struct FwdParams {
   // fewer than going back to raw units); ALiBi's slope is divided by the unit (cap, or the scale
   // without softcap: inv_scale).
   float cap_pre, inv_scale;
+  // Variable-length batches (null cu_q: fixed length). The tensors are [total, heads, head_dim] (the
+  // maps' batch dimension has size 1), lse [heads_q, total_q]. The tile list (tiles, tile_count) is
+  // written on the device before the launch by varlen_tile_list (flash_fwd_sm90_varlen.cu): entry e
+  // is (sequence, m_block), tile t is entry t / heads_q with head t % heads_q; num_tiles is then an
+  // upper bound (the grid's) and tile_count the real count.
+  const int32_t *cu_q, *cu_k;
+  const int2 *tiles;
+  const int *tile_count;
+  int total_q, total_k, max_q, max_k;
+  // The O tensor for direct stores of a sequence's last partial slice (varlen; elements).
+  void *o;
+  int64_t o_seq, o_head;
 };
 
 // Shared memory, in order: Q (BM x D), the K and V rings (STAGES x BN x D each), the barriers,
@@ -89,6 +109,8 @@ struct FwdConfig {
   using Elem = T;
   static constexpr int D = D_, BN = BN_, NWG = NWG_, BM = 64 * NWG_, STAGES = STAGES_;
   static constexpr bool QREG = QREG_, MODS = MODS_;
+  // Variable-length batches: head_dim 64 and 128 (the plan declines them for 256: see epilogue).
+  static constexpr bool VARLEN = D_ <= 128;
   static constexpr int PANELS = D / 64;  // 64-element (128-byte) columns per tile row
   static constexpr int THREADS = 128 * (NWG + 1);
   static constexpr int PRODUCER_REGS = NWG == 2 ? 24 : 32;
@@ -125,18 +147,35 @@ struct Barriers {
 // takes positions i, then 2G-1-i, 2G+i, ... (G = gridDim.x): a snake over rounds, so that the CTA
 // that got the longest tile of one round gets the shortest of the next. With one tile per CTA and
 // one head per section this is the plain order: head by head, m descending.
+// Varlen: the tile list is ordered by work instead (longest first; varlen_tile_list), heads fastest.
+// A tile carries its sequence's span: q0/k0, the sequence's first token in the packed tensors (0 for
+// fixed length), and its lengths sq/sk.
 struct Tile {
   int m_block, h, b;
+  int q0, k0, sq, sk;
 };
 __device__ __forceinline__ Tile decode_tile(const FwdParams &p, int t) {
+  if (p.cu_q != nullptr) {
+    const int e = t / p.heads_q;
+    const int2 entry = p.tiles[e];
+    const cuda::VarlenSpan s =
+        cuda::varlen_span(p.cu_q, p.cu_k, entry.x, p.total_q, p.total_k, p.max_q, p.max_k);
+    return {entry.y, t - e * p.heads_q, entry.x, s.q0, s.k0, s.seqlen_q, s.seqlen_k};
+  }
   const int heads_total = p.num_tiles / p.num_m_blocks;
   const int section = t / (p.num_m_blocks * p.section_heads);
   const int r = t - section * p.num_m_blocks * p.section_heads;
   const int in_section = min(p.section_heads, heads_total - section * p.section_heads);
   const int m_rank = r / in_section;
   const int hb = section * p.section_heads + (r - m_rank * in_section);
-  return {p.num_m_blocks - 1 - m_rank, hb % p.heads_q, hb / p.heads_q};
+  return {p.num_m_blocks - 1 - m_rank, hb % p.heads_q, hb / p.heads_q, 0, 0, p.seqlen_q, p.seqlen_k};
 }
+// The tiles this launch walks: the list's count for varlen (written on the device), else all.
+__device__ __forceinline__ int tiles_to_walk(const FwdParams &p) {
+  return p.tile_count != nullptr ? min(*p.tile_count, p.num_tiles) : p.num_tiles;
+}
+// The TMA batch coordinate of a tile (varlen: the packed tensors are one batch entry).
+__device__ __forceinline__ int tma_batch(const FwdParams &p, const Tile &t) { return p.cu_q != nullptr ? 0 : t.b; }
 // Position of this CTA's round-th tile (may be >= num_tiles in the last round: skip it).
 __device__ __forceinline__ int tile_position(int round) {
   const int g = gridDim.x;
@@ -154,14 +193,15 @@ struct BlockRange {
 // The keys some row of the block sees: from key_begin(first row) to key_end(last row); the keys every
 // row sees: from key_begin(last row) to key_end(first row) (rows past seqlen_q do not count: their
 // results are never stored). With a window only the first and last blocks of a row's span are masked.
-__device__ __forceinline__ BlockRange block_range(const FwdParams &p, int m_block, int BM, int BN) {
-  const int sq = p.seqlen_q, sk = p.seqlen_k, shift = sk - sq;
+__device__ __forceinline__ BlockRange block_range(const cuda::DeviceMods &mods, int m_block, int BM, int BN, int sq,
+                                                  int sk) {
+  const int shift = sk - sq;
   const int r_first = m_block * BM, r_last = min(r_first + BM, sq) - 1;
-  const int some_begin = cuda::mods_key_begin(p.mods, r_first, shift, sk);
-  const int some_end = cuda::mods_key_end(p.mods, r_last, shift, sk);
+  const int some_begin = cuda::mods_key_begin(mods, r_first, shift, sk);
+  const int some_end = cuda::mods_key_end(mods, r_last, shift, sk);
   if (some_end <= some_begin) return {0, 0, 0, 0};
-  const int all_begin = cuda::mods_key_begin(p.mods, r_last, shift, sk);
-  const int all_end = cuda::mods_key_end(p.mods, r_first, shift, sk);
+  const int all_begin = cuda::mods_key_begin(mods, r_last, shift, sk);
+  const int all_end = cuda::mods_key_end(mods, r_first, shift, sk);
   return {some_begin / BN, (some_end + BN - 1) / BN, (all_begin + BN - 1) / BN, all_end / BN};
 }
 
@@ -184,40 +224,44 @@ __device__ __forceinline__ void producer(const FwdParams &p, uint8_t *smem, Barr
   tma_prefetch_map(&p.tm_k);
   tma_prefetch_map(&p.tm_v);
   uint32_t ks = 0, vs = 0;  // K and V loads issued so far: ring stage and parity follow from them
+  // n_block counts from the sequence's first key k0 (varlen; 0 for fixed length), so rows past the
+  // sequence's end that a box reads belong to the next sequence: they are masked as keys (the mask
+  // ends at sk) and their V rows meet p = 0.
   const auto load_kv = [&](int off, const CUtensorMap *map, TmaOrder ord, uint64_t *full, uint64_t *empty,
-                           uint32_t &uses, int n_block, int hk, int b) {
+                           uint32_t &uses, int n_block, int hk, const Tile &tile) {
     const uint32_t stage = uses % Cfg::STAGES, phase = (uses / Cfg::STAGES) & 1;
     mbar_wait(empty + stage, phase ^ 1);
     mbar_expect_tx_arrive(full + stage, Cfg::KV_BYTES);
-    load_tile<Cfg::PANELS>(smem + off + stage * Cfg::KV_BYTES, Cfg::BN * 128, map, ord, full + stage, n_block * Cfg::BN,
-                           hk, b);
+    load_tile<Cfg::PANELS>(smem + off + stage * Cfg::KV_BYTES, Cfg::BN * 128, map, ord, full + stage,
+                           tile.k0 + n_block * Cfg::BN, hk, tma_batch(p, tile));
     ++uses;
   };
   // Few registers here (setmaxnreg): the Q-buffer parity follows from `round`, which counts this
   // CTA's tiles (only the last round can skip one).
-  for (int round = 0; round * int(gridDim.x) < p.num_tiles; ++round) {
+  const int num_tiles = tiles_to_walk(p);
+  for (int round = 0; round * int(gridDim.x) < num_tiles; ++round) {
     const int t = tile_position(round);
-    if (t >= p.num_tiles) continue;
+    if (t >= num_tiles) continue;
     const Tile tile = decode_tile(p, t);
-    const BlockRange range = block_range(p, tile.m_block, Cfg::BM, Cfg::BN);
+    const BlockRange range = block_range(p.mods, tile.m_block, Cfg::BM, Cfg::BN, tile.sq, tile.sk);
     const int hk = tile.h / p.group, last = range.n_end - 1;
     // The first K block may land while the consumers still write out the previous tile.
-    if (range.count() > 0) load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, last, hk, tile.b);
+    if (range.count() > 0) load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, last, hk, tile);
     // Q goes out for every tile, even one that sees no key: the consumers then wait for it every
     // tile, cannot run ahead, and neither empty_q nor full_q ever falls two phases behind.
     // >>> report:load_q
     mbar_wait(bars.empty_q, (round & 1) ^ 1);  // the first wait passes on the fresh barrier
     mbar_expect_tx_arrive(bars.full_q, Cfg::Q_BYTES);
-    load_tile<Cfg::PANELS>(smem + Cfg::Q_OFF, Cfg::BM * 128, &p.tm_q, p.ord_q, bars.full_q, tile.m_block * Cfg::BM,
-                           tile.h, tile.b);
+    load_tile<Cfg::PANELS>(smem + Cfg::Q_OFF, Cfg::BM * 128, &p.tm_q, p.ord_q, bars.full_q,
+                           tile.q0 + tile.m_block * Cfg::BM, tile.h, tma_batch(p, tile));
     // <<< report:load_q
     if (range.count() == 0) continue;
     // >>> report:kv_loop
     for (int i = 1; i < range.count(); ++i) {
-      load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, last - i, hk, tile.b);
-      load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, last - i + 1, hk, tile.b);
+      load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, last - i, hk, tile);
+      load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, last - i + 1, hk, tile);
     }
-    load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, range.n_begin, hk, tile.b);
+    load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, range.n_begin, hk, tile);
     // <<< report:kv_loop
   }
 }
@@ -451,7 +495,10 @@ struct Consumer {
   // 128B-swizzled layout the O tensor map expects), then one TMA store per 64-column panel; LSE from
   // the lanes that own column 0.
   // >>> report:finalize
-  __device__ __forceinline__ void epilogue(int m_block, int h, int b, int row0) {
+  // tile_idx: the tile is decoded again here, after O has left the registers (it is not kept live
+  // through the main loop: head_dim 256 has no register to spare, ptxas -v showed 72 bytes of
+  // spills that way).
+  __device__ __forceinline__ void epilogue(int tile_idx, int row0) {
     using T = typename Cfg::Elem;
     const bool own_o = Cfg::O_FITS && p.separate_o;
     float lse[2];
@@ -469,10 +516,33 @@ struct Consumer {
     }
     fence_view_async_shared();
     named_barrier_sync(kEpilogueBarrier + wg, 128);
-    if (warp == 0 && lane == 0) {
+    asm volatile("" : "+r"(tile_idx));  // opaque: decoded from here, not kept from the loop's decode
+    const Tile tile = decode_tile(p, tile_idx);
+    const int slice_row = tile.m_block * Cfg::BM + wg * 64;  // this warpgroup's first row in the sequence
+    // Varlen, the sequence ends inside this slice: a TMA box would write the next sequence's rows.
+    // (Not compiled for head_dim 256, whose plan declines varlen: with this path its kernel spilled
+    // 44 bytes, ptxas -v, even with an empty copy loop.)
+    const bool partial = Cfg::VARLEN && p.cu_q != nullptr && slice_row + 64 > tile.sq;
+    if (partial) {
+      // The slice's rows before the sequence's end, copied out by the group's 128 threads, 16 bytes
+      // each (the staging above keeps the registers of O out of it: storing them straight from the
+      // accumulators made head_dim 256 spill). The next epilogue's barrier orders these reads before
+      // its writes of the slice.
+      const int rows = max(min(tile.sq - slice_row, 64), 0);
+      T *o_base = static_cast<T *>(p.o) + int64_t(tile.q0 + slice_row) * p.o_seq + int64_t(tile.h) * p.o_head;
+      for (int i = warp * 32 + lane; i < rows * (D / 8); i += 128) {
+        const int r = i / (D / 8), col = 8 * (i % (D / 8));
+        const uint4 chunk = *reinterpret_cast<const uint4 *>(slice + (swizzled_128b(0, Cfg::BM, r, col)));
+        *reinterpret_cast<uint4 *>(o_base + int64_t(r) * p.o_seq + col) = chunk;
+      }
+      if (!own_o) {  // the Q rows held O: free once every thread of the group has read its part
+        named_barrier_sync(kEpilogueBarrier + wg, 128);
+        if (warp == 0 && lane == 0) mbar_arrive(bars.empty_q);
+      }
+    } else if (warp == 0 && lane == 0) {
 #pragma unroll
       for (int pnl = 0; pnl < Cfg::PANELS; ++pnl) {
-        const int4 c = tma_coords(p.ord_o, pnl * 64, m_block * Cfg::BM + wg * 64, h, b);
+        const int4 c = tma_coords(p.ord_o, pnl * 64, tile.q0 + slice_row, tile.h, tma_batch(p, tile));
         tma_store_4d(&p.tm_o, slice + pnl * Cfg::BM * 128, c.x, c.y, c.z, c.w);
       }
       tma_store_commit();
@@ -482,10 +552,13 @@ struct Consumer {
       }
     }
     if (p.lse != nullptr && (lane & 3) == 0) {
+      // Fixed length [batch, heads_q, seqlen_q]; varlen [heads_q, total_q] from the sequence's first token.
+      const int64_t base = p.cu_q != nullptr ? int64_t(tile.h) * p.total_q + tile.q0
+                                             : (int64_t(tile.b) * p.heads_q + tile.h) * p.seqlen_q;
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int row_abs = row0 + 8 * r;
-        if (row_abs < p.seqlen_q) p.lse[(int64_t(b) * p.heads_q + h) * p.seqlen_q + row_abs] = lse[r];
+        if (row_abs < tile.sq) p.lse[base + row_abs] = lse[r];
       }
     }
   }
@@ -506,13 +579,14 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
   }
   if (wg == Cfg::NWG - 1) named_barrier_arrive(kPingPongBarrier, 256);  // group 0 first
   uint32_t q_parity = 0;
-  for (int round = 0; round * int(gridDim.x) < p.num_tiles; ++round) {
+  const int num_tiles = tiles_to_walk(p);
+  for (int round = 0; round * int(gridDim.x) < num_tiles; ++round) {
     const int tile_idx = tile_position(round);
-    if (tile_idx >= p.num_tiles) continue;
+    if (tile_idx >= num_tiles) continue;
     const Tile tile = decode_tile(p, tile_idx);
-    const BlockRange range = block_range(p, tile.m_block, Cfg::BM, Cfg::BN);
+    const BlockRange range = block_range(p.mods, tile.m_block, Cfg::BM, Cfg::BN, tile.sq, tile.sk);
     const int row0 = tile.m_block * Cfg::BM + wg * 64 + c.warp * 16 + c.lane / 4;
-    const int sk = p.seqlen_k, shift = sk - p.seqlen_q;
+    const int sk = tile.sk, shift = sk - tile.sq;
     c.begin0 = cuda::mods_key_begin(p.mods, row0, shift, sk), c.end0 = cuda::mods_key_end(p.mods, row0, shift, sk);
     c.begin1 = cuda::mods_key_begin(p.mods, row0 + 8, shift, sk);
     c.end1 = cuda::mods_key_end(p.mods, row0 + 8, shift, sk);
@@ -534,7 +608,7 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
     } else {
       c.release_q();
     }
-    c.epilogue(tile.m_block, tile.h, tile.b, row0);
+    c.epilogue(tile_idx, row0);
   }
   // The last store has read its shared-memory source before the CTA exits (its global writes need
   // no wait: they complete with the grid).

@@ -14,6 +14,19 @@ cudaError_t launch_fwd_d64(bool bf16, TileChoice tile, bool mods, const FwdParam
 cudaError_t launch_fwd_d128(bool bf16, TileChoice tile, bool mods, const FwdParams &p, dim3 grid, cudaStream_t stream);
 cudaError_t launch_fwd_d256(bool bf16, const FwdParams &p, dim3 grid, cudaStream_t stream);
 
+// A variable-length batch's tile list (flash_fwd_sm90_varlen.cu): entries (sequence, m_block) of
+// bm-row query blocks ordered by work (bn-key blocks visited), longest first, and
+// tile_count = entries * heads_q; at most max_entries entries are written.
+struct VarlenListArgs {
+  const int32_t *cu_q, *cu_k;
+  int batch, total_q, total_k, max_q, max_k;
+  int bm, bn, heads_q, max_entries;
+  cuda::DeviceMods mods;
+  int2 *entries;
+  int *tile_count;
+};
+cudaError_t launch_varlen_tile_list(const VarlenListArgs &a, cudaStream_t stream);
+
 template <class Cfg>
 cudaError_t launch_config(const FwdParams &p, dim3 grid, cudaStream_t stream) {
   const auto kernel = flash_fwd_sm90_kernel<Cfg>;

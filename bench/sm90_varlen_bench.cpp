@@ -1,0 +1,221 @@
+// Times a variable-length forward on the H200 three ways, in one process, on the same packed tensors:
+//   varlen sm90  one call over the whole batch, the sm90 family's plan (plan_sm90_forward);
+//   varlen sm80  the same call on the sm80 family's plan (what auto ran before 2026-12-01);
+//   fixed sum    one fixed-length flashbox call per sequence (flashbox_attention_forward, auto: the
+//                sm90 family), each timed on its own, medians summed (the issue's "padded-free
+//                ideal"); also the same calls back to back between one event pair ("fixed loop").
+// Method: random bf16 inputs (never zeros), 3 warm-up calls, median of 20 calls between CUDA events.
+// The packed batch (8 sequences, 19k tokens, 16 heads, 77 MB per tensor at D128) does not fit in L2,
+// so inputs are not rotated. FLOPs: sum over sequences of 4 * H * Lq * Lk * D, halved for causal.
+// Also checks the sm90 varlen output against the sm80 one (max abs difference).
+//   sm90_varlen_bench [--json PATH] [--lens 4096,512,...] [--heads 16]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/backends.hpp"
+#include "core/masks.hpp"
+#include "core/problem.hpp"
+#include "flashbox/flashbox.h"
+
+namespace {
+
+#define CHECK_CUDA(call) \
+  do { \
+    const cudaError_t e_ = (call); \
+    if (e_ != cudaSuccess) { \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      std::exit(1); \
+    } \
+  } while (0)
+
+// Uniform in [-2, 2), bf16 (round to nearest even), from a seeded hash: never zeros.
+void fill_random_bf16(uint16_t *dev, int64_t n, uint64_t seed) {
+  std::vector<uint16_t> h(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t x = (uint64_t(i) + 1) * 0x9e3779b97f4a7c15ull ^ seed;
+    x ^= x >> 31, x *= 0xbf58476d1ce4e5b9ull, x ^= x >> 29;
+    const float u = float(x >> 40) * (1.0f / 16777216.0f) * 4.f - 2.f;
+    uint32_t bits;
+    std::memcpy(&bits, &u, 4);
+    h[size_t(i)] = uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+  }
+  CHECK_CUDA(cudaMemcpy(dev, h.data(), size_t(n) * 2, cudaMemcpyHostToDevice));
+}
+
+template <class F>
+double median_ms(F &&f, int reps = 20) {
+  cudaEvent_t a, b;
+  CHECK_CUDA(cudaEventCreate(&a));
+  CHECK_CUDA(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    CHECK_CUDA(cudaEventRecord(a));
+    f();
+    CHECK_CUDA(cudaEventRecord(b));
+    CHECK_CUDA(cudaEventSynchronize(b));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  CHECK_CUDA(cudaEventDestroy(a));
+  CHECK_CUDA(cudaEventDestroy(b));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+double bf16_to_double(uint16_t h) {
+  const uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  std::vector<int> lens = {4096, 512, 2048, 1, 3000, 8192, 100, 1024};
+  int64_t heads = 16;
+  const char *json = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--json") && i + 1 < argc) {
+      json = argv[++i];
+    } else if (!std::strcmp(argv[i], "--heads") && i + 1 < argc) {
+      heads = std::atoll(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--lens") && i + 1 < argc) {
+      lens.clear();
+      for (char *s = argv[++i]; *s;) {
+        lens.push_back(int(std::strtol(s, &s, 10)));
+        if (*s == ',') ++s;
+      }
+    } else {
+      std::fprintf(stderr, "usage: sm90_varlen_bench [--json PATH] [--lens a,b,...] [--heads H]\n");
+      return 2;
+    }
+  }
+  std::vector<int32_t> cu{0};
+  int max_len = 0;
+  for (int l : lens) cu.push_back(cu.back() + l), max_len = std::max(max_len, l);
+  const int64_t total = cu.back(), nseq = int64_t(lens.size());
+  int32_t *dcu = nullptr;
+  CHECK_CUDA(cudaMalloc(&dcu, cu.size() * 4));
+  CHECK_CUDA(cudaMemcpy(dcu, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice));
+
+  std::string out = "[";
+  std::printf("%-5s %-7s %12s %12s %12s %12s %10s %10s %10s %s\n", "D", "mask", "sm90 ms", "sm80 ms", "fixed sum",
+              "fixed loop", "sm90 TF/s", "vs sum", "vs sm80", "max|sm90-sm80|");
+  for (int64_t d : {128, 64}) {
+    const int64_t n = total * heads * d;
+    uint16_t *buf[6];
+    for (uint16_t *&p : buf) CHECK_CUDA(cudaMalloc(reinterpret_cast<void **>(&p), size_t(n) * 2));
+    uint16_t *q = buf[0], *k = buf[1], *v = buf[2], *o90 = buf[3], *o80 = buf[4], *ofix = buf[5];
+    fill_random_bf16(q, n, 1);
+    fill_random_bf16(k, n, 2);
+    fill_random_bf16(v, n, 3);
+    for (int causal : {0, 1}) {
+      // The whole batch as the C API's extension would pass it: a [1, total, heads, d] view, then the
+      // sequences (src/api/ext_api.cpp, add_ext).
+      flashbox_attention_args a{};
+      a.device = FLASHBOX_CUDA, a.dtype = FLASHBOX_BFLOAT16, a.impl = FLASHBOX_FLASH;
+      a.batch = 1, a.seqlen_q = a.seqlen_k = total, a.heads_q = a.heads_kv = heads, a.head_dim = d;
+      for (int64_t *s : {a.q_stride, a.k_stride, a.v_stride, a.o_stride}) s[0] = total * heads * d, s[1] = heads * d, s[2] = d;
+      a.q = q, a.k = k, a.v = v, a.causal = causal;
+      flashbox::detail::Problem p = flashbox::detail::make_problem(a, flashbox::core::causal_mods(causal));
+      p.batch = nseq, p.cu_seqlens_q = p.cu_seqlens_k = dcu, p.max_seqlen_q = p.max_seqlen_k = max_len;
+      p.o = o90;
+      flashbox::detail::PlanResult r90 = flashbox::detail::plan_sm90_forward(p);
+      p.o = o80;
+      flashbox::detail::PlanResult r80 = flashbox::detail::plan_sm80_forward(p);
+      if (!r90.plan || !r80.plan) {
+        std::fprintf(stderr, "no plan: sm90 '%s' sm80 '%s'\n", r90.why_not.c_str(), r80.why_not.c_str());
+        return 1;
+      }
+      const double t90 = median_ms([&] {
+        if (r90.plan->run() != 0) {
+          std::fprintf(stderr, "sm90: %s\n", flashbox_last_error());
+          std::exit(1);
+        }
+      });
+      const double t80 = median_ms([&] {
+        if (r80.plan->run() != 0) {
+          std::fprintf(stderr, "sm80: %s\n", flashbox_last_error());
+          std::exit(1);
+        }
+      });
+      // One fixed-length call per sequence, on its rows of the packed tensors.
+      std::vector<flashbox_attention_args> per;
+      for (int64_t s = 0; s < nseq; ++s) {
+        if (lens[size_t(s)] == 0) continue;
+        flashbox_attention_args f = a;
+        f.seqlen_q = f.seqlen_k = lens[size_t(s)];
+        const int64_t off = int64_t(cu[size_t(s)]) * heads * d;
+        f.q = q + off, f.k = k + off, f.v = v + off, f.o = ofix + off;
+        per.push_back(f);
+      }
+      double fixed_sum = 0;
+      std::string fixed_kernels;
+      for (const flashbox_attention_args &f : per) {
+        fixed_sum += median_ms([&] {
+          if (flashbox_attention_forward(&f) != 0) {
+            std::fprintf(stderr, "fixed: %s\n", flashbox_last_error());
+            std::exit(1);
+          }
+        });
+        fixed_kernels += std::string(fixed_kernels.empty() ? "" : " ") + flashbox_last_kernel();
+      }
+      const double fixed_loop = median_ms([&] {
+        for (const flashbox_attention_args &f : per)
+          if (flashbox_attention_forward(&f) != 0) std::exit(1);
+      });
+      double flop = 0;
+      for (int l : lens) flop += 4.0 * heads * double(l) * l * d / (causal ? 2.0 : 1.0);
+      // sm90 against sm80 (both ran last on o90 / o80) and against the fixed calls.
+      std::vector<uint16_t> h90(static_cast<size_t>(n)), h80(h90.size()), hfix(h90.size());
+      CHECK_CUDA(cudaMemcpy(h90.data(), o90, size_t(n) * 2, cudaMemcpyDeviceToHost));
+      CHECK_CUDA(cudaMemcpy(h80.data(), o80, size_t(n) * 2, cudaMemcpyDeviceToHost));
+      CHECK_CUDA(cudaMemcpy(hfix.data(), ofix, size_t(n) * 2, cudaMemcpyDeviceToHost));
+      double diff80 = 0, diff_fix = 0;
+      bool nan = false;
+      for (size_t i = 0; i < h90.size(); ++i) {
+        const double x = bf16_to_double(h90[i]);
+        nan |= !std::isfinite(x);
+        diff80 = std::max(diff80, std::fabs(x - bf16_to_double(h80[i])));
+        diff_fix = std::max(diff_fix, std::fabs(x - bf16_to_double(hfix[i])));
+      }
+      const double tf = flop / (t90 * 1e-3) / 1e12;
+      std::printf("%-5lld %-7s %12.4f %12.4f %12.4f %12.4f %10.1f %9.3fx %9.3fx %.3g (vs fixed %.3g)%s\n",
+                  (long long)d, causal ? "causal" : "full", t90, t80, fixed_sum, fixed_loop, tf, fixed_sum / t90,
+                  t80 / t90, diff80, diff_fix, nan ? " NaN!" : "");
+      std::printf("      sm90: %s\n      sm80: %s\n      fixed: %s\n", r90.plan->kernel.c_str(), r80.plan->kernel.c_str(),
+                  fixed_kernels.c_str());
+      char row[1024];
+      std::snprintf(row, sizeof row,
+                    "%s{\"head_dim\": %lld, \"heads\": %lld, \"causal\": %d, \"sm90_varlen_ms\": %.5f, "
+                    "\"sm80_varlen_ms\": %.5f, \"fixed_sum_ms\": %.5f, \"fixed_loop_ms\": %.5f, \"sm90_tflops\": %.2f, "
+                    "\"max_abs_vs_sm80\": %.4g, \"max_abs_vs_fixed\": %.4g, \"nan\": %s, \"sm90_kernel\": \"%s\"}",
+                    out.size() > 1 ? ", " : "", (long long)d, (long long)heads, causal, t90, t80, fixed_sum, fixed_loop,
+                    tf, diff80, diff_fix, nan ? "true" : "false", r90.plan->kernel.c_str());
+      out += row;
+    }
+    for (uint16_t *p : buf) CHECK_CUDA(cudaFree(p));
+  }
+  out += "]\n";
+  std::string l;
+  for (int x : lens) l += (l.empty() ? "" : ",") + std::to_string(x);
+  std::printf("lengths %s, heads %lld, bf16\n", l.c_str(), (long long)heads);
+  if (json) {
+    FILE *f = std::fopen(json, "w");
+    if (!f) return 1;
+    std::fprintf(f, "{\"lengths\": [%s], \"rows\": %s}", l.c_str(), out.c_str());
+    std::fclose(f);
+  }
+  return 0;
+}

@@ -1,0 +1,383 @@
+// The Hopper forward on variable-length batches (cu_seqlens, [total, heads, head_dim] tensors;
+// flashbox_attention_forward_ext) against the fp64 reference of src/cpu/reference_fp64, one
+// reference call per sequence. Every case draws fresh seeded bf16/fp16 inputs (the seed is in the
+// failure message; FLASHBOX_TEST_SEED=N reproduces), over-allocates O by rows past the batch's total,
+// poisons O and LSE with NaN between guard bytes, and checks rel error < 1e-2, LSE (exact -inf for
+// rows that see no key), no NaN, that the rows past the total and the guards are untouched, and that
+// the sm90 kernel's varlen path ran. Lengths include 0 and 1 and straddle the tile edges (63, 64,
+// 65, 127, 128, 129, 1000, 4097), seqlen_q != seqlen_k per sequence (causal is bottom-right aligned
+// within each sequence), GQA, windows, softcap and ALiBi per sequence.
+// FLASHBOX_SM90_VARLEN_SMALL=1 keeps only the short cases (for compute-sanitizer). Skips without an
+// sm90 GPU.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/masks.hpp"
+#include "cpu/reference_fp64.hpp"
+#include "flashbox/flashbox.h"
+#include "sm90/hopper_device.hpp"
+#include "support/attention_case.hpp"
+
+namespace flashbox::test {
+namespace {
+
+bool small_only() {
+  const char *s = std::getenv("FLASHBOX_SM90_VARLEN_SMALL");
+  return s && *s && *s != '0';
+}
+
+constexpr size_t kGuard = 4096;
+constexpr uint8_t kGuardByte = 0x5a;
+constexpr int64_t kExtraRows = 70;  // O rows past the total: never written
+
+struct VarlenCase {
+  std::vector<int> lens_q, lens_k;
+  int64_t heads_q = 4, heads_kv = 2, head_dim = 64;
+  flashbox_dtype dtype = FLASHBOX_BFLOAT16;
+  int causal = 0;
+  int32_t window_left = -1, window_right = -1;
+  float softcap = 0.0f;
+  int alibi = 0;  // 0 off, 1 one slope per head, 2 a row of slopes per sequence
+  uint64_t seed = fresh_seed();
+
+  std::string name() const {
+    std::string l;
+    for (size_t i = 0; i < lens_q.size() && i < 12; ++i)
+      l += (i ? "," : "") + std::to_string(lens_q[i]) + (lens_k[i] != lens_q[i] ? "/" + std::to_string(lens_k[i]) : "");
+    if (lens_q.size() > 12) l += ",... (" + std::to_string(lens_q.size()) + " sequences)";
+    return "lens [" + l + "] hq" + std::to_string(heads_q) + " hkv" + std::to_string(heads_kv) + " d" +
+           std::to_string(head_dim) + (dtype == FLASHBOX_FLOAT16 ? " fp16" : " bf16") + (causal ? " causal" : "") +
+           " window(" + std::to_string(window_left) + "," + std::to_string(window_right) + ")" +
+           (softcap > 0 ? " softcap" + std::to_string(softcap) : "") + (alibi ? " alibi" + std::to_string(alibi) : "") +
+           " seed " + std::to_string(seed) + " (rerun with FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")";
+  }
+};
+
+struct DeviceMem {
+  std::vector<void *> ptrs;
+  void *alloc(size_t n) {
+    void *p = nullptr;
+    if (cudaMalloc(&p, std::max<size_t>(n, 16)) != cudaSuccess) return nullptr;
+    ptrs.push_back(p);
+    return p;
+  }
+  ~DeviceMem() {
+    for (void *p : ptrs) cudaFree(p);
+  }
+};
+
+#define CUDA_OK(call) \
+  do { \
+    const cudaError_t e_ = (call); \
+    ASSERT_EQ(e_, cudaSuccess) << #call << ": " << cudaGetErrorString(e_); \
+  } while (0)
+
+void check(const VarlenCase &c) {
+  SCOPED_TRACE(c.name());
+  ASSERT_EQ(c.lens_q.size(), c.lens_k.size());
+  const int64_t B = int64_t(c.lens_q.size()), HQ = c.heads_q, HKV = c.heads_kv, D = c.head_dim, es = 2;
+  std::vector<int32_t> cu_q{0}, cu_k{0};
+  int64_t max_q = 0, max_k = 0;
+  for (int64_t s = 0; s < B; ++s) {
+    cu_q.push_back(cu_q.back() + c.lens_q[size_t(s)]), cu_k.push_back(cu_k.back() + c.lens_k[size_t(s)]);
+    max_q = std::max<int64_t>(max_q, c.lens_q[size_t(s)]), max_k = std::max<int64_t>(max_k, c.lens_k[size_t(s)]);
+  }
+  const int64_t TQ = cu_q.back(), TK = cu_k.back();
+  std::mt19937_64 rng(c.seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  auto fill = [&](std::vector<uint8_t> &buf, int64_t n) {
+    buf.resize(size_t(n * es));
+    for (int64_t i = 0; i < n; ++i) cpu::store_from_float(buf.data(), c.dtype, i, normal(rng));
+  };
+  std::vector<uint8_t> q, k, v;
+  fill(q, TQ * HQ * D), fill(k, TK * HKV * D), fill(v, TK * HKV * D);
+  std::vector<float> slopes;
+  const int64_t slope_stride = c.alibi == 2 ? HQ + 3 : 0;
+  if (c.alibi) {
+    std::uniform_real_distribution<float> u(0.f, 0.3f);
+    slopes.resize(size_t(c.alibi == 2 ? B * slope_stride : HQ));
+    for (float &s : slopes) s = u(rng);
+  }
+
+  // The reference, one fixed-length call per sequence, into [total, heads, dim] and [heads, total].
+  std::vector<double> ref_o(size_t(TQ * HQ * D), 0.0), ref_lse(size_t(HQ * TQ), -INFINITY);
+  for (int64_t s = 0; s < B; ++s) {
+    const int64_t q0 = cu_q[size_t(s)], k0 = cu_k[size_t(s)], lq = c.lens_q[size_t(s)], lk = c.lens_k[size_t(s)];
+    if (lq == 0 || lk == 0) continue;  // no rows, or rows that see no key: O = 0, LSE = -inf
+    flashbox_attention_args a{};
+    a.device = FLASHBOX_CPU, a.dtype = c.dtype, a.impl = FLASHBOX_FLASH;
+    a.batch = 1, a.seqlen_q = lq, a.seqlen_k = lk, a.heads_q = HQ, a.heads_kv = HKV, a.head_dim = D;
+    a.q_stride[0] = lq * HQ * D, a.q_stride[1] = HQ * D, a.q_stride[2] = D;
+    a.k_stride[0] = a.v_stride[0] = lk * HKV * D, a.k_stride[1] = a.v_stride[1] = HKV * D;
+    a.k_stride[2] = a.v_stride[2] = D;
+    a.q = q.data() + q0 * HQ * D * es, a.k = k.data() + k0 * HKV * D * es, a.v = v.data() + k0 * HKV * D * es;
+    a.causal = c.causal;
+    core::ScoreMods mods;
+    mods.window_left = c.window_left, mods.window_right = c.causal ? 0 : c.window_right, mods.softcap = c.softcap;
+    if (c.alibi) mods.alibi_slopes = slopes.data() + (c.alibi == 2 ? s * slope_stride : 0);
+    std::vector<double> o, lse;
+    cpu::reference_attention_fp64(a, o, &lse, &mods);
+    std::copy(o.begin(), o.end(), ref_o.begin() + q0 * HQ * D);
+    for (int64_t h = 0; h < HQ; ++h)
+      for (int64_t i = 0; i < lq; ++i) ref_lse[size_t(h * TQ + q0 + i)] = lse[size_t(h * lq + i)];
+  }
+
+  DeviceMem mem;
+  const size_t o_size = size_t((TQ + kExtraRows) * HQ * D * es), lse_size = size_t(HQ * TQ) * 4;
+  void *dq = mem.alloc(q.size()), *dk = mem.alloc(k.size()), *dv = mem.alloc(v.size());
+  auto *o_raw = static_cast<uint8_t *>(mem.alloc(o_size + 2 * kGuard));
+  auto *lse_raw = static_cast<uint8_t *>(mem.alloc(lse_size + 2 * kGuard));
+  void *dcu_q = mem.alloc(cu_q.size() * 4), *dcu_k = mem.alloc(cu_k.size() * 4);
+  float *dslopes = c.alibi ? static_cast<float *>(mem.alloc(slopes.size() * 4)) : nullptr;
+  ASSERT_TRUE(dq && dk && dv && o_raw && lse_raw && dcu_q && dcu_k && (!c.alibi || dslopes)) << "cudaMalloc failed";
+  CUDA_OK(cudaMemcpy(dq, q.data(), q.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dk, k.data(), k.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dv, v.data(), v.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dcu_q, cu_q.data(), cu_q.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dcu_k, cu_k.data(), cu_k.size() * 4, cudaMemcpyHostToDevice));
+  if (c.alibi) CUDA_OK(cudaMemcpy(dslopes, slopes.data(), slopes.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemset(o_raw, kGuardByte, o_size + 2 * kGuard));
+  CUDA_OK(cudaMemset(lse_raw, kGuardByte, lse_size + 2 * kGuard));
+  CUDA_OK(cudaMemset(o_raw + kGuard, 0xff, o_size));  // NaN poison, also over the rows past the total
+  CUDA_OK(cudaMemset(lse_raw + kGuard, 0xff, lse_size));
+
+  flashbox_attention_args g{};
+  g.device = FLASHBOX_CUDA, g.dtype = c.dtype, g.impl = FLASHBOX_AUTO;
+  g.batch = B, g.seqlen_q = TQ, g.seqlen_k = TK, g.heads_q = HQ, g.heads_kv = HKV, g.head_dim = D;
+  g.q_stride[0] = g.o_stride[0] = TQ * HQ * D, g.q_stride[1] = g.o_stride[1] = HQ * D, g.q_stride[2] = g.o_stride[2] = D;
+  g.k_stride[0] = g.v_stride[0] = TK * HKV * D, g.k_stride[1] = g.v_stride[1] = HKV * D;
+  g.k_stride[2] = g.v_stride[2] = D;
+  g.q = dq, g.k = dk, g.v = dv, g.o = o_raw + kGuard, g.lse = reinterpret_cast<float *>(lse_raw + kGuard);
+  g.causal = c.causal;
+  flashbox_attention_ext e = flashbox_attention_ext_default();
+  e.window_left = c.window_left, e.window_right = c.causal ? -1 : c.window_right, e.softcap = c.softcap;
+  if (c.alibi) e.alibi_slopes = dslopes, e.alibi_batch_stride = slope_stride;
+  e.cu_seqlens_q = static_cast<const int32_t *>(dcu_q), e.cu_seqlens_k = static_cast<const int32_t *>(dcu_k);
+  e.max_seqlen_q = max_q, e.max_seqlen_k = max_k;
+  ASSERT_EQ(flashbox_attention_forward_ext(&g, &e), 0) << flashbox_last_error();
+  const std::string kernel = flashbox_last_kernel();
+  CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_EQ(kernel.rfind("cuda_flash_sm90", 0), 0u) << "ran " << kernel;
+  EXPECT_NE(kernel.find("_varlen"), std::string::npos) << "ran " << kernel;
+
+  std::vector<uint8_t> o_host(o_size + 2 * kGuard), lse_host(lse_size + 2 * kGuard);
+  CUDA_OK(cudaMemcpy(o_host.data(), o_raw, o_host.size(), cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(lse_host.data(), lse_raw, lse_host.size(), cudaMemcpyDeviceToHost));
+  bool guards = true;
+  for (size_t i = 0; i < kGuard; ++i)
+    guards &= o_host[i] == kGuardByte && o_host[kGuard + o_size + i] == kGuardByte && lse_host[i] == kGuardByte &&
+              lse_host[kGuard + lse_size + i] == kGuardByte;
+  EXPECT_TRUE(guards) << "write outside O or LSE";
+  const size_t written = size_t(TQ * HQ * D * es);
+  int64_t past_total = 0;
+  for (size_t i = written; i < o_size; ++i) past_total += o_host[kGuard + i] != 0xff;
+  EXPECT_EQ(past_total, 0) << "bytes of O past the batch's total rows changed";
+
+  double d2 = 0, r2 = 0;
+  bool nan = false;
+  for (size_t i = 0; i < ref_o.size(); ++i) {
+    const double got = cpu::load_as_float(o_host.data() + kGuard, c.dtype, int64_t(i));
+    nan |= !std::isfinite(got);
+    d2 += (got - ref_o[i]) * (got - ref_o[i]), r2 += ref_o[i] * ref_o[i];
+  }
+  const double rel = nan ? INFINITY : (r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2));
+  double lse_err = 0;
+  int64_t lse_bad = 0;
+  const float *lse = reinterpret_cast<const float *>(lse_host.data() + kGuard);
+  for (size_t i = 0; i < ref_lse.size(); ++i) {
+    const double got = lse[i], want = ref_lse[i];
+    if (std::isinf(want) || std::isinf(got) || std::isnan(got)) {
+      lse_bad += !(got == want);
+    } else {
+      lse_err = std::max(lse_err, std::abs(got - want));
+    }
+  }
+  EXPECT_FALSE(nan) << "NaN/inf in O";
+  EXPECT_LT(rel, 1e-2);
+  EXPECT_EQ(lse_bad, 0) << "rows whose LSE disagrees on -inf or is NaN";
+  EXPECT_LT(lse_err, 2e-3);
+  std::fprintf(stderr, "  %s: rel %.3e, LSE max abs %.3e, %s\n", c.name().c_str(), rel, lse_err, kernel.c_str());
+}
+
+VarlenCase mk(std::vector<int> lq, std::vector<int> lk, int64_t d, int causal) {
+  VarlenCase c;
+  c.lens_q = std::move(lq), c.lens_k = std::move(lk), c.head_dim = d, c.causal = causal;
+  return c;
+}
+
+class Sm90Varlen : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!have_hopper(why)) GTEST_SKIP() << "sm90 test not run: " << why;
+  }
+};
+
+// Lengths at the tile edges (BM 192 or 128, BN 128, the 64-row store slices), 0 and 1, causal and
+// not, GQA, head_dim 64 and 128.
+TEST_F(Sm90Varlen, TileEdges) {
+  const std::vector<int> lens = small_only() ? std::vector<int>{63, 0, 1, 65, 129}
+                                             : std::vector<int>{63, 64, 65, 0, 127, 128, 1, 129, 1000, 191, 193};
+  for (int64_t d : {64, 128})
+    for (int causal : {0, 1}) check(mk(lens, lens, d, causal));
+}
+
+// seqlen_q != seqlen_k per sequence (bottom-right aligned: rows of a longer query see nothing
+// under causal), including sequences whose keys are empty (O = 0, LSE = -inf) or whose queries are.
+TEST_F(Sm90Varlen, DifferentLengths) {
+  const std::vector<int> lq = small_only() ? std::vector<int>{17, 65, 0, 3} : std::vector<int>{100, 300, 65, 1000, 0, 5, 130, 1};
+  const std::vector<int> lk = small_only() ? std::vector<int>{65, 17, 9, 0} : std::vector<int>{300, 100, 1000, 65, 7, 0, 129, 200};
+  for (int64_t d : {64, 128})
+    for (int causal : {0, 1}) check(mk(lq, lk, d, causal));
+}
+
+// Random lengths (seeded, 0 and 1 included), MHA, GQA and MQA.
+TEST_F(Sm90Varlen, RandomLengths) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("lengths seed " + std::to_string(seed) + " (FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")");
+  std::mt19937_64 rng(seed);
+  const int n = small_only() ? 6 : 24, top = small_only() ? 80 : 400;
+  std::uniform_int_distribution<int> len(0, top);
+  for (int trial = 0; trial < 2; ++trial)
+    for (int64_t d : {64, 128}) {
+      std::vector<int> lq(static_cast<size_t>(n)), lk(static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) lq[size_t(i)] = len(rng), lk[size_t(i)] = trial ? len(rng) : lq[size_t(i)];
+      lq[0] = 0, lq[1] = 1, lk[1] = trial ? 1 : lk[1], lq[2] = lk[2] = 1;
+      for (int causal : {0, 1}) {
+        VarlenCase c = mk(lq, lk, d, causal);
+        c.heads_q = 6, c.heads_kv = trial ? 1 : 3;
+        check(c);
+      }
+    }
+}
+
+// Many short sequences: a long tile list (the list kernel's warps loop over sequences).
+TEST_F(Sm90Varlen, ManySequences) {
+  std::mt19937_64 rng(fresh_seed());
+  std::uniform_int_distribution<int> len(0, 40);
+  std::vector<int> l(small_only() ? 40 : 300);
+  for (int &x : l) x = len(rng);
+  for (int causal : {0, 1}) {
+    VarlenCase c = mk(l, l, 64, causal);
+    c.heads_q = c.heads_kv = 2;
+    check(c);
+  }
+}
+
+// Sliding windows, softcap and ALiBi (one slope per head and a row per sequence) within each
+// sequence, and fp16.
+TEST_F(Sm90Varlen, WindowsSoftcapAlibi) {
+  const std::vector<int> lq = small_only() ? std::vector<int>{65, 1, 130} : std::vector<int>{65, 1, 300, 0, 1000, 129};
+  const std::vector<int> lk = small_only() ? std::vector<int>{65, 40, 130} : std::vector<int>{65, 40, 300, 3, 900, 300};
+  for (int64_t d : {64, 128}) {
+    VarlenCase c = mk(lq, lk, d, 1);
+    c.window_left = 64;
+    check(c);
+    c = mk(lq, lk, d, 0);
+    c.window_left = 100, c.window_right = 50;
+    check(c);
+    c = mk(lq, lq, d, 0);
+    c.window_left = 0, c.window_right = 0;
+    check(c);
+    c = mk(lq, lk, d, 1);
+    c.softcap = 30.f, c.alibi = 2;
+    check(c);
+    c = mk(lq, lk, d, 0);
+    c.alibi = 1, c.window_left = 200, c.window_right = 20, c.dtype = FLASHBOX_FLOAT16;
+    check(c);
+  }
+}
+
+// Long sequences: 4097 (the last block one key long) and many tiles per persistent CTA.
+TEST_F(Sm90Varlen, Long) {
+  if (small_only()) GTEST_SKIP() << "FLASHBOX_SM90_VARLEN_SMALL: long shapes left out";
+  for (int causal : {0, 1}) {
+    VarlenCase c = mk({4097, 129, 1, 2000}, {4097, 129, 1, 2000}, 128, causal);
+    c.heads_q = 2, c.heads_kv = 1;
+    check(c);
+  }
+  VarlenCase c = mk({4097, 0, 640, 64}, {4097, 5, 640, 64}, 64, 1);
+  c.heads_q = 2, c.heads_kv = 2;
+  check(c);
+}
+
+// cu_seqlens on the device are not checked (flashbox.h): negative, decreasing, past-the-total and
+// longer-than-max_seqlen prefix sums give a successful call on the sm90 path with every guard intact
+// and no CUDA error (the values of the rows they name are unspecified).
+TEST_F(Sm90Varlen, MalformedCuSeqlensStayInBounds) {
+  const int64_t total = 300, heads = 2, d = 64;
+  std::vector<uint16_t> x(size_t(total * heads * d), 0x3f80);  // bf16 1.0
+  const std::vector<int32_t> cu_q = {0, 260, 30, 320, 100, 300}, cu_k = {-5, 50, 200, 10, 400, 300};
+  DeviceMem mem;
+  void *dx = mem.alloc(x.size() * 2), *dcq = mem.alloc(cu_q.size() * 4), *dck = mem.alloc(cu_k.size() * 4);
+  const size_t o_size = x.size() * 2, lse_size = size_t(total * heads) * 4;
+  auto *o_raw = static_cast<uint8_t *>(mem.alloc(o_size + 2 * kGuard));
+  auto *lse_raw = static_cast<uint8_t *>(mem.alloc(lse_size + 2 * kGuard));
+  ASSERT_TRUE(dx && dcq && dck && o_raw && lse_raw);
+  CUDA_OK(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dcq, cu_q.data(), cu_q.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dck, cu_k.data(), cu_k.size() * 4, cudaMemcpyHostToDevice));
+  flashbox_attention_args a{};
+  a.device = FLASHBOX_CUDA, a.dtype = FLASHBOX_BFLOAT16;
+  a.batch = 5, a.seqlen_q = a.seqlen_k = total, a.heads_q = a.heads_kv = heads, a.head_dim = d;
+  for (int64_t *s : {a.q_stride, a.k_stride, a.v_stride, a.o_stride}) s[0] = total * heads * d, s[1] = heads * d, s[2] = d;
+  a.q = a.k = a.v = dx, a.o = o_raw + kGuard, a.lse = reinterpret_cast<float *>(lse_raw + kGuard);
+  flashbox_attention_ext e = flashbox_attention_ext_default();
+  e.cu_seqlens_q = static_cast<const int32_t *>(dcq), e.cu_seqlens_k = static_cast<const int32_t *>(dck);
+  e.max_seqlen_q = e.max_seqlen_k = 200;
+  for (int causal = 0; causal <= 1; ++causal) {
+    CUDA_OK(cudaMemset(o_raw, kGuardByte, o_size + 2 * kGuard));
+    CUDA_OK(cudaMemset(lse_raw, kGuardByte, lse_size + 2 * kGuard));
+    a.causal = causal;
+    ASSERT_EQ(flashbox_attention_forward_ext(&a, &e), 0) << flashbox_last_error();
+    const std::string kernel = flashbox_last_kernel();
+    CUDA_OK(cudaDeviceSynchronize());
+    EXPECT_NE(kernel.find("_varlen"), std::string::npos) << "ran " << kernel;
+    std::vector<uint8_t> o_host(o_size + 2 * kGuard), lse_host(lse_size + 2 * kGuard);
+    CUDA_OK(cudaMemcpy(o_host.data(), o_raw, o_host.size(), cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(lse_host.data(), lse_raw, lse_host.size(), cudaMemcpyDeviceToHost));
+    bool guards = true;
+    for (size_t i = 0; i < kGuard; ++i)
+      guards &= o_host[i] == kGuardByte && o_host[kGuard + o_size + i] == kGuardByte && lse_host[i] == kGuardByte &&
+                lse_host[kGuard + lse_size + i] == kGuardByte;
+    EXPECT_TRUE(guards) << "write outside O or LSE (causal " << causal << ")";
+  }
+}
+
+// A batch whose keys total 0 tokens never reaches a kernel family: validation refuses seqlen_k = 0
+// (the sm90 plan would decline it anyway: a tensor map cannot have an empty dimension). Measured on
+// the H200 (2026-12-01): "seqlen_k = 0 must be >= 1".
+TEST_F(Sm90Varlen, TotalOfZeroKeysIsRefused) {
+  DeviceMem mem;
+  const int64_t tq = 5, heads = 2, d = 64;
+  std::vector<uint16_t> x(size_t(tq * heads * d), 0x3f80);
+  const std::vector<int32_t> cu_q = {0, 5}, cu_k = {0, 0};
+  void *dx = mem.alloc(x.size() * 2), *dcq = mem.alloc(8), *dck = mem.alloc(8), *dout = mem.alloc(x.size() * 2);
+  ASSERT_TRUE(dx && dcq && dck && dout);
+  CUDA_OK(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dcq, cu_q.data(), 8, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dck, cu_k.data(), 8, cudaMemcpyHostToDevice));
+  flashbox_attention_args a{};
+  a.device = FLASHBOX_CUDA, a.dtype = FLASHBOX_BFLOAT16;
+  a.batch = 1, a.seqlen_q = tq, a.seqlen_k = 0, a.heads_q = a.heads_kv = heads, a.head_dim = d;
+  for (int64_t *s : {a.q_stride, a.k_stride, a.v_stride, a.o_stride}) s[0] = tq * heads * d, s[1] = heads * d, s[2] = d;
+  a.q = a.k = a.v = dx, a.o = dout;
+  flashbox_attention_ext e = flashbox_attention_ext_default();
+  e.cu_seqlens_q = static_cast<const int32_t *>(dcq), e.cu_seqlens_k = static_cast<const int32_t *>(dck);
+  e.max_seqlen_q = 5, e.max_seqlen_k = 0;
+  EXPECT_EQ(flashbox_attention_forward_ext(&a, &e), FLASHBOX_ERR_INVALID_SIZE);
+  EXPECT_NE(std::string(flashbox_last_error()).find("seqlen_k"), std::string::npos) << flashbox_last_error();
+}
+
+}  // namespace
+}  // namespace flashbox::test

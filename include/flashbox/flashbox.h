@@ -145,10 +145,7 @@ FLASHBOX_API const char *flashbox_last_kernel(void);
  * start and end to [0, total] and every length to max_seqlen_*, so malformed prefix sums give
  * unspecified values in the rows they name, and rows no sequence covers are left unwritten, but
  * nothing outside q/k/v/o/lse (dq/dk/dv) is ever read or written. alibi_slopes is in the memory of
- * args.device too (on cuda not checked for finiteness). On the Hopper forward a sequence's last
- * key block is read whole and its keys past the sequence's end (the next sequence's) are masked:
- * their values never count, but a NaN or Inf in such a V row makes NaN in the rows that read it (the
- * sm80 family zero-fills those rows instead).
+ * args.device too (on cuda not checked for finiteness).
  *
  * Availability: device = cpu, every impl. device = cuda: what the kernel families take (README,
  * "Feature matrix": the sm80 family takes every field, forward and backward, with head_dim a

@@ -48,6 +48,7 @@ struct VarlenCase {
   int32_t window_left = -1, window_right = -1;
   float softcap = 0.0f;
   int alibi = 0;  // 0 off, 1 one slope per head, 2 a row of slopes per sequence
+  int nan_v_seq = -1;  // a sequence whose V rows are NaN (give it no queries: only its neighbours are checked)
   uint64_t seed = fresh_seed();
 
   std::string name() const {
@@ -101,6 +102,9 @@ void check(const VarlenCase &c) {
   };
   std::vector<uint8_t> q, k, v;
   fill(q, TQ * HQ * D), fill(k, TK * HKV * D), fill(v, TK * HKV * D);
+  if (c.nan_v_seq >= 0)
+    for (int64_t i = cu_k[size_t(c.nan_v_seq)] * HKV * D; i < cu_k[size_t(c.nan_v_seq) + 1] * HKV * D; ++i)
+      cpu::store_from_float(v.data(), c.dtype, i, NAN);
   std::vector<float> slopes;
   const int64_t slope_stride = c.alibi == 2 ? HQ + 3 : 0;
   if (c.alibi) {
@@ -296,6 +300,21 @@ TEST_F(Sm90Varlen, WindowsSoftcapAlibi) {
     c.alibi = 1, c.window_left = 200, c.window_right = 20, c.dtype = FLASHBOX_FLOAT16;
     check(c);
   }
+}
+
+// A sequence's last key block reads the next sequence's rows: NaN values there (a sequence without
+// queries here, so that only its neighbours' outputs are checked) must not reach the outputs
+// (they are zeroed in shared memory before the first P.V; 0 * NaN would be NaN).
+TEST_F(Sm90Varlen, NonFiniteNeighbourRows) {
+  for (int64_t d : {64, 128})
+    for (int causal : {0, 1}) {
+      VarlenCase c = mk({100, 0, 65, 0, 1}, {100, 50, 65, 200, 1}, d, causal);
+      c.nan_v_seq = 1;
+      check(c);
+      c = mk({100, 0, 65, 0, 1}, {100, 50, 65, 200, 1}, d, causal);
+      c.nan_v_seq = 3;
+      check(c);
+    }
 }
 
 // Long sequences: 4097 (the last block one key long) and many tiles per persistent CTA.

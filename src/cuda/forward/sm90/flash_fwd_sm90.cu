@@ -180,8 +180,8 @@ PlanResult plan_sm90_forward(const Problem &a) {
   const bool bf16 = a.dtype == FLASHBOX_BFLOAT16;
   const int d = int(a.head_dim);
   const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
-  // Varlen scratch: the tile count (16 bytes, keeping the entries aligned), then the entries.
-  const int64_t scratch_bytes = varlen ? 16 + 8 * max_entries : 0;
+  // Varlen scratch: the tile count (16 bytes, keeping the tiles aligned), then the tiles.
+  const int64_t scratch_bytes = varlen ? 16 + 8 * max_entries * a.heads_q : 0;
   return {Plan{std::move(name), scratch_bytes,
                [p, tile, grid, bf16, d, score_mods, stream, list, scratch_bytes]() mutable -> int {
                  cuda::DeviceScratch scratch(stream);

@@ -31,7 +31,8 @@
 // removed: bench/NOTES.md.)
 // Variable-length batches (cu_seqlens; head_dim 64 and 128): the same kernels with run-time fields.
 // Tiles come from a list the device builds before the launch (flash_fwd_sm90_varlen.cu: (sequence,
-// query block) entries, longest work first, heads fastest), always on the persistent grid; a tile's
+// query block, head) tiles, longest work first, head by head within equal work), always on the
+// persistent grid; a tile's
 // TMA rows start at its sequence's first query / key token in the packed tensors, its masks and
 // LSE use the sequence's own lengths, and a 64-row slice that the sequence ends inside is copied from
 // its shared-memory staging to global memory row by row (the TMA box would write the next
@@ -74,9 +75,9 @@ struct FwdParams {
   float cap_pre, inv_scale;
   // Variable-length batches (null cu_q: fixed length). The tensors are [total, heads, head_dim] (the
   // maps' batch dimension has size 1), lse [heads_q, total_q]. The tile list (tiles, tile_count) is
-  // written on the device before the launch by varlen_tile_list (flash_fwd_sm90_varlen.cu): entry e
-  // is (sequence, m_block), tile t is entry t / heads_q with head t % heads_q; num_tiles is then an
-  // upper bound (the grid's) and tile_count the real count.
+  // written on the device before the launch by varlen_tile_list (flash_fwd_sm90_varlen.cu): tile t
+  // is {sequence, m_block * heads_q + head}; num_tiles is then an upper bound (the grid's) and
+  // tile_count the real count.
   const int32_t *cu_q, *cu_k;
   const int2 *tiles;
   const int *tile_count;
@@ -147,7 +148,8 @@ struct Barriers {
 // takes positions i, then 2G-1-i, 2G+i, ... (G = gridDim.x): a snake over rounds, so that the CTA
 // that got the longest tile of one round gets the shortest of the next. With one tile per CTA and
 // one head per section this is the plain order: head by head, m descending.
-// Varlen: the tile list is ordered by work instead (longest first; varlen_tile_list), heads fastest.
+// Varlen: the tile list is ordered by work instead (longest first, head by head inside a work level;
+// varlen_tile_list).
 // A tile carries its sequence's span: q0/k0, the sequence's first token in the packed tensors (0 for
 // fixed length), and its lengths sq/sk.
 struct Tile {
@@ -156,11 +158,11 @@ struct Tile {
 };
 __device__ __forceinline__ Tile decode_tile(const FwdParams &p, int t) {
   if (p.cu_q != nullptr) {
-    const int e = t / p.heads_q;
-    const int2 entry = p.tiles[e];
+    const int2 entry = p.tiles[t];
+    const int m = entry.y / p.heads_q;
     const cuda::VarlenSpan s =
         cuda::varlen_span(p.cu_q, p.cu_k, entry.x, p.total_q, p.total_k, p.max_q, p.max_k);
-    return {entry.y, t - e * p.heads_q, entry.x, s.q0, s.k0, s.seqlen_q, s.seqlen_k};
+    return {m, entry.y - m * p.heads_q, entry.x, s.q0, s.k0, s.seqlen_q, s.seqlen_k};
   }
   const int heads_total = p.num_tiles / p.num_m_blocks;
   const int section = t / (p.num_m_blocks * p.section_heads);
@@ -433,7 +435,23 @@ struct Consumer {
   }
 
   // FA3 Algorithm 2: S_{j+1} and P_j V_j in flight together; softmax of S_{j+1} under P_j V_j.
-  __device__ __forceinline__ void mainloop(BlockRange range) {
+  // Varlen: rows [from, BN) of the V stage hold the next sequence's values (the tile's first block
+  // reaches past its sequence's end): zeroed before this group's first P.V so that a non-finite value
+  // there cannot meet p = 0 (0 * Inf = NaN). Whole 128-byte rows, so the swizzle does not matter; the
+  // other consumer group writes the same zeros (same values: its reads see zeros either way).
+  __device__ __forceinline__ void zero_v_rows(int stage, int from) {
+    mbar_wait(bars.full_v + stage, vs.phase);  // the TMA has written the stage
+    uint8_t *tile = smem + Cfg::V_OFF + stage * Cfg::KV_BYTES;
+    const int rows = BN - from, chunks = rows * 8;
+    for (int i = warp * 32 + lane; i < chunks * Cfg::PANELS; i += 128) {
+      const int pnl = i / chunks, r = from + (i % chunks) / 8, c = i % 8;
+      *reinterpret_cast<uint4 *>(tile + pnl * BN * 128 + r * 128 + c * 16) = make_uint4(0, 0, 0, 0);
+    }
+    fence_view_async_shared();
+    named_barrier_sync(kEpilogueBarrier + wg, 128);
+  }
+
+  __device__ __forceinline__ void mainloop(BlockRange range, int v_zero_from) {
     float s[BN / 2], alpha[2];
     uint32_t pa[BN / 4];
     int n_block = range.n_end - 1;
@@ -446,6 +464,7 @@ struct Consumer {
     ks.advance();
     softmax(s, n_block, range.masked(n_block), alpha);
     scores_to_a_fragments<typename Cfg::Elem>(s, pa);
+    if (Cfg::VARLEN && v_zero_from < BN) zero_v_rows(vs.stage, v_zero_from);
     for (--n_block; n_block >= range.n_begin; --n_block) {
       turn_wait();
       fence_operands(o);
@@ -604,7 +623,12 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
     q_parity ^= 1;
     c.load_q_fragments();
     if (range.count() > 0) {
-      c.mainloop(range);
+      // Varlen: the first block's rows past the sequence's end, unless the tensor ends there (the
+      // TMA then fills zeros).
+      int v_zero_from = Cfg::BN;
+      if (Cfg::VARLEN && p.cu_q != nullptr && tile.k0 + tile.sk < p.total_k)
+        v_zero_from = min(tile.sk - (range.n_end - 1) * Cfg::BN, Cfg::BN);
+      c.mainloop(range, v_zero_from);
     } else {
       c.release_q();
     }

@@ -14,9 +14,9 @@ cudaError_t launch_fwd_d64(bool bf16, TileChoice tile, bool mods, const FwdParam
 cudaError_t launch_fwd_d128(bool bf16, TileChoice tile, bool mods, const FwdParams &p, dim3 grid, cudaStream_t stream);
 cudaError_t launch_fwd_d256(bool bf16, const FwdParams &p, dim3 grid, cudaStream_t stream);
 
-// A variable-length batch's tile list (flash_fwd_sm90_varlen.cu): entries (sequence, m_block) of
-// bm-row query blocks ordered by work (bn-key blocks visited), longest first, and
-// tile_count = entries * heads_q; at most max_entries entries are written.
+// A variable-length batch's tile list (flash_fwd_sm90_varlen.cu): tiles {sequence, m_block * heads_q
+// + head} of bm-row query blocks ordered by work (bn-key blocks visited), longest first, head by head
+// inside a work level; tile_count of them; room for max_entries blocks times heads_q.
 struct VarlenListArgs {
   const int32_t *cu_q, *cu_k;
   int batch, total_q, total_k, max_q, max_k;

@@ -24,7 +24,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,
 
 # Most important first: if the device budget ends mid-call, what ran is still under $OUT.
 step test_backward timeout 150 $B/test_backward --gtest_brief=1
-step test_cuda timeout 60 $B/test_cuda --gtest_brief=1
+step test_cuda timeout 120 $B/test_cuda --gtest_brief=1
 step test_sm90 timeout 60 $B/test_sm90 --gtest_brief=1
 [ -x $B/test_sm90_mods ] && step test_sm90_mods timeout 60 $B/test_sm90_mods --gtest_brief=1
 [ -x $B/test_sm90_bwd_mods ] && step test_sm90_bwd_mods timeout 90 $B/test_sm90_bwd_mods --gtest_brief=1
@@ -32,6 +32,17 @@ step test_sm90 timeout 60 $B/test_sm90 --gtest_brief=1
 [ -x $B/test_decode ] && step test_decode timeout 90 $B/test_decode --gtest_brief=1
 [ -x $B/test_gpt2 ] && step test_gpt2_cuda timeout 120 $B/test_gpt2 --gtest_brief=1 --gtest_filter='CudaTrainer.*:CudaForward.*'
 [ -x $B/test_context_parallel ] && step test_context_parallel timeout 90 $B/test_context_parallel --gtest_brief=1
+# compute-sanitizer on the small cases of the extension: head dims above 128 (sm80 d256), Hopper varlen.
+step memcheck_ext timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda --gtest_brief=1 \
+  --gtest_filter='ExtSm80.HeadDimsAbove128:ExtSm80.SmallCases'
+[ -x $B/test_sm90_varlen ] && step memcheck_varlen timeout 60 env FLASHBOX_SM90_VARLEN_SMALL=1 compute-sanitizer --tool memcheck \
+  --error-exitcode 9 $B/test_sm90_varlen --gtest_brief=1 \
+  --gtest_filter='Sm90Varlen.TileEdges:Sm90Varlen.DifferentLengths:Sm90Varlen.MalformedCuSeqlensStayInBounds:Sm90Varlen.WindowsSoftcapAlibi'
+# The extension's speed: a packed varlen batch against the sum of its fixed-length calls (and sm80),
+# the masked backward against the plain one at the same work (issue 14's cost bars).
+[ -x $B/sm90_varlen_bench ] && step varlen_bench timeout 40 $B/sm90_varlen_bench --json "$O/varlen_bench.json"
+step compare_masks_bwd timeout 60 python3 bench/compare_masks.py $B/libflashbox.so --backward --seqlens 4096,16384 \
+  --windows 1024 --json "$O/compare_masks_bwd.json"
 # The sm80 families of this build against the earlier one (both read the family from the environment).
 [ -f $B/old/libflashbox.so ] && step compare_builds_sm80 timeout 90 env FLASHBOX_FLASH_ARCH=sm80 FLASHBOX_BWD_ARCH=sm80 \
   python3 bench/compare_builds.py new=$B/libflashbox.so old=$B/old/libflashbox.so --rounds 2 \

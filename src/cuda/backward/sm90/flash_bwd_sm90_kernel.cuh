@@ -33,11 +33,9 @@
 //   softcap, ALiBi (`transforms`): the score is recomputed as the forward made it, in the forward's
 //     units, t = tanh.approx(s · scale / cap) (the sm90 forward's tanh, so P matches its LSE) and
 //     x = cap · t − slope · |i + shift − j|, P = exp2(x · log2 e − LSE · log2 e); the gradient
-//     through the cap multiplies dS by 1 − t² (dK, dQ keep their · scale at the end). As in the
-//     plain path, P is computed while dP^T's product runs; t is not kept across the wait (no
-//     registers for it) but recovered from P, t = (log2 P + LSE log2 e − bias) / (cap log2 e), one
-//     MUFU op more per score. (v11 computed P and dS in one pass after both products: ALiBi and
-//     softcap both at 0.77 of plain for D128 and 0.60 for D64, bench/NOTES.md.)
+//     through the cap multiplies dS by 1 − t² (dK, dQ keep their · scale at the end). This path
+//     computes P after dP^T's product completed (one fused loop: no register holds t across the
+//     wait, so the plain path's allocation is unchanged); the plain path keeps its overlap.
 // Order of the CTAs (tile_of): a one-dimensional grid walked in chunks of `chunk_heads` (batch, kv
 // head) pairs; inside a chunk, key block by key block, the chunk's heads innermost. Causal, key block
 // 0 has the most query blocks, so the hardware's in-order dispatch starts the longest CTAs first and
@@ -367,50 +365,29 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
         dp[i + 1] = s[i + 1] * (dp[i + 1] - dsum.y);
       }
     } else {
-      // Softcap and/or ALiBi, with the plain path's overlap: P^T from the transformed score while
-      // dP^T's product runs, then dS^T; the cap's derivative 1 - t^2 from P itself,
-      // t = (log2 P + LSE log2 e - bias) / (cap log2 e) (no register holds t across the wait; a
-      // P of 0 has dS 0 whatever t is).
+      // Softcap and/or ALiBi: both products complete, then P^T and dS^T in one pass (file header).
       const float slope_log2 = p.mods.alibi() ? cuda::mods_slope(p.mods, b, h) * kLog2e : 0.f;
       const bool capped = p.mods.capped();
       // row + shift - key of register 0 (query m * BM + 2q, key key0), as a float for the bias.
       const float a0 = float(m * BM + 2 * q + shift - key0);
-      wgmma_wait<1>();
-      fence_operands(s);
-#pragma unroll
-      for (int i = 0; i < BM / 2; i += 2) {
-        const int col = 8 * acc_group(i) + 2 * q;
-        const float2 lse = *reinterpret_cast<const float2 *>(vec + col);
-#pragma unroll
-        for (int odd = 0; odd < 2; ++odd) {
-          float v = s[i + odd];
-          if (capped) v = cuda::tanh_approx(v * p.cap_pre);
-          float x = fmaf(v, p.unit_log2, odd ? -lse.y : -lse.x);
-          x = fmaf(-slope_log2, fabsf(a0 + float(8 * acc_group(i) + odd - 8 * acc_half(i))), x);
-          float pr = exp2f(x);
-          if (masked && !visible(i, odd)) pr = 0.f;
-          s[i + odd] = pr;
-        }
-      }
       wgmma_wait<0>();
+      fence_operands(s);
       fence_operands(dp);
-      const float inv_unit = capped ? 1.f / p.unit_log2 : 0.f;
 #pragma unroll
-      for (int i = 0; i < BM / 2; i += 2) {
-        const int col = 8 * acc_group(i) + 2 * q;
-        const float2 dsum = *reinterpret_cast<const float2 *>(vec + BM + col);
-#pragma unroll
-        for (int odd = 0; odd < 2; ++odd) {
-          const float pr = s[i + odd];
-          const float2 lse = make_float2(capped ? vec[col] : 0.f, capped ? vec[col + 1] : 0.f);
-          float ds = pr * (dp[i + odd] - (odd ? dsum.y : dsum.x));
-          if (capped) {
-            const float bias = -slope_log2 * fabsf(a0 + float(8 * acc_group(i) + odd - 8 * acc_half(i)));
-            const float t = (__log2f(pr) + (odd ? lse.y : lse.x) - bias) * inv_unit;
-            ds = pr > 0.f ? ds * fmaf(-t, t, 1.f) : 0.f;
-          }
-          dp[i + odd] = ds;
+      for (int i = 0; i < BM / 2; ++i) {
+        const int col = 8 * acc_group(i) + 2 * q + (i & 1);
+        const float lse = vec[col], dsum = vec[BM + col];
+        float v = s[i], grad = 1.f;
+        if (capped) {
+          v = cuda::tanh_approx(v * p.cap_pre);
+          grad = fmaf(-v, v, 1.f);
         }
+        float x = fmaf(v, p.unit_log2, -lse);
+        x = fmaf(-slope_log2, fabsf(a0 + float(8 * acc_group(i) + (i & 1) - 8 * acc_half(i))), x);
+        float pr = exp2f(x);
+        if (masked && !visible(i & ~1, i & 1)) pr = 0.f;
+        s[i] = pr;
+        dp[i] = pr * (dp[i] - dsum) * grad;
       }
     }
     uint32_t pa[BM / 4], dsa[BM / 4];

@@ -10,6 +10,8 @@ function itself (so FA2's assertions, references and tolerances are exactly its 
 calls pytest.skip counts as skipped. Prints one line per function (passed / failed / skipped of the
 cases run, of how many in the filtered matrix) and every failure's parameters and first line.
   PYTHONPATH=bench/fa2_compat:python python3 bench/fa2_direct.py TEST_FILE [--functions a,b] [--seconds 10]
+The whole matrix (about 101,000 cases without dropout, 50-100 a second on the H200): --seconds 0 and
+--shard I/N over N calls.
 """
 import argparse
 import importlib.util
@@ -60,11 +62,16 @@ def main():
                     "test_flash_attn_varlen_output,test_flash_attn_causal,test_flash_attn_varlen_causal,"
                     "test_flash_attn_splitkv,test_flash_attn_race_condition,test_flash_attn_bwd_overflow,"
                     "test_flash_attn_bwd_transpose,test_flash_attn_deterministic")
-    ap.add_argument("--seconds", type=float, default=10.0, help="time per function")
+    ap.add_argument("--seconds", type=float, default=10.0, help="time per function (0: no limit)")
+    ap.add_argument("--shard", default="0/1", metavar="I/N",
+                    help="run only the I-th of N slices of each shuffled matrix (the whole matrix over N calls)")
     ap.add_argument("--max-d", type=int, default=256)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json")
     a = ap.parse_args()
+    shard, shards = (int(x) for x in a.shard.split("/"))
+    if not 0 <= shard < shards:
+        ap.error(f"--shard {a.shard}: I must be in [0, N)")
     spec = importlib.util.spec_from_file_location("fa2_tests", a.test_file)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -74,11 +81,14 @@ def main():
         cases = [kw for kw in parameter_matrix(fn) if keep(kw, a.max_d, name in PAGED_OK)]
         random.Random(a.seed).shuffle(cases)
         counts = {"passed": 0, "failed": 0, "skipped": 0, "matrix": len(cases)}
+        cases = cases[shard::shards]
         failures = []
-        end = time.time() + a.seconds
-        for kw in cases:
+        end = time.time() + a.seconds if a.seconds > 0 else float("inf")
+        for i, kw in enumerate(cases):
             if time.time() > end:
                 break
+            if i and i % 2000 == 0:
+                print(f"  {name}: {i} of {len(cases)} cases ({counts['failed']} failed)", flush=True)
             try:
                 fn(**kw)
                 counts["passed"] += 1
@@ -92,7 +102,8 @@ def main():
                     traceback.print_exc(limit=2)
         summary[name] = dict(counts, failures=failures)
         print(f"{name}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped "
-              f"(of {counts['matrix']} in the matrix with dropout 0, d <= {a.max_d}; seed {a.seed})", flush=True)
+              f"(of {counts['matrix']} in the matrix with dropout 0, d <= {a.max_d}; seed {a.seed}, shard {a.shard})",
+              flush=True)
         for f in failures[:10]:
             print(f"   FAILED {f['params']}: {f['error']}", flush=True)
     if a.json:

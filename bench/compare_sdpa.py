@@ -10,7 +10,10 @@ data_ptr and strides) and runs on torch's current stream. flashbox's output is c
 Default sweep: bf16, causal, B4 H12 D64 and B4 H16 D128, T = 512 ... 16384.
   python3 bench/compare_sdpa.py build/libflashbox.so --json bench/results/compare_sdpa.json
 Options: --non-causal, --backward (flashbox_attention_backward; skipped with a note when it answers
-UNSUPPORTED), --seqlens 1024,4096, --configs 64:12,128:16, --no-naive, --flash-arch sm80|sm90.
+UNSUPPORTED), --seqlens 1024,4096, --configs 64:12,128:16, --no-naive, --flash-arch sm80|sm90,
+--also-families sm80,sm90 (forward: the same call again with options.family forced to each, rows
+"flashbox_sm80" / "flashbox_sm90": e.g. head_dim 96 and 192 on the Hopper kernels against the sm80
+ones and cuDNN in one run: --configs 96:16,192:8 --also-families sm80,sm90).
 Writes a report document whose steps.peers follows docs/report-schema.md (`flashbox report --merge`).
 """
 import argparse
@@ -166,7 +169,7 @@ def rel_error(x, ref):
     return ((x - ref).norm() / ref.norm()).item()
 
 
-def measure_case(lib, B, H, T, D, causal, backward, with_naive, dtype):
+def measure_case(lib, B, H, T, D, causal, backward, with_naive, dtype, also_families=()):
     """Rows (report schema) for one shape: flashbox flash, flashbox naive, the three SDPA backends."""
     rows, notes = [], {}
     torch.cuda.empty_cache()
@@ -196,6 +199,19 @@ def measure_case(lib, B, H, T, D, causal, backward, with_naive, dtype):
     if not backward:
         ms = bench(lambda: lib.flashbox_attention_forward(ctypes.byref(fargs)))
         row("flashbox", ms, int(lib.flashbox_last_scratch_peak_bytes()), kernel=kernel, rel_error_vs_sdpa=err)
+        # The same call with the family forced (options.family): a family that declines the shape
+        # gives a row with its reason.
+        for fam in also_families:
+            call = forward_call(lib, fargs, options(fam))
+            o.fill_(float("nan"))
+            rc = call()
+            if rc != 0:
+                row("flashbox_" + fam, None, None, status="declined", error=lib.flashbox_last_error().decode())
+                continue
+            torch.cuda.synchronize()
+            fkernel, ferr = lib.flashbox_last_kernel().decode(), rel_error(o, ref)
+            row("flashbox_" + fam, bench(call), int(lib.flashbox_last_scratch_peak_bytes()), kernel=fkernel,
+                rel_error_vs_sdpa=ferr)
     else:
         do = torch.randn_like(q)
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
@@ -274,6 +290,8 @@ def main():
     ap.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
     ap.add_argument("--no-naive", action="store_true")
     ap.add_argument("--flash-arch", choices=["sm80", "sm90"], help="sets FLASHBOX_FLASH_ARCH")
+    ap.add_argument("--also-families", default="",
+                    help="forward: also time flashbox with options.family forced to each (comma list: sm80,sm90)")
     args = ap.parse_args()
     if args.flash_arch:
         os.environ["FLASHBOX_FLASH_ARCH"] = args.flash_arch
@@ -285,6 +303,14 @@ def main():
     causal = not args.non_causal
     seqlens = [int(x) for x in args.seqlens.split(",")]
     configs = [tuple(int(y) for y in x.split(":")) for x in args.configs.split(",")]
+    also = [f for f in args.also_families.split(",") if f]
+    for f in also:
+        if f not in ("sm80", "sm90"):
+            sys.exit(f"compare_sdpa.py: --also-families takes sm80 and sm90 (got {f})")
+    if also and args.backward:
+        sys.exit("compare_sdpa.py: --also-families times the forward only")
+    if also and not hasattr(lib, "flashbox_attention_forward_opts"):
+        sys.exit("compare_sdpa.py: --also-families needs flashbox_attention_forward_opts (builds from 2026-12-01 on)")
     print(f"flashbox {lib.flashbox_version().decode()} | torch {torch.__version__} | triton {triton.__version__} | "
           f"{torch.cuda.get_device_name()} | {args.dtype} {'causal' if causal else 'full'} "
           f"{'backward' if args.backward else 'forward'} | do_bench median, L2 flushed", flush=True)
@@ -295,7 +321,7 @@ def main():
     for D, H in configs:
         for T in seqlens:
             rows, n = measure_case(lib, args.batch, H, T, D, causal, args.backward,
-                                   not args.no_naive and not args.backward, dtype)
+                                   not args.no_naive and not args.backward, dtype, also)
             notes.update(n)
             all_rows += rows
             by = {r["impl"]: r for r in rows}
@@ -317,6 +343,16 @@ def main():
             print(f"{D:4d} {H:3d} {T:6d} | {cell('flashbox')} | {cell('flashbox_naive')} | {cell('sdpa_flash')} | "
                   f"{cell('sdpa_cudnn')} | {cell('sdpa_efficient')} | {' '.join(ratios)} | "
                   f"{fbr.get('rel_error_vs_sdpa', float('nan')):.1e} {fbr.get('kernel', '')}", flush=True)
+            for fam in also:
+                r = by.get("flashbox_" + fam, {})
+                cud = by.get("sdpa_cudnn", {}).get("ms")
+                if r.get("ms") is None:
+                    print(f"{'':15} | flashbox_{fam}: {r.get('status', 'n/a')}: {r.get('error', '')}", flush=True)
+                    continue
+                vs_auto = f"{r['ms'] / fb:6.3f}" if fb else "-"
+                vs_cudnn = f"{r['ms'] / cud:6.3f}" if cud else "-"
+                print(f"{'':15} | flashbox_{fam} {cell('flashbox_' + fam)} | /auto {vs_auto} /cudnn {vs_cudnn} | "
+                      f"{r.get('rel_error_vs_sdpa', float('nan')):.1e} {r.get('kernel', '')}", flush=True)
     peers = {"measured": bool(all_rows), "device": torch.cuda.get_device_name(), "torch": torch.__version__,
              "triton": triton.__version__, "cudnn": torch.backends.cudnn.version(),
              "flashbox_version": lib.flashbox_version().decode(),

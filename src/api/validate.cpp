@@ -167,8 +167,9 @@ int validate_support(const flashbox_attention_args &a, bool /*backward: both pas
                                                          "(multiples of 8 up to 256)");
   } else if (a.head_dim % 8 != 0 || a.head_dim > 256) {
     // The flash families: sm80 serves every multiple of 8 up to 256, forward and backward (the d64 /
-    // d128 / d256 kernels with zero-filled columns); sm90 takes 64 and 128 (and 256 in the forward)
-    // and declines the rest to it.
+    // d128 / d256 kernels with zero-filled columns); the sm90 forward too (the same instantiations,
+    // the TMA filling the columns past head_dim with zeros), except varlen, softcap and ALiBi above
+    // 128; the sm90 backward takes 64 and 128 and declines the rest to sm80.
     return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim = " + str(a.head_dim) + " is not supported by impl = " +
                                                        impl + " on device = cuda (multiples of 8 up to 256)");
   }

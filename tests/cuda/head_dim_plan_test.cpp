@@ -1,8 +1,8 @@
 // Which kernel family and instantiation takes a head_dim, decided by the planners alone (no device
 // work, so these run on a machine without a GPU too): the sm80 forward and backward take every
-// multiple of 8 up to 256 (d64 / d128 / d256 instantiations), nothing above; the sm90 forward keeps
-// 64, 128 and plain (or windowed) 256 and declines the rest to sm80 (d192, d256 with softcap, ALiBi
-// or varlen); the sm90 backward keeps 64 and 128.
+// multiple of 8 up to 256 (d64 / d128 / d256 instantiations), nothing above; so does the sm90
+// forward (the same instantiations), except softcap, ALiBi and varlen above 128, which it declines to
+// sm80; the sm90 backward keeps 64 and 128.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +13,9 @@
 #include "core/backends.hpp"
 #include "core/masks.hpp"
 #include "core/problem.hpp"
+#ifdef FLASHBOX_HAVE_SM90
+#include "cuda/forward/sm90/tile_policy.hpp"
+#endif
 #include "flashbox/flashbox.h"
 
 namespace flashbox::test {
@@ -78,24 +81,65 @@ TEST(HeadDimPlan, Sm80BackwardTakesMultiplesOf8UpTo256) {
 }
 
 #ifdef FLASHBOX_HAVE_SM90
-// What the Hopper families decline above 128 is what auto hands to sm80 (family_choice.hpp).
-TEST(HeadDimPlan, Sm90DeclinesWhatSm80TakesAbove128) {
-  {
-    const PlanCase c(192);
-    const detail::PlanResult r = detail::plan_sm90_forward(detail::make_problem(c.a));
-    EXPECT_FALSE(r.plan.has_value());
-    EXPECT_EQ(r.code, 0) << "a decline, not an error: auto goes on to sm80";
+// The sm90 forward serves every multiple of 8 up to 256 on the next instantiation up (64, 128, 256;
+// the TMA zero-fills the columns past head_dim): the policy's choices for such a head_dim, decided
+// without a device (the plan's last step asks for one, so its accepted plans are the GPU tests').
+TEST(HeadDimPlan, Sm90ForwardServesMultiplesOf8OnTheNextInstantiation) {
+  for (int64_t d : {8, 16, 32, 40, 56, 64}) EXPECT_EQ(sm90::kernel_head_dim(d), 64) << "d" << d;
+  for (int64_t d : {72, 80, 96, 112, 120, 128}) EXPECT_EQ(sm90::kernel_head_dim(d), 128) << "d" << d;
+  for (int64_t d : {136, 160, 192, 224, 248, 256}) EXPECT_EQ(sm90::kernel_head_dim(d), 256) << "d" << d;
+  for (int64_t d : {0, 4, 59, 100, 111, 255, 264}) EXPECT_EQ(sm90::kernel_head_dim(d), 0) << "d" << d;
+  struct Want {
+    int64_t d;
+    sm90::TileChoice tile;
+    bool qreg, mods;
+  };
+  for (const Want w : {Want{8, {192, 128}, false, true}, Want{40, {192, 128}, false, true},
+                       Want{96, {128, 128}, true, true}, Want{120, {128, 128}, true, true},
+                       Want{136, {128, 64}, false, false}, Want{192, {128, 64}, false, false}}) {
+    const PlanCase c(w.d);
+    const detail::Problem p = detail::make_problem(c.a);
+    sm90::TileChoice t{};
+    ASSERT_TRUE(sm90::choose_tile(p, t)) << "d" << w.d;
+    EXPECT_EQ(t.bm, w.tile.bm) << "d" << w.d;
+    EXPECT_EQ(t.bn, w.tile.bn) << "d" << w.d;
+    EXPECT_EQ(sm90::q_in_registers(sm90::kernel_head_dim(w.d), t.bn), w.qreg) << "d" << w.d;
+    EXPECT_EQ(sm90::has_score_mods(p, t), w.mods) << "d" << w.d;
   }
+  {  // a named tile of the instantiation is taken (d96 on the 128 kernel's 128 x 176)
+    const PlanCase c(96);
+    detail::Problem p = detail::make_problem(c.a);
+    p.tuning.sm90_tile_m = 128, p.tuning.sm90_tile_n = 176;
+    sm90::TileChoice t{};
+    EXPECT_TRUE(sm90::choose_tile(p, t));
+    EXPECT_FALSE(sm90::has_score_mods(p, t));
+  }
+}
+
+// What the sm90 forward declines by head_dim, with the reason, before it asks for a device: a decline
+// (code 0), not an error, so auto goes on to sm80.
+TEST(HeadDimPlan, Sm90ForwardDeclinesAbove128WhatItHasNot) {
+  const auto expect_decline = [](const detail::Problem &p, const std::string &why) {
+    const detail::PlanResult r = detail::plan_sm90_forward(p);
+    EXPECT_FALSE(r.plan.has_value()) << "d" << p.head_dim;
+    EXPECT_EQ(r.code, 0) << "a decline, not an error: auto goes on to sm80";
+    EXPECT_NE(r.why_not.find(why), std::string::npos) << r.why_not;
+  };
   {
-    const PlanCase c(256);
+    const PlanCase c(100);  // the API refuses it first; the plan says why too
+    expect_decline(detail::make_problem(c.a), "multiples of 8 up to 256 (got 100)");
+  }
+  static int32_t cu[2] = {0, 64};
+  for (int64_t d : {136, 192, 256}) {
+    const PlanCase c(d);
+    detail::Problem p = detail::make_problem(c.a);
+    p.cu_seqlens_q = p.cu_seqlens_k = cu, p.max_seqlen_q = p.max_seqlen_k = 64;
+    expect_decline(p, "no variable-length batches for head_dim above 128 (got " + std::to_string(d) + ")");
     core::ScoreMods m = core::causal_mods(false);
     m.softcap = 30.0f;
-    const detail::PlanResult r = detail::plan_sm90_forward(detail::make_problem(c.a, m));
-    EXPECT_FALSE(r.plan.has_value());
-    EXPECT_EQ(r.code, 0);
-    EXPECT_NE(r.why_not.find("no softcap or ALiBi for head_dim 256"), std::string::npos) << r.why_not;
+    expect_decline(detail::make_problem(c.a, m), "no softcap or ALiBi for head_dim above 128 (got " + std::to_string(d));
   }
-  for (int64_t d : {160, 256}) {
+  for (int64_t d : {160, 256}) {  // the sm90 backward keeps 64 and 128
     const PlanCase c(d);
     const detail::PlanResult r = detail::plan_sm90_backward(c.grad(0), /*size_only=*/true);
     EXPECT_FALSE(r.plan.has_value()) << "d" << d;

@@ -344,10 +344,122 @@ TEST_F(Sm90, PlanGivesReasons) {
   EXPECT_FALSE(r.plan.has_value());
   EXPECT_NE(r.why_not.find("16-byte"), std::string::npos) << r.why_not;
   a.q = dummy;
-  a.head_dim = 96;
+  a.head_dim = 100;  // not a multiple of 8 (the API refuses it before any family)
   r = detail::plan_sm90_forward(detail::make_problem(a));
   EXPECT_FALSE(r.plan.has_value());
-  EXPECT_NE(r.why_not.find("head_dim"), std::string::npos) << r.why_not;
+  EXPECT_NE(r.why_not.find("multiples of 8 up to 256 (got 100)"), std::string::npos) << r.why_not;
+}
+
+// Every multiple of 8 up to 256 runs on the next instantiation up (64, 128, 256): the tensor maps end
+// at head_dim, so the TMA loads zeros past it and clips the store. The layout is PADDED: every head
+// row of q, k, v and o has 8 guard columns after head_dim (then gaps after each seq row and batch);
+// the inputs' guards hold NaN (a kernel that read them would give NaN) and O's must keep the poison.
+// The served instantiation is in the kernel name.
+std::string served_prefix(int64_t d) {
+  return "cuda_flash_sm90_d" + std::to_string(d <= 64 ? 64 : d <= 128 ? 128 : 256) + "_";
+}
+
+void nan_outside_elements(std::vector<uint8_t> &buf, const TensorShape &s, int64_t b, int64_t t, int64_t h, int64_t d) {
+  std::vector<char> inside(size_t(s.elements), 0);
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t j = 0; j < t; ++j)
+      for (int64_t k = 0; k < h; ++k) std::fill_n(inside.begin() + i * s.stride[0] + j * s.stride[1] + k * s.stride[2], d, 1);
+  for (int64_t e = 0; e < s.elements; ++e)
+    if (!inside[size_t(e)]) buf[size_t(2 * e)] = 0xff, buf[size_t(2 * e + 1)] = 0x7f;  // bf16/fp16 NaN
+}
+
+RunOptions nan_guards() {
+  RunOptions opt;
+  opt.prepare = [](AttentionData &d) {
+    const AttentionCase &c = d.config();
+    nan_outside_elements(d.q_bytes(), d.q_shape(), c.batch, c.seqlen_q, c.heads_q, c.head_dim);
+    nan_outside_elements(d.k_bytes(), d.k_shape(), c.batch, c.seqlen_k, c.heads_kv, c.head_dim);
+    nan_outside_elements(d.v_bytes(), d.v_shape(), c.batch, c.seqlen_k, c.heads_kv, c.head_dim);
+  };
+  return opt;
+}
+
+void check_served(const AttentionCase &c, RunOptions opt = nan_guards()) {
+  AttentionData d(c);
+  if (opt.prepare) opt.prepare(d);
+  int rc = -1;
+  std::string kernel;
+  ASSERT_NO_FATAL_FAILURE(run_on_gpu(d, opt, &rc, &kernel));
+  ASSERT_EQ(rc, 0) << kernel << " | " << d.name();
+  EXPECT_EQ(kernel.rfind(served_prefix(c.head_dim), 0), 0u) << "ran " << kernel << " | " << d.name();
+  const Comparison r = d.compare(opt.with_lse);
+  EXPECT_FALSE(r.has_nan) << d.name();
+  EXPECT_LT(r.rel_error, 1e-2) << "max abs " << r.max_abs_error << " | " << d.name();
+  if (opt.with_lse) EXPECT_LT(r.lse_max_abs_error, 2e-3) << d.name();
+  EXPECT_TRUE(d.o_padding_untouched()) << "guard columns (or gaps) of O written | " << d.name();
+  std::fprintf(stderr, "  %s: rel %.3e, LSE max abs %.3e, %s\n", d.name().c_str(), r.rel_error, r.lse_max_abs_error,
+               kernel.c_str());
+}
+
+constexpr int64_t kServedHeadDims[] = {8, 32, 40, 72, 96, 120, 136, 160, 192, 224};
+
+TEST_F(Sm90, HeadDimsOnTheNextInstantiation) {
+  for (int64_t d : kServedHeadDims)
+    for (int causal : {0, 1})
+      for (int64_t t : {1, 17, 65, 1000}) {
+        SCOPED_TRACE("d" + std::to_string(d) + " causal" + std::to_string(causal) + " t" + std::to_string(t));
+        // GQA (4 query heads on 2 key heads); one batch entry at T = 1000 (the fp64 reference's time).
+        check_served(make(t == 1000 ? 1 : 2, t, t, 4, 2, d, causal, FLASHBOX_BFLOAT16, Layout::PADDED));
+      }
+}
+
+TEST_F(Sm90, HeadDimsDifferentLengthsAndMultiQuery) {
+  for (int64_t d : kServedHeadDims)
+    for (int causal : {0, 1}) {
+      SCOPED_TRACE("d" + std::to_string(d) + " causal" + std::to_string(causal));
+      check_served(make(2, 100, 300, 2, 2, d, causal, FLASHBOX_BFLOAT16, Layout::PADDED));
+      check_served(make(2, 300, 100, 2, 2, d, causal, FLASHBOX_BFLOAT16, Layout::PADDED));
+      check_served(make(1, 17, 1000, 3, 1, d, causal, FLASHBOX_BFLOAT16, Layout::PADDED));  // MQA
+      check_served(make(2, 65, 1, 4, 2, d, causal, FLASHBOX_BFLOAT16, Layout::PADDED));
+    }
+}
+
+TEST_F(Sm90, HeadDimsFloat16DenseAndScale) {
+  for (int64_t d : {32, 96, 192}) {
+    check_served(make(2, 200, 200, 2, 2, d, 1, FLASHBOX_FLOAT16), RunOptions{});
+    AttentionCase c = make(1, 300, 300, 2, 2, d, 0);
+    c.softmax_scale = 0.3f;  // the call's scale, not 1/sqrt of the instantiation's head_dim
+    check_served(c, RunOptions{});
+    check_served(make(2, 150, 150, 4, 2, d, 1, FLASHBOX_BFLOAT16, Layout::BHTD), RunOptions{});
+  }
+}
+
+// The other tiles and schedules of the instantiations, on a smaller head_dim: 128 x 128 of the 64
+// kernel, 128 x 176 of the 128 kernel (no O buffer: O staged in the Q rows), the grid schedule, and
+// persistent CTAs capped at 3 (rings, Q and O buffers carried over many tiles).
+TEST_F(Sm90, HeadDimsOtherTilesAndSchedules) {
+  const auto opts = [](const char *tile, flashbox_schedule sched, int max_ctas) {
+    RunOptions o = nan_guards();
+    o.kernel = with_tile(tile).kernel;
+    o.kernel.sm90_schedule = sched, o.kernel.sm90_max_ctas = max_ctas;
+    return o;
+  };
+  for (int causal : {0, 1}) {
+    check_served(make(2, 700, 700, 2, 2, 40, causal, FLASHBOX_BFLOAT16, Layout::PADDED), opts("128x128", FLASHBOX_SCHEDULE_AUTO, 0));
+    check_served(make(2, 700, 700, 2, 2, 96, causal, FLASHBOX_BFLOAT16, Layout::PADDED), opts("128x176", FLASHBOX_SCHEDULE_AUTO, 0));
+    check_served(make(2, 700, 300, 2, 1, 72, causal, FLASHBOX_BFLOAT16, Layout::PADDED), opts("", FLASHBOX_SCHEDULE_GRID, 0));
+    for (int64_t d : {32, 96, 160})
+      check_served(make(2, 640, 640, 3, 1, d, causal, FLASHBOX_BFLOAT16, Layout::PADDED),
+                   opts("", FLASHBOX_SCHEDULE_PERSISTENT, 3));
+  }
+}
+
+// The plan's side: names and declines (no kernel runs).
+TEST_F(Sm90, HeadDimsPlan) {
+  for (int64_t d : kServedHeadDims) {
+    AttentionData data(make(1, 64, 64, 2, 2, d, 0));
+    flashbox_attention_args a = data.args;
+    alignas(16) static uint16_t dummy[64];
+    a.q = a.k = a.v = dummy, a.o = dummy;
+    const detail::PlanResult r = detail::plan_sm90_forward(detail::make_problem(a));
+    ASSERT_TRUE(r.plan.has_value()) << "d" << d << ": " << r.why_not;
+    EXPECT_EQ(r.plan->kernel.rfind(served_prefix(d), 0), 0u) << r.plan->kernel;
+  }
 }
 
 }  // namespace

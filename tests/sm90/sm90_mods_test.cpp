@@ -375,6 +375,38 @@ TEST_F(Sm90Mods, HeadDim256) {
   check(c, w);
 }
 
+// head_dims served by the next instantiation up (the TMA zero-fills the columns past head_dim):
+// windows, softcap and ALiBi on the 64 and 128 instantiations (d 8..128), windows alone on the 256
+// one (d 136..248: it has no MODS configuration, the plan declines softcap and ALiBi there).
+TEST_F(Sm90Mods, HeadDimsOnTheNextInstantiation) {
+  Worst w;
+  for (int64_t d : {8, 32, 40, 72, 96, 120}) {
+    const char *served = d <= 64 ? "cuda_flash_sm90_d64_" : "cuda_flash_sm90_d128_";
+    for (int64_t t : lengths()) {
+      if (t == 63 || t == 64) continue;  // the tile edges are Sm90Mods' other tests' (d 64, 128)
+      check(mk(t, t, d, 1, 40, -1), w, served);
+      check(mk(t, t, d, 0, 100, 30), w, served);
+      ModCase c = mk(t, t, d, 1, -1, -1);
+      c.softcap = 30.f;
+      check(c, w, "_softcap");
+      c = mk(t, t, d, 0, -1, -1);
+      c.alibi = 2;
+      check(c, w, "_alibi");
+    }
+    ModCase c = mk(300, 700, d, 1, 64, -1);
+    c.softcap = 20.f, c.alibi = 1, c.dtype = FLASHBOX_FLOAT16;
+    check(c, w, served);
+  }
+  for (int64_t d : {136, 160, 192, 224})
+    for (int64_t t : {int64_t(17), int64_t(small_only() ? 65 : 1000)}) {
+      const int32_t small = t < 100;  // a window shorter than the sequence (else it is unbounded: no _window)
+      check(mk(t, t, d, 1, small ? 8 : 40, -1), w, "cuda_flash_sm90_d256_128x64_window");
+      check(mk(t, t, d, 0, small ? 5 : 100, small ? 3 : 30), w, "cuda_flash_sm90_d256_128x64_window");
+      check(mk(t, t + 50, d, 1, -1, -1), w, "cuda_flash_sm90_d256_128x64");
+    }
+  std::fprintf(stderr, "  head dims on the next instantiation: worst rel %.3e, LSE %.3e\n", w.rel, w.lse);
+}
+
 // What the sm90 forward declines, and why: softcap or ALiBi on a tile other than the default,
 // variable-length batches at head_dim 256 (sm80 takes the others' fallbacks); varlen at 64/128 plans.
 TEST_F(Sm90Mods, PlanReasons) {
@@ -416,7 +448,7 @@ TEST_F(Sm90Mods, PlanReasons) {
   m.softcap = 30.f;
   r = detail::plan_sm90_forward(detail::make_problem(a, m));
   EXPECT_FALSE(r.plan.has_value());
-  EXPECT_NE(r.why_not.find("no softcap or ALiBi for head_dim 256"), std::string::npos) << r.why_not;
+  EXPECT_NE(r.why_not.find("no softcap or ALiBi for head_dim above 128"), std::string::npos) << r.why_not;
 }
 
 }  // namespace

@@ -4,8 +4,9 @@
 // failure message; FLASHBOX_TEST_SEED=N reproduces), over-allocates O by rows past the batch's total,
 // poisons O and LSE with NaN between guard bytes, and checks rel error < 1e-2, LSE (exact -inf for
 // rows that see no key), no NaN, that the rows past the total and the guards are untouched, and that
-// the sm90 kernel's varlen path ran. Lengths include 0 and 1 and straddle the tile edges (63, 64,
-// 65, 127, 128, 129, 1000, 4097), seqlen_q != seqlen_k per sequence (causal is bottom-right aligned
+// the sm90 kernel's varlen path ran (the instantiation that serves head_dim: 64 or 128). O may have
+// guard columns (o_pad: bytes past head_dim in each row that must stay poisoned). Lengths include
+// 0 and 1 and straddle the tile edges (63, 64, 65, 127, 128, 129, 1000, 4097), seqlen_q != seqlen_k per sequence (causal is bottom-right aligned
 // within each sequence), GQA, windows, softcap and ALiBi per sequence.
 // FLASHBOX_SM90_VARLEN_SMALL=1 keeps only the short cases (for compute-sanitizer). Skips without an
 // sm90 GPU.
@@ -49,6 +50,7 @@ struct VarlenCase {
   float softcap = 0.0f;
   int alibi = 0;  // 0 off, 1 one slope per head, 2 a row of slopes per sequence
   int nan_v_seq = -1;  // a sequence whose V rows are NaN (give it no queries: only its neighbours are checked)
+  int64_t o_pad = 0;   // guard columns: O's head stride is head_dim + o_pad, the pad must stay poisoned
   uint64_t seed = fresh_seed();
 
   std::string name() const {
@@ -60,7 +62,7 @@ struct VarlenCase {
            std::to_string(head_dim) + (dtype == FLASHBOX_FLOAT16 ? " fp16" : " bf16") + (causal ? " causal" : "") +
            " window(" + std::to_string(window_left) + "," + std::to_string(window_right) + ")" +
            (softcap > 0 ? " softcap" + std::to_string(softcap) : "") + (alibi ? " alibi" + std::to_string(alibi) : "") +
-           " seed " + std::to_string(seed) + " (rerun with FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")";
+           (o_pad ? " o_pad" + std::to_string(o_pad) : "") + " seed " + std::to_string(seed) + " (rerun with FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")";
   }
 };
 
@@ -87,6 +89,7 @@ void check(const VarlenCase &c) {
   SCOPED_TRACE(c.name());
   ASSERT_EQ(c.lens_q.size(), c.lens_k.size());
   const int64_t B = int64_t(c.lens_q.size()), HQ = c.heads_q, HKV = c.heads_kv, D = c.head_dim, es = 2;
+  const int64_t OD = D + c.o_pad;  // O's head stride: the columns past D are the caller's
   std::vector<int32_t> cu_q{0}, cu_k{0};
   int64_t max_q = 0, max_k = 0;
   for (int64_t s = 0; s < B; ++s) {
@@ -137,7 +140,7 @@ void check(const VarlenCase &c) {
   }
 
   DeviceMem mem;
-  const size_t o_size = size_t((TQ + kExtraRows) * HQ * D * es), lse_size = size_t(HQ * TQ) * 4;
+  const size_t o_size = size_t((TQ + kExtraRows) * HQ * OD * es), lse_size = size_t(HQ * TQ) * 4;
   void *dq = mem.alloc(q.size()), *dk = mem.alloc(k.size()), *dv = mem.alloc(v.size());
   auto *o_raw = static_cast<uint8_t *>(mem.alloc(o_size + 2 * kGuard));
   auto *lse_raw = static_cast<uint8_t *>(mem.alloc(lse_size + 2 * kGuard));
@@ -158,7 +161,8 @@ void check(const VarlenCase &c) {
   flashbox_attention_args g{};
   g.device = FLASHBOX_CUDA, g.dtype = c.dtype, g.impl = FLASHBOX_AUTO;
   g.batch = B, g.seqlen_q = TQ, g.seqlen_k = TK, g.heads_q = HQ, g.heads_kv = HKV, g.head_dim = D;
-  g.q_stride[0] = g.o_stride[0] = TQ * HQ * D, g.q_stride[1] = g.o_stride[1] = HQ * D, g.q_stride[2] = g.o_stride[2] = D;
+  g.q_stride[0] = TQ * HQ * D, g.q_stride[1] = HQ * D, g.q_stride[2] = D;
+  g.o_stride[0] = TQ * HQ * OD, g.o_stride[1] = HQ * OD, g.o_stride[2] = OD;
   g.k_stride[0] = g.v_stride[0] = TK * HKV * D, g.k_stride[1] = g.v_stride[1] = HKV * D;
   g.k_stride[2] = g.v_stride[2] = D;
   g.q = dq, g.k = dk, g.v = dv, g.o = o_raw + kGuard, g.lse = reinterpret_cast<float *>(lse_raw + kGuard);
@@ -173,6 +177,8 @@ void check(const VarlenCase &c) {
   CUDA_OK(cudaDeviceSynchronize());
   EXPECT_EQ(kernel.rfind("cuda_flash_sm90", 0), 0u) << "ran " << kernel;
   EXPECT_NE(kernel.find("_varlen"), std::string::npos) << "ran " << kernel;
+  const std::string served = D <= 64 ? "cuda_flash_sm90_d64_" : "cuda_flash_sm90_d128_";  // the next instantiation up
+  EXPECT_EQ(kernel.rfind(served, 0), 0u) << "ran " << kernel;
 
   std::vector<uint8_t> o_host(o_size + 2 * kGuard), lse_host(lse_size + 2 * kGuard);
   CUDA_OK(cudaMemcpy(o_host.data(), o_raw, o_host.size(), cudaMemcpyDeviceToHost));
@@ -182,15 +188,18 @@ void check(const VarlenCase &c) {
     guards &= o_host[i] == kGuardByte && o_host[kGuard + o_size + i] == kGuardByte && lse_host[i] == kGuardByte &&
               lse_host[kGuard + lse_size + i] == kGuardByte;
   EXPECT_TRUE(guards) << "write outside O or LSE";
-  const size_t written = size_t(TQ * HQ * D * es);
-  int64_t past_total = 0;
+  const size_t written = size_t(TQ * HQ * OD * es);
+  int64_t past_total = 0, pad_changed = 0;
   for (size_t i = written; i < o_size; ++i) past_total += o_host[kGuard + i] != 0xff;
   EXPECT_EQ(past_total, 0) << "bytes of O past the batch's total rows changed";
+  for (int64_t rh = 0; rh < TQ * HQ; ++rh)  // every (row, head): its bytes past head_dim
+    for (int64_t byte = D * es; byte < OD * es; ++byte) pad_changed += o_host[size_t(kGuard + rh * OD * es + byte)] != 0xff;
+  EXPECT_EQ(pad_changed, 0) << "bytes of O past head_dim (guard columns) changed";
 
   double d2 = 0, r2 = 0;
   bool nan = false;
   for (size_t i = 0; i < ref_o.size(); ++i) {
-    const double got = cpu::load_as_float(o_host.data() + kGuard, c.dtype, int64_t(i));
+    const double got = cpu::load_as_float(o_host.data() + kGuard, c.dtype, int64_t(i) / D * OD + int64_t(i) % D);
     nan |= !std::isfinite(got);
     d2 += (got - ref_o[i]) * (got - ref_o[i]), r2 += ref_o[i] * ref_o[i];
   }
@@ -315,6 +324,37 @@ TEST_F(Sm90Varlen, NonFiniteNeighbourRows) {
       c.nan_v_seq = 3;
       check(c);
     }
+}
+
+// head_dims that are not an instantiation's (64, 128) run on the next one up, the columns past
+// head_dim zero-filled by the TMA: the partial-slice store (a sequence ending inside a 64-row slice,
+// copied row by row, not by the TMA) must write only head_dim columns: O with guard columns (head
+// stride head_dim + 8) whose bytes must stay poisoned. Lengths 0 and 1 and slices' edges, causal and
+// not, GQA, a window, softcap and ALiBi, fp16. head_dims above 128 are declined to sm80 (the 256
+// instantiation has no varlen path): Sm90HeadDims' plan test.
+TEST_F(Sm90Varlen, HeadDimsOnTheNextInstantiation) {
+  const std::vector<int> lq = small_only() ? std::vector<int>{0, 1, 65} : std::vector<int>{63, 0, 1, 65, 130, 1000, 17};
+  const std::vector<int> lk = small_only() ? std::vector<int>{3, 1, 65} : std::vector<int>{63, 5, 1, 200, 129, 1000, 0};
+  for (int64_t d : {8, 32, 40, 72, 96, 120})
+    for (int causal : {0, 1}) {
+      VarlenCase c = mk(lq, lk, d, causal);
+      c.o_pad = 8;
+      check(c);
+      c = mk(lq, lq, d, causal);
+      c.o_pad = 16, c.heads_q = 6, c.heads_kv = 1;
+      check(c);
+    }
+  for (int64_t d : {40, 96}) {
+    VarlenCase c = mk(lq, lk, d, 0);
+    c.o_pad = 8, c.window_left = 100, c.window_right = 30;
+    check(c);
+    c = mk(lq, lk, d, 1);
+    c.o_pad = 8, c.softcap = 30.f, c.alibi = 2;
+    check(c);
+    c = mk(lq, lk, d, 0);
+    c.o_pad = 8, c.alibi = 1, c.dtype = FLASHBOX_FLOAT16;
+    check(c);
+  }
 }
 
 // Long sequences: 4097 (the last block one key long) and many tiles per persistent CTA.

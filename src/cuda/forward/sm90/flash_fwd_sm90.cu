@@ -9,9 +9,24 @@
 // through the runtime's entry-point query, so nothing links libcuda. The tile and schedule policy is
 // tile_policy.hpp.
 //
-// What it takes: fixed-length and variable-length batches, head_dim 64, 128 and 256, causal, sliding
-// windows (any tile), softcap and ALiBi (the default tile of head_dim 64 and 128: the MODS
-// configuration).
+// What it takes: fixed-length and variable-length batches, every head_dim that is a multiple of 8 up
+// to 256 on the head_dim 64, 128 and 256 instantiations (kernel_head_dim, tile_policy.hpp: the next
+// one up), causal, sliding windows (any tile), softcap and ALiBi (the default tile of the 64 and 128
+// instantiations: the MODS configuration).
+// A head_dim below its instantiation's (e.g. 96 on the 128 kernel) is served by the TMA's bounds: the
+// maps' innermost dimension is the call's head_dim, so a 64-column box reaching past it loads zeros
+// there and a store clips it (PTX ISA, "Tensors", out-of-bounds access: elements outside the tensor
+// are filled with zeros on a load and not written on a store; tile mode, OOB fill NONE = zeros). The
+// box's mbarrier transaction count is the whole box either way (PTX ISA, cp.async.bulk.tensor with
+// .mbarrier::complete_tx::bytes: the bytes of the box are reported; the kernel already relied on it
+// for rows past the end of a tensor: docs/hopper.md §3.2), so no expect-tx count changes. Q K^T over
+// zero columns adds exact zeros, P V's extra columns of O are never stored, and the softmax scale is
+// the call's (Problem::scale, 1/sqrt(head_dim) by default), never the instantiation's. The one store
+// that bypasses the TMA, a varlen sequence's last partial 64-row slice, copies only the call's
+// head_dim columns (FwdParams::head_dim). The strides the maps need (multiples of 16 bytes) hold for
+// any multiple of 8 (validate.cpp takes CUDA head_dims that are multiples of 8 up to 256 and needs
+// head_dim contiguous); tma_describable still checks every call. The kernel name says which
+// instantiation runs (cuda_flash_sm90_d128_... for a head_dim 96 call).
 // Variable-length batches (cu_seqlens) run on the same instantiations (run-time fields): the maps
 // describe the packed [total, heads, head_dim] tensors as one batch entry, a tile's rows start at its
 // sequence's first token, and the tiles are scheduled per sequence from a list the device builds
@@ -20,8 +35,8 @@
 // ends at the sequence's own seqlen_k), as queries their results are never stored (a slice that
 // ends inside the sequence's last tile is stored from registers, row by row, not by the TMA).
 // Totals of 0 tokens are declined (a tensor map cannot have an empty dimension; validation refuses
-// them before any family), and head_dim 256 is left to the sm80 family (the kernel's varlen store
-// path is not compiled there: FwdConfig::VARLEN).
+// them before any family), and head_dims above 128 (the 256 instantiation) are left to the sm80
+// family (the kernel's varlen store path is not compiled there: FwdConfig::VARLEN).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -81,25 +96,29 @@ cuda::DeviceMods kernel_mods(const Problem &a) {
 
 PlanResult plan_sm90_forward(const Problem &a) {
   const bool varlen = a.varlen();
-  if (varlen && a.head_dim == 256)
-    return PlanResult::no("the sm90 forward has no variable-length batches for head_dim 256");
+  const int kd = sm90::kernel_head_dim(a.head_dim);  // the instantiation: 64, 128 or 256
+  if (kd == 0)
+    return PlanResult::no("the sm90 kernel takes head_dims that are multiples of 8 up to 256 (got " +
+                          std::to_string(a.head_dim) + ")");
+  if (varlen && kd == 256)
+    return PlanResult::no("the sm90 forward has no variable-length batches for head_dim above 128 (got " +
+                          std::to_string(a.head_dim) + ")");
   if (varlen && (a.seqlen_q == 0 || a.seqlen_k == 0))
     return PlanResult::no("the sm90 forward needs at least one query and one key token in a variable-length batch");
-  if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)
-    return PlanResult::no("the sm90 kernel takes head_dim 64, 128 or 256");
   TileChoice tile;
   if (!sm90::choose_tile(a, tile))
     return PlanResult::no("the sm90 forward has no tile " + std::to_string(a.tuning.sm90_tile_m) + "x" +
                               std::to_string(a.tuning.sm90_tile_n) + " for head_dim " + std::to_string(a.head_dim) +
-                              " (" + tile_list(a.head_dim) + ")",
+                              " (" + tile_list(kd) + ")",
                           FLASHBOX_ERR_INVALID_ARGUMENT);
   const bool score_mods = sm90::needs_score_mods(a);
-  if (score_mods && a.head_dim == 256)
-    return PlanResult::no("the sm90 forward has no softcap or ALiBi for head_dim 256 (the sm80 family may take it)");
+  if (score_mods && kd == 256)
+    return PlanResult::no("the sm90 forward has no softcap or ALiBi for head_dim above 128 (got " +
+                          std::to_string(a.head_dim) + "; the sm80 family may take it)");
   if (score_mods && !sm90::has_score_mods(a, tile))
     return PlanResult::no("the sm90 forward has softcap and ALiBi only in its default tile for head_dim " +
-                          std::to_string(a.head_dim) + " (" +
-                          tile_list(a.head_dim).substr(0, tile_list(a.head_dim).find(',')) + "), not " +
+                          std::to_string(a.head_dim) + " (" + tile_list(kd).substr(0, tile_list(kd).find(',')) +
+                          "), not " +
                           std::to_string(tile.bm) + "x" + std::to_string(tile.bn));
   if (const char *reason = sm90::sm90_unavailable_reason()) return PlanResult::no(reason);
   // Varlen: at most total_q / BM + batch query blocks (each sequence's last may be partial).
@@ -146,6 +165,7 @@ PlanResult plan_sm90_forward(const Problem &a) {
   if (p.mods.capped()) p.cap_pre = a.scale * p.mods.softcap_inv;
   p.o = a.o;
   p.o_seq = a.o_stride[1], p.o_head = a.o_stride[2];
+  p.head_dim = int(a.head_dim);  // the columns the varlen partial store writes (kd may be larger)
   sm90::VarlenListArgs list{};
   if (varlen) {
     p.cu_q = a.cu_seqlens_q, p.cu_k = a.cu_seqlens_k;
@@ -166,19 +186,19 @@ PlanResult plan_sm90_forward(const Problem &a) {
   }
 
   std::string name =
-      "cuda_flash_sm90_d" + std::to_string(a.head_dim) + "_" + std::to_string(tile.bm) + "x" + std::to_string(tile.bn);
-  if (sm90::q_in_registers(int(a.head_dim), tile.bn)) name += "_qreg";
+      "cuda_flash_sm90_d" + std::to_string(kd) + "_" + std::to_string(tile.bm) + "x" + std::to_string(tile.bn);
+  if (sm90::q_in_registers(kd, tile.bn)) name += "_qreg";
   if (p.mods.window_left >= 0 || (p.mods.window_right >= 0 && !a.causal)) name += "_window";
   if (p.mods.capped()) name += "_softcap";
   if (p.mods.alibi()) name += "_alibi";
   if (varlen) name += "_varlen";
   if (persistent) {
     name += "_persistent";
-    if (!sm90::o_buffer_fits(tile.bm, tile.bn, int(a.head_dim), 2)) name += "_oq";
+    if (!sm90::o_buffer_fits(tile.bm, tile.bn, kd, 2)) name += "_oq";
   }
 
   const bool bf16 = a.dtype == FLASHBOX_BFLOAT16;
-  const int d = int(a.head_dim);
+  const int d = kd;
   const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
   // Varlen scratch: the tile count (16 bytes, keeping the tiles aligned), then the tiles.
   const int64_t scratch_bytes = varlen ? 16 + 8 * max_entries * a.heads_q : 0;

@@ -29,7 +29,11 @@
 // CTA's tiles; every warpgroup of a CTA sees the same tiles, so all agree on the counts. (A dynamic
 // scheduler, tiles from a global atomic counter as in FA3, was built and measured no faster; it was
 // removed: bench/NOTES.md.)
-// Variable-length batches (cu_seqlens; head_dim 64 and 128): the same kernels with run-time fields.
+// Head dims: D is the instantiation's (64, 128, 256); a call's head_dim may be any multiple of 8 up to
+// D (flash_fwd_sm90.cu): the tensor maps end at head_dim, so the TMA fills the columns past it with
+// zeros on loads and clips them on stores; only the varlen partial-slice store below, which does not
+// go through the TMA, needs p.head_dim.
+// Variable-length batches (cu_seqlens; the 64 and 128 instantiations): the same kernels with run-time fields.
 // Tiles come from a list the device builds before the launch (flash_fwd_sm90_varlen.cu: (sequence,
 // query block, head) tiles, longest work first, head by head within equal work), always on the
 // persistent grid; a tile's
@@ -82,9 +86,12 @@ struct FwdParams {
   const int2 *tiles;
   const int *tile_count;
   int total_q, total_k, max_q, max_k;
-  // The O tensor for direct stores of a sequence's last partial slice (varlen; elements).
+  // The O tensor for direct stores of a sequence's last partial slice (varlen; elements), and the
+  // call's head_dim: the columns such a store writes (the instantiation's D may be larger: the
+  // columns past head_dim are zeros of the TMA's out-of-bounds fill, never stored).
   void *o;
   int64_t o_seq, o_head;
+  int head_dim;
 };
 
 // Shared memory, in order: Q (BM x D), the K and V rings (STAGES x BN x D each), the barriers,
@@ -549,8 +556,11 @@ struct Consumer {
       // its writes of the slice.
       const int rows = max(min(tile.sq - slice_row, 64), 0);
       T *o_base = static_cast<T *>(p.o) + int64_t(tile.q0 + slice_row) * p.o_seq + int64_t(tile.h) * p.o_head;
+      // Only the call's head_dim columns (a multiple of 8: whole 16-byte chunks); the row's bytes past
+      // them belong to the caller (a strided O, or the next head).
       for (int i = warp * 32 + lane; i < rows * (D / 8); i += 128) {
         const int r = i / (D / 8), col = 8 * (i % (D / 8));
+        if (col >= p.head_dim) continue;
         const uint4 chunk = *reinterpret_cast<const uint4 *>(slice + (swizzled_128b(0, Cfg::BM, r, col)));
         *reinterpret_cast<uint4 *>(o_base + int64_t(r) * p.o_seq + col) = chunk;
       }

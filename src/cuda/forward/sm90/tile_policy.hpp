@@ -28,7 +28,16 @@ inline constexpr TileChoice kTilesD64[] = {{192, 128}, {128, 128}};
 inline constexpr TileChoice kTilesD128[] = {{128, 128}, {128, 176}};
 inline constexpr TileChoice kTilesD256[] = {{128, 64}};
 
-// The configurations of a head_dim (64, 128 or 256), the default first.
+// The instantiation that serves a head_dim: every multiple of 8 up to 256 runs the next one up (64,
+// 128 or 256) with zero-filled columns, the way the sm80 family does. The tensor maps keep the call's
+// head_dim as their innermost dimension, so a box's columns past it are out of bounds: the TMA loads
+// them as zeros (Q K^T over them adds exact zeros; P V's extra columns come out 0) and clips them on
+// stores (flash_fwd_sm90.cu says where O is written without the TMA). 0: no instantiation serves it.
+constexpr int kernel_head_dim(int64_t d) {
+  return d < 8 || d > 256 || d % 8 != 0 ? 0 : d <= 64 ? 64 : d <= 128 ? 128 : 256;
+}
+
+// The configurations of an instantiation's head_dim (64, 128 or 256), the default first.
 struct TileList {
   const TileChoice *begin_, *end_;
   const TileChoice *begin() const { return begin_; }
@@ -47,7 +56,7 @@ constexpr bool q_in_registers(int d, int bn) { return d == 128 && bn == 128; }
 // The tile a problem runs: the caller's (when it names one of the list) or the first of the list.
 // False when the caller named a tile the head_dim has no configuration for.
 inline bool choose_tile(const detail::Problem &p, TileChoice &out) {
-  const TileList tiles = tiles_of(p.head_dim);
+  const TileList tiles = tiles_of(kernel_head_dim(p.head_dim));
   if (p.tuning.sm90_tile_m == 0) {
     out = *tiles.begin();
     return true;
@@ -57,7 +66,8 @@ inline bool choose_tile(const detail::Problem &p, TileChoice &out) {
   return false;
 }
 
-// K and V bytes of one (batch, head): what a head's tiles share in L2.
+// K and V bytes of one (batch, head): what a head's tiles share in L2 (the call's head_dim: the
+// zero-filled columns of a larger instantiation are never read from memory).
 inline int64_t kv_bytes_per_head(const detail::Problem &p) { return p.seqlen_k * p.head_dim * 2 * 2; }
 
 // Softcap or ALiBi: the MODS configuration (the default tile of head_dim 64 and 128; every score is
@@ -67,8 +77,9 @@ inline bool needs_score_mods(const detail::Problem &p) {
   return p.mods.softcap > 0.0f || p.mods.alibi_slopes != nullptr;
 }
 inline bool has_score_mods(const detail::Problem &p, TileChoice t) {
-  if (p.head_dim != 64 && p.head_dim != 128) return false;
-  const TileChoice d = *tiles_of(p.head_dim).begin();
+  const int kd = kernel_head_dim(p.head_dim);
+  if (kd != 64 && kd != 128) return false;
+  const TileChoice d = *tiles_of(kd).begin();
   return t.bm == d.bm && t.bn == d.bn;
 }
 
@@ -102,7 +113,7 @@ inline bool persistent_schedule(const detail::Problem &p) {
 // deals one CTA the long tiles of several sections in a row); 32 MB for head_dim 64 above 1 MB of
 // K/V per head (T > 4096), where one head per section measured 4% slower.
 inline int l2_section_heads(const detail::Problem &p) {
-  int64_t budget = p.head_dim == 64 && kv_bytes_per_head(p) > (int64_t(1) << 20) ? int64_t(32) << 20 : 0;
+  int64_t budget = kernel_head_dim(p.head_dim) == 64 && kv_bytes_per_head(p) > (int64_t(1) << 20) ? int64_t(32) << 20 : 0;
   if (p.tuning.sm90_l2_section_mb >= 0) budget = int64_t(p.tuning.sm90_l2_section_mb) << 20;
   const int64_t heads_total = p.batch * p.heads_q;
   return int(std::clamp<int64_t>(budget / std::max<int64_t>(kv_bytes_per_head(p), 1), 1, heads_total));

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The Hopper forward on head_dims served by the next instantiation up (branch sm90-head-dims: every
+# multiple of 8 up to 256 on the d64 / d128 / d256 kernels, the TMA zero-filling the columns past
+# head_dim), in one call on the H200. Prebuilt binaries come as a tarball (built on the CPU machine,
+# `carry`ed; libflashbox.so, test_sm90, test_sm90_mods, test_sm90_varlen, test_cuda, lib/ with libgomp):
+#   bench/sm90_head_dims_device_run.sh .carry/<name>/hd.tar.gz [STEP,STEP,...]   (default: every step)
+# Most important first (correctness, then memcheck, then speed), each step under its own time limit,
+# so that what ran is under $OUT if the device budget ends mid-call.
+set -u
+O=${OUT:-/tmp/hd_out}; mkdir -p "$O"
+B=/tmp/fb_hd; mkdir -p $B && tar -xzf "$1" -C $B
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$B/lib:${LD_LIBRARY_PATH:-}
+export PYTHONUNBUFFERED=1 FLASHBOX_LIBRARY=$B/libflashbox.so PYTHONPATH=python
+log="$O/run.log"
+ONLY=",${2:-all},"
+step() {
+  case "$ONLY" in *,all,*|*",$1,"*) ;; *) return 0 ;; esac
+  local s=$(date +%s); echo "== $1" | tee -a "$log"; shift; "$@" >>"$log" 2>&1; echo "rc=$? ($(( $(date +%s) - s )) s)" | tee -a "$log"
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$log"
+
+# The new head dims against the fp64 reference (guard columns, NaN in the inputs' guards, the served
+# instantiation in the kernel name), then every existing sm90 forward test (d64/d128/d256 unchanged).
+step hd_fixed timeout 150 $B/test_sm90 --gtest_brief=1 --gtest_filter='Sm90.HeadDims*'
+step hd_mods timeout 120 $B/test_sm90_mods --gtest_brief=1 --gtest_filter='Sm90Mods.HeadDimsOnTheNextInstantiation'
+step hd_varlen timeout 90 $B/test_sm90_varlen --gtest_brief=1 --gtest_filter='Sm90Varlen.HeadDimsOnTheNextInstantiation'
+step test_sm90 timeout 90 $B/test_sm90 --gtest_brief=1 --gtest_filter='-Sm90.HeadDims*'
+step test_sm90_mods timeout 90 $B/test_sm90_mods --gtest_brief=1 --gtest_filter='-Sm90Mods.HeadDimsOnTheNextInstantiation'
+step test_sm90_varlen timeout 60 $B/test_sm90_varlen --gtest_brief=1 --gtest_filter='-Sm90Varlen.HeadDimsOnTheNextInstantiation'
+step head_dim_plan timeout 30 $B/test_cuda --gtest_brief=1 --gtest_filter='HeadDimPlan.*'
+# compute-sanitizer on small cases: the partial-slice varlen store at d 8..120, fixed length at 8..224.
+step memcheck_hd_varlen timeout 90 env FLASHBOX_SM90_VARLEN_SMALL=1 compute-sanitizer --tool memcheck --error-exitcode 9 \
+  $B/test_sm90_varlen --gtest_brief=1 --gtest_filter='Sm90Varlen.HeadDimsOnTheNextInstantiation'
+step memcheck_hd_fixed timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_sm90 --gtest_brief=1 \
+  --gtest_filter='Sm90.HeadDimsDifferentLengthsAndMultiQuery'
+# Speed: d96 and d192 (and the d128 / d256 kernels at their own head_dim for the ideal) on the sm90
+# kernels (auto) against the sm80 ones and cuDNN in one process; TFLOP/s count the call's head_dim.
+step compare_hd timeout 150 python3 bench/compare_sdpa.py $B/libflashbox.so --no-naive --configs 96:16,128:16,192:8,256:8 \
+  --seqlens 2048,8192 --also-families sm80 --json "$O/compare_hd_causal.json"
+step compare_hd_noncausal timeout 90 python3 bench/compare_sdpa.py $B/libflashbox.so --no-naive --non-causal \
+  --configs 96:16,192:8 --seqlens 8192 --also-families sm80 --json "$O/compare_hd_noncausal.json"
+grep -E "^(==|rc=)" "$log" | tail -30

@@ -27,7 +27,12 @@ step hd_varlen timeout 90 $B/test_sm90_varlen --gtest_brief=1 --gtest_filter='Sm
 step test_sm90 timeout 90 $B/test_sm90 --gtest_brief=1 --gtest_filter='-Sm90.HeadDims*'
 step test_sm90_mods timeout 90 $B/test_sm90_mods --gtest_brief=1 --gtest_filter='-Sm90Mods.HeadDimsOnTheNextInstantiation'
 step test_sm90_varlen timeout 60 $B/test_sm90_varlen --gtest_brief=1 --gtest_filter='-Sm90Varlen.HeadDimsOnTheNextInstantiation'
-step head_dim_plan timeout 30 $B/test_cuda --gtest_brief=1 --gtest_filter='HeadDimPlan.*'
+# test_cuda whole (HeadDimPlan, ExtSm80: its plain/windowed d136-d224 forwards now run on sm90's d256
+# kernel under auto), then ExtSm80 with the family forced to sm80, so the sm80 kernels keep their
+# coverage at the head dims sm90 now takes.
+step test_cuda timeout 150 $B/test_cuda --gtest_brief=1
+step ext_sm80_forced timeout 120 env FLASHBOX_FLASH_ARCH=sm80 $B/test_cuda --gtest_brief=1 --gtest_filter='ExtSm80.*'
+[ -x $B/test_backward ] && step test_backward timeout 150 $B/test_backward --gtest_brief=1
 # compute-sanitizer on small cases: the partial-slice varlen store at d 8..120, fixed length at 8..224.
 step memcheck_hd_varlen timeout 90 env FLASHBOX_SM90_VARLEN_SMALL=1 compute-sanitizer --tool memcheck --error-exitcode 9 \
   $B/test_sm90_varlen --gtest_brief=1 --gtest_filter='Sm90Varlen.HeadDimsOnTheNextInstantiation'

@@ -206,7 +206,7 @@ def measure_case(lib, B, H, T, D, causal, backward, with_naive, dtype, also_fami
             o.fill_(float("nan"))
             rc = call()
             if rc != 0:
-                row("flashbox_" + fam, None, None, status="declined", error=lib.flashbox_last_error().decode())
+                row("flashbox_" + fam, None, None, status="error", error="declined: " + lib.flashbox_last_error().decode())
                 continue
             torch.cuda.synchronize()
             fkernel, ferr = lib.flashbox_last_kernel().decode(), rel_error(o, ref)

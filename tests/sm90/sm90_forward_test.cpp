@@ -390,7 +390,9 @@ void check_served(const AttentionCase &c, RunOptions opt = nan_guards()) {
   const Comparison r = d.compare(opt.with_lse);
   EXPECT_FALSE(r.has_nan) << d.name();
   EXPECT_LT(r.rel_error, 1e-2) << "max abs " << r.max_abs_error << " | " << d.name();
-  if (opt.with_lse) EXPECT_LT(r.lse_max_abs_error, 2e-3) << d.name();
+  if (opt.with_lse) {
+    EXPECT_LT(r.lse_max_abs_error, 2e-3) << d.name();
+  }
   EXPECT_TRUE(d.o_padding_untouched()) << "guard columns (or gaps) of O written | " << d.name();
   std::fprintf(stderr, "  %s: rel %.3e, LSE max abs %.3e, %s\n", d.name().c_str(), r.rel_error, r.lse_max_abs_error,
                kernel.c_str());

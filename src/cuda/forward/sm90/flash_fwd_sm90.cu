@@ -15,11 +15,13 @@
 // instantiations: the MODS configuration).
 // A head_dim below its instantiation's (e.g. 96 on the 128 kernel) is served by the TMA's bounds: the
 // maps' innermost dimension is the call's head_dim, so a 64-column box reaching past it loads zeros
-// there and a store clips it (PTX ISA, "Tensors", out-of-bounds access: elements outside the tensor
-// are filled with zeros on a load and not written on a store; tile mode, OOB fill NONE = zeros). The
-// box's mbarrier transaction count is the whole box either way (PTX ISA, cp.async.bulk.tensor with
-// .mbarrier::complete_tx::bytes: the bytes of the box are reported; the kernel already relied on it
-// for rows past the end of a tensor: docs/hopper.md §3.2), so no expect-tx count changes. Q K^T over
+// there and a store clips it. PTX ISA §5.5.3.3 "Out of Boundary Access": "Elements in the Bounding
+// Box which fall outside of the tensor boundary are set to 0" (zero fill mode: oobFill NONE); the
+// driver's cuTensorMapEncodeTiled (cuda.h) bounds boxDim by 256, not by globalDim, so a 64-column box
+// over an 8-column head_dim is a legal map. The box's mbarrier transaction count stays the whole box
+// (not quoted from NVIDIA's text: the kernel has relied on it for boxes whose rows pass the end of a
+// tensor since v1, docs/hopper.md §3.2; a box wholly past head_dim, panel 3 of the 256 kernel for
+// head_dims up to 192, is new and checked by tests/sm90's HeadDims tests), so no count changes. Q K^T over
 // zero columns adds exact zeros, P V's extra columns of O are never stored, and the softmax scale is
 // the call's (Problem::scale, 1/sqrt(head_dim) by default), never the instantiation's. The one store
 // that bypasses the TMA, a varlen sequence's last partial 64-row slice, copies only the call's

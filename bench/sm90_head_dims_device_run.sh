@@ -14,7 +14,7 @@
 #     build-cuda/tests/sm90/test_sm90 build-cuda/tests/sm90/test_sm90_mods build-cuda/tests/sm90/test_sm90_varlen /tmp/hdpack/ \
 #     && cp /usr/lib/x86_64-linux-gnu/libgomp.so.1 /tmp/hdpack/lib/ && tar -czf /work/main/.carry/sm90-head-dims/hd.tar.gz -C /tmp/hdpack .
 # Device call: run(command="cd .carry/sm90-head-dims && bash bench/sm90_head_dims_device_run.sh hd.tar.gz core",
-#   carry=[".carry/sm90-head-dims"], timeout_s=560)
+#   carry=[".carry/sm90-head-dims"], timeout_s=560)   (step limits: core 525 s, rest 540 s in all)
 set -u
 O=${OUT:-/tmp/hd_out}; mkdir -p "$O"
 B=/tmp/fb_hd; mkdir -p $B && tar -xzf "$1" -C $B
@@ -43,18 +43,18 @@ step test_sm90_varlen timeout 45 $B/test_sm90_varlen --gtest_brief=1 --gtest_fil
 # test_cuda whole (HeadDimPlan, ExtSm80: its plain/windowed d136-d224 forwards now run on sm90's d256
 # kernel under auto), then ExtSm80 with the family forced to sm80, so the sm80 kernels keep their
 # coverage at the head dims sm90 now takes.
-step test_cuda timeout 150 $B/test_cuda --gtest_brief=1
-step ext_sm80_forced timeout 120 env FLASHBOX_FLASH_ARCH=sm80 $B/test_cuda --gtest_brief=1 --gtest_filter='ExtSm80.*'
-[ -x $B/test_backward ] && step test_backward timeout 150 $B/test_backward --gtest_brief=1
+step test_cuda timeout 120 $B/test_cuda --gtest_brief=1
+step ext_sm80_forced timeout 90 env FLASHBOX_FLASH_ARCH=sm80 $B/test_cuda --gtest_brief=1 --gtest_filter='ExtSm80.*'
+[ -x $B/test_backward ] && step test_backward timeout 120 $B/test_backward --gtest_brief=1
 # compute-sanitizer on small cases: the partial-slice varlen store at d 8..120, fixed length at 8..224.
-step memcheck_hd_varlen timeout 90 env FLASHBOX_SM90_VARLEN_SMALL=1 compute-sanitizer --tool memcheck --error-exitcode 9 \
+step memcheck_hd_varlen timeout 60 env FLASHBOX_SM90_VARLEN_SMALL=1 compute-sanitizer --tool memcheck --error-exitcode 9 \
   $B/test_sm90_varlen --gtest_brief=1 --gtest_filter='Sm90Varlen.HeadDimsOnTheNextInstantiation'
-step memcheck_hd_fixed timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_sm90 --gtest_brief=1 \
+step memcheck_hd_fixed timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_sm90 --gtest_brief=1 \
   --gtest_filter='Sm90.HeadDimsDifferentLengthsAndMultiQuery'
 # Speed: d96 and d192 (and the d128 / d256 kernels at their own head_dim for the ideal) on the sm90
 # kernels (auto) against the sm80 ones and cuDNN in one process; TFLOP/s count the call's head_dim.
 step compare_hd timeout 90 python3 bench/compare_sdpa.py $B/libflashbox.so --no-naive --configs 96:16,128:16,192:8,256:8 \
   --seqlens 2048,8192 --also-families sm80 --json "$O/compare_hd_causal.json"
-step compare_hd_noncausal timeout 90 python3 bench/compare_sdpa.py $B/libflashbox.so --no-naive --non-causal \
+step compare_hd_noncausal timeout 60 python3 bench/compare_sdpa.py $B/libflashbox.so --no-naive --non-causal \
   --configs 96:16,192:8 --seqlens 8192 --also-families sm80 --json "$O/compare_hd_noncausal.json"
 grep -E "^(==|rc=)" "$log" | tail -30

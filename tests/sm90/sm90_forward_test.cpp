@@ -28,15 +28,6 @@ namespace {
     if (!have_hopper(why_)) GTEST_SKIP() << "sm90 test not run: " << why_; \
   } while (0)
 
-#define CUDA_OK(call) \
-  do { \
-    const cudaError_t e_ = (call); \
-    ASSERT_EQ(e_, cudaSuccess) << #call << ": " << cudaGetErrorString(e_); \
-  } while (0)
-
-constexpr size_t kGuard = 4096;
-constexpr uint8_t kGuardByte = 0x5a;
-
 struct DeviceBuffers {
   void *q = nullptr, *k = nullptr, *v = nullptr, *o_raw = nullptr, *lse_raw = nullptr;
   ~DeviceBuffers() {
@@ -44,12 +35,6 @@ struct DeviceBuffers {
       if (p) cudaFree(p);
   }
 };
-
-bool guard_intact(const std::vector<uint8_t> &raw, size_t payload) {
-  for (size_t i = 0; i < kGuard; ++i)
-    if (raw[i] != kGuardByte || raw[kGuard + payload + i] != kGuardByte) return false;
-  return true;
-}
 
 struct RunOptions {
   bool with_lse = true;

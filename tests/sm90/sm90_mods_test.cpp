@@ -37,9 +37,6 @@ bool small_only() {
   return s && *s && *s != '0';
 }
 
-constexpr size_t kGuard = 4096;
-constexpr uint8_t kGuardByte = 0x5a;
-
 struct ModCase {
   int64_t batch = 2, seqlen_q = 64, seqlen_k = 64, heads_q = 4, heads_kv = 2, head_dim = 64;
   flashbox_dtype dtype = FLASHBOX_BFLOAT16;
@@ -83,18 +80,6 @@ struct DeviceMem {
     for (void *p : ptrs) cudaFree(p);
   }
 };
-
-bool guard_intact(const std::vector<uint8_t> &raw, size_t payload) {
-  for (size_t i = 0; i < kGuard; ++i)
-    if (raw[i] != kGuardByte || raw[kGuard + payload + i] != kGuardByte) return false;
-  return true;
-}
-
-#define CUDA_OK(call) \
-  do { \
-    const cudaError_t e_ = (call); \
-    ASSERT_EQ(e_, cudaSuccess) << #call << ": " << cudaGetErrorString(e_); \
-  } while (0)
 
 void check(const ModCase &c, Worst &worst, const char *kernel_part = nullptr) {
   SCOPED_TRACE(c.name());

@@ -37,8 +37,6 @@ bool small_only() {
   return s && *s && *s != '0';
 }
 
-constexpr size_t kGuard = 4096;
-constexpr uint8_t kGuardByte = 0x5a;
 constexpr int64_t kExtraRows = 70;  // O rows past the total: never written
 
 struct VarlenCase {
@@ -78,12 +76,6 @@ struct DeviceMem {
     for (void *p : ptrs) cudaFree(p);
   }
 };
-
-#define CUDA_OK(call) \
-  do { \
-    const cudaError_t e_ = (call); \
-    ASSERT_EQ(e_, cudaSuccess) << #call << ": " << cudaGetErrorString(e_); \
-  } while (0)
 
 void check(const VarlenCase &c) {
   SCOPED_TRACE(c.name());
@@ -183,11 +175,7 @@ void check(const VarlenCase &c) {
   std::vector<uint8_t> o_host(o_size + 2 * kGuard), lse_host(lse_size + 2 * kGuard);
   CUDA_OK(cudaMemcpy(o_host.data(), o_raw, o_host.size(), cudaMemcpyDeviceToHost));
   CUDA_OK(cudaMemcpy(lse_host.data(), lse_raw, lse_host.size(), cudaMemcpyDeviceToHost));
-  bool guards = true;
-  for (size_t i = 0; i < kGuard; ++i)
-    guards &= o_host[i] == kGuardByte && o_host[kGuard + o_size + i] == kGuardByte && lse_host[i] == kGuardByte &&
-              lse_host[kGuard + lse_size + i] == kGuardByte;
-  EXPECT_TRUE(guards) << "write outside O or LSE";
+  EXPECT_TRUE(guard_intact(o_host, o_size) && guard_intact(lse_host, lse_size)) << "write outside O or LSE";
   const size_t written = size_t(TQ * HQ * OD * es);
   int64_t past_total = 0, pad_changed = 0;
   for (size_t i = written; i < o_size; ++i) past_total += o_host[kGuard + i] != 0xff;
@@ -405,11 +393,8 @@ TEST_F(Sm90Varlen, MalformedCuSeqlensStayInBounds) {
     std::vector<uint8_t> o_host(o_size + 2 * kGuard), lse_host(lse_size + 2 * kGuard);
     CUDA_OK(cudaMemcpy(o_host.data(), o_raw, o_host.size(), cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(lse_host.data(), lse_raw, lse_host.size(), cudaMemcpyDeviceToHost));
-    bool guards = true;
-    for (size_t i = 0; i < kGuard; ++i)
-      guards &= o_host[i] == kGuardByte && o_host[kGuard + o_size + i] == kGuardByte && lse_host[i] == kGuardByte &&
-                lse_host[kGuard + lse_size + i] == kGuardByte;
-    EXPECT_TRUE(guards) << "write outside O or LSE (causal " << causal << ")";
+    EXPECT_TRUE(guard_intact(o_host, o_size) && guard_intact(lse_host, lse_size))
+        << "write outside O or LSE (causal " << causal << ")";
   }
 }
 

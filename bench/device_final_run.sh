@@ -6,7 +6,8 @@
 # local-memory instructions with their execution counts. Prebuilt binaries come as a tarball (built on
 # the CPU machine, `carry`ed):
 #   bench/device_final_run.sh .dev/final.tar.gz [STEP,STEP,...]   (default: every step)
-# FA2_SECONDS (15) and FA2_FUNCTIONS (bench/fa2_direct.py's list) size the fa2_direct step.
+# FA2_SECONDS (15) and FA2_FUNCTIONS (bench/fa2_direct.py's list) size the fa2_direct step; FA2_SHARDS and
+# FA2_MATRIX_S the fa2_matrix step (the whole matrix, several minutes: name it, or run "all").
 # (the tarball: libflashbox.so, test_* binaries, flashbox, lib/ with libgomp; optional old/ and fa2/)
 # Every step has its own time limit so one hang costs a step, not the call. Logs go to $OUT.
 set -u
@@ -80,6 +81,9 @@ step pytest timeout 90 python3 -m pytest -q -rs tests/python
 if [ -f $B/fa2/test_flash_attn.py ]; then
   step fa2_direct timeout 200 env PYTHONPATH=bench/fa2_compat:python:tests/python python3 bench/fa2_direct.py \
     $B/fa2/test_flash_attn.py --seconds "${FA2_SECONDS:-15}" ${FA2_FUNCTIONS:+--functions "$FA2_FUNCTIONS"} --json "$O/fa2_direct.json"
+  # The whole matrix, FA2_SHARDS (12) processes side by side, each cut off after FA2_MATRIX_S (400) s.
+  step fa2_matrix env PYTHONPATH=bench/fa2_compat:python:tests/python bash bench/fa2_matrix.sh \
+    $B/fa2/test_flash_attn.py "$O/fa2_matrix" "${FA2_SHARDS:-12}" "${FA2_MATRIX_S:-400}"
   step fa2_kvcache timeout 240 env FA2_TEST_FILE=$B/fa2/test_flash_attn.py FA2_KV_SECONDS=40 bash bench/run_fa2_kvcache_tests.sh "$O/fa2_kvcache"
 fi
 step report timeout 120 $B/flashbox report --json "$O/report_h200.json"

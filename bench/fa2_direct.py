@@ -10,13 +10,14 @@ function itself (so FA2's assertions, references and tolerances are exactly its 
 calls pytest.skip counts as skipped. Prints one line per function (passed / failed / skipped of the
 cases run, of how many in the filtered matrix) and every failure's parameters and first line.
   PYTHONPATH=bench/fa2_compat:python python3 bench/fa2_direct.py TEST_FILE [--functions a,b] [--seconds 10]
-The whole matrix (about 101,000 cases without dropout, 50-100 a second on the H200): --seconds 0 and
---shard I/N over N calls.
+The whole matrix (about 103,000 cases without dropout, 50-100 a second per process on the H200):
+--seconds 0 and --shard I/N, the N shards run side by side by bench/fa2_matrix.sh.
 """
 import argparse
 import importlib.util
 import itertools
 import json
+import os
 import random
 import sys
 import time
@@ -55,6 +56,13 @@ def keep(kw, max_d, paged_ok):
     return True
 
 
+def write_json(path, summary):
+    if path:
+        with open(path + ".tmp", "w") as f:
+            json.dump(summary, f, indent=1)
+        os.replace(path + ".tmp", path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("test_file")
@@ -82,13 +90,18 @@ def main():
         random.Random(a.seed).shuffle(cases)
         counts = {"passed": 0, "failed": 0, "skipped": 0, "matrix": len(cases)}
         cases = cases[shard::shards]
+        counts["slice"] = len(cases)  # this shard's share of the matrix: all of it ran when passed+failed+skipped == slice
         failures = []
+        summary[name] = dict(counts, failures=failures)
         end = time.time() + a.seconds if a.seconds > 0 else float("inf")
         for i, kw in enumerate(cases):
             if time.time() > end:
                 break
-            if i and i % 2000 == 0:
-                print(f"  {name}: {i} of {len(cases)} cases ({counts['failed']} failed)", flush=True)
+            if i and i % 500 == 0:
+                summary[name] = dict(counts, failures=failures)
+                write_json(a.json, summary)  # a shard cut off by its time limit still reports what it ran
+                if i % 2000 == 0:
+                    print(f"  {name}: {i} of {len(cases)} cases ({counts['failed']} failed)", flush=True)
             try:
                 fn(**kw)
                 counts["passed"] += 1
@@ -101,14 +114,13 @@ def main():
                 if len(failures) <= 3:
                     traceback.print_exc(limit=2)
         summary[name] = dict(counts, failures=failures)
+        write_json(a.json, summary)
         print(f"{name}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped "
               f"(of {counts['matrix']} in the matrix with dropout 0, d <= {a.max_d}; seed {a.seed}, shard {a.shard})",
               flush=True)
         for f in failures[:10]:
             print(f"   FAILED {f['params']}: {f['error']}", flush=True)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(summary, f, indent=1)
+    write_json(a.json, summary)
     sys.exit(1 if any(v["failed"] for v in summary.values()) else 0)
 
 

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# FlashAttention-2's whole test matrix (bench/fa2_direct.py --seconds 0, dropout 0) in N shards run
+# side by side on one GPU: each case is mostly Python and small launches, so one process leaves the
+# GPU idle most of the time. Every shard writes its JSON as it goes (a shard cut off by the time
+# limit still reports what it ran); bench/fa2_matrix_merge.py adds them up and says whether every
+# case of every function ran.
+#   bash bench/fa2_matrix.sh TEST_FILE OUT_DIR [SHARDS] [SECONDS_LIMIT]
+# Environment as for fa2_direct.py (PYTHONPATH with bench/fa2_compat and python, FLASHBOX_LIBRARY).
+set -u
+file=$1 out=$2 n=${3:-12} limit=${4:-400}
+mkdir -p "$out"
+start=$(date +%s)
+export OMP_NUM_THREADS=1  # the references run on the GPU; 16 cores shared by the shards
+for i in $(seq 0 $((n - 1))); do
+  timeout "$limit" python3 bench/fa2_direct.py "$file" --seconds 0 --shard "$i/$n" \
+    ${FA2_FUNCTIONS:+--functions "$FA2_FUNCTIONS"} --json "$out/shard_$i.json" > "$out/shard_$i.log" 2>&1 &
+done
+wait
+echo "$n shards in $(( $(date +%s) - start )) s"
+python3 bench/fa2_matrix_merge.py "$out"/shard_*.json --shards "$n" --json "$out/matrix.json"

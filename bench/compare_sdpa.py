@@ -11,9 +11,9 @@ Default sweep: bf16, causal, B4 H12 D64 and B4 H16 D128, T = 512 ... 16384.
   python3 bench/compare_sdpa.py build/libflashbox.so --json bench/results/compare_sdpa.json
 Options: --non-causal, --backward (flashbox_attention_backward; skipped with a note when it answers
 UNSUPPORTED), --seqlens 1024,4096, --configs 64:12,128:16, --no-naive, --flash-arch sm80|sm90,
---also-families sm80,sm90 (forward: the same call again with options.family forced to each, rows
-"flashbox_sm80" / "flashbox_sm90": e.g. head_dim 96 and 192 on the Hopper kernels against the sm80
-ones and cuDNN in one run: --configs 96:16,192:8 --also-families sm80,sm90).
+--also-families sm80,sm90 (the same call, forward or backward, again with options.family forced to
+each, rows "flashbox_sm80" / "flashbox_sm90": e.g. head_dim 96 and 192 on the Hopper kernels against
+the sm80 ones and cuDNN in one run: --configs 96:16,192:8 --also-families sm80,sm90).
 Writes a report document whose steps.peers follows docs/report-schema.md (`flashbox report --merge`).
 """
 import argparse
@@ -236,6 +236,24 @@ def measure_case(lib, B, H, T, D, causal, backward, with_naive, dtype, also_fami
             del qg, kg, vg, grads
             ms = bench(lambda: lib.flashbox_attention_backward(ctypes.byref(g)))
             row("flashbox", ms, scratch, kernel=kernel, rel_error_vs_sdpa=gerr)
+            # The same backward with the family forced (e.g. sm80: what ran before the sm90 d256
+            # backward), its gradients checked against the same SDPA ones.
+            for fam in also_families:
+                opts = options(fam)
+                call = lambda: lib.flashbox_attention_backward_opts(ctypes.byref(g), ctypes.byref(opts))  # noqa: E731
+                for x in (dq, dk, dv):
+                    x.fill_(float("nan"))
+                rc = call()
+                if rc != 0:
+                    row("flashbox_" + fam, None, None, status="error", error="declined: " + lib.flashbox_last_error().decode())
+                    continue
+                torch.cuda.synchronize()
+                fkernel, fscratch = lib.flashbox_last_kernel().decode(), int(lib.flashbox_last_scratch_peak_bytes())
+                qg, kg, vg = (x.detach().clone().requires_grad_(True) for x in (q, k, v))
+                grads = torch.autograd.grad(sdpa(SDPBackend.FLASH_ATTENTION, causal)(qg, kg, vg), (qg, kg, vg), do)
+                ferr = max(rel_error(mine, theirs) for mine, theirs in zip((dq, dk, dv), grads))
+                del qg, kg, vg, grads
+                row("flashbox_" + fam, bench(call), fscratch, kernel=fkernel, rel_error_vs_sdpa=ferr)
 
     # flashbox NAIVE (forward only), where S and P fit
     if with_naive and not backward:
@@ -291,7 +309,7 @@ def main():
     ap.add_argument("--no-naive", action="store_true")
     ap.add_argument("--flash-arch", choices=["sm80", "sm90"], help="sets FLASHBOX_FLASH_ARCH")
     ap.add_argument("--also-families", default="",
-                    help="forward: also time flashbox with options.family forced to each (comma list: sm80,sm90)")
+                    help="also time flashbox with options.family forced to each (comma list: sm80,sm90)")
     args = ap.parse_args()
     if args.flash_arch:
         os.environ["FLASHBOX_FLASH_ARCH"] = args.flash_arch
@@ -307,8 +325,6 @@ def main():
     for f in also:
         if f not in ("sm80", "sm90"):
             sys.exit(f"compare_sdpa.py: --also-families takes sm80 and sm90 (got {f})")
-    if also and args.backward:
-        sys.exit("compare_sdpa.py: --also-families times the forward only")
     if also and not hasattr(lib, "flashbox_attention_forward_opts"):
         sys.exit("compare_sdpa.py: --also-families needs flashbox_attention_forward_opts (builds from 2026-12-01 on)")
     print(f"flashbox {lib.flashbox_version().decode()} | torch {torch.__version__} | triton {triton.__version__} | "

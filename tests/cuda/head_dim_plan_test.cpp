@@ -2,7 +2,7 @@
 // work, so these run on a machine without a GPU too): the sm80 forward and backward take every
 // multiple of 8 up to 256 (d64 / d128 / d256 instantiations), nothing above; so does the sm90
 // forward (the same instantiations), except softcap, ALiBi and varlen above 128, which it declines to
-// sm80; the sm90 backward keeps 64 and 128.
+// sm80; the sm90 backward takes 64, 128 and (its d256 kernel) 136..256, not deterministic above 128.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include "core/problem.hpp"
 #ifdef FLASHBOX_HAVE_SM90
 #include "cuda/forward/sm90/tile_policy.hpp"
+#include "cuda/hopper/tma_host.hpp"
 #endif
 #include "flashbox/flashbox.h"
 
@@ -139,11 +140,37 @@ TEST(HeadDimPlan, Sm90ForwardDeclinesAbove128WhatItHasNot) {
     m.softcap = 30.0f;
     expect_decline(detail::make_problem(c.a, m), "no softcap or ALiBi for head_dim above 128 (got " + std::to_string(d));
   }
-  for (int64_t d : {160, 256}) {  // the sm90 backward keeps 64 and 128
+}
+
+// The sm90 backward: 64 and 128 exactly, the d256 kernel for the multiples of 8 in 136..256 (on a
+// Hopper device; elsewhere the plan declines for the device), never deterministic above 128 (the
+// sm80 family takes it), and declines the head dims between (72..120: sm80's).
+TEST(HeadDimPlan, Sm90BackwardServesAbove128WithTheD256Kernel) {
+  const bool hopper = sm90::sm90_unavailable_reason() == nullptr;
+  for (int64_t d : {136, 160, 192, 248, 256}) {
+    const PlanCase c(d);
+    const detail::PlanResult r = detail::plan_sm90_backward(c.grad(0), /*size_only=*/true);
+    EXPECT_EQ(r.code, 0) << "d" << d;
+    if (hopper) {
+      ASSERT_TRUE(r.plan.has_value()) << "d" << d << ": " << r.why_not;
+      EXPECT_EQ(r.plan->kernel, "cuda_flash_bwd_sm90_d256") << "d" << d;
+      // Scratch: LSE and D (4 B a padded row each) and the 256-column fp32 dQ accumulator.
+      const int64_t rows = c.a.batch * c.a.heads_q * 64;
+      EXPECT_EQ(r.plan->workspace_bytes, rows * 8 + rows * 256 * 4) << "d" << d;
+    } else {
+      EXPECT_FALSE(r.plan.has_value()) << "d" << d;
+    }
+    const detail::PlanResult det = detail::plan_sm90_backward(c.grad(1), /*size_only=*/true);
+    EXPECT_FALSE(det.plan.has_value()) << "d" << d;
+    EXPECT_EQ(det.code, 0) << "a decline: auto goes on to sm80";
+    EXPECT_NE(det.why_not.find("no deterministic mode for head_dim above 128"), std::string::npos) << det.why_not;
+  }
+  for (int64_t d : {72, 120, 264}) {
     const PlanCase c(d);
     const detail::PlanResult r = detail::plan_sm90_backward(c.grad(0), /*size_only=*/true);
     EXPECT_FALSE(r.plan.has_value()) << "d" << d;
     EXPECT_EQ(r.code, 0) << "d" << d;
+    EXPECT_NE(r.why_not.find("(got " + std::to_string(d) + ";"), std::string::npos) << r.why_not;
   }
 }
 #endif

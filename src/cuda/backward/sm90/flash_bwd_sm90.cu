@@ -33,24 +33,25 @@ struct PrepArgs {
   const float *lse;
   int64_t o_stride[3], do_stride[3];
   float *lse_log2, *dsum;
-  float *dq_accum;  // zeroed: rows * head_dim floats
+  float *dq_accum;  // zeroed: rows * kernel_d floats
   int *dq_sem;      // zeroed: n_sem ints (deterministic mode), else null
   int64_t n_sem;
-  int batch, heads_q, seqlen_q, seqlen_q_pad, head_dim;
+  int batch, heads_q, seqlen_q, seqlen_q_pad, head_dim, kernel_d;  // kernel_d: the instantiation's (>= head_dim)
 };
 
-// head_dim / 8 lanes per padded row (8 or 16), 16 bytes of O and of dO each: two 16-byte loads in
+// kernel_d / 8 lanes per padded row (8, 16 or 32), 16 bytes of O and of dO each: two 16-byte loads in
 // flight per lane (one warp per row, 4 bytes a lane, left prepare and the memset it replaced at
-// ~2x cuDNN's time on the H200: bench/NOTES.md, v9).
+// ~2x cuDNN's time on the H200: bench/NOTES.md, v9). Below the d256 kernel's 256 columns, the lanes
+// past head_dim (a multiple of 8) add nothing but zero their share of the accumulator row.
 template <typename Elem>
 __global__ void prepare_kernel(const PrepArgs a) {
   using Tr = cuda::ElementTraits<Elem>;
-  const int lpr = a.head_dim / 8;
+  const int lpr = a.kernel_d / 8;
   const int64_t rows = int64_t(a.batch) * a.heads_q * a.seqlen_q_pad;
   const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / lpr;
   const int sub = int(threadIdx.x % lpr), lane = int(threadIdx.x % 32);
   if (row >= rows) return;  // whole row groups leave together (lpr divides the block)
-  float4 *z = reinterpret_cast<float4 *>(a.dq_accum + row * a.head_dim);  // head_dim / 4 = 2 lpr float4
+  float4 *z = reinterpret_cast<float4 *>(a.dq_accum + row * a.kernel_d);  // kernel_d / 4 = 2 lpr float4
   z[sub] = z[sub + lpr] = make_float4(0.f, 0.f, 0.f, 0.f);
   if (sub == 0 && row < a.n_sem) a.dq_sem[row] = 0;
   const int i = int(row % a.seqlen_q_pad);
@@ -65,7 +66,9 @@ __global__ void prepare_kernel(const PrepArgs a) {
   const Elem *d = static_cast<const Elem *>(a.dout) + b * a.do_stride[0] + int64_t(i) * a.do_stride[1] +
                   h * a.do_stride[2] + 8 * sub;
   float sum = 0.f;
-  if (((reinterpret_cast<uintptr_t>(o) | reinterpret_cast<uintptr_t>(d)) & 15) == 0) {
+  if (8 * sub >= a.head_dim) {
+    // past head_dim: nothing to read (the lanes still join the shuffle below)
+  } else if (((reinterpret_cast<uintptr_t>(o) | reinterpret_cast<uintptr_t>(d)) & 15) == 0) {
     const uint4 x = *reinterpret_cast<const uint4 *>(o), y = *reinterpret_cast<const uint4 *>(d);
     const uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
 #pragma unroll
@@ -89,7 +92,7 @@ struct ConvertArgs {
   const float *dq_accum;
   void *dq;
   int64_t dq_stride[3];
-  int batch, heads_q, seqlen_q, num_m_blocks, block_m, head_dim;
+  int batch, heads_q, seqlen_q, num_m_blocks, block_m, head_dim, kernel_d;  // columns >= head_dim not written
   float scale;
 };
 
@@ -102,7 +105,7 @@ struct ConvertArgs {
 template <typename Elem>
 __global__ void convert_dq_kernel(const ConvertArgs a) {
   using Tr = cuda::ElementTraits<Elem>;
-  const int nd = a.head_dim / 64, nch = a.block_m / 64 * nd;
+  const int nd = a.kernel_d / 64, nch = a.block_m / 64 * nd;
   const int64_t threads = int64_t(a.batch) * a.heads_q * a.num_m_blocks * nch * 128;
   for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < threads; x += int64_t(gridDim.x) * blockDim.x) {
     const int t = int(x % 128);
@@ -117,23 +120,33 @@ __global__ void convert_dq_kernel(const ConvertArgs a) {
     float4 v[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[j] = src[j * 128];
-    Elem *base = static_cast<Elem *>(a.dq) + b * a.dq_stride[0] + h * a.dq_stride[2] + (chunk % nd) * 64 + 2 * (t % 4);
+    const int col0 = (chunk % nd) * 64;
+    if (col0 >= a.head_dim) continue;                    // a chunk wholly past head_dim (the d256 kernel below 193)
+    const int groups = min(8, (a.head_dim - col0) / 8);  // 8-column groups inside head_dim
+    Elem *base = static_cast<Elem *>(a.dq) + b * a.dq_stride[0] + h * a.dq_stride[2] + col0 + 2 * (t % 4);
     if (row0 < a.seqlen_q) {
       Elem *dst = base + int64_t(row0) * a.dq_stride[1];
 #pragma unroll
       for (int j = 0; j < 8; ++j)
-        *reinterpret_cast<uint32_t *>(dst + 8 * j) = Tr::pack(v[j].x * a.scale, v[j].y * a.scale);
+        if (j < groups) *reinterpret_cast<uint32_t *>(dst + 8 * j) = Tr::pack(v[j].x * a.scale, v[j].y * a.scale);
     }
     if (row0 + 8 < a.seqlen_q) {
       Elem *dst = base + int64_t(row0 + 8) * a.dq_stride[1];
 #pragma unroll
       for (int j = 0; j < 8; ++j)
-        *reinterpret_cast<uint32_t *>(dst + 8 * j) = Tr::pack(v[j].z * a.scale, v[j].w * a.scale);
+        if (j < groups) *reinterpret_cast<uint32_t *>(dst + 8 * j) = Tr::pack(v[j].z * a.scale, v[j].w * a.scale);
     }
   }
 }
 
-int block_m_for(int64_t head_dim) { return head_dim == 64 ? 128 : 64; }
+// The instantiation that runs a head_dim (0: none): 64 and 128 exactly, 256 for the multiples of 8
+// in 136..256 (flash_bwd_sm90_d256.cu); its query and key block sizes.
+int kernel_head_dim(int64_t head_dim) {
+  if (head_dim == 64 || head_dim == 128) return int(head_dim);
+  return head_dim > 128 && head_dim <= 256 && head_dim % 8 == 0 ? 256 : 0;
+}
+int block_m_for(int kd) { return kd == 64 ? 128 : 64; }
+int block_n_for(int kd) { return kd == 256 ? 64 : 128; }
 
 // (batch, kv head) pairs per chunk of the CTA order (flash_bwd_sm90_kernel.cuh, tile_of): enough for
 // two CTAs per SM in a chunk, so that the longest-first order inside it leaves no SM idle at the end
@@ -161,7 +174,8 @@ struct Launch {
   ConvertArgs conv;
   int64_t vec_bytes, dq_accum_bytes, sem_bytes, rows, conv_threads;
   dim3 grid;
-  bool bf16, d64;
+  bool bf16;
+  int kd;  // the instantiation
   cudaStream_t stream;
 };
 
@@ -187,7 +201,7 @@ int run(const Launch &l) {
   prep.dq_accum = dq_accum.as<float>();
   prep.dq_sem = l.sem_bytes > 0 ? reinterpret_cast<int *>(dq_accum.as<uint8_t>() + l.dq_accum_bytes) : nullptr;
   prep.n_sem = l.sem_bytes / 4;
-  const unsigned prep_blocks = unsigned((l.rows * (l.d64 ? 8 : 16) + 255) / 256);
+  const unsigned prep_blocks = unsigned((l.rows * (l.kd / 8) + 255) / 256);
   if (l.bf16)
     prepare_kernel<__nv_bfloat16><<<prep_blocks, 256, 0, stream>>>(prep);
   else
@@ -197,7 +211,9 @@ int run(const Launch &l) {
   BwdSm90Params p = l.p;
   p.lse_log2 = lse_log2.as<float>(), p.dsum = dsum.as<float>(), p.dq_accum = dq_accum.as<float>();
   p.dq_sem = prep.dq_sem;
-  e = l.d64 ? launch_bwd_d64(l.bf16, p, l.grid, stream) : launch_bwd_d128(l.bf16, p, l.grid, stream);
+  e = l.kd == 64    ? launch_bwd_d64(l.bf16, p, l.grid, stream)
+      : l.kd == 128 ? launch_bwd_d128(l.bf16, p, l.grid, stream)
+                    : launch_bwd_d256(l.bf16, p, l.grid, stream);
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "main kernel launch"));
 
   ConvertArgs conv = l.conv;
@@ -217,16 +233,25 @@ int run(const Launch &l) {
 namespace flashbox::detail {
 
 // Declines (the caller falls back to the sm80 family) where this path does not apply: variable-length
-// batches, not an sm_90 device, a layout the TMA cannot describe, a grid too large. Sliding windows,
-// softcap and ALiBi are run-time fields of the same kernels (flash_bwd_sm90_kernel.cuh). Deterministic
-// mode orders the dQ adds with semaphores behind the dQ accumulator.
+// batches, a head_dim other than 64, 128 or a multiple of 8 in 136..256 (those run the 256 kernel,
+// which reads zeros past head_dim and stores only head_dim columns), deterministic mode above 128,
+// not an sm_90 device, a layout the TMA cannot describe, a grid too large. Sliding windows, softcap
+// and ALiBi are run-time fields of the same kernels (flash_bwd_sm90_kernel.cuh). Deterministic mode
+// orders the dQ adds with semaphores behind the dQ accumulator (the d256 kernel adds from registers).
 PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   using namespace sm90::bwd;
   using sm90::TensorView;
   const Problem &a = g.fwd;
   if (a.varlen())
     return PlanResult::no("the sm90 backward has no variable-length batches (cu_seqlens; the sm80 family takes them)");
-  if (a.head_dim != 64 && a.head_dim != 128) return PlanResult::no("the sm90 backward takes head_dim 64 or 128");
+  const int kd = kernel_head_dim(a.head_dim);
+  if (kd == 0)
+    return PlanResult::no("the sm90 backward takes head_dim 64, 128 or a multiple of 8 in 136..256 (got " +
+                          std::to_string(a.head_dim) + "; the sm80 family takes the others)");
+  if (kd == 256 && g.deterministic)
+    return PlanResult::no(
+        "the sm90 backward has no deterministic mode for head_dim above 128 (its dQ adds are "
+        "unordered; the sm80 family takes it)");
   if (const char *reason = sm90::sm90_unavailable_reason()) return PlanResult::no(reason);
   if (a.seqlen_q > INT32_MAX / 2 || a.seqlen_k > INT32_MAX / 2)
     return PlanResult::no("sequence too long for 32-bit coordinates");
@@ -238,15 +263,15 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
     for (const TensorView &t : {q, k, v, dout})
       if (!sm90::tma_describable(t))
         return PlanResult::no("TMA needs 16-byte aligned q/k/v/dout and strides that are multiples of 16 B");
-  const int bm = block_m_for(a.head_dim);
+  const int bm = block_m_for(kd), bn = block_n_for(kd);
   const int64_t m_blocks = (a.seqlen_q + bm - 1) / bm;
-  const int64_t n_blocks = (a.seqlen_k + 127) / 128;
+  const int64_t n_blocks = (a.seqlen_k + bn - 1) / bn;
   if (n_blocks * a.batch * a.heads_kv > INT32_MAX) return PlanResult::no("grid too large");
 
   Launch l{};
   const int64_t seqlen_q_pad = m_blocks * bm;
   l.vec_bytes = a.batch * a.heads_q * seqlen_q_pad * 4;
-  l.dq_accum_bytes = l.vec_bytes * a.head_dim;
+  l.dq_accum_bytes = l.vec_bytes * kd;
   // Deterministic mode: one int per (batch, query head, query block, consumer warpgroup).
   l.sem_bytes = g.deterministic ? a.batch * a.heads_q * m_blocks * kConsumerWarpgroups * 4 : 0;
   // A window side at least as long as both sequences is unbounded (no row reaches past it), which
@@ -255,7 +280,7 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   const int64_t reach = std::max(a.seqlen_q, a.seqlen_k);
   if (a.mods.window_left >= reach) mods.window_left = -1;
   if (a.mods.window_right >= reach) mods.window_right = -1;
-  std::string name = "cuda_flash_bwd_sm90_d" + std::to_string(a.head_dim);
+  std::string name = "cuda_flash_bwd_sm90_d" + std::to_string(kd);
   if (mods.window_left >= 0 || (mods.window_right >= 0 && !a.causal)) name += "_window";
   if (mods.capped()) name += "_softcap";
   if (mods.alibi()) name += "_alibi";
@@ -263,23 +288,24 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   Plan plan{std::move(name), 2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes, {}};
   if (size_only) return {std::move(plan)};
 
-  l.bf16 = a.dtype == FLASHBOX_BFLOAT16, l.d64 = a.head_dim == 64;
+  l.bf16 = a.dtype == FLASHBOX_BFLOAT16, l.kd = kd;
   l.stream = static_cast<cudaStream_t>(a.stream);
   std::memset(&l.p, 0, sizeof l.p);
   BwdSm90Params &p = l.p;
   const CUtensorMapDataType type = l.bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   if (!sm90::encode_map(&p.tm_q, &p.ord_q, type, q, a.head_dim, bm) ||
       !sm90::encode_map(&p.tm_do, &p.ord_do, type, dout, a.head_dim, bm) ||
-      !sm90::encode_map(&p.tm_k, &p.ord_k, type, k, a.head_dim, 128) ||
-      !sm90::encode_map(&p.tm_v, &p.ord_v, type, v, a.head_dim, 128))
+      !sm90::encode_map(&p.tm_k, &p.ord_k, type, k, a.head_dim, bn) ||
+      !sm90::encode_map(&p.tm_v, &p.ord_v, type, v, a.head_dim, bn))
     return PlanResult::no("cuTensorMapEncodeTiled rejected the layout of q/k/v/dout");
   p.dk = g.dk, p.dv = g.dv;
   for (int i = 0; i < 3; ++i) p.dk_stride[i] = g.dk_stride[i], p.dv_stride[i] = g.dv_stride[i];
   p.seqlen_q = int(a.seqlen_q), p.seqlen_k = int(a.seqlen_k), p.seqlen_q_pad = int(seqlen_q_pad);
   p.heads_q = int(a.heads_q), p.heads_kv = int(a.heads_kv), p.group = int(a.group);
   p.num_m_blocks = int(m_blocks);
+  p.head_dim = int(a.head_dim);
   p.num_n_blocks = int(n_blocks), p.num_bh = int(a.batch * a.heads_kv);
-  p.chunk_heads = chunk_heads_for(p.num_bh, n_blocks, seqlen_q_pad, a.head_dim);
+  p.chunk_heads = chunk_heads_for(p.num_bh, n_blocks, seqlen_q_pad, kd);
   p.mods = mods;
   p.transforms = mods.capped() || mods.alibi();
   p.cap_pre = mods.capped() ? a.scale * mods.softcap_inv : 0.f;
@@ -301,13 +327,14 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
                     int(a.heads_q),
                     int(a.seqlen_q),
                     int(seqlen_q_pad),
-                    int(a.head_dim)};
+                    int(a.head_dim),
+                    kd};
   for (int i = 0; i < 3; ++i) l.prep.o_stride[i] = a.o_stride[i], l.prep.do_stride[i] = g.dout_stride[i];
   l.rows = a.batch * a.heads_q * seqlen_q_pad;
-  l.conv = ConvertArgs{nullptr,         g.dq,           {}, int(a.batch),    int(a.heads_q),
-                       int(a.seqlen_q), p.num_m_blocks, bm, int(a.head_dim), a.scale};
+  l.conv = ConvertArgs{nullptr,         g.dq, {},     int(a.batch), int(a.heads_q), int(a.seqlen_q), p.num_m_blocks, bm,
+                       int(a.head_dim), kd,   a.scale};
   for (int i = 0; i < 3; ++i) l.conv.dq_stride[i] = g.dq_stride[i];
-  l.conv_threads = a.batch * a.heads_q * m_blocks * (bm * a.head_dim / 4096) * 128;  // one per (chunk, t)
+  l.conv_threads = a.batch * a.heads_q * m_blocks * (bm * kd / 4096) * 128;  // one per (chunk, t)
   plan.run = [l] { return run(l); };
   return {std::move(plan)};
 }

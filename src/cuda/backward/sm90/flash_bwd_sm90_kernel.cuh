@@ -50,6 +50,34 @@
 // every T). Key blocks then go
 // in descending order inside a chunk (a CTA waits only for CTAs dispatched before it: no deadlock,
 // and none waits long), which is shortest-first for causal: the price of this mode at short T.
+//
+// Head dimension 256 (Cfg::SPLIT_D; branch sm90-bwd-d256, 2026-12-01). The layout above at D = 256
+// would hold dV_w and dK_w, 64 x 256 fp32 each, in 128 + 128 registers per thread: more than the
+// 240 a consumer gets. The d256 configuration divides the columns instead of the keys:
+//   BN = 64 keys per CTA, BM = 64 queries per step. Both consumers compute the same S^T = K Q_i^T
+//   and dP^T = V dO_i^T (64 x 64, over all 256 columns) and so both hold all of P^T and dS^T as A
+//   fragments; consumer w owns columns [128 w, 128 w + 128) of dK_j and dV_j for all 64 keys:
+//     dV_j[:, w] += P^T dO_i[:, w]   dK_j[:, w] += dS^T Q_i[:, w]   (RS, N = 128: Q/dO panels 2w, 2w+1)
+//     dQ_i[:, w] += dS K_j[:, w]     (two 64 x 64 SS chunks, 2w and 2w + 1, one after the other)
+//   Registers per consumer thread: dV 64 + dK 64 + S^T 32 + dP^T 32 + P^T, dS^T fragments 16 + 16
+//   + one dQ chunk 32: the d128 configuration's shapes exactly (ptxas: 0 spills).
+//   Shared memory: K 32 KB + V 32 KB + Q, dO rings 2 x 2 x 32 KB + dS^T 2 x 8 KB = 208 KB, + the
+//   LSE/D vectors 1 KB, barriers, 1 KB alignment slack, of 227 KB. The dQ staging (2 chunks x
+//   16 KB per consumer) does not fit, so each consumer adds its chunks from registers
+//   (red.global.add.v4.f32, in the staging's fragment order: 512 contiguous bytes per warp and
+//   instruction, the bytes the bulk reduce-add moved); no dQ writer warp, and no deterministic mode
+//   (the plan gives deterministic calls above head_dim 128 to the sm80 family). dS^T is stored
+//   once: each consumer writes its 32 queries of it.
+//   The price: S^T and dP^T are computed twice, 7 units of 64 x 64 x 256 multiply-adds per step
+//   where 5 are needed (at most 5/7 of the tensor rate as useful work). Rejected: FA3's tile (the
+//   two warpgroups split S by keys, N = 32 each, and exchange P and dS through shared memory, so
+//   dV and dK read P^T, dS^T as SS operands: no recomputation, but two new shared-memory operand
+//   layouts and a P^T staging buffer, 16 KB, that leaves ~3 KB free); a column split over two
+//   CTAs like the sm80 d256 backward (the same 7/5 products, plus every Q_i, dO_i and K/V tile
+//   loaded twice and twice the CTAs).
+//   Head dims 136..248 (multiples of 8) run this configuration: the TMA maps' innermost dimension
+//   is the call's head_dim, so the loads read zeros past it (S, dP unchanged; dV, dK, dQ there
+//   are 0), and the stores of dK/dV (store_rows) and dQ (the convert kernel) stop at head_dim.
 #pragma once
 #include <cuda.h>
 
@@ -75,6 +103,7 @@ struct BwdSm90Params {
   float *dq_accum;                     // [batch * heads_q, num_m_blocks, BM * D], fragment order
   int *dq_sem;                         // deterministic mode: [batch * heads_q, num_m_blocks, NWG], zeroed; else null
   int seqlen_q, seqlen_k, seqlen_q_pad, heads_q, heads_kv, group, num_m_blocks;
+  int head_dim;                           // the call's (<= D): dK/dV columns past it are not stored
   int num_n_blocks, num_bh, chunk_heads;  // the CTA order (tile_of); num_bh = batch * heads_kv
   cuda::DeviceMods mods;                  // window (causal folded in as window_right = 0), softcap, ALiBi
   int transforms;                         // softcap or ALiBi: the fused P/dS path
@@ -88,21 +117,26 @@ constexpr int kConsumerWarpgroups = 2;
 template <class T, int D_, int BM_>
 struct BwdConfig {
   using Elem = T;
-  static constexpr int D = D_, BM = BM_, BN = 128, NWG = kConsumerWarpgroups, STAGES = 2;
+  static constexpr int D = D_, BM = BM_, NWG = kConsumerWarpgroups, STAGES = 2;
+  // SPLIT_D (head_dim 256, the file header's "Head dimension 256"): BN = 64 keys, both consumers
+  // own all of them and COLS = 128 columns of dK/dV each; else BN = 128, 64 keys each, all D columns.
+  static constexpr bool SPLIT_D = D == 256;
+  static constexpr int BN = SPLIT_D ? 64 : 128, COLS = SPLIT_D ? D / NWG : D;
   static constexpr int THREADS = 128 * (NWG + 1);
   static constexpr int PANELS = D / 64;
-  // dQ_i (BM x D) is cut into 64 x 64 chunks, one per consumer: chunk w covers query panel w / ND
-  // and head_dim panel w % ND.
+  // dQ_i (BM x D) is cut into 64 x 64 chunks: chunk c covers query panel c / ND and head_dim panel
+  // c % ND. One chunk per consumer (staged, the dQ writer adds it), or with SPLIT_D the consumer's
+  // COLS / 64 chunks, added from its registers.
   static constexpr int NQ = BM / 64, ND = D / 64;
-  static_assert(NQ * ND == NWG, "one 64 x 64 dQ chunk per consumer warpgroup");
+  static_assert(SPLIT_D ? (NQ == 1 && ND == 2 * NWG) : NQ * ND == NWG, "dQ chunks per consumer warpgroup");
   static constexpr int KV_BYTES = BN * D * 2, Q_BYTES = BM * D * 2, DS_BYTES = BN * BM * 2;
-  static constexpr int DQ_CHUNK_FLOATS = 64 * 64, DQ_BYTES = BM * D * 4, VEC_BYTES = 2 * BM * 4;  // per consumer
+  static constexpr int DQ_CHUNK_FLOATS = 64 * 64, DQ_BYTES = SPLIT_D ? 0 : BM * D * 4, VEC_BYTES = 2 * BM * 4;
   static constexpr int K_OFF = 0, V_OFF = KV_BYTES, Q_OFF = 2 * KV_BYTES, DO_OFF = Q_OFF + STAGES * Q_BYTES;
   static constexpr int DS_OFF = DO_OFF + STAGES * Q_BYTES, DQ_OFF = DS_OFF + 2 * DS_BYTES;
   static constexpr int VEC_OFF = DQ_OFF + DQ_BYTES, BAR_OFF = VEC_OFF + NWG * VEC_BYTES;
   static constexpr int NUM_BARS = 1 + 2 * STAGES;
   static constexpr int SMEM_BYTES = BAR_OFF + NUM_BARS * 8 + 1024;  // + slack to align the base to 1024
-  static_assert(D == 64 || D == 128, "head_dim 64 or 128");
+  static_assert(D == 64 || D == 128 || D == 256, "head_dim 64, 128 or 256");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
 };
 
@@ -234,10 +268,12 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
   __syncwarp();
 }
 
-// Writes a 64 x D fp32 accumulator (this warpgroup's 64 keys) as the dtype, rows < seqlen_k.
+// Writes a 64 x COLS fp32 accumulator (this warpgroup's 64 keys, columns col0..) as the dtype,
+// rows < seqlen_k, columns < head_dim (a multiple of 8: whole 8-column groups are in or out).
 template <class Cfg>
 __device__ __forceinline__ void store_rows(void *out, const int64_t (&stride)[3], int b, int hk, int key_base,
-                                           int seqlen_k, const float (&acc)[Cfg::D / 2], float mul) {
+                                           int seqlen_k, int col0, int head_dim, const float (&acc)[Cfg::COLS / 2],
+                                           float mul) {
   using T = typename Cfg::Elem;
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   T *base = static_cast<T *>(out) + int64_t(b) * stride[0] + int64_t(hk) * stride[2];
@@ -245,9 +281,10 @@ __device__ __forceinline__ void store_rows(void *out, const int64_t (&stride)[3]
   for (int half = 0; half < 2; ++half) {
     const int key = key_base + warp * 16 + lane / 4 + 8 * half;
     if (key >= seqlen_k) continue;
-    T *row = base + int64_t(key) * stride[1];
+    T *row = base + int64_t(key) * stride[1] + col0;
 #pragma unroll
-    for (int j = 0; j < Cfg::D / 8; ++j) {
+    for (int j = 0; j < Cfg::COLS / 8; ++j) {
+      if (col0 + 8 * j >= head_dim) continue;
       const int i = 4 * j + 2 * half;
       *reinterpret_cast<uint32_t *>(row + 8 * j + 2 * (lane % 4)) = pack2<T>(acc[i] * mul, acc[i + 1] * mul);
     }
@@ -263,24 +300,32 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   const uint32_t base = smem_addr(smem);
   // Descriptors (docs/hopper.md §2.5): K-major tiles step 32 B per k16 inside a 128-B row
   // and a panel per 4 steps; N/M-major tiles step 16 rows (2048 B) per k16.
-  const uint64_t k_a = make_smem_desc(base + Cfg::K_OFF + wg * 64 * 128, 16, 1024);
-  const uint64_t v_a = make_smem_desc(base + Cfg::V_OFF + wg * 64 * 128, 16, 1024);
+  // This warpgroup's keys (rows of the K/V tiles): its own 64, or with SPLIT_D the block's 64 (both
+  // consumers compute the same S^T, dP^T) and its columns of dK/dV: all, or with SPLIT_D panels
+  // 2 wg, 2 wg + 1 of the N-major Q/dO operands.
+  constexpr int COLS = Cfg::COLS;
+  const int key_row0 = Cfg::SPLIT_D ? 0 : wg * 64, col0 = Cfg::SPLIT_D ? wg * COLS : 0;
+  const uint32_t col_off = uint32_t(col0 / 64) * BM * 128;
+  const uint64_t k_a = make_smem_desc(base + Cfg::K_OFF + key_row0 * 128, 16, 1024);
+  const uint64_t v_a = make_smem_desc(base + Cfg::V_OFF + key_row0 * 128, 16, 1024);
   const uint64_t q_b0 = make_smem_desc(base + Cfg::Q_OFF, 16, 1024);
   const uint64_t do_b0 = make_smem_desc(base + Cfg::DO_OFF, 16, 1024);
-  const uint64_t q_mn0 = make_smem_desc(base + Cfg::Q_OFF, BM * 128, 1024);
-  const uint64_t do_mn0 = make_smem_desc(base + Cfg::DO_OFF, BM * 128, 1024);
-  const int q_panel = wg / Cfg::ND, d_panel = wg % Cfg::ND;
+  const uint64_t q_mn0 = make_smem_desc(base + Cfg::Q_OFF + col_off, BM * 128, 1024);
+  const uint64_t do_mn0 = make_smem_desc(base + Cfg::DO_OFF + col_off, BM * 128, 1024);
+  // The (first) dQ chunk of this consumer; SPLIT_D: chunks 2 wg and 2 wg + 1 (query panel 0).
+  const int dq_chunk0 = Cfg::SPLIT_D ? 2 * wg : wg;
+  const int q_panel = dq_chunk0 / Cfg::ND, d_panel = dq_chunk0 % Cfg::ND;
   const uint64_t ds_a0 = make_smem_desc(base + Cfg::DS_OFF + q_panel * BN * 128, BN * 128, 1024);
   const uint64_t k_mn = make_smem_desc(base + Cfg::K_OFF + d_panel * BN * 128, BN * 128, 1024);
 
   const int shift = p.seqlen_k - p.seqlen_q;
-  const int key_base = n_block * BN + wg * 64;
+  const int key_base = n_block * BN + key_row0;
   const int key0 = key_base + warp * 16 + g;  // this thread's two keys: key0, key0 + 8
   const bool keys_end_here = (n_block + 1) * BN > p.seqlen_k;
 
-  float dv[D / 2], dk[D / 2];
+  float dv[COLS / 2], dk[COLS / 2];
 #pragma unroll
-  for (int i = 0; i < D / 2; ++i) dv[i] = dk[i] = 0.f;
+  for (int i = 0; i < COLS / 2; ++i) dv[i] = dk[i] = 0.f;
 
   mbar_wait(kv_full, 0);
   PipeState<Cfg::STAGES> st;
@@ -398,7 +443,9 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     const uint32_t ds_tile = base + Cfg::DS_OFF + ds_buf * Cfg::DS_BYTES;
 #pragma unroll
     for (int i = 0; i < BM / 2; i += 2) {
-      const int row = wg * 64 + warp * 16 + g + 8 * acc_half(i);
+      // SPLIT_D: both consumers hold the same dS^T; each stores its half of the queries.
+      if (Cfg::SPLIT_D && (i < BM / 4) != (wg == 0)) continue;
+      const int row = key_row0 + warp * 16 + g + 8 * acc_half(i);
       const int col = 8 * acc_group(i) + 2 * q;
       const uint32_t addr = swizzled_128b(ds_tile, BN, row, col) + (col % 8) * 2;
       asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(dsa[i / 2]) : "memory");
@@ -409,7 +456,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < BM / 16; ++k)
-      wgmma_rs<D, T>(dv, reinterpret_cast<const uint32_t(&)[4]>(pa[4 * k]), desc_advance(do_mn0, q_off + k * 2048), 1);
+      wgmma_rs<COLS, T>(dv, reinterpret_cast<const uint32_t(&)[4]>(pa[4 * k]), desc_advance(do_mn0, q_off + k * 2048),
+                        1);
     wgmma_commit();
 
     // dQ chunk = dS K once both consumers' dS^T is in shared memory, then dK += dS^T Q.
@@ -423,20 +471,45 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     wgmma_commit();
 #pragma unroll
     for (int k = 0; k < BM / 16; ++k)
-      wgmma_rs<D, T>(dk, reinterpret_cast<const uint32_t(&)[4]>(dsa[4 * k]), desc_advance(q_mn0, q_off + k * 2048), 1);
+      wgmma_rs<COLS, T>(dk, reinterpret_cast<const uint32_t(&)[4]>(dsa[4 * k]), desc_advance(q_mn0, q_off + k * 2048),
+                        1);
     wgmma_commit();
     wgmma_wait<1>();  // dV and dQ done; dK still in flight while the dQ chunk is staged
     fence_operands(dq);
 
-    // The chunk goes to the dQ writer through the staging buffer, once the writer has given it back.
-    float *staging = reinterpret_cast<float *>(smem + Cfg::DQ_OFF) + wg * Cfg::DQ_CHUNK_FLOATS;
-    named_barrier_sync(kDqEmpty + wg, kDqBarrierThreads);
+    if constexpr (Cfg::SPLIT_D) {
+      // Two chunks, each added from registers into the global accumulator in the staging order
+      // (float4 j of thread t at (j * 128 + t) * 4: 512 contiguous bytes per warp and j); the
+      // second chunk's product runs after the first one's adds were issued.
+      float *acc = p.dq_accum + ((int64_t(b) * p.heads_q + h) * p.num_m_blocks + m) * (BM * D);
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
-      *reinterpret_cast<float4 *>(staging + (j * 128 + t) * 4) =
-          make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
-    fence_view_async_shared();
-    named_barrier_arrive(kDqFull + wg, kDqBarrierThreads);
+      for (int c = 0; c < 2; ++c) {
+        if (c == 1) {
+          wgmma_fence();
+#pragma unroll
+          for (int k = 0; k < BN / 16; ++k)
+            wgmma_ss_mn_n64<T>(dq, desc_advance(ds_a0, ds_buf * Cfg::DS_BYTES + k * 2048),
+                               desc_advance(k_mn, BN * 128 + k * 2048), k > 0);  // head_dim panel + 1
+          wgmma_commit();
+          wgmma_wait<0>();
+          fence_operands(dq);
+        }
+        float4 *dst = reinterpret_cast<float4 *>(acc + (dq_chunk0 + c) * Cfg::DQ_CHUNK_FLOATS) + t;
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          atomicAdd(dst + j * 128, make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
+      }
+    } else {
+      // The chunk goes to the dQ writer through the staging buffer, once the writer has given it back.
+      float *staging = reinterpret_cast<float *>(smem + Cfg::DQ_OFF) + wg * Cfg::DQ_CHUNK_FLOATS;
+      named_barrier_sync(kDqEmpty + wg, kDqBarrierThreads);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        *reinterpret_cast<float4 *>(staging + (j * 128 + t) * 4) =
+            make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
+      fence_view_async_shared();
+      named_barrier_arrive(kDqFull + wg, kDqBarrierThreads);
+    }
 
     wgmma_wait<0>();
     fence_operands(dv);
@@ -448,8 +521,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     ds_buf ^= 1;
     h = h_next, m = m_next;
   }
-  store_rows<Cfg>(p.dv, p.dv_stride, b, hk, key_base, p.seqlen_k, dv, 1.f);
-  store_rows<Cfg>(p.dk, p.dk_stride, b, hk, key_base, p.seqlen_k, dk, p.scale);
+  store_rows<Cfg>(p.dv, p.dv_stride, b, hk, key_base, p.seqlen_k, col0, p.head_dim, dv, 1.f);
+  store_rows<Cfg>(p.dk, p.dk_stride, b, hk, key_base, p.seqlen_k, col0, p.head_dim, dk, p.scale);
 }
 
 template <class Cfg>
@@ -474,7 +547,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const _
     setmaxnreg_dec<24>();
     if (threadIdx.x == 0)
       bwd_producer<Cfg>(p, smem, kv_full, full, empty, n_block, hk, b);
-    else if (threadIdx.x / 32 == 1)
+    else if (!Cfg::SPLIT_D && threadIdx.x / 32 == 1)
       bwd_dq_writer<Cfg>(p, smem, n_block, hk, b);
   } else {
     setmaxnreg_inc<240>();

@@ -1,0 +1,227 @@
+// The Hopper backward's gradient check shared by its tests (sm90_bwd_mods_test.cpp: masks and score
+// transforms at head_dim 64 and 128; sm90_bwd_d256_test.cpp: the head_dim 256 kernel and the head
+// dims it serves): one case of random inputs (seed printed; FLASHBOX_TEST_SEED=N repeats one), the
+// GPU forward's own O and LSE, the backward three times (atomic dQ, then deterministic twice, which
+// must repeat bitwise) into NaN-poisoned gradients framed by guard bytes that must survive, each
+// gradient against the fp64 CPU reference backward (src/cpu/reference_backward_fp64.hpp) with the
+// same core::ScoreMods, relative error < 1e-2; and the kernel that ran must be the one the case names
+// (auto picks the sm90 backward on compute capability 9.0 unless FLASHBOX_BWD_ARCH=sm80).
+#pragma once
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/masks.hpp"
+#include "cpu/reference_backward_fp64.hpp"
+#include "cpu/reference_fp64.hpp"
+#include "flashbox/flashbox.h"
+#include "sm90/hopper_device.hpp"
+#include "support/attention_case.hpp"
+
+namespace flashbox::test::sm90_bwd {
+
+inline bool small_only() {
+  const char *s = std::getenv("FLASHBOX_SM90_MODS_SMALL");
+  return s && *s && *s != '0';
+}
+
+inline bool sm80_forced() {
+  const char *s = std::getenv("FLASHBOX_BWD_ARCH");
+  return s && std::string(s) == "sm80";
+}
+
+enum class Alibi { none, head, batch };
+
+struct BwdCase {
+  std::string name;
+  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
+  int causal;
+  int window_left = -1, window_right = -1;
+  float softcap = 0.0f;
+  Alibi alibi = Alibi::none;
+  flashbox_dtype dtype = FLASHBOX_BFLOAT16;
+};
+
+inline constexpr size_t kGuard = 4096;
+inline constexpr uint8_t kGuardByte = 0xa5;
+
+// One device output with guards; the payload poisoned with 0xff bytes (NaN in bf16/fp16 and fp32).
+struct GuardedOutput {
+  explicit GuardedOutput(size_t bytes) : bytes(bytes) {
+    if (cudaMalloc(&raw, bytes + 2 * kGuard) != cudaSuccess) raw = nullptr;
+    if (raw) {
+      cudaMemset(raw, kGuardByte, bytes + 2 * kGuard);
+      cudaMemset(ptr(), 0xff, bytes);
+    }
+  }
+  ~GuardedOutput() { cudaFree(raw); }
+  void *ptr() const { return static_cast<char *>(raw) + kGuard; }
+  // Copies the payload back; false when a guard byte changed or the copy failed.
+  bool back(std::vector<uint8_t> &host) const {
+    std::vector<uint8_t> all(bytes + 2 * kGuard);
+    if (cudaMemcpy(all.data(), raw, all.size(), cudaMemcpyDeviceToHost) != cudaSuccess) return false;
+    host.assign(all.begin() + kGuard, all.begin() + kGuard + long(bytes));
+    for (size_t i = 0; i < kGuard; ++i)
+      if (all[i] != kGuardByte || all[kGuard + bytes + i] != kGuardByte) return false;
+    return true;
+  }
+  size_t bytes;
+  void *raw = nullptr;
+};
+
+struct DeviceInput {
+  DeviceInput(const void *host, size_t bytes) {
+    if (cudaMalloc(&ptr, bytes ? bytes : 16) == cudaSuccess && bytes)
+      cudaMemcpy(ptr, host, bytes, cudaMemcpyHostToDevice);
+  }
+  ~DeviceInput() { cudaFree(ptr); }
+  void *ptr = nullptr;
+};
+
+// ||got - ref|| / ||ref|| (ref all zero: ||got||); NaN/inf in got gives inf.
+inline double rel_error(const std::vector<uint8_t> &got, flashbox_dtype dt, const std::vector<double> &ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double g = cpu::load_as_float(got.data(), dt, int64_t(i));
+    if (!std::isfinite(g)) return INFINITY;
+    num += (g - ref[i]) * (g - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// Largest gradient error a test saw, printed at its end: the measured accuracy.
+struct Worst {
+  double rel = 0;
+  ~Worst() { std::fprintf(stderr, "  worst gradient rel error of this test: %.3e\n", rel); }
+};
+
+// The kernel of the atomic-dQ run must contain `kernel_atomic` (unless FLASHBOX_BWD_ARCH=sm80); the
+// deterministic runs' must contain `kernel_det` (nullptr: "sm90", the same family; "" for no check:
+// a head_dim whose sm90 kernel has no deterministic mode falls back to the sm80 family).
+inline void run_case(const BwdCase &c, Worst &worst, const char *kernel_atomic = "sm90",
+                     const char *kernel_det = "sm90") {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(c.name + " seed " + std::to_string(seed) + " (FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")");
+  std::mt19937_64 rng(seed);
+  const int64_t B = c.batch, SQ = c.seqlen_q, SK = c.seqlen_k, HQ = c.heads_q, HKV = c.heads_kv, D = c.head_dim;
+  const flashbox_dtype dt = c.dtype;
+  std::normal_distribution<float> normal(0.f, 1.f);
+  auto random = [&](int64_t n) {
+    std::vector<uint8_t> v(size_t(n * 2));
+    for (int64_t i = 0; i < n; ++i) cpu::store_from_float(v.data(), dt, i, normal(rng));
+    return v;
+  };
+  const std::vector<uint8_t> q = random(B * SQ * HQ * D), k = random(B * SK * HKV * D), v = random(B * SK * HKV * D);
+  const std::vector<uint8_t> dout = random(B * SQ * HQ * D);
+  std::vector<float> slopes;
+  if (c.alibi != Alibi::none) {
+    std::uniform_real_distribution<float> u(0.0f, 0.5f);
+    slopes.resize(size_t(c.alibi == Alibi::batch ? B * HQ : HQ));
+    for (float &s : slopes) s = u(rng);
+  }
+
+  flashbox_attention_args a{};
+  a.dtype = dt, a.impl = FLASHBOX_AUTO;
+  a.batch = B, a.seqlen_q = SQ, a.seqlen_k = SK, a.heads_q = HQ, a.heads_kv = HKV, a.head_dim = D;
+  a.causal = c.causal;
+  const int64_t qs[3] = {SQ * HQ * D, HQ * D, D}, ks[3] = {SK * HKV * D, HKV * D, D};
+  std::copy_n(qs, 3, a.q_stride), std::copy_n(qs, 3, a.o_stride);
+  std::copy_n(ks, 3, a.k_stride), std::copy_n(ks, 3, a.v_stride);
+
+  // fp64 reference: forward (for nothing but the check's O) and backward with the same mods.
+  core::ScoreMods m;
+  m.window_left = c.window_left, m.window_right = c.causal ? 0 : c.window_right, m.softcap = c.softcap;
+  if (c.alibi != Alibi::none) {
+    m.alibi_slopes = slopes.data();
+    if (c.alibi == Alibi::batch) m.alibi_batch_stride = HQ;
+  }
+  flashbox_attention_args host = a;
+  host.device = FLASHBOX_CPU;
+  host.q = q.data(), host.k = k.data(), host.v = v.data();
+  flashbox_attention_grad_args hg{};
+  hg.fwd = host;
+  hg.dout = dout.data();
+  std::copy_n(qs, 3, hg.dout_stride);
+  std::vector<double> ref_dq, ref_dk, ref_dv;
+  cpu::reference_attention_backward_fp64(hg, ref_dq, ref_dk, ref_dv, &m);
+
+  DeviceInput dq_in(q.data(), q.size()), dk_in(k.data(), k.size()), dv_in(v.data(), v.size());
+  DeviceInput ddout(dout.data(), dout.size()), dslopes(slopes.data(), slopes.size() * 4);
+  void *o = nullptr, *lse = nullptr;
+  ASSERT_EQ(cudaMalloc(&o, q.size()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&lse, size_t(B * HQ * SQ) * 4), cudaSuccess);
+  a.device = FLASHBOX_CUDA;
+  a.q = dq_in.ptr, a.k = dk_in.ptr, a.v = dv_in.ptr, a.o = o, a.lse = static_cast<float *>(lse);
+  flashbox_attention_ext e = flashbox_attention_ext_default();
+  e.window_left = c.window_left, e.window_right = c.causal ? -1 : c.window_right;
+  e.softcap = c.softcap;
+  if (c.alibi != Alibi::none) {
+    e.alibi_slopes = static_cast<const float *>(dslopes.ptr);
+    e.alibi_batch_stride = c.alibi == Alibi::batch ? HQ : 0;
+  }
+  ASSERT_EQ(flashbox_attention_forward_ext(&a, &e), 0) << flashbox_last_error();
+  const std::string fwd_kernel = flashbox_last_kernel();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+  std::vector<uint8_t> first[3];
+  for (int run = 0; run < 3; ++run) {  // atomic dQ, then deterministic twice (bitwise equal)
+    const int det = run > 0;
+    GuardedOutput gq(q.size()), gk(k.size()), gv(v.size());
+    ASSERT_TRUE(gq.raw && gk.raw && gv.raw) << "device allocation";
+    flashbox_attention_grad_args g{};
+    g.fwd = a;
+    g.dout = ddout.ptr;
+    std::copy_n(qs, 3, g.dout_stride), std::copy_n(qs, 3, g.dq_stride);
+    std::copy_n(ks, 3, g.dk_stride), std::copy_n(ks, 3, g.dv_stride);
+    g.dq = gq.ptr(), g.dk = gk.ptr(), g.dv = gv.ptr();
+    g.deterministic = det;
+    ASSERT_EQ(flashbox_attention_backward_ext(&g, &e), 0) << flashbox_last_error();
+    const std::string kernel = flashbox_last_kernel();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << kernel;
+    const char *want = det ? kernel_det : kernel_atomic;
+    if (!sm80_forced() && want != nullptr && *want) {
+      EXPECT_NE(kernel.find(want), std::string::npos) << "expected a kernel named *" << want << "*, ran " << kernel;
+    }
+    if (det) {
+      EXPECT_NE(kernel.find("deterministic"), std::string::npos) << kernel;
+    }
+    std::vector<uint8_t> got[3];
+    ASSERT_TRUE(gq.back(got[0])) << "a guard byte around dq changed (" << kernel << ")";
+    ASSERT_TRUE(gk.back(got[1])) << "a guard byte around dk changed (" << kernel << ")";
+    ASSERT_TRUE(gv.back(got[2])) << "a guard byte around dv changed (" << kernel << ")";
+    const char *names[3] = {"dq", "dk", "dv"};
+    const std::vector<double> *refs[3] = {&ref_dq, &ref_dk, &ref_dv};
+    for (int x = 0; x < 3; ++x) {
+      const double err = rel_error(got[x], dt, *refs[x]);
+      worst.rel = std::max(worst.rel, err);
+      EXPECT_LT(err, 1e-2) << names[x] << " rel error (" << kernel << ", forward " << fwd_kernel << ")";
+    }
+    if (run == 1)
+      for (int x = 0; x < 3; ++x) first[x] = got[x];
+    if (run == 2) {
+      for (int x = 0; x < 3; ++x) EXPECT_TRUE(first[x] == got[x]) << names[x] << ": deterministic mode not repeatable";
+    }
+    if (run == 0) std::printf("  %-52s %s / %s\n", c.name.c_str(), fwd_kernel.c_str(), kernel.c_str());
+  }
+  cudaFree(o);
+  cudaFree(lse);
+}
+
+#define SKIP_WITHOUT_HOPPER() \
+  do { \
+    std::string why_; \
+    if (!have_hopper(why_)) GTEST_SKIP() << why_ << ": the sm90 backward is not run"; \
+  } while (0)
+
+}  // namespace flashbox::test::sm90_bwd

@@ -1,6 +1,7 @@
 // The few sm_90a instructions the Hopper backward needs beyond the forward's (src/cuda/forward/sm90):
 // the one-dimensional bulk copy from shared to global memory as an fp32 reduce-add (FA3's way of
-// accumulating dQ), and the wgmma whose A and B are both MN-major.
+// accumulating dQ), the wgmma whose A and B are both MN-major, and the d256 configuration's N = 32
+// SS product and SS product with B N-major.
 #pragma once
 #include <cstdint>
 
@@ -38,6 +39,43 @@ __device__ __forceinline__ void wgmma_ss_mn_n64(float (&d)[32], uint64_t desc_a,
   else
     FB_BWD_WGMMA_TT("f16");
 #undef FB_BWD_WGMMA_TT
+}
+
+// D (64 x 32, fp32) [+]= A (64 x 16) * B (16 x 32), both K-major in shared memory: the d256
+// configuration's S^T = K Q_w^T and dP^T = V dO_w^T over one consumer's 32 queries.
+template <class T>
+__device__ __forceinline__ void wgmma_ss_n32(float (&d)[16], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+#define FB_BWD_WGMMA_N32(TY) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY \
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]) \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+  if constexpr (is_bf16<T>)
+    FB_BWD_WGMMA_N32("bf16");
+  else
+    FB_BWD_WGMMA_N32("f16");
+#undef FB_BWD_WGMMA_N32
+}
+
+// D (64 x 128, fp32) [+]= A (64 x 16, K-major) * B (16 x 128, N-major), both in shared memory
+// (trans-a = 0, trans-b = 1): the d256 configuration's dV += P^T dO and dK += dS^T Q, with P^T and
+// dS^T read from the tiles both consumers wrote.
+template <class T>
+__device__ __forceinline__ void wgmma_ss_tb_n128(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+#define FB_BWD_WGMMA_TB(TY) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FB_WGMMA_D64 ", %64, %65, p, 1, 1, 0, 1;\n}\n" \
+      : FB_WGMMA_OUT64(d) \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+  if constexpr (is_bf16<T>)
+    FB_BWD_WGMMA_TB("bf16");
+  else
+    FB_BWD_WGMMA_TB("f16");
+#undef FB_BWD_WGMMA_TB
 }
 
 }  // namespace flashbox::sm90::bwd

@@ -53,28 +53,31 @@
 //
 // Head dimension 256 (Cfg::SPLIT_D; branch sm90-bwd-d256, 2026-12-01). The layout above at D = 256
 // would hold dV_w and dK_w, 64 x 256 fp32 each, in 128 + 128 registers per thread: more than the
-// 240 a consumer gets. The d256 configuration divides the columns instead of the keys:
-//   BN = 64 keys per CTA, BM = 64 queries per step. Both consumers compute the same S^T = K Q_i^T
-//   and dP^T = V dO_i^T (64 x 64, over all 256 columns) and so both hold all of P^T and dS^T as A
-//   fragments; consumer w owns columns [128 w, 128 w + 128) of dK_j and dV_j for all 64 keys:
-//     dV_j[:, w] += P^T dO_i[:, w]   dK_j[:, w] += dS^T Q_i[:, w]   (RS, N = 128: Q/dO panels 2w, 2w+1)
+// 240 a consumer gets. The d256 configuration divides the columns of the accumulators and the
+// queries of the scores instead of the keys:
+//   BN = 64 keys per CTA, BM = 64 queries per step. Consumer w computes S^T and dP^T for the 64
+//   keys and its 32 queries [32 w, 32 w + 32) (SS, N = 32, over all 256 columns), P^T and dS^T
+//   from them, and stores both into shared memory (P^T and dS^T tiles, 64 keys x 64 queries,
+//   128-B swizzled rows, double-buffered). Once both halves are there (kDsBarrier), consumer w
+//   accumulates columns [128 w, 128 w + 128) of dK_j, dV_j for all 64 keys and 64 queries:
+//     dV_j[:, w] += P^T dO_i[:, w]   dK_j[:, w] += dS^T Q_i[:, w]   (SS: A K-major from those tiles,
+//                                                                  B N-major, Q/dO panels 2w, 2w+1)
 //     dQ_i[:, w] += dS K_j[:, w]     (two 64 x 64 SS chunks, 2w and 2w + 1, one after the other)
-//   Registers per consumer thread: dV 64 + dK 64 + S^T 32 + dP^T 32 + P^T, dS^T fragments 16 + 16
-//   + one dQ chunk 32: the d128 configuration's shapes exactly (ptxas: 0 spills).
-//   Shared memory: K 32 KB + V 32 KB + Q, dO rings 2 x 2 x 32 KB + dS^T 2 x 8 KB = 208 KB, + the
-//   LSE/D vectors 1 KB, barriers, 1 KB alignment slack, of 227 KB. The dQ staging (2 chunks x
-//   16 KB per consumer) does not fit, so each consumer adds its chunks from registers
-//   (red.global.add.v4.f32, in the staging's fragment order: 512 contiguous bytes per warp and
-//   instruction, the bytes the bulk reduce-add moved); no dQ writer warp, and no deterministic mode
-//   (the plan gives deterministic calls above head_dim 128 to the sm80 family). dS^T is stored
-//   once: each consumer writes its 32 queries of it.
-//   The price: S^T and dP^T are computed twice, 7 units of 64 x 64 x 256 multiply-adds per step
-//   where 5 are needed (at most 5/7 of the tensor rate as useful work). Rejected: FA3's tile (the
-//   two warpgroups split S by keys, N = 32 each, and exchange P and dS through shared memory, so
-//   dV and dK read P^T, dS^T as SS operands: no recomputation, but two new shared-memory operand
-//   layouts and a P^T staging buffer, 16 KB, that leaves ~3 KB free); a column split over two
-//   CTAs like the sm80 d256 backward (the same 7/5 products, plus every Q_i, dO_i and K/V tile
-//   loaded twice and twice the CTAs).
+//   Registers per consumer thread: dV 64 + dK 64 + S^T 16 + dP^T 16 + their packed halves 8 + 8 +
+//   one dQ chunk 32 (ptxas: 0 spills).
+//   Shared memory: K 32 KB + V 32 KB + Q, dO rings 2 x 2 x 32 KB + dS^T and P^T 2 x 2 x 8 KB =
+//   224 KB, + the LSE/D vectors 1 KB, barriers, 1 KB alignment slack: 226 of 227 KB. The dQ
+//   staging (2 chunks x 16 KB per consumer) does not fit, so each consumer adds its chunks from
+//   registers (red.global.add.v4.f32, in the staging's fragment order: 512 contiguous bytes per
+//   warp and instruction, the bytes the bulk reduce-add moved); no dQ writer warp, and no
+//   deterministic mode (the plan gives deterministic calls above head_dim 128 to the sm80 family).
+//   History: v12 (3c59daa, measured) had both consumers compute the same S^T, dP^T for all 64
+//   queries, P^T and dS^T then register A operands, no P^T tile: 7 products' work per step where
+//   5 are useful; 329 TFLOP/s at T = 16384, 1.16x cuDNN's time (bench/NOTES.md). This split (FA3's
+//   idea of exchanging P and dS between the warpgroups through shared memory, here by queries)
+//   does the 5 and costs the P^T tile, one barrier before dV instead of before dQ, and SS reads
+//   of P^T/dS^T. Rejected: a column split over two CTAs like the sm80 d256 backward (7/5 products,
+//   plus every Q_i, dO_i and K/V tile loaded twice and twice the CTAs).
 //   Head dims 136..248 (multiples of 8) run this configuration: the TMA maps' innermost dimension
 //   is the call's head_dim, so the loads read zeros past it (S, dP unchanged; dV, dK, dQ there
 //   are 0), and the stores of dK/dV (store_rows) and dQ (the convert kernel) stop at head_dim.
@@ -118,8 +121,9 @@ template <class T, int D_, int BM_>
 struct BwdConfig {
   using Elem = T;
   static constexpr int D = D_, BM = BM_, NWG = kConsumerWarpgroups, STAGES = 2;
-  // SPLIT_D (head_dim 256, the file header's "Head dimension 256"): BN = 64 keys, both consumers
-  // own all of them and COLS = 128 columns of dK/dV each; else BN = 128, 64 keys each, all D columns.
+  // SPLIT_D (head_dim 256, the file header's "Head dimension 256"): BN = 64 keys, each consumer
+  // scores 32 queries of them and owns COLS = 128 columns of dK/dV; else BN = 128, 64 keys each,
+  // all queries and all D columns.
   static constexpr bool SPLIT_D = D == 256;
   static constexpr int BN = SPLIT_D ? 64 : 128, COLS = SPLIT_D ? D / NWG : D;
   static constexpr int THREADS = 128 * (NWG + 1);
@@ -130,9 +134,12 @@ struct BwdConfig {
   static constexpr int NQ = BM / 64, ND = D / 64;
   static_assert(SPLIT_D ? (NQ == 1 && ND == 2 * NWG) : NQ * ND == NWG, "dQ chunks per consumer warpgroup");
   static constexpr int KV_BYTES = BN * D * 2, Q_BYTES = BM * D * 2, DS_BYTES = BN * BM * 2;
+  static constexpr int QW = SPLIT_D ? BM / NWG : BM;       // queries of S^T, dP^T per consumer
+  static constexpr int PT_BYTES = SPLIT_D ? DS_BYTES : 0;  // SPLIT_D: P^T, exchanged like dS^T
   static constexpr int DQ_CHUNK_FLOATS = 64 * 64, DQ_BYTES = SPLIT_D ? 0 : BM * D * 4, VEC_BYTES = 2 * BM * 4;
   static constexpr int K_OFF = 0, V_OFF = KV_BYTES, Q_OFF = 2 * KV_BYTES, DO_OFF = Q_OFF + STAGES * Q_BYTES;
-  static constexpr int DS_OFF = DO_OFF + STAGES * Q_BYTES, DQ_OFF = DS_OFF + 2 * DS_BYTES;
+  static constexpr int DS_OFF = DO_OFF + STAGES * Q_BYTES, PT_OFF = DS_OFF + 2 * DS_BYTES;
+  static constexpr int DQ_OFF = PT_OFF + 2 * PT_BYTES;
   static constexpr int VEC_OFF = DQ_OFF + DQ_BYTES, BAR_OFF = VEC_OFF + NWG * VEC_BYTES;
   static constexpr int NUM_BARS = 1 + 2 * STAGES;
   static constexpr int SMEM_BYTES = BAR_OFF + NUM_BARS * 8 + 1024;  // + slack to align the base to 1024
@@ -300,16 +307,23 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   const uint32_t base = smem_addr(smem);
   // Descriptors (docs/hopper.md §2.5): K-major tiles step 32 B per k16 inside a 128-B row
   // and a panel per 4 steps; N/M-major tiles step 16 rows (2048 B) per k16.
-  // This warpgroup's keys (rows of the K/V tiles): its own 64, or with SPLIT_D the block's 64 (both
-  // consumers compute the same S^T, dP^T) and its columns of dK/dV: all, or with SPLIT_D panels
-  // 2 wg, 2 wg + 1 of the N-major Q/dO operands.
+  // This warpgroup's keys (rows of the K/V tiles): its own 64, or with SPLIT_D the block's 64 (its
+  // 32 queries of them: q_base) and its columns of dK/dV: all, or with SPLIT_D panels 2 wg, 2 wg + 1
+  // of the N-major Q/dO operands.
   constexpr int COLS = Cfg::COLS;
   const int key_row0 = Cfg::SPLIT_D ? 0 : wg * 64, col0 = Cfg::SPLIT_D ? wg * COLS : 0;
   const uint32_t col_off = uint32_t(col0 / 64) * BM * 128;
   const uint64_t k_a = make_smem_desc(base + Cfg::K_OFF + key_row0 * 128, 16, 1024);
   const uint64_t v_a = make_smem_desc(base + Cfg::V_OFF + key_row0 * 128, 16, 1024);
-  const uint64_t q_b0 = make_smem_desc(base + Cfg::Q_OFF, 16, 1024);
-  const uint64_t do_b0 = make_smem_desc(base + Cfg::DO_OFF, 16, 1024);
+  // SPLIT_D: this consumer's queries of S^T, dP^T are rows q_base.. of the K-major Q/dO tiles
+  // (32 rows = 4096 B, a whole number of 8-row swizzle atoms).
+  constexpr int QW = Cfg::QW;
+  const int q_base = Cfg::SPLIT_D ? wg * QW : 0;
+  const uint64_t q_b0 = make_smem_desc(base + Cfg::Q_OFF + q_base * 128, 16, 1024);
+  const uint64_t do_b0 = make_smem_desc(base + Cfg::DO_OFF + q_base * 128, 16, 1024);
+  // SPLIT_D: P^T and dS^T tiles as K-major A operands (keys x queries, 128-B swizzled rows).
+  const uint64_t pt_a = make_smem_desc(base + Cfg::PT_OFF, 16, 1024);
+  const uint64_t dst_a = make_smem_desc(base + Cfg::DS_OFF, 16, 1024);
   const uint64_t q_mn0 = make_smem_desc(base + Cfg::Q_OFF + col_off, BM * 128, 1024);
   const uint64_t do_mn0 = make_smem_desc(base + Cfg::DO_OFF + col_off, BM * 128, 1024);
   // The (first) dQ chunk of this consumer; SPLIT_D: chunks 2 wg and 2 wg + 1 (query panel 0).
@@ -357,17 +371,23 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     const uint32_t q_off = st.stage * Cfg::Q_BYTES;
     mbar_wait(full + st.stage, st.phase);
     // S^T = K_w Q^T and dP^T = V_w dO^T, as two groups: P is computed while dP^T is in flight.
-    float s[BM / 2], dp[BM / 2];
+    float s[QW / 2], dp[QW / 2];
+    const auto score_mma = [&](float(&acc)[QW / 2], uint64_t da, uint64_t db, int k) {
+      if constexpr (QW == 32)
+        wgmma_ss_n32<T>(acc, da, db, k > 0);
+      else
+        wgmma_ss<QW, T>(acc, da, db, k > 0);
+    };
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < D / 16; ++k)
-      wgmma_ss<BM, T>(s, desc_advance(k_a, (k / 4) * BN * 128 + (k % 4) * 32),
-                      desc_advance(q_b0, q_off + (k / 4) * BM * 128 + (k % 4) * 32), k > 0);
+      score_mma(s, desc_advance(k_a, (k / 4) * BN * 128 + (k % 4) * 32),
+                desc_advance(q_b0, q_off + (k / 4) * BM * 128 + (k % 4) * 32), k);
     wgmma_commit();
 #pragma unroll
     for (int k = 0; k < D / 16; ++k)
-      wgmma_ss<BM, T>(dp, desc_advance(v_a, (k / 4) * BN * 128 + (k % 4) * 32),
-                      desc_advance(do_b0, q_off + (k / 4) * BM * 128 + (k % 4) * 32), k > 0);
+      score_mma(dp, desc_advance(v_a, (k / 4) * BN * 128 + (k % 4) * 32),
+                desc_advance(do_b0, q_off + (k / 4) * BM * 128 + (k % 4) * 32), k);
     wgmma_commit();
 #pragma unroll
     for (int j = 0; j < VEC_PER_THREAD; ++j) vec[t + 128 * j] = vec_next[j];
@@ -375,21 +395,21 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     if (step + 1 < steps) load_vec(vec_next, h_next, m_next);
     named_barrier_sync(kChunkBarrier + wg, 128);
 
-    // P^T: register i holds key key0 + 8 * ((i >> 1) & 1), query 8 * (i >> 2) + 2q + (i & 1).
+    // P^T: register i holds key key0 + 8 * ((i >> 1) & 1), query q_base + 8 * (i >> 2) + 2q + (i & 1).
     // Masked only where the block is not inside every row's window or crosses the end of the keys.
     const bool masked = keys_end_here ||
                         cuda::mods_key_begin(p.mods, m * BM + BM - 1, shift, p.seqlen_k) > n_block * BN ||
                         cuda::mods_key_end(p.mods, m * BM, shift, p.seqlen_k) < (n_block + 1) * BN;
     const auto visible = [&](int i, int odd) {  // register i (+ odd) of this thread: inside the keys and the window
-      const int key = key0 + 8 * acc_half(i), d = key - (m * BM + 8 * acc_group(i) + 2 * q + odd) - shift;
+      const int key = key0 + 8 * acc_half(i), d = key - (m * BM + q_base + 8 * acc_group(i) + 2 * q + odd) - shift;
       return key < p.seqlen_k && d >= dlo && d <= dhi;
     };
     if (!p.transforms) {
       wgmma_wait<1>();
       fence_operands(s);
 #pragma unroll
-      for (int i = 0; i < BM / 2; i += 2) {
-        const int col = 8 * acc_group(i) + 2 * q;
+      for (int i = 0; i < QW / 2; i += 2) {
+        const int col = q_base + 8 * acc_group(i) + 2 * q;
         const float2 lse = *reinterpret_cast<const float2 *>(vec + col);
         float p0 = exp2f(fmaf(s[i], p.scale_log2, -lse.x));
         float p1 = exp2f(fmaf(s[i + 1], p.scale_log2, -lse.y));
@@ -404,8 +424,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       fence_operands(dp);
       // dS^T = P^T ∘ (dP^T − D).
 #pragma unroll
-      for (int i = 0; i < BM / 2; i += 2) {
-        const float2 dsum = *reinterpret_cast<const float2 *>(vec + BM + 8 * acc_group(i) + 2 * q);
+      for (int i = 0; i < QW / 2; i += 2) {
+        const float2 dsum = *reinterpret_cast<const float2 *>(vec + BM + q_base + 8 * acc_group(i) + 2 * q);
         dp[i] = s[i] * (dp[i] - dsum.x);
         dp[i + 1] = s[i + 1] * (dp[i + 1] - dsum.y);
       }
@@ -414,13 +434,13 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       const float slope_log2 = p.mods.alibi() ? cuda::mods_slope(p.mods, b, h) * kLog2e : 0.f;
       const bool capped = p.mods.capped();
       // row + shift - key of register 0 (query m * BM + 2q, key key0), as a float for the bias.
-      const float a0 = float(m * BM + 2 * q + shift - key0);
+      const float a0 = float(m * BM + q_base + 2 * q + shift - key0);
       wgmma_wait<0>();
       fence_operands(s);
       fence_operands(dp);
 #pragma unroll
-      for (int i = 0; i < BM / 2; ++i) {
-        const int col = 8 * acc_group(i) + 2 * q + (i & 1);
+      for (int i = 0; i < QW / 2; ++i) {
+        const int col = q_base + 8 * acc_group(i) + 2 * q + (i & 1);
         const float lse = vec[col], dsum = vec[BM + col];
         float v = s[i], grad = 1.f;
         if (capped) {
@@ -435,33 +455,46 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
         dp[i] = pr * (dp[i] - dsum) * grad;
       }
     }
-    uint32_t pa[BM / 4], dsa[BM / 4];
+    uint32_t pa[QW / 4], dsa[QW / 4];
     scores_to_a_fragments<T>(s, pa);
     scores_to_a_fragments<T>(dp, dsa);
 
-    // dS^T into shared memory: row = key in the block, 64-query panels of 128-B swizzled rows.
+    // dS^T (and with SPLIT_D P^T) into shared memory: row = key in the block, 64-query panels of
+    // 128-B swizzled rows; SPLIT_D: this consumer's 32 queries of them.
     const uint32_t ds_tile = base + Cfg::DS_OFF + ds_buf * Cfg::DS_BYTES;
+    const uint32_t pt_tile = base + Cfg::PT_OFF + ds_buf * Cfg::PT_BYTES;
 #pragma unroll
-    for (int i = 0; i < BM / 2; i += 2) {
-      // SPLIT_D: both consumers hold the same dS^T; each stores its half of the queries.
-      if (Cfg::SPLIT_D && (i < BM / 4) != (wg == 0)) continue;
+    for (int i = 0; i < QW / 2; i += 2) {
       const int row = key_row0 + warp * 16 + g + 8 * acc_half(i);
-      const int col = 8 * acc_group(i) + 2 * q;
-      const uint32_t addr = swizzled_128b(ds_tile, BN, row, col) + (col % 8) * 2;
-      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(dsa[i / 2]) : "memory");
+      const int col = q_base + 8 * acc_group(i) + 2 * q;
+      const uint32_t off = swizzled_128b(0, BN, row, col) + (col % 8) * 2;
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds_tile + off), "r"(dsa[i / 2]) : "memory");
+      if constexpr (Cfg::SPLIT_D)
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(pt_tile + off), "r"(pa[i / 2]) : "memory");
     }
     fence_view_async_shared();
 
-    // dV += P^T dO (A from registers, B N-major).
-    wgmma_fence();
+    if constexpr (Cfg::SPLIT_D) {
+      // Both consumers' halves of P^T and dS^T are in shared memory: dV += P^T dO (both operands in
+      // shared memory, A K-major, B N-major), then dQ and dK below read them too.
+      named_barrier_sync(kDsBarrier, 256);
+      wgmma_fence();
 #pragma unroll
-    for (int k = 0; k < BM / 16; ++k)
-      wgmma_rs<COLS, T>(dv, reinterpret_cast<const uint32_t(&)[4]>(pa[4 * k]), desc_advance(do_mn0, q_off + k * 2048),
-                        1);
-    wgmma_commit();
-
-    // dQ chunk = dS K once both consumers' dS^T is in shared memory, then dK += dS^T Q.
-    named_barrier_sync(kDsBarrier, 256);
+      for (int k = 0; k < BM / 16; ++k)
+        wgmma_ss_tb_n128<T>(dv, desc_advance(pt_a, ds_buf * Cfg::PT_BYTES + k * 32),
+                            desc_advance(do_mn0, q_off + k * 2048), 1);
+      wgmma_commit();
+    } else {
+      // dV += P^T dO (A from registers, B N-major).
+      wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < BM / 16; ++k)
+        wgmma_rs<COLS, T>(dv, reinterpret_cast<const uint32_t(&)[4]>(pa[4 * k]), desc_advance(do_mn0, q_off + k * 2048),
+                          1);
+      wgmma_commit();
+      // dQ chunk = dS K once both consumers' dS^T is in shared memory, then dK += dS^T Q.
+      named_barrier_sync(kDsBarrier, 256);
+    }
     float dq[32];
     wgmma_fence();
 #pragma unroll
@@ -469,10 +502,17 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       wgmma_ss_mn_n64<T>(dq, desc_advance(ds_a0, ds_buf * Cfg::DS_BYTES + k * 2048), desc_advance(k_mn, k * 2048),
                          k > 0);
     wgmma_commit();
+    if constexpr (Cfg::SPLIT_D) {
 #pragma unroll
-    for (int k = 0; k < BM / 16; ++k)
-      wgmma_rs<COLS, T>(dk, reinterpret_cast<const uint32_t(&)[4]>(dsa[4 * k]), desc_advance(q_mn0, q_off + k * 2048),
-                        1);
+      for (int k = 0; k < BM / 16; ++k)
+        wgmma_ss_tb_n128<T>(dk, desc_advance(dst_a, ds_buf * Cfg::DS_BYTES + k * 32),
+                            desc_advance(q_mn0, q_off + k * 2048), 1);
+    } else {
+#pragma unroll
+      for (int k = 0; k < BM / 16; ++k)
+        wgmma_rs<COLS, T>(dk, reinterpret_cast<const uint32_t(&)[4]>(dsa[4 * k]), desc_advance(q_mn0, q_off + k * 2048),
+                          1);
+    }
     wgmma_commit();
     wgmma_wait<1>();  // dV and dQ done; dK still in flight while the dQ chunk is staged
     fence_operands(dq);

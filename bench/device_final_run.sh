@@ -29,6 +29,7 @@ step test_cuda timeout 120 $B/test_cuda --gtest_brief=1
 step test_sm90 timeout 60 $B/test_sm90 --gtest_brief=1
 [ -x $B/test_sm90_mods ] && step test_sm90_mods timeout 60 $B/test_sm90_mods --gtest_brief=1
 [ -x $B/test_sm90_bwd_mods ] && step test_sm90_bwd_mods timeout 90 $B/test_sm90_bwd_mods --gtest_brief=1
+[ -x $B/test_sm90_bwd_d256 ] && step test_sm90_bwd_d256 timeout 60 $B/test_sm90_bwd_d256 --gtest_brief=1
 [ -x $B/test_sm90_varlen ] && step test_sm90_varlen timeout 60 $B/test_sm90_varlen --gtest_brief=1
 [ -x $B/test_decode ] && step test_decode timeout 90 $B/test_decode --gtest_brief=1
 [ -x $B/test_gpt2 ] && step test_gpt2_cuda timeout 120 $B/test_gpt2 --gtest_brief=1 --gtest_filter='CudaTrainer.*:CudaForward.*'
@@ -36,6 +37,8 @@ step test_sm90 timeout 60 $B/test_sm90 --gtest_brief=1
 # compute-sanitizer on the small cases of the extension: head dims above 128 (sm80 d256), Hopper varlen.
 step memcheck_ext timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda --gtest_brief=1 \
   --gtest_filter='ExtSm80.HeadDimsAbove128:ExtSm80.SmallCases'
+[ -x $B/test_sm90_bwd_d256 ] && step memcheck_bwd_d256 timeout 40 env FLASHBOX_SM90_MODS_SMALL=1 compute-sanitizer --tool memcheck \
+  --error-exitcode 9 $B/test_sm90_bwd_d256 --gtest_brief=1 --gtest_filter='Sm90BwdD256.SmallCases'
 [ -x $B/test_sm90_varlen ] && step memcheck_varlen timeout 60 env FLASHBOX_SM90_VARLEN_SMALL=1 compute-sanitizer --tool memcheck \
   --error-exitcode 9 $B/test_sm90_varlen --gtest_brief=1 \
   --gtest_filter='Sm90Varlen.TileEdges:Sm90Varlen.DifferentLengths:Sm90Varlen.MalformedCuSeqlensStayInBounds:Sm90Varlen.WindowsSoftcapAlibi'

@@ -1,7 +1,8 @@
 // The extension on the GPU (flashbox_attention_forward_ext / _backward_ext, device = cuda): sliding
 // windows, softcap, ALiBi (per head and per batch x head), variable-length batches (lengths 0 and 1
 // included, seqlen_q != seqlen_k), GQA, causal and not, and head dims that are multiples of 8 below
-// the kernels' 64 / 128 / 256 (HeadDimsAbove128: 136 to 256), forward and backward (atomic and deterministic dQ), bf16, against the fp64
+// the kernels' 64 / 128 / 256 (HeadDimsAbove128: 136 to 256; on Hopper the sm90 forward's 192 / 256
+// kernels), forward and backward (atomic and deterministic dQ), bf16, against the fp64
 // CPU reference (src/cpu/reference_fp64.hpp, reference_backward_fp64.hpp) on random inputs (seed
 // printed; FLASHBOX_TEST_SEED=N repeats one). Outputs are poisoned (NaN) and framed by guard bytes
 // that must survive; the backward runs on the GPU forward's own O and LSE.
@@ -287,6 +288,15 @@ void run_case(const ExtCase &c) {
                              c.alibi == Alibi::none;
   if (c.head_dim > 128 && !sm90_may_take)
     EXPECT_NE(fwd_kernel.find("cuda_flash_sm80_d256"), std::string::npos) << fwd_kernel;
+#ifdef FLASHBOX_HAVE_SM90
+  // On a Hopper device auto gives those plain and windowed calls to the sm90 forward: 136..192 on its
+  // head_dim 192 kernel (since branch sm90-d192), 200..256 on the 256 one.
+  int dev = 0, major = 0;
+  if (c.head_dim > 128 && sm90_may_take && cudaGetDevice(&dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major == 9)
+    EXPECT_EQ(fwd_kernel.rfind(c.head_dim <= 192 ? "cuda_flash_sm90_d192_" : "cuda_flash_sm90_d256_", 0), 0u)
+        << fwd_kernel;
+#endif
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<uint16_t> o_host(t.q.size());
   std::vector<float> lse_host(size_t(t.total_q * c.heads_q));
@@ -414,6 +424,9 @@ const std::vector<ExtCase> kWideSmall = {
     on_sm80_forward({"plain d136 17x65", 1, 17, 65, 2, 1, 136, 0}),
     {"plain d256 17x65 MQA (auto)", 1, 17, 65, 2, 1, 256, 0},
     {"causal d136 65x65", 1, 65, 65, 2, 2, 136, 1},
+    {"causal d176 17x65 GQA", 1, 17, 65, 4, 2, 176, 1},
+    {"window(30,-1) 65x17 d192", 2, 65, 17, 2, 1, 192, 0, 30, -1},
+    {"plain d200 65x1 GQA", 1, 65, 1, 4, 2, 200, 0},
     {"window(16,8) 63x65 MQA d160", 2, 63, 65, 4, 1, 160, 0, 16, 8},
     {"softcap 5 64x17 d192", 1, 64, 17, 2, 2, 192, 0, -1, -1, 5.0f},
     {"causal alibi/head 17x65 GQA d224", 1, 17, 65, 4, 2, 224, 1, -1, -1, 0.0f, Alibi::head},

@@ -361,8 +361,9 @@ TEST_F(Sm90Mods, HeadDim256) {
 }
 
 // head_dims served by the next instantiation up (the TMA zero-fills the columns past head_dim):
-// windows, softcap and ALiBi on the 64 and 128 instantiations (d 8..128), windows alone on the 256
-// one (d 136..248: it has no MODS configuration, the plan declines softcap and ALiBi there).
+// windows, softcap and ALiBi on the 64 and 128 instantiations (d 8..128), windows alone on the 192
+// one (d 136..192) and the 256 one (d 200..248): they have no MODS configuration, the plan declines
+// softcap and ALiBi there.
 TEST_F(Sm90Mods, HeadDimsOnTheNextInstantiation) {
   Worst w;
   for (int64_t d : {8, 32, 40, 72, 96, 120}) {
@@ -382,12 +383,13 @@ TEST_F(Sm90Mods, HeadDimsOnTheNextInstantiation) {
     c.softcap = 20.f, c.alibi = 1, c.dtype = FLASHBOX_FLOAT16;
     check(c, w, served);
   }
-  for (int64_t d : {136, 160, 192, 224})
+  for (int64_t d : {136, 160, 176, 192, 224})
     for (int64_t t : {int64_t(17), int64_t(small_only() ? 65 : 1000)}) {
       const int32_t small = t < 100;  // a window shorter than the sequence (else it is unbounded: no _window)
-      check(mk(t, t, d, 1, small ? 8 : 40, -1), w, "cuda_flash_sm90_d256_128x64_window");
-      check(mk(t, t, d, 0, small ? 5 : 100, small ? 3 : 30), w, "cuda_flash_sm90_d256_128x64_window");
-      check(mk(t, t + 50, d, 1, -1, -1), w, "cuda_flash_sm90_d256_128x64");
+      const std::string served = d <= 192 ? "cuda_flash_sm90_d192_128x112" : "cuda_flash_sm90_d256_128x64";
+      check(mk(t, t, d, 1, small ? 8 : 40, -1), w, (served + "_window").c_str());
+      check(mk(t, t, d, 0, small ? 5 : 100, small ? 3 : 30), w, (served + "_window").c_str());
+      check(mk(t, t + 50, d, 1, -1, -1), w, served.c_str());
     }
   std::fprintf(stderr, "  head dims on the next instantiation: worst rel %.3e, LSE %.3e\n", w.rel, w.lse);
 }

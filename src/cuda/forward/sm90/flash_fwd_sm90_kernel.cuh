@@ -29,10 +29,16 @@
 // CTA's tiles; every warpgroup of a CTA sees the same tiles, so all agree on the counts. (A dynamic
 // scheduler, tiles from a global atomic counter as in FA3, was built and measured no faster; it was
 // removed: bench/NOTES.md.)
-// Head dims: D is the instantiation's (64, 128, 256); a call's head_dim may be any multiple of 8 up to
-// D (flash_fwd_sm90.cu): the tensor maps end at head_dim, so the TMA fills the columns past it with
-// zeros on loads and clips them on stores; only the varlen partial-slice store below, which does not
-// go through the TMA, needs p.head_dim.
+// Head dims: D is the instantiation's (64, 128, 192, 256); a call's head_dim may be any multiple of 8
+// up to D (flash_fwd_sm90.cu): the tensor maps end at head_dim, so the TMA fills the columns past it
+// with zeros on loads and clips them on stores; only the varlen partial-slice store below, which does
+// not go through the TMA, needs p.head_dim. A tile row is D / 64 swizzled 64-column panels (PANELS:
+// three for 192); S = Q K^T walks D / 16 k-steps, four per panel; O += P V is one N = D product per
+// k-step up to 192 and two N = 128 halves at 256 (gemm_pv). head_dim 192 (128 x 112, 2026-12-01)
+// exists because 136..192 on the 256 kernel did a third more work than needed: its 112-key block is
+// what the shared memory allows (Q 48 KB + two stages of K and V at 42 KB each = 216 KB; 128 keys
+// would need 240 KB), and O 96 + S 56 + P 28 registers per thread fit where the 256 kernel's
+// 128 + 32 + 16 do.
 // Variable-length batches (cu_seqlens; the 64 and 128 instantiations): the same kernels with run-time fields.
 // Tiles come from a list the device builds before the launch (flash_fwd_sm90_varlen.cu: (sequence,
 // query block, head) tiles, longest work first, head by head within equal work), always on the
@@ -117,7 +123,7 @@ struct FwdConfig {
   using Elem = T;
   static constexpr int D = D_, BN = BN_, NWG = NWG_, BM = 64 * NWG_, STAGES = STAGES_;
   static constexpr bool QREG = QREG_, MODS = MODS_;
-  // Variable-length batches: head_dim 64 and 128 (the plan declines them for 256: see epilogue).
+  // Variable-length batches: head_dim 64 and 128 (the plan declines them for 192 and 256: see epilogue).
   static constexpr bool VARLEN = D_ <= 128;
   static constexpr int PANELS = D / 64;  // 64-element (128-byte) columns per tile row
   static constexpr int THREADS = 128 * (NWG + 1);
@@ -134,7 +140,7 @@ struct FwdConfig {
   // memory taken from the L1 carve-out.
   static constexpr int SMEM_BYTES_NO_O = BAR_OFF + NUM_BARS * 8 + 1024;  // + slack to align the base to 1024
   static constexpr int SMEM_BYTES = O_FITS ? O_OFF + Q_BYTES + 1024 : SMEM_BYTES_NO_O;
-  static_assert(D == 64 || D == 128 || D == 256, "head_dim 64, 128 or 256");
+  static_assert(D == 64 || D == 128 || D == 192 || D == 256, "head_dim 64, 128, 192 or 256");
   static_assert(BN % 16 == 0 && BN <= 192, "BN: whole k-steps of P.V, box rows <= 256");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
 };
@@ -300,12 +306,14 @@ __device__ __forceinline__ void gemm_qk_rs(float (&s)[Cfg::BN / 2], const uint32
 // <<< report:s_tile
 
 // >>> report:pv
-// O += P V: BN/16 k-steps, P from registers, V an N-major (D-contiguous) tile. head_dim 256 is two
-// N = 128 products per k-step, one per half of O's columns (the accumulator of N = 256 is the two
-// N = 128 accumulators one after the other; V's columns 128.. start two 64-column panels in).
+// O += P V: BN/16 k-steps, P from registers, V an N-major (D-contiguous) tile. head_dim 64, 128 and
+// 192 are one product of N = D per k-step (N = 192 spans V's three 64-column panels, LBO = one
+// panel); head_dim 256 is two N = 128 products per k-step, one per half of O's columns (the
+// accumulator of N = 256 is the two N = 128 accumulators one after the other; V's columns 128..
+// start two 64-column panels in).
 template <class Cfg>
 __device__ __forceinline__ void gemm_pv(float (&o)[Cfg::D / 2], const uint32_t (&pa)[Cfg::BN / 4], uint64_t v_desc) {
-  constexpr int N = Cfg::D > 128 ? 128 : Cfg::D;
+  constexpr int N = Cfg::D == 256 ? 128 : Cfg::D;
 #pragma unroll
   for (int k = 0; k < Cfg::BN / 16; ++k)
 #pragma unroll
@@ -546,8 +554,8 @@ struct Consumer {
     const Tile tile = decode_tile(p, tile_idx);
     const int slice_row = tile.m_block * Cfg::BM + wg * 64;  // this warpgroup's first row in the sequence
     // Varlen, the sequence ends inside this slice: a TMA box would write the next sequence's rows.
-    // (Not compiled for head_dim 256, whose plan declines varlen: with this path its kernel spilled
-    // 44 bytes, ptxas -v, even with an empty copy loop.)
+    // (Not compiled for head_dim 192 and 256, whose plan declines varlen: with this path the 256
+    // kernel spilled 44 bytes, ptxas -v, even with an empty copy loop.)
     const bool partial = Cfg::VARLEN && p.cu_q != nullptr && slice_row + 64 > tile.sq;
     if (partial) {
       // The slice's rows before the sequence's end, copied out by the group's 128 threads, 16 bytes

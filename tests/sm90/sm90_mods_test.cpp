@@ -28,6 +28,7 @@
 #include "flashbox/flashbox.h"
 #include "sm90/hopper_device.hpp"
 #include "support/attention_case.hpp"
+#include "support/device_buffers.hpp"
 
 namespace flashbox::test {
 namespace {
@@ -68,43 +69,19 @@ struct Worst {
   ~Worst() { std::fprintf(stderr, "  worst of this test: rel error %.3e, LSE max abs error %.3e\n", rel, lse); }
 };
 
-struct DeviceMem {
-  std::vector<void *> ptrs;
-  void *alloc(size_t n) {
-    void *p = nullptr;
-    if (cudaMalloc(&p, std::max<size_t>(n, 16)) != cudaSuccess) return nullptr;
-    ptrs.push_back(p);
-    return p;
-  }
-  ~DeviceMem() {
-    for (void *p : ptrs) cudaFree(p);
-  }
-};
-
 void check(const ModCase &c, Worst &worst, const char *kernel_part = nullptr) {
   SCOPED_TRACE(c.name());
   const int64_t B = c.batch, SQ = c.seqlen_q, SK = c.seqlen_k, HQ = c.heads_q, HKV = c.heads_kv, D = c.head_dim;
-  const int64_t es = 2;
-  std::mt19937_64 rng(c.seed);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  auto fill = [&](std::vector<uint8_t> &buf, int64_t n) {
-    buf.resize(size_t(n * es));
-    for (int64_t i = 0; i < n; ++i) cpu::store_from_float(buf.data(), c.dtype, i, normal(rng));
-  };
-  std::vector<uint8_t> q, k, v;
-  fill(q, B * SQ * HQ * D), fill(k, B * SK * HKV * D), fill(v, B * SK * HKV * D);
+  Sm90Inputs inputs(c.seed);
+  std::vector<uint8_t> q = inputs.normal(c.dtype, B * SQ * HQ * D), k = inputs.normal(c.dtype, B * SK * HKV * D),
+                       v = inputs.normal(c.dtype, B * SK * HKV * D);
   for (int64_t i = 0; i < B * SK * HKV * D; ++i) {
     const int64_t key = i / (HKV * D) % SK;
     if (key >= c.boost_begin && key < c.boost_end)
       cpu::store_from_float(k.data(), c.dtype, i, c.boost * cpu::load_as_float(k.data(), c.dtype, i));
   }
-  std::vector<float> slopes;
   const int64_t slope_stride = c.alibi == 2 ? HQ + 3 : 0;
-  if (c.alibi) {
-    std::uniform_real_distribution<float> u(0.f, 0.3f);
-    slopes.resize(size_t(c.alibi == 2 ? B * slope_stride : HQ));
-    for (float &s : slopes) s = u(rng);
-  }
+  const std::vector<float> slopes = inputs.slopes(c.alibi, B, HQ, slope_stride);
 
   flashbox_attention_args a{};
   a.device = FLASHBOX_CPU, a.dtype = c.dtype, a.impl = FLASHBOX_FLASH;
@@ -171,30 +148,10 @@ void check(const ModCase &c, Worst &worst, const char *kernel_part = nullptr) {
   EXPECT_TRUE(guard_intact(o_host, o_size)) << "write outside O";
   EXPECT_TRUE(guard_intact(lse_host, lse_size)) << "write outside LSE";
 
-  double d2 = 0, r2 = 0;
-  bool nan = false;
-  for (size_t i = 0; i < ref_o.size(); ++i) {
-    const double got = cpu::load_as_float(o_host.data() + kGuard, c.dtype, int64_t(i));
-    nan |= !std::isfinite(got);
-    d2 += (got - ref_o[i]) * (got - ref_o[i]), r2 += ref_o[i] * ref_o[i];
-  }
-  const double rel = nan ? INFINITY : (r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2));
-  double lse_err = 0;
-  int64_t lse_bad = 0;
-  const float *lse = reinterpret_cast<const float *>(lse_host.data() + kGuard);
-  for (size_t i = 0; i < ref_lse.size(); ++i) {
-    const double got = lse[i], want = ref_lse[i];
-    if (std::isinf(want) || std::isinf(got) || std::isnan(got)) {
-      lse_bad += !(got == want);
-    } else {
-      lse_err = std::max(lse_err, std::abs(got - want));
-    }
-  }
-  EXPECT_FALSE(nan) << "NaN/inf in O";
-  EXPECT_LT(rel, 1e-2);
-  EXPECT_EQ(lse_bad, 0) << "rows whose LSE disagrees on -inf or is NaN";
-  EXPECT_LT(lse_err, 2e-3);
-  worst.rel = std::max(worst.rel, rel), worst.lse = std::max(worst.lse, lse_err);
+  auto o_at = [&](size_t i) -> double { return cpu::load_as_float(o_host.data() + kGuard, c.dtype, int64_t(i)); };
+  const ForwardError result =
+      expect_forward_close(o_at, ref_o, reinterpret_cast<const float *>(lse_host.data() + kGuard), ref_lse);
+  worst.rel = std::max(worst.rel, result.rel), worst.lse = std::max(worst.lse, result.lse);
 }
 
 ModCase mk(int64_t sq, int64_t sk, int64_t d, int causal, int32_t wl, int32_t wr) {

@@ -58,6 +58,7 @@
 
 #include "cuda/backward/sm90/bulk_ops.cuh"
 #include "cuda/common/score_mods.cuh"
+#include "cuda/common/varlen_span.cuh"
 #include "cuda/hopper/async_copy.cuh"
 #include "cuda/hopper/online_softmax.cuh"
 #include "cuda/hopper/tma_host.hpp"
@@ -81,6 +82,17 @@ struct BwdSm90Params {
   float cap_pre;                          // softcap: scale / cap (t = tanh(s · cap_pre)), else 0
   float unit_log2;  // log2 e times one unit of the transformed score: cap with softcap, else scale
   float scale, scale_log2;
+  // Variable-length batches (null cu_q: fixed length; the file header). The tensors are [total, heads,
+  // head_dim] (the maps' batch dimension has size 1); lse_log2 / dsum are [heads_q, seqlen_q_pad =
+  // total_q + BM] and a query block's dQ accumulator starts at its first row's float (row * head_dim).
+  // tiles / tile_count: the device-built list ({sequence, n_block * heads_kv + kv head}, longest
+  // first), num_tiles its upper bound (the grid); null tiles (deterministic mode): the fixed-length
+  // order over (sequence, kv head) with num_n_blocks from max_k, CTAs past a sequence's keys exit.
+  const int32_t *cu_q, *cu_k;
+  const int2 *tiles;
+  const int *tile_count;
+  int total_q, total_k, max_q, max_k, num_tiles;
+  int sem_rows;  // accumulator rows per semaphore slot: BM (fixed length: one per query block), 1 (varlen)
 };
 
 constexpr int kConsumerWarpgroups = 2;
@@ -116,13 +128,20 @@ constexpr int kDqBarrierThreads = 128 + 32;
 
 // The query blocks [x, y) that hold a row seeing a key of K block n (the window's rows of the
 // block's first and last key, clamped to the real rows); empty (x == y) when no row sees any.
-__device__ __forceinline__ int2 m_range(const BwdSm90Params &p, int n_block, int BM, int BN) {
-  const int shift = p.seqlen_k - p.seqlen_q, k_first = n_block * BN, k_last = min(k_first + BN, p.seqlen_k) - 1;
-  const int q_begin = cuda::mods_query_begin(p.mods, k_first, shift, p.seqlen_q);
-  const int q_end = cuda::mods_query_end(p.mods, k_last, shift, p.seqlen_q);
+__device__ __forceinline__ int2 m_range(const BwdSm90Params &p, int n_block, int BM, int BN, int sq, int sk) {
+  const int shift = sk - sq, k_first = n_block * BN, k_last = min(k_first + BN, sk) - 1;
+  const int q_begin = cuda::mods_query_begin(p.mods, k_first, shift, sq);
+  const int q_end = cuda::mods_query_end(p.mods, k_last, shift, sq);
   if (q_begin >= q_end) return make_int2(0, 0);
   return make_int2(q_begin / BM, (q_end + BM - 1) / BM);
 }
+
+// One CTA's work: key block n_block of kv head hk of batch entry (varlen: sequence) b; tb is the
+// maps' batch coordinate (b, or 0 for varlen), q0 / k0 the sequence's first query / key token in the
+// packed tensors (0 for fixed length), sq / sk its lengths.
+struct BwdTile {
+  int n_block, hk, b, tb, q0, k0, sq, sk;
+};
 
 // The (key block, batch * heads_kv + kv head) of CTA `linear` (the order in the file header).
 __device__ __forceinline__ int2 tile_of(const BwdSm90Params &p, int linear) {
@@ -135,16 +154,47 @@ __device__ __forceinline__ int2 tile_of(const BwdSm90Params &p, int linear) {
   return make_int2(n, bh);
 }
 
+// CTA `linear`'s tile; false when it has none (varlen: a list slot past the count, or a key block
+// past its sequence's keys in the deterministic grid).
+__device__ __forceinline__ bool decode_tile(const BwdSm90Params &p, int linear, int BN, BwdTile &t) {
+  int n, hk, b;
+  if (p.tiles != nullptr) {
+    if (linear >= min(*p.tile_count, p.num_tiles)) return false;
+    const int2 e = p.tiles[linear];
+    n = e.y / p.heads_kv, hk = e.y - n * p.heads_kv, b = e.x;
+  } else {
+    const int2 tl = tile_of(p, linear);
+    n = tl.x, hk = tl.y % p.heads_kv, b = tl.y / p.heads_kv;
+  }
+  t.n_block = n, t.hk = hk, t.b = b;
+  if (p.cu_q == nullptr) {
+    t.tb = b, t.q0 = t.k0 = 0, t.sq = p.seqlen_q, t.sk = p.seqlen_k;
+    return true;
+  }
+  const cuda::VarlenSpan s = cuda::varlen_span(p.cu_q, p.cu_k, b, p.total_q, p.total_k, p.max_q, p.max_k);
+  t.tb = 0, t.q0 = s.q0, t.k0 = s.k0, t.sq = s.seqlen_q, t.sk = s.seqlen_k;
+  return n * BN < t.sk;
+}
+
+// The first row of query block m of query head h in the per-row vectors and the dQ accumulator
+// (times head_dim): fixed length [batch * heads_q, seqlen_q_pad], varlen [heads_q, total_q + BM] from
+// the sequence's first token (a sequence's last block may overlap the next one's first rows: its
+// rows past the sequence add exact zeros there, dS being 0 on them).
+__device__ __forceinline__ int64_t block_row(const BwdSm90Params &p, const BwdTile &t, int h, int m, int BM) {
+  return (int64_t(t.tb) * p.heads_q + h) * p.seqlen_q_pad + t.q0 + int64_t(m) * BM;
+}
+
 // The last key block whose CTA adds into query block m (m inside its m_range), for the order of
 // the deterministic adds; only asked for query blocks that this CTA adds to (the result is >= n).
 // The CTAs that add into m are the contiguous key blocks up to this one (a row's window is an
 // interval sliding with the row, so the keys some row of m sees are one interval), each counted
 // once by the semaphore: m_range and this are the same "some real row sees some real key" test.
-__device__ __forceinline__ int last_n_block(const BwdSm90Params &p, int m, int BM, int BN) {
-  if (p.mods.window_right < 0) return p.num_n_blocks - 1;
-  const int r_last = min((m + 1) * BM, p.seqlen_q) - 1;
-  const int k_end = cuda::mods_key_end(p.mods, r_last, p.seqlen_k - p.seqlen_q, p.seqlen_k);  // keys < k_end seen
-  return min(p.num_n_blocks - 1, (k_end + BN - 1) / BN - 1);
+__device__ __forceinline__ int last_n_block(const BwdSm90Params &p, int m, int BM, int BN, int sq, int sk) {
+  const int num_n = (sk + BN - 1) / BN;
+  if (p.mods.window_right < 0) return num_n - 1;
+  const int r_last = min((m + 1) * BM, sq) - 1;
+  const int k_end = cuda::mods_key_end(p.mods, r_last, sk - sq, sk);  // keys < k_end seen
+  return min(num_n - 1, (k_end + BN - 1) / BN - 1);
 }
 
 __device__ __forceinline__ int ld_acquire_gpu(const int *ptr) {
@@ -160,14 +210,17 @@ __device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence
 
 template <class Cfg>
 __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *smem, uint64_t *kv_full, uint64_t *full,
-                                             uint64_t *empty, int n_block, int hk, int b) {
+                                             uint64_t *empty, const BwdTile &t) {
+  const int n_block = t.n_block, hk = t.hk, b = t.tb;
   tma_prefetch_map(&p.tm_q);
   tma_prefetch_map(&p.tm_do);
   mbar_expect_tx_arrive(kv_full, 2 * Cfg::KV_BYTES);
-  load_tile<Cfg::PANELS>(smem + Cfg::K_OFF, Cfg::BN * 128, &p.tm_k, p.ord_k, kv_full, n_block * Cfg::BN, hk, b);
-  load_tile<Cfg::PANELS>(smem + Cfg::V_OFF, Cfg::BN * 128, &p.tm_v, p.ord_v, kv_full, n_block * Cfg::BN, hk, b);
+  load_tile<Cfg::PANELS>(smem + Cfg::K_OFF, Cfg::BN * 128, &p.tm_k, p.ord_k, kv_full, t.k0 + n_block * Cfg::BN, hk,
+                         b);
+  load_tile<Cfg::PANELS>(smem + Cfg::V_OFF, Cfg::BN * 128, &p.tm_v, p.ord_v, kv_full, t.k0 + n_block * Cfg::BN, hk,
+                         b);
   PipeState<Cfg::STAGES> st;
-  const int2 mr = m_range(p, n_block, Cfg::BM, Cfg::BN);
+  const int2 mr = m_range(p, n_block, Cfg::BM, Cfg::BN, t.sq, t.sk);
   for (int hi = 0; hi < p.group; ++hi) {
     const int h = hk * p.group + hi;
     for (int m = mr.x; m < mr.y; ++m) {
@@ -175,9 +228,9 @@ __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *sm
       uint64_t *bar = full + st.stage;
       mbar_expect_tx_arrive(bar, 2 * Cfg::Q_BYTES);
       load_tile<Cfg::PANELS>(smem + Cfg::Q_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_q, p.ord_q, bar,
-                             m * Cfg::BM, h, b);
+                             t.q0 + m * Cfg::BM, h, b);
       load_tile<Cfg::PANELS>(smem + Cfg::DO_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_do, p.ord_do, bar,
-                             m * Cfg::BM, h, b);
+                             t.q0 + m * Cfg::BM, h, b);
       st.advance();
     }
   }
@@ -186,10 +239,10 @@ __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *sm
 // The dQ writer (one warp; lane 0 issues): the consumers' staged chunks into the global accumulator,
 // step by step in the consumers' order (every query block of every query head of the group).
 template <class Cfg>
-__device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *smem, int n_block, int hk, int b) {
+__device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *smem, const BwdTile &t) {
   constexpr int NWG = Cfg::NWG, BM = Cfg::BM;
-  const int lane = threadIdx.x % 32;
-  const int2 mr = m_range(p, n_block, BM, Cfg::BN);
+  const int lane = threadIdx.x % 32, n_block = t.n_block, hk = t.hk;
+  const int2 mr = m_range(p, n_block, BM, Cfg::BN, t.sq, t.sk);
   const int m_begin = mr.x, m_end = mr.y;
   const int steps = p.group * (m_end - m_begin);
   const bool det = p.dq_sem != nullptr;
@@ -198,9 +251,9 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
     for (int w = 0; w < NWG; ++w) named_barrier_arrive(kDqEmpty + w, kDqBarrierThreads);
   int h = hk * p.group, m = m_begin;
   for (int step = 0; step < steps; ++step) {
-    const int64_t block = (int64_t(b) * p.heads_q + h) * p.num_m_blocks + m;
-    int *sem = det ? p.dq_sem + block * NWG : nullptr;
-    const int rank = det ? last_n_block(p, m, BM, Cfg::BN) - n_block : 0;
+    const int64_t row = block_row(p, t, h, m, BM);
+    int *sem = det ? p.dq_sem + row / p.sem_rows * NWG : nullptr;
+    const int rank = det ? last_n_block(p, m, BM, Cfg::BN, t.sq, t.sk) - n_block : 0;
 #pragma unroll
     for (int w = 0; w < NWG; ++w) {
       named_barrier_sync(kDqFull + w, kDqBarrierThreads);
@@ -211,7 +264,7 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
           for (int polls = 0; ld_acquire_gpu(sem + w) != rank && polls < (1 << 24); ++polls) {}
           fence_proxy_async_global();
         }
-        bulk_reduce_add_f32(p.dq_accum + block * (BM * Cfg::D) + w * Cfg::DQ_CHUNK_FLOATS,
+        bulk_reduce_add_f32(p.dq_accum + row * Cfg::D + w * Cfg::DQ_CHUNK_FLOATS,
                             smem + Cfg::DQ_OFF + w * Cfg::DQ_CHUNK_FLOATS * 4, Cfg::DQ_CHUNK_FLOATS * 4);
       }
       __syncwarp();  // bar.sync is .aligned: the whole warp, converged, at the next one
@@ -234,9 +287,10 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
   __syncwarp();
 }
 
-// Writes a 64 x D fp32 accumulator (this warpgroup's 64 keys) as the dtype, rows < seqlen_k.
+// Writes a 64 x D fp32 accumulator (this warpgroup's 64 keys) as the dtype, keys < seqlen_k of the
+// sequence (varlen: the rows past it are the next sequence's), at token k0 + key.
 template <class Cfg>
-__device__ __forceinline__ void store_rows(void *out, const int64_t (&stride)[3], int b, int hk, int key_base,
+__device__ __forceinline__ void store_rows(void *out, const int64_t (&stride)[3], int b, int hk, int k0, int key_base,
                                            int seqlen_k, const float (&acc)[Cfg::D / 2], float mul) {
   using T = typename Cfg::Elem;
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
@@ -245,7 +299,7 @@ __device__ __forceinline__ void store_rows(void *out, const int64_t (&stride)[3]
   for (int half = 0; half < 2; ++half) {
     const int key = key_base + warp * 16 + lane / 4 + 8 * half;
     if (key >= seqlen_k) continue;
-    T *row = base + int64_t(key) * stride[1];
+    T *row = base + int64_t(k0 + key) * stride[1];
 #pragma unroll
     for (int j = 0; j < Cfg::D / 8; ++j) {
       const int i = 4 * j + 2 * half;
@@ -256,8 +310,9 @@ __device__ __forceinline__ void store_rows(void *out, const int64_t (&stride)[3]
 
 template <class Cfg>
 __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *smem, uint64_t *kv_full, uint64_t *full,
-                                             uint64_t *empty, int n_block, int hk, int b, int wg) {
+                                             uint64_t *empty, const BwdTile &t_, int wg) {
   using T = typename Cfg::Elem;
+  const int n_block = t_.n_block, hk = t_.hk, b = t_.b, sq = t_.sq, sk = t_.sk;
   constexpr int BM = Cfg::BM, BN = Cfg::BN, D = Cfg::D;
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
   const uint32_t base = smem_addr(smem);
@@ -273,10 +328,10 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   const uint64_t ds_a0 = make_smem_desc(base + Cfg::DS_OFF + q_panel * BN * 128, BN * 128, 1024);
   const uint64_t k_mn = make_smem_desc(base + Cfg::K_OFF + d_panel * BN * 128, BN * 128, 1024);
 
-  const int shift = p.seqlen_k - p.seqlen_q;
+  const int shift = sk - sq;
   const int key_base = n_block * BN + wg * 64;
   const int key0 = key_base + warp * 16 + g;  // this thread's two keys: key0, key0 + 8
-  const bool keys_end_here = (n_block + 1) * BN > p.seqlen_k;
+  const bool keys_end_here = (n_block + 1) * BN > sk;
 
   float dv[D / 2], dk[D / 2];
 #pragma unroll
@@ -286,7 +341,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   PipeState<Cfg::STAGES> st;
   int ds_buf = 0;
   // Steps: every query block of m_range of every query head of the group, head by head.
-  const int2 mr = m_range(p, n_block, BM, BN);
+  const int2 mr = m_range(p, n_block, BM, BN, sq, sk);
   const int m_begin = mr.x, m_end = mr.y;
   const int steps = p.group * (m_end - m_begin);
   // Visibility of (row, key) as d = key - row - shift in [dlo, dhi] (the window; unbounded sides open).
@@ -298,7 +353,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   constexpr int VEC_PER_THREAD = 2 * BM / 128;
   float *vec = reinterpret_cast<float *>(smem + Cfg::VEC_OFF + wg * Cfg::VEC_BYTES);
   const auto load_vec = [&](float(&dst)[VEC_PER_THREAD], int h, int m) {
-    const int64_t row = (int64_t(b) * p.heads_q + h) * p.seqlen_q_pad + int64_t(m) * BM;
+    const int64_t row = block_row(p, t_, h, m, BM);
 #pragma unroll
     for (int j = 0; j < VEC_PER_THREAD; ++j) {
       const int x = t + 128 * j;
@@ -331,13 +386,15 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     named_barrier_sync(kChunkBarrier + wg, 128);
 
     // P^T: register i holds key key0 + 8 * ((i >> 1) & 1), query 8 * (i >> 2) + 2q + (i & 1).
-    // Masked only where the block is not inside every row's window or crosses the end of the keys.
-    const bool masked = keys_end_here ||
-                        cuda::mods_key_begin(p.mods, m * BM + BM - 1, shift, p.seqlen_k) > n_block * BN ||
-                        cuda::mods_key_end(p.mods, m * BM, shift, p.seqlen_k) < (n_block + 1) * BN;
-    const auto visible = [&](int i, int odd) {  // register i (+ odd) of this thread: inside the keys and the window
-      const int key = key0 + 8 * acc_half(i), d = key - (m * BM + 8 * acc_group(i) + 2 * q + odd) - shift;
-      return key < p.seqlen_k && d >= dlo && d <= dhi;
+    // Masked only where the block is not inside every row's window or crosses the end of the keys or
+    // of the rows (fixed length: rows past seqlen_q have P = 0 already, LSE = +inf; varlen: they are
+    // the next sequence's rows, with its LSE).
+    const bool masked = keys_end_here || (m + 1) * BM > sq ||
+                        cuda::mods_key_begin(p.mods, m * BM + BM - 1, shift, sk) > n_block * BN ||
+                        cuda::mods_key_end(p.mods, m * BM, shift, sk) < (n_block + 1) * BN;
+    const auto visible = [&](int i, int odd) {  // register i (+ odd) of this thread: inside the keys, rows, window
+      const int key = key0 + 8 * acc_half(i), row = m * BM + 8 * acc_group(i) + 2 * q + odd, d = key - row - shift;
+      return key < sk && row < sq && d >= dlo && d <= dhi;
     };
     if (!p.transforms) {
       wgmma_wait<1>();
@@ -448,8 +505,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     ds_buf ^= 1;
     h = h_next, m = m_next;
   }
-  store_rows<Cfg>(p.dv, p.dv_stride, b, hk, key_base, p.seqlen_k, dv, 1.f);
-  store_rows<Cfg>(p.dk, p.dk_stride, b, hk, key_base, p.seqlen_k, dk, p.scale);
+  store_rows<Cfg>(p.dv, p.dv_stride, t_.tb, hk, t_.k0, key_base, sk, dv, 1.f);
+  store_rows<Cfg>(p.dk, p.dk_stride, t_.tb, hk, t_.k0, key_base, sk, dk, p.scale);
 }
 
 template <class Cfg>
@@ -467,18 +524,18 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const _
     mbar_init_fence();
   }
   __syncthreads();
-  const int2 tile = tile_of(p, int(blockIdx.x));
-  const int n_block = tile.x, hk = tile.y % p.heads_kv, b = tile.y / p.heads_kv;
+  BwdTile tile;
+  if (!decode_tile(p, int(blockIdx.x), Cfg::BN, tile)) return;  // the whole CTA: no barrier is used yet
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     setmaxnreg_dec<24>();
     if (threadIdx.x == 0)
-      bwd_producer<Cfg>(p, smem, kv_full, full, empty, n_block, hk, b);
+      bwd_producer<Cfg>(p, smem, kv_full, full, empty, tile);
     else if (threadIdx.x / 32 == 1)
-      bwd_dq_writer<Cfg>(p, smem, n_block, hk, b);
+      bwd_dq_writer<Cfg>(p, smem, tile);
   } else {
     setmaxnreg_inc<240>();
-    bwd_consumer<Cfg>(p, smem, kv_full, full, empty, n_block, hk, b, wg - 1);
+    bwd_consumer<Cfg>(p, smem, kv_full, full, empty, tile, wg - 1);
   }
 }
 

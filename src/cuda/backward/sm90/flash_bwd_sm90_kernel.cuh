@@ -50,6 +50,21 @@
 // every T). Key blocks then go
 // in descending order inside a chunk (a CTA waits only for CTAs dispatched before it: no deadlock,
 // and none waits long), which is shortest-first for causal: the price of this mode at short T.
+// Variable-length batches (cu_seqlens, [total, heads, head_dim] tensors; the same instantiations,
+// run-time fields): a CTA per (sequence, key block of 128, kv head). Without the deterministic mode the
+// CTAs take their tiles from a list the device built before the launch (flash_bwd_sm90.cu: the
+// forward's list with queries and keys swapped), longest walk first across sequences, so no CTA is
+// launched for padding; a slot past the list's count exits. In deterministic mode the fixed-length
+// order above runs over (sequence, kv head) pairs with max_seqlen_k's key blocks (a sequence's later
+// key blocks first, as the semaphores need), and a CTA past its sequence's keys exits. A tile's TMA
+// rows start at its sequence's first key / query token (decode_tile: q0, k0) and every mask, m_range
+// and the deterministic order use the sequence's own lengths (sq, sk: causal bottom-right aligned per
+// sequence). A box reaching past the sequence reads the next sequence's rows: keys past sk are masked
+// as at the end of the keys, and query rows past sq are masked explicitly (P = 0, so dS = 0: they add
+// nothing to dV, dK or dQ; fixed length gets the same from the TMA's zero rows and LSE = +inf). dK and
+// dV rows past sk are not stored (store_rows). The per-row vectors and the dQ accumulator are laid out
+// over the packed query rows (block_row): a sequence's last, partial query block overlaps the next
+// sequence's first rows in the accumulator and adds exact zeros there.
 #pragma once
 #include <cuda.h>
 
@@ -113,7 +128,8 @@ struct BwdConfig {
   static constexpr int DS_OFF = DO_OFF + STAGES * Q_BYTES, DQ_OFF = DS_OFF + 2 * DS_BYTES;
   static constexpr int VEC_OFF = DQ_OFF + DQ_BYTES, BAR_OFF = VEC_OFF + NWG * VEC_BYTES;
   static constexpr int NUM_BARS = 1 + 2 * STAGES;
-  static constexpr int SMEM_BYTES = BAR_OFF + NUM_BARS * 8 + 1024;  // + slack to align the base to 1024
+  static constexpr int TILE_OFF = BAR_OFF + NUM_BARS * 8;              // the CTA's tile (TileRef), 9 ints
+  static constexpr int SMEM_BYTES = TILE_OFF + 48 + 1024;  // + slack to align the base to 1024
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
 };
@@ -141,6 +157,28 @@ __device__ __forceinline__ int2 m_range(const BwdSm90Params &p, int n_block, int
 // packed tensors (0 for fixed length), sq / sk its lengths.
 struct BwdTile {
   int n_block, hk, b, tb, q0, k0, sq, sk;
+};
+
+// The CTA's tile in shared memory (thread 0 writes it), each field read where it is used by a
+// volatile shared load: the fields come from memory (the varlen list, cu_seqlens), so values held in
+// registers across the main loop cost registers the consumers do not have (ptxas spilled 116-176 B
+// with the fields in registers; the fixed-length kernel had its lengths in the constant bank).
+struct TileRef {
+  uint32_t addr;
+  __device__ __forceinline__ int at(int i) const {
+    int v;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr + 4 * i));
+    return v;
+  }
+  __device__ __forceinline__ int n_block() const { return at(0); }
+  __device__ __forceinline__ int hk() const { return at(1); }
+  __device__ __forceinline__ int b() const { return at(2); }
+  __device__ __forceinline__ int tb() const { return at(3); }
+  __device__ __forceinline__ int q0() const { return at(4); }
+  __device__ __forceinline__ int k0() const { return at(5); }
+  __device__ __forceinline__ int sq() const { return at(6); }
+  __device__ __forceinline__ int sk() const { return at(7); }
+  __device__ __forceinline__ int valid() const { return at(8); }
 };
 
 // The (key block, batch * heads_kv + kv head) of CTA `linear` (the order in the file header).
@@ -180,8 +218,8 @@ __device__ __forceinline__ bool decode_tile(const BwdSm90Params &p, int linear, 
 // (times head_dim): fixed length [batch * heads_q, seqlen_q_pad], varlen [heads_q, total_q + BM] from
 // the sequence's first token (a sequence's last block may overlap the next one's first rows: its
 // rows past the sequence add exact zeros there, dS being 0 on them).
-__device__ __forceinline__ int64_t block_row(const BwdSm90Params &p, const BwdTile &t, int h, int m, int BM) {
-  return (int64_t(t.tb) * p.heads_q + h) * p.seqlen_q_pad + t.q0 + int64_t(m) * BM;
+__device__ __forceinline__ int64_t block_row(const BwdSm90Params &p, TileRef t, int h, int m, int BM) {
+  return (int64_t(t.tb()) * p.heads_q + h) * p.seqlen_q_pad + t.q0() + int64_t(m) * BM;
 }
 
 // The last key block whose CTA adds into query block m (m inside its m_range), for the order of
@@ -210,17 +248,17 @@ __device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence
 
 template <class Cfg>
 __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *smem, uint64_t *kv_full, uint64_t *full,
-                                             uint64_t *empty, const BwdTile &t) {
-  const int n_block = t.n_block, hk = t.hk, b = t.tb;
+                                             uint64_t *empty, TileRef t) {
+  const int n_block = t.n_block(), hk = t.hk(), b = t.tb();
   tma_prefetch_map(&p.tm_q);
   tma_prefetch_map(&p.tm_do);
   mbar_expect_tx_arrive(kv_full, 2 * Cfg::KV_BYTES);
-  load_tile<Cfg::PANELS>(smem + Cfg::K_OFF, Cfg::BN * 128, &p.tm_k, p.ord_k, kv_full, t.k0 + n_block * Cfg::BN, hk,
+  load_tile<Cfg::PANELS>(smem + Cfg::K_OFF, Cfg::BN * 128, &p.tm_k, p.ord_k, kv_full, t.k0() + n_block * Cfg::BN, hk,
                          b);
-  load_tile<Cfg::PANELS>(smem + Cfg::V_OFF, Cfg::BN * 128, &p.tm_v, p.ord_v, kv_full, t.k0 + n_block * Cfg::BN, hk,
+  load_tile<Cfg::PANELS>(smem + Cfg::V_OFF, Cfg::BN * 128, &p.tm_v, p.ord_v, kv_full, t.k0() + n_block * Cfg::BN, hk,
                          b);
   PipeState<Cfg::STAGES> st;
-  const int2 mr = m_range(p, n_block, Cfg::BM, Cfg::BN, t.sq, t.sk);
+  const int2 mr = m_range(p, n_block, Cfg::BM, Cfg::BN, t.sq(), t.sk());
   for (int hi = 0; hi < p.group; ++hi) {
     const int h = hk * p.group + hi;
     for (int m = mr.x; m < mr.y; ++m) {
@@ -228,9 +266,9 @@ __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *sm
       uint64_t *bar = full + st.stage;
       mbar_expect_tx_arrive(bar, 2 * Cfg::Q_BYTES);
       load_tile<Cfg::PANELS>(smem + Cfg::Q_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_q, p.ord_q, bar,
-                             t.q0 + m * Cfg::BM, h, b);
+                             t.q0() + m * Cfg::BM, h, b);
       load_tile<Cfg::PANELS>(smem + Cfg::DO_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_do, p.ord_do, bar,
-                             t.q0 + m * Cfg::BM, h, b);
+                             t.q0() + m * Cfg::BM, h, b);
       st.advance();
     }
   }
@@ -239,10 +277,10 @@ __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *sm
 // The dQ writer (one warp; lane 0 issues): the consumers' staged chunks into the global accumulator,
 // step by step in the consumers' order (every query block of every query head of the group).
 template <class Cfg>
-__device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *smem, const BwdTile &t) {
+__device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *smem, TileRef t) {
   constexpr int NWG = Cfg::NWG, BM = Cfg::BM;
-  const int lane = threadIdx.x % 32, n_block = t.n_block, hk = t.hk;
-  const int2 mr = m_range(p, n_block, BM, Cfg::BN, t.sq, t.sk);
+  const int lane = threadIdx.x % 32, n_block = t.n_block(), hk = t.hk();
+  const int2 mr = m_range(p, n_block, BM, Cfg::BN, t.sq(), t.sk());
   const int m_begin = mr.x, m_end = mr.y;
   const int steps = p.group * (m_end - m_begin);
   const bool det = p.dq_sem != nullptr;
@@ -252,8 +290,8 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
   int h = hk * p.group, m = m_begin;
   for (int step = 0; step < steps; ++step) {
     const int64_t row = block_row(p, t, h, m, BM);
-    int *sem = det ? p.dq_sem + row / p.sem_rows * NWG : nullptr;
-    const int rank = det ? last_n_block(p, m, BM, Cfg::BN, t.sq, t.sk) - n_block : 0;
+    int *sem = det ? p.dq_sem + (p.sem_rows == 1 ? row : row / BM) * NWG : nullptr;  // no 64-bit division
+    const int rank = det ? last_n_block(p, m, BM, Cfg::BN, t.sq(), t.sk()) - n_block : 0;
 #pragma unroll
     for (int w = 0; w < NWG; ++w) {
       named_barrier_sync(kDqFull + w, kDqBarrierThreads);
@@ -310,9 +348,9 @@ __device__ __forceinline__ void store_rows(void *out, const int64_t (&stride)[3]
 
 template <class Cfg>
 __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *smem, uint64_t *kv_full, uint64_t *full,
-                                             uint64_t *empty, const BwdTile &t_, int wg) {
+                                             uint64_t *empty, TileRef t_, int wg) {
   using T = typename Cfg::Elem;
-  const int n_block = t_.n_block, hk = t_.hk, b = t_.b, sq = t_.sq, sk = t_.sk;
+  const int n_block = t_.n_block(), hk = t_.hk();
   constexpr int BM = Cfg::BM, BN = Cfg::BN, D = Cfg::D;
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
   const uint32_t base = smem_addr(smem);
@@ -328,10 +366,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   const uint64_t ds_a0 = make_smem_desc(base + Cfg::DS_OFF + q_panel * BN * 128, BN * 128, 1024);
   const uint64_t k_mn = make_smem_desc(base + Cfg::K_OFF + d_panel * BN * 128, BN * 128, 1024);
 
-  const int shift = sk - sq;
   const int key_base = n_block * BN + wg * 64;
   const int key0 = key_base + warp * 16 + g;  // this thread's two keys: key0, key0 + 8
-  const bool keys_end_here = (n_block + 1) * BN > sk;
 
   float dv[D / 2], dk[D / 2];
 #pragma unroll
@@ -341,7 +377,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   PipeState<Cfg::STAGES> st;
   int ds_buf = 0;
   // Steps: every query block of m_range of every query head of the group, head by head.
-  const int2 mr = m_range(p, n_block, BM, BN, sq, sk);
+  const int2 mr = m_range(p, n_block, BM, BN, t_.sq(), t_.sk());
   const int m_begin = mr.x, m_end = mr.y;
   const int steps = p.group * (m_end - m_begin);
   // Visibility of (row, key) as d = key - row - shift in [dlo, dhi] (the window; unbounded sides open).
@@ -389,7 +425,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     // Masked only where the block is not inside every row's window or crosses the end of the keys or
     // of the rows (fixed length: rows past seqlen_q have P = 0 already, LSE = +inf; varlen: they are
     // the next sequence's rows, with its LSE).
-    const bool masked = keys_end_here || (m + 1) * BM > sq ||
+    const int sq = t_.sq(), sk = t_.sk(), shift = sk - sq;
+    const bool masked = (n_block + 1) * BN > sk || (m + 1) * BM > sq ||
                         cuda::mods_key_begin(p.mods, m * BM + BM - 1, shift, sk) > n_block * BN ||
                         cuda::mods_key_end(p.mods, m * BM, shift, sk) < (n_block + 1) * BN;
     const auto visible = [&](int i, int odd) {  // register i (+ odd) of this thread: inside the keys, rows, window
@@ -423,7 +460,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       }
     } else {
       // Softcap and/or ALiBi: both products complete, then P^T and dS^T in one pass (file header).
-      const float slope_log2 = p.mods.alibi() ? cuda::mods_slope(p.mods, b, h) * kLog2e : 0.f;
+      const float slope_log2 = p.mods.alibi() ? cuda::mods_slope(p.mods, t_.b(), h) * kLog2e : 0.f;
       const bool capped = p.mods.capped();
       // row + shift - key of register 0 (query m * BM + 2q, key key0), as a float for the bias.
       const float a0 = float(m * BM + 2 * q + shift - key0);
@@ -505,8 +542,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     ds_buf ^= 1;
     h = h_next, m = m_next;
   }
-  store_rows<Cfg>(p.dv, p.dv_stride, t_.tb, hk, t_.k0, key_base, sk, dv, 1.f);
-  store_rows<Cfg>(p.dk, p.dk_stride, t_.tb, hk, t_.k0, key_base, sk, dk, p.scale);
+  store_rows<Cfg>(p.dv, p.dv_stride, t_.tb(), hk, t_.k0(), key_base, t_.sk(), dv, 1.f);
+  store_rows<Cfg>(p.dk, p.dk_stride, t_.tb(), hk, t_.k0(), key_base, t_.sk(), dk, p.scale);
 }
 
 template <class Cfg>
@@ -515,7 +552,13 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const _
   uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint64_t *bar = reinterpret_cast<uint64_t *>(smem + Cfg::BAR_OFF);
   uint64_t *kv_full = bar, *full = bar + 1, *empty = bar + 1 + Cfg::STAGES;
+  const TileRef tile{smem_addr(smem + Cfg::TILE_OFF)};
   if (threadIdx.x == 0) {
+    BwdTile t;
+    const bool valid = decode_tile(p, int(blockIdx.x), Cfg::BN, t);
+    int *dst = reinterpret_cast<int *>(smem + Cfg::TILE_OFF);
+    dst[0] = t.n_block, dst[1] = t.hk, dst[2] = t.b, dst[3] = t.tb, dst[4] = t.q0, dst[5] = t.k0, dst[6] = t.sq;
+    dst[7] = t.sk, dst[8] = valid;
     mbar_init(kv_full, 1);
     for (int s = 0; s < Cfg::STAGES; ++s) {
       mbar_init(full + s, 1);
@@ -524,8 +567,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const _
     mbar_init_fence();
   }
   __syncthreads();
-  BwdTile tile;
-  if (!decode_tile(p, int(blockIdx.x), Cfg::BN, tile)) return;  // the whole CTA: no barrier is used yet
+  if (!tile.valid()) return;  // the whole CTA: no barrier is used yet
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     setmaxnreg_dec<24>();

@@ -8,10 +8,12 @@
 //   convert_dq: dq = scale · dq_accum, read in the main kernel's fragment order (see
 //               flash_bwd_sm90_kernel.cuh), written in the dtype through the caller's strides.
 // Variable-length batches (cu_seqlens): the same kernels over the packed layout. prepare sees the
-// packed query tokens as one batch entry ([heads_q, total_q + BM] rows: the tokens, then BM padding
-// rows, so that a sequence's last query block never reads past the vectors); convert_dq_varlen walks
-// the packed rows, finds each row's sequence by binary search in cu_seqlens_q and reads the row from
-// its query block's accumulator (which starts at the block's first token). The main kernel's tiles
+// packed query tokens as one batch entry ([heads_q, total_q + batch * BM] rows: the tokens, then
+// padding rows, so that a sequence's last query block never reads past the vectors, and room for the
+// accumulator's per-sequence offsets); convert_dq_varlen walks the packed rows, finds each row's
+// sequence b by binary search in cu_seqlens_q and reads the row from its query block's accumulator,
+// which starts at row q0 + b * BM + m * BM (the main kernel's accum_row: blocks of different
+// sequences never overlap; the accumulator costs batch * BM rows per head more than the tokens). The main kernel's tiles
 // come from the forward's device-built list (flash_fwd_sm90_varlen.cu) with the roles of queries and
 // keys swapped: a key block "sees" the query blocks of m_range exactly as a query block sees key
 // blocks with the window mirrored (left <-> right) and seqlen_q <-> seqlen_k, so the list holds one
@@ -180,7 +182,7 @@ __global__ void convert_dq_varlen_kernel(const ConvertVarlenArgs a) {
     const cuda::VarlenSpan s = cuda::varlen_span(a.cu_q, a.cu_k, lo, a.total_q, a.total_k, a.max_q, a.max_k);
     if (row < s.q0 || row >= s.q0 + s.seqlen_q) continue;
     const int r_seq = row - s.q0, m = r_seq / a.block_m, r = r_seq - m * a.block_m;
-    const int64_t block = int64_t(h) * a.rows_pad + s.q0 + int64_t(m) * a.block_m;
+    const int64_t block = int64_t(h) * a.rows_pad + s.q0 + int64_t(lo + m) * a.block_m;  // accum_row
     const int rr = r % 64, t = (rr / 16) * 32 + (rr % 8) * 4 + q, half = rr % 16 / 8;
     const float *src = a.dq_accum + block * a.head_dim + ((r / 64) * nd + panel) * 4096 + t * 4 + 2 * half;
     Elem *dst = static_cast<Elem *>(a.dq) + int64_t(row) * a.dq_stride[1] + int64_t(h) * a.dq_stride[2] + panel * 64 +
@@ -341,8 +343,9 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   if (ctas > INT32_MAX) return PlanResult::no("grid too large");
 
   Launch l{};
-  // Fixed length: [batch * heads_q, whole query blocks]; varlen: [heads_q, total_q + BM] (header).
-  const int64_t seqlen_q_pad = varlen ? a.seqlen_q + bm : m_blocks * bm;
+  // Fixed length: [batch * heads_q, whole query blocks]; varlen: [heads_q, total_q + batch * BM] (header).
+  const int64_t seqlen_q_pad = varlen ? a.seqlen_q + a.batch * bm : m_blocks * bm;
+  if (seqlen_q_pad > INT32_MAX / 2) return PlanResult::no("variable-length batch too large for 32-bit row indices");
   l.vec_bytes = (varlen ? 1 : a.batch) * a.heads_q * seqlen_q_pad * 4;
   l.dq_accum_bytes = l.vec_bytes * a.head_dim;
   // Deterministic mode: one int per (batch, query head, query block, consumer warpgroup); varlen one

@@ -62,9 +62,9 @@
 // sequence). A box reaching past the sequence reads the next sequence's rows: keys past sk are masked
 // as at the end of the keys, and query rows past sq are masked explicitly (P = 0, so dS = 0: they add
 // nothing to dV, dK or dQ; fixed length gets the same from the TMA's zero rows and LSE = +inf). dK and
-// dV rows past sk are not stored (store_rows). The per-row vectors and the dQ accumulator are laid out
-// over the packed query rows (block_row): a sequence's last, partial query block overlaps the next
-// sequence's first rows in the accumulator and adds exact zeros there.
+// dV rows past sk are not stored (store_rows). The per-row vectors are laid out over the packed query
+// rows (block_row); the dQ accumulator's blocks of sequence b start BM * b rows further (accum_row),
+// so that no two sequences' blocks overlap (a block's accumulator is in fragment order).
 #pragma once
 #include <cuda.h>
 
@@ -99,7 +99,8 @@ struct BwdSm90Params {
   float scale, scale_log2;
   // Variable-length batches (null cu_q: fixed length; the file header). The tensors are [total, heads,
   // head_dim] (the maps' batch dimension has size 1); lse_log2 / dsum are [heads_q, seqlen_q_pad =
-  // total_q + BM] and a query block's dQ accumulator starts at its first row's float (row * head_dim).
+  // total_q + batch * BM] by packed token, and sequence b's query block m has its dQ accumulator at
+  // row q0 + b * BM + m * BM of the same [heads_q, seqlen_q_pad] rows (accum_row: no overlap).
   // tiles / tile_count: the device-built list ({sequence, n_block * heads_kv + kv head}, longest
   // first), num_tiles its upper bound (the grid); null tiles (deterministic mode): the fixed-length
   // order over (sequence, kv head) with num_n_blocks from max_k, CTAs past a sequence's keys exit.
@@ -214,12 +215,20 @@ __device__ __forceinline__ bool decode_tile(const BwdSm90Params &p, int linear, 
   return n * BN < t.sk;
 }
 
-// The first row of query block m of query head h in the per-row vectors and the dQ accumulator
-// (times head_dim): fixed length [batch * heads_q, seqlen_q_pad], varlen [heads_q, total_q + BM] from
-// the sequence's first token (a sequence's last block may overlap the next one's first rows: its
-// rows past the sequence add exact zeros there, dS being 0 on them).
+// The first row of query block m of query head h in the per-row vectors (LSE·log2 e, D): fixed
+// length [batch * heads_q, seqlen_q_pad]; varlen [heads_q, seqlen_q_pad] by packed token, from the
+// sequence's first token (a block reaching past the sequence reads the next one's values: masked).
 __device__ __forceinline__ int64_t block_row(const BwdSm90Params &p, TileRef t, int h, int m, int BM) {
   return (int64_t(t.tb()) * p.heads_q + h) * p.seqlen_q_pad + t.q0() + int64_t(m) * BM;
+}
+// The same block's first row in the dQ accumulator (times head_dim) and its semaphores. Fixed length:
+// block_row. Varlen: block_row + sequence * BM, so that sequence b's blocks start at q0 + b * BM and
+// its last, partial block ends before sequence b + 1's first (seqlen_q_pad = total_q + batch * BM).
+// They must not overlap: a block's accumulator is in fragment order (every 4096-float chunk mixes
+// all 64 of its rows), so the next sequence's adds into an overlapping tail would land on this
+// sequence's rows.
+__device__ __forceinline__ int64_t accum_row(const BwdSm90Params &p, TileRef t, int h, int m, int BM) {
+  return block_row(p, t, h, m, BM) + (p.cu_q != nullptr ? int64_t(t.b()) * BM : 0);
 }
 
 // The last key block whose CTA adds into query block m (m inside its m_range), for the order of
@@ -289,7 +298,7 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
     for (int w = 0; w < NWG; ++w) named_barrier_arrive(kDqEmpty + w, kDqBarrierThreads);
   int h = hk * p.group, m = m_begin;
   for (int step = 0; step < steps; ++step) {
-    const int64_t row = block_row(p, t, h, m, BM);
+    const int64_t row = accum_row(p, t, h, m, BM);
     int *sem = det ? p.dq_sem + (p.sem_rows == 1 ? row : row / BM) * NWG : nullptr;  // no 64-bit division
     const int rank = det ? last_n_block(p, m, BM, Cfg::BN, t.sq(), t.sk()) - n_block : 0;
 #pragma unroll

@@ -8,7 +8,7 @@
 # sm90), and the fixed-length backward of this build against an earlier one
 # (compare_builds.py, when the tarball has old/libflashbox.so).
 # Prebuilt binaries come as a tarball (built on the CPU machine, carried):
-#   bench/sm90_varlen_bwd_device_run.sh .carry/varlenbwd/bin.tar.gz
+#   bench/sm90_varlen_bwd_device_run.sh .carry/varlenbwd/bin.tar.gz [STEP,STEP,...]   (default: every step)
 # (libflashbox.so, test_sm90_bwd_varlen, test_sm90_bwd_mods, test_backward, test_cuda, sm90_bwd_varlen_bench, lib/,
 # optional old/libflashbox.so). Every step has its own time limit, most important first; logs to $OUT.
 set -u
@@ -17,7 +17,9 @@ B=/tmp/fb; mkdir -p $B && tar -xzf "$1" -C $B
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$B/lib:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1 FLASHBOX_LIBRARY=$B/libflashbox.so PYTHONPATH=python
 log="$O/run.log"
+ONLY=",${2:-all},"
 step() {
+  case "$ONLY" in *,all,*|*",$1,"*) ;; *) return 0 ;; esac
   local s=$(date +%s); echo "== $1" | tee -a "$log"; shift; "$@" >>"$log" 2>&1; echo "rc=$? ($(( $(date +%s) - s )) s)" | tee -a "$log"
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$log"

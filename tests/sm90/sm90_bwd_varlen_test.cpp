@@ -190,7 +190,9 @@ void check(const Case &c) {
     CUDA_OK(cudaDeviceSynchronize());
     EXPECT_EQ(kernel.rfind("cuda_flash_bwd_sm90_d" + std::to_string(D), 0), 0u) << "ran " << kernel;
     EXPECT_NE(kernel.find("_varlen"), std::string::npos) << "ran " << kernel;
-    if (det) EXPECT_NE(kernel.find("_deterministic"), std::string::npos) << "ran " << kernel;
+    if (det) {
+      EXPECT_NE(kernel.find("_deterministic"), std::string::npos) << "ran " << kernel;
+    }
     std::vector<uint8_t> got[3];
     for (int x = 0; x < 3; ++x) {
       std::vector<uint8_t> all(sizes[x] + 2 * kGuard);
@@ -203,8 +205,11 @@ void check(const Case &c) {
     }
     if (run == 1)
       for (int x = 0; x < 3; ++x) first[x] = got[x];
-    if (run == 2)
-      for (int x = 0; x < 3; ++x) EXPECT_TRUE(first[x] == got[x]) << names[x] << ": deterministic mode not repeatable";
+    if (run == 2) {
+      for (int x = 0; x < 3; ++x) {
+        EXPECT_TRUE(first[x] == got[x]) << names[x] << ": deterministic mode not repeatable";
+      }
+    }
     if (run == 0) std::fprintf(stderr, "  %s: %s / %s\n", c.name().c_str(), fwd_kernel.c_str(), kernel.c_str());
   }
 }

@@ -57,10 +57,10 @@
 // Each consumer warpgroup (head_dim 64 and 128) walks only the blocks of the tile's walk that its own
 // 64 rows see (group_range): a 192-row tile's window edges and causal diagonal span two or three
 // 128-key blocks, and a group skips the ones it does not see (their tensor-core turn and ring stages
-// are passed on, so the ping-pong and the rings stay in step); its masks follow its own rows. In the
-// plain configurations a block of which the group sees one 64-key half only runs P.V over that half
-// (block_half). Both are measured in bench/NOTES.md (sm90 forward v11): the masked-out pairs a
-// window's edge blocks compute were most of its cost at head_dim 64.
+// are passed on, so the ping-pong and the rings stay in step); its masks follow its own rows. The
+// masked-out pairs a window's edge blocks computed were most of its cost at head_dim 64: +9 % for a
+// causal window of 1024, +7 % two-sided (bench/NOTES.md, sm90 forward v11, which also has what was
+// tried and dropped: P.V over half a block, S over half a block).
 #pragma once
 #include <cuda.h>
 #include <cstdint>
@@ -327,12 +327,11 @@ __device__ __forceinline__ void gemm_qk_rs(float (&s)[Cfg::BN / 2], const uint32
 // panel); head_dim 256 is two N = 128 products per k-step, one per half of O's columns (the
 // accumulator of N = 256 is the two N = 128 accumulators one after the other; V's columns 128..
 // start two 64-column panels in).
-// K0..K1: the k-steps (16 keys each) to run: all of them, or one 64-key half of the block (Consumer::block_half).
-template <class Cfg, int K0 = 0, int K1 = Cfg::BN / 16>
+template <class Cfg>
 __device__ __forceinline__ void gemm_pv(float (&o)[Cfg::D / 2], const uint32_t (&pa)[Cfg::BN / 4], uint64_t v_desc) {
   constexpr int N = Cfg::D == 256 ? 128 : Cfg::D;
 #pragma unroll
-  for (int k = K0; k < K1; ++k)
+  for (int k = 0; k < Cfg::BN / 16; ++k)
 #pragma unroll
     for (int h = 0; h < Cfg::D / N; ++h)
       wgmma_rs<N, typename Cfg::Elem>(reinterpret_cast<float(&)[N / 2]>(o[h * N / 2]),
@@ -351,7 +350,6 @@ struct Consumer {
   int wg, lane, warp;
   uint64_t q_desc, k_desc0, v_desc0;
   int begin0, end0, begin1, end1;     // the keys each of this thread's two rows sees: [begin, end)
-  int g_begin, g_end;                 // the keys some row of this warpgroup sees (HALVES)
   float alibi_d0, slope;              // MODS: row0 + shift as a float, ALiBi slope in score units (0: off)
   float mods_scale, mods_scale_log2;  // MODS: the unit of a score (scale, or cap with softcap), times log2 e
   float o[D / 2], m[2], l[2];
@@ -368,23 +366,6 @@ struct Consumer {
   __device__ __forceinline__ void release_q() {
     if (Cfg::O_FITS && p.separate_o) release(bars.empty_q, 0);
   }
-  // HALVES (128-key blocks, head_dim <= 128): a block of which this warpgroup's rows see keys in one
-  // 64-key half only (a window's edge, the causal diagonal) runs its P.V over that half's four
-  // k-steps: 1 = the first half, 2 = the second, 0 = the whole block. Uniform over the warpgroup
-  // (g_begin, g_end are the group's bounds), as wgmma needs. Such a block is always a masked one
-  // (some row does not see the other half), so every stored row's p is 0 there. (S = Q K^T over
-  // the half as an N = 64 product into half of the accumulator was tried: ptxas serialized every
-  // wgmma of the kernel and spilled 1000 bytes; bench/NOTES.md, sm90 forward v11.)
-  // Not in the MODS configurations: with it the head_dim 64 MODS kernel (160 registers per
-  // consumer thread) spilled 8 bytes (ptxas -v).
-  static constexpr bool HALVES = Cfg::BN == 128 && Cfg::D <= 128 && !Cfg::MODS;
-  __device__ __forceinline__ int block_half(int n_block) const {
-    if constexpr (!HALVES) return 0;
-    const int first = n_block * BN;
-    if (g_end - first <= BN / 2) return 1;
-    if (g_begin - first >= BN / 2) return 2;
-    return 0;
-  }
   __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], PipeState<Cfg::STAGES> ks) {
     mbar_wait(bars.full_k + ks.stage, ks.phase);
     wgmma_fence();
@@ -394,16 +375,10 @@ struct Consumer {
       gemm_qk<Cfg>(s, q_desc, desc_advance(k_desc0, ks.stage * Cfg::KV_BYTES));
     wgmma_commit();
   }
-  __device__ __forceinline__ void issue_pv(const uint32_t (&pa)[BN / 4], PipeState<Cfg::STAGES> vs, int half = 0) {
+  __device__ __forceinline__ void issue_pv(const uint32_t (&pa)[BN / 4], PipeState<Cfg::STAGES> vs) {
     mbar_wait(bars.full_v + vs.stage, vs.phase);
     wgmma_fence();
-    const uint64_t v_desc = desc_advance(v_desc0, vs.stage * Cfg::KV_BYTES);
-    if (HALVES && half == 1)
-      gemm_pv<Cfg, 0, BN / 32>(o, pa, v_desc);
-    else if (HALVES && half == 2)
-      gemm_pv<Cfg, BN / 32, BN / 16>(o, pa, v_desc);
-    else
-      gemm_pv<Cfg>(o, pa, v_desc);
+    gemm_pv<Cfg>(o, pa, desc_advance(v_desc0, vs.stage * Cfg::KV_BYTES));
     wgmma_commit();
   }
   // Masks (when the block needs it) and folds the scores of K/V block n_block into m, l. An unmasked
@@ -558,7 +533,7 @@ struct Consumer {
       fence_operands(o);
       fence_operands(pa);
       issue_qk(s, ks);
-      issue_pv(pa, vs, block_half(n_block + 1));
+      issue_pv(pa, vs);
       turn_pass();
       wgmma_wait<1>();
       fence_operands(s);
@@ -577,7 +552,7 @@ struct Consumer {
     turn_wait();
     fence_operands(o);
     fence_operands(pa);
-    issue_pv(pa, vs, block_half(range.n_begin));
+    issue_pv(pa, vs);
     turn_pass();
     wgmma_wait<0>();
     fence_operands(o);
@@ -722,10 +697,7 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
       // Head dims 192 and 256 walk the tile's range in every group (with the group's walk the 256
       // kernel spilled 20 bytes, ptxas -v; their 128-row tiles gain from it only in a ragged last tile).
       if constexpr (Cfg::D <= 128) {
-        const int g_first = tile.m_block * Cfg::BM + wg * 64, g_last = min(g_first + 64, tile.sq) - 1;
-        c.g_begin = cuda::mods_key_begin(p.mods, g_first, shift, sk);
-        c.g_end = cuda::mods_key_end(p.mods, g_last, shift, sk);
-        const BlockRange own = group_range(p.mods, g_first, Cfg::BN, tile.sq, sk);
+        const BlockRange own = group_range(p.mods, tile.m_block * Cfg::BM + wg * 64, Cfg::BN, tile.sq, sk);
         c.walk(range, own, v_zero_from);
       } else {
         c.mainloop(range, v_zero_from);

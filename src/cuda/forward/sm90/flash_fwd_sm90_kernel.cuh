@@ -230,7 +230,7 @@ __device__ __forceinline__ BlockRange block_range(const cuda::DeviceMods &mods, 
 // The blocks of a tile's walk that one consumer warpgroup's 64 rows, from row_first, see: a sub-range
 // of the tile's (rows are monotone in both window edges), empty when the group's rows all lie past
 // seqlen_q. In a 192-row tile a window edge or the causal diagonal spans two or three 128-key blocks,
-// and some group sees none of one of them: it skips that block's products (consumer_skip_block).
+// and some group sees none of one of them: it skips that block's products (Consumer::skip_block).
 __device__ __forceinline__ BlockRange group_range(const cuda::DeviceMods &mods, int row_first, int BN, int sq, int sk) {
   if (row_first >= sq) return {0, 0, 0, 0};
   return block_range(mods, row_first / 64, 64, BN, sq, sk);

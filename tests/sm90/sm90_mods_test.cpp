@@ -192,6 +192,37 @@ TEST_F(Sm90Mods, SlidingWindow) {
     }
 }
 
+// Each consumer warpgroup walks only the blocks its own 64 rows see (group_range in the kernel): in
+// the 192-row head_dim 64 tile a window's edges and the causal diagonal span two or three 128-key
+// blocks, some of which one group skips; a group whose rows all lie past seqlen_q (the last tile at
+// odd lengths) skips the whole walk. Windows placed at and next to the 64-row group edges and the
+// 128-key block edges, odd lengths, seqlen_q != seqlen_k, and 16 heads so that persistent CTAs walk
+// several tiles (the skipped turns and ring stages run on into the next tile).
+TEST_F(Sm90Mods, GroupsSkipBlocksTheyDoNotSee) {
+  Worst w;
+  const std::vector<int64_t> ts = small_only() ? std::vector<int64_t>{65, 200} : std::vector<int64_t>{200, 577, 1000};
+  for (int64_t d : {64, 128})
+    for (int64_t t : ts) {
+      // A side at least as long as the sequence is unbounded (no _window kernel).
+      const auto win = [t](int32_t side) { return side < t ? "_window" : nullptr; };
+      for (int32_t wl : {63, 64, 127, 128, 191, 320}) check(mk(t, t, d, 1, wl, -1), w, win(wl));
+      for (int32_t ww : {1, 64, 130}) check(mk(t, t, d, 0, ww, ww), w, win(ww));
+      check(mk(t, t, d, 0, -1, 70), w, win(70));
+      check(mk(t, t, d, 1, -1, -1), w);  // the causal diagonal alone
+      check(mk(t, t + 37, d, 1, 100, -1), w);
+      check(mk(t + 37, t, d, 0, 64, 64), w);
+    }
+  if (small_only()) return;
+  for (int64_t d : {64, 128}) {
+    ModCase c = mk(1000, 1000, d, 1, 191, -1);
+    c.batch = 2, c.heads_q = 16, c.heads_kv = 4;
+    check(c, w, "_persistent");
+    c = mk(1000, 1000, d, 0, 130, 130);
+    c.batch = 2, c.heads_q = 16, c.heads_kv = 4;
+    check(c, w, "_persistent");
+  }
+}
+
 // seqlen_q != seqlen_k (bottom-right alignment: rows whose window lies before the first key or past
 // the last see nothing: O = 0, LSE = -inf).
 TEST_F(Sm90Mods, DifferentLengths) {

@@ -54,6 +54,13 @@
 // score and are compiled in only with MODS (the default tile of each head_dim, flash_fwd_sm90_d*.cu):
 // the scores are transformed before the mask and the online softmax; with a softcap they stay in
 // units of the cap (tanh's output), and the softmax and LSE use cap where they used the scale.
+// Each consumer warpgroup (head_dim 64 and 128) walks only the blocks of the tile's walk that its own
+// 64 rows see (group_range): a 192-row tile's window edges and causal diagonal span two or three
+// 128-key blocks, and a group skips the ones it does not see (their tensor-core turn and ring stages
+// are passed on, so the ping-pong and the rings stay in step); its masks follow its own rows. The
+// masked-out pairs a window's edge blocks computed were most of its cost at head_dim 64: +9 % for a
+// causal window of 1024, +7 % two-sided (bench/NOTES.md, sm90 forward v11, which also has what was
+// tried and dropped: P.V over half a block, S over half a block).
 #pragma once
 #include <cuda.h>
 #include <cstdint>
@@ -218,6 +225,15 @@ __device__ __forceinline__ BlockRange block_range(const cuda::DeviceMods &mods, 
   const int all_begin = cuda::mods_key_begin(mods, r_last, shift, sk);
   const int all_end = cuda::mods_key_end(mods, r_first, shift, sk);
   return {some_begin / BN, (some_end + BN - 1) / BN, (all_begin + BN - 1) / BN, all_end / BN};
+}
+
+// The blocks of a tile's walk that one consumer warpgroup's 64 rows, from row_first, see: a sub-range
+// of the tile's (rows are monotone in both window edges), empty when the group's rows all lie past
+// seqlen_q. In a 192-row tile a window edge or the causal diagonal spans two or three 128-key blocks,
+// and some group sees none of one of them: it skips that block's products (Consumer::skip_block).
+__device__ __forceinline__ BlockRange group_range(const cuda::DeviceMods &mods, int row_first, int BN, int sq, int sk) {
+  if (row_first >= sq) return {0, 0, 0, 0};
+  return block_range(mods, row_first / 64, 64, BN, sq, sk);
 }
 
 // Sets scores to -inf where the column (relative to this thread's first column) is outside the row's
@@ -466,6 +482,38 @@ struct Consumer {
     named_barrier_sync(kEpilogueBarrier + wg, 128);
   }
 
+  // A block of the tile's walk that none of this group's rows sees: its turn at the tensor cores
+  // passes on (every group takes one turn per block, plus one, per tile, so the ping-pong stays in
+  // step) and its K and V stages are released once they have landed (waiting for the data first
+  // keeps this group's arrival in the stage's current phase: the producer refills a stage only after
+  // every warp of every group has arrived).
+  __device__ __forceinline__ void skip_block() {
+    turn_wait();
+    turn_pass();
+    mbar_wait(bars.full_k + ks.stage, ks.phase);
+    release(bars.empty_k, ks.stage);
+    ks.advance();
+    mbar_wait(bars.full_v + vs.stage, vs.phase);
+    release(bars.empty_v, vs.stage);
+    vs.advance();
+  }
+
+  // The tile's walk for this group: the blocks of `range` it sees (`own`, a sub-range) through the
+  // main loop, the others skipped in their place in the walk (from the last block down).
+  __device__ __forceinline__ void walk(BlockRange range, BlockRange own, int v_zero_from) {
+    if (own.count() == 0) {  // a group whose rows see no key of the tile (or lie past seqlen_q)
+      for (int n = range.n_end - 1; n >= range.n_begin; --n) skip_block();
+      turn_wait();  // the turn of the tile's last P.V
+      turn_pass();
+      release_q();
+      return;
+    }
+    for (int n = range.n_end - 1; n >= own.n_end; --n) skip_block();
+    // The varlen zeroing concerns the tile's first block only: a group that skips it never reads it.
+    mainloop(own, own.n_end == range.n_end ? v_zero_from : BN);
+    for (int n = own.n_begin - 1; n >= range.n_begin; --n) skip_block();
+  }
+
   __device__ __forceinline__ void mainloop(BlockRange range, int v_zero_from) {
     float s[BN / 2], alpha[2];
     uint32_t pa[BN / 4];
@@ -646,7 +694,14 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
       int v_zero_from = Cfg::BN;
       if (Cfg::VARLEN && p.cu_q != nullptr && tile.k0 + tile.sk < p.total_k)
         v_zero_from = min(tile.sk - (range.n_end - 1) * Cfg::BN, Cfg::BN);
-      c.mainloop(range, v_zero_from);
+      // Head dims 192 and 256 walk the tile's range in every group (with the group's walk the 256
+      // kernel spilled 20 bytes, ptxas -v; their 128-row tiles gain from it only in a ragged last tile).
+      if constexpr (Cfg::D <= 128) {
+        const BlockRange own = group_range(p.mods, tile.m_block * Cfg::BM + wg * 64, Cfg::BN, tile.sq, sk);
+        c.walk(range, own, v_zero_from);
+      } else {
+        c.mainloop(range, v_zero_from);
+      }
     } else {
       c.release_q();
     }

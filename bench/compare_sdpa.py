@@ -13,7 +13,9 @@ Options: --non-causal, --backward (flashbox_attention_backward; skipped with a n
 UNSUPPORTED), --seqlens 1024,4096, --configs 64:12,128:16, --no-naive, --flash-arch sm80|sm90,
 --also-families sm80,sm90 (the same call, forward or backward, again with options.family forced to
 each, rows "flashbox_sm80" / "flashbox_sm90": e.g. head_dim 96 and 192 on the Hopper kernels against
-the sm80 ones and cuDNN in one run: --configs 96:16,192:8 --also-families sm80,sm90).
+the sm80 ones and cuDNN in one run: --configs 96:16,192:8 --also-families sm80,sm90; forward only, an
+entry tileMxN forces the sm90 tile, e.g. tile128x64 at head_dim 192: the head_dim 256 kernel, the path
+before the 192 one).
 Writes a report document whose steps.peers follows docs/report-schema.md (`flashbox report --merge`).
 """
 import argparse
@@ -81,6 +83,14 @@ def options(family="auto", settings=None):
         else:
             raise ValueError(f"no option for {key}")
     return o
+
+
+def variant_options(name):
+    """An --also-families entry: a family (sm80, sm90) or an sm90 tile (e.g. tile128x64: family sm90
+    with FLASHBOX_SM90_TILE=128x64; for head_dim 136..192 that tile names the head_dim 256 kernel)."""
+    if name.startswith("tile"):
+        return options("sm90", {"FLASHBOX_SM90_TILE": name[len("tile"):]})
+    return options(name)
 
 
 def forward_call(lib, fargs, opts=None):
@@ -202,7 +212,7 @@ def measure_case(lib, B, H, T, D, causal, backward, with_naive, dtype, also_fami
         # The same call with the family forced (options.family): a family that declines the shape
         # gives a row with its reason.
         for fam in also_families:
-            call = forward_call(lib, fargs, options(fam))
+            call = forward_call(lib, fargs, variant_options(fam))
             o.fill_(float("nan"))
             rc = call()
             if rc != 0:
@@ -309,7 +319,8 @@ def main():
     ap.add_argument("--no-naive", action="store_true")
     ap.add_argument("--flash-arch", choices=["sm80", "sm90"], help="sets FLASHBOX_FLASH_ARCH")
     ap.add_argument("--also-families", default="",
-                    help="also time flashbox with options.family forced to each (comma list: sm80,sm90)")
+                    help="also time flashbox with options.family forced to each (comma list: sm80,sm90; "
+                         "forward only, tileMxN: the sm90 forward with that tile, e.g. tile128x64)")
     args = ap.parse_args()
     if args.flash_arch:
         os.environ["FLASHBOX_FLASH_ARCH"] = args.flash_arch
@@ -323,8 +334,10 @@ def main():
     configs = [tuple(int(y) for y in x.split(":")) for x in args.configs.split(",")]
     also = [f for f in args.also_families.split(",") if f]
     for f in also:
-        if f not in ("sm80", "sm90"):
-            sys.exit(f"compare_sdpa.py: --also-families takes sm80 and sm90 (got {f})")
+        if f not in ("sm80", "sm90") and not (f.startswith("tile") and "x" in f):
+            sys.exit(f"compare_sdpa.py: --also-families takes sm80, sm90 and tileMxN (got {f})")
+    if args.backward and any(f.startswith("tile") for f in also):
+        sys.exit("compare_sdpa.py: --also-families tileMxN times the forward only")
     if also and not hasattr(lib, "flashbox_attention_forward_opts"):
         sys.exit("compare_sdpa.py: --also-families needs flashbox_attention_forward_opts (builds from 2026-12-01 on)")
     print(f"flashbox {lib.flashbox_version().decode()} | torch {torch.__version__} | triton {triton.__version__} | "

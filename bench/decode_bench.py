@@ -37,6 +37,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 from flashbox import kvcache  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cuda_timing import event_ms  # noqa: E402
+
 PEAK_BW = 4.8e12
 L2_GUARD = 256 << 20
 
@@ -82,16 +85,11 @@ def graph_time(fns, reps, trials):
         torch.cuda.synchronize()
         for f in fns:
             f()
-        times = []
-        for _ in range(trials):
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
+
+        def cycle():
             for i in range(reps):
                 fns[i % len(fns)]()
-            e1.record()
-            e1.synchronize()
-            times.append(e0.elapsed_time(e1) * 1e-3 / reps)
-        times.sort()
+        times = sorted(ms * 1e-3 / reps for ms in event_ms(cycle, trials))
         return times[len(times) // 2]
 
 
@@ -109,15 +107,7 @@ def _graph_time(fns, reps, trials):
             fns[i % len(fns)]()
     g.replay()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(trials):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        g.replay()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1) * 1e-3 / reps)
-    times.sort()
+    times = sorted(ms * 1e-3 / reps for ms in event_ms(g.replay, trials))
     return times[len(times) // 2]
 
 

@@ -31,6 +31,7 @@ step test_sm90 timeout 60 $B/test_sm90 --gtest_brief=1
 [ -x $B/test_sm90_bwd_mods ] && step test_sm90_bwd_mods timeout 90 $B/test_sm90_bwd_mods --gtest_brief=1
 [ -x $B/test_sm90_bwd_d256 ] && step test_sm90_bwd_d256 timeout 60 $B/test_sm90_bwd_d256 --gtest_brief=1
 [ -x $B/test_sm90_varlen ] && step test_sm90_varlen timeout 60 $B/test_sm90_varlen --gtest_brief=1
+[ -x $B/test_sm90_bwd_varlen ] && step test_sm90_bwd_varlen timeout 60 $B/test_sm90_bwd_varlen --gtest_brief=1
 [ -x $B/test_decode ] && step test_decode timeout 90 $B/test_decode --gtest_brief=1
 [ -x $B/test_gpt2 ] && step test_gpt2_cuda timeout 120 $B/test_gpt2 --gtest_brief=1 --gtest_filter='CudaTrainer.*:CudaForward.*'
 [ -x $B/test_context_parallel ] && step test_context_parallel timeout 90 $B/test_context_parallel --gtest_brief=1
@@ -42,9 +43,19 @@ step memcheck_ext timeout 90 compute-sanitizer --tool memcheck --error-exitcode 
 [ -x $B/test_sm90_varlen ] && step memcheck_varlen timeout 60 env FLASHBOX_SM90_VARLEN_SMALL=1 compute-sanitizer --tool memcheck \
   --error-exitcode 9 $B/test_sm90_varlen --gtest_brief=1 \
   --gtest_filter='Sm90Varlen.TileEdges:Sm90Varlen.DifferentLengths:Sm90Varlen.MalformedCuSeqlensStayInBounds:Sm90Varlen.WindowsSoftcapAlibi'
+[ -x $B/test_sm90_bwd_varlen ] && step memcheck_varlen_bwd timeout 40 compute-sanitizer --tool memcheck --error-exitcode 9 \
+  $B/test_sm90_bwd_varlen --gtest_brief=1 --gtest_filter='Sm90BwdVarlen.SmallDifferentLengths:Sm90BwdVarlen.SmallWindowsSoftcapAlibi'
 # The extension's speed: a packed varlen batch against the sum of its fixed-length calls (and sm80),
 # the masked backward against the plain one at the same work (issue 14's cost bars).
 [ -x $B/sm90_varlen_bench ] && step varlen_bench timeout 40 $B/sm90_varlen_bench --json "$O/varlen_bench.json"
+# The same for the backward (bench/sm90_bwd_varlen_bench.cpp): a B = 8 pack of 512..8192 and a GPT-style
+# pack of 16 ~1000-token documents, and the deterministic mode on the B = 8 pack.
+if [ -x $B/sm90_bwd_varlen_bench ]; then
+  step varlen_bwd_bench timeout 25 $B/sm90_bwd_varlen_bench --json "$O/varlen_bwd_b8.json"
+  step varlen_bwd_bench_gpt timeout 20 $B/sm90_bwd_varlen_bench \
+    --lens 1024,812,1300,977,700,1150,1024,890,1210,760,1024,1099,930,1280,705,1019 --json "$O/varlen_bwd_gpt.json"
+  step varlen_bwd_bench_det timeout 15 $B/sm90_bwd_varlen_bench --deterministic --json "$O/varlen_bwd_b8_det.json"
+fi
 step compare_masks_bwd timeout 60 python3 bench/compare_masks.py $B/libflashbox.so --backward --seqlens 4096,16384 \
   --windows 1024 --json "$O/compare_masks_bwd.json"
 # The sm80 families of this build against the earlier one (both read the family from the environment).

@@ -15,6 +15,7 @@ import itertools
 import json
 import os
 import statistics
+import sys
 
 os.environ.setdefault("FLASHBOX_FLASH_ARCH", "sm80")
 os.environ.setdefault("FLASHBOX_BWD_ARCH", "sm80")
@@ -23,22 +24,16 @@ import torch  # noqa: E402
 
 from flashbox import flash_attn as fa  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cuda_timing import event_ms  # noqa: E402
+
 
 def timed(fn, reps, calls=8):
     """Median over `reps` of the mean time of `calls` back-to-back calls (the queue stays full, so the
     Python cost of a call hides behind the previous kernel as it does in a model)."""
     fn()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(calls):
-            fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e-3 / calls)
-    return statistics.median(times)
+    return statistics.median([ms * 1e-3 / calls for ms in event_ms(fn, reps, calls)])
 
 
 def visible_pairs(tq, tk, causal, left):

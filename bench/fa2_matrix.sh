@@ -18,3 +18,7 @@ done
 wait
 echo "$n shards in $(( $(date +%s) - start )) s"
 python3 bench/fa2_matrix_merge.py "$out"/shard_*.json --shards "$n" --json "$out/matrix.json"
+rc=$?
+# One archive instead of 2N files (the device returns a limited number of files).
+tar -czf "$out/shards.tar.gz" -C "$out" $(cd "$out" && ls shard_*) && rm -f "$out"/shard_*
+exit $rc

@@ -22,9 +22,11 @@ def main():
                 per_shard.append(json.load(f))
         except (OSError, json.JSONDecodeError) as e:
             print(f"{p}: unreadable ({e})")
-    names = []
+    names = []  # the functions the shards were asked to run, then any they report
     for s in per_shard:
-        names += [n for n in s if n not in names]
+        for n in s.get("_functions", []) + list(s):
+            if n not in names and not n.startswith("_"):
+                names.append(n)
     total = {}
     complete = len(per_shard) == a.shards
     for n in names:

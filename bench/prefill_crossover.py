@@ -25,6 +25,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cuda_timing import event_ms  # noqa: E402  (imports torch only when it times)
 
 ROUTES = {"decode": str(1 << 20), "prefill": "1"}
 THRESHOLD = 128  # kPrefillRows in src/api/kvcache_prefill.hpp
@@ -69,16 +71,7 @@ def child(route, quick, reps, trials):
             print(f"route {route} shape {(b, L, hq, hk, d, sq)}: rel. error {err:.3g} against SDPA", file=sys.stderr)
             sys.exit(3)
         del ref, qt, kt, vt
-        times = []
-        for _ in range(trials):
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(reps):
-                call()
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop) / reps)
-        times.sort()
+        times = sorted(ms / reps for ms in event_ms(call, trials, reps))
         rows.append({"batch": b, "keys": L, "heads_q": hq, "heads_kv": hk, "head_dim": d, "seqlen_q": sq,
                      "ms": times[len(times) // 2], "rel_err": err})
     print(json.dumps(rows))

@@ -16,18 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "cuda_check.hpp"
 #include "flashbox/flashbox.h"
 
 namespace {
-
-#define CHECK_CUDA(call) \
-  do { \
-    const cudaError_t e_ = (call); \
-    if (e_ != cudaSuccess) { \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1); \
-    } \
-  } while (0)
 
 __global__ void fill_random_bf16(uint16_t *p, int64_t n, uint64_t seed) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {

@@ -27,7 +27,7 @@ step memcheck_d256 30 env FLASHBOX_SM90_MODS_SMALL=1 compute-sanitizer --tool me
   $B/test_sm90_bwd_d256 --gtest_brief=1 --gtest_filter='Sm90BwdD256.SmallCases'
 step compare_bwd_d256 35 python3 bench/compare_sdpa.py $B/libflashbox.so --no-naive --backward --configs 256:8 \
   --seqlens 1024,2048,4096,8192,16384 --also-families sm80 --json "$O/compare_bwd_d256.json"
-# This build against an earlier one when the tarball has old/libflashbox.so (v13 against v12), interleaved.
+# This build against an earlier one when the tarball has old/libflashbox.so (v14 against v13), interleaved.
 [ -f $B/old/libflashbox.so ] && step compare_builds_d256 40 python3 bench/compare_builds.py new=$B/libflashbox.so \
   old=$B/old/libflashbox.so --rounds 2 --shapes 256:8:4096:1,256:8:16384:1,256:8:16384:0 --json "$O/compare_builds_d256.json"
 step test_sm90_bwd_mods 12 $B/test_sm90_bwd_mods --gtest_brief=1

@@ -149,8 +149,8 @@ FLASHBOX_API const char *flashbox_last_kernel(void);
  *
  * Availability: device = cpu, every impl. device = cuda: what the kernel families take (README,
  * "Feature matrix": the sm80 family takes every field, forward and backward, with head_dim a
- * multiple of 8 up to 256; the sm90 families decline what they lack (varlen; softcap/ALiBi in a
- * non-default forward tile), so auto falls to sm80); a
+ * multiple of 8 up to 256; the sm90 families decline what they lack (e.g. varlen, softcap or ALiBi
+ * above head_dim 128; softcap/ALiBi in a non-default forward tile), so auto falls to sm80); a
  * field no family takes is refused with FLASHBOX_ERR_UNSUPPORTED_IMPL and a message naming it,
  * before anything is written. */
 typedef struct {

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "backward_case.hpp"
 
@@ -197,6 +199,37 @@ TEST(CudaBackward, HopperRunsTheSm90Kernels) {
   }
 }
 
+// The deterministic-repeat tests' shapes: GQA 4:2, bf16, seqlen_q x causal_seqlen_k when causal
+// (seqlen_k != seqlen_q) and seqlen_q x seqlen_q when not.
+struct RepeatShape {
+  int64_t batch, seqlen_q, causal_seqlen_k;
+  int runs;  // backward calls on the same inputs, all of which must give the same bits
+};
+
+// deterministic = 1 on every head_dim of `dims`, causal then not: the gradients are bitwise the same
+// over s.runs calls and close to the reference, and the last call's kernel names every one of
+// `kernel_parts`.
+void expect_bitwise_repeatable(std::initializer_list<int64_t> dims, const RepeatShape &s,
+                               const std::vector<std::string> &kernel_parts) {
+  for (int64_t dim : dims)
+    for (int causal : {1, 0}) {
+      BackwardData d({.batch = s.batch,
+                      .seqlen_q = s.seqlen_q,
+                      .seqlen_k = causal ? s.causal_seqlen_k : s.seqlen_q,
+                      .heads_q = 4,
+                      .heads_kv = 2,
+                      .head_dim = dim,
+                      .dtype = FLASHBOX_BFLOAT16,
+                      .causal = causal});
+      bool equal = true;
+      run_on_device(d, 1, s.runs, &equal);
+      EXPECT_TRUE(equal) << "deterministic = 1 gave different bits across " << s.runs << " runs: " << d.name();
+      const std::string kernel = flashbox_last_kernel();
+      for (const std::string &part : kernel_parts) EXPECT_NE(kernel.find(part), std::string::npos) << kernel;
+      d.expect_close();
+    }
+}
+
 // 50 runs each (issue 15's bar), causal and not, GQA, seqlen_q != seqlen_k; on an sm_90 device the
 // Hopper kernel's semaphore-ordered dQ adds are what runs.
 TEST(CudaBackward, DeterministicModeIsBitwiseRepeatable) {
@@ -210,47 +243,17 @@ TEST(CudaBackward, DeterministicModeIsBitwiseRepeatable) {
 #ifndef FLASHBOX_HAVE_SM90
   hopper = false;
 #endif
-  for (int64_t dim : {64, 128})
-    for (int causal : {1, 0}) {
-      BackwardData d({.batch = 2,
-                      .seqlen_q = 700,
-                      .seqlen_k = causal ? 900 : 700,
-                      .heads_q = 4,
-                      .heads_kv = 2,
-                      .head_dim = dim,
-                      .dtype = FLASHBOX_BFLOAT16,
-                      .causal = causal});
-      bool equal = true;
-      run_on_device(d, 1, 50, &equal);
-      EXPECT_TRUE(equal) << "deterministic = 1 gave different bits across 50 runs: " << d.name();
-      const std::string kernel = flashbox_last_kernel();
-      EXPECT_NE(kernel.find("deterministic"), std::string::npos) << kernel;
-      if (hopper) EXPECT_NE(kernel.find("sm90"), std::string::npos) << kernel;
-      d.expect_close();
-    }
+  std::vector<std::string> kernel_parts = {"deterministic"};
+  if (hopper) kernel_parts.push_back("sm90");
+  expect_bitwise_repeatable({64, 128}, {.batch = 2, .seqlen_q = 700, .causal_seqlen_k = 900, .runs = 50}, kernel_parts);
 }
 
 // Head dims above 128 (the sm80 d256 kernels: dK/dV and dQ split into column halves): the
 // deterministic mode gives the same bits over 3 runs, causal and not, GQA, seqlen_q != seqlen_k.
 TEST(CudaBackward, DeterministicHeadDim256IsBitwiseRepeatable) {
   SKIP_WITHOUT_GPU();
-  for (int64_t dim : {160, 256})
-    for (int causal : {1, 0}) {
-      BackwardData d({.batch = 1,
-                      .seqlen_q = 300,
-                      .seqlen_k = causal ? 400 : 300,
-                      .heads_q = 4,
-                      .heads_kv = 2,
-                      .head_dim = dim,
-                      .dtype = FLASHBOX_BFLOAT16,
-                      .causal = causal});
-      bool equal = true;
-      run_on_device(d, 1, 3, &equal);
-      EXPECT_TRUE(equal) << "deterministic = 1 gave different bits across 3 runs: " << d.name();
-      const std::string kernel = flashbox_last_kernel();
-      EXPECT_NE(kernel.find("cuda_flash_bwd_sm80_d256_deterministic"), std::string::npos) << kernel;
-      d.expect_close();
-    }
+  expect_bitwise_repeatable({160, 256}, {.batch = 1, .seqlen_q = 300, .causal_seqlen_k = 400, .runs = 3},
+                            {"cuda_flash_bwd_sm80_d256_deterministic"});
 }
 
 }  // namespace

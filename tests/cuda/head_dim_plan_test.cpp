@@ -1,8 +1,9 @@
 // Which kernel family and instantiation takes a head_dim, decided by the planners alone (no device
 // work, so these run on a machine without a GPU too): the sm80 forward and backward take every
 // multiple of 8 up to 256 (d64 / d128 / d256 instantiations), nothing above; so does the sm90
-// forward (the same instantiations), except softcap, ALiBi and varlen above 128, which it declines to
-// sm80; the sm90 backward takes 64, 128 and (its d256 kernel) 136..256, not deterministic above 128.
+// forward (d64 / d128 / d192 / d256), except softcap, ALiBi and varlen above 128, which it declines to
+// sm80; the sm90 backward takes 64, 128 and (its d256 kernel) 136..256, neither deterministic nor
+// varlen above 128.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -82,13 +83,14 @@ TEST(HeadDimPlan, Sm80BackwardTakesMultiplesOf8UpTo256) {
 }
 
 #ifdef FLASHBOX_HAVE_SM90
-// The sm90 forward serves every multiple of 8 up to 256 on the next instantiation up (64, 128, 256;
+// The sm90 forward serves every multiple of 8 up to 256 on the next instantiation up (64, 128, 192, 256;
 // the TMA zero-fills the columns past head_dim): the policy's choices for such a head_dim, decided
 // without a device (the plan's last step asks for one, so its accepted plans are the GPU tests').
 TEST(HeadDimPlan, Sm90ForwardServesMultiplesOf8OnTheNextInstantiation) {
   for (int64_t d : {8, 16, 32, 40, 56, 64}) EXPECT_EQ(sm90::kernel_head_dim(d), 64) << "d" << d;
   for (int64_t d : {72, 80, 96, 112, 120, 128}) EXPECT_EQ(sm90::kernel_head_dim(d), 128) << "d" << d;
-  for (int64_t d : {136, 160, 192, 224, 248, 256}) EXPECT_EQ(sm90::kernel_head_dim(d), 256) << "d" << d;
+  for (int64_t d : {136, 144, 160, 176, 184, 192}) EXPECT_EQ(sm90::kernel_head_dim(d), 192) << "d" << d;
+  for (int64_t d : {200, 224, 248, 256}) EXPECT_EQ(sm90::kernel_head_dim(d), 256) << "d" << d;
   for (int64_t d : {0, 4, 59, 100, 111, 255, 264}) EXPECT_EQ(sm90::kernel_head_dim(d), 0) << "d" << d;
   struct Want {
     int64_t d;
@@ -97,7 +99,8 @@ TEST(HeadDimPlan, Sm90ForwardServesMultiplesOf8OnTheNextInstantiation) {
   };
   for (const Want w : {Want{8, {192, 128}, false, true}, Want{40, {192, 128}, false, true},
                        Want{96, {128, 128}, true, true}, Want{120, {128, 128}, true, true},
-                       Want{136, {128, 64}, false, false}, Want{192, {128, 64}, false, false}}) {
+                       Want{136, {128, 112}, false, false}, Want{192, {128, 112}, false, false},
+                       Want{200, {128, 64}, false, false}, Want{256, {128, 64}, false, false}}) {
     const PlanCase c(w.d);
     const detail::Problem p = detail::make_problem(c.a);
     sm90::TileChoice t{};
@@ -106,6 +109,17 @@ TEST(HeadDimPlan, Sm90ForwardServesMultiplesOf8OnTheNextInstantiation) {
     EXPECT_EQ(t.bn, w.tile.bn) << "d" << w.d;
     EXPECT_EQ(sm90::q_in_registers(sm90::kernel_head_dim(w.d), t.bn), w.qreg) << "d" << w.d;
     EXPECT_EQ(sm90::has_score_mods(p, t), w.mods) << "d" << w.d;
+    EXPECT_EQ(sm90::instantiation(sm90::kernel_head_dim(w.d), t), sm90::kernel_head_dim(w.d)) << "d" << w.d;
+  }
+  {  // 136..192 with the tile 128 x 64: the head_dim 256 kernel (the path before the 192 kernel)
+    const PlanCase c(160);
+    detail::Problem p = detail::make_problem(c.a);
+    p.tuning.sm90_tile_m = 128, p.tuning.sm90_tile_n = 64;
+    sm90::TileChoice t{};
+    ASSERT_TRUE(sm90::choose_tile(p, t));
+    EXPECT_EQ(sm90::instantiation(sm90::kernel_head_dim(160), t), 256);
+    p.tuning.sm90_tile_n = 128;  // no such tile at 192
+    EXPECT_FALSE(sm90::choose_tile(p, t));
   }
   {  // a named tile of the instantiation is taken (d96 on the 128 kernel's 128 x 176)
     const PlanCase c(96);
@@ -164,6 +178,15 @@ TEST(HeadDimPlan, Sm90BackwardServesAbove128WithTheD256Kernel) {
     EXPECT_FALSE(det.plan.has_value()) << "d" << d;
     EXPECT_EQ(det.code, 0) << "a decline: auto goes on to sm80";
     EXPECT_NE(det.why_not.find("no deterministic mode for head_dim above 128"), std::string::npos) << det.why_not;
+    // Variable-length batches stay at 64 and 128 (branch sm90-varlen-bwd): a decline above, for sm80.
+    static int32_t cu[2] = {0, 64};
+    detail::GradProblem vg = c.grad(0);
+    vg.fwd.cu_seqlens_q = vg.fwd.cu_seqlens_k = cu, vg.fwd.max_seqlen_q = vg.fwd.max_seqlen_k = 64;
+    const detail::PlanResult vr = detail::plan_sm90_backward(vg, /*size_only=*/true);
+    EXPECT_FALSE(vr.plan.has_value()) << "d" << d;
+    EXPECT_EQ(vr.code, 0) << "a decline: auto goes on to sm80";
+    EXPECT_NE(vr.why_not.find("variable-length batches (cu_seqlens) only at head_dim 64 or 128"), std::string::npos)
+        << vr.why_not;
   }
   for (int64_t d : {72, 120, 264}) {
     const PlanCase c(d);

@@ -1,14 +1,22 @@
 // Shared by the sm90 test files: whether they can run here (a CUDA device of compute capability 9.0,
 // the sm_90a kernels' only target, with the reason when not, for GTEST_SKIP), CUDA_OK for a checked
-// call, and the guard bytes around every device output that show a write out of bounds.
+// call, the guard byte around every device output that shows a write out of bounds (the buffers
+// themselves: support/device_buffers.hpp), and the forward tests' seeded inputs and O and LSE check.
 #pragma once
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
+
+#include "core/dtype.hpp"
+
+#include "support/device_buffers.hpp"
+#include "support/output_error.hpp"
 
 #define CUDA_OK(call) \
   do { \
@@ -35,15 +43,65 @@ inline bool have_hopper(std::string &why) {
   return true;
 }
 
-// A device output is allocated as [kGuard bytes | payload | kGuard bytes], the guards set to kGuardByte.
-inline constexpr size_t kGuard = 4096;
+// The sm90 forward tests' device outputs are [kGuard bytes | payload | kGuard bytes]
+// (support/device_buffers.hpp), the guards set to kGuardByte.
 inline constexpr uint8_t kGuardByte = 0x5a;
 
 // Whether both guards of such a buffer, copied back whole into `raw`, are intact.
 inline bool guard_intact(const std::vector<uint8_t> &raw, size_t payload) {
-  for (size_t i = 0; i < kGuard; ++i)
-    if (raw[i] != kGuardByte || raw[kGuard + payload + i] != kGuardByte) return false;
-  return true;
+  return guard_intact(raw, payload, kGuardByte);
+}
+
+// The sm90 forward tests' seeded inputs: values of a 2-byte dtype (bf16, fp16) from N(0, 1), and ALiBi
+// slopes from U(0, 0.3), all drawn from one generator in the order they are asked for, so that the
+// seed in a failure message reproduces the case.
+class Sm90Inputs {
+ public:
+  explicit Sm90Inputs(uint64_t seed) : rng_(seed) {}
+
+  // n values of dtype dt (2 bytes each).
+  std::vector<uint8_t> normal(flashbox_dtype dt, int64_t n) {
+    std::vector<uint8_t> buf(size_t(n * 2));
+    for (int64_t i = 0; i < n; ++i) cpu::store_from_float(buf.data(), dt, i, normal_(rng_));
+    return buf;
+  }
+
+  // alibi 0: none (empty); 1: one slope per head; 2: a row of `stride` slopes per batch entry.
+  std::vector<float> slopes(int alibi, int64_t batch, int64_t heads, int64_t stride) {
+    std::vector<float> s;
+    if (alibi) {
+      std::uniform_real_distribution<float> u(0.f, 0.3f);
+      s.resize(size_t(alibi == 2 ? batch * stride : heads));
+      for (float &x : s) x = u(rng_);
+    }
+    return s;
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  std::normal_distribution<float> normal_{0.f, 1.f};
+};
+
+// O's relative error (inf when O holds a NaN or inf) and the LSE's largest absolute error.
+struct ForwardError {
+  double rel, lse;
+};
+
+// The sm90 forward tests' check of O and LSE against the fp64 reference: no NaN or inf in O, rel
+// error < 1e-2; the LSE equal to the reference where either is infinite or it is NaN (-inf: a row
+// that sees no key) and within 2e-3 elsewhere. o_at(i) is O's i-th value in ref_o's layout.
+template <class OAt>
+ForwardError expect_forward_close(const OAt &o_at, const std::vector<double> &ref_o, const float *lse,
+                                  const std::vector<double> &ref_lse) {
+  const RelError eo = rel_error_of(o_at, ref_o);
+  const double rel = eo.nan ? INFINITY : eo.rel;
+  const LseError el = lse_error(lse, ref_lse, LseRule::equal_where_infinite);
+  const double lse_err = el.max_abs;
+  EXPECT_FALSE(eo.nan) << "NaN/inf in O";
+  EXPECT_LT(rel, 1e-2);
+  EXPECT_EQ(el.bad, 0) << "rows whose LSE disagrees on -inf or is NaN";
+  EXPECT_LT(lse_err, 2e-3);
+  return {rel, lse_err};
 }
 
 }  // namespace flashbox::test

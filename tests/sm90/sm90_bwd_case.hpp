@@ -5,7 +5,8 @@
 // must repeat bitwise) into NaN-poisoned gradients framed by guard bytes that must survive, each
 // gradient against the fp64 CPU reference backward (src/cpu/reference_backward_fp64.hpp) with the
 // same core::ScoreMods, relative error < 1e-2; and the kernel that ran must be the one the case names
-// (auto picks the sm90 backward on compute capability 9.0 unless FLASHBOX_BWD_ARCH=sm80).
+// (auto picks the sm90 backward on compute capability 9.0 unless FLASHBOX_BWD_ARCH=sm80). The device
+// buffers and the error measure are the GPU tests' shared ones (tests/support).
 #pragma once
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -27,6 +28,8 @@
 #include "flashbox/flashbox.h"
 #include "sm90/hopper_device.hpp"
 #include "support/attention_case.hpp"
+#include "support/device_buffers.hpp"  // GuardedOutput, DeviceInput
+#include "support/output_error.hpp"
 
 namespace flashbox::test::sm90_bwd {
 
@@ -52,52 +55,11 @@ struct BwdCase {
   flashbox_dtype dtype = FLASHBOX_BFLOAT16;
 };
 
-inline constexpr size_t kGuard = 4096;
-inline constexpr uint8_t kGuardByte = 0xa5;
-
-// One device output with guards; the payload poisoned with 0xff bytes (NaN in bf16/fp16 and fp32).
-struct GuardedOutput {
-  explicit GuardedOutput(size_t bytes) : bytes(bytes) {
-    if (cudaMalloc(&raw, bytes + 2 * kGuard) != cudaSuccess) raw = nullptr;
-    if (raw) {
-      cudaMemset(raw, kGuardByte, bytes + 2 * kGuard);
-      cudaMemset(ptr(), 0xff, bytes);
-    }
-  }
-  ~GuardedOutput() { cudaFree(raw); }
-  void *ptr() const { return static_cast<char *>(raw) + kGuard; }
-  // Copies the payload back; false when a guard byte changed or the copy failed.
-  bool back(std::vector<uint8_t> &host) const {
-    std::vector<uint8_t> all(bytes + 2 * kGuard);
-    if (cudaMemcpy(all.data(), raw, all.size(), cudaMemcpyDeviceToHost) != cudaSuccess) return false;
-    host.assign(all.begin() + kGuard, all.begin() + kGuard + long(bytes));
-    for (size_t i = 0; i < kGuard; ++i)
-      if (all[i] != kGuardByte || all[kGuard + bytes + i] != kGuardByte) return false;
-    return true;
-  }
-  size_t bytes;
-  void *raw = nullptr;
-};
-
-struct DeviceInput {
-  DeviceInput(const void *host, size_t bytes) {
-    if (cudaMalloc(&ptr, bytes ? bytes : 16) == cudaSuccess && bytes)
-      cudaMemcpy(ptr, host, bytes, cudaMemcpyHostToDevice);
-  }
-  ~DeviceInput() { cudaFree(ptr); }
-  void *ptr = nullptr;
-};
-
 // ||got - ref|| / ||ref|| (ref all zero: ||got||); NaN/inf in got gives inf.
 inline double rel_error(const std::vector<uint8_t> &got, flashbox_dtype dt, const std::vector<double> &ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const double g = cpu::load_as_float(got.data(), dt, int64_t(i));
-    if (!std::isfinite(g)) return INFINITY;
-    num += (g - ref[i]) * (g - ref[i]);
-    den += ref[i] * ref[i];
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  auto at = [&](size_t i) -> double { return cpu::load_as_float(got.data(), dt, int64_t(i)); };
+  const RelError e = rel_error_of(at, ref);
+  return e.nan ? INFINITY : e.rel;
 }
 
 // Largest gradient error a test saw, printed at its end: the measured accuracy.

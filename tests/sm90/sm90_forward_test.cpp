@@ -335,13 +335,13 @@ TEST_F(Sm90, PlanGivesReasons) {
   EXPECT_NE(r.why_not.find("multiples of 8 up to 256 (got 100)"), std::string::npos) << r.why_not;
 }
 
-// Every multiple of 8 up to 256 runs on the next instantiation up (64, 128, 256): the tensor maps end
+// Every multiple of 8 up to 256 runs on the next instantiation up (64, 128, 192, 256): the tensor maps end
 // at head_dim, so the TMA loads zeros past it and clips the store. The layout is PADDED: every head
 // row of q, k, v and o has 8 guard columns after head_dim (then gaps after each seq row and batch);
 // the inputs' guards hold NaN (a kernel that read them would give NaN) and O's must keep the poison.
 // The served instantiation is in the kernel name.
 std::string served_prefix(int64_t d) {
-  return "cuda_flash_sm90_d" + std::to_string(d <= 64 ? 64 : d <= 128 ? 128 : 256) + "_";
+  return "cuda_flash_sm90_d" + std::to_string(d <= 64 ? 64 : d <= 128 ? 128 : d <= 192 ? 192 : 256) + "_";
 }
 
 void nan_outside_elements(std::vector<uint8_t> &buf, const TensorShape &s, int64_t b, int64_t t, int64_t h, int64_t d) {
@@ -383,7 +383,8 @@ void check_served(const AttentionCase &c, RunOptions opt = nan_guards()) {
                kernel.c_str());
 }
 
-constexpr int64_t kServedHeadDims[] = {8, 32, 40, 72, 96, 120, 136, 160, 192, 224};
+// 136..192: the head_dim 192 kernel (128 x 112); 200..256 the 256 one.
+constexpr int64_t kServedHeadDims[] = {8, 32, 40, 72, 96, 120, 136, 160, 176, 192, 200, 224};
 
 TEST_F(Sm90, HeadDimsOnTheNextInstantiation) {
   for (int64_t d : kServedHeadDims)
@@ -436,6 +437,40 @@ TEST_F(Sm90, HeadDimsOtherTilesAndSchedules) {
   }
 }
 
+// The head_dim 192 kernel (128 x 112) on long and odd lengths: T = 4097 (37 key blocks of 112, the
+// last one 65 keys; 33 query tiles, the last one row), causal and not, GQA, on the default schedule
+// (persistent up to 4 MB of K/V per head) and the grid; and 136..192 with the tile 128 x 64, which
+// names the head_dim 256 kernel (the path before the 192 kernel, kept for benchmarks).
+TEST_F(Sm90, HeadDim192KernelLongAndOldPath) {
+  const auto opts = [](const char *tile, flashbox_schedule sched) {
+    RunOptions o = nan_guards();
+    o.kernel = with_tile(tile).kernel;
+    o.kernel.sm90_schedule = sched;
+    return o;
+  };
+  for (int causal : {0, 1}) {
+    check_served(make(1, 4097, 4097, 2, 1, 192, causal, FLASHBOX_BFLOAT16, Layout::PADDED));
+    check_served(make(1, 1000, 4097, 2, 1, 176, causal, FLASHBOX_BFLOAT16, Layout::PADDED),
+                 opts("", FLASHBOX_SCHEDULE_GRID));
+    check_served(make(2, 333, 777, 4, 2, 136, causal, FLASHBOX_FLOAT16, Layout::PADDED),
+                 opts("", FLASHBOX_SCHEDULE_PERSISTENT));
+    for (int64_t d : {136, 192}) {
+      AttentionData data(make(2, 65, 1000, 4, 2, d, causal, FLASHBOX_BFLOAT16, Layout::PADDED));
+      RunOptions o = opts("128x64", FLASHBOX_SCHEDULE_AUTO);
+      o.prepare(data);
+      int rc = -1;
+      std::string kernel;
+      ASSERT_NO_FATAL_FAILURE(run_on_gpu(data, o, &rc, &kernel));
+      ASSERT_EQ(rc, 0) << kernel;
+      EXPECT_EQ(kernel.rfind("cuda_flash_sm90_d256_128x64", 0), 0u) << kernel;
+      const Comparison r = data.compare(true);
+      EXPECT_FALSE(r.has_nan) << data.name();
+      EXPECT_LT(r.rel_error, 1e-2) << data.name();
+      EXPECT_TRUE(data.o_padding_untouched()) << data.name();
+    }
+  }
+}
+
 // The plan's side: names and declines (no kernel runs).
 TEST_F(Sm90, HeadDimsPlan) {
   for (int64_t d : kServedHeadDims) {
@@ -446,6 +481,18 @@ TEST_F(Sm90, HeadDimsPlan) {
     const detail::PlanResult r = detail::plan_sm90_forward(detail::make_problem(a));
     ASSERT_TRUE(r.plan.has_value()) << "d" << d << ": " << r.why_not;
     EXPECT_EQ(r.plan->kernel.rfind(served_prefix(d), 0), 0u) << r.plan->kernel;
+    if (d > 128 && d <= 192) EXPECT_EQ(r.plan->kernel.rfind("cuda_flash_sm90_d192_128x112", 0), 0u) << r.plan->kernel;
+  }
+  {  // the tiles of 136..192, in the reason for a tile it has not
+    AttentionData data(make(1, 64, 64, 2, 2, 160, 0));
+    flashbox_attention_args a = data.args;
+    alignas(16) static uint16_t dummy[64];
+    a.q = a.k = a.v = dummy, a.o = dummy;
+    detail::Problem pr = detail::make_problem(a);
+    pr.tuning.sm90_tile_m = 128, pr.tuning.sm90_tile_n = 128;
+    const detail::PlanResult r = detail::plan_sm90_forward(pr);
+    EXPECT_FALSE(r.plan.has_value());
+    EXPECT_NE(r.why_not.find("(128x112, 128x64)"), std::string::npos) << r.why_not;
   }
 }
 

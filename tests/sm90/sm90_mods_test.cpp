@@ -28,6 +28,7 @@
 #include "flashbox/flashbox.h"
 #include "sm90/hopper_device.hpp"
 #include "support/attention_case.hpp"
+#include "support/device_buffers.hpp"
 
 namespace flashbox::test {
 namespace {
@@ -68,43 +69,19 @@ struct Worst {
   ~Worst() { std::fprintf(stderr, "  worst of this test: rel error %.3e, LSE max abs error %.3e\n", rel, lse); }
 };
 
-struct DeviceMem {
-  std::vector<void *> ptrs;
-  void *alloc(size_t n) {
-    void *p = nullptr;
-    if (cudaMalloc(&p, std::max<size_t>(n, 16)) != cudaSuccess) return nullptr;
-    ptrs.push_back(p);
-    return p;
-  }
-  ~DeviceMem() {
-    for (void *p : ptrs) cudaFree(p);
-  }
-};
-
 void check(const ModCase &c, Worst &worst, const char *kernel_part = nullptr) {
   SCOPED_TRACE(c.name());
   const int64_t B = c.batch, SQ = c.seqlen_q, SK = c.seqlen_k, HQ = c.heads_q, HKV = c.heads_kv, D = c.head_dim;
-  const int64_t es = 2;
-  std::mt19937_64 rng(c.seed);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  auto fill = [&](std::vector<uint8_t> &buf, int64_t n) {
-    buf.resize(size_t(n * es));
-    for (int64_t i = 0; i < n; ++i) cpu::store_from_float(buf.data(), c.dtype, i, normal(rng));
-  };
-  std::vector<uint8_t> q, k, v;
-  fill(q, B * SQ * HQ * D), fill(k, B * SK * HKV * D), fill(v, B * SK * HKV * D);
+  Sm90Inputs inputs(c.seed);
+  std::vector<uint8_t> q = inputs.normal(c.dtype, B * SQ * HQ * D), k = inputs.normal(c.dtype, B * SK * HKV * D),
+                       v = inputs.normal(c.dtype, B * SK * HKV * D);
   for (int64_t i = 0; i < B * SK * HKV * D; ++i) {
     const int64_t key = i / (HKV * D) % SK;
     if (key >= c.boost_begin && key < c.boost_end)
       cpu::store_from_float(k.data(), c.dtype, i, c.boost * cpu::load_as_float(k.data(), c.dtype, i));
   }
-  std::vector<float> slopes;
   const int64_t slope_stride = c.alibi == 2 ? HQ + 3 : 0;
-  if (c.alibi) {
-    std::uniform_real_distribution<float> u(0.f, 0.3f);
-    slopes.resize(size_t(c.alibi == 2 ? B * slope_stride : HQ));
-    for (float &s : slopes) s = u(rng);
-  }
+  const std::vector<float> slopes = inputs.slopes(c.alibi, B, HQ, slope_stride);
 
   flashbox_attention_args a{};
   a.device = FLASHBOX_CPU, a.dtype = c.dtype, a.impl = FLASHBOX_FLASH;
@@ -171,30 +148,10 @@ void check(const ModCase &c, Worst &worst, const char *kernel_part = nullptr) {
   EXPECT_TRUE(guard_intact(o_host, o_size)) << "write outside O";
   EXPECT_TRUE(guard_intact(lse_host, lse_size)) << "write outside LSE";
 
-  double d2 = 0, r2 = 0;
-  bool nan = false;
-  for (size_t i = 0; i < ref_o.size(); ++i) {
-    const double got = cpu::load_as_float(o_host.data() + kGuard, c.dtype, int64_t(i));
-    nan |= !std::isfinite(got);
-    d2 += (got - ref_o[i]) * (got - ref_o[i]), r2 += ref_o[i] * ref_o[i];
-  }
-  const double rel = nan ? INFINITY : (r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2));
-  double lse_err = 0;
-  int64_t lse_bad = 0;
-  const float *lse = reinterpret_cast<const float *>(lse_host.data() + kGuard);
-  for (size_t i = 0; i < ref_lse.size(); ++i) {
-    const double got = lse[i], want = ref_lse[i];
-    if (std::isinf(want) || std::isinf(got) || std::isnan(got)) {
-      lse_bad += !(got == want);
-    } else {
-      lse_err = std::max(lse_err, std::abs(got - want));
-    }
-  }
-  EXPECT_FALSE(nan) << "NaN/inf in O";
-  EXPECT_LT(rel, 1e-2);
-  EXPECT_EQ(lse_bad, 0) << "rows whose LSE disagrees on -inf or is NaN";
-  EXPECT_LT(lse_err, 2e-3);
-  worst.rel = std::max(worst.rel, rel), worst.lse = std::max(worst.lse, lse_err);
+  auto o_at = [&](size_t i) -> double { return cpu::load_as_float(o_host.data() + kGuard, c.dtype, int64_t(i)); };
+  const ForwardError result =
+      expect_forward_close(o_at, ref_o, reinterpret_cast<const float *>(lse_host.data() + kGuard), ref_lse);
+  worst.rel = std::max(worst.rel, result.rel), worst.lse = std::max(worst.lse, result.lse);
 }
 
 ModCase mk(int64_t sq, int64_t sk, int64_t d, int causal, int32_t wl, int32_t wr) {
@@ -233,6 +190,37 @@ TEST_F(Sm90Mods, SlidingWindow) {
       check(mk(t, t, d, 0, big, big), w);
       check(mk(t, t, d, 1, big, -1), w);
     }
+}
+
+// Each consumer warpgroup walks only the blocks its own 64 rows see (group_range in the kernel): in
+// the 192-row head_dim 64 tile a window's edges and the causal diagonal span two or three 128-key
+// blocks, some of which one group skips; a group whose rows all lie past seqlen_q (the last tile at
+// odd lengths) skips the whole walk. Windows placed at and next to the 64-row group edges and the
+// 128-key block edges, odd lengths, seqlen_q != seqlen_k, and 16 heads so that persistent CTAs walk
+// several tiles (the skipped turns and ring stages run on into the next tile).
+TEST_F(Sm90Mods, GroupsSkipBlocksTheyDoNotSee) {
+  Worst w;
+  const std::vector<int64_t> ts = small_only() ? std::vector<int64_t>{65, 200} : std::vector<int64_t>{200, 577, 1000};
+  for (int64_t d : {64, 128})
+    for (int64_t t : ts) {
+      // A side at least as long as the sequence is unbounded (no _window kernel).
+      const auto win = [t](int32_t side) { return side < t ? "_window" : nullptr; };
+      for (int32_t wl : {63, 64, 127, 128, 191, 320}) check(mk(t, t, d, 1, wl, -1), w, win(wl));
+      for (int32_t ww : {1, 64, 130}) check(mk(t, t, d, 0, ww, ww), w, win(ww));
+      check(mk(t, t, d, 0, -1, 70), w, win(70));
+      check(mk(t, t, d, 1, -1, -1), w);  // the causal diagonal alone
+      check(mk(t, t + 37, d, 1, 100, -1), w);
+      check(mk(t + 37, t, d, 0, 64, 64), w);
+    }
+  if (small_only()) return;
+  for (int64_t d : {64, 128}) {
+    ModCase c = mk(1000, 1000, d, 1, 191, -1);
+    c.batch = 2, c.heads_q = 16, c.heads_kv = 4;
+    check(c, w, "_persistent");
+    c = mk(1000, 1000, d, 0, 130, 130);
+    c.batch = 2, c.heads_q = 16, c.heads_kv = 4;
+    check(c, w, "_persistent");
+  }
 }
 
 // seqlen_q != seqlen_k (bottom-right alignment: rows whose window lies before the first key or past
@@ -361,8 +349,9 @@ TEST_F(Sm90Mods, HeadDim256) {
 }
 
 // head_dims served by the next instantiation up (the TMA zero-fills the columns past head_dim):
-// windows, softcap and ALiBi on the 64 and 128 instantiations (d 8..128), windows alone on the 256
-// one (d 136..248: it has no MODS configuration, the plan declines softcap and ALiBi there).
+// windows, softcap and ALiBi on the 64 and 128 instantiations (d 8..128), windows alone on the 192
+// one (d 136..192) and the 256 one (d 200..248): they have no MODS configuration, the plan declines
+// softcap and ALiBi there.
 TEST_F(Sm90Mods, HeadDimsOnTheNextInstantiation) {
   Worst w;
   for (int64_t d : {8, 32, 40, 72, 96, 120}) {
@@ -382,12 +371,13 @@ TEST_F(Sm90Mods, HeadDimsOnTheNextInstantiation) {
     c.softcap = 20.f, c.alibi = 1, c.dtype = FLASHBOX_FLOAT16;
     check(c, w, served);
   }
-  for (int64_t d : {136, 160, 192, 224})
+  for (int64_t d : {136, 160, 176, 192, 224})
     for (int64_t t : {int64_t(17), int64_t(small_only() ? 65 : 1000)}) {
       const int32_t small = t < 100;  // a window shorter than the sequence (else it is unbounded: no _window)
-      check(mk(t, t, d, 1, small ? 8 : 40, -1), w, "cuda_flash_sm90_d256_128x64_window");
-      check(mk(t, t, d, 0, small ? 5 : 100, small ? 3 : 30), w, "cuda_flash_sm90_d256_128x64_window");
-      check(mk(t, t + 50, d, 1, -1, -1), w, "cuda_flash_sm90_d256_128x64");
+      const std::string served = d <= 192 ? "cuda_flash_sm90_d192_128x112" : "cuda_flash_sm90_d256_128x64";
+      check(mk(t, t, d, 1, small ? 8 : 40, -1), w, (served + "_window").c_str());
+      check(mk(t, t, d, 0, small ? 5 : 100, small ? 3 : 30), w, (served + "_window").c_str());
+      check(mk(t, t + 50, d, 1, -1, -1), w, served.c_str());
     }
   std::fprintf(stderr, "  head dims on the next instantiation: worst rel %.3e, LSE %.3e\n", w.rel, w.lse);
 }

@@ -28,6 +28,7 @@
 #include "flashbox/flashbox.h"
 #include "sm90/hopper_device.hpp"
 #include "support/attention_case.hpp"
+#include "support/device_buffers.hpp"
 
 namespace flashbox::test {
 namespace {
@@ -64,19 +65,6 @@ struct VarlenCase {
   }
 };
 
-struct DeviceMem {
-  std::vector<void *> ptrs;
-  void *alloc(size_t n) {
-    void *p = nullptr;
-    if (cudaMalloc(&p, std::max<size_t>(n, 16)) != cudaSuccess) return nullptr;
-    ptrs.push_back(p);
-    return p;
-  }
-  ~DeviceMem() {
-    for (void *p : ptrs) cudaFree(p);
-  }
-};
-
 void check(const VarlenCase &c) {
   SCOPED_TRACE(c.name());
   ASSERT_EQ(c.lens_q.size(), c.lens_k.size());
@@ -89,24 +77,14 @@ void check(const VarlenCase &c) {
     max_q = std::max<int64_t>(max_q, c.lens_q[size_t(s)]), max_k = std::max<int64_t>(max_k, c.lens_k[size_t(s)]);
   }
   const int64_t TQ = cu_q.back(), TK = cu_k.back();
-  std::mt19937_64 rng(c.seed);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  auto fill = [&](std::vector<uint8_t> &buf, int64_t n) {
-    buf.resize(size_t(n * es));
-    for (int64_t i = 0; i < n; ++i) cpu::store_from_float(buf.data(), c.dtype, i, normal(rng));
-  };
-  std::vector<uint8_t> q, k, v;
-  fill(q, TQ * HQ * D), fill(k, TK * HKV * D), fill(v, TK * HKV * D);
+  Sm90Inputs inputs(c.seed);
+  std::vector<uint8_t> q = inputs.normal(c.dtype, TQ * HQ * D), k = inputs.normal(c.dtype, TK * HKV * D),
+                       v = inputs.normal(c.dtype, TK * HKV * D);
   if (c.nan_v_seq >= 0)
     for (int64_t i = cu_k[size_t(c.nan_v_seq)] * HKV * D; i < cu_k[size_t(c.nan_v_seq) + 1] * HKV * D; ++i)
       cpu::store_from_float(v.data(), c.dtype, i, NAN);
-  std::vector<float> slopes;
   const int64_t slope_stride = c.alibi == 2 ? HQ + 3 : 0;
-  if (c.alibi) {
-    std::uniform_real_distribution<float> u(0.f, 0.3f);
-    slopes.resize(size_t(c.alibi == 2 ? B * slope_stride : HQ));
-    for (float &s : slopes) s = u(rng);
-  }
+  const std::vector<float> slopes = inputs.slopes(c.alibi, B, HQ, slope_stride);
 
   // The reference, one fixed-length call per sequence, into [total, heads, dim] and [heads, total].
   std::vector<double> ref_o(size_t(TQ * HQ * D), 0.0), ref_lse(size_t(HQ * TQ), -INFINITY);
@@ -184,30 +162,13 @@ void check(const VarlenCase &c) {
     for (int64_t byte = D * es; byte < OD * es; ++byte) pad_changed += o_host[size_t(kGuard + rh * OD * es + byte)] != 0xff;
   EXPECT_EQ(pad_changed, 0) << "bytes of O past head_dim (guard columns) changed";
 
-  double d2 = 0, r2 = 0;
-  bool nan = false;
-  for (size_t i = 0; i < ref_o.size(); ++i) {
-    const double got = cpu::load_as_float(o_host.data() + kGuard, c.dtype, int64_t(i) / D * OD + int64_t(i) % D);
-    nan |= !std::isfinite(got);
-    d2 += (got - ref_o[i]) * (got - ref_o[i]), r2 += ref_o[i] * ref_o[i];
-  }
-  const double rel = nan ? INFINITY : (r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2));
-  double lse_err = 0;
-  int64_t lse_bad = 0;
-  const float *lse = reinterpret_cast<const float *>(lse_host.data() + kGuard);
-  for (size_t i = 0; i < ref_lse.size(); ++i) {
-    const double got = lse[i], want = ref_lse[i];
-    if (std::isinf(want) || std::isinf(got) || std::isnan(got)) {
-      lse_bad += !(got == want);
-    } else {
-      lse_err = std::max(lse_err, std::abs(got - want));
-    }
-  }
-  EXPECT_FALSE(nan) << "NaN/inf in O";
-  EXPECT_LT(rel, 1e-2);
-  EXPECT_EQ(lse_bad, 0) << "rows whose LSE disagrees on -inf or is NaN";
-  EXPECT_LT(lse_err, 2e-3);
-  std::fprintf(stderr, "  %s: rel %.3e, LSE max abs %.3e, %s\n", c.name().c_str(), rel, lse_err, kernel.c_str());
+  auto o_at = [&](size_t i) -> double {  // O's element i of [total, heads, D] in its rows of OD
+    return cpu::load_as_float(o_host.data() + kGuard, c.dtype, int64_t(i) / D * OD + int64_t(i) % D);
+  };
+  const ForwardError result =
+      expect_forward_close(o_at, ref_o, reinterpret_cast<const float *>(lse_host.data() + kGuard), ref_lse);
+  std::fprintf(stderr, "  %s: rel %.3e, LSE max abs %.3e, %s\n", c.name().c_str(), result.rel, result.lse,
+               kernel.c_str());
 }
 
 VarlenCase mk(std::vector<int> lq, std::vector<int> lk, int64_t d, int causal) {

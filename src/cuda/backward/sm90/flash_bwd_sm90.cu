@@ -2,11 +2,27 @@
 // the two memory-bound kernels around the main one:
 //   prepare:    per (batch, query head, padded row): D = rowsum(dO ∘ O) and LSE · log2 e; padding
 //               rows (>= seqlen_q, up to a whole query tile) get D = 0 and LSE = +inf, so P = 0.
-//               It also zeroes the row's share of the dQ accumulator (head_dim floats of the flat
-//               buffer) and of the deterministic mode's semaphores (one int per row while any are
-//               left): no separate memset launch.
+//               It also zeroes the row's share of the dQ accumulator (kernel_d floats of the flat
+//               buffer: the instantiation's width, 256 for head dims 136..256) and of the
+//               deterministic mode's semaphores (one int per row while any are left): no separate
+//               memset launch.
 //   convert_dq: dq = scale · dq_accum, read in the main kernel's fragment order (see
 //               flash_bwd_sm90_kernel.cuh), written in the dtype through the caller's strides.
+// Variable-length batches (cu_seqlens; head_dim 64 and 128 only, where kernel_d == head_dim): the
+// same kernels over the packed layout. prepare sees the packed query tokens as one batch entry
+// ([heads_q, total_q + batch * BM] rows: the tokens, then padding rows, so that a sequence's last
+// query block never reads past the vectors, and room for the accumulator's per-sequence offsets);
+// convert_dq_varlen walks the packed rows, finds each row's sequence b by binary search in
+// cu_seqlens_q and reads the row from its query block's accumulator, which starts at row
+// q0 + b * BM + m * BM (the main kernel's accum_row: blocks of different sequences never overlap;
+// the accumulator costs batch * BM rows per head more than the tokens). The main kernel's tiles
+// come from the forward's device-built list (flash_fwd_sm90_varlen.cu) with the roles of queries and
+// keys swapped: a key block "sees" the query blocks of m_range exactly as a query block sees key
+// blocks with the window mirrored (left <-> right) and seqlen_q <-> seqlen_k, so the list holds one
+// entry per (sequence, key block of 128, kv head), longest walk first. Deterministic mode does not
+// use the list (its order must put a sequence's later key blocks first, file header of the kernel):
+// it takes the fixed-length CTA order over (sequence, kv head) with max_seqlen_k's key blocks, and
+// the CTAs past a sequence's keys exit at once.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -23,6 +39,8 @@
 #include "cuda/backward/sm90/flash_bwd_sm90_launch.hpp"
 #include "cuda/common/device_scratch.hpp"
 #include "cuda/common/score_mods.cuh"
+#include "cuda/common/varlen_span.cuh"
+#include "cuda/forward/sm90/flash_fwd_sm90_launch.hpp"
 #include "cuda/hopper/tma_host.hpp"
 
 namespace flashbox::sm90::bwd {
@@ -36,6 +54,7 @@ struct PrepArgs {
   float *dq_accum;  // zeroed: rows * kernel_d floats
   int *dq_sem;      // zeroed: n_sem ints (deterministic mode), else null
   int64_t n_sem;
+  int sem_per_row;  // semaphore ints zeroed per row: 1 (fixed length), NWG (varlen: a slot per first row)
   int batch, heads_q, seqlen_q, seqlen_q_pad, head_dim, kernel_d;  // kernel_d: the instantiation's (>= head_dim)
 };
 
@@ -53,7 +72,7 @@ __global__ void prepare_kernel(const PrepArgs a) {
   if (row >= rows) return;  // whole row groups leave together (lpr divides the block)
   float4 *z = reinterpret_cast<float4 *>(a.dq_accum + row * a.kernel_d);  // kernel_d / 4 = 2 lpr float4
   z[sub] = z[sub + lpr] = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (sub == 0 && row < a.n_sem) a.dq_sem[row] = 0;
+  if (sub < a.sem_per_row && row * a.sem_per_row + sub < a.n_sem) a.dq_sem[row * a.sem_per_row + sub] = 0;
   const int i = int(row % a.seqlen_q_pad);
   const int64_t bh = row / a.seqlen_q_pad;
   const int h = int(bh % a.heads_q), b = int(bh / a.heads_q);
@@ -139,6 +158,51 @@ __global__ void convert_dq_kernel(const ConvertArgs a) {
   }
 }
 
+struct ConvertVarlenArgs {
+  const float *dq_accum;
+  void *dq;
+  int64_t dq_stride[3];
+  const int32_t *cu_q, *cu_k;
+  int batch, heads_q, total_q, total_k, max_q, max_k, rows_pad, block_m, head_dim;  // head_dim 64 or 128 (= kernel_d)
+  float scale;
+};
+
+// Varlen: one thread per (query head, packed row, 64-column panel, column quad q): finds the row's
+// sequence (the last b with cu_q[b] <= row; rows no sequence covers are left unwritten), its block m
+// and row r in it, and reads the row's 8 column pairs from the block's accumulator, laid out as above
+// (chunk (r / 64) * ND + panel; float (j * 128 + t) * 4 + 2 * half with t = (r % 64 / 16) * 32 +
+// (r % 8) * 4 + q, half = r % 16 / 8).
+template <typename Elem>
+__global__ void convert_dq_varlen_kernel(const ConvertVarlenArgs a) {
+  using Tr = cuda::ElementTraits<Elem>;
+  const int nd = a.head_dim / 64;
+  const int64_t threads = int64_t(a.heads_q) * a.total_q * nd * 4;
+  for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < threads; x += int64_t(gridDim.x) * blockDim.x) {
+    const int q = int(x % 4);
+    const int panel = int(x / 4 % nd);
+    const int64_t hr = x / (4 * nd);
+    const int row = int(hr % a.total_q), h = int(hr / a.total_q);
+    int lo = 0, hi = a.batch - 1;  // the last b in [0, batch) with cu_q[b] <= row
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (a.cu_q[mid] <= row) lo = mid; else hi = mid - 1;
+    }
+    const cuda::VarlenSpan s = cuda::varlen_span(a.cu_q, a.cu_k, lo, a.total_q, a.total_k, a.max_q, a.max_k);
+    if (row < s.q0 || row >= s.q0 + s.seqlen_q) continue;
+    const int r_seq = row - s.q0, m = r_seq / a.block_m, r = r_seq - m * a.block_m;
+    const int64_t block = int64_t(h) * a.rows_pad + s.q0 + int64_t(lo + m) * a.block_m;  // accum_row
+    const int rr = r % 64, t = (rr / 16) * 32 + (rr % 8) * 4 + q, half = rr % 16 / 8;
+    const float *src = a.dq_accum + block * a.head_dim + ((r / 64) * nd + panel) * 4096 + t * 4 + 2 * half;
+    Elem *dst = static_cast<Elem *>(a.dq) + int64_t(row) * a.dq_stride[1] + int64_t(h) * a.dq_stride[2] + panel * 64 +
+                2 * q;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float2 v = *reinterpret_cast<const float2 *>(src + j * 512);
+      *reinterpret_cast<uint32_t *>(dst + 8 * j) = Tr::pack(v.x * a.scale, v.y * a.scale);
+    }
+  }
+}
+
 // The instantiation that runs a head_dim (0: none): 64 and 128 exactly, 256 for the multiples of 8
 // in 136..256 (flash_bwd_sm90_d256.cu); its query and key block sizes.
 int kernel_head_dim(int64_t head_dim) {
@@ -172,6 +236,10 @@ struct Launch {
   BwdSm90Params p;  // tensor maps and sizes; the scratch pointers are set by the run
   PrepArgs prep;
   ConvertArgs conv;
+  ConvertVarlenArgs conv_varlen;  // varlen (conv unused)
+  bool varlen;
+  sm90::VarlenListArgs list;  // varlen, not deterministic: the tile list (list_bytes of scratch)
+  int64_t list_bytes;
   int64_t vec_bytes, dq_accum_bytes, sem_bytes, rows, conv_threads;
   dim3 grid;
   bool bf16;
@@ -189,10 +257,11 @@ int run(const Launch &l) {
   cuda::DeviceScratch lse_log2(stream), dsum(stream), dq_accum(stream);
   cudaError_t e = lse_log2.allocate(l.vec_bytes);
   if (e == cudaSuccess) e = dsum.allocate(l.vec_bytes);
-  if (e == cudaSuccess) e = dq_accum.allocate(l.dq_accum_bytes + l.sem_bytes);  // semaphores behind the floats
+  if (e == cudaSuccess) e = dq_accum.allocate(l.dq_accum_bytes + l.sem_bytes + l.list_bytes);  // then semaphores, list
   if (e == cudaErrorMemoryAllocation)
     return fail(FLASHBOX_ERR_OUT_OF_MEMORY, "cuda backward: cannot allocate " +
-                                                std::to_string(2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes) +
+                                                std::to_string(2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes +
+                                                               l.list_bytes) +
                                                 " bytes of scratch");
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "cudaMallocAsync"));
 
@@ -211,14 +280,32 @@ int run(const Launch &l) {
   BwdSm90Params p = l.p;
   p.lse_log2 = lse_log2.as<float>(), p.dsum = dsum.as<float>(), p.dq_accum = dq_accum.as<float>();
   p.dq_sem = prep.dq_sem;
+  if (l.list_bytes > 0) {  // 16 bytes for the count (the entries stay 16-byte aligned), then the entries
+    sm90::VarlenListArgs list = l.list;
+    uint8_t *at = dq_accum.as<uint8_t>() + l.dq_accum_bytes + l.sem_bytes;
+    p.tile_count = list.tile_count = reinterpret_cast<int *>(at);
+    p.tiles = list.entries = reinterpret_cast<int2 *>(at + 16);
+    if ((e = sm90::launch_varlen_tile_list(list, stream)) != cudaSuccess)
+      return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "varlen tile list launch"));
+  }
   e = l.kd == 64    ? launch_bwd_d64(l.bf16, p, l.grid, stream)
       : l.kd == 128 ? launch_bwd_d128(l.bf16, p, l.grid, stream)
                     : launch_bwd_d256(l.bf16, p, l.grid, stream);
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "main kernel launch"));
 
+  const unsigned conv_blocks = unsigned(std::min<int64_t>((l.conv_threads + 255) / 256, 65535));
+  if (l.varlen) {
+    ConvertVarlenArgs conv = l.conv_varlen;
+    conv.dq_accum = dq_accum.as<float>();
+    if (l.bf16)
+      convert_dq_varlen_kernel<__nv_bfloat16><<<conv_blocks, 256, 0, stream>>>(conv);
+    else
+      convert_dq_varlen_kernel<__half><<<conv_blocks, 256, 0, stream>>>(conv);
+    if ((e = cudaGetLastError()) != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "dQ convert kernel launch"));
+    return FLASHBOX_OK;
+  }
   ConvertArgs conv = l.conv;
   conv.dq_accum = dq_accum.as<float>();
-  const unsigned conv_blocks = unsigned(std::min<int64_t>((l.conv_threads + 255) / 256, 65535));
   if (l.bf16)
     convert_dq_kernel<__nv_bfloat16><<<conv_blocks, 256, 0, stream>>>(conv);
   else
@@ -232,48 +319,73 @@ int run(const Launch &l) {
 
 namespace flashbox::detail {
 
-// Declines (the caller falls back to the sm80 family) where this path does not apply: variable-length
-// batches, a head_dim other than 64, 128 or a multiple of 8 in 136..256 (those run the 256 kernel,
-// which reads zeros past head_dim and stores only head_dim columns), deterministic mode above 128,
-// not an sm_90 device, a layout the TMA cannot describe, a grid too large. Sliding windows, softcap
-// and ALiBi are run-time fields of the same kernels (flash_bwd_sm90_kernel.cuh). Deterministic mode
-// orders the dQ adds with semaphores behind the dQ accumulator (the d256 kernel adds from registers).
+// Declines (the caller falls back to the sm80 family) where this path does not apply: a head_dim
+// other than 64, 128 or a multiple of 8 in 136..256 (those run the 256 kernel, which reads zeros past
+// head_dim and stores only head_dim columns), variable-length batches and deterministic mode above
+// 128, not an sm_90 device, a layout the TMA cannot describe, a grid too large, a variable-length
+// batch of 0 query or key tokens in all. Variable-length batches at head_dim 64 and 128 run on the
+// same instantiations (header of this file). Sliding windows, softcap and ALiBi are run-time fields of
+// the same kernels (flash_bwd_sm90_kernel.cuh). Deterministic mode orders the dQ adds with semaphores
+// behind the dQ accumulator (the d256 kernel adds from registers, unordered).
 PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   using namespace sm90::bwd;
   using sm90::TensorView;
   const Problem &a = g.fwd;
-  if (a.varlen())
-    return PlanResult::no("the sm90 backward has no variable-length batches (cu_seqlens; the sm80 family takes them)");
+  const bool varlen = a.varlen();
   const int kd = kernel_head_dim(a.head_dim);
   if (kd == 0)
     return PlanResult::no("the sm90 backward takes head_dim 64, 128 or a multiple of 8 in 136..256 (got " +
                           std::to_string(a.head_dim) + "; the sm80 family takes the others)");
+  if (kd == 256 && varlen)
+    return PlanResult::no(
+        "the sm90 backward takes variable-length batches (cu_seqlens) only at head_dim 64 or 128 (the "
+        "d256 kernel has no varlen path; the sm80 family takes them)");
   if (kd == 256 && g.deterministic)
     return PlanResult::no(
         "the sm90 backward has no deterministic mode for head_dim above 128 (its dQ adds are "
         "unordered; the sm80 family takes it)");
+  if (varlen && (a.seqlen_q == 0 || a.seqlen_k == 0))
+    return PlanResult::no("the sm90 backward needs at least one query and one key token in a variable-length batch");
   if (const char *reason = sm90::sm90_unavailable_reason()) return PlanResult::no(reason);
   if (a.seqlen_q > INT32_MAX / 2 || a.seqlen_k > INT32_MAX / 2)
     return PlanResult::no("sequence too long for 32-bit coordinates");
-  const TensorView q{a.q, a.seqlen_q, a.heads_q, a.batch, a.q_stride};
-  const TensorView k{a.k, a.seqlen_k, a.heads_kv, a.batch, a.k_stride};
-  const TensorView v{a.v, a.seqlen_k, a.heads_kv, a.batch, a.v_stride};
-  const TensorView dout{g.dout, a.seqlen_q, a.heads_q, a.batch, g.dout_stride};
+  // Varlen tensors are one batch entry of `total` rows (stride[0] is unused there).
+  const int64_t tensors = varlen ? 1 : a.batch;
+  const int64_t qs[3] = {varlen ? 0 : a.q_stride[0], a.q_stride[1], a.q_stride[2]};
+  const int64_t ks[3] = {varlen ? 0 : a.k_stride[0], a.k_stride[1], a.k_stride[2]};
+  const int64_t vs[3] = {varlen ? 0 : a.v_stride[0], a.v_stride[1], a.v_stride[2]};
+  const int64_t ds[3] = {varlen ? 0 : g.dout_stride[0], g.dout_stride[1], g.dout_stride[2]};
+  const TensorView q{a.q, a.seqlen_q, a.heads_q, tensors, qs};
+  const TensorView k{a.k, a.seqlen_k, a.heads_kv, tensors, ks};
+  const TensorView v{a.v, a.seqlen_k, a.heads_kv, tensors, vs};
+  const TensorView dout{g.dout, a.seqlen_q, a.heads_q, tensors, ds};
   if (!size_only)
     for (const TensorView &t : {q, k, v, dout})
       if (!sm90::tma_describable(t))
         return PlanResult::no("TMA needs 16-byte aligned q/k/v/dout and strides that are multiples of 16 B");
   const int bm = block_m_for(kd), bn = block_n_for(kd);
   const int64_t m_blocks = (a.seqlen_q + bm - 1) / bm;
-  const int64_t n_blocks = (a.seqlen_k + bn - 1) / bn;
-  if (n_blocks * a.batch * a.heads_kv > INT32_MAX) return PlanResult::no("grid too large");
+  // Varlen: the key blocks per sequence of the deterministic grid (max_seqlen_k's), and the list's
+  // upper bound of (sequence, key block) entries (each sequence's last block may be partial).
+  const int64_t max_k = std::min(a.max_seqlen_k, a.seqlen_k), max_q = std::min(a.max_seqlen_q, a.seqlen_q);
+  const int64_t n_blocks = varlen ? (max_k + bn - 1) / bn : (a.seqlen_k + bn - 1) / bn;
+  const int64_t max_entries = varlen ? a.seqlen_k / bn + a.batch : 0;
+  const bool use_list = varlen && !g.deterministic;
+  const int64_t ctas = use_list ? max_entries * a.heads_kv : n_blocks * a.batch * a.heads_kv;
+  if (ctas > INT32_MAX) return PlanResult::no("grid too large");
 
   Launch l{};
-  const int64_t seqlen_q_pad = m_blocks * bm;
-  l.vec_bytes = a.batch * a.heads_q * seqlen_q_pad * 4;
-  l.dq_accum_bytes = l.vec_bytes * kd;
-  // Deterministic mode: one int per (batch, query head, query block, consumer warpgroup).
-  l.sem_bytes = g.deterministic ? a.batch * a.heads_q * m_blocks * kConsumerWarpgroups * 4 : 0;
+  // Fixed length: [batch * heads_q, whole query blocks]; varlen: [heads_q, total_q + batch * BM] (header).
+  const int64_t seqlen_q_pad = varlen ? a.seqlen_q + a.batch * bm : m_blocks * bm;
+  if (seqlen_q_pad > INT32_MAX / 2) return PlanResult::no("variable-length batch too large for 32-bit row indices");
+  l.vec_bytes = (varlen ? 1 : a.batch) * a.heads_q * seqlen_q_pad * 4;
+  l.dq_accum_bytes = l.vec_bytes * kd;  // rows of the instantiation's width (varlen: kd == head_dim)
+  // Deterministic mode: one int per (batch, query head, query block, consumer warpgroup); varlen one
+  // per (query head, row, consumer warpgroup), a block's slot at its first row.
+  l.sem_bytes = !g.deterministic ? 0
+                : varlen        ? a.heads_q * seqlen_q_pad * kConsumerWarpgroups * 4
+                                : a.batch * a.heads_q * m_blocks * kConsumerWarpgroups * 4;
+  l.list_bytes = use_list ? 16 + 8 * max_entries * a.heads_kv : 0;
   // A window side at least as long as both sequences is unbounded (no row reaches past it), which
   // also keeps the kernel's int arithmetic on it from overflowing.
   cuda::DeviceMods mods = cuda::device_mods(a.mods);
@@ -284,8 +396,9 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   if (mods.window_left >= 0 || (mods.window_right >= 0 && !a.causal)) name += "_window";
   if (mods.capped()) name += "_softcap";
   if (mods.alibi()) name += "_alibi";
+  if (varlen) name += "_varlen";
   if (g.deterministic) name += "_deterministic";
-  Plan plan{std::move(name), 2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes, {}};
+  Plan plan{std::move(name), 2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes + l.list_bytes, {}};
   if (size_only) return {std::move(plan)};
 
   l.bf16 = a.dtype == FLASHBOX_BFLOAT16, l.kd = kd;
@@ -305,13 +418,28 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   p.num_m_blocks = int(m_blocks);
   p.head_dim = int(a.head_dim);
   p.num_n_blocks = int(n_blocks), p.num_bh = int(a.batch * a.heads_kv);
-  p.chunk_heads = chunk_heads_for(p.num_bh, n_blocks, seqlen_q_pad, kd);
+  p.chunk_heads = chunk_heads_for(p.num_bh, n_blocks, varlen ? (max_q + bm - 1) / bm * bm : seqlen_q_pad, kd);
+  p.sem_rows = varlen ? 1 : bm;
+  p.num_tiles = int(ctas);
+  l.varlen = varlen;
+  if (varlen) {
+    p.cu_q = a.cu_seqlens_q, p.cu_k = a.cu_seqlens_k;
+    p.total_q = int(a.seqlen_q), p.total_k = int(a.seqlen_k), p.max_q = int(max_q), p.max_k = int(max_k);
+  }
   p.mods = mods;
   p.transforms = mods.capped() || mods.alibi();
   p.cap_pre = mods.capped() ? a.scale * mods.softcap_inv : 0.f;
   p.unit_log2 = (mods.capped() ? mods.softcap : a.scale) * kLog2e;
   p.scale = a.scale, p.scale_log2 = a.scale_log2;
-  l.grid = dim3(unsigned(n_blocks * a.batch * a.heads_kv));
+  l.grid = dim3(unsigned(ctas));
+  if (use_list) {
+    // The forward's list with queries and keys swapped (header): key blocks of 128 as its "query
+    // blocks", query blocks of bm as its "key blocks", the window mirrored, kv heads as its heads.
+    cuda::DeviceMods mirrored = mods;
+    mirrored.window_left = mods.window_right, mirrored.window_right = mods.window_left;
+    l.list = {p.cu_k, p.cu_q, int(a.batch), p.total_k, p.total_q, p.max_k, p.max_q, bn, bm, int(a.heads_kv),
+              int(max_entries), mirrored, nullptr, nullptr};
+  }
 
   l.prep = PrepArgs{a.o,
                     g.dout,
@@ -323,18 +451,29 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
                     nullptr,
                     nullptr,
                     0,
-                    int(a.batch),
+                    varlen ? kConsumerWarpgroups : 1,
+                    varlen ? 1 : int(a.batch),
                     int(a.heads_q),
                     int(a.seqlen_q),
                     int(seqlen_q_pad),
                     int(a.head_dim),
                     kd};
   for (int i = 0; i < 3; ++i) l.prep.o_stride[i] = a.o_stride[i], l.prep.do_stride[i] = g.dout_stride[i];
-  l.rows = a.batch * a.heads_q * seqlen_q_pad;
+  if (varlen) l.prep.o_stride[0] = l.prep.do_stride[0] = 0;
+  l.rows = (varlen ? 1 : a.batch) * a.heads_q * seqlen_q_pad;
   l.conv = ConvertArgs{nullptr,         g.dq, {},     int(a.batch), int(a.heads_q), int(a.seqlen_q), p.num_m_blocks, bm,
                        int(a.head_dim), kd,   a.scale};
   for (int i = 0; i < 3; ++i) l.conv.dq_stride[i] = g.dq_stride[i];
   l.conv_threads = a.batch * a.heads_q * m_blocks * (bm * kd / 4096) * 128;  // one per (chunk, t)
+  if (varlen) {
+    ConvertVarlenArgs &c = l.conv_varlen;
+    c.dq = g.dq, c.cu_q = p.cu_q, c.cu_k = p.cu_k;
+    c.batch = int(a.batch), c.heads_q = int(a.heads_q), c.total_q = p.total_q, c.total_k = p.total_k;
+    c.max_q = p.max_q, c.max_k = p.max_k, c.rows_pad = int(seqlen_q_pad), c.block_m = bm;
+    c.head_dim = int(a.head_dim), c.scale = a.scale;
+    for (int i = 0; i < 3; ++i) l.conv_varlen.dq_stride[i] = g.dq_stride[i];
+    l.conv_threads = a.heads_q * a.seqlen_q * (a.head_dim / 64) * 4;  // one per (head, row, panel, quad)
+  }
   plan.run = [l] { return run(l); };
   return {std::move(plan)};
 }

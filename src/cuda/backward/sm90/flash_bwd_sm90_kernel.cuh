@@ -50,6 +50,24 @@
 // every T). Key blocks then go
 // in descending order inside a chunk (a CTA waits only for CTAs dispatched before it: no deadlock,
 // and none waits long), which is shortest-first for causal: the price of this mode at short T.
+// Variable-length batches (cu_seqlens, [total, heads, head_dim] tensors; the same instantiations,
+// run-time fields): a CTA per (sequence, key block of 128, kv head). Without the deterministic mode the
+// CTAs take their tiles from a list the device built before the launch (flash_bwd_sm90.cu: the
+// forward's list with queries and keys swapped), longest walk first across sequences, so no CTA is
+// launched for padding; a slot past the list's count exits. In deterministic mode the fixed-length
+// order above runs over (sequence, kv head) pairs with max_seqlen_k's key blocks (a sequence's later
+// key blocks first, as the semaphores need), and a CTA past its sequence's keys exits. A tile's TMA
+// rows start at its sequence's first key / query token (decode_tile: q0, k0) and every mask, m_range
+// and the deterministic order use the sequence's own lengths (sq, sk: causal bottom-right aligned per
+// sequence). A box reaching past the sequence reads the next sequence's rows: keys past sk are masked
+// as at the end of the keys, and query rows past sq are masked explicitly (P = 0, so dS = 0: they add
+// nothing to dV, dK or dQ; fixed length gets the same from the TMA's zero rows and LSE = +inf). dK and
+// dV rows past sk are not stored (store_rows). The per-row vectors are laid out over the packed query
+// rows (block_row); the dQ accumulator's blocks of sequence b start BM * b rows further (accum_row),
+// so that no two sequences' blocks overlap (a block's accumulator is in fragment order).
+// The varlen fields and branches are run-time and also compile for the d256 configuration below,
+// which never runs them: the plan gives variable-length calls above head_dim 128 to the sm80 family
+// (cu_q is null there, so decode_tile, block_row and accum_row take their fixed-length values).
 //
 // Head dimension 256 (Cfg::SPLIT_D; branch sm90-bwd-d256, 2026-12-01). The layout above at D = 256
 // would hold dV_w and dK_w, 64 x 256 fp32 each, in 128 + 128 registers per thread: more than the
@@ -71,7 +89,7 @@
 //   registers (red.global.add.v4.f32, in the staging's fragment order: 512 contiguous bytes per
 //   warp and instruction, the bytes the bulk reduce-add moved); no dQ writer warp, and no
 //   deterministic mode (the plan gives deterministic calls above head_dim 128 to the sm80 family).
-//   History: v12 (3c59daa, measured) had both consumers compute the same S^T, dP^T for all 64
+//   History: v13 (3c59daa, measured) had both consumers compute the same S^T, dP^T for all 64
 //   queries, P^T and dS^T then register A operands, no P^T tile: 7 products' work per step where
 //   5 are useful; 329 TFLOP/s at T = 16384, 1.16x cuDNN's time (bench/NOTES.md). This split (FA3's
 //   idea of exchanging P and dS between the warpgroups through shared memory, here by queries)
@@ -89,6 +107,7 @@
 
 #include "cuda/backward/sm90/bulk_ops.cuh"
 #include "cuda/common/score_mods.cuh"
+#include "cuda/common/varlen_span.cuh"
 #include "cuda/hopper/async_copy.cuh"
 #include "cuda/hopper/online_softmax.cuh"
 #include "cuda/hopper/tma_host.hpp"
@@ -113,6 +132,18 @@ struct BwdSm90Params {
   float cap_pre;                          // softcap: scale / cap (t = tanh(s · cap_pre)), else 0
   float unit_log2;  // log2 e times one unit of the transformed score: cap with softcap, else scale
   float scale, scale_log2;
+  // Variable-length batches (null cu_q: fixed length; the file header). The tensors are [total, heads,
+  // head_dim] (the maps' batch dimension has size 1); lse_log2 / dsum are [heads_q, seqlen_q_pad =
+  // total_q + batch * BM] by packed token, and sequence b's query block m has its dQ accumulator at
+  // row q0 + b * BM + m * BM of the same [heads_q, seqlen_q_pad] rows (accum_row: no overlap).
+  // tiles / tile_count: the device-built list ({sequence, n_block * heads_kv + kv head}, longest
+  // first), num_tiles its upper bound (the grid); null tiles (deterministic mode): the fixed-length
+  // order over (sequence, kv head) with num_n_blocks from max_k, CTAs past a sequence's keys exit.
+  const int32_t *cu_q, *cu_k;
+  const int2 *tiles;
+  const int *tile_count;
+  int total_q, total_k, max_q, max_k, num_tiles;
+  int sem_rows;  // accumulator rows per semaphore slot: BM (fixed length: one per query block), 1 (varlen)
 };
 
 constexpr int kConsumerWarpgroups = 2;
@@ -142,7 +173,8 @@ struct BwdConfig {
   static constexpr int DQ_OFF = PT_OFF + 2 * PT_BYTES;
   static constexpr int VEC_OFF = DQ_OFF + DQ_BYTES, BAR_OFF = VEC_OFF + NWG * VEC_BYTES;
   static constexpr int NUM_BARS = 1 + 2 * STAGES;
-  static constexpr int SMEM_BYTES = BAR_OFF + NUM_BARS * 8 + 1024;  // + slack to align the base to 1024
+  static constexpr int TILE_OFF = BAR_OFF + NUM_BARS * 8;              // the CTA's tile (TileRef), 9 ints
+  static constexpr int SMEM_BYTES = TILE_OFF + 48 + 1024;  // + slack to align the base to 1024
   static_assert(D == 64 || D == 128 || D == 256, "head_dim 64, 128 or 256");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
 };
@@ -157,13 +189,42 @@ constexpr int kDqBarrierThreads = 128 + 32;
 
 // The query blocks [x, y) that hold a row seeing a key of K block n (the window's rows of the
 // block's first and last key, clamped to the real rows); empty (x == y) when no row sees any.
-__device__ __forceinline__ int2 m_range(const BwdSm90Params &p, int n_block, int BM, int BN) {
-  const int shift = p.seqlen_k - p.seqlen_q, k_first = n_block * BN, k_last = min(k_first + BN, p.seqlen_k) - 1;
-  const int q_begin = cuda::mods_query_begin(p.mods, k_first, shift, p.seqlen_q);
-  const int q_end = cuda::mods_query_end(p.mods, k_last, shift, p.seqlen_q);
+__device__ __forceinline__ int2 m_range(const BwdSm90Params &p, int n_block, int BM, int BN, int sq, int sk) {
+  const int shift = sk - sq, k_first = n_block * BN, k_last = min(k_first + BN, sk) - 1;
+  const int q_begin = cuda::mods_query_begin(p.mods, k_first, shift, sq);
+  const int q_end = cuda::mods_query_end(p.mods, k_last, shift, sq);
   if (q_begin >= q_end) return make_int2(0, 0);
   return make_int2(q_begin / BM, (q_end + BM - 1) / BM);
 }
+
+// One CTA's work: key block n_block of kv head hk of batch entry (varlen: sequence) b; tb is the
+// maps' batch coordinate (b, or 0 for varlen), q0 / k0 the sequence's first query / key token in the
+// packed tensors (0 for fixed length), sq / sk its lengths.
+struct BwdTile {
+  int n_block, hk, b, tb, q0, k0, sq, sk;
+};
+
+// The CTA's tile in shared memory (thread 0 writes it), each field read where it is used by a
+// volatile shared load: the fields come from memory (the varlen list, cu_seqlens), so values held in
+// registers across the main loop cost registers the consumers do not have (ptxas spilled 116-176 B
+// with the fields in registers; the fixed-length kernel had its lengths in the constant bank).
+struct TileRef {
+  uint32_t addr;
+  __device__ __forceinline__ int at(int i) const {
+    int v;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr + 4 * i));
+    return v;
+  }
+  __device__ __forceinline__ int n_block() const { return at(0); }
+  __device__ __forceinline__ int hk() const { return at(1); }
+  __device__ __forceinline__ int b() const { return at(2); }
+  __device__ __forceinline__ int tb() const { return at(3); }
+  __device__ __forceinline__ int q0() const { return at(4); }
+  __device__ __forceinline__ int k0() const { return at(5); }
+  __device__ __forceinline__ int sq() const { return at(6); }
+  __device__ __forceinline__ int sk() const { return at(7); }
+  __device__ __forceinline__ int valid() const { return at(8); }
+};
 
 // The (key block, batch * heads_kv + kv head) of CTA `linear` (the order in the file header).
 __device__ __forceinline__ int2 tile_of(const BwdSm90Params &p, int linear) {
@@ -176,16 +237,55 @@ __device__ __forceinline__ int2 tile_of(const BwdSm90Params &p, int linear) {
   return make_int2(n, bh);
 }
 
+// CTA `linear`'s tile; false when it has none (varlen: a list slot past the count, or a key block
+// past its sequence's keys in the deterministic grid).
+__device__ __forceinline__ bool decode_tile(const BwdSm90Params &p, int linear, int BN, BwdTile &t) {
+  int n, hk, b;
+  if (p.tiles != nullptr) {
+    if (linear >= min(*p.tile_count, p.num_tiles)) return false;
+    const int2 e = p.tiles[linear];
+    n = e.y / p.heads_kv, hk = e.y - n * p.heads_kv, b = e.x;
+  } else {
+    const int2 tl = tile_of(p, linear);
+    n = tl.x, hk = tl.y % p.heads_kv, b = tl.y / p.heads_kv;
+  }
+  t.n_block = n, t.hk = hk, t.b = b;
+  if (p.cu_q == nullptr) {
+    t.tb = b, t.q0 = t.k0 = 0, t.sq = p.seqlen_q, t.sk = p.seqlen_k;
+    return true;
+  }
+  const cuda::VarlenSpan s = cuda::varlen_span(p.cu_q, p.cu_k, b, p.total_q, p.total_k, p.max_q, p.max_k);
+  t.tb = 0, t.q0 = s.q0, t.k0 = s.k0, t.sq = s.seqlen_q, t.sk = s.seqlen_k;
+  return n * BN < t.sk;
+}
+
+// The first row of query block m of query head h in the per-row vectors (LSE·log2 e, D): fixed
+// length [batch * heads_q, seqlen_q_pad]; varlen [heads_q, seqlen_q_pad] by packed token, from the
+// sequence's first token (a block reaching past the sequence reads the next one's values: masked).
+__device__ __forceinline__ int64_t block_row(const BwdSm90Params &p, TileRef t, int h, int m, int BM) {
+  return (int64_t(t.tb()) * p.heads_q + h) * p.seqlen_q_pad + t.q0() + int64_t(m) * BM;
+}
+// The same block's first row in the dQ accumulator (times head_dim) and its semaphores. Fixed length:
+// block_row. Varlen: block_row + sequence * BM, so that sequence b's blocks start at q0 + b * BM and
+// its last, partial block ends before sequence b + 1's first (seqlen_q_pad = total_q + batch * BM).
+// They must not overlap: a block's accumulator is in fragment order (every 4096-float chunk mixes
+// all 64 of its rows), so the next sequence's adds into an overlapping tail would land on this
+// sequence's rows.
+__device__ __forceinline__ int64_t accum_row(const BwdSm90Params &p, TileRef t, int h, int m, int BM) {
+  return block_row(p, t, h, m, BM) + (p.cu_q != nullptr ? int64_t(t.b()) * BM : 0);
+}
+
 // The last key block whose CTA adds into query block m (m inside its m_range), for the order of
 // the deterministic adds; only asked for query blocks that this CTA adds to (the result is >= n).
 // The CTAs that add into m are the contiguous key blocks up to this one (a row's window is an
 // interval sliding with the row, so the keys some row of m sees are one interval), each counted
 // once by the semaphore: m_range and this are the same "some real row sees some real key" test.
-__device__ __forceinline__ int last_n_block(const BwdSm90Params &p, int m, int BM, int BN) {
-  if (p.mods.window_right < 0) return p.num_n_blocks - 1;
-  const int r_last = min((m + 1) * BM, p.seqlen_q) - 1;
-  const int k_end = cuda::mods_key_end(p.mods, r_last, p.seqlen_k - p.seqlen_q, p.seqlen_k);  // keys < k_end seen
-  return min(p.num_n_blocks - 1, (k_end + BN - 1) / BN - 1);
+__device__ __forceinline__ int last_n_block(const BwdSm90Params &p, int m, int BM, int BN, int sq, int sk) {
+  const int num_n = (sk + BN - 1) / BN;
+  if (p.mods.window_right < 0) return num_n - 1;
+  const int r_last = min((m + 1) * BM, sq) - 1;
+  const int k_end = cuda::mods_key_end(p.mods, r_last, sk - sq, sk);  // keys < k_end seen
+  return min(num_n - 1, (k_end + BN - 1) / BN - 1);
 }
 
 __device__ __forceinline__ int ld_acquire_gpu(const int *ptr) {
@@ -201,14 +301,17 @@ __device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence
 
 template <class Cfg>
 __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *smem, uint64_t *kv_full, uint64_t *full,
-                                             uint64_t *empty, int n_block, int hk, int b) {
+                                             uint64_t *empty, TileRef t) {
+  const int n_block = t.n_block(), hk = t.hk(), b = t.tb();
   tma_prefetch_map(&p.tm_q);
   tma_prefetch_map(&p.tm_do);
   mbar_expect_tx_arrive(kv_full, 2 * Cfg::KV_BYTES);
-  load_tile<Cfg::PANELS>(smem + Cfg::K_OFF, Cfg::BN * 128, &p.tm_k, p.ord_k, kv_full, n_block * Cfg::BN, hk, b);
-  load_tile<Cfg::PANELS>(smem + Cfg::V_OFF, Cfg::BN * 128, &p.tm_v, p.ord_v, kv_full, n_block * Cfg::BN, hk, b);
+  load_tile<Cfg::PANELS>(smem + Cfg::K_OFF, Cfg::BN * 128, &p.tm_k, p.ord_k, kv_full, t.k0() + n_block * Cfg::BN, hk,
+                         b);
+  load_tile<Cfg::PANELS>(smem + Cfg::V_OFF, Cfg::BN * 128, &p.tm_v, p.ord_v, kv_full, t.k0() + n_block * Cfg::BN, hk,
+                         b);
   PipeState<Cfg::STAGES> st;
-  const int2 mr = m_range(p, n_block, Cfg::BM, Cfg::BN);
+  const int2 mr = m_range(p, n_block, Cfg::BM, Cfg::BN, t.sq(), t.sk());
   for (int hi = 0; hi < p.group; ++hi) {
     const int h = hk * p.group + hi;
     for (int m = mr.x; m < mr.y; ++m) {
@@ -216,9 +319,9 @@ __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *sm
       uint64_t *bar = full + st.stage;
       mbar_expect_tx_arrive(bar, 2 * Cfg::Q_BYTES);
       load_tile<Cfg::PANELS>(smem + Cfg::Q_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_q, p.ord_q, bar,
-                             m * Cfg::BM, h, b);
+                             t.q0() + m * Cfg::BM, h, b);
       load_tile<Cfg::PANELS>(smem + Cfg::DO_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_do, p.ord_do, bar,
-                             m * Cfg::BM, h, b);
+                             t.q0() + m * Cfg::BM, h, b);
       st.advance();
     }
   }
@@ -227,10 +330,10 @@ __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *sm
 // The dQ writer (one warp; lane 0 issues): the consumers' staged chunks into the global accumulator,
 // step by step in the consumers' order (every query block of every query head of the group).
 template <class Cfg>
-__device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *smem, int n_block, int hk, int b) {
+__device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *smem, TileRef t) {
   constexpr int NWG = Cfg::NWG, BM = Cfg::BM;
-  const int lane = threadIdx.x % 32;
-  const int2 mr = m_range(p, n_block, BM, Cfg::BN);
+  const int lane = threadIdx.x % 32, n_block = t.n_block(), hk = t.hk();
+  const int2 mr = m_range(p, n_block, BM, Cfg::BN, t.sq(), t.sk());
   const int m_begin = mr.x, m_end = mr.y;
   const int steps = p.group * (m_end - m_begin);
   const bool det = p.dq_sem != nullptr;
@@ -239,9 +342,9 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
     for (int w = 0; w < NWG; ++w) named_barrier_arrive(kDqEmpty + w, kDqBarrierThreads);
   int h = hk * p.group, m = m_begin;
   for (int step = 0; step < steps; ++step) {
-    const int64_t block = (int64_t(b) * p.heads_q + h) * p.num_m_blocks + m;
-    int *sem = det ? p.dq_sem + block * NWG : nullptr;
-    const int rank = det ? last_n_block(p, m, BM, Cfg::BN) - n_block : 0;
+    const int64_t row = accum_row(p, t, h, m, BM);
+    int *sem = det ? p.dq_sem + (p.sem_rows == 1 ? row : row / BM) * NWG : nullptr;  // no 64-bit division
+    const int rank = det ? last_n_block(p, m, BM, Cfg::BN, t.sq(), t.sk()) - n_block : 0;
 #pragma unroll
     for (int w = 0; w < NWG; ++w) {
       named_barrier_sync(kDqFull + w, kDqBarrierThreads);
@@ -252,7 +355,7 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
           for (int polls = 0; ld_acquire_gpu(sem + w) != rank && polls < (1 << 24); ++polls) {}
           fence_proxy_async_global();
         }
-        bulk_reduce_add_f32(p.dq_accum + block * (BM * Cfg::D) + w * Cfg::DQ_CHUNK_FLOATS,
+        bulk_reduce_add_f32(p.dq_accum + row * Cfg::D + w * Cfg::DQ_CHUNK_FLOATS,
                             smem + Cfg::DQ_OFF + w * Cfg::DQ_CHUNK_FLOATS * 4, Cfg::DQ_CHUNK_FLOATS * 4);
       }
       __syncwarp();  // bar.sync is .aligned: the whole warp, converged, at the next one
@@ -275,10 +378,11 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
   __syncwarp();
 }
 
-// Writes a 64 x COLS fp32 accumulator (this warpgroup's 64 keys, columns col0..) as the dtype,
-// rows < seqlen_k, columns < head_dim (a multiple of 8: whole 8-column groups are in or out).
+// Writes a 64 x COLS fp32 accumulator (this warpgroup's 64 keys, columns col0..) as the dtype, keys
+// < seqlen_k of the sequence (varlen: the rows past it are the next sequence's), at token k0 + key,
+// columns < head_dim (a multiple of 8: whole 8-column groups are in or out).
 template <class Cfg>
-__device__ __forceinline__ void store_rows(void *out, const int64_t (&stride)[3], int b, int hk, int key_base,
+__device__ __forceinline__ void store_rows(void *out, const int64_t (&stride)[3], int b, int hk, int k0, int key_base,
                                            int seqlen_k, int col0, int head_dim, const float (&acc)[Cfg::COLS / 2],
                                            float mul) {
   using T = typename Cfg::Elem;
@@ -288,7 +392,7 @@ __device__ __forceinline__ void store_rows(void *out, const int64_t (&stride)[3]
   for (int half = 0; half < 2; ++half) {
     const int key = key_base + warp * 16 + lane / 4 + 8 * half;
     if (key >= seqlen_k) continue;
-    T *row = base + int64_t(key) * stride[1] + col0;
+    T *row = base + int64_t(k0 + key) * stride[1] + col0;
 #pragma unroll
     for (int j = 0; j < Cfg::COLS / 8; ++j) {
       if (col0 + 8 * j >= head_dim) continue;
@@ -300,8 +404,9 @@ __device__ __forceinline__ void store_rows(void *out, const int64_t (&stride)[3]
 
 template <class Cfg>
 __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *smem, uint64_t *kv_full, uint64_t *full,
-                                             uint64_t *empty, int n_block, int hk, int b, int wg) {
+                                             uint64_t *empty, TileRef t_, int wg) {
   using T = typename Cfg::Elem;
+  const int n_block = t_.n_block(), hk = t_.hk();
   constexpr int BM = Cfg::BM, BN = Cfg::BN, D = Cfg::D;
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
   const uint32_t base = smem_addr(smem);
@@ -332,10 +437,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   const uint64_t ds_a0 = make_smem_desc(base + Cfg::DS_OFF + q_panel * BN * 128, BN * 128, 1024);
   const uint64_t k_mn = make_smem_desc(base + Cfg::K_OFF + d_panel * BN * 128, BN * 128, 1024);
 
-  const int shift = p.seqlen_k - p.seqlen_q;
   const int key_base = n_block * BN + key_row0;
   const int key0 = key_base + warp * 16 + g;  // this thread's two keys: key0, key0 + 8
-  const bool keys_end_here = (n_block + 1) * BN > p.seqlen_k;
 
   float dv[COLS / 2], dk[COLS / 2];
 #pragma unroll
@@ -345,7 +448,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   PipeState<Cfg::STAGES> st;
   int ds_buf = 0;
   // Steps: every query block of m_range of every query head of the group, head by head.
-  const int2 mr = m_range(p, n_block, BM, BN);
+  const int2 mr = m_range(p, n_block, BM, BN, t_.sq(), t_.sk());
   const int m_begin = mr.x, m_end = mr.y;
   const int steps = p.group * (m_end - m_begin);
   // Visibility of (row, key) as d = key - row - shift in [dlo, dhi] (the window; unbounded sides open).
@@ -357,7 +460,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   constexpr int VEC_PER_THREAD = 2 * BM / 128;
   float *vec = reinterpret_cast<float *>(smem + Cfg::VEC_OFF + wg * Cfg::VEC_BYTES);
   const auto load_vec = [&](float(&dst)[VEC_PER_THREAD], int h, int m) {
-    const int64_t row = (int64_t(b) * p.heads_q + h) * p.seqlen_q_pad + int64_t(m) * BM;
+    const int64_t row = block_row(p, t_, h, m, BM);
 #pragma unroll
     for (int j = 0; j < VEC_PER_THREAD; ++j) {
       const int x = t + 128 * j;
@@ -396,13 +499,17 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     named_barrier_sync(kChunkBarrier + wg, 128);
 
     // P^T: register i holds key key0 + 8 * ((i >> 1) & 1), query q_base + 8 * (i >> 2) + 2q + (i & 1).
-    // Masked only where the block is not inside every row's window or crosses the end of the keys.
-    const bool masked = keys_end_here ||
-                        cuda::mods_key_begin(p.mods, m * BM + BM - 1, shift, p.seqlen_k) > n_block * BN ||
-                        cuda::mods_key_end(p.mods, m * BM, shift, p.seqlen_k) < (n_block + 1) * BN;
-    const auto visible = [&](int i, int odd) {  // register i (+ odd) of this thread: inside the keys and the window
-      const int key = key0 + 8 * acc_half(i), d = key - (m * BM + q_base + 8 * acc_group(i) + 2 * q + odd) - shift;
-      return key < p.seqlen_k && d >= dlo && d <= dhi;
+    // Masked only where the block is not inside every row's window or crosses the end of the keys or
+    // of the rows (fixed length: rows past seqlen_q have P = 0 already, LSE = +inf; varlen: they are
+    // the next sequence's rows, with its LSE).
+    const int sq = t_.sq(), sk = t_.sk(), shift = sk - sq;
+    const bool masked = (n_block + 1) * BN > sk || (m + 1) * BM > sq ||
+                        cuda::mods_key_begin(p.mods, m * BM + BM - 1, shift, sk) > n_block * BN ||
+                        cuda::mods_key_end(p.mods, m * BM, shift, sk) < (n_block + 1) * BN;
+    const auto visible = [&](int i, int odd) {  // register i (+ odd) of this thread: inside the keys, rows, window
+      const int key = key0 + 8 * acc_half(i), row = m * BM + q_base + 8 * acc_group(i) + 2 * q + odd;
+      const int d = key - row - shift;
+      return key < sk && row < sq && d >= dlo && d <= dhi;
     };
     if (!p.transforms) {
       wgmma_wait<1>();
@@ -431,7 +538,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       }
     } else {
       // Softcap and/or ALiBi: both products complete, then P^T and dS^T in one pass (file header).
-      const float slope_log2 = p.mods.alibi() ? cuda::mods_slope(p.mods, b, h) * kLog2e : 0.f;
+      const float slope_log2 = p.mods.alibi() ? cuda::mods_slope(p.mods, t_.b(), h) * kLog2e : 0.f;
       const bool capped = p.mods.capped();
       // row + shift - key of register 0 (query m * BM + 2q, key key0), as a float for the bias.
       const float a0 = float(m * BM + q_base + 2 * q + shift - key0);
@@ -520,8 +627,9 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     if constexpr (Cfg::SPLIT_D) {
       // Two chunks, each added from registers into the global accumulator in the staging order
       // (float4 j of thread t at (j * 128 + t) * 4: 512 contiguous bytes per warp and j); the
-      // second chunk's product runs after the first one's adds were issued.
-      float *acc = p.dq_accum + ((int64_t(b) * p.heads_q + h) * p.num_m_blocks + m) * (BM * D);
+      // second chunk's product runs after the first one's adds were issued. The block's rows are D
+      // (the instantiation's 256) floats wide; fixed length only (accum_row = block_row there).
+      float *acc = p.dq_accum + accum_row(p, t_, h, m, BM) * D;
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         if (c == 1) {
@@ -561,8 +669,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     ds_buf ^= 1;
     h = h_next, m = m_next;
   }
-  store_rows<Cfg>(p.dv, p.dv_stride, b, hk, key_base, p.seqlen_k, col0, p.head_dim, dv, 1.f);
-  store_rows<Cfg>(p.dk, p.dk_stride, b, hk, key_base, p.seqlen_k, col0, p.head_dim, dk, p.scale);
+  store_rows<Cfg>(p.dv, p.dv_stride, t_.tb(), hk, t_.k0(), key_base, t_.sk(), col0, p.head_dim, dv, 1.f);
+  store_rows<Cfg>(p.dk, p.dk_stride, t_.tb(), hk, t_.k0(), key_base, t_.sk(), col0, p.head_dim, dk, p.scale);
 }
 
 template <class Cfg>
@@ -571,7 +679,13 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const _
   uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint64_t *bar = reinterpret_cast<uint64_t *>(smem + Cfg::BAR_OFF);
   uint64_t *kv_full = bar, *full = bar + 1, *empty = bar + 1 + Cfg::STAGES;
+  const TileRef tile{smem_addr(smem + Cfg::TILE_OFF)};
   if (threadIdx.x == 0) {
+    BwdTile t;
+    const bool valid = decode_tile(p, int(blockIdx.x), Cfg::BN, t);
+    int *dst = reinterpret_cast<int *>(smem + Cfg::TILE_OFF);
+    dst[0] = t.n_block, dst[1] = t.hk, dst[2] = t.b, dst[3] = t.tb, dst[4] = t.q0, dst[5] = t.k0, dst[6] = t.sq;
+    dst[7] = t.sk, dst[8] = valid;
     mbar_init(kv_full, 1);
     for (int s = 0; s < Cfg::STAGES; ++s) {
       mbar_init(full + s, 1);
@@ -580,18 +694,17 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const _
     mbar_init_fence();
   }
   __syncthreads();
-  const int2 tile = tile_of(p, int(blockIdx.x));
-  const int n_block = tile.x, hk = tile.y % p.heads_kv, b = tile.y / p.heads_kv;
+  if (!tile.valid()) return;  // the whole CTA: no barrier is used yet
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     setmaxnreg_dec<24>();
     if (threadIdx.x == 0)
-      bwd_producer<Cfg>(p, smem, kv_full, full, empty, n_block, hk, b);
+      bwd_producer<Cfg>(p, smem, kv_full, full, empty, tile);
     else if (!Cfg::SPLIT_D && threadIdx.x / 32 == 1)
-      bwd_dq_writer<Cfg>(p, smem, n_block, hk, b);
+      bwd_dq_writer<Cfg>(p, smem, tile);
   } else {
     setmaxnreg_inc<240>();
-    bwd_consumer<Cfg>(p, smem, kv_full, full, empty, n_block, hk, b, wg - 1);
+    bwd_consumer<Cfg>(p, smem, kv_full, full, empty, tile, wg - 1);
   }
 }
 

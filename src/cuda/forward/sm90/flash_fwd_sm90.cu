@@ -10,8 +10,8 @@
 // tile_policy.hpp.
 //
 // What it takes: fixed-length and variable-length batches, every head_dim that is a multiple of 8 up
-// to 256 on the head_dim 64, 128 and 256 instantiations (kernel_head_dim, tile_policy.hpp: the next
-// one up), causal, sliding windows (any tile), softcap and ALiBi (the default tile of the 64 and 128
+// to 256 on the head_dim 64, 128, 192 and 256 instantiations (kernel_head_dim, tile_policy.hpp: the
+// next one up; 136..192 on the 256 kernel too with the tile 128x64, for benchmarks), causal, sliding windows (any tile), softcap and ALiBi (the default tile of the 64 and 128
 // instantiations: the MODS configuration).
 // A head_dim below its instantiation's (e.g. 96 on the 128 kernel) is served by the TMA's bounds: the
 // maps' innermost dimension is the call's head_dim, so a 64-column box reaching past it loads zeros
@@ -21,14 +21,16 @@
 // over an 8-column head_dim is a legal map. The box's mbarrier transaction count stays the whole box
 // (not quoted from NVIDIA's text: the kernel has relied on it for boxes whose rows pass the end of a
 // tensor since v1, docs/hopper.md §3.2; a box wholly past head_dim, panel 3 of the 256 kernel for
-// head_dims up to 192, is new and checked by tests/sm90's HeadDims tests), so no count changes. Q K^T over
+// head_dims up to 192 (tile 128x64), is new and checked by tests/sm90's HeadDims tests; on the
+// 192 kernel every panel holds some of a 136..192 call's columns), so no count changes. Q K^T over
 // zero columns adds exact zeros, P V's extra columns of O are never stored, and the softmax scale is
 // the call's (Problem::scale, 1/sqrt(head_dim) by default), never the instantiation's. The one store
 // that bypasses the TMA, a varlen sequence's last partial 64-row slice, copies only the call's
 // head_dim columns (FwdParams::head_dim). The strides the maps need (multiples of 16 bytes) hold for
 // any multiple of 8 (validate.cpp takes CUDA head_dims that are multiples of 8 up to 256 and needs
 // head_dim contiguous); tma_describable still checks every call. The kernel name says which
-// instantiation runs (cuda_flash_sm90_d128_... for a head_dim 96 call).
+// instantiation runs (cuda_flash_sm90_d128_... for a head_dim 96 call, cuda_flash_sm90_d192_128x112_...
+// for 160).
 // Variable-length batches (cu_seqlens) run on the same instantiations (run-time fields): the maps
 // describe the packed [total, heads, head_dim] tensors as one batch entry, a tile's rows start at its
 // sequence's first token, and the tiles are scheduled per sequence from a list the device builds
@@ -38,7 +40,8 @@
 // ends inside the sequence's last tile is stored from registers, row by row, not by the TMA).
 // Totals of 0 tokens are declined (a tensor map cannot have an empty dimension; validation refuses
 // them before any family), and head_dims above 128 (the 256 instantiation) are left to the sm80
-// family (the kernel's varlen store path is not compiled there: FwdConfig::VARLEN).
+// family (the kernel's varlen store path is not compiled there, neither at 192 nor at 256:
+// FwdConfig::VARLEN).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -98,11 +101,11 @@ cuda::DeviceMods kernel_mods(const Problem &a) {
 
 PlanResult plan_sm90_forward(const Problem &a) {
   const bool varlen = a.varlen();
-  const int kd = sm90::kernel_head_dim(a.head_dim);  // the instantiation: 64, 128 or 256
+  const int kd = sm90::kernel_head_dim(a.head_dim);  // the instantiation: 64, 128, 192 or 256
   if (kd == 0)
     return PlanResult::no("the sm90 kernel takes head_dims that are multiples of 8 up to 256 (got " +
                           std::to_string(a.head_dim) + ")");
-  if (varlen && kd == 256)
+  if (varlen && kd > 128)
     return PlanResult::no("the sm90 forward has no variable-length batches for head_dim above 128 (got " +
                           std::to_string(a.head_dim) + ")");
   if (varlen && (a.seqlen_q == 0 || a.seqlen_k == 0))
@@ -114,7 +117,7 @@ PlanResult plan_sm90_forward(const Problem &a) {
                               " (" + tile_list(kd) + ")",
                           FLASHBOX_ERR_INVALID_ARGUMENT);
   const bool score_mods = sm90::needs_score_mods(a);
-  if (score_mods && kd == 256)
+  if (score_mods && kd > 128)
     return PlanResult::no("the sm90 forward has no softcap or ALiBi for head_dim above 128 (got " +
                           std::to_string(a.head_dim) + "; the sm80 family may take it)");
   if (score_mods && !sm90::has_score_mods(a, tile))
@@ -123,6 +126,7 @@ PlanResult plan_sm90_forward(const Problem &a) {
                           "), not " +
                           std::to_string(tile.bm) + "x" + std::to_string(tile.bn));
   if (const char *reason = sm90::sm90_unavailable_reason()) return PlanResult::no(reason);
+  const int d = sm90::instantiation(kd, tile);  // the kernel that runs (192's 128x64: the 256 one)
   // Varlen: at most total_q / BM + batch query blocks (each sequence's last may be partial).
   const int64_t max_entries = varlen ? a.seqlen_q / tile.bm + a.batch : 0;
   const int64_t tiles = varlen ? max_entries * a.heads_q : a.batch * a.heads_q * ((a.seqlen_q + tile.bm - 1) / tile.bm);
@@ -188,7 +192,7 @@ PlanResult plan_sm90_forward(const Problem &a) {
   }
 
   std::string name =
-      "cuda_flash_sm90_d" + std::to_string(kd) + "_" + std::to_string(tile.bm) + "x" + std::to_string(tile.bn);
+      "cuda_flash_sm90_d" + std::to_string(d) + "_" + std::to_string(tile.bm) + "x" + std::to_string(tile.bn);
   if (sm90::q_in_registers(kd, tile.bn)) name += "_qreg";
   if (p.mods.window_left >= 0 || (p.mods.window_right >= 0 && !a.causal)) name += "_window";
   if (p.mods.capped()) name += "_softcap";
@@ -196,11 +200,10 @@ PlanResult plan_sm90_forward(const Problem &a) {
   if (varlen) name += "_varlen";
   if (persistent) {
     name += "_persistent";
-    if (!sm90::o_buffer_fits(tile.bm, tile.bn, kd, 2)) name += "_oq";
+    if (!sm90::o_buffer_fits(tile.bm, tile.bn, d, 2)) name += "_oq";
   }
 
   const bool bf16 = a.dtype == FLASHBOX_BFLOAT16;
-  const int d = kd;
   const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
   // Varlen scratch: the tile count (16 bytes, keeping the tiles aligned), then the tiles.
   const int64_t scratch_bytes = varlen ? 16 + 8 * max_entries * a.heads_q : 0;
@@ -226,6 +229,7 @@ PlanResult plan_sm90_forward(const Problem &a) {
                  }
                  const cudaError_t e = d == 64    ? sm90::launch_fwd_d64(bf16, tile, score_mods, p, grid, stream)
                                        : d == 128 ? sm90::launch_fwd_d128(bf16, tile, score_mods, p, grid, stream)
+                                       : d == 192 ? sm90::launch_fwd_d192(bf16, p, grid, stream)
                                                   : sm90::launch_fwd_d256(bf16, p, grid, stream);
                  if (e != cudaSuccess) {
                    cudaGetLastError();

@@ -29,10 +29,16 @@
 // CTA's tiles; every warpgroup of a CTA sees the same tiles, so all agree on the counts. (A dynamic
 // scheduler, tiles from a global atomic counter as in FA3, was built and measured no faster; it was
 // removed: bench/NOTES.md.)
-// Head dims: D is the instantiation's (64, 128, 256); a call's head_dim may be any multiple of 8 up to
-// D (flash_fwd_sm90.cu): the tensor maps end at head_dim, so the TMA fills the columns past it with
-// zeros on loads and clips them on stores; only the varlen partial-slice store below, which does not
-// go through the TMA, needs p.head_dim.
+// Head dims: D is the instantiation's (64, 128, 192, 256); a call's head_dim may be any multiple of 8
+// up to D (flash_fwd_sm90.cu): the tensor maps end at head_dim, so the TMA fills the columns past it
+// with zeros on loads and clips them on stores; only the varlen partial-slice store below, which does
+// not go through the TMA, needs p.head_dim. A tile row is D / 64 swizzled 64-column panels (PANELS:
+// three for 192); S = Q K^T walks D / 16 k-steps, four per panel; O += P V is one N = D product per
+// k-step up to 192 and two N = 128 halves at 256 (gemm_pv). head_dim 192 (128 x 112, 2026-12-01)
+// exists because 136..192 on the 256 kernel did a third more work than needed: its 112-key block is
+// what the shared memory allows (Q 48 KB + two stages of K and V at 42 KB each = 216 KB; 128 keys
+// would need 240 KB), and O 96 + S 56 + P 28 registers per thread fit where the 256 kernel's
+// 128 + 32 + 16 do.
 // Variable-length batches (cu_seqlens; the 64 and 128 instantiations): the same kernels with run-time fields.
 // Tiles come from a list the device builds before the launch (flash_fwd_sm90_varlen.cu: (sequence,
 // query block, head) tiles, longest work first, head by head within equal work), always on the
@@ -48,6 +54,13 @@
 // score and are compiled in only with MODS (the default tile of each head_dim, flash_fwd_sm90_d*.cu):
 // the scores are transformed before the mask and the online softmax; with a softcap they stay in
 // units of the cap (tanh's output), and the softmax and LSE use cap where they used the scale.
+// Each consumer warpgroup (head_dim 64 and 128) walks only the blocks of the tile's walk that its own
+// 64 rows see (group_range): a 192-row tile's window edges and causal diagonal span two or three
+// 128-key blocks, and a group skips the ones it does not see (their tensor-core turn and ring stages
+// are passed on, so the ping-pong and the rings stay in step); its masks follow its own rows. The
+// masked-out pairs a window's edge blocks computed were most of its cost at head_dim 64: +9 % for a
+// causal window of 1024, +7 % two-sided (bench/NOTES.md, sm90 forward v11, which also has what was
+// tried and dropped: P.V over half a block, S over half a block).
 #pragma once
 #include <cuda.h>
 #include <cstdint>
@@ -117,7 +130,7 @@ struct FwdConfig {
   using Elem = T;
   static constexpr int D = D_, BN = BN_, NWG = NWG_, BM = 64 * NWG_, STAGES = STAGES_;
   static constexpr bool QREG = QREG_, MODS = MODS_;
-  // Variable-length batches: head_dim 64 and 128 (the plan declines them for 256: see epilogue).
+  // Variable-length batches: head_dim 64 and 128 (the plan declines them for 192 and 256: see epilogue).
   static constexpr bool VARLEN = D_ <= 128;
   static constexpr int PANELS = D / 64;  // 64-element (128-byte) columns per tile row
   static constexpr int THREADS = 128 * (NWG + 1);
@@ -134,7 +147,7 @@ struct FwdConfig {
   // memory taken from the L1 carve-out.
   static constexpr int SMEM_BYTES_NO_O = BAR_OFF + NUM_BARS * 8 + 1024;  // + slack to align the base to 1024
   static constexpr int SMEM_BYTES = O_FITS ? O_OFF + Q_BYTES + 1024 : SMEM_BYTES_NO_O;
-  static_assert(D == 64 || D == 128 || D == 256, "head_dim 64, 128 or 256");
+  static_assert(D == 64 || D == 128 || D == 192 || D == 256, "head_dim 64, 128, 192 or 256");
   static_assert(BN % 16 == 0 && BN <= 192, "BN: whole k-steps of P.V, box rows <= 256");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
 };
@@ -212,6 +225,15 @@ __device__ __forceinline__ BlockRange block_range(const cuda::DeviceMods &mods, 
   const int all_begin = cuda::mods_key_begin(mods, r_last, shift, sk);
   const int all_end = cuda::mods_key_end(mods, r_first, shift, sk);
   return {some_begin / BN, (some_end + BN - 1) / BN, (all_begin + BN - 1) / BN, all_end / BN};
+}
+
+// The blocks of a tile's walk that one consumer warpgroup's 64 rows, from row_first, see: a sub-range
+// of the tile's (rows are monotone in both window edges), empty when the group's rows all lie past
+// seqlen_q. In a 192-row tile a window edge or the causal diagonal spans two or three 128-key blocks,
+// and some group sees none of one of them: it skips that block's products (Consumer::skip_block).
+__device__ __forceinline__ BlockRange group_range(const cuda::DeviceMods &mods, int row_first, int BN, int sq, int sk) {
+  if (row_first >= sq) return {0, 0, 0, 0};
+  return block_range(mods, row_first / 64, 64, BN, sq, sk);
 }
 
 // Sets scores to -inf where the column (relative to this thread's first column) is outside the row's
@@ -300,12 +322,14 @@ __device__ __forceinline__ void gemm_qk_rs(float (&s)[Cfg::BN / 2], const uint32
 // <<< report:s_tile
 
 // >>> report:pv
-// O += P V: BN/16 k-steps, P from registers, V an N-major (D-contiguous) tile. head_dim 256 is two
-// N = 128 products per k-step, one per half of O's columns (the accumulator of N = 256 is the two
-// N = 128 accumulators one after the other; V's columns 128.. start two 64-column panels in).
+// O += P V: BN/16 k-steps, P from registers, V an N-major (D-contiguous) tile. head_dim 64, 128 and
+// 192 are one product of N = D per k-step (N = 192 spans V's three 64-column panels, LBO = one
+// panel); head_dim 256 is two N = 128 products per k-step, one per half of O's columns (the
+// accumulator of N = 256 is the two N = 128 accumulators one after the other; V's columns 128..
+// start two 64-column panels in).
 template <class Cfg>
 __device__ __forceinline__ void gemm_pv(float (&o)[Cfg::D / 2], const uint32_t (&pa)[Cfg::BN / 4], uint64_t v_desc) {
-  constexpr int N = Cfg::D > 128 ? 128 : Cfg::D;
+  constexpr int N = Cfg::D == 256 ? 128 : Cfg::D;
 #pragma unroll
   for (int k = 0; k < Cfg::BN / 16; ++k)
 #pragma unroll
@@ -458,6 +482,38 @@ struct Consumer {
     named_barrier_sync(kEpilogueBarrier + wg, 128);
   }
 
+  // A block of the tile's walk that none of this group's rows sees: its turn at the tensor cores
+  // passes on (every group takes one turn per block, plus one, per tile, so the ping-pong stays in
+  // step) and its K and V stages are released once they have landed (waiting for the data first
+  // keeps this group's arrival in the stage's current phase: the producer refills a stage only after
+  // every warp of every group has arrived).
+  __device__ __forceinline__ void skip_block() {
+    turn_wait();
+    turn_pass();
+    mbar_wait(bars.full_k + ks.stage, ks.phase);
+    release(bars.empty_k, ks.stage);
+    ks.advance();
+    mbar_wait(bars.full_v + vs.stage, vs.phase);
+    release(bars.empty_v, vs.stage);
+    vs.advance();
+  }
+
+  // The tile's walk for this group: the blocks of `range` it sees (`own`, a sub-range) through the
+  // main loop, the others skipped in their place in the walk (from the last block down).
+  __device__ __forceinline__ void walk(BlockRange range, BlockRange own, int v_zero_from) {
+    if (own.count() == 0) {  // a group whose rows see no key of the tile (or lie past seqlen_q)
+      for (int n = range.n_end - 1; n >= range.n_begin; --n) skip_block();
+      turn_wait();  // the turn of the tile's last P.V
+      turn_pass();
+      release_q();
+      return;
+    }
+    for (int n = range.n_end - 1; n >= own.n_end; --n) skip_block();
+    // The varlen zeroing concerns the tile's first block only: a group that skips it never reads it.
+    mainloop(own, own.n_end == range.n_end ? v_zero_from : BN);
+    for (int n = own.n_begin - 1; n >= range.n_begin; --n) skip_block();
+  }
+
   __device__ __forceinline__ void mainloop(BlockRange range, int v_zero_from) {
     float s[BN / 2], alpha[2];
     uint32_t pa[BN / 4];
@@ -546,8 +602,8 @@ struct Consumer {
     const Tile tile = decode_tile(p, tile_idx);
     const int slice_row = tile.m_block * Cfg::BM + wg * 64;  // this warpgroup's first row in the sequence
     // Varlen, the sequence ends inside this slice: a TMA box would write the next sequence's rows.
-    // (Not compiled for head_dim 256, whose plan declines varlen: with this path its kernel spilled
-    // 44 bytes, ptxas -v, even with an empty copy loop.)
+    // (Not compiled for head_dim 192 and 256, whose plan declines varlen: with this path the 256
+    // kernel spilled 44 bytes, ptxas -v, even with an empty copy loop.)
     const bool partial = Cfg::VARLEN && p.cu_q != nullptr && slice_row + 64 > tile.sq;
     if (partial) {
       // The slice's rows before the sequence's end, copied out by the group's 128 threads, 16 bytes
@@ -638,7 +694,14 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
       int v_zero_from = Cfg::BN;
       if (Cfg::VARLEN && p.cu_q != nullptr && tile.k0 + tile.sk < p.total_k)
         v_zero_from = min(tile.sk - (range.n_end - 1) * Cfg::BN, Cfg::BN);
-      c.mainloop(range, v_zero_from);
+      // Head dims 192 and 256 walk the tile's range in every group (with the group's walk the 256
+      // kernel spilled 20 bytes, ptxas -v; their 128-row tiles gain from it only in a ragged last tile).
+      if constexpr (Cfg::D <= 128) {
+        const BlockRange own = group_range(p.mods, tile.m_block * Cfg::BM + wg * 64, Cfg::BN, tile.sq, sk);
+        c.walk(range, own, v_zero_from);
+      } else {
+        c.mainloop(range, v_zero_from);
+      }
     } else {
       c.release_q();
     }

@@ -15,29 +15,40 @@ struct TileChoice {
   int bm, bn;
 };
 
-// The instantiated configurations (flash_fwd_sm90_d64.cu, _d128.cu):
+// The instantiated configurations (flash_fwd_sm90_d64.cu, _d128.cu, _d192.cu, _d256.cu):
 //   head_dim 64:  192 x 128 (three consumer warpgroups, FA3's causal tile; the default) and 128 x 128;
 //   head_dim 128: 128 x 128 with Q in registers (the default, causal or not) and 128 x 176 (FA3's
 //                 non-causal tile: fewer, longer iterations, no registers left for Q; equal to
 //                 128 x 128 on the grid since the optimistic softmax, and it cannot stage O in a
 //                 buffer of its own on the persistent grid, so it stays for the benchmark's sweep).
+//   head_dim 192: 128 x 112 (two consumer warpgroups, flash_fwd_sm90_d192.cu; 2026-12-01). The block
+//                 is what the shared memory allows: Q 48 KB + two stages of K and V at 112 x 192 x 2
+//                 = 42 KB each make 216 KB of the 227 KB; 128 keys would take 240 KB. Registers:
+//                 O 96 + S 56 + P 28 per thread, below head_dim 256's 128 + 32 + 16. O staged in the Q
+//                 rows (no room for a buffer of its own).
+//                 The list's 128 x 64 is no configuration of its own: it names the head_dim 256 kernel
+//                 (the path of head_dims 136..192 before the 192 kernel existed), kept selectable
+//                 (options.sm90_tile / FLASHBOX_SM90_TILE=128x64) so that benchmarks time both in one
+//                 process; instantiation() maps it.
 //   head_dim 256: 128 x 64 (two consumer warpgroups; O takes 128 registers per thread, so neither Q
 //                 in registers nor a wider block fits; Q 64 KB + two stages of K and V 128 KB of
 //                 shared memory, O staged in the Q rows).
 inline constexpr TileChoice kTilesD64[] = {{192, 128}, {128, 128}};
 inline constexpr TileChoice kTilesD128[] = {{128, 128}, {128, 176}};
+inline constexpr TileChoice kTilesD192[] = {{128, 112}, {128, 64}};
 inline constexpr TileChoice kTilesD256[] = {{128, 64}};
 
 // The instantiation that serves a head_dim: every multiple of 8 up to 256 runs the next one up (64,
-// 128 or 256) with zero-filled columns, the way the sm80 family does. The tensor maps keep the call's
-// head_dim as their innermost dimension, so a box's columns past it are out of bounds: the TMA loads
-// them as zeros (Q K^T over them adds exact zeros; P V's extra columns come out 0) and clips them on
-// stores (flash_fwd_sm90.cu says where O is written without the TMA). 0: no instantiation serves it.
+// 128, 192 or 256) with zero-filled columns, the way the sm80 family does. The tensor maps keep the
+// call's head_dim as their innermost dimension, so a box's columns past it are out of bounds: the TMA
+// loads them as zeros (Q K^T over them adds exact zeros; P V's extra columns come out 0) and clips
+// them on stores (flash_fwd_sm90.cu says where O is written without the TMA). 0: no instantiation
+// serves it.
 constexpr int kernel_head_dim(int64_t d) {
-  return d < 8 || d > 256 || d % 8 != 0 ? 0 : d <= 64 ? 64 : d <= 128 ? 128 : 256;
+  return d < 8 || d > 256 || d % 8 != 0 ? 0 : d <= 64 ? 64 : d <= 128 ? 128 : d <= 192 ? 192 : 256;
 }
 
-// The configurations of an instantiation's head_dim (64, 128 or 256), the default first.
+// The configurations of an instantiation's head_dim (64, 128, 192 or 256), the default first.
 struct TileList {
   const TileChoice *begin_, *end_;
   const TileChoice *begin() const { return begin_; }
@@ -46,7 +57,13 @@ struct TileList {
 inline TileList tiles_of(int64_t head_dim) {
   if (head_dim == 64) return {std::begin(kTilesD64), std::end(kTilesD64)};
   if (head_dim == 128) return {std::begin(kTilesD128), std::end(kTilesD128)};
+  if (head_dim == 192) return {std::begin(kTilesD192), std::end(kTilesD192)};
   return {std::begin(kTilesD256), std::end(kTilesD256)};
+}
+
+// The kernel a tile of kernel_head_dim(d)'s list runs: its own, except 192's 128 x 64, the 256 kernel.
+constexpr int instantiation(int kernel_dim, TileChoice t) {
+  return kernel_dim == 192 && t.bn == 64 ? 256 : kernel_dim;
 }
 
 // Which configurations keep Q in registers (FwdConfig::QREG): head_dim 128 with 128-key blocks, the

@@ -1,0 +1,254 @@
+// Times a variable-length BACKWARD on the H200 three ways, in one process, on the same packed tensors:
+//   varlen sm90  one call over the whole batch, the sm90 backward's plan (plan_sm90_backward);
+//   varlen sm80  the same call on the sm80 backward's plan (what auto ran before 2026-12-01);
+//   fixed sum    one fixed-length sm90 backward call per sequence (flashbox_attention_backward, auto:
+//                the sm90 family), each timed on its own, medians summed (the issue's "padded-free
+//                ideal"); also the same calls back to back between one event pair ("fixed loop").
+// O and LSE come from the sm90 forward (varlen: one call; fixed: one call per sequence, each with its
+// own [1, heads, L] LSE). Method: random bf16 inputs (never zeros), 3 warm-up calls, median of 20
+// calls between CUDA events; the packed batch does not fit in L2 at the default lengths, so inputs
+// are not rotated. FLOPs: sum over sequences of 10 * H * L^2 * D (the backward's five products),
+// halved for causal. Also checks the sm90 varlen gradients against the sm80 ones (max abs difference
+// over dq, dk, dv).
+//   sm90_bwd_varlen_bench [--json PATH] [--lens 4096,512,...] [--heads 16] [--deterministic]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/backends.hpp"
+#include "core/masks.hpp"
+#include "core/problem.hpp"
+#include "flashbox/flashbox.h"
+
+namespace {
+
+#define CHECK_CUDA(call) \
+  do { \
+    const cudaError_t e_ = (call); \
+    if (e_ != cudaSuccess) { \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      std::exit(1); \
+    } \
+  } while (0)
+
+// Uniform in [-2, 2), bf16 (round to nearest even), from a seeded hash: never zeros.
+void fill_random_bf16(uint16_t *dev, int64_t n, uint64_t seed) {
+  std::vector<uint16_t> h(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t x = (uint64_t(i) + 1) * 0x9e3779b97f4a7c15ull ^ seed;
+    x ^= x >> 31, x *= 0xbf58476d1ce4e5b9ull, x ^= x >> 29;
+    const float u = float(x >> 40) * (1.0f / 16777216.0f) * 4.f - 2.f;
+    uint32_t bits;
+    std::memcpy(&bits, &u, 4);
+    h[size_t(i)] = uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+  }
+  CHECK_CUDA(cudaMemcpy(dev, h.data(), size_t(n) * 2, cudaMemcpyHostToDevice));
+}
+
+template <class F>
+double median_ms(F &&f, int reps = 20) {
+  cudaEvent_t a, b;
+  CHECK_CUDA(cudaEventCreate(&a));
+  CHECK_CUDA(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    CHECK_CUDA(cudaEventRecord(a));
+    f();
+    CHECK_CUDA(cudaEventRecord(b));
+    CHECK_CUDA(cudaEventSynchronize(b));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  CHECK_CUDA(cudaEventDestroy(a));
+  CHECK_CUDA(cudaEventDestroy(b));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+double bf16_to_double(uint16_t h) {
+  const uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  std::vector<int> lens = {4096, 512, 2048, 7000, 3000, 8192, 1500, 1024};  // B = 8, 512..8192
+  int64_t heads = 16;
+  int det = 0;
+  const char *json = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--json") && i + 1 < argc) {
+      json = argv[++i];
+    } else if (!std::strcmp(argv[i], "--heads") && i + 1 < argc) {
+      heads = std::atoll(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--deterministic")) {
+      det = 1;
+    } else if (!std::strcmp(argv[i], "--lens") && i + 1 < argc) {
+      lens.clear();
+      for (char *s = argv[++i]; *s;) {
+        lens.push_back(int(std::strtol(s, &s, 10)));
+        if (*s == ',') ++s;
+      }
+    } else {
+      std::fprintf(stderr, "usage: sm90_bwd_varlen_bench [--json PATH] [--lens a,b,...] [--heads H] [--deterministic]\n");
+      return 2;
+    }
+  }
+  std::vector<int32_t> cu{0};
+  int max_len = 0;
+  for (int l : lens) cu.push_back(cu.back() + l), max_len = std::max(max_len, l);
+  const int64_t total = cu.back(), nseq = int64_t(lens.size());
+  int32_t *dcu = nullptr;
+  CHECK_CUDA(cudaMalloc(&dcu, cu.size() * 4));
+  CHECK_CUDA(cudaMemcpy(dcu, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice));
+  float *lse = nullptr, *lse_fix = nullptr;  // varlen [heads, total]; fixed: [heads, L] per sequence, packed
+  CHECK_CUDA(cudaMalloc(&lse, size_t(heads * total) * 4));
+  CHECK_CUDA(cudaMalloc(&lse_fix, size_t(heads * total) * 4));
+
+  std::string out = "[";
+  std::printf("%-5s %-7s %12s %12s %12s %12s %10s %10s %10s %s\n", "D", "mask", "sm90 ms", "sm80 ms", "fixed sum",
+              "fixed loop", "sm90 TF/s", "vs sum", "vs sm80", "max|sm90-sm80|");
+  for (int64_t d : {128, 64}) {
+    const int64_t n = total * heads * d;
+    uint16_t *buf[13];
+    for (uint16_t *&p : buf) CHECK_CUDA(cudaMalloc(reinterpret_cast<void **>(&p), size_t(n) * 2));
+    uint16_t *q = buf[0], *k = buf[1], *v = buf[2], *o = buf[3], *dout = buf[4], *ofix = buf[5];
+    uint16_t *g90[3] = {buf[6], buf[7], buf[8]}, *g80[3] = {buf[9], buf[10], buf[11]}, *gfix = buf[12];
+    fill_random_bf16(q, n, 1);
+    fill_random_bf16(k, n, 2);
+    fill_random_bf16(v, n, 3);
+    fill_random_bf16(dout, n, 4);
+    for (int causal : {0, 1}) {
+      flashbox_attention_args a{};
+      a.device = FLASHBOX_CUDA, a.dtype = FLASHBOX_BFLOAT16, a.impl = FLASHBOX_FLASH;
+      a.batch = 1, a.seqlen_q = a.seqlen_k = total, a.heads_q = a.heads_kv = heads, a.head_dim = d;
+      for (int64_t *s : {a.q_stride, a.k_stride, a.v_stride, a.o_stride}) s[0] = total * heads * d, s[1] = heads * d, s[2] = d;
+      a.q = q, a.k = k, a.v = v, a.o = o, a.lse = lse, a.causal = causal;
+      // The varlen forward (O, LSE), then the backward plans, as the extension passes them.
+      flashbox::detail::Problem p = flashbox::detail::make_problem(a, flashbox::core::causal_mods(causal));
+      p.batch = nseq, p.cu_seqlens_q = p.cu_seqlens_k = dcu, p.max_seqlen_q = p.max_seqlen_k = max_len;
+      flashbox::detail::PlanResult rf = flashbox::detail::plan_sm90_forward(p);
+      if (!rf.plan || rf.plan->run() != 0) {
+        std::fprintf(stderr, "varlen forward: %s %s\n", rf.why_not.c_str(), flashbox_last_error());
+        return 1;
+      }
+      flashbox_attention_grad_args ga{};
+      ga.fwd = a, ga.dout = dout, ga.deterministic = det;
+      for (int64_t *s : {ga.dout_stride, ga.dq_stride, ga.dk_stride, ga.dv_stride})
+        s[0] = total * heads * d, s[1] = heads * d, s[2] = d;
+      flashbox::detail::GradProblem g = flashbox::detail::make_grad_problem(ga, flashbox::core::causal_mods(causal));
+      g.fwd.batch = nseq, g.fwd.cu_seqlens_q = g.fwd.cu_seqlens_k = dcu;
+      g.fwd.max_seqlen_q = g.fwd.max_seqlen_k = max_len;
+      g.dq = g90[0], g.dk = g90[1], g.dv = g90[2];
+      flashbox::detail::PlanResult r90 = flashbox::detail::plan_sm90_backward(g, false);
+      g.dq = g80[0], g.dk = g80[1], g.dv = g80[2];
+      flashbox::detail::PlanResult r80 = flashbox::detail::plan_sm80_backward(g);
+      if (!r90.plan || !r80.plan) {
+        std::fprintf(stderr, "no plan: sm90 '%s' sm80 '%s'\n", r90.why_not.c_str(), r80.why_not.c_str());
+        return 1;
+      }
+      const double t90 = median_ms([&] {
+        if (r90.plan->run() != 0) {
+          std::fprintf(stderr, "sm90: %s\n", flashbox_last_error());
+          std::exit(1);
+        }
+      });
+      const double t80 = median_ms([&] {
+        if (r80.plan->run() != 0) {
+          std::fprintf(stderr, "sm80: %s\n", flashbox_last_error());
+          std::exit(1);
+        }
+      });
+      // One fixed-length forward (for its O and LSE), then backward, per sequence, on its rows.
+      std::vector<flashbox_attention_grad_args> per;
+      for (int64_t s = 0; s < nseq; ++s) {
+        const int L = lens[size_t(s)];
+        if (L == 0) continue;
+        flashbox_attention_args f = a;
+        f.seqlen_q = f.seqlen_k = L;
+        const int64_t off = int64_t(cu[size_t(s)]) * heads * d;
+        for (int64_t *st : {f.q_stride, f.k_stride, f.v_stride, f.o_stride}) st[0] = int64_t(L) * heads * d;
+        f.q = q + off, f.k = k + off, f.v = v + off, f.o = ofix + off, f.lse = lse_fix + int64_t(cu[size_t(s)]) * heads;
+        if (flashbox_attention_forward(&f) != 0) {
+          std::fprintf(stderr, "fixed forward: %s\n", flashbox_last_error());
+          return 1;
+        }
+        flashbox_attention_grad_args fg = ga;
+        fg.fwd = f, fg.dout = dout + off;
+        for (int64_t *st : {fg.dout_stride, fg.dq_stride, fg.dk_stride, fg.dv_stride}) st[0] = int64_t(L) * heads * d;
+        fg.dq = gfix + off, fg.dk = buf[7] + off, fg.dv = buf[8] + off;  // dk/dv: scratch (the sm90 ones are compared below first)
+        per.push_back(fg);
+      }
+      // The varlen comparison before the fixed calls overwrite g90's dk/dv.
+      double diff = 0;
+      bool nan = false;
+      for (int x = 0; x < 3; ++x) {
+        std::vector<uint16_t> h90(static_cast<size_t>(n)), h80(h90.size());
+        CHECK_CUDA(cudaMemcpy(h90.data(), g90[x], size_t(n) * 2, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaMemcpy(h80.data(), g80[x], size_t(n) * 2, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < h90.size(); ++i) {
+          const double y = bf16_to_double(h90[i]);
+          nan |= !std::isfinite(y);
+          diff = std::max(diff, std::fabs(y - bf16_to_double(h80[i])));
+        }
+      }
+      double fixed_sum = 0;
+      std::string fixed_kernels;
+      for (const flashbox_attention_grad_args &f : per) {
+        fixed_sum += median_ms([&] {
+          if (flashbox_attention_backward(&f) != 0) {
+            std::fprintf(stderr, "fixed: %s\n", flashbox_last_error());
+            std::exit(1);
+          }
+        });
+        const std::string kn = flashbox_last_kernel();
+        if (fixed_kernels.find(kn) == std::string::npos) fixed_kernels += (fixed_kernels.empty() ? "" : " ") + kn;
+      }
+      const double fixed_loop = median_ms([&] {
+        for (const flashbox_attention_grad_args &f : per)
+          if (flashbox_attention_backward(&f) != 0) std::exit(1);
+      });
+      double flop = 0;
+      for (int l : lens) flop += 10.0 * heads * double(l) * l * d / (causal ? 2.0 : 1.0);
+      const double tf = flop / (t90 * 1e-3) / 1e12;
+      std::printf("%-5lld %-7s %12.4f %12.4f %12.4f %12.4f %10.1f %9.3fx %9.3fx %.3g%s\n", (long long)d,
+                  causal ? "causal" : "full", t90, t80, fixed_sum, fixed_loop, tf, fixed_sum / t90, t80 / t90, diff,
+                  nan ? " NaN!" : "");
+      std::printf("      sm90: %s\n      sm80: %s\n      fixed: %s\n", r90.plan->kernel.c_str(), r80.plan->kernel.c_str(),
+                  fixed_kernels.c_str());
+      char row[1024];
+      std::snprintf(row, sizeof row,
+                    "%s{\"head_dim\": %lld, \"heads\": %lld, \"causal\": %d, \"deterministic\": %d, "
+                    "\"sm90_varlen_ms\": %.5f, \"sm80_varlen_ms\": %.5f, \"fixed_sum_ms\": %.5f, "
+                    "\"fixed_loop_ms\": %.5f, \"sm90_tflops\": %.2f, \"max_abs_vs_sm80\": %.4g, \"nan\": %s, "
+                    "\"sm90_kernel\": \"%s\"}",
+                    out.size() > 1 ? ", " : "", (long long)d, (long long)heads, causal, det, t90, t80, fixed_sum,
+                    fixed_loop, tf, diff, nan ? "true" : "false", r90.plan->kernel.c_str());
+      out += row;
+    }
+    for (uint16_t *p : buf) CHECK_CUDA(cudaFree(p));
+  }
+  out += "]\n";
+  std::string l;
+  for (int x : lens) l += (l.empty() ? "" : ",") + std::to_string(x);
+  std::printf("lengths %s, heads %lld, bf16%s\n", l.c_str(), (long long)heads, det ? ", deterministic" : "");
+  if (json) {
+    FILE *f = std::fopen(json, "w");
+    if (!f) return 1;
+    std::fprintf(f, "{\"lengths\": [%s], \"rows\": %s}", l.c_str(), out.c_str());
+    std::fclose(f);
+  }
+  return 0;
+}

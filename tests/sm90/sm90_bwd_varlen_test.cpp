@@ -1,0 +1,294 @@
+// The Hopper backward on variable-length batches (cu_seqlens, [total, heads, head_dim] tensors;
+// flashbox_attention_backward_ext) against the fp64 CPU reference backward
+// (src/cpu/reference_backward_fp64.hpp), one reference call per sequence with the same
+// core::ScoreMods. The backward runs on the GPU forward's own O and LSE (the sm90 varlen forward:
+// what a training step does). Every case draws fresh seeded bf16/fp16 inputs (seed in the failure
+// message; FLASHBOX_TEST_SEED=N reproduces). Lengths include 0 and 1, the tile edges (63..65, 127..129),
+// 1000 and 4097; seqlen_q != seqlen_k per sequence (causal bottom-right aligned per sequence: rows
+// without keys, keys without rows), GQA and MQA, windows, softcap, ALiBi per head and per sequence,
+// head_dim 64 and 128. dq/dk/dv are poisoned (NaN) and framed by guard bytes that must survive; the
+// relative error of each gradient over the packed tensor must be < 1e-2 (NaN never passes); the
+// kernel that ran must be the sm90 backward's varlen path (auto picks it on compute capability 9.0);
+// the deterministic mode must repeat bitwise. Skips without an sm90 GPU.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/masks.hpp"
+#include "cpu/reference_backward_fp64.hpp"
+#include "flashbox/flashbox.h"
+#include "sm90/hopper_device.hpp"
+#include "support/attention_case.hpp"
+
+namespace flashbox::test {
+namespace {
+
+struct Case {
+  std::vector<int> lens_q, lens_k;
+  int64_t heads_q = 4, heads_kv = 2, head_dim = 64;
+  flashbox_dtype dtype = FLASHBOX_BFLOAT16;
+  int causal = 0;
+  int32_t window_left = -1, window_right = -1;
+  float softcap = 0.0f;
+  int alibi = 0;  // 0 off, 1 one slope per head, 2 a row of slopes per sequence
+
+  std::string name() const {
+    std::string l;
+    for (size_t i = 0; i < lens_q.size() && i < 12; ++i)
+      l += (i ? "," : "") + std::to_string(lens_q[i]) + (lens_k[i] != lens_q[i] ? "/" + std::to_string(lens_k[i]) : "");
+    if (lens_q.size() > 12) l += ",... (" + std::to_string(lens_q.size()) + " sequences)";
+    return "lens [" + l + "] hq" + std::to_string(heads_q) + " hkv" + std::to_string(heads_kv) + " d" +
+           std::to_string(head_dim) + (dtype == FLASHBOX_FLOAT16 ? " fp16" : " bf16") + (causal ? " causal" : "") +
+           " window(" + std::to_string(window_left) + "," + std::to_string(window_right) + ")" +
+           (softcap > 0 ? " softcap" + std::to_string(softcap) : "") + (alibi ? " alibi" + std::to_string(alibi) : "");
+  }
+};
+
+struct DeviceMem {
+  std::vector<void *> ptrs;
+  void *alloc(size_t n) {
+    void *p = nullptr;
+    if (cudaMalloc(&p, std::max<size_t>(n, 16)) != cudaSuccess) return nullptr;
+    ptrs.push_back(p);
+    return p;
+  }
+  ~DeviceMem() {
+    for (void *p : ptrs) cudaFree(p);
+  }
+};
+
+// ||got - ref|| / ||ref|| (ref all zero: ||got||); NaN/inf in got gives inf.
+double rel_error(const uint8_t *got, flashbox_dtype dt, const std::vector<double> &ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double g = cpu::load_as_float(got, dt, int64_t(i));
+    if (!std::isfinite(g)) return INFINITY;
+    num += (g - ref[i]) * (g - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+void check(const Case &c) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(c.name() + " seed " + std::to_string(seed) + " (FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")");
+  ASSERT_EQ(c.lens_q.size(), c.lens_k.size());
+  const int64_t B = int64_t(c.lens_q.size()), HQ = c.heads_q, HKV = c.heads_kv, D = c.head_dim, es = 2;
+  std::vector<int32_t> cu_q{0}, cu_k{0};
+  int64_t max_q = 0, max_k = 0;
+  for (int64_t s = 0; s < B; ++s) {
+    cu_q.push_back(cu_q.back() + c.lens_q[size_t(s)]), cu_k.push_back(cu_k.back() + c.lens_k[size_t(s)]);
+    max_q = std::max<int64_t>(max_q, c.lens_q[size_t(s)]), max_k = std::max<int64_t>(max_k, c.lens_k[size_t(s)]);
+  }
+  const int64_t TQ = cu_q.back(), TK = cu_k.back();
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  auto fill = [&](std::vector<uint8_t> &buf, int64_t n) {
+    buf.resize(size_t(n * es));
+    for (int64_t i = 0; i < n; ++i) cpu::store_from_float(buf.data(), c.dtype, i, normal(rng));
+  };
+  std::vector<uint8_t> q, k, v, dout;
+  fill(q, TQ * HQ * D), fill(k, TK * HKV * D), fill(v, TK * HKV * D), fill(dout, TQ * HQ * D);
+  std::vector<float> slopes;
+  const int64_t slope_stride = c.alibi == 2 ? HQ + 3 : 0;
+  if (c.alibi) {
+    std::uniform_real_distribution<float> u(0.f, 0.3f);
+    slopes.resize(size_t(c.alibi == 2 ? B * slope_stride : HQ));
+    for (float &s : slopes) s = u(rng);
+  }
+
+  // The reference, one fixed-length call per sequence, into the packed [total, heads, dim] layout.
+  // A sequence without keys has dQ = 0, one without queries dK = dV = 0 (the zeros already there).
+  std::vector<double> ref_dq(size_t(TQ * HQ * D), 0.0), ref_dk(size_t(TK * HKV * D), 0.0), ref_dv(ref_dk);
+  for (int64_t s = 0; s < B; ++s) {
+    const int64_t q0 = cu_q[size_t(s)], k0 = cu_k[size_t(s)], lq = c.lens_q[size_t(s)], lk = c.lens_k[size_t(s)];
+    if (lq == 0 || lk == 0) continue;
+    flashbox_attention_args a{};
+    a.device = FLASHBOX_CPU, a.dtype = c.dtype, a.impl = FLASHBOX_FLASH;
+    a.batch = 1, a.seqlen_q = lq, a.seqlen_k = lk, a.heads_q = HQ, a.heads_kv = HKV, a.head_dim = D;
+    a.q_stride[0] = a.o_stride[0] = lq * HQ * D, a.q_stride[1] = a.o_stride[1] = HQ * D;
+    a.q_stride[2] = a.o_stride[2] = D;
+    a.k_stride[0] = a.v_stride[0] = lk * HKV * D, a.k_stride[1] = a.v_stride[1] = HKV * D;
+    a.k_stride[2] = a.v_stride[2] = D;
+    a.q = q.data() + q0 * HQ * D * es, a.k = k.data() + k0 * HKV * D * es, a.v = v.data() + k0 * HKV * D * es;
+    a.causal = c.causal;
+    flashbox_attention_grad_args hg{};
+    hg.fwd = a;
+    hg.dout = dout.data() + q0 * HQ * D * es;
+    std::copy_n(a.q_stride, 3, hg.dout_stride);
+    core::ScoreMods mods;
+    mods.window_left = c.window_left, mods.window_right = c.causal ? 0 : c.window_right, mods.softcap = c.softcap;
+    if (c.alibi) mods.alibi_slopes = slopes.data() + (c.alibi == 2 ? s * slope_stride : 0);
+    std::vector<double> sdq, sdk, sdv;
+    cpu::reference_attention_backward_fp64(hg, sdq, sdk, sdv, &mods);
+    std::copy(sdq.begin(), sdq.end(), ref_dq.begin() + q0 * HQ * D);
+    std::copy(sdk.begin(), sdk.end(), ref_dk.begin() + k0 * HKV * D);
+    std::copy(sdv.begin(), sdv.end(), ref_dv.begin() + k0 * HKV * D);
+  }
+
+  DeviceMem mem;
+  void *d_q = mem.alloc(q.size()), *d_k = mem.alloc(k.size()), *d_v = mem.alloc(v.size());
+  void *d_do = mem.alloc(dout.size()), *d_o = mem.alloc(q.size()), *d_lse = mem.alloc(size_t(HQ * TQ) * 4);
+  void *dcu_q = mem.alloc(cu_q.size() * 4), *dcu_k = mem.alloc(cu_k.size() * 4);
+  float *dslopes = c.alibi ? static_cast<float *>(mem.alloc(slopes.size() * 4)) : nullptr;
+  ASSERT_TRUE(d_q && d_k && d_v && d_do && d_o && d_lse && dcu_q && dcu_k && (!c.alibi || dslopes)) << "cudaMalloc";
+  CUDA_OK(cudaMemcpy(d_q, q.data(), q.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d_k, k.data(), k.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d_v, v.data(), v.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d_do, dout.data(), dout.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dcu_q, cu_q.data(), cu_q.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dcu_k, cu_k.data(), cu_k.size() * 4, cudaMemcpyHostToDevice));
+  if (c.alibi) CUDA_OK(cudaMemcpy(dslopes, slopes.data(), slopes.size() * 4, cudaMemcpyHostToDevice));
+
+  flashbox_attention_args a{};
+  a.device = FLASHBOX_CUDA, a.dtype = c.dtype, a.impl = FLASHBOX_AUTO;
+  a.batch = B, a.seqlen_q = TQ, a.seqlen_k = TK, a.heads_q = HQ, a.heads_kv = HKV, a.head_dim = D;
+  const int64_t qs[3] = {TQ * HQ * D, HQ * D, D}, ks[3] = {TK * HKV * D, HKV * D, D};
+  std::copy_n(qs, 3, a.q_stride), std::copy_n(qs, 3, a.o_stride);
+  std::copy_n(ks, 3, a.k_stride), std::copy_n(ks, 3, a.v_stride);
+  a.q = d_q, a.k = d_k, a.v = d_v, a.o = d_o, a.lse = static_cast<float *>(d_lse);
+  a.causal = c.causal;
+  flashbox_attention_ext e = flashbox_attention_ext_default();
+  e.window_left = c.window_left, e.window_right = c.causal ? -1 : c.window_right, e.softcap = c.softcap;
+  if (c.alibi) e.alibi_slopes = dslopes, e.alibi_batch_stride = slope_stride;
+  e.cu_seqlens_q = static_cast<const int32_t *>(dcu_q), e.cu_seqlens_k = static_cast<const int32_t *>(dcu_k);
+  e.max_seqlen_q = max_q, e.max_seqlen_k = max_k;
+  ASSERT_EQ(flashbox_attention_forward_ext(&a, &e), 0) << flashbox_last_error();
+  const std::string fwd_kernel = flashbox_last_kernel();
+  CUDA_OK(cudaDeviceSynchronize());
+
+  const size_t sizes[3] = {q.size(), k.size(), v.size()};
+  const std::vector<double> *refs[3] = {&ref_dq, &ref_dk, &ref_dv};
+  const char *names[3] = {"dq", "dk", "dv"};
+  std::vector<uint8_t> first[3];
+  for (int run = 0; run < 3; ++run) {  // atomic dQ, then deterministic twice (bitwise equal)
+    const int det = run > 0;
+    uint8_t *raw[3];
+    for (int x = 0; x < 3; ++x) {
+      raw[x] = static_cast<uint8_t *>(mem.alloc(sizes[x] + 2 * kGuard));
+      ASSERT_NE(raw[x], nullptr) << "cudaMalloc";
+      CUDA_OK(cudaMemset(raw[x], kGuardByte, sizes[x] + 2 * kGuard));
+      CUDA_OK(cudaMemset(raw[x] + kGuard, 0xff, sizes[x]));  // NaN poison
+    }
+    flashbox_attention_grad_args g{};
+    g.fwd = a;
+    g.dout = d_do;
+    std::copy_n(qs, 3, g.dout_stride), std::copy_n(qs, 3, g.dq_stride);
+    std::copy_n(ks, 3, g.dk_stride), std::copy_n(ks, 3, g.dv_stride);
+    g.dq = raw[0] + kGuard, g.dk = raw[1] + kGuard, g.dv = raw[2] + kGuard;
+    g.deterministic = det;
+    ASSERT_EQ(flashbox_attention_backward_ext(&g, &e), 0) << flashbox_last_error();
+    const std::string kernel = flashbox_last_kernel();
+    CUDA_OK(cudaDeviceSynchronize());
+    EXPECT_EQ(kernel.rfind("cuda_flash_bwd_sm90_d" + std::to_string(D), 0), 0u) << "ran " << kernel;
+    EXPECT_NE(kernel.find("_varlen"), std::string::npos) << "ran " << kernel;
+    if (det) {
+      EXPECT_NE(kernel.find("_deterministic"), std::string::npos) << "ran " << kernel;
+    }
+    std::vector<uint8_t> got[3];
+    for (int x = 0; x < 3; ++x) {
+      std::vector<uint8_t> all(sizes[x] + 2 * kGuard);
+      CUDA_OK(cudaMemcpy(all.data(), raw[x], all.size(), cudaMemcpyDeviceToHost));
+      EXPECT_TRUE(guard_intact(all, sizes[x])) << "a guard byte around " << names[x] << " changed (" << kernel << ")";
+      got[x].assign(all.begin() + long(kGuard), all.begin() + long(kGuard + sizes[x]));
+      const double err = rel_error(got[x].data(), c.dtype, *refs[x]);
+      EXPECT_LT(err, 1e-2) << names[x] << " rel error (" << kernel << ", forward " << fwd_kernel << ")";
+      if (run == 0) std::fprintf(stderr, "  %s %s rel %.3e\n", c.name().c_str(), names[x], err);
+    }
+    if (run == 1)
+      for (int x = 0; x < 3; ++x) first[x] = got[x];
+    if (run == 2) {
+      for (int x = 0; x < 3; ++x) {
+        EXPECT_TRUE(first[x] == got[x]) << names[x] << ": deterministic mode not repeatable";
+      }
+    }
+    if (run == 0) std::fprintf(stderr, "  %s: %s / %s\n", c.name().c_str(), fwd_kernel.c_str(), kernel.c_str());
+  }
+}
+
+Case mk(std::vector<int> lq, std::vector<int> lk, int64_t d, int causal) {
+  Case c;
+  c.lens_q = std::move(lq), c.lens_k = std::move(lk), c.head_dim = d, c.causal = causal;
+  return c;
+}
+
+class Sm90BwdVarlen : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!have_hopper(why)) GTEST_SKIP() << "sm90 backward varlen test not run: " << why;
+  }
+};
+
+// Small (compute-sanitizer memcheck runs these): lengths at the tile edges, 0 and 1, causal and not,
+// GQA, head_dim 64 and 128.
+TEST_F(Sm90BwdVarlen, SmallTileEdges) {
+  const std::vector<int> lens{63, 0, 1, 65, 129, 17};
+  for (int64_t d : {64, 128})
+    for (int causal : {0, 1}) check(mk(lens, lens, d, causal));
+}
+
+// seqlen_q != seqlen_k per sequence: rows without keys under causal, sequences without keys (dQ = 0)
+// or without queries (dK = dV = 0); MQA and fp16.
+TEST_F(Sm90BwdVarlen, SmallDifferentLengths) {
+  for (int causal : {0, 1}) {
+    Case c = mk({17, 65, 0, 3, 130}, {65, 17, 9, 0, 64}, 64, causal);
+    check(c);
+    c.head_dim = 128, c.heads_kv = 1, c.dtype = FLASHBOX_FLOAT16;
+    check(c);
+  }
+}
+
+// Windows, softcap and ALiBi (per head and per sequence) with varlen.
+TEST_F(Sm90BwdVarlen, SmallWindowsSoftcapAlibi) {
+  Case c = mk({1, 63, 129, 200}, {40, 63, 129, 150}, 128, 0);
+  c.window_left = 16, c.window_right = 8, c.softcap = 5.0f, c.alibi = 2;
+  check(c);
+  c = mk({70, 5, 190}, {70, 90, 100}, 64, 1);
+  c.window_left = 20, c.alibi = 1;
+  check(c);
+  c = mk({33, 130, 2}, {33, 64, 77}, 64, 0);
+  c.window_left = 5, c.window_right = -1, c.softcap = 3.0f, c.dtype = FLASHBOX_FLOAT16;
+  check(c);
+}
+
+// Long and mixed: 1000 and 4097 beside 0 and 1, random lengths.
+TEST_F(Sm90BwdVarlen, LongMixed) {
+  Case c = mk({1000, 4097, 0, 1, 300}, {1000, 4097, 5, 1, 200}, 64, 1);
+  c.heads_q = 2, c.heads_kv = 1;
+  check(c);
+  c = mk({700, 1000, 129}, {1000, 900, 129}, 128, 0);
+  c.softcap = 20.0f, c.dtype = FLASHBOX_FLOAT16;
+  check(c);
+  c = mk({1000, 513, 64}, {1000, 513, 64}, 128, 1);
+  c.window_left = 100, c.alibi = 2;
+  check(c);
+}
+
+TEST_F(Sm90BwdVarlen, RandomLengths) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("lengths seed " + std::to_string(seed) + " (FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")");
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> len(0, 400);
+  for (int64_t d : {64, 128}) {
+    std::vector<int> lq, lk;
+    for (int i = 0; i < 12; ++i) {
+      const int x = i == 0 ? 0 : (i == 1 ? 1 : len(rng));
+      lq.push_back(x), lk.push_back(i % 3 == 2 ? len(rng) : x);
+    }
+    Case c = mk(lq, lk, d, int(d == 64));
+    c.heads_q = 4, c.heads_kv = d == 64 ? 1 : 4;
+    check(c);
+  }
+}
+
+}  // namespace
+}  // namespace flashbox::test

@@ -43,6 +43,8 @@ step memcheck_ext timeout 90 compute-sanitizer --tool memcheck --error-exitcode 
 [ -x $B/test_sm90_varlen ] && step memcheck_varlen timeout 60 env FLASHBOX_SM90_VARLEN_SMALL=1 compute-sanitizer --tool memcheck \
   --error-exitcode 9 $B/test_sm90_varlen --gtest_brief=1 \
   --gtest_filter='Sm90Varlen.TileEdges:Sm90Varlen.DifferentLengths:Sm90Varlen.MalformedCuSeqlensStayInBounds:Sm90Varlen.WindowsSoftcapAlibi'
+[ -x $B/test_sm90_mods ] && step memcheck_mods timeout 60 env FLASHBOX_SM90_MODS_SMALL=1 compute-sanitizer --tool memcheck \
+  --error-exitcode 9 $B/test_sm90_mods --gtest_brief=1 --gtest_filter='Sm90Mods.GroupsSkipBlocksTheyDoNotSee:Sm90Mods.SlidingWindow'
 [ -x $B/test_sm90_bwd_varlen ] && step memcheck_varlen_bwd timeout 40 compute-sanitizer --tool memcheck --error-exitcode 9 \
   $B/test_sm90_bwd_varlen --gtest_brief=1 --gtest_filter='Sm90BwdVarlen.SmallDifferentLengths:Sm90BwdVarlen.SmallWindowsSoftcapAlibi'
 # The extension's speed: a packed varlen batch against the sum of its fixed-length calls (and sm80),

@@ -58,6 +58,9 @@ if [ -x $B/sm90_bwd_varlen_bench ]; then
     --lens 1024,812,1300,977,700,1150,1024,890,1210,760,1024,1099,930,1280,705,1019 --json "$O/varlen_bwd_gpt.json"
   step varlen_bwd_bench_det timeout 15 $B/sm90_bwd_varlen_bench --deterministic --json "$O/varlen_bwd_b8_det.json"
 fi
+# The Hopper d256 backward (head dims 136..256) against cuDNN and the sm80 backward that ran before.
+step compare_bwd_d256 timeout 60 python3 bench/compare_sdpa.py $B/libflashbox.so --no-naive --backward --configs 256:8,192:8 \
+  --seqlens 1024,2048,4096,8192,16384 --also-families sm80 --json "$O/compare_bwd_d256.json"
 step compare_masks_bwd timeout 60 python3 bench/compare_masks.py $B/libflashbox.so --backward --seqlens 4096,16384 \
   --windows 1024 --json "$O/compare_masks_bwd.json"
 # The sm80 families of this build against the earlier one (both read the family from the environment).

@@ -75,28 +75,39 @@ def main():
                     help="run only the I-th of N slices of each shuffled matrix (the whole matrix over N calls)")
     ap.add_argument("--max-d", type=int, default=256)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only", metavar="JSON",
+                    help="run only these cases: {function: [index in the shuffled matrix, ...]} (bench/fa2_matrix.sh "
+                         "retries the shards' out-of-memory cases this way, one process alone on the GPU)")
     ap.add_argument("--json")
     a = ap.parse_args()
+    only = None
+    if a.only:
+        with open(a.only) as f:
+            only = json.load(f)
     shard, shards = (int(x) for x in a.shard.split("/"))
     if not 0 <= shard < shards:
         ap.error(f"--shard {a.shard}: I must be in [0, N)")
     spec = importlib.util.spec_from_file_location("fa2_tests", a.test_file)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    torch = sys.modules.get("torch")  # imported by FA2's test file
     # "_functions": what this shard was asked to run, so a merge can tell a function that never
     # started (a shard cut off before it) from one that is not in the run.
-    summary = {"_functions": a.functions.split(",")}
-    for name in a.functions.split(","):
+    names = list(only) if only is not None else a.functions.split(",")
+    summary = {"_functions": names}
+    for name in names:
         fn = getattr(mod, name)
         cases = [kw for kw in parameter_matrix(fn) if keep(kw, a.max_d, name in PAGED_OK)]
         random.Random(a.seed).shuffle(cases)
         counts = {"passed": 0, "failed": 0, "skipped": 0, "matrix": len(cases)}
-        cases = cases[shard::shards]
+        # Each case keeps its index in the shuffled matrix (failures report it; --only selects by it).
+        indexed = list(enumerate(cases))
+        cases = [indexed[i] for i in only[name]] if only is not None else indexed[shard::shards]
         counts["slice"] = len(cases)  # this shard's share of the matrix: all of it ran when passed+failed+skipped == slice
         failures = []
         summary[name] = dict(counts, failures=failures)
         end = time.time() + a.seconds if a.seconds > 0 else float("inf")
-        for i, kw in enumerate(cases):
+        for i, (index, kw) in enumerate(cases):
             if time.time() > end:
                 break
             if i and i % 500 == 0:
@@ -104,6 +115,8 @@ def main():
                 write_json(a.json, summary)  # a shard cut off by its time limit still reports what it ran
                 if i % 2000 == 0:
                     print(f"  {name}: {i} of {len(cases)} cases ({counts['failed']} failed)", flush=True)
+            if only is not None:
+                counts.setdefault("indices_run", []).append(index)  # what a merge replaces (fa2_matrix_merge.py)
             try:
                 fn(**kw)
                 counts["passed"] += 1
@@ -112,9 +125,17 @@ def main():
             except (Exception, pytest.fail.Exception) as e:  # noqa: BLE001 (a failure, reported; pytest's is a BaseException)
                 counts["failed"] += 1
                 line = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-                failures.append({"params": {k: str(v) for k, v in kw.items()}, "error": f"{type(e).__name__}: {line}"})
+                # Out of memory: the shards share one GPU, so such a case is retried alone (fa2_matrix.sh).
+                oom = "OutOfMemory" in type(e).__name__ or "OUT_OF_MEMORY" in line or "out of memory" in line
+                failures.append({"params": {k: str(v) for k, v in kw.items()}, "error": f"{type(e).__name__}: {line}",
+                                 "index": index, "oom": oom})
                 if len(failures) <= 3:
                     traceback.print_exc(limit=2)
+            finally:
+                # Shards share the GPU: hand the case's cached blocks back so that one process's peak
+                # (the seqlen_k = 100,000 cases hold ~10 GB) does not starve the others.
+                if torch is not None:
+                    torch.cuda.empty_cache()
         summary[name] = dict(counts, failures=failures)
         write_json(a.json, summary)
         print(f"{name}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped "

@@ -17,7 +17,17 @@ for i in $(seq 0 $((n - 1))); do
 done
 wait
 echo "$n shards in $(( $(date +%s) - start )) s"
-python3 bench/fa2_matrix_merge.py "$out"/shard_*.json --shards "$n" --json "$out/matrix.json"
+# The shards share the GPU's memory: a case that ran out of it is retried alone, one process, after
+# them (FA2_RETRY_S, default 240 s), and its outcome replaces the shard's.
+python3 bench/fa2_matrix_merge.py "$out"/shard_*.json --shards "$n" --oom-list "$out/oom.json" > /dev/null
+retry=()
+if [ -s "$out/oom.json" ] && [ "$(cat "$out/oom.json")" != "{}" ]; then
+  timeout "${FA2_RETRY_S:-240}" python3 bench/fa2_direct.py "$file" --seconds 0 --only "$out/oom.json" \
+    --json "$out/retry.json" > "$out/retry.log" 2>&1
+  echo "retried the out-of-memory cases alone: rc=$? ($(( $(date +%s) - start )) s since the start)"
+  retry=(--retry "$out/retry.json")
+fi
+python3 bench/fa2_matrix_merge.py "$out"/shard_*.json --shards "$n" "${retry[@]}" --json "$out/matrix.json"
 rc=$?
 # One archive instead of 2N files (the device returns a limited number of files).
 tar -czf "$out/shards.tar.gz" -C "$out" $(cd "$out" && ls shard_*) && rm -f "$out"/shard_*

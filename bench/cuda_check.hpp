@@ -1,5 +1,6 @@
-// CHECK_CUDA for the bench programs (sm90_bench.cu, sm90_varlen_bench.cpp): a failed CUDA call prints
-// where it was and what failed, and the program exits 1 (a bench has nothing to clean up).
+// CHECK_CUDA for the bench programs (sm90_bench.cu, sm90_varlen_bench.cpp, sm90_bwd_varlen_bench.cpp):
+// a failed CUDA call prints where it was and what failed, and the program exits 1 (a bench has
+// nothing to clean up).
 #pragma once
 #include <cuda_runtime.h>
 

@@ -11,16 +11,7 @@
 # (the tarball: libflashbox.so, test_* binaries, flashbox, lib/ with libgomp; optional old/ and fa2/)
 # Every step has its own time limit so one hang costs a step, not the call. Logs go to $OUT.
 set -u
-O=${OUT:-/tmp/final_out}; mkdir -p "$O"
-B=/tmp/fb; mkdir -p $B && tar -xzf "$1" -C $B
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$B/lib:${LD_LIBRARY_PATH:-}
-export PYTHONUNBUFFERED=1 FLASHBOX_LIBRARY=$B/libflashbox.so PYTHONPATH=python
-log="$O/run.log"
-ONLY=",${2:-all},"
-step() {
-  case "$ONLY" in *,all,*|*",$1,"*) ;; *) return 0 ;; esac
-  local s=$(date +%s); echo "== $1" | tee -a "$log"; shift; "$@" >>"$log" 2>&1; echo "rc=$? ($(( $(date +%s) - s )) s)" | tee -a "$log"
-}
+. "$(dirname "$0")/device_steps.sh" "$1" final "${2:-all}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$log"
 
 # Most important first: if the device budget ends mid-call, what ran is still under $OUT.

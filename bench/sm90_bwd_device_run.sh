@@ -10,16 +10,8 @@
 #   bash bench/sm90_bwd_device_run.sh bwd.tar.gz [STEP,STEP,...]   (default: every step)
 # Every step has its own time limit; logs go to $OUT.
 set -u
-O=${OUT:-/tmp/bwd_out}; mkdir -p "$O"
-B=/tmp/fbbwd; mkdir -p $B && tar -xzf "$1" -C $B
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$B/lib:${LD_LIBRARY_PATH:-}
-export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=16
-log="$O/run.log"
-ONLY=",${2:-all},"
-step() {
-  case "$ONLY" in *,all,*|*",$1,"*) ;; *) return 0 ;; esac
-  local s=$(date +%s); echo "== $1" | tee -a "$log"; shift; "$@" >>"$log" 2>&1; echo "rc=$? ($(( $(date +%s) - s )) s)" | tee -a "$log"
-}
+. "$(dirname "$0")/device_steps.sh" "$1" bwd "${2:-all}"
+export OMP_NUM_THREADS=16
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader | tee -a "$log"
 small='CudaBackward.StridedLayoutsAndScale:CudaBackward.EmptyRowsGiveZeroDq:CudaBackward.HopperRunsTheSm90Kernels'
 step test_backward timeout 120 $B/test_backward --gtest_brief=1

@@ -25,18 +25,10 @@
 #include "core/backends.hpp"
 #include "core/masks.hpp"
 #include "core/problem.hpp"
+#include "cuda_check.hpp"
 #include "flashbox/flashbox.h"
 
 namespace {
-
-#define CHECK_CUDA(call) \
-  do { \
-    const cudaError_t e_ = (call); \
-    if (e_ != cudaSuccess) { \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1); \
-    } \
-  } while (0)
 
 // Uniform in [-2, 2), bf16 (round to nearest even), from a seeded hash: never zeros.
 void fill_random_bf16(uint16_t *dev, int64_t n, uint64_t seed) {

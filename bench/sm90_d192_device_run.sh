@@ -15,16 +15,7 @@
 # Device call: run(command="cd .carry/d192/src && bash bench/sm90_d192_device_run.sh ../d192.tar.gz",
 #   carry=[".carry/d192"], timeout_s=165)
 set -u
-O=${OUT:-/tmp/d192_out}; mkdir -p "$O"
-B=/tmp/fb_d192; mkdir -p $B && tar -xzf "$1" -C $B
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$B/lib:${LD_LIBRARY_PATH:-}
-export PYTHONUNBUFFERED=1 FLASHBOX_LIBRARY=$B/libflashbox.so PYTHONPATH=python
-log="$O/run.log"
-ONLY=",${2:-all},"
-step() {
-  case "$ONLY" in *,all,*|*",$1,"*) ;; *) return 0 ;; esac
-  local s=$(date +%s); echo "== $1" | tee -a "$log"; shift; "$@" >>"$log" 2>&1; echo "rc=$? ($(( $(date +%s) - s )) s)" | tee -a "$log"
-}
+. "$(dirname "$0")/device_steps.sh" "$1" d192 "${2:-all}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$log"
 
 # The head-dim tests (d136/160/176/192 on the 192 kernel, 200/224 on 256, T 1..4097, the old path).

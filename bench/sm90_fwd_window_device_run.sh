@@ -20,16 +20,8 @@
 # Device call: run(command="cd .carry/fwdwin/src && bash bench/sm90_fwd_window_device_run.sh ../fwdwin.tar.gz",
 #   carry=[".carry/fwdwin"], timeout_s=140)
 set -u
-O=${OUT:-/tmp/fwdwin_out}; mkdir -p "$O"
-B=/tmp/fb_fwdwin; mkdir -p $B && tar -xzf "$1" -C $B
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$B/lib:${LD_LIBRARY_PATH:-}
-export PYTHONUNBUFFERED=1 FLASHBOX_LIBRARY=$B/c2/libflashbox.so PYTHONPATH=python
-log="$O/run.log"
-ONLY=",${2:-all},"
-step() {
-  case "$ONLY" in *,all,*|*",$1,"*) ;; *) return 0 ;; esac
-  local s=$(date +%s); echo "== $1" | tee -a "$log"; shift; "$@" >>"$log" 2>&1; echo "rc=$? ($(( $(date +%s) - s )) s)" | tee -a "$log"
-}
+. "$(dirname "$0")/device_steps.sh" "$1" fwdwin "${2:-all}"
+export FLASHBOX_LIBRARY=$B/c2/libflashbox.so  # the build under test (c2)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$log"
 
 # Correctness first: the group walk's own test, the other window tests (not head_dim 256, whose

@@ -16,20 +16,12 @@
 # Device call: run(command="cd .carry/sm90-head-dims && bash bench/sm90_head_dims_device_run.sh hd.tar.gz core",
 #   carry=[".carry/sm90-head-dims"], timeout_s=560)   (step limits: core 525 s, rest 540 s in all)
 set -u
-O=${OUT:-/tmp/hd_out}; mkdir -p "$O"
-B=/tmp/fb_hd; mkdir -p $B && tar -xzf "$1" -C $B
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$B/lib:${LD_LIBRARY_PATH:-}
-export PYTHONUNBUFFERED=1 FLASHBOX_LIBRARY=$B/libflashbox.so PYTHONPATH=python
-log="$O/run.log"
+. "$(dirname "$0")/device_steps.sh" "$1" hd "${2:-all}"
 case "${2:-all}" in
   core) ONLY=",hd_fixed,hd_mods,hd_varlen,test_sm90,test_sm90_mods,test_sm90_varlen,compare_hd," ;;
   rest) ONLY=",test_cuda,ext_sm80_forced,test_backward,memcheck_hd_varlen,memcheck_hd_fixed,compare_hd_noncausal," ;;
   *) ONLY=",${2:-all}," ;;
 esac
-step() {
-  case "$ONLY" in *,all,*|*",$1,"*) ;; *) return 0 ;; esac
-  local s=$(date +%s); echo "== $1" | tee -a "$log"; shift; "$@" >>"$log" 2>&1; echo "rc=$? ($(( $(date +%s) - s )) s)" | tee -a "$log"
-}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$log"
 
 # The new head dims against the fp64 reference (guard columns, NaN in the inputs' guards, the served

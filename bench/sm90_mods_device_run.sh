@@ -8,16 +8,7 @@
 #   bench/sm90_mods_device_run.sh .dev/sm90fwd.tar.gz [STEP,STEP,...]
 # Every step has its own time limit; logs go to $OUT.
 set -u
-O=${OUT:-/tmp/sm90_mods_out}; mkdir -p "$O"
-B=/tmp/fb; mkdir -p $B && tar -xzf "$1" -C $B
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$B/lib:${LD_LIBRARY_PATH:-}
-export PYTHONUNBUFFERED=1
-log="$O/run.log"
-ONLY=",${2:-all},"
-step() {
-  case "$ONLY" in *,all,*|*",$1,"*) ;; *) return 0 ;; esac
-  local s=$(date +%s); echo "== $1" | tee -a "$log"; shift; "$@" >>"$log" 2>&1; echo "rc=$? ($(( $(date +%s) - s )) s)" | tee -a "$log"
-}
+. "$(dirname "$0")/device_steps.sh" "$1" sm90_mods "${2:-all}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$log"
 
 step test_sm90_mods timeout 60 $B/test_sm90_mods --gtest_brief=1

@@ -12,16 +12,7 @@
 # (libflashbox.so, test_sm90_bwd_varlen, test_sm90_bwd_mods, test_backward, test_cuda, sm90_bwd_varlen_bench, lib/,
 # optional old/libflashbox.so). Every step has its own time limit, most important first; logs to $OUT.
 set -u
-O=${OUT:-/tmp/varlenbwd_out}; mkdir -p "$O"
-B=/tmp/fb; mkdir -p $B && tar -xzf "$1" -C $B
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$B/lib:${LD_LIBRARY_PATH:-}
-export PYTHONUNBUFFERED=1 FLASHBOX_LIBRARY=$B/libflashbox.so PYTHONPATH=python
-log="$O/run.log"
-ONLY=",${2:-all},"
-step() {
-  case "$ONLY" in *,all,*|*",$1,"*) ;; *) return 0 ;; esac
-  local s=$(date +%s); echo "== $1" | tee -a "$log"; shift; "$@" >>"$log" 2>&1; echo "rc=$? ($(( $(date +%s) - s )) s)" | tee -a "$log"
-}
+. "$(dirname "$0")/device_steps.sh" "$1" varlenbwd "${2:-all}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$log"
 step test_sm90_bwd_varlen timeout 50 $B/test_sm90_bwd_varlen --gtest_brief=1
 step bench_b8 timeout 25 $B/sm90_bwd_varlen_bench --json "$O/bench_b8.json"

@@ -52,29 +52,10 @@ struct Case {
   }
 };
 
-struct DeviceMem {
-  std::vector<void *> ptrs;
-  void *alloc(size_t n) {
-    void *p = nullptr;
-    if (cudaMalloc(&p, std::max<size_t>(n, 16)) != cudaSuccess) return nullptr;
-    ptrs.push_back(p);
-    return p;
-  }
-  ~DeviceMem() {
-    for (void *p : ptrs) cudaFree(p);
-  }
-};
-
-// ||got - ref|| / ||ref|| (ref all zero: ||got||); NaN/inf in got gives inf.
+// ||got - ref|| / ||ref|| (ref all zero: ||got||); NaN/inf in got gives inf (support/output_error.hpp).
 double rel_error(const uint8_t *got, flashbox_dtype dt, const std::vector<double> &ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const double g = cpu::load_as_float(got, dt, int64_t(i));
-    if (!std::isfinite(g)) return INFINITY;
-    num += (g - ref[i]) * (g - ref[i]);
-    den += ref[i] * ref[i];
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  const RelError e = rel_error_of([&](size_t i) { return double(cpu::load_as_float(got, dt, int64_t(i))); }, ref);
+  return e.nan ? INFINITY : e.rel;
 }
 
 void check(const Case &c) {

@@ -18,8 +18,15 @@ struct TmaOrder {
 struct TensorView {
   const void *base;
   int64_t seq, heads, batch;
-  const int64_t *stride;  // batch, seq, head (elements)
+  int64_t stride[3];  // batch, seq, head (elements)
 };
+
+// The view the sm90 forward and backward describe to the TMA: with variable-length batches the
+// tensor is one batch entry of `seq` = total rows, and its batch stride is unused.
+inline TensorView attention_view(const void *base, int64_t seq, int64_t heads, int64_t batch,
+                                 const int64_t stride[3], bool varlen) {
+  return {base, seq, heads, varlen ? 1 : batch, {varlen ? 0 : stride[0], stride[1], stride[2]}};
+}
 
 // True when the driver offers cuTensorMapEncodeTiled.
 bool tma_available();

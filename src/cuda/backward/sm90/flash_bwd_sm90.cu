@@ -349,16 +349,10 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   if (const char *reason = sm90::sm90_unavailable_reason()) return PlanResult::no(reason);
   if (a.seqlen_q > INT32_MAX / 2 || a.seqlen_k > INT32_MAX / 2)
     return PlanResult::no("sequence too long for 32-bit coordinates");
-  // Varlen tensors are one batch entry of `total` rows (stride[0] is unused there).
-  const int64_t tensors = varlen ? 1 : a.batch;
-  const int64_t qs[3] = {varlen ? 0 : a.q_stride[0], a.q_stride[1], a.q_stride[2]};
-  const int64_t ks[3] = {varlen ? 0 : a.k_stride[0], a.k_stride[1], a.k_stride[2]};
-  const int64_t vs[3] = {varlen ? 0 : a.v_stride[0], a.v_stride[1], a.v_stride[2]};
-  const int64_t ds[3] = {varlen ? 0 : g.dout_stride[0], g.dout_stride[1], g.dout_stride[2]};
-  const TensorView q{a.q, a.seqlen_q, a.heads_q, tensors, qs};
-  const TensorView k{a.k, a.seqlen_k, a.heads_kv, tensors, ks};
-  const TensorView v{a.v, a.seqlen_k, a.heads_kv, tensors, vs};
-  const TensorView dout{g.dout, a.seqlen_q, a.heads_q, tensors, ds};
+  const TensorView q = sm90::attention_view(a.q, a.seqlen_q, a.heads_q, a.batch, a.q_stride, varlen);
+  const TensorView k = sm90::attention_view(a.k, a.seqlen_k, a.heads_kv, a.batch, a.k_stride, varlen);
+  const TensorView v = sm90::attention_view(a.v, a.seqlen_k, a.heads_kv, a.batch, a.v_stride, varlen);
+  const TensorView dout = sm90::attention_view(g.dout, a.seqlen_q, a.heads_q, a.batch, g.dout_stride, varlen);
   if (!size_only)
     for (const TensorView &t : {q, k, v, dout})
       if (!sm90::tma_describable(t))

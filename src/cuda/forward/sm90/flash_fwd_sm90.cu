@@ -133,16 +133,10 @@ PlanResult plan_sm90_forward(const Problem &a) {
   if (tiles > INT32_MAX) return PlanResult::no("more than 2^31 - 1 query tiles");
   if (a.seqlen_q > INT32_MAX / 2 || a.seqlen_k > INT32_MAX / 2)
     return PlanResult::no("sequence too long for 32-bit TMA coordinates");
-  // Varlen tensors are one batch entry of `total` rows (stride[0] is unused there).
-  const int64_t batch = varlen ? 1 : a.batch;
-  const int64_t qs[3] = {varlen ? 0 : a.q_stride[0], a.q_stride[1], a.q_stride[2]};
-  const int64_t ks[3] = {varlen ? 0 : a.k_stride[0], a.k_stride[1], a.k_stride[2]};
-  const int64_t vs[3] = {varlen ? 0 : a.v_stride[0], a.v_stride[1], a.v_stride[2]};
-  const int64_t os[3] = {varlen ? 0 : a.o_stride[0], a.o_stride[1], a.o_stride[2]};
-  const TensorView q{a.q, a.seqlen_q, a.heads_q, batch, qs};
-  const TensorView k{a.k, a.seqlen_k, a.heads_kv, batch, ks};
-  const TensorView v{a.v, a.seqlen_k, a.heads_kv, batch, vs};
-  const TensorView o{a.o, a.seqlen_q, a.heads_q, batch, os};
+  const TensorView q = sm90::attention_view(a.q, a.seqlen_q, a.heads_q, a.batch, a.q_stride, varlen);
+  const TensorView k = sm90::attention_view(a.k, a.seqlen_k, a.heads_kv, a.batch, a.k_stride, varlen);
+  const TensorView v = sm90::attention_view(a.v, a.seqlen_k, a.heads_kv, a.batch, a.v_stride, varlen);
+  const TensorView o = sm90::attention_view(a.o, a.seqlen_q, a.heads_q, a.batch, a.o_stride, varlen);
   if (!tma_describable(q) || !tma_describable(k) || !tma_describable(v) || !tma_describable(o))
     return PlanResult::no(
         "TMA needs 16-byte aligned q/k/v/o and batch/seq/head strides that are multiples of 16 bytes");

@@ -29,9 +29,7 @@
 #include "flashbox/flashbox.h"
 #include "varlen_bench_host.hpp"
 
-using flashbox::bench::bf16_to_double;
-using flashbox::bench::fill_random_bf16;
-using flashbox::bench::median_ms;
+using namespace flashbox::bench;  // the helpers both varlen bench programs share
 
 int main(int argc, char **argv) {
   std::vector<int> lens = {4096, 512, 2048, 7000, 3000, 8192, 1500, 1024};  // B = 8, 512..8192
@@ -46,23 +44,17 @@ int main(int argc, char **argv) {
     } else if (!std::strcmp(argv[i], "--deterministic")) {
       det = 1;
     } else if (!std::strcmp(argv[i], "--lens") && i + 1 < argc) {
-      lens.clear();
-      for (char *s = argv[++i]; *s;) {
-        lens.push_back(int(std::strtol(s, &s, 10)));
-        if (*s == ',') ++s;
-      }
+      lens = parse_lens(argv[++i]);
     } else {
       std::fprintf(stderr, "usage: sm90_bwd_varlen_bench [--json PATH] [--lens a,b,...] [--heads H] [--deterministic]\n");
       return 2;
     }
   }
-  std::vector<int32_t> cu{0};
-  int max_len = 0;
-  for (int l : lens) cu.push_back(cu.back() + l), max_len = std::max(max_len, l);
-  const int64_t total = cu.back(), nseq = int64_t(lens.size());
-  int32_t *dcu = nullptr;
-  CHECK_CUDA(cudaMalloc(&dcu, cu.size() * 4));
-  CHECK_CUDA(cudaMemcpy(dcu, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice));
+  const CuSeqlens cus = upload_cu_seqlens(lens);
+  const std::vector<int32_t> &cu = cus.host;
+  const int max_len = cus.max_len;
+  const int64_t total = cus.total, nseq = int64_t(lens.size());
+  int32_t *dcu = cus.dev;
   float *lse = nullptr, *lse_fix = nullptr;  // varlen [heads, total]; fixed: [heads, L] per sequence, packed
   CHECK_CUDA(cudaMalloc(&lse, size_t(heads * total) * 4));
   CHECK_CUDA(cudaMalloc(&lse_fix, size_t(heads * total) * 4));
@@ -109,18 +101,8 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "no plan: sm90 '%s' sm80 '%s'\n", r90.why_not.c_str(), r80.why_not.c_str());
         return 1;
       }
-      const double t90 = median_ms([&] {
-        if (r90.plan->run() != 0) {
-          std::fprintf(stderr, "sm90: %s\n", flashbox_last_error());
-          std::exit(1);
-        }
-      });
-      const double t80 = median_ms([&] {
-        if (r80.plan->run() != 0) {
-          std::fprintf(stderr, "sm80: %s\n", flashbox_last_error());
-          std::exit(1);
-        }
-      });
+      const double t90 = median_ms_ok("sm90", [&] { return r90.plan->run(); });
+      const double t80 = median_ms_ok("sm80", [&] { return r80.plan->run(); });
       // One fixed-length forward (for its O and LSE), then backward, per sequence, on its rows.
       std::vector<flashbox_attention_grad_args> per;
       for (int64_t s = 0; s < nseq; ++s) {
@@ -144,31 +126,19 @@ int main(int argc, char **argv) {
       // The varlen comparison before the fixed calls overwrite g90's dk/dv.
       double diff = 0;
       bool nan = false;
-      for (int x = 0; x < 3; ++x) {
-        std::vector<uint16_t> h90(static_cast<size_t>(n)), h80(h90.size());
-        CHECK_CUDA(cudaMemcpy(h90.data(), g90[x], size_t(n) * 2, cudaMemcpyDeviceToHost));
-        CHECK_CUDA(cudaMemcpy(h80.data(), g80[x], size_t(n) * 2, cudaMemcpyDeviceToHost));
-        for (size_t i = 0; i < h90.size(); ++i) {
-          const double y = bf16_to_double(h90[i]);
-          nan |= !std::isfinite(y);
-          diff = std::max(diff, std::fabs(y - bf16_to_double(h80[i])));
-        }
-      }
+      for (int x = 0; x < 3; ++x)
+        diff = std::max(diff, max_abs_diff(bf16_from_device(g90[x], n), bf16_from_device(g80[x], n), &nan));
       double fixed_sum = 0;
       std::string fixed_kernels;
       for (const flashbox_attention_grad_args &f : per) {
-        fixed_sum += median_ms([&] {
-          if (flashbox_attention_backward(&f) != 0) {
-            std::fprintf(stderr, "fixed: %s\n", flashbox_last_error());
-            std::exit(1);
-          }
-        });
+        fixed_sum += median_ms_ok("fixed", [&] { return flashbox_attention_backward(&f); });
         const std::string kn = flashbox_last_kernel();
         if (fixed_kernels.find(kn) == std::string::npos) fixed_kernels += (fixed_kernels.empty() ? "" : " ") + kn;
       }
-      const double fixed_loop = median_ms([&] {
+      const double fixed_loop = median_ms_ok("fixed loop", [&] {
         for (const flashbox_attention_grad_args &f : per)
-          if (flashbox_attention_backward(&f) != 0) std::exit(1);
+          if (const int rc = flashbox_attention_backward(&f)) return rc;
+        return 0;
       });
       double flop = 0;
       for (int l : lens) flop += 10.0 * heads * double(l) * l * d / (causal ? 2.0 : 1.0);
@@ -191,14 +161,7 @@ int main(int argc, char **argv) {
     for (uint16_t *p : buf) CHECK_CUDA(cudaFree(p));
   }
   out += "]\n";
-  std::string l;
-  for (int x : lens) l += (l.empty() ? "" : ",") + std::to_string(x);
+  const std::string l = join_lens(lens);
   std::printf("lengths %s, heads %lld, bf16%s\n", l.c_str(), (long long)heads, det ? ", deterministic" : "");
-  if (json) {
-    FILE *f = std::fopen(json, "w");
-    if (!f) return 1;
-    std::fprintf(f, "{\"lengths\": [%s], \"rows\": %s}", l.c_str(), out.c_str());
-    std::fclose(f);
-  }
-  return 0;
+  return json && !write_rows_json(json, l, out) ? 1 : 0;
 }

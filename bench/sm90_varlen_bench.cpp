@@ -27,9 +27,7 @@
 #include "flashbox/flashbox.h"
 #include "varlen_bench_host.hpp"
 
-using flashbox::bench::bf16_to_double;
-using flashbox::bench::fill_random_bf16;
-using flashbox::bench::median_ms;
+using namespace flashbox::bench;  // the helpers both varlen bench programs share
 
 int main(int argc, char **argv) {
   std::vector<int> lens = {4096, 512, 2048, 1, 3000, 8192, 100, 1024};
@@ -41,23 +39,17 @@ int main(int argc, char **argv) {
     } else if (!std::strcmp(argv[i], "--heads") && i + 1 < argc) {
       heads = std::atoll(argv[++i]);
     } else if (!std::strcmp(argv[i], "--lens") && i + 1 < argc) {
-      lens.clear();
-      for (char *s = argv[++i]; *s;) {
-        lens.push_back(int(std::strtol(s, &s, 10)));
-        if (*s == ',') ++s;
-      }
+      lens = parse_lens(argv[++i]);
     } else {
       std::fprintf(stderr, "usage: sm90_varlen_bench [--json PATH] [--lens a,b,...] [--heads H]\n");
       return 2;
     }
   }
-  std::vector<int32_t> cu{0};
-  int max_len = 0;
-  for (int l : lens) cu.push_back(cu.back() + l), max_len = std::max(max_len, l);
-  const int64_t total = cu.back(), nseq = int64_t(lens.size());
-  int32_t *dcu = nullptr;
-  CHECK_CUDA(cudaMalloc(&dcu, cu.size() * 4));
-  CHECK_CUDA(cudaMemcpy(dcu, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice));
+  const CuSeqlens cus = upload_cu_seqlens(lens);
+  const std::vector<int32_t> &cu = cus.host;
+  const int max_len = cus.max_len;
+  const int64_t total = cus.total, nseq = int64_t(lens.size());
+  int32_t *dcu = cus.dev;
 
   std::string out = "[";
   std::printf("%-5s %-7s %12s %12s %12s %12s %10s %10s %10s %s\n", "D", "mask", "sm90 ms", "sm80 ms", "fixed sum",
@@ -88,18 +80,8 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "no plan: sm90 '%s' sm80 '%s'\n", r90.why_not.c_str(), r80.why_not.c_str());
         return 1;
       }
-      const double t90 = median_ms([&] {
-        if (r90.plan->run() != 0) {
-          std::fprintf(stderr, "sm90: %s\n", flashbox_last_error());
-          std::exit(1);
-        }
-      });
-      const double t80 = median_ms([&] {
-        if (r80.plan->run() != 0) {
-          std::fprintf(stderr, "sm80: %s\n", flashbox_last_error());
-          std::exit(1);
-        }
-      });
+      const double t90 = median_ms_ok("sm90", [&] { return r90.plan->run(); });
+      const double t80 = median_ms_ok("sm80", [&] { return r80.plan->run(); });
       // One fixed-length call per sequence, on its rows of the packed tensors.
       std::vector<flashbox_attention_args> per;
       for (int64_t s = 0; s < nseq; ++s) {
@@ -113,33 +95,21 @@ int main(int argc, char **argv) {
       double fixed_sum = 0;
       std::string fixed_kernels;
       for (const flashbox_attention_args &f : per) {
-        fixed_sum += median_ms([&] {
-          if (flashbox_attention_forward(&f) != 0) {
-            std::fprintf(stderr, "fixed: %s\n", flashbox_last_error());
-            std::exit(1);
-          }
-        });
+        fixed_sum += median_ms_ok("fixed", [&] { return flashbox_attention_forward(&f); });
         fixed_kernels += std::string(fixed_kernels.empty() ? "" : " ") + flashbox_last_kernel();
       }
-      const double fixed_loop = median_ms([&] {
+      const double fixed_loop = median_ms_ok("fixed loop", [&] {
         for (const flashbox_attention_args &f : per)
-          if (flashbox_attention_forward(&f) != 0) std::exit(1);
+          if (const int rc = flashbox_attention_forward(&f)) return rc;
+        return 0;
       });
       double flop = 0;
       for (int l : lens) flop += 4.0 * heads * double(l) * l * d / (causal ? 2.0 : 1.0);
       // sm90 against sm80 (both ran last on o90 / o80) and against the fixed calls.
-      std::vector<uint16_t> h90(static_cast<size_t>(n)), h80(h90.size()), hfix(h90.size());
-      CHECK_CUDA(cudaMemcpy(h90.data(), o90, size_t(n) * 2, cudaMemcpyDeviceToHost));
-      CHECK_CUDA(cudaMemcpy(h80.data(), o80, size_t(n) * 2, cudaMemcpyDeviceToHost));
-      CHECK_CUDA(cudaMemcpy(hfix.data(), ofix, size_t(n) * 2, cudaMemcpyDeviceToHost));
-      double diff80 = 0, diff_fix = 0;
+      const std::vector<uint16_t> h90 = bf16_from_device(o90, n);
       bool nan = false;
-      for (size_t i = 0; i < h90.size(); ++i) {
-        const double x = bf16_to_double(h90[i]);
-        nan |= !std::isfinite(x);
-        diff80 = std::max(diff80, std::fabs(x - bf16_to_double(h80[i])));
-        diff_fix = std::max(diff_fix, std::fabs(x - bf16_to_double(hfix[i])));
-      }
+      const double diff80 = max_abs_diff(h90, bf16_from_device(o80, n), &nan);
+      const double diff_fix = max_abs_diff(h90, bf16_from_device(ofix, n), &nan);
       const double tf = flop / (t90 * 1e-3) / 1e12;
       std::printf("%-5lld %-7s %12.4f %12.4f %12.4f %12.4f %10.1f %9.3fx %9.3fx %.3g (vs fixed %.3g)%s\n",
                   (long long)d, causal ? "causal" : "full", t90, t80, fixed_sum, fixed_loop, tf, fixed_sum / t90,
@@ -158,14 +128,7 @@ int main(int argc, char **argv) {
     for (uint16_t *p : buf) CHECK_CUDA(cudaFree(p));
   }
   out += "]\n";
-  std::string l;
-  for (int x : lens) l += (l.empty() ? "" : ",") + std::to_string(x);
+  const std::string l = join_lens(lens);
   std::printf("lengths %s, heads %lld, bf16\n", l.c_str(), (long long)heads);
-  if (json) {
-    FILE *f = std::fopen(json, "w");
-    if (!f) return 1;
-    std::fprintf(f, "{\"lengths\": [%s], \"rows\": %s}", l.c_str(), out.c_str());
-    std::fclose(f);
-  }
-  return 0;
+  return json && !write_rows_json(json, l, out) ? 1 : 0;
 }

@@ -133,8 +133,9 @@ def main():
                     traceback.print_exc(limit=2)
             finally:
                 # Shards share the GPU: hand the case's cached blocks back so that one process's peak
-                # (the seqlen_k = 100,000 cases hold ~10 GB) does not starve the others.
-                if torch is not None:
+                # (the seqlen_k = 100,000 cases hold ~10 GB) does not starve the others. Alone on the
+                # GPU (one shard, or the retry) a process keeps its cache.
+                if torch is not None and shards > 1 and only is None:
                     torch.cuda.empty_cache()
         summary[name] = dict(counts, failures=failures)
         write_json(a.json, summary)

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -15,6 +16,8 @@
 
 #ifdef FLASHBOX_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "cuda/backward/sm90/det_walk.hpp"
 
 namespace flashbox::test {
 namespace {
@@ -199,53 +202,112 @@ TEST(CudaBackward, HopperRunsTheSm90Kernels) {
   }
 }
 
-// The deterministic-repeat tests' shapes: GQA 4:2, bf16, seqlen_q x causal_seqlen_k when causal
-// (seqlen_k != seqlen_q) and seqlen_q x seqlen_q when not.
+// The deterministic-repeat tests' shapes: GQA heads_q:heads_kv (4:2 unless told), bf16 unless told,
+// seqlen_q x causal_seqlen_k when causal (seqlen_k != seqlen_q) and seqlen_q x seqlen_q when not.
 struct RepeatShape {
   int64_t batch, seqlen_q, causal_seqlen_k;
   int runs;  // backward calls on the same inputs, all of which must give the same bits
+  int64_t heads_q = 4, heads_kv = 2;
+  flashbox_dtype dtype = FLASHBOX_BFLOAT16;
 };
 
 // deterministic = 1 on every head_dim of `dims`, causal then not: the gradients are bitwise the same
 // over s.runs calls and close to the reference, and the last call's kernel names every one of
-// `kernel_parts`.
+// `kernel_parts`; `check_kernel` (if given) asserts more about that name per head_dim.
 void expect_bitwise_repeatable(std::initializer_list<int64_t> dims, const RepeatShape &s,
-                               const std::vector<std::string> &kernel_parts) {
+                               const std::vector<std::string> &kernel_parts,
+                               const std::function<void(const std::string &, int64_t)> &check_kernel = {}) {
   for (int64_t dim : dims)
     for (int causal : {1, 0}) {
       BackwardData d({.batch = s.batch,
                       .seqlen_q = s.seqlen_q,
                       .seqlen_k = causal ? s.causal_seqlen_k : s.seqlen_q,
-                      .heads_q = 4,
-                      .heads_kv = 2,
+                      .heads_q = s.heads_q,
+                      .heads_kv = s.heads_kv,
                       .head_dim = dim,
-                      .dtype = FLASHBOX_BFLOAT16,
+                      .dtype = s.dtype,
                       .causal = causal});
       bool equal = true;
       run_on_device(d, 1, s.runs, &equal);
       EXPECT_TRUE(equal) << "deterministic = 1 gave different bits across " << s.runs << " runs: " << d.name();
       const std::string kernel = flashbox_last_kernel();
       for (const std::string &part : kernel_parts) EXPECT_NE(kernel.find(part), std::string::npos) << kernel;
+      if (check_kernel) check_kernel(kernel, dim);
       d.expect_close();
     }
 }
 
-// 50 runs each (issue 15's bar), causal and not, GQA, seqlen_q != seqlen_k; on an sm_90 device the
-// Hopper kernel's semaphore-ordered dQ adds are what runs.
-TEST(CudaBackward, DeterministicModeIsBitwiseRepeatable) {
-  SKIP_WITHOUT_GPU();
+// Whether this process runs the Hopper backward (an sm_90 device, sm_90a code built, not forced off).
+bool runs_hopper_backward() {
   const char *arch = std::getenv("FLASHBOX_BWD_ARCH");
   int dev = 0, major = 0, minor = 0;
-  CUDA_OK(cudaGetDevice(&dev));
-  CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
   bool hopper = major == 9 && minor == 0 && !(arch != nullptr && std::string(arch) == "sm80");
 #ifndef FLASHBOX_HAVE_SM90
   hopper = false;
 #endif
+  return hopper;
+}
+
+// On the Hopper kernel, the deterministic order the plan must have picked (det_walk.hpp): "_qdesc"
+// (v10's) in the name exactly when uses_qdesc_walk says so.
+std::function<void(const std::string &, int64_t)> expect_order(bool hopper, const RepeatShape &s) {
+  if (!hopper) return {};
+  return [s](const std::string &kernel, int64_t dim) {
+    const bool want = sm90::bwd::uses_qdesc_walk(int(dim), s.dtype == FLASHBOX_BFLOAT16, false, s.heads_q / s.heads_kv);
+    EXPECT_EQ(kernel.find("_qdesc") != std::string::npos, want)
+        << kernel << ": head_dim " << dim << ", group " << s.heads_q / s.heads_kv << (want ? ", v10's" : ", v9's")
+        << " order expected";
+  };
+}
+
+// 50 runs each (issue 15's bar), causal and not, GQA, seqlen_q != seqlen_k; on an sm_90 device the
+// Hopper kernel's semaphore-ordered dQ adds are what runs, here in v10's order (bf16, GQA 2: "_qdesc"
+// at both head dims).
+TEST(CudaBackward, DeterministicModeIsBitwiseRepeatable) {
+  SKIP_WITHOUT_GPU();
+  const bool hopper = runs_hopper_backward();
   std::vector<std::string> kernel_parts = {"deterministic"};
   if (hopper) kernel_parts.push_back("sm90");
-  expect_bitwise_repeatable({64, 128}, {.batch = 2, .seqlen_q = 700, .causal_seqlen_k = 900, .runs = 50}, kernel_parts);
+  const RepeatShape s{.batch = 2, .seqlen_q = 700, .causal_seqlen_k = 900, .runs = 50};
+  expect_bitwise_repeatable({64, 128}, s, kernel_parts, expect_order(hopper, s));
+}
+
+// The other side of the plan's choice (det_walk.hpp), 50 runs each as above: v9's order on bf16 MHA
+// head_dim 64 and fp16 GQA, v10's on bf16 MHA head_dim 128 and a GQA group of 8.
+TEST(CudaBackward, DeterministicOrdersAreBitwiseRepeatable) {
+  SKIP_WITHOUT_GPU();
+  const bool hopper = runs_hopper_backward();
+  std::vector<std::string> kernel_parts = {"deterministic"};
+  if (hopper) kernel_parts.push_back("sm90");
+  const RepeatShape mha{.batch = 1, .seqlen_q = 500, .causal_seqlen_k = 700, .runs = 50, .heads_q = 3, .heads_kv = 3};
+  expect_bitwise_repeatable({64, 128}, mha, kernel_parts, expect_order(hopper, mha));
+  const RepeatShape fp16{.batch = 1, .seqlen_q = 500, .causal_seqlen_k = 300, .runs = 50, .dtype = FLASHBOX_FLOAT16};
+  expect_bitwise_repeatable({64, 128}, fp16, kernel_parts, expect_order(hopper, fp16));
+  const RepeatShape g8{.batch = 1, .seqlen_q = 300, .causal_seqlen_k = 500, .runs = 50, .heads_q = 8, .heads_kv = 1};
+  expect_bitwise_repeatable({64, 128}, g8, kernel_parts, expect_order(hopper, g8));
+}
+
+// The plan's choice of the deterministic order (no device needed): v10's for bf16 fixed length at
+// head_dim 128 and at 64 with GQA groups > 1, v9's for fp16, varlen, 64 without GQA and the d256
+// instantiation (which has no deterministic mode).
+TEST(CudaBackward, DeterministicOrderChoice) {
+  using sm90::bwd::uses_qdesc_walk;
+  EXPECT_TRUE(uses_qdesc_walk(128, true, false, 1));
+  EXPECT_TRUE(uses_qdesc_walk(128, true, false, 4));
+  EXPECT_TRUE(uses_qdesc_walk(64, true, false, 2));
+  EXPECT_TRUE(uses_qdesc_walk(64, true, false, 8));
+  EXPECT_FALSE(uses_qdesc_walk(64, true, false, 1));
+  EXPECT_FALSE(uses_qdesc_walk(128, false, false, 1));
+  EXPECT_FALSE(uses_qdesc_walk(64, false, false, 4));
+  EXPECT_FALSE(uses_qdesc_walk(128, true, true, 1));
+  EXPECT_FALSE(uses_qdesc_walk(64, true, true, 4));
+  EXPECT_FALSE(uses_qdesc_walk(256, true, false, 4));
 }
 
 // Head dims above 128 (the sm80 d256 kernels: dK/dV and dQ split into column halves): the

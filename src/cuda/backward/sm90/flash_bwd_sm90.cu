@@ -35,6 +35,7 @@
 #include "core/error.hpp"
 #include "core/softmax_scale.hpp"
 #include "cuda/backward/sm80/bwd_device.cuh"
+#include "cuda/backward/sm90/det_walk.hpp"
 #include "cuda/backward/sm90/flash_bwd_sm90_kernel.cuh"
 #include "cuda/backward/sm90/flash_bwd_sm90_launch.hpp"
 #include "cuda/common/device_scratch.hpp"
@@ -243,7 +244,8 @@ struct Launch {
   int64_t vec_bytes, dq_accum_bytes, sem_bytes, rows, conv_threads;
   dim3 grid;
   bool bf16;
-  int kd;  // the instantiation
+  int kd;     // the instantiation
+  bool qdesc;  // deterministic with v10's order (det_walk.hpp): the QDESC instantiation of kd
   cudaStream_t stream;
 };
 
@@ -288,7 +290,8 @@ int run(const Launch &l) {
     if ((e = sm90::launch_varlen_tile_list(list, stream)) != cudaSuccess)
       return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "varlen tile list launch"));
   }
-  e = l.kd == 64    ? launch_bwd_d64(l.bf16, p, l.grid, stream)
+  e = l.qdesc       ? launch_bwd_qdesc(l.kd, p, l.grid, stream)
+      : l.kd == 64  ? launch_bwd_d64(l.bf16, p, l.grid, stream)
       : l.kd == 128 ? launch_bwd_d128(l.bf16, p, l.grid, stream)
                     : launch_bwd_d256(l.bf16, p, l.grid, stream);
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "main kernel launch"));
@@ -326,7 +329,8 @@ namespace flashbox::detail {
 // batch of 0 query or key tokens in all. Variable-length batches at head_dim 64 and 128 run on the
 // same instantiations (header of this file). Sliding windows, softcap and ALiBi are run-time fields of
 // the same kernels (flash_bwd_sm90_kernel.cuh). Deterministic mode orders the dQ adds with semaphores
-// behind the dQ accumulator (the d256 kernel adds from registers, unordered).
+// behind the dQ accumulator (the d256 kernel adds from registers, unordered), in v9's order or, for
+// bf16 fixed-length head_dim 128 and head_dim 64 with GQA, v10's (det_walk.hpp: "_qdesc" kernels).
 PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   using namespace sm90::bwd;
   using sm90::TensorView;
@@ -391,11 +395,14 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   if (mods.capped()) name += "_softcap";
   if (mods.alibi()) name += "_alibi";
   if (varlen) name += "_varlen";
+  // Deterministic: v9's order, or v10's (det_walk.hpp), which the name says ("_qdesc").
+  const bool qdesc = g.deterministic && uses_qdesc_walk(kd, a.dtype == FLASHBOX_BFLOAT16, varlen, a.group);
   if (g.deterministic) name += "_deterministic";
+  if (qdesc) name += "_qdesc";
   Plan plan{std::move(name), 2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes + l.list_bytes, {}};
   if (size_only) return {std::move(plan)};
 
-  l.bf16 = a.dtype == FLASHBOX_BFLOAT16, l.kd = kd;
+  l.bf16 = a.dtype == FLASHBOX_BFLOAT16, l.kd = kd, l.qdesc = qdesc;
   l.stream = static_cast<cudaStream_t>(a.stream);
   std::memset(&l.p, 0, sizeof l.p);
   BwdSm90Params &p = l.p;

@@ -41,15 +41,44 @@
 // 0 has the most query blocks, so the hardware's in-order dispatch starts the longest CTAs first and
 // ends on short ones (longest-first list scheduling); the chunk bounds how many heads' Q/dO and dQ
 // accumulators are live in L2 at once.
-// Deterministic mode (dq_sem != nullptr): the adds into one dQ chunk happen in a fixed order, key
-// block n_max(m) first and down to key block 0 (FA3's order: with the key blocks started together,
-// the last one that sees query block m reaches it first, so nobody waits in the causal case). A
-// semaphore per (batch, query head, query block, consumer) counts the adds that completed; thread 0
-// (the dQ writer) waits for its rank before its bulk reduce-add and signals once the add completed,
+// Deterministic mode (dq_sem != nullptr): the adds into one dQ chunk happen in a fixed order. A
+// semaphore per (batch, query head, query block, consumer) counts the adds that completed; the dQ
+// writer waits for its CTA's rank before its bulk reduce-add and signals once the add completed,
 // off the consumers' path (v8 did both in a consumer thread: 0.77x the non-deterministic speed at
-// every T). Key blocks then go
-// in descending order inside a chunk (a CTA waits only for CTAs dispatched before it: no deadlock,
-// and none waits long), which is shortest-first for causal: the price of this mode at short T.
+// every T). Two orders (the plan picks one per problem, det_walk.hpp):
+//   v9's (the default configurations, so fp16, varlen, and head_dim 64 without GQA): key block
+//     last_n_block(m) first, down to first_n_block(m) (FA3's order: with the key blocks started
+//     together, the last one that sees query block m reaches it first), rank = last_n_block(m) - n.
+//     Key blocks go in descending order inside a chunk (tile_of), which is shortest-first for
+//     causal: the price of this order at short T and with GQA (each CTA walks the group's heads:
+//     long CTAs last). The walk is the non-deterministic one (head by head, query blocks ascending).
+//   v10's (Cfg::QDESC, an instantiation of its own used only by deterministic calls: bf16, fixed
+//     length, head_dim 128, or 64 with GQA groups > 1): key block first_n_block(m) first, up to
+//     last_n_block(m), rank = n - first_n_block(m); key blocks ascending inside a chunk (the
+//     longest-first order of the non-deterministic mode) and the walk goes query blocks descending,
+//     the group's heads innermost, so that (causal or full, no left window) key block n's walk is a
+//     prefix of key block n - 1's: both reach each (head, block) at the same step and n waits only
+//     for n - 1's add to complete. With a left window edge the ranges slide up with n, key block n
+//     starts on blocks n - 1 never sees (rank 0 there) and reaches the shared ones later than n - 1:
+//     no long waits either way. Measured as a run-time branch (a264e1d, reverted): det/non-det
+//     0.88-0.91 at D128 and 0.90 with GQA 32/8 against v9's 0.84 / 0.68, but 0.74 at D64 MHA
+//     T = 16384 (a chain of completion waits with no slack), and the branch cost the
+//     non-deterministic loop 1.5-3 %; as a compile-time flag the non-deterministic instantiations
+//     keep v9's code exactly.
+//   Why no CTA waits for one dispatched after it (no deadlock, given the hardware's in-order
+//   dispatch of blockIdx.x): only CTAs of the same (batch, kv head) add into a query head's dQ, and
+//   all of them are in the same chunk of tile_of's order, where key block n of a pair comes
+//   after every key block n' > n (v9: the order is descending) or every n' < n (v10: ascending).
+//   A CTA of rank r waits for the r adds of the key blocks before it in the add order, i.e. for
+//   key blocks last_n_block(m) .. n + 1 (v9) or first_n_block(m) .. n - 1 (v10): all earlier in
+//   the grid. So the unfinished CTA with the smallest index waits for nothing unfinished; it is
+//   resident (every CTA before it was dispatched, and had it not been dispatched no later CTA
+//   could be either, so an SM would be free) and finishes; by induction all do. The ranks are
+//   0 .. k - 1 over the k key blocks that add into m (contiguous: first_n_block .. last_n_block,
+//   the same visibility test as m_range), so the semaphore reaches each rank. A brute-force model
+//   of both orders (tile_of, m_range, the ranks, the walks, an in-order dispatch simulation over
+//   random shapes, causal or not, GQA groups 1-8, seqlen_q != seqlen_k, windows) is
+//   bench/sm90_bwd_det_order_model.py.
 // Variable-length batches (cu_seqlens, [total, heads, head_dim] tensors; the same instantiations,
 // run-time fields): a CTA per (sequence, key block of 128, kv head). Without the deterministic mode the
 // CTAs take their tiles from a list the device built before the launch (flash_bwd_sm90.cu: the
@@ -148,10 +177,13 @@ struct BwdSm90Params {
 
 constexpr int kConsumerWarpgroups = 2;
 
-template <class T, int D_, int BM_>
+template <class T, int D_, int BM_, bool QDESC_ = false>
 struct BwdConfig {
   using Elem = T;
   static constexpr int D = D_, BM = BM_, NWG = kConsumerWarpgroups, STAGES = 2;
+  // QDESC: v10's deterministic order and walk (the file header's "Deterministic mode"); only launched
+  // with dq_sem set, fixed length. false: v9's order, the walk of the non-deterministic mode.
+  static constexpr bool QDESC = QDESC_;
   // SPLIT_D (head_dim 256, the file header's "Head dimension 256"): BN = 64 keys, each consumer
   // scores 32 queries of them and owns COLS = 128 columns of dK/dV; else BN = 128, 64 keys each,
   // all queries and all D columns.
@@ -177,6 +209,7 @@ struct BwdConfig {
   static constexpr int SMEM_BYTES = TILE_OFF + 48 + 1024;  // + slack to align the base to 1024
   static_assert(D == 64 || D == 128 || D == 256, "head_dim 64, 128 or 256");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
+  static_assert(!(QDESC && SPLIT_D), "the d256 configuration has no deterministic mode");
 };
 
 // Named barriers: 0 is __syncthreads; 1 both consumers (dS^T complete); 2 + w one consumer;
@@ -226,27 +259,31 @@ struct TileRef {
   __device__ __forceinline__ int valid() const { return at(8); }
 };
 
-// The (key block, batch * heads_kv + kv head) of CTA `linear` (the order in the file header).
+// The (key block, batch * heads_kv + kv head) of CTA `linear` (the order in the file header): key
+// blocks ascending inside a chunk, descending for v9's deterministic order (not QDESC).
+template <class Cfg>
 __device__ __forceinline__ int2 tile_of(const BwdSm90Params &p, int linear) {
   const int per_chunk = p.chunk_heads * p.num_n_blocks;
   const int c = linear / per_chunk, r = linear - c * per_chunk;
   const int heads_here = min(p.chunk_heads, p.num_bh - c * p.chunk_heads);
   int n = r / heads_here;
   const int bh = c * p.chunk_heads + (r - n * heads_here);
-  if (p.dq_sem != nullptr) n = p.num_n_blocks - 1 - n;
+  if (!Cfg::QDESC && p.dq_sem != nullptr) n = p.num_n_blocks - 1 - n;
   return make_int2(n, bh);
 }
 
 // CTA `linear`'s tile; false when it has none (varlen: a list slot past the count, or a key block
 // past its sequence's keys in the deterministic grid).
-__device__ __forceinline__ bool decode_tile(const BwdSm90Params &p, int linear, int BN, BwdTile &t) {
+template <class Cfg>
+__device__ __forceinline__ bool decode_tile(const BwdSm90Params &p, int linear, BwdTile &t) {
+  constexpr int BN = Cfg::BN;
   int n, hk, b;
   if (p.tiles != nullptr) {
     if (linear >= min(*p.tile_count, p.num_tiles)) return false;
     const int2 e = p.tiles[linear];
     n = e.y / p.heads_kv, hk = e.y - n * p.heads_kv, b = e.x;
   } else {
-    const int2 tl = tile_of(p, linear);
+    const int2 tl = tile_of<Cfg>(p, linear);
     n = tl.x, hk = tl.y % p.heads_kv, b = tl.y / p.heads_kv;
   }
   t.n_block = n, t.hk = hk, t.b = b;
@@ -287,6 +324,14 @@ __device__ __forceinline__ int last_n_block(const BwdSm90Params &p, int m, int B
   const int k_end = cuda::mods_key_end(p.mods, r_last, sk - sq, sk);  // keys < k_end seen
   return min(num_n - 1, (k_end + BN - 1) / BN - 1);
 }
+// The first key block whose CTA adds into query block m (m inside its m_range), for v10's order
+// (QDESC): the keys some row of m sees start at its first row's first key (the window's left end
+// rises with the row; a first row that sees nothing has its left end clamped to 0, as the first row
+// that does see something, bench/sm90_bwd_det_order_model.py checks it).
+__device__ __forceinline__ int first_n_block(const BwdSm90Params &p, int m, int BM, int BN, int sq, int sk) {
+  if (p.mods.window_left < 0) return 0;
+  return cuda::mods_key_begin(p.mods, m * BM, sk - sq, sk) / BN;
+}
 
 __device__ __forceinline__ int ld_acquire_gpu(const int *ptr) {
   int v;
@@ -312,23 +357,28 @@ __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *sm
                          b);
   PipeState<Cfg::STAGES> st;
   const int2 mr = m_range(p, n_block, Cfg::BM, Cfg::BN, t.sq(), t.sk());
-  for (int hi = 0; hi < p.group; ++hi) {
-    const int h = hk * p.group + hi;
-    for (int m = mr.x; m < mr.y; ++m) {
-      mbar_wait(empty + st.stage, st.phase ^ 1);
-      uint64_t *bar = full + st.stage;
-      mbar_expect_tx_arrive(bar, 2 * Cfg::Q_BYTES);
-      load_tile<Cfg::PANELS>(smem + Cfg::Q_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_q, p.ord_q, bar,
-                             t.q0() + m * Cfg::BM, h, b);
-      load_tile<Cfg::PANELS>(smem + Cfg::DO_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_do, p.ord_do, bar,
-                             t.q0() + m * Cfg::BM, h, b);
-      st.advance();
-    }
+  const auto load_step = [&](int h, int m) {
+    mbar_wait(empty + st.stage, st.phase ^ 1);
+    uint64_t *bar = full + st.stage;
+    mbar_expect_tx_arrive(bar, 2 * Cfg::Q_BYTES);
+    load_tile<Cfg::PANELS>(smem + Cfg::Q_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_q, p.ord_q, bar,
+                           t.q0() + m * Cfg::BM, h, b);
+    load_tile<Cfg::PANELS>(smem + Cfg::DO_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_do, p.ord_do, bar,
+                           t.q0() + m * Cfg::BM, h, b);
+    st.advance();
+  };
+  if constexpr (Cfg::QDESC) {  // v10's walk: query blocks descending, the group's heads innermost
+    for (int m = mr.y - 1; m >= mr.x; --m)
+      for (int hi = 0; hi < p.group; ++hi) load_step(hk * p.group + hi, m);
+  } else {  // head by head, query blocks ascending
+    for (int hi = 0; hi < p.group; ++hi)
+      for (int m = mr.x; m < mr.y; ++m) load_step(hk * p.group + hi, m);
   }
 }
 
 // The dQ writer (one warp; lane 0 issues): the consumers' staged chunks into the global accumulator,
-// step by step in the consumers' order (every query block of every query head of the group).
+// step by step in the consumers' order (every query block of every query head of the group: head by
+// head, or with QDESC query blocks descending, heads innermost).
 template <class Cfg>
 __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *smem, TileRef t) {
   constexpr int NWG = Cfg::NWG, BM = Cfg::BM;
@@ -340,11 +390,16 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
   if (steps > 0)
 #pragma unroll
     for (int w = 0; w < NWG; ++w) named_barrier_arrive(kDqEmpty + w, kDqBarrierThreads);
-  int h = hk * p.group, m = m_begin;
+  const int h_begin = hk * p.group;
+  int h = h_begin, m = Cfg::QDESC ? m_end - 1 : m_begin;
   for (int step = 0; step < steps; ++step) {
     const int64_t row = accum_row(p, t, h, m, BM);
     int *sem = det ? p.dq_sem + (p.sem_rows == 1 ? row : row / BM) * NWG : nullptr;  // no 64-bit division
-    const int rank = det ? last_n_block(p, m, BM, Cfg::BN, t.sq(), t.sk()) - n_block : 0;
+    int rank = 0;
+    if constexpr (Cfg::QDESC)
+      rank = n_block - first_n_block(p, m, BM, Cfg::BN, t.sq(), t.sk());
+    else
+      rank = det ? last_n_block(p, m, BM, Cfg::BN, t.sq(), t.sk()) - n_block : 0;
 #pragma unroll
     for (int w = 0; w < NWG; ++w) {
       named_barrier_sync(kDqFull + w, kDqBarrierThreads);
@@ -372,7 +427,11 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
       for (int w = 0; w < NWG; ++w) red_release_gpu_add(sem + w, 1);
     }
     __syncwarp();
-    if (++m == m_end) m = m_begin, ++h;
+    if constexpr (Cfg::QDESC) {
+      if (++h == h_begin + p.group) h = h_begin, --m;
+    } else {
+      if (++m == m_end) m = m_begin, ++h;
+    }
   }
   if (lane == 0) bulk_wait_all();
   __syncwarp();
@@ -447,7 +506,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   mbar_wait(kv_full, 0);
   PipeState<Cfg::STAGES> st;
   int ds_buf = 0;
-  // Steps: every query block of m_range of every query head of the group, head by head.
+  // Steps: every query block of m_range of every query head of the group, head by head (QDESC:
+  // query blocks descending, the group's heads innermost).
   const int2 mr = m_range(p, n_block, BM, BN, t_.sq(), t_.sk());
   const int m_begin = mr.x, m_end = mr.y;
   const int steps = p.group * (m_end - m_begin);
@@ -468,7 +528,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     }
   };
   float vec_next[VEC_PER_THREAD];
-  int h = hk * p.group, m = m_begin;
+  const int h_begin = hk * p.group;
+  int h = h_begin, m = Cfg::QDESC ? m_end - 1 : m_begin;
   if (steps > 0) load_vec(vec_next, h, m);
   for (int step = 0; step < steps; ++step) {
     const uint32_t q_off = st.stage * Cfg::Q_BYTES;
@@ -494,7 +555,14 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     wgmma_commit();
 #pragma unroll
     for (int j = 0; j < VEC_PER_THREAD; ++j) vec[t + 128 * j] = vec_next[j];
-    const int m_next = m + 1 == m_end ? m_begin : m + 1, h_next = m_next == m_begin ? h + 1 : h;
+    int m_next, h_next;
+    if constexpr (Cfg::QDESC) {
+      h_next = h + 1 == h_begin + p.group ? h_begin : h + 1;
+      m_next = h_next == h_begin ? m - 1 : m;
+    } else {
+      m_next = m + 1 == m_end ? m_begin : m + 1;
+      h_next = m_next == m_begin ? h + 1 : h;
+    }
     if (step + 1 < steps) load_vec(vec_next, h_next, m_next);
     named_barrier_sync(kChunkBarrier + wg, 128);
 
@@ -682,7 +750,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const _
   const TileRef tile{smem_addr(smem + Cfg::TILE_OFF)};
   if (threadIdx.x == 0) {
     BwdTile t;
-    const bool valid = decode_tile(p, int(blockIdx.x), Cfg::BN, t);
+    const bool valid = decode_tile<Cfg>(p, int(blockIdx.x), t);
     int *dst = reinterpret_cast<int *>(smem + Cfg::TILE_OFF);
     dst[0] = t.n_block, dst[1] = t.hk, dst[2] = t.b, dst[3] = t.tb, dst[4] = t.q0, dst[5] = t.k0, dst[6] = t.sq;
     dst[7] = t.sk, dst[8] = valid;

@@ -1,0 +1,25 @@
+// Which deterministic order the Hopper backward runs (flash_bwd_sm90_kernel.cuh, "Deterministic
+// mode"), chosen per problem by the plan (flash_bwd_sm90.cu) and named in its kernel ("_qdesc").
+// Host-only, so the choice is tested without a device (tests/backward/cuda_backward_test.cpp).
+#pragma once
+#include <cstdint>
+
+namespace flashbox::sm90::bwd {
+
+// v10's order and walk (the QDESC instantiations, flash_bwd_sm90_qdesc.cu): key block 0 first with
+// the longest-first dispatch kept, the walk over query blocks descending with the group's heads
+// innermost. Measured (bench/NOTES.md, v10, a264e1d as a run-time branch): det/non-det 0.88-0.91 at
+// head_dim 128 for every T (v9's order: 0.84-0.90) and 0.90 for GQA 32/8 D128 (v9: 0.68), but at
+// head_dim 64 with one query head per kv head 0.74-0.87 from T = 4096 (v9: 0.91-0.94): there its
+// adds form a chain of completion waits with no slack between short CTAs. So: v10's for head_dim
+// 128, and for head_dim 64 with GQA groups > 1 (each CTA walks the group's heads, 2x-8x longer,
+// which v9's shortest-first dispatch leaves for the end, the 0.68); v9's otherwise. bf16 only (two
+// instantiations instead of four; fp16 deterministic calls keep v9's order, correct and at v9's
+// speed); fixed length only (varlen keeps v9's order over its per-sequence grid); head_dim 256 has
+// no deterministic mode. kernel_d: the instantiation's head_dim (64, 128 or 256).
+constexpr bool uses_qdesc_walk(int kernel_d, bool bf16, bool varlen, int64_t group) {
+  if (!bf16 || varlen) return false;
+  return kernel_d == 128 || (kernel_d == 64 && group > 1);
+}
+
+}  // namespace flashbox::sm90::bwd

@@ -6,13 +6,15 @@ Compile the file from both trees to a cubin without line information, e.g.
        -DFLASHBOX_HAVE_SM90=1 -gencode=arch=compute_90a,code=sm_90a -cubin -Iinclude -Isrc FILE.cu -o new.cubin
 then `python3 bench/compare_cubins.py old.cubin new.cubin` compares every kernel's .text section byte
 for byte (readelf; anonymous-namespace names, which carry a hash of the file path, are normalised).
+`--drop TEXT` (repeatable) also removes TEXT from the new file's names: a template argument added
+with a default, e.g. `--drop Lb0E` for BwdConfig's QDESC = false, pairs the kernels again.
 """
 import re
 import subprocess
 import sys
 
 
-def texts(path):
+def texts(path, drop=()):
     out = subprocess.run(["readelf", "-W", "-S", path], capture_output=True, text=True).stdout
     data = open(path, "rb").read()
     sections = {}
@@ -20,13 +22,21 @@ def texts(path):
         m = re.search(r"\]\s+(\.text\.\S+)\s+\S+\s+\S+\s+([0-9a-f]+)\s+([0-9a-f]+)", line)
         if m:
             name = re.sub(r"_GLOBAL__N__[0-9a-f]+_\d+_\w+?_cu_[0-9a-f]+", "ANON", m.group(1))
+            for d in drop:
+                name = name.replace(d, "")
             off, size = int(m.group(2), 16), int(m.group(3), 16)
             sections[name] = data[off:off + size]
     return sections
 
 
 def main():
-    a, b = texts(sys.argv[1]), texts(sys.argv[2])
+    args, drop = sys.argv[1:], []
+    while "--drop" in args:
+        i = args.index("--drop")
+        drop.append(args[i + 1])
+        del args[i:i + 2]
+    sys.argv[1:] = args
+    a, b = texts(sys.argv[1]), texts(sys.argv[2], drop)
     same = [k for k in a if k in b and a[k] == b[k]]
     diff = [k for k in a if k in b and a[k] != b[k]]
     only = sorted(set(a) ^ set(b))

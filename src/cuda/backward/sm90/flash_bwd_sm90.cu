@@ -244,7 +244,7 @@ struct Launch {
   int64_t vec_bytes, dq_accum_bytes, sem_bytes, rows, conv_threads;
   dim3 grid;
   bool bf16;
-  int kd;     // the instantiation
+  int kd;      // the instantiation
   bool qdesc;  // deterministic with v10's order (det_walk.hpp): the QDESC instantiation of kd
   cudaStream_t stream;
 };

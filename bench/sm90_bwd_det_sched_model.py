@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Timing model of the Hopper backward's deterministic orders (bench/NOTES.md, sm90 backward v15).
+
+The list-scheduling model of bench/sm90_bwd_sched_model.py (CTAs dispatched in grid order to the
+first free SM, one resident per SM, OVERHEAD µs per CTA, STEP µs per (query head, query block)
+step) with the dQ writer's semaphore added, step by step: a consumer computes step k (STEP), stages
+its dQ chunk once the writer has given the buffer back (the previous add *read*, READ µs after its
+issue), and goes on; the writer issues the add of step k once it is staged and, deterministic, once
+the previous key block in the add order has *completed* its add of the same block (its issue +
+LAT µs), then waits for its own completion before the next step (the kernel's bulk_wait_all before
+the release). Non-deterministic: no semaphore, no completion wait. Since a CTA waits only for CTAs
+earlier in the grid, the CTAs are computed in grid order. Causal, seqlen_q = seqlen_k, no window.
+Orders: v9 (key blocks descending in a chunk, head-by-head walk, adds from the last key block
+down), v10 (key blocks ascending, query blocks descending with the heads innermost, adds from key
+block 0 up). Prints the main kernel's det / non-det time ratio (the kernels around it, ~10-40 µs,
+are not in it: the measured ratios are a little closer to 1 at short T).
+  python3 bench/sm90_bwd_det_sched_model.py [--lat 1.5] [--read 0.3] [--overhead 3] [--shapes D:H:HKV:T,...]
+"""
+import argparse
+import heapq
+
+STEP_US = {64: 3.25, 128: 2.77}  # per step and SM: v9's 421 / 496 TFLOP/s at T = 16384 (NOTES, v9)
+
+
+def chunk_heads(num_bh, nb, q_pad, d, sms):  # flash_bwd_sm90.cu, chunk_heads_for
+    g = (2 * sms + nb - 1) // nb
+    if g <= 3:
+        return 1
+    g = max(1, min(g, (24 << 20) // (q_pad * d * 4), num_bh))
+    c = (num_bh + g - 1) // g
+    return (num_bh + c - 1) // c
+
+
+def simulate(T, D, H, HKV, B, order, args):
+    bm, bn = (128 if D == 64 else 64), 128
+    nb, nm, group = T // bn, T // bm, H // HKV
+    num_bh = B * HKV
+    ch = chunk_heads(num_bh, nb, nm * bm, D, args.sms)
+    step, lat, rd = STEP_US[D], args.lat, args.read
+    det = order != "nondet"
+    free = [0.0] * args.sms
+    done = {}  # (bh, h, m) -> completion time of the last add so far (the semaphore's)
+    end = 0.0
+    for c0 in range(0, num_bh, ch):
+        heads = range(c0, min(c0 + ch, num_bh))
+        blocks = range(nb - 1, -1, -1) if order == "v9" else range(nb)
+        for n in blocks:
+            for bh in heads:
+                t = heapq.heappop(free) + args.overhead
+                m0 = n * bn // bm
+                if order == "v10":
+                    walk = [(h, m) for m in range(nm - 1, m0 - 1, -1) for h in range(group)]
+                else:
+                    walk = [(h, m) for h in range(group) for m in range(m0, nm)]
+                x = t  # consumer: end of the current step's compute
+                buf_free, wdone = t, t
+                for h, m in walk:
+                    x = x + step
+                    staged = max(x, buf_free)
+                    x = staged  # the next step's products start after the staging
+                    issue = max(staged, wdone)
+                    if det:
+                        issue = max(issue, done.get((bh, h, m), 0.0))
+                    buf_free = issue + rd
+                    comp = issue + lat
+                    if det:
+                        done[(bh, h, m)] = comp
+                        wdone = comp
+                    else:
+                        wdone = buf_free
+                finish = max(x, wdone)
+                heapq.heappush(free, finish)
+                end = max(end, finish)
+    return end
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--lat", type=float, default=1.5, help="µs from a bulk add's issue to its completion")
+    ap.add_argument("--read", type=float, default=0.3, help="µs from its issue to the staging buffer's release")
+    ap.add_argument("--overhead", type=float, default=3.0, help="µs per CTA (K/V load, fill, dK/dV store)")
+    ap.add_argument("--sms", type=int, default=132)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--shapes", default="", help="D:H:HKV:T,... (default: the device run's list)")
+    args = ap.parse_args()
+    shapes = [(64, 12, 12, t) for t in (1024, 2048, 4096, 8192, 16384)] + \
+             [(128, 16, 16, t) for t in (1024, 2048, 4096, 8192, 16384)] + [(128, 32, 8, 8192), (64, 32, 8, 8192)]
+    if args.shapes:
+        shapes = [tuple(int(x) for x in s.split(":")) for s in args.shapes.split(",")]
+    print(f"lat {args.lat} µs, read {args.read} µs, overhead {args.overhead} µs, {args.sms} SMs, B{args.batch}, causal")
+    print("shape                 | main kernel µs: non-det / v9 det / v10 det | det/non-det v9 · v10")
+    for D, H, HKV, T in shapes:
+        base = simulate(T, D, H, HKV, args.batch, "nondet", args)
+        v9 = simulate(T, D, H, HKV, args.batch, "v9", args)
+        v10 = simulate(T, D, H, HKV, args.batch, "v10", args)
+        print(f"D{D} H{H}/{HKV} T{T:<6d}     | {base:9.0f} / {v9:9.0f} / {v10:9.0f}       | "
+              f"{base / v9:.2f} · {base / v10:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

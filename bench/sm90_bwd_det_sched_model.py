@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Timing model of the Hopper backward's deterministic orders (bench/NOTES.md, sm90 backward v15).
+"""Timing model of the Hopper backward's deterministic orders (bench/NOTES.md, sm90 backward v16).
 
 The list-scheduling model of bench/sm90_bwd_sched_model.py (CTAs dispatched in grid order to the
 first free SM, one resident per SM, OVERHEAD µs per CTA, STEP µs per (query head, query block)

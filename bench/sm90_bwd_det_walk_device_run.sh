@@ -40,7 +40,7 @@ if [ "${1:-}" = "--pack" ]; then
   exit 0
 fi
 . "$(dirname "$0")/device_steps.sh" "$1" detwalk "${3:-all}"
-export OMP_NUM_THREADS=16
+export OMP_NUM_THREADS=16 PATH=/usr/local/cuda/bin:$PATH
 DEADLINE=$(( $(date +%s) + ${2:-222} ))
 tstep() {  # tstep NAME LIMIT CMD...: step NAME under at most LIMIT seconds and what is left of the call's
   local name=$1 limit=$2; shift 2

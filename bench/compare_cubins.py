@@ -8,13 +8,35 @@ then `python3 bench/compare_cubins.py old.cubin new.cubin` compares every kernel
 for byte (readelf; anonymous-namespace names, which carry a hash of the file path, are normalised).
 `--drop TEXT` (repeatable) also removes TEXT from the new file's names: a template argument added
 with a default, e.g. `--drop Lb0E` for BwdConfig's QDESC = false, pairs the kernels again.
+A build's object file (FILE.cu.o) works too: its first embedded cubin (the uncompressed ELF that
+nvcc puts in .nv_fatbin for one real architecture, as the 90a builds do) is compared, so two build
+trees can be compared without compiling again.
 """
 import re
+import struct
 import subprocess
 import sys
+import tempfile
+
+
+def cubin_of(path):
+    """path itself, or for a host object the first ELF embedded after its own header, in a temp file."""
+    data = open(path, "rb").read()
+    hits = [m.start() for m in re.finditer(b"\x7fELF", data) if m.start() > 0]
+    if not path.endswith(".o") or not hits:
+        return path
+    o = hits[0]
+    phoff, shoff = struct.unpack_from("<QQ", data, o + 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, o + 0x36)
+    end = o + max(shoff + shentsize * shnum, phoff + phentsize * phnum)
+    tmp = tempfile.NamedTemporaryFile(suffix=".cubin", delete=False)
+    tmp.write(data[o:end])
+    tmp.close()
+    return tmp.name
 
 
 def texts(path, drop=()):
+    path = cubin_of(path)
     out = subprocess.run(["readelf", "-W", "-S", path], capture_output=True, text=True).stdout
     data = open(path, "rb").read()
     sections = {}

@@ -83,12 +83,13 @@ TEST(HeadDimPlan, Sm80BackwardTakesMultiplesOf8UpTo256) {
 }
 
 #ifdef FLASHBOX_HAVE_SM90
-// The sm90 forward serves every multiple of 8 up to 256 on the next instantiation up (64, 128, 192, 256;
+// The sm90 forward serves every multiple of 8 up to 256 on the next instantiation up (64, 96, 128, 192, 256;
 // the TMA zero-fills the columns past head_dim): the policy's choices for such a head_dim, decided
 // without a device (the plan's last step asks for one, so its accepted plans are the GPU tests').
 TEST(HeadDimPlan, Sm90ForwardServesMultiplesOf8OnTheNextInstantiation) {
   for (int64_t d : {8, 16, 32, 40, 56, 64}) EXPECT_EQ(sm90::kernel_head_dim(d), 64) << "d" << d;
-  for (int64_t d : {72, 80, 96, 112, 120, 128}) EXPECT_EQ(sm90::kernel_head_dim(d), 128) << "d" << d;
+  for (int64_t d : {72, 80, 88, 96}) EXPECT_EQ(sm90::kernel_head_dim(d), 96) << "d" << d;
+  for (int64_t d : {104, 112, 120, 128}) EXPECT_EQ(sm90::kernel_head_dim(d), 128) << "d" << d;
   for (int64_t d : {136, 144, 160, 176, 184, 192}) EXPECT_EQ(sm90::kernel_head_dim(d), 192) << "d" << d;
   for (int64_t d : {200, 224, 248, 256}) EXPECT_EQ(sm90::kernel_head_dim(d), 256) << "d" << d;
   for (int64_t d : {0, 4, 59, 100, 111, 255, 264}) EXPECT_EQ(sm90::kernel_head_dim(d), 0) << "d" << d;
@@ -98,7 +99,8 @@ TEST(HeadDimPlan, Sm90ForwardServesMultiplesOf8OnTheNextInstantiation) {
     bool qreg, mods;
   };
   for (const Want w : {Want{8, {192, 128}, false, true}, Want{40, {192, 128}, false, true},
-                       Want{96, {128, 128}, true, true}, Want{120, {128, 128}, true, true},
+                       Want{72, {128, 128}, true, false}, Want{96, {128, 128}, true, false},
+                       Want{104, {128, 128}, true, true}, Want{120, {128, 128}, true, true},
                        Want{136, {128, 112}, false, false}, Want{192, {128, 112}, false, false},
                        Want{200, {128, 64}, false, false}, Want{256, {128, 64}, false, false}}) {
     const PlanCase c(w.d);
@@ -108,6 +110,7 @@ TEST(HeadDimPlan, Sm90ForwardServesMultiplesOf8OnTheNextInstantiation) {
     EXPECT_EQ(t.bm, w.tile.bm) << "d" << w.d;
     EXPECT_EQ(t.bn, w.tile.bn) << "d" << w.d;
     EXPECT_EQ(sm90::q_in_registers(sm90::kernel_head_dim(w.d), t.bn), w.qreg) << "d" << w.d;
+    EXPECT_EQ(sm90::serving_head_dim(p), sm90::kernel_head_dim(w.d)) << "d" << w.d;
     EXPECT_EQ(sm90::has_score_mods(p, t), w.mods) << "d" << w.d;
     EXPECT_EQ(sm90::instantiation(sm90::kernel_head_dim(w.d), t), sm90::kernel_head_dim(w.d)) << "d" << w.d;
   }
@@ -121,13 +124,27 @@ TEST(HeadDimPlan, Sm90ForwardServesMultiplesOf8OnTheNextInstantiation) {
     p.tuning.sm90_tile_n = 128;  // no such tile at 192
     EXPECT_FALSE(sm90::choose_tile(p, t));
   }
-  {  // a named tile of the instantiation is taken (d96 on the 128 kernel's 128 x 176)
+  {  // 72..96 with the tile 128 x 176: the head_dim 128 kernel (the path before the 96 kernel)
     const PlanCase c(96);
     detail::Problem p = detail::make_problem(c.a);
     p.tuning.sm90_tile_m = 128, p.tuning.sm90_tile_n = 176;
     sm90::TileChoice t{};
     EXPECT_TRUE(sm90::choose_tile(p, t));
+    EXPECT_EQ(sm90::instantiation(sm90::kernel_head_dim(96), t), 128);
+    EXPECT_FALSE(sm90::q_in_registers(sm90::kernel_head_dim(96), t.bn));
     EXPECT_FALSE(sm90::has_score_mods(p, t));
+  }
+  for (int64_t d : {72, 96}) {  // softcap or ALiBi at 72..96: the 128 kernel's MODS tile (the 96 kernel has none)
+    const PlanCase c(d);
+    detail::Problem p = detail::make_problem(c.a);
+    p.mods.softcap = 30.f;
+    EXPECT_EQ(sm90::serving_head_dim(p), 128) << "d" << d;
+    sm90::TileChoice t{};
+    ASSERT_TRUE(sm90::choose_tile(p, t));
+    EXPECT_EQ(t.bm, 128);
+    EXPECT_EQ(t.bn, 128);
+    EXPECT_TRUE(sm90::has_score_mods(p, t)) << "d" << d;
+    EXPECT_EQ(sm90::instantiation(sm90::serving_head_dim(p), t), 128);
   }
 }
 

@@ -1,9 +1,9 @@
 // Which kernel family and instantiation takes a head_dim, decided by the planners alone (no device
 // work, so these run on a machine without a GPU too): the sm80 forward and backward take every
 // multiple of 8 up to 256 (d64 / d128 / d256 instantiations), nothing above; so does the sm90
-// forward (d64 / d128 / d192 / d256), except softcap, ALiBi and varlen above 128, which it declines to
-// sm80; the sm90 backward takes 64, 128 and (its d256 kernel) 136..256, neither deterministic nor
-// varlen above 128.
+// forward (d64 / d96 / d128 / d192 / d256), except softcap, ALiBi and varlen above 128, which it declines
+// to sm80; the sm90 backward takes 64, 128, (its d128 kernel) 72..96 without varlen and (its d256
+// kernel) 136..256, neither deterministic nor varlen above 128.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -205,12 +205,42 @@ TEST(HeadDimPlan, Sm90BackwardServesAbove128WithTheD256Kernel) {
     EXPECT_NE(vr.why_not.find("variable-length batches (cu_seqlens) only at head_dim 64 or 128"), std::string::npos)
         << vr.why_not;
   }
-  for (int64_t d : {72, 120, 264}) {
+  for (int64_t d : {40, 104, 120, 264}) {
     const PlanCase c(d);
     const detail::PlanResult r = detail::plan_sm90_backward(c.grad(0), /*size_only=*/true);
     EXPECT_FALSE(r.plan.has_value()) << "d" << d;
     EXPECT_EQ(r.code, 0) << "d" << d;
     EXPECT_NE(r.why_not.find("(got " + std::to_string(d) + ";"), std::string::npos) << r.why_not;
+  }
+}
+
+// The sm90 backward at 72..96 (the head_dim 96 forward's calls, branch sm90-d96): the d128 kernel with
+// zeros past head_dim, both dQ modes, fixed length only (the varlen dQ convert needs kd == head_dim).
+TEST(HeadDimPlan, Sm90BackwardServes72To96WithTheD128Kernel) {
+  const bool hopper = sm90::sm90_unavailable_reason() == nullptr;
+  for (int64_t d : {72, 80, 96}) {
+    const PlanCase c(d);
+    for (int det : {0, 1}) {
+      const detail::PlanResult r = detail::plan_sm90_backward(c.grad(det), /*size_only=*/true);
+      EXPECT_EQ(r.code, 0) << "d" << d;
+      if (hopper) {
+        ASSERT_TRUE(r.plan.has_value()) << "d" << d << ": " << r.why_not;
+        EXPECT_EQ(r.plan->kernel, det ? "cuda_flash_bwd_sm90_d128_deterministic" : "cuda_flash_bwd_sm90_d128") << "d" << d;
+        if (!det) {  // LSE and D (4 B a padded row each) and the 128-column fp32 dQ accumulator
+          const int64_t rows = c.a.batch * c.a.heads_q * 64;
+          EXPECT_EQ(r.plan->workspace_bytes, rows * 8 + rows * 128 * 4) << "d" << d;
+        }
+      } else {
+        EXPECT_FALSE(r.plan.has_value()) << "d" << d;
+      }
+    }
+    static int32_t cu[2] = {0, 64};
+    detail::GradProblem vg = c.grad(0);
+    vg.fwd.cu_seqlens_q = vg.fwd.cu_seqlens_k = cu, vg.fwd.max_seqlen_q = vg.fwd.max_seqlen_k = 64;
+    const detail::PlanResult vr = detail::plan_sm90_backward(vg, /*size_only=*/true);
+    EXPECT_FALSE(vr.plan.has_value()) << "d" << d;
+    EXPECT_EQ(vr.code, 0) << "a decline: auto goes on to sm80";
+    EXPECT_NE(vr.why_not.find("only at head_dim 64 or 128 (got " + std::to_string(d)), std::string::npos) << vr.why_not;
   }
 }
 #endif

@@ -203,10 +203,14 @@ __global__ void convert_dq_varlen_kernel(const ConvertVarlenArgs a) {
   }
 }
 
-// The instantiation that runs a head_dim (0: none): 64 and 128 exactly, 256 for the multiples of 8
-// in 136..256 (flash_bwd_sm90_d256.cu); its query and key block sizes.
+// The instantiation that runs a head_dim (0: none): 64 and 128 exactly, 128 for the multiples of 8
+// in 72..96 (fixed length: the head_dim 96 forward's calls; branch sm90-d96), 256 for those in
+// 136..256 (flash_bwd_sm90_d256.cu); its query and key block sizes. Below its instantiation a head_dim
+// reads zeros past it (the TMA's fill) and stores only its columns (store_rows, convert_dq), as 136..248
+// do on the 256 kernel; the varlen convert reads rows of head_dim floats, so varlen needs kd == head_dim.
 int kernel_head_dim(int64_t head_dim) {
   if (head_dim == 64 || head_dim == 128) return int(head_dim);
+  if (head_dim >= 72 && head_dim <= 96 && head_dim % 8 == 0) return 128;
   return head_dim > 128 && head_dim <= 256 && head_dim % 8 == 0 ? 256 : 0;
 }
 int block_m_for(int kd) { return kd == 64 ? 128 : 64; }
@@ -320,9 +324,9 @@ int run(const Launch &l) {
 namespace flashbox::detail {
 
 // Declines (the caller falls back to the sm80 family) where this path does not apply: a head_dim
-// other than 64, 128 or a multiple of 8 in 136..256 (those run the 256 kernel, which reads zeros past
-// head_dim and stores only head_dim columns), variable-length batches and deterministic mode above
-// 128, not an sm_90 device, a layout the TMA cannot describe, a grid too large, a variable-length
+// other than 64, 128 or a multiple of 8 in 72..96 (the 128 kernel) or 136..256 (the 256 kernel; both
+// read zeros past head_dim and store only head_dim columns), variable-length batches at 72..96 and
+// above 128, deterministic mode above 128, not an sm_90 device, a layout the TMA cannot describe, a grid too large, a variable-length
 // batch of 0 query or key tokens in all. Variable-length batches at head_dim 64 and 128 run on the
 // same instantiations (header of this file). Sliding windows, softcap and ALiBi are run-time fields of
 // the same kernels (flash_bwd_sm90_kernel.cuh). Deterministic mode orders the dQ adds with semaphores
@@ -334,8 +338,11 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   const bool varlen = a.varlen();
   const int kd = kernel_head_dim(a.head_dim);
   if (kd == 0)
-    return PlanResult::no("the sm90 backward takes head_dim 64, 128 or a multiple of 8 in 136..256 (got " +
+    return PlanResult::no("the sm90 backward takes head_dim 64, 128 or a multiple of 8 in 72..96 or 136..256 (got " +
                           std::to_string(a.head_dim) + "; the sm80 family takes the others)");
+  if (kd == 128 && a.head_dim != 128 && varlen)
+    return PlanResult::no("the sm90 backward takes variable-length batches only at head_dim 64 or 128 (got " +
+                          std::to_string(a.head_dim) + "; the sm80 family takes them)");
   if (kd == 256 && varlen)
     return PlanResult::no(
         "the sm90 backward takes variable-length batches (cu_seqlens) only at head_dim 64 or 128 (the "

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The Hopper forward's head_dim 96 kernel (branch sm90-d96: 128 x 128 for head dims 72..96) and the
-# sm90 backward at 72..96 (its d128 kernel, which replaces sm80 there) in one call on the H200: the
+# The Hopper head_dim 96 kernels (branch sm90-d96: the forward's 128 x 128 and the backward's d96
+# configuration, for head dims 72..96; the backward replaces sm80 there) in one call on the H200: the
 # tests against the fp64 reference, compute-sanitizer on small cases, and compare_builds.py at d96
 # (B4 H16, T 1024..16384, causal and not, forward and backward) against cuDNN and main's library
 # (14b8798: d96 on the d128 forward and the sm80 backward) in the same process; d32 and d64 rows for
@@ -24,7 +24,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,
 
 # The d96 kernel's tests (d72/80/96, T 1..4097) and the other head dims' (d8..d224 on their kernels).
 step hd_fixed timeout 50 $B/test_sm90 --gtest_brief=1 --gtest_filter='Sm90.HeadDim*'
-# A training step at d72/80/96: the d96 forward's O and LSE into the sm90 d128 backward, both dQ modes.
+# A training step at d72/80/96: the d96 forward's O and LSE into the d96 backward, both dQ modes.
 step bwd_d96 timeout 40 $B/test_sm90_bwd_d96 --gtest_brief=1
 # The speed: this build (new), main's (old) and cuDNN on the same tensors, forward and backward.
 step compare_d96 timeout 110 python3 bench/compare_builds.py new=$B/libflashbox.so old=$B/old/libflashbox.so --rounds 2 \

@@ -2,7 +2,7 @@
 // work, so these run on a machine without a GPU too): the sm80 forward and backward take every
 // multiple of 8 up to 256 (d64 / d128 / d256 instantiations), nothing above; so does the sm90
 // forward (d64 / d96 / d128 / d192 / d256), except softcap, ALiBi and varlen above 128, which it declines
-// to sm80; the sm90 backward takes 64, 128, (its d128 kernel) 72..96 without varlen and (its d256
+// to sm80; the sm90 backward takes 64, 128, (its d96 kernel) 72..96 without varlen and (its d256
 // kernel) 136..256, neither deterministic nor varlen above 128.
 #include <gtest/gtest.h>
 
@@ -214,9 +214,10 @@ TEST(HeadDimPlan, Sm90BackwardServesAbove128WithTheD256Kernel) {
   }
 }
 
-// The sm90 backward at 72..96 (the head_dim 96 forward's calls, branch sm90-d96): the d128 kernel with
-// zeros past head_dim, both dQ modes, fixed length only (the varlen dQ convert needs kd == head_dim).
-TEST(HeadDimPlan, Sm90BackwardServes72To96WithTheD128Kernel) {
+// The sm90 backward at 72..96 (branch sm90-d96): the d96 kernel with zeros past head_dim, both dQ
+// modes, its dQ accumulator 128 columns wide (the d128 layout), fixed length only (the varlen dQ
+// convert needs accumulator rows of head_dim floats).
+TEST(HeadDimPlan, Sm90BackwardServes72To96WithTheD96Kernel) {
   const bool hopper = sm90::sm90_unavailable_reason() == nullptr;
   for (int64_t d : {72, 80, 96}) {
     const PlanCase c(d);
@@ -225,7 +226,7 @@ TEST(HeadDimPlan, Sm90BackwardServes72To96WithTheD128Kernel) {
       EXPECT_EQ(r.code, 0) << "d" << d;
       if (hopper) {
         ASSERT_TRUE(r.plan.has_value()) << "d" << d << ": " << r.why_not;
-        EXPECT_EQ(r.plan->kernel, det ? "cuda_flash_bwd_sm90_d128_deterministic" : "cuda_flash_bwd_sm90_d128") << "d" << d;
+        EXPECT_EQ(r.plan->kernel, det ? "cuda_flash_bwd_sm90_d96_deterministic" : "cuda_flash_bwd_sm90_d96") << "d" << d;
         if (!det) {  // LSE and D (4 B a padded row each) and the 128-column fp32 dQ accumulator
           const int64_t rows = c.a.batch * c.a.heads_q * 64;
           EXPECT_EQ(r.plan->workspace_bytes, rows * 8 + rows * 128 * 4) << "d" << d;

@@ -1,7 +1,7 @@
-// A training step at head dims 72, 80 and 96: the forward on the Hopper head_dim 96 kernel
-// (flash_fwd_sm90_d96.cu; its O and LSE feed the backward) and the backward on the head_dim 128
-// kernel, which serves 72..128 (the TMA reads zeros past head_dim, the stores stop there; no
-// head_dim 96 backward: bench/NOTES.md, sm90 forward "d96", says why). T = 1, 17, 63, 64, 65, 1000;
+// A training step at head dims 72, 80 and 96 on the Hopper head_dim 96 kernels: the forward
+// (flash_fwd_sm90_d96.cu; its O and LSE feed the backward) and the backward (flash_bwd_sm90_d96.cu:
+// 32-column 64B-swizzled panels, dQ as two 64-column chunks over a K padded to 128 columns; the TMA
+// reads zeros past head_dim, the stores stop there). T = 1, 17, 63, 64, 65, 1000;
 // seqlen_q != seqlen_k both ways; GQA and MQA; causal and not; bf16 and one fp16; both dQ modes;
 // against the fp64 CPU reference backward (the shared check, sm90_bwd_case.hpp: NaN-poisoned
 // gradients, guard bytes, relative error < 1e-2, seed printed). FLASHBOX_SM90_MODS_SMALL=1 keeps the
@@ -15,7 +15,7 @@ namespace {
 
 using namespace sm90_bwd;
 
-constexpr const char *kBwd = "cuda_flash_bwd_sm90_d128";
+constexpr const char *kBwd = "cuda_flash_bwd_sm90_d96";
 constexpr const char *kFwd = "cuda_flash_sm90_d96_";
 
 const std::vector<BwdCase> kSmall = {
@@ -34,6 +34,7 @@ const std::vector<BwdCase> kLarge = {
     {"T1000 d80", 1, 1000, 1000, 2, 2, 80, 0},
     {"300x1000 MQA d96", 1, 300, 1000, 2, 1, 96, 0},
     {"causal 1000x300 d72", 2, 1000, 300, 2, 2, 72, 1},
+    {"causal T2049 GQA d96", 1, 2049, 2049, 2, 1, 96, 1},
 };
 
 TEST(Sm90BwdD96, SmallCases) {

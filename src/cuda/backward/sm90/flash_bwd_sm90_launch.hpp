@@ -1,6 +1,6 @@
 // The Hopper backward's launch of one compile-time configuration (plan_sm90_backward in
 // flash_bwd_sm90.cu calls it). The kernel instantiations are split by head_dim
-// (flash_bwd_sm90_d64.cu, _d128.cu, _d256.cu) so they build in parallel.
+// (flash_bwd_sm90_d64.cu, _d96.cu, _d128.cu, _d256.cu) so they build in parallel.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -9,6 +9,7 @@ namespace flashbox::sm90::bwd {
 struct BwdSm90Params;
 
 cudaError_t launch_bwd_d64(bool bf16, const BwdSm90Params &p, dim3 grid, cudaStream_t stream);
+cudaError_t launch_bwd_d96(bool bf16, const BwdSm90Params &p, dim3 grid, cudaStream_t stream);
 cudaError_t launch_bwd_d128(bool bf16, const BwdSm90Params &p, dim3 grid, cudaStream_t stream);
 cudaError_t launch_bwd_d256(bool bf16, const BwdSm90Params &p, dim3 grid, cudaStream_t stream);
 

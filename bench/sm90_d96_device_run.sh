@@ -36,7 +36,7 @@ step memcheck_bwd timeout 30 env FLASHBOX_SM90_MODS_SMALL=1 compute-sanitizer --
   $B/test_sm90_bwd_d96 --gtest_brief=1 --gtest_filter='Sm90BwdD96.SmallCases'
 step hd_mods timeout 20 $B/test_sm90_mods --gtest_brief=1 --gtest_filter='Sm90Mods.HeadDimsOnTheNextInstantiation'
 step hd_varlen timeout 20 $B/test_sm90_varlen --gtest_brief=1 --gtest_filter='Sm90Varlen.HeadDimsOnTheNextInstantiation'
-step test_cuda_hd timeout 15 $B/test_cuda --gtest_brief=1 --gtest_filter='HeadDimPlan.*:ExtSm80.HeadDimsAbove128'
+step test_cuda_hd timeout 30 $B/test_cuda --gtest_brief=1 --gtest_filter='HeadDimPlan.*:ExtSm80.HeadDimsAbove128:ExtSm80.SmallCases'
 step test_sm90 timeout 30 $B/test_sm90 --gtest_brief=1 --gtest_filter='-Sm90.HeadDim*'
 step compare_d32 timeout 30 python3 bench/compare_builds.py new=$B/libflashbox.so --rounds 2 \
   --shapes 32:16:8192:1,64:16:8192:1,32:16:8192:0,64:16:8192:0 --json "$O/compare_d32_d64.json"

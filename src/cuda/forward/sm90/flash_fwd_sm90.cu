@@ -16,7 +16,7 @@
 // tile of the 64 and 128 instantiations: the MODS configuration; 72..96 with them run the 128 one,
 // serving_head_dim). The 96 kernel's V map has 32-column boxes with 64B swizzle (its V tile is three
 // 32-column panels: flash_fwd_sm90_kernel.cuh); every other map has 64-column boxes, 128B swizzle.
-// A head_dim below its instantiation's (e.g. 96 on the 128 kernel) is served by the TMA's bounds: the
+// A head_dim below its instantiation's (e.g. 112 on the 128 kernel) is served by the TMA's bounds: the
 // maps' innermost dimension is the call's head_dim, so a 64-column box reaching past it loads zeros
 // there and a store clips it. PTX ISA §5.5.3.3 "Out of Boundary Access": "Elements in the Bounding
 // Box which fall outside of the tensor boundary are set to 0" (zero fill mode: oobFill NONE); the
@@ -32,7 +32,7 @@
 // head_dim columns (FwdParams::head_dim). The strides the maps need (multiples of 16 bytes) hold for
 // any multiple of 8 (validate.cpp takes CUDA head_dims that are multiples of 8 up to 256 and needs
 // head_dim contiguous); tma_describable still checks every call. The kernel name says which
-// instantiation runs (cuda_flash_sm90_d128_... for a head_dim 96 call, cuda_flash_sm90_d192_128x112_...
+// instantiation runs (cuda_flash_sm90_d96_... for a head_dim 80 call, cuda_flash_sm90_d192_128x112_...
 // for 160).
 // Variable-length batches (cu_seqlens) run on the same instantiations (run-time fields): the maps
 // describe the packed [total, heads, head_dim] tensors as one batch entry, a tile's rows start at its

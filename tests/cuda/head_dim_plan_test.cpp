@@ -1,9 +1,9 @@
 // Which kernel family and instantiation takes a head_dim, decided by the planners alone (no device
 // work, so these run on a machine without a GPU too): the sm80 forward and backward take every
 // multiple of 8 up to 256 (d64 / d128 / d256 instantiations), nothing above; so does the sm90
-// forward (d64 / d128 / d192 / d256), except softcap, ALiBi and varlen above 128, which it declines to
-// sm80; the sm90 backward takes 64, 128 and (its d256 kernel) 136..256, neither deterministic nor
-// varlen above 128.
+// forward (d64 / d96 / d128 / d192 / d256), except softcap, ALiBi and varlen above 128, which it declines
+// to sm80; the sm90 backward takes 64, 128, (its d96 kernel) 72..96 without varlen and (its d256
+// kernel) 136..256, neither deterministic nor varlen above 128.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -83,12 +83,13 @@ TEST(HeadDimPlan, Sm80BackwardTakesMultiplesOf8UpTo256) {
 }
 
 #ifdef FLASHBOX_HAVE_SM90
-// The sm90 forward serves every multiple of 8 up to 256 on the next instantiation up (64, 128, 192, 256;
+// The sm90 forward serves every multiple of 8 up to 256 on the next instantiation up (64, 96, 128, 192, 256;
 // the TMA zero-fills the columns past head_dim): the policy's choices for such a head_dim, decided
 // without a device (the plan's last step asks for one, so its accepted plans are the GPU tests').
 TEST(HeadDimPlan, Sm90ForwardServesMultiplesOf8OnTheNextInstantiation) {
   for (int64_t d : {8, 16, 32, 40, 56, 64}) EXPECT_EQ(sm90::kernel_head_dim(d), 64) << "d" << d;
-  for (int64_t d : {72, 80, 96, 112, 120, 128}) EXPECT_EQ(sm90::kernel_head_dim(d), 128) << "d" << d;
+  for (int64_t d : {72, 80, 88, 96}) EXPECT_EQ(sm90::kernel_head_dim(d), 96) << "d" << d;
+  for (int64_t d : {104, 112, 120, 128}) EXPECT_EQ(sm90::kernel_head_dim(d), 128) << "d" << d;
   for (int64_t d : {136, 144, 160, 176, 184, 192}) EXPECT_EQ(sm90::kernel_head_dim(d), 192) << "d" << d;
   for (int64_t d : {200, 224, 248, 256}) EXPECT_EQ(sm90::kernel_head_dim(d), 256) << "d" << d;
   for (int64_t d : {0, 4, 59, 100, 111, 255, 264}) EXPECT_EQ(sm90::kernel_head_dim(d), 0) << "d" << d;
@@ -98,7 +99,8 @@ TEST(HeadDimPlan, Sm90ForwardServesMultiplesOf8OnTheNextInstantiation) {
     bool qreg, mods;
   };
   for (const Want w : {Want{8, {192, 128}, false, true}, Want{40, {192, 128}, false, true},
-                       Want{96, {128, 128}, true, true}, Want{120, {128, 128}, true, true},
+                       Want{72, {128, 128}, true, false}, Want{96, {128, 128}, true, false},
+                       Want{104, {128, 128}, true, true}, Want{120, {128, 128}, true, true},
                        Want{136, {128, 112}, false, false}, Want{192, {128, 112}, false, false},
                        Want{200, {128, 64}, false, false}, Want{256, {128, 64}, false, false}}) {
     const PlanCase c(w.d);
@@ -108,6 +110,7 @@ TEST(HeadDimPlan, Sm90ForwardServesMultiplesOf8OnTheNextInstantiation) {
     EXPECT_EQ(t.bm, w.tile.bm) << "d" << w.d;
     EXPECT_EQ(t.bn, w.tile.bn) << "d" << w.d;
     EXPECT_EQ(sm90::q_in_registers(sm90::kernel_head_dim(w.d), t.bn), w.qreg) << "d" << w.d;
+    EXPECT_EQ(sm90::serving_head_dim(p), sm90::kernel_head_dim(w.d)) << "d" << w.d;
     EXPECT_EQ(sm90::has_score_mods(p, t), w.mods) << "d" << w.d;
     EXPECT_EQ(sm90::instantiation(sm90::kernel_head_dim(w.d), t), sm90::kernel_head_dim(w.d)) << "d" << w.d;
   }
@@ -121,13 +124,27 @@ TEST(HeadDimPlan, Sm90ForwardServesMultiplesOf8OnTheNextInstantiation) {
     p.tuning.sm90_tile_n = 128;  // no such tile at 192
     EXPECT_FALSE(sm90::choose_tile(p, t));
   }
-  {  // a named tile of the instantiation is taken (d96 on the 128 kernel's 128 x 176)
+  {  // 72..96 with the tile 128 x 176: the head_dim 128 kernel (the path before the 96 kernel)
     const PlanCase c(96);
     detail::Problem p = detail::make_problem(c.a);
     p.tuning.sm90_tile_m = 128, p.tuning.sm90_tile_n = 176;
     sm90::TileChoice t{};
     EXPECT_TRUE(sm90::choose_tile(p, t));
+    EXPECT_EQ(sm90::instantiation(sm90::kernel_head_dim(96), t), 128);
+    EXPECT_FALSE(sm90::q_in_registers(sm90::kernel_head_dim(96), t.bn));
     EXPECT_FALSE(sm90::has_score_mods(p, t));
+  }
+  for (int64_t d : {72, 96}) {  // softcap or ALiBi at 72..96: the 128 kernel's MODS tile (the 96 kernel has none)
+    const PlanCase c(d);
+    detail::Problem p = detail::make_problem(c.a);
+    p.mods.softcap = 30.f;
+    EXPECT_EQ(sm90::serving_head_dim(p), 128) << "d" << d;
+    sm90::TileChoice t{};
+    ASSERT_TRUE(sm90::choose_tile(p, t));
+    EXPECT_EQ(t.bm, 128);
+    EXPECT_EQ(t.bn, 128);
+    EXPECT_TRUE(sm90::has_score_mods(p, t)) << "d" << d;
+    EXPECT_EQ(sm90::instantiation(sm90::serving_head_dim(p), t), 128);
   }
 }
 
@@ -188,12 +205,43 @@ TEST(HeadDimPlan, Sm90BackwardServesAbove128WithTheD256Kernel) {
     EXPECT_NE(vr.why_not.find("variable-length batches (cu_seqlens) only at head_dim 64 or 128"), std::string::npos)
         << vr.why_not;
   }
-  for (int64_t d : {72, 120, 264}) {
+  for (int64_t d : {40, 104, 120, 264}) {
     const PlanCase c(d);
     const detail::PlanResult r = detail::plan_sm90_backward(c.grad(0), /*size_only=*/true);
     EXPECT_FALSE(r.plan.has_value()) << "d" << d;
     EXPECT_EQ(r.code, 0) << "d" << d;
     EXPECT_NE(r.why_not.find("(got " + std::to_string(d) + ";"), std::string::npos) << r.why_not;
+  }
+}
+
+// The sm90 backward at 72..96 (branch sm90-d96): the d96 kernel with zeros past head_dim, both dQ
+// modes, its dQ accumulator 128 columns wide (the d128 layout), fixed length only (the varlen dQ
+// convert needs accumulator rows of head_dim floats).
+TEST(HeadDimPlan, Sm90BackwardServes72To96WithTheD96Kernel) {
+  const bool hopper = sm90::sm90_unavailable_reason() == nullptr;
+  for (int64_t d : {72, 80, 96}) {
+    const PlanCase c(d);
+    for (int det : {0, 1}) {
+      const detail::PlanResult r = detail::plan_sm90_backward(c.grad(det), /*size_only=*/true);
+      EXPECT_EQ(r.code, 0) << "d" << d;
+      if (hopper) {
+        ASSERT_TRUE(r.plan.has_value()) << "d" << d << ": " << r.why_not;
+        EXPECT_EQ(r.plan->kernel, det ? "cuda_flash_bwd_sm90_d96_deterministic" : "cuda_flash_bwd_sm90_d96") << "d" << d;
+        if (!det) {  // LSE and D (4 B a padded row each) and the 128-column fp32 dQ accumulator
+          const int64_t rows = c.a.batch * c.a.heads_q * 64;
+          EXPECT_EQ(r.plan->workspace_bytes, rows * 8 + rows * 128 * 4) << "d" << d;
+        }
+      } else {
+        EXPECT_FALSE(r.plan.has_value()) << "d" << d;
+      }
+    }
+    static int32_t cu[2] = {0, 64};
+    detail::GradProblem vg = c.grad(0);
+    vg.fwd.cu_seqlens_q = vg.fwd.cu_seqlens_k = cu, vg.fwd.max_seqlen_q = vg.fwd.max_seqlen_k = 64;
+    const detail::PlanResult vr = detail::plan_sm90_backward(vg, /*size_only=*/true);
+    EXPECT_FALSE(vr.plan.has_value()) << "d" << d;
+    EXPECT_EQ(vr.code, 0) << "a decline: auto goes on to sm80";
+    EXPECT_NE(vr.why_not.find("only at head_dim 64 or 128 (got " + std::to_string(d)), std::string::npos) << vr.why_not;
   }
 }
 #endif

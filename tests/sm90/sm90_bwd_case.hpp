@@ -71,8 +71,9 @@ struct Worst {
 // The kernel of the atomic-dQ run must contain `kernel_atomic` (unless FLASHBOX_BWD_ARCH=sm80); the
 // deterministic runs' must contain `kernel_det` (nullptr: "sm90", the same family; "" for no check:
 // a head_dim whose sm90 kernel has no deterministic mode falls back to the sm80 family).
+// kernel_fwd: a part of the forward's kernel name the case must run (null: any).
 inline void run_case(const BwdCase &c, Worst &worst, const char *kernel_atomic = "sm90",
-                     const char *kernel_det = "sm90") {
+                     const char *kernel_det = "sm90", const char *kernel_fwd = nullptr) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(c.name + " seed " + std::to_string(seed) + " (FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")");
   std::mt19937_64 rng(seed);
@@ -134,6 +135,8 @@ inline void run_case(const BwdCase &c, Worst &worst, const char *kernel_atomic =
   }
   ASSERT_EQ(flashbox_attention_forward_ext(&a, &e), 0) << flashbox_last_error();
   const std::string fwd_kernel = flashbox_last_kernel();
+  if (kernel_fwd != nullptr)
+    EXPECT_NE(fwd_kernel.find(kernel_fwd), std::string::npos) << "expected a forward named *" << kernel_fwd << "*, ran " << fwd_kernel;
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
   std::vector<uint8_t> first[3];

@@ -341,7 +341,7 @@ TEST_F(Sm90, PlanGivesReasons) {
 // the inputs' guards hold NaN (a kernel that read them would give NaN) and O's must keep the poison.
 // The served instantiation is in the kernel name.
 std::string served_prefix(int64_t d) {
-  return "cuda_flash_sm90_d" + std::to_string(d <= 64 ? 64 : d <= 128 ? 128 : d <= 192 ? 192 : 256) + "_";
+  return "cuda_flash_sm90_d" + std::to_string(d <= 64 ? 64 : d <= 96 ? 96 : d <= 128 ? 128 : d <= 192 ? 192 : 256) + "_";
 }
 
 void nan_outside_elements(std::vector<uint8_t> &buf, const TensorShape &s, int64_t b, int64_t t, int64_t h, int64_t d) {
@@ -364,14 +364,16 @@ RunOptions nan_guards() {
   return opt;
 }
 
-void check_served(const AttentionCase &c, RunOptions opt = nan_guards()) {
+// prefix: the kernel name the case must run (default: served_prefix of its head_dim).
+void check_served(const AttentionCase &c, RunOptions opt = nan_guards(), const std::string &prefix = "") {
   AttentionData d(c);
   if (opt.prepare) opt.prepare(d);
   int rc = -1;
   std::string kernel;
   ASSERT_NO_FATAL_FAILURE(run_on_gpu(d, opt, &rc, &kernel));
   ASSERT_EQ(rc, 0) << kernel << " | " << d.name();
-  EXPECT_EQ(kernel.rfind(served_prefix(c.head_dim), 0), 0u) << "ran " << kernel << " | " << d.name();
+  EXPECT_EQ(kernel.rfind(prefix.empty() ? served_prefix(c.head_dim) : prefix, 0), 0u)
+      << "ran " << kernel << " | " << d.name();
   const Comparison r = d.compare(opt.with_lse);
   EXPECT_FALSE(r.has_nan) << d.name();
   EXPECT_LT(r.rel_error, 1e-2) << "max abs " << r.max_abs_error << " | " << d.name();
@@ -383,8 +385,8 @@ void check_served(const AttentionCase &c, RunOptions opt = nan_guards()) {
                kernel.c_str());
 }
 
-// 136..192: the head_dim 192 kernel (128 x 112); 200..256 the 256 one.
-constexpr int64_t kServedHeadDims[] = {8, 32, 40, 72, 96, 120, 136, 160, 176, 192, 200, 224};
+// 72..96: the head_dim 96 kernel; 136..192: the head_dim 192 kernel (128 x 112); 200..256 the 256 one.
+constexpr int64_t kServedHeadDims[] = {8, 32, 40, 72, 80, 96, 120, 136, 160, 176, 192, 200, 224};
 
 TEST_F(Sm90, HeadDimsOnTheNextInstantiation) {
   for (int64_t d : kServedHeadDims)
@@ -418,8 +420,9 @@ TEST_F(Sm90, HeadDimsFloat16DenseAndScale) {
 }
 
 // The other tiles and schedules of the instantiations, on a smaller head_dim: 128 x 128 of the 64
-// kernel, 128 x 176 of the 128 kernel (no O buffer: O staged in the Q rows), the grid schedule, and
-// persistent CTAs capped at 3 (rings, Q and O buffers carried over many tiles).
+// kernel, 128 x 176 of the 128 kernel (no O buffer: O staged in the Q rows; at d96 the tile names
+// the 128 kernel), the grid schedule, and persistent CTAs capped at 3 (rings, Q and O buffers
+// carried over many tiles).
 TEST_F(Sm90, HeadDimsOtherTilesAndSchedules) {
   const auto opts = [](const char *tile, flashbox_schedule sched, int max_ctas) {
     RunOptions o = nan_guards();
@@ -429,7 +432,8 @@ TEST_F(Sm90, HeadDimsOtherTilesAndSchedules) {
   };
   for (int causal : {0, 1}) {
     check_served(make(2, 700, 700, 2, 2, 40, causal, FLASHBOX_BFLOAT16, Layout::PADDED), opts("128x128", FLASHBOX_SCHEDULE_AUTO, 0));
-    check_served(make(2, 700, 700, 2, 2, 96, causal, FLASHBOX_BFLOAT16, Layout::PADDED), opts("128x176", FLASHBOX_SCHEDULE_AUTO, 0));
+    check_served(make(2, 700, 700, 2, 2, 96, causal, FLASHBOX_BFLOAT16, Layout::PADDED), opts("128x176", FLASHBOX_SCHEDULE_AUTO, 0),
+                 "cuda_flash_sm90_d128_128x176");
     check_served(make(2, 700, 300, 2, 1, 72, causal, FLASHBOX_BFLOAT16, Layout::PADDED), opts("", FLASHBOX_SCHEDULE_GRID, 0));
     for (int64_t d : {32, 96, 160})
       check_served(make(2, 640, 640, 3, 1, d, causal, FLASHBOX_BFLOAT16, Layout::PADDED),
@@ -471,6 +475,37 @@ TEST_F(Sm90, HeadDim192KernelLongAndOldPath) {
   }
 }
 
+// The head_dim 96 kernel (128 x 128, Q in registers; V in three 32-column panels of 64B swizzle) at
+// head_dims 72, 80 and 96: T = 1, 17, 63, 64, 65 (a query tile's and a key block's edges) and 1000,
+// seqlen_q != seqlen_k both ways, GQA and MQA, causal and not, NaN in the inputs' guard columns and
+// O's guards kept; T = 4097 on the default schedule and the grid; persistent CTAs capped at 2 (the
+// rings and the O buffer carried over many tiles); fp16. Every case names the 96 kernel.
+TEST_F(Sm90, HeadDim96Kernel) {
+  const std::string want = "cuda_flash_sm90_d96_128x128_qreg";
+  for (int64_t d : {72, 80, 96})
+    for (int causal : {0, 1}) {
+      SCOPED_TRACE("d" + std::to_string(d) + " causal" + std::to_string(causal));
+      for (int64_t t : {1, 17, 63, 64, 65, 1000})
+        check_served(make(t == 1000 ? 1 : 2, t, t, 4, 2, d, causal, FLASHBOX_BFLOAT16, Layout::PADDED), nan_guards(), want);
+      check_served(make(2, 100, 300, 4, 2, d, causal, FLASHBOX_BFLOAT16, Layout::PADDED), nan_guards(), want);
+      check_served(make(2, 300, 100, 4, 1, d, causal, FLASHBOX_BFLOAT16, Layout::PADDED), nan_guards(), want);
+      check_served(make(1, 17, 1000, 3, 1, d, causal, FLASHBOX_BFLOAT16, Layout::PADDED), nan_guards(), want);
+      check_served(make(2, 200, 200, 2, 2, d, causal, FLASHBOX_FLOAT16), RunOptions{}, want);
+    }
+  const auto opts = [](flashbox_schedule sched, int max_ctas) {
+    RunOptions o = nan_guards();
+    o.kernel.sm90_schedule = sched, o.kernel.sm90_max_ctas = max_ctas;
+    return o;
+  };
+  for (int causal : {0, 1}) {
+    check_served(make(1, 4097, 4097, 2, 1, 96, causal, FLASHBOX_BFLOAT16, Layout::PADDED), nan_guards(), want);
+    check_served(make(1, 1000, 4097, 2, 1, 80, causal, FLASHBOX_BFLOAT16, Layout::PADDED),
+                 opts(FLASHBOX_SCHEDULE_GRID, 0), want);
+    check_served(make(2, 777, 333, 4, 2, 72, causal, FLASHBOX_FLOAT16, Layout::PADDED),
+                 opts(FLASHBOX_SCHEDULE_PERSISTENT, 2), want);
+  }
+}
+
 // The plan's side: names and declines (no kernel runs).
 TEST_F(Sm90, HeadDimsPlan) {
   for (int64_t d : kServedHeadDims) {
@@ -482,6 +517,7 @@ TEST_F(Sm90, HeadDimsPlan) {
     ASSERT_TRUE(r.plan.has_value()) << "d" << d << ": " << r.why_not;
     EXPECT_EQ(r.plan->kernel.rfind(served_prefix(d), 0), 0u) << r.plan->kernel;
     if (d > 128 && d <= 192) EXPECT_EQ(r.plan->kernel.rfind("cuda_flash_sm90_d192_128x112", 0), 0u) << r.plan->kernel;
+    if (d > 64 && d <= 96) EXPECT_EQ(r.plan->kernel.rfind("cuda_flash_sm90_d96_128x128_qreg", 0), 0u) << r.plan->kernel;
   }
   {  // the tiles of 136..192, in the reason for a tile it has not
     AttentionData data(make(1, 64, 64, 2, 2, 160, 0));

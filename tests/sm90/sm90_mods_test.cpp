@@ -349,13 +349,15 @@ TEST_F(Sm90Mods, HeadDim256) {
 }
 
 // head_dims served by the next instantiation up (the TMA zero-fills the columns past head_dim):
-// windows, softcap and ALiBi on the 64 and 128 instantiations (d 8..128), windows alone on the 192
+// windows, softcap and ALiBi on the 64 and 128 instantiations (d 8..128; windows alone at 72..96 on
+// the 96 one, whose softcap and ALiBi calls run the 128 kernel's MODS tile), windows alone on the 192
 // one (d 136..192) and the 256 one (d 200..248): they have no MODS configuration, the plan declines
 // softcap and ALiBi there.
 TEST_F(Sm90Mods, HeadDimsOnTheNextInstantiation) {
   Worst w;
   for (int64_t d : {8, 32, 40, 72, 96, 120}) {
-    const char *served = d <= 64 ? "cuda_flash_sm90_d64_" : "cuda_flash_sm90_d128_";
+    const char *served = d <= 64 ? "cuda_flash_sm90_d64_" : d <= 96 ? "cuda_flash_sm90_d96_" : "cuda_flash_sm90_d128_";
+    const char *served_mods = d <= 64 ? "cuda_flash_sm90_d64_" : "cuda_flash_sm90_d128_";
     for (int64_t t : lengths()) {
       if (t == 63 || t == 64) continue;  // the tile edges are Sm90Mods' other tests' (d 64, 128)
       check(mk(t, t, d, 1, 40, -1), w, served);
@@ -363,13 +365,14 @@ TEST_F(Sm90Mods, HeadDimsOnTheNextInstantiation) {
       ModCase c = mk(t, t, d, 1, -1, -1);
       c.softcap = 30.f;
       check(c, w, "_softcap");
+      check(c, w, served_mods);
       c = mk(t, t, d, 0, -1, -1);
       c.alibi = 2;
       check(c, w, "_alibi");
     }
     ModCase c = mk(300, 700, d, 1, 64, -1);
     c.softcap = 20.f, c.alibi = 1, c.dtype = FLASHBOX_FLOAT16;
-    check(c, w, served);
+    check(c, w, served_mods);
   }
   for (int64_t d : {136, 160, 176, 192, 224})
     for (int64_t t : {int64_t(17), int64_t(small_only() ? 65 : 1000)}) {

@@ -72,13 +72,14 @@ __device__ __forceinline__ int4 tma_coords(TmaOrder o, int d, int seq, int head,
   return make_int4(d, pick(1), pick(2), pick(3));
 }
 
-// Loads a rows x D tile (D/64 panels of rows x 128 B, one box each) whose first row is `seq`.
-template <int PANELS>
+// Loads a rows x D tile (D/64 panels of rows x 128 B, one box each) whose first row is `seq`; with
+// COLS = 32, D/32 panels of rows x 64 B (the map's boxes are 32 columns, 64B swizzle).
+template <int PANELS, int COLS = 64>
 __device__ __forceinline__ void load_tile(uint8_t *dst, int panel_bytes, const CUtensorMap *map, TmaOrder ord,
                                           uint64_t *bar, int seq, int head, int batch) {
 #pragma unroll
   for (int pnl = 0; pnl < PANELS; ++pnl) {
-    const int4 c = tma_coords(ord, pnl * 64, seq, head, batch);
+    const int4 c = tma_coords(ord, pnl * COLS, seq, head, batch);
     tma_load_4d(dst + pnl * panel_bytes, map, bar, c.x, c.y, c.z, c.w);
   }
 }

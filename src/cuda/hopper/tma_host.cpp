@@ -48,7 +48,7 @@ bool tma_describable(const TensorView &t) {
 }
 
 bool encode_map(CUtensorMap *map, TmaOrder *ord, CUtensorMapDataType type, const TensorView &t, int64_t d,
-                int box_rows) {
+                int box_rows, int box_cols) {
   struct Dim {
     int64_t size, stride;
     int which;  // 0 seq, 1 head, 2 batch
@@ -58,7 +58,7 @@ bool encode_map(CUtensorMap *map, TmaOrder *ord, CUtensorMapDataType type, const
   std::stable_sort(dims, dims + 3, [&](const Dim &x, const Dim &y) { return key(x) < key(y); });
   cuuint64_t gdim[4] = {cuuint64_t(d), 1, 1, 1};
   cuuint64_t gstride[3];
-  cuuint32_t box[4] = {64, 1, 1, 1};
+  cuuint32_t box[4] = {cuuint32_t(box_cols), 1, 1, 1};
   const cuuint32_t estride[4] = {1, 1, 1, 1};
   int64_t extent = d * 2;  // bytes spanned by the dims so far: a legal stride for a unit dim
   int *slot[3] = {&ord->seq, &ord->head, &ord->batch};
@@ -71,7 +71,8 @@ bool encode_map(CUtensorMap *map, TmaOrder *ord, CUtensorMapDataType type, const
     *slot[dims[i].which] = i + 1;
   }
   const CUresult r = tensor_map_encoder()(map, type, 4, const_cast<void *>(t.base), gdim, gstride, box, estride,
-                                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                          CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                          box_cols == 32 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
                                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS;
 }

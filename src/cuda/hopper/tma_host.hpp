@@ -37,10 +37,11 @@ const char *sm90_unavailable_reason();
 // multiple of 16 bytes and below 2^40 (16-bit elements).
 bool tma_describable(const TensorView &t);
 // Encodes {head_dim, outer dims by increasing stride}; a box is 64 columns x box_rows rows of seq,
-// 128B swizzle. False when the driver rejects it. `d` is the call's head_dim, not the kernel's: a
+// 128B swizzle, or with box_cols 32, 32 columns and 64B swizzle (the V tile of the head_dim 96
+// forward: three 32-column panels, no padding). False when the driver rejects it. `d` is the call's head_dim, not the kernel's: a
 // kernel of a larger head_dim (the sm90 forward's next instantiation up) reads its columns past d
 // as the TMA's zero fill and its stores there are clipped.
 bool encode_map(CUtensorMap *map, TmaOrder *ord, CUtensorMapDataType type, const TensorView &t, int64_t d,
-                int box_rows);
+                int box_rows, int box_cols = 64);
 
 }  // namespace flashbox::sm90

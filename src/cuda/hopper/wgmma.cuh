@@ -14,13 +14,15 @@
 namespace flashbox::sm90 {
 
 // Descriptor of a K-major or MN-major bf16/fp16 tile stored as 128-byte swizzled rows
-// (PTX "matrix descriptor"): start address and offsets in 16-byte units, layout type 1 = 128B swizzle.
-__device__ __forceinline__ uint64_t make_smem_desc(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+// (PTX "matrix descriptor"): start address and offsets in 16-byte units, layout type 1 = 128B swizzle
+// (the default), 2 = 64B swizzle (32-column panels of 64-byte rows: the V tile of head_dim 96).
+__device__ __forceinline__ uint64_t make_smem_desc(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t sbo_bytes,
+                                                   uint32_t layout = 1) {
   uint64_t d = 0;
   d |= uint64_t((smem_addr & 0x3FFFF) >> 4);
   d |= uint64_t((lbo_bytes & 0x3FFFF) >> 4) << 16;
   d |= uint64_t((sbo_bytes & 0x3FFFF) >> 4) << 32;
-  d |= uint64_t(1) << 62;
+  d |= uint64_t(layout) << 62;
   return d;
 }
 
@@ -79,6 +81,14 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31" \
   "}"
+#define FB_WGMMA_D48 \
+  "{" \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47" \
+  "}"
+#define FB_WGMMA_OUT48(d) \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
 #define FB_WGMMA_D56 \
   "{" \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
@@ -212,13 +222,18 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uin
 
 template <int N, class T, bool TRANS_B = true>
 __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
-  static_assert(N == 64 || N == 128 || N == 192, "wgmma_rs: N must be 64, 128 or 192");
+  static_assert(N == 64 || N == 96 || N == 128 || N == 192, "wgmma_rs: N must be 64, 96, 128 or 192");
 #define FB_RS_ARGS(TB) \
   if constexpr (N == 64) { \
     if constexpr (is_bf16<T>) \
       FB_WGMMA_RS("64", FB_WGMMA_D32, FB_WGMMA_OUT32(d), "32", "33", "34", "35", "36", "37", "bf16", TB); \
     else \
       FB_WGMMA_RS("64", FB_WGMMA_D32, FB_WGMMA_OUT32(d), "32", "33", "34", "35", "36", "37", "f16", TB); \
+  } else if constexpr (N == 96) { \
+    if constexpr (is_bf16<T>) \
+      FB_WGMMA_RS("96", FB_WGMMA_D48, FB_WGMMA_OUT48(d), "48", "49", "50", "51", "52", "53", "bf16", TB); \
+    else \
+      FB_WGMMA_RS("96", FB_WGMMA_D48, FB_WGMMA_OUT48(d), "48", "49", "50", "51", "52", "53", "f16", TB); \
   } else if constexpr (N == 128) { \
     if constexpr (is_bf16<T>) \
       FB_WGMMA_RS("128", FB_WGMMA_D64, FB_WGMMA_OUT64(d), "64", "65", "66", "67", "68", "69", "bf16", TB); \

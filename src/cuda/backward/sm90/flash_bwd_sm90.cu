@@ -204,12 +204,19 @@ __global__ void convert_dq_varlen_kernel(const ConvertVarlenArgs a) {
   }
 }
 
-// The instantiation that runs a head_dim (0: none): 64 and 128 exactly, 256 for the multiples of 8
-// in 136..256 (flash_bwd_sm90_d256.cu); its query and key block sizes.
+// The instantiation that runs a head_dim (0: none): 64 and 128 exactly, 96 for the multiples of 8
+// in 72..96 (fixed length; flash_bwd_sm90_d96.cu, branch sm90-d96), 256 for those in 136..256
+// (flash_bwd_sm90_d256.cu); its query and key block sizes. Below its instantiation a head_dim reads
+// zeros past it (the TMA's fill) and stores only its columns (store_rows, convert_dq). The varlen
+// convert reads accumulator rows of head_dim floats, so varlen needs kd == head_dim == accum_d.
 int kernel_head_dim(int64_t head_dim) {
   if (head_dim == 64 || head_dim == 128) return int(head_dim);
+  if (head_dim >= 72 && head_dim <= 96 && head_dim % 8 == 0) return 96;
   return head_dim > 128 && head_dim <= 256 && head_dim % 8 == 0 ? 256 : 0;
 }
+// The dQ accumulator's row width (floats) of an instantiation: its head_dim, 128 for 96 (BwdConfig::DQ_LD:
+// two 64-column chunks, the d128 layout, which the prepare and convert kernels read).
+int accum_d_for(int kd) { return kd == 96 ? 128 : kd; }
 int block_m_for(int kd) { return kd == 64 ? 128 : 64; }
 int block_n_for(int kd) { return kd == 256 ? 64 : 128; }
 
@@ -272,7 +279,7 @@ int run(const Launch &l) {
   prep.dq_accum = dq_accum.as<float>();
   prep.dq_sem = l.sem_bytes > 0 ? reinterpret_cast<int *>(dq_accum.as<uint8_t>() + l.dq_accum_bytes) : nullptr;
   prep.n_sem = l.sem_bytes / 4;
-  const unsigned prep_blocks = unsigned((l.rows * (l.kd / 8) + 255) / 256);
+  const unsigned prep_blocks = unsigned((l.rows * (accum_d_for(l.kd) / 8) + 255) / 256);
   if (l.bf16)
     prepare_kernel<__nv_bfloat16><<<prep_blocks, 256, 0, stream>>>(prep);
   else
@@ -292,6 +299,7 @@ int run(const Launch &l) {
   }
   e = l.qdesc       ? launch_bwd_qdesc(l.kd, p, l.grid, stream)
       : l.kd == 64  ? launch_bwd_d64(l.bf16, p, l.grid, stream)
+      : l.kd == 96  ? launch_bwd_d96(l.bf16, p, l.grid, stream)
       : l.kd == 128 ? launch_bwd_d128(l.bf16, p, l.grid, stream)
                     : launch_bwd_d256(l.bf16, p, l.grid, stream);
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "main kernel launch"));
@@ -323,9 +331,9 @@ int run(const Launch &l) {
 namespace flashbox::detail {
 
 // Declines (the caller falls back to the sm80 family) where this path does not apply: a head_dim
-// other than 64, 128 or a multiple of 8 in 136..256 (those run the 256 kernel, which reads zeros past
-// head_dim and stores only head_dim columns), variable-length batches and deterministic mode above
-// 128, not an sm_90 device, a layout the TMA cannot describe, a grid too large, a variable-length
+// other than 64, 128 or a multiple of 8 in 72..96 (the 96 kernel) or 136..256 (the 256 kernel; both
+// read zeros past head_dim and store only head_dim columns), variable-length batches at 72..96 and
+// above 128, deterministic mode above 128, not an sm_90 device, a layout the TMA cannot describe, a grid too large, a variable-length
 // batch of 0 query or key tokens in all. Variable-length batches at head_dim 64 and 128 run on the
 // same instantiations (header of this file). Sliding windows, softcap and ALiBi are run-time fields of
 // the same kernels (flash_bwd_sm90_kernel.cuh). Deterministic mode orders the dQ adds with semaphores
@@ -338,8 +346,11 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   const bool varlen = a.varlen();
   const int kd = kernel_head_dim(a.head_dim);
   if (kd == 0)
-    return PlanResult::no("the sm90 backward takes head_dim 64, 128 or a multiple of 8 in 136..256 (got " +
+    return PlanResult::no("the sm90 backward takes head_dim 64, 128 or a multiple of 8 in 72..96 or 136..256 (got " +
                           std::to_string(a.head_dim) + "; the sm80 family takes the others)");
+  if (kd == 96 && varlen)
+    return PlanResult::no("the sm90 backward takes variable-length batches only at head_dim 64 or 128 (got " +
+                          std::to_string(a.head_dim) + "; the sm80 family takes them)");
   if (kd == 256 && varlen)
     return PlanResult::no(
         "the sm90 backward takes variable-length batches (cu_seqlens) only at head_dim 64 or 128 (the "
@@ -377,7 +388,8 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   const int64_t seqlen_q_pad = varlen ? a.seqlen_q + a.batch * bm : m_blocks * bm;
   if (seqlen_q_pad > INT32_MAX / 2) return PlanResult::no("variable-length batch too large for 32-bit row indices");
   l.vec_bytes = (varlen ? 1 : a.batch) * a.heads_q * seqlen_q_pad * 4;
-  l.dq_accum_bytes = l.vec_bytes * kd;  // rows of the instantiation's width (varlen: kd == head_dim)
+  const int accum_d = accum_d_for(kd);
+  l.dq_accum_bytes = l.vec_bytes * accum_d;  // rows of the instantiation's width (varlen: kd == head_dim)
   // Deterministic mode: one int per (batch, query head, query block, consumer warpgroup); varlen one
   // per (query head, row, consumer warpgroup), a block's slot at its first row.
   l.sem_bytes = !g.deterministic ? 0
@@ -407,10 +419,11 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   std::memset(&l.p, 0, sizeof l.p);
   BwdSm90Params &p = l.p;
   const CUtensorMapDataType type = l.bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  if (!sm90::encode_map(&p.tm_q, &p.ord_q, type, q, a.head_dim, bm) ||
-      !sm90::encode_map(&p.tm_do, &p.ord_do, type, dout, a.head_dim, bm) ||
-      !sm90::encode_map(&p.tm_k, &p.ord_k, type, k, a.head_dim, bn) ||
-      !sm90::encode_map(&p.tm_v, &p.ord_v, type, v, a.head_dim, bn))
+  const int box_cols = kd == 96 ? 32 : 64;  // the d96 tiles: 32-column panels, 64B swizzle
+  if (!sm90::encode_map(&p.tm_q, &p.ord_q, type, q, a.head_dim, bm, box_cols) ||
+      !sm90::encode_map(&p.tm_do, &p.ord_do, type, dout, a.head_dim, bm, box_cols) ||
+      !sm90::encode_map(&p.tm_k, &p.ord_k, type, k, a.head_dim, bn, box_cols) ||
+      !sm90::encode_map(&p.tm_v, &p.ord_v, type, v, a.head_dim, bn, box_cols))
     return PlanResult::no("cuTensorMapEncodeTiled rejected the layout of q/k/v/dout");
   p.dk = g.dk, p.dv = g.dv;
   for (int i = 0; i < 3; ++i) p.dk_stride[i] = g.dk_stride[i], p.dv_stride[i] = g.dv_stride[i];
@@ -419,7 +432,7 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   p.num_m_blocks = int(m_blocks);
   p.head_dim = int(a.head_dim);
   p.num_n_blocks = int(n_blocks), p.num_bh = int(a.batch * a.heads_kv);
-  p.chunk_heads = chunk_heads_for(p.num_bh, n_blocks, varlen ? (max_q + bm - 1) / bm * bm : seqlen_q_pad, kd);
+  p.chunk_heads = chunk_heads_for(p.num_bh, n_blocks, varlen ? (max_q + bm - 1) / bm * bm : seqlen_q_pad, accum_d);
   p.sem_rows = varlen ? 1 : bm;
   p.num_tiles = int(ctas);
   l.varlen = varlen;
@@ -458,14 +471,14 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
                     int(a.seqlen_q),
                     int(seqlen_q_pad),
                     int(a.head_dim),
-                    kd};
+                    accum_d};
   for (int i = 0; i < 3; ++i) l.prep.o_stride[i] = a.o_stride[i], l.prep.do_stride[i] = g.dout_stride[i];
   if (varlen) l.prep.o_stride[0] = l.prep.do_stride[0] = 0;
   l.rows = (varlen ? 1 : a.batch) * a.heads_q * seqlen_q_pad;
-  l.conv = ConvertArgs{nullptr,         g.dq, {},     int(a.batch), int(a.heads_q), int(a.seqlen_q), p.num_m_blocks, bm,
-                       int(a.head_dim), kd,   a.scale};
+  l.conv = ConvertArgs{nullptr,         g.dq,    {},     int(a.batch), int(a.heads_q), int(a.seqlen_q), p.num_m_blocks,
+                       bm,              int(a.head_dim), accum_d, a.scale};
   for (int i = 0; i < 3; ++i) l.conv.dq_stride[i] = g.dq_stride[i];
-  l.conv_threads = a.batch * a.heads_q * m_blocks * (bm * kd / 4096) * 128;  // one per (chunk, t)
+  l.conv_threads = a.batch * a.heads_q * m_blocks * (bm * accum_d / 4096) * 128;  // one per (chunk, t)
   if (varlen) {
     ConvertVarlenArgs &c = l.conv_varlen;
     c.dq = g.dq, c.cu_q = p.cu_q, c.cu_k = p.cu_k;

@@ -128,6 +128,24 @@
 //   Head dims 136..248 (multiples of 8) run this configuration: the TMA maps' innermost dimension
 //   is the call's head_dim, so the loads read zeros past it (S, dP unchanged; dV, dK, dQ there
 //   are 0), and the stores of dK/dV (store_rows) and dQ (the convert kernel) stop at head_dim.
+//
+// Head dimension 96 (branch sm90-d96, 2026-12-01; the same layout as 64 and 128, BM = 64). A 96-column
+// row is not a whole number of 128B-swizzle panels, and Q, dO and K are N-major operands too (dK's,
+// dV's and dQ's B, whose N runs over the head_dim), which cannot stop inside a 64-column swizzle atom.
+// So every tile of this configuration is three 32-column panels of 64-byte rows, 64B swizzle (PCOLS =
+// 32, descriptor layout type 2, SBO eight 64-byte rows; K-major k-steps of 16 columns are 32 bytes
+// into a row, two per panel); the TMA boxes are 32 columns wide. dV and dK are one N = 96 product per
+// k-step. dQ_i is two 64 x 64 chunks as at d128, consumer w computing columns 64 w..: K is four
+// panels (KL = 128 columns; the fourth box lies wholly past head_dim, so the TMA fills it with zeros,
+// and consumer 1's columns 96..127 come out 0). Both consumers thus issue the same N = 64 product
+// (a 64 + 32 split, N = 32 for consumer 1, made ptxas inject warpgroup.arrive around the products,
+// C7519, and would leave consumer 0 the longer step). The accumulator rows are DQ_LD = 128 floats
+// wide, the d128 layout, so the prepare and convert kernels are d128's (columns 96..127 stay zero
+// and are never stored). Tensor work per step: 4 products of 2 · 128 · 64 · 96 and dQ's at 128
+// columns (512 column-units where d128 padded does 640: 0.8 of it, ideal 0.75). Registers per consumer
+// thread: dV 48 + dK 48 + S^T 32 + dP^T 32 + their packed halves 16 + 16 + dQ 32 (d128: 64 + 64 +
+// the same). Head dims 72..88 run it too (zeros past head_dim, stores stop there). No varlen (the
+// varlen convert reads rows of head_dim floats): the plan gives those calls to sm80.
 #pragma once
 #include <cuda.h>
 
@@ -190,24 +208,32 @@ struct BwdConfig {
   static constexpr bool SPLIT_D = D == 256;
   static constexpr int BN = SPLIT_D ? 64 : 128, COLS = SPLIT_D ? D / NWG : D;
   static constexpr int THREADS = 128 * (NWG + 1);
-  static constexpr int PANELS = D / 64;
+  // Tile rows: 64-column panels of 128-byte rows (128B swizzle), or at D = 96 (the file header's
+  // "Head dimension 96") 32-column panels of 64-byte rows (64B swizzle, layout type 2); KPP k16 steps
+  // per panel.
+  static constexpr int PCOLS = D % 64 == 0 ? 64 : 32, PANELS = D / PCOLS, ROW = 2 * PCOLS, KPP = PCOLS / 16;
+  static constexpr uint32_t LAYOUT = PCOLS == 64 ? 1 : 2;
   // dQ_i (BM x D) is cut into 64 x 64 chunks: chunk c covers query panel c / ND and head_dim panel
   // c % ND. One chunk per consumer (staged, the dQ writer adds it), or with SPLIT_D the consumer's
   // COLS / 64 chunks, added from its registers.
-  static constexpr int NQ = BM / 64, ND = D / 64;
+  // D = 96: two chunks of 64 columns, the second over K's columns 64..127, of which 96..127 are the
+  // TMA's zeros (K is four 32-column panels, KL = 128: the last box wholly past head_dim), in an
+  // accumulator of DQ_LD = 128 columns (the d128 layout, so the convert kernels are the d128 ones).
+  static constexpr int NQ = BM / 64, ND = (D + 63) / 64, DQ_LD = 64 * ND, KL = DQ_LD;
   static_assert(SPLIT_D ? (NQ == 1 && ND == 2 * NWG) : NQ * ND == NWG, "dQ chunks per consumer warpgroup");
-  static constexpr int KV_BYTES = BN * D * 2, Q_BYTES = BM * D * 2, DS_BYTES = BN * BM * 2;
+  // K holds KL columns (D, or 128 at D = 96), V, Q and dO D.
+  static constexpr int K_BYTES = BN * KL * 2, KV_BYTES = BN * D * 2, Q_BYTES = BM * D * 2, DS_BYTES = BN * BM * 2;
   static constexpr int QW = SPLIT_D ? BM / NWG : BM;       // queries of S^T, dP^T per consumer
   static constexpr int PT_BYTES = SPLIT_D ? DS_BYTES : 0;  // SPLIT_D: P^T, exchanged like dS^T
-  static constexpr int DQ_CHUNK_FLOATS = 64 * 64, DQ_BYTES = SPLIT_D ? 0 : BM * D * 4, VEC_BYTES = 2 * BM * 4;
-  static constexpr int K_OFF = 0, V_OFF = KV_BYTES, Q_OFF = 2 * KV_BYTES, DO_OFF = Q_OFF + STAGES * Q_BYTES;
+  static constexpr int DQ_CHUNK_FLOATS = 64 * 64, DQ_BYTES = SPLIT_D ? 0 : BM * DQ_LD * 4, VEC_BYTES = 2 * BM * 4;
+  static constexpr int K_OFF = 0, V_OFF = K_BYTES, Q_OFF = K_BYTES + KV_BYTES, DO_OFF = Q_OFF + STAGES * Q_BYTES;
   static constexpr int DS_OFF = DO_OFF + STAGES * Q_BYTES, PT_OFF = DS_OFF + 2 * DS_BYTES;
   static constexpr int DQ_OFF = PT_OFF + 2 * PT_BYTES;
   static constexpr int VEC_OFF = DQ_OFF + DQ_BYTES, BAR_OFF = VEC_OFF + NWG * VEC_BYTES;
   static constexpr int NUM_BARS = 1 + 2 * STAGES;
   static constexpr int TILE_OFF = BAR_OFF + NUM_BARS * 8;              // the CTA's tile (TileRef), 9 ints
   static constexpr int SMEM_BYTES = TILE_OFF + 48 + 1024;  // + slack to align the base to 1024
-  static_assert(D == 64 || D == 128 || D == 256, "head_dim 64, 128 or 256");
+  static_assert(D == 64 || D == 96 || D == 128 || D == 256, "head_dim 64, 96, 128 or 256");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
   static_assert(!(QDESC && SPLIT_D), "the d256 configuration has no deterministic mode");
 };
@@ -350,10 +376,10 @@ __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *sm
   const int n_block = t.n_block(), hk = t.hk(), b = t.tb();
   tma_prefetch_map(&p.tm_q);
   tma_prefetch_map(&p.tm_do);
-  mbar_expect_tx_arrive(kv_full, 2 * Cfg::KV_BYTES);
-  load_tile<Cfg::PANELS>(smem + Cfg::K_OFF, Cfg::BN * 128, &p.tm_k, p.ord_k, kv_full, t.k0() + n_block * Cfg::BN, hk,
+  mbar_expect_tx_arrive(kv_full, Cfg::K_BYTES + Cfg::KV_BYTES);
+  load_tile<Cfg::KL / Cfg::PCOLS, Cfg::PCOLS>(smem + Cfg::K_OFF, Cfg::BN * Cfg::ROW, &p.tm_k, p.ord_k, kv_full, t.k0() + n_block * Cfg::BN, hk,
                          b);
-  load_tile<Cfg::PANELS>(smem + Cfg::V_OFF, Cfg::BN * 128, &p.tm_v, p.ord_v, kv_full, t.k0() + n_block * Cfg::BN, hk,
+  load_tile<Cfg::PANELS, Cfg::PCOLS>(smem + Cfg::V_OFF, Cfg::BN * Cfg::ROW, &p.tm_v, p.ord_v, kv_full, t.k0() + n_block * Cfg::BN, hk,
                          b);
   PipeState<Cfg::STAGES> st;
   const int2 mr = m_range(p, n_block, Cfg::BM, Cfg::BN, t.sq(), t.sk());
@@ -361,9 +387,9 @@ __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *sm
     mbar_wait(empty + st.stage, st.phase ^ 1);
     uint64_t *bar = full + st.stage;
     mbar_expect_tx_arrive(bar, 2 * Cfg::Q_BYTES);
-    load_tile<Cfg::PANELS>(smem + Cfg::Q_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_q, p.ord_q, bar,
+    load_tile<Cfg::PANELS, Cfg::PCOLS>(smem + Cfg::Q_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * Cfg::ROW, &p.tm_q, p.ord_q, bar,
                            t.q0() + m * Cfg::BM, h, b);
-    load_tile<Cfg::PANELS>(smem + Cfg::DO_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * 128, &p.tm_do, p.ord_do, bar,
+    load_tile<Cfg::PANELS, Cfg::PCOLS>(smem + Cfg::DO_OFF + st.stage * Cfg::Q_BYTES, Cfg::BM * Cfg::ROW, &p.tm_do, p.ord_do, bar,
                            t.q0() + m * Cfg::BM, h, b);
     st.advance();
   };
@@ -410,7 +436,7 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
           for (int polls = 0; ld_acquire_gpu(sem + w) != rank && polls < (1 << 24); ++polls) {}
           fence_proxy_async_global();
         }
-        bulk_reduce_add_f32(p.dq_accum + row * Cfg::D + w * Cfg::DQ_CHUNK_FLOATS,
+        bulk_reduce_add_f32(p.dq_accum + row * Cfg::DQ_LD + w * Cfg::DQ_CHUNK_FLOATS,
                             smem + Cfg::DQ_OFF + w * Cfg::DQ_CHUNK_FLOATS * 4, Cfg::DQ_CHUNK_FLOATS * 4);
       }
       __syncwarp();  // bar.sync is .aligned: the whole warp, converged, at the next one
@@ -476,25 +502,30 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   // of the N-major Q/dO operands.
   constexpr int COLS = Cfg::COLS;
   const int key_row0 = Cfg::SPLIT_D ? 0 : wg * 64, col0 = Cfg::SPLIT_D ? wg * COLS : 0;
+  // D = 96: every tile in 64-byte rows (ROW), SBO eight of them, layout type 2 (64B swizzle).
+  constexpr int ROW = Cfg::ROW, KPP = Cfg::KPP;
+  constexpr uint32_t SBO = 8 * ROW, LAYOUT = Cfg::LAYOUT;
   const uint32_t col_off = uint32_t(col0 / 64) * BM * 128;
-  const uint64_t k_a = make_smem_desc(base + Cfg::K_OFF + key_row0 * 128, 16, 1024);
-  const uint64_t v_a = make_smem_desc(base + Cfg::V_OFF + key_row0 * 128, 16, 1024);
+  const uint64_t k_a = make_smem_desc(base + Cfg::K_OFF + key_row0 * ROW, 16, SBO, LAYOUT);
+  const uint64_t v_a = make_smem_desc(base + Cfg::V_OFF + key_row0 * ROW, 16, SBO, LAYOUT);
   // SPLIT_D: this consumer's queries of S^T, dP^T are rows q_base.. of the K-major Q/dO tiles
   // (32 rows = 4096 B, a whole number of 8-row swizzle atoms).
   constexpr int QW = Cfg::QW;
   const int q_base = Cfg::SPLIT_D ? wg * QW : 0;
-  const uint64_t q_b0 = make_smem_desc(base + Cfg::Q_OFF + q_base * 128, 16, 1024);
-  const uint64_t do_b0 = make_smem_desc(base + Cfg::DO_OFF + q_base * 128, 16, 1024);
+  const uint64_t q_b0 = make_smem_desc(base + Cfg::Q_OFF + q_base * 128, 16, SBO, LAYOUT);
+  const uint64_t do_b0 = make_smem_desc(base + Cfg::DO_OFF + q_base * 128, 16, SBO, LAYOUT);
   // SPLIT_D: P^T and dS^T tiles as K-major A operands (keys x queries, 128-B swizzled rows).
   const uint64_t pt_a = make_smem_desc(base + Cfg::PT_OFF, 16, 1024);
   const uint64_t dst_a = make_smem_desc(base + Cfg::DS_OFF, 16, 1024);
-  const uint64_t q_mn0 = make_smem_desc(base + Cfg::Q_OFF + col_off, BM * 128, 1024);
-  const uint64_t do_mn0 = make_smem_desc(base + Cfg::DO_OFF + col_off, BM * 128, 1024);
+  const uint64_t q_mn0 = make_smem_desc(base + Cfg::Q_OFF + col_off, BM * ROW, SBO, LAYOUT);
+  const uint64_t do_mn0 = make_smem_desc(base + Cfg::DO_OFF + col_off, BM * ROW, SBO, LAYOUT);
   // The (first) dQ chunk of this consumer; SPLIT_D: chunks 2 wg and 2 wg + 1 (query panel 0).
   const int dq_chunk0 = Cfg::SPLIT_D ? 2 * wg : wg;
   const int q_panel = dq_chunk0 / Cfg::ND, d_panel = dq_chunk0 % Cfg::ND;
   const uint64_t ds_a0 = make_smem_desc(base + Cfg::DS_OFF + q_panel * BN * 128, BN * 128, 1024);
-  const uint64_t k_mn = make_smem_desc(base + Cfg::K_OFF + d_panel * BN * 128, BN * 128, 1024);
+  // K's columns 64 d_panel..: panel 64 d_panel / PCOLS of its PCOLS-column panels.
+  const uint64_t k_mn =
+      make_smem_desc(base + Cfg::K_OFF + (64 / Cfg::PCOLS) * d_panel * BN * ROW, BN * ROW, SBO, LAYOUT);
 
   const int key_base = n_block * BN + key_row0;
   const int key0 = key_base + warp * 16 + g;  // this thread's two keys: key0, key0 + 8
@@ -545,13 +576,13 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < D / 16; ++k)
-      score_mma(s, desc_advance(k_a, (k / 4) * BN * 128 + (k % 4) * 32),
-                desc_advance(q_b0, q_off + (k / 4) * BM * 128 + (k % 4) * 32), k);
+      score_mma(s, desc_advance(k_a, (k / KPP) * BN * ROW + (k % KPP) * 32),
+                desc_advance(q_b0, q_off + (k / KPP) * BM * ROW + (k % KPP) * 32), k);
     wgmma_commit();
 #pragma unroll
     for (int k = 0; k < D / 16; ++k)
-      score_mma(dp, desc_advance(v_a, (k / 4) * BN * 128 + (k % 4) * 32),
-                desc_advance(do_b0, q_off + (k / 4) * BM * 128 + (k % 4) * 32), k);
+      score_mma(dp, desc_advance(v_a, (k / KPP) * BN * ROW + (k % KPP) * 32),
+                desc_advance(do_b0, q_off + (k / KPP) * BM * ROW + (k % KPP) * 32), k);
     wgmma_commit();
 #pragma unroll
     for (int j = 0; j < VEC_PER_THREAD; ++j) vec[t + 128 * j] = vec_next[j];
@@ -664,8 +695,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       wgmma_fence();
 #pragma unroll
       for (int k = 0; k < BM / 16; ++k)
-        wgmma_rs<COLS, T>(dv, reinterpret_cast<const uint32_t(&)[4]>(pa[4 * k]), desc_advance(do_mn0, q_off + k * 2048),
-                          1);
+        wgmma_rs<COLS, T>(dv, reinterpret_cast<const uint32_t(&)[4]>(pa[4 * k]),
+                          desc_advance(do_mn0, q_off + k * 16 * ROW), 1);
       wgmma_commit();
       // dQ chunk = dS K once both consumers' dS^T is in shared memory, then dK += dS^T Q.
       named_barrier_sync(kDsBarrier, 256);
@@ -674,7 +705,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < BN / 16; ++k)
-      wgmma_ss_mn_n64<T>(dq, desc_advance(ds_a0, ds_buf * Cfg::DS_BYTES + k * 2048), desc_advance(k_mn, k * 2048),
+      wgmma_ss_mn_n64<T>(dq, desc_advance(ds_a0, ds_buf * Cfg::DS_BYTES + k * 2048), desc_advance(k_mn, k * 16 * ROW),
                          k > 0);
     wgmma_commit();
     if constexpr (Cfg::SPLIT_D) {
@@ -685,8 +716,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     } else {
 #pragma unroll
       for (int k = 0; k < BM / 16; ++k)
-        wgmma_rs<COLS, T>(dk, reinterpret_cast<const uint32_t(&)[4]>(dsa[4 * k]), desc_advance(q_mn0, q_off + k * 2048),
-                          1);
+        wgmma_rs<COLS, T>(dk, reinterpret_cast<const uint32_t(&)[4]>(dsa[4 * k]),
+                          desc_advance(q_mn0, q_off + k * 16 * ROW), 1);
     }
     wgmma_commit();
     wgmma_wait<1>();  // dV and dQ done; dK still in flight while the dQ chunk is staged

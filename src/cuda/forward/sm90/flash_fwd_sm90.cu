@@ -10,10 +10,13 @@
 // tile_policy.hpp.
 //
 // What it takes: fixed-length and variable-length batches, every head_dim that is a multiple of 8 up
-// to 256 on the head_dim 64, 128, 192 and 256 instantiations (kernel_head_dim, tile_policy.hpp: the
-// next one up; 136..192 on the 256 kernel too with the tile 128x64, for benchmarks), causal, sliding windows (any tile), softcap and ALiBi (the default tile of the 64 and 128
-// instantiations: the MODS configuration).
-// A head_dim below its instantiation's (e.g. 96 on the 128 kernel) is served by the TMA's bounds: the
+// to 256 on the head_dim 64, 96, 128, 192 and 256 instantiations (kernel_head_dim, tile_policy.hpp:
+// the next one up; 136..192 on the 256 kernel too with the tile 128x64, and 72..96 on the 128 kernel
+// with 128x176, for benchmarks), causal, sliding windows (any tile), softcap and ALiBi (the default
+// tile of the 64 and 128 instantiations: the MODS configuration; 72..96 with them run the 128 one,
+// serving_head_dim). The 96 kernel's V map has 32-column boxes with 64B swizzle (its V tile is three
+// 32-column panels: flash_fwd_sm90_kernel.cuh); every other map has 64-column boxes, 128B swizzle.
+// A head_dim below its instantiation's (e.g. 112 on the 128 kernel) is served by the TMA's bounds: the
 // maps' innermost dimension is the call's head_dim, so a 64-column box reaching past it loads zeros
 // there and a store clips it. PTX ISA §5.5.3.3 "Out of Boundary Access": "Elements in the Bounding
 // Box which fall outside of the tensor boundary are set to 0" (zero fill mode: oobFill NONE); the
@@ -29,7 +32,7 @@
 // head_dim columns (FwdParams::head_dim). The strides the maps need (multiples of 16 bytes) hold for
 // any multiple of 8 (validate.cpp takes CUDA head_dims that are multiples of 8 up to 256 and needs
 // head_dim contiguous); tma_describable still checks every call. The kernel name says which
-// instantiation runs (cuda_flash_sm90_d128_... for a head_dim 96 call, cuda_flash_sm90_d192_128x112_...
+// instantiation runs (cuda_flash_sm90_d96_... for a head_dim 80 call, cuda_flash_sm90_d192_128x112_...
 // for 160).
 // Variable-length batches (cu_seqlens) run on the same instantiations (run-time fields): the maps
 // describe the packed [total, heads, head_dim] tensors as one batch entry, a tile's rows start at its
@@ -101,7 +104,7 @@ cuda::DeviceMods kernel_mods(const Problem &a) {
 
 PlanResult plan_sm90_forward(const Problem &a) {
   const bool varlen = a.varlen();
-  const int kd = sm90::kernel_head_dim(a.head_dim);  // the instantiation: 64, 128, 192 or 256
+  const int kd = sm90::serving_head_dim(a);  // the instantiation's list: 64, 96, 128, 192 or 256
   if (kd == 0)
     return PlanResult::no("the sm90 kernel takes head_dims that are multiples of 8 up to 256 (got " +
                           std::to_string(a.head_dim) + ")");
@@ -126,7 +129,7 @@ PlanResult plan_sm90_forward(const Problem &a) {
                           "), not " +
                           std::to_string(tile.bm) + "x" + std::to_string(tile.bn));
   if (const char *reason = sm90::sm90_unavailable_reason()) return PlanResult::no(reason);
-  const int d = sm90::instantiation(kd, tile);  // the kernel that runs (192's 128x64: the 256 one)
+  const int d = sm90::instantiation(kd, tile);  // the kernel that runs (192's 128x64: the 256 one; 96's 128x176: the 128 one)
   // Varlen: at most total_q / BM + batch query blocks (each sequence's last may be partial).
   const int64_t max_entries = varlen ? a.seqlen_q / tile.bm + a.batch : 0;
   const int64_t tiles = varlen ? max_entries * a.heads_q : a.batch * a.heads_q * ((a.seqlen_q + tile.bm - 1) / tile.bm);
@@ -147,7 +150,7 @@ PlanResult plan_sm90_forward(const Problem &a) {
       a.dtype == FLASHBOX_BFLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   if (!encode_map(&p.tm_q, &p.ord_q, type, q, a.head_dim, tile.bm) ||
       !encode_map(&p.tm_k, &p.ord_k, type, k, a.head_dim, tile.bn) ||
-      !encode_map(&p.tm_v, &p.ord_v, type, v, a.head_dim, tile.bn) ||
+      !encode_map(&p.tm_v, &p.ord_v, type, v, a.head_dim, tile.bn, d == 96 ? 32 : 64) ||
       !encode_map(&p.tm_o, &p.ord_o, type, o, a.head_dim, 64))
     return PlanResult::no("cuTensorMapEncodeTiled rejected the layout of q/k/v/o");
   p.lse = a.lse;
@@ -194,7 +197,7 @@ PlanResult plan_sm90_forward(const Problem &a) {
   if (varlen) name += "_varlen";
   if (persistent) {
     name += "_persistent";
-    if (!sm90::o_buffer_fits(tile.bm, tile.bn, d, 2)) name += "_oq";
+    if (!sm90::o_buffer_fits(tile.bm, tile.bn, sm90::layout_head_dim(d), 2)) name += "_oq";
   }
 
   const bool bf16 = a.dtype == FLASHBOX_BFLOAT16;
@@ -222,6 +225,7 @@ PlanResult plan_sm90_forward(const Problem &a) {
                    }
                  }
                  const cudaError_t e = d == 64    ? sm90::launch_fwd_d64(bf16, tile, score_mods, p, grid, stream)
+                                       : d == 96  ? sm90::launch_fwd_d96(bf16, p, grid, stream)
                                        : d == 128 ? sm90::launch_fwd_d128(bf16, tile, score_mods, p, grid, stream)
                                        : d == 192 ? sm90::launch_fwd_d192(bf16, p, grid, stream)
                                                   : sm90::launch_fwd_d256(bf16, p, grid, stream);

@@ -29,8 +29,9 @@
 // CTA's tiles; every warpgroup of a CTA sees the same tiles, so all agree on the counts. (A dynamic
 // scheduler, tiles from a global atomic counter as in FA3, was built and measured no faster; it was
 // removed: bench/NOTES.md.)
-// Head dims: D is the instantiation's (64, 128, 192, 256); a call's head_dim may be any multiple of 8
-// up to D (flash_fwd_sm90.cu): the tensor maps end at head_dim, so the TMA fills the columns past it
+// Head dims: D is the instantiation's (64, 96, 128, 192, 256; 96 is FwdConfig's note below: Q and K
+// padded to two 64-column panels, V in three 32-column ones); a call's head_dim may be any multiple
+// of 8 up to D (flash_fwd_sm90.cu): the tensor maps end at head_dim, so the TMA fills the columns past it
 // with zeros on loads and clips them on stores; only the varlen partial-slice store below, which does
 // not go through the TMA, needs p.head_dim. A tile row is D / 64 swizzled 64-column panels (PANELS:
 // three for 192); S = Q K^T walks D / 16 k-steps, four per panel; O += P V is one N = D product per
@@ -39,7 +40,7 @@
 // what the shared memory allows (Q 48 KB + two stages of K and V at 42 KB each = 216 KB; 128 keys
 // would need 240 KB), and O 96 + S 56 + P 28 registers per thread fit where the 256 kernel's
 // 128 + 32 + 16 do.
-// Variable-length batches (cu_seqlens; the 64 and 128 instantiations): the same kernels with run-time fields.
+// Variable-length batches (cu_seqlens; the 64, 96 and 128 instantiations): the same kernels with run-time fields.
 // Tiles come from a list the device builds before the launch (flash_fwd_sm90_varlen.cu: (sequence,
 // query block, head) tiles, longest work first, head by head within equal work), always on the
 // persistent grid; a tile's
@@ -124,30 +125,42 @@ constexpr bool o_buffer_fits(int bm, int bn, int d, int stages) {
 
 // QREG: each consumer keeps its Q rows in registers (A operand of S = Q K^T from registers) instead
 // of reading them from shared memory at every K block; D/4 more registers per thread.
+// head_dim 96 (the one D that is not a multiple of 64): Q, K and O keep the 128B-swizzled 64-column
+// panels, two of them (DL = 128 columns of layout; the TMA zero-fills columns 96..127 and clips
+// them on the store, as for any head_dim below its instantiation's), and the products stop at 96:
+// S = Q K^T walks D / 16 = 6 k-steps (the K-major k-steps never reach the zero columns). V, the
+// N-major operand of O += P V, cannot stop inside a 64-column panel (a 128B-swizzle atom of an
+// N-major operand is 64 columns), so it is three 32-column panels of 64-byte rows, 64B swizzle
+// (V_COLS = 32): one N = 96 product per k-step over exactly the head_dim.
 // MODS: softcap and ALiBi compiled in (both then runtime switches; the window needs no flag).
 template <class T, int D_, int BN_, int NWG_, int STAGES_, bool QREG_ = false, bool MODS_ = false>
 struct FwdConfig {
   using Elem = T;
   static constexpr int D = D_, BN = BN_, NWG = NWG_, BM = 64 * NWG_, STAGES = STAGES_;
   static constexpr bool QREG = QREG_, MODS = MODS_;
-  // Variable-length batches: head_dim 64 and 128 (the plan declines them for 192 and 256: see epilogue).
+  // Variable-length batches: head_dim 64, 96 and 128 (the plan declines them for 192 and 256: see epilogue).
   static constexpr bool VARLEN = D_ <= 128;
-  static constexpr int PANELS = D / 64;  // 64-element (128-byte) columns per tile row
+  static constexpr int PANELS = (D + 63) / 64;  // 64-element (128-byte) columns per Q, K, O tile row
+  static constexpr int DL = 64 * PANELS;          // the columns of that layout (D, or 128 at D = 96)
+  // V's panels: 64 columns of 128-byte rows (128B swizzle), or at D = 96 32 columns of 64-byte rows.
+  static constexpr int V_COLS = D % 64 == 0 ? 64 : 32, V_PANELS = D / V_COLS, V_ROW_BYTES = 2 * V_COLS;
+  static constexpr uint32_t V_LAYOUT = V_COLS == 64 ? 1 : 2;  // descriptor layout type: 128B / 64B swizzle
   static constexpr int THREADS = 128 * (NWG + 1);
   static constexpr int PRODUCER_REGS = NWG == 2 ? 24 : 32;
   static constexpr int CONSUMER_REGS = NWG == 2 ? 240 : 160;
-  static constexpr int Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2;
+  // A K or V stage holds BN x DL elements; a V load fills BN x D of it (V_BYTES).
+  static constexpr int Q_BYTES = BM * DL * 2, KV_BYTES = BN * DL * 2, V_BYTES = BN * D * 2;
   static constexpr int Q_OFF = 0, K_OFF = Q_BYTES, V_OFF = K_OFF + STAGES * KV_BYTES;
   static constexpr int NUM_BARS = num_mbarriers(STAGES);
   // The O staging buffer (BM x D, same panels as Q) exists when it fits beside Q and the rings.
-  static constexpr bool O_FITS = o_buffer_fits(BM, BN, D, STAGES);
+  static constexpr bool O_FITS = o_buffer_fits(BM, BN, DL, STAGES);
   static constexpr int BAR_OFF = V_OFF + STAGES * KV_BYTES;
-  static constexpr int O_OFF = fwd_o_offset(BM, BN, D, STAGES);
+  static constexpr int O_OFF = fwd_o_offset(BM, BN, DL, STAGES);
   // Launches that stage O in the Q rows (separate_o = 0) reserve only SMEM_BYTES_NO_O: less shared
   // memory taken from the L1 carve-out.
   static constexpr int SMEM_BYTES_NO_O = BAR_OFF + NUM_BARS * 8 + 1024;  // + slack to align the base to 1024
   static constexpr int SMEM_BYTES = O_FITS ? O_OFF + Q_BYTES + 1024 : SMEM_BYTES_NO_O;
-  static_assert(D == 64 || D == 128 || D == 192 || D == 256, "head_dim 64, 128, 192 or 256");
+  static_assert(D == 64 || D == 96 || D == 128 || D == 192 || D == 256, "head_dim 64, 96, 128, 192 or 256");
   static_assert(BN % 16 == 0 && BN <= 192, "BN: whole k-steps of P.V, box rows <= 256");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
 };
@@ -258,10 +271,20 @@ __device__ __forceinline__ void producer(const FwdParams &p, uint8_t *smem, Barr
   // n_block counts from the sequence's first key k0 (varlen; 0 for fixed length), so rows past the
   // sequence's end that a box reads belong to the next sequence: they are masked as keys (the mask
   // ends at sk) and their V rows meet p = 0.
+  // is_v: V's panels, which differ from K's only at head_dim 96 (V_PANELS of V_COLS = 32 columns).
   const auto load_kv = [&](int off, const CUtensorMap *map, TmaOrder ord, uint64_t *full, uint64_t *empty,
-                           uint32_t &uses, int n_block, int hk, const Tile &tile) {
+                           uint32_t &uses, int n_block, int hk, const Tile &tile, bool is_v) {
     const uint32_t stage = uses % Cfg::STAGES, phase = (uses / Cfg::STAGES) & 1;
     mbar_wait(empty + stage, phase ^ 1);
+    if constexpr (Cfg::V_COLS != 64) {
+      if (is_v) {
+        mbar_expect_tx_arrive(full + stage, Cfg::V_BYTES);
+        load_tile<Cfg::V_PANELS, Cfg::V_COLS>(smem + off + stage * Cfg::KV_BYTES, Cfg::BN * Cfg::V_ROW_BYTES, map, ord,
+                                              full + stage, tile.k0 + n_block * Cfg::BN, hk, tma_batch(p, tile));
+        ++uses;
+        return;
+      }
+    }
     mbar_expect_tx_arrive(full + stage, Cfg::KV_BYTES);
     load_tile<Cfg::PANELS>(smem + off + stage * Cfg::KV_BYTES, Cfg::BN * 128, map, ord, full + stage,
                            tile.k0 + n_block * Cfg::BN, hk, tma_batch(p, tile));
@@ -277,7 +300,7 @@ __device__ __forceinline__ void producer(const FwdParams &p, uint8_t *smem, Barr
     const BlockRange range = block_range(p.mods, tile.m_block, Cfg::BM, Cfg::BN, tile.sq, tile.sk);
     const int hk = tile.h / p.group, last = range.n_end - 1;
     // The first K block may land while the consumers still write out the previous tile.
-    if (range.count() > 0) load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, last, hk, tile);
+    if (range.count() > 0) load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, last, hk, tile, false);
     // Q goes out for every tile, even one that sees no key: the consumers then wait for it every
     // tile, cannot run ahead, and neither empty_q nor full_q ever falls two phases behind.
     // >>> report:load_q
@@ -289,10 +312,10 @@ __device__ __forceinline__ void producer(const FwdParams &p, uint8_t *smem, Barr
     if (range.count() == 0) continue;
     // >>> report:kv_loop
     for (int i = 1; i < range.count(); ++i) {
-      load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, last - i, hk, tile);
-      load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, last - i + 1, hk, tile);
+      load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, last - i, hk, tile, false);
+      load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, last - i + 1, hk, tile, true);
     }
-    load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, range.n_begin, hk, tile);
+    load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, range.n_begin, hk, tile, true);
     // <<< report:kv_loop
   }
 }
@@ -322,11 +345,11 @@ __device__ __forceinline__ void gemm_qk_rs(float (&s)[Cfg::BN / 2], const uint32
 // <<< report:s_tile
 
 // >>> report:pv
-// O += P V: BN/16 k-steps, P from registers, V an N-major (D-contiguous) tile. head_dim 64, 128 and
-// 192 are one product of N = D per k-step (N = 192 spans V's three 64-column panels, LBO = one
-// panel); head_dim 256 is two N = 128 products per k-step, one per half of O's columns (the
-// accumulator of N = 256 is the two N = 128 accumulators one after the other; V's columns 128..
-// start two 64-column panels in).
+// O += P V: BN/16 k-steps, P from registers, V an N-major (D-contiguous) tile. head_dim 64, 96, 128
+// and 192 are one product of N = D per k-step (N = 192 spans V's three 64-column panels, N = 96 its
+// three 32-column ones, LBO = one panel; a k-step is 16 rows of V_ROW_BYTES); head_dim 256 is two
+// N = 128 products per k-step, one per half of O's columns (the accumulator of N = 256 is the two
+// N = 128 accumulators one after the other; V's columns 128.. start two 64-column panels in).
 template <class Cfg>
 __device__ __forceinline__ void gemm_pv(float (&o)[Cfg::D / 2], const uint32_t (&pa)[Cfg::BN / 4], uint64_t v_desc) {
   constexpr int N = Cfg::D == 256 ? 128 : Cfg::D;
@@ -336,7 +359,7 @@ __device__ __forceinline__ void gemm_pv(float (&o)[Cfg::D / 2], const uint32_t (
     for (int h = 0; h < Cfg::D / N; ++h)
       wgmma_rs<N, typename Cfg::Elem>(reinterpret_cast<float(&)[N / 2]>(o[h * N / 2]),
                                       reinterpret_cast<const uint32_t(&)[4]>(pa[4 * k]),
-                                      desc_advance(v_desc, k * 16 * 128 + h * (N / 64) * Cfg::BN * 128), 1);
+                                      desc_advance(v_desc, k * 16 * Cfg::V_ROW_BYTES + h * (N / 64) * Cfg::BN * 128), 1);
 }
 // <<< report:pv
 
@@ -473,10 +496,12 @@ struct Consumer {
   __device__ __forceinline__ void zero_v_rows(int stage, int from) {
     mbar_wait(bars.full_v + stage, vs.phase);  // the TMA has written the stage
     uint8_t *tile = smem + Cfg::V_OFF + stage * Cfg::KV_BYTES;
-    const int rows = BN - from, chunks = rows * 8;
-    for (int i = warp * 32 + lane; i < chunks * Cfg::PANELS; i += 128) {
-      const int pnl = i / chunks, r = from + (i % chunks) / 8, c = i % 8;
-      *reinterpret_cast<uint4 *>(tile + pnl * BN * 128 + r * 128 + c * 16) = make_uint4(0, 0, 0, 0);
+    // 16-byte chunks per row of a V panel: 8 (128-byte rows) or 4 (head_dim 96's 64-byte rows).
+    constexpr int RC = Cfg::V_ROW_BYTES / 16;
+    const int rows = BN - from, chunks = rows * RC;
+    for (int i = warp * 32 + lane; i < chunks * Cfg::V_PANELS; i += 128) {
+      const int pnl = i / chunks, r = from + (i % chunks) / RC, c = i % RC;
+      *reinterpret_cast<uint4 *>(tile + pnl * BN * Cfg::V_ROW_BYTES + r * Cfg::V_ROW_BYTES + c * 16) = make_uint4(0, 0, 0, 0);
     }
     fence_view_async_shared();
     named_barrier_sync(kEpilogueBarrier + wg, 128);
@@ -657,7 +682,9 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
   c.wg = wg, c.lane = t % 32, c.warp = t / 32;
   c.q_desc = make_smem_desc(smem_addr(smem + Cfg::Q_OFF) + wg * 64 * 128, 16, 1024);
   c.k_desc0 = make_smem_desc(smem_addr(smem + Cfg::K_OFF), 16, 1024);
-  c.v_desc0 = make_smem_desc(smem_addr(smem + Cfg::V_OFF), Cfg::BN * 128, 1024);
+  // V: LBO one panel, SBO eight rows (the swizzle atom's height), in the panel's row bytes.
+  c.v_desc0 = make_smem_desc(smem_addr(smem + Cfg::V_OFF), Cfg::BN * Cfg::V_ROW_BYTES, 8 * Cfg::V_ROW_BYTES,
+                             Cfg::V_LAYOUT);
   if constexpr (Cfg::MODS) {
     c.mods_scale = p.mods.capped() ? p.mods.softcap : p.scale;
     c.mods_scale_log2 = p.mods.capped() ? p.mods.softcap * 1.44269504088896341f : p.scale_log2;

@@ -1,5 +1,6 @@
 // Launching one compile-time configuration of the sm90 forward kernel. The instantiations are split
-// by head_dim (flash_fwd_sm90_d64.cu, _d128.cu, _d192.cu, _d256.cu) so that they build in parallel.
+// by head_dim (flash_fwd_sm90_d64.cu, _d96.cu, _d128.cu, _d192.cu, _d256.cu) so that they build in
+// parallel.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -11,6 +12,7 @@ namespace flashbox::sm90 {
 
 // mods: the configuration with softcap and ALiBi compiled in (the default tile only: tile_policy.hpp).
 cudaError_t launch_fwd_d64(bool bf16, TileChoice tile, bool mods, const FwdParams &p, dim3 grid, cudaStream_t stream);
+cudaError_t launch_fwd_d96(bool bf16, const FwdParams &p, dim3 grid, cudaStream_t stream);
 cudaError_t launch_fwd_d128(bool bf16, TileChoice tile, bool mods, const FwdParams &p, dim3 grid, cudaStream_t stream);
 cudaError_t launch_fwd_d192(bool bf16, const FwdParams &p, dim3 grid, cudaStream_t stream);
 cudaError_t launch_fwd_d256(bool bf16, const FwdParams &p, dim3 grid, cudaStream_t stream);

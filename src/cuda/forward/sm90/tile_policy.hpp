@@ -15,8 +15,16 @@ struct TileChoice {
   int bm, bn;
 };
 
-// The instantiated configurations (flash_fwd_sm90_d64.cu, _d128.cu, _d192.cu, _d256.cu):
+// The instantiated configurations (flash_fwd_sm90_d64.cu, _d96.cu, _d128.cu, _d192.cu, _d256.cu):
 //   head_dim 64:  192 x 128 (three consumer warpgroups, FA3's causal tile; the default) and 128 x 128;
+//   head_dim 96:  128 x 128 with Q in registers (flash_fwd_sm90_d96.cu; branch sm90-d96, 2026-12-01),
+//                 for head_dims 72..96, which did d128's work on the 128 kernel (a third more than
+//                 needed: Q K^T and P V over 128 columns). Registers: O 48 + S 64 + P 32 + Q 24 of
+//                 240 per thread; shared memory Q 32 KB + two stages of K and V 128 KB + O 32 KB (Q
+//                 and K keep d128's 64-column panels, V is three 32-column ones: the kernel's header).
+//                 Its list's 128 x 176 names the 128 kernel (as before, for the benchmarks), and
+//                 softcap or ALiBi at 72..96 stay on the 128 kernel's MODS configuration
+//                 (serving_head_dim): the 96 kernel has none.
 //   head_dim 128: 128 x 128 with Q in registers (the default, causal or not) and 128 x 176 (FA3's
 //                 non-causal tile: fewer, longer iterations, no registers left for Q; equal to
 //                 128 x 128 on the grid since the optimistic softmax, and it cannot stage O in a
@@ -34,21 +42,40 @@ struct TileChoice {
 //                 in registers nor a wider block fits; Q 64 KB + two stages of K and V 128 KB of
 //                 shared memory, O staged in the Q rows).
 inline constexpr TileChoice kTilesD64[] = {{192, 128}, {128, 128}};
+inline constexpr TileChoice kTilesD96[] = {{128, 128}, {128, 176}};
 inline constexpr TileChoice kTilesD128[] = {{128, 128}, {128, 176}};
 inline constexpr TileChoice kTilesD192[] = {{128, 112}, {128, 64}};
 inline constexpr TileChoice kTilesD256[] = {{128, 64}};
 
 // The instantiation that serves a head_dim: every multiple of 8 up to 256 runs the next one up (64,
-// 128, 192 or 256) with zero-filled columns, the way the sm80 family does. The tensor maps keep the
+// 96, 128, 192 or 256) with zero-filled columns, the way the sm80 family does. The tensor maps keep the
 // call's head_dim as their innermost dimension, so a box's columns past it are out of bounds: the TMA
 // loads them as zeros (Q K^T over them adds exact zeros; P V's extra columns come out 0) and clips
 // them on stores (flash_fwd_sm90.cu says where O is written without the TMA). 0: no instantiation
 // serves it.
 constexpr int kernel_head_dim(int64_t d) {
-  return d < 8 || d > 256 || d % 8 != 0 ? 0 : d <= 64 ? 64 : d <= 128 ? 128 : d <= 192 ? 192 : 256;
+  return d < 8 || d > 256 || d % 8 != 0 ? 0 : d <= 64 ? 64 : d <= 96 ? 96 : d <= 128 ? 128 : d <= 192 ? 192 : 256;
 }
 
-// The configurations of an instantiation's head_dim (64, 128, 192 or 256), the default first.
+// Softcap or ALiBi: the MODS configuration (the default tile of head_dim 64 and 128; every score is
+// transformed, so the plain configurations do not carry the code). A window needs no configuration
+// of its own: it only bounds the tile loop and moves the masks (runtime parameters).
+inline bool needs_score_mods(const detail::Problem &p) {
+  return p.mods.softcap > 0.0f || p.mods.alibi_slopes != nullptr;
+}
+
+// The instantiation whose tile list a problem takes: kernel_head_dim, except that softcap or ALiBi at
+// head_dims 72..96 stay on the 128 kernel (its MODS configuration; the 96 kernel has none, and a
+// MODS 96 would be two more kernels for calls that ran on the 128 one before at the same speed).
+inline int serving_head_dim(const detail::Problem &p) {
+  const int kd = kernel_head_dim(p.head_dim);
+  return kd == 96 && needs_score_mods(p) ? 128 : kd;
+}
+
+// The shared-memory columns of an instantiation's Q, K and O tiles: whole 64-column panels (96: 128).
+constexpr int layout_head_dim(int kernel_dim) { return (kernel_dim + 63) / 64 * 64; }
+
+// The configurations of an instantiation's head_dim (64, 96, 128, 192 or 256), the default first.
 struct TileList {
   const TileChoice *begin_, *end_;
   const TileChoice *begin() const { return begin_; }
@@ -56,24 +83,27 @@ struct TileList {
 };
 inline TileList tiles_of(int64_t head_dim) {
   if (head_dim == 64) return {std::begin(kTilesD64), std::end(kTilesD64)};
+  if (head_dim == 96) return {std::begin(kTilesD96), std::end(kTilesD96)};
   if (head_dim == 128) return {std::begin(kTilesD128), std::end(kTilesD128)};
   if (head_dim == 192) return {std::begin(kTilesD192), std::end(kTilesD192)};
   return {std::begin(kTilesD256), std::end(kTilesD256)};
 }
 
-// The kernel a tile of kernel_head_dim(d)'s list runs: its own, except 192's 128 x 64, the 256 kernel.
+// The kernel a tile of kernel_head_dim(d)'s list runs: its own, except 192's 128 x 64, the 256 kernel,
+// and 96's 128 x 176, the 128 kernel.
 constexpr int instantiation(int kernel_dim, TileChoice t) {
-  return kernel_dim == 192 && t.bn == 64 ? 256 : kernel_dim;
+  return kernel_dim == 192 && t.bn == 64 ? 256 : kernel_dim == 96 && t.bn == 176 ? 128 : kernel_dim;
 }
 
-// Which configurations keep Q in registers (FwdConfig::QREG): head_dim 128 with 128-key blocks, the
-// one where the registers are there (o 64 + s 64 + P 32 + Q 32 of 240 per thread).
-constexpr bool q_in_registers(int d, int bn) { return d == 128 && bn == 128; }
+// Which configurations keep Q in registers (FwdConfig::QREG): head_dim 128 and 96 with 128-key
+// blocks, where the registers are there (o 64 + s 64 + P 32 + Q 32 of 240 per thread at 128; 48 +
+// 64 + 32 + 24 at 96).
+constexpr bool q_in_registers(int d, int bn) { return (d == 128 || d == 96) && bn == 128; }
 
 // The tile a problem runs: the caller's (when it names one of the list) or the first of the list.
 // False when the caller named a tile the head_dim has no configuration for.
 inline bool choose_tile(const detail::Problem &p, TileChoice &out) {
-  const TileList tiles = tiles_of(kernel_head_dim(p.head_dim));
+  const TileList tiles = tiles_of(serving_head_dim(p));
   if (p.tuning.sm90_tile_m == 0) {
     out = *tiles.begin();
     return true;
@@ -87,14 +117,10 @@ inline bool choose_tile(const detail::Problem &p, TileChoice &out) {
 // zero-filled columns of a larger instantiation are never read from memory).
 inline int64_t kv_bytes_per_head(const detail::Problem &p) { return p.seqlen_k * p.head_dim * 2 * 2; }
 
-// Softcap or ALiBi: the MODS configuration (the default tile of head_dim 64 and 128; every score is
-// transformed, so the plain configurations do not carry the code). A window needs no configuration
-// of its own: it only bounds the tile loop and moves the masks (runtime parameters).
-inline bool needs_score_mods(const detail::Problem &p) {
-  return p.mods.softcap > 0.0f || p.mods.alibi_slopes != nullptr;
-}
+// Whether tile t of the problem's instantiation has the MODS configuration (asked for problems that
+// need it, whose instantiation is then serving_head_dim's).
 inline bool has_score_mods(const detail::Problem &p, TileChoice t) {
-  const int kd = kernel_head_dim(p.head_dim);
+  const int kd = serving_head_dim(p);
   if (kd != 64 && kd != 128) return false;
   const TileChoice d = *tiles_of(kd).begin();
   return t.bm == d.bm && t.bn == d.bn;

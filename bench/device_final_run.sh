@@ -7,7 +7,8 @@
 # the CPU machine, `carry`ed):
 #   bench/device_final_run.sh .dev/final.tar.gz [STEP,STEP,...]   (default: every step)
 # FA2_SECONDS (15) and FA2_FUNCTIONS (bench/fa2_direct.py's list) size the fa2_direct step; FA2_SHARDS and
-# FA2_MATRIX_S the fa2_matrix step (the whole matrix, several minutes: name it, or run "all").
+# FA2_MATRIX_S the fa2_matrix step (the whole matrix, several minutes: name it, or run "all"); FA2_DIMS,
+# FA2_DIMS_FUNCTIONS and FA2_DIMS_S the fa2_matrix_dims step (the matrix's slice at the given head dims).
 # (the tarball: libflashbox.so, test_* binaries, flashbox, lib/ with libgomp; optional old/ and fa2/)
 # Every step has its own time limit so one hang costs a step, not the call. Logs go to $OUT.
 set -u
@@ -94,6 +95,11 @@ if [ -f $B/fa2/test_flash_attn.py ]; then
   # The whole matrix, FA2_SHARDS (12) processes side by side, each cut off after FA2_MATRIX_S (400) s.
   step fa2_matrix env PYTHONPATH=bench/fa2_compat:python:tests/python bash bench/fa2_matrix.sh \
     $B/fa2/test_flash_attn.py "$O/fa2_matrix" "${FA2_SHARDS:-12}" "${FA2_MATRIX_S:-400}"
+  # The slice of the matrix whose route changed (FA2_DIMS, default the head dims of the kernels added
+  # since the whole matrix ran: 80, 96 on d96, 160, 192 on the d192 backward), FA2_DIMS_FUNCTIONS.
+  step fa2_matrix_dims env PYTHONPATH=bench/fa2_compat:python:tests/python FA2_HEAD_DIMS="${FA2_DIMS:-80,96,160,192}" \
+    FA2_FUNCTIONS="${FA2_DIMS_FUNCTIONS:-test_flash_attn_output,test_flash_attn_qkvpacked}" bash bench/fa2_matrix.sh \
+    $B/fa2/test_flash_attn.py "$O/fa2_matrix_dims" "${FA2_SHARDS:-12}" "${FA2_DIMS_S:-200}"
   step fa2_kvcache timeout 240 env FA2_TEST_FILE=$B/fa2/test_flash_attn.py FA2_KV_SECONDS=40 bash bench/run_fa2_kvcache_tests.sh "$O/fa2_kvcache"
 fi
 step report timeout 120 $B/flashbox report --json "$O/report_h200.json"

@@ -46,10 +46,12 @@ PAGED_OK = {"test_flash_attn_kvcache", "test_flash_attn_kvcache_paged_block_tabl
             "test_flash_attn_varlen_paged_kv_num_splits"}
 
 
-def keep(kw, max_d, paged_ok):
+def keep(kw, max_d, paged_ok, head_dims=None):
     if kw.get("dropout_p", 0.0) != 0.0:
         return False  # flashbox has no dropout
     if kw.get("d", 0) > max_d:
+        return False
+    if head_dims is not None and kw.get("d") not in head_dims:
         return False
     if kw.get("paged_kv_block_size") is not None and not paged_ok:
         return False
@@ -74,6 +76,8 @@ def main():
     ap.add_argument("--shard", default="0/1", metavar="I/N",
                     help="run only the I-th of N slices of each shuffled matrix (the whole matrix over N calls)")
     ap.add_argument("--max-d", type=int, default=256)
+    ap.add_argument("--head-dims", metavar="D,D,...",
+                    help="keep only cases of these head dims (a route that changed: its slice of the matrix)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", metavar="JSON",
                     help="run only these cases: {function: [index in the shuffled matrix, ...]} (bench/fa2_matrix.sh "
@@ -84,6 +88,7 @@ def main():
     if a.only:
         with open(a.only) as f:
             only = json.load(f)
+    head_dims = {int(x) for x in a.head_dims.split(",")} if a.head_dims else None
     shard, shards = (int(x) for x in a.shard.split("/"))
     if not 0 <= shard < shards:
         ap.error(f"--shard {a.shard}: I must be in [0, N)")
@@ -97,7 +102,7 @@ def main():
     summary = {"_functions": names}
     for name in names:
         fn = getattr(mod, name)
-        cases = [kw for kw in parameter_matrix(fn) if keep(kw, a.max_d, name in PAGED_OK)]
+        cases = [kw for kw in parameter_matrix(fn) if keep(kw, a.max_d, name in PAGED_OK, head_dims)]
         random.Random(a.seed).shuffle(cases)
         counts = {"passed": 0, "failed": 0, "skipped": 0, "matrix": len(cases)}
         # Each case keeps its index in the shuffled matrix (failures report it; --only selects by it).
@@ -140,7 +145,8 @@ def main():
         summary[name] = dict(counts, failures=failures)
         write_json(a.json, summary)
         print(f"{name}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped "
-              f"(of {counts['matrix']} in the matrix with dropout 0, d <= {a.max_d}; seed {a.seed}, shard {a.shard})",
+              f"(of {counts['matrix']} in the matrix with dropout 0, d <= {a.max_d}"
+              f"{', d in ' + a.head_dims if a.head_dims else ''}; seed {a.seed}, shard {a.shard})",
               flush=True)
         for f in failures[:10]:
             print(f"   FAILED {f['params']}: {f['error']}", flush=True)

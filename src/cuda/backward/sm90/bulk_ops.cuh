@@ -1,7 +1,7 @@
 // The few sm_90a instructions the Hopper backward needs beyond the forward's (src/cuda/forward/sm90):
 // the one-dimensional bulk copy from shared to global memory as an fp32 reduce-add (FA3's way of
 // accumulating dQ), the wgmma whose A and B are both MN-major, and the d256 configuration's N = 32
-// SS product and SS product with B N-major.
+// SS product and SS product with B N-major (N = 128; N = 192 for the d192 configuration).
 #pragma once
 #include <cstdint>
 
@@ -76,6 +76,24 @@ __device__ __forceinline__ void wgmma_ss_tb_n128(float (&d)[64], uint64_t desc_a
   else
     FB_BWD_WGMMA_TB("f16");
 #undef FB_BWD_WGMMA_TB
+}
+
+// D (64 x 192, fp32) [+]= A (64 x 16, K-major) * B (16 x 192, N-major: three 64-column panels LBO
+// apart), both in shared memory (trans-a = 0, trans-b = 1): the d192 configuration's one gradient per
+// consumer, dV += P^T dO (consumer 0) or dK += dS^T Q (consumer 1), from the P^T / dS^T tiles.
+template <class T>
+__device__ __forceinline__ void wgmma_ss_tb_n192(float (&d)[96], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+#define FB_BWD_WGMMA_TB192(TY) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n192k16.f32." TY "." TY " " FB_WGMMA_D96 ", %96, %97, p, 1, 1, 0, 1;\n}\n" \
+      : FB_WGMMA_OUT96(d) \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+  if constexpr (is_bf16<T>)
+    FB_BWD_WGMMA_TB192("bf16");
+  else
+    FB_BWD_WGMMA_TB192("f16");
+#undef FB_BWD_WGMMA_TB192
 }
 
 }  // namespace flashbox::sm90::bwd

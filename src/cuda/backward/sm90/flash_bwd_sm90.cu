@@ -3,7 +3,8 @@
 //   prepare:    per (batch, query head, padded row): D = rowsum(dO ∘ O) and LSE · log2 e; padding
 //               rows (>= seqlen_q, up to a whole query tile) get D = 0 and LSE = +inf, so P = 0.
 //               It also zeroes the row's share of the dQ accumulator (kernel_d floats of the flat
-//               buffer: the instantiation's width, 256 for head dims 136..256) and of the
+//               buffer: the instantiation's width, 192 for head dims 136..192 and 256 for
+//               200..256) and of the
 //               deterministic mode's semaphores (one int per row while any are left): no separate
 //               memset launch.
 //   convert_dq: dq = scale · dq_accum, read in the main kernel's fragment order (see
@@ -59,20 +60,23 @@ struct PrepArgs {
   int batch, heads_q, seqlen_q, seqlen_q_pad, head_dim, kernel_d;  // kernel_d: the instantiation's (>= head_dim)
 };
 
-// kernel_d / 8 lanes per padded row (8, 16 or 32), 16 bytes of O and of dO each: two 16-byte loads in
-// flight per lane (one warp per row, 4 bytes a lane, left prepare and the memset it replaced at
-// ~2x cuDNN's time on the H200: bench/NOTES.md, v9). Below the d256 kernel's 256 columns, the lanes
-// past head_dim (a multiple of 8) add nothing but zero their share of the accumulator row.
+// prep_lanes(kernel_d) lanes per padded row (8, 16 or 32: kernel_d / 8, and 32 for 192, where 24
+// would let rows straddle warps), 16 bytes of O and of dO each: two 16-byte loads in flight per lane
+// (one warp per row, 4 bytes a lane, left prepare and the memset it replaced at ~2x cuDNN's time on
+// the H200: bench/NOTES.md, v9). Past head_dim (a multiple of 8) the lanes add nothing but zero
+// their share of the accumulator row (kernel_d / 4 float4, lane by lane).
+int prep_lanes(int kernel_d) { return kernel_d == 192 ? 32 : kernel_d / 8; }
+
 template <typename Elem>
 __global__ void prepare_kernel(const PrepArgs a) {
   using Tr = cuda::ElementTraits<Elem>;
-  const int lpr = a.kernel_d / 8;
+  const int lpr = a.kernel_d == 192 ? 32 : a.kernel_d / 8;  // prep_lanes
   const int64_t rows = int64_t(a.batch) * a.heads_q * a.seqlen_q_pad;
   const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / lpr;
   const int sub = int(threadIdx.x % lpr), lane = int(threadIdx.x % 32);
   if (row >= rows) return;  // whole row groups leave together (lpr divides the block)
-  float4 *z = reinterpret_cast<float4 *>(a.dq_accum + row * a.kernel_d);  // kernel_d / 4 = 2 lpr float4
-  z[sub] = z[sub + lpr] = make_float4(0.f, 0.f, 0.f, 0.f);
+  float4 *z = reinterpret_cast<float4 *>(a.dq_accum + row * a.kernel_d);
+  for (int j = sub; j < a.kernel_d / 4; j += lpr) z[j] = make_float4(0.f, 0.f, 0.f, 0.f);
   if (sub < a.sem_per_row && row * a.sem_per_row + sub < a.n_sem) a.dq_sem[row * a.sem_per_row + sub] = 0;
   const int i = int(row % a.seqlen_q_pad);
   const int64_t bh = row / a.seqlen_q_pad;
@@ -205,20 +209,22 @@ __global__ void convert_dq_varlen_kernel(const ConvertVarlenArgs a) {
 }
 
 // The instantiation that runs a head_dim (0: none): 64 and 128 exactly, 96 for the multiples of 8
-// in 72..96 (fixed length; flash_bwd_sm90_d96.cu, branch sm90-d96), 256 for those in 136..256
-// (flash_bwd_sm90_d256.cu); its query and key block sizes. Below its instantiation a head_dim reads
-// zeros past it (the TMA's fill) and stores only its columns (store_rows, convert_dq). The varlen
-// convert reads accumulator rows of head_dim floats, so varlen needs kd == head_dim == accum_d.
+// in 72..96 (fixed length; flash_bwd_sm90_d96.cu, branch sm90-d96), 192 for those in 136..192
+// (flash_bwd_sm90_d192.cu, branch sm90-bwd-d192), 256 for those in 200..256 (flash_bwd_sm90_d256.cu);
+// its query and key block sizes. Below its instantiation a head_dim reads zeros past it (the TMA's
+// fill) and stores only its columns (store_rows, convert_dq). The varlen convert reads accumulator
+// rows of head_dim floats, so varlen needs kd == head_dim == accum_d.
 int kernel_head_dim(int64_t head_dim) {
   if (head_dim == 64 || head_dim == 128) return int(head_dim);
   if (head_dim >= 72 && head_dim <= 96 && head_dim % 8 == 0) return 96;
-  return head_dim > 128 && head_dim <= 256 && head_dim % 8 == 0 ? 256 : 0;
+  if (head_dim <= 128 || head_dim > 256 || head_dim % 8 != 0) return 0;
+  return head_dim <= 192 ? 192 : 256;
 }
 // The dQ accumulator's row width (floats) of an instantiation: its head_dim, 128 for 96 (BwdConfig::DQ_LD:
 // two 64-column chunks, the d128 layout, which the prepare and convert kernels read).
 int accum_d_for(int kd) { return kd == 96 ? 128 : kd; }
 int block_m_for(int kd) { return kd == 64 ? 128 : 64; }
-int block_n_for(int kd) { return kd == 256 ? 64 : 128; }
+int block_n_for(int kd) { return kd > 128 ? 64 : 128; }
 
 // (batch, kv head) pairs per chunk of the CTA order (flash_bwd_sm90_kernel.cuh, tile_of): enough for
 // two CTAs per SM in a chunk, so that the longest-first order inside it leaves no SM idle at the end
@@ -279,7 +285,7 @@ int run(const Launch &l) {
   prep.dq_accum = dq_accum.as<float>();
   prep.dq_sem = l.sem_bytes > 0 ? reinterpret_cast<int *>(dq_accum.as<uint8_t>() + l.dq_accum_bytes) : nullptr;
   prep.n_sem = l.sem_bytes / 4;
-  const unsigned prep_blocks = unsigned((l.rows * (accum_d_for(l.kd) / 8) + 255) / 256);
+  const unsigned prep_blocks = unsigned((l.rows * prep_lanes(accum_d_for(l.kd)) + 255) / 256);
   if (l.bf16)
     prepare_kernel<__nv_bfloat16><<<prep_blocks, 256, 0, stream>>>(prep);
   else
@@ -301,6 +307,7 @@ int run(const Launch &l) {
       : l.kd == 64  ? launch_bwd_d64(l.bf16, p, l.grid, stream)
       : l.kd == 96  ? launch_bwd_d96(l.bf16, p, l.grid, stream)
       : l.kd == 128 ? launch_bwd_d128(l.bf16, p, l.grid, stream)
+      : l.kd == 192 ? launch_bwd_d192(l.bf16, p, l.grid, stream)
                     : launch_bwd_d256(l.bf16, p, l.grid, stream);
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "main kernel launch"));
 
@@ -331,14 +338,16 @@ int run(const Launch &l) {
 namespace flashbox::detail {
 
 // Declines (the caller falls back to the sm80 family) where this path does not apply: a head_dim
-// other than 64, 128 or a multiple of 8 in 72..96 (the 96 kernel) or 136..256 (the 256 kernel; both
-// read zeros past head_dim and store only head_dim columns), variable-length batches at 72..96 and
-// above 128, deterministic mode above 128, not an sm_90 device, a layout the TMA cannot describe, a grid too large, a variable-length
+// other than 64, 128 or a multiple of 8 in 72..96 (the 96 kernel) or 136..256 (the 192 kernel up to
+// 192, the 256 one above; all read zeros past head_dim and store only head_dim columns),
+// variable-length batches at 72..96 and above 128, deterministic mode above 128, not an sm_90
+// device, a layout the TMA cannot describe, a grid too large, a variable-length
 // batch of 0 query or key tokens in all. Variable-length batches at head_dim 64 and 128 run on the
 // same instantiations (header of this file). Sliding windows, softcap and ALiBi are run-time fields of
 // the same kernels (flash_bwd_sm90_kernel.cuh). Deterministic mode orders the dQ adds with semaphores
-// behind the dQ accumulator (the d256 kernel adds from registers, unordered), in v9's order or, for
-// bf16 fixed-length head_dim 128 and head_dim 64 with GQA, v10's (det_walk.hpp: "_qdesc" kernels).
+// behind the dQ accumulator (the d192 and d256 kernels add from registers, unordered), in v9's order
+// or, for bf16 fixed-length head_dim 128 and head_dim 64 with GQA, v10's (det_walk.hpp: "_qdesc"
+// kernels).
 PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   using namespace sm90::bwd;
   using sm90::TensorView;
@@ -351,11 +360,11 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   if (kd == 96 && varlen)
     return PlanResult::no("the sm90 backward takes variable-length batches only at head_dim 64 or 128 (got " +
                           std::to_string(a.head_dim) + "; the sm80 family takes them)");
-  if (kd == 256 && varlen)
+  if (kd > 128 && varlen)
     return PlanResult::no(
         "the sm90 backward takes variable-length batches (cu_seqlens) only at head_dim 64 or 128 (the "
-        "d256 kernel has no varlen path; the sm80 family takes them)");
-  if (kd == 256 && g.deterministic)
+        "d192 and d256 kernels have no varlen path; the sm80 family takes them)");
+  if (kd > 128 && g.deterministic)
     return PlanResult::no(
         "the sm90 backward has no deterministic mode for head_dim above 128 (its dQ adds are "
         "unordered; the sm80 family takes it)");

@@ -198,15 +198,20 @@ constexpr int kConsumerWarpgroups = 2;
 template <class T, int D_, int BM_, bool QDESC_ = false>
 struct BwdConfig {
   using Elem = T;
-  static constexpr int D = D_, BM = BM_, NWG = kConsumerWarpgroups, STAGES = 2;
+  static constexpr int D = D_, BM = BM_, NWG = kConsumerWarpgroups;
   // QDESC: v10's deterministic order and walk (the file header's "Deterministic mode"); only launched
   // with dq_sem set, fixed length. false: v9's order, the walk of the non-deterministic mode.
   static constexpr bool QDESC = QDESC_;
-  // SPLIT_D (head_dim 256, the file header's "Head dimension 256"): BN = 64 keys, each consumer
-  // scores 32 queries of them and owns COLS = 128 columns of dK/dV; else BN = 128, 64 keys each,
-  // all queries and all D columns.
-  static constexpr bool SPLIT_D = D == 256;
-  static constexpr int BN = SPLIT_D ? 64 : 128, COLS = SPLIT_D ? D / NWG : D;
+  // SPLIT_D (head_dim 192 and 256, the file header's "Head dimension 256" and "Head dimension 192"):
+  // BN = 64 keys, each consumer scores 32 queries of them and P^T, dS^T are exchanged in shared
+  // memory; else BN = 128, 64 keys each, all queries and all D columns. Who owns which accumulator
+  // columns: at 256 consumer w owns COLS = 128 columns of dK and dV; at 192 (ONE_GRAD) consumer 0
+  // owns all of dV and consumer 1 all of dK (COLS = 192 of one gradient each).
+  static constexpr bool SPLIT_D = D >= 192;
+  static constexpr bool ONE_GRAD = D == 192;
+  // Q/dO ring depth: 3 at 192, where the rows are 3/4 of 256's and the third stage fits (header).
+  static constexpr int STAGES = ONE_GRAD ? 3 : 2;
+  static constexpr int BN = SPLIT_D ? 64 : 128, COLS = SPLIT_D && !ONE_GRAD ? D / NWG : D;
   static constexpr int THREADS = 128 * (NWG + 1);
   // Tile rows: 64-column panels of 128-byte rows (128B swizzle), or at D = 96 (the file header's
   // "Head dimension 96") 32-column panels of 64-byte rows (64B swizzle, layout type 2); KPP k16 steps
@@ -215,12 +220,16 @@ struct BwdConfig {
   static constexpr uint32_t LAYOUT = PCOLS == 64 ? 1 : 2;
   // dQ_i (BM x D) is cut into 64 x 64 chunks: chunk c covers query panel c / ND and head_dim panel
   // c % ND. One chunk per consumer (staged, the dQ writer adds it), or with SPLIT_D the consumer's
-  // COLS / 64 chunks, added from its registers.
+  // chunks, added from its registers: two each at 256; at 192 chunk 0 for consumer 0 (which owns dV),
+  // chunks 1 and 2 for consumer 1.
   // D = 96: two chunks of 64 columns, the second over K's columns 64..127, of which 96..127 are the
   // TMA's zeros (K is four 32-column panels, KL = 128: the last box wholly past head_dim), in an
   // accumulator of DQ_LD = 128 columns (the d128 layout, so the convert kernels are the d128 ones).
   static constexpr int NQ = BM / 64, ND = (D + 63) / 64, DQ_LD = 64 * ND, KL = DQ_LD;
-  static_assert(SPLIT_D ? (NQ == 1 && ND == 2 * NWG) : NQ * ND == NWG, "dQ chunks per consumer warpgroup");
+  static_assert(ONE_GRAD  ? (NQ == 1 && ND == 3 && NWG == 2)
+                : SPLIT_D ? (NQ == 1 && ND == 2 * NWG)
+                          : NQ * ND == NWG,
+                "dQ chunks per consumer warpgroup");
   // K holds KL columns (D, or 128 at D = 96), V, Q and dO D.
   static constexpr int K_BYTES = BN * KL * 2, KV_BYTES = BN * D * 2, Q_BYTES = BM * D * 2, DS_BYTES = BN * BM * 2;
   static constexpr int QW = SPLIT_D ? BM / NWG : BM;       // queries of S^T, dP^T per consumer
@@ -233,9 +242,9 @@ struct BwdConfig {
   static constexpr int NUM_BARS = 1 + 2 * STAGES;
   static constexpr int TILE_OFF = BAR_OFF + NUM_BARS * 8;              // the CTA's tile (TileRef), 9 ints
   static constexpr int SMEM_BYTES = TILE_OFF + 48 + 1024;  // + slack to align the base to 1024
-  static_assert(D == 64 || D == 96 || D == 128 || D == 256, "head_dim 64, 96, 128 or 256");
+  static_assert(D == 64 || D == 96 || D == 128 || D == 192 || D == 256, "head_dim 64, 96, 128, 192 or 256");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
-  static_assert(!(QDESC && SPLIT_D), "the d256 configuration has no deterministic mode");
+  static_assert(!(QDESC && SPLIT_D), "the d192 and d256 configurations have no deterministic mode");
 };
 
 // Named barriers: 0 is __syncthreads; 1 both consumers (dS^T complete); 2 + w one consumer;
@@ -498,10 +507,11 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   // Descriptors (docs/hopper.md §2.5): K-major tiles step 32 B per k16 inside a 128-B row
   // and a panel per 4 steps; N/M-major tiles step 16 rows (2048 B) per k16.
   // This warpgroup's keys (rows of the K/V tiles): its own 64, or with SPLIT_D the block's 64 (its
-  // 32 queries of them: q_base) and its columns of dK/dV: all, or with SPLIT_D panels 2 wg, 2 wg + 1
-  // of the N-major Q/dO operands.
+  // 32 queries of them: q_base) and its columns of dK/dV: all, or at 256 panels 2 wg, 2 wg + 1
+  // of the N-major Q/dO operands (at 192, ONE_GRAD: all columns of one gradient).
   constexpr int COLS = Cfg::COLS;
-  const int key_row0 = Cfg::SPLIT_D ? 0 : wg * 64, col0 = Cfg::SPLIT_D ? wg * COLS : 0;
+  constexpr bool ONE_GRAD = Cfg::ONE_GRAD;
+  const int key_row0 = Cfg::SPLIT_D ? 0 : wg * 64, col0 = Cfg::SPLIT_D && !ONE_GRAD ? wg * COLS : 0;
   // D = 96: every tile in 64-byte rows (ROW), SBO eight of them, layout type 2 (64B swizzle).
   constexpr int ROW = Cfg::ROW, KPP = Cfg::KPP;
   constexpr uint32_t SBO = 8 * ROW, LAYOUT = Cfg::LAYOUT;
@@ -519,8 +529,13 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   const uint64_t dst_a = make_smem_desc(base + Cfg::DS_OFF, 16, 1024);
   const uint64_t q_mn0 = make_smem_desc(base + Cfg::Q_OFF + col_off, BM * ROW, SBO, LAYOUT);
   const uint64_t do_mn0 = make_smem_desc(base + Cfg::DO_OFF + col_off, BM * ROW, SBO, LAYOUT);
-  // The (first) dQ chunk of this consumer; SPLIT_D: chunks 2 wg and 2 wg + 1 (query panel 0).
-  const int dq_chunk0 = Cfg::SPLIT_D ? 2 * wg : wg;
+  // ONE_GRAD: the gradient this consumer accumulates, as A (keys x queries tile) and B (N-major, all
+  // 192 columns): dV += P^T dO for consumer 0, dK += dS^T Q for consumer 1 (the same product shape).
+  const uint64_t grad_a = wg == 0 ? pt_a : dst_a, grad_b = wg == 0 ? do_mn0 : q_mn0;
+  // The (first) dQ chunk of this consumer; at 256: chunks 2 wg and 2 wg + 1 (query panel 0); at 192:
+  // chunk 0 (consumer 0), chunks 1 and 2 (consumer 1).
+  const int dq_chunk0 = ONE_GRAD ? (wg == 0 ? 0 : 1) : Cfg::SPLIT_D ? 2 * wg : wg;
+  const int dq_chunks = ONE_GRAD ? 1 + wg : 2;  // SPLIT_D: chunks added from registers per step
   const int q_panel = dq_chunk0 / Cfg::ND, d_panel = dq_chunk0 % Cfg::ND;
   const uint64_t ds_a0 = make_smem_desc(base + Cfg::DS_OFF + q_panel * BN * 128, BN * 128, 1024);
   // K's columns 64 d_panel..: panel 64 d_panel / PCOLS of its PCOLS-column panels.
@@ -530,9 +545,12 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   const int key_base = n_block * BN + key_row0;
   const int key0 = key_base + warp * 16 + g;  // this thread's two keys: key0, key0 + 8
 
-  float dv[COLS / 2], dk[COLS / 2];
+  // ONE_GRAD: dv holds consumer 0's dV or consumer 1's dK (grad_a, grad_b), and dk is unused.
+  float dv[COLS / 2], dk[ONE_GRAD ? 1 : COLS / 2];
 #pragma unroll
-  for (int i = 0; i < COLS / 2; ++i) dv[i] = dk[i] = 0.f;
+  for (int i = 0; i < COLS / 2; ++i) dv[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < int(sizeof dk / sizeof dk[0]); ++i) dk[i] = 0.f;
 
   mbar_wait(kv_full, 0);
   PipeState<Cfg::STAGES> st;
@@ -684,12 +702,14 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       // Both consumers' halves of P^T and dS^T are in shared memory: dV += P^T dO (both operands in
       // shared memory, A K-major, B N-major), then dQ and dK below read them too.
       named_barrier_sync(kDsBarrier, 256);
-      wgmma_fence();
+      if constexpr (!ONE_GRAD) {
+        wgmma_fence();
 #pragma unroll
-      for (int k = 0; k < BM / 16; ++k)
-        wgmma_ss_tb_n128<T>(dv, desc_advance(pt_a, ds_buf * Cfg::PT_BYTES + k * 32),
-                            desc_advance(do_mn0, q_off + k * 2048), 1);
-      wgmma_commit();
+        for (int k = 0; k < BM / 16; ++k)
+          wgmma_ss_tb_n128<T>(dv, desc_advance(pt_a, ds_buf * Cfg::PT_BYTES + k * 32),
+                              desc_advance(do_mn0, q_off + k * 2048), 1);
+        wgmma_commit();
+      }
     } else {
       // dV += P^T dO (A from registers, B N-major).
       wgmma_fence();
@@ -708,7 +728,13 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       wgmma_ss_mn_n64<T>(dq, desc_advance(ds_a0, ds_buf * Cfg::DS_BYTES + k * 2048), desc_advance(k_mn, k * 16 * ROW),
                          k > 0);
     wgmma_commit();
-    if constexpr (Cfg::SPLIT_D) {
+    if constexpr (ONE_GRAD) {
+      // This consumer's gradient (dV or dK), all 192 columns, while its first dQ chunk's adds go out.
+#pragma unroll
+      for (int k = 0; k < BM / 16; ++k)
+        wgmma_ss_tb_n192<T>(dv, desc_advance(grad_a, ds_buf * Cfg::DS_BYTES + k * 32),
+                            desc_advance(grad_b, q_off + k * 2048), 1);
+    } else if constexpr (Cfg::SPLIT_D) {
 #pragma unroll
       for (int k = 0; k < BM / 16; ++k)
         wgmma_ss_tb_n128<T>(dk, desc_advance(dst_a, ds_buf * Cfg::DS_BYTES + k * 32),
@@ -720,17 +746,19 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
                           desc_advance(q_mn0, q_off + k * 16 * ROW), 1);
     }
     wgmma_commit();
-    wgmma_wait<1>();  // dV and dQ done; dK still in flight while the dQ chunk is staged
+    wgmma_wait<1>();  // dV and dQ done; dK (ONE_GRAD: the gradient) still in flight while the dQ chunk goes out
     fence_operands(dq);
 
     if constexpr (Cfg::SPLIT_D) {
-      // Two chunks, each added from registers into the global accumulator in the staging order
-      // (float4 j of thread t at (j * 128 + t) * 4: 512 contiguous bytes per warp and j); the
-      // second chunk's product runs after the first one's adds were issued. The block's rows are D
-      // (the instantiation's 256) floats wide; fixed length only (accum_row = block_row there).
+      // dq_chunks chunks (two; at 192 one or two), each added from registers into the global
+      // accumulator in the staging order (float4 j of thread t at (j * 128 + t) * 4: 512 contiguous
+      // bytes per warp and j); the second chunk's product runs after the first one's adds were
+      // issued. The block's rows are D (the instantiation's 192 or 256) floats wide; fixed length
+      // only (accum_row = block_row there).
       float *acc = p.dq_accum + accum_row(p, t_, h, m, BM) * D;
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
+        if (c >= dq_chunks) break;
         if (c == 1) {
           wgmma_fence();
 #pragma unroll
@@ -768,8 +796,13 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     ds_buf ^= 1;
     h = h_next, m = m_next;
   }
-  store_rows<Cfg>(p.dv, p.dv_stride, t_.tb(), hk, t_.k0(), key_base, t_.sk(), col0, p.head_dim, dv, 1.f);
-  store_rows<Cfg>(p.dk, p.dk_stride, t_.tb(), hk, t_.k0(), key_base, t_.sk(), col0, p.head_dim, dk, p.scale);
+  if constexpr (ONE_GRAD) {
+    store_rows<Cfg>(wg == 0 ? p.dv : p.dk, wg == 0 ? p.dv_stride : p.dk_stride, t_.tb(), hk, t_.k0(), key_base,
+                    t_.sk(), 0, p.head_dim, dv, wg == 0 ? 1.f : p.scale);
+  } else {
+    store_rows<Cfg>(p.dv, p.dv_stride, t_.tb(), hk, t_.k0(), key_base, t_.sk(), col0, p.head_dim, dv, 1.f);
+    store_rows<Cfg>(p.dk, p.dk_stride, t_.tb(), hk, t_.k0(), key_base, t_.sk(), col0, p.head_dim, dk, p.scale);
+  }
 }
 
 template <class Cfg>

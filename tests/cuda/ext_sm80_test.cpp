@@ -1,8 +1,8 @@
 // The extension on the GPU (flashbox_attention_forward_ext / _backward_ext, device = cuda): sliding
 // windows, softcap, ALiBi (per head and per batch x head), variable-length batches (lengths 0 and 1
 // included, seqlen_q != seqlen_k), GQA, causal and not, and head dims that are multiples of 8 below
-// the kernels' 64 / 128 / 256 (HeadDimsAbove128: 136 to 256; on Hopper the sm90 forward's 192 / 256
-// kernels), forward and backward (atomic and deterministic dQ), bf16, against the fp64
+// the kernels' 64 / 128 / 256 (HeadDimsAbove128: 136 to 256; on Hopper the sm90 forward's and
+// backward's 192 / 256 kernels), forward and backward (atomic and deterministic dQ), bf16, against the fp64
 // CPU reference (src/cpu/reference_fp64.hpp, reference_backward_fp64.hpp) on random inputs (seed
 // printed; FLASHBOX_TEST_SEED=N repeats one). Outputs are poisoned (NaN) and framed by guard bytes
 // that must survive; the backward runs on the GPU forward's own O and LSE.
@@ -270,11 +270,18 @@ void run_case(const ExtCase &c) {
     g.deterministic = det;
     ASSERT_EQ(flashbox_attention_backward_ext(&g, &e), 0) << flashbox_last_error();
     const std::string bwd_kernel = flashbox_last_kernel();
-    // Above 128 the backward is a d256 kernel: the sm90 one on a Hopper device (since branch
-    // sm90-bwd-d256), the sm80 one for varlen, deterministic mode or FLASHBOX_BWD_ARCH=sm80.
-    if (c.head_dim > 128) EXPECT_NE(bwd_kernel.find("_d256"), std::string::npos) << bwd_kernel;
-    if (c.head_dim > 128 && (det || !c.lens_q.empty()))
-      EXPECT_NE(bwd_kernel.find("cuda_flash_bwd_sm80_d256"), std::string::npos) << bwd_kernel;
+    // Above 128 the backward is the sm80 d256 kernel for varlen, deterministic mode or
+    // FLASHBOX_BWD_ARCH=sm80, else on a Hopper device the sm90 one (since branch sm90-bwd-d256): its
+    // d192 kernel for 136..192 (since branch sm90-bwd-d192), its d256 kernel above.
+    if (c.head_dim > 128) {
+      const bool sm90_bwd = bwd_kernel.rfind("cuda_flash_bwd_sm90_", 0) == 0;
+      if (det || !c.lens_q.empty()) EXPECT_FALSE(sm90_bwd) << bwd_kernel;
+      if (sm90_bwd)
+        EXPECT_EQ(bwd_kernel.rfind(c.head_dim <= 192 ? "cuda_flash_bwd_sm90_d192" : "cuda_flash_bwd_sm90_d256", 0), 0u)
+            << bwd_kernel;
+      else
+        EXPECT_EQ(bwd_kernel.rfind("cuda_flash_bwd_sm80_d256", 0), 0u) << bwd_kernel;
+    }
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<uint16_t> h_dq(t.q.size()), h_dk(t.k.size()), h_dv(t.v.size());
     ASSERT_TRUE(dq.back(h_dq.data())) << "a guard byte around dq changed";

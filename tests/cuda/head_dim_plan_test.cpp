@@ -173,21 +173,23 @@ TEST(HeadDimPlan, Sm90ForwardDeclinesAbove128WhatItHasNot) {
   }
 }
 
-// The sm90 backward: 64 and 128 exactly, the d256 kernel for the multiples of 8 in 136..256 (on a
-// Hopper device; elsewhere the plan declines for the device), never deterministic above 128 (the
-// sm80 family takes it), and declines the head dims between (72..120: sm80's).
-TEST(HeadDimPlan, Sm90BackwardServesAbove128WithTheD256Kernel) {
+// The sm90 backward: 64 and 128 exactly, the d192 kernel for the multiples of 8 in 136..192 and the
+// d256 kernel for those in 200..256 (on a Hopper device; elsewhere the plan declines for the device),
+// never deterministic above 128 (the sm80 family takes it), and declines the head dims between
+// (72..120: sm80's).
+TEST(HeadDimPlan, Sm90BackwardServesAbove128WithTheD192AndD256Kernels) {
   const bool hopper = sm90::sm90_unavailable_reason() == nullptr;
-  for (int64_t d : {136, 160, 192, 248, 256}) {
+  for (int64_t d : {136, 160, 176, 192, 200, 224, 248, 256}) {
     const PlanCase c(d);
     const detail::PlanResult r = detail::plan_sm90_backward(c.grad(0), /*size_only=*/true);
     EXPECT_EQ(r.code, 0) << "d" << d;
+    const int64_t kd = d <= 192 ? 192 : 256;
     if (hopper) {
       ASSERT_TRUE(r.plan.has_value()) << "d" << d << ": " << r.why_not;
-      EXPECT_EQ(r.plan->kernel, "cuda_flash_bwd_sm90_d256") << "d" << d;
-      // Scratch: LSE and D (4 B a padded row each) and the 256-column fp32 dQ accumulator.
+      EXPECT_EQ(r.plan->kernel, "cuda_flash_bwd_sm90_d" + std::to_string(kd)) << "d" << d;
+      // Scratch: LSE and D (4 B a padded row each) and the kd-column fp32 dQ accumulator.
       const int64_t rows = c.a.batch * c.a.heads_q * 64;
-      EXPECT_EQ(r.plan->workspace_bytes, rows * 8 + rows * 256 * 4) << "d" << d;
+      EXPECT_EQ(r.plan->workspace_bytes, rows * 8 + rows * kd * 4) << "d" << d;
     } else {
       EXPECT_FALSE(r.plan.has_value()) << "d" << d;
     }

@@ -1,8 +1,9 @@
 // The Hopper backward's gradient check shared by its tests (sm90_bwd_mods_test.cpp: masks and score
-// transforms at head_dim 64 and 128; sm90_bwd_d256_test.cpp: the head_dim 256 kernel and the head
-// dims it serves): one case of random inputs (seed printed; FLASHBOX_TEST_SEED=N repeats one), the
-// GPU forward's own O and LSE, the backward three times (atomic dQ, then deterministic twice, which
-// must repeat bitwise) into NaN-poisoned gradients framed by guard bytes that must survive, each
+// transforms at head_dim 64 and 128; sm90_bwd_d192_test.cpp and sm90_bwd_d256_test.cpp: the
+// head_dim 192 and 256 kernels and the head dims they serve): one case of random inputs (seed
+// printed; FLASHBOX_TEST_SEED=N repeats one), the GPU forward's own O and LSE, the backward three
+// times (atomic dQ, then deterministic twice, which must repeat bitwise) into NaN-poisoned gradients
+// framed by guard bytes that must survive, each
 // gradient against the fp64 CPU reference backward (src/cpu/reference_backward_fp64.hpp) with the
 // same core::ScoreMods, relative error < 1e-2; and the kernel that ran must be the one the case names
 // (auto picks the sm90 backward on compute capability 9.0 unless FLASHBOX_BWD_ARCH=sm80). The device

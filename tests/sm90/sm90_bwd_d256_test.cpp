@@ -1,6 +1,7 @@
 // The Hopper backward's head_dim 256 kernel (flash_bwd_sm90_kernel.cuh, "Head dimension 256") and
-// the head dims it serves (multiples of 8 in 136..256: zeros past head_dim on the loads, no store
-// past it): d 136, 192, 248, 256; T = 1, 17, 65, 1000; causal and not; GQA and MQA; seqlen_q !=
+// the head dims it serves (multiples of 8 in 200..256: zeros past head_dim on the loads, no store
+// past it; 136..192 are the d192 kernel's, sm90_bwd_d192_test.cpp): d 200, 224, 248, 256; T = 1,
+// 17, 65, 1000; causal and not; GQA and MQA; seqlen_q !=
 // seqlen_k (rows without keys, keys without rows); a window, softcap and ALiBi case; bf16 and one
 // fp16; against the fp64 CPU reference backward (the shared check, sm90_bwd_case.hpp: NaN-poisoned
 // gradients, guard bytes, relative error < 1e-2, seed printed). The atomic-dQ run must name
@@ -22,8 +23,8 @@ constexpr const char *kSm80Det = "cuda_flash_bwd_sm80_d256_deterministic";
 const std::vector<BwdCase> kSmall = {
     {"T1 d256", 1, 1, 1, 2, 2, 256, 0},
     {"causal T17 GQA d256", 2, 17, 17, 4, 2, 256, 1},
-    {"65x64 MQA d192", 2, 65, 64, 4, 1, 192, 0},
-    {"causal 64x130 d136 (keys without rows)", 1, 64, 130, 2, 2, 136, 1},
+    {"65x64 MQA d224", 2, 65, 64, 4, 1, 224, 0},
+    {"causal 64x130 d200 (keys without rows)", 1, 64, 130, 2, 2, 200, 1},
     {"causal 130x17 d248 (rows without keys)", 1, 130, 17, 2, 1, 248, 1},
     {"fp16 T65 GQA d256", 1, 65, 65, 4, 2, 256, 0, -1, -1, 0.0f, Alibi::none, FLASHBOX_FLOAT16},
     {"window(16,8) softcap 3 alibi/head 65x65 d256", 1, 65, 65, 2, 2, 256, 0, 16, 8, 3.0f, Alibi::head},
@@ -32,9 +33,9 @@ const std::vector<BwdCase> kSmall = {
 const std::vector<BwdCase> kLarge = {
     {"causal T1000 GQA d256", 1, 1000, 1000, 4, 2, 256, 1},
     {"T1000 d256", 1, 1000, 1000, 2, 2, 256, 0},
-    {"300x1000 MQA d192", 1, 300, 1000, 2, 1, 192, 0},
-    {"causal 1000x300 d136", 2, 1000, 300, 2, 2, 136, 1},
-    {"causal window(100,0) softcap 30 T1000 d192", 1, 1000, 1000, 2, 1, 192, 1, 100, -1, 30.0f},
+    {"300x1000 MQA d224", 1, 300, 1000, 2, 1, 224, 0},
+    {"causal 1000x300 d200", 2, 1000, 300, 2, 2, 200, 1},
+    {"causal window(100,0) softcap 30 T1000 d224", 1, 1000, 1000, 2, 1, 224, 1, 100, -1, 30.0f},
 };
 
 TEST(Sm90BwdD256, SmallCases) {

@@ -125,9 +125,45 @@
 //   does the 5 and costs the P^T tile, one barrier before dV instead of before dQ, and SS reads
 //   of P^T/dS^T. Rejected: a column split over two CTAs like the sm80 d256 backward (7/5 products,
 //   plus every Q_i, dO_i and K/V tile loaded twice and twice the CTAs).
-//   Head dims 136..248 (multiples of 8) run this configuration: the TMA maps' innermost dimension
+//   Head dims 200..248 (multiples of 8) run this configuration: the TMA maps' innermost dimension
 //   is the call's head_dim, so the loads read zeros past it (S, dP unchanged; dV, dK, dQ there
 //   are 0), and the stores of dK/dV (store_rows) and dQ (the convert kernel) stop at head_dim.
+//   (Until branch sm90-bwd-d192 it also ran 136..192: a quarter of its columns zeros at 192, 0.99-1.10
+//   of cuDNN's time there against 0.96-1.00 at 256, bench/NOTES.md v14.)
+//
+// Head dimension 192 (Cfg::ONE_GRAD, with SPLIT_D; branch sm90-bwd-d192, 2026-12-01; head dims
+// 136..192 the same way as 200..248 above). The 256 layout with D = 192, rows of three 64-column
+// panels (PANELS = 3, as in the forward's d192 kernel: each k-step of S^T / dP^T is 32 B inside a
+// panel, four per panel, twelve in all). What changes is who owns which accumulator:
+//   consumer 0 accumulates all of dV_j (64 keys x 192 columns), consumer 1 all of dK_j: the same
+//   product shape, A the P^T or dS^T tile (K-major) and B dO_i or Q_i (N-major, the three panels
+//   LBO apart), one m64n192k16 SS instruction per k-step (wgmma_ss_tb_n192, bulk_ops.cuh). Scores
+//   stay split by queries (32 each, N = 32) and P^T, dS^T go through shared memory as at 256.
+//   dQ_i (64 x 192) is three 64 x 64 chunks: chunk 0 for consumer 0, chunks 1 and 2 for consumer 1,
+//   each added from registers as at 256.
+//   Why not each consumer 96 of the 192 columns of both dK and dV (the 256 split, halved): consumer
+//   1's columns 96..191 start in the middle of the second panel, and an N-major B operand of 96
+//   columns from there is no layout a wgmma descriptor names (N runs 64 columns contiguously per
+//   128-B swizzle atom, then LBO to the next panel; starting 64 B into a row, columns 128.. of the
+//   same descriptor land in the next row). It would take an N = 32 product starting 64 B into a row
+//   plus an N = 64 one, outside the canonical layouts, untestable here. Owning one gradient costs the
+//   same registers (96 accumulator floats per thread) with whole panels only.
+//   Work per step (64 keys x 64 queries): 5 products of 2 * 64 * 64 * 192 = 1.57 MFLOP (7.9 MFLOP,
+//   3/4 of 256's 10.5). Per consumer, in those units: S^T, dP^T halves 0.5 + 0.5, its gradient 1, dQ
+//   1/3 (consumer 0) or 2/3 (consumer 1): 2.33 and 2.67. The one barrier per step bounds how far the
+//   lighter consumer runs ahead: it computes the next step's S^T / dP^T while the other finishes its
+//   second dQ chunk, which keeps the tensor pipe fed when the pipe is the limit.
+//   Registers per consumer thread: the gradient 96 + S^T 16 + dP^T 16 + their packed halves 8 + 8 +
+//   one dQ chunk 32 = 176 (256: 208). ptxas: 168 (the launch bound; setmaxnreg gives 240), 0 spills.
+//   Shared memory: K 24 KB + V 24 KB + Q, dO rings 3 x 2 x 24 KB + dS^T and P^T 2 x 2 x 8 KB =
+//   224 KB, + the LSE/D vectors 1 KB, 7 barriers, the tile 48 B, 1 KB alignment slack: 231,528 of
+//   232,448 B. The rows being 3/4 of 256's pay for a third ring stage (STAGES = 3: a Q/dO load may
+//   take two steps to land). The same 48 KB would instead hold the dQ staging of all three chunks
+//   (3 x 16 KB) for a dQ writer warp's bulk reduce-adds (the d128 way); not both. The ring was
+//   chosen because the register adds already hold up at 256 (level with cuDNN; 48 KB of adds per
+//   step here, the same bytes per FLOP as there), and the writer would need per-consumer chunk
+//   counts. 128 keys per CTA does not fit: one gradient of 128 keys is two m64 accumulators, 192
+//   floats per thread, with the scores on top more than 240 registers.
 //
 // Head dimension 96 (branch sm90-d96, 2026-12-01; the same layout as 64 and 128, BM = 64). A 96-column
 // row is not a whole number of 128B-swizzle panels, and Q, dO and K are N-major operands too (dK's,

@@ -22,6 +22,7 @@ step test_sm90 timeout 60 $B/test_sm90 --gtest_brief=1
 [ -x $B/test_sm90_mods ] && step test_sm90_mods timeout 60 $B/test_sm90_mods --gtest_brief=1
 [ -x $B/test_sm90_bwd_mods ] && step test_sm90_bwd_mods timeout 90 $B/test_sm90_bwd_mods --gtest_brief=1
 [ -x $B/test_sm90_bwd_d256 ] && step test_sm90_bwd_d256 timeout 60 $B/test_sm90_bwd_d256 --gtest_brief=1
+[ -x $B/test_sm90_bwd_d192 ] && step test_sm90_bwd_d192 timeout 60 $B/test_sm90_bwd_d192 --gtest_brief=1
 [ -x $B/test_sm90_varlen ] && step test_sm90_varlen timeout 60 $B/test_sm90_varlen --gtest_brief=1
 [ -x $B/test_sm90_bwd_varlen ] && step test_sm90_bwd_varlen timeout 60 $B/test_sm90_bwd_varlen --gtest_brief=1
 [ -x $B/test_decode ] && step test_decode timeout 90 $B/test_decode --gtest_brief=1
@@ -32,6 +33,8 @@ step memcheck_ext timeout 90 compute-sanitizer --tool memcheck --error-exitcode 
   --gtest_filter='ExtSm80.HeadDimsAbove128:ExtSm80.SmallCases'
 [ -x $B/test_sm90_bwd_d256 ] && step memcheck_bwd_d256 timeout 40 env FLASHBOX_SM90_MODS_SMALL=1 compute-sanitizer --tool memcheck \
   --error-exitcode 9 $B/test_sm90_bwd_d256 --gtest_brief=1 --gtest_filter='Sm90BwdD256.SmallCases'
+[ -x $B/test_sm90_bwd_d192 ] && step memcheck_bwd_d192 timeout 40 env FLASHBOX_SM90_MODS_SMALL=1 compute-sanitizer --tool memcheck \
+  --error-exitcode 9 $B/test_sm90_bwd_d192 --gtest_brief=1 --gtest_filter='Sm90BwdD192.SmallCases'
 [ -x $B/test_sm90_varlen ] && step memcheck_varlen timeout 60 env FLASHBOX_SM90_VARLEN_SMALL=1 compute-sanitizer --tool memcheck \
   --error-exitcode 9 $B/test_sm90_varlen --gtest_brief=1 \
   --gtest_filter='Sm90Varlen.TileEdges:Sm90Varlen.DifferentLengths:Sm90Varlen.MalformedCuSeqlensStayInBounds:Sm90Varlen.WindowsSoftcapAlibi'
@@ -50,7 +53,7 @@ if [ -x $B/sm90_bwd_varlen_bench ]; then
     --lens 1024,812,1300,977,700,1150,1024,890,1210,760,1024,1099,930,1280,705,1019 --json "$O/varlen_bwd_gpt.json"
   step varlen_bwd_bench_det timeout 15 $B/sm90_bwd_varlen_bench --deterministic --json "$O/varlen_bwd_b8_det.json"
 fi
-# The Hopper d256 backward (head dims 136..256) against cuDNN and the sm80 backward that ran before.
+# The Hopper d192 and d256 backward (head dims 136..192, 200..256) against cuDNN and the sm80 backward that ran before.
 step compare_bwd_d256 timeout 60 python3 bench/compare_sdpa.py $B/libflashbox.so --no-naive --backward --configs 256:8,192:8 \
   --seqlens 1024,2048,4096,8192,16384 --also-families sm80 --json "$O/compare_bwd_d256.json"
 step compare_masks_bwd timeout 60 python3 bench/compare_masks.py $B/libflashbox.so --backward --seqlens 4096,16384 \

@@ -8,7 +8,7 @@
 // that must survive; the backward runs on the GPU forward's own O and LSE.
 // On the H200, auto runs the sm90 forward where it takes the call (windows, softcap, ALiBi, and
 // since 2026-12-01 varlen at head_dim 64 and 128) and the sm90 backward for windows, softcap,
-// ALiBi and (branch sm90-varlen-bwd) varlen at 64/128, and windows, softcap and ALiBi at 136..256
+// ALiBi and (branch sm90-varlen-bwd) varlen at 64/128, and windows, softcap and ALiBi at 136..256 (d192 / d256)
 // (not deterministic above 128); sm80 for the rest (varlen above 128, other head dims).
 // FLASHBOX_FLASH_ARCH=sm80 FLASHBOX_BWD_ARCH=sm80 pins sm80 for every case.
 // SmallCases is the set compute-sanitizer runs; LargeCases adds T = 1000; MalformedCuSeqlensStayInBounds

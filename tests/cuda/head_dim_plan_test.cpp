@@ -2,8 +2,8 @@
 // work, so these run on a machine without a GPU too): the sm80 forward and backward take every
 // multiple of 8 up to 256 (d64 / d128 / d256 instantiations), nothing above; so does the sm90
 // forward (d64 / d96 / d128 / d192 / d256), except softcap, ALiBi and varlen above 128, which it declines
-// to sm80; the sm90 backward takes 64, 128, (its d96 kernel) 72..96 without varlen and (its d256
-// kernel) 136..256, neither deterministic nor varlen above 128.
+// to sm80; the sm90 backward takes 64, 128, (its d96 kernel) 72..96 without varlen and (its d192
+// and d256 kernels) 136..192 and 200..256, neither deterministic nor varlen above 128.
 #include <gtest/gtest.h>
 
 #include <algorithm>

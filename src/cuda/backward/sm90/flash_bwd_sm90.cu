@@ -65,18 +65,19 @@ struct PrepArgs {
 // (one warp per row, 4 bytes a lane, left prepare and the memset it replaced at ~2x cuDNN's time on
 // the H200: bench/NOTES.md, v9). Past head_dim (a multiple of 8) the lanes add nothing but zero
 // their share of the accumulator row (kernel_d / 4 float4, lane by lane).
-int prep_lanes(int kernel_d) { return kernel_d == 192 ? 32 : kernel_d / 8; }
+__host__ __device__ inline int prep_lanes(int kernel_d) { return kernel_d == 192 ? 32 : kernel_d / 8; }
 
 template <typename Elem>
 __global__ void prepare_kernel(const PrepArgs a) {
   using Tr = cuda::ElementTraits<Elem>;
-  const int lpr = a.kernel_d == 192 ? 32 : a.kernel_d / 8;  // prep_lanes
+  const int lpr = prep_lanes(a.kernel_d);
   const int64_t rows = int64_t(a.batch) * a.heads_q * a.seqlen_q_pad;
   const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / lpr;
   const int sub = int(threadIdx.x % lpr), lane = int(threadIdx.x % 32);
   if (row >= rows) return;  // whole row groups leave together (lpr divides the block)
   float4 *z = reinterpret_cast<float4 *>(a.dq_accum + row * a.kernel_d);
-  for (int j = sub; j < a.kernel_d / 4; j += lpr) z[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+  z[sub] = make_float4(0.f, 0.f, 0.f, 0.f);  // kernel_d / 4 float4: 2 lpr (d192: 48, lanes 0..15 twice)
+  if (sub + lpr < a.kernel_d / 4) z[sub + lpr] = make_float4(0.f, 0.f, 0.f, 0.f);
   if (sub < a.sem_per_row && row * a.sem_per_row + sub < a.n_sem) a.dq_sem[row * a.sem_per_row + sub] = 0;
   const int i = int(row % a.seqlen_q_pad);
   const int64_t bh = row / a.seqlen_q_pad;

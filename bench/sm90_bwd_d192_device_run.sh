@@ -36,5 +36,9 @@ step compare_bwd_d192_d256 60 python3 bench/compare_sdpa.py $B/libflashbox.so --
   --configs 192:8,256:8 --seqlens 1024,2048,4096,8192,16384 --also-families sm80 --json "$O/compare_bwd.json"
 step test_sm90_bwd_mods 10 $B/test_sm90_bwd_mods --gtest_brief=1
 step test_backward 60 $B/test_backward --gtest_brief=1
+# With what is left: this build against an earlier one (old/libflashbox.so, when packed), interleaved in
+# one process: the d192 backward on its own kernel against the same calls on the d256 kernel.
+[ -f $B/old/libflashbox.so ] && step compare_builds_d192 40 python3 bench/compare_builds.py new=$B/libflashbox.so \
+  old=$B/old/libflashbox.so --rounds 2 --shapes 192:8:4096:1,192:8:16384:1 --json "$O/compare_builds_d192.json"
 echo "done" | tee -a "$log"
 grep -E "^(==|rc=)|ERROR SUMMARY|FAILED|worst gradient" "$log"

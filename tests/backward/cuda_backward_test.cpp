@@ -1,6 +1,7 @@
 // CUDA flash backward against the fp64 reference backward on the device: the forward's shape cases,
 // seqlen_q != seqlen_k with empty rows, GQA/MQA, strided layouts, causal or not, bf16 and fp16,
-// head_dim 64, 128 and above (136 to 256: the d256 kernels), both dQ modes (atomic and
+// head_dim 64, 128 and above (136 to 256: sm80's d256 kernels; on Hopper the atomic-dQ calls run
+// the sm90 d192 kernel up to 192 and its d256 one above), both dQ modes (atomic and
 // deterministic), poisoned outputs (padding included);
 // deterministic mode bitwise-identical over repeated runs; scratch equal to the workspace size.
 // Skipped, with the reason, where there is no GPU.
@@ -112,7 +113,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          Shape{1, 1000, 1000, 2, 1, 64}, Shape{1, 1000, 1000, 1, 1, 128},
                                          Shape{1, 17, 300, 3, 1, 64}, Shape{1, 300, 17, 2, 2, 128},
                                          Shape{2, 200, 333, 6, 2, 64}, Shape{1, 333, 200, 4, 1, 128},
-                                         // above 128: the sm80 d256 kernels (column halves)
+                                         // above 128: the sm80 d256 kernels (column halves); on Hopper
+                                         // the atomic ones run sm90 d192 (136, 192) and d256 (224, 256)
                                          Shape{1, 1, 1, 2, 2, 136}, Shape{1, 65, 65, 2, 1, 256},
                                          Shape{2, 17, 300, 4, 2, 192}, Shape{1, 300, 17, 2, 2, 224}),
                        ::testing::Values(0, 1), ::testing::Values(FLASHBOX_BFLOAT16, FLASHBOX_FLOAT16)));

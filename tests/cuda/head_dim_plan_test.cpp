@@ -176,7 +176,7 @@ TEST(HeadDimPlan, Sm90ForwardDeclinesAbove128WhatItHasNot) {
 // The sm90 backward: 64 and 128 exactly, the d192 kernel for the multiples of 8 in 136..192 and the
 // d256 kernel for those in 200..256 (on a Hopper device; elsewhere the plan declines for the device),
 // never deterministic above 128 (the sm80 family takes it), and declines the head dims between
-// (72..120: sm80's).
+// (104..120, and those below 64: sm80's; 72..96 are the d96 kernel's).
 TEST(HeadDimPlan, Sm90BackwardServesAbove128WithTheD192AndD256Kernels) {
   const bool hopper = sm90::sm90_unavailable_reason() == nullptr;
   for (int64_t d : {136, 160, 176, 192, 200, 224, 248, 256}) {

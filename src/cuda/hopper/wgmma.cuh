@@ -76,6 +76,10 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   }
 }
 
+#define FB_WGMMA_D16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define FB_WGMMA_OUT16(d) \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
+      "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
 #define FB_WGMMA_D32 \
   "{" \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
@@ -169,14 +173,17 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
       "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), \
       "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
 
-// SS form: D (64 x N, fp32) = A (64 x 16, smem, K-major) * B (16 x N, smem, K-major) [+ D if scale_d].
-#define FB_WGMMA_SS(NSHAPE, DLIST, OUTS, IA, IB, IS, TY) \
+// SS form: D (64 x N, fp32) = A (64 x 16, smem) * B (16 x N, smem) [+ D if scale_d]; TA / TB "1"
+// reads A M-major / B N-major (16-bit types only), "0" K-major; the outputs last (a macro that
+// forwards them hands on their commas). FB_WGMMA_SS: both K-major.
+#define FB_WGMMA_SS_T(NSHAPE, DLIST, IA, IB, IS, TY, TA, TB, ...) \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IS \
                ", 0;\n" \
                "wgmma.mma_async.sync.aligned.m64n" NSHAPE "k16.f32." TY "." TY " " DLIST ", %" IA ", %" IB \
-               ", p, 1, 1, 0, 0;\n}\n" \
-               : OUTS \
+               ", p, 1, 1, " TA ", " TB ";\n}\n" \
+               : __VA_ARGS__ \
                : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+#define FB_WGMMA_SS(NSHAPE, DLIST, OUTS, IA, IB, IS, TY) FB_WGMMA_SS_T(NSHAPE, DLIST, IA, IB, IS, TY, "0", "0", OUTS)
 
 // RS form: D (64 x N, fp32) = A (64 x 16, registers) * B (16 x N, smem; N-major when TB is "1", the
 // P.V product's V, K-major when "0", the Q.K^T product's K) [+ D].

@@ -24,40 +24,26 @@ __device__ __forceinline__ void bulk_wait_read_all() {
 // Every committed bulk group has completed (before the CTA exits).
 __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
+// The products below are FB_WGMMA_SS_T (cuda/hopper/wgmma.cuh) with their shape and majors, for
+// the element type T (bf16 or f16).
+#define FB_BWD_WGMMA(T, NSHAPE, DLIST, OUTS, IA, IB, IS, TA, TB)    \
+  if constexpr (is_bf16<T>)                                         \
+    FB_WGMMA_SS_T(NSHAPE, DLIST, IA, IB, IS, "bf16", TA, TB, OUTS); \
+  else                                                              \
+    FB_WGMMA_SS_T(NSHAPE, DLIST, IA, IB, IS, "f16", TA, TB, OUTS)
+
 // D (64 x 64, fp32) [+]= A (64 x 16) * B (16 x 64), A M-major and B N-major in shared memory
 // (trans-a = trans-b = 1, allowed for 16-bit types): dQ = dS K with dS stored as dS^T.
 template <class T>
 __device__ __forceinline__ void wgmma_ss_mn_n64(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-#define FB_BWD_WGMMA_TT(TY) \
-  asm volatile( \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FB_WGMMA_D32 ", %32, %33, p, 1, 1, 1, 1;\n}\n" \
-      : FB_WGMMA_OUT32(d) \
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
-  if constexpr (is_bf16<T>)
-    FB_BWD_WGMMA_TT("bf16");
-  else
-    FB_BWD_WGMMA_TT("f16");
-#undef FB_BWD_WGMMA_TT
+  FB_BWD_WGMMA(T, "64", FB_WGMMA_D32, FB_WGMMA_OUT32(d), "32", "33", "34", "1", "1");
 }
 
 // D (64 x 32, fp32) [+]= A (64 x 16) * B (16 x 32), both K-major in shared memory: the d256
 // configuration's S^T = K Q_w^T and dP^T = V dO_w^T over one consumer's 32 queries.
 template <class T>
 __device__ __forceinline__ void wgmma_ss_n32(float (&d)[16], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-#define FB_BWD_WGMMA_N32(TY) \
-  asm volatile( \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n" \
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY \
-      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n" \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]) \
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
-  if constexpr (is_bf16<T>)
-    FB_BWD_WGMMA_N32("bf16");
-  else
-    FB_BWD_WGMMA_N32("f16");
-#undef FB_BWD_WGMMA_N32
+  FB_BWD_WGMMA(T, "32", FB_WGMMA_D16, FB_WGMMA_OUT16(d), "16", "17", "18", "0", "0");
 }
 
 // D (64 x 128, fp32) [+]= A (64 x 16, K-major) * B (16 x 128, N-major), both in shared memory
@@ -65,17 +51,7 @@ __device__ __forceinline__ void wgmma_ss_n32(float (&d)[16], uint64_t desc_a, ui
 // dS^T read from the tiles both consumers wrote.
 template <class T>
 __device__ __forceinline__ void wgmma_ss_tb_n128(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-#define FB_BWD_WGMMA_TB(TY) \
-  asm volatile( \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FB_WGMMA_D64 ", %64, %65, p, 1, 1, 0, 1;\n}\n" \
-      : FB_WGMMA_OUT64(d) \
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
-  if constexpr (is_bf16<T>)
-    FB_BWD_WGMMA_TB("bf16");
-  else
-    FB_BWD_WGMMA_TB("f16");
-#undef FB_BWD_WGMMA_TB
+  FB_BWD_WGMMA(T, "128", FB_WGMMA_D64, FB_WGMMA_OUT64(d), "64", "65", "66", "0", "1");
 }
 
 // D (64 x 192, fp32) [+]= A (64 x 16, K-major) * B (16 x 192, N-major: three 64-column panels LBO
@@ -83,17 +59,8 @@ __device__ __forceinline__ void wgmma_ss_tb_n128(float (&d)[64], uint64_t desc_a
 // consumer, dV += P^T dO (consumer 0) or dK += dS^T Q (consumer 1), from the P^T / dS^T tiles.
 template <class T>
 __device__ __forceinline__ void wgmma_ss_tb_n192(float (&d)[96], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-#define FB_BWD_WGMMA_TB192(TY) \
-  asm volatile( \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n" \
-      "wgmma.mma_async.sync.aligned.m64n192k16.f32." TY "." TY " " FB_WGMMA_D96 ", %96, %97, p, 1, 1, 0, 1;\n}\n" \
-      : FB_WGMMA_OUT96(d) \
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
-  if constexpr (is_bf16<T>)
-    FB_BWD_WGMMA_TB192("bf16");
-  else
-    FB_BWD_WGMMA_TB192("f16");
-#undef FB_BWD_WGMMA_TB192
+  FB_BWD_WGMMA(T, "192", FB_WGMMA_D96, FB_WGMMA_OUT96(d), "96", "97", "98", "0", "1");
 }
+#undef FB_BWD_WGMMA
 
 }  // namespace flashbox::sm90::bwd

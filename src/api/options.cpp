@@ -9,6 +9,9 @@
 //   FLASHBOX_BWD_BLOCK_Q = 32|64        sm80 backward query rows, d64  (options.sm80_bwd_block_q)
 //   FLASHBOX_KVCACHE_PREFILL_ROWS = N >= 1   query rows per KV head from which a kvcache call runs
 //                                       as chunked prefill (kvcache_prefill.hpp; kPrefillRows)
+// Read where it is used, not here (no option carries it):
+//   FLASHBOX_SM90_BWD_PDL = 0           the sm90 backward's main and convert kernels launched
+//                                       normally, not programmatically (flash_bwd_sm90.cu, pdl_enabled)
 #include "api/options.hpp"
 
 #include <cstddef>

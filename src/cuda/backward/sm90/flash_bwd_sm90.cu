@@ -1,4 +1,6 @@
-// Host side of the Hopper backward family: its plan (when it applies, tensor maps, scratch sizes), and
+// Host side of the Hopper backward family: its plan (when it applies, tensor maps, scratch sizes), the
+// launch chain ([varlen tile list], prepare, main, convert: run, below; the main and convert kernels
+// with programmatic dependent launch, flash_bwd_sm90_kernel.cuh "Programmatic dependent launch"), and
 // the two memory-bound kernels around the main one:
 //   prepare:    per (batch, query head, padded row): D = rowsum(dO ∘ O) and LSE · log2 e; padding
 //               rows (>= seqlen_q, up to a whole query tile) get D = 0 and LSE = +inf, so P = 0.
@@ -29,6 +31,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -40,9 +43,11 @@
 #include "cuda/backward/sm90/flash_bwd_sm90_kernel.cuh"
 #include "cuda/backward/sm90/flash_bwd_sm90_launch.hpp"
 #include "cuda/common/device_scratch.hpp"
+#include "cuda/common/launch_attributes.hpp"
 #include "cuda/common/score_mods.cuh"
 #include "cuda/common/varlen_span.cuh"
 #include "cuda/forward/sm90/flash_fwd_sm90_launch.hpp"
+#include "cuda/hopper/grid_dependency.cuh"
 #include "cuda/hopper/tma_host.hpp"
 
 namespace flashbox::sm90::bwd {
@@ -70,6 +75,10 @@ __host__ __device__ inline int prep_lanes(int kernel_d) { return kernel_d == 192
 template <typename Elem>
 __global__ void prepare_kernel(const PrepArgs a) {
   using Tr = cuda::ElementTraits<Elem>;
+  // The main kernel (launched programmatically) may be scheduled once every block got here: its
+  // CTAs need a whole SM, so they take the SMs this grid's last wave leaves, and wait for this grid's
+  // completion before they read anything it writes (flash_bwd_sm90_kernel.cuh).
+  sm90::grid_dependents_launch();
   const int lpr = prep_lanes(a.kernel_d);
   const int64_t rows = int64_t(a.batch) * a.heads_q * a.seqlen_q_pad;
   const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / lpr;
@@ -130,6 +139,9 @@ struct ConvertArgs {
 template <typename Elem>
 __global__ void convert_dq_kernel(const ConvertArgs a) {
   using Tr = cuda::ElementTraits<Elem>;
+  // Launched programmatically after the main kernel: the accumulator is complete once it completed
+  // (every thread waits, so this grid's completion implies the main kernel's, and prepare's).
+  sm90::grid_dependency_wait();
   const int nd = a.kernel_d / 64, nch = a.block_m / 64 * nd;
   const int64_t threads = int64_t(a.batch) * a.heads_q * a.num_m_blocks * nch * 128;
   for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < threads; x += int64_t(gridDim.x) * blockDim.x) {
@@ -195,6 +207,9 @@ __global__ void convert_dq_varlen_kernel(const ConvertVarlenArgs a) {
     }
     const cuda::VarlenSpan s = cuda::varlen_span(a.cu_q, a.cu_k, lo, a.total_q, a.total_k, a.max_q, a.max_k);
     if (row < s.q0 || row >= s.q0 + s.seqlen_q) continue;
+    // The search above reads only cu_seqlens (the call's input) and may overlap the main kernel's
+    // tail; the accumulator is read after its completion (repeated waits return at once).
+    sm90::grid_dependency_wait();
     const int r_seq = row - s.q0, m = r_seq / a.block_m, r = r_seq - m * a.block_m;
     const int64_t block = int64_t(h) * a.rows_pad + s.q0 + int64_t(lo + m) * a.block_m;  // accum_row
     const int rr = r % 64, t = (rr / 16) * 32 + (rr % 8) * 4 + q, half = rr % 16 / 8;
@@ -207,6 +222,7 @@ __global__ void convert_dq_varlen_kernel(const ConvertVarlenArgs a) {
       *reinterpret_cast<uint32_t *>(dst + 8 * j) = Tr::pack(v.x * a.scale, v.y * a.scale);
     }
   }
+  sm90::grid_dependency_wait();  // every thread, also one with no row: this grid's completion implies the main kernel's
 }
 
 // The instantiation that runs a head_dim (0: none): 64 and 128 exactly, 96 for the multiples of 8
@@ -263,6 +279,16 @@ struct Launch {
   cudaStream_t stream;
 };
 
+// Programmatic dependent launch of the main and convert kernels (header): on unless the environment
+// has FLASHBOX_SM90_BWD_PDL=0 (the A/B switch and an escape hatch), read once per process.
+bool pdl_enabled() {
+  static const bool on = [] {
+    const char *v = std::getenv("FLASHBOX_SM90_BWD_PDL");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
 std::string cuda_text(cudaError_t e, const char *what) {
   return std::string("sm90 backward: ") + what + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
 }
@@ -281,21 +307,13 @@ int run(const Launch &l) {
                                                 " bytes of scratch");
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "cudaMallocAsync"));
 
-  PrepArgs prep = l.prep;
-  prep.lse_log2 = lse_log2.as<float>(), prep.dsum = dsum.as<float>();
-  prep.dq_accum = dq_accum.as<float>();
-  prep.dq_sem = l.sem_bytes > 0 ? reinterpret_cast<int *>(dq_accum.as<uint8_t>() + l.dq_accum_bytes) : nullptr;
-  prep.n_sem = l.sem_bytes / 4;
-  const unsigned prep_blocks = unsigned((l.rows * prep_lanes(accum_d_for(l.kd)) + 255) / 256);
-  if (l.bf16)
-    prepare_kernel<__nv_bfloat16><<<prep_blocks, 256, 0, stream>>>(prep);
-  else
-    prepare_kernel<__half><<<prep_blocks, 256, 0, stream>>>(prep);
-  if ((e = cudaGetLastError()) != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "prepare kernel launch"));
-
   BwdSm90Params p = l.p;
   p.lse_log2 = lse_log2.as<float>(), p.dsum = dsum.as<float>(), p.dq_accum = dq_accum.as<float>();
-  p.dq_sem = prep.dq_sem;
+  p.dq_sem = l.sem_bytes > 0 ? reinterpret_cast<int *>(dq_accum.as<uint8_t>() + l.dq_accum_bytes) : nullptr;
+  // The chain (header, "Programmatic dependent launch"): [varlen tile list], prepare, main, convert.
+  // The list kernel goes first, launched normally: it reads only cu_seqlens and writes its own bytes
+  // of the scratch (past the accumulator and semaphores, which prepare zeroes), so it has completed
+  // before prepare starts and the main kernel may read the list before its grid dependency wait.
   if (l.list_bytes > 0) {  // 16 bytes for the count (the entries stay 16-byte aligned), then the entries
     sm90::VarlenListArgs list = l.list;
     uint8_t *at = dq_accum.as<uint8_t>() + l.dq_accum_bytes + l.sem_bytes;
@@ -304,32 +322,42 @@ int run(const Launch &l) {
     if ((e = sm90::launch_varlen_tile_list(list, stream)) != cudaSuccess)
       return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "varlen tile list launch"));
   }
-  e = l.qdesc       ? launch_bwd_qdesc(l.kd, p, l.grid, stream)
-      : l.kd == 64  ? launch_bwd_d64(l.bf16, p, l.grid, stream)
-      : l.kd == 96  ? launch_bwd_d96(l.bf16, p, l.grid, stream)
-      : l.kd == 128 ? launch_bwd_d128(l.bf16, p, l.grid, stream)
-      : l.kd == 192 ? launch_bwd_d192(l.bf16, p, l.grid, stream)
-                    : launch_bwd_d256(l.bf16, p, l.grid, stream);
+
+  // prepare is launched normally: its inputs (O, dO, LSE) come from whatever ran before in the stream.
+  PrepArgs prep = l.prep;
+  prep.lse_log2 = lse_log2.as<float>(), prep.dsum = dsum.as<float>(), prep.dq_accum = p.dq_accum, prep.dq_sem = p.dq_sem;
+  prep.n_sem = l.sem_bytes / 4;
+  const unsigned prep_blocks = unsigned((l.rows * prep_lanes(accum_d_for(l.kd)) + 255) / 256);
+  if (l.bf16)
+    prepare_kernel<__nv_bfloat16><<<prep_blocks, 256, 0, stream>>>(prep);
+  else
+    prepare_kernel<__half><<<prep_blocks, 256, 0, stream>>>(prep);
+  if ((e = cudaGetLastError()) != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "prepare kernel launch"));
+
+  // The main and convert kernels programmatically (each waits for its predecessor itself), unless
+  // FLASHBOX_SM90_BWD_PDL=0.
+  const bool pdl = pdl_enabled();
+  e = l.qdesc       ? launch_bwd_qdesc(l.kd, p, l.grid, stream, pdl)
+      : l.kd == 64  ? launch_bwd_d64(l.bf16, p, l.grid, stream, pdl)
+      : l.kd == 96  ? launch_bwd_d96(l.bf16, p, l.grid, stream, pdl)
+      : l.kd == 128 ? launch_bwd_d128(l.bf16, p, l.grid, stream, pdl)
+      : l.kd == 192 ? launch_bwd_d192(l.bf16, p, l.grid, stream, pdl)
+                    : launch_bwd_d256(l.bf16, p, l.grid, stream, pdl);
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "main kernel launch"));
 
   const unsigned conv_blocks = unsigned(std::min<int64_t>((l.conv_threads + 255) / 256, 65535));
   if (l.varlen) {
     ConvertVarlenArgs conv = l.conv_varlen;
     conv.dq_accum = dq_accum.as<float>();
-    if (l.bf16)
-      convert_dq_varlen_kernel<__nv_bfloat16><<<conv_blocks, 256, 0, stream>>>(conv);
-    else
-      convert_dq_varlen_kernel<__half><<<conv_blocks, 256, 0, stream>>>(conv);
-    if ((e = cudaGetLastError()) != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "dQ convert kernel launch"));
-    return FLASHBOX_OK;
+    e = cuda::launch_kernel(l.bf16 ? convert_dq_varlen_kernel<__nv_bfloat16> : convert_dq_varlen_kernel<__half>,
+                            dim3(conv_blocks), dim3(256), 0, stream, pdl, conv);
+  } else {
+    ConvertArgs conv = l.conv;
+    conv.dq_accum = dq_accum.as<float>();
+    e = cuda::launch_kernel(l.bf16 ? convert_dq_kernel<__nv_bfloat16> : convert_dq_kernel<__half>, dim3(conv_blocks),
+                            dim3(256), 0, stream, pdl, conv);
   }
-  ConvertArgs conv = l.conv;
-  conv.dq_accum = dq_accum.as<float>();
-  if (l.bf16)
-    convert_dq_kernel<__nv_bfloat16><<<conv_blocks, 256, 0, stream>>>(conv);
-  else
-    convert_dq_kernel<__half><<<conv_blocks, 256, 0, stream>>>(conv);
-  if ((e = cudaGetLastError()) != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "dQ convert kernel launch"));
+  if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "dQ convert kernel launch"));
   return FLASHBOX_OK;
 }
 

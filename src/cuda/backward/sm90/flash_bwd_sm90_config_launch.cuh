@@ -8,13 +8,14 @@
 
 namespace flashbox::sm90::bwd {
 
+// pdl: launched programmatically after the prepare kernel (flash_bwd_sm90.cu, run; the kernel's
+// prologue overlaps prepare's tail, flash_bwd_sm90_kernel.cuh "Programmatic dependent launch").
 template <class Cfg>
-cudaError_t launch_config(const BwdSm90Params &p, dim3 grid, cudaStream_t stream) {
-  const auto kernel = flash_bwd_sm90_kernel<Cfg>;
+cudaError_t launch_config(const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl) {
   const cudaError_t e = flashbox::cuda::set_max_dynamic_smem_once<flash_bwd_sm90_kernel<Cfg>>(Cfg::SMEM_BYTES);
   if (e != cudaSuccess) return e;
-  kernel<<<grid, Cfg::THREADS, Cfg::SMEM_BYTES, stream>>>(p);
-  return cudaGetLastError();
+  return flashbox::cuda::launch_kernel(flash_bwd_sm90_kernel<Cfg>, grid, dim3(Cfg::THREADS), Cfg::SMEM_BYTES, stream,
+                                       pdl, p);
 }
 
 }  // namespace flashbox::sm90::bwd

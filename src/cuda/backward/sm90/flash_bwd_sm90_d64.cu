@@ -3,9 +3,9 @@
 
 namespace flashbox::sm90::bwd {
 
-cudaError_t launch_bwd_d64(bool bf16, const BwdSm90Params &p, dim3 grid, cudaStream_t stream) {
-  return bf16 ? launch_config<BwdConfig<__nv_bfloat16, 64, 128>>(p, grid, stream)
-              : launch_config<BwdConfig<__half, 64, 128>>(p, grid, stream);
+cudaError_t launch_bwd_d64(bool bf16, const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl) {
+  return bf16 ? launch_config<BwdConfig<__nv_bfloat16, 64, 128>>(p, grid, stream, pdl)
+              : launch_config<BwdConfig<__half, 64, 128>>(p, grid, stream, pdl);
 }
 
 }  // namespace flashbox::sm90::bwd

@@ -98,6 +98,21 @@
 // which never runs them: the plan gives variable-length calls above head_dim 128 to the sm80 family
 // (cu_q is null there, so decode_tile, block_row and accum_row take their fixed-length values).
 //
+// Programmatic dependent launch (branch pdl, 2026-12-01; flash_bwd_sm90.cu, run, and
+// cuda/hopper/grid_dependency.cuh). This kernel is launched with programmatic stream serialization
+// after the prepare kernel, which executes launch_dependents at its entry, so this grid's CTAs start
+// on the SMs that prepare's last wave leaves, and every CTA of this grid executes launch_dependents
+// at its entry for the convert kernel. What runs before griddepcontrol.wait reads only the call's
+// inputs (Q, K, V, dO, cu_seqlens) and the varlen tile list, all written by work that completed
+// before prepare started (prepare is launched normally, and the list kernel before it): thread 0's
+// decode_tile, the mbarrier init, the producer's map prefetches and every TMA load (K/V, and Q/dO
+// through the ring, which fills its STAGES before the consumers take a step). The wait is where
+// prepare's outputs are first touched: a consumer's first load of LSE·log2 e and D (SPLIT_D: also
+// before its first add into the zeroed accumulator), the dQ writer's first add or semaphore poll;
+// every other thread waits before it exits, so the grid's completion (what the convert kernel's wait
+// and all later work in the stream see) implies prepare's. FLASHBOX_SM90_BWD_PDL=0 launches all of
+// them normally (the waits and triggers are then no-ops).
+//
 // Head dimension 256 (Cfg::SPLIT_D; branch sm90-bwd-d256, 2026-12-01). The layout above at D = 256
 // would hold dV_w and dK_w, 64 x 256 fp32 each, in 128 + 128 registers per thread: more than the
 // 240 a consumer gets. The d256 configuration divides the columns of the accumulators and the
@@ -192,6 +207,7 @@
 #include "cuda/common/score_mods.cuh"
 #include "cuda/common/varlen_span.cuh"
 #include "cuda/hopper/async_copy.cuh"
+#include "cuda/hopper/grid_dependency.cuh"
 #include "cuda/hopper/online_softmax.cuh"
 #include "cuda/hopper/tma_host.hpp"
 #include "cuda/hopper/wgmma.cuh"
@@ -458,6 +474,9 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
   const int m_begin = mr.x, m_end = mr.y;
   const int steps = p.group * (m_end - m_begin);
   const bool det = p.dq_sem != nullptr;
+  // The accumulator and the semaphores are prepare's (zeroed there): none of its adds, polls or
+  // signals before prepare completed (programmatic launch, the kernel's entry).
+  grid_dependency_wait();
   if (steps > 0)
 #pragma unroll
     for (int w = 0; w < NWG; ++w) named_barrier_arrive(kDqEmpty + w, kDqBarrierThreads);
@@ -615,6 +634,9 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   float vec_next[VEC_PER_THREAD];
   const int h_begin = hk * p.group;
   int h = h_begin, m = Cfg::QDESC ? m_end - 1 : m_begin;
+  // LSE·log2 e and D are prepare's outputs (and with SPLIT_D the adds go into its zeroed accumulator):
+  // everything before this (K/V and the first Q/dO stages landing) may overlap prepare's tail.
+  grid_dependency_wait();
   if (steps > 0) load_vec(vec_next, h, m);
   for (int step = 0; step < steps; ++step) {
     const uint32_t q_off = st.stage * Cfg::Q_BYTES;
@@ -843,6 +865,10 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
 
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const __grid_constant__ BwdSm90Params p) {
+  // The convert kernel (launched programmatically after this one) may be scheduled once every CTA got
+  // here: it waits for this grid's completion before reading the accumulator, and its CTAs only take
+  // SMs that this grid's CTAs (all dispatched by then) left.
+  grid_dependents_launch();
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint64_t *bar = reinterpret_cast<uint64_t *>(smem + Cfg::BAR_OFF);
@@ -862,7 +888,10 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const _
     mbar_init_fence();
   }
   __syncthreads();
-  if (!tile.valid()) return;  // the whole CTA: no barrier is used yet
+  if (!tile.valid()) {  // the whole CTA: no barrier is used yet
+    grid_dependency_wait();  // every thread passes it before exiting (see "Programmatic dependent launch")
+    return;
+  }
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     setmaxnreg_dec<24>();
@@ -874,6 +903,10 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const _
     setmaxnreg_inc<240>();
     bwd_consumer<Cfg>(p, smem, kv_full, full, empty, tile, wg - 1);
   }
+  // The producer thread and the idle threads of warpgroup 0 did not wait: no thread of this grid
+  // exits before prepare completed, so this grid's completion implies prepare's (a no-op where the
+  // thread waited already).
+  grid_dependency_wait();
 }
 
 }  // namespace flashbox::sm90::bwd

@@ -5,9 +5,9 @@
 
 namespace flashbox::sm90::bwd {
 
-cudaError_t launch_bwd_qdesc(int kernel_d, const BwdSm90Params &p, dim3 grid, cudaStream_t stream) {
-  if (kernel_d == 64) return launch_config<BwdConfig<__nv_bfloat16, 64, 128, true>>(p, grid, stream);
-  if (kernel_d == 128) return launch_config<BwdConfig<__nv_bfloat16, 128, 64, true>>(p, grid, stream);
+cudaError_t launch_bwd_qdesc(int kernel_d, const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl) {
+  if (kernel_d == 64) return launch_config<BwdConfig<__nv_bfloat16, 64, 128, true>>(p, grid, stream, pdl);
+  if (kernel_d == 128) return launch_config<BwdConfig<__nv_bfloat16, 128, 64, true>>(p, grid, stream, pdl);
   return cudaErrorInvalidValue;
 }
 

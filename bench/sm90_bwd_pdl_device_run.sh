@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# One device call for branch pdl (bench/NOTES.md, sm90 backward "programmatic dependent launch"),
+# most important first, every step under its own limit (cut to what is left of SECONDS, default 195):
+#   test_gpu     every GPU test of test_backward, PDL on (the default)
+#   variants     new (PDL) against main's build (old/libflashbox.so) and cuDNN, non-deterministic and
+#                deterministic, one process (bench/sm90_bwd_variants.py: D64 H12 and D128 H16 causal
+#                T = 1024 .. 16384), a per-kernel profile at T = 1024
+#   test_sm90_bwd_varlen, test_sm90_bwd_mods   the varlen chain (list, prepare, main, convert_varlen)
+#                and the masked / deterministic backward, PDL on
+#   memcheck_*, racecheck_*   compute-sanitizer on small shapes (plain: several key blocks, both
+#                deterministic orders; varlen)
+#   pytest       the Python package's CUDA graph capture and torch.compile tests (and the backward's)
+#   varlen_on, varlen_off   bench/sm90_bwd_varlen_bench with PDL on, then FLASHBOX_SM90_BWD_PDL=0
+#   variants_off new with FLASHBOX_SM90_BWD_PDL=0 against old at T = 1024, 2048 (the switch)
+# Packing, on the CPU machine:
+#   rm -rf /work/main/.carry/pdl && mkdir -p /work/main/.carry/pdl/src && \
+#     git archive HEAD | tar -x -C /work/main/.carry/pdl/src && \
+#     OLD_LIB=/work/main/build/libflashbox.so bash bench/sm90_bwd_pdl_device_run.sh --pack \
+#       /work/main/.carry/pdl/pdl.tar.gz build-cuda
+# Device call:
+#   run(command="cd .carry/pdl/src && bash bench/sm90_bwd_pdl_device_run.sh ../pdl.tar.gz 195",
+#       carry=[".carry/pdl"], timeout_s=200)
+#   bash bench/sm90_bwd_pdl_device_run.sh TARBALL [SECONDS] [STEP,STEP,...]
+set -u
+tests="tests/test_backward tests/sm90/test_sm90_bwd_mods tests/sm90/test_sm90_bwd_varlen bench/sm90_bwd_varlen_bench"
+if [ "${1:-}" = "--pack" ]; then
+  out=$2 build=${3:-build-cuda}
+  nice ninja -C "$build" -j2 libflashbox.so $(for t in $tests; do basename $t; done) || exit 1
+  P=$(mktemp -d); mkdir -p $P/lib
+  cp "$build/libflashbox.so" $(for t in $tests; do echo "$build/$t"; done) $P/ || exit 1
+  for l in libgomp.so.1 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do cp -L /lib/x86_64-linux-gnu/$l $P/lib/; done
+  if [ -n "${OLD_LIB:-}" ]; then mkdir -p $P/old && cp "$OLD_LIB" $P/old/libflashbox.so; fi
+  mkdir -p "$(dirname "$out")" && tar -czf "$out" -C $P . && rm -rf $P && ls -la "$out"
+  exit 0
+fi
+. "$(dirname "$0")/device_steps.sh" "$1" pdl "${3:-all}"
+export OMP_NUM_THREADS=16 PATH=/usr/local/cuda/bin:$PATH
+DEADLINE=$(( $(date +%s) + ${2:-195} ))
+tstep() {  # tstep NAME LIMIT CMD...: step NAME under at most LIMIT seconds and what is left of the call's
+  local name=$1 limit=$2; shift 2
+  local left=$(( DEADLINE - $(date +%s) - 2 ))
+  (( left < limit )) && limit=$left
+  if (( limit < 5 )); then echo "== $name skipped (no time left)" | tee -a "$log"; return 0; fi
+  step "$name" timeout $limit "$@"
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader | tee -a "$log"
+tstep test_gpu 62 $B/test_backward --gtest_filter='*Cuda*:BackwardApi.*'
+builds="new=$B/libflashbox.so" det=new
+[ -f $B/old/libflashbox.so ] && builds="$builds old=$B/old/libflashbox.so" det=new,old
+shapes_v=$(for d in 64:12 128:16; do for t in 1024 2048 4096 8192 16384; do printf '%s:%s:1,' $d $t; done; done)
+tstep variants 50 python3 bench/sm90_bwd_variants.py $builds --det $det --rounds 3 --shapes "${shapes_v%,}" \
+  --repeat-check 128:16:2048:1 --profile 1024 --json "$O/variants.json"
+tstep test_sm90_bwd_varlen 12 $B/test_sm90_bwd_varlen --gtest_brief=1
+tstep test_sm90_bwd_mods 10 $B/test_sm90_bwd_mods --gtest_brief=1
+shapes='Shapes/CudaBackwardShapes.BothModesMatchReference'
+plain="$shapes/22:$shapes/23:$shapes/42:$shapes/43:CudaBackward.EmptyRowsGiveZeroDq"
+for tool in memcheck racecheck; do
+  tstep ${tool}_plain 12 compute-sanitizer --tool $tool --error-exitcode 9 $B/test_backward --gtest_brief=1 \
+    --gtest_filter="$plain"
+done
+tstep memcheck_varlen 8 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_sm90_bwd_varlen --gtest_brief=1 \
+  --gtest_filter='Sm90BwdVarlen.SmallDifferentLengths:Sm90BwdVarlen.SmallWindowsSoftcapAlibi'
+tstep pytest 25 python3 -m pytest -q -rs tests/python/test_torch_ops.py -k "graph or compile or backward or deterministic"
+tstep varlen_on 10 $B/sm90_bwd_varlen_bench --json "$O/varlen_on.json"
+tstep varlen_off 10 env FLASHBOX_SM90_BWD_PDL=0 $B/sm90_bwd_varlen_bench --json "$O/varlen_off.json"
+tstep variants_off 15 env FLASHBOX_SM90_BWD_PDL=0 python3 bench/sm90_bwd_variants.py $builds --rounds 3 --no-cudnn \
+  --shapes 64:12:1024:1,128:16:1024:1,128:16:2048:1 --repeat-check 128:16:1024:1 --json "$O/variants_off.json"
+grep -E "^(==|rc=)|bitwise|^D(64|128) |ERROR|FAILED|PASSED|passed|failed|RACECHECK SUMMARY|ERROR SUMMARY|profile" "$log" | tail -80

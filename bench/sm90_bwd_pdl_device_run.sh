@@ -22,7 +22,7 @@
 #       carry=[".carry/pdl"], timeout_s=200)
 #   bash bench/sm90_bwd_pdl_device_run.sh TARBALL [SECONDS] [STEP,STEP,...]
 set -u
-tests="tests/test_backward tests/sm90/test_sm90_bwd_mods tests/sm90/test_sm90_bwd_varlen bench/sm90_bwd_varlen_bench"
+tests="tests/test_backward tests/sm90/test_sm90_bwd_mods tests/sm90/test_sm90_bwd_varlen tests/sm90/sm90_bwd_varlen_bench"
 if [ "${1:-}" = "--pack" ]; then
   out=$2 build=${3:-build-cuda}
   nice ninja -C "$build" -j2 libflashbox.so $(for t in $tests; do basename $t; done) || exit 1

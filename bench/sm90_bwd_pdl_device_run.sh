@@ -7,9 +7,9 @@
 #                T = 1024 .. 16384), a per-kernel profile at T = 1024
 #   test_sm90_bwd_varlen, test_sm90_bwd_mods   the varlen chain (list, prepare, main, convert_varlen)
 #                and the masked / deterministic backward, PDL on
+#   pytest       the Python package's CUDA graph capture and torch.compile tests, and its backward's
 #   memcheck_*, racecheck_*   compute-sanitizer on small shapes (plain: several key blocks, both
 #                deterministic orders; varlen)
-#   pytest       the Python package's CUDA graph capture and torch.compile tests (and the backward's)
 #   varlen_on, varlen_off   bench/sm90_bwd_varlen_bench with PDL on, then FLASHBOX_SM90_BWD_PDL=0
 #   variants_off new with FLASHBOX_SM90_BWD_PDL=0 against old at T = 1024, 2048 (the switch)
 # Packing, on the CPU machine:
@@ -44,7 +44,7 @@ tstep() {  # tstep NAME LIMIT CMD...: step NAME under at most LIMIT seconds and 
   step "$name" timeout $limit "$@"
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader | tee -a "$log"
-tstep test_gpu 62 $B/test_backward --gtest_filter='*Cuda*:BackwardApi.*'
+tstep test_gpu 70 $B/test_backward --gtest_filter='*Cuda*:BackwardApi.*'
 builds="new=$B/libflashbox.so" det=new
 [ -f $B/old/libflashbox.so ] && builds="$builds old=$B/old/libflashbox.so" det=new,old
 shapes_v=$(for d in 64:12 128:16; do for t in 1024 2048 4096 8192 16384; do printf '%s:%s:1,' $d $t; done; done)
@@ -52,6 +52,7 @@ tstep variants 50 python3 bench/sm90_bwd_variants.py $builds --det $det --rounds
   --repeat-check 128:16:2048:1 --profile 1024 --json "$O/variants.json"
 tstep test_sm90_bwd_varlen 12 $B/test_sm90_bwd_varlen --gtest_brief=1
 tstep test_sm90_bwd_mods 10 $B/test_sm90_bwd_mods --gtest_brief=1
+tstep pytest 30 python3 -m pytest -q -rs tests/python/test_torch_ops.py -k "graph or compile or backward or gradients"
 shapes='Shapes/CudaBackwardShapes.BothModesMatchReference'
 plain="$shapes/22:$shapes/23:$shapes/42:$shapes/43:CudaBackward.EmptyRowsGiveZeroDq"
 for tool in memcheck racecheck; do
@@ -60,7 +61,6 @@ for tool in memcheck racecheck; do
 done
 tstep memcheck_varlen 8 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_sm90_bwd_varlen --gtest_brief=1 \
   --gtest_filter='Sm90BwdVarlen.SmallDifferentLengths:Sm90BwdVarlen.SmallWindowsSoftcapAlibi'
-tstep pytest 25 python3 -m pytest -q -rs tests/python/test_torch_ops.py -k "graph or compile or backward or deterministic"
 tstep varlen_on 10 $B/sm90_bwd_varlen_bench --json "$O/varlen_on.json"
 tstep varlen_off 10 env FLASHBOX_SM90_BWD_PDL=0 $B/sm90_bwd_varlen_bench --json "$O/varlen_off.json"
 tstep variants_off 15 env FLASHBOX_SM90_BWD_PDL=0 python3 bench/sm90_bwd_variants.py $builds --rounds 3 --no-cudnn \

@@ -14,7 +14,9 @@ namespace flashbox::sm90 {
 
 // The dependent grid may be scheduled once every CTA of this grid executed this or exited; one
 // execution per CTA counts (more are no-ops). It promises nothing about this grid's memory.
-__device__ __forceinline__ void grid_dependents_launch() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+__device__ __forceinline__ void grid_dependents_launch() {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
 // Blocks this thread until the preceding grid in the stream completed and its writes are visible.
 __device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 

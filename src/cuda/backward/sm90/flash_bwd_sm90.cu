@@ -325,7 +325,8 @@ int run(const Launch &l) {
 
   // prepare is launched normally: its inputs (O, dO, LSE) come from whatever ran before in the stream.
   PrepArgs prep = l.prep;
-  prep.lse_log2 = lse_log2.as<float>(), prep.dsum = dsum.as<float>(), prep.dq_accum = p.dq_accum, prep.dq_sem = p.dq_sem;
+  prep.lse_log2 = lse_log2.as<float>(), prep.dsum = dsum.as<float>();
+  prep.dq_accum = p.dq_accum, prep.dq_sem = p.dq_sem;
   prep.n_sem = l.sem_bytes / 4;
   const unsigned prep_blocks = unsigned((l.rows * prep_lanes(accum_d_for(l.kd)) + 255) / 256);
   if (l.bf16)

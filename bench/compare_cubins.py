@@ -7,7 +7,9 @@ Compile the file from both trees to a cubin without line information, e.g.
 then `python3 bench/compare_cubins.py old.cubin new.cubin` compares every kernel's .text section byte
 for byte (readelf; anonymous-namespace names, which carry a hash of the file path, are normalised).
 `--drop TEXT` (repeatable) also removes TEXT from the new file's names: a template argument added
-with a default, e.g. `--drop Lb0E` for BwdConfig's QDESC = false, pairs the kernels again.
+with a default, e.g. `--drop Lb0E` for BwdConfig's QDESC = false, pairs the kernels again;
+`--drop OLD=NEW` replaces OLD by NEW instead (`--drop Lb0ELb0E=Lb0E` for DQLAG = false after QDESC,
+whose default main's names already spell).
 A build's object file (FILE.cu.o) works too: its first embedded cubin (the uncompressed ELF that
 nvcc puts in .nv_fatbin for one real architecture, as the 90a builds do) is compared, so two build
 trees can be compared without compiling again.
@@ -45,7 +47,8 @@ def texts(path, drop=()):
         if m:
             name = re.sub(r"_GLOBAL__N__[0-9a-f]+_\d+_\w+?_cu_[0-9a-f]+", "ANON", m.group(1))
             for d in drop:
-                name = name.replace(d, "")
+                old, _, new = d.partition("=")
+                name = name.replace(old, new)
             off, size = int(m.group(2), 16), int(m.group(3), 16)
             sections[name] = data[off:off + size]
     return sections

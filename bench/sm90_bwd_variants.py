@@ -10,6 +10,10 @@ head_dim and compared bit for bit. --profile T,... adds a per-kernel breakdown (
 of one backward call of every build and of cuDNN.
   python3 bench/sm90_bwd_variants.py old=a/libflashbox.so new=b/libflashbox.so --det new [--json PATH]
       [--rounds 3] [--shapes 64:12:4096:1[:HKV],...]   (head_dim:heads:T:causal[:kv heads])
+      [--env NAME:VAR=VALUE ...]
+--env sets VAR=VALUE in the environment around every call of build NAME (and unsets it around the
+others' calls), so that one library can be timed against itself with a switch that it reads per call
+(e.g. lag=b/libflashbox.so --env lag:FLASHBOX_SM90_BWD_DQLAG=1 beside new=b/libflashbox.so).
 """
 import argparse
 import ctypes
@@ -72,7 +76,21 @@ def main():
                     help="shapes whose deterministic gradients are compared over 50 runs")
     ap.add_argument("--profile", default="", help="seqlens (causal, both head_dims) to break down per kernel")
     ap.add_argument("--no-cudnn", action="store_true", help="time the builds only")
+    ap.add_argument("--env", action="append", default=[], metavar="NAME:VAR=VALUE",
+                    help="environment of build NAME's calls (repeatable)")
     args = ap.parse_args()
+    build_env = {}
+    for spec in args.env:
+        name, _, kv = spec.partition(":")
+        var, _, val = kv.partition("=")
+        build_env.setdefault(name, {})[var] = val
+    env_vars = {v for e in build_env.values() for v in e}
+
+    def use(name):
+        """The environment of build `name` (its --env values, the other builds' variables unset)."""
+        for var in env_vars:
+            os.environ.pop(var, None)
+        os.environ.update(build_env.get(name, {}))
     libs = {}
     for spec in args.builds:
         name, path = spec.split("=", 1)
@@ -122,6 +140,7 @@ def main():
         gargs = {(n, det): grad_args(fargs, do, dq, dk, dv, det) for n, det in variants}
         kernels, errors = {}, {}
         for name, lib in libs.items():  # the forward once per build (O, LSE), then its gradients
+            use(name)
             cs.checked(lib, lib.flashbox_attention_forward(ctypes.byref(fargs)))
             for det in (0, 1):
                 if (name, det) not in gargs:
@@ -147,6 +166,7 @@ def main():
         for _ in range(args.rounds):
             for n, det in variants:
                 lib, g = libs[n], gargs[(n, det)]
+                use(n)
                 times[label(n, det)].append(cs.bench(lambda: lib.flashbox_attention_backward(ctypes.byref(g))))
             if cudnn_bwd:
                 times["cudnn"].append(cs.bench(cudnn_bwd))
@@ -172,6 +192,7 @@ def main():
           try:
             for n in libs:  # every build, non-deterministic, then cuDNN
                 lib, g = libs[n], gargs[(n, 0)]
+                use(n)
                 profiles.append(dict(shape=spec, **profile_one(
                     lambda: lib.flashbox_attention_backward(ctypes.byref(g)), f"{n} {spec}")))
             if cudnn_bwd:

@@ -24,6 +24,35 @@
 //     never wait for the add itself (v9; v8 issued it from a consumer thread).
 //   Overlap inside a consumer: P is computed while dP^T is in flight, and the dQ chunk is staged
 //   while dK's product runs (issue order S^T, dP^T, dV, dQ, dK).
+// dQ one step late (Cfg::DQLAG; branch dqlag, 2026-12-01, bench/NOTES.md sm90 backward v17; bf16
+// d64/d128 instantiations selected by FLASHBOX_SM90_BWD_DQLAG=1). Above, a consumer's dQ chunk of
+// step i needs both halves of dS^T_i, so both consumers meet at kDsBarrier every step and run in
+// lockstep: their softmax phases coincide, and whichever is late stalls the other. With DQLAG
+// consumer w issues step i's dQ product during step i + 1 (between dV_{i+1} and dK_{i+1}, where the
+// plain schedule has dQ_i: the same registers live), reading dS^T buffer i mod 2, whose partner half
+// was written a whole step earlier. The barrier becomes two one-way handshakes per buffer b, named
+// barriers of 256 (128 arrive, 128 sync):
+//   kDsFull + 2w + b: w has written its half of buffer b (arrive after the stores and the proxy
+//     fence); the partner syncs before its dQ product of that step.
+//   kDsEmpty + 2w + b: w's dQ product of buffer b completed (arrive after the wgmma wait); the
+//     partner syncs before it overwrites its half of b two steps later (beside the chunk barrier:
+//     just before the stores it made ptxas spill at d64).
+// A named barrier counts arrivals without phases, so no consumer may arrive twice on one before the
+// partner synced the first: w's next arrival on kDsFull + 2w + b (step i + 2) comes after its sync on
+// the partner's kDsEmpty of b, which the partner arrives after its own kDsFull sync of step i; the
+// same argument the other way round for kDsEmpty. Every step syncs both unconditionally (a barrier or
+// a product under a branch between the products made ptxas serialize them and spill, C7512), so the
+// arrivals of step -1 (kDsFull of buffer 1, kDsEmpty of buffer 0) are made before the loop, step 0's
+// dQ product reads the K tile (read-only: no race) and is dropped, and after the loop each consumer
+// issues the last step's chunk and syncs the partner's last kDsEmpty arrival. The dQ writer is then
+// one warp per consumer (warps 1 and 2 of warpgroup 0: one warp taking both chunks of a step in
+// order would couple the consumers again through the staging buffers). The consumers can now run up
+// to about a step apart (the Q/dO ring of 2 and the handshakes bound it); deadlock-free because
+// every wait is for an event of an earlier step of the partner, or of the writer for an earlier
+// chunk. At d64 (Cfg::WG_CODE) each consumer runs its own copy of the consumer code with its index
+// a constant: with the index a run-time value ptxas spilled 16-40 B in the d64 loop wherever the
+// handshakes went (0 at d128), and 0 this way, at twice the instructions (113 KB of text against
+// 59 KB; the d128 DQLAG kernel 52 KB against 48 KB).
 // Padding: rows past seqlen_q arrive as zeros (TMA out-of-bounds fill) with LSE = +inf, so their P
 // is 0; keys past seqlen_k and the window's edges are masked only in the blocks that cross them.
 // Masks and score transforms (cuda/common/score_mods.cuh; causal is the window (-1, 0), bottom-right
@@ -247,13 +276,20 @@ struct BwdSm90Params {
 
 constexpr int kConsumerWarpgroups = 2;
 
-template <class T, int D_, int BM_, bool QDESC_ = false>
+template <class T, int D_, int BM_, bool QDESC_ = false, bool DQLAG_ = false>
 struct BwdConfig {
   using Elem = T;
   static constexpr int D = D_, BM = BM_, NWG = kConsumerWarpgroups;
   // QDESC: v10's deterministic order and walk (the file header's "Deterministic mode"); only launched
   // with dq_sem set, fixed length. false: v9's order, the walk of the non-deterministic mode.
   static constexpr bool QDESC = QDESC_;
+  // DQLAG: each consumer issues step i's dQ chunk during step i + 1, the two consumers coupled by
+  // one-way handshakes instead of one barrier per step (the file header's "dQ one step late").
+  static constexpr bool DQLAG = DQLAG_;
+  // WG_CODE: each consumer runs its own copy of the code, its index a constant (d64 with DQLAG: with
+  // the index a run-time value ptxas spilled 16-40 B there, 0 this way; d128 has 0 either way and
+  // keeps one copy, half the instructions to cache).
+  static constexpr bool WG_CODE = DQLAG && D == 64;
   // SPLIT_D (head_dim 192 and 256, the file header's "Head dimension 256" and "Head dimension 192"):
   // BN = 64 keys, each consumer scores 32 queries of them and P^T, dS^T are exchanged in shared
   // memory; else BN = 128, 64 keys each, all queries and all D columns. Who owns which accumulator
@@ -297,6 +333,7 @@ struct BwdConfig {
   static_assert(D == 64 || D == 96 || D == 128 || D == 192 || D == 256, "head_dim 64, 96, 128, 192 or 256");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
   static_assert(!(QDESC && SPLIT_D), "the d192 and d256 configurations have no deterministic mode");
+  static_assert(!(DQLAG && SPLIT_D), "DQLAG is a schedule of the BN = 128 layout");
 };
 
 // Named barriers: 0 is __syncthreads; 1 both consumers (dS^T complete); 2 + w one consumer;
@@ -306,6 +343,11 @@ constexpr int kChunkBarrier = 2;
 constexpr int kDqFull = 4;
 constexpr int kDqEmpty = 6;
 constexpr int kDqBarrierThreads = 128 + 32;
+// DQLAG (no kDsBarrier): 8 + 2 w + b consumer w's half of dS^T buffer b written (w arrives, the
+// partner syncs before its dQ product reads the buffer); 12 + 2 w + b consumer w's dQ product of
+// buffer b completed (w arrives, the partner syncs before it overwrites its half of b). 16 in all.
+constexpr int kDsFull = 8;
+constexpr int kDsEmpty = 12;
 
 // The query blocks [x, y) that hold a row seeing a key of K block n (the window's rows of the
 // block's first and last key, clamped to the real rows); empty (x == y) when no row sees any.
@@ -465,10 +507,12 @@ __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *sm
 
 // The dQ writer (one warp; lane 0 issues): the consumers' staged chunks into the global accumulator,
 // step by step in the consumers' order (every query block of every query head of the group: head by
-// head, or with QDESC query blocks descending, heads innermost).
-template <class Cfg>
+// head, or with QDESC query blocks descending, heads innermost). W < 0: one warp for both consumers'
+// chunks; W = w (DQLAG): a warp for consumer w's alone, so that neither consumer's staging waits for
+// the other's chunk to be read (the consumers run up to a step apart there).
+template <class Cfg, int W = -1>
 __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *smem, TileRef t) {
-  constexpr int NWG = Cfg::NWG, BM = Cfg::BM;
+  constexpr int NWG = Cfg::NWG, BM = Cfg::BM, W0 = W < 0 ? 0 : W, W1 = W < 0 ? NWG : W + 1;
   const int lane = threadIdx.x % 32, n_block = t.n_block(), hk = t.hk();
   const int2 mr = m_range(p, n_block, BM, Cfg::BN, t.sq(), t.sk());
   const int m_begin = mr.x, m_end = mr.y;
@@ -479,7 +523,7 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
   grid_dependency_wait();
   if (steps > 0)
 #pragma unroll
-    for (int w = 0; w < NWG; ++w) named_barrier_arrive(kDqEmpty + w, kDqBarrierThreads);
+    for (int w = W0; w < W1; ++w) named_barrier_arrive(kDqEmpty + w, kDqBarrierThreads);
   const int h_begin = hk * p.group;
   int h = h_begin, m = Cfg::QDESC ? m_end - 1 : m_begin;
   for (int step = 0; step < steps; ++step) {
@@ -491,7 +535,7 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
     else
       rank = det ? last_n_block(p, m, BM, Cfg::BN, t.sq(), t.sk()) - n_block : 0;
 #pragma unroll
-    for (int w = 0; w < NWG; ++w) {
+    for (int w = W0; w < W1; ++w) {
       named_barrier_sync(kDqFull + w, kDqBarrierThreads);
       if (lane == 0) {
         if (det) {
@@ -509,12 +553,12 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
     __syncwarp();
     if (step + 1 < steps)
 #pragma unroll
-      for (int w = 0; w < NWG; ++w) named_barrier_arrive(kDqEmpty + w, kDqBarrierThreads);
+      for (int w = W0; w < W1; ++w) named_barrier_arrive(kDqEmpty + w, kDqBarrierThreads);
     if (det && lane == 0) {  // the adds completed: the next key block down may add
       bulk_wait_all();
       fence_proxy_async_global();
 #pragma unroll
-      for (int w = 0; w < NWG; ++w) red_release_gpu_add(sem + w, 1);
+      for (int w = W0; w < W1; ++w) red_release_gpu_add(sem + w, 1);
     }
     __syncwarp();
     if constexpr (Cfg::QDESC) {
@@ -551,9 +595,11 @@ __device__ __forceinline__ void store_rows(void *out, const int64_t (&stride)[3]
   }
 }
 
-template <class Cfg>
+// WG >= 0 (Cfg::WG_CODE): the consumer index as a constant, one copy of the code per consumer.
+template <class Cfg, int WG = -1>
 __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *smem, uint64_t *kv_full, uint64_t *full,
-                                             uint64_t *empty, TileRef t_, int wg) {
+                                             uint64_t *empty, TileRef t_, int wg_) {
+  const int wg = WG < 0 ? wg_ : WG;
   using T = typename Cfg::Elem;
   const int n_block = t_.n_block(), hk = t_.hk();
   constexpr int BM = Cfg::BM, BN = Cfg::BN, D = Cfg::D;
@@ -565,7 +611,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   // 32 queries of them: q_base) and its columns of dK/dV: all, or at 256 panels 2 wg, 2 wg + 1
   // of the N-major Q/dO operands (at 192, ONE_GRAD: all columns of one gradient).
   constexpr int COLS = Cfg::COLS;
-  constexpr bool ONE_GRAD = Cfg::ONE_GRAD;
+  constexpr bool ONE_GRAD = Cfg::ONE_GRAD, LAG = Cfg::DQLAG;
   const int key_row0 = Cfg::SPLIT_D ? 0 : wg * 64, col0 = Cfg::SPLIT_D && !ONE_GRAD ? wg * COLS : 0;
   // D = 96: every tile in 64-byte rows (ROW), SBO eight of them, layout type 2 (64B swizzle).
   constexpr int ROW = Cfg::ROW, KPP = Cfg::KPP;
@@ -631,6 +677,17 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       dst[j] = x < BM ? p.lse_log2[row + x] : p.dsum[row + x - BM];
     }
   };
+  // The chunk goes to the dQ writer through the staging buffer, once the writer has given it back.
+  const auto stage_dq = [&](const float(&dq)[32]) {
+    float *staging = reinterpret_cast<float *>(smem + Cfg::DQ_OFF) + wg * Cfg::DQ_CHUNK_FLOATS;
+    named_barrier_sync(kDqEmpty + wg, kDqBarrierThreads);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      *reinterpret_cast<float4 *>(staging + (j * 128 + t) * 4) =
+          make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
+    fence_view_async_shared();
+    named_barrier_arrive(kDqFull + wg, kDqBarrierThreads);
+  };
   float vec_next[VEC_PER_THREAD];
   const int h_begin = hk * p.group;
   int h = h_begin, m = Cfg::QDESC ? m_end - 1 : m_begin;
@@ -638,6 +695,14 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   // everything before this (K/V and the first Q/dO stages landing) may overlap prepare's tail.
   grid_dependency_wait();
   if (steps > 0) load_vec(vec_next, h, m);
+  if constexpr (LAG) {
+    // The handshakes' arrivals of step -1 (kDsFull of buffer 1, kDsEmpty of buffer 0), so that every
+    // step syncs unconditionally (a barrier under a branch between the products made ptxas spill).
+    if (steps > 0) {
+      named_barrier_arrive(kDsFull + 2 * wg + 1, 256);
+      named_barrier_arrive(kDsEmpty + 2 * wg, 256);
+    }
+  }
   for (int step = 0; step < steps; ++step) {
     const uint32_t q_off = st.stage * Cfg::Q_BYTES;
     mbar_wait(full + st.stage, st.phase);
@@ -672,6 +737,10 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     }
     if (step + 1 < steps) load_vec(vec_next, h_next, m_next);
     named_barrier_sync(kChunkBarrier + wg, 128);
+    // DQLAG: the partner's dQ product of step - 2 has read dS^T buffer ds_buf (all 128 keys, so this
+    // consumer's half too), which this step overwrites below. Here, beside the chunk barrier, rather
+    // than just before the stores: there it made ptxas spill at d64.
+    if constexpr (LAG) named_barrier_sync(kDsEmpty + 2 * (1 - wg) + ds_buf, 256);
 
     // P^T: register i holds key key0 + 8 * ((i >> 1) & 1), query q_base + 8 * (i >> 2) + 2q + (i & 1).
     // Masked only where the block is not inside every row's window or crosses the end of the keys or
@@ -755,6 +824,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(pt_tile + off), "r"(pa[i / 2]) : "memory");
     }
     fence_view_async_shared();
+    if constexpr (LAG) named_barrier_arrive(kDsFull + 2 * wg + ds_buf, 256);  // this half of step's dS^T
 
     if constexpr (Cfg::SPLIT_D) {
       // Both consumers' halves of P^T and dS^T are in shared memory: dV += P^T dO (both operands in
@@ -776,15 +846,32 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
         wgmma_rs<COLS, T>(dv, reinterpret_cast<const uint32_t(&)[4]>(pa[4 * k]),
                           desc_advance(do_mn0, q_off + k * 16 * ROW), 1);
       wgmma_commit();
-      // dQ chunk = dS K once both consumers' dS^T is in shared memory, then dK += dS^T Q.
-      named_barrier_sync(kDsBarrier, 256);
+      // dQ chunk = dS K once both consumers' dS^T is in shared memory, then dK += dS^T Q. DQLAG: the
+      // chunk of step - 1 (buffer ds_buf ^ 1), whose other half the partner wrote a step ago.
+      if constexpr (LAG) {
+        named_barrier_sync(kDsFull + 2 * (1 - wg) + (ds_buf ^ 1), 256);
+      } else {
+        named_barrier_sync(kDsBarrier, 256);
+      }
     }
     float dq[32];
+    // DQLAG: no chunk at step 0 (the last one comes after the loop); the product is issued anyway,
+    // with A read from the K tile (read-only, so no race) and the result dropped: a wgmma under a
+    // branch made ptxas serialize the products and spill (C7512).
+    const bool has_dq = !LAG || step > 0;
     wgmma_fence();
+    if constexpr (LAG) {
+      const uint64_t dq_a = has_dq ? desc_advance(ds_a0, (ds_buf ^ 1) * Cfg::DS_BYTES)
+                                   : make_smem_desc(base + Cfg::K_OFF, BN * 128, 1024);
 #pragma unroll
-    for (int k = 0; k < BN / 16; ++k)
-      wgmma_ss_mn_n64<T>(dq, desc_advance(ds_a0, ds_buf * Cfg::DS_BYTES + k * 2048), desc_advance(k_mn, k * 16 * ROW),
-                         k > 0);
+      for (int k = 0; k < BN / 16; ++k)
+        wgmma_ss_mn_n64<T>(dq, desc_advance(dq_a, k * 2048), desc_advance(k_mn, k * 16 * ROW), k > 0);
+    } else {
+#pragma unroll
+      for (int k = 0; k < BN / 16; ++k)
+        wgmma_ss_mn_n64<T>(dq, desc_advance(ds_a0, ds_buf * Cfg::DS_BYTES + k * 2048),
+                           desc_advance(k_mn, k * 16 * ROW), k > 0);
+    }
     wgmma_commit();
     if constexpr (ONE_GRAD) {
       // This consumer's gradient (dV or dK), all 192 columns, while its first dQ chunk's adds go out.
@@ -806,6 +893,9 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     wgmma_commit();
     wgmma_wait<1>();  // dV and dQ done; dK (ONE_GRAD: the gradient) still in flight while the dQ chunk goes out
     fence_operands(dq);
+    // DQLAG: this consumer no longer reads buffer ds_buf ^ 1 (step - 1's); the partner overwrites its
+    // half at step + 1, if there is one.
+    if constexpr (LAG) named_barrier_arrive(kDsEmpty + 2 * wg + (ds_buf ^ 1), 256);
 
     if constexpr (Cfg::SPLIT_D) {
       // dq_chunks chunks (two; at 192 one or two), each added from registers into the global
@@ -832,16 +922,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
         for (int j = 0; j < 8; ++j)
           atomicAdd(dst + j * 128, make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
       }
-    } else {
-      // The chunk goes to the dQ writer through the staging buffer, once the writer has given it back.
-      float *staging = reinterpret_cast<float *>(smem + Cfg::DQ_OFF) + wg * Cfg::DQ_CHUNK_FLOATS;
-      named_barrier_sync(kDqEmpty + wg, kDqBarrierThreads);
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        *reinterpret_cast<float4 *>(staging + (j * 128 + t) * 4) =
-            make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
-      fence_view_async_shared();
-      named_barrier_arrive(kDqFull + wg, kDqBarrierThreads);
+    } else if (has_dq) {
+      stage_dq(dq);
     }
 
     wgmma_wait<0>();
@@ -853,6 +935,23 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     st.advance();
     ds_buf ^= 1;
     h = h_next, m = m_next;
+  }
+  if constexpr (LAG) {
+    // The last step's dQ chunk (buffer ds_buf ^ 1), once the partner's half of it is written.
+    if (steps > 0) {
+      named_barrier_sync(kDsFull + 2 * (1 - wg) + (ds_buf ^ 1), 256);
+      named_barrier_sync(kDsEmpty + 2 * (1 - wg) + ds_buf, 256);  // the partner's last arrival
+      float dq[32];
+      wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < BN / 16; ++k)
+        wgmma_ss_mn_n64<T>(dq, desc_advance(ds_a0, (ds_buf ^ 1) * Cfg::DS_BYTES + k * 2048),
+                           desc_advance(k_mn, k * 16 * ROW), k > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_operands(dq);
+      stage_dq(dq);
+    }
   }
   if constexpr (ONE_GRAD) {
     store_rows<Cfg>(wg == 0 ? p.dv : p.dk, wg == 0 ? p.dv_stride : p.dk_stride, t_.tb(), hk, t_.k0(), key_base,
@@ -897,11 +996,22 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const _
     setmaxnreg_dec<24>();
     if (threadIdx.x == 0)
       bwd_producer<Cfg>(p, smem, kv_full, full, empty, tile);
+    else if (Cfg::DQLAG && threadIdx.x / 32 == 1)
+      bwd_dq_writer<Cfg, 0>(p, smem, tile);
+    else if (Cfg::DQLAG && threadIdx.x / 32 == 2)
+      bwd_dq_writer<Cfg, 1>(p, smem, tile);
     else if (!Cfg::SPLIT_D && threadIdx.x / 32 == 1)
       bwd_dq_writer<Cfg>(p, smem, tile);
   } else {
     setmaxnreg_inc<240>();
-    bwd_consumer<Cfg>(p, smem, kv_full, full, empty, tile, wg - 1);
+    if constexpr (Cfg::WG_CODE) {
+      if (wg == 1)
+        bwd_consumer<Cfg, 0>(p, smem, kv_full, full, empty, tile, 0);
+      else
+        bwd_consumer<Cfg, 1>(p, smem, kv_full, full, empty, tile, 1);
+    } else {
+      bwd_consumer<Cfg>(p, smem, kv_full, full, empty, tile, wg - 1);
+    }
   }
   // The producer thread and the idle threads of warpgroup 0 did not wait: no thread of this grid
   // exits before prepare completed, so this grid's completion implies prepare's (a no-op where the

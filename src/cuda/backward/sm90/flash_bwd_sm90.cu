@@ -276,7 +276,6 @@ struct Launch {
   bool bf16;
   int kd;      // the instantiation
   bool qdesc;  // deterministic with v10's order (det_walk.hpp): the QDESC instantiation of kd
-  bool dqlag;  // the DQLAG instantiation of kd (FLASHBOX_SM90_BWD_DQLAG=1, bf16 d64/d128, not qdesc)
   cudaStream_t stream;
 };
 
@@ -340,7 +339,6 @@ int run(const Launch &l) {
   // FLASHBOX_SM90_BWD_PDL=0.
   const bool pdl = pdl_enabled();
   e = l.qdesc       ? launch_bwd_qdesc(l.kd, p, l.grid, stream, pdl)
-      : l.dqlag     ? launch_bwd_dqlag(l.kd, p, l.grid, stream, pdl)
       : l.kd == 64  ? launch_bwd_d64(l.bf16, p, l.grid, stream, pdl)
       : l.kd == 96  ? launch_bwd_d96(l.bf16, p, l.grid, stream, pdl)
       : l.kd == 128 ? launch_bwd_d128(l.bf16, p, l.grid, stream, pdl)
@@ -452,16 +450,13 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   const bool qdesc = g.deterministic && uses_qdesc_walk(kd, a.dtype == FLASHBOX_BFLOAT16, varlen, a.group);
   if (g.deterministic) name += "_deterministic";
   if (qdesc) name += "_qdesc";
-  // The A/B switch for the DQLAG schedule (kernel header, "dQ one step late"), read at every plan so
-  // that one process can time both: bf16 d64 and d128, not v10's deterministic order.
-  const char *lag_env = std::getenv("FLASHBOX_SM90_BWD_DQLAG");
-  const bool dqlag = lag_env != nullptr && std::strcmp(lag_env, "1") == 0 && !qdesc &&
-                     a.dtype == FLASHBOX_BFLOAT16 && (kd == 64 || kd == 128);
-  if (dqlag) name += "_dqlag";
+  // bf16 d128 outside v10's order runs the DQLAG schedule (flash_bwd_sm90_d128.cu; kernel header
+  // "dQ one step late"): the name says which schedule ran.
+  if (kd == 128 && a.dtype == FLASHBOX_BFLOAT16 && !qdesc) name += "_dqlag";
   Plan plan{std::move(name), 2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes + l.list_bytes, {}};
   if (size_only) return {std::move(plan)};
 
-  l.bf16 = a.dtype == FLASHBOX_BFLOAT16, l.kd = kd, l.qdesc = qdesc, l.dqlag = dqlag;
+  l.bf16 = a.dtype == FLASHBOX_BFLOAT16, l.kd = kd, l.qdesc = qdesc;
   l.stream = static_cast<cudaStream_t>(a.stream);
   std::memset(&l.p, 0, sizeof l.p);
   BwdSm90Params &p = l.p;

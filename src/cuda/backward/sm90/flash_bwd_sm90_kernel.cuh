@@ -24,8 +24,9 @@
 //     never wait for the add itself (v9; v8 issued it from a consumer thread).
 //   Overlap inside a consumer: P is computed while dP^T is in flight, and the dQ chunk is staged
 //   while dK's product runs (issue order S^T, dP^T, dV, dQ, dK).
-// dQ one step late (Cfg::DQLAG; branch dqlag, 2026-12-01, bench/NOTES.md sm90 backward v17; bf16
-// d64/d128 instantiations selected by FLASHBOX_SM90_BWD_DQLAG=1). Above, a consumer's dQ chunk of
+// dQ one step late (Cfg::DQLAG; branch dqlag, 2026-12-01, bench/NOTES.md sm90 backward v17; the bf16
+// d128 kernel, flash_bwd_sm90_d128.cu: 1.5-2.4 % faster than the plain schedule at T >= 8192, level
+// below; at d64 it measured 4-7 % slower, so d64 and fp16 keep the plain schedule). Above, a consumer's dQ chunk of
 // step i needs both halves of dS^T_i, so both consumers meet at kDsBarrier every step and run in
 // lockstep: their softmax phases coincide, and whichever is late stalls the other. With DQLAG
 // consumer w issues step i's dQ product during step i + 1 (between dV_{i+1} and dK_{i+1}, where the
@@ -49,10 +50,10 @@
 // order would couple the consumers again through the staging buffers). The consumers can now run up
 // to about a step apart (the Q/dO ring of 2 and the handshakes bound it); deadlock-free because
 // every wait is for an event of an earlier step of the partner, or of the writer for an earlier
-// chunk. At d64 (Cfg::WG_CODE) each consumer runs its own copy of the consumer code with its index
-// a constant: with the index a run-time value ptxas spilled 16-40 B in the d64 loop wherever the
-// handshakes went (0 at d128), and 0 this way, at twice the instructions (113 KB of text against
-// 59 KB; the d128 DQLAG kernel 52 KB against 48 KB).
+// chunk. (At d64 ptxas spilled 16-40 B with this schedule wherever the handshakes went, 0 only with
+// each consumer given its own copy of the code, its index a constant: 113 KB of text against 59 KB.
+// That kernel measured 4-7 % slower than the plain one, v17, and is gone. d128: 0 spills, 52 KB
+// of text against 48 KB.)
 // Padding: rows past seqlen_q arrive as zeros (TMA out-of-bounds fill) with LSE = +inf, so their P
 // is 0; keys past seqlen_k and the window's edges are masked only in the blocks that cross them.
 // Masks and score transforms (cuda/common/score_mods.cuh; causal is the window (-1, 0), bottom-right
@@ -286,10 +287,6 @@ struct BwdConfig {
   // DQLAG: each consumer issues step i's dQ chunk during step i + 1, the two consumers coupled by
   // one-way handshakes instead of one barrier per step (the file header's "dQ one step late").
   static constexpr bool DQLAG = DQLAG_;
-  // WG_CODE: each consumer runs its own copy of the code, its index a constant (d64 with DQLAG: with
-  // the index a run-time value ptxas spilled 16-40 B there, 0 this way; d128 has 0 either way and
-  // keeps one copy, half the instructions to cache).
-  static constexpr bool WG_CODE = DQLAG && D == 64;
   // SPLIT_D (head_dim 192 and 256, the file header's "Head dimension 256" and "Head dimension 192"):
   // BN = 64 keys, each consumer scores 32 queries of them and P^T, dS^T are exchanged in shared
   // memory; else BN = 128, 64 keys each, all queries and all D columns. Who owns which accumulator
@@ -595,11 +592,9 @@ __device__ __forceinline__ void store_rows(void *out, const int64_t (&stride)[3]
   }
 }
 
-// WG >= 0 (Cfg::WG_CODE): the consumer index as a constant, one copy of the code per consumer.
-template <class Cfg, int WG = -1>
+template <class Cfg>
 __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *smem, uint64_t *kv_full, uint64_t *full,
-                                             uint64_t *empty, TileRef t_, int wg_) {
-  const int wg = WG < 0 ? wg_ : WG;
+                                             uint64_t *empty, TileRef t_, int wg) {
   using T = typename Cfg::Elem;
   const int n_block = t_.n_block(), hk = t_.hk();
   constexpr int BM = Cfg::BM, BN = Cfg::BN, D = Cfg::D;
@@ -1004,14 +999,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const _
       bwd_dq_writer<Cfg>(p, smem, tile);
   } else {
     setmaxnreg_inc<240>();
-    if constexpr (Cfg::WG_CODE) {
-      if (wg == 1)
-        bwd_consumer<Cfg, 0>(p, smem, kv_full, full, empty, tile, 0);
-      else
-        bwd_consumer<Cfg, 1>(p, smem, kv_full, full, empty, tile, 1);
-    } else {
-      bwd_consumer<Cfg>(p, smem, kv_full, full, empty, tile, wg - 1);
-    }
+    bwd_consumer<Cfg>(p, smem, kv_full, full, empty, tile, wg - 1);
   }
   // The producer thread and the idle threads of warpgroup 0 did not wait: no thread of this grid
   // exits before prepare completed, so this grid's completion implies prepare's (a no-op where the

@@ -12,7 +12,7 @@
 #                  small shapes, the varlen backward, all with LAG=1
 #   mods, test_gpu   the same without the switch (the default kernels), as time allows
 # Every step has its own limit, cut to what is left of SECONDS (default 230) in all.
-# It ran once, at 9a342c1 (bench/results/2026-12-01_sm90_bwd_dqlag/). After that commit bf16 d128
+# It ran once, at 9a342c1 (3503433 after the rebase onto main 5117407; bench/results/2026-12-01_sm90_bwd_dqlag/). After that commit bf16 d128
 # runs DQLAG by default and the switch is gone (the variable is then ignored: lag = new, and the
 # A/B that remains is new against old, main's build).
 #

@@ -1,7 +1,7 @@
 // CUDA flash backward against the fp64 reference backward on the device: the forward's shape cases,
 // seqlen_q != seqlen_k with empty rows, GQA/MQA, strided layouts, causal or not, bf16 and fp16,
-// head_dim 64, 128 and above (136 to 256: sm80's d256 kernels; on Hopper the atomic-dQ calls run
-// the sm90 d192 kernel up to 192 and its d256 one above), both dQ modes (atomic and
+// head_dim 40, 64, 112, 128 and above (136 to 256: sm80's d256 kernels; on Hopper the atomic-dQ calls
+// run the sm90 d192 kernel up to 192 and its d256 one above, 40 the d64 and 112 the d128 one), both dQ modes (atomic and
 // deterministic), poisoned outputs (padding included);
 // deterministic mode bitwise-identical over repeated runs; scratch equal to the workspace size.
 // Skipped, with the reason, where there is no GPU.
@@ -18,6 +18,7 @@
 #ifdef FLASHBOX_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "cuda/backward/sm90/bwd_route.hpp"
 #include "cuda/backward/sm90/det_walk.hpp"
 
 namespace flashbox::test {
@@ -116,7 +117,10 @@ INSTANTIATE_TEST_SUITE_P(
                                          // above 128: the sm80 d256 kernels (column halves); on Hopper
                                          // the atomic ones run sm90 d192 (136, 192) and d256 (224, 256)
                                          Shape{1, 1, 1, 2, 2, 136}, Shape{1, 65, 65, 2, 1, 256},
-                                         Shape{2, 17, 300, 4, 2, 192}, Shape{1, 300, 17, 2, 2, 224}),
+                                         Shape{2, 17, 300, 4, 2, 192}, Shape{1, 300, 17, 2, 2, 224},
+                                         // below 64 and in 104..120: on Hopper the sm90 d64 and d128
+                                         // kernels, zeros past head_dim (bwd_route.hpp)
+                                         Shape{2, 65, 65, 4, 2, 40}, Shape{1, 129, 300, 2, 2, 112}),
                        ::testing::Values(0, 1), ::testing::Values(FLASHBOX_BFLOAT16, FLASHBOX_FLOAT16)));
 
 TEST(CudaBackward, StridedLayoutsAndScale) {
@@ -261,7 +265,7 @@ bool runs_hopper_backward() {
 std::function<void(const std::string &, int64_t)> expect_order(bool hopper, const RepeatShape &s) {
   if (!hopper) return {};
   return [s](const std::string &kernel, int64_t dim) {
-    const bool want = sm90::bwd::uses_qdesc_walk(int(dim), s.dtype == FLASHBOX_BFLOAT16, false, s.heads_q / s.heads_kv);
+    const bool want = sm90::bwd::uses_qdesc_walk(sm90::bwd::kernel_head_dim(dim), s.dtype == FLASHBOX_BFLOAT16, false, s.heads_q / s.heads_kv);
     EXPECT_EQ(kernel.find("_qdesc") != std::string::npos, want)
         << kernel << ": head_dim " << dim << ", group " << s.heads_q / s.heads_kv << (want ? ", v10's" : ", v9's")
         << " order expected";
@@ -310,6 +314,44 @@ TEST(CudaBackward, DeterministicOrderChoice) {
   EXPECT_FALSE(uses_qdesc_walk(128, true, true, 1));
   EXPECT_FALSE(uses_qdesc_walk(64, true, true, 4));
   EXPECT_FALSE(uses_qdesc_walk(256, true, false, 4));
+}
+
+// The Hopper backward's route (no device needed, bwd_route.hpp): every multiple of 8 in 8..256 on the
+// smallest instantiation at least as wide (8..64 on d64, 72..96 on d96, 104..128 on d128, 136..192 on
+// d192, 200..256 on d256), nothing else; accumulator rows of the instantiation's width (d96's: 128);
+// varlen on d64 and d128 (so at every head_dim up to 64 and in 104..128), deterministic mode up to
+// 128; and the deterministic order of a padded head_dim is its instantiation's (uses_qdesc_walk
+// takes kernel_d: a head_dim of 40 with GQA runs d64's v10 order, one of 112 d128's).
+TEST(CudaBackward, HopperRouteChoice) {
+  using namespace sm90::bwd;
+  for (int64_t d = -8; d <= 272; ++d) {
+    SCOPED_TRACE("head_dim " + std::to_string(d));
+    const bool ok = d >= 8 && d <= 256 && d % 8 == 0;
+    int want = 0;
+    if (ok) want = d <= 64 ? 64 : d <= 96 ? 96 : d <= 128 ? 128 : d <= 192 ? 192 : 256;
+    const int kd = kernel_head_dim(d);
+    ASSERT_EQ(kd, want);
+    if (!ok) {
+      EXPECT_NE(route_decline(kd, false, false), nullptr);
+      continue;
+    }
+    EXPECT_GE(accum_d_for(kd), d);
+    EXPECT_EQ(accum_d_for(kd) % 64, 0);
+    EXPECT_EQ(route_decline(kd, false, false), nullptr);
+    EXPECT_EQ(route_decline(kd, true, false) == nullptr, kd == 64 || kd == 128);
+    EXPECT_EQ(route_decline(kd, false, true) == nullptr, d <= 128);
+    EXPECT_EQ(route_decline(kd, true, true) == nullptr, kd == 64 || kd == 128);
+  }
+  // The head dims this route added (branch paddims): sm90 where sm80 ran before.
+  for (int64_t d : {8, 16, 32, 40, 48, 56}) EXPECT_EQ(kernel_head_dim(d), 64) << d;
+  for (int64_t d : {104, 112, 120}) EXPECT_EQ(kernel_head_dim(d), 128) << d;
+  EXPECT_EQ(accum_d_for(96), 128);
+  EXPECT_EQ(accum_d_for(64), 64);
+  EXPECT_EQ(accum_d_for(128), 128);
+  EXPECT_TRUE(uses_qdesc_walk(kernel_head_dim(40), true, false, 4));
+  EXPECT_FALSE(uses_qdesc_walk(kernel_head_dim(40), true, false, 1));
+  EXPECT_TRUE(uses_qdesc_walk(kernel_head_dim(112), true, false, 1));
+  EXPECT_FALSE(uses_qdesc_walk(kernel_head_dim(112), false, false, 1));
 }
 
 // Head dims above 128 (the sm80 d256 kernels: dK/dV and dQ split into column halves): the

@@ -6,9 +6,10 @@
 // message; FLASHBOX_TEST_SEED=N reproduces). Lengths include 0 and 1, the tile edges (63..65, 127..129),
 // 1000 and 4097; seqlen_q != seqlen_k per sequence (causal bottom-right aligned per sequence: rows
 // without keys, keys without rows), GQA and MQA, windows, softcap, ALiBi per head and per sequence,
-// head_dim 64 and 128. dq/dk/dv are poisoned (NaN) and framed by guard bytes that must survive; the
+// head_dim 64 and 128, and head dims that run on those kernels with zero columns (8, 32, 40, 56 on d64;
+// 104, 112, 120 on d128: bwd_route.hpp). dq/dk/dv are poisoned (NaN) and framed by guard bytes that must survive; the
 // relative error of each gradient over the packed tensor must be < 1e-2 (NaN never passes); the
-// kernel that ran must be the sm90 backward's varlen path (auto picks it on compute capability 9.0);
+// kernel that ran must be the sm90 backward's varlen path of the instantiation that serves the head_dim (auto picks it on compute capability 9.0);
 // the deterministic mode must repeat bitwise. Skips without an sm90 GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -23,6 +24,7 @@
 
 #include "core/dtype.hpp"
 #include "core/masks.hpp"
+#include "cuda/backward/sm90/bwd_route.hpp"
 #include "cpu/reference_backward_fp64.hpp"
 #include "flashbox/flashbox.h"
 #include "sm90/hopper_device.hpp"
@@ -169,7 +171,8 @@ void check(const Case &c) {
     ASSERT_EQ(flashbox_attention_backward_ext(&g, &e), 0) << flashbox_last_error();
     const std::string kernel = flashbox_last_kernel();
     CUDA_OK(cudaDeviceSynchronize());
-    EXPECT_EQ(kernel.rfind("cuda_flash_bwd_sm90_d" + std::to_string(D), 0), 0u) << "ran " << kernel;
+    EXPECT_EQ(kernel.rfind("cuda_flash_bwd_sm90_d" + std::to_string(sm90::bwd::kernel_head_dim(D)) + "_", 0), 0u)
+        << "ran " << kernel;
     EXPECT_NE(kernel.find("_varlen"), std::string::npos) << "ran " << kernel;
     if (det) {
       EXPECT_NE(kernel.find("_deterministic"), std::string::npos) << "ran " << kernel;
@@ -238,6 +241,28 @@ TEST_F(Sm90BwdVarlen, SmallWindowsSoftcapAlibi) {
   check(c);
   c = mk({33, 130, 2}, {33, 64, 77}, 64, 0);
   c.window_left = 5, c.window_right = -1, c.softcap = 3.0f, c.dtype = FLASHBOX_FLOAT16;
+  check(c);
+}
+
+// Head dims below the instantiation's (zeros past head_dim; the varlen dQ convert reads accumulator
+// rows of the instantiation's width and writes head_dim columns): lengths with 0 and 1 and the tile
+// edges, causal and not, GQA and MQA, seqlen_q != seqlen_k, fp16; one longer batch.
+TEST_F(Sm90BwdVarlen, PaddedHeadDims) {
+  const std::vector<int> lens{63, 0, 1, 65, 129, 17};
+  for (int64_t d : {8, 32, 40, 56, 104, 112, 120}) {
+    Case c = mk(lens, lens, d, int(d % 16 == 8));
+    check(c);
+  }
+  Case c = mk({17, 65, 0, 3, 130}, {65, 17, 9, 0, 64}, 40, 1);
+  c.heads_kv = 1, c.dtype = FLASHBOX_FLOAT16;
+  check(c);
+  c = mk({17, 65, 0, 3, 130}, {65, 17, 9, 0, 64}, 112, 0);
+  check(c);
+  c = mk({1000, 1, 0, 300}, {700, 1, 5, 300}, 32, 1);
+  c.heads_q = 4, c.heads_kv = 2;
+  check(c);
+  c = mk({1000, 1, 0, 300}, {700, 1, 5, 300}, 120, 1);
+  c.dtype = FLASHBOX_FLOAT16;
   check(c);
 }
 

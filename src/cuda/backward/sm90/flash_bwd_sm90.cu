@@ -5,19 +5,18 @@
 //   prepare:    per (batch, query head, padded row): D = rowsum(dO ∘ O) and LSE · log2 e; padding
 //               rows (>= seqlen_q, up to a whole query tile) get D = 0 and LSE = +inf, so P = 0.
 //               It also zeroes the row's share of the dQ accumulator (kernel_d floats of the flat
-//               buffer: the instantiation's width, 192 for head dims 136..192 and 256 for
-//               200..256) and of the
-//               deterministic mode's semaphores (one int per row while any are left): no separate
-//               memset launch.
+//               buffer: the instantiation's row width, accum_d_for in bwd_route.hpp, e.g. 64 for head
+//               dims 8..64, 128 for 72..128, 192 for 136..192) and of the deterministic mode's
+//               semaphores (one int per row while any are left): no separate memset launch.
 //   convert_dq: dq = scale · dq_accum, read in the main kernel's fragment order (see
 //               flash_bwd_sm90_kernel.cuh), written in the dtype through the caller's strides.
-// Variable-length batches (cu_seqlens; head_dim 64 and 128 only, where kernel_d == head_dim): the
-// same kernels over the packed layout. prepare sees the packed query tokens as one batch entry
+// Variable-length batches (cu_seqlens; the d64 and d128 instantiations, head dims 8..64 and 104..128):
+// the same kernels over the packed layout. prepare sees the packed query tokens as one batch entry
 // ([heads_q, total_q + batch * BM] rows: the tokens, then padding rows, so that a sequence's last
 // query block never reads past the vectors, and room for the accumulator's per-sequence offsets);
 // convert_dq_varlen walks the packed rows, finds each row's sequence b by binary search in
-// cu_seqlens_q and reads the row from its query block's accumulator, which starts at row
-// q0 + b * BM + m * BM (the main kernel's accum_row: blocks of different sequences never overlap;
+// cu_seqlens_q and reads the row's head_dim columns from its query block's accumulator (rows of
+// kernel_d floats, the instantiation's width), which starts at row q0 + b * BM + m * BM (the main kernel's accum_row: blocks of different sequences never overlap;
 // the accumulator costs batch * BM rows per head more than the tokens). The main kernel's tiles
 // come from the forward's device-built list (flash_fwd_sm90_varlen.cu) with the roles of queries and
 // keys swapped: a key block "sees" the query blocks of m_range exactly as a query block sees key
@@ -39,6 +38,7 @@
 #include "core/error.hpp"
 #include "core/softmax_scale.hpp"
 #include "cuda/backward/sm80/bwd_device.cuh"
+#include "cuda/backward/sm90/bwd_route.hpp"
 #include "cuda/backward/sm90/det_walk.hpp"
 #include "cuda/backward/sm90/flash_bwd_sm90_kernel.cuh"
 #include "cuda/backward/sm90/flash_bwd_sm90_launch.hpp"
@@ -181,24 +181,26 @@ struct ConvertVarlenArgs {
   void *dq;
   int64_t dq_stride[3];
   const int32_t *cu_q, *cu_k;
-  int batch, heads_q, total_q, total_k, max_q, max_k, rows_pad, block_m, head_dim;  // head_dim 64 or 128 (= kernel_d)
+  int batch, heads_q, total_q, total_k, max_q, max_k, rows_pad, block_m;
+  int head_dim, kernel_d;  // the call's columns (written), the accumulator's row width (>= head_dim)
   float scale;
 };
 
-// Varlen: one thread per (query head, packed row, 64-column panel, column quad q): finds the row's
-// sequence (the last b with cu_q[b] <= row; rows no sequence covers are left unwritten), its block m
+// Varlen: one thread per (query head, packed row, 64-column panel holding columns < head_dim, column
+// quad q): finds the row's sequence (the last b with cu_q[b] <= row; rows no sequence covers are left unwritten), its block m
 // and row r in it, and reads the row's 8 column pairs from the block's accumulator, laid out as above
-// (chunk (r / 64) * ND + panel; float (j * 128 + t) * 4 + 2 * half with t = (r % 64 / 16) * 32 +
-// (r % 8) * 4 + q, half = r % 16 / 8).
+// (chunk (r / 64) * ND + panel, ND = kernel_d / 64; float (j * 128 + t) * 4 + 2 * half with
+// t = (r % 64 / 16) * 32 + (r % 8) * 4 + q, half = r % 16 / 8), of which it writes the 8-column groups
+// j inside head_dim (below the instantiation's width the others are the TMA's zeros' products).
 template <typename Elem>
 __global__ void convert_dq_varlen_kernel(const ConvertVarlenArgs a) {
   using Tr = cuda::ElementTraits<Elem>;
-  const int nd = a.head_dim / 64;
-  const int64_t threads = int64_t(a.heads_q) * a.total_q * nd * 4;
+  const int nd = a.kernel_d / 64, np = (a.head_dim + 63) / 64;  // chunks per query panel; panels written
+  const int64_t threads = int64_t(a.heads_q) * a.total_q * np * 4;
   for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < threads; x += int64_t(gridDim.x) * blockDim.x) {
     const int q = int(x % 4);
-    const int panel = int(x / 4 % nd);
-    const int64_t hr = x / (4 * nd);
+    const int panel = int(x / 4 % np);
+    const int64_t hr = x / (4 * np);
     const int row = int(hr % a.total_q), h = int(hr / a.total_q);
     int lo = 0, hi = a.batch - 1;  // the last b in [0, batch) with cu_q[b] <= row
     while (lo < hi) {
@@ -213,11 +215,13 @@ __global__ void convert_dq_varlen_kernel(const ConvertVarlenArgs a) {
     const int r_seq = row - s.q0, m = r_seq / a.block_m, r = r_seq - m * a.block_m;
     const int64_t block = int64_t(h) * a.rows_pad + s.q0 + int64_t(lo + m) * a.block_m;  // accum_row
     const int rr = r % 64, t = (rr / 16) * 32 + (rr % 8) * 4 + q, half = rr % 16 / 8;
-    const float *src = a.dq_accum + block * a.head_dim + ((r / 64) * nd + panel) * 4096 + t * 4 + 2 * half;
+    const float *src = a.dq_accum + block * a.kernel_d + ((r / 64) * nd + panel) * 4096 + t * 4 + 2 * half;
     Elem *dst = static_cast<Elem *>(a.dq) + int64_t(row) * a.dq_stride[1] + int64_t(h) * a.dq_stride[2] + panel * 64 +
                 2 * q;
+    const int groups = min(8, (a.head_dim - panel * 64) / 8);  // 8-column groups inside head_dim
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
+      if (j >= groups) break;
       const float2 v = *reinterpret_cast<const float2 *>(src + j * 512);
       *reinterpret_cast<uint32_t *>(dst + 8 * j) = Tr::pack(v.x * a.scale, v.y * a.scale);
     }
@@ -225,21 +229,8 @@ __global__ void convert_dq_varlen_kernel(const ConvertVarlenArgs a) {
   sm90::grid_dependency_wait();  // every thread, also one with no row: this grid's completion implies the main kernel's
 }
 
-// The instantiation that runs a head_dim (0: none): 64 and 128 exactly, 96 for the multiples of 8
-// in 72..96 (fixed length; flash_bwd_sm90_d96.cu, branch sm90-d96), 192 for those in 136..192
-// (flash_bwd_sm90_d192.cu, branch sm90-bwd-d192), 256 for those in 200..256 (flash_bwd_sm90_d256.cu);
-// its query and key block sizes. Below its instantiation a head_dim reads zeros past it (the TMA's
-// fill) and stores only its columns (store_rows, convert_dq). The varlen convert reads accumulator
-// rows of head_dim floats, so varlen needs kd == head_dim == accum_d.
-int kernel_head_dim(int64_t head_dim) {
-  if (head_dim == 64 || head_dim == 128) return int(head_dim);
-  if (head_dim >= 72 && head_dim <= 96 && head_dim % 8 == 0) return 96;
-  if (head_dim <= 128 || head_dim > 256 || head_dim % 8 != 0) return 0;
-  return head_dim <= 192 ? 192 : 256;
-}
-// The dQ accumulator's row width (floats) of an instantiation: its head_dim, 128 for 96 (BwdConfig::DQ_LD:
-// two 64-column chunks, the d128 layout, which the prepare and convert kernels read).
-int accum_d_for(int kd) { return kd == 96 ? 128 : kd; }
+// The instantiation's query and key block sizes (which instantiation serves a head_dim, and its
+// accumulator's row width: bwd_route.hpp, kernel_head_dim and accum_d_for).
 int block_m_for(int kd) { return kd == 64 ? 128 : 64; }
 int block_n_for(int kd) { return kd > 128 ? 64 : 128; }
 
@@ -367,13 +358,14 @@ int run(const Launch &l) {
 
 namespace flashbox::detail {
 
-// Declines (the caller falls back to the sm80 family) where this path does not apply: a head_dim
-// other than 64, 128 or a multiple of 8 in 72..96 (the 96 kernel) or 136..256 (the 192 kernel up to
-// 192, the 256 one above; all read zeros past head_dim and store only head_dim columns),
-// variable-length batches at 72..96 and above 128, deterministic mode above 128, not an sm_90
-// device, a layout the TMA cannot describe, a grid too large, a variable-length
-// batch of 0 query or key tokens in all. Variable-length batches at head_dim 64 and 128 run on the
-// same instantiations (header of this file). Sliding windows, softcap and ALiBi are run-time fields of
+// Declines (the caller falls back to the sm80 family) where this path does not apply (bwd_route.hpp,
+// route_decline): a head_dim that is not a multiple of 8 up to 256 (each one runs on the smallest
+// instantiation at least as wide: 64 for 8..64, 96 for 72..96, 128 for 104..128, 192 for 136..192,
+// 256 above; all read zeros past head_dim and store only head_dim columns), variable-length batches
+// at 72..96 and above 128, deterministic mode above 128; then not an sm_90 device, a layout the TMA
+// cannot describe, a grid too large, a variable-length batch of 0 query or key tokens in all.
+// Variable-length batches at head dims 8..64 and 104..128 run on the d64 and d128 instantiations
+// (header of this file). Sliding windows, softcap and ALiBi are run-time fields of
 // the same kernels (flash_bwd_sm90_kernel.cuh). Deterministic mode orders the dQ adds with semaphores
 // behind the dQ accumulator (the d192 and d256 kernels add from registers, unordered), in v9's order
 // or, for bf16 fixed-length head_dim 128 and head_dim 64 with GQA, v10's (det_walk.hpp: "_qdesc"
@@ -384,20 +376,8 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   const Problem &a = g.fwd;
   const bool varlen = a.varlen();
   const int kd = kernel_head_dim(a.head_dim);
-  if (kd == 0)
-    return PlanResult::no("the sm90 backward takes head_dim 64, 128 or a multiple of 8 in 72..96 or 136..256 (got " +
-                          std::to_string(a.head_dim) + "; the sm80 family takes the others)");
-  if (kd == 96 && varlen)
-    return PlanResult::no("the sm90 backward takes variable-length batches only at head_dim 64 or 128 (got " +
-                          std::to_string(a.head_dim) + "; the sm80 family takes them)");
-  if (kd > 128 && varlen)
-    return PlanResult::no(
-        "the sm90 backward takes variable-length batches (cu_seqlens) only at head_dim 64 or 128 (the "
-        "d192 and d256 kernels have no varlen path; the sm80 family takes them)");
-  if (kd > 128 && g.deterministic)
-    return PlanResult::no(
-        "the sm90 backward has no deterministic mode for head_dim above 128 (its dQ adds are "
-        "unordered; the sm80 family takes it)");
+  if (const char *reason = route_decline(kd, varlen, g.deterministic))
+    return PlanResult::no(std::string(reason) + " (got head_dim " + std::to_string(a.head_dim) + ")");
   if (varlen && (a.seqlen_q == 0 || a.seqlen_k == 0))
     return PlanResult::no("the sm90 backward needs at least one query and one key token in a variable-length batch");
   if (const char *reason = sm90::sm90_unavailable_reason()) return PlanResult::no(reason);
@@ -428,7 +408,7 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   if (seqlen_q_pad > INT32_MAX / 2) return PlanResult::no("variable-length batch too large for 32-bit row indices");
   l.vec_bytes = (varlen ? 1 : a.batch) * a.heads_q * seqlen_q_pad * 4;
   const int accum_d = accum_d_for(kd);
-  l.dq_accum_bytes = l.vec_bytes * accum_d;  // rows of the instantiation's width (varlen: kd == head_dim)
+  l.dq_accum_bytes = l.vec_bytes * accum_d;  // rows of the instantiation's width (>= head_dim)
   // Deterministic mode: one int per (batch, query head, query block, consumer warpgroup); varlen one
   // per (query head, row, consumer warpgroup), a block's slot at its first row.
   l.sem_bytes = !g.deterministic ? 0
@@ -526,9 +506,9 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
     c.dq = g.dq, c.cu_q = p.cu_q, c.cu_k = p.cu_k;
     c.batch = int(a.batch), c.heads_q = int(a.heads_q), c.total_q = p.total_q, c.total_k = p.total_k;
     c.max_q = p.max_q, c.max_k = p.max_k, c.rows_pad = int(seqlen_q_pad), c.block_m = bm;
-    c.head_dim = int(a.head_dim), c.scale = a.scale;
+    c.head_dim = int(a.head_dim), c.kernel_d = accum_d, c.scale = a.scale;
     for (int i = 0; i < 3; ++i) l.conv_varlen.dq_stride[i] = g.dq_stride[i];
-    l.conv_threads = a.heads_q * a.seqlen_q * (a.head_dim / 64) * 4;  // one per (head, row, panel, quad)
+    l.conv_threads = a.heads_q * a.seqlen_q * ((a.head_dim + 63) / 64) * 4;  // one per (head, row, panel, quad)
   }
   plan.run = [l] { return run(l); };
   return {std::move(plan)};

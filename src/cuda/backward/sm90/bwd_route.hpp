@@ -1,0 +1,50 @@
+// Which Hopper backward instantiation serves a head_dim, the row width of its dQ accumulator, and
+// which calls the plan (flash_bwd_sm90.cu) hands to the sm80 family before it looks at the device.
+// Host-only, so the route is tested without a device (tests/backward/cuda_backward_test.cpp,
+// CudaBackward.HopperRouteChoice).
+//
+// Every multiple of 8 up to 256 runs on the smallest instantiation at least as wide (64, 96, 128,
+// 192, 256): the TMA maps' innermost dimension is the call's head_dim, so the loads fill the columns
+// past it with zeros (S and dP unchanged; dV, dK, dQ there come out 0), the dK/dV stores
+// (store_rows) and the dQ converts stop at head_dim. No kernel of its own below 64 or between 96 and
+// 128 (branch paddims, 2026-12-01): head dims 8..56 do d64's work and 104..120 d128's, which at 32
+// is still 2x faster than the sm80 family's own d32 kernel (bench/NOTES.md, sm90 backward, "head
+// dims 8..56 and 104..120"); an instantiation there would cost CI compile time for the last factor.
+#pragma once
+#include <cstdint>
+
+namespace flashbox::sm90::bwd {
+
+// The instantiation that runs head_dim (0: none, a head_dim that is not a multiple of 8 in 8..256).
+constexpr int kernel_head_dim(int64_t head_dim) {
+  if (head_dim < 8 || head_dim > 256 || head_dim % 8 != 0) return 0;
+  if (head_dim <= 64) return 64;
+  if (head_dim <= 96) return 96;
+  if (head_dim <= 128) return 128;
+  return head_dim <= 192 ? 192 : 256;
+}
+
+// The dQ accumulator's row width (floats) of an instantiation: its head_dim, 128 for 96 (BwdConfig::DQ_LD:
+// two 64-column chunks, the d128 layout, which the prepare and convert kernels read). The convert
+// kernels (fixed length and varlen) read rows of this width and write head_dim columns of them.
+constexpr int accum_d_for(int kernel_d) { return kernel_d == 96 ? 128 : kernel_d; }
+
+// Why the plan declines a call before it looks at the layout or the device (nullptr: it does not):
+// a head_dim no instantiation serves, variable-length batches on the d96, d192 and d256
+// instantiations (d96: no varlen test ran there yet; d192 and d256: no varlen path in their SPLIT_D
+// layout), deterministic mode on d192 and d256 (their dQ adds are unordered register adds).
+constexpr const char *route_decline(int kernel_d, bool varlen, bool deterministic) {
+  if (kernel_d == 0) return "the sm90 backward takes head_dims that are multiples of 8 in 8..256";
+  if (varlen && kernel_d == 96)
+    return "the sm90 backward takes variable-length batches only on its d64 and d128 kernels (head_dim 8..64 "
+           "or 104..128; the sm80 family takes 72..96)";
+  if (varlen && kernel_d > 128)
+    return "the sm90 backward takes variable-length batches only up to head_dim 128 (the d192 and d256 "
+           "kernels have no varlen path; the sm80 family takes them)";
+  if (deterministic && kernel_d > 128)
+    return "the sm90 backward has no deterministic mode for head_dim above 128 (its dQ adds are "
+           "unordered; the sm80 family takes it)";
+  return nullptr;
+}
+
+}  // namespace flashbox::sm90::bwd

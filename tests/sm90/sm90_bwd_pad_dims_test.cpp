@@ -1,0 +1,74 @@
+// The Hopper backward at the head dims that run on a wider instantiation with zero columns
+// (bwd_route.hpp; branch paddims): multiples of 8 in 8..56 on the d64 kernel, 104..120 on the d128
+// one; the TMA reads zeros past head_dim, the dK/dV stores and the dQ convert write only head_dim
+// columns. Head dims 8, 32, 40, 56, 104, 112, 120; T = 1, 17, 65, 1000; causal and not; GQA and MQA;
+// seqlen_q != seqlen_k (rows without keys, keys without rows); bf16 and fp16; against the fp64 CPU
+// reference backward (the shared check, sm90_bwd_case.hpp: NaN-poisoned gradients framed by guard
+// bytes, which also catch a column written past head_dim, relative error < 1e-2, seed printed). The
+// atomic-dQ run must name the instantiation (cuda_flash_bwd_sm90_d64 or _d128), the two
+// deterministic runs it too (plus "_deterministic"; bf16 GQA at d64 and bf16 at d128 take v10's order,
+// "_qdesc") and must repeat bitwise. The variable-length path at these head dims (its dQ convert
+// reads rows of the instantiation's width) is in sm90_bwd_varlen_test.cpp, PaddedHeadDims.
+// FLASHBOX_SM90_MODS_SMALL=1 keeps the small shapes (for compute-sanitizer). Skips without an sm90 GPU.
+#include <string>
+#include <vector>
+
+#include "cuda/backward/sm90/bwd_route.hpp"
+#include "sm90/sm90_bwd_case.hpp"
+
+namespace flashbox::test {
+namespace {
+
+using namespace sm90_bwd;
+
+const std::vector<BwdCase> kSmall = {
+    {"T1 d8", 1, 1, 1, 2, 2, 8, 0},
+    {"T1 causal d120", 1, 1, 1, 2, 1, 120, 1},
+    {"causal T17 GQA d32", 2, 17, 17, 4, 2, 32, 1},
+    {"T17 d104", 1, 17, 17, 2, 2, 104, 0},
+    {"65x64 MQA d40", 2, 65, 64, 4, 1, 40, 0},
+    {"causal 64x130 d56 (keys without rows)", 1, 64, 130, 2, 2, 56, 1},
+    {"causal 130x17 d112 (rows without keys)", 1, 130, 17, 2, 1, 112, 1},
+    {"fp16 T65 GQA d40", 1, 65, 65, 4, 2, 40, 0, -1, -1, 0.0f, Alibi::none, FLASHBOX_FLOAT16},
+    {"fp16 causal 65x200 d120", 1, 65, 200, 2, 2, 120, 1, -1, -1, 0.0f, Alibi::none, FLASHBOX_FLOAT16},
+    {"causal T65 GQA d8", 1, 65, 65, 4, 1, 8, 1},
+    {"window(16,8) softcap 3 alibi/head 65x65 d32", 1, 65, 65, 2, 2, 32, 0, 16, 8, 3.0f, Alibi::head},
+};
+
+const std::vector<BwdCase> kLarge = {
+    {"causal T1000 GQA d32", 1, 1000, 1000, 4, 2, 32, 1},
+    {"T1000 d40", 1, 1000, 1000, 2, 2, 40, 0},
+    {"300x1000 MQA d56", 1, 300, 1000, 2, 1, 56, 0},
+    {"causal 1000x300 d104", 2, 1000, 300, 2, 2, 104, 1},
+    {"causal T1000 GQA d112", 1, 1000, 1000, 4, 2, 112, 1},
+    {"T1000 d120", 1, 1000, 1000, 2, 2, 120, 0},
+    {"fp16 causal T1000 GQA d32", 1, 1000, 1000, 4, 2, 32, 1, -1, -1, 0.0f, Alibi::none, FLASHBOX_FLOAT16},
+    {"fp16 T1000 d112", 1, 1000, 1000, 2, 1, 112, 0, -1, -1, 0.0f, Alibi::none, FLASHBOX_FLOAT16},
+    {"causal T1000 d8", 1, 1000, 1000, 2, 2, 8, 1},
+};
+
+void run_padded(const BwdCase &c, Worst &worst) {
+  const std::string kernel = "cuda_flash_bwd_sm90_d" + std::to_string(sm90::bwd::kernel_head_dim(c.head_dim));
+  run_case(c, worst, kernel.c_str(), kernel.c_str());
+}
+
+TEST(Sm90BwdPadDims, Route) {
+  for (int64_t d : {8, 16, 24, 32, 40, 48, 56}) EXPECT_EQ(sm90::bwd::kernel_head_dim(d), 64) << d;
+  for (int64_t d : {104, 112, 120}) EXPECT_EQ(sm90::bwd::kernel_head_dim(d), 128) << d;
+}
+
+TEST(Sm90BwdPadDims, SmallCases) {
+  SKIP_WITHOUT_HOPPER();
+  Worst worst;
+  for (const BwdCase &c : kSmall) run_padded(c, worst);
+}
+
+TEST(Sm90BwdPadDims, LargeCases) {
+  SKIP_WITHOUT_HOPPER();
+  if (small_only()) GTEST_SKIP() << "FLASHBOX_SM90_MODS_SMALL=1: small shapes only";
+  Worst worst;
+  for (const BwdCase &c : kLarge) run_padded(c, worst);
+}
+
+}  // namespace
+}  // namespace flashbox::test

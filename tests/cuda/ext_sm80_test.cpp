@@ -7,9 +7,10 @@
 // printed; FLASHBOX_TEST_SEED=N repeats one). Outputs are poisoned (NaN) and framed by guard bytes
 // that must survive; the backward runs on the GPU forward's own O and LSE.
 // On the H200, auto runs the sm90 forward where it takes the call (windows, softcap, ALiBi, and
-// since 2026-12-01 varlen at head_dim 64 and 128) and the sm90 backward for windows, softcap,
-// ALiBi and (branch sm90-varlen-bwd) varlen at 64/128, and windows, softcap and ALiBi at 136..256 (d192 / d256)
-// (not deterministic above 128); sm80 for the rest (varlen above 128, other head dims).
+// since 2026-12-01 varlen up to head_dim 128) and the sm90 backward for windows, softcap,
+// ALiBi and (branch sm90-varlen-bwd) varlen at every head_dim up to 128 (since branch paddims the d32 /
+// d40 / d80 / d96 cases here too: d64, d96 and d128 kernels with zero columns), and windows, softcap
+// and ALiBi at 136..256 (d192 / d256) (not deterministic above 128); sm80 for the rest (varlen above 128).
 // FLASHBOX_FLASH_ARCH=sm80 FLASHBOX_BWD_ARCH=sm80 pins sm80 for every case.
 // SmallCases is the set compute-sanitizer runs; LargeCases adds T = 1000; MalformedCuSeqlensStayInBounds
 // checks the device-side clamping of unchecked prefix sums.

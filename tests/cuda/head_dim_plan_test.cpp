@@ -2,8 +2,9 @@
 // work, so these run on a machine without a GPU too): the sm80 forward and backward take every
 // multiple of 8 up to 256 (d64 / d128 / d256 instantiations), nothing above; so does the sm90
 // forward (d64 / d96 / d128 / d192 / d256), except softcap, ALiBi and varlen above 128, which it declines
-// to sm80; the sm90 backward takes 64, 128, (its d96 kernel) 72..96 without varlen and (its d192
-// and d256 kernels) 136..192 and 200..256, neither deterministic nor varlen above 128.
+// to sm80; the sm90 backward takes every multiple of 8 up to 256 on the next instantiation up too
+// (d64 for 8..64, d96 for 72..96, d128 for 104..128, d192 for 136..192, d256 above; branch paddims
+// added 8..56 and 104..120, and varlen at 72..96), neither deterministic nor varlen above 128.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -197,28 +198,66 @@ TEST(HeadDimPlan, Sm90BackwardServesAbove128WithTheD192AndD256Kernels) {
     EXPECT_FALSE(det.plan.has_value()) << "d" << d;
     EXPECT_EQ(det.code, 0) << "a decline: auto goes on to sm80";
     EXPECT_NE(det.why_not.find("no deterministic mode for head_dim above 128"), std::string::npos) << det.why_not;
-    // Variable-length batches stay at 64 and 128 (branch sm90-varlen-bwd): a decline above, for sm80.
+    // Variable-length batches stay at head_dim <= 128 (d64, d96, d128): a decline above, for sm80.
     static int32_t cu[2] = {0, 64};
     detail::GradProblem vg = c.grad(0);
     vg.fwd.cu_seqlens_q = vg.fwd.cu_seqlens_k = cu, vg.fwd.max_seqlen_q = vg.fwd.max_seqlen_k = 64;
     const detail::PlanResult vr = detail::plan_sm90_backward(vg, /*size_only=*/true);
     EXPECT_FALSE(vr.plan.has_value()) << "d" << d;
     EXPECT_EQ(vr.code, 0) << "a decline: auto goes on to sm80";
-    EXPECT_NE(vr.why_not.find("variable-length batches (cu_seqlens) only at head_dim 64 or 128"), std::string::npos)
-        << vr.why_not;
+    EXPECT_NE(vr.why_not.find("variable-length batches only up to head_dim 128"), std::string::npos) << vr.why_not;
   }
-  for (int64_t d : {40, 104, 120, 264}) {
+  for (int64_t d : {100, 264}) {  // no multiple of 8 up to 256: declined for sm80 (whose plan says no too)
     const PlanCase c(d);
     const detail::PlanResult r = detail::plan_sm90_backward(c.grad(0), /*size_only=*/true);
     EXPECT_FALSE(r.plan.has_value()) << "d" << d;
     EXPECT_EQ(r.code, 0) << "d" << d;
-    EXPECT_NE(r.why_not.find("(got " + std::to_string(d) + ";"), std::string::npos) << r.why_not;
+    EXPECT_NE(r.why_not.find("multiples of 8 in 8..256 (got head_dim " + std::to_string(d) + ")"), std::string::npos)
+        << r.why_not;
+  }
+}
+
+// The sm90 backward below 64 and at 104..120 (branch paddims): the d64 and d128 kernels with zeros past
+// head_dim, both dQ modes (deterministic: v10's order, "_qdesc", for bf16 at d128 and at d64 with
+// GQA, here group 2: det_walk.hpp), the dQ accumulator of the instantiation's width, and varlen.
+TEST(HeadDimPlan, Sm90BackwardServesBelow64And104To120WithTheD64AndD128Kernels) {
+  const bool hopper = sm90::sm90_unavailable_reason() == nullptr;
+  for (int64_t d : {8, 16, 32, 40, 48, 56, 104, 112, 120}) {
+    const PlanCase c(d);
+    const int64_t kd = d <= 64 ? 64 : 128, bm = kd == 64 ? 128 : 64;
+    for (int det : {0, 1}) {
+      const detail::PlanResult r = detail::plan_sm90_backward(c.grad(det), /*size_only=*/true);
+      EXPECT_EQ(r.code, 0) << "d" << d;
+      if (!hopper) {
+        EXPECT_FALSE(r.plan.has_value()) << "d" << d;
+        EXPECT_EQ(r.why_not.find("head_dim"), std::string::npos) << "declined for the device only: " << r.why_not;
+        continue;
+      }
+      ASSERT_TRUE(r.plan.has_value()) << "d" << d << ": " << r.why_not;
+      const std::string want = "cuda_flash_bwd_sm90_d" + std::to_string(kd) + (det ? "_deterministic_qdesc" : "");
+      EXPECT_EQ(r.plan->kernel, want) << "d" << d;
+      // LSE and D (4 B a padded row each), the kd-column fp32 dQ accumulator; deterministic: a
+      // semaphore per (batch, query head, query block, consumer).
+      const int64_t rows = c.a.batch * c.a.heads_q * bm, sems = det ? c.a.batch * c.a.heads_q * 2 * 4 : 0;
+      EXPECT_EQ(r.plan->workspace_bytes, rows * 8 + rows * kd * 4 + sems) << "d" << d;
+    }
+    static int32_t cu[2] = {0, 64};
+    detail::GradProblem vg = c.grad(0);
+    vg.fwd.cu_seqlens_q = vg.fwd.cu_seqlens_k = cu, vg.fwd.max_seqlen_q = vg.fwd.max_seqlen_k = 64;
+    const detail::PlanResult vr = detail::plan_sm90_backward(vg, /*size_only=*/true);
+    EXPECT_EQ(vr.code, 0) << "d" << d;
+    if (hopper) {
+      ASSERT_TRUE(vr.plan.has_value()) << "d" << d << ": " << vr.why_not;
+      EXPECT_EQ(vr.plan->kernel, "cuda_flash_bwd_sm90_d" + std::to_string(kd) + "_varlen") << "d" << d;
+    } else {
+      EXPECT_FALSE(vr.plan.has_value()) << "d" << d;
+    }
   }
 }
 
 // The sm90 backward at 72..96 (branch sm90-d96): the d96 kernel with zeros past head_dim, both dQ
-// modes, its dQ accumulator 128 columns wide (the d128 layout), fixed length only (the varlen dQ
-// convert needs accumulator rows of head_dim floats).
+// modes, its dQ accumulator 128 columns wide (the d128 layout); varlen too since branch paddims (the
+// varlen dQ convert reads rows of the accumulator's width; before, it needed rows of head_dim floats).
 TEST(HeadDimPlan, Sm90BackwardServes72To96WithTheD96Kernel) {
   const bool hopper = sm90::sm90_unavailable_reason() == nullptr;
   for (int64_t d : {72, 80, 96}) {
@@ -241,9 +280,13 @@ TEST(HeadDimPlan, Sm90BackwardServes72To96WithTheD96Kernel) {
     detail::GradProblem vg = c.grad(0);
     vg.fwd.cu_seqlens_q = vg.fwd.cu_seqlens_k = cu, vg.fwd.max_seqlen_q = vg.fwd.max_seqlen_k = 64;
     const detail::PlanResult vr = detail::plan_sm90_backward(vg, /*size_only=*/true);
-    EXPECT_FALSE(vr.plan.has_value()) << "d" << d;
-    EXPECT_EQ(vr.code, 0) << "a decline: auto goes on to sm80";
-    EXPECT_NE(vr.why_not.find("only at head_dim 64 or 128 (got " + std::to_string(d)), std::string::npos) << vr.why_not;
+    EXPECT_EQ(vr.code, 0) << "d" << d;
+    if (hopper) {
+      ASSERT_TRUE(vr.plan.has_value()) << "d" << d << ": " << vr.why_not;
+      EXPECT_EQ(vr.plan->kernel, "cuda_flash_bwd_sm90_d96_varlen") << "d" << d;
+    } else {
+      EXPECT_FALSE(vr.plan.has_value()) << "d" << d;
+    }
   }
 }
 #endif

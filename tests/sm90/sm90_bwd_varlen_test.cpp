@@ -6,8 +6,8 @@
 // message; FLASHBOX_TEST_SEED=N reproduces). Lengths include 0 and 1, the tile edges (63..65, 127..129),
 // 1000 and 4097; seqlen_q != seqlen_k per sequence (causal bottom-right aligned per sequence: rows
 // without keys, keys without rows), GQA and MQA, windows, softcap, ALiBi per head and per sequence,
-// head_dim 64 and 128, and head dims that run on those kernels with zero columns (8, 32, 40, 56 on d64;
-// 104, 112, 120 on d128: bwd_route.hpp). dq/dk/dv are poisoned (NaN) and framed by guard bytes that must survive; the
+// head_dim 64 and 128, and head dims that run on a wider kernel with zero columns (8, 32, 40, 56 on d64;
+// 72, 80 and 96 itself on d96; 104, 112, 120 on d128: bwd_route.hpp). dq/dk/dv are poisoned (NaN) and framed by guard bytes that must survive; the
 // relative error of each gradient over the packed tensor must be < 1e-2 (NaN never passes); the
 // kernel that ran must be the sm90 backward's varlen path of the instantiation that serves the head_dim (auto picks it on compute capability 9.0);
 // the deterministic mode must repeat bitwise. Skips without an sm90 GPU.
@@ -245,11 +245,12 @@ TEST_F(Sm90BwdVarlen, SmallWindowsSoftcapAlibi) {
 }
 
 // Head dims below the instantiation's (zeros past head_dim; the varlen dQ convert reads accumulator
-// rows of the instantiation's width and writes head_dim columns): lengths with 0 and 1 and the tile
-// edges, causal and not, GQA and MQA, seqlen_q != seqlen_k, fp16; one longer batch.
+// rows of the instantiation's width and writes head_dim columns), and the d96 instantiation, whose
+// rows are 128 floats (72, 80, 96): lengths with 0 and 1 and the tile edges, causal and not, GQA and
+// MQA, seqlen_q != seqlen_k, fp16; longer batches (1000 beside 0 and 1).
 TEST_F(Sm90BwdVarlen, PaddedHeadDims) {
   const std::vector<int> lens{63, 0, 1, 65, 129, 17};
-  for (int64_t d : {8, 32, 40, 56, 104, 112, 120}) {
+  for (int64_t d : {8, 32, 40, 56, 72, 80, 96, 104, 112, 120}) {
     Case c = mk(lens, lens, d, int(d % 16 == 8));
     check(c);
   }
@@ -262,6 +263,12 @@ TEST_F(Sm90BwdVarlen, PaddedHeadDims) {
   c.heads_q = 4, c.heads_kv = 2;
   check(c);
   c = mk({1000, 1, 0, 300}, {700, 1, 5, 300}, 120, 1);
+  c.dtype = FLASHBOX_FLOAT16;
+  check(c);
+  c = mk({1000, 1, 0, 300}, {700, 1, 5, 300}, 96, 0);
+  c.heads_q = 4, c.heads_kv = 1;
+  check(c);
+  c = mk({17, 65, 0, 3, 130}, {65, 17, 9, 0, 64}, 80, 1);
   c.dtype = FLASHBOX_FLOAT16;
   check(c);
 }

@@ -30,14 +30,13 @@ constexpr int kernel_head_dim(int64_t head_dim) {
 constexpr int accum_d_for(int kernel_d) { return kernel_d == 96 ? 128 : kernel_d; }
 
 // Why the plan declines a call before it looks at the layout or the device (nullptr: it does not):
-// a head_dim no instantiation serves, variable-length batches on the d96, d192 and d256
-// instantiations (d96: no varlen test ran there yet; d192 and d256: no varlen path in their SPLIT_D
-// layout), deterministic mode on d192 and d256 (their dQ adds are unordered register adds).
+// a head_dim no instantiation serves, variable-length batches on the d192 and d256 instantiations
+// (no varlen path in their SPLIT_D layout), deterministic mode on them (their dQ adds are unordered
+// register adds). Varlen runs on d64, d96 and d128: the same run-time fields, and the varlen dQ
+// convert reads rows of accum_d_for(kernel_d) floats (until branch paddims rows of head_dim floats,
+// which held only at 64 and 128).
 constexpr const char *route_decline(int kernel_d, bool varlen, bool deterministic) {
   if (kernel_d == 0) return "the sm90 backward takes head_dims that are multiples of 8 in 8..256";
-  if (varlen && kernel_d == 96)
-    return "the sm90 backward takes variable-length batches only on its d64 and d128 kernels (head_dim 8..64 "
-           "or 104..128; the sm80 family takes 72..96)";
   if (varlen && kernel_d > 128)
     return "the sm90 backward takes variable-length batches only up to head_dim 128 (the d192 and d256 "
            "kernels have no varlen path; the sm80 family takes them)";

@@ -10,8 +10,8 @@
 //               semaphores (one int per row while any are left): no separate memset launch.
 //   convert_dq: dq = scale · dq_accum, read in the main kernel's fragment order (see
 //               flash_bwd_sm90_kernel.cuh), written in the dtype through the caller's strides.
-// Variable-length batches (cu_seqlens; the d64 and d128 instantiations, head dims 8..64 and 104..128):
-// the same kernels over the packed layout. prepare sees the packed query tokens as one batch entry
+// Variable-length batches (cu_seqlens; the d64, d96 and d128 instantiations, head dims 8..128): the
+// same kernels over the packed layout. prepare sees the packed query tokens as one batch entry
 // ([heads_q, total_q + batch * BM] rows: the tokens, then padding rows, so that a sequence's last
 // query block never reads past the vectors, and room for the accumulator's per-sequence offsets);
 // convert_dq_varlen walks the packed rows, finds each row's sequence b by binary search in
@@ -362,10 +362,10 @@ namespace flashbox::detail {
 // route_decline): a head_dim that is not a multiple of 8 up to 256 (each one runs on the smallest
 // instantiation at least as wide: 64 for 8..64, 96 for 72..96, 128 for 104..128, 192 for 136..192,
 // 256 above; all read zeros past head_dim and store only head_dim columns), variable-length batches
-// at 72..96 and above 128, deterministic mode above 128; then not an sm_90 device, a layout the TMA
+// and deterministic mode above 128; then not an sm_90 device, a layout the TMA
 // cannot describe, a grid too large, a variable-length batch of 0 query or key tokens in all.
-// Variable-length batches at head dims 8..64 and 104..128 run on the d64 and d128 instantiations
-// (header of this file). Sliding windows, softcap and ALiBi are run-time fields of
+// Variable-length batches up to head_dim 128 run on the d64, d96 and d128 instantiations (header of
+// this file). Sliding windows, softcap and ALiBi are run-time fields of
 // the same kernels (flash_bwd_sm90_kernel.cuh). Deterministic mode orders the dQ adds with semaphores
 // behind the dQ accumulator (the d192 and d256 kernels add from registers, unordered), in v9's order
 // or, for bf16 fixed-length head_dim 128 and head_dim 64 with GQA, v10's (det_walk.hpp: "_qdesc"

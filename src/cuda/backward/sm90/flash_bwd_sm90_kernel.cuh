@@ -225,8 +225,10 @@
 // and are never stored). Tensor work per step: 4 products of 2 · 128 · 64 · 96 and dQ's at 128
 // columns (512 column-units where d128 padded does 640: 0.8 of it, ideal 0.75). Registers per consumer
 // thread: dV 48 + dK 48 + S^T 32 + dP^T 32 + their packed halves 16 + 16 + dQ 32 (d128: 64 + 64 +
-// the same). Head dims 72..88 run it too (zeros past head_dim, stores stop there). No varlen (the
-// varlen convert reads rows of head_dim floats): the plan gives those calls to sm80.
+// the same). Head dims 72..88 run it too (zeros past head_dim, stores stop there). Variable-length
+// batches run it as they run d64 and d128 (branch paddims: the varlen convert reads accumulator rows of
+// DQ_LD floats and writes head_dim columns; before, it read rows of head_dim floats and the plan gave
+// varlen 72..96 to sm80).
 #pragma once
 #include <cuda.h>
 

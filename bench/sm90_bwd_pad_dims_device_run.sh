@@ -5,13 +5,14 @@
 #                / d128 kernels against the fp64 reference, both dQ modes, deterministic bitwise
 #   varlen       tests/sm90/test_sm90_bwd_varlen whole (its dQ convert changed: rows of the
 #                instantiation's width), PaddedHeadDims included (lengths with 0 and 1; d72..96 on d96)
-#   plan_ext     test_cuda's HeadDimPlan.* (the plans' names and scratch on a Hopper device) and
-#                ExtSm80's small cases (d32, d40, d80, d96 with masks and varlen now on the sm90 backward)
-#                and malformed cu_seqlens (the varlen convert changed)
-#   memcheck     compute-sanitizer memcheck of the new test's small cases and varlen's SmallTileEdges
+#   plan         test_cuda's HeadDimPlan.* (the plans' names and scratch on a Hopper device)
+#   memcheck     compute-sanitizer memcheck of the new test's small cases, varlen's SmallTileEdges and
+#                PaddedHeadDims
 #   test_gpu     test_backward's GPU tests (*Cuda*:BackwardApi.*; two padded shapes, 40 and 112, added)
 #   compare      bench/compare_sdpa.py --backward at head dims 32, 40, 112 (H16, B4, causal, T 1024..16384)
 #                with --also-families sm80 (the route these head dims took before) beside cuDNN
+#   ext          test_cuda's ExtSm80 small cases (d32, d40, d80, d96 with masks and varlen: the sm90
+#                backward now) and malformed cu_seqlens (the varlen convert changed)
 #   fa2_dims     FlashAttention-2's tests/test_flash_attn.py (in the tarball as fa2/test_flash_attn.py,
 #                never committed), its ten functions sampled at head dims 32, 40, 59, 111 (59 and 111 are
 #                padded to 64 and 112 by python/flashbox), 14 shards side by side, the time left
@@ -50,18 +51,18 @@ tstep() {  # tstep NAME LIMIT CMD...: step NAME under at most LIMIT seconds and 
   step "$name" timeout $limit "$@"
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader | tee -a "$log"
-tstep pad_dims 40 $B/tests/sm90/test_sm90_bwd_pad_dims
+tstep pad_dims 30 $B/tests/sm90/test_sm90_bwd_pad_dims
 tstep varlen 25 $B/tests/sm90/test_sm90_bwd_varlen --gtest_brief=1
-tstep plan_ext 20 $B/tests/test_cuda --gtest_brief=1 \
-  --gtest_filter='HeadDimPlan.*:ExtSm80.SmallCases:ExtSm80.MalformedCuSeqlensStayInBounds'
+tstep plan 8 $B/tests/test_cuda --gtest_brief=1 --gtest_filter='HeadDimPlan.*'
 tstep memcheck 30 env FLASHBOX_SM90_MODS_SMALL=1 compute-sanitizer --tool memcheck --error-exitcode 9 \
   $B/tests/sm90/test_sm90_bwd_pad_dims --gtest_brief=1 --gtest_filter='Sm90BwdPadDims.SmallCases'
-tstep memcheck_varlen 15 compute-sanitizer --tool memcheck --error-exitcode 9 \
-  $B/tests/sm90/test_sm90_bwd_varlen --gtest_brief=1 --gtest_filter='Sm90BwdVarlen.SmallTileEdges'
+tstep memcheck_varlen 20 compute-sanitizer --tool memcheck --error-exitcode 9 \
+  $B/tests/sm90/test_sm90_bwd_varlen --gtest_brief=1 --gtest_filter='Sm90BwdVarlen.SmallTileEdges:Sm90BwdVarlen.PaddedHeadDims'
 # Not brief: gtest flushes each test's line, so a step cut by its limit shows how far it got.
-tstep test_gpu 65 $B/tests/test_backward --gtest_filter='*Cuda*:BackwardApi.*'
+tstep test_gpu 80 $B/tests/test_backward --gtest_filter='*Cuda*:BackwardApi.*'
 tstep compare 50 python3 bench/compare_sdpa.py $B/libflashbox.so --backward --no-naive --configs 32:16,40:16,112:16 \
   --seqlens 1024,2048,4096,8192,16384 --also-families sm80 --json "$O/compare_bwd_pad_dims.json"
+tstep ext 15 $B/tests/test_cuda --gtest_brief=1 --gtest_filter='ExtSm80.SmallCases:ExtSm80.MalformedCuSeqlensStayInBounds'
 # FA2's ten functions of issue 14's bar, sampled: 14 shards side by side (as bench/fa2_matrix.sh), each
 # running every function on its slice of the shuffled matrix at these head dims for an equal share of
 # the time left (the whole slice is more than such a call holds); the merge adds them up.

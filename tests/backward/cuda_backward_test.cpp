@@ -1,8 +1,8 @@
 // CUDA flash backward against the fp64 reference backward on the device: the forward's shape cases,
 // seqlen_q != seqlen_k with empty rows, GQA/MQA, strided layouts, causal or not, bf16 and fp16,
 // head_dim 40, 64, 112, 128 and above (136 to 256: sm80's d256 kernels; on Hopper the atomic-dQ calls
-// run the sm90 d192 kernel up to 192 and its d256 one above, 40 the d64 and 112 the d128 one), both dQ modes (atomic and
-// deterministic), poisoned outputs (padding included);
+// run the sm90 d192 kernel up to 192 and its d256 one above, 40 the d64 and 112 the d128 one), both
+// dQ modes (atomic and deterministic), poisoned outputs (padding included);
 // deterministic mode bitwise-identical over repeated runs; scratch equal to the workspace size.
 // Skipped, with the reason, where there is no GPU.
 #include <gtest/gtest.h>
@@ -265,7 +265,8 @@ bool runs_hopper_backward() {
 std::function<void(const std::string &, int64_t)> expect_order(bool hopper, const RepeatShape &s) {
   if (!hopper) return {};
   return [s](const std::string &kernel, int64_t dim) {
-    const bool want = sm90::bwd::uses_qdesc_walk(sm90::bwd::kernel_head_dim(dim), s.dtype == FLASHBOX_BFLOAT16, false, s.heads_q / s.heads_kv);
+    const bool want = sm90::bwd::uses_qdesc_walk(sm90::bwd::kernel_head_dim(dim), s.dtype == FLASHBOX_BFLOAT16, false,
+                                                 s.heads_q / s.heads_kv);
     EXPECT_EQ(kernel.find("_qdesc") != std::string::npos, want)
         << kernel << ": head_dim " << dim << ", group " << s.heads_q / s.heads_kv << (want ? ", v10's" : ", v9's")
         << " order expected";
@@ -319,8 +320,9 @@ TEST(CudaBackward, DeterministicOrderChoice) {
 // The Hopper backward's route (no device needed, bwd_route.hpp): every multiple of 8 in 8..256 on the
 // smallest instantiation at least as wide (8..64 on d64, 72..96 on d96, 104..128 on d128, 136..192 on
 // d192, 200..256 on d256), nothing else; accumulator rows of the instantiation's width (d96's: 128);
-// varlen and deterministic mode up to 128 (d64, d96, d128); and the deterministic order of a padded head_dim is its instantiation's (uses_qdesc_walk
-// takes kernel_d: a head_dim of 40 with GQA runs d64's v10 order, one of 112 d128's).
+// varlen and deterministic mode up to 128 (d64, d96, d128); and the deterministic order of a padded
+// head_dim is its instantiation's (uses_qdesc_walk takes kernel_d: a head_dim of 40 with GQA runs
+// d64's v10 order, one of 112 d128's).
 TEST(CudaBackward, HopperRouteChoice) {
   using namespace sm90::bwd;
   for (int64_t d = -8; d <= 272; ++d) {

@@ -6,11 +6,12 @@
 // message; FLASHBOX_TEST_SEED=N reproduces). Lengths include 0 and 1, the tile edges (63..65, 127..129),
 // 1000 and 4097; seqlen_q != seqlen_k per sequence (causal bottom-right aligned per sequence: rows
 // without keys, keys without rows), GQA and MQA, windows, softcap, ALiBi per head and per sequence,
-// head_dim 64 and 128, and head dims that run on a wider kernel with zero columns (8, 32, 40, 56 on d64;
-// 72, 80 and 96 itself on d96; 104, 112, 120 on d128: bwd_route.hpp). dq/dk/dv are poisoned (NaN) and framed by guard bytes that must survive; the
-// relative error of each gradient over the packed tensor must be < 1e-2 (NaN never passes); the
-// kernel that ran must be the sm90 backward's varlen path of the instantiation that serves the head_dim (auto picks it on compute capability 9.0);
-// the deterministic mode must repeat bitwise. Skips without an sm90 GPU.
+// head_dim 64 and 128, and head dims that run on a wider kernel with zero columns (8, 32, 40, 56 on
+// d64; 72, 80 and 96 itself on d96; 104, 112, 120 on d128: bwd_route.hpp). dq/dk/dv are poisoned
+// (NaN) and framed by guard bytes that must survive; the relative error of each gradient over the
+// packed tensor must be < 1e-2 (NaN never passes); the kernel that ran must be the sm90 backward's
+// varlen path of the instantiation that serves the head_dim (auto picks it on compute capability
+// 9.0); the deterministic mode must repeat bitwise. Skips without an sm90 GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -24,8 +25,8 @@
 
 #include "core/dtype.hpp"
 #include "core/masks.hpp"
-#include "cuda/backward/sm90/bwd_route.hpp"
 #include "cpu/reference_backward_fp64.hpp"
+#include "cuda/backward/sm90/bwd_route.hpp"
 #include "flashbox/flashbox.h"
 #include "sm90/hopper_device.hpp"
 #include "support/attention_case.hpp"

@@ -16,8 +16,9 @@
 // query block never reads past the vectors, and room for the accumulator's per-sequence offsets);
 // convert_dq_varlen walks the packed rows, finds each row's sequence b by binary search in
 // cu_seqlens_q and reads the row's head_dim columns from its query block's accumulator (rows of
-// kernel_d floats, the instantiation's width), which starts at row q0 + b * BM + m * BM (the main kernel's accum_row: blocks of different sequences never overlap;
-// the accumulator costs batch * BM rows per head more than the tokens). The main kernel's tiles
+// kernel_d floats, the instantiation's width), which starts at row q0 + b * BM + m * BM (the main
+// kernel's accum_row: blocks of different sequences never overlap; the accumulator costs batch * BM
+// rows per head more than the tokens). The main kernel's tiles
 // come from the forward's device-built list (flash_fwd_sm90_varlen.cu) with the roles of queries and
 // keys swapped: a key block "sees" the query blocks of m_range exactly as a query block sees key
 // blocks with the window mirrored (left <-> right) and seqlen_q <-> seqlen_k, so the list holds one
@@ -187,11 +188,12 @@ struct ConvertVarlenArgs {
 };
 
 // Varlen: one thread per (query head, packed row, 64-column panel holding columns < head_dim, column
-// quad q): finds the row's sequence (the last b with cu_q[b] <= row; rows no sequence covers are left unwritten), its block m
-// and row r in it, and reads the row's 8 column pairs from the block's accumulator, laid out as above
-// (chunk (r / 64) * ND + panel, ND = kernel_d / 64; float (j * 128 + t) * 4 + 2 * half with
-// t = (r % 64 / 16) * 32 + (r % 8) * 4 + q, half = r % 16 / 8), of which it writes the 8-column groups
-// j inside head_dim (below the instantiation's width the others are the TMA's zeros' products).
+// quad q): finds the row's sequence (the last b with cu_q[b] <= row; rows no sequence covers are
+// left unwritten), its block m and row r in it, and reads the row's 8 column pairs from the block's
+// accumulator, laid out as above (chunk (r / 64) * ND + panel, ND = kernel_d / 64; float
+// (j * 128 + t) * 4 + 2 * half with t = (r % 64 / 16) * 32 + (r % 8) * 4 + q, half = r % 16 / 8), of
+// which it writes the 8-column groups j inside head_dim (below the instantiation's width the others
+// are the TMA's zeros' products).
 template <typename Elem>
 __global__ void convert_dq_varlen_kernel(const ConvertVarlenArgs a) {
   using Tr = cuda::ElementTraits<Elem>;

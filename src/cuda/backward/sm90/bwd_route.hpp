@@ -7,9 +7,11 @@
 // 192, 256): the TMA maps' innermost dimension is the call's head_dim, so the loads fill the columns
 // past it with zeros (S and dP unchanged; dV, dK, dQ there come out 0), the dK/dV stores
 // (store_rows) and the dQ converts stop at head_dim. No kernel of its own below 64 or between 96 and
-// 128 (branch paddims, 2026-12-01): head dims 8..56 do d64's work and 104..120 d128's, which at 32
-// is still 2x faster than the sm80 family's own d32 kernel (bench/NOTES.md, sm90 backward, "head
-// dims 8..56 and 104..120"); an instantiation there would cost CI compile time for the last factor.
+// 128 (branch paddims, 2026-12-01): head dims 8..56 do d64's work and 104..120 d128's. Measured
+// (B4 H16 causal, T 1024..16384): 2.4-2.9x the sm80 route they took before (its d64 / d128 kernels
+// padded the same way), 0.89-1.06 of cuDNN's time at d32, 0.93-0.99 at d40, 1.03-1.08 at d112
+// (bench/NOTES.md, sm90 backward, "head dims 8..56 and 104..120"). A d32 configuration could save
+// up to about half of d32's padded tensor work; not built (2 to 4 more kernels in CI).
 #pragma once
 #include <cstdint>
 

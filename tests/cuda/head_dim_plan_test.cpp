@@ -219,7 +219,8 @@ TEST(HeadDimPlan, Sm90BackwardServesAbove128WithTheD192AndD256Kernels) {
 
 // The sm90 backward below 64 and at 104..120 (branch paddims): the d64 and d128 kernels with zeros past
 // head_dim, both dQ modes (deterministic: v10's order, "_qdesc", for bf16 at d128 and at d64 with
-// GQA, here group 2: det_walk.hpp), the dQ accumulator of the instantiation's width, and varlen.
+// GQA, here group 2: det_walk.hpp; else bf16 d128 the DQLAG schedule, "_dqlag"), the dQ accumulator
+// of the instantiation's width, and varlen.
 TEST(HeadDimPlan, Sm90BackwardServesBelow64And104To120WithTheD64AndD128Kernels) {
   const bool hopper = sm90::sm90_unavailable_reason() == nullptr;
   for (int64_t d : {8, 16, 32, 40, 48, 56, 104, 112, 120}) {
@@ -234,7 +235,11 @@ TEST(HeadDimPlan, Sm90BackwardServesBelow64And104To120WithTheD64AndD128Kernels) 
         continue;
       }
       ASSERT_TRUE(r.plan.has_value()) << "d" << d << ": " << r.why_not;
-      const std::string want = "cuda_flash_bwd_sm90_d" + std::to_string(kd) + (det ? "_deterministic_qdesc" : "");
+      // bf16 d128 outside v10's order: the DQLAG schedule ("_dqlag", branch dqlag).
+      const std::string want = "cuda_flash_bwd_sm90_d" + std::to_string(kd) +
+                               (det         ? "_deterministic_qdesc"
+                                : kd == 128 ? "_dqlag"
+                                            : "");
       EXPECT_EQ(r.plan->kernel, want) << "d" << d;
       // LSE and D (4 B a padded row each), the kd-column fp32 dQ accumulator; deterministic: a
       // semaphore per (batch, query head, query block, consumer).
@@ -248,7 +253,9 @@ TEST(HeadDimPlan, Sm90BackwardServesBelow64And104To120WithTheD64AndD128Kernels) 
     EXPECT_EQ(vr.code, 0) << "d" << d;
     if (hopper) {
       ASSERT_TRUE(vr.plan.has_value()) << "d" << d << ": " << vr.why_not;
-      EXPECT_EQ(vr.plan->kernel, "cuda_flash_bwd_sm90_d" + std::to_string(kd) + "_varlen") << "d" << d;
+      EXPECT_EQ(vr.plan->kernel,
+                "cuda_flash_bwd_sm90_d" + std::to_string(kd) + (kd == 128 ? "_varlen_dqlag" : "_varlen"))
+          << "d" << d;
     } else {
       EXPECT_FALSE(vr.plan.has_value()) << "d" << d;
     }

@@ -53,22 +53,24 @@ def simulate(T, D, H, HKV, B, order, args):
                 else:
                     walk = [(h, m) for h in range(group) for m in range(m0, nm)]
                 x = t  # consumer: end of the current step's compute
-                buf_free, wdone = t, t
-                for h, m in walk:
+                buf_free = t
+                wdone = [t] * args.writers  # when each dQ writer warp is free (v18: two, alternate steps)
+                for k, (h, m) in enumerate(walk):
+                    wi = k % args.writers if det else 0
                     x = x + step
                     staged = max(x, buf_free)
                     x = staged  # the next step's products start after the staging
-                    issue = max(staged, wdone)
+                    issue = max(staged, wdone[wi])
                     if det:
                         issue = max(issue, done.get((bh, h, m), 0.0))
                     buf_free = issue + rd
                     comp = issue + lat
                     if det:
                         done[(bh, h, m)] = comp
-                        wdone = comp
+                        wdone[wi] = comp
                     else:
-                        wdone = buf_free
-                finish = max(x, wdone)
+                        wdone[wi] = buf_free
+                finish = max([x] + wdone)
                 heapq.heappush(free, finish)
                 end = max(end, finish)
     return end
@@ -79,6 +81,8 @@ def main():
     ap.add_argument("--lat", type=float, default=1.5, help="µs from a bulk add's issue to its completion")
     ap.add_argument("--read", type=float, default=0.3, help="µs from its issue to the staging buffer's release")
     ap.add_argument("--overhead", type=float, default=3.0, help="µs per CTA (K/V load, fill, dK/dV store)")
+    ap.add_argument("--writers", type=int, default=1,
+                    help="deterministic: dQ writer warps taking alternate steps (v18: 2; the staging stays one buffer)")
     ap.add_argument("--sms", type=int, default=132)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--shapes", default="", help="D:H:HKV:T,... (default: the device run's list)")
@@ -87,7 +91,7 @@ def main():
              [(128, 16, 16, t) for t in (1024, 2048, 4096, 8192, 16384)] + [(128, 32, 8, 8192), (64, 32, 8, 8192)]
     if args.shapes:
         shapes = [tuple(int(x) for x in s.split(":")) for s in args.shapes.split(",")]
-    print(f"lat {args.lat} µs, read {args.read} µs, overhead {args.overhead} µs, {args.sms} SMs, B{args.batch}, causal")
+    print(f"writers {args.writers}, lat {args.lat} µs, read {args.read} µs, overhead {args.overhead} µs, {args.sms} SMs, B{args.batch}, causal")
     print("shape                 | main kernel µs: non-det / v9 det / v10 det | det/non-det v9 · v10")
     for D, H, HKV, T in shapes:
         base = simulate(T, D, H, HKV, args.batch, "nondet", args)

@@ -21,7 +21,9 @@
 //   warp 1 of warpgroup 0, the dQ writer: per step and consumer, waits for the staged chunk (named
 //     barrier kDqFull + w), adds it into the global fp32 accumulator with one bulk reduce-add, and
 //     gives the staging buffer back (kDqEmpty + w) once the copy engine has read it. The consumers
-//     never wait for the add itself (v9; v8 issued it from a consumer thread).
+//     never wait for the add itself (v9; v8 issued it from a consumer thread). The QDESC kernels
+//     (deterministic only) have two writers, warps 1 and 2, taking alternate steps
+//     (bwd_dq_writer_pair: a step's adds go out while the previous step's completion is awaited).
 //   Overlap inside a consumer: P is computed while dP^T is in flight, and the dQ chunk is staged
 //   while dK's product runs (issue order S^T, dP^T, dV, dQ, dK).
 // dQ one step late (Cfg::DQLAG; branch dqlag, 2026-12-01, bench/NOTES.md sm90 backward v17; the bf16
@@ -333,14 +335,18 @@ struct BwdConfig {
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
   static_assert(!(QDESC && SPLIT_D), "the d192 and d256 configurations have no deterministic mode");
   static_assert(!(DQLAG && SPLIT_D), "DQLAG is a schedule of the BN = 128 layout");
+  static_assert(!(DQLAG && QDESC), "QDESC's odd-step dQ barriers (kDqOdd) are DQLAG's dS^T handshake ids");
 };
 
 // Named barriers: 0 is __syncthreads; 1 both consumers (dS^T complete); 2 + w one consumer;
 // 4 + w consumer w's dQ chunk staged, 6 + w its staging buffer free (consumer w and the dQ writer).
+// QDESC (two dQ writers, bwd_dq_writer_pair): those of the even steps; the odd steps' are
+// kDqOdd (4) further, 8 + w and 10 + w (DQLAG's ids below: QDESC kernels are never DQLAG).
 constexpr int kDsBarrier = 1;
 constexpr int kChunkBarrier = 2;
 constexpr int kDqFull = 4;
 constexpr int kDqEmpty = 6;
+constexpr int kDqOdd = 4;
 constexpr int kDqBarrierThreads = 128 + 32;
 // DQLAG (no kDsBarrier): 8 + 2 w + b consumer w's half of dS^T buffer b written (w arrives, the
 // partner syncs before its dQ product reads the buffer); 12 + 2 w + b consumer w's dQ product of
@@ -505,12 +511,13 @@ __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *sm
 }
 
 // The dQ writer (one warp; lane 0 issues): the consumers' staged chunks into the global accumulator,
-// step by step in the consumers' order (every query block of every query head of the group: head by
-// head, or with QDESC query blocks descending, heads innermost). W < 0: one warp for both consumers'
-// chunks; W = w (DQLAG): a warp for consumer w's alone, so that neither consumer's staging waits for
-// the other's chunk to be read (the consumers run up to a step apart there).
+// step by step in the consumers' order (every query block of every query head of the group, head by
+// head). W < 0: one warp for both consumers' chunks; W = w (DQLAG): a warp for consumer w's alone, so
+// that neither consumer's staging waits for the other's chunk to be read (the consumers run up to a
+// step apart there). The QDESC kernels have two writers taking alternate steps (bwd_dq_writer_pair).
 template <class Cfg, int W = -1>
 __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *smem, TileRef t) {
+  static_assert(!Cfg::QDESC, "QDESC: bwd_dq_writer_pair");
   constexpr int NWG = Cfg::NWG, BM = Cfg::BM, W0 = W < 0 ? 0 : W, W1 = W < 0 ? NWG : W + 1;
   const int lane = threadIdx.x % 32, n_block = t.n_block(), hk = t.hk();
   const int2 mr = m_range(p, n_block, BM, Cfg::BN, t.sq(), t.sk());
@@ -524,15 +531,11 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
 #pragma unroll
     for (int w = W0; w < W1; ++w) named_barrier_arrive(kDqEmpty + w, kDqBarrierThreads);
   const int h_begin = hk * p.group;
-  int h = h_begin, m = Cfg::QDESC ? m_end - 1 : m_begin;
+  int h = h_begin, m = m_begin;
   for (int step = 0; step < steps; ++step) {
     const int64_t row = accum_row(p, t, h, m, BM);
     int *sem = det ? p.dq_sem + (p.sem_rows == 1 ? row : row / BM) * NWG : nullptr;  // no 64-bit division
-    int rank = 0;
-    if constexpr (Cfg::QDESC)
-      rank = n_block - first_n_block(p, m, BM, Cfg::BN, t.sq(), t.sk());
-    else
-      rank = det ? last_n_block(p, m, BM, Cfg::BN, t.sq(), t.sk()) - n_block : 0;
+    const int rank = det ? last_n_block(p, m, BM, Cfg::BN, t.sq(), t.sk()) - n_block : 0;
 #pragma unroll
     for (int w = W0; w < W1; ++w) {
       named_barrier_sync(kDqFull + w, kDqBarrierThreads);
@@ -560,14 +563,80 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
       for (int w = W0; w < W1; ++w) red_release_gpu_add(sem + w, 1);
     }
     __syncwarp();
-    if constexpr (Cfg::QDESC) {
-      if (++h == h_begin + p.group) h = h_begin, --m;
-    } else {
-      if (++m == m_end) m = m_begin, ++h;
-    }
+    if (++m == m_end) m = m_begin, ++h;
   }
   if (lane == 0) bulk_wait_all();
   __syncwarp();
+}
+
+// The QDESC kernels' dQ writers (v18, bench/NOTES.md; lane 0 of each issues): warps 1 and 2 of the
+// producer warpgroup, writer wi taking the steps s with s % 2 == wi. One writer (bwd_dq_writer) waits
+// for each step's adds to complete before it releases their semaphores, and only then goes on to the
+// next step: per CTA a serial chain of completion latencies (the bulk add's issue to completion, the
+// release, the next CTA's poll), which at D128 is about a step long. With two, step s + 1's adds are
+// issued while step s's completion is awaited. The order of the adds into each dQ chunk is unchanged:
+// it is the semaphores' (one per (query head, query block, consumer)), and a CTA's walk visits each
+// (head, block) once, so the two writers never touch the same semaphore or chunk. What is handed
+// between them: consumer w's one staging buffer, step by step: step s's chunk is staged under the
+// barriers of s's parity (kDqFull + w, kDqEmpty + w, or kDqOdd further for odd s) and the writer of
+// step s, having seen it read, frees the buffer for step s + 1 on step s + 1's parity. A barrier id is
+// thus waited on (bar.sync) by one writer only, and one id's instances cannot mix steps: the
+// consumer arrives on step s + 2's kDqFull only after the buffer was freed for s + 1, i.e. after
+// step s's writer passed its kDqFull (with one id for both writers, the other writer's sync for s + 1
+// could complete with three of the consumer's warps for s: bench/sm90_bwd_det_writers_model.py, the
+// protocol under random interleavings, finds that). Writer 0 frees step 0's buffers. No new wait
+// between CTAs: each add still waits only for the CTAs before it in the add order (the file header).
+template <class Cfg>
+__device__ __forceinline__ void bwd_dq_writer_pair(const BwdSm90Params &p, uint8_t *smem, TileRef t, int wi) {
+  static_assert(Cfg::QDESC && !Cfg::DQLAG, "the QDESC kernels only (always deterministic, fixed length)");
+  constexpr int NWG = Cfg::NWG, BM = Cfg::BM;
+  const int lane = threadIdx.x % 32, n_block = t.n_block(), hk = t.hk();
+  const int2 mr = m_range(p, n_block, BM, Cfg::BN, t.sq(), t.sk());
+  const int steps = p.group * (mr.y - mr.x);
+  // The accumulator and the semaphores are prepare's (zeroed there): none of the adds, polls or
+  // signals before prepare completed (programmatic launch, as bwd_dq_writer).
+  grid_dependency_wait();
+  if (wi == 0 && steps > 0)
+#pragma unroll
+    for (int w = 0; w < NWG; ++w) named_barrier_arrive(kDqEmpty + w, kDqBarrierThreads);
+  const int h_begin = hk * p.group;
+  const int full = kDqFull + kDqOdd * wi, empty_next = kDqEmpty + kDqOdd * (1 - wi);
+  // v10's walk (query blocks descending, the group's heads innermost), advanced by steps, not
+  // divided out: the producer warpgroup has 24 registers.
+  int h = h_begin, m = mr.y - 1;
+  const auto advance = [&]() {
+    if (++h == h_begin + p.group) h = h_begin, --m;
+  };
+  if (wi == 1) advance();
+  for (int step = wi; step < steps; step += 2, advance(), advance()) {
+    const int64_t row = accum_row(p, t, h, m, BM);
+    int *sem = p.dq_sem + (p.sem_rows == 1 ? row : row / BM) * NWG;
+    const int rank = n_block - first_n_block(p, m, BM, Cfg::BN, t.sq(), t.sk());
+#pragma unroll
+    for (int w = 0; w < NWG; ++w) {
+      named_barrier_sync(full + w, kDqBarrierThreads);
+      if (lane == 0) {
+        // As bwd_dq_writer: give up after ~2^24 polls rather than hang the device on a wrong count.
+        for (int polls = 0; ld_acquire_gpu(sem + w) != rank && polls < (1 << 24); ++polls) {}
+        fence_proxy_async_global();
+        bulk_reduce_add_f32(p.dq_accum + row * Cfg::DQ_LD + w * Cfg::DQ_CHUNK_FLOATS,
+                            smem + Cfg::DQ_OFF + w * Cfg::DQ_CHUNK_FLOATS * 4, Cfg::DQ_CHUNK_FLOATS * 4);
+      }
+      __syncwarp();
+    }
+    if (lane == 0) bulk_wait_read_all();
+    __syncwarp();
+    if (step + 1 < steps)
+#pragma unroll
+      for (int w = 0; w < NWG; ++w) named_barrier_arrive(empty_next + w, kDqBarrierThreads);
+    if (lane == 0) {  // the adds completed: the next key block may add (the other writer goes on meanwhile)
+      bulk_wait_all();
+      fence_proxy_async_global();
+#pragma unroll
+      for (int w = 0; w < NWG; ++w) red_release_gpu_add(sem + w, 1);
+    }
+    __syncwarp();
+  }
 }
 
 // Writes a 64 x COLS fp32 accumulator (this warpgroup's 64 keys, columns col0..) as the dtype, keys
@@ -675,15 +744,17 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     }
   };
   // The chunk goes to the dQ writer through the staging buffer, once the writer has given it back.
-  const auto stage_dq = [&](const float(&dq)[32]) {
+  // odd: QDESC, an odd step (its barriers are kDqOdd further: two dQ writers, bwd_dq_writer_pair).
+  const auto stage_dq = [&](const float(&dq)[32], int odd) {
     float *staging = reinterpret_cast<float *>(smem + Cfg::DQ_OFF) + wg * Cfg::DQ_CHUNK_FLOATS;
-    named_barrier_sync(kDqEmpty + wg, kDqBarrierThreads);
+    const int dq_bar = wg + (Cfg::QDESC ? kDqOdd * odd : 0);
+    named_barrier_sync(kDqEmpty + dq_bar, kDqBarrierThreads);
 #pragma unroll
     for (int j = 0; j < 8; ++j)
       *reinterpret_cast<float4 *>(staging + (j * 128 + t) * 4) =
           make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
     fence_view_async_shared();
-    named_barrier_arrive(kDqFull + wg, kDqBarrierThreads);
+    named_barrier_arrive(kDqFull + dq_bar, kDqBarrierThreads);
   };
   float vec_next[VEC_PER_THREAD];
   const int h_begin = hk * p.group;
@@ -920,7 +991,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
           atomicAdd(dst + j * 128, make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
       }
     } else if (has_dq) {
-      stage_dq(dq);
+      stage_dq(dq, step & 1);
     }
 
     wgmma_wait<0>();
@@ -947,7 +1018,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       wgmma_commit();
       wgmma_wait<0>();
       fence_operands(dq);
-      stage_dq(dq);
+      stage_dq(dq, 0);  // DQLAG: never QDESC
     }
   }
   if constexpr (ONE_GRAD) {
@@ -991,14 +1062,17 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const _
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     setmaxnreg_dec<24>();
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0) {
       bwd_producer<Cfg>(p, smem, kv_full, full, empty, tile);
-    else if (Cfg::DQLAG && threadIdx.x / 32 == 1)
+    } else if constexpr (Cfg::QDESC) {  // two dQ writers taking alternate steps, warps 1 and 2
+      if (threadIdx.x / 32 == 1 || threadIdx.x / 32 == 2) bwd_dq_writer_pair<Cfg>(p, smem, tile, threadIdx.x / 32 - 1);
+    } else if (Cfg::DQLAG && threadIdx.x / 32 == 1) {
       bwd_dq_writer<Cfg, 0>(p, smem, tile);
-    else if (Cfg::DQLAG && threadIdx.x / 32 == 2)
+    } else if (Cfg::DQLAG && threadIdx.x / 32 == 2) {
       bwd_dq_writer<Cfg, 1>(p, smem, tile);
-    else if (!Cfg::SPLIT_D && threadIdx.x / 32 == 1)
+    } else if (!Cfg::SPLIT_D && threadIdx.x / 32 == 1) {
       bwd_dq_writer<Cfg>(p, smem, tile);
+    }
   } else {
     setmaxnreg_inc<240>();
     bwd_consumer<Cfg>(p, smem, kv_full, full, empty, tile, wg - 1);

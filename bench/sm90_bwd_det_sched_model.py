@@ -53,17 +53,18 @@ def simulate(T, D, H, HKV, B, order, args):
                 else:
                     walk = [(h, m) for h in range(group) for m in range(m0, nm)]
                 x = t  # consumer: end of the current step's compute
-                buf_free = t
+                bufs = [t] * args.staging  # when each staging buffer is free (read), round robin
                 wdone = [t] * args.writers  # when each dQ writer warp is free (v18: two, alternate steps)
                 for k, (h, m) in enumerate(walk):
                     wi = k % args.writers if det else 0
                     x = x + step
-                    staged = max(x, buf_free)
+                    staged = max(x, bufs[k % args.staging])
                     x = staged  # the next step's products start after the staging
                     issue = max(staged, wdone[wi])
                     if det:
-                        issue = max(issue, done.get((bh, h, m), 0.0))
-                    buf_free = issue + rd
+                        issue = max(issue, done.get((bh, h, m), -1e9) + args.poll)
+                    bufs[k % args.staging] = issue + rd
+                    buf_free = bufs[k % args.staging]
                     comp = issue + lat
                     if det:
                         done[(bh, h, m)] = comp
@@ -83,6 +84,9 @@ def main():
     ap.add_argument("--overhead", type=float, default=3.0, help="µs per CTA (K/V load, fill, dK/dV store)")
     ap.add_argument("--writers", type=int, default=1,
                     help="deterministic: dQ writer warps taking alternate steps (v18: 2; the staging stays one buffer)")
+    ap.add_argument("--poll", type=float, default=0.0,
+                    help="µs from a release to the next key block's issue (its poll seeing it)")
+    ap.add_argument("--staging", type=int, default=1, help="dQ staging buffers per consumer (round robin)")
     ap.add_argument("--sms", type=int, default=132)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--shapes", default="", help="D:H:HKV:T,... (default: the device run's list)")
@@ -91,7 +95,7 @@ def main():
              [(128, 16, 16, t) for t in (1024, 2048, 4096, 8192, 16384)] + [(128, 32, 8, 8192), (64, 32, 8, 8192)]
     if args.shapes:
         shapes = [tuple(int(x) for x in s.split(":")) for s in args.shapes.split(",")]
-    print(f"writers {args.writers}, lat {args.lat} µs, read {args.read} µs, overhead {args.overhead} µs, {args.sms} SMs, B{args.batch}, causal")
+    print(f"writers {args.writers}, staging {args.staging}, poll {args.poll} µs, lat {args.lat} µs, read {args.read} µs, overhead {args.overhead} µs, {args.sms} SMs, B{args.batch}, causal")
     print("shape                 | main kernel µs: non-det / v9 det / v10 det | det/non-det v9 · v10")
     for D, H, HKV, T in shapes:
         base = simulate(T, D, H, HKV, args.batch, "nondet", args)

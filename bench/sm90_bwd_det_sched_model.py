@@ -68,7 +68,7 @@ def simulate(T, D, H, HKV, B, order, args):
                     comp = issue + lat
                     if det:
                         done[(bh, h, m)] = comp
-                        wdone[wi] = comp
+                        wdone[wi] = comp + args.wbusy
                     else:
                         wdone[wi] = buf_free
                 finish = max([x] + wdone)
@@ -86,6 +86,8 @@ def main():
                     help="deterministic: dQ writer warps taking alternate steps (v18: 2; the staging stays one buffer)")
     ap.add_argument("--poll", type=float, default=0.0,
                     help="µs from a release to the next key block's issue (its poll seeing it)")
+    ap.add_argument("--wbusy", type=float, default=0.0,
+                    help="deterministic: µs a writer stays busy per step beyond its adds' completion (polls, syncs)")
     ap.add_argument("--staging", type=int, default=1, help="dQ staging buffers per consumer (round robin)")
     ap.add_argument("--sms", type=int, default=132)
     ap.add_argument("--batch", type=int, default=4)
@@ -95,7 +97,7 @@ def main():
              [(128, 16, 16, t) for t in (1024, 2048, 4096, 8192, 16384)] + [(128, 32, 8, 8192), (64, 32, 8, 8192)]
     if args.shapes:
         shapes = [tuple(int(x) for x in s.split(":")) for s in args.shapes.split(",")]
-    print(f"writers {args.writers}, staging {args.staging}, poll {args.poll} µs, lat {args.lat} µs, read {args.read} µs, overhead {args.overhead} µs, {args.sms} SMs, B{args.batch}, causal")
+    print(f"writers {args.writers}, wbusy {args.wbusy} µs, staging {args.staging}, poll {args.poll} µs, lat {args.lat} µs, read {args.read} µs, overhead {args.overhead} µs, {args.sms} SMs, B{args.batch}, causal")
     print("shape                 | main kernel µs: non-det / v9 det / v10 det | det/non-det v9 · v10")
     for D, H, HKV, T in shapes:
         base = simulate(T, D, H, HKV, args.batch, "nondet", args)

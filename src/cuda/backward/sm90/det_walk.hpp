@@ -19,7 +19,10 @@ namespace flashbox::sm90::bwd {
 // no deterministic mode. As these compile-time kernels (v16, 2026-12-01, same tensors): D128 causal
 // T = 1024..16384 0.873 / 0.844 / 0.887 / 0.887 / 0.882 against v9's order's 0.822 / 0.811 / 0.876 /
 // 0.857 / 0.888 (a tie at 16384, inside the run-to-run spread), GQA 32/8 D128 0.881 (v9: 0.675), D64
-// 0.977 (v9: 0.884). kernel_d: the instantiation's head_dim (64, 128 or 256).
+// 0.977 (v9: 0.884). With two dQ writers in the QDESC kernels (v18): D128 causal 0.941 / 0.954 /
+// 0.951 / 0.962 / 0.976, non-causal 16384 0.984, GQA 32/8 D128 0.976, D64 0.995; head_dim 64 MHA on
+// them not measured yet (v9's order there: 0.854 at T = 1024). kernel_d: the instantiation's
+// head_dim (64, 128 or 256).
 constexpr bool uses_qdesc_walk(int kernel_d, bool bf16, bool varlen, int64_t group) {
   if (!bf16 || varlen) return false;
   return kernel_d == 128 || (kernel_d == 64 && group > 1);

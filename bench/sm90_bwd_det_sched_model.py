@@ -14,7 +14,13 @@ Orders: v9 (key blocks descending in a chunk, head-by-head walk, adds from the l
 down), v10 (key blocks ascending, query blocks descending with the heads innermost, adds from key
 block 0 up). Prints the main kernel's det / non-det time ratio (the kernels around it, ~10-40 µs,
 are not in it: the measured ratios are a little closer to 1 at short T).
-  python3 bench/sm90_bwd_det_sched_model.py [--lat 1.5] [--read 0.3] [--overhead 3] [--shapes D:H:HKV:T,...]
+v18 (bench/NOTES.md) added --writers (deterministic dQ writer warps taking alternate steps: each
+writer's completion chain covers every --writers-th step), --wbusy (µs a writer stays busy per step
+beyond its adds' completion: its polls, syncs, read wait), --poll (µs from a release to the next key
+block's issue) and --staging (staging buffers per consumer). Refitted to v16's and v18's
+measurements: --lat 1.5 --wbusy 1.5 (one writer and --writers 2).
+  python3 bench/sm90_bwd_det_sched_model.py [--lat 1.5] [--read 0.3] [--overhead 3] [--writers 1] [--wbusy 0]
+      [--shapes D:H:HKV:T,...]
 """
 import argparse
 import heapq

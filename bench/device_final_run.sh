@@ -24,6 +24,7 @@ step test_sm90 timeout 60 $B/test_sm90 --gtest_brief=1
 [ -x $B/test_sm90_bwd_d256 ] && step test_sm90_bwd_d256 timeout 60 $B/test_sm90_bwd_d256 --gtest_brief=1
 [ -x $B/test_sm90_bwd_d192 ] && step test_sm90_bwd_d192 timeout 60 $B/test_sm90_bwd_d192 --gtest_brief=1
 [ -x $B/test_sm90_bwd_d96 ] && step test_sm90_bwd_d96 timeout 40 $B/test_sm90_bwd_d96 --gtest_brief=1
+[ -x $B/test_sm90_bwd_pad_dims ] && step test_sm90_bwd_pad_dims timeout 40 $B/test_sm90_bwd_pad_dims --gtest_brief=1
 [ -x $B/test_sm90_varlen ] && step test_sm90_varlen timeout 60 $B/test_sm90_varlen --gtest_brief=1
 [ -x $B/test_sm90_bwd_varlen ] && step test_sm90_bwd_varlen timeout 60 $B/test_sm90_bwd_varlen --gtest_brief=1
 [ -x $B/test_decode ] && step test_decode timeout 90 $B/test_decode --gtest_brief=1
@@ -38,6 +39,8 @@ step memcheck_ext timeout 90 compute-sanitizer --tool memcheck --error-exitcode 
   --error-exitcode 9 $B/test_sm90_bwd_d192 --gtest_brief=1 --gtest_filter='Sm90BwdD192.SmallCases'
 [ -x $B/test_sm90_bwd_d96 ] && step memcheck_bwd_d96 timeout 30 env FLASHBOX_SM90_MODS_SMALL=1 compute-sanitizer --tool memcheck \
   --error-exitcode 9 $B/test_sm90_bwd_d96 --gtest_brief=1 --gtest_filter='Sm90BwdD96.SmallCases'
+[ -x $B/test_sm90_bwd_pad_dims ] && step memcheck_bwd_pad_dims timeout 30 env FLASHBOX_SM90_MODS_SMALL=1 compute-sanitizer --tool memcheck \
+  --error-exitcode 9 $B/test_sm90_bwd_pad_dims --gtest_brief=1 --gtest_filter='Sm90BwdPadDims.SmallCases'
 [ -x $B/test_sm90_varlen ] && step memcheck_varlen timeout 60 env FLASHBOX_SM90_VARLEN_SMALL=1 compute-sanitizer --tool memcheck \
   --error-exitcode 9 $B/test_sm90_varlen --gtest_brief=1 \
   --gtest_filter='Sm90Varlen.TileEdges:Sm90Varlen.DifferentLengths:Sm90Varlen.MalformedCuSeqlensStayInBounds:Sm90Varlen.WindowsSoftcapAlibi'

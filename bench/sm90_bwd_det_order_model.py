@@ -21,6 +21,11 @@ head_dim 64 (BM 128) and 128 (BM 64), any chunk_heads. Checked for every shape a
      resident CTAs' steps never deadlocks, and every block's adds happen in the scheme's fixed order;
   6. v10 without a left window edge: key block n's walk is a prefix of key block n - 1's (why its
      waits are short; informational, counted not asserted).
+  7. (branch convq) the early convert's block order (flash_bwd_sm90.cu, convert_dq_early_kernel) is a
+     bijection of its blocks onto (batch x query head, query block), and adders_of(m) (the key
+     blocks whose m_range holds m) is the number of writer steps on every (batch, query head, m):
+     the count each completion counter, and each deterministic semaphore, reaches (the simulation's
+     final semaphores are checked against it).
   python3 bench/sm90_bwd_det_order_model.py [--shapes 3000] [--seed 1]
 """
 import argparse
@@ -115,6 +120,21 @@ class Shape:
                     out.append((hk * self.group + hi, m))
         return out
 
+    # flash_bwd_sm90_kernel.cuh adders_of
+    def adders_of(self, m):
+        return sum(1 for n in range(self.num_n) if self.m_range(n)[0] <= m < self.m_range(n)[1])
+
+    # convert_dq_early_kernel: block blk -> (batch * heads_q + h, m); chunk_q_heads = chunk * group
+    def convert_block(self, blk, qdesc):
+        bhq, mb, cq = self.num_bh * self.group, self.num_m, self.chunk * self.group
+        per_chunk = cq * mb
+        c, r = divmod(blk, per_chunk)
+        pairs = min(cq, bhq - c * cq) // self.group
+        hi, r = divmod(r, mb * pairs)
+        mi, pair = divmod(r, pairs)
+        m = mb - 1 - mi if qdesc else mi
+        return (c * (cq // self.group) + pair) * self.group + hi, m
+
     def writer_walk(self, n, hk, qdesc):
         m_begin, m_end = self.m_range(n)
         steps = self.group * (m_end - m_begin)
@@ -194,6 +214,16 @@ def check(s, qdesc, rng, stats):
                 for n2 in adders:
                     if s.rank(n2, m, qdesc) < s.rank(n, m, qdesc):
                         assert index[(n2, bh)] < index[(n, bh)], f"m={m}: n={n} waits for later n2={n2}"
+    # 7. the early convert: its order is a bijection, adders_of counts the writer steps
+    blocks = [s.convert_block(i, qdesc) for i in range(s.num_bh * s.group * s.num_m)]
+    assert sorted(blocks) == [(bh, m) for bh in range(s.num_bh * s.group) for m in range(s.num_m)], "convert order"
+    steps_on = {}
+    for (n, hk), w in walks.items():
+        for h, m in w:
+            steps_on[(h, m)] = steps_on.get((h, m), 0) + 1
+    for h in range(s.hkv * s.group):
+        for m in range(s.num_m):
+            assert steps_on.get((h, m), 0) == s.adders_of(m), f"adders_of({m}) != steps on (h={h}, m={m})"
     # 6. prefix property (v10, no left edge)
     if qdesc and s.wl < 0:
         for hk in range(s.hkv):
@@ -235,6 +265,10 @@ def check(s, qdesc, rng, stats):
         sem[(b, h, m)] = sem.get((b, h, m), 0) + 1
         order.setdefault((b, h, m), []).append(n)
         pos[c] += 1
+    for b in range(s.batch):
+        for h in range(s.hkv * s.group):
+            for m in range(s.num_m):
+                assert sem.get((b, h, m), 0) == s.adders_of(m), f"final semaphore of {(b, h, m)}"
     for (b, h, m), ns in order.items():
         lo, hi = s.first_n_block(m), s.last_n_block(m)
         assert ns == (list(range(lo, hi + 1)) if qdesc else list(range(hi, lo - 1, -1))), f"order of {(b, h, m)}"

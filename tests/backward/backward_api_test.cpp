@@ -140,17 +140,23 @@ TEST(BackwardApi, WorkspaceSize) {
   g.fwd.device = FLASHBOX_CUDA, g.fwd.dtype = FLASHBOX_BFLOAT16;
   const int64_t cuda_bytes = flashbox_attention_backward_workspace_size(&g);
 #ifdef FLASHBOX_HAVE_CUDA
+  // The sm90 early dQ convert (on unless FLASHBOX_SM90_BWD_EARLY_CONVERT=0): one completion counter
+  // per (batch, head, 128-row query tile) without the deterministic mode, and convert's work counter.
+  const char *early_env = std::getenv("FLASHBOX_SM90_BWD_EARLY_CONVERT");
+  const bool early = early_env == nullptr || std::strcmp(early_env, "0") != 0;
+  const int64_t tiles = 2 * 4 * 1;
   if (sm90_backward_applies()) {
     // LSE·log2 e and D, and the dQ accumulator, over rows padded to whole 128-row query tiles.
     const int64_t padded = 2 * 4 * 128;
-    EXPECT_EQ(cuda_bytes, 2 * padded * 4 + padded * 64 * 4);
+    EXPECT_EQ(cuda_bytes, 2 * padded * 4 + padded * 64 * 4 + (early ? tiles * 4 + 4 : 0));
   } else {
     EXPECT_EQ(cuda_bytes, rows * 4 + rows * 64 * 4);
   }
   g.deterministic = 1;
   if (sm90_backward_applies()) {
-    // The same plus one semaphore per (batch, head, 128-row query tile, consumer warpgroup).
-    EXPECT_EQ(flashbox_attention_backward_workspace_size(&g), cuda_bytes + 2 * 4 * 1 * 2 * 4);
+    // One semaphore per (batch, head, 128-row query tile, consumer warpgroup) instead of the counters.
+    EXPECT_EQ(flashbox_attention_backward_workspace_size(&g),
+              cuda_bytes - (early ? tiles * 4 : 0) + tiles * 2 * 4);
   } else {
     EXPECT_EQ(flashbox_attention_backward_workspace_size(&g), rows * 4);  // no dQ accumulator
   }

@@ -10,6 +10,10 @@
 //               semaphores (one int per row while any are left): no separate memset launch.
 //   convert_dq: dq = scale · dq_accum, read in the main kernel's fragment order (see
 //               flash_bwd_sm90_kernel.cuh), written in the dtype through the caller's strides.
+//               Fixed length at head_dim <= 128 (the configurations with a dQ writer warp), unless
+//               FLASHBOX_SM90_BWD_EARLY_CONVERT=0: convert_dq_early_kernel, which converts each query
+//               block as soon as its adds completed (per-block counters, branch convq), while the
+//               main kernel still runs; else (varlen, head_dim > 128) after the main grid completed.
 // Variable-length batches (cu_seqlens; the d64, d96 and d128 instantiations, head dims 8..128): the
 // same kernels over the packed layout. prepare sees the packed query tokens as one batch entry
 // ([heads_q, total_q + batch * BM] rows: the tokens, then padding rows, so that a sequence's last
@@ -129,6 +133,18 @@ struct ConvertArgs {
   int64_t dq_stride[3];
   int batch, heads_q, seqlen_q, num_m_blocks, block_m, head_dim, kernel_d;  // columns >= head_dim not written
   float scale;
+  // Early convert (convert_dq_early_kernel; null done: the whole-grid wait). done: per query block
+  // (index (batch * heads_q + h) * num_m_blocks + m) done_per_block counters, each complete at
+  // done_scale times the block's adder count: the writers' completion counter (1 counter, NWG
+  // counts per adding key block) or the deterministic semaphores (NWG counters, 1 each).
+  const int *done;
+  int *next;  // the early convert's work counter (zeroed, after the completion counters)
+  int done_per_block;
+  int done_scale;  // counts per adding key block: NWG (the writer's counter, one per chunk), 1 (semaphores)
+  int seqlen_k, block_n, group;  // adders_of's shape (fixed length)
+  int chunk_q_heads;             // query heads per chunk of the main grid's order: chunk_heads * group
+  int m_desc;                    // the main kernel walks query blocks descending (QDESC)
+  cuda::DeviceMods mods;         // the main kernel's (m_range)
 };
 
 // Element (row r, column c) of a 64 x 64 dQ chunk sits in register i of thread t of the warpgroup
@@ -137,43 +153,136 @@ struct ConvertArgs {
 // 8 j + 2 (t % 4) and the next. One thread per (chunk, t): 8 float4 loads, each a contiguous 512 bytes
 // across the warp (one thread per element pair, 8-byte loads at a 16-byte stride, ran at 2.5x cuDNN's
 // time: bench/NOTES.md, v9), then 2 x 8 pairs stored through the caller's strides.
+// Convert one (chunk, t) of query block m of row bh = batch * heads_q + h: the 8 float4 of thread t's registers,
+// scaled, stored as the dtype through the caller's strides (rows < seqlen_q, columns < head_dim).
+template <typename Elem>
+__device__ __forceinline__ void convert_chunk(const ConvertArgs &a, int64_t bh, int m, int chunk, int t) {
+  using Tr = cuda::ElementTraits<Elem>;
+  const int nd = a.kernel_d / 64, nch = a.block_m / 64 * nd;
+  const int64_t chunk_id = (bh * a.num_m_blocks + m) * nch + chunk;
+  const int h = int(bh % a.heads_q), b = int(bh / a.heads_q);
+  const int row0 = m * a.block_m + (chunk / nd) * 64 + (t / 32) * 16 + (t % 32) / 4;
+  const float4 *src = reinterpret_cast<const float4 *>(a.dq_accum) + chunk_id * 1024 + t;
+  float4 v[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) v[j] = src[j * 128];
+  const int col0 = (chunk % nd) * 64;
+  if (col0 >= a.head_dim) return;                      // a chunk wholly past head_dim (the d256 kernel below 193)
+  const int groups = min(8, (a.head_dim - col0) / 8);  // 8-column groups inside head_dim
+  Elem *base = static_cast<Elem *>(a.dq) + b * a.dq_stride[0] + h * a.dq_stride[2] + col0 + 2 * (t % 4);
+  if (row0 < a.seqlen_q) {
+    Elem *dst = base + int64_t(row0) * a.dq_stride[1];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (j < groups) *reinterpret_cast<uint32_t *>(dst + 8 * j) = Tr::pack(v[j].x * a.scale, v[j].y * a.scale);
+  }
+  if (row0 + 8 < a.seqlen_q) {
+    Elem *dst = base + int64_t(row0 + 8) * a.dq_stride[1];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (j < groups) *reinterpret_cast<uint32_t *>(dst + 8 * j) = Tr::pack(v[j].z * a.scale, v[j].w * a.scale);
+  }
+}
+
+// Early convert (branch convq, 2026-12-01; a.done set: fixed length, head_dim <= 128, the dQ writer's
+// configurations). Each query block is converted as soon as every add into it has completed, while
+// the main kernel still runs, instead of after its whole grid:
+//   target: adders_of (flash_bwd_sm90_kernel.cuh), the key blocks whose m_range holds m: the same
+//     function that bounds the main kernel's walks, so both agree under every mask and window
+//     (bench/sm90_bwd_det_order_model.py, check 7: the writer steps on each block are that many).
+//   poll: warp 0, lanes < done_per_block, ld.acquire.gpu on the block's counter(s) with __nanosleep
+//     backoff until they reach the target, then the CTA's barrier. The writer released each count
+//     after the step's bulk reduce-adds completed and a fence.proxy.async (the async proxy's writes
+//     ordered before the generic release), so the acquire makes the whole block's sums visible; the
+//     deterministic semaphores are counted the same way (one per consumer warpgroup, NWG lanes).
+//   work: a fixed number of CTAs (3 per SM, resident together) take blocks from a counter (next,
+//     after the completion counters, zeroed by prepare) one at a time, lane 0 taking the next one
+//     while the CTA waits for and converts the current one. Not one CTA per block: every thread of
+//     convert waits for the main grid before exiting (below), so a CTA per block would hold its
+//     slot until the main kernel ended once it had converted its block, and only the first few
+//     blocks per free SM could be converted early.
+//   order: the blocks in the order they complete (convert_block_at), so that the first ones taken
+//     are done: the main grid's chunks first (chunk_heads (batch, kv head) pairs, chunk_q_heads query
+//     heads), inside a chunk the group's heads one by one (a CTA walks them head by head), then the
+//     query blocks ascending (descending for QDESC's walk), the chunk's kv heads innermost (they run
+//     side by side). Causal, block m's last adder is key block ~m * BM / BN, which reaches it in its
+//     first steps, and key block 0 reaches it at step m: low blocks complete first.
+//   no deadlock: convert CTAs are dispatched only after every main CTA executed launch_dependents
+//     (programmatic launch), i.e. once every main CTA is resident or done; main CTAs never wait for
+//     convert (non-deterministic: for nothing; deterministic: only for main CTAs before them, the
+//     kernel header's proof), so every adder finishes and every count reaches its target, and a
+//     convert CTA waiting for one block holds no block another one needs. Without the
+//     programmatic launch (FLASHBOX_SM90_BWD_PDL=0) the main grid has completed: one poll a block.
+//   stale counts: main executes launch_dependents only after prepare completed (kernel header), so
+//     the counters' zeroing is done and flushed before any poll here.
+//   exit: every thread still executes griddepcontrol.wait before it exits, so this grid's completion
+//     implies the main kernel's (the scratch is freed stream-ordered after this kernel, and the next
+//     work in the stream sees every main write), as before.
+// A poll gives up after ~2^22 rounds (about a second): a wrong count would otherwise hang the device;
+// the gradients are then wrong and the tests say so.
+// Its own kernel (two small instantiations, bf16 and fp16): as a run-time branch of convert_dq_kernel
+// it raised that kernel's registers from 58 to 66 (ptxas), for the paths that keep the whole-grid
+// wait (varlen, head_dim > 128, FLASHBOX_SM90_BWD_EARLY_CONVERT=0).
+constexpr int kEarlyConvertCtasPerSm = 3;  // 4 (64 registers) spilled 12 bytes
+
+// Block `blk` of the early convert's order (above): its row bh = batch * heads_q + h and query block m.
+__device__ __forceinline__ int2 convert_block_at(const ConvertArgs &a, int blk) {
+  const int bhq = a.batch * a.heads_q, mb = a.num_m_blocks;
+  const int per_chunk = a.chunk_q_heads * mb;
+  const int c = blk / per_chunk;
+  int r = blk - c * per_chunk;
+  const int pairs = min(a.chunk_q_heads, bhq - c * a.chunk_q_heads) / a.group;  // kv heads in the chunk
+  const int hi = r / (mb * pairs);
+  r -= hi * mb * pairs;
+  const int mi = r / pairs, pair = r - mi * pairs;
+  return make_int2((c * (a.chunk_q_heads / a.group) + pair) * a.group + hi, a.m_desc ? mb - 1 - mi : mi);
+}
+
+template <typename Elem>
+__global__ void __launch_bounds__(256, kEarlyConvertCtasPerSm) convert_dq_early_kernel(const ConvertArgs a) {
+  __shared__ int taken[2];  // the block of this iteration and the next one's (lane 0 takes it)
+  const int mb = a.num_m_blocks, nch = a.block_m / 64 * (a.kernel_d / 64);
+  const int blocks = a.batch * a.heads_q * mb;
+  if (threadIdx.x == 0) taken[0] = atomicAdd(a.next, 1);
+  __syncthreads();
+  for (int it = 0;; ++it) {
+    const int blk = taken[it & 1];
+    if (blk >= blocks) break;  // every thread read the same value after the last barrier
+    const int2 bm = convert_block_at(a, blk);
+    const int64_t bh = bm.x;
+    const int m = bm.y;
+    if (threadIdx.x < 32) {
+      const int next = threadIdx.x == 0 ? atomicAdd(a.next, 1) : 0;  // its latency overlaps the poll
+      // One count per chunk added (the writer's counter: NWG a step; a semaphore: 1 a step).
+      const int target = a.done_scale * adders_of(a.mods, m, a.block_m, a.block_n, a.seqlen_q, a.seqlen_k);
+      if (int(threadIdx.x) < a.done_per_block) {
+        const int *cnt = a.done + (bh * mb + m) * a.done_per_block + threadIdx.x;
+        unsigned ns = 32;
+        for (int polls = 0; ld_acquire_gpu(cnt) < target && polls < (1 << 22); ++polls) {
+          __nanosleep(ns);
+          ns = min(2 * ns, 256u);
+        }
+      }
+      if (threadIdx.x == 0) taken[(it + 1) & 1] = next;  // read after the barrier below; taken[it & 1]
+      __syncwarp();                                       // is not written before the next one
+    }
+    __syncthreads();  // warp 0's acquire, then the barrier: the block's sums are visible to the CTA
+    for (int x = int(threadIdx.x); x < nch * 128; x += blockDim.x) convert_chunk<Elem>(a, bh, m, x / 128, x % 128);
+  }
+  sm90::grid_dependency_wait();  // every thread: this grid's completion implies the main kernel's
+}
+
 template <typename Elem>
 __global__ void convert_dq_kernel(const ConvertArgs a) {
-  using Tr = cuda::ElementTraits<Elem>;
   // Launched programmatically after the main kernel: the accumulator is complete once it completed
   // (every thread waits, so this grid's completion implies the main kernel's, and prepare's).
   sm90::grid_dependency_wait();
   const int nd = a.kernel_d / 64, nch = a.block_m / 64 * nd;
   const int64_t threads = int64_t(a.batch) * a.heads_q * a.num_m_blocks * nch * 128;
   for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < threads; x += int64_t(gridDim.x) * blockDim.x) {
-    const int t = int(x % 128);
     const int64_t chunk_id = x / 128;  // (batch * head, query block, chunk)
-    const int chunk = int(chunk_id % nch);
     const int64_t bm = chunk_id / nch;
-    const int m = int(bm % a.num_m_blocks);
-    const int64_t bh = bm / a.num_m_blocks;
-    const int h = int(bh % a.heads_q), b = int(bh / a.heads_q);
-    const int row0 = m * a.block_m + (chunk / nd) * 64 + (t / 32) * 16 + (t % 32) / 4;
-    const float4 *src = reinterpret_cast<const float4 *>(a.dq_accum) + chunk_id * 1024 + t;
-    float4 v[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = src[j * 128];
-    const int col0 = (chunk % nd) * 64;
-    if (col0 >= a.head_dim) continue;                    // a chunk wholly past head_dim (the d256 kernel below 193)
-    const int groups = min(8, (a.head_dim - col0) / 8);  // 8-column groups inside head_dim
-    Elem *base = static_cast<Elem *>(a.dq) + b * a.dq_stride[0] + h * a.dq_stride[2] + col0 + 2 * (t % 4);
-    if (row0 < a.seqlen_q) {
-      Elem *dst = base + int64_t(row0) * a.dq_stride[1];
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        if (j < groups) *reinterpret_cast<uint32_t *>(dst + 8 * j) = Tr::pack(v[j].x * a.scale, v[j].y * a.scale);
-    }
-    if (row0 + 8 < a.seqlen_q) {
-      Elem *dst = base + int64_t(row0 + 8) * a.dq_stride[1];
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        if (j < groups) *reinterpret_cast<uint32_t *>(dst + 8 * j) = Tr::pack(v[j].z * a.scale, v[j].w * a.scale);
-    }
+    convert_chunk<Elem>(a, bm / a.num_m_blocks, int(bm % a.num_m_blocks), int(chunk_id % nch), int(x % 128));
   }
 }
 
@@ -236,18 +345,24 @@ __global__ void convert_dq_varlen_kernel(const ConvertVarlenArgs a) {
 int block_m_for(int kd) { return kd == 64 ? 128 : 64; }
 int block_n_for(int kd) { return kd > 128 ? 64 : 128; }
 
-// (batch, kv head) pairs per chunk of the CTA order (flash_bwd_sm90_kernel.cuh, tile_of): enough for
-// two CTAs per SM in a chunk, so that the longest-first order inside it leaves no SM idle at the end
-// (1 = the plain head-by-head order, where one head alone has that many key blocks); at most 24 MB of
-// the chunk's dQ accumulators, which the adds keep in L2; then equal chunks (a short last chunk would
-// start its long CTAs late).
-int chunk_heads_for(int64_t num_bh, int64_t num_n_blocks, int64_t seqlen_q_pad, int64_t head_dim) {
+// The current device's SM count (132 where it cannot be read).
+int sm_count() {
   int sms = 0, dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
     cudaGetLastError();
     sms = 132;
   }
+  return sms;
+}
+
+// (batch, kv head) pairs per chunk of the CTA order (flash_bwd_sm90_kernel.cuh, tile_of): enough for
+// two CTAs per SM in a chunk, so that the longest-first order inside it leaves no SM idle at the end
+// (1 = the plain head-by-head order, where one head alone has that many key blocks); at most 24 MB of
+// the chunk's dQ accumulators, which the adds keep in L2; then equal chunks (a short last chunk would
+// start its long CTAs late).
+int chunk_heads_for(int64_t num_bh, int64_t num_n_blocks, int64_t seqlen_q_pad, int64_t head_dim) {
+  const int sms = sm_count();
   int64_t g = (2 * sms + num_n_blocks - 1) / num_n_blocks;
   if (g <= 3) return 1;
   g = std::min<int64_t>(g, std::max<int64_t>(1, (int64_t(24) << 20) / (seqlen_q_pad * head_dim * 4)));
@@ -265,6 +380,8 @@ struct Launch {
   sm90::VarlenListArgs list;  // varlen, not deterministic: the tile list (list_bytes of scratch)
   int64_t list_bytes;
   int64_t vec_bytes, dq_accum_bytes, sem_bytes, rows, conv_threads;
+  bool det;    // deterministic: the sem_bytes are the semaphores (dq_sem)
+  bool early;  // early convert (convert_dq_early_kernel); non-deterministic:, the sem_bytes are the writer's counters (dq_done)
   dim3 grid;
   bool bf16;
   int kd;      // the instantiation
@@ -274,6 +391,14 @@ struct Launch {
 
 // Programmatic dependent launch of the main and convert kernels (header): on unless the environment
 // has FLASHBOX_SM90_BWD_PDL=0 (the A/B switch and an escape hatch), read once per process.
+// The early convert (convert_dq_early_kernel): on unless FLASHBOX_SM90_BWD_EARLY_CONVERT=0, read at
+// every plan (not cached, so that one process can time both: bench/sm90_bwd_variants.py's
+// --env NAME:VAR=VALUE sets it around one build's calls).
+bool early_convert_enabled() {
+  const char *v = std::getenv("FLASHBOX_SM90_BWD_EARLY_CONVERT");
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
 bool pdl_enabled() {
   static const bool on = [] {
     const char *v = std::getenv("FLASHBOX_SM90_BWD_PDL");
@@ -302,7 +427,9 @@ int run(const Launch &l) {
 
   BwdSm90Params p = l.p;
   p.lse_log2 = lse_log2.as<float>(), p.dsum = dsum.as<float>(), p.dq_accum = dq_accum.as<float>();
-  p.dq_sem = l.sem_bytes > 0 ? reinterpret_cast<int *>(dq_accum.as<uint8_t>() + l.dq_accum_bytes) : nullptr;
+  int *sem = l.sem_bytes > 0 ? reinterpret_cast<int *>(dq_accum.as<uint8_t>() + l.dq_accum_bytes) : nullptr;
+  p.dq_sem = l.det ? sem : nullptr;
+  p.dq_done = l.early && !l.det ? sem : nullptr;
   // The chain (header, "Programmatic dependent launch"): [varlen tile list], prepare, main, convert.
   // The list kernel goes first, launched normally: it reads only cu_seqlens and writes its own bytes
   // of the scratch (past the accumulator and semaphores, which prepare zeroes), so it has completed
@@ -319,7 +446,7 @@ int run(const Launch &l) {
   // prepare is launched normally: its inputs (O, dO, LSE) come from whatever ran before in the stream.
   PrepArgs prep = l.prep;
   prep.lse_log2 = lse_log2.as<float>(), prep.dsum = dsum.as<float>();
-  prep.dq_accum = p.dq_accum, prep.dq_sem = p.dq_sem;
+  prep.dq_accum = p.dq_accum, prep.dq_sem = sem;  // zeroes the semaphores or the counters
   prep.n_sem = l.sem_bytes / 4;
   const unsigned prep_blocks = unsigned((l.rows * prep_lanes(accum_d_for(l.kd)) + 255) / 256);
   if (l.bf16)
@@ -348,8 +475,18 @@ int run(const Launch &l) {
   } else {
     ConvertArgs conv = l.conv;
     conv.dq_accum = dq_accum.as<float>();
-    e = cuda::launch_kernel(l.bf16 ? convert_dq_kernel<__nv_bfloat16> : convert_dq_kernel<__half>, dim3(conv_blocks),
-                            dim3(256), 0, stream, pdl, conv);
+    conv.done = l.early ? sem : nullptr;
+    const int64_t early_blocks = int64_t(l.conv.batch) * l.conv.heads_q * l.conv.num_m_blocks;
+    conv.next = l.early ? sem + early_blocks * l.conv.done_per_block : nullptr;
+    // Early: kEarlyConvertCtasPerSm CTAs per SM (256 threads; a block's 2 chunks at head_dim <= 128).
+    const unsigned blocks = l.early ? unsigned(std::min<int64_t>(early_blocks, kEarlyConvertCtasPerSm * sm_count()))
+                                    : conv_blocks;
+    if (l.early)
+      e = cuda::launch_kernel(l.bf16 ? convert_dq_early_kernel<__nv_bfloat16> : convert_dq_early_kernel<__half>,
+                              dim3(blocks), dim3(256), 0, stream, pdl, conv);
+    else
+      e = cuda::launch_kernel(l.bf16 ? convert_dq_kernel<__nv_bfloat16> : convert_dq_kernel<__half>, dim3(blocks),
+                              dim3(256), 0, stream, pdl, conv);
   }
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "dQ convert kernel launch"));
   return FLASHBOX_OK;
@@ -413,9 +550,17 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   l.dq_accum_bytes = l.vec_bytes * accum_d;  // rows of the instantiation's width (>= head_dim)
   // Deterministic mode: one int per (batch, query head, query block, consumer warpgroup); varlen one
   // per (query head, row, consumer warpgroup), a block's slot at its first row.
-  l.sem_bytes = !g.deterministic ? 0
-                : varlen        ? a.heads_q * seqlen_q_pad * kConsumerWarpgroups * 4
-                                : a.batch * a.heads_q * m_blocks * kConsumerWarpgroups * 4;
+  // Early convert (convert_dq_early_kernel; fixed length, the writer's configurations kd <= 128): without the
+  // deterministic mode, one completion counter per (batch, query head, query block) instead (with
+  // it, convert polls the semaphores), then convert's work counter. prepare zeroes them, one int per
+  // row (m_blocks * NWG + 1 ints, m_blocks * BM >= 64 m_blocks rows).
+  const bool early = !varlen && kd <= 128 && early_convert_enabled();
+  l.sem_bytes = g.deterministic ? (varlen ? a.heads_q * seqlen_q_pad * kConsumerWarpgroups * 4
+                                          : a.batch * a.heads_q * m_blocks * kConsumerWarpgroups * 4)
+                : early         ? a.batch * a.heads_q * m_blocks * 4
+                                : 0;
+  if (early) l.sem_bytes += 4;  // convert's work counter, after them
+  l.det = g.deterministic, l.early = early;
   l.list_bytes = use_list ? 16 + 8 * max_entries * a.heads_kv : 0;
   // A window side at least as long as both sequences is unbounded (no row reaches past it), which
   // also keeps the kernel's int arithmetic on it from overflowing.
@@ -502,6 +647,10 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   l.conv = ConvertArgs{nullptr,         g.dq,    {},     int(a.batch), int(a.heads_q), int(a.seqlen_q), p.num_m_blocks,
                        bm,              int(a.head_dim), accum_d, a.scale};
   for (int i = 0; i < 3; ++i) l.conv.dq_stride[i] = g.dq_stride[i];
+  l.conv.done = nullptr, l.conv.done_per_block = g.deterministic ? kConsumerWarpgroups : 1;
+  l.conv.done_scale = g.deterministic ? 1 : kConsumerWarpgroups;
+  l.conv.seqlen_k = int(a.seqlen_k), l.conv.block_n = bn, l.conv.group = int(a.group);
+  l.conv.chunk_q_heads = p.chunk_heads * int(a.group), l.conv.m_desc = qdesc, l.conv.mods = mods;
   l.conv_threads = a.batch * a.heads_q * m_blocks * (bm * accum_d / 4096) * 128;  // one per (chunk, t)
   if (varlen) {
     ConvertVarlenArgs &c = l.conv_varlen;

@@ -24,6 +24,9 @@
 //     never wait for the add itself (v9; v8 issued it from a consumer thread). The QDESC kernels
 //     (deterministic only) have two writers, warps 1 and 2, taking alternate steps
 //     (bwd_dq_writer_pair: a step's adds go out while the previous step's completion is awaited).
+//     With the early convert (dq_done, branch convq) the non-deterministic writers also count, per
+//     (batch, query head, query block), the chunks whose adds completed (bwd_dq_writer); convert
+//     converts a block once its count is full (deterministic: once its semaphores are).
 //   Overlap inside a consumer: P is computed while dP^T is in flight, and the dQ chunk is staged
 //   while dK's product runs (issue order S^T, dP^T, dV, dQ, dK).
 // dQ one step late (Cfg::DQLAG; branch dqlag, 2026-12-01, bench/NOTES.md sm90 backward v17; the bf16
@@ -134,7 +137,15 @@
 // cuda/hopper/grid_dependency.cuh). This kernel is launched with programmatic stream serialization
 // after the prepare kernel, which executes launch_dependents at its entry, so this grid's CTAs start
 // on the SMs that prepare's last wave leaves, and every CTA of this grid executes launch_dependents
-// at its entry for the convert kernel. What runs before griddepcontrol.wait reads only the call's
+// for the convert kernel, from one idle thread of warpgroup 0 (thread 96: warp 3, idle in every
+// configuration; warps 1 and 2 are the DQLAG configuration's dQ writers) right after that thread's
+// griddepcontrol.wait (branch convq: until then at the kernel's entry), so that once convert runs
+// prepare has completed: convert's early path polls counters that prepare zeroed, and the scratch
+// may hold an earlier call's counts at the same addresses (the stream-ordered pool reuses them), which
+// a poll before the zeroing would take for complete blocks. launch_dependents counts once per CTA, on
+// its first execution (PTX ISA, griddepcontrol), so no other thread may execute it. The cost: none in
+// any wave but the first (prepare is long complete there), and convert cannot start before the last
+// wave anyway. What runs before griddepcontrol.wait reads only the call's
 // inputs (Q, K, V, dO, cu_seqlens) and the varlen tile list, all written by work that completed
 // before prepare started (prepare is launched normally, and the list kernel before it): thread 0's
 // decode_tile, the mbarrier init, the producer's map prefetches and every TMA load (K/V, and Q/dO
@@ -257,6 +268,8 @@ struct BwdSm90Params {
   const float *dsum;                   // [batch * heads_q, seqlen_q_pad]: rowsum(dO ∘ O), 0 on padding
   float *dq_accum;                     // [batch * heads_q, num_m_blocks, BM * D], fragment order
   int *dq_sem;                         // deterministic mode: [batch * heads_q, num_m_blocks, NWG], zeroed; else null
+  int *dq_done;  // early convert, non-deterministic fixed length: [batch * heads_q, num_m_blocks], zeroed; else null
+                 // (each complete at NWG per key block adding into the block: one per chunk)
   int seqlen_q, seqlen_k, seqlen_q_pad, heads_q, heads_kv, group, num_m_blocks;
   int head_dim;                           // the call's (<= D): dK/dV columns past it are not stored
   int num_n_blocks, num_bh, chunk_heads;  // the CTA order (tile_of); num_bh = batch * heads_kv
@@ -356,12 +369,29 @@ constexpr int kDsEmpty = 12;
 
 // The query blocks [x, y) that hold a row seeing a key of K block n (the window's rows of the
 // block's first and last key, clamped to the real rows); empty (x == y) when no row sees any.
-__device__ __forceinline__ int2 m_range(const BwdSm90Params &p, int n_block, int BM, int BN, int sq, int sk) {
+// The convert kernel's early path counts a block's adders with the same function (adders_of).
+__device__ __forceinline__ int2 m_range(const cuda::DeviceMods &mods, int n_block, int BM, int BN, int sq, int sk) {
   const int shift = sk - sq, k_first = n_block * BN, k_last = min(k_first + BN, sk) - 1;
-  const int q_begin = cuda::mods_query_begin(p.mods, k_first, shift, sq);
-  const int q_end = cuda::mods_query_end(p.mods, k_last, shift, sq);
+  const int q_begin = cuda::mods_query_begin(mods, k_first, shift, sq);
+  const int q_end = cuda::mods_query_end(mods, k_last, shift, sq);
   if (q_begin >= q_end) return make_int2(0, 0);
   return make_int2(q_begin / BM, (q_end + BM - 1) / BM);
+}
+__device__ __forceinline__ int2 m_range(const BwdSm90Params &p, int n_block, int BM, int BN, int sq, int sk) {
+  return m_range(p.mods, n_block, BM, BN, sq, sk);
+}
+// The number of key blocks whose CTAs add into query block m (fixed length: every (batch, query
+// head) alike), counted by one warp (all 32 lanes call it, the sum in every lane): the key blocks n
+// with m in m_range(n), so exactly the steps the main kernel's CTAs run on m (one add per step and
+// consumer, one completion signal per step: the early convert's target, flash_bwd_sm90.cu).
+__device__ __forceinline__ int adders_of(const cuda::DeviceMods &mods, int m, int BM, int BN, int sq, int sk) {
+  const int num_n = (sk + BN - 1) / BN;
+  int count = 0;
+  for (int n = threadIdx.x % 32; n < num_n; n += 32) {
+    const int2 r = m_range(mods, n, BM, BN, sq, sk);
+    count += r.x <= m && m < r.y;
+  }
+  return __reduce_add_sync(0xffffffffu, count);
 }
 
 // One CTA's work: key block n_block of kv head hk of batch entry (varlen: sequence) b; tb is the
@@ -561,6 +591,20 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
       fence_proxy_async_global();
 #pragma unroll
       for (int w = W0; w < W1; ++w) red_release_gpu_add(sem + w, 1);
+    }
+    // Early convert (p.dq_done, non-deterministic only; flash_bwd_sm90.cu, convert_dq_early_kernel):
+    // once this warp's adds of the step completed, a release add of their count (NWG chunks, or with
+    // DQLAG 1 per writer warp) to the block's counter, which is complete at NWG per adding key block;
+    // as the deterministic signal above (async-proxy writes, completion wait, proxy fence, generic
+    // release). The wait comes right after the adds were read, when the consumers have just started
+    // the next step: it ends long before they stage that step's chunks (a step is 3-5 us at T1024, a
+    // 32 KB reduce-add's completion an estimated ~1 us), so it stays off their path, and no block's
+    // count is held back by a step (waiting a step later, for step i - 1's groups, would delay every
+    // count by one).
+    if (p.dq_done != nullptr && lane == 0) {
+      bulk_wait_all();
+      fence_proxy_async_global();
+      red_release_gpu_add(p.dq_done + int(row / BM), W1 - W0);  // fixed length: (b * heads_q + h) * num_m_blocks + m
     }
     __syncwarp();
     if (++m == m_end) m = m_begin, ++h;
@@ -1032,10 +1076,6 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
 
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const __grid_constant__ BwdSm90Params p) {
-  // The convert kernel (launched programmatically after this one) may be scheduled once every CTA got
-  // here: it waits for this grid's completion before reading the accumulator, and its CTAs only take
-  // SMs that this grid's CTAs (all dispatched by then) left.
-  grid_dependents_launch();
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint64_t *bar = reinterpret_cast<uint64_t *>(smem + Cfg::BAR_OFF);
@@ -1057,13 +1097,22 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const _
   __syncthreads();
   if (!tile.valid()) {  // the whole CTA: no barrier is used yet
     grid_dependency_wait();  // every thread passes it before exiting (see "Programmatic dependent launch")
-    return;
+    return;                  // (the exit counts as this CTA's launch_dependents)
   }
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     setmaxnreg_dec<24>();
     if (threadIdx.x == 0) {
       bwd_producer<Cfg>(p, smem, kv_full, full, empty, tile);
+    } else if (threadIdx.x == 96) {  // warp 3: no role in any configuration (the writers are warps 1, 2)
+      // The convert kernel (launched programmatically after this one) may be scheduled once every CTA
+      // did this: after prepare completed, so that convert, which polls the counters prepare zeroed
+      // (early convert) and reads the accumulator, never sees a stale counter of an earlier call in
+      // the same scratch bytes (file header, "Programmatic dependent launch"). An idle thread of
+      // warpgroup 0 waits, so the producer's prologue loads still overlap prepare's tail. Its CTAs
+      // only take SMs that this grid's CTAs (all dispatched by then) left.
+      grid_dependency_wait();
+      grid_dependents_launch();
     } else if constexpr (Cfg::QDESC) {  // two dQ writers taking alternate steps, warps 1 and 2
       if (threadIdx.x / 32 == 1 || threadIdx.x / 32 == 2) bwd_dq_writer_pair<Cfg>(p, smem, tile, threadIdx.x / 32 - 1);
     } else if (Cfg::DQLAG && threadIdx.x / 32 == 1) {

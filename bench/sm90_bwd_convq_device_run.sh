@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# One device call for branch convq (bench/NOTES.md, sm90 backward "dQ converted as its blocks
+# complete"), most important first, every step under its own limit (cut to what is left of SECONDS,
+# default 150):
+#   test_gpu     every GPU test of test_backward, early convert on (the default)
+#   variants     new (early convert) against main 8f8c8c9's build (old/libflashbox.so), the same new
+#                library with FLASHBOX_SM90_BWD_EARLY_CONVERT=0 (off, same process: the switch is read
+#                at every call) and cuDNN; deterministic new and old (the deterministic path converts
+#                early too, polling its semaphores); bench/sm90_bwd_variants.py, D64 H12 and D128 H16
+#                causal T = 1024 .. 16384, a per-kernel profile at T = 1024
+#   test_sm90_bwd_varlen, test_sm90_bwd_mods   varlen (keeps the whole-grid wait, but the main
+#                kernel's launch_dependents moved) and the masked / windowed / deterministic backward
+#                with early convert (adders_of under windows, softcap, ALiBi)
+#   memcheck_*, racecheck_*   compute-sanitizer on small shapes (test_backward's 22/23/42/43: several
+#                key blocks, GQA, both deterministic orders, and EmptyRowsGiveZeroDq; varlen)
+#   shapes_off   test_backward's shape suite with FLASHBOX_SM90_BWD_EARLY_CONVERT=0 (the old path)
+#   pytest       the Python package's CUDA graph capture / torch.compile / backward tests
+# Packing, on the CPU machine:
+#   rm -rf /work/main/.carry/convq && mkdir -p /work/main/.carry/convq/src && \
+#     git archive HEAD | tar -x -C /work/main/.carry/convq/src && \
+#     OLD_LIB=/work/base/libflashbox.so bash bench/sm90_bwd_convq_device_run.sh --pack \
+#       /work/main/.carry/convq/convq.tar.gz build-cuda
+# Device call:
+#   run(command="cd .carry/convq/src && bash bench/sm90_bwd_convq_device_run.sh ../convq.tar.gz 150",
+#       carry=[".carry/convq"], timeout_s=155)
+#   bash bench/sm90_bwd_convq_device_run.sh TARBALL [SECONDS] [STEP,STEP,...]
+set -u
+tests="tests/test_backward tests/sm90/test_sm90_bwd_mods tests/sm90/test_sm90_bwd_varlen"
+if [ "${1:-}" = "--pack" ]; then
+  out=$2 build=${3:-build-cuda}
+  nice ninja -C "$build" -j2 libflashbox.so $(for t in $tests; do basename $t; done) || exit 1
+  P=$(mktemp -d); mkdir -p $P/lib
+  cp "$build/libflashbox.so" $(for t in $tests; do echo "$build/$t"; done) $P/ || exit 1
+  for l in libgomp.so.1 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do cp -L /lib/x86_64-linux-gnu/$l $P/lib/; done
+  if [ -n "${OLD_LIB:-}" ]; then mkdir -p $P/old && cp "$OLD_LIB" $P/old/libflashbox.so; fi
+  mkdir -p "$(dirname "$out")" && tar -czf "$out" -C $P . && rm -rf $P && ls -la "$out"
+  exit 0
+fi
+. "$(dirname "$0")/device_steps.sh" "$1" convq "${3:-all}"
+export OMP_NUM_THREADS=16 PATH=/usr/local/cuda/bin:$PATH
+DEADLINE=$(( $(date +%s) + ${2:-150} ))
+tstep() {  # tstep NAME LIMIT CMD...: step NAME under at most LIMIT seconds and what is left of the call's
+  local name=$1 limit=$2; shift 2
+  local left=$(( DEADLINE - $(date +%s) - 2 ))
+  (( left < limit )) && limit=$left
+  if (( limit < 5 )); then echo "== $name skipped (no time left)" | tee -a "$log"; return 0; fi
+  step "$name" timeout $limit "$@"
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader | tee -a "$log"
+tstep test_gpu 55 $B/test_backward --gtest_filter='*Cuda*:BackwardApi.*'
+builds="new=$B/libflashbox.so off=$B/libflashbox.so" det=new
+[ -f $B/old/libflashbox.so ] && builds="$builds old=$B/old/libflashbox.so" det=new,old
+shapes_v=$(for d in 64:12 128:16; do for t in 1024 2048 4096 8192 16384; do printf '%s:%s:1,' $d $t; done; done)
+tstep variants 50 python3 bench/sm90_bwd_variants.py $builds --env off:FLASHBOX_SM90_BWD_EARLY_CONVERT=0 --det $det --rounds 3 --shapes "${shapes_v%,}" \
+  --repeat-check 128:16:2048:1 --profile 1024 --json "$O/variants.json"
+tstep test_sm90_bwd_varlen 10 $B/test_sm90_bwd_varlen --gtest_brief=1
+tstep test_sm90_bwd_mods 8 $B/test_sm90_bwd_mods --gtest_brief=1
+shapes='Shapes/CudaBackwardShapes.BothModesMatchReference'
+plain="$shapes/22:$shapes/23:$shapes/42:$shapes/43:CudaBackward.EmptyRowsGiveZeroDq"
+for tool in memcheck racecheck; do
+  tstep ${tool}_plain 8 compute-sanitizer --tool $tool --error-exitcode 9 $B/test_backward --gtest_brief=1 \
+    --gtest_filter="$plain"
+done
+tstep memcheck_varlen 5 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_sm90_bwd_varlen --gtest_brief=1 \
+  --gtest_filter='Sm90BwdVarlen.SmallDifferentLengths:Sm90BwdVarlen.SmallWindowsSoftcapAlibi'
+tstep shapes_off 12 env FLASHBOX_SM90_BWD_EARLY_CONVERT=0 $B/test_backward --gtest_brief=1 \
+  --gtest_filter="$shapes/*:CudaBackward.EmptyRowsGiveZeroDq"
+tstep pytest 25 python3 -m pytest -q -rs tests/python/test_torch_ops.py -k "graph or compile or backward or gradients"
+grep -E "^(==|rc=)|bitwise|^D(64|128) |ERROR|FAILED|PASSED|passed|failed|RACECHECK SUMMARY|ERROR SUMMARY|profile" "$log" | tail -80

@@ -11,6 +11,10 @@
 #   test_sm90_bwd_varlen, test_sm90_bwd_mods   varlen (keeps the whole-grid wait, but the main
 #                kernel's launch_dependents moved) and the masked / windowed / deterministic backward
 #                with early convert (adders_of under windows, softcap, ALiBi)
+#   pad_dims     test_sm90_bwd_pad_dims: head dims 8..56 and 104..120 on the d64/d128 kernels (the early
+#                convert's columns past head_dim)
+#   plan         test_cuda's HeadDimPlan.* (plan names and scratch sizes on a Hopper device: the
+#                counters are in the expected workspace)
 #   memcheck_*, racecheck_*   compute-sanitizer on small shapes (test_backward's 22/23/42/43: several
 #                key blocks, GQA, both deterministic orders, and EmptyRowsGiveZeroDq; varlen)
 #   shapes_off   test_backward's shape suite with FLASHBOX_SM90_BWD_EARLY_CONVERT=0 (the old path)
@@ -25,7 +29,7 @@
 #       carry=[".carry/convq"], timeout_s=155)
 #   bash bench/sm90_bwd_convq_device_run.sh TARBALL [SECONDS] [STEP,STEP,...]
 set -u
-tests="tests/test_backward tests/sm90/test_sm90_bwd_mods tests/sm90/test_sm90_bwd_varlen"
+tests="tests/test_backward tests/sm90/test_sm90_bwd_mods tests/sm90/test_sm90_bwd_varlen tests/sm90/test_sm90_bwd_pad_dims tests/test_cuda"
 if [ "${1:-}" = "--pack" ]; then
   out=$2 build=${3:-build-cuda}
   nice ninja -C "$build" -j2 libflashbox.so $(for t in $tests; do basename $t; done) || exit 1
@@ -55,6 +59,8 @@ tstep variants 50 python3 bench/sm90_bwd_variants.py $builds --env off:FLASHBOX_
   --repeat-check 128:16:2048:1 --profile 1024 --json "$O/variants.json"
 tstep test_sm90_bwd_varlen 10 $B/test_sm90_bwd_varlen --gtest_brief=1
 tstep test_sm90_bwd_mods 8 $B/test_sm90_bwd_mods --gtest_brief=1
+tstep pad_dims 8 $B/test_sm90_bwd_pad_dims --gtest_brief=1
+tstep plan 5 $B/test_cuda --gtest_brief=1 --gtest_filter='HeadDimPlan.*'
 shapes='Shapes/CudaBackwardShapes.BothModesMatchReference'
 plain="$shapes/22:$shapes/23:$shapes/42:$shapes/43:CudaBackward.EmptyRowsGiveZeroDq"
 for tool in memcheck racecheck; do

@@ -479,8 +479,9 @@ int run(const Launch &l) {
     const int64_t early_blocks = int64_t(l.conv.batch) * l.conv.heads_q * l.conv.num_m_blocks;
     conv.next = l.early ? sem + early_blocks * l.conv.done_per_block : nullptr;
     // Early: kEarlyConvertCtasPerSm CTAs per SM (256 threads; a block's 2 chunks at head_dim <= 128).
-    const unsigned blocks = l.early ? unsigned(std::min<int64_t>(early_blocks, kEarlyConvertCtasPerSm * sm_count()))
-                                    : conv_blocks;
+    // (at least one CTA: with no blocks it takes none and only waits, never an empty launch)
+    const unsigned blocks =
+        l.early ? unsigned(std::clamp<int64_t>(early_blocks, 1, kEarlyConvertCtasPerSm * sm_count())) : conv_blocks;
     if (l.early)
       e = cuda::launch_kernel(l.bf16 ? convert_dq_early_kernel<__nv_bfloat16> : convert_dq_early_kernel<__half>,
                               dim3(blocks), dim3(256), 0, stream, pdl, conv);

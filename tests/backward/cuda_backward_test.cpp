@@ -3,7 +3,8 @@
 // head_dim 40, 64, 112, 128 and above (136 to 256: sm80's d256 kernels; on Hopper the atomic-dQ calls
 // run the sm90 d192 kernel up to 192 and its d256 one above, 40 the d64 and 112 the d128 one), both
 // dQ modes (atomic and deterministic), poisoned outputs (padding included);
-// deterministic mode bitwise-identical over repeated runs; scratch equal to the workspace size.
+// deterministic mode bitwise-identical over repeated runs, atomic mode repeated against the reference
+// (the scratch reused with the last call's counters); scratch equal to the workspace size.
 // Skipped, with the reason, where there is no GPU.
 #include <gtest/gtest.h>
 
@@ -283,6 +284,25 @@ TEST(CudaBackward, DeterministicModeIsBitwiseRepeatable) {
   if (hopper) kernel_parts.push_back("sm90");
   const RepeatShape s{.batch = 2, .seqlen_q = 700, .causal_seqlen_k = 900, .runs = 50};
   expect_bitwise_repeatable({64, 128}, s, kernel_parts, expect_order(hopper, s));
+}
+
+// Atomic dQ, the same call repeated (branch convq): each call's scratch comes back from the stream-
+// ordered pool at the same addresses, holding the last call's completion counters, already at their
+// targets; the sm90 early dQ convert must not take them for this call's (prepare zeroes them, and
+// the main kernel lets convert start only after prepare completed). Every run against the reference,
+// causal with seqlen_q != seqlen_k (empty first rows, blocks with few adders), GQA, several key blocks.
+TEST(CudaBackward, AtomicRepeatsMatchReference) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t dim : {64, 128}) {
+    BackwardData d({.batch = 2, .seqlen_q = 500, .seqlen_k = 300, .heads_q = 4, .heads_kv = 2, .head_dim = dim,
+                    .causal = 1});
+    for (int r = 0; r < 10; ++r) {
+      d.poison();  // every run writes every element again
+      run_on_device(d, 0);
+      SCOPED_TRACE("run " + std::to_string(r));
+      d.expect_close();
+    }
+  }
 }
 
 // The other side of the plan's choice (det_walk.hpp), 50 runs each as above: v9's order on bf16 MHA

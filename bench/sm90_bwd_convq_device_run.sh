@@ -2,7 +2,9 @@
 # One device call for branch convq (bench/NOTES.md, sm90 backward "dQ converted as its blocks
 # complete"), most important first, every step under its own limit (cut to what is left of SECONDS,
 # default 150):
-#   test_gpu     every GPU test of test_backward, early convert on (the default)
+#   test_gpu     every GPU test of test_backward, early convert on (the default); among them
+#                CudaBackward.AtomicRepeatsMatchReference (the scratch back from the pool with the
+#                last call's counters) and the deterministic 50-run bitwise checks
 #   variants     new (early convert) against main 8f8c8c9's build (old/libflashbox.so), the same new
 #                library with FLASHBOX_SM90_BWD_EARLY_CONVERT=0 (off, same process: the switch is read
 #                at every call) and cuDNN; deterministic new and old (the deterministic path converts
@@ -17,7 +19,9 @@
 #                counters are in the expected workspace)
 #   memcheck_*, racecheck_*   compute-sanitizer on small shapes (test_backward's 22/23/42/43: several
 #                key blocks, GQA, both deterministic orders, and EmptyRowsGiveZeroDq; varlen)
-#   shapes_off   test_backward's shape suite with FLASHBOX_SM90_BWD_EARLY_CONVERT=0 (the old path)
+#   shapes_off   with FLASHBOX_SM90_BWD_EARLY_CONVERT=0 (the old convert): test_backward's shapes
+#                20-23 and 36-47 (d128 129x129, d64/d128 with seqlen_q != seqlen_k, GQA; both modes,
+#                causal or not, both dtypes), EmptyRowsGiveZeroDq, AtomicRepeatsMatchReference
 #   pytest       the Python package's CUDA graph capture / torch.compile / backward tests
 # Packing, on the CPU machine:
 #   rm -rf /work/main/.carry/convq && mkdir -p /work/main/.carry/convq/src && \
@@ -51,7 +55,7 @@ tstep() {  # tstep NAME LIMIT CMD...: step NAME under at most LIMIT seconds and 
   step "$name" timeout $limit "$@"
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader | tee -a "$log"
-tstep test_gpu 55 $B/test_backward --gtest_filter='*Cuda*:BackwardApi.*'
+tstep test_gpu 60 $B/test_backward --gtest_filter='*Cuda*:BackwardApi.*'
 builds="new=$B/libflashbox.so off=$B/libflashbox.so" det=new
 [ -f $B/old/libflashbox.so ] && builds="$builds old=$B/old/libflashbox.so" det=new,old
 shapes_v=$(for d in 64:12 128:16; do for t in 1024 2048 4096 8192 16384; do printf '%s:%s:1,' $d $t; done; done)
@@ -69,7 +73,8 @@ for tool in memcheck racecheck; do
 done
 tstep memcheck_varlen 5 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_sm90_bwd_varlen --gtest_brief=1 \
   --gtest_filter='Sm90BwdVarlen.SmallDifferentLengths:Sm90BwdVarlen.SmallWindowsSoftcapAlibi'
+off_filter=$(for i in 20 21 22 23 36 37 38 39 40 41 42 43 44 45 46 47; do printf '%s/%s:' "$shapes" $i; done)
 tstep shapes_off 12 env FLASHBOX_SM90_BWD_EARLY_CONVERT=0 $B/test_backward --gtest_brief=1 \
-  --gtest_filter="$shapes/*:CudaBackward.EmptyRowsGiveZeroDq"
+  --gtest_filter="${off_filter}CudaBackward.EmptyRowsGiveZeroDq:CudaBackward.AtomicRepeatsMatchReference"
 tstep pytest 25 python3 -m pytest -q -rs tests/python/test_torch_ops.py -k "graph or compile or backward or gradients"
 grep -E "^(==|rc=)|bitwise|^D(64|128) |ERROR|FAILED|PASSED|passed|failed|RACECHECK SUMMARY|ERROR SUMMARY|profile" "$log" | tail -80

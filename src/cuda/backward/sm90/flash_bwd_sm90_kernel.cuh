@@ -138,7 +138,7 @@
 // after the prepare kernel, which executes launch_dependents at its entry, so this grid's CTAs start
 // on the SMs that prepare's last wave leaves, and every CTA of this grid executes launch_dependents
 // for the convert kernel, from one idle thread of warpgroup 0 (thread 96: warp 3, idle in every
-// configuration; warps 1 and 2 are the DQLAG configuration's dQ writers) right after that thread's
+// configuration; warps 1 and 2 are the DQLAG and QDESC configurations' dQ writers) right after its
 // griddepcontrol.wait (branch convq: until then at the kernel's entry), so that once convert runs
 // prepare has completed: convert's early path polls counters that prepare zeroed, and the scratch
 // may hold an earlier call's counts at the same addresses (the stream-ordered pool reuses them), which

@@ -218,8 +218,9 @@ __device__ __forceinline__ void convert_chunk(const ConvertArgs &a, int64_t bh, 
 //   exit: every thread still executes griddepcontrol.wait before it exits, so this grid's completion
 //     implies the main kernel's (the scratch is freed stream-ordered after this kernel, and the next
 //     work in the stream sees every main write), as before.
-// A poll gives up after ~2^22 rounds (about a second): a wrong count would otherwise hang the device;
-// the gradients are then wrong and the tests say so.
+// A poll gives up after ~2^22 rounds (about a second): a wrong count would otherwise hang the device.
+// Giving up is not a wrong answer: the CTA then falls back to the whole-grid wait (griddepcontrol.wait
+// in every thread, as the old convert did) for that block and every later one, so its sums are final.
 // Its own kernel (two small instantiations, bf16 and fp16): as a run-time branch of convert_dq_kernel
 // it raised that kernel's registers from 58 to 66 (ptxas), for the paths that keep the whole-grid
 // wait (varlen, head_dim > 128, FLASHBOX_SM90_BWD_EARLY_CONVERT=0).
@@ -241,9 +242,10 @@ __device__ __forceinline__ int2 convert_block_at(const ConvertArgs &a, int blk) 
 template <typename Elem>
 __global__ void __launch_bounds__(256, kEarlyConvertCtasPerSm) convert_dq_early_kernel(const ConvertArgs a) {
   __shared__ int taken[2];  // the block of this iteration and the next one's (lane 0 takes it)
+  __shared__ int whole_grid;  // a poll gave up: from then on wait for the whole main grid (above)
   const int mb = a.num_m_blocks, nch = a.block_m / 64 * (a.kernel_d / 64);
   const int blocks = a.batch * a.heads_q * mb;
-  if (threadIdx.x == 0) taken[0] = atomicAdd(a.next, 1);
+  if (threadIdx.x == 0) taken[0] = atomicAdd(a.next, 1), whole_grid = 0;
   __syncthreads();
   for (int it = 0;; ++it) {
     const int blk = taken[it & 1];
@@ -258,15 +260,19 @@ __global__ void __launch_bounds__(256, kEarlyConvertCtasPerSm) convert_dq_early_
       if (int(threadIdx.x) < a.done_per_block) {
         const int *cnt = a.done + (bh * mb + m) * a.done_per_block + threadIdx.x;
         unsigned ns = 32;
-        for (int polls = 0; ld_acquire_gpu(cnt) < target && polls < (1 << 22); ++polls) {
+        int polls = 0;
+        for (; !*static_cast<volatile int *>(&whole_grid) && ld_acquire_gpu(cnt) < target && polls < (1 << 22);
+             ++polls) {
           __nanosleep(ns);
           ns = min(2 * ns, 256u);
         }
+        if (polls == (1 << 22)) whole_grid = 1;
       }
       if (threadIdx.x == 0) taken[(it + 1) & 1] = next;  // read after the barrier below; taken[it & 1]
       __syncwarp();                                       // is not written before the next one
     }
     __syncthreads();  // warp 0's acquire, then the barrier: the block's sums are visible to the CTA
+    if (whole_grid) sm90::grid_dependency_wait();  // after the first, returns at once
     for (int x = int(threadIdx.x); x < nch * 128; x += blockDim.x) convert_chunk<Elem>(a, bh, m, x / 128, x % 128);
   }
   sm90::grid_dependency_wait();  // every thread: this grid's completion implies the main kernel's

@@ -295,7 +295,7 @@ TEST(CudaBackward, AtomicRepeatsMatchReference) {
   SKIP_WITHOUT_GPU();
   for (int64_t dim : {64, 128}) {
     BackwardData d({.batch = 2, .seqlen_q = 500, .seqlen_k = 300, .heads_q = 4, .heads_kv = 2, .head_dim = dim,
-                    .causal = 1});
+                    .dtype = FLASHBOX_BFLOAT16, .causal = 1});
     for (int r = 0; r < 10; ++r) {
       d.poison();  // every run writes every element again
       run_on_device(d, 0);

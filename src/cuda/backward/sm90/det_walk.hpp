@@ -3,6 +3,7 @@
 // Host-only, so the choice is tested without a device (tests/backward/cuda_backward_test.cpp).
 #pragma once
 #include <cstdint>
+#include <cstdlib>
 
 namespace flashbox::sm90::bwd {
 
@@ -22,10 +23,18 @@ namespace flashbox::sm90::bwd {
 // 0.977 (v9: 0.884). With two dQ writers in the QDESC kernels (v18): D128 causal 0.941 / 0.954 /
 // 0.951 / 0.962 / 0.976, non-causal 16384 0.984, GQA 32/8 D128 0.976, D64 0.995; head_dim 64 MHA on
 // them not measured yet (v9's order there: 0.854 at T = 1024). kernel_d: the instantiation's
-// head_dim (64, 128 or 256).
-constexpr bool uses_qdesc_walk(int kernel_d, bool bf16, bool varlen, int64_t group) {
+// head_dim (64, 128 or 256). d64_mha: head_dim 64 with one query head per kv head goes to v10's
+// order too (d64_mha_qdesc; branch gqa, 2026-12-01, the A/B of two writers there).
+constexpr bool uses_qdesc_walk(int kernel_d, bool bf16, bool varlen, int64_t group, bool d64_mha = false) {
   if (!bf16 || varlen) return false;
-  return kernel_d == 128 || (kernel_d == 64 && group > 1);
+  return kernel_d == 128 || (kernel_d == 64 && (group > 1 || d64_mha));
+}
+
+// The A/B switch of head_dim 64 MHA's order, read per call: FLASHBOX_SM90_BWD_D64_QDESC=1 routes it
+// to v10's (the QDESC d64 kernel, two dQ writers); unset or 0, v9's.
+inline bool d64_mha_qdesc() {
+  const char *v = std::getenv("FLASHBOX_SM90_BWD_D64_QDESC");
+  return v != nullptr && v[0] == '1';
 }
 
 }  // namespace flashbox::sm90::bwd

@@ -365,16 +365,37 @@ int sm_count() {
 // (batch, kv head) pairs per chunk of the CTA order (flash_bwd_sm90_kernel.cuh, tile_of): enough for
 // two CTAs per SM in a chunk, so that the longest-first order inside it leaves no SM idle at the end
 // (1 = the plain head-by-head order, where one head alone has that many key blocks); at most 24 MB of
-// the chunk's dQ accumulators, which the adds keep in L2; then equal chunks (a short last chunk would
-// start its long CTAs late).
+// the chunk's dQ accumulators, which the adds keep in L2 (one query head's per pair: with GQA a pair's
+// CTAs add into `group` heads', not counted, see below). Then, of the sizes from that bound g down to
+// g / 2, the one whose last chunk is fullest (a divisor of the pairs if there is one, larger first):
+// a short last chunk starts its long CTAs late and ends on too few of them to fill the SMs. v18 and
+// earlier took ceil(pairs / ceil(pairs / g)), which is g again when no equal split exists: GQA 32/8
+// B4 T8192 (32 pairs, g = 5) ran chunks 5,5,5,5,5,5,2, the last 128 CTAs of 4x the MHA length on
+// 132 SMs: the list-scheduling model (bench/sm90_bwd_sched_model.py --gqa) puts that at 0.943 of the
+// ideal against 0.995 with chunks of 4 (bench/NOTES.md, branch gqa). FLASHBOX_SM90_BWD_CHUNK_HEADS=N
+// (read per call) forces N, for the A/B; FLASHBOX_SM90_BWD_CHUNK_RULE=v18 the old rounding.
 int chunk_heads_for(int64_t num_bh, int64_t num_n_blocks, int64_t seqlen_q_pad, int64_t head_dim) {
+  if (const char *v = std::getenv("FLASHBOX_SM90_BWD_CHUNK_HEADS")) {
+    const long n = std::strtol(v, nullptr, 10);
+    if (n >= 1) return int(std::min<int64_t>(n, num_bh));
+  }
   const int sms = sm_count();
   int64_t g = (2 * sms + num_n_blocks - 1) / num_n_blocks;
   if (g <= 3) return 1;
   g = std::min<int64_t>(g, std::max<int64_t>(1, (int64_t(24) << 20) / (seqlen_q_pad * head_dim * 4)));
   g = std::clamp<int64_t>(g, 1, num_bh);
-  const int64_t chunks = (num_bh + g - 1) / g;
-  return int((num_bh + chunks - 1) / chunks);
+  const char *rule = std::getenv("FLASHBOX_SM90_BWD_CHUNK_RULE");
+  if (rule != nullptr && std::strcmp(rule, "v18") == 0) {
+    const int64_t chunks = (num_bh + g - 1) / g;
+    return int((num_bh + chunks - 1) / chunks);
+  }
+  // The last chunk's fill num_bh % c / c (1 for a divisor), compared as r * best_c > best_r * c.
+  int64_t best = g, best_r = num_bh % g == 0 ? g : num_bh % g;
+  for (int64_t c = g - 1; c >= (g + 1) / 2 && best_r < best; --c) {
+    const int64_t r = num_bh % c == 0 ? c : num_bh % c;
+    if (r * best > best_r * c) best = c, best_r = r;
+  }
+  return int(best);
 }
 
 struct Launch {
@@ -581,7 +602,7 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   if (mods.alibi()) name += "_alibi";
   if (varlen) name += "_varlen";
   // Deterministic: v9's order, or v10's (det_walk.hpp), which the name says ("_qdesc").
-  const bool qdesc = g.deterministic && uses_qdesc_walk(kd, a.dtype == FLASHBOX_BFLOAT16, varlen, a.group);
+  const bool qdesc = g.deterministic && uses_qdesc_walk(kd, a.dtype == FLASHBOX_BFLOAT16, varlen, a.group, d64_mha_qdesc());
   if (g.deterministic) name += "_deterministic";
   if (qdesc) name += "_qdesc";
   // bf16 d128 outside v10's order runs the DQLAG schedule (flash_bwd_sm90_d128.cu; kernel header

@@ -220,10 +220,10 @@ struct RepeatShape {
 
 // deterministic = 1 on every head_dim of `dims`, causal then not: the gradients are bitwise the same
 // over s.runs calls and close to the reference, and the last call's kernel names every one of
-// `kernel_parts`; `check_kernel` (if given) asserts more about that name per head_dim.
+// `kernel_parts`; `check_kernel` (if given) asserts more about that name per head_dim and seqlen_k.
 void expect_bitwise_repeatable(std::initializer_list<int64_t> dims, const RepeatShape &s,
                                const std::vector<std::string> &kernel_parts,
-                               const std::function<void(const std::string &, int64_t)> &check_kernel = {}) {
+                               const std::function<void(const std::string &, int64_t, int64_t)> &check_kernel = {}) {
   for (int64_t dim : dims)
     for (int causal : {1, 0}) {
       BackwardData d({.batch = s.batch,
@@ -239,7 +239,7 @@ void expect_bitwise_repeatable(std::initializer_list<int64_t> dims, const Repeat
       EXPECT_TRUE(equal) << "deterministic = 1 gave different bits across " << s.runs << " runs: " << d.name();
       const std::string kernel = flashbox_last_kernel();
       for (const std::string &part : kernel_parts) EXPECT_NE(kernel.find(part), std::string::npos) << kernel;
-      if (check_kernel) check_kernel(kernel, dim);
+      if (check_kernel) check_kernel(kernel, dim, causal ? s.causal_seqlen_k : s.seqlen_q);
       d.expect_close();
     }
 }
@@ -262,12 +262,12 @@ bool runs_hopper_backward() {
 }
 
 // On the Hopper kernel, the deterministic order the plan must have picked (det_walk.hpp): "_qdesc"
-// (v10's) in the name exactly when uses_qdesc_walk says so.
-std::function<void(const std::string &, int64_t)> expect_order(bool hopper, const RepeatShape &s) {
+// (v10's) in the name exactly when uses_qdesc_walk says so (head_dim 64 MHA: by seqlen_k).
+std::function<void(const std::string &, int64_t, int64_t)> expect_order(bool hopper, const RepeatShape &s) {
   if (!hopper) return {};
-  return [s](const std::string &kernel, int64_t dim) {
+  return [s](const std::string &kernel, int64_t dim, int64_t seqlen_k) {
     const bool want = sm90::bwd::uses_qdesc_walk(sm90::bwd::kernel_head_dim(dim), s.dtype == FLASHBOX_BFLOAT16, false,
-                                                 s.heads_q / s.heads_kv);
+                                                 s.heads_q / s.heads_kv, sm90::bwd::d64_mha_qdesc(seqlen_k));
     EXPECT_EQ(kernel.find("_qdesc") != std::string::npos, want)
         << kernel << ": head_dim " << dim << ", group " << s.heads_q / s.heads_kv << (want ? ", v10's" : ", v9's")
         << " order expected";
@@ -306,7 +306,8 @@ TEST(CudaBackward, AtomicRepeatsMatchReference) {
 }
 
 // The other side of the plan's choice (det_walk.hpp), 50 runs each as above: v9's order on bf16 MHA
-// head_dim 64 and fp16 GQA, v10's on bf16 MHA head_dim 128 and a GQA group of 8.
+// head_dim 64 past 1024 keys and fp16 GQA, v10's on bf16 MHA head_dim 128, bf16 MHA head_dim 64 up
+// to 1024 keys and a GQA group of 8.
 TEST(CudaBackward, DeterministicOrdersAreBitwiseRepeatable) {
   SKIP_WITHOUT_GPU();
   const bool hopper = runs_hopper_backward();
@@ -314,6 +315,9 @@ TEST(CudaBackward, DeterministicOrdersAreBitwiseRepeatable) {
   if (hopper) kernel_parts.push_back("sm90");
   const RepeatShape mha{.batch = 1, .seqlen_q = 500, .causal_seqlen_k = 700, .runs = 50, .heads_q = 3, .heads_kv = 3};
   expect_bitwise_repeatable({64, 128}, mha, kernel_parts, expect_order(hopper, mha));
+  const RepeatShape mha_long{
+      .batch = 1, .seqlen_q = 1100, .causal_seqlen_k = 1200, .runs = 50, .heads_q = 3, .heads_kv = 3};
+  expect_bitwise_repeatable({64}, mha_long, kernel_parts, expect_order(hopper, mha_long));
   const RepeatShape fp16{.batch = 1, .seqlen_q = 500, .causal_seqlen_k = 300, .runs = 50, .dtype = FLASHBOX_FLOAT16};
   expect_bitwise_repeatable({64, 128}, fp16, kernel_parts, expect_order(hopper, fp16));
   const RepeatShape g8{.batch = 1, .seqlen_q = 300, .causal_seqlen_k = 500, .runs = 50, .heads_q = 8, .heads_kv = 1};
@@ -321,8 +325,8 @@ TEST(CudaBackward, DeterministicOrdersAreBitwiseRepeatable) {
 }
 
 // The plan's choice of the deterministic order (no device needed): v10's for bf16 fixed length at
-// head_dim 128 and at 64 with GQA groups > 1, v9's for fp16, varlen, 64 without GQA and the d256
-// instantiation (which has no deterministic mode).
+// head_dim 128, at 64 with GQA groups > 1 and at 64 MHA up to 1024 keys; v9's for fp16, varlen, 64
+// MHA past 1024 keys and the d256 instantiation (which has no deterministic mode).
 TEST(CudaBackward, DeterministicOrderChoice) {
   using sm90::bwd::uses_qdesc_walk;
   EXPECT_TRUE(uses_qdesc_walk(128, true, false, 1));
@@ -330,6 +334,13 @@ TEST(CudaBackward, DeterministicOrderChoice) {
   EXPECT_TRUE(uses_qdesc_walk(64, true, false, 2));
   EXPECT_TRUE(uses_qdesc_walk(64, true, false, 8));
   EXPECT_FALSE(uses_qdesc_walk(64, true, false, 1));
+  EXPECT_TRUE(uses_qdesc_walk(64, true, false, 1, true));  // d64 MHA up to 1024 keys (d64_mha_qdesc)
+  EXPECT_FALSE(uses_qdesc_walk(64, false, false, 1, true));
+  EXPECT_FALSE(uses_qdesc_walk(64, true, true, 1, true));
+  if (std::getenv("FLASHBOX_SM90_BWD_D64_QDESC") == nullptr) {  // the default: by length
+    EXPECT_TRUE(sm90::bwd::d64_mha_qdesc(1024));
+    EXPECT_FALSE(sm90::bwd::d64_mha_qdesc(1025));
+  }
   EXPECT_FALSE(uses_qdesc_walk(128, false, false, 1));
   EXPECT_FALSE(uses_qdesc_walk(64, false, false, 4));
   EXPECT_FALSE(uses_qdesc_walk(128, true, true, 1));

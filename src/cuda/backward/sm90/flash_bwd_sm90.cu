@@ -535,8 +535,8 @@ namespace flashbox::detail {
 // this file). Sliding windows, softcap and ALiBi are run-time fields of
 // the same kernels (flash_bwd_sm90_kernel.cuh). Deterministic mode orders the dQ adds with semaphores
 // behind the dQ accumulator (the d192 and d256 kernels add from registers, unordered), in v9's order
-// or, for bf16 fixed-length head_dim 128 and head_dim 64 with GQA, v10's (det_walk.hpp: "_qdesc"
-// kernels).
+// or, for bf16 fixed-length head_dim 128, head_dim 64 with GQA and head_dim 64 MHA up to 1024 keys,
+// v10's (det_walk.hpp: "_qdesc" kernels).
 PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   using namespace sm90::bwd;
   using sm90::TensorView;
@@ -602,7 +602,8 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   if (mods.alibi()) name += "_alibi";
   if (varlen) name += "_varlen";
   // Deterministic: v9's order, or v10's (det_walk.hpp), which the name says ("_qdesc").
-  const bool qdesc = g.deterministic && uses_qdesc_walk(kd, a.dtype == FLASHBOX_BFLOAT16, varlen, a.group, d64_mha_qdesc());
+  const bool qdesc =
+      g.deterministic && uses_qdesc_walk(kd, a.dtype == FLASHBOX_BFLOAT16, varlen, a.group, d64_mha_qdesc(a.seqlen_k));
   if (g.deterministic) name += "_deterministic";
   if (qdesc) name += "_qdesc";
   // bf16 d128 outside v10's order runs the DQLAG schedule (flash_bwd_sm90_d128.cu; kernel header

@@ -81,14 +81,14 @@
 // writer waits for its CTA's rank before its bulk reduce-add and signals once the add completed,
 // off the consumers' path (v8 did both in a consumer thread: 0.77x the non-deterministic speed at
 // every T). Two orders (the plan picks one per problem, det_walk.hpp):
-//   v9's (the default configurations, so fp16, varlen, and head_dim 64 without GQA): key block
+//   v9's (the default configurations: fp16, varlen, d64 MHA above 1024 keys): key block
 //     last_n_block(m) first, down to first_n_block(m) (FA3's order: with the key blocks started
 //     together, the last one that sees query block m reaches it first), rank = last_n_block(m) - n.
 //     Key blocks go in descending order inside a chunk (tile_of), which is shortest-first for
 //     causal: the price of this order at short T and with GQA (each CTA walks the group's heads:
 //     long CTAs last). The walk is the non-deterministic one (head by head, query blocks ascending).
 //   v10's (Cfg::QDESC, an instantiation of its own used only by deterministic calls: bf16, fixed
-//     length, head_dim 128, or 64 with GQA groups > 1): key block first_n_block(m) first, up to
+//     length, d128, d64 with GQA or up to 1024 keys): key block first_n_block(m) first, up to
 //     last_n_block(m), rank = n - first_n_block(m); key blocks ascending inside a chunk (the
 //     longest-first order of the non-deterministic mode) and the walk goes query blocks descending,
 //     the group's heads innermost, so that (causal or full, no left window) key block n's walk is a

@@ -34,6 +34,7 @@
 #include "flashbox/flashbox.h"
 #include "support/attention_case.hpp"
 #include "support/device_buffers.hpp"
+#include "support/mods_case.hpp"
 #include "support/output_error.hpp"
 
 namespace flashbox::test {
@@ -42,15 +43,8 @@ namespace {
 #define SKIP_WITHOUT_GPU() \
   if (flashbox_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: the CUDA extension is not run"
 
-enum class Alibi { none, head, batch };
-
-struct ExtCase {
-  std::string name;
-  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
-  int causal;
-  int window_left = -1, window_right = -1;
-  float softcap = 0.0f;
-  Alibi alibi = Alibi::none;
+// The shape and mods (support/mods_case.hpp), then:
+struct ExtCase : ModsCase {
   std::vector<int> lens_q = {}, lens_k = {};  // varlen when set (batch, seqlen_* then follow from them)
   // Plain calls only: the forward through flashbox_attention_forward_opts with family = sm80, so
   // that a plain head_dim 256 forward runs the sm80 d256 kernel on a Hopper device too (auto gives
@@ -95,11 +89,7 @@ struct Tensors {
     k = random_bf16(size_t(total_k * c.heads_kv * c.head_dim), rng, 1.0f);
     v = random_bf16(size_t(total_k * c.heads_kv * c.head_dim), rng, 1.0f);
     dout = random_bf16(q.size(), rng, 1.0f);
-    if (c.alibi != Alibi::none) {
-      std::uniform_real_distribution<float> u(0.0f, 0.5f);
-      slopes.resize(size_t(c.alibi == Alibi::batch ? c.batch * c.heads_q : c.heads_q));
-      for (auto &s : slopes) s = u(rng);
-    }
+    slopes = random_slopes(c, rng);
   }
   // The plain args of the whole call (device pointers filled by the caller).
   flashbox_attention_args args() const {
@@ -118,18 +108,10 @@ struct Tensors {
     return a;
   }
   core::ScoreMods mods(int64_t seq) const {
-    core::ScoreMods m;
-    m.window_left = c.window_left;
-    m.window_right = c.causal ? 0 : c.window_right;
-    m.softcap = c.softcap;
-    if (c.alibi != Alibi::none) {
-      m.alibi_slopes = slopes.data();
-      if (c.alibi == Alibi::batch) {
-        if (varlen)
-          m.alibi_slopes += seq * c.heads_q;  // one call per sequence below
-        else
-          m.alibi_batch_stride = c.heads_q;
-      }
+    core::ScoreMods m = reference_mods(c, slopes.data());
+    if (varlen && c.alibi == Alibi::batch) {  // one call per sequence below: its row of slopes
+      m.alibi_slopes += seq * c.heads_q;
+      m.alibi_batch_stride = 0;
     }
     return m;
   }
@@ -206,13 +188,7 @@ void run_case(const ExtCase &c) {
   flashbox_attention_args a = t.args();
   a.device = FLASHBOX_CUDA;
   a.q = q.ptr, a.k = k.ptr, a.v = v.ptr, a.o = o.ptr(), a.lse = static_cast<float *>(lse.ptr());
-  flashbox_attention_ext e = flashbox_attention_ext_default();
-  e.window_left = c.window_left, e.window_right = c.causal ? -1 : c.window_right;
-  e.softcap = c.softcap;
-  if (c.alibi != Alibi::none) {
-    e.alibi_slopes = static_cast<const float *>(slopes.ptr);
-    e.alibi_batch_stride = c.alibi == Alibi::batch ? c.heads_q : 0;
-  }
+  flashbox_attention_ext e = call_ext(c, slopes.ptr);
   if (t.varlen) {
     e.cu_seqlens_q = static_cast<const int32_t *>(cu_q.ptr), e.cu_seqlens_k = static_cast<const int32_t *>(cu_k.ptr);
     e.max_seqlen_q = t.max_q, e.max_seqlen_k = t.max_k;

@@ -7,7 +7,9 @@
 // gradient against the fp64 CPU reference backward (src/cpu/reference_backward_fp64.hpp) with the
 // same core::ScoreMods, relative error < 1e-2; and the kernel that ran must be the one the case names
 // (auto picks the sm90 backward on compute capability 9.0 unless FLASHBOX_BWD_ARCH=sm80). The device
-// buffers and the error measure are the GPU tests' shared ones (tests/support).
+// buffers, the error measure and the case's shape and mods (support/mods_case.hpp, with
+// tests/cuda/ext_sm80_test.cpp) are the GPU tests' shared ones (tests/support); run_cases is every
+// test's case loop.
 #pragma once
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -30,6 +32,7 @@
 #include "sm90/hopper_device.hpp"
 #include "support/attention_case.hpp"
 #include "support/device_buffers.hpp"  // GuardedOutput, DeviceInput
+#include "support/mods_case.hpp"
 #include "support/output_error.hpp"
 
 namespace flashbox::test::sm90_bwd {
@@ -44,15 +47,8 @@ inline bool sm80_forced() {
   return s && std::string(s) == "sm80";
 }
 
-enum class Alibi { none, head, batch };
-
-struct BwdCase {
-  std::string name;
-  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
-  int causal;
-  int window_left = -1, window_right = -1;
-  float softcap = 0.0f;
-  Alibi alibi = Alibi::none;
+// The shape and mods (support/mods_case.hpp), then the dtype.
+struct BwdCase : ModsCase {
   flashbox_dtype dtype = FLASHBOX_BFLOAT16;
 };
 
@@ -88,12 +84,7 @@ inline void run_case(const BwdCase &c, Worst &worst, const char *kernel_atomic =
   };
   const std::vector<uint8_t> q = random(B * SQ * HQ * D), k = random(B * SK * HKV * D), v = random(B * SK * HKV * D);
   const std::vector<uint8_t> dout = random(B * SQ * HQ * D);
-  std::vector<float> slopes;
-  if (c.alibi != Alibi::none) {
-    std::uniform_real_distribution<float> u(0.0f, 0.5f);
-    slopes.resize(size_t(c.alibi == Alibi::batch ? B * HQ : HQ));
-    for (float &s : slopes) s = u(rng);
-  }
+  const std::vector<float> slopes = random_slopes(c, rng);
 
   flashbox_attention_args a{};
   a.dtype = dt, a.impl = FLASHBOX_AUTO;
@@ -104,12 +95,7 @@ inline void run_case(const BwdCase &c, Worst &worst, const char *kernel_atomic =
   std::copy_n(ks, 3, a.k_stride), std::copy_n(ks, 3, a.v_stride);
 
   // fp64 reference: forward (for nothing but the check's O) and backward with the same mods.
-  core::ScoreMods m;
-  m.window_left = c.window_left, m.window_right = c.causal ? 0 : c.window_right, m.softcap = c.softcap;
-  if (c.alibi != Alibi::none) {
-    m.alibi_slopes = slopes.data();
-    if (c.alibi == Alibi::batch) m.alibi_batch_stride = HQ;
-  }
+  const core::ScoreMods m = reference_mods(c, slopes.data());
   flashbox_attention_args host = a;
   host.device = FLASHBOX_CPU;
   host.q = q.data(), host.k = k.data(), host.v = v.data();
@@ -127,13 +113,7 @@ inline void run_case(const BwdCase &c, Worst &worst, const char *kernel_atomic =
   ASSERT_EQ(cudaMalloc(&lse, size_t(B * HQ * SQ) * 4), cudaSuccess);
   a.device = FLASHBOX_CUDA;
   a.q = dq_in.ptr, a.k = dk_in.ptr, a.v = dv_in.ptr, a.o = o, a.lse = static_cast<float *>(lse);
-  flashbox_attention_ext e = flashbox_attention_ext_default();
-  e.window_left = c.window_left, e.window_right = c.causal ? -1 : c.window_right;
-  e.softcap = c.softcap;
-  if (c.alibi != Alibi::none) {
-    e.alibi_slopes = static_cast<const float *>(dslopes.ptr);
-    e.alibi_batch_stride = c.alibi == Alibi::batch ? HQ : 0;
-  }
+  const flashbox_attention_ext e = call_ext(c, dslopes.ptr);
   ASSERT_EQ(flashbox_attention_forward_ext(&a, &e), 0) << flashbox_last_error();
   const std::string fwd_kernel = flashbox_last_kernel();
   if (kernel_fwd != nullptr)
@@ -184,10 +164,23 @@ inline void run_case(const BwdCase &c, Worst &worst, const char *kernel_atomic =
   cudaFree(lse);
 }
 
-#define SKIP_WITHOUT_HOPPER() \
-  do { \
-    std::string why_; \
-    if (!have_hopper(why_)) GTEST_SKIP() << why_ << ": the sm90 backward is not run"; \
-  } while (0)
+enum class Size { small, large };
+
+// A test's case loop: skips without an sm90 GPU (and a large set under FLASHBOX_SM90_MODS_SMALL=1),
+// runs every case through `run(case, worst)` and prints the worst gradient error at the end.
+template <class Run>
+void run_cases(const std::vector<BwdCase> &cases, Size size, Run run) {
+  std::string why;
+  if (!have_hopper(why)) GTEST_SKIP() << why << ": the sm90 backward is not run";
+  if (size == Size::large && small_only()) GTEST_SKIP() << "FLASHBOX_SM90_MODS_SMALL=1: small shapes only";
+  Worst worst;
+  for (const BwdCase &c : cases) run(c, worst);
+}
+
+// The same with run_case's kernel-name checks, the same for every case.
+inline void run_cases(const std::vector<BwdCase> &cases, Size size, const char *kernel_atomic = "sm90",
+                      const char *kernel_det = "sm90", const char *kernel_fwd = nullptr) {
+  run_cases(cases, size, [&](const BwdCase &c, Worst &worst) { run_case(c, worst, kernel_atomic, kernel_det, kernel_fwd); });
+}
 
 }  // namespace flashbox::test::sm90_bwd

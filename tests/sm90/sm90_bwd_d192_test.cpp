@@ -41,18 +41,9 @@ const std::vector<BwdCase> kLarge = {
     {"fp16 causal T1000 GQA d192", 1, 1000, 1000, 4, 2, 192, 1, -1, -1, 0.0f, Alibi::none, FLASHBOX_FLOAT16},
 };
 
-TEST(Sm90BwdD192, SmallCases) {
-  SKIP_WITHOUT_HOPPER();
-  Worst worst;
-  for (const BwdCase &c : kSmall) run_case(c, worst, kD192, kSm80Det);
-}
+TEST(Sm90BwdD192, SmallCases) { run_cases(kSmall, Size::small, kD192, kSm80Det); }
 
-TEST(Sm90BwdD192, LargeCases) {
-  SKIP_WITHOUT_HOPPER();
-  if (small_only()) GTEST_SKIP() << "FLASHBOX_SM90_MODS_SMALL=1: small shapes only";
-  Worst worst;
-  for (const BwdCase &c : kLarge) run_case(c, worst, kD192, kSm80Det);
-}
+TEST(Sm90BwdD192, LargeCases) { run_cases(kLarge, Size::large, kD192, kSm80Det); }
 
 }  // namespace
 }  // namespace flashbox::test

@@ -38,18 +38,9 @@ const std::vector<BwdCase> kLarge = {
     {"causal window(100,0) softcap 30 T1000 d224", 1, 1000, 1000, 2, 1, 224, 1, 100, -1, 30.0f},
 };
 
-TEST(Sm90BwdD256, SmallCases) {
-  SKIP_WITHOUT_HOPPER();
-  Worst worst;
-  for (const BwdCase &c : kSmall) run_case(c, worst, kD256, kSm80Det);
-}
+TEST(Sm90BwdD256, SmallCases) { run_cases(kSmall, Size::small, kD256, kSm80Det); }
 
-TEST(Sm90BwdD256, LargeCases) {
-  SKIP_WITHOUT_HOPPER();
-  if (small_only()) GTEST_SKIP() << "FLASHBOX_SM90_MODS_SMALL=1: small shapes only";
-  Worst worst;
-  for (const BwdCase &c : kLarge) run_case(c, worst, kD256, kSm80Det);
-}
+TEST(Sm90BwdD256, LargeCases) { run_cases(kLarge, Size::large, kD256, kSm80Det); }
 
 }  // namespace
 }  // namespace flashbox::test

@@ -37,18 +37,9 @@ const std::vector<BwdCase> kLarge = {
     {"causal T2049 GQA d96", 1, 2049, 2049, 2, 1, 96, 1},
 };
 
-TEST(Sm90BwdD96, SmallCases) {
-  SKIP_WITHOUT_HOPPER();
-  Worst worst;
-  for (const BwdCase &c : kSmall) run_case(c, worst, kBwd, "sm90", kFwd);
-}
+TEST(Sm90BwdD96, SmallCases) { run_cases(kSmall, Size::small, kBwd, "sm90", kFwd); }
 
-TEST(Sm90BwdD96, LargeCases) {
-  SKIP_WITHOUT_HOPPER();
-  if (small_only()) GTEST_SKIP() << "FLASHBOX_SM90_MODS_SMALL=1: small shapes only";
-  Worst worst;
-  for (const BwdCase &c : kLarge) run_case(c, worst, kBwd, "sm90", kFwd);
-}
+TEST(Sm90BwdD96, LargeCases) { run_cases(kLarge, Size::large, kBwd, "sm90", kFwd); }
 
 }  // namespace
 }  // namespace flashbox::test

@@ -43,18 +43,9 @@ const std::vector<BwdCase> kLarge = {
     {"window(200,500) alibi/head T4097 d64", 1, 4097, 4097, 2, 1, 64, 0, 200, 500, 0.0f, Alibi::head},
 };
 
-TEST(Sm90BwdMods, SmallCases) {
-  SKIP_WITHOUT_HOPPER();
-  Worst worst;
-  for (const BwdCase &c : kSmall) run_case(c, worst);
-}
+TEST(Sm90BwdMods, SmallCases) { run_cases(kSmall, Size::small); }
 
-TEST(Sm90BwdMods, LargeCases) {
-  SKIP_WITHOUT_HOPPER();
-  if (small_only()) GTEST_SKIP() << "FLASHBOX_SM90_MODS_SMALL=1: small shapes only";
-  Worst worst;
-  for (const BwdCase &c : kLarge) run_case(c, worst);
-}
+TEST(Sm90BwdMods, LargeCases) { run_cases(kLarge, Size::large); }
 
 }  // namespace
 }  // namespace flashbox::test

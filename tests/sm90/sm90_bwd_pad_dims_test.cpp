@@ -57,18 +57,9 @@ TEST(Sm90BwdPadDims, Route) {
   for (int64_t d : {104, 112, 120}) EXPECT_EQ(sm90::bwd::kernel_head_dim(d), 128) << d;
 }
 
-TEST(Sm90BwdPadDims, SmallCases) {
-  SKIP_WITHOUT_HOPPER();
-  Worst worst;
-  for (const BwdCase &c : kSmall) run_padded(c, worst);
-}
+TEST(Sm90BwdPadDims, SmallCases) { run_cases(kSmall, Size::small, run_padded); }
 
-TEST(Sm90BwdPadDims, LargeCases) {
-  SKIP_WITHOUT_HOPPER();
-  if (small_only()) GTEST_SKIP() << "FLASHBOX_SM90_MODS_SMALL=1: small shapes only";
-  Worst worst;
-  for (const BwdCase &c : kLarge) run_padded(c, worst);
-}
+TEST(Sm90BwdPadDims, LargeCases) { run_cases(kLarge, Size::large, run_padded); }
 
 }  // namespace
 }  // namespace flashbox::test

@@ -52,9 +52,9 @@ inline bool guard_intact(const std::vector<uint8_t> &raw, size_t payload) {
   return guard_intact(raw, payload, kGuardByte);
 }
 
-// The sm90 forward tests' seeded inputs: values of a 2-byte dtype (bf16, fp16) from N(0, 1), and ALiBi
-// slopes from U(0, 0.3), all drawn from one generator in the order they are asked for, so that the
-// seed in a failure message reproduces the case.
+// The sm90 tests' seeded inputs (the forward's and the varlen backward's): values of a 2-byte dtype
+// (bf16, fp16) from N(0, 1), and ALiBi slopes from U(0, 0.3), all drawn from one generator in the
+// order they are asked for, so that the seed in a failure message reproduces the case.
 class Sm90Inputs {
  public:
   explicit Sm90Inputs(uint64_t seed) : rng_(seed) {}

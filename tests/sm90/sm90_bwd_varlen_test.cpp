@@ -29,31 +29,13 @@
 #include "cuda/backward/sm90/bwd_route.hpp"
 #include "flashbox/flashbox.h"
 #include "sm90/hopper_device.hpp"
+#include "sm90/varlen_case.hpp"
 #include "support/attention_case.hpp"
 
 namespace flashbox::test {
 namespace {
 
-struct Case {
-  std::vector<int> lens_q, lens_k;
-  int64_t heads_q = 4, heads_kv = 2, head_dim = 64;
-  flashbox_dtype dtype = FLASHBOX_BFLOAT16;
-  int causal = 0;
-  int32_t window_left = -1, window_right = -1;
-  float softcap = 0.0f;
-  int alibi = 0;  // 0 off, 1 one slope per head, 2 a row of slopes per sequence
-
-  std::string name() const {
-    std::string l;
-    for (size_t i = 0; i < lens_q.size() && i < 12; ++i)
-      l += (i ? "," : "") + std::to_string(lens_q[i]) + (lens_k[i] != lens_q[i] ? "/" + std::to_string(lens_k[i]) : "");
-    if (lens_q.size() > 12) l += ",... (" + std::to_string(lens_q.size()) + " sequences)";
-    return "lens [" + l + "] hq" + std::to_string(heads_q) + " hkv" + std::to_string(heads_kv) + " d" +
-           std::to_string(head_dim) + (dtype == FLASHBOX_FLOAT16 ? " fp16" : " bf16") + (causal ? " causal" : "") +
-           " window(" + std::to_string(window_left) + "," + std::to_string(window_right) + ")" +
-           (softcap > 0 ? " softcap" + std::to_string(softcap) : "") + (alibi ? " alibi" + std::to_string(alibi) : "");
-  }
-};
+using Case = VarlenShape;
 
 // ||got - ref|| / ||ref|| (ref all zero: ||got||); NaN/inf in got gives inf (support/output_error.hpp).
 double rel_error(const uint8_t *got, flashbox_dtype dt, const std::vector<double> &ref) {
@@ -66,28 +48,13 @@ void check(const Case &c) {
   SCOPED_TRACE(c.name() + " seed " + std::to_string(seed) + " (FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")");
   ASSERT_EQ(c.lens_q.size(), c.lens_k.size());
   const int64_t B = int64_t(c.lens_q.size()), HQ = c.heads_q, HKV = c.heads_kv, D = c.head_dim, es = 2;
-  std::vector<int32_t> cu_q{0}, cu_k{0};
-  int64_t max_q = 0, max_k = 0;
-  for (int64_t s = 0; s < B; ++s) {
-    cu_q.push_back(cu_q.back() + c.lens_q[size_t(s)]), cu_k.push_back(cu_k.back() + c.lens_k[size_t(s)]);
-    max_q = std::max<int64_t>(max_q, c.lens_q[size_t(s)]), max_k = std::max<int64_t>(max_k, c.lens_k[size_t(s)]);
-  }
-  const int64_t TQ = cu_q.back(), TK = cu_k.back();
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  auto fill = [&](std::vector<uint8_t> &buf, int64_t n) {
-    buf.resize(size_t(n * es));
-    for (int64_t i = 0; i < n; ++i) cpu::store_from_float(buf.data(), c.dtype, i, normal(rng));
-  };
-  std::vector<uint8_t> q, k, v, dout;
-  fill(q, TQ * HQ * D), fill(k, TK * HKV * D), fill(v, TK * HKV * D), fill(dout, TQ * HQ * D);
-  std::vector<float> slopes;
-  const int64_t slope_stride = c.alibi == 2 ? HQ + 3 : 0;
-  if (c.alibi) {
-    std::uniform_real_distribution<float> u(0.f, 0.3f);
-    slopes.resize(size_t(c.alibi == 2 ? B * slope_stride : HQ));
-    for (float &s : slopes) s = u(rng);
-  }
+  const VarlenPacking p(c);
+  const std::vector<int32_t> &cu_q = p.cu_q, &cu_k = p.cu_k;
+  const int64_t TQ = p.total_q, TK = p.total_k;
+  Sm90Inputs inputs(seed);  // q, k, v, dout, then the slopes, in that order
+  const std::vector<uint8_t> q = inputs.normal(c.dtype, TQ * HQ * D), k = inputs.normal(c.dtype, TK * HKV * D),
+                             v = inputs.normal(c.dtype, TK * HKV * D), dout = inputs.normal(c.dtype, TQ * HQ * D);
+  const std::vector<float> slopes = inputs.slopes(c.alibi, B, HQ, c.slope_stride());
 
   // The reference, one fixed-length call per sequence, into the packed [total, heads, dim] layout.
   // A sequence without keys has dQ = 0, one without queries dK = dV = 0 (the zeros already there).
@@ -95,22 +62,11 @@ void check(const Case &c) {
   for (int64_t s = 0; s < B; ++s) {
     const int64_t q0 = cu_q[size_t(s)], k0 = cu_k[size_t(s)], lq = c.lens_q[size_t(s)], lk = c.lens_k[size_t(s)];
     if (lq == 0 || lk == 0) continue;
-    flashbox_attention_args a{};
-    a.device = FLASHBOX_CPU, a.dtype = c.dtype, a.impl = FLASHBOX_FLASH;
-    a.batch = 1, a.seqlen_q = lq, a.seqlen_k = lk, a.heads_q = HQ, a.heads_kv = HKV, a.head_dim = D;
-    a.q_stride[0] = a.o_stride[0] = lq * HQ * D, a.q_stride[1] = a.o_stride[1] = HQ * D;
-    a.q_stride[2] = a.o_stride[2] = D;
-    a.k_stride[0] = a.v_stride[0] = lk * HKV * D, a.k_stride[1] = a.v_stride[1] = HKV * D;
-    a.k_stride[2] = a.v_stride[2] = D;
-    a.q = q.data() + q0 * HQ * D * es, a.k = k.data() + k0 * HKV * D * es, a.v = v.data() + k0 * HKV * D * es;
-    a.causal = c.causal;
     flashbox_attention_grad_args hg{};
-    hg.fwd = a;
+    hg.fwd = sequence_args(c, p, s, q.data(), k.data(), v.data());
     hg.dout = dout.data() + q0 * HQ * D * es;
-    std::copy_n(a.q_stride, 3, hg.dout_stride);
-    core::ScoreMods mods;
-    mods.window_left = c.window_left, mods.window_right = c.causal ? 0 : c.window_right, mods.softcap = c.softcap;
-    if (c.alibi) mods.alibi_slopes = slopes.data() + (c.alibi == 2 ? s * slope_stride : 0);
+    std::copy_n(hg.fwd.q_stride, 3, hg.dout_stride);
+    const core::ScoreMods mods = sequence_mods(c, slopes, s);
     std::vector<double> sdq, sdk, sdv;
     cpu::reference_attention_backward_fp64(hg, sdq, sdk, sdv, &mods);
     std::copy(sdq.begin(), sdq.end(), ref_dq.begin() + q0 * HQ * D);
@@ -132,19 +88,9 @@ void check(const Case &c) {
   CUDA_OK(cudaMemcpy(dcu_k, cu_k.data(), cu_k.size() * 4, cudaMemcpyHostToDevice));
   if (c.alibi) CUDA_OK(cudaMemcpy(dslopes, slopes.data(), slopes.size() * 4, cudaMemcpyHostToDevice));
 
-  flashbox_attention_args a{};
-  a.device = FLASHBOX_CUDA, a.dtype = c.dtype, a.impl = FLASHBOX_AUTO;
-  a.batch = B, a.seqlen_q = TQ, a.seqlen_k = TK, a.heads_q = HQ, a.heads_kv = HKV, a.head_dim = D;
-  const int64_t qs[3] = {TQ * HQ * D, HQ * D, D}, ks[3] = {TK * HKV * D, HKV * D, D};
-  std::copy_n(qs, 3, a.q_stride), std::copy_n(qs, 3, a.o_stride);
-  std::copy_n(ks, 3, a.k_stride), std::copy_n(ks, 3, a.v_stride);
+  flashbox_attention_args a = packed_args(c, p, D);
   a.q = d_q, a.k = d_k, a.v = d_v, a.o = d_o, a.lse = static_cast<float *>(d_lse);
-  a.causal = c.causal;
-  flashbox_attention_ext e = flashbox_attention_ext_default();
-  e.window_left = c.window_left, e.window_right = c.causal ? -1 : c.window_right, e.softcap = c.softcap;
-  if (c.alibi) e.alibi_slopes = dslopes, e.alibi_batch_stride = slope_stride;
-  e.cu_seqlens_q = static_cast<const int32_t *>(dcu_q), e.cu_seqlens_k = static_cast<const int32_t *>(dcu_k);
-  e.max_seqlen_q = max_q, e.max_seqlen_k = max_k;
+  const flashbox_attention_ext e = packed_ext(c, p, dslopes, dcu_q, dcu_k);
   ASSERT_EQ(flashbox_attention_forward_ext(&a, &e), 0) << flashbox_last_error();
   const std::string fwd_kernel = flashbox_last_kernel();
   CUDA_OK(cudaDeviceSynchronize());
@@ -165,8 +111,8 @@ void check(const Case &c) {
     flashbox_attention_grad_args g{};
     g.fwd = a;
     g.dout = d_do;
-    std::copy_n(qs, 3, g.dout_stride), std::copy_n(qs, 3, g.dq_stride);
-    std::copy_n(ks, 3, g.dk_stride), std::copy_n(ks, 3, g.dv_stride);
+    std::copy_n(a.q_stride, 3, g.dout_stride), std::copy_n(a.q_stride, 3, g.dq_stride);
+    std::copy_n(a.k_stride, 3, g.dk_stride), std::copy_n(a.v_stride, 3, g.dv_stride);
     g.dq = raw[0] + kGuard, g.dk = raw[1] + kGuard, g.dv = raw[2] + kGuard;
     g.deterministic = det;
     ASSERT_EQ(flashbox_attention_backward_ext(&g, &e), 0) << flashbox_last_error();
@@ -200,9 +146,7 @@ void check(const Case &c) {
 }
 
 Case mk(std::vector<int> lq, std::vector<int> lk, int64_t d, int causal) {
-  Case c;
-  c.lens_q = std::move(lq), c.lens_k = std::move(lk), c.head_dim = d, c.causal = causal;
-  return c;
+  return varlen_case<Case>(std::move(lq), std::move(lk), d, causal);
 }
 
 class Sm90BwdVarlen : public ::testing::Test {

@@ -27,6 +27,7 @@
 #include "cpu/reference_fp64.hpp"
 #include "flashbox/flashbox.h"
 #include "sm90/hopper_device.hpp"
+#include "sm90/varlen_case.hpp"
 #include "support/attention_case.hpp"
 #include "support/device_buffers.hpp"
 
@@ -40,28 +41,15 @@ bool small_only() {
 
 constexpr int64_t kExtraRows = 70;  // O rows past the total: never written
 
-struct VarlenCase {
-  std::vector<int> lens_q, lens_k;
-  int64_t heads_q = 4, heads_kv = 2, head_dim = 64;
-  flashbox_dtype dtype = FLASHBOX_BFLOAT16;
-  int causal = 0;
-  int32_t window_left = -1, window_right = -1;
-  float softcap = 0.0f;
-  int alibi = 0;  // 0 off, 1 one slope per head, 2 a row of slopes per sequence
+// The lengths, shape and mods (varlen_case.hpp), then:
+struct VarlenCase : VarlenShape {
   int nan_v_seq = -1;  // a sequence whose V rows are NaN (give it no queries: only its neighbours are checked)
   int64_t o_pad = 0;   // guard columns: O's head stride is head_dim + o_pad, the pad must stay poisoned
   uint64_t seed = fresh_seed();
 
   std::string name() const {
-    std::string l;
-    for (size_t i = 0; i < lens_q.size() && i < 12; ++i)
-      l += (i ? "," : "") + std::to_string(lens_q[i]) + (lens_k[i] != lens_q[i] ? "/" + std::to_string(lens_k[i]) : "");
-    if (lens_q.size() > 12) l += ",... (" + std::to_string(lens_q.size()) + " sequences)";
-    return "lens [" + l + "] hq" + std::to_string(heads_q) + " hkv" + std::to_string(heads_kv) + " d" +
-           std::to_string(head_dim) + (dtype == FLASHBOX_FLOAT16 ? " fp16" : " bf16") + (causal ? " causal" : "") +
-           " window(" + std::to_string(window_left) + "," + std::to_string(window_right) + ")" +
-           (softcap > 0 ? " softcap" + std::to_string(softcap) : "") + (alibi ? " alibi" + std::to_string(alibi) : "") +
-           (o_pad ? " o_pad" + std::to_string(o_pad) : "") + " seed " + std::to_string(seed) + " (rerun with FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")";
+    return VarlenShape::name() + (o_pad ? " o_pad" + std::to_string(o_pad) : "") + " seed " + std::to_string(seed) +
+           " (rerun with FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")";
   }
 };
 
@@ -70,38 +58,24 @@ void check(const VarlenCase &c) {
   ASSERT_EQ(c.lens_q.size(), c.lens_k.size());
   const int64_t B = int64_t(c.lens_q.size()), HQ = c.heads_q, HKV = c.heads_kv, D = c.head_dim, es = 2;
   const int64_t OD = D + c.o_pad;  // O's head stride: the columns past D are the caller's
-  std::vector<int32_t> cu_q{0}, cu_k{0};
-  int64_t max_q = 0, max_k = 0;
-  for (int64_t s = 0; s < B; ++s) {
-    cu_q.push_back(cu_q.back() + c.lens_q[size_t(s)]), cu_k.push_back(cu_k.back() + c.lens_k[size_t(s)]);
-    max_q = std::max<int64_t>(max_q, c.lens_q[size_t(s)]), max_k = std::max<int64_t>(max_k, c.lens_k[size_t(s)]);
-  }
-  const int64_t TQ = cu_q.back(), TK = cu_k.back();
+  const VarlenPacking p(c);
+  const std::vector<int32_t> &cu_q = p.cu_q, &cu_k = p.cu_k;
+  const int64_t TQ = p.total_q, TK = p.total_k;
   Sm90Inputs inputs(c.seed);
   std::vector<uint8_t> q = inputs.normal(c.dtype, TQ * HQ * D), k = inputs.normal(c.dtype, TK * HKV * D),
                        v = inputs.normal(c.dtype, TK * HKV * D);
   if (c.nan_v_seq >= 0)
     for (int64_t i = cu_k[size_t(c.nan_v_seq)] * HKV * D; i < cu_k[size_t(c.nan_v_seq) + 1] * HKV * D; ++i)
       cpu::store_from_float(v.data(), c.dtype, i, NAN);
-  const int64_t slope_stride = c.alibi == 2 ? HQ + 3 : 0;
-  const std::vector<float> slopes = inputs.slopes(c.alibi, B, HQ, slope_stride);
+  const std::vector<float> slopes = inputs.slopes(c.alibi, B, HQ, c.slope_stride());
 
   // The reference, one fixed-length call per sequence, into [total, heads, dim] and [heads, total].
   std::vector<double> ref_o(size_t(TQ * HQ * D), 0.0), ref_lse(size_t(HQ * TQ), -INFINITY);
   for (int64_t s = 0; s < B; ++s) {
-    const int64_t q0 = cu_q[size_t(s)], k0 = cu_k[size_t(s)], lq = c.lens_q[size_t(s)], lk = c.lens_k[size_t(s)];
+    const int64_t q0 = cu_q[size_t(s)], lq = c.lens_q[size_t(s)], lk = c.lens_k[size_t(s)];
     if (lq == 0 || lk == 0) continue;  // no rows, or rows that see no key: O = 0, LSE = -inf
-    flashbox_attention_args a{};
-    a.device = FLASHBOX_CPU, a.dtype = c.dtype, a.impl = FLASHBOX_FLASH;
-    a.batch = 1, a.seqlen_q = lq, a.seqlen_k = lk, a.heads_q = HQ, a.heads_kv = HKV, a.head_dim = D;
-    a.q_stride[0] = lq * HQ * D, a.q_stride[1] = HQ * D, a.q_stride[2] = D;
-    a.k_stride[0] = a.v_stride[0] = lk * HKV * D, a.k_stride[1] = a.v_stride[1] = HKV * D;
-    a.k_stride[2] = a.v_stride[2] = D;
-    a.q = q.data() + q0 * HQ * D * es, a.k = k.data() + k0 * HKV * D * es, a.v = v.data() + k0 * HKV * D * es;
-    a.causal = c.causal;
-    core::ScoreMods mods;
-    mods.window_left = c.window_left, mods.window_right = c.causal ? 0 : c.window_right, mods.softcap = c.softcap;
-    if (c.alibi) mods.alibi_slopes = slopes.data() + (c.alibi == 2 ? s * slope_stride : 0);
+    const flashbox_attention_args a = sequence_args(c, p, s, q.data(), k.data(), v.data());
+    const core::ScoreMods mods = sequence_mods(c, slopes, s);
     std::vector<double> o, lse;
     cpu::reference_attention_fp64(a, o, &lse, &mods);
     std::copy(o.begin(), o.end(), ref_o.begin() + q0 * HQ * D);
@@ -128,20 +102,9 @@ void check(const VarlenCase &c) {
   CUDA_OK(cudaMemset(o_raw + kGuard, 0xff, o_size));  // NaN poison, also over the rows past the total
   CUDA_OK(cudaMemset(lse_raw + kGuard, 0xff, lse_size));
 
-  flashbox_attention_args g{};
-  g.device = FLASHBOX_CUDA, g.dtype = c.dtype, g.impl = FLASHBOX_AUTO;
-  g.batch = B, g.seqlen_q = TQ, g.seqlen_k = TK, g.heads_q = HQ, g.heads_kv = HKV, g.head_dim = D;
-  g.q_stride[0] = TQ * HQ * D, g.q_stride[1] = HQ * D, g.q_stride[2] = D;
-  g.o_stride[0] = TQ * HQ * OD, g.o_stride[1] = HQ * OD, g.o_stride[2] = OD;
-  g.k_stride[0] = g.v_stride[0] = TK * HKV * D, g.k_stride[1] = g.v_stride[1] = HKV * D;
-  g.k_stride[2] = g.v_stride[2] = D;
+  flashbox_attention_args g = packed_args(c, p, OD);
   g.q = dq, g.k = dk, g.v = dv, g.o = o_raw + kGuard, g.lse = reinterpret_cast<float *>(lse_raw + kGuard);
-  g.causal = c.causal;
-  flashbox_attention_ext e = flashbox_attention_ext_default();
-  e.window_left = c.window_left, e.window_right = c.causal ? -1 : c.window_right, e.softcap = c.softcap;
-  if (c.alibi) e.alibi_slopes = dslopes, e.alibi_batch_stride = slope_stride;
-  e.cu_seqlens_q = static_cast<const int32_t *>(dcu_q), e.cu_seqlens_k = static_cast<const int32_t *>(dcu_k);
-  e.max_seqlen_q = max_q, e.max_seqlen_k = max_k;
+  const flashbox_attention_ext e = packed_ext(c, p, dslopes, dcu_q, dcu_k);
   ASSERT_EQ(flashbox_attention_forward_ext(&g, &e), 0) << flashbox_last_error();
   const std::string kernel = flashbox_last_kernel();
   CUDA_OK(cudaDeviceSynchronize());
@@ -176,9 +139,7 @@ void check(const VarlenCase &c) {
 }
 
 VarlenCase mk(std::vector<int> lq, std::vector<int> lk, int64_t d, int causal) {
-  VarlenCase c;
-  c.lens_q = std::move(lq), c.lens_k = std::move(lk), c.head_dim = d, c.causal = causal;
-  return c;
+  return varlen_case<VarlenCase>(std::move(lq), std::move(lk), d, causal);
 }
 
 class Sm90Varlen : public ::testing::Test {

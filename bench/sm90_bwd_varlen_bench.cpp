@@ -32,36 +32,24 @@
 using namespace flashbox::bench;  // the helpers both varlen bench programs share
 
 int main(int argc, char **argv) {
-  std::vector<int> lens = {4096, 512, 2048, 7000, 3000, 8192, 1500, 1024};  // B = 8, 512..8192
-  int64_t heads = 16;
-  int det = 0;
-  const char *json = nullptr;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--json") && i + 1 < argc) {
-      json = argv[++i];
-    } else if (!std::strcmp(argv[i], "--heads") && i + 1 < argc) {
-      heads = std::atoll(argv[++i]);
-    } else if (!std::strcmp(argv[i], "--deterministic")) {
-      det = 1;
-    } else if (!std::strcmp(argv[i], "--lens") && i + 1 < argc) {
-      lens = parse_lens(argv[++i]);
-    } else {
-      std::fprintf(stderr, "usage: sm90_bwd_varlen_bench [--json PATH] [--lens a,b,...] [--heads H] [--deterministic]\n");
-      return 2;
-    }
-  }
+  BenchArgs args;
+  args.lens = {4096, 512, 2048, 7000, 3000, 8192, 1500, 1024};  // B = 8, 512..8192
+  if (!parse_bench_args(argc, argv, args,
+                        "usage: sm90_bwd_varlen_bench [--json PATH] [--lens a,b,...] [--heads H] [--deterministic]",
+                        "--deterministic"))
+    return 2;
+  const std::vector<int> &lens = args.lens;
+  const int64_t heads = args.heads;
+  const int det = args.flag_set ? 1 : 0;
   const CuSeqlens cus = upload_cu_seqlens(lens);
   const std::vector<int32_t> &cu = cus.host;
-  const int max_len = cus.max_len;
   const int64_t total = cus.total, nseq = int64_t(lens.size());
-  int32_t *dcu = cus.dev;
   float *lse = nullptr, *lse_fix = nullptr;  // varlen [heads, total]; fixed: [heads, L] per sequence, packed
   CHECK_CUDA(cudaMalloc(&lse, size_t(heads * total) * 4));
   CHECK_CUDA(cudaMalloc(&lse_fix, size_t(heads * total) * 4));
 
   std::string out = "[";
-  std::printf("%-5s %-7s %12s %12s %12s %12s %10s %10s %10s %s\n", "D", "mask", "sm90 ms", "sm80 ms", "fixed sum",
-              "fixed loop", "sm90 TF/s", "vs sum", "vs sm80", "max|sm90-sm80|");
+  print_table_header();
   for (int64_t d : {128, 64}) {
     const int64_t n = total * heads * d;
     uint16_t *buf[13];
@@ -73,14 +61,11 @@ int main(int argc, char **argv) {
     fill_random_bf16(v, n, 3);
     fill_random_bf16(dout, n, 4);
     for (int causal : {0, 1}) {
-      flashbox_attention_args a{};
-      a.device = FLASHBOX_CUDA, a.dtype = FLASHBOX_BFLOAT16, a.impl = FLASHBOX_FLASH;
-      a.batch = 1, a.seqlen_q = a.seqlen_k = total, a.heads_q = a.heads_kv = heads, a.head_dim = d;
-      for (int64_t *s : {a.q_stride, a.k_stride, a.v_stride, a.o_stride}) s[0] = total * heads * d, s[1] = heads * d, s[2] = d;
-      a.q = q, a.k = k, a.v = v, a.o = o, a.lse = lse, a.causal = causal;
+      flashbox_attention_args a = packed_view(cus, heads, d, causal, q, k, v);
+      a.o = o, a.lse = lse;
       // The varlen forward (O, LSE), then the backward plans, as the extension passes them.
       flashbox::detail::Problem p = flashbox::detail::make_problem(a, flashbox::core::causal_mods(causal));
-      p.batch = nseq, p.cu_seqlens_q = p.cu_seqlens_k = dcu, p.max_seqlen_q = p.max_seqlen_k = max_len;
+      set_sequences(p, cus, nseq);
       flashbox::detail::PlanResult rf = flashbox::detail::plan_sm90_forward(p);
       if (!rf.plan || rf.plan->run() != 0) {
         std::fprintf(stderr, "varlen forward: %s %s\n", rf.why_not.c_str(), flashbox_last_error());
@@ -91,8 +76,7 @@ int main(int argc, char **argv) {
       for (int64_t *s : {ga.dout_stride, ga.dq_stride, ga.dk_stride, ga.dv_stride})
         s[0] = total * heads * d, s[1] = heads * d, s[2] = d;
       flashbox::detail::GradProblem g = flashbox::detail::make_grad_problem(ga, flashbox::core::causal_mods(causal));
-      g.fwd.batch = nseq, g.fwd.cu_seqlens_q = g.fwd.cu_seqlens_k = dcu;
-      g.fwd.max_seqlen_q = g.fwd.max_seqlen_k = max_len;
+      set_sequences(g.fwd, cus, nseq);
       g.dq = g90[0], g.dk = g90[1], g.dv = g90[2];
       flashbox::detail::PlanResult r90 = flashbox::detail::plan_sm90_backward(g, false);
       g.dq = g80[0], g.dk = g80[1], g.dv = g80[2];
@@ -128,26 +112,14 @@ int main(int argc, char **argv) {
       bool nan = false;
       for (int x = 0; x < 3; ++x)
         diff = std::max(diff, max_abs_diff(bf16_from_device(g90[x], n), bf16_from_device(g80[x], n), &nan));
-      double fixed_sum = 0;
-      std::string fixed_kernels;
-      for (const flashbox_attention_grad_args &f : per) {
-        fixed_sum += median_ms_ok("fixed", [&] { return flashbox_attention_backward(&f); });
-        const std::string kn = flashbox_last_kernel();
-        if (fixed_kernels.find(kn) == std::string::npos) fixed_kernels += (fixed_kernels.empty() ? "" : " ") + kn;
-      }
-      const double fixed_loop = median_ms_ok("fixed loop", [&] {
-        for (const flashbox_attention_grad_args &f : per)
-          if (const int rc = flashbox_attention_backward(&f)) return rc;
-        return 0;
-      });
-      double flop = 0;
-      for (int l : lens) flop += 10.0 * heads * double(l) * l * d / (causal ? 2.0 : 1.0);
+      const FixedTimes fixed = time_fixed(per, flashbox_attention_backward, true);
+      const double fixed_sum = fixed.sum, fixed_loop = fixed.loop;
+      const double flop = varlen_flop(lens, heads, d, causal, 10.0);
       const double tf = flop / (t90 * 1e-3) / 1e12;
       std::printf("%-5lld %-7s %12.4f %12.4f %12.4f %12.4f %10.1f %9.3fx %9.3fx %.3g%s\n", (long long)d,
                   causal ? "causal" : "full", t90, t80, fixed_sum, fixed_loop, tf, fixed_sum / t90, t80 / t90, diff,
                   nan ? " NaN!" : "");
-      std::printf("      sm90: %s\n      sm80: %s\n      fixed: %s\n", r90.plan->kernel.c_str(), r80.plan->kernel.c_str(),
-                  fixed_kernels.c_str());
+      print_kernels(r90.plan->kernel, r80.plan->kernel, fixed.kernels);
       char row[1024];
       std::snprintf(row, sizeof row,
                     "%s{\"head_dim\": %lld, \"heads\": %lld, \"causal\": %d, \"deterministic\": %d, "
@@ -163,5 +135,5 @@ int main(int argc, char **argv) {
   out += "]\n";
   const std::string l = join_lens(lens);
   std::printf("lengths %s, heads %lld, bf16%s\n", l.c_str(), (long long)heads, det ? ", deterministic" : "");
-  return json && !write_rows_json(json, l, out) ? 1 : 0;
+  return args.json && !write_rows_json(args.json, l, out) ? 1 : 0;
 }

@@ -30,30 +30,17 @@
 using namespace flashbox::bench;  // the helpers both varlen bench programs share
 
 int main(int argc, char **argv) {
-  std::vector<int> lens = {4096, 512, 2048, 1, 3000, 8192, 100, 1024};
-  int64_t heads = 16;
-  const char *json = nullptr;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--json") && i + 1 < argc) {
-      json = argv[++i];
-    } else if (!std::strcmp(argv[i], "--heads") && i + 1 < argc) {
-      heads = std::atoll(argv[++i]);
-    } else if (!std::strcmp(argv[i], "--lens") && i + 1 < argc) {
-      lens = parse_lens(argv[++i]);
-    } else {
-      std::fprintf(stderr, "usage: sm90_varlen_bench [--json PATH] [--lens a,b,...] [--heads H]\n");
-      return 2;
-    }
-  }
+  BenchArgs args;
+  args.lens = {4096, 512, 2048, 1, 3000, 8192, 100, 1024};
+  if (!parse_bench_args(argc, argv, args, "usage: sm90_varlen_bench [--json PATH] [--lens a,b,...] [--heads H]")) return 2;
+  const std::vector<int> &lens = args.lens;
+  const int64_t heads = args.heads;
   const CuSeqlens cus = upload_cu_seqlens(lens);
   const std::vector<int32_t> &cu = cus.host;
-  const int max_len = cus.max_len;
   const int64_t total = cus.total, nseq = int64_t(lens.size());
-  int32_t *dcu = cus.dev;
 
   std::string out = "[";
-  std::printf("%-5s %-7s %12s %12s %12s %12s %10s %10s %10s %s\n", "D", "mask", "sm90 ms", "sm80 ms", "fixed sum",
-              "fixed loop", "sm90 TF/s", "vs sum", "vs sm80", "max|sm90-sm80|");
+  print_table_header();
   for (int64_t d : {128, 64}) {
     const int64_t n = total * heads * d;
     uint16_t *buf[6];
@@ -63,15 +50,10 @@ int main(int argc, char **argv) {
     fill_random_bf16(k, n, 2);
     fill_random_bf16(v, n, 3);
     for (int causal : {0, 1}) {
-      // The whole batch as the C API's extension would pass it: a [1, total, heads, d] view, then the
-      // sequences (src/api/ext_api.cpp, add_ext).
-      flashbox_attention_args a{};
-      a.device = FLASHBOX_CUDA, a.dtype = FLASHBOX_BFLOAT16, a.impl = FLASHBOX_FLASH;
-      a.batch = 1, a.seqlen_q = a.seqlen_k = total, a.heads_q = a.heads_kv = heads, a.head_dim = d;
-      for (int64_t *s : {a.q_stride, a.k_stride, a.v_stride, a.o_stride}) s[0] = total * heads * d, s[1] = heads * d, s[2] = d;
-      a.q = q, a.k = k, a.v = v, a.causal = causal;
+      // The whole batch as the C API's extension would pass it (varlen_bench_host.hpp).
+      const flashbox_attention_args a = packed_view(cus, heads, d, causal, q, k, v);
       flashbox::detail::Problem p = flashbox::detail::make_problem(a, flashbox::core::causal_mods(causal));
-      p.batch = nseq, p.cu_seqlens_q = p.cu_seqlens_k = dcu, p.max_seqlen_q = p.max_seqlen_k = max_len;
+      set_sequences(p, cus, nseq);
       p.o = o90;
       flashbox::detail::PlanResult r90 = flashbox::detail::plan_sm90_forward(p);
       p.o = o80;
@@ -92,19 +74,9 @@ int main(int argc, char **argv) {
         f.q = q + off, f.k = k + off, f.v = v + off, f.o = ofix + off;
         per.push_back(f);
       }
-      double fixed_sum = 0;
-      std::string fixed_kernels;
-      for (const flashbox_attention_args &f : per) {
-        fixed_sum += median_ms_ok("fixed", [&] { return flashbox_attention_forward(&f); });
-        fixed_kernels += std::string(fixed_kernels.empty() ? "" : " ") + flashbox_last_kernel();
-      }
-      const double fixed_loop = median_ms_ok("fixed loop", [&] {
-        for (const flashbox_attention_args &f : per)
-          if (const int rc = flashbox_attention_forward(&f)) return rc;
-        return 0;
-      });
-      double flop = 0;
-      for (int l : lens) flop += 4.0 * heads * double(l) * l * d / (causal ? 2.0 : 1.0);
+      const FixedTimes fixed = time_fixed(per, flashbox_attention_forward, false);
+      const double fixed_sum = fixed.sum, fixed_loop = fixed.loop;
+      const double flop = varlen_flop(lens, heads, d, causal, 4.0);
       // sm90 against sm80 (both ran last on o90 / o80) and against the fixed calls.
       const std::vector<uint16_t> h90 = bf16_from_device(o90, n);
       bool nan = false;
@@ -114,8 +86,7 @@ int main(int argc, char **argv) {
       std::printf("%-5lld %-7s %12.4f %12.4f %12.4f %12.4f %10.1f %9.3fx %9.3fx %.3g (vs fixed %.3g)%s\n",
                   (long long)d, causal ? "causal" : "full", t90, t80, fixed_sum, fixed_loop, tf, fixed_sum / t90,
                   t80 / t90, diff80, diff_fix, nan ? " NaN!" : "");
-      std::printf("      sm90: %s\n      sm80: %s\n      fixed: %s\n", r90.plan->kernel.c_str(), r80.plan->kernel.c_str(),
-                  fixed_kernels.c_str());
+      print_kernels(r90.plan->kernel, r80.plan->kernel, fixed.kernels);
       char row[1024];
       std::snprintf(row, sizeof row,
                     "%s{\"head_dim\": %lld, \"heads\": %lld, \"causal\": %d, \"sm90_varlen_ms\": %.5f, "
@@ -130,5 +101,5 @@ int main(int argc, char **argv) {
   out += "]\n";
   const std::string l = join_lens(lens);
   std::printf("lengths %s, heads %lld, bf16\n", l.c_str(), (long long)heads);
-  return json && !write_rows_json(json, l, out) ? 1 : 0;
+  return args.json && !write_rows_json(args.json, l, out) ? 1 : 0;
 }

@@ -25,16 +25,9 @@ measurements: --lat 1.5 --wbusy 1.5 (one writer and --writers 2).
 import argparse
 import heapq
 
+from sm90_bwd_sched_model import add_grid_args, chunk_heads  # the grid's chunking and options (same folder)
+
 STEP_US = {64: 3.25, 128: 2.77}  # per step and SM: v9's 421 / 496 TFLOP/s at T = 16384 (NOTES, v9)
-
-
-def chunk_heads(num_bh, nb, q_pad, d, sms):  # flash_bwd_sm90.cu, chunk_heads_for
-    g = (2 * sms + nb - 1) // nb
-    if g <= 3:
-        return 1
-    g = max(1, min(g, (24 << 20) // (q_pad * d * 4), num_bh))
-    c = (num_bh + g - 1) // g
-    return (num_bh + c - 1) // c
 
 
 def simulate(T, D, H, HKV, B, order, args):
@@ -87,7 +80,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lat", type=float, default=1.5, help="µs from a bulk add's issue to its completion")
     ap.add_argument("--read", type=float, default=0.3, help="µs from its issue to the staging buffer's release")
-    ap.add_argument("--overhead", type=float, default=3.0, help="µs per CTA (K/V load, fill, dK/dV store)")
+    add_grid_args(ap)
     ap.add_argument("--writers", type=int, default=1,
                     help="deterministic: dQ writer warps taking alternate steps (v18: 2; the staging stays one buffer)")
     ap.add_argument("--poll", type=float, default=0.0,
@@ -95,7 +88,6 @@ def main():
     ap.add_argument("--wbusy", type=float, default=0.0,
                     help="deterministic: µs a writer stays busy per step beyond its adds' completion (polls, syncs)")
     ap.add_argument("--staging", type=int, default=1, help="dQ staging buffers per consumer (round robin)")
-    ap.add_argument("--sms", type=int, default=132)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--shapes", default="", help="D:H:HKV:T,... (default: the device run's list)")
     args = ap.parse_args()

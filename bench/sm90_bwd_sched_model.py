@@ -64,6 +64,11 @@ def order(T, D, num_bh, G, desc):
     return out
 
 
+def add_grid_args(ap):  # the options of the grid both models share (sm90_bwd_det_sched_model.py)
+    ap.add_argument("--overhead", type=float, default=3.0, help="µs per CTA (K/V load, fill, dK/dV store)")
+    ap.add_argument("--sms", type=int, default=132)
+
+
 def makespan(steps, step_us, overhead, sms):
     free, end = [0.0] * sms, 0.0
     for s in steps:
@@ -75,8 +80,7 @@ def makespan(steps, step_us, overhead, sms):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--overhead", type=float, default=3.0)
-    ap.add_argument("--sms", type=int, default=132)
+    add_grid_args(ap)
     ap.add_argument("--gqa", action="store_true")
     a = ap.parse_args()
     if a.gqa:

@@ -7,7 +7,15 @@
 #   step NAME CMD...
 # runs CMD when NAME is selected, its output appended to the log, and prints "== NAME" and
 # "rc=RC (S s)" to the log and stdout: every step gets its own timeout in CMD, so one hang costs a
-# step, not the call, and what ran is under $OUT when a device call ends early.
+# step, not the call, and what ran is under $OUT when a device call ends early. And
+#   tstep NAME LIMIT CMD...
+# runs step NAME under `timeout` of at most LIMIT seconds and what is left before $DEADLINE (epoch
+# seconds, set by the script before its first tstep), less 2; under 5 s left, it logs the step as
+# skipped. And
+#   begin_call SECONDS
+# starts a call of SECONDS in all: exports OMP_NUM_THREADS=16 and the CUDA toolkit's bin/ on PATH,
+# sets DEADLINE, and logs the GPU's name, driver, clocks and power. A script that packs its own
+# tarball does so with bench/pack_final.sh (its --pack mode).
 O=${OUT:-/tmp/$2_out}; mkdir -p "$O"
 B=/tmp/fb_$2; mkdir -p "$B" && tar -xzf "$1" -C "$B"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$B/lib:${LD_LIBRARY_PATH:-}
@@ -17,4 +25,16 @@ ONLY=",$3,"
 step() {
   case "$ONLY" in *,all,*|*",$1,"*) ;; *) return 0 ;; esac
   local s=$(date +%s); echo "== $1" | tee -a "$log"; shift; "$@" >>"$log" 2>&1; echo "rc=$? ($(( $(date +%s) - s )) s)" | tee -a "$log"
+}
+tstep() {
+  local name=$1 limit=$2; shift 2
+  local left=$(( DEADLINE - $(date +%s) - 2 ))
+  (( left < limit )) && limit=$left
+  if (( limit < 5 )); then echo "== $name skipped (no time left)" | tee -a "$log"; return 0; fi
+  step "$name" timeout $limit "$@"
+}
+begin_call() {
+  export OMP_NUM_THREADS=16 PATH=/usr/local/cuda/bin:$PATH
+  DEADLINE=$(( $(date +%s) + $1 ))
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader | tee -a "$log"
 }

@@ -29,40 +29,21 @@
 #   bash bench/sm90_bwd_pad_dims_device_run.sh TARBALL [SECONDS] [STEP,STEP,...]
 set -u
 tests="tests/test_backward tests/test_cuda tests/sm90/test_sm90_bwd_pad_dims tests/sm90/test_sm90_bwd_varlen"
-if [ "${1:-}" = "--pack" ]; then
-  out=$2 build=${3:-build-cuda}
-  nice ninja -C "$build" -j2 libflashbox.so $(for t in $tests; do basename $t; done) || exit 1
-  P=$(mktemp -d); mkdir -p $P/lib $P/tests/sm90
-  cp "$build/libflashbox.so" $P/ || exit 1
-  for t in $tests; do cp "$build/$t" $P/$t || exit 1; done
-  for l in libgomp.so.1 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do cp -L /lib/x86_64-linux-gnu/$l $P/lib/; done
-  if [ -n "${FA2_TEST:-}" ]; then mkdir -p $P/fa2 && cp "$FA2_TEST" $P/fa2/test_flash_attn.py; fi
-  mkdir -p "$(dirname "$out")" && tar -czf "$out" -C $P . && rm -rf $P && ls -la "$out"
-  exit 0
-fi
+[ "${1:-}" = "--pack" ] && exec bash "$(dirname "$0")/pack_final.sh" "$2" "${3:-build-cuda}" $(for t in $tests; do basename $t; done)
 . "$(dirname "$0")/device_steps.sh" "$1" paddims "${3:-all}"
-export OMP_NUM_THREADS=16 PATH=/usr/local/cuda/bin:$PATH
-DEADLINE=$(( $(date +%s) + ${2:-212} ))
-tstep() {  # tstep NAME LIMIT CMD...: step NAME under at most LIMIT seconds and what is left of the call's
-  local name=$1 limit=$2; shift 2
-  local left=$(( DEADLINE - $(date +%s) - 2 ))
-  (( left < limit )) && limit=$left
-  if (( limit < 5 )); then echo "== $name skipped (no time left)" | tee -a "$log"; return 0; fi
-  step "$name" timeout $limit "$@"
-}
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader | tee -a "$log"
-tstep pad_dims 30 $B/tests/sm90/test_sm90_bwd_pad_dims
-tstep varlen 25 $B/tests/sm90/test_sm90_bwd_varlen --gtest_brief=1
-tstep plan 8 $B/tests/test_cuda --gtest_brief=1 --gtest_filter='HeadDimPlan.*'
+begin_call ${2:-212}
+tstep pad_dims 30 $B/test_sm90_bwd_pad_dims
+tstep varlen 25 $B/test_sm90_bwd_varlen --gtest_brief=1
+tstep plan 8 $B/test_cuda --gtest_brief=1 --gtest_filter='HeadDimPlan.*'
 tstep memcheck 30 env FLASHBOX_SM90_MODS_SMALL=1 compute-sanitizer --tool memcheck --error-exitcode 9 \
-  $B/tests/sm90/test_sm90_bwd_pad_dims --gtest_brief=1 --gtest_filter='Sm90BwdPadDims.SmallCases'
+  $B/test_sm90_bwd_pad_dims --gtest_brief=1 --gtest_filter='Sm90BwdPadDims.SmallCases'
 tstep memcheck_varlen 20 compute-sanitizer --tool memcheck --error-exitcode 9 \
-  $B/tests/sm90/test_sm90_bwd_varlen --gtest_brief=1 --gtest_filter='Sm90BwdVarlen.SmallTileEdges:Sm90BwdVarlen.PaddedHeadDims'
+  $B/test_sm90_bwd_varlen --gtest_brief=1 --gtest_filter='Sm90BwdVarlen.SmallTileEdges:Sm90BwdVarlen.PaddedHeadDims'
 # Not brief: gtest flushes each test's line, so a step cut by its limit shows how far it got.
-tstep test_gpu 80 $B/tests/test_backward --gtest_filter='*Cuda*:BackwardApi.*'
+tstep test_gpu 80 $B/test_backward --gtest_filter='*Cuda*:BackwardApi.*'
 tstep compare 50 python3 bench/compare_sdpa.py $B/libflashbox.so --backward --no-naive --configs 32:16,40:16,112:16 \
   --seqlens 1024,2048,4096,8192,16384 --also-families sm80 --json "$O/compare_bwd_pad_dims.json"
-tstep ext 15 $B/tests/test_cuda --gtest_brief=1 --gtest_filter='ExtSm80.SmallCases:ExtSm80.MalformedCuSeqlensStayInBounds'
+tstep ext 15 $B/test_cuda --gtest_brief=1 --gtest_filter='ExtSm80.SmallCases:ExtSm80.MalformedCuSeqlensStayInBounds'
 # FA2's ten functions of issue 14's bar, sampled: 14 shards side by side (as bench/fa2_matrix.sh), each
 # running every function on its slice of the shuffled matrix at these head dims for an equal share of
 # the time left (the whole slice is more than such a call holds); the merge adds them up.

@@ -117,7 +117,8 @@ inline void run_case(const BwdCase &c, Worst &worst, const char *kernel_atomic =
   ASSERT_EQ(flashbox_attention_forward_ext(&a, &e), 0) << flashbox_last_error();
   const std::string fwd_kernel = flashbox_last_kernel();
   if (kernel_fwd != nullptr)
-    EXPECT_NE(fwd_kernel.find(kernel_fwd), std::string::npos) << "expected a forward named *" << kernel_fwd << "*, ran " << fwd_kernel;
+    EXPECT_NE(fwd_kernel.find(kernel_fwd), std::string::npos)
+        << "expected a forward named *" << kernel_fwd << "*, ran " << fwd_kernel;
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
   std::vector<uint8_t> first[3];
@@ -164,6 +165,48 @@ inline void run_case(const BwdCase &c, Worst &worst, const char *kernel_atomic =
   cudaFree(lse);
 }
 
+// The edge shapes every head dim's kernel runs (sm90_bwd_d192/d256/pad_dims_test.cpp small, and with
+// sm90_bwd_d96_test.cpp long), each at the head_dim given for it, named as the tables name theirs:
+// T = 1; causal T = 17 with GQA; 65 x 64 MQA; causal 64 x 130 (keys without rows) and 130 x 17 (rows
+// without keys); fp16 T = 65 GQA; a window, softcap and ALiBi per head at 65 x 65.
+struct SmallEdgeDims {
+  int64_t t1, causal_t17_gqa, mqa, keys_without_rows, rows_without_keys, fp16_gqa, mods;
+};
+inline std::string dim_suffix(int64_t d) { return " d" + std::to_string(d); }  // a case name's head_dim
+inline std::vector<BwdCase> small_edges(const SmallEdgeDims &d) {
+  return {
+      {{"T1" + dim_suffix(d.t1), 1, 1, 1, 2, 2, d.t1, 0}},
+      {{"causal T17 GQA" + dim_suffix(d.causal_t17_gqa), 2, 17, 17, 4, 2, d.causal_t17_gqa, 1}},
+      {{"65x64 MQA" + dim_suffix(d.mqa), 2, 65, 64, 4, 1, d.mqa, 0}},
+      {{"causal 64x130" + dim_suffix(d.keys_without_rows) + " (keys without rows)", 1, 64, 130, 2, 2,
+        d.keys_without_rows, 1}},
+      {{"causal 130x17" + dim_suffix(d.rows_without_keys) + " (rows without keys)", 1, 130, 17, 2, 1,
+        d.rows_without_keys, 1}},
+      {{"fp16 T65 GQA" + dim_suffix(d.fp16_gqa), 1, 65, 65, 4, 2, d.fp16_gqa, 0}, FLASHBOX_FLOAT16},
+      {{"window(16,8) softcap 3 alibi/head 65x65" + dim_suffix(d.mods), 1, 65, 65, 2, 2, d.mods, 0, 16, 8, 3.0f,
+        Alibi::head}},
+  };
+}
+
+// Long: causal T = 1000 with GQA, T = 1000, 300 x 1000 MQA, causal 1000 x 300 (batch 2).
+struct LongEdgeDims {
+  int64_t causal_gqa, plain, mqa, causal_short_keys;
+};
+inline std::vector<BwdCase> long_edges(const LongEdgeDims &d) {
+  return {
+      {{"causal T1000 GQA" + dim_suffix(d.causal_gqa), 1, 1000, 1000, 4, 2, d.causal_gqa, 1}},
+      {{"T1000" + dim_suffix(d.plain), 1, 1000, 1000, 2, 2, d.plain, 0}},
+      {{"300x1000 MQA" + dim_suffix(d.mqa), 1, 300, 1000, 2, 1, d.mqa, 0}},
+      {{"causal 1000x300" + dim_suffix(d.causal_short_keys), 2, 1000, 300, 2, 2, d.causal_short_keys, 1}},
+  };
+}
+
+// The cases of a, then b's.
+inline std::vector<BwdCase> concat(std::vector<BwdCase> a, const std::vector<BwdCase> &b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 enum class Size { small, large };
 
 // A test's case loop: skips without an sm90 GPU (and a large set under FLASHBOX_SM90_MODS_SMALL=1),
@@ -180,7 +223,8 @@ void run_cases(const std::vector<BwdCase> &cases, Size size, Run run) {
 // The same with run_case's kernel-name checks, the same for every case.
 inline void run_cases(const std::vector<BwdCase> &cases, Size size, const char *kernel_atomic = "sm90",
                       const char *kernel_det = "sm90", const char *kernel_fwd = nullptr) {
-  run_cases(cases, size, [&](const BwdCase &c, Worst &worst) { run_case(c, worst, kernel_atomic, kernel_det, kernel_fwd); });
+  run_cases(cases, size,
+            [&](const BwdCase &c, Worst &worst) { run_case(c, worst, kernel_atomic, kernel_det, kernel_fwd); });
 }
 
 }  // namespace flashbox::test::sm90_bwd

@@ -20,26 +20,23 @@ using namespace sm90_bwd;
 constexpr const char *kD192 = "cuda_flash_bwd_sm90_d192";
 constexpr const char *kSm80Det = "cuda_flash_bwd_sm80_d256_deterministic";
 
-const std::vector<BwdCase> kSmall = {
-    {"T1 d192", 1, 1, 1, 2, 2, 192, 0},
-    {"causal T17 GQA d192", 2, 17, 17, 4, 2, 192, 1},
-    {"65x64 MQA d160", 2, 65, 64, 4, 1, 160, 0},
-    {"causal 64x130 d136 (keys without rows)", 1, 64, 130, 2, 2, 136, 1},
-    {"causal 130x17 d176 (rows without keys)", 1, 130, 17, 2, 1, 176, 1},
-    {"fp16 T65 GQA d192", 1, 65, 65, 4, 2, 192, 0, -1, -1, 0.0f, Alibi::none, FLASHBOX_FLOAT16},
-    {"window(16,8) softcap 3 alibi/head 65x65 d192", 1, 65, 65, 2, 2, 192, 0, 16, 8, 3.0f, Alibi::head},
-    {"causal alibi/batch 65x130 d136", 2, 65, 130, 2, 1, 136, 1, -1, -1, 0.0f, Alibi::batch},
-};
+const std::vector<BwdCase> kSmall =
+    concat(small_edges({.t1 = 192,
+                        .causal_t17_gqa = 192,
+                        .mqa = 160,
+                        .keys_without_rows = 136,
+                        .rows_without_keys = 176,
+                        .fp16_gqa = 192,
+                        .mods = 192}),
+           {{"causal alibi/batch 65x130 d136", 2, 65, 130, 2, 1, 136, 1, -1, -1, 0.0f, Alibi::batch}});
 
-const std::vector<BwdCase> kLarge = {
-    {"causal T1000 GQA d192", 1, 1000, 1000, 4, 2, 192, 1},
-    {"T1000 d192", 1, 1000, 1000, 2, 2, 192, 0},
-    {"300x1000 MQA d176", 1, 300, 1000, 2, 1, 176, 0},
-    {"causal 1000x300 d136", 2, 1000, 300, 2, 2, 136, 1},
-    {"causal window(100,0) softcap 30 T1000 d160", 1, 1000, 1000, 2, 1, 160, 1, 100, -1, 30.0f},
-    {"window(64,32) alibi/head T1000 d192", 1, 1000, 1000, 2, 2, 192, 0, 64, 32, 0.0f, Alibi::head},
-    {"fp16 causal T1000 GQA d192", 1, 1000, 1000, 4, 2, 192, 1, -1, -1, 0.0f, Alibi::none, FLASHBOX_FLOAT16},
-};
+const std::vector<BwdCase> kLarge =
+    concat(long_edges({.causal_gqa = 192, .plain = 192, .mqa = 176, .causal_short_keys = 136}),
+           {
+               {"causal window(100,0) softcap 30 T1000 d160", 1, 1000, 1000, 2, 1, 160, 1, 100, -1, 30.0f},
+               {"window(64,32) alibi/head T1000 d192", 1, 1000, 1000, 2, 2, 192, 0, 64, 32, 0.0f, Alibi::head},
+               {"fp16 causal T1000 GQA d192", 1, 1000, 1000, 4, 2, 192, 1, -1, -1, 0.0f, Alibi::none, FLASHBOX_FLOAT16},
+           });
 
 TEST(Sm90BwdD192, SmallCases) { run_cases(kSmall, Size::small, kD192, kSm80Det); }
 

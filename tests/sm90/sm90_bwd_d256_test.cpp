@@ -20,23 +20,17 @@ using namespace sm90_bwd;
 constexpr const char *kD256 = "cuda_flash_bwd_sm90_d256";
 constexpr const char *kSm80Det = "cuda_flash_bwd_sm80_d256_deterministic";
 
-const std::vector<BwdCase> kSmall = {
-    {"T1 d256", 1, 1, 1, 2, 2, 256, 0},
-    {"causal T17 GQA d256", 2, 17, 17, 4, 2, 256, 1},
-    {"65x64 MQA d224", 2, 65, 64, 4, 1, 224, 0},
-    {"causal 64x130 d200 (keys without rows)", 1, 64, 130, 2, 2, 200, 1},
-    {"causal 130x17 d248 (rows without keys)", 1, 130, 17, 2, 1, 248, 1},
-    {"fp16 T65 GQA d256", 1, 65, 65, 4, 2, 256, 0, -1, -1, 0.0f, Alibi::none, FLASHBOX_FLOAT16},
-    {"window(16,8) softcap 3 alibi/head 65x65 d256", 1, 65, 65, 2, 2, 256, 0, 16, 8, 3.0f, Alibi::head},
-};
+const std::vector<BwdCase> kSmall = small_edges({.t1 = 256,
+                                                 .causal_t17_gqa = 256,
+                                                 .mqa = 224,
+                                                 .keys_without_rows = 200,
+                                                 .rows_without_keys = 248,
+                                                 .fp16_gqa = 256,
+                                                 .mods = 256});
 
-const std::vector<BwdCase> kLarge = {
-    {"causal T1000 GQA d256", 1, 1000, 1000, 4, 2, 256, 1},
-    {"T1000 d256", 1, 1000, 1000, 2, 2, 256, 0},
-    {"300x1000 MQA d224", 1, 300, 1000, 2, 1, 224, 0},
-    {"causal 1000x300 d200", 2, 1000, 300, 2, 2, 200, 1},
-    {"causal window(100,0) softcap 30 T1000 d224", 1, 1000, 1000, 2, 1, 224, 1, 100, -1, 30.0f},
-};
+const std::vector<BwdCase> kLarge =
+    concat(long_edges({.causal_gqa = 256, .plain = 256, .mqa = 224, .causal_short_keys = 200}),
+           {{"causal window(100,0) softcap 30 T1000 d224", 1, 1000, 1000, 2, 1, 224, 1, 100, -1, 30.0f}});
 
 TEST(Sm90BwdD256, SmallCases) { run_cases(kSmall, Size::small, kD256, kSm80Det); }
 

@@ -21,31 +21,30 @@ namespace {
 
 using namespace sm90_bwd;
 
-const std::vector<BwdCase> kSmall = {
-    {"T1 d8", 1, 1, 1, 2, 2, 8, 0},
-    {"T1 causal d120", 1, 1, 1, 2, 1, 120, 1},
-    {"causal T17 GQA d32", 2, 17, 17, 4, 2, 32, 1},
-    {"T17 d104", 1, 17, 17, 2, 2, 104, 0},
-    {"65x64 MQA d40", 2, 65, 64, 4, 1, 40, 0},
-    {"causal 64x130 d56 (keys without rows)", 1, 64, 130, 2, 2, 56, 1},
-    {"causal 130x17 d112 (rows without keys)", 1, 130, 17, 2, 1, 112, 1},
-    {"fp16 T65 GQA d40", 1, 65, 65, 4, 2, 40, 0, -1, -1, 0.0f, Alibi::none, FLASHBOX_FLOAT16},
-    {"fp16 causal 65x200 d120", 1, 65, 200, 2, 2, 120, 1, -1, -1, 0.0f, Alibi::none, FLASHBOX_FLOAT16},
-    {"causal T65 GQA d8", 1, 65, 65, 4, 1, 8, 1},
-    {"window(16,8) softcap 3 alibi/head 65x65 d32", 1, 65, 65, 2, 2, 32, 0, 16, 8, 3.0f, Alibi::head},
-};
+const std::vector<BwdCase> kSmall =
+    concat(small_edges({.t1 = 8,
+                        .causal_t17_gqa = 32,
+                        .mqa = 40,
+                        .keys_without_rows = 56,
+                        .rows_without_keys = 112,
+                        .fp16_gqa = 40,
+                        .mods = 32}),
+           {
+               {"T1 causal d120", 1, 1, 1, 2, 1, 120, 1},
+               {"T17 d104", 1, 17, 17, 2, 2, 104, 0},
+               {"fp16 causal 65x200 d120", 1, 65, 200, 2, 2, 120, 1, -1, -1, 0.0f, Alibi::none, FLASHBOX_FLOAT16},
+               {"causal T65 GQA d8", 1, 65, 65, 4, 1, 8, 1},
+           });
 
-const std::vector<BwdCase> kLarge = {
-    {"causal T1000 GQA d32", 1, 1000, 1000, 4, 2, 32, 1},
-    {"T1000 d40", 1, 1000, 1000, 2, 2, 40, 0},
-    {"300x1000 MQA d56", 1, 300, 1000, 2, 1, 56, 0},
-    {"causal 1000x300 d104", 2, 1000, 300, 2, 2, 104, 1},
-    {"causal T1000 GQA d112", 1, 1000, 1000, 4, 2, 112, 1},
-    {"T1000 d120", 1, 1000, 1000, 2, 2, 120, 0},
-    {"fp16 causal T1000 GQA d32", 1, 1000, 1000, 4, 2, 32, 1, -1, -1, 0.0f, Alibi::none, FLASHBOX_FLOAT16},
-    {"fp16 T1000 d112", 1, 1000, 1000, 2, 1, 112, 0, -1, -1, 0.0f, Alibi::none, FLASHBOX_FLOAT16},
-    {"causal T1000 d8", 1, 1000, 1000, 2, 2, 8, 1},
-};
+const std::vector<BwdCase> kLarge =
+    concat(long_edges({.causal_gqa = 32, .plain = 40, .mqa = 56, .causal_short_keys = 104}),
+           {
+               {"causal T1000 GQA d112", 1, 1000, 1000, 4, 2, 112, 1},
+               {"T1000 d120", 1, 1000, 1000, 2, 2, 120, 0},
+               {"fp16 causal T1000 GQA d32", 1, 1000, 1000, 4, 2, 32, 1, -1, -1, 0.0f, Alibi::none, FLASHBOX_FLOAT16},
+               {"fp16 T1000 d112", 1, 1000, 1000, 2, 1, 112, 0, -1, -1, 0.0f, Alibi::none, FLASHBOX_FLOAT16},
+               {"causal T1000 d8", 1, 1000, 1000, 2, 2, 8, 1},
+           });
 
 void run_padded(const BwdCase &c, Worst &worst) {
   const std::string kernel = "cuda_flash_bwd_sm90_d" + std::to_string(sm90::bwd::kernel_head_dim(c.head_dim));

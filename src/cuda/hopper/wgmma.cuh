@@ -229,9 +229,15 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uin
 
 template <int N, class T, bool TRANS_B = true>
 __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
-  static_assert(N == 64 || N == 96 || N == 128 || N == 192, "wgmma_rs: N must be 64, 96, 128 or 192");
+  static_assert(N == 32 || N == 64 || N == 96 || N == 128 || N == 192, "wgmma_rs: N must be 32, 64, 96, 128 or 192");
+  // N = 32: dV and dK of the head_dim-32 backward (flash_bwd_sm90_d32.cu).
 #define FB_RS_ARGS(TB) \
-  if constexpr (N == 64) { \
+  if constexpr (N == 32) { \
+    if constexpr (is_bf16<T>) \
+      FB_WGMMA_RS("32", FB_WGMMA_D16, FB_WGMMA_OUT16(d), "16", "17", "18", "19", "20", "21", "bf16", TB); \
+    else \
+      FB_WGMMA_RS("32", FB_WGMMA_D16, FB_WGMMA_OUT16(d), "16", "17", "18", "19", "20", "21", "f16", TB); \
+  } else if constexpr (N == 64) { \
     if constexpr (is_bf16<T>) \
       FB_WGMMA_RS("64", FB_WGMMA_D32, FB_WGMMA_OUT32(d), "32", "33", "34", "35", "36", "37", "bf16", TB); \
     else \

@@ -3,38 +3,58 @@
 // Host-only, so the route is tested without a device (tests/backward/cuda_backward_test.cpp,
 // CudaBackward.HopperRouteChoice).
 //
-// Every multiple of 8 up to 256 runs on the smallest instantiation at least as wide (64, 96, 128,
+// Every multiple of 8 up to 256 runs on the smallest instantiation at least as wide (32, 64, 96, 128,
 // 192, 256): the TMA maps' innermost dimension is the call's head_dim, so the loads fill the columns
 // past it with zeros (S and dP unchanged; dV, dK, dQ there come out 0), the dK/dV stores
-// (store_rows) and the dQ converts stop at head_dim. No kernel of its own below 64 or between 96 and
-// 128 (branch paddims, 2026-12-01): head dims 8..56 do d64's work and 104..120 d128's. Measured
-// (B4 H16 causal, T 1024..16384): 2.4-2.9x the sm80 route they took before (its d64 / d128 kernels
-// padded the same way), 0.89-1.06 of cuDNN's time at d32, 0.93-0.99 at d40, 1.03-1.08 at d112
-// (bench/NOTES.md, sm90 backward, "head dims 8..56 and 104..120"). A d32 configuration could save
-// up to about half of d32's padded tensor work; not built (2 to 4 more kernels in CI).
+// (store_rows) and the dQ converts stop at head_dim. No kernel of its own between 32 and 64 or
+// between 96 and 128 (branch paddims, 2026-12-01): head dims 40..56 do d64's work and 104..120
+// d128's. Measured (B4 H16 causal, T 1024..16384): 2.4-2.9x the sm80 route they took before (its
+// d64 / d128 kernels padded the same way), 0.93-0.99 of cuDNN's time at d40, 1.03-1.08 at d112
+// (bench/NOTES.md, sm90 backward, "head dims 8..56 and 104..120"). Head dims 8..32 have the d32
+// kernel (branch d32bwd, 2026-12-01: half the padded tensor work of S, dP, dV, dK; NOTES "a head_dim
+// 32 backward"), except deterministic bf16 calls with GQA groups > 1 (plan_kernel_d).
 #pragma once
 #include <cstdint>
+
+#include "cuda/backward/sm90/det_walk.hpp"
 
 namespace flashbox::sm90::bwd {
 
 // The instantiation that runs head_dim (0: none, a head_dim that is not a multiple of 8 in 8..256).
 constexpr int kernel_head_dim(int64_t head_dim) {
   if (head_dim < 8 || head_dim > 256 || head_dim % 8 != 0) return 0;
+  if (head_dim <= 32) return 32;
   if (head_dim <= 64) return 64;
   if (head_dim <= 96) return 96;
   if (head_dim <= 128) return 128;
   return head_dim <= 192 ? 192 : 256;
 }
 
-// The dQ accumulator's row width (floats) of an instantiation: its head_dim, 128 for 96 (BwdConfig::DQ_LD:
-// two 64-column chunks, the d128 layout, which the prepare and convert kernels read). The convert
-// kernels (fixed length and varlen) read rows of this width and write head_dim columns of them.
-constexpr int accum_d_for(int kernel_d) { return kernel_d == 96 ? 128 : kernel_d; }
+// The dQ accumulator's row width (floats) of an instantiation: its head_dim, 128 for 96 and 64 for 32
+// (BwdConfig::DQ_LD: whole 64-column chunks, the d128 and d64 layouts, which the prepare and convert
+// kernels read). The convert kernels (fixed length and varlen) read rows of this width and write
+// head_dim columns of them.
+constexpr int accum_d_for(int kernel_d) { return kernel_d == 96 ? 128 : kernel_d == 32 ? 64 : kernel_d; }
+
+// The instantiation a call runs: kernel_head_dim, but deterministic calls that the d64 kernel runs in
+// v10's order (det_walk.hpp: bf16, fixed length, GQA groups > 1) stay on d64 at head dims 8..32. The
+// d32 kernel has v9's order only (no QDESC instantiation: two more kernels in CI). v9's order is
+// correct everywhere but slowest with GQA (each CTA walks the group's heads and its shortest-first
+// dispatch leaves the long CTAs for the end: det/non-det 0.68 at D128 GQA 32/8 against 0.88-0.98 in
+// v10's order, NOTES v10 and v18), which eats the d32 kernel's gain (predicted 0.6-0.7 of the padded
+// time: 0.65 / 0.68 against 1 / 0.98) and was not measured on it; so those calls keep the measured
+// padded path. Without GQA d64 runs v9's order too (0.85-0.94 of non-deterministic), so there the d32
+// kernel runs it with nothing lost.
+constexpr int plan_kernel_d(int64_t head_dim, bool deterministic, bool bf16, bool varlen, int64_t group) {
+  const int kd = kernel_head_dim(head_dim);
+  if (kd == 32 && deterministic && uses_qdesc_walk(64, bf16, varlen, group)) return 64;
+  return kd;
+}
 
 // Why the plan declines a call before it looks at the layout or the device (nullptr: it does not):
 // a head_dim no instantiation serves, variable-length batches on the d192 and d256 instantiations
 // (no varlen path in their SPLIT_D layout), deterministic mode on them (their dQ adds are unordered
-// register adds). Varlen runs on d64, d96 and d128: the same run-time fields, and the varlen dQ
+// register adds). Varlen runs on d32, d64, d96 and d128: the same run-time fields, and the varlen dQ
 // convert reads rows of accum_d_for(kernel_d) floats (until branch paddims rows of head_dim floats,
 // which held only at 64 and 128).
 constexpr const char *route_decline(int kernel_d, bool varlen, bool deterministic) {

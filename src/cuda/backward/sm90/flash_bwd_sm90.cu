@@ -6,7 +6,7 @@
 //               rows (>= seqlen_q, up to a whole query tile) get D = 0 and LSE = +inf, so P = 0.
 //               It also zeroes the row's share of the dQ accumulator (kernel_d floats of the flat
 //               buffer: the instantiation's row width, accum_d_for in bwd_route.hpp, e.g. 64 for head
-//               dims 8..64, 128 for 72..128, 192 for 136..192) and of the deterministic mode's
+//               dims 8..64 (the d32 and d64 kernels), 128 for 72..128, 192 for 136..192) and of the deterministic mode's
 //               semaphores (one int per row while any are left): no separate memset launch.
 //   convert_dq: dq = scale · dq_accum, read in the main kernel's fragment order (see
 //               flash_bwd_sm90_kernel.cuh), written in the dtype through the caller's strides.
@@ -14,7 +14,7 @@
 //               FLASHBOX_SM90_BWD_EARLY_CONVERT=0: convert_dq_early_kernel, which converts each query
 //               block as soon as its adds completed (per-block counters, branch convq), while the
 //               main kernel still runs; else (varlen, head_dim > 128) after the main grid completed.
-// Variable-length batches (cu_seqlens; the d64, d96 and d128 instantiations, head dims 8..128): the
+// Variable-length batches (cu_seqlens; the d32, d64, d96 and d128 instantiations, head dims 8..128): the
 // same kernels over the packed layout. prepare sees the packed query tokens as one batch entry
 // ([heads_q, total_q + batch * BM] rows: the tokens, then padding rows, so that a sequence's last
 // query block never reads past the vectors, and room for the accumulator's per-sequence offsets);
@@ -348,7 +348,7 @@ __global__ void convert_dq_varlen_kernel(const ConvertVarlenArgs a) {
 
 // The instantiation's query and key block sizes (which instantiation serves a head_dim, and its
 // accumulator's row width: bwd_route.hpp, kernel_head_dim and accum_d_for).
-int block_m_for(int kd) { return kd == 64 ? 128 : 64; }
+int block_m_for(int kd) { return kd == 64 || kd == 32 ? 128 : 64; }
 int block_n_for(int kd) { return kd > 128 ? 64 : 128; }
 
 // The current device's SM count (132 where it cannot be read).
@@ -486,6 +486,7 @@ int run(const Launch &l) {
   // FLASHBOX_SM90_BWD_PDL=0.
   const bool pdl = pdl_enabled();
   e = l.qdesc       ? launch_bwd_qdesc(l.kd, p, l.grid, stream, pdl)
+      : l.kd == 32  ? launch_bwd_d32(l.bf16, p, l.grid, stream, pdl)
       : l.kd == 64  ? launch_bwd_d64(l.bf16, p, l.grid, stream, pdl)
       : l.kd == 96  ? launch_bwd_d96(l.bf16, p, l.grid, stream, pdl)
       : l.kd == 128 ? launch_bwd_d128(l.bf16, p, l.grid, stream, pdl)
@@ -527,11 +528,12 @@ namespace flashbox::detail {
 
 // Declines (the caller falls back to the sm80 family) where this path does not apply (bwd_route.hpp,
 // route_decline): a head_dim that is not a multiple of 8 up to 256 (each one runs on the smallest
-// instantiation at least as wide: 64 for 8..64, 96 for 72..96, 128 for 104..128, 192 for 136..192,
-// 256 above; all read zeros past head_dim and store only head_dim columns), variable-length batches
+// instantiation at least as wide: 32 for 8..32, 64 for 40..64, 96 for 72..96, 128 for 104..128, 192 for
+// 136..192, 256 above; all read zeros past head_dim and store only head_dim columns; deterministic
+// bf16 GQA calls at 8..32 stay on 64, bwd_route.hpp plan_kernel_d), variable-length batches
 // and deterministic mode above 128; then not an sm_90 device, a layout the TMA
 // cannot describe, a grid too large, a variable-length batch of 0 query or key tokens in all.
-// Variable-length batches up to head_dim 128 run on the d64, d96 and d128 instantiations (header of
+// Variable-length batches up to head_dim 128 run on the d32, d64, d96 and d128 instantiations (header of
 // this file). Sliding windows, softcap and ALiBi are run-time fields of
 // the same kernels (flash_bwd_sm90_kernel.cuh). Deterministic mode orders the dQ adds with semaphores
 // behind the dQ accumulator (the d192 and d256 kernels add from registers, unordered), in v9's order
@@ -542,7 +544,7 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   using sm90::TensorView;
   const Problem &a = g.fwd;
   const bool varlen = a.varlen();
-  const int kd = kernel_head_dim(a.head_dim);
+  const int kd = plan_kernel_d(a.head_dim, g.deterministic, a.dtype == FLASHBOX_BFLOAT16, varlen, a.group);
   if (const char *reason = route_decline(kd, varlen, g.deterministic))
     return PlanResult::no(std::string(reason) + " (got head_dim " + std::to_string(a.head_dim) + ")");
   if (varlen && (a.seqlen_q == 0 || a.seqlen_k == 0))
@@ -617,7 +619,7 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   std::memset(&l.p, 0, sizeof l.p);
   BwdSm90Params &p = l.p;
   const CUtensorMapDataType type = l.bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  const int box_cols = kd == 96 ? 32 : 64;  // the d96 tiles: 32-column panels, 64B swizzle
+  const int box_cols = kd == 96 || kd == 32 ? 32 : 64;  // the d96 and d32 tiles: 32-column panels, 64B swizzle
   if (!sm90::encode_map(&p.tm_q, &p.ord_q, type, q, a.head_dim, bm, box_cols) ||
       !sm90::encode_map(&p.tm_do, &p.ord_do, type, dout, a.head_dim, bm, box_cols) ||
       !sm90::encode_map(&p.tm_k, &p.ord_k, type, k, a.head_dim, bn, box_cols) ||

@@ -242,6 +242,28 @@
 // batches run it as they run d64 and d128 (branch paddims: the varlen convert reads accumulator rows of
 // DQ_LD floats and writes head_dim columns; before, it read rows of head_dim floats and the plan gave
 // varlen 72..96 to sm80).
+//
+// Head dimension 32 (branch d32bwd, 2026-12-01; the layout of 64, BM = 128 queries per step, BN = 128
+// keys). Until then head dims 8..56 ran the d64 kernel on zero columns (branch paddims), so d32 paid
+// d64's products. Here every tile is one 32-column panel of 64-byte rows, 64B swizzle, as at 96 (a
+// 32-column row is half a 128B swizzle atom, and Q, dO, K are N-major operands too). S^T and dP^T
+// are 2 k-steps each (K-major, 32 B apart in the row); dV and dK are m64n32 products from registers
+// (wgmma_rs<32>), 16 accumulator floats each per thread. dQ_i stays the d64 layout: two 64 x 64
+// chunks, consumer w's the query panel w over K's columns 0..63, of which 32..63 are the TMA's zeros
+// (K is two panels, KL = 64, the second box wholly past head_dim), in an accumulator of DQ_LD = 64
+// floats (the d64 prepare and convert kernels). A 64 x 32 chunk would save a sixth of the step's
+// tensor work but needs a new accumulator layout in both convert kernels (not done). Tensor work per
+// step, in units of 2 · 128 · 128 · 32: S^T 1, dP^T 1, dV 1, dK 1, dQ 2 (padded) = 6, where d64
+// padded does 10; exp2 of the 128 x 128 scores is the same 16384 per step (MUFU: 1024 clk per SM at
+// 16/clk), so the step is bound near max(tensor 6 · 256 = 1536, MUFU 1024) clk, 0.6 of the padded
+// step's 2560 (bench/NOTES.md, sm90 backward, "a head_dim 32 backward"). Why not a larger tile:
+// BM = 256 would put S^T and dP^T at 128 floats each per thread (256 > 240 registers); BN = 192 needs
+// a third consumer warpgroup (65536 / 512 = 128 registers a thread, less than S^T, dP^T and their
+// fragments). The shorter steps get a third Q/dO stage instead (STAGES = 3, 16 KB each). Registers
+// per consumer thread: dV 16 + dK 16 + S^T 64 + dP^T 64 + their packed halves 32 + 32 + dQ 32 (d64:
+// dV and dK 32 each). Shared memory: K 16 KB + V 8 KB + Q, dO rings 3 x 2 x 8 KB + dS^T 2 x 32 KB +
+// dQ staging 32 KB + vectors 2 KB = 170 KB. Head dims 8..24 run it too (zeros past head_dim, the
+// stores stop there); 40..56 stay on d64 (bwd_route.hpp).
 #pragma once
 #include <cuda.h>
 
@@ -311,13 +333,19 @@ struct BwdConfig {
   // owns all of dV and consumer 1 all of dK (COLS = 192 of one gradient each).
   static constexpr bool SPLIT_D = D >= 192;
   static constexpr bool ONE_GRAD = D == 192;
-  // Q/dO ring depth: 3 at 192, where the rows are 3/4 of 256's and the third stage fits (header).
-  static constexpr int STAGES = ONE_GRAD ? 3 : 2;
+  // Q/dO ring depth: 3 at 192, where the rows are 3/4 of 256's and the third stage fits (header), and
+  // at 32, whose steps are about 0.6 of d64's and whose stages are 16 KB (the file header's "Head
+  // dimension 32": a load gets two steps to land).
+  static constexpr int STAGES = ONE_GRAD || D == 32 ? 3 : 2;
   static constexpr int BN = SPLIT_D ? 64 : 128, COLS = SPLIT_D && !ONE_GRAD ? D / NWG : D;
   static constexpr int THREADS = 128 * (NWG + 1);
-  // Tile rows: 64-column panels of 128-byte rows (128B swizzle), or at D = 96 (the file header's
-  // "Head dimension 96") 32-column panels of 64-byte rows (64B swizzle, layout type 2); KPP k16 steps
-  // per panel.
+  // The consumer warpgroups' register count (setmaxnreg.inc): 240, or 208 at D = 32, where ptxas spilled
+  // 4-48 B at 240, 232, 224, 216 and 200 (an allocation artefact: its live state is well below 192, at
+  // which it spills nothing either) and 0 at 208.
+  static constexpr int CONSUMER_REGS = D == 32 ? 208 : 240;
+  // Tile rows: 64-column panels of 128-byte rows (128B swizzle), or at D = 96 and 32 (the file header's
+  // "Head dimension 96" and "Head dimension 32") 32-column panels of 64-byte rows (64B swizzle, layout
+  // type 2); KPP k16 steps per panel.
   static constexpr int PCOLS = D % 64 == 0 ? 64 : 32, PANELS = D / PCOLS, ROW = 2 * PCOLS, KPP = PCOLS / 16;
   static constexpr uint32_t LAYOUT = PCOLS == 64 ? 1 : 2;
   // dQ_i (BM x D) is cut into 64 x 64 chunks: chunk c covers query panel c / ND and head_dim panel
@@ -327,12 +355,14 @@ struct BwdConfig {
   // D = 96: two chunks of 64 columns, the second over K's columns 64..127, of which 96..127 are the
   // TMA's zeros (K is four 32-column panels, KL = 128: the last box wholly past head_dim), in an
   // accumulator of DQ_LD = 128 columns (the d128 layout, so the convert kernels are the d128 ones).
+  // D = 32 the same way: one chunk of 64 columns over K's two panels, the second wholly past head_dim
+  // (KL = 64), in an accumulator of DQ_LD = 64 columns (the d64 layout and convert kernels).
   static constexpr int NQ = BM / 64, ND = (D + 63) / 64, DQ_LD = 64 * ND, KL = DQ_LD;
   static_assert(ONE_GRAD  ? (NQ == 1 && ND == 3 && NWG == 2)
                 : SPLIT_D ? (NQ == 1 && ND == 2 * NWG)
                           : NQ * ND == NWG,
                 "dQ chunks per consumer warpgroup");
-  // K holds KL columns (D, or 128 at D = 96), V, Q and dO D.
+  // K holds KL columns (D, or 128 at D = 96, 64 at D = 32), V, Q and dO D.
   static constexpr int K_BYTES = BN * KL * 2, KV_BYTES = BN * D * 2, Q_BYTES = BM * D * 2, DS_BYTES = BN * BM * 2;
   static constexpr int QW = SPLIT_D ? BM / NWG : BM;       // queries of S^T, dP^T per consumer
   static constexpr int PT_BYTES = SPLIT_D ? DS_BYTES : 0;  // SPLIT_D: P^T, exchanged like dS^T
@@ -344,7 +374,8 @@ struct BwdConfig {
   static constexpr int NUM_BARS = 1 + 2 * STAGES;
   static constexpr int TILE_OFF = BAR_OFF + NUM_BARS * 8;              // the CTA's tile (TileRef), 9 ints
   static constexpr int SMEM_BYTES = TILE_OFF + 48 + 1024;  // + slack to align the base to 1024
-  static_assert(D == 64 || D == 96 || D == 128 || D == 192 || D == 256, "head_dim 64, 96, 128, 192 or 256");
+  static_assert(D == 32 || D == 64 || D == 96 || D == 128 || D == 192 || D == 256,
+                "head_dim 32, 64, 96, 128, 192 or 256");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
   static_assert(!(QDESC && SPLIT_D), "the d192 and d256 configurations have no deterministic mode");
   static_assert(!(DQLAG && SPLIT_D), "DQLAG is a schedule of the BN = 128 layout");
@@ -1123,7 +1154,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const _
       bwd_dq_writer<Cfg>(p, smem, tile);
     }
   } else {
-    setmaxnreg_inc<240>();
+    setmaxnreg_inc<Cfg::CONSUMER_REGS>();
     bwd_consumer<Cfg>(p, smem, kv_full, full, empty, tile, wg - 1);
   }
   // The producer thread and the idle threads of warpgroup 0 did not wait: no thread of this grid

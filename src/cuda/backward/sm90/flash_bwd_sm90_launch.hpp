@@ -1,6 +1,6 @@
 // The Hopper backward's launch of one compile-time configuration (plan_sm90_backward in
 // flash_bwd_sm90.cu calls it). The kernel instantiations are split by head_dim
-// (flash_bwd_sm90_d64.cu, _d96.cu, _d128.cu, _d192.cu, _d256.cu, and _qdesc.cu: the deterministic-only bf16
+// (flash_bwd_sm90_d32.cu, _d64.cu, _d96.cu, _d128.cu, _d192.cu, _d256.cu, and _qdesc.cu: the deterministic-only bf16
 // d64/d128 instantiations with v10's order, det_walk.hpp) so they build in parallel. pdl: launch with
 // programmatic stream serialization (the kernel waits for the prepare kernel itself).
 #pragma once
@@ -10,6 +10,7 @@ namespace flashbox::sm90::bwd {
 
 struct BwdSm90Params;
 
+cudaError_t launch_bwd_d32(bool bf16, const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl);
 cudaError_t launch_bwd_d64(bool bf16, const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl);
 cudaError_t launch_bwd_d96(bool bf16, const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl);
 cudaError_t launch_bwd_d128(bool bf16, const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl);

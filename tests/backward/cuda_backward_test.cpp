@@ -349,9 +349,10 @@ TEST(CudaBackward, DeterministicOrderChoice) {
 }
 
 // The Hopper backward's route (no device needed, bwd_route.hpp): every multiple of 8 in 8..256 on the
-// smallest instantiation at least as wide (8..64 on d64, 72..96 on d96, 104..128 on d128, 136..192 on
-// d192, 200..256 on d256), nothing else; accumulator rows of the instantiation's width (d96's: 128);
-// varlen and deterministic mode up to 128 (d64, d96, d128); and the deterministic order of a padded
+// smallest instantiation at least as wide (8..32 on d32, 40..64 on d64, 72..96 on d96, 104..128 on
+// d128, 136..192 on d192, 200..256 on d256), nothing else; accumulator rows of whole 64-column chunks
+// (d32's: 64, d96's: 128); deterministic bf16 GQA at 8..32 on d64 (plan_kernel_d, its v10 order);
+// varlen and deterministic mode up to 128 (d32, d64, d96, d128); and the deterministic order of a padded
 // head_dim is its instantiation's (uses_qdesc_walk takes kernel_d: a head_dim of 40 with GQA runs
 // d64's v10 order, one of 112 d128's).
 TEST(CudaBackward, HopperRouteChoice) {
@@ -360,7 +361,7 @@ TEST(CudaBackward, HopperRouteChoice) {
     SCOPED_TRACE("head_dim " + std::to_string(d));
     const bool ok = d >= 8 && d <= 256 && d % 8 == 0;
     int want = 0;
-    if (ok) want = d <= 64 ? 64 : d <= 96 ? 96 : d <= 128 ? 128 : d <= 192 ? 192 : 256;
+    if (ok) want = d <= 32 ? 32 : d <= 64 ? 64 : d <= 96 ? 96 : d <= 128 ? 128 : d <= 192 ? 192 : 256;
     const int kd = kernel_head_dim(d);
     ASSERT_EQ(kd, want);
     if (!ok) {
@@ -373,9 +374,22 @@ TEST(CudaBackward, HopperRouteChoice) {
     EXPECT_EQ(route_decline(kd, true, false) == nullptr, d <= 128);
     EXPECT_EQ(route_decline(kd, false, true) == nullptr, d <= 128);
     EXPECT_EQ(route_decline(kd, true, true) == nullptr, d <= 128);
+    // plan_kernel_d: the instantiation, but d64 for deterministic bf16 fixed-length GQA at 8..32.
+    for (int det : {0, 1})
+      for (int bf16 : {0, 1})
+        for (int varlen : {0, 1})
+          for (int64_t group : {1, 4}) {
+            const bool to64 = kd == 32 && det && bf16 && !varlen && group > 1;
+            EXPECT_EQ(plan_kernel_d(d, det, bf16, varlen, group), to64 ? 64 : kd)
+                << det << bf16 << varlen << group;
+          }
   }
-  // The head dims this route added (branch paddims): sm90 where sm80 ran before.
-  for (int64_t d : {8, 16, 32, 40, 48, 56}) EXPECT_EQ(kernel_head_dim(d), 64) << d;
+  // The head dims the route added (branch paddims; 8..32 on d32 since branch d32bwd): sm90 where sm80
+  // ran before.
+  for (int64_t d : {8, 16, 24, 32}) EXPECT_EQ(kernel_head_dim(d), 32) << d;
+  for (int64_t d : {40, 48, 56}) EXPECT_EQ(kernel_head_dim(d), 64) << d;
+  EXPECT_FALSE(uses_qdesc_walk(kernel_head_dim(32), true, false, 4));
+  EXPECT_EQ(accum_d_for(32), 64);
   for (int64_t d : {104, 112, 120}) EXPECT_EQ(kernel_head_dim(d), 128) << d;
   EXPECT_EQ(accum_d_for(96), 128);
   EXPECT_EQ(accum_d_for(64), 64);

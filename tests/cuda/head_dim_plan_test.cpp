@@ -3,8 +3,9 @@
 // multiple of 8 up to 256 (d64 / d128 / d256 instantiations), nothing above; so does the sm90
 // forward (d64 / d96 / d128 / d192 / d256), except softcap, ALiBi and varlen above 128, which it declines
 // to sm80; the sm90 backward takes every multiple of 8 up to 256 on the next instantiation up too
-// (d64 for 8..64, d96 for 72..96, d128 for 104..128, d192 for 136..192, d256 above; branch paddims
-// added 8..56 and 104..120, and varlen at 72..96), neither deterministic nor varlen above 128.
+// (d32 for 8..32, d64 for 40..64, d96 for 72..96, d128 for 104..128, d192 for 136..192, d256 above;
+// branch paddims added 8..56 and 104..120, and varlen at 72..96; branch d32bwd the d32 kernel, with
+// deterministic bf16 GQA at 8..32 left on d64), neither deterministic nor varlen above 128.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -232,12 +233,15 @@ TEST(HeadDimPlan, Sm90BackwardServesAbove128WithTheD192AndD256Kernels) {
 // head_dim, both dQ modes (deterministic: v10's order, "_qdesc", for bf16 at d128 and at d64 with
 // GQA, here group 2: det_walk.hpp; else bf16 d128 the DQLAG schedule, "_dqlag"), the dQ accumulator
 // of the instantiation's width, and varlen.
-TEST(HeadDimPlan, Sm90BackwardServesBelow64And104To120WithTheD64AndD128Kernels) {
+// PlanCase is bf16 with GQA 4/2: the deterministic runs at 8..32 stay on d64 in v10's order
+// (bwd_route.hpp, plan_kernel_d), the atomic ones run d32 there; the d32 accumulator is 64 floats wide.
+TEST(HeadDimPlan, Sm90BackwardServesBelow64And104To120WithTheD32D64AndD128Kernels) {
   const bool hopper = sm90::sm90_unavailable_reason() == nullptr;
-  for (int64_t d : {8, 16, 32, 40, 48, 56, 104, 112, 120}) {
+  for (int64_t d : {8, 16, 24, 32, 40, 48, 56, 104, 112, 120}) {
     const PlanCase c(d);
-    const int64_t kd = d <= 64 ? 64 : 128, bm = kd == 64 ? 128 : 64;
     for (int det : {0, 1}) {
+      const int64_t kd = d <= 32 && !det ? 32 : d <= 64 ? 64 : 128, bm = kd <= 64 ? 128 : 64;
+      const int64_t accum_d = kd == 32 ? 64 : kd;
       const detail::PlanResult r = detail::plan_sm90_backward(c.grad(det), /*size_only=*/true);
       EXPECT_EQ(r.code, 0) << "d" << d;
       if (!hopper) {
@@ -256,9 +260,17 @@ TEST(HeadDimPlan, Sm90BackwardServesBelow64And104To120WithTheD64AndD128Kernels) 
       // semaphore per (batch, query head, query block, consumer).
       const int64_t rows = c.a.batch * c.a.heads_q * bm, sems = det ? c.a.batch * c.a.heads_q * 2 * 4 : 0;
       EXPECT_EQ(r.plan->workspace_bytes,
-                rows * 8 + rows * kd * 4 + sems + early_convert_bytes(c.a.batch * c.a.heads_q, det))
+                rows * 8 + rows * accum_d * 4 + sems + early_convert_bytes(c.a.batch * c.a.heads_q, det))
           << "d" << d;
     }
+    if (hopper && d <= 32) {  // one query head per kv head: the d32 kernel in v9's order
+      PlanCase m(d);
+      m.a.heads_q = 2;  // 2 / 2 (the strides of 4 query heads stay valid)
+      const detail::PlanResult r = detail::plan_sm90_backward(m.grad(1), /*size_only=*/true);
+      ASSERT_TRUE(r.plan.has_value()) << "d" << d << ": " << r.why_not;
+      EXPECT_EQ(r.plan->kernel, "cuda_flash_bwd_sm90_d32_deterministic") << "d" << d;
+    }
+    const int64_t kd = d <= 32 ? 32 : d <= 64 ? 64 : 128;
     static int32_t cu[2] = {0, 64};
     detail::GradProblem vg = c.grad(0);
     vg.fwd.cu_seqlens_q = vg.fwd.cu_seqlens_k = cu, vg.fwd.max_seqlen_q = vg.fwd.max_seqlen_k = 64;

@@ -190,12 +190,12 @@ TEST_F(Sm90BwdVarlen, SmallWindowsSoftcapAlibi) {
 }
 
 // Head dims below the instantiation's (zeros past head_dim; the varlen dQ convert reads accumulator
-// rows of the instantiation's width and writes head_dim columns), and the d96 instantiation, whose
-// rows are 128 floats (72, 80, 96): lengths with 0 and 1 and the tile edges, causal and not, GQA and
+// rows of the instantiation's width and writes head_dim columns), the d32 instantiation, whose rows
+// are 64 floats (8..32), and the d96 one, whose rows are 128 floats (72, 80, 96): lengths with 0 and 1 and the tile edges, causal and not, GQA and
 // MQA, seqlen_q != seqlen_k, fp16 (small: compute-sanitizer runs these).
 TEST_F(Sm90BwdVarlen, PaddedHeadDims) {
   const std::vector<int> lens{63, 0, 1, 65, 129, 17};
-  for (int64_t d : {8, 32, 40, 56, 72, 80, 96, 104, 112, 120}) {
+  for (int64_t d : {8, 16, 24, 32, 40, 56, 72, 80, 96, 104, 112, 120}) {
     Case c = mk(lens, lens, d, int(d % 16 == 8));
     check(c);
   }

@@ -11,8 +11,9 @@
 // d128's. Measured (B4 H16 causal, T 1024..16384): 2.4-2.9x the sm80 route they took before (its
 // d64 / d128 kernels padded the same way), 0.93-0.99 of cuDNN's time at d40, 1.03-1.08 at d112
 // (bench/NOTES.md, sm90 backward, "head dims 8..56 and 104..120"). Head dims 8..32 have the d32
-// kernel (branch d32bwd, 2026-12-01: half the padded tensor work of S, dP, dV, dK; NOTES "a head_dim
-// 32 backward"), except deterministic bf16 calls with GQA groups > 1 (plan_kernel_d).
+// kernel (branch d32bwd, 2026-12-01: half the padded tensor work of S, dP, dV, dK; measured 0.92-0.95
+// of the padded route's time at d32, 0.85-0.96 of cuDNN's causal; NOTES "a head_dim 32 backward"),
+// except deterministic bf16 calls with GQA groups > 1 (plan_kernel_d).
 #pragma once
 #include <cstdint>
 
@@ -41,9 +42,9 @@ constexpr int accum_d_for(int kernel_d) { return kernel_d == 96 ? 128 : kernel_d
 // d32 kernel has v9's order only (no QDESC instantiation: two more kernels in CI). v9's order is
 // correct everywhere but slowest with GQA (each CTA walks the group's heads and its shortest-first
 // dispatch leaves the long CTAs for the end: det/non-det 0.68 at D128 GQA 32/8 against 0.88-0.98 in
-// v10's order, NOTES v10 and v18), which eats the d32 kernel's gain (predicted 0.6-0.7 of the padded
-// time: 0.65 / 0.68 against 1 / 0.98) and was not measured on it; so those calls keep the measured
-// padded path. Without GQA d64 runs v9's order too (0.85-0.94 of non-deterministic), so there the d32
+// v10's order, NOTES v10 and v18), far more than the d32 kernel saves (measured 0.92-0.95 of the
+// padded time: 0.92 / 0.68 against 1 / 0.98 by those ratios; the d32 kernel's deterministic speed was
+// not measured); so those calls keep the measured padded path. Without GQA d64 runs v9's order too (0.85-0.94 of non-deterministic), so there the d32
 // kernel runs it with nothing lost.
 constexpr int plan_kernel_d(int64_t head_dim, bool deterministic, bool bf16, bool varlen, int64_t group) {
   const int kd = kernel_head_dim(head_dim);

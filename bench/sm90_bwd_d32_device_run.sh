@@ -14,47 +14,31 @@
 #   compare_fp16 compare_sdpa.py --backward --dtype fp16 at d32 (the time left)
 # Every step has its own limit, cut to what is left of SECONDS (default 140) in all.
 #
-# Packing, on the CPU machine (builds BUILD, default build-cuda; OLD: main's libflashbox.so):
+# Packing, on the CPU machine (bench/pack_final.sh: builds BUILD, default build-cuda; OLD_LIB: the A/B
+# baseline, main's libflashbox.so):
 #   cd /work/wt/d32bwd && rm -rf /work/main/.carry/d32bwd && mkdir -p /work/main/.carry/d32bwd/src && \
 #     git archive HEAD | tar -x -C /work/main/.carry/d32bwd/src && \
-#     OLD=/work/main/build/libflashbox.so bash bench/sm90_bwd_d32_device_run.sh --pack \
+#     OLD_LIB=/work/main/build/libflashbox.so bash bench/sm90_bwd_d32_device_run.sh --pack \
 #       /work/main/.carry/d32bwd/d32bwd.tar.gz build-cuda
 # Device call:
 #   run(command="cd .carry/d32bwd/src && bash bench/sm90_bwd_d32_device_run.sh ../d32bwd.tar.gz 140",
 #       carry=[".carry/d32bwd"], timeout_s=150)
 #   bash bench/sm90_bwd_d32_device_run.sh TARBALL [SECONDS] [STEP,STEP,...]
+# (The measured run, bench/results/2026-12-01_sm90_bwd_d32/run.log, used this script as of 4f6b6cd,
+# before main's device scripts moved to pack_final.sh and device_steps.sh's tstep: the same steps.)
 set -u
-tests="tests/test_backward tests/test_cuda tests/sm90/test_sm90_bwd_pad_dims tests/sm90/test_sm90_bwd_varlen"
-if [ "${1:-}" = "--pack" ]; then
-  out=$2 build=${3:-build-cuda}
-  nice ninja -C "$build" -j2 libflashbox.so $(for t in $tests; do basename $t; done) || exit 1
-  P=$(mktemp -d); mkdir -p $P/lib $P/tests/sm90
-  cp "$build/libflashbox.so" $P/ || exit 1
-  for t in $tests; do cp "$build/$t" $P/$t || exit 1; done
-  for l in libgomp.so.1 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do cp -L /lib/x86_64-linux-gnu/$l $P/lib/; done
-  if [ -n "${OLD:-}" ]; then mkdir -p $P/old && cp "$OLD" $P/old/libflashbox.so; fi
-  mkdir -p "$(dirname "$out")" && tar -czf "$out" -C $P . && rm -rf $P && ls -la "$out"
-  exit 0
-fi
+tests="test_backward test_cuda test_sm90_bwd_pad_dims test_sm90_bwd_varlen"
+[ "${1:-}" = "--pack" ] && exec bash "$(dirname "$0")/pack_final.sh" "$2" "${3:-build-cuda}" $tests
 . "$(dirname "$0")/device_steps.sh" "$1" d32bwd "${3:-all}"
-export OMP_NUM_THREADS=16 PATH=/usr/local/cuda/bin:$PATH
-DEADLINE=$(( $(date +%s) + ${2:-140} ))
-tstep() {  # tstep NAME LIMIT CMD...: step NAME under at most LIMIT seconds and what is left of the call's
-  local name=$1 limit=$2; shift 2
-  local left=$(( DEADLINE - $(date +%s) - 2 ))
-  (( left < limit )) && limit=$left
-  if (( limit < 5 )); then echo "== $name skipped (no time left)" | tee -a "$log"; return 0; fi
-  step "$name" timeout $limit "$@"
-}
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader | tee -a "$log"
-tstep pad_dims 25 $B/tests/sm90/test_sm90_bwd_pad_dims
-tstep varlen 20 $B/tests/sm90/test_sm90_bwd_varlen --gtest_brief=1
-tstep plan 8 $B/tests/test_cuda --gtest_brief=1 --gtest_filter='HeadDimPlan.*'
-tstep route 5 $B/tests/test_backward --gtest_brief=1 --gtest_filter='CudaBackward.HopperRouteChoice'
+begin_call ${2:-140}
+tstep pad_dims 25 $B/test_sm90_bwd_pad_dims
+tstep varlen 20 $B/test_sm90_bwd_varlen --gtest_brief=1
+tstep plan 8 $B/test_cuda --gtest_brief=1 --gtest_filter='HeadDimPlan.*'
+tstep route 5 $B/test_backward --gtest_brief=1 --gtest_filter='CudaBackward.HopperRouteChoice'
 tstep memcheck 20 env FLASHBOX_SM90_MODS_SMALL=1 compute-sanitizer --tool memcheck --error-exitcode 9 \
-  $B/tests/sm90/test_sm90_bwd_pad_dims --gtest_brief=1 --gtest_filter='Sm90BwdPadDims.SmallCases'
+  $B/test_sm90_bwd_pad_dims --gtest_brief=1 --gtest_filter='Sm90BwdPadDims.SmallCases'
 tstep memcheck_varlen 15 compute-sanitizer --tool memcheck --error-exitcode 9 \
-  $B/tests/sm90/test_sm90_bwd_varlen --gtest_brief=1 --gtest_filter='Sm90BwdVarlen.PaddedHeadDims'
+  $B/test_sm90_bwd_varlen --gtest_brief=1 --gtest_filter='Sm90BwdVarlen.PaddedHeadDims'
 tstep compare 30 python3 bench/compare_sdpa.py $B/libflashbox.so --backward --no-naive --configs 32:16 \
   --seqlens 1024,2048,4096,8192,16384 --json "$O/compare_bwd_d32.json"
 if [ -f $B/old/libflashbox.so ]; then

@@ -44,8 +44,11 @@ constexpr int accum_d_for(int kernel_d) { return kernel_d == 96 ? 128 : kernel_d
 // dispatch leaves the long CTAs for the end: det/non-det 0.68 at D128 GQA 32/8 against 0.88-0.98 in
 // v10's order, NOTES v10 and v18), far more than the d32 kernel saves (measured 0.92-0.95 of the
 // padded time: 0.92 / 0.68 against 1 / 0.98 by those ratios; the d32 kernel's deterministic speed was
-// not measured); so those calls keep the measured padded path. Without GQA d64 runs v9's order too (0.85-0.94 of non-deterministic), so there the d32
-// kernel runs it with nothing lost.
+// not measured); so those calls keep the measured padded path. Without GQA d64 ran v9's order too
+// (0.85-0.94 of non-deterministic), so there the d32 kernel runs it; since branch gqa bf16 d64 MHA
+// up to 1024 keys takes v10's order (d64_mha_qdesc: 0.876 against v9's 0.859 at T 1024), which
+// d8..32 give up here: by the ratios 0.945 / 0.859 = 1.10 of the padded non-deterministic time on
+// d32, against 1 / 0.876 = 1.14 on d64.
 constexpr int plan_kernel_d(int64_t head_dim, bool deterministic, bool bf16, bool varlen, int64_t group) {
   const int kd = kernel_head_dim(head_dim);
   if (kd == 32 && deterministic && uses_qdesc_walk(64, bf16, varlen, group)) return 64;

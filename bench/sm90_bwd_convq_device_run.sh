@@ -34,27 +34,9 @@
 #   bash bench/sm90_bwd_convq_device_run.sh TARBALL [SECONDS] [STEP,STEP,...]
 set -u
 tests="tests/test_backward tests/sm90/test_sm90_bwd_mods tests/sm90/test_sm90_bwd_varlen tests/sm90/test_sm90_bwd_pad_dims tests/test_cuda"
-if [ "${1:-}" = "--pack" ]; then
-  out=$2 build=${3:-build-cuda}
-  nice ninja -C "$build" -j2 libflashbox.so $(for t in $tests; do basename $t; done) || exit 1
-  P=$(mktemp -d); mkdir -p $P/lib
-  cp "$build/libflashbox.so" $(for t in $tests; do echo "$build/$t"; done) $P/ || exit 1
-  for l in libgomp.so.1 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do cp -L /lib/x86_64-linux-gnu/$l $P/lib/; done
-  if [ -n "${OLD_LIB:-}" ]; then mkdir -p $P/old && cp "$OLD_LIB" $P/old/libflashbox.so; fi
-  mkdir -p "$(dirname "$out")" && tar -czf "$out" -C $P . && rm -rf $P && ls -la "$out"
-  exit 0
-fi
+[ "${1:-}" = "--pack" ] && exec bash "$(dirname "$0")/pack_final.sh" "$2" "${3:-build-cuda}" $(for t in $tests; do basename $t; done)
 . "$(dirname "$0")/device_steps.sh" "$1" convq "${3:-all}"
-export OMP_NUM_THREADS=16 PATH=/usr/local/cuda/bin:$PATH
-DEADLINE=$(( $(date +%s) + ${2:-150} ))
-tstep() {  # tstep NAME LIMIT CMD...: step NAME under at most LIMIT seconds and what is left of the call's
-  local name=$1 limit=$2; shift 2
-  local left=$(( DEADLINE - $(date +%s) - 2 ))
-  (( left < limit )) && limit=$left
-  if (( limit < 5 )); then echo "== $name skipped (no time left)" | tee -a "$log"; return 0; fi
-  step "$name" timeout $limit "$@"
-}
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader | tee -a "$log"
+begin_call ${2:-150}
 tstep test_gpu 60 $B/test_backward --gtest_filter='*Cuda*:BackwardApi.*'
 builds="new=$B/libflashbox.so off=$B/libflashbox.so" det=new
 [ -f $B/old/libflashbox.so ] && builds="$builds old=$B/old/libflashbox.so" det=new,old

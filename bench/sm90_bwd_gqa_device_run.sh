@@ -17,26 +17,9 @@
 #       carry=[".carry/gqa"], timeout_s=150)
 set -u
 tests="tests/test_backward"
-if [ "${1:-}" = "--pack" ]; then
-  out=$2 build=${3:-build-cuda}
-  nice ninja -C "$build" -j2 libflashbox.so $(for t in $tests; do basename $t; done) || exit 1
-  P=$(mktemp -d); mkdir -p $P/lib
-  cp "$build/libflashbox.so" $(for t in $tests; do echo "$build/$t"; done) $P/ || exit 1
-  for l in libgomp.so.1 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do cp -L /lib/x86_64-linux-gnu/$l $P/lib/; done
-  mkdir -p "$(dirname "$out")" && tar -czf "$out" -C $P . && rm -rf $P && ls -la "$out"
-  exit 0
-fi
+[ "${1:-}" = "--pack" ] && exec bash "$(dirname "$0")/pack_final.sh" "$2" "${3:-build-cuda}" $(for t in $tests; do basename $t; done)
 . "$(dirname "$0")/device_steps.sh" "$1" gqa "${3:-all}"
-export OMP_NUM_THREADS=16 PATH=/usr/local/cuda/bin:$PATH
-DEADLINE=$(( $(date +%s) + ${2:-140} ))
-tstep() {  # tstep NAME LIMIT CMD...: step NAME under at most LIMIT seconds and what is left of the call's
-  local name=$1 limit=$2; shift 2
-  local left=$(( DEADLINE - $(date +%s) - 2 ))
-  (( left < limit )) && limit=$left
-  if (( limit < 5 )); then echo "== $name skipped (no time left)" | tee -a "$log"; return 0; fi
-  step "$name" timeout $limit "$@"
-}
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader | tee -a "$log"
+begin_call ${2:-140}
 L=$B/libflashbox.so
 tstep gqa 45 python3 bench/sm90_bwd_variants.py new=$L v18=$L c2=$L c8=$L --det new,v18 --rounds 3 \
   --env v18:FLASHBOX_SM90_BWD_CHUNK_RULE=v18 --env c2:FLASHBOX_SM90_BWD_CHUNK_HEADS=2 \

@@ -9,9 +9,16 @@
 //   FLASHBOX_BWD_BLOCK_Q = 32|64        sm80 backward query rows, d64  (options.sm80_bwd_block_q)
 //   FLASHBOX_KVCACHE_PREFILL_ROWS = N >= 1   query rows per KV head from which a kvcache call runs
 //                                       as chunked prefill (kvcache_prefill.hpp; kPrefillRows)
-// Read where it is used, not here (no option carries it):
-//   FLASHBOX_SM90_BWD_PDL = 0           the sm90 backward's main and convert kernels launched
+// Read where they are used, not here (no option carries them; some are read at every call, so that
+// bench/sm90_bwd_variants.py --env can time one library under several settings in one process); here
+// only their values are checked, once per process with the others, so that a typo fails the calls
+// instead of silently running the default:
+//   FLASHBOX_SM90_BWD_PDL = 0|1         0: the sm90 backward's main and convert kernels launched
 //                                       normally, not programmatically (flash_bwd_sm90.cu, pdl_enabled)
+//   FLASHBOX_SM90_BWD_EARLY_CONVERT = 0|1   0: dQ converted after the whole main grid (early_convert_enabled)
+//   FLASHBOX_SM90_BWD_D64_QDESC = 0|1   deterministic bf16 d64 MHA's order forced (det_walk.hpp)
+//   FLASHBOX_SM90_BWD_CHUNK_HEADS = N >= 1   (batch, kv head) pairs per chunk of the CTA order
+//   FLASHBOX_SM90_BWD_CHUNK_RULE = v18  the chunk rounding before branch gqa (chunk_heads_for)
 #include "api/options.hpp"
 
 #include <cstddef>
@@ -104,6 +111,19 @@ EnvOverrides read_environment() {
   }
   if (const char *v = std::getenv("FLASHBOX_KVCACHE_PREFILL_ROWS"); v && !parse_int(v, 1, e.kvcache_prefill_rows))
     e.kvcache_prefill_rows = 0, bad("FLASHBOX_KVCACHE_PREFILL_ROWS", v, "a number of query rows >= 1");
+  const auto switch_01 = [&](const char *name) {
+    const char *v = std::getenv(name);
+    if (v != nullptr && std::strcmp(v, "0") != 0 && std::strcmp(v, "1") != 0) bad(name, v, "0 or 1");
+  };
+  switch_01("FLASHBOX_SM90_BWD_PDL");
+  switch_01("FLASHBOX_SM90_BWD_EARLY_CONVERT");
+  switch_01("FLASHBOX_SM90_BWD_D64_QDESC");
+  if (const char *v = std::getenv("FLASHBOX_SM90_BWD_CHUNK_HEADS")) {
+    int n = 0;
+    if (!parse_int(v, 1, n)) bad("FLASHBOX_SM90_BWD_CHUNK_HEADS", v, "a number of (batch, kv head) pairs >= 1");
+  }
+  if (const char *v = std::getenv("FLASHBOX_SM90_BWD_CHUNK_RULE"); v && std::strcmp(v, "v18") != 0)
+    bad("FLASHBOX_SM90_BWD_CHUNK_RULE", v, "v18");
   return e;
 }
 

@@ -57,6 +57,13 @@ struct PlanCase {
     g.deterministic = deterministic;
     return detail::make_grad_problem(g);
   }
+  // grad(0) as a variable-length batch of one 64-token sequence (the buffers hold 64 rows a batch entry).
+  detail::GradProblem varlen_grad() const {
+    static int32_t cu[2] = {0, 64};
+    detail::GradProblem g = grad(0);
+    g.fwd.cu_seqlens_q = g.fwd.cu_seqlens_k = cu, g.fwd.max_seqlen_q = g.fwd.max_seqlen_k = 64;
+    return g;
+  }
   flashbox_attention_args a{};
   std::vector<uint16_t> buf;
   std::vector<float> lse = std::vector<float>(1024);
@@ -211,10 +218,7 @@ TEST(HeadDimPlan, Sm90BackwardServesAbove128WithTheD192AndD256Kernels) {
     EXPECT_EQ(det.code, 0) << "a decline: auto goes on to sm80";
     EXPECT_NE(det.why_not.find("no deterministic mode for head_dim above 128"), std::string::npos) << det.why_not;
     // Variable-length batches stay at head_dim <= 128 (d64, d96, d128): a decline above, for sm80.
-    static int32_t cu[2] = {0, 64};
-    detail::GradProblem vg = c.grad(0);
-    vg.fwd.cu_seqlens_q = vg.fwd.cu_seqlens_k = cu, vg.fwd.max_seqlen_q = vg.fwd.max_seqlen_k = 64;
-    const detail::PlanResult vr = detail::plan_sm90_backward(vg, /*size_only=*/true);
+    const detail::PlanResult vr = detail::plan_sm90_backward(c.varlen_grad(), /*size_only=*/true);
     EXPECT_FALSE(vr.plan.has_value()) << "d" << d;
     EXPECT_EQ(vr.code, 0) << "a decline: auto goes on to sm80";
     EXPECT_NE(vr.why_not.find("variable-length batches only up to head_dim 128"), std::string::npos) << vr.why_not;
@@ -271,10 +275,7 @@ TEST(HeadDimPlan, Sm90BackwardServesBelow64And104To120WithTheD32D64AndD128Kernel
       EXPECT_EQ(r.plan->kernel, "cuda_flash_bwd_sm90_d32_deterministic") << "d" << d;
     }
     const int64_t kd = d <= 32 ? 32 : d <= 64 ? 64 : 128;
-    static int32_t cu[2] = {0, 64};
-    detail::GradProblem vg = c.grad(0);
-    vg.fwd.cu_seqlens_q = vg.fwd.cu_seqlens_k = cu, vg.fwd.max_seqlen_q = vg.fwd.max_seqlen_k = 64;
-    const detail::PlanResult vr = detail::plan_sm90_backward(vg, /*size_only=*/true);
+    const detail::PlanResult vr = detail::plan_sm90_backward(c.varlen_grad(), /*size_only=*/true);
     EXPECT_EQ(vr.code, 0) << "d" << d;
     if (hopper) {
       ASSERT_TRUE(vr.plan.has_value()) << "d" << d << ": " << vr.why_not;
@@ -310,10 +311,7 @@ TEST(HeadDimPlan, Sm90BackwardServes72To96WithTheD96Kernel) {
         EXPECT_FALSE(r.plan.has_value()) << "d" << d;
       }
     }
-    static int32_t cu[2] = {0, 64};
-    detail::GradProblem vg = c.grad(0);
-    vg.fwd.cu_seqlens_q = vg.fwd.cu_seqlens_k = cu, vg.fwd.max_seqlen_q = vg.fwd.max_seqlen_k = 64;
-    const detail::PlanResult vr = detail::plan_sm90_backward(vg, /*size_only=*/true);
+    const detail::PlanResult vr = detail::plan_sm90_backward(c.varlen_grad(), /*size_only=*/true);
     EXPECT_EQ(vr.code, 0) << "d" << d;
     if (hopper) {
       ASSERT_TRUE(vr.plan.has_value()) << "d" << d << ": " << vr.why_not;

@@ -25,10 +25,6 @@ cudaError_t set_max_dynamic_smem_once(int bytes) {
   return e;
 }
 
-}  // namespace flashbox::cuda
-
-namespace flashbox::cuda {
-
 // Launches Kernel<<<grid, block, smem, stream>>>(args...) through cudaLaunchKernelEx, with
 // cudaLaunchAttributeProgrammaticStreamSerialization when `programmatic` (sm_90: the kernel may start
 // before the previous one in the stream completed; it must grid_dependency_wait before touching that

@@ -408,7 +408,7 @@ struct Launch {
   int64_t list_bytes;
   int64_t vec_bytes, dq_accum_bytes, sem_bytes, rows, conv_threads;
   bool det;    // deterministic: the sem_bytes are the semaphores (dq_sem)
-  bool early;  // early convert (convert_dq_early_kernel); non-deterministic:, the sem_bytes are the writer's counters (dq_done)
+  bool early;  // early convert (convert_dq_early_kernel); non-deterministic: the sem_bytes are the writer's counters (dq_done)
   dim3 grid;
   bool bf16;
   int kd;      // the instantiation

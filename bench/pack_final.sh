@@ -8,13 +8,15 @@
 # their steps. OLD_LIB=path adds old/libflashbox.so (the A/B steps); FA2_TEST=path adds
 # fa2/test_flash_attn.py (FlashAttention-2's tests, fetched, never committed) for the fa2_* steps.
 # The non-system libraries the tests link (OpenBLAS and its runtimes, libgomp) go into lib/.
+# PACK_NO_BUILD=1 packs what BUILD already holds and runs no ninja there (another's build folder,
+# read only: e.g. main's, whose dry run always reports a CMake re-run for its globs).
 set -euo pipefail
 out=$1 build=${2:-build}
 shift $(( $# >= 2 ? 2 : 1 ))
 targets=("$@")
 ((${#targets[@]})) || targets=(test_backward test_cuda test_sm90 test_sm90_mods test_sm90_bwd_mods test_sm90_bwd_d256
   test_sm90_bwd_d192 test_sm90_bwd_d96 test_sm90_bwd_pad_dims test_sm90_varlen test_sm90_bwd_varlen)
-nice ninja -C "$build" -j2 libflashbox.so "${targets[@]}"
+[ -n "${PACK_NO_BUILD:-}" ] || nice ninja -C "$build" -j2 libflashbox.so "${targets[@]}"
 P=$(mktemp -d)
 trap 'rm -rf "$P"' EXIT
 mkdir -p "$P/lib"

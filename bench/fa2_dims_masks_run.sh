@@ -12,6 +12,12 @@
 # 3. test_flash_attn_varlen_output; then 4. bwd_overflow and bwd_transpose at their own head dims 16,
 # 64, 128 (none of bwd_transpose's is in 32,40,59,111; 16 is on the d32 kernel now, 128 bf16 on DQLAG).
 # A group's limit is what is left before the masks' reserve (MASKS_RESERVE_S), capped per group.
+# The device copies the session's checkout (main), not a helper's worktree: copy this script,
+# device_steps.sh and the tarball into an ignored .carry/NAME/ there, carry it, and run
+# `bash .carry/NAME/fa2_dims_masks_run.sh .carry/NAME/x.tar.gz` (bench/ itself is main's).
+# What comes back: run.log, compare_masks_{fwd,bwd}.json and GROUP.json, each group's merged matrix
+# (at most 8 files come back: the shards' tarballs and oom lists stay there; the 2026-12-02 run of
+# f8f0797's version lost two groups' matrix.json to that limit, their summaries are in run.log).
 set -u
 . "$(dirname "$0")/device_steps.sh" "$1" fa2dims "${2:-all}"
 begin_call "${CALL_S:-410}"
@@ -30,6 +36,8 @@ fa2() {
   echo "$name: shards cut off after $limit s" | tee -a "$log"
   step "$name" timeout $(( limit + 40 )) env FA2_HEAD_DIMS="$dims" FA2_FUNCTIONS="$funcs" \
     bash bench/fa2_matrix.sh "$B/fa2/test_flash_attn.py" "$O/$name" "$n" "$limit"
+  mv "$O/$name/matrix.json" "$O/$name.json" 2>/dev/null
+  [ -n "${FA2_KEEP_SHARDS:-}" ] || rm -rf "${O:?}/$name"
 }
 fa2 fa2_small "$DIMS" test_flash_attn_bwd_overflow,test_flash_attn_race_condition,test_flash_attn_causal,test_flash_attn_varlen_causal,test_flash_attn_deterministic,test_flash_attn_qkvpacked,test_flash_attn_splitkv 140 240 "$SHARDS"
 fa2 fa2_output "$DIMS" test_flash_attn_output 200 130 "$SHARDS"

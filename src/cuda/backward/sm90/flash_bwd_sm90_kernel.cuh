@@ -336,6 +336,11 @@ struct BwdConfig {
   // owns all of dV and consumer 1 all of dK (COLS = 192 of one gradient each).
   static constexpr bool SPLIT_D = D >= 192;
   static constexpr bool ONE_GRAD = D == 192;
+  // ALiBi alone (OVERLAP_ALIBI: d64, d128) and softcap (OVERLAP_CAP: d128) keep the plain path's
+  // overlap, P^T under dP^T's product (the file header's "Masks and score transforms"); the other
+  // head dims, and softcap at d64 (whose u registers spilled 116 B, ptxas C7512), keep the fused pass
+  // after both products.
+  static constexpr bool OVERLAP_ALIBI = D == 64 || D == 128, OVERLAP_CAP = D == 128;
   // Q/dO ring depth: 3 at 192, where the rows are 3/4 of 256's and the third stage fits (header), and
   // at 32, whose steps are about 0.6 of d64's and whose stages are 16 KB (the file header's "Head
   // dimension 32": a load gets two steps to land).
@@ -926,8 +931,73 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
         dp[i] = s[i] * (dp[i] - dsum.x);
         dp[i + 1] = s[i + 1] * (dp[i + 1] - dsum.y);
       }
+    } else if (Cfg::OVERLAP_ALIBI && !p.mods.capped()) {
+      // ALiBi alone (d64, d128) with the plain path's overlap: nothing multiplies dS, so only P's
+      // exponent changes, by the bias -slope · |row + shift - key| (two FP ops per score).
+      wgmma_wait<1>();
+      fence_operands(s);
+      const float slope_log2 = cuda::mods_slope(p.mods, t_.b(), h) * kLog2e;
+      const float a0 = float(m * BM + q_base + 2 * q + shift - key0);  // row + shift - key of register 0
+#pragma unroll
+      for (int i = 0; i < QW / 2; i += 2) {
+        const int col = q_base + 8 * acc_group(i) + 2 * q;
+        const float2 lse = *reinterpret_cast<const float2 *>(vec + col);
+        const float a = a0 + float(8 * acc_group(i) - 8 * acc_half(i));
+        float p0 = exp2f(fmaf(s[i], p.scale_log2, fmaf(-slope_log2, fabsf(a), -lse.x)));
+        float p1 = exp2f(fmaf(s[i + 1], p.scale_log2, fmaf(-slope_log2, fabsf(a + 1.f), -lse.y)));
+        if (masked) {
+          if (!visible(i, 0)) p0 = 0.f;
+          if (!visible(i, 1)) p1 = 0.f;
+        }
+        s[i] = p0;
+        s[i + 1] = p1;
+      }
+      wgmma_wait<0>();
+      fence_operands(dp);
+#pragma unroll
+      for (int i = 0; i < QW / 2; i += 2) {
+        const float2 dsum = *reinterpret_cast<const float2 *>(vec + BM + q_base + 8 * acc_group(i) + 2 * q);
+        dp[i] = s[i] * (dp[i] - dsum.x);
+        dp[i + 1] = s[i + 1] * (dp[i + 1] - dsum.y);
+      }
+    } else if constexpr (Cfg::OVERLAP_CAP) {
+      // Softcap, with or without ALiBi (d128) with the plain path's overlap: t = tanh(s · scale / cap)
+      // and P while dP^T's product runs; across the wait only u = 1 - t² more, two per register as
+      // f16x2 (u in [0, 1]; f16's 2^-11 is below tanh.approx's own error and dS's bf16 rounding):
+      // QW / 4 = 16 registers. Then dS = P ∘ (dP - D) ∘ u.
+      wgmma_wait<1>();
+      fence_operands(s);
+      const float slope_log2 = p.mods.alibi() ? cuda::mods_slope(p.mods, t_.b(), h) * kLog2e : 0.f;
+      const float a0 = float(m * BM + q_base + 2 * q + shift - key0);  // row + shift - key of register 0
+      uint32_t u[QW / 4];
+#pragma unroll
+      for (int i = 0; i < QW / 2; i += 2) {
+        const int col = q_base + 8 * acc_group(i) + 2 * q;
+        const float2 lse = *reinterpret_cast<const float2 *>(vec + col);
+        const float a = a0 + float(8 * acc_group(i) - 8 * acc_half(i));
+        const float t0 = cuda::tanh_approx(s[i] * p.cap_pre), t1 = cuda::tanh_approx(s[i + 1] * p.cap_pre);
+        float p0 = exp2f(fmaf(-slope_log2, fabsf(a), fmaf(t0, p.unit_log2, -lse.x)));
+        float p1 = exp2f(fmaf(-slope_log2, fabsf(a + 1.f), fmaf(t1, p.unit_log2, -lse.y)));
+        if (masked) {
+          if (!visible(i, 0)) p0 = 0.f;
+          if (!visible(i, 1)) p1 = 0.f;
+        }
+        s[i] = p0;
+        s[i + 1] = p1;
+        u[i / 2] = pack2<__half>(fmaf(-t0, t0, 1.f), fmaf(-t1, t1, 1.f));
+      }
+      wgmma_wait<0>();
+      fence_operands(dp);
+#pragma unroll
+      for (int i = 0; i < QW / 2; i += 2) {
+        const float2 dsum = *reinterpret_cast<const float2 *>(vec + BM + q_base + 8 * acc_group(i) + 2 * q);
+        const float2 ug = __half22float2(*reinterpret_cast<const __half2 *>(&u[i / 2]));
+        dp[i] = s[i] * (dp[i] - dsum.x) * ug.x;
+        dp[i + 1] = s[i + 1] * (dp[i + 1] - dsum.y) * ug.y;
+      }
     } else {
-      // Softcap and/or ALiBi: both products complete, then P^T and dS^T in one pass (file header).
+      // Softcap and/or ALiBi where the overlap is not built (softcap at d64, both at d32, d96, d192,
+      // d256): both products complete, then P^T and dS^T in one pass (file header).
       const float slope_log2 = p.mods.alibi() ? cuda::mods_slope(p.mods, t_.b(), h) * kLog2e : 0.f;
       const bool capped = p.mods.capped();
       // row + shift - key of register 0 (query m * BM + 2q, key key0), as a float for the bias.

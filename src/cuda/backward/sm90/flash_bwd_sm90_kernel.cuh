@@ -68,9 +68,16 @@
 //   softcap, ALiBi (`transforms`): the score is recomputed as the forward made it, in the forward's
 //     units, t = tanh.approx(s · scale / cap) (the sm90 forward's tanh, so P matches its LSE) and
 //     x = cap · t − slope · |i + shift − j|, P = exp2(x · log2 e − LSE · log2 e); the gradient
-//     through the cap multiplies dS by 1 − t² (dK, dQ keep their · scale at the end). This path
-//     computes P after dP^T's product completed (one fused loop: no register holds t across the
-//     wait, so the plain path's allocation is unchanged); the plain path keeps its overlap.
+//     through the cap multiplies dS by 1 − t² (dK, dQ keep their · scale at the end). Three
+//     shapes, each a uniform run-time branch beside the plain path's (branch bwdmods, 2026-12-02,
+//     bench/NOTES.md sm90 backward v19):
+//       ALiBi alone (Cfg::OVERLAP_ALIBI: d64, d128): nothing multiplies dS, so the plain path's
+//         overlap with the bias in P's exponent (P while dP^T's product runs).
+//       softcap (Cfg::OVERLAP_CAP: d128): t and P while dP^T's product runs; across the wait only
+//         u = 1 − t², two per register as f16x2 (16 registers); then dS = P ∘ (dP − D) ∘ u.
+//       otherwise (softcap at d64, where u's 32 registers spilled 116 B; every transform at d32,
+//         d96, d192, d256): P and dS in one fused pass after both products completed (no register
+//         holds t across the wait); those kernels' cubins are what they were before v19.
 // Order of the CTAs (tile_of): a one-dimensional grid walked in chunks of `chunk_heads` (batch, kv
 // head) pairs; inside a chunk, key block by key block, the chunk's heads innermost. Causal, key block
 // 0 has the most query blocks, so the hardware's in-order dispatch starts the longest CTAs first and

@@ -78,6 +78,9 @@
 //       otherwise (softcap at d64, where u's 32 registers spilled 116 B; every transform at d32,
 //         d96, d192, d256): P and dS in one fused pass after both products completed (no register
 //         holds t across the wait); those kernels' cubins are what they were before v19.
+//     Measured (B4 bf16, T 4096 and 16384, of the plain rate): ALiBi 0.94-0.98 (d128), 0.93-0.96
+//     (d64), where the fused pass gave 0.85-0.87 / 0.75; softcap 30 at d128 0.88-0.92 (fused
+//     0.88-0.90; the rest is tanh's MUFU op beside exp2's), at d64 0.82-0.84.
 // Order of the CTAs (tile_of): a one-dimensional grid walked in chunks of `chunk_heads` (batch, kv
 // head) pairs; inside a chunk, key block by key block, the chunk's heads innermost. Causal, key block
 // 0 has the most query blocks, so the hardware's in-order dispatch starts the longest CTAs first and

@@ -12,11 +12,15 @@
 #                  mask cases run the sm90 backward)
 #   masks_new/old_2  the compare_masks pair again, as time allows
 # Every step has its own limit, cut to what is left of SECONDS (default 225) in all.
-# Packing, on the CPU machine:
-#   OLD_LIB=/work/main/build-cuda/libflashbox.so bash bench/sm90_bwd_mods_overlap_device_run.sh --pack \
-#     .carry/bwdmods/x.tar.gz build-cuda
-# Device call (from the worktree's root):
-#   run(command="bash bench/sm90_bwd_mods_overlap_device_run.sh .carry/bwdmods/x.tar.gz 225",
+# It ran once, at a56a529 (bench/results/2026-12-02_sm90_bwd_mods_overlap/).
+# Packing, on the CPU machine (the device copies the lead's checkout, so the carry lies under
+# /work/main/.carry/, ignored there, with this branch's tree beside the tarball):
+#   cd /work/wt/bwdmods && OLD_LIB=/work/main/build-cuda/libflashbox.so \
+#     bash bench/sm90_bwd_mods_overlap_device_run.sh --pack .carry/bwdmods/x.tar.gz build-cuda && \
+#     rm -rf /work/main/.carry/bwdmods && mkdir -p /work/main/.carry/bwdmods/src && \
+#     git archive HEAD | tar -x -C /work/main/.carry/bwdmods/src && cp .carry/bwdmods/x.tar.gz /work/main/.carry/bwdmods/
+# Device call:
+#   run(command="cd .carry/bwdmods/src && bash bench/sm90_bwd_mods_overlap_device_run.sh ../x.tar.gz 225",
 #       carry=[".carry/bwdmods"], timeout_s=240)
 set -u
 tests="test_sm90_bwd_mods test_backward test_sm90_bwd_varlen test_cuda"

@@ -329,7 +329,7 @@ struct BwdSm90Params {
 
 constexpr int kConsumerWarpgroups = 2;
 
-template <class T, int D_, int BM_, bool QDESC_ = false, bool DQLAG_ = false>
+template <class T, int D_, int BM_, bool QDESC_ = false, bool DQLAG_ = false, bool DQRED_ = false>
 struct BwdConfig {
   using Elem = T;
   static constexpr int D = D_, BM = BM_, NWG = kConsumerWarpgroups;
@@ -339,6 +339,11 @@ struct BwdConfig {
   // DQLAG: each consumer issues step i's dQ chunk during step i + 1, the two consumers coupled by
   // one-way handshakes instead of one barrier per step (the file header's "dQ one step late").
   static constexpr bool DQLAG = DQLAG_;
+  // DQRED: each consumer adds its dQ chunk into the global accumulator from its registers
+  // (red.global.add.v4.f32 in the staging's fragment order, as SPLIT_D does) instead of staging it
+  // for a dQ writer's bulk reduce-add (the file header's "dQ from registers"). Non-deterministic
+  // calls only, and no early convert (nothing counts the adds).
+  static constexpr bool DQRED = DQRED_;
   // SPLIT_D (head_dim 192 and 256, the file header's "Head dimension 256" and "Head dimension 192"):
   // BN = 64 keys, each consumer scores 32 queries of them and P^T, dS^T are exchanged in shared
   // memory; else BN = 128, 64 keys each, all queries and all D columns. Who owns which accumulator
@@ -384,7 +389,7 @@ struct BwdConfig {
   static constexpr int K_BYTES = BN * KL * 2, KV_BYTES = BN * D * 2, Q_BYTES = BM * D * 2, DS_BYTES = BN * BM * 2;
   static constexpr int QW = SPLIT_D ? BM / NWG : BM;       // queries of S^T, dP^T per consumer
   static constexpr int PT_BYTES = SPLIT_D ? DS_BYTES : 0;  // SPLIT_D: P^T, exchanged like dS^T
-  static constexpr int DQ_CHUNK_FLOATS = 64 * 64, DQ_BYTES = SPLIT_D ? 0 : BM * DQ_LD * 4, VEC_BYTES = 2 * BM * 4;
+  static constexpr int DQ_CHUNK_FLOATS = 64 * 64, DQ_BYTES = SPLIT_D || DQRED ? 0 : BM * DQ_LD * 4, VEC_BYTES = 2 * BM * 4;
   static constexpr int K_OFF = 0, V_OFF = K_BYTES, Q_OFF = K_BYTES + KV_BYTES, DO_OFF = Q_OFF + STAGES * Q_BYTES;
   static constexpr int DS_OFF = DO_OFF + STAGES * Q_BYTES, PT_OFF = DS_OFF + 2 * DS_BYTES;
   static constexpr int DQ_OFF = PT_OFF + 2 * PT_BYTES;
@@ -398,6 +403,7 @@ struct BwdConfig {
   static_assert(!(QDESC && SPLIT_D), "the d192 and d256 configurations have no deterministic mode");
   static_assert(!(DQLAG && SPLIT_D), "DQLAG is a schedule of the BN = 128 layout");
   static_assert(!(DQLAG && QDESC), "QDESC's odd-step dQ barriers (kDqOdd) are DQLAG's dS^T handshake ids");
+  static_assert(!(DQRED && (QDESC || SPLIT_D)), "DQRED: non-deterministic, BN = 128 (SPLIT_D adds from registers already)");
 };
 
 // Named barriers: 0 is __syncthreads; 1 both consumers (dS^T complete); 2 + w one consumer;
@@ -849,6 +855,23 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     fence_view_async_shared();
     named_barrier_arrive(kDqFull + dq_bar, kDqBarrierThreads);
   };
+  // DQRED: the chunk goes from the registers into the global accumulator of the query block whose
+  // accumulator rows start at `row` (accum_row: fixed length and varlen alike), float4 j of thread t
+  // at (j * 128 + t) * 4 of the chunk: the staging's order (so the convert kernels are unchanged),
+  // 512 contiguous bytes per warp and instruction (red.global.add.v4.f32, as SPLIT_D's adds).
+  const auto red_dq = [&](const float(&dq)[32], uint32_t off) {
+    float4 *dst = reinterpret_cast<float4 *>(p.dq_accum + off);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      atomicAdd(dst + j * 128, make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
+  };
+  // DQRED: this thread's first float of the chunk of query block m of head h (32 bits: the plan
+  // keeps the accumulator under 2^32 floats for these kernels).
+  const auto red_off = [&](int h, int m) {
+    return uint32_t(accum_row(p, t_, h, m, BM)) * Cfg::DQ_LD + uint32_t(wg * Cfg::DQ_CHUNK_FLOATS + 4 * t);
+  };
+  // DQRED with DQLAG: the offset of the previous step's chunk, which this step adds.
+  uint32_t dq_off_prev = 0;
   float vec_next[VEC_PER_THREAD];
   const int h_begin = hk * p.group;
   int h = h_begin, m = Cfg::QDESC ? m_end - 1 : m_begin;
@@ -866,6 +889,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   }
   for (int step = 0; step < steps; ++step) {
     const uint32_t q_off = st.stage * Cfg::Q_BYTES;
+    // DQRED without DQLAG: where this step's chunk goes (computed here, before the scores are live).
+    const uint32_t dq_off = Cfg::DQRED && !LAG ? red_off(h, m) : 0;
     mbar_wait(full + st.stage, st.phase);
     // S^T = K_w Q^T and dP^T = V_w dO^T, as two groups: P is computed while dP^T is in flight.
     float s[QW / 2], dp[QW / 2];
@@ -1148,6 +1173,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
         for (int j = 0; j < 8; ++j)
           atomicAdd(dst + j * 128, make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
       }
+    } else if constexpr (Cfg::DQRED) {
+      if (has_dq) red_dq(dq, LAG ? dq_off_prev : dq_off);
     } else if (has_dq) {
       stage_dq(dq, step & 1);
     }
@@ -1160,6 +1187,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     if (lane == 0) mbar_arrive(empty + st.stage);  // Q_i and dO_i no longer read
     st.advance();
     ds_buf ^= 1;
+    if constexpr (LAG && Cfg::DQRED) dq_off_prev = red_off(h, m);
     h = h_next, m = m_next;
   }
   if constexpr (LAG) {
@@ -1176,7 +1204,10 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       wgmma_commit();
       wgmma_wait<0>();
       fence_operands(dq);
-      stage_dq(dq, 0);  // DQLAG: never QDESC
+      if constexpr (Cfg::DQRED)
+        red_dq(dq, dq_off_prev);
+      else
+        stage_dq(dq, 0);  // DQLAG: never QDESC
     }
   }
   if constexpr (ONE_GRAD) {
@@ -1229,6 +1260,8 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const _
       grid_dependents_launch();
     } else if constexpr (Cfg::QDESC) {  // two dQ writers taking alternate steps, warps 1 and 2
       if (threadIdx.x / 32 == 1 || threadIdx.x / 32 == 2) bwd_dq_writer_pair<Cfg>(p, smem, tile, threadIdx.x / 32 - 1);
+    } else if constexpr (Cfg::DQRED) {
+      // no dQ writer: the consumers add their chunks themselves
     } else if (Cfg::DQLAG && threadIdx.x / 32 == 1) {
       bwd_dq_writer<Cfg, 0>(p, smem, tile);
     } else if (Cfg::DQLAG && threadIdx.x / 32 == 2) {

@@ -329,7 +329,7 @@ struct BwdSm90Params {
 
 constexpr int kConsumerWarpgroups = 2;
 
-template <class T, int D_, int BM_, bool QDESC_ = false, bool DQLAG_ = false, bool DQRED_ = false>
+template <class T, int D_, int BM_, bool QDESC_ = false, bool DQLAG_ = false, bool DQRED_ = false, int DS_BUFS_ = 2>
 struct BwdConfig {
   using Elem = T;
   static constexpr int D = D_, BM = BM_, NWG = kConsumerWarpgroups;
@@ -344,6 +344,10 @@ struct BwdConfig {
   // for a dQ writer's bulk reduce-add (the file header's "dQ from registers"). Non-deterministic
   // calls only, and no early convert (nothing counts the adds).
   static constexpr bool DQRED = DQRED_;
+  // dS^T buffers: 2, or 3 with DQLAG (the file header's "dQ from registers"): a buffer is then
+  // rewritten three steps after it was written, by when the Q/dO ring has proved that the partner's
+  // dQ product of it completed, so the kDsEmpty handshake goes.
+  static constexpr int DS_BUFS = DS_BUFS_;
   // SPLIT_D (head_dim 192 and 256, the file header's "Head dimension 256" and "Head dimension 192"):
   // BN = 64 keys, each consumer scores 32 queries of them and P^T, dS^T are exchanged in shared
   // memory; else BN = 128, 64 keys each, all queries and all D columns. Who owns which accumulator
@@ -391,7 +395,7 @@ struct BwdConfig {
   static constexpr int PT_BYTES = SPLIT_D ? DS_BYTES : 0;  // SPLIT_D: P^T, exchanged like dS^T
   static constexpr int DQ_CHUNK_FLOATS = 64 * 64, DQ_BYTES = SPLIT_D || DQRED ? 0 : BM * DQ_LD * 4, VEC_BYTES = 2 * BM * 4;
   static constexpr int K_OFF = 0, V_OFF = K_BYTES, Q_OFF = K_BYTES + KV_BYTES, DO_OFF = Q_OFF + STAGES * Q_BYTES;
-  static constexpr int DS_OFF = DO_OFF + STAGES * Q_BYTES, PT_OFF = DS_OFF + 2 * DS_BYTES;
+  static constexpr int DS_OFF = DO_OFF + STAGES * Q_BYTES, PT_OFF = DS_OFF + DS_BUFS * DS_BYTES;
   static constexpr int DQ_OFF = PT_OFF + 2 * PT_BYTES;
   static constexpr int VEC_OFF = DQ_OFF + DQ_BYTES, BAR_OFF = VEC_OFF + NWG * VEC_BYTES;
   static constexpr int NUM_BARS = 1 + 2 * STAGES;
@@ -404,6 +408,7 @@ struct BwdConfig {
   static_assert(!(DQLAG && SPLIT_D), "DQLAG is a schedule of the BN = 128 layout");
   static_assert(!(DQLAG && QDESC), "QDESC's odd-step dQ barriers (kDqOdd) are DQLAG's dS^T handshake ids");
   static_assert(!(DQRED && (QDESC || SPLIT_D)), "DQRED: non-deterministic, BN = 128 (SPLIT_D adds from registers already)");
+  static_assert(DS_BUFS == 2 || (DS_BUFS == 3 && DQLAG && DQRED), "a third dS^T buffer: the DQLAG handshakes, DQRED's smem");
 };
 
 // Named barriers: 0 is __syncthreads; 1 both consumers (dS^T complete); 2 + w one consumer;
@@ -762,6 +767,15 @@ __device__ __forceinline__ void store_rows(void *out, const int64_t (&stride)[3]
   }
 }
 
+// The dS^T buffer before buffer b in a ring of NB (DQLAG's step - 1).
+template <int NB>
+__device__ __forceinline__ int prev_ds_buf(int b) {
+  if constexpr (NB == 2)
+    return b ^ 1;
+  else
+    return b == 0 ? NB - 1 : b - 1;
+}
+
 template <class Cfg>
 __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *smem, uint64_t *kv_full, uint64_t *full,
                                              uint64_t *empty, TileRef t_, int wg) {
@@ -821,6 +835,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   mbar_wait(kv_full, 0);
   PipeState<Cfg::STAGES> st;
   int ds_buf = 0;
+  constexpr int NB = Cfg::DS_BUFS;  // dS^T buffers (3: no kDsEmpty handshake)
   // Steps: every query block of m_range of every query head of the group, head by head (QDESC:
   // query blocks descending, the group's heads innermost).
   const int2 mr = m_range(p, n_block, BM, BN, t_.sq(), t_.sk());
@@ -883,8 +898,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     // The handshakes' arrivals of step -1 (kDsFull of buffer 1, kDsEmpty of buffer 0), so that every
     // step syncs unconditionally (a barrier under a branch between the products made ptxas spill).
     if (steps > 0) {
-      named_barrier_arrive(kDsFull + 2 * wg + 1, 256);
-      named_barrier_arrive(kDsEmpty + 2 * wg, 256);
+      named_barrier_arrive(kDsFull + NB * wg + NB - 1, 256);
+      if constexpr (NB == 2) named_barrier_arrive(kDsEmpty + 2 * wg, 256);
     }
   }
   for (int step = 0; step < steps; ++step) {
@@ -926,7 +941,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     // DQLAG: the partner's dQ product of step - 2 has read dS^T buffer ds_buf (all 128 keys, so this
     // consumer's half too), which this step overwrites below. Here, beside the chunk barrier, rather
     // than just before the stores: there it made ptxas spill at d64.
-    if constexpr (LAG) named_barrier_sync(kDsEmpty + 2 * (1 - wg) + ds_buf, 256);
+    if constexpr (LAG && NB == 2) named_barrier_sync(kDsEmpty + 2 * (1 - wg) + ds_buf, 256);
 
     // P^T: register i holds key key0 + 8 * ((i >> 1) & 1), query q_base + 8 * (i >> 2) + 2q + (i & 1).
     // Masked only where the block is not inside every row's window or crosses the end of the keys or
@@ -1075,7 +1090,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(pt_tile + off), "r"(pa[i / 2]) : "memory");
     }
     fence_view_async_shared();
-    if constexpr (LAG) named_barrier_arrive(kDsFull + 2 * wg + ds_buf, 256);  // this half of step's dS^T
+    if constexpr (LAG) named_barrier_arrive(kDsFull + NB * wg + ds_buf, 256);  // this half of step's dS^T
 
     if constexpr (Cfg::SPLIT_D) {
       // Both consumers' halves of P^T and dS^T are in shared memory: dV += P^T dO (both operands in
@@ -1100,7 +1115,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       // dQ chunk = dS K once both consumers' dS^T is in shared memory, then dK += dS^T Q. DQLAG: the
       // chunk of step - 1 (buffer ds_buf ^ 1), whose other half the partner wrote a step ago.
       if constexpr (LAG) {
-        named_barrier_sync(kDsFull + 2 * (1 - wg) + (ds_buf ^ 1), 256);
+        named_barrier_sync(kDsFull + NB * (1 - wg) + prev_ds_buf<NB>(ds_buf), 256);
       } else {
         named_barrier_sync(kDsBarrier, 256);
       }
@@ -1112,7 +1127,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     const bool has_dq = !LAG || step > 0;
     wgmma_fence();
     if constexpr (LAG) {
-      const uint64_t dq_a = has_dq ? desc_advance(ds_a0, (ds_buf ^ 1) * Cfg::DS_BYTES)
+      const uint64_t dq_a = has_dq ? desc_advance(ds_a0, prev_ds_buf<NB>(ds_buf) * Cfg::DS_BYTES)
                                    : make_smem_desc(base + Cfg::K_OFF, BN * 128, 1024);
 #pragma unroll
       for (int k = 0; k < BN / 16; ++k)
@@ -1146,7 +1161,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     fence_operands(dq);
     // DQLAG: this consumer no longer reads buffer ds_buf ^ 1 (step - 1's); the partner overwrites its
     // half at step + 1, if there is one.
-    if constexpr (LAG) named_barrier_arrive(kDsEmpty + 2 * wg + (ds_buf ^ 1), 256);
+    if constexpr (LAG && NB == 2) named_barrier_arrive(kDsEmpty + 2 * wg + prev_ds_buf<NB>(ds_buf), 256);
 
     if constexpr (Cfg::SPLIT_D) {
       // dq_chunks chunks (two; at 192 one or two), each added from registers into the global
@@ -1186,20 +1201,23 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     fence_operands(dsa);
     if (lane == 0) mbar_arrive(empty + st.stage);  // Q_i and dO_i no longer read
     st.advance();
-    ds_buf ^= 1;
+    if constexpr (NB == 2)
+      ds_buf ^= 1;
+    else
+      ds_buf = ds_buf + 1 == NB ? 0 : ds_buf + 1;
     if constexpr (LAG && Cfg::DQRED) dq_off_prev = red_off(h, m);
     h = h_next, m = m_next;
   }
   if constexpr (LAG) {
     // The last step's dQ chunk (buffer ds_buf ^ 1), once the partner's half of it is written.
     if (steps > 0) {
-      named_barrier_sync(kDsFull + 2 * (1 - wg) + (ds_buf ^ 1), 256);
-      named_barrier_sync(kDsEmpty + 2 * (1 - wg) + ds_buf, 256);  // the partner's last arrival
+      named_barrier_sync(kDsFull + NB * (1 - wg) + prev_ds_buf<NB>(ds_buf), 256);
+      if constexpr (NB == 2) named_barrier_sync(kDsEmpty + 2 * (1 - wg) + ds_buf, 256);  // the partner's last arrival
       float dq[32];
       wgmma_fence();
 #pragma unroll
       for (int k = 0; k < BN / 16; ++k)
-        wgmma_ss_mn_n64<T>(dq, desc_advance(ds_a0, (ds_buf ^ 1) * Cfg::DS_BYTES + k * 2048),
+        wgmma_ss_mn_n64<T>(dq, desc_advance(ds_a0, prev_ds_buf<NB>(ds_buf) * Cfg::DS_BYTES + k * 2048),
                            desc_advance(k_mn, k * 16 * ROW), k > 0);
       wgmma_commit();
       wgmma_wait<0>();

@@ -19,7 +19,9 @@ cudaError_t launch_bwd_d192(bool bf16, const BwdSm90Params &p, dim3 grid, cudaSt
 cudaError_t launch_bwd_d256(bool bf16, const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl);
 // bf16, kernel_d 64 or 128 (else cudaErrorInvalidValue); p.dq_sem set, fixed length.
 cudaError_t launch_bwd_qdesc(int kernel_d, const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl);
-// bf16, kernel_d 64 or 128 (else cudaErrorInvalidValue); non-deterministic (p.dq_sem and p.dq_done null).
-cudaError_t launch_bwd_dqred(int kernel_d, const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl);
+// bf16, kernel_d 64 or 128 (else cudaErrorInvalidValue); non-deterministic (p.dq_sem and p.dq_done null);
+// ds_bufs 3: kernel_d 128's three-dS^T-buffer kernel (else 2).
+cudaError_t launch_bwd_dqred(int kernel_d, int ds_bufs, const BwdSm90Params &p, dim3 grid, cudaStream_t stream,
+                             bool pdl);
 
 }  // namespace flashbox::sm90::bwd

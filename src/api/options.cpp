@@ -17,9 +17,6 @@
 //                                       normally, not programmatically (flash_bwd_sm90.cu, pdl_enabled)
 //   FLASHBOX_SM90_BWD_EARLY_CONVERT = 0|1   0: dQ converted after the whole main grid (early_convert_enabled)
 //   FLASHBOX_SM90_BWD_D64_QDESC = 0|1   deterministic bf16 d64 MHA's order forced (det_walk.hpp)
-//   FLASHBOX_SM90_BWD_DQRED = 0|1|3     1: non-deterministic bf16 d64/d128 calls add dQ from the
-//                                       consumers' registers; 3: d128 also with three dS^T buffers
-//                                       (flash_bwd_sm90.cu, dqred_mode)
 //   FLASHBOX_SM90_BWD_CHUNK_HEADS = N >= 1   (batch, kv head) pairs per chunk of the CTA order
 //   FLASHBOX_SM90_BWD_CHUNK_RULE = v18  the chunk rounding before branch gqa (chunk_heads_for)
 #include "api/options.hpp"
@@ -121,9 +118,6 @@ EnvOverrides read_environment() {
   switch_01("FLASHBOX_SM90_BWD_PDL");
   switch_01("FLASHBOX_SM90_BWD_EARLY_CONVERT");
   switch_01("FLASHBOX_SM90_BWD_D64_QDESC");
-  if (const char *v = std::getenv("FLASHBOX_SM90_BWD_DQRED");
-      v && std::strcmp(v, "0") != 0 && std::strcmp(v, "1") != 0 && std::strcmp(v, "3") != 0)
-    bad("FLASHBOX_SM90_BWD_DQRED", v, "0, 1 or 3");
   if (const char *v = std::getenv("FLASHBOX_SM90_BWD_CHUNK_HEADS")) {
     int n = 0;
     if (!parse_int(v, 1, n)) bad("FLASHBOX_SM90_BWD_CHUNK_HEADS", v, "a number of (batch, kv head) pairs >= 1");

@@ -305,41 +305,6 @@ TEST(CudaBackward, AtomicRepeatsMatchReference) {
   }
 }
 
-// The DQRED kernels (branch dqred: dQ added from the consumers' registers, flash_bwd_sm90_dqred.cu)
-// with FLASHBOX_SM90_BWD_DQRED=1 and =3 (d128: three dS^T buffers), read at every call: bf16 head_dim
-// 64 and 128 (and 40 on d64), causal with seqlen_q != seqlen_k and not, GQA, against the reference
-// (outputs poisoned); the name says "_dqred" ("_ds3"); deterministic calls and fp16 keep the staging
-// kernels.
-TEST(CudaBackward, DqRedKernelsMatchReference) {
-  SKIP_WITHOUT_GPU();
-  if (!runs_hopper_backward()) GTEST_SKIP() << "the DQRED kernels are the Hopper backward's";
-  const char *before = std::getenv("FLASHBOX_SM90_BWD_DQRED");
-  const std::string saved = before != nullptr ? before : "";
-  for (const char *mode : {"1", "3"}) {
-    setenv("FLASHBOX_SM90_BWD_DQRED", mode, 1);
-    for (int64_t dim : {40, 64, 128})
-      for (int causal : {1, 0})
-        for (int det : {0, 1})
-          for (flashbox_dtype dtype : {FLASHBOX_BFLOAT16, FLASHBOX_FLOAT16}) {
-            if (dtype == FLASHBOX_FLOAT16 && det) continue;
-            BackwardData d({.batch = 2, .seqlen_q = 500, .seqlen_k = causal ? 700 : 500, .heads_q = 4, .heads_kv = 2,
-                            .head_dim = dim, .dtype = dtype, .causal = causal});
-            d.poison();
-            run_on_device(d, det);
-            const std::string kernel = flashbox_last_kernel();
-            const bool want = !det && dtype == FLASHBOX_BFLOAT16;
-            EXPECT_EQ(kernel.find("_dqred") != std::string::npos, want) << kernel << ": " << d.name();
-            EXPECT_EQ(kernel.find("_ds3") != std::string::npos, want && dim == 128 && mode[0] == '3')
-                << kernel << ": " << d.name();
-            d.expect_close();
-          }
-  }
-  if (before != nullptr)
-    setenv("FLASHBOX_SM90_BWD_DQRED", saved.c_str(), 1);
-  else
-    unsetenv("FLASHBOX_SM90_BWD_DQRED");
-}
-
 // The other side of the plan's choice (det_walk.hpp), 50 runs each as above: v9's order on bf16 MHA
 // head_dim 64 past 1024 keys and fp16 GQA, v10's on bf16 MHA head_dim 128, bf16 MHA head_dim 64 up
 // to 1024 keys and a GQA group of 8.

@@ -35,7 +35,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -414,8 +413,6 @@ struct Launch {
   bool bf16;
   int kd;      // the instantiation
   bool qdesc;  // deterministic with v10's order (det_walk.hpp): the QDESC instantiation of kd
-  bool dqred;   // non-deterministic bf16 kd 64 / 128 adding dQ from registers: the DQRED instantiation
-  int ds_bufs;  // DQRED at kd 128: its dS^T buffers (2 or 3)
   cudaStream_t stream;
 };
 
@@ -427,15 +424,6 @@ struct Launch {
 bool early_convert_enabled() {
   const char *v = std::getenv("FLASHBOX_SM90_BWD_EARLY_CONVERT");
   return v == nullptr || std::strcmp(v, "0") != 0;
-}
-
-// The DQRED kernels (flash_bwd_sm90_dqred.cu): FLASHBOX_SM90_BWD_DQRED=1, or 3 for d128's kernel with
-// three dS^T buffers, read at every plan (the A/B of branch dqred, bench/sm90_bwd_variants.py --env);
-// 0 when unset or 0.
-int dqred_mode() {
-  const char *v = std::getenv("FLASHBOX_SM90_BWD_DQRED");
-  if (v == nullptr) return 0;
-  return std::strcmp(v, "1") == 0 ? 1 : std::strcmp(v, "3") == 0 ? 3 : 0;
 }
 
 bool pdl_enabled() {
@@ -498,7 +486,6 @@ int run(const Launch &l) {
   // FLASHBOX_SM90_BWD_PDL=0.
   const bool pdl = pdl_enabled();
   e = l.qdesc       ? launch_bwd_qdesc(l.kd, p, l.grid, stream, pdl)
-      : l.dqred     ? launch_bwd_dqred(l.kd, l.ds_bufs, p, l.grid, stream, pdl)
       : l.kd == 32  ? launch_bwd_d32(l.bf16, p, l.grid, stream, pdl)
       : l.kd == 64  ? launch_bwd_d64(l.bf16, p, l.grid, stream, pdl)
       : l.kd == 96  ? launch_bwd_d96(l.bf16, p, l.grid, stream, pdl)
@@ -597,14 +584,7 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   // deterministic mode, one completion counter per (batch, query head, query block) instead (with
   // it, convert polls the semaphores), then convert's work counter. prepare zeroes them, one int per
   // row (m_blocks * NWG + 1 ints, m_blocks * BM >= 64 m_blocks rows).
-  // DQRED (flash_bwd_sm90_dqred.cu): non-deterministic bf16 at kernel_d 64 and 128, fixed length or
-  // varlen; the consumers add dQ themselves, so nothing counts the adds for the early convert; its
-  // 32-bit accumulator offsets need fewer than 2^32 floats (16 GB of accumulator).
-  const int dqred_env = dqred_mode();
-  const bool dqred = !g.deterministic && a.dtype == FLASHBOX_BFLOAT16 && (kd == 64 || kd == 128) &&
-                     l.dq_accum_bytes / 4 <= int64_t(UINT32_MAX) && dqred_env != 0;
-  const int ds_bufs = dqred && kd == 128 && dqred_env == 3 ? 3 : 2;
-  const bool early = !varlen && kd <= 128 && !dqred && early_convert_enabled();
+  const bool early = !varlen && kd <= 128 && early_convert_enabled();
   l.sem_bytes = g.deterministic ? (varlen ? a.heads_q * seqlen_q_pad * kConsumerWarpgroups * 4
                                           : a.batch * a.heads_q * m_blocks * kConsumerWarpgroups * 4)
                 : early         ? a.batch * a.heads_q * m_blocks * 4
@@ -631,12 +611,10 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   // bf16 d128 outside v10's order runs the DQLAG schedule (flash_bwd_sm90_d128.cu; kernel header
   // "dQ one step late"): the name says which schedule ran.
   if (kd == 128 && a.dtype == FLASHBOX_BFLOAT16 && !qdesc) name += "_dqlag";
-  if (dqred) name += "_dqred";  // dQ added from the consumers' registers (flash_bwd_sm90_dqred.cu)
-  if (ds_bufs == 3) name += "_ds3";  // and three dS^T buffers
   Plan plan{std::move(name), 2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes + l.list_bytes, {}};
   if (size_only) return {std::move(plan)};
 
-  l.bf16 = a.dtype == FLASHBOX_BFLOAT16, l.kd = kd, l.qdesc = qdesc, l.dqred = dqred, l.ds_bufs = ds_bufs;
+  l.bf16 = a.dtype == FLASHBOX_BFLOAT16, l.kd = kd, l.qdesc = qdesc;
   l.stream = static_cast<cudaStream_t>(a.stream);
   std::memset(&l.p, 0, sizeof l.p);
   BwdSm90Params &p = l.p;

@@ -329,7 +329,7 @@ struct BwdSm90Params {
 
 constexpr int kConsumerWarpgroups = 2;
 
-template <class T, int D_, int BM_, bool QDESC_ = false, bool DQLAG_ = false, bool DQRED_ = false, int DS_BUFS_ = 2>
+template <class T, int D_, int BM_, bool QDESC_ = false, bool DQLAG_ = false>
 struct BwdConfig {
   using Elem = T;
   static constexpr int D = D_, BM = BM_, NWG = kConsumerWarpgroups;
@@ -339,15 +339,6 @@ struct BwdConfig {
   // DQLAG: each consumer issues step i's dQ chunk during step i + 1, the two consumers coupled by
   // one-way handshakes instead of one barrier per step (the file header's "dQ one step late").
   static constexpr bool DQLAG = DQLAG_;
-  // DQRED: each consumer adds its dQ chunk into the global accumulator from its registers
-  // (red.global.add.v4.f32 in the staging's fragment order, as SPLIT_D does) instead of staging it
-  // for a dQ writer's bulk reduce-add (the file header's "dQ from registers"). Non-deterministic
-  // calls only, and no early convert (nothing counts the adds).
-  static constexpr bool DQRED = DQRED_;
-  // dS^T buffers: 2, or 3 with DQLAG (the file header's "dQ from registers"): a buffer is then
-  // rewritten three steps after it was written, by when the Q/dO ring has proved that the partner's
-  // dQ product of it completed, so the kDsEmpty handshake goes.
-  static constexpr int DS_BUFS = DS_BUFS_;
   // SPLIT_D (head_dim 192 and 256, the file header's "Head dimension 256" and "Head dimension 192"):
   // BN = 64 keys, each consumer scores 32 queries of them and P^T, dS^T are exchanged in shared
   // memory; else BN = 128, 64 keys each, all queries and all D columns. Who owns which accumulator
@@ -393,9 +384,9 @@ struct BwdConfig {
   static constexpr int K_BYTES = BN * KL * 2, KV_BYTES = BN * D * 2, Q_BYTES = BM * D * 2, DS_BYTES = BN * BM * 2;
   static constexpr int QW = SPLIT_D ? BM / NWG : BM;       // queries of S^T, dP^T per consumer
   static constexpr int PT_BYTES = SPLIT_D ? DS_BYTES : 0;  // SPLIT_D: P^T, exchanged like dS^T
-  static constexpr int DQ_CHUNK_FLOATS = 64 * 64, DQ_BYTES = SPLIT_D || DQRED ? 0 : BM * DQ_LD * 4, VEC_BYTES = 2 * BM * 4;
+  static constexpr int DQ_CHUNK_FLOATS = 64 * 64, DQ_BYTES = SPLIT_D ? 0 : BM * DQ_LD * 4, VEC_BYTES = 2 * BM * 4;
   static constexpr int K_OFF = 0, V_OFF = K_BYTES, Q_OFF = K_BYTES + KV_BYTES, DO_OFF = Q_OFF + STAGES * Q_BYTES;
-  static constexpr int DS_OFF = DO_OFF + STAGES * Q_BYTES, PT_OFF = DS_OFF + DS_BUFS * DS_BYTES;
+  static constexpr int DS_OFF = DO_OFF + STAGES * Q_BYTES, PT_OFF = DS_OFF + 2 * DS_BYTES;
   static constexpr int DQ_OFF = PT_OFF + 2 * PT_BYTES;
   static constexpr int VEC_OFF = DQ_OFF + DQ_BYTES, BAR_OFF = VEC_OFF + NWG * VEC_BYTES;
   static constexpr int NUM_BARS = 1 + 2 * STAGES;
@@ -407,8 +398,6 @@ struct BwdConfig {
   static_assert(!(QDESC && SPLIT_D), "the d192 and d256 configurations have no deterministic mode");
   static_assert(!(DQLAG && SPLIT_D), "DQLAG is a schedule of the BN = 128 layout");
   static_assert(!(DQLAG && QDESC), "QDESC's odd-step dQ barriers (kDqOdd) are DQLAG's dS^T handshake ids");
-  static_assert(!(DQRED && (QDESC || SPLIT_D)), "DQRED: non-deterministic, BN = 128 (SPLIT_D adds from registers already)");
-  static_assert(DS_BUFS == 2 || (DS_BUFS == 3 && DQLAG && DQRED), "a third dS^T buffer: the DQLAG handshakes, DQRED's smem");
 };
 
 // Named barriers: 0 is __syncthreads; 1 both consumers (dS^T complete); 2 + w one consumer;
@@ -767,15 +756,6 @@ __device__ __forceinline__ void store_rows(void *out, const int64_t (&stride)[3]
   }
 }
 
-// The dS^T buffer before buffer b in a ring of NB (DQLAG's step - 1).
-template <int NB>
-__device__ __forceinline__ int prev_ds_buf(int b) {
-  if constexpr (NB == 2)
-    return b ^ 1;
-  else
-    return b == 0 ? NB - 1 : b - 1;
-}
-
 template <class Cfg>
 __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *smem, uint64_t *kv_full, uint64_t *full,
                                              uint64_t *empty, TileRef t_, int wg) {
@@ -835,7 +815,6 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   mbar_wait(kv_full, 0);
   PipeState<Cfg::STAGES> st;
   int ds_buf = 0;
-  constexpr int NB = Cfg::DS_BUFS;  // dS^T buffers (3: no kDsEmpty handshake)
   // Steps: every query block of m_range of every query head of the group, head by head (QDESC:
   // query blocks descending, the group's heads innermost).
   const int2 mr = m_range(p, n_block, BM, BN, t_.sq(), t_.sk());
@@ -870,23 +849,6 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     fence_view_async_shared();
     named_barrier_arrive(kDqFull + dq_bar, kDqBarrierThreads);
   };
-  // DQRED: the chunk goes from the registers into the global accumulator of the query block whose
-  // accumulator rows start at `row` (accum_row: fixed length and varlen alike), float4 j of thread t
-  // at (j * 128 + t) * 4 of the chunk: the staging's order (so the convert kernels are unchanged),
-  // 512 contiguous bytes per warp and instruction (red.global.add.v4.f32, as SPLIT_D's adds).
-  const auto red_dq = [&](const float(&dq)[32], uint32_t off) {
-    float4 *dst = reinterpret_cast<float4 *>(p.dq_accum + off);
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-      atomicAdd(dst + j * 128, make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
-  };
-  // DQRED: this thread's first float of the chunk of query block m of head h (32 bits: the plan
-  // keeps the accumulator under 2^32 floats for these kernels).
-  const auto red_off = [&](int h, int m) {
-    return uint32_t(accum_row(p, t_, h, m, BM)) * Cfg::DQ_LD + uint32_t(wg * Cfg::DQ_CHUNK_FLOATS + 4 * t);
-  };
-  // DQRED with DQLAG: the offset of the previous step's chunk, which this step adds.
-  uint32_t dq_off_prev = 0;
   float vec_next[VEC_PER_THREAD];
   const int h_begin = hk * p.group;
   int h = h_begin, m = Cfg::QDESC ? m_end - 1 : m_begin;
@@ -898,14 +860,12 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     // The handshakes' arrivals of step -1 (kDsFull of buffer 1, kDsEmpty of buffer 0), so that every
     // step syncs unconditionally (a barrier under a branch between the products made ptxas spill).
     if (steps > 0) {
-      named_barrier_arrive(kDsFull + NB * wg + NB - 1, 256);
-      if constexpr (NB == 2) named_barrier_arrive(kDsEmpty + 2 * wg, 256);
+      named_barrier_arrive(kDsFull + 2 * wg + 1, 256);
+      named_barrier_arrive(kDsEmpty + 2 * wg, 256);
     }
   }
   for (int step = 0; step < steps; ++step) {
     const uint32_t q_off = st.stage * Cfg::Q_BYTES;
-    // DQRED without DQLAG: where this step's chunk goes (computed here, before the scores are live).
-    const uint32_t dq_off = Cfg::DQRED && !LAG ? red_off(h, m) : 0;
     mbar_wait(full + st.stage, st.phase);
     // S^T = K_w Q^T and dP^T = V_w dO^T, as two groups: P is computed while dP^T is in flight.
     float s[QW / 2], dp[QW / 2];
@@ -941,7 +901,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     // DQLAG: the partner's dQ product of step - 2 has read dS^T buffer ds_buf (all 128 keys, so this
     // consumer's half too), which this step overwrites below. Here, beside the chunk barrier, rather
     // than just before the stores: there it made ptxas spill at d64.
-    if constexpr (LAG && NB == 2) named_barrier_sync(kDsEmpty + 2 * (1 - wg) + ds_buf, 256);
+    if constexpr (LAG) named_barrier_sync(kDsEmpty + 2 * (1 - wg) + ds_buf, 256);
 
     // P^T: register i holds key key0 + 8 * ((i >> 1) & 1), query q_base + 8 * (i >> 2) + 2q + (i & 1).
     // Masked only where the block is not inside every row's window or crosses the end of the keys or
@@ -1090,7 +1050,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(pt_tile + off), "r"(pa[i / 2]) : "memory");
     }
     fence_view_async_shared();
-    if constexpr (LAG) named_barrier_arrive(kDsFull + NB * wg + ds_buf, 256);  // this half of step's dS^T
+    if constexpr (LAG) named_barrier_arrive(kDsFull + 2 * wg + ds_buf, 256);  // this half of step's dS^T
 
     if constexpr (Cfg::SPLIT_D) {
       // Both consumers' halves of P^T and dS^T are in shared memory: dV += P^T dO (both operands in
@@ -1115,7 +1075,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       // dQ chunk = dS K once both consumers' dS^T is in shared memory, then dK += dS^T Q. DQLAG: the
       // chunk of step - 1 (buffer ds_buf ^ 1), whose other half the partner wrote a step ago.
       if constexpr (LAG) {
-        named_barrier_sync(kDsFull + NB * (1 - wg) + prev_ds_buf<NB>(ds_buf), 256);
+        named_barrier_sync(kDsFull + 2 * (1 - wg) + (ds_buf ^ 1), 256);
       } else {
         named_barrier_sync(kDsBarrier, 256);
       }
@@ -1127,7 +1087,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     const bool has_dq = !LAG || step > 0;
     wgmma_fence();
     if constexpr (LAG) {
-      const uint64_t dq_a = has_dq ? desc_advance(ds_a0, prev_ds_buf<NB>(ds_buf) * Cfg::DS_BYTES)
+      const uint64_t dq_a = has_dq ? desc_advance(ds_a0, (ds_buf ^ 1) * Cfg::DS_BYTES)
                                    : make_smem_desc(base + Cfg::K_OFF, BN * 128, 1024);
 #pragma unroll
       for (int k = 0; k < BN / 16; ++k)
@@ -1161,7 +1121,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     fence_operands(dq);
     // DQLAG: this consumer no longer reads buffer ds_buf ^ 1 (step - 1's); the partner overwrites its
     // half at step + 1, if there is one.
-    if constexpr (LAG && NB == 2) named_barrier_arrive(kDsEmpty + 2 * wg + prev_ds_buf<NB>(ds_buf), 256);
+    if constexpr (LAG) named_barrier_arrive(kDsEmpty + 2 * wg + (ds_buf ^ 1), 256);
 
     if constexpr (Cfg::SPLIT_D) {
       // dq_chunks chunks (two; at 192 one or two), each added from registers into the global
@@ -1188,8 +1148,6 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
         for (int j = 0; j < 8; ++j)
           atomicAdd(dst + j * 128, make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]));
       }
-    } else if constexpr (Cfg::DQRED) {
-      if (has_dq) red_dq(dq, LAG ? dq_off_prev : dq_off);
     } else if (has_dq) {
       stage_dq(dq, step & 1);
     }
@@ -1201,31 +1159,24 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     fence_operands(dsa);
     if (lane == 0) mbar_arrive(empty + st.stage);  // Q_i and dO_i no longer read
     st.advance();
-    if constexpr (NB == 2)
-      ds_buf ^= 1;
-    else
-      ds_buf = ds_buf + 1 == NB ? 0 : ds_buf + 1;
-    if constexpr (LAG && Cfg::DQRED) dq_off_prev = red_off(h, m);
+    ds_buf ^= 1;
     h = h_next, m = m_next;
   }
   if constexpr (LAG) {
     // The last step's dQ chunk (buffer ds_buf ^ 1), once the partner's half of it is written.
     if (steps > 0) {
-      named_barrier_sync(kDsFull + NB * (1 - wg) + prev_ds_buf<NB>(ds_buf), 256);
-      if constexpr (NB == 2) named_barrier_sync(kDsEmpty + 2 * (1 - wg) + ds_buf, 256);  // the partner's last arrival
+      named_barrier_sync(kDsFull + 2 * (1 - wg) + (ds_buf ^ 1), 256);
+      named_barrier_sync(kDsEmpty + 2 * (1 - wg) + ds_buf, 256);  // the partner's last arrival
       float dq[32];
       wgmma_fence();
 #pragma unroll
       for (int k = 0; k < BN / 16; ++k)
-        wgmma_ss_mn_n64<T>(dq, desc_advance(ds_a0, prev_ds_buf<NB>(ds_buf) * Cfg::DS_BYTES + k * 2048),
+        wgmma_ss_mn_n64<T>(dq, desc_advance(ds_a0, (ds_buf ^ 1) * Cfg::DS_BYTES + k * 2048),
                            desc_advance(k_mn, k * 16 * ROW), k > 0);
       wgmma_commit();
       wgmma_wait<0>();
       fence_operands(dq);
-      if constexpr (Cfg::DQRED)
-        red_dq(dq, dq_off_prev);
-      else
-        stage_dq(dq, 0);  // DQLAG: never QDESC
+      stage_dq(dq, 0);  // DQLAG: never QDESC
     }
   }
   if constexpr (ONE_GRAD) {
@@ -1278,8 +1229,6 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const _
       grid_dependents_launch();
     } else if constexpr (Cfg::QDESC) {  // two dQ writers taking alternate steps, warps 1 and 2
       if (threadIdx.x / 32 == 1 || threadIdx.x / 32 == 2) bwd_dq_writer_pair<Cfg>(p, smem, tile, threadIdx.x / 32 - 1);
-    } else if constexpr (Cfg::DQRED) {
-      // no dQ writer: the consumers add their chunks themselves
     } else if (Cfg::DQLAG && threadIdx.x / 32 == 1) {
       bwd_dq_writer<Cfg, 0>(p, smem, tile);
     } else if (Cfg::DQLAG && threadIdx.x / 32 == 2) {

@@ -17,12 +17,17 @@
 #   test_gpu_ds3_and_default   test_backward's GPU tests with =3 and without the switch (the default
 #                  kernels, byte-identical to main's), side by side, logs test_gpu_ds3.log, test_gpu.log
 # Every step has its own limit, cut to what is left of SECONDS (default 285) in all.
-# Packing, on the CPU machine (builds BUILD, default build-cuda):
-#   cd /work/wt/dqred && rm -rf .carry/dqred && mkdir -p .carry/dqred && \
-#     bash bench/sm90_bwd_dqred_device_run.sh --pack .carry/dqred/dqred.tar.gz build-cuda
-# Device call:
-#   run(command="bash bench/sm90_bwd_dqred_device_run.sh .carry/dqred/dqred.tar.gz 285",
-#       carry=[".carry/dqred"], timeout_s=300)
+# It ran once, at 8836883 (bench/results/2026-12-02_sm90_bwd_dqred/). Both variants lost and were
+# deleted in the next commit (6908045): from there nothing reads the variable (red = ds3 = new), so
+# the script measures something only at 8836883.
+# Packing, on the CPU machine (the device runs in a copy of /work/main, so the carry goes under its
+# .carry/, which git ignores there; BUILD is the worktree's build-cuda at 8836883):
+#   cd /work/wt/dqred && bash bench/sm90_bwd_dqred_device_run.sh --pack .carry/dqred/dqred.tar.gz build-cuda && \
+#     rm -rf /work/main/.carry/dqred && mkdir -p /work/main/.carry/dqred/src && \
+#     git archive 8836883 | tar -x -C /work/main/.carry/dqred/src && cp .carry/dqred/dqred.tar.gz /work/main/.carry/dqred/
+# Device call (as it ran):
+#   run(command="cd .carry/dqred/src && bash bench/sm90_bwd_dqred_device_run.sh ../dqred.tar.gz 280",
+#       carry=[".carry/dqred"], timeout_s=295)
 #   bash bench/sm90_bwd_dqred_device_run.sh TARBALL [SECONDS] [STEP,STEP,...]
 set -u
 tests="test_backward test_sm90_bwd_mods test_sm90_bwd_varlen"

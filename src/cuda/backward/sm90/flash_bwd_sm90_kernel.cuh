@@ -27,6 +27,12 @@
 //     With the early convert (dq_done, branch convq) the non-deterministic writers also count, per
 //     (batch, query head, query block), the chunks whose adds completed (bwd_dq_writer); convert
 //     converts a block once its count is full (deterministic: once its semaphores are).
+//     Why staging and a writer rather than adds from the consumers' registers (red.global.add.v4.f32
+//     in the same order, as the d192/d256 configurations do), although staging costs 64 KB of the
+//     ~368 KB of shared-memory traffic per d128 step, a proxy fence and two barriers: measured
+//     (branch dqred, 2026-12-02, bench/NOTES.md) the register adds were 2-6 % slower at d64 and
+//     2-3 % at d128 causal, on the same tensors with the early convert off on both; a third dS^T
+//     buffer for DQLAG on top of them (no kDsEmpty handshake) 2-11 % slower still. Both deleted.
 //   Overlap inside a consumer: P is computed while dP^T is in flight, and the dQ chunk is staged
 //   while dK's product runs (issue order S^T, dP^T, dV, dQ, dK).
 // dQ one step late (Cfg::DQLAG; branch dqlag, 2026-12-01, bench/NOTES.md sm90 backward v17; the bf16

@@ -12,7 +12,7 @@
 // Read where they are used, not here (no option carries them; some are read at every call, so that
 // bench/sm90_bwd_variants.py --env can time one library under several settings in one process); here
 // only their values are checked, once per process with the others, so that a typo fails the calls
-// instead of silently running the default:
+// instead of silently running the default (both through the parsers of core/env_switch.hpp):
 //   FLASHBOX_SM90_BWD_PDL = 0|1         0: the sm90 backward's main and convert kernels launched
 //                                       normally, not programmatically (flash_bwd_sm90.cu, pdl_enabled)
 //   FLASHBOX_SM90_BWD_EARLY_CONVERT = 0|1   0: dQ converted after the whole main grid (early_convert_enabled)
@@ -27,6 +27,7 @@
 #include <optional>
 #include <string>
 
+#include "core/env_switch.hpp"
 #include "core/error.hpp"
 
 namespace flashbox::detail {
@@ -46,13 +47,7 @@ void note(std::string &names, const char *name, const char *value) {
   names += std::string(name) + "=" + value;
 }
 
-bool parse_int(const char *s, int lo, int &out) {
-  char *end = nullptr;
-  const long v = std::strtol(s, &end, 10);
-  if (end == s || *end != '\0' || v < lo || v > (1 << 20)) return false;
-  out = int(v);
-  return true;
-}
+using env::parse_int;
 
 EnvOverrides read_environment() {
   EnvOverrides e;
@@ -111,19 +106,14 @@ EnvOverrides read_environment() {
   }
   if (const char *v = std::getenv("FLASHBOX_KVCACHE_PREFILL_ROWS"); v && !parse_int(v, 1, e.kvcache_prefill_rows))
     e.kvcache_prefill_rows = 0, bad("FLASHBOX_KVCACHE_PREFILL_ROWS", v, "a number of query rows >= 1");
-  const auto switch_01 = [&](const char *name) {
-    const char *v = std::getenv(name);
-    if (v != nullptr && std::strcmp(v, "0") != 0 && std::strcmp(v, "1") != 0) bad(name, v, "0 or 1");
-  };
-  switch_01("FLASHBOX_SM90_BWD_PDL");
-  switch_01("FLASHBOX_SM90_BWD_EARLY_CONVERT");
-  switch_01("FLASHBOX_SM90_BWD_D64_QDESC");
-  if (const char *v = std::getenv("FLASHBOX_SM90_BWD_CHUNK_HEADS")) {
-    int n = 0;
-    if (!parse_int(v, 1, n)) bad("FLASHBOX_SM90_BWD_CHUNK_HEADS", v, "a number of (batch, kv head) pairs >= 1");
-  }
-  if (const char *v = std::getenv("FLASHBOX_SM90_BWD_CHUNK_RULE"); v && std::strcmp(v, "v18") != 0)
-    bad("FLASHBOX_SM90_BWD_CHUNK_RULE", v, "v18");
+  // The sm90 backward's switches, through the parsers their readers use (core/env_switch.hpp).
+  for (const char *name : {"FLASHBOX_SM90_BWD_PDL", "FLASHBOX_SM90_BWD_EARLY_CONVERT", "FLASHBOX_SM90_BWD_D64_QDESC"})
+    if (env::switch_01(name).state == env::State::bad) bad(name, std::getenv(name), "0 or 1");
+  if (env::int_at_least("FLASHBOX_SM90_BWD_CHUNK_HEADS", 1).state == env::State::bad)
+    bad("FLASHBOX_SM90_BWD_CHUNK_HEADS", std::getenv("FLASHBOX_SM90_BWD_CHUNK_HEADS"),
+        "a number of (batch, kv head) pairs >= 1");
+  if (env::word("FLASHBOX_SM90_BWD_CHUNK_RULE", "v18") == env::State::bad)
+    bad("FLASHBOX_SM90_BWD_CHUNK_RULE", std::getenv("FLASHBOX_SM90_BWD_CHUNK_RULE"), "v18");
   return e;
 }
 

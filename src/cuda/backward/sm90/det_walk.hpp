@@ -3,7 +3,8 @@
 // Host-only, so the choice is tested without a device (tests/backward/cuda_backward_test.cpp).
 #pragma once
 #include <cstdint>
-#include <cstdlib>
+
+#include "core/env_switch.hpp"
 
 namespace flashbox::sm90::bwd {
 
@@ -39,8 +40,8 @@ constexpr bool uses_qdesc_walk(int kernel_d, bool bf16, bool varlen, int64_t gro
 // under three waves of CTAs, v9 ends on its longest ones). FLASHBOX_SM90_BWD_D64_QDESC=1 / =0 (read
 // per call) forces v10's / v9's at every length, for the A/B.
 inline bool d64_mha_qdesc(int64_t seqlen_k) {
-  const char *v = std::getenv("FLASHBOX_SM90_BWD_D64_QDESC");
-  if (v != nullptr && (v[0] == '0' || v[0] == '1')) return v[0] == '1';
+  const env::Switch01 forced = env::switch_01("FLASHBOX_SM90_BWD_D64_QDESC");
+  if (forced.state == env::State::ok) return forced.on;
   return seqlen_k <= 1024;
 }
 

@@ -40,6 +40,7 @@
 #include <string>
 
 #include "core/backends.hpp"
+#include "core/env_switch.hpp"
 #include "core/error.hpp"
 #include "core/softmax_scale.hpp"
 #include "cuda/backward/sm80/bwd_device.cuh"
@@ -375,17 +376,14 @@ int sm_count() {
 // ideal against 0.995 with chunks of 4 (bench/NOTES.md, branch gqa). FLASHBOX_SM90_BWD_CHUNK_HEADS=N
 // (read per call) forces N, for the A/B; FLASHBOX_SM90_BWD_CHUNK_RULE=v18 the old rounding.
 int chunk_heads_for(int64_t num_bh, int64_t num_n_blocks, int64_t seqlen_q_pad, int64_t head_dim) {
-  if (const char *v = std::getenv("FLASHBOX_SM90_BWD_CHUNK_HEADS")) {
-    const long n = std::strtol(v, nullptr, 10);
-    if (n >= 1) return int(std::min<int64_t>(n, num_bh));
-  }
+  if (const env::IntSwitch n = env::int_at_least("FLASHBOX_SM90_BWD_CHUNK_HEADS", 1); n.state == env::State::ok)
+    return int(std::min<int64_t>(n.value, num_bh));
   const int sms = sm_count();
   int64_t g = (2 * sms + num_n_blocks - 1) / num_n_blocks;
   if (g <= 3) return 1;
   g = std::min<int64_t>(g, std::max<int64_t>(1, (int64_t(24) << 20) / (seqlen_q_pad * head_dim * 4)));
   g = std::clamp<int64_t>(g, 1, num_bh);
-  const char *rule = std::getenv("FLASHBOX_SM90_BWD_CHUNK_RULE");
-  if (rule != nullptr && std::strcmp(rule, "v18") == 0) {
+  if (env::word("FLASHBOX_SM90_BWD_CHUNK_RULE", "v18") == env::State::ok) {
     const int64_t chunks = (num_bh + g - 1) / g;
     return int((num_bh + chunks - 1) / chunks);
   }
@@ -421,16 +419,10 @@ struct Launch {
 // The early convert (convert_dq_early_kernel): on unless FLASHBOX_SM90_BWD_EARLY_CONVERT=0, read at
 // every plan (not cached, so that one process can time both: bench/sm90_bwd_variants.py's
 // --env NAME:VAR=VALUE sets it around one build's calls).
-bool early_convert_enabled() {
-  const char *v = std::getenv("FLASHBOX_SM90_BWD_EARLY_CONVERT");
-  return v == nullptr || std::strcmp(v, "0") != 0;
-}
+bool early_convert_enabled() { return env::switch_on_by_default("FLASHBOX_SM90_BWD_EARLY_CONVERT"); }
 
 bool pdl_enabled() {
-  static const bool on = [] {
-    const char *v = std::getenv("FLASHBOX_SM90_BWD_PDL");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool on = env::switch_on_by_default("FLASHBOX_SM90_BWD_PDL");
   return on;
 }
 

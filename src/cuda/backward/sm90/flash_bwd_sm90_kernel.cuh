@@ -361,6 +361,10 @@ struct BwdConfig {
   // at 32, whose steps are about 0.6 of d64's and whose stages are 16 KB (the file header's "Head
   // dimension 32": a load gets two steps to land).
   static constexpr int STAGES = ONE_GRAD || D == 32 ? 3 : 2;
+  // dS^T into shared memory with one stmatrix per 16-query k-step (branch dsstm, 2026-12-02), or with
+  // four st.shared.b32 per k-step: at D = 32 and in the d64 QDESC kernel, where ptxas spilled 4-20 B
+  // with stmatrix, and with SPLIT_D (P^T stored beside it; not measured).
+  static constexpr bool DS_STMATRIX = !SPLIT_D && D != 32 && !(QDESC && D == 64);
   static constexpr int BN = SPLIT_D ? 64 : 128, COLS = SPLIT_D && !ONE_GRAD ? D / NWG : D;
   static constexpr int THREADS = 128 * (NWG + 1);
   // The consumer warpgroups' register count (setmaxnreg.inc): 240, or 208 at D = 32, where ptxas spilled
@@ -1045,15 +1049,32 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     // dS^T (and with SPLIT_D P^T) into shared memory: row = key in the block, 64-query panels of
     // 128-B swizzled rows; SPLIT_D: this consumer's 32 queries of them.
     const uint32_t ds_tile = base + Cfg::DS_OFF + ds_buf * Cfg::DS_BYTES;
-    const uint32_t pt_tile = base + Cfg::PT_OFF + ds_buf * Cfg::PT_BYTES;
+    if constexpr (!Cfg::DS_STMATRIX) {
+      const uint32_t pt_tile = base + Cfg::PT_OFF + ds_buf * Cfg::PT_BYTES;
 #pragma unroll
-    for (int i = 0; i < QW / 2; i += 2) {
-      const int row = key_row0 + warp * 16 + g + 8 * acc_half(i);
-      const int col = q_base + 8 * acc_group(i) + 2 * q;
-      const uint32_t off = swizzled_128b(0, BN, row, col) + (col % 8) * 2;
-      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds_tile + off), "r"(dsa[i / 2]) : "memory");
-      if constexpr (Cfg::SPLIT_D)
-        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(pt_tile + off), "r"(pa[i / 2]) : "memory");
+      for (int i = 0; i < QW / 2; i += 2) {
+        const int row = key_row0 + warp * 16 + g + 8 * acc_half(i);
+        const int col = q_base + 8 * acc_group(i) + 2 * q;
+        const uint32_t off = swizzled_128b(0, BN, row, col) + (col % 8) * 2;
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds_tile + off), "r"(dsa[i / 2]) : "memory");
+        if constexpr (Cfg::SPLIT_D)
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(pt_tile + off), "r"(pa[i / 2]) : "memory");
+      }
+    } else {
+      // One stmatrix per 16-query k-step (branch dsstm, 2026-12-02; the st.shared.b32 loop above did
+      // four per k-step, each with its own address): the A fragment of k-step k, dsa[4k + j], is four
+      // 8 x 8 b16 matrices in stmatrix's thread layout (lane l: row l / 4, columns 2 (l % 4), + 1);
+      // matrix j covers the warp's key rows 8 (j & 1).. and queries 16 k + 8 (j >> 1)..; lanes
+      // 8j..8j+7 give the addresses of its rows, each 8-query row segment 16 contiguous bytes of the
+      // swizzled layout (as the sm90 forward stores O).
+      // k-step k's segment is chunk 2 (k % 4) + (lane >> 4) of the row, swizzled: chunk 0's XOR 2 (k % 4)
+      // (the tile is 1024-B aligned), in panel k / 4.
+      const int mrow = key_row0 + warp * 16 + 8 * ((lane >> 3) & 1) + (lane & 7);
+      const uint32_t seg0 = ds_tile + swizzled_128b(0, BN, mrow, 8 * (lane >> 4));
+#pragma unroll
+      for (int k = 0; k < QW / 16; ++k)
+        stmatrix_x4((seg0 ^ ((k % 4) << 5)) + (k / 4) * BN * 128, dsa[4 * k], dsa[4 * k + 1], dsa[4 * k + 2],
+                    dsa[4 * k + 3]);
     }
     fence_view_async_shared();
     if constexpr (LAG) named_barrier_arrive(kDsFull + 2 * wg + ds_buf, 256);  // this half of step's dS^T

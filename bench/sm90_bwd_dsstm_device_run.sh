@@ -57,6 +57,7 @@ tstep variants 60 python3 "$here/sm90_bwd_variants.py" new=$B/libflashbox.so old
   --shapes "$sv" --json "$O/variants.json"
 prof() {
   local lim=$(( DEADLINE - $(date +%s) - 8 ))
+  (( lim >= 10 )) || { echo "ncu: no time left"; return 2; }
   timeout $lim ncu --clock-control none -k regex:flash_bwd_sm90_kernel -c 1 --section WarpStateStats \
     --section SchedulerStats --section SourceCounters --section ComputeWorkloadAnalysis \
     --section MemoryWorkloadAnalysis -f -o /tmp/dsstm_d128 $B/flashbox bench --device cuda --backward --impls flash \

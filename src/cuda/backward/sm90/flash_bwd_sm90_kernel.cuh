@@ -35,6 +35,12 @@
 //     buffer for DQLAG on top of them (no kDsEmpty handshake) 2-11 % slower still. Both deleted.
 //   Overlap inside a consumer: P is computed while dP^T is in flight, and the dQ chunk is staged
 //   while dK's product runs (issue order S^T, dP^T, dV, dQ, dK).
+//   dS^T goes to shared memory with one stmatrix.x4 per 16-query k-step (Cfg::DS_STMATRIX; branch
+//   dsstm, 2026-12-02, bench/NOTES.md): the k-step's A fragment is four 8 x 8 b16 matrices in
+//   stmatrix's thread layout, so 4 instructions per thread and step at d128 (8 at d64) where the
+//   st.shared.b32 loop issued 16 (32), the same bytes, conflict-free either way. Measured 1.8-3.9 %
+//   faster at d64/d128 (B4 bf16, T 2048..16384, one process). d32 and the d64 QDESC kernel keep the
+//   b32 loop (ptxas spilled 4-20 B with stmatrix there), and so do d192/d256 (P^T beside it).
 // dQ one step late (Cfg::DQLAG; branch dqlag, 2026-12-01, bench/NOTES.md sm90 backward v17; the bf16
 // d128 kernel, flash_bwd_sm90_d128.cu: 1.5-2.4 % faster than the plain schedule at T >= 8192, level
 // below; at d64 it measured 4-7 % slower, so d64 and fp16 keep the plain schedule). Above, a consumer's dQ chunk of
@@ -1067,8 +1073,9 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       // matrix j covers the warp's key rows 8 (j & 1).. and queries 16 k + 8 (j >> 1)..; lanes
       // 8j..8j+7 give the addresses of its rows, each 8-query row segment 16 contiguous bytes of the
       // swizzled layout (as the sm90 forward stores O).
-      // k-step k's segment is chunk 2 (k % 4) + (lane >> 4) of the row, swizzled: chunk 0's XOR 2 (k % 4)
-      // (the tile is 1024-B aligned), in panel k / 4.
+      // Lane l's segment of k-step k is chunk 2 (k % 4) + (l >> 4) of its row in panel k / 4, i.e.
+      // (the swizzle being an XOR with row % 8, the tile 1024-B aligned) k-step 0's address XOR
+      // 32 (k % 4), plus the panel: one LOP3 per k-step.
       const int mrow = key_row0 + warp * 16 + 8 * ((lane >> 3) & 1) + (lane & 7);
       const uint32_t seg0 = ds_tile + swizzled_128b(0, BN, mrow, 8 * (lane >> 4));
 #pragma unroll

@@ -854,14 +854,18 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   };
   // The chunk goes to the dQ writer through the staging buffer, once the writer has given it back.
   // odd: QDESC, an odd step (its barriers are kDqOdd further: two dQ writers, bwd_dq_writer_pair).
+  // The stores take the buffer's 32-bit shared-window address (st.shared.v4): through a float4
+  // pointer into `smem` ptxas emitted generic ST.E.128 stores, which the proxy fence after them then
+  // waited on (5 % of the consumers' stall samples at D128 T8192, bench/results/2026-12-02_sm90_bwd_dsstm).
   const auto stage_dq = [&](const float(&dq)[32], int odd) {
-    float *staging = reinterpret_cast<float *>(smem + Cfg::DQ_OFF) + wg * Cfg::DQ_CHUNK_FLOATS;
+    const uint32_t staging = base + Cfg::DQ_OFF + (wg * Cfg::DQ_CHUNK_FLOATS + t * 4) * 4;
     const int dq_bar = wg + (Cfg::QDESC ? kDqOdd * odd : 0);
     named_barrier_sync(kDqEmpty + dq_bar, kDqBarrierThreads);
 #pragma unroll
     for (int j = 0; j < 8; ++j)
-      *reinterpret_cast<float4 *>(staging + (j * 128 + t) * 4) =
-          make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
+      asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(staging + j * 128 * 16), "f"(dq[4 * j]),
+                   "f"(dq[4 * j + 1]), "f"(dq[4 * j + 2]), "f"(dq[4 * j + 3])
+                   : "memory");
     fence_view_async_shared();
     named_barrier_arrive(kDqFull + dq_bar, kDqBarrierThreads);
   };

@@ -13,11 +13,11 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=${OUT:-/tmp/final_ab_out}
-OUT=$root/ab bash "$here/sm90_bwd_dsstm_device_run.sh" "$1" "${2:-160}" tests,variants
+OUT=$root/ab bash "$here/sm90_bwd_dsstm_device_run.sh" "$1" "${2:-175}" tests,variants
 OUT=$root/fin bash "$here/device_final_run.sh" "$1" \
   test_cuda,test_sm90_bwd_varlen,test_sm90_bwd_d256,test_sm90_bwd_d192,compare_bwd,compare_masks_bwd | tail -40
 cd "$root" && tar -czf logs.tar.gz ab fin && mkdir -p keep &&
-  for f in ab/run.log:ab_run.log fin/run.log:fin_run.log ab/variants.json:variants.json fin/compare_bwd.json:compare_bwd.json; do
+  for f in ab/run.log:ab_run.log fin/run.log:fin_run.log ab/variants.json:variants.json fin/compare_bwd.json:compare_bwd.json fin/compare_masks_bwd.json:compare_masks_bwd.json; do
     [ -f "${f%%:*}" ] && cp "${f%%:*}" "keep/${f##*:}"
   done
 rm -rf ab fin

@@ -102,7 +102,8 @@ def measure(lib, B, H, T, D, dtype, windows, only=None, backward=False):
 
     def row(impl, variant, causal, window, ms, **kw):
         pairs = visible_pairs(T, causal, window)
-        r = dict(impl=impl, variant=variant, head_dim=D, heads=H, batch=B, seqlen=T, causal=causal,
+        r = dict(impl=impl, variant=variant, dtype=str(dtype).replace("torch.", ""), head_dim=D, heads=H, batch=B,
+                 seqlen=T, causal=causal,
                  window=list(window), direction="backward" if backward else "forward", ms=ms, visible_pairs=pairs,
                  tflops=(work * 4.0 * B * H * D * pairs / (ms * 1e-3) / 1e12 if ms else None))
         r.update(kw)
@@ -274,6 +275,8 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--windows", default="1024,4096")
     ap.add_argument("--backward", action="store_true", help="time the backward of each variant instead")
+    ap.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16",
+                    help="the tensors' type (fp16: e.g. the sm90 backward's fp16 d128 kernel keeps the plain schedule, bf16 runs DQLAG)")
     ap.add_argument("--d256", metavar="SHIM", help="head_dim 256 through libsm90_plan_shim.so instead")
     ap.add_argument("--heads256", type=int, default=8)
     ap.add_argument("--only", help="comma-separated flashbox variants (plain, softcap30, alibi, window1024, ...); "
@@ -295,9 +298,9 @@ def main():
     lib.flashbox_attention_backward_ext.restype = ctypes.c_int
     if lib.flashbox_cuda_device_count() == 0:
         sys.exit("compare_masks.py: flashbox sees no CUDA device")
-    dtype = torch.bfloat16
+    dtype = torch.float16 if args.dtype == "fp16" else torch.bfloat16
     print(f"flashbox {lib.flashbox_version().decode()} | torch {torch.__version__} | {torch.cuda.get_device_name()} | "
-          f"bf16 {'backward' if args.backward else 'forward'} | do_bench median, L2 flushed; TFLOP/s over visible pairs",
+          f"{args.dtype} {'backward' if args.backward else 'forward'} | do_bench median, L2 flushed; TFLOP/s over visible pairs",
           flush=True)
     all_rows = []
     for cfg in args.configs.split(","):

@@ -24,6 +24,7 @@
 //     never wait for the add itself (v9; v8 issued it from a consumer thread). The QDESC kernels
 //     (deterministic only) have two writers, warps 1 and 2, taking alternate steps
 //     (bwd_dq_writer_pair: a step's adds go out while the previous step's completion is awaited).
+//     Both writers' steps are dq_writer_step (barrier waits, semaphore polls, adds, hand-backs).
 //     With the early convert (dq_done, branch convq) the non-deterministic writers also count, per
 //     (batch, query head, query block), the chunks whose adds completed (bwd_dq_writer); convert
 //     converts a block once its count is full (deterministic: once its semaphores are).
@@ -605,6 +606,48 @@ __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *sm
   }
 }
 
+// One step of a dQ writer, the part both writers share (bwd_dq_writer, bwd_dq_writer_pair; the warp
+// converged at entry, lane 0 issues), for consumers W0..W1 - 1: wait for each consumer's staged chunk
+// (named barrier full + w); in deterministic mode (det) poll the chunk's semaphore until it holds this
+// CTA's rank; add the chunk into the global accumulator with one bulk reduce-add. Once the copy engine
+// has read them, give the staging buffers back on empty + w (for the next step: not after the last),
+// and in deterministic mode wait for the adds to complete and release the semaphores to the next key
+// block. The callers keep what differs (which steps and barrier ids they take, the early convert's
+// count) and converge the warp after it. Step and steps are passed rather than "is there a next
+// step": compared here, after the __syncwarp, the code is the same as the writers' own loops were
+// (branch dqwriter, 2026-12-02: every backward kernel's cubin byte-identical; compared at the call,
+// the PTX had the comparison above the warp sync).
+template <class Cfg, int W0, int W1>
+__device__ __forceinline__ void dq_writer_step(const BwdSm90Params &p, const uint8_t *smem, int lane, int64_t row,
+                                               int *sem, int rank, bool det, int full, int empty, int step, int steps) {
+#pragma unroll
+  for (int w = W0; w < W1; ++w) {
+    named_barrier_sync(full + w, kDqBarrierThreads);
+    if (lane == 0) {
+      if (det) {
+        // A legitimate wait is microseconds; a wrong count would hang the device: give up after
+        // ~2^24 polls (seconds; the gradients are then wrong and the tests say so).
+        for (int polls = 0; ld_acquire_gpu(sem + w) != rank && polls < (1 << 24); ++polls) {}
+        fence_proxy_async_global();
+      }
+      bulk_reduce_add_f32(p.dq_accum + row * Cfg::DQ_LD + w * Cfg::DQ_CHUNK_FLOATS,
+                          smem + Cfg::DQ_OFF + w * Cfg::DQ_CHUNK_FLOATS * 4, Cfg::DQ_CHUNK_FLOATS * 4);
+    }
+    __syncwarp();  // bar.sync is .aligned: the whole warp, converged, at the next one
+  }
+  if (lane == 0) bulk_wait_read_all();
+  __syncwarp();
+  if (step + 1 < steps)
+#pragma unroll
+    for (int w = W0; w < W1; ++w) named_barrier_arrive(empty + w, kDqBarrierThreads);
+  if (det && lane == 0) {  // the adds completed: the next key block may add
+    bulk_wait_all();
+    fence_proxy_async_global();
+#pragma unroll
+    for (int w = W0; w < W1; ++w) red_release_gpu_add(sem + w, 1);
+  }
+}
+
 // The dQ writer (one warp; lane 0 issues): the consumers' staged chunks into the global accumulator,
 // step by step in the consumers' order (every query block of every query head of the group, head by
 // head). W < 0: one warp for both consumers' chunks; W = w (DQLAG): a warp for consumer w's alone, so
@@ -631,37 +674,12 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
     const int64_t row = accum_row(p, t, h, m, BM);
     int *sem = det ? p.dq_sem + (p.sem_rows == 1 ? row : row / BM) * NWG : nullptr;  // no 64-bit division
     const int rank = det ? last_n_block(p, m, BM, Cfg::BN, t.sq(), t.sk()) - n_block : 0;
-#pragma unroll
-    for (int w = W0; w < W1; ++w) {
-      named_barrier_sync(kDqFull + w, kDqBarrierThreads);
-      if (lane == 0) {
-        if (det) {
-          // A legitimate wait is microseconds; a wrong count would hang the device: give up after
-          // ~2^24 polls (seconds; the gradients are then wrong and the tests say so).
-          for (int polls = 0; ld_acquire_gpu(sem + w) != rank && polls < (1 << 24); ++polls) {}
-          fence_proxy_async_global();
-        }
-        bulk_reduce_add_f32(p.dq_accum + row * Cfg::DQ_LD + w * Cfg::DQ_CHUNK_FLOATS,
-                            smem + Cfg::DQ_OFF + w * Cfg::DQ_CHUNK_FLOATS * 4, Cfg::DQ_CHUNK_FLOATS * 4);
-      }
-      __syncwarp();  // bar.sync is .aligned: the whole warp, converged, at the next one
-    }
-    if (lane == 0) bulk_wait_read_all();
-    __syncwarp();
-    if (step + 1 < steps)
-#pragma unroll
-      for (int w = W0; w < W1; ++w) named_barrier_arrive(kDqEmpty + w, kDqBarrierThreads);
-    if (det && lane == 0) {  // the adds completed: the next key block down may add
-      bulk_wait_all();
-      fence_proxy_async_global();
-#pragma unroll
-      for (int w = W0; w < W1; ++w) red_release_gpu_add(sem + w, 1);
-    }
+    dq_writer_step<Cfg, W0, W1>(p, smem, lane, row, sem, rank, det, kDqFull, kDqEmpty, step, steps);
     // Early convert (p.dq_done, non-deterministic only; flash_bwd_sm90.cu, convert_dq_early_kernel):
     // once this warp's adds of the step completed, a release add of their count (NWG chunks, or with
     // DQLAG 1 per writer warp) to the block's counter, which is complete at NWG per adding key block;
-    // as the deterministic signal above (async-proxy writes, completion wait, proxy fence, generic
-    // release). The wait comes right after the adds were read, when the consumers have just started
+    // as dq_writer_step's deterministic signal (async-proxy writes, completion wait, proxy fence,
+    // generic release). The wait comes right after the adds were read, when the consumers have just started
     // the next step: it ends long before they stage that step's chunks (a step is 3-5 us at T1024, a
     // 32 KB reduce-add's completion an estimated ~1 us), so it stays off their path, and no block's
     // count is held back by a step (waiting a step later, for step i - 1's groups, would delay every
@@ -721,29 +739,8 @@ __device__ __forceinline__ void bwd_dq_writer_pair(const BwdSm90Params &p, uint8
     const int64_t row = accum_row(p, t, h, m, BM);
     int *sem = p.dq_sem + (p.sem_rows == 1 ? row : row / BM) * NWG;
     const int rank = n_block - first_n_block(p, m, BM, Cfg::BN, t.sq(), t.sk());
-#pragma unroll
-    for (int w = 0; w < NWG; ++w) {
-      named_barrier_sync(full + w, kDqBarrierThreads);
-      if (lane == 0) {
-        // As bwd_dq_writer: give up after ~2^24 polls rather than hang the device on a wrong count.
-        for (int polls = 0; ld_acquire_gpu(sem + w) != rank && polls < (1 << 24); ++polls) {}
-        fence_proxy_async_global();
-        bulk_reduce_add_f32(p.dq_accum + row * Cfg::DQ_LD + w * Cfg::DQ_CHUNK_FLOATS,
-                            smem + Cfg::DQ_OFF + w * Cfg::DQ_CHUNK_FLOATS * 4, Cfg::DQ_CHUNK_FLOATS * 4);
-      }
-      __syncwarp();
-    }
-    if (lane == 0) bulk_wait_read_all();
-    __syncwarp();
-    if (step + 1 < steps)
-#pragma unroll
-      for (int w = 0; w < NWG; ++w) named_barrier_arrive(empty_next + w, kDqBarrierThreads);
-    if (lane == 0) {  // the adds completed: the next key block may add (the other writer goes on meanwhile)
-      bulk_wait_all();
-      fence_proxy_async_global();
-#pragma unroll
-      for (int w = 0; w < NWG; ++w) red_release_gpu_add(sem + w, 1);
-    }
+    // Its completion wait is this writer's alone: the other writer issues the next step's adds meanwhile.
+    dq_writer_step<Cfg, 0, NWG>(p, smem, lane, row, sem, rank, true, full, empty_next, step, steps);
     __syncwarp();
   }
 }

@@ -12,7 +12,7 @@
 # 3. test_flash_attn_varlen_output; then 4. bwd_overflow and bwd_transpose at their own head dims 16,
 # 64, 128 (none of bwd_transpose's is in 32,40,59,111; 16 is on the d32 kernel now, 128 bf16 on DQLAG).
 # A group's limit is what is left before the masks' reserve (MASKS_RESERVE_S), capped per group.
-# The device copies the session's checkout (main), not a helper's worktree: copy this script,
+# The device copies main's checkout, not a branch's worktree: copy this script,
 # device_steps.sh and the tarball into an ignored .carry/NAME/ there, carry it, and run
 # `bash .carry/NAME/fa2_dims_masks_run.sh .carry/NAME/x.tar.gz` (bench/ itself is main's).
 # What comes back: run.log, compare_masks_{fwd,bwd}.json and GROUP.json, each group's merged matrix

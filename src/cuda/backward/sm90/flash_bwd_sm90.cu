@@ -600,9 +600,9 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
       g.deterministic && uses_qdesc_walk(kd, a.dtype == FLASHBOX_BFLOAT16, varlen, a.group, d64_mha_qdesc(a.seqlen_k));
   if (g.deterministic) name += "_deterministic";
   if (qdesc) name += "_qdesc";
-  // bf16 d128 outside v10's order runs the DQLAG schedule (flash_bwd_sm90_d128.cu; kernel header
-  // "dQ one step late"): the name says which schedule ran.
-  if (kd == 128 && a.dtype == FLASHBOX_BFLOAT16 && !qdesc) name += "_dqlag";
+  // d128 outside v10's order runs the DQLAG schedule, bf16 and fp16 (flash_bwd_sm90_d128.cu; kernel
+  // header "dQ one step late"): the name says which schedule ran.
+  if (kd == 128 && !qdesc) name += "_dqlag";
   Plan plan{std::move(name), 2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes + l.list_bytes, {}};
   if (size_only) return {std::move(plan)};
 

@@ -42,9 +42,10 @@
 //   st.shared.b32 loop issued 16 (32), the same bytes, conflict-free either way. Measured 1.8-3.9 %
 //   faster at d64/d128 (B4 bf16, T 2048..16384, one process). d32 and the d64 QDESC kernel keep the
 //   b32 loop (ptxas spilled 4-20 B with stmatrix there), and so do d192/d256 (P^T beside it).
-// dQ one step late (Cfg::DQLAG; branch dqlag, 2026-12-01, bench/NOTES.md sm90 backward v17; the bf16
-// d128 kernel, flash_bwd_sm90_d128.cu: 1.5-2.4 % faster than the plain schedule at T >= 8192, level
-// below; at d64 it measured 4-7 % slower, so d64 and fp16 keep the plain schedule). Above, a consumer's dQ chunk of
+// dQ one step late (Cfg::DQLAG; branch dqlag, 2026-12-01, bench/NOTES.md sm90 backward v17; the d128
+// kernels of both dtypes, flash_bwd_sm90_d128.cu: bf16 1.5-2.4 % faster than the plain schedule at
+// T >= 8192, level below; fp16 since 2026-12-02; at d64 it measured 4-7 % slower, so d64 keeps the
+// plain schedule). Above, a consumer's dQ chunk of
 // step i needs both halves of dS^T_i, so both consumers meet at kDsBarrier every step and run in
 // lockstep: their softmax phases coincide, and whichever is late stalls the other. With DQLAG
 // consumer w issues step i's dQ product during step i + 1 (between dV_{i+1} and dK_{i+1}, where the

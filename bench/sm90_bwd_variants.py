@@ -10,7 +10,7 @@ head_dim and compared bit for bit. --profile T,... adds a per-kernel breakdown (
 of one backward call of every build and of cuDNN.
   python3 bench/sm90_bwd_variants.py old=a/libflashbox.so new=b/libflashbox.so --det new [--json PATH]
       [--rounds 3] [--shapes 64:12:4096:1[:HKV],...]   (head_dim:heads:T:causal[:kv heads])
-      [--env NAME:VAR=VALUE ...] [--dtype bf16|fp16]
+      [--env NAME:VAR=VALUE ...]
 --env sets VAR=VALUE in the environment around every call of build NAME (and unsets it around the
 others' calls), so that one library can be timed against itself with a switch that it reads per call
 (e.g. lag=b/libflashbox.so --env lag:FLASHBOX_SM90_BWD_DQLAG=1 beside new=b/libflashbox.so).
@@ -76,7 +76,6 @@ def main():
                     help="shapes whose deterministic gradients are compared over 50 runs")
     ap.add_argument("--profile", default="", help="seqlens (causal, both head_dims) to break down per kernel")
     ap.add_argument("--no-cudnn", action="store_true", help="time the builds only")
-    ap.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16", help="the tensors' type (both builds and cuDNN)")
     ap.add_argument("--env", action="append", default=[], metavar="NAME:VAR=VALUE",
                     help="environment of build NAME's calls (repeatable)")
     args = ap.parse_args()
@@ -102,8 +101,7 @@ def main():
     B, rows, failures, profiles = 4, [], [], []
     repeat_shapes = set(args.repeat_check.split(","))
     profile_ts = {int(x) for x in args.profile.split(",") if x}
-    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
-    print(f"{torch.cuda.get_device_name()} | torch {torch.__version__} | backward, B{B} {args.dtype}, median of "
+    print(f"{torch.cuda.get_device_name()} | torch {torch.__version__} | backward, B{B} bf16, median of "
           f"{args.rounds} rounds of do_bench medians", flush=True)
     for spec in args.shapes.split(","):
         f = [int(x) for x in spec.split(":")]
@@ -112,8 +110,8 @@ def main():
         causal = bool(causal)
         torch.cuda.empty_cache()
         gen = torch.Generator(device="cuda").manual_seed(3000 + T + D + HKV)
-        q, do = (torch.randn(B, H, T, D, device="cuda", dtype=dtype, generator=gen) for _ in range(2))
-        k, v = (torch.randn(B, HKV, T, D, device="cuda", dtype=dtype, generator=gen) for _ in range(2))
+        q, do = (torch.randn(B, H, T, D, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(2))
+        k, v = (torch.randn(B, HKV, T, D, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(2))
         o = torch.empty_like(q)
         lse = torch.empty(B, H, T, device="cuda", dtype=torch.float32)
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)

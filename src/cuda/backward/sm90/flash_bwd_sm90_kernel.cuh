@@ -368,8 +368,7 @@ struct BwdConfig {
   // Q/dO ring depth: 3 at 192, where the rows are 3/4 of 256's and the third stage fits (header), and
   // at 32, whose steps are about 0.6 of d64's and whose stages are 16 KB (the file header's "Head
   // dimension 32": a load gets two steps to land).
-  // And at 128 outside QDESC (branch stages, 2026-12-02): 225.6 of the 227 KB with the third stage.
-  static constexpr int STAGES = ONE_GRAD || D == 32 || (D == 128 && !QDESC) ? 3 : 2;
+  static constexpr int STAGES = ONE_GRAD || D == 32 ? 3 : 2;
   // dS^T into shared memory with one stmatrix per 16-query k-step (branch dsstm, 2026-12-02), or with
   // four st.shared.b32 per k-step: at D = 32 and in the d64 QDESC kernel, where ptxas spilled 4-20 B
   // with stmatrix, and with SPLIT_D (P^T stored beside it; not measured).

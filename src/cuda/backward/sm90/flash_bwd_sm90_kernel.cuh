@@ -72,27 +72,12 @@
 // each consumer given its own copy of the code, its index a constant: 113 KB of text against 59 KB.
 // That kernel measured 4-7 % slower than the plain one, v17, and is gone. d128: 0 spills, 52 KB
 // of text against 48 KB.)
-// The next step's scores under dK (Cfg::NEXT_SDP, the d128 DQLAG kernels; branch sprefetch,
-// 2026-12-02, bench/NOTES.md). Above, a consumer waits for its dK product at the end of every step
-// and only then issues the next step's S^T and dP^T, so its tensor queue drains at each step boundary
-// (the issue of 16 products and the Q/dO wait sit between dK's completion and the next S^T). With
-// NEXT_SDP a step is: wait for its Q/dO stage, issue S^T, dP^T; wait for the previous step's dK
-// (wgmma wait 2: the two newest groups are S^T and dP^T), release the previous step's stage; then as
-// above up to the wait for dV and dQ and the dQ staging, and the step ends with dK in flight. Its A
-// fragments (dS^T, 16 registers) stay live across the loop's back edge, fenced after that wait, and
-// the last step's dK is waited for (its stage released) after the loop. Registers per consumer thread
-// at the issue of S^T/dP^T: dV 64 + dK 64 + dS^T fragments 16 + S^T 32 + dP^T 32 = 208 of 240 (P^T's
-// fragments and the dQ chunk are dead there); ptxas: 0 spills, no C75xx note. Why the step starts with
-// the issue rather than ending with the next step's (issued into the carried S^T/dP^T registers, the
-// last step's dropped, reading K/V): ptxas tells which groups a wgmma wait leaves only inside one
-// iteration, so the next step's wait for S^T (wait 1, dP^T outstanding) across the back edge made it
-// serialize the products (C7514); with the wait for dK in the same iteration as the S^T/dP^T issue it
-// can tell. No product or barrier is under a branch, and no dropped product is needed. The ring:
-// stage i - 1 is released in step i after the wait for stage i; the fill of stage i needs only the
-// releases of stage i - 2 (step i - 1), so every wait still waits for an event of an earlier step
-// (of the partner, the producer or the writer) and nothing deadlocks; a stage is released only after
-// the products reading it (S^T, dP^T, dV: earlier waits; dK: the wait above) completed. The DQLAG
-// handshakes keep their places in the step, so their argument stands.
+// Tried and not kept (branch sprefetch, 2026-12-02, bench/NOTES.md): each step issuing its S^T and
+// dP^T before the wait for the previous step's dK, so that a consumer's tensor queue does not drain at
+// the step boundary (0 spills; issued instead at the end of the previous step into carried registers,
+// ptxas serialized the products, C7514: it counts wgmma groups only within one loop iteration).
+// 0.97-1.02 of this schedule's time at D128 T 2048..16384, both signs, the tensor pipe's share
+// unchanged: the partner's products already fill the pipe across one consumer's boundary.
 // Padding: rows past seqlen_q arrive as zeros (TMA out-of-bounds fill) with LSE = +inf, so their P
 // is 0; keys past seqlen_k and the window's edges are masked only in the blocks that cross them.
 // Masks and score transforms (cuda/common/score_mods.cuh; causal is the window (-1, 0), bottom-right
@@ -373,10 +358,6 @@ struct BwdConfig {
   // DQLAG: each consumer issues step i's dQ chunk during step i + 1, the two consumers coupled by
   // one-way handshakes instead of one barrier per step (the file header's "dQ one step late").
   static constexpr bool DQLAG = DQLAG_;
-  // NEXT_SDP (the d128 DQLAG kernels): a step's S^T and dP^T are issued before the wait for the
-  // previous step's dK product, so the consumer's tensor queue does not drain at the step boundary
-  // (the file header's "The next step's scores under dK").
-  static constexpr bool NEXT_SDP = DQLAG && D == 128;
   // SPLIT_D (head_dim 192 and 256, the file header's "Head dimension 256" and "Head dimension 192"):
   // BN = 64 keys, each consumer scores 32 queries of them and P^T, dS^T are exchanged in shared
   // memory; else BN = 128, 64 keys each, all queries and all D columns. Who owns which accumulator
@@ -483,15 +464,6 @@ __device__ __forceinline__ int adders_of(const cuda::DeviceMods &mods, int m, in
     count += r.x <= m && m < r.y;
   }
   return __reduce_add_sync(0xffffffffu, count);
-}
-
-// a if C, else b (bwd_consumer: dS^T's A fragments carried across steps with NEXT_SDP, else the step's own).
-template <bool C, class A, class B>
-__device__ __forceinline__ constexpr auto &pick(A &a, B &b) {
-  if constexpr (C)
-    return a;
-  else
-    return b;
 }
 
 // One CTA's work: key block n_block of kv head hk of batch entry (varlen: sequence) b; tb is the
@@ -915,12 +887,6 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       named_barrier_arrive(kDsEmpty + 2 * wg, 256);
     }
   }
-  // NEXT_SDP: dK's product of step - 1 is still in flight at the top of a step, reading dS^T's A
-  // fragments of that step (dsa_carry, live across the loop's back edge), and its Q/dO stage
-  // (prev_stage) is released once the product completed, after this step's S^T and dP^T are issued.
-  constexpr bool NEXT = Cfg::NEXT_SDP;
-  uint32_t dsa_carry[NEXT ? QW / 4 : 1];
-  [[maybe_unused]] int prev_stage = 0;
   for (int step = 0; step < steps; ++step) {
     const uint32_t q_off = st.stage * Cfg::Q_BYTES;
     mbar_wait(full + st.stage, st.phase);
@@ -943,14 +909,6 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       score_mma(dp, desc_advance(v_a, (k / KPP) * BN * ROW + (k % KPP) * 32),
                 desc_advance(do_b0, q_off + (k / KPP) * BM * ROW + (k % KPP) * 32), k);
     wgmma_commit();
-    if constexpr (NEXT) {
-      // dK of step - 1 completed (the two newest groups are S^T and dP^T: ptxas sees which groups a
-      // wait leaves only within one iteration); its Q/dO stage is no longer read.
-      wgmma_wait<2>();
-      fence_operands(dk);
-      fence_operands(dsa_carry);
-      if (lane == 0 && step > 0) mbar_arrive(empty + prev_stage);
-    }
 #pragma unroll
     for (int j = 0; j < VEC_PER_THREAD; ++j) vec[t + 128 * j] = vec_next[j];
     int m_next, h_next;
@@ -1097,8 +1055,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
         dp[i] = pr * (dp[i] - dsum) * grad;
       }
     }
-    uint32_t pa[QW / 4], dsa_own[NEXT ? 1 : QW / 4];
-    uint32_t(&dsa)[QW / 4] = pick<NEXT>(dsa_carry, dsa_own);
+    uint32_t pa[QW / 4], dsa[QW / 4];
     scores_to_a_fragments<T>(s, pa);
     scores_to_a_fragments<T>(dp, dsa);
 
@@ -1236,27 +1193,15 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       stage_dq(dq, step & 1);
     }
 
-    if constexpr (NEXT) {  // dK still in flight: waited for after the next step's S^T and dP^T are issued
-      fence_operands(dv);
-      fence_operands(pa);
-      prev_stage = st.stage;
-    } else {
-      wgmma_wait<0>();
-      fence_operands(dv);
-      fence_operands(dk);
-      fence_operands(pa);
-      fence_operands(dsa);
-      if (lane == 0) mbar_arrive(empty + st.stage);  // Q_i and dO_i no longer read
-    }
+    wgmma_wait<0>();
+    fence_operands(dv);
+    fence_operands(dk);
+    fence_operands(pa);
+    fence_operands(dsa);
+    if (lane == 0) mbar_arrive(empty + st.stage);  // Q_i and dO_i no longer read
     st.advance();
     ds_buf ^= 1;
     h = h_next, m = m_next;
-  }
-  if constexpr (NEXT) {  // the last step's dK
-    wgmma_wait<0>();
-    fence_operands(dk);
-    fence_operands(dsa_carry);
-    if (lane == 0 && steps > 0) mbar_arrive(empty + prev_stage);
   }
   if constexpr (LAG) {
     // The last step's dQ chunk (buffer ds_buf ^ 1), once the partner's half of it is written.

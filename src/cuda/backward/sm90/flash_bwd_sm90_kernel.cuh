@@ -73,6 +73,12 @@
 // each consumer given its own copy of the code, its index a constant: 113 KB of text against 59 KB.
 // That kernel measured 4-7 % slower than the plain one, v17, and is gone. d128: 0 spills, 52 KB
 // of text against 48 KB.)
+// Tried and not kept (branch sprefetch, 2026-12-02, bench/NOTES.md): each step issuing its S^T and
+// dP^T before the wait for the previous step's dK, so that a consumer's tensor queue does not drain at
+// the step boundary (0 spills; issued instead at the end of the previous step into carried registers,
+// ptxas serialized the products, C7514: it counts wgmma groups only within one loop iteration).
+// 0.97-1.02 of this schedule's time at D128 T 2048..16384, both signs, the tensor pipe's share
+// unchanged: the partner's products already fill the pipe across one consumer's boundary.
 // Padding: rows past seqlen_q arrive as zeros (TMA out-of-bounds fill) with LSE = +inf, so their P
 // is 0; keys past seqlen_k and the window's edges are masked only in the blocks that cross them.
 // Masks and score transforms (cuda/common/score_mods.cuh; causal is the window (-1, 0), bottom-right

@@ -4,7 +4,8 @@
 // message; FLASHBOX_TEST_SEED=N reproduces), poisons O and LSE with NaN between guard bytes, and
 // checks rel error < 1e-2, LSE (exact -inf for rows that see no key), no NaN, untouched guards, and
 // that the sm90 kernel ran (auto picks sm90 on compute capability 9.0 when it takes the call).
-// Softcap runs on tanh.approx.f32: each test prints its largest errors, the accuracy measured.
+// Softcap runs on tanh.approx.f32 or (head_dim 128, scores in range) a degree-7 odd polynomial: each
+// test prints its largest errors, the accuracy measured.
 // FLASHBOX_SM90_MODS_SMALL=1 keeps only T 17 and 65 (for compute-sanitizer). Skips without an sm90 GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -261,6 +262,26 @@ TEST_F(Sm90Mods, Softcap) {
     c.dtype = FLASHBOX_FLOAT16, c.causal = 0, c.window_left = 90, c.window_right = 3, c.seed = fresh_seed();
     check(c, w);
   }
+}
+
+// Softcap's tanh as a polynomial (head_dim 128's MODS tile: blocks whose |s * scale / cap| <= 0.5
+// everywhere in the warp) and its fallback to tanh.approx (any score past that): ordinary scores at
+// caps 30 and 50 (the polynomial everywhere), a few keys boosted x12 (their blocks fall back, the
+// others not), a cap of 1 with the default scale (|y| of order 1: most blocks fall back, some not),
+// bf16 and fp16, d64 (tanh.approx only) and d128, causal and not, odd lengths.
+TEST_F(Sm90Mods, SoftcapPolynomialAndFallback) {
+  Worst w;
+  const std::vector<int64_t> ts = small_only() ? std::vector<int64_t>{17, 65} : std::vector<int64_t>{1, 17, 65, 1000};
+  for (int64_t d : {64, 128})
+    for (int64_t t : ts)
+      for (int causal : {0, 1})
+        for (int kind = 0; kind < 4; ++kind) {
+          ModCase c = mk(t, t, d, causal, -1, -1);
+          c.dtype = (kind + causal) % 2 ? FLASHBOX_FLOAT16 : FLASHBOX_BFLOAT16;
+          c.softcap = kind == 1 ? 50.f : kind == 3 ? 1.f : 30.f;
+          if (kind == 2) c.boost_begin = t / 3, c.boost_end = t / 3 + 5, c.boost = 12.f;
+          check(c, w, "_softcap");
+        }
 }
 
 // ALiBi, one slope per head and a row per batch, alone and with a window and softcap.

@@ -4,8 +4,7 @@
 // message; FLASHBOX_TEST_SEED=N reproduces), poisons O and LSE with NaN between guard bytes, and
 // checks rel error < 1e-2, LSE (exact -inf for rows that see no key), no NaN, untouched guards, and
 // that the sm90 kernel ran (auto picks sm90 on compute capability 9.0 when it takes the call).
-// Softcap runs on tanh.approx.f32 or (head_dim 128, scores in range) a degree-7 odd polynomial: each
-// test prints its largest errors, the accuracy measured.
+// Softcap runs on tanh.approx.f32: each test prints its largest errors, the accuracy measured.
 // FLASHBOX_SM90_MODS_SMALL=1 keeps only T 17 and 65 (for compute-sanitizer). Skips without an sm90 GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -264,11 +263,10 @@ TEST_F(Sm90Mods, Softcap) {
   }
 }
 
-// Softcap's tanh as a polynomial (head_dim 128's MODS tile: blocks whose |s * scale / cap| <= 0.5
-// everywhere in the warp) and its fallback to tanh.approx (any score past that): ordinary scores at
-// caps 30 and 50 (the polynomial everywhere), a few keys boosted x12 (their blocks fall back, the
-// others not), a cap of 1 with the default scale (|y| of order 1: most blocks fall back, some not),
-// bf16 and fp16, d64 (tanh.approx only) and d128, causal and not, odd lengths.
+// Softcap at caps 30 and 50, with a few keys boosted x12, and a cap of 1 (|s * scale / cap| of order
+// 1): the ranges a polynomial tanh with a fallback on large scores would split (bench/NOTES.md,
+// branch tanhpoly, 2026-12-02: tried, slower, reverted; the cases stay), bf16 and fp16, d64 and d128,
+// causal and not, odd lengths.
 TEST_F(Sm90Mods, SoftcapPolynomialAndFallback) {
   Worst w;
   const std::vector<int64_t> ts = small_only() ? std::vector<int64_t>{17, 65} : std::vector<int64_t>{1, 17, 65, 1000};

@@ -11,8 +11,6 @@
 //   ALiBi:         s = s - slope * |i + shift - j|
 // and the backward multiplies dS by 1 - (s_capped / softcap)^2 (the ALiBi bias has no gradient).
 #pragma once
-#include <cfloat>
-#include <cmath>
 #include <cstdint>
 
 #include "core/masks.hpp"
@@ -84,32 +82,6 @@ __device__ __forceinline__ float tanh_approx(float x) {
   float y;
   asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
-}
-
-// tanh(y) on |y| <= kTanhPolyRadius without the MUFU: y * q(y^2), q of degree 3, the minimax fit of
-// tanh(y) / y in y^2 on [0, 1/4] for relative error (Lawson's iteration on 4000 Chebyshev points,
-// numpy, 2026-12-02): at most 5.4e-7 relative in exact arithmetic, 6.7e-7 in fp32 Horner form
-// (tanh.approx.f32: ~2^-11 = 4.9e-4). The sm90 forward's softcap evaluates it as t = s * Q(s^2) on the
-// raw score s, y = s * a (a = scale / cap), with Q's coefficients c_k a^(2k+1) (tanh_poly_coeffs):
-// one FMUL, three FFMA and one FMUL per score instead of an FMUL and a MUFU op, for a block whose
-// largest |s| is at most kTanhPolyRadius / a (else tanh.approx).
-constexpr float kTanhPolyRadius = 0.5f;
-__host__ __device__ constexpr double tanh_poly(int k) {
-  return k == 0 ? 9.999994636e-01 : k == 1 ? -3.332631886e-01 : k == 2 ? 1.319029629e-01 : -4.440221190e-02;
-}
-// Host: Q's coefficients for y = s * a and the bound on |s| the kernel compares with. A bound of -1
-// (every block takes tanh.approx) where a coefficient would leave fp32's normal range (a below ~6e-6
-// or above ~3e5: caps 1e5 times the scale or more, or as many times below it; the kernel flushes
-// denormals) so that the polynomial never runs on coefficients it cannot hold.
-inline void tanh_poly_coeffs(float a, float (&q)[4], float &limit) {
-  limit = -1.0f;
-  bool ok = a > 0.0f && std::isfinite(a);
-  for (int k = 0; k < 4; ++k) {
-    const double c = tanh_poly(k) * std::pow(double(a), 2 * k + 1);
-    ok = ok && std::isfinite(c) && std::fabs(c) >= double(FLT_MIN) * 1024.0 && std::fabs(c) <= double(FLT_MAX) / 1024.0;
-    q[k] = ok ? float(c) : 0.0f;
-  }
-  if (ok) limit = float(double(kTanhPolyRadius) / double(a));
 }
 
 // d(capped)/ds from the capped value: 1 - (capped / cap)^2.

@@ -166,8 +166,6 @@ PlanResult plan_sm90_forward(const Problem &a) {
   p.mods = kernel_mods(a);
   p.inv_scale = 1.0f / a.scale;
   if (p.mods.capped()) p.cap_pre = a.scale * p.mods.softcap_inv;
-  p.tanh_limit = -1.0f;
-  if (p.mods.capped()) cuda::tanh_poly_coeffs(p.cap_pre, p.tanh_q, p.tanh_limit);
   p.o = a.o;
   p.o_seq = a.o_stride[1], p.o_head = a.o_stride[2];
   p.head_dim = int(a.head_dim);  // the columns the varlen partial store writes (kd may be larger)

@@ -106,10 +106,6 @@ struct FwdParams {
   void *o;
   int64_t o_seq, o_head;
   int head_dim;
-  // MODS with softcap: t = s * Q(s^2) replaces tanh.approx(s * cap_pre) in blocks whose largest |s|
-  // is at most tanh_limit (-1: never); cuda::tanh_poly_coeffs. Last, so that the plain
-  // configurations' parameter offsets stay as they were.
-  float tanh_q[4], tanh_limit;
 };
 
 // Shared memory, in order: Q (BM x D), the K and V rings (STAGES x BN x D each), the barriers,
@@ -142,10 +138,6 @@ struct FwdConfig {
   using Elem = T;
   static constexpr int D = D_, BN = BN_, NWG = NWG_, BM = 64 * NWG_, STAGES = STAGES_;
   static constexpr bool QREG = QREG_, MODS = MODS_;
-  // Softcap's tanh as a polynomial on the FMA pipe where the block's scores allow it (transform_scores):
-  // head_dim 128's MODS tile. At head_dim 64 (three consumer groups, fewer registers each) the
-  // block's range test and the two paths spilled 16 bytes (ptxas -v, 2026-12-02): tanh.approx there.
-  static constexpr bool TANH_POLY = MODS_ && D_ == 128;
   // Variable-length batches: head_dim 64, 96 and 128 (the plan declines them for 192 and 256: see epilogue).
   static constexpr bool VARLEN = D_ <= 128;
   static constexpr int PANELS = (D + 63) / 64;  // 64-element (128-byte) columns per Q, K, O tile row
@@ -450,27 +442,8 @@ struct Consumer {
   __device__ __forceinline__ void transform_scores(float (&s)[BN / 2], int n_block) {
     if constexpr (Cfg::MODS) {
       if (p.mods.softcap > 0.f) {
-        // TANH_POLY (head_dim 128): the polynomial holds for |s| <= tanh_limit, so the warp takes it
-        // only if every score of its block is inside (one FMNMX each, four partial maxima; fmaxf
-        // ignores NaN, which stays NaN through the polynomial as through tanh.approx; inf falls
-        // back), else tanh.approx for the whole block.
-        bool poly = false;
-        if constexpr (Cfg::TANH_POLY) {
-          float mx[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-          for (int i = 0; i < BN / 2; ++i) mx[i % 4] = fmaxf(mx[i % 4], fabsf(s[i]));
-          poly = __all_sync(0xffffffffu, fmaxf(fmaxf(mx[0], mx[1]), fmaxf(mx[2], mx[3])) <= p.tanh_limit);
-        }
-        if (poly) {
-#pragma unroll
-          for (int i = 0; i < BN / 2; ++i) {
-            const float x = s[i] * s[i];
-            s[i] *= fmaf(fmaf(fmaf(p.tanh_q[3], x, p.tanh_q[2]), x, p.tanh_q[1]), x, p.tanh_q[0]);
-          }
-        } else {
-#pragma unroll
-          for (int i = 0; i < BN / 2; ++i) s[i] = cuda::tanh_approx(s[i] * p.cap_pre);
-        }
+        for (int i = 0; i < BN / 2; ++i) s[i] = cuda::tanh_approx(s[i] * p.cap_pre);
       }
       if (slope != 0.f) {
         // |i + shift - j| for row i and column j = n_block * BN + 2 (lane % 4) + acc_col(i).

@@ -10,7 +10,8 @@ kernel (causal, full), the windows (causal (W, -1), two-sided (W, W)) and the pl
 same work as each window (compare_masks.py's T'); every build times every row in turn, ROUNDS times
 (triton do_bench median each), and the median of rounds is reported with each build's ratio to the
 first. TFLOP/s count 4 B H D per visible (query, key) pair. Each build's window output is checked
-against the first build's (rel. error < 1e-2) before timing.
+against the first build's (rel. error < 1e-2) before timing. --mods: the rows are instead the plain
+kernel, softcap 30 (causal, full) and ALiBi (causal; compare_masks.py's slopes): the MODS kernels.
   python3 bench/sm90_window_ab.py base=old/libflashbox.so new=libflashbox.so \\
       t128=libflashbox.so:FLASHBOX_SM90_TILE=128x128 [--configs 64:12,128:16] [--seqlens 16384] \\
       [--windows 1024] [--rounds 3] [--json PATH]
@@ -63,6 +64,7 @@ def main():
     ap.add_argument("--windows", default="1024")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--mods", action="store_true", help="plain, softcap 30 and ALiBi rows instead of the windows")
     ap.add_argument("--json")
     args = ap.parse_args()
     B, dtype = args.batch, torch.bfloat16
@@ -83,7 +85,9 @@ def main():
         D, H = (int(x) for x in cfg.split(":"))
         for T in (int(x) for x in args.seqlens.split(",")):
             cases = [("plain", T, True, (-1, -1)), ("plain", T, False, (-1, -1))]
-            for w in (int(x) for x in args.windows.split(",")):
+            if args.mods:
+                cases += [("softcap30", T, True, (-1, -1)), ("softcap30", T, False, (-1, -1)), ("alibi", T, True, (-1, -1))]
+            for w in ([] if args.mods else (int(x) for x in args.windows.split(","))):
                 if w >= T:
                     continue
                 for causal, window in ((True, (w, -1)), (False, (w, w))):
@@ -97,7 +101,8 @@ def main():
                 o = torch.empty_like(q)
                 lse = torch.empty(B, H, t, device="cuda", dtype=torch.float32)
                 a = make_args(q, k, v, o, lse, FLASHBOX_FLASH, causal)
-                e = ext(window)
+                slopes = torch.tensor([2.0 ** (-8.0 * (h + 1) / H) for h in range(H)], device="cuda", dtype=torch.float32)
+                e = ext(window, 30.0 if variant == "softcap30" else 0.0, slopes if variant == "alibi" else None)
                 calls, kernels, errs, ref = {}, {}, {}, None
                 for name, lib in libs.items():
                     call = (lambda lib=lib: lib.flashbox_attention_forward_ext(ctypes.byref(a), ctypes.byref(e)))

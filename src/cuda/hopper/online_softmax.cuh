@@ -17,16 +17,20 @@ namespace flashbox::sm90 {
 using flashbox::cuda::quad_max;  // cuda/common/softmax_math.cuh: a row's four lanes
 using flashbox::cuda::quad_sum;
 
-// s becomes p = exp2(s * scale_log2 - base) (one FFMA and one exp2 each); sum gets each row's partial
-// sum of p over this thread's columns (two accumulators per row shorten the chain).
-template <int NS>
+struct NoScoreTransform {
+  __device__ __forceinline__ float operator()(float s) const { return s; }
+};
+
+// s becomes p = exp2(pre(s) * scale_log2 - base) (one FFMA and one exp2 each, after pre); sum gets
+// each row's partial sum of p over this thread's columns (two accumulators per row shorten the chain).
+template <int NS, class Pre = NoScoreTransform>
 __device__ __forceinline__ void exponentiate(float (&s)[NS], const float (&base)[2], float scale_log2,
-                                             float (&sum)[2]) {
+                                             float (&sum)[2], Pre pre = {}) {
   float acc[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
 #pragma unroll
   for (int i = 0; i < NS; ++i) {
     const int r = acc_half(i);
-    s[i] = exp2f(fmaf(s[i], scale_log2, -base[r]));
+    s[i] = exp2f(fmaf(pre(s[i]), scale_log2, -base[r]));
     acc[r][acc_group(i) & 1] += s[i];
   }
   sum[0] = acc[0][0] + acc[0][1], sum[1] = acc[1][0] + acc[1][1];
@@ -68,13 +72,14 @@ constexpr float kOptimisticSumLimit = 4096.f;
 // share the same m, and a p above 1 just means the max grew by less than kOptimisticSumLimit (the
 // lazy rescale's argument). Accepted only when every row of the warp has a finite max and partial
 // sums <= the limit (inf and NaN fail); otherwise false, l and m untouched, and s is lost: the
-// caller recomputes the scores and takes softmax_update. Warp-uniform result.
-template <int NS>
+// caller recomputes the scores and takes softmax_update. Warp-uniform result. pre: a transform of
+// each score fused into the exponentials' loop (exponentiate).
+template <int NS, class Pre = NoScoreTransform>
 __device__ __forceinline__ bool softmax_update_optimistic(float (&s)[NS], const float (&m)[2], float (&l)[2],
-                                                          float (&alpha)[2], float scale_log2) {
+                                                          float (&alpha)[2], float scale_log2, Pre pre = {}) {
   const float base[2] = {m[0] * scale_log2, m[1] * scale_log2};
   float sum[2];
-  exponentiate(s, base, scale_log2, sum);
+  exponentiate(s, base, scale_log2, sum, pre);
   const float row0 = sum[0], row1 = sum[1];
   const bool ok = m[0] != -INFINITY && m[1] != -INFINITY && row0 <= kOptimisticSumLimit && row1 <= kOptimisticSumLimit;
   if (!__all_sync(0xffffffffu, ok)) return false;

@@ -133,11 +133,15 @@ constexpr bool o_buffer_fits(int bm, int bn, int d, int stages) {
 // N-major operand is 64 columns), so it is three 32-column panels of 64-byte rows, 64B swizzle
 // (V_COLS = 32): one N = 96 product per k-step over exactly the head_dim.
 // MODS: softcap and ALiBi compiled in (both then runtime switches; the window needs no flag).
-template <class T, int D_, int BN_, int NWG_, int STAGES_, bool QREG_ = false, bool MODS_ = false>
+// CAP_FUSED (MODS only): an unmasked later block with a softcap and no ALiBi takes the tanh inside the
+// optimistic exponentials' loop (Consumer::softmax; head_dim 128 only, bench/NOTES.md sm90 forward
+// "where the softcap's time goes": 0-3.5 % faster; at head_dim 64 the second softmax path spilled).
+template <class T, int D_, int BN_, int NWG_, int STAGES_, bool QREG_ = false, bool MODS_ = false, bool CAP_FUSED_ = false>
 struct FwdConfig {
   using Elem = T;
   static constexpr int D = D_, BN = BN_, NWG = NWG_, BM = 64 * NWG_, STAGES = STAGES_;
-  static constexpr bool QREG = QREG_, MODS = MODS_;
+  static constexpr bool QREG = QREG_, MODS = MODS_, CAP_FUSED = CAP_FUSED_;
+  static_assert(!CAP_FUSED || MODS_, "the fused softcap is a MODS configuration's");
   // Variable-length batches: head_dim 64, 96 and 128 (the plan declines them for 192 and 256: see epilogue).
   static constexpr bool VARLEN = D_ <= 128;
   static constexpr int PANELS = (D + 63) / 64;  // 64-element (128-byte) columns per Q, K, O tile row
@@ -411,6 +415,22 @@ struct Consumer {
   // >>> report:online_softmax
   __device__ __forceinline__ void softmax(float (&s)[BN / 2], int n_block, bool masked, float (&alpha)[2],
                                           bool later = false, int k_stage = 0) {
+    if constexpr (Cfg::CAP_FUSED) {
+      // Softcap alone on an unmasked later block: the tanh inside the exponentials' loop rather than
+      // in a pass of its own before it (transform_scores), so that ptxas can interleave each score's
+      // FFMA, exp2 and sum with the other scores' tanh instead of 64 MUFU.TANH in a row, then 64
+      // MUFU.EX2 (the two MUFU ops per score are the softmax's critical path here).
+      if (later && !masked && p.mods.softcap > 0.f && slope == 0.f &&
+          __all_sync(0xffffffffu, m[0] != -INFINITY && m[1] != -INFINITY)) {
+        const float cap_pre = p.cap_pre;
+        const auto capped = [cap_pre](float x) { return cuda::tanh_approx(x * cap_pre); };
+        if (softmax_update_optimistic(s, m, l, alpha, score_scale_log2(), capped)) return;
+        recompute_scores(s, k_stage);
+        transform_scores(s, n_block);
+        softmax_update(s, m, l, alpha, score_scale_log2(), kLazyRescaleLog2);
+        return;
+      }
+    }
     transform_scores(s, n_block);
     if (masked) mask(s, n_block);
     // Masked blocks after the first go the optimistic way too (a window's edge blocks, the causal

@@ -319,7 +319,7 @@ struct BwdSm90Params {
   TmaOrder ord_q, ord_k, ord_v, ord_do;
   void *dk, *dv;
   int64_t dk_stride[3], dv_stride[3];  // batch, seq, head (elements)
-  const float *lse_log2;               // [batch * heads_q, seqlen_q_pad]: LSE · log2 e, +inf on padding
+  const float *lse_log2;               // [batch * heads_q, seqlen_q_pad]: LSE · log2 e, +inf on padding and empty rows
   const float *dsum;                   // [batch * heads_q, seqlen_q_pad]: rowsum(dO ∘ O), 0 on padding
   float *dq_accum;                     // [batch * heads_q, num_m_blocks, BM * D], fragment order
   int *dq_sem;                         // deterministic mode: [batch * heads_q, num_m_blocks, NWG], zeroed; else null

@@ -124,7 +124,11 @@ __global__ void prepare_kernel(const PrepArgs a) {
   for (int off = lpr / 2; off > 0; off >>= 1) sum += __shfl_xor_sync(group, sum, off);
   if (sub == 0) {
     a.dsum[row] = sum;
-    a.lse_log2[row] = a.lse[bh * a.seqlen_q + i] * kLog2e;  // -inf stays -inf (the row is masked)
+    // A row that saw no key (LSE -inf) gets +inf like a padding row, so that every p of it is
+    // exp2(x - inf) = 0 whatever x: the plain and ALiBi paths mask their scores to -inf before the
+    // exponentials, and -inf - (-inf) would be NaN (flash_bwd_sm90_kernel.cuh, mask_scores).
+    const float lse = a.lse[bh * a.seqlen_q + i];
+    a.lse_log2[row] = lse == -INFINITY ? INFINITY : lse * kLog2e;
   }
 }
 

@@ -319,7 +319,7 @@ struct BwdSm90Params {
   TmaOrder ord_q, ord_k, ord_v, ord_do;
   void *dk, *dv;
   int64_t dk_stride[3], dv_stride[3];  // batch, seq, head (elements)
-  const float *lse_log2;               // [batch * heads_q, seqlen_q_pad]: LSE · log2 e, +inf on padding
+  const float *lse_log2;               // [batch * heads_q, seqlen_q_pad]: LSE · log2 e, +inf on padding and empty rows
   const float *dsum;                   // [batch * heads_q, seqlen_q_pad]: rowsum(dO ∘ O), 0 on padding
   float *dq_accum;                     // [batch * heads_q, num_m_blocks, BM * D], fragment order
   int *dq_sem;                         // deterministic mode: [batch * heads_q, num_m_blocks, NWG], zeroed; else null
@@ -940,16 +940,32 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       const int d = key - row - shift;
       return key < sk && row < sq && d >= dlo && d <= dhi;
     };
+    // The plain and ALiBi paths mask the scores (-inf, so exp2 gives 0) in a pass of their own under
+    // one branch, before the exponentials. Inside their loop, a per-element `if (masked)` on p was
+    // if-converted by ptxas into predicated compares and selects that every step issued, masked or
+    // not (37 % of the d64 kernel's instructions in Nsight Compute's source view; bench/NOTES.md sm90
+    // backward "the mask out of the loop"). (The softcap paths keep it on p: tanh(-inf) is -1.)
+    const auto mask_scores = [&](float(&x)[QW / 2]) {
+      if (!masked) return;
+#pragma unroll
+      for (int i = 0; i < QW / 2; i += 2) {
+        if (!visible(i, 0)) x[i] = -INFINITY;
+        if (!visible(i, 1)) x[i + 1] = -INFINITY;
+      }
+    };
     if (!p.transforms) {
       wgmma_wait<1>();
       fence_operands(s);
+      // d32 keeps the mask in the loop: with the pass, its 208-register consumers spilled 4-8 B.
+      constexpr bool kMaskPass = D != 32;
+      if constexpr (kMaskPass) mask_scores(s);
 #pragma unroll
       for (int i = 0; i < QW / 2; i += 2) {
         const int col = q_base + 8 * acc_group(i) + 2 * q;
         const float2 lse = *reinterpret_cast<const float2 *>(vec + col);
         float p0 = exp2f(fmaf(s[i], p.scale_log2, -lse.x));
         float p1 = exp2f(fmaf(s[i + 1], p.scale_log2, -lse.y));
-        if (masked) {
+        if (!kMaskPass && masked) {
           if (!visible(i, 0)) p0 = 0.f;
           if (!visible(i, 1)) p1 = 0.f;
         }
@@ -972,19 +988,14 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       fence_operands(s);
       const float slope_log2 = cuda::mods_slope(p.mods, t_.b(), h) * kLog2e;
       const float a0 = float(m * BM + q_base + 2 * q + shift - key0);  // row + shift - key of register 0
+      mask_scores(s);
 #pragma unroll
       for (int i = 0; i < QW / 2; i += 2) {
         const int col = q_base + 8 * acc_group(i) + 2 * q;
         const float2 lse = *reinterpret_cast<const float2 *>(vec + col);
         const float a = a0 + float(8 * acc_group(i) - 8 * acc_half(i));
-        float p0 = exp2f(fmaf(s[i], p.scale_log2, fmaf(-slope_log2, fabsf(a), -lse.x)));
-        float p1 = exp2f(fmaf(s[i + 1], p.scale_log2, fmaf(-slope_log2, fabsf(a + 1.f), -lse.y)));
-        if (masked) {
-          if (!visible(i, 0)) p0 = 0.f;
-          if (!visible(i, 1)) p1 = 0.f;
-        }
-        s[i] = p0;
-        s[i + 1] = p1;
+        s[i] = exp2f(fmaf(s[i], p.scale_log2, fmaf(-slope_log2, fabsf(a), -lse.x)));
+        s[i + 1] = exp2f(fmaf(s[i + 1], p.scale_log2, fmaf(-slope_log2, fabsf(a + 1.f), -lse.y)));
       }
       wgmma_wait<0>();
       fence_operands(dp);

@@ -1244,7 +1244,10 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const __grid_constant__ BwdSm90Params p) {
   extern __shared__ uint8_t smem_raw[];
-  uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // Aligned up to 1024 B (the 128-B swizzle's atom) by an offset from smem_raw rather than by masking
+  // its address as an integer: the pointer then stays one into shared memory for the compiler, and
+  // the consumers' reads of the LSE / D vectors are LDS, not generic loads (LD, 16 per d128 step).
+  uint8_t *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
   uint64_t *bar = reinterpret_cast<uint64_t *>(smem + Cfg::BAR_OFF);
   uint64_t *kv_full = bar, *full = bar + 1, *empty = bar + 1 + Cfg::STAGES;
   const TileRef tile{smem_addr(smem + Cfg::TILE_OFF)};
@@ -1266,7 +1269,11 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const _
     grid_dependency_wait();  // every thread passes it before exiting (see "Programmatic dependent launch")
     return;                  // (the exit counts as this CTA's launch_dependents)
   }
-  const int wg = threadIdx.x / 128;
+  // Broadcast from lane 0 so that ptxas knows it is warp-uniform: the consumers' shared-memory
+  // descriptors derive from it (their key half, dQ chunk, staging buffer), and with a plain
+  // threadIdx.x / 128 each was computed in regular registers and moved to uniform ones before every
+  // wgmma (R2UR 10 % and IMAD / VIADD 16 % of the d128 kernel's instructions in Nsight Compute).
+  const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
   if (wg == 0) {
     setmaxnreg_dec<24>();
     if (threadIdx.x == 0) {

@@ -415,6 +415,7 @@ struct Launch {
   bool bf16;
   int kd;      // the instantiation
   bool qdesc;  // deterministic with v10's order (det_walk.hpp): the QDESC instantiation of kd
+  bool capsel;  // d64 softcap: the CAPSEL instantiation (flash_bwd_sm90_d64.cu)
   cudaStream_t stream;
 };
 
@@ -483,7 +484,7 @@ int run(const Launch &l) {
   const bool pdl = pdl_enabled();
   e = l.qdesc       ? launch_bwd_qdesc(l.kd, p, l.grid, stream, pdl)
       : l.kd == 32  ? launch_bwd_d32(l.bf16, p, l.grid, stream, pdl)
-      : l.kd == 64  ? launch_bwd_d64(l.bf16, p, l.grid, stream, pdl)
+      : l.kd == 64  ? launch_bwd_d64(l.bf16, l.capsel, p, l.grid, stream, pdl)
       : l.kd == 96  ? launch_bwd_d96(l.bf16, p, l.grid, stream, pdl)
       : l.kd == 128 ? launch_bwd_d128(l.bf16, p, l.grid, stream, pdl)
       : l.kd == 192 ? launch_bwd_d192(l.bf16, p, l.grid, stream, pdl)
@@ -611,6 +612,7 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   if (size_only) return {std::move(plan)};
 
   l.bf16 = a.dtype == FLASHBOX_BFLOAT16, l.kd = kd, l.qdesc = qdesc;
+  l.capsel = kd == 64 && !qdesc && mods.capped();
   l.stream = static_cast<cudaStream_t>(a.stream);
   std::memset(&l.p, 0, sizeof l.p);
   BwdSm90Params &p = l.p;

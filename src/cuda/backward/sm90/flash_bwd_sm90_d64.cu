@@ -3,7 +3,10 @@
 
 namespace flashbox::sm90::bwd {
 
-cudaError_t launch_bwd_d64(bool bf16, const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl) {
+cudaError_t launch_bwd_d64(bool bf16, bool capsel, const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl) {
+  if (capsel)  // softcap calls (BwdConfig::CAPSEL)
+    return bf16 ? launch_config<BwdConfig<__nv_bfloat16, 64, 128, false, false, true>>(p, grid, stream, pdl)
+                : launch_config<BwdConfig<__half, 64, 128, false, false, true>>(p, grid, stream, pdl);
   return bf16 ? launch_config<BwdConfig<__nv_bfloat16, 64, 128>>(p, grid, stream, pdl)
               : launch_config<BwdConfig<__half, 64, 128>>(p, grid, stream, pdl);
 }

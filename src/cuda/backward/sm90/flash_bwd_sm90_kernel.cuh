@@ -349,10 +349,15 @@ struct BwdSm90Params {
 
 constexpr int kConsumerWarpgroups = 2;
 
-template <class T, int D_, int BM_, bool QDESC_ = false, bool DQLAG_ = false>
+template <class T, int D_, int BM_, bool QDESC_ = false, bool DQLAG_ = false, bool CAPSEL_ = false>
 struct BwdConfig {
   using Elem = T;
   static constexpr int D = D_, BM = BM_, NWG = kConsumerWarpgroups;
+  // CAPSEL (d64 softcap, launched only for softcap calls outside v10's order): the general path's mask
+  // as -inf scores from mask_scores' pass and one select per score in its loop (bench/NOTES.md sm90
+  // backward "the d64 softcap's mask as a select"). In the one d64 kernel it made softcap 12-14 %
+  // faster but the plain path 2-3 % and ALiBi 3-7 % slower, so it is an instantiation of its own.
+  static constexpr bool CAPSEL = CAPSEL_;
   // QDESC: v10's deterministic order and walk (the file header's "Deterministic mode"); only launched
   // with dq_sem set, fixed length. false: v9's order, the walk of the non-deterministic mode.
   static constexpr bool QDESC = QDESC_;
@@ -1050,10 +1055,17 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       wgmma_wait<0>();
       fence_operands(s);
       fence_operands(dp);
+      // CAPSEL: the mask as -inf scores from mask_scores' pass, and in the loop one float compare and
+      // select per score instead of the visibility test's integer compares (if-converted into every
+      // step, as in the plain path before its pass). tanh(-inf) = -1 would give p > 0, hence the
+      // select; a score is -inf only if masked (finite inputs).
+      constexpr bool kSelMask = Cfg::CAPSEL;
+      if constexpr (kSelMask) mask_scores(s);
 #pragma unroll
       for (int i = 0; i < QW / 2; ++i) {
         const int col = q_base + 8 * acc_group(i) + 2 * q + (i & 1);
         const float lse = vec[col], dsum = vec[BM + col];
+        const bool gone = kSelMask && s[i] == -INFINITY;  // (read before s[i] is overwritten)
         float v = s[i], grad = 1.f;
         if (capped) {
           v = cuda::tanh_approx(v * p.cap_pre);
@@ -1062,7 +1074,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
         float x = fmaf(v, p.unit_log2, -lse);
         x = fmaf(-slope_log2, fabsf(a0 + float(8 * acc_group(i) + (i & 1) - 8 * acc_half(i))), x);
         float pr = exp2f(x);
-        if (masked && !visible(i & ~1, i & 1)) pr = 0.f;
+        if (kSelMask ? gone : masked && !visible(i & ~1, i & 1)) pr = 0.f;
         s[i] = pr;
         dp[i] = pr * (dp[i] - dsum) * grad;
       }

@@ -11,7 +11,8 @@ namespace flashbox::sm90::bwd {
 struct BwdSm90Params;
 
 cudaError_t launch_bwd_d32(bool bf16, const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl);
-cudaError_t launch_bwd_d64(bool bf16, const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl);
+// capsel: the softcap instantiation (BwdConfig::CAPSEL), for softcap calls.
+cudaError_t launch_bwd_d64(bool bf16, bool capsel, const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl);
 cudaError_t launch_bwd_d96(bool bf16, const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl);
 cudaError_t launch_bwd_d128(bool bf16, const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl);
 cudaError_t launch_bwd_d192(bool bf16, const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl);

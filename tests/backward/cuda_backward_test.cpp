@@ -221,6 +221,13 @@ struct RepeatShape {
 // deterministic = 1 on every head_dim of `dims`, causal then not: the gradients are bitwise the same
 // over s.runs calls and close to the reference, and the last call's kernel names every one of
 // `kernel_parts`; `check_kernel` (if given) asserts more about that name per head_dim and seqlen_k.
+// FLASHBOX_TEST_DET_RUNS=N (N >= 2) caps the runs, for compute-sanitizer (racecheck takes seconds a launch).
+int det_runs(int runs) {
+  const char *cap = std::getenv("FLASHBOX_TEST_DET_RUNS");
+  const int n = cap != nullptr ? std::atoi(cap) : 0;
+  return n >= 2 && n < runs ? n : runs;
+}
+
 void expect_bitwise_repeatable(std::initializer_list<int64_t> dims, const RepeatShape &s,
                                const std::vector<std::string> &kernel_parts,
                                const std::function<void(const std::string &, int64_t, int64_t)> &check_kernel = {}) {
@@ -235,8 +242,9 @@ void expect_bitwise_repeatable(std::initializer_list<int64_t> dims, const Repeat
                       .dtype = s.dtype,
                       .causal = causal});
       bool equal = true;
-      run_on_device(d, 1, s.runs, &equal);
-      EXPECT_TRUE(equal) << "deterministic = 1 gave different bits across " << s.runs << " runs: " << d.name();
+      const int runs = det_runs(s.runs);
+      run_on_device(d, 1, runs, &equal);
+      EXPECT_TRUE(equal) << "deterministic = 1 gave different bits across " << runs << " runs: " << d.name();
       const std::string kernel = flashbox_last_kernel();
       for (const std::string &part : kernel_parts) EXPECT_NE(kernel.find(part), std::string::npos) << kernel;
       if (check_kernel) check_kernel(kernel, dim, causal ? s.causal_seqlen_k : s.seqlen_q);
@@ -262,7 +270,8 @@ bool runs_hopper_backward() {
 }
 
 // On the Hopper kernel, the deterministic order the plan must have picked (det_walk.hpp): "_qdesc"
-// (v10's) in the name exactly when uses_qdesc_walk says so (head_dim 64 MHA: by seqlen_k).
+// (v10's) in the name exactly when uses_qdesc_walk says so, and "_dqpair" (v9's with two dQ writers)
+// exactly when uses_dq_pair does (bf16 head_dim 64 outside v10's order).
 std::function<void(const std::string &, int64_t, int64_t)> expect_order(bool hopper, const RepeatShape &s) {
   if (!hopper) return {};
   return [s](const std::string &kernel, int64_t dim, int64_t seqlen_k) {
@@ -271,6 +280,9 @@ std::function<void(const std::string &, int64_t, int64_t)> expect_order(bool hop
     EXPECT_EQ(kernel.find("_qdesc") != std::string::npos, want)
         << kernel << ": head_dim " << dim << ", group " << s.heads_q / s.heads_kv << (want ? ", v10's" : ", v9's")
         << " order expected";
+    const bool pair = sm90::bwd::uses_dq_pair(sm90::bwd::kernel_head_dim(dim), s.dtype == FLASHBOX_BFLOAT16, want, false);
+    EXPECT_EQ(kernel.find("_dqpair") != std::string::npos, pair)
+        << kernel << ": head_dim " << dim << (pair ? ", two dQ writers" : ", no DQPAIR kernel") << " expected";
   };
 }
 
@@ -305,9 +317,9 @@ TEST(CudaBackward, AtomicRepeatsMatchReference) {
   }
 }
 
-// The other side of the plan's choice (det_walk.hpp), 50 runs each as above: v9's order on bf16 MHA
-// head_dim 64 past 1024 keys and fp16 GQA, v10's on bf16 MHA head_dim 128, bf16 MHA head_dim 64 up
-// to 1024 keys and a GQA group of 8.
+// The other side of the plan's choice (det_walk.hpp), 50 runs each as above: v9's order with two dQ
+// writers on bf16 MHA head_dim 64 (short and past 1024 keys), v9's with one on fp16 GQA, v10's on
+// bf16 MHA head_dim 128 and a GQA group of 8.
 TEST(CudaBackward, DeterministicOrdersAreBitwiseRepeatable) {
   SKIP_WITHOUT_GPU();
   const bool hopper = runs_hopper_backward();
@@ -325,8 +337,9 @@ TEST(CudaBackward, DeterministicOrdersAreBitwiseRepeatable) {
 }
 
 // The plan's choice of the deterministic order (no device needed): v10's for bf16 fixed length at
-// head_dim 128, at 64 with GQA groups > 1 and at 64 MHA up to 1024 keys; v9's for fp16, varlen, 64
-// MHA past 1024 keys and the d256 instantiation (which has no deterministic mode).
+// head_dim 128 and at 64 with GQA groups > 1 (64 MHA only when forced); v9's for fp16, varlen, 64 MHA
+// and the d256 instantiation (which has no deterministic mode), with two dQ writers at bf16 d64
+// without softcap.
 TEST(CudaBackward, DeterministicOrderChoice) {
   using sm90::bwd::uses_qdesc_walk;
   EXPECT_TRUE(uses_qdesc_walk(128, true, false, 1));
@@ -337,10 +350,19 @@ TEST(CudaBackward, DeterministicOrderChoice) {
   EXPECT_TRUE(uses_qdesc_walk(64, true, false, 1, true));  // d64 MHA up to 1024 keys (d64_mha_qdesc)
   EXPECT_FALSE(uses_qdesc_walk(64, false, false, 1, true));
   EXPECT_FALSE(uses_qdesc_walk(64, true, true, 1, true));
-  if (std::getenv("FLASHBOX_SM90_BWD_D64_QDESC") == nullptr) {  // the default: by length
-    EXPECT_TRUE(sm90::bwd::d64_mha_qdesc(1024));
-    EXPECT_FALSE(sm90::bwd::d64_mha_qdesc(1025));
+  if (std::getenv("FLASHBOX_SM90_BWD_D64_QDESC") == nullptr) {  // the default: v9's at every length
+    EXPECT_FALSE(sm90::bwd::d64_mha_qdesc(1));
+    EXPECT_FALSE(sm90::bwd::d64_mha_qdesc(1024));
+    EXPECT_FALSE(sm90::bwd::d64_mha_qdesc(1 << 20));
   }
+  using sm90::bwd::uses_dq_pair;
+  EXPECT_TRUE(uses_dq_pair(64, true, false, false));
+  EXPECT_FALSE(uses_dq_pair(64, true, true, false));   // v10's order: the QDESC kernel's own two writers
+  EXPECT_FALSE(uses_dq_pair(64, true, false, true));   // softcap: the CAPSEL kernel
+  EXPECT_FALSE(uses_dq_pair(64, false, false, false));  // fp16
+  EXPECT_FALSE(uses_dq_pair(32, true, false, false));
+  EXPECT_FALSE(uses_dq_pair(96, true, false, false));
+  EXPECT_FALSE(uses_dq_pair(128, true, false, false));
   EXPECT_FALSE(uses_qdesc_walk(128, false, false, 1));
   EXPECT_FALSE(uses_qdesc_walk(64, false, false, 4));
   EXPECT_FALSE(uses_qdesc_walk(128, true, true, 1));

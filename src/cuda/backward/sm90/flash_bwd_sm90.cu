@@ -416,6 +416,7 @@ struct Launch {
   int kd;      // the instantiation
   bool qdesc;  // deterministic with v10's order (det_walk.hpp): the QDESC instantiation of kd
   bool capsel;  // d64 softcap: the CAPSEL instantiation (flash_bwd_sm90_d64.cu)
+  bool dqpair;  // deterministic bf16 d64 on v9's order: the DQPAIR instantiation (flash_bwd_sm90_dqpair.cu)
   cudaStream_t stream;
 };
 
@@ -483,6 +484,7 @@ int run(const Launch &l) {
   // FLASHBOX_SM90_BWD_PDL=0.
   const bool pdl = pdl_enabled();
   e = l.qdesc       ? launch_bwd_qdesc(l.kd, p, l.grid, stream, pdl)
+      : l.dqpair    ? launch_bwd_dqpair(p, l.grid, stream, pdl)
       : l.kd == 32  ? launch_bwd_d32(l.bf16, p, l.grid, stream, pdl)
       : l.kd == 64  ? launch_bwd_d64(l.bf16, l.capsel, p, l.grid, stream, pdl)
       : l.kd == 96  ? launch_bwd_d96(l.bf16, p, l.grid, stream, pdl)
@@ -534,8 +536,8 @@ namespace flashbox::detail {
 // this file). Sliding windows, softcap and ALiBi are run-time fields of
 // the same kernels (flash_bwd_sm90_kernel.cuh). Deterministic mode orders the dQ adds with semaphores
 // behind the dQ accumulator (the d192 and d256 kernels add from registers, unordered), in v9's order
-// or, for bf16 fixed-length head_dim 128, head_dim 64 with GQA and head_dim 64 MHA up to 1024 keys,
-// v10's (det_walk.hpp: "_qdesc" kernels).
+// or, for bf16 fixed-length head_dim 128 and head_dim 64 with GQA, v10's (det_walk.hpp: "_qdesc"
+// kernels); bf16 head_dim 64 on v9's order without softcap has two dQ writers ("_dqpair").
 PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   using namespace sm90::bwd;
   using sm90::TensorView;
@@ -605,6 +607,9 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
       g.deterministic && uses_qdesc_walk(kd, a.dtype == FLASHBOX_BFLOAT16, varlen, a.group, d64_mha_qdesc(a.seqlen_k));
   if (g.deterministic) name += "_deterministic";
   if (qdesc) name += "_qdesc";
+  // bf16 d64 on v9's order: two dQ writers (det_walk.hpp uses_dq_pair), which the name says.
+  const bool dqpair = g.deterministic && uses_dq_pair(kd, a.dtype == FLASHBOX_BFLOAT16, qdesc, mods.capped());
+  if (dqpair) name += "_dqpair";
   // d128 outside v10's order runs the DQLAG schedule, bf16 and fp16 (flash_bwd_sm90_d128.cu; kernel
   // header "dQ one step late"): the name says which schedule ran.
   if (kd == 128 && !qdesc) name += "_dqlag";
@@ -613,6 +618,7 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
 
   l.bf16 = a.dtype == FLASHBOX_BFLOAT16, l.kd = kd, l.qdesc = qdesc;
   l.capsel = kd == 64 && !qdesc && mods.capped();
+  l.dqpair = dqpair;
   l.stream = static_cast<cudaStream_t>(a.stream);
   std::memset(&l.p, 0, sizeof l.p);
   BwdSm90Params &p = l.p;

@@ -111,14 +111,14 @@
 // writer waits for its CTA's rank before its bulk reduce-add and signals once the add completed,
 // off the consumers' path (v8 did both in a consumer thread: 0.77x the non-deterministic speed at
 // every T). Two orders (the plan picks one per problem, det_walk.hpp):
-//   v9's (the default configurations: fp16, varlen, d64 MHA above 1024 keys): key block
+//   v9's (fp16, varlen, d64 MHA; bf16 d64 without softcap in Cfg::DQPAIR, two writers): key block
 //     last_n_block(m) first, down to first_n_block(m) (FA3's order: with the key blocks started
 //     together, the last one that sees query block m reaches it first), rank = last_n_block(m) - n.
 //     Key blocks go in descending order inside a chunk (tile_of), which is shortest-first for
 //     causal: the price of this order at short T and with GQA (each CTA walks the group's heads:
 //     long CTAs last). The walk is the non-deterministic one (head by head, query blocks ascending).
 //   v10's (Cfg::QDESC, an instantiation of its own used only by deterministic calls: bf16, fixed
-//     length, d128, d64 with GQA or up to 1024 keys): key block first_n_block(m) first, up to
+//     length, d128 and d64 with GQA): key block first_n_block(m) first, up to
 //     last_n_block(m), rank = n - first_n_block(m); key blocks ascending inside a chunk (the
 //     longest-first order of the non-deterministic mode) and the walk goes query blocks descending,
 //     the group's heads innermost, so that (causal or full, no left window) key block n's walk is a
@@ -168,7 +168,7 @@
 // after the prepare kernel, which executes launch_dependents at its entry, so this grid's CTAs start
 // on the SMs that prepare's last wave leaves, and every CTA of this grid executes launch_dependents
 // for the convert kernel, from one idle thread of warpgroup 0 (thread 96: warp 3, idle in every
-// configuration; warps 1 and 2 are the DQLAG and QDESC configurations' dQ writers) right after its
+// configuration; warps 1 and 2 are the DQLAG, QDESC and DQPAIR ones' dQ writers) right after its
 // griddepcontrol.wait (branch convq: until then at the kernel's entry), so that once convert runs
 // prepare has completed: convert's early path polls counters that prepare zeroed, and the scratch
 // may hold an earlier call's counts at the same addresses (the stream-ordered pool reuses them), which
@@ -349,7 +349,7 @@ struct BwdSm90Params {
 
 constexpr int kConsumerWarpgroups = 2;
 
-template <class T, int D_, int BM_, bool QDESC_ = false, bool DQLAG_ = false, bool CAPSEL_ = false>
+template <class T, int D_, int BM_, bool QDESC_ = false, bool DQLAG_ = false, bool CAPSEL_ = false, bool DQPAIR_ = false>
 struct BwdConfig {
   using Elem = T;
   static constexpr int D = D_, BM = BM_, NWG = kConsumerWarpgroups;
@@ -361,6 +361,12 @@ struct BwdConfig {
   // QDESC: v10's deterministic order and walk (the file header's "Deterministic mode"); only launched
   // with dq_sem set, fixed length. false: v9's order, the walk of the non-deterministic mode.
   static constexpr bool QDESC = QDESC_;
+  // DQPAIR: v9's deterministic order with the QDESC kernels' two dQ writers (bwd_dq_writer_pair), an
+  // instantiation of its own (bf16 d64, flash_bwd_sm90_dqpair.cu) only launched with dq_sem set. In the
+  // one d64 kernel (branch detpair, fe30de7) the writers' alternating barrier ids cost its
+  // non-deterministic calls 2-4 %; here the non-deterministic cubin is the one it was before.
+  static constexpr bool DQPAIR = DQPAIR_;
+  static constexpr bool TWO_WRITERS = QDESC || DQPAIR;
   // DQLAG: each consumer issues step i's dQ chunk during step i + 1, the two consumers coupled by
   // one-way handshakes instead of one barrier per step (the file header's "dQ one step late").
   static constexpr bool DQLAG = DQLAG_;
@@ -427,12 +433,13 @@ struct BwdConfig {
   static_assert(!(QDESC && SPLIT_D), "the d192 and d256 configurations have no deterministic mode");
   static_assert(!(DQLAG && SPLIT_D), "DQLAG is a schedule of the BN = 128 layout");
   static_assert(!(DQLAG && QDESC), "QDESC's odd-step dQ barriers (kDqOdd) are DQLAG's dS^T handshake ids");
+  static_assert(!(DQPAIR && (QDESC || DQLAG || SPLIT_D || CAPSEL)), "DQPAIR: v9's order on the plain BN = 128 layout");
 };
 
 // Named barriers: 0 is __syncthreads; 1 both consumers (dS^T complete); 2 + w one consumer;
 // 4 + w consumer w's dQ chunk staged, 6 + w its staging buffer free (consumer w and the dQ writer).
-// QDESC (two dQ writers, bwd_dq_writer_pair): those of the even steps; the odd steps' are
-// kDqOdd (4) further, 8 + w and 10 + w (DQLAG's ids below: QDESC kernels are never DQLAG).
+// QDESC and DQPAIR (two dQ writers, bwd_dq_writer_pair): those of the even steps; the odd steps' are
+// kDqOdd (4) further, 8 + w and 10 + w (DQLAG's ids below: those kernels are never DQLAG).
 constexpr int kDsBarrier = 1;
 constexpr int kChunkBarrier = 2;
 constexpr int kDqFull = 4;
@@ -664,10 +671,11 @@ __device__ __forceinline__ void dq_writer_step(const BwdSm90Params &p, const uin
 // step by step in the consumers' order (every query block of every query head of the group, head by
 // head). W < 0: one warp for both consumers' chunks; W = w (DQLAG): a warp for consumer w's alone, so
 // that neither consumer's staging waits for the other's chunk to be read (the consumers run up to a
-// step apart there). The QDESC kernels have two writers taking alternate steps (bwd_dq_writer_pair).
+// step apart there). The QDESC and DQPAIR kernels have two writers taking alternate steps
+// (bwd_dq_writer_pair).
 template <class Cfg, int W = -1>
 __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *smem, TileRef t) {
-  static_assert(!Cfg::QDESC, "QDESC: bwd_dq_writer_pair");
+  static_assert(!Cfg::TWO_WRITERS, "QDESC, DQPAIR: bwd_dq_writer_pair");
   constexpr int NWG = Cfg::NWG, BM = Cfg::BM, W0 = W < 0 ? 0 : W, W1 = W < 0 ? NWG : W + 1;
   const int lane = threadIdx.x % 32, n_block = t.n_block(), hk = t.hk();
   const int2 mr = m_range(p, n_block, BM, Cfg::BN, t.sq(), t.sk());
@@ -708,7 +716,7 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
   __syncwarp();
 }
 
-// The QDESC kernels' dQ writers (v18, bench/NOTES.md; lane 0 of each issues): warps 1 and 2 of the
+// The QDESC and DQPAIR kernels' dQ writers (v18 and v20, bench/NOTES.md; lane 0 of each issues): warps 1 and 2 of the
 // producer warpgroup, writer wi taking the steps s with s % 2 == wi. One writer (bwd_dq_writer) waits
 // for each step's adds to complete before it releases their semaphores, and only then goes on to the
 // next step: per CTA a serial chain of completion latencies (the bulk add's issue to completion, the
@@ -727,7 +735,9 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
 // between CTAs: each add still waits only for the CTAs before it in the add order (the file header).
 template <class Cfg>
 __device__ __forceinline__ void bwd_dq_writer_pair(const BwdSm90Params &p, uint8_t *smem, TileRef t, int wi) {
-  static_assert(Cfg::QDESC && !Cfg::DQLAG, "the QDESC kernels only (always deterministic, fixed length)");
+  // DQPAIR: v9's order and walk (head by head, query blocks ascending; rank = last_n_block(m) - n),
+  // fixed length or varlen; QDESC: v10's, fixed length.
+  static_assert(Cfg::TWO_WRITERS && !Cfg::DQLAG, "the QDESC and DQPAIR kernels only (always deterministic)");
   constexpr int NWG = Cfg::NWG, BM = Cfg::BM;
   const int lane = threadIdx.x % 32, n_block = t.n_block(), hk = t.hk();
   const int2 mr = m_range(p, n_block, BM, Cfg::BN, t.sq(), t.sk());
@@ -740,17 +750,22 @@ __device__ __forceinline__ void bwd_dq_writer_pair(const BwdSm90Params &p, uint8
     for (int w = 0; w < NWG; ++w) named_barrier_arrive(kDqEmpty + w, kDqBarrierThreads);
   const int h_begin = hk * p.group;
   const int full = kDqFull + kDqOdd * wi, empty_next = kDqEmpty + kDqOdd * (1 - wi);
-  // v10's walk (query blocks descending, the group's heads innermost), advanced by steps, not
-  // divided out: the producer warpgroup has 24 registers.
-  int h = h_begin, m = mr.y - 1;
+  // v10's walk (query blocks descending, the group's heads innermost) or v9's (DQPAIR), advanced by
+  // steps, not divided out: the producer warpgroup has 24 registers.
+  int h = h_begin, m = Cfg::QDESC ? mr.y - 1 : mr.x;
   const auto advance = [&]() {
-    if (++h == h_begin + p.group) h = h_begin, --m;
+    if constexpr (Cfg::QDESC) {
+      if (++h == h_begin + p.group) h = h_begin, --m;
+    } else if (++m == mr.y) {
+      m = mr.x, ++h;
+    }
   };
   if (wi == 1) advance();
   for (int step = wi; step < steps; step += 2, advance(), advance()) {
     const int64_t row = accum_row(p, t, h, m, BM);
     int *sem = p.dq_sem + (p.sem_rows == 1 ? row : row / BM) * NWG;
-    const int rank = n_block - first_n_block(p, m, BM, Cfg::BN, t.sq(), t.sk());
+    const int rank = Cfg::QDESC ? n_block - first_n_block(p, m, BM, Cfg::BN, t.sq(), t.sk())
+                                : last_n_block(p, m, BM, Cfg::BN, t.sq(), t.sk()) - n_block;
     // Its completion wait is this writer's alone: the other writer issues the next step's adds meanwhile.
     dq_writer_step<Cfg, 0, NWG>(p, smem, lane, row, sem, rank, true, full, empty_next, step, steps);
     __syncwarp();
@@ -862,13 +877,13 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     }
   };
   // The chunk goes to the dQ writer through the staging buffer, once the writer has given it back.
-  // odd: QDESC, an odd step (its barriers are kDqOdd further: two dQ writers, bwd_dq_writer_pair).
+  // odd: QDESC or DQPAIR, an odd step (its barriers are kDqOdd further: two dQ writers, bwd_dq_writer_pair).
   // The stores take the buffer's 32-bit shared-window address (st.shared.v4): through a float4
   // pointer into `smem` ptxas emitted generic ST.E.128 stores, which the proxy fence after them then
   // waited on (5 % of the consumers' stall samples at D128 T8192, bench/results/2026-12-02_sm90_bwd_dsstm).
   const auto stage_dq = [&](const float(&dq)[32], int odd) {
     const uint32_t staging = base + Cfg::DQ_OFF + (wg * Cfg::DQ_CHUNK_FLOATS + t * 4) * 4;
-    const int dq_bar = wg + (Cfg::QDESC ? kDqOdd * odd : 0);
+    const int dq_bar = wg + (Cfg::TWO_WRITERS ? kDqOdd * odd : 0);
     named_barrier_sync(kDqEmpty + dq_bar, kDqBarrierThreads);
 #pragma unroll
     for (int j = 0; j < 8; ++j)
@@ -1241,7 +1256,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       wgmma_commit();
       wgmma_wait<0>();
       fence_operands(dq);
-      stage_dq(dq, 0);  // DQLAG: never QDESC
+      stage_dq(dq, 0);  // DQLAG: never two writers
     }
   }
   if constexpr (ONE_GRAD) {
@@ -1299,7 +1314,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const _
       // only take SMs that this grid's CTAs (all dispatched by then) left.
       grid_dependency_wait();
       grid_dependents_launch();
-    } else if constexpr (Cfg::QDESC) {  // two dQ writers taking alternate steps, warps 1 and 2
+    } else if constexpr (Cfg::TWO_WRITERS) {  // two dQ writers taking alternate steps, warps 1 and 2
       if (threadIdx.x / 32 == 1 || threadIdx.x / 32 == 2) bwd_dq_writer_pair<Cfg>(p, smem, tile, threadIdx.x / 32 - 1);
     } else if (Cfg::DQLAG && threadIdx.x / 32 == 1) {
       bwd_dq_writer<Cfg, 0>(p, smem, tile);

@@ -36,7 +36,7 @@ constexpr bool uses_qdesc_walk(int kernel_d, bool bf16, bool varlen, int64_t gro
 // one-writer order up to 1024 keys only (branch gqa, 2026-12-01, bench/NOTES.md: det/non-det D64 H12 B4
 // causal, v10's against v9's, 0.876 / 0.859 at T = 1024, 0.874 / 0.888 at 2048, 0.746 / 0.980 at
 // 16384). With two writers on v9's order too (DQPAIR, v20) v9's is the better one at every length
-// (0.91 against v10's 0.86 at 1024), so d64 MHA takes v9's order by default.
+// (0.90 against v10's 0.84 at 1024), so d64 MHA takes v9's order by default.
 // FLASHBOX_SM90_BWD_D64_QDESC=1 / =0 (read per call) forces v10's / v9's, for the A/B.
 inline bool d64_mha_qdesc(int64_t /*seqlen_k*/) {
   const env::Switch01 forced = env::switch_01("FLASHBOX_SM90_BWD_D64_QDESC");
@@ -45,8 +45,8 @@ inline bool d64_mha_qdesc(int64_t /*seqlen_k*/) {
 
 // The deterministic calls that run v9's order with two dQ writers (Cfg::DQPAIR, flash_bwd_sm90_dqpair.cu):
 // bf16 at head_dim 64 outside v10's order and without softcap (softcap has its CAPSEL kernel), fixed
-// length or varlen. Measured (v20, bench/NOTES.md, B4 H12 causal): det/non-det 0.91 / 0.93 / 0.98 /
-// 0.98 / 0.93 at T = 1024..16384 against the one writer's 0.85 / 0.84 / 0.86 / 0.88 / 0.88. fp16 and
+// length or varlen. Measured (v20, bench/NOTES.md, B4 H12 causal): det/non-det 0.90 / 0.91 / 0.96 /
+// 0.93 / 0.95 at T = 1024..16384 against the one writer's 0.84 / 0.84 / 0.86 / 0.88 / 0.90. fp16 and
 // the other head dims keep one writer (one more kernel each in CI for them).
 constexpr bool uses_dq_pair(int kernel_d, bool bf16, bool qdesc, bool capped) {
   return kernel_d == 64 && bf16 && !qdesc && !capped;

@@ -21,9 +21,5 @@ tstep bar_full 30 python3 "$here/compare_sdpa.py" $B/libflashbox.so --backward -
 tstep gqa_det 120 python3 "$here/sm90_bwd_variants.py" new=$B/libflashbox.so --det new --rounds 3 \
   --shapes 128:32:8192:1:8,64:32:8192:1:8,128:16:1024:1,128:16:2048:1,128:16:4096:1,128:16:8192:1,128:16:16384:1,128:16:16384:0,64:12:2048:1,64:12:16384:1 \
   --json "$O/gqa_det.json"
-steps=test_backward,test_cuda,test_sm90,test_sm90_mods,test_sm90_bwd_mods,test_sm90_bwd_d256,test_sm90_bwd_d192
-steps=$steps,test_sm90_bwd_d96,test_sm90_bwd_pad_dims,test_sm90_varlen,test_sm90_bwd_varlen
-steps=$steps,memcheck,memcheck_fwd,memcheck_mods,memcheck_varlen,memcheck_varlen_bwd,memcheck_bwd_d256,memcheck_ext
-left=$(( DEADLINE - $(date +%s) - 5 ))
-timeout $left bash "$here/device_final_run.sh" "$1" "$steps" > /dev/null 2>&1
+final_suites
 grep -E "^(==|rc=)|PASSED|FAILED|ERROR SUMMARY|^D(64|128) |^ *(64|128) " "$log" | tail -80  # (the suites log there too)

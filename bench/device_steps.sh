@@ -14,8 +14,12 @@
 # skipped. And
 #   begin_call SECONDS
 # starts a call of SECONDS in all: exports OMP_NUM_THREADS=16 and the CUDA toolkit's bin/ on PATH,
-# sets DEADLINE, and logs the GPU's name, driver, clocks and power. A script that packs its own
-# tarball does so with bench/pack_final.sh (its --pack mode).
+# sets DEADLINE, and logs the GPU's name, driver, clocks and power. And
+#   final_suites [EXTRA_STEPS]
+# runs bench/device_final_run.sh on the same tarball for its test suites and compute-sanitizer steps
+# (FINAL_SUITES), plus EXTRA_STEPS (comma-separated), in the time left before $DEADLINE, less 5; its
+# lines go to the same $log. A script that packs its own tarball does so with bench/pack_final.sh
+# (its --pack mode).
 O=${OUT:-/tmp/$2_out}; mkdir -p "$O"
 B=/tmp/fb_$2; mkdir -p "$B" && tar -xf "$1" -C "$B"  # .tar.gz, or .tar.xz (one xz stream dedupes the
 # binaries' identical device code: a whole check's binaries in 12 MB instead of 69)
@@ -23,6 +27,10 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$B/lib:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1 FLASHBOX_LIBRARY=$B/libflashbox.so PYTHONPATH=python
 log="$O/run.log"
 ONLY=",$3,"
+TARBALL=$1
+FINAL_SUITES=test_backward,test_cuda,test_sm90,test_sm90_mods,test_sm90_bwd_mods,test_sm90_bwd_d256,test_sm90_bwd_d192
+FINAL_SUITES=$FINAL_SUITES,test_sm90_bwd_d96,test_sm90_bwd_pad_dims,test_sm90_varlen,test_sm90_bwd_varlen
+FINAL_SUITES=$FINAL_SUITES,memcheck,memcheck_fwd,memcheck_mods,memcheck_varlen,memcheck_varlen_bwd,memcheck_bwd_d256,memcheck_ext
 step() {
   case "$ONLY" in *,all,*|*",$1,"*) ;; *) return 0 ;; esac
   local s=$(date +%s); echo "== $1" | tee -a "$log"; shift; "$@" >>"$log" 2>&1; echo "rc=$? ($(( $(date +%s) - s )) s)" | tee -a "$log"
@@ -38,4 +46,8 @@ begin_call() {
   export OMP_NUM_THREADS=16 PATH=/usr/local/cuda/bin:$PATH
   DEADLINE=$(( $(date +%s) + $1 ))
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader | tee -a "$log"
+}
+final_suites() {
+  local left=$(( DEADLINE - $(date +%s) - 5 ))
+  timeout $left bash "$(dirname "${BASH_SOURCE[0]}")/device_final_run.sh" "$TARBALL" "$FINAL_SUITES${1:+,$1}" > /dev/null 2>&1
 }

@@ -220,7 +220,7 @@ struct RepeatShape {
 
 // deterministic = 1 on every head_dim of `dims`, causal then not: the gradients are bitwise the same
 // over s.runs calls and close to the reference, and the last call's kernel names every one of
-// `kernel_parts`; `check_kernel` (if given) asserts more about that name per head_dim and seqlen_k.
+// `kernel_parts`; `check_kernel` (if given) asserts more about that name per head_dim.
 // FLASHBOX_TEST_DET_RUNS=N (N >= 2) caps the runs, for compute-sanitizer (racecheck takes seconds a launch).
 int det_runs(int runs) {
   const char *cap = std::getenv("FLASHBOX_TEST_DET_RUNS");
@@ -230,7 +230,7 @@ int det_runs(int runs) {
 
 void expect_bitwise_repeatable(std::initializer_list<int64_t> dims, const RepeatShape &s,
                                const std::vector<std::string> &kernel_parts,
-                               const std::function<void(const std::string &, int64_t, int64_t)> &check_kernel = {}) {
+                               const std::function<void(const std::string &, int64_t)> &check_kernel = {}) {
   for (int64_t dim : dims)
     for (int causal : {1, 0}) {
       BackwardData d({.batch = s.batch,
@@ -247,7 +247,7 @@ void expect_bitwise_repeatable(std::initializer_list<int64_t> dims, const Repeat
       EXPECT_TRUE(equal) << "deterministic = 1 gave different bits across " << runs << " runs: " << d.name();
       const std::string kernel = flashbox_last_kernel();
       for (const std::string &part : kernel_parts) EXPECT_NE(kernel.find(part), std::string::npos) << kernel;
-      if (check_kernel) check_kernel(kernel, dim, causal ? s.causal_seqlen_k : s.seqlen_q);
+      if (check_kernel) check_kernel(kernel, dim);
       d.expect_close();
     }
 }
@@ -272,11 +272,11 @@ bool runs_hopper_backward() {
 // On the Hopper kernel, the deterministic order the plan must have picked (det_walk.hpp): "_qdesc"
 // (v10's) in the name exactly when uses_qdesc_walk says so, and "_dqpair" (v9's with two dQ writers)
 // exactly when uses_dq_pair does (bf16 head_dim 64 outside v10's order).
-std::function<void(const std::string &, int64_t, int64_t)> expect_order(bool hopper, const RepeatShape &s) {
+std::function<void(const std::string &, int64_t)> expect_order(bool hopper, const RepeatShape &s) {
   if (!hopper) return {};
-  return [s](const std::string &kernel, int64_t dim, int64_t seqlen_k) {
+  return [s](const std::string &kernel, int64_t dim) {
     const bool want = sm90::bwd::uses_qdesc_walk(sm90::bwd::kernel_head_dim(dim), s.dtype == FLASHBOX_BFLOAT16, false,
-                                                 s.heads_q / s.heads_kv, sm90::bwd::d64_mha_qdesc(seqlen_k));
+                                                 s.heads_q / s.heads_kv, sm90::bwd::d64_mha_qdesc());
     EXPECT_EQ(kernel.find("_qdesc") != std::string::npos, want)
         << kernel << ": head_dim " << dim << ", group " << s.heads_q / s.heads_kv << (want ? ", v10's" : ", v9's")
         << " order expected";
@@ -347,14 +347,11 @@ TEST(CudaBackward, DeterministicOrderChoice) {
   EXPECT_TRUE(uses_qdesc_walk(64, true, false, 2));
   EXPECT_TRUE(uses_qdesc_walk(64, true, false, 8));
   EXPECT_FALSE(uses_qdesc_walk(64, true, false, 1));
-  EXPECT_TRUE(uses_qdesc_walk(64, true, false, 1, true));  // d64 MHA up to 1024 keys (d64_mha_qdesc)
+  EXPECT_TRUE(uses_qdesc_walk(64, true, false, 1, true));  // d64 MHA when forced (d64_mha_qdesc)
   EXPECT_FALSE(uses_qdesc_walk(64, false, false, 1, true));
   EXPECT_FALSE(uses_qdesc_walk(64, true, true, 1, true));
-  if (std::getenv("FLASHBOX_SM90_BWD_D64_QDESC") == nullptr) {  // the default: v9's at every length
-    EXPECT_FALSE(sm90::bwd::d64_mha_qdesc(1));
-    EXPECT_FALSE(sm90::bwd::d64_mha_qdesc(1024));
-    EXPECT_FALSE(sm90::bwd::d64_mha_qdesc(1 << 20));
-  }
+  if (std::getenv("FLASHBOX_SM90_BWD_D64_QDESC") == nullptr)  // the default: v9's at every length
+    EXPECT_FALSE(sm90::bwd::d64_mha_qdesc());
   using sm90::bwd::uses_dq_pair;
   EXPECT_TRUE(uses_dq_pair(64, true, false, false));
   EXPECT_FALSE(uses_dq_pair(64, true, true, false));   // v10's order: the QDESC kernel's own two writers

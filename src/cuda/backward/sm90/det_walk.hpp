@@ -38,7 +38,7 @@ constexpr bool uses_qdesc_walk(int kernel_d, bool bf16, bool varlen, int64_t gro
 // 16384). With two writers on v9's order too (DQPAIR, v20) v9's is the better one at every length
 // (0.90 against v10's 0.84 at 1024), so d64 MHA takes v9's order by default.
 // FLASHBOX_SM90_BWD_D64_QDESC=1 / =0 (read per call) forces v10's / v9's, for the A/B.
-inline bool d64_mha_qdesc(int64_t /*seqlen_k*/) {
+inline bool d64_mha_qdesc() {
   const env::Switch01 forced = env::switch_01("FLASHBOX_SM90_BWD_D64_QDESC");
   return forced.state == env::State::ok && forced.on;
 }

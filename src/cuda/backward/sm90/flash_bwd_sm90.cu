@@ -604,7 +604,7 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   if (varlen) name += "_varlen";
   // Deterministic: v9's order, or v10's (det_walk.hpp), which the name says ("_qdesc").
   const bool qdesc =
-      g.deterministic && uses_qdesc_walk(kd, a.dtype == FLASHBOX_BFLOAT16, varlen, a.group, d64_mha_qdesc(a.seqlen_k));
+      g.deterministic && uses_qdesc_walk(kd, a.dtype == FLASHBOX_BFLOAT16, varlen, a.group, d64_mha_qdesc());
   if (g.deterministic) name += "_deterministic";
   if (qdesc) name += "_qdesc";
   // bf16 d64 on v9's order: two dQ writers (det_walk.hpp uses_dq_pair), which the name says.

@@ -8,6 +8,8 @@ programmatic launch count once in the call time, fully in their own rows).
 
   python3 bench/bwd_phase_profile.py build/libflashbox.so [--configs 128:16,64:12] [--seqlen 16384]
       [--window 1024] [--calls 5] [--json out.json]
+  --no-profiler --only window,same_work --causal-only: the call times alone, for a run under Nsight
+  Compute (ncu and torch.profiler both need CUPTI)
 """
 import argparse
 import ctypes
@@ -24,7 +26,15 @@ from compare_masks import Ext, ext, grad_args, visible_pairs  # noqa: E402
 from compare_sdpa import FLASHBOX_FLASH, AttentionArgs, GradArgs, checked, load_library, make_args  # noqa: E402
 
 
-def case(lib, B, H, T, D, causal, window, calls, seed):
+class _Nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def case(lib, B, H, T, D, causal, window, calls, seed, profiler=True):
     gen = torch.Generator(device="cuda").manual_seed(seed)
     q, k, v, do = (torch.randn(B, H, T, D, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
     o, dq, dk, dv = (torch.empty_like(q) for _ in range(4))
@@ -44,12 +54,14 @@ def case(lib, B, H, T, D, causal, window, calls, seed):
     end.record()
     torch.cuda.synchronize()
     call_us = start.elapsed_time(end) * 1e3 / calls
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    kernels = {}
+    if not profiler:
+        calls = 0
+    with (profile(activities=[ProfilerActivity.CUDA]) if profiler else _Nothing()) as prof:
         for _ in range(calls):
             call()
         torch.cuda.synchronize()
-    kernels = {}
-    for ev in prof.key_averages():
+    for ev in (prof.key_averages() if profiler else []):
         t = getattr(ev, "device_time_total", None)
         if t is None:
             t = ev.cuda_time_total
@@ -70,6 +82,9 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--calls", type=int, default=5)
     ap.add_argument("--json")
+    ap.add_argument("--no-profiler", action="store_true")
+    ap.add_argument("--only", help="comma-separated cases: window, same_work, plain")
+    ap.add_argument("--causal-only", action="store_true")
     args = ap.parse_args()
     lib = load_library(args.library)
     lib.flashbox_attention_forward_ext.argtypes = [ctypes.POINTER(AttentionArgs), ctypes.POINTER(Ext)]
@@ -78,13 +93,15 @@ def main():
     rows = []
     for cfg in args.configs.split(","):
         D, H = (int(x) for x in cfg.split(":"))
-        for causal, window in ((True, (W, -1)), (False, (W, W))):
+        for causal, window in ((True, (W, -1)),) + (() if args.causal_only else ((False, (W, W)),)):
             pairs = visible_pairs(T, causal, window)
             t2 = int(round((math.sqrt(2 * pairs) if causal else math.sqrt(pairs)) / 64)) * 64
             for what, t, win in (("window", T, window), ("same_work", t2, (-1, -1)), ("plain", T, (-1, -1))):
+                if args.only and what not in args.only.split(","):
+                    continue
                 seed = 3000 + t + D
                 print(f"seed {seed}", flush=True)
-                r = case(lib, B, H, t, D, causal, win, args.calls, seed)
+                r = case(lib, B, H, t, D, causal, win, args.calls, seed, not args.no_profiler)
                 r["what"] = what
                 rows.append(r)
                 print(f"D{D} H{H} T{t} {'causal' if causal else 'full'} {what:9s} window {list(win)}: "

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One device call (2026-12-03): Nsight Compute on the sm90 backward's main kernel, a W1024 causal
+# window against its same-work plain peer (bench/bwd_phase_profile.py's cases: B4 bf16, D128 H16 T 16384
+# window (1024, 0) and T 5696 causal; D64 H12 the same), one launch each after the warm-up calls:
+# details (speed of light, occupancy, launch and warp-state statistics) and the raw pipe/issue metrics
+# into ncu_summary.txt.
+#   bench/bwd_window_profile_device_run.sh TARBALL [SECONDS (240)]
+# TARBALL: a library (pack_final.sh, or libflashbox.so and lib/ in one .tar.xz).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/device_steps.sh" "$1" bwdwinprof all
+begin_call ${2:-240}
+prof() {  # NAME CONFIG CASE
+  local lim=$(( DEADLINE - $(date +%s) - 10 ))
+  (( lim >= 15 )) || { echo "ncu $1: no time left"; return 2; }
+  (( lim > 70 )) && lim=70
+  timeout $lim ncu --clock-control none -k regex:flash_bwd_sm90_kernel --launch-skip 3 -c 1 --section SpeedOfLight \
+    --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy \
+    --section LaunchStats --section MemoryWorkloadAnalysis -f -o /tmp/bw_$1 \
+    python3 "$here/bwd_phase_profile.py" $B/libflashbox.so --configs $2 --only $3 --causal-only --no-profiler --calls 1 \
+    || return 1
+  { echo "######## $1 details"; timeout 15 ncu -i /tmp/bw_$1.ncu-rep --page details
+    echo "######## $1 raw (pipe, issue, waves, cycles)"
+    timeout 15 ncu -i /tmp/bw_$1.ncu-rep --page raw --csv | python3 -c '
+import csv, sys
+rows = list(csv.reader(sys.stdin))
+h, u, v = rows[0], rows[1], rows[2]
+for name, unit, val in zip(h, u, v):
+    n = name.lower()
+    if any(t in n for t in ("pipe_tensor", "issue_active", "cycles_elapsed", "cycles_active", "waves", "gmma", "dram__bytes", "lts__t_bytes")):
+        print(f"{name:90s} {val:>16s} {unit}")'; } >> "$O/ncu_summary.txt"
+}
+step d128_window prof d128_window 128:16 window
+step d128_peer prof d128_peer 128:16 same_work
+step d64_window prof d64_window 64:12 window
+step d64_peer prof d64_peer 64:12 same_work
+grep -E "^######## .* details|Duration|Compute \(SM\) Throughput|Memory Throughput|Waves Per SM|Achieved Occupancy|Issue Slots Busy|No Eligible|Eligible Warps|pipe_tensor.*pct|cycles_active.avg |cycles_elapsed.avg |dram__bytes_read.sum |dram__bytes_write.sum " "$O/ncu_summary.txt" | head -120

@@ -14,7 +14,6 @@ programmatic launch count once in the call time, fully in their own rows).
 import argparse
 import ctypes
 import json
-import math
 import os
 import sys
 
@@ -22,16 +21,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_masks import Ext, ext, grad_args, visible_pairs  # noqa: E402
+from compare_masks import Ext, ext, grad_args, same_work_seqlen, visible_pairs  # noqa: E402
 from compare_sdpa import FLASHBOX_FLASH, AttentionArgs, GradArgs, checked, load_library, make_args  # noqa: E402
-
-
-class _Nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def case(lib, B, H, T, D, causal, window, calls, seed, profiler=True):
@@ -55,18 +46,17 @@ def case(lib, B, H, T, D, causal, window, calls, seed, profiler=True):
     torch.cuda.synchronize()
     call_us = start.elapsed_time(end) * 1e3 / calls
     kernels = {}
-    if not profiler:
-        calls = 0
-    with (profile(activities=[ProfilerActivity.CUDA]) if profiler else _Nothing()) as prof:
-        for _ in range(calls):
-            call()
-        torch.cuda.synchronize()
-    for ev in (prof.key_averages() if profiler else []):
-        t = getattr(ev, "device_time_total", None)
-        if t is None:
-            t = ev.cuda_time_total
-        if t > 0:
-            kernels[ev.key[:90]] = t / calls
+    if profiler:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                call()
+            torch.cuda.synchronize()
+        for ev in prof.key_averages():
+            t = getattr(ev, "device_time_total", None)
+            if t is None:
+                t = ev.cuda_time_total
+            if t > 0:
+                kernels[ev.key[:90]] = t / calls
     pairs = visible_pairs(T, causal, window)
     tflops = 2.5 * 4.0 * B * H * D * pairs / (call_us * 1e-6) / 1e12
     return dict(head_dim=D, heads=H, batch=B, seqlen=T, causal=causal, window=list(window), call_us=call_us,
@@ -94,8 +84,7 @@ def main():
     for cfg in args.configs.split(","):
         D, H = (int(x) for x in cfg.split(":"))
         for causal, window in ((True, (W, -1)),) + (() if args.causal_only else ((False, (W, W)),)):
-            pairs = visible_pairs(T, causal, window)
-            t2 = int(round((math.sqrt(2 * pairs) if causal else math.sqrt(pairs)) / 64)) * 64
+            t2 = same_work_seqlen(T, causal, window)
             for what, t, win in (("window", T, window), ("same_work", t2, (-1, -1)), ("plain", T, (-1, -1))):
                 if args.only and what not in args.only.split(","):
                     continue

@@ -21,14 +21,8 @@ prof() {  # NAME CONFIG CASE
     || return 1
   { echo "######## $1 details"; timeout 15 ncu -i /tmp/bw_$1.ncu-rep --page details
     echo "######## $1 raw (pipe, issue, waves, cycles)"
-    timeout 15 ncu -i /tmp/bw_$1.ncu-rep --page raw --csv | python3 -c '
-import csv, sys
-rows = list(csv.reader(sys.stdin))
-h, u, v = rows[0], rows[1], rows[2]
-for name, unit, val in zip(h, u, v):
-    n = name.lower()
-    if any(t in n for t in ("pipe_tensor", "issue_active", "cycles_elapsed", "cycles_active", "waves", "gmma", "dram__bytes", "lts__t_bytes")):
-        print(f"{name:90s} {val:>16s} {unit}")'; } >> "$O/ncu_summary.txt"
+    ncu_raw /tmp/bw_$1.ncu-rep pipe_tensor issue_active cycles_elapsed cycles_active waves gmma dram__bytes lts__t_bytes
+  } >> "$O/ncu_summary.txt"
 }
 step d128_window prof d128_window 128:16 window
 step d128_peer prof d128_peer 128:16 same_work

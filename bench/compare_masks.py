@@ -66,6 +66,13 @@ def visible_pairs(T, causal, window):
     return int((end - begin).clamp(min=0).sum())
 
 
+def same_work_seqlen(T, causal, window):
+    """The plain call's T' at a window's work: a causal triangle (or non-causal square) holding as many
+    visible pairs as the [T, T] window call, rounded to 64."""
+    pairs = visible_pairs(T, causal, window)
+    return int(round((math.sqrt(2 * pairs) if causal else math.sqrt(pairs)) / 64)) * 64
+
+
 def window_mask(T, causal, window, device, dtype):
     left, right = window
     if causal:
@@ -162,12 +169,11 @@ def measure(lib, B, H, T, D, dtype, windows, only=None, backward=False):
                 mask = window_mask(T, causal, window, "cuda", dtype)
                 ref = sdpa("efficient_masked", SDPBackend.EFFICIENT_ATTENTION, False, mask, window)
             fb(f"window{w}", causal, window, ref=ref)
-    # The plain kernel at the same work as each window: a T' whose causal triangle (or non-causal
-    # square) holds as many visible pairs, rounded to 64; its rate is the window's "same work" peer.
+    # The plain kernel at the same work as each window (same_work_seqlen): its rate is the window's
+    # "same work" peer.
     for w in ([] if only else windows):
         for causal, window in ((True, (w, -1)), (False, (w, w))):
-            pairs = visible_pairs(T, causal, window)
-            t2 = int(round((math.sqrt(2 * pairs) if causal else math.sqrt(pairs)) / 64)) * 64
+            t2 = same_work_seqlen(T, causal, window)
             q2, k2, v2 = (torch.randn(B, H, t2, D, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
             o2 = torch.empty_like(q2)
             lse2 = torch.empty(B, H, t2, device="cuda", dtype=torch.float32)

@@ -18,7 +18,10 @@
 #   final_suites [EXTRA_STEPS]
 # runs bench/device_final_run.sh on the same tarball for its test suites and compute-sanitizer steps
 # (FINAL_SUITES), plus EXTRA_STEPS (comma-separated), in the time left before $DEADLINE, less 5; its
-# lines go to the same $log. A script that packs its own tarball does so with bench/pack_final.sh
+# lines go to the same $log. And
+#   ncu_raw REPORT TERM...
+# prints the metrics of an Nsight Compute report's raw page whose names hold any TERM (lower case), one
+# "name value unit" line each. A script that packs its own tarball does so with bench/pack_final.sh
 # (its --pack mode).
 O=${OUT:-/tmp/$2_out}; mkdir -p "$O"
 B=/tmp/fb_$2; mkdir -p "$B" && tar -xf "$1" -C "$B"  # .tar.gz, or .tar.xz (one xz stream dedupes the
@@ -50,4 +53,14 @@ begin_call() {
 final_suites() {
   local left=$(( DEADLINE - $(date +%s) - 5 ))
   timeout $left bash "$(dirname "${BASH_SOURCE[0]}")/device_final_run.sh" "$TARBALL" "$FINAL_SUITES${1:+,$1}" > /dev/null 2>&1
+}
+ncu_raw() {
+  local rep=$1; shift
+  timeout 15 ncu -i "$rep" --page raw --csv | python3 -c '
+import csv, sys
+terms = sys.argv[1:]
+rows = list(csv.reader(sys.stdin))
+for name, unit, val in zip(rows[0], rows[1], rows[2]):
+    if any(t in name.lower() for t in terms):
+        print(f"{name:90s} {val:>16s} {unit}")' "$@"
 }

@@ -28,14 +28,8 @@ prof() {  # NAME D H VARIANT
     python3 "$here/fwd_mods_profile.py" $B/libflashbox.so --head-dim $2 --heads $3 --variant $4 --calls 2 || return 1
   { echo "######## $1 details"; timeout 15 ncu -i /tmp/fp_$1.ncu-rep --page details
     echo "######## $1 raw (pipe, issue, inst)"
-    timeout 15 ncu -i /tmp/fp_$1.ncu-rep --page raw --csv | python3 -c '
-import csv, sys
-rows = list(csv.reader(sys.stdin))
-h, u, v = rows[0], rows[1], rows[2]
-for name, unit, val in zip(h, u, v):
-    n = name.lower()
-    if any(t in n for t in ("pipe", "issue", "inst_executed", "cycles_elapsed", "warps_active", "gmma")):
-        print(f"{name:90s} {val:>16s} {unit}")'; } >> "$O/ncu_summary.txt"
+    ncu_raw /tmp/fp_$1.ncu-rep pipe issue inst_executed cycles_elapsed warps_active gmma
+  } >> "$O/ncu_summary.txt"
   timeout 30 ncu -i /tmp/fp_$1.ncu-rep --page source --csv --print-source sass | gzip > "$O/src_$1.csv.gz"
 }
 step ncu_d128_softcap prof d128_softcap 128 16 softcap30

@@ -16,13 +16,8 @@ prof() {
     --section MemoryWorkloadAnalysis -f -o /tmp/bwd_d64 $B/flashbox bench --device cuda --backward --impls flash \
     --seqlens 8192 --head-dim 64 --heads 12 --batch 4 --repeats 1 --warmup 0 || return 1
   timeout 15 ncu -i /tmp/bwd_d64.ncu-rep --page details > "$O/ncu_details_d64.txt"
-  timeout 15 ncu -i /tmp/bwd_d64.ncu-rep --page raw --csv | python3 -c '
-import csv, sys
-rows = list(csv.reader(sys.stdin))
-for name, unit, val in zip(rows[0], rows[1], rows[2]):
-    n = name.lower()
-    if any(t in n for t in ("pipe", "issue", "inst_executed.sum", "cycles_elapsed.avg", "gmma", "lts__t_bytes", "l1tex__data_pipe")):
-        print(f"{name:90s} {val:>16s} {unit}")' > "$O/ncu_raw_d64.txt"
+  ncu_raw /tmp/bwd_d64.ncu-rep pipe issue inst_executed.sum cycles_elapsed.avg gmma lts__t_bytes l1tex__data_pipe \
+    > "$O/ncu_raw_d64.txt"
   timeout 30 ncu -i /tmp/bwd_d64.ncu-rep --page source --csv --print-source sass | gzip > "$O/src_bwd_d64.csv.gz"
 }
 step ncu prof

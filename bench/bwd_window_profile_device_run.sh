@@ -11,18 +11,15 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/device_steps.sh" "$1" bwdwinprof all
 begin_call ${2:-240}
 prof() {  # NAME CONFIG CASE
-  local lim=$(( DEADLINE - $(date +%s) - 10 ))
-  (( lim >= 15 )) || { echo "ncu $1: no time left"; return 2; }
-  (( lim > 70 )) && lim=70
+  local lim
+  lim=$(ncu_limit $1 70) || return 2
   timeout $lim ncu --clock-control none -k regex:flash_bwd_sm90_kernel --launch-skip 3 -c 1 --section SpeedOfLight \
     --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy \
     --section LaunchStats --section MemoryWorkloadAnalysis -f -o /tmp/bw_$1 \
     python3 "$here/bwd_phase_profile.py" $B/libflashbox.so --configs $2 --only $3 --causal-only --no-profiler --calls 1 \
     || return 1
-  { echo "######## $1 details"; timeout 15 ncu -i /tmp/bw_$1.ncu-rep --page details
-    echo "######## $1 raw (pipe, issue, waves, cycles)"
-    ncu_raw /tmp/bw_$1.ncu-rep pipe_tensor issue_active cycles_elapsed cycles_active waves gmma dram__bytes lts__t_bytes
-  } >> "$O/ncu_summary.txt"
+  ncu_summary /tmp/bw_$1.ncu-rep $1 "pipe, issue, waves, cycles" pipe_tensor issue_active cycles_elapsed cycles_active \
+    waves gmma dram__bytes lts__t_bytes
 }
 step d128_window prof d128_window 128:16 window
 step d128_peer prof d128_peer 128:16 same_work

@@ -21,7 +21,13 @@
 # lines go to the same $log. And
 #   ncu_raw REPORT TERM...
 # prints the metrics of an Nsight Compute report's raw page whose names hold any TERM (lower case), one
-# "name value unit" line each. A script that packs its own tarball does so with bench/pack_final.sh
+# "name value unit" line each. And
+#   ncu_limit NAME CAP
+# prints the seconds an Nsight Compute run may take: what is left before $DEADLINE less 10, at most CAP;
+# under 15 s it says "ncu NAME: no time left" (stderr) and returns 2. And
+#   ncu_summary REPORT NAME LABEL TERM...
+# appends the report's details page and its raw metrics holding any TERM (ncu_raw) to $O/ncu_summary.txt,
+# under "######## NAME details" and "######## NAME raw (LABEL)". A script that packs its own tarball does so with bench/pack_final.sh
 # (its --pack mode).
 O=${OUT:-/tmp/$2_out}; mkdir -p "$O"
 B=/tmp/fb_$2; mkdir -p "$B" && tar -xf "$1" -C "$B"  # .tar.gz, or .tar.xz (one xz stream dedupes the
@@ -63,4 +69,16 @@ rows = list(csv.reader(sys.stdin))
 for name, unit, val in zip(rows[0], rows[1], rows[2]):
     if any(t in name.lower() for t in terms):
         print(f"{name:90s} {val:>16s} {unit}")' "$@"
+}
+ncu_limit() {
+  local lim=$(( DEADLINE - $(date +%s) - 10 ))
+  (( lim >= 15 )) || { echo "ncu $1: no time left" >&2; return 2; }
+  echo $(( lim < $2 ? lim : $2 ))
+}
+ncu_summary() {
+  local rep=$1 name=$2 label=$3; shift 3
+  { echo "######## $name details"; timeout 15 ncu -i "$rep" --page details
+    echo "######## $name raw ($label)"
+    ncu_raw "$rep" "$@"
+  } >> "$O/ncu_summary.txt"
 }

@@ -19,17 +19,13 @@ tests() {
 }
 step tests tests
 prof() {  # NAME D H VARIANT
-  local lim=$(( DEADLINE - $(date +%s) - 10 ))
-  (( lim >= 15 )) || { echo "ncu $1: no time left"; return 2; }
-  (( lim > 60 )) && lim=60
+  local lim
+  lim=$(ncu_limit $1 60) || return 2
   timeout $lim ncu --clock-control none -k regex:flash_fwd_sm90_kernel --launch-skip 1 -c 1 --section SpeedOfLight \
     --section ComputeWorkloadAnalysis --section InstructionStats --section WarpStateStats --section SchedulerStats \
     --section SourceCounters --section MemoryWorkloadAnalysis -f -o /tmp/fp_$1 \
     python3 "$here/fwd_mods_profile.py" $B/libflashbox.so --head-dim $2 --heads $3 --variant $4 --calls 2 || return 1
-  { echo "######## $1 details"; timeout 15 ncu -i /tmp/fp_$1.ncu-rep --page details
-    echo "######## $1 raw (pipe, issue, inst)"
-    ncu_raw /tmp/fp_$1.ncu-rep pipe issue inst_executed cycles_elapsed warps_active gmma
-  } >> "$O/ncu_summary.txt"
+  ncu_summary /tmp/fp_$1.ncu-rep $1 "pipe, issue, inst" pipe issue inst_executed cycles_elapsed warps_active gmma
   timeout 30 ncu -i /tmp/fp_$1.ncu-rep --page source --csv --print-source sass | gzip > "$O/src_$1.csv.gz"
 }
 step ncu_d128_softcap prof d128_softcap 128 16 softcap30

@@ -14,8 +14,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/device_steps.sh" "$1" barcheck all
 begin_call ${2:-580}
-tstep bar 60 python3 "$here/compare_sdpa.py" $B/libflashbox.so --backward --no-naive --seqlens 1024,2048,4096,8192,16384 \
-  --json "$O/compare_sdpa_bwd.json"
+bwd_bar 60
 tstep bar_full 30 python3 "$here/compare_sdpa.py" $B/libflashbox.so --backward --no-naive --non-causal --configs 128:16 \
   --seqlens 16384 --json "$O/compare_sdpa_bwd_full.json"
 tstep gqa_det 120 python3 "$here/sm90_bwd_variants.py" new=$B/libflashbox.so --det new --rounds 3 \

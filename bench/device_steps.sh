@@ -56,6 +56,19 @@ begin_call() {
   DEADLINE=$(( $(date +%s) + $1 ))
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader | tee -a "$log"
 }
+# Issue 15's bar as step `bar` (LIMIT seconds): the causal backward at T 1024-16384 against SDPA's
+# backends in one compare_sdpa.py process, into $O/compare_sdpa_bwd.json.
+bwd_bar() {
+  tstep bar "$1" python3 "$(dirname "${BASH_SOURCE[0]}")/compare_sdpa.py" $B/libflashbox.so --backward --no-naive \
+    --seqlens 1024,2048,4096,8192,16384 --json "$O/compare_sdpa_bwd.json"
+}
+# The backward's phases kernel by kernel (bwd_phase_profile.py, 40 s each) with the run-time switch
+# VAR as the library has it (phases_new) and with VAR=0 (phases_off), into $O/phases_{new,off}.json.
+bwd_phases_on_off() {
+  local profile="$(dirname "${BASH_SOURCE[0]}")/bwd_phase_profile.py"
+  tstep phases_new 40 python3 "$profile" $B/libflashbox.so --json "$O/phases_new.json"
+  tstep phases_off 40 env "$1=0" python3 "$profile" $B/libflashbox.so --json "$O/phases_off.json"
+}
 final_suites() {
   local left=$(( DEADLINE - $(date +%s) - 5 ))
   timeout $left bash "$(dirname "${BASH_SOURCE[0]}")/device_final_run.sh" "$TARBALL" "$FINAL_SUITES${1:+,$1}" > /dev/null 2>&1

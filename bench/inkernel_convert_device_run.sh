@@ -23,11 +23,8 @@ tstep ab 150 python3 "$here/sm90_bwd_variants.py" off=$B/libflashbox.so new=$B/l
   --env off:FLASHBOX_SM90_BWD_IN_KERNEL_CONVERT=0 --rounds 3 \
   --shapes 64:12:4096:1,128:16:1024:1,128:16:2048:1,128:16:4096:1,128:16:16384:1,128:16:16384:0,128:32:8192:1:8 \
   --json "$O/ab.json"
-tstep phases_new 40 python3 "$here/bwd_phase_profile.py" $B/libflashbox.so --json "$O/phases_new.json"
-tstep phases_off 40 env FLASHBOX_SM90_BWD_IN_KERNEL_CONVERT=0 python3 "$here/bwd_phase_profile.py" $B/libflashbox.so \
-  --json "$O/phases_off.json"
-tstep bar 60 python3 "$here/compare_sdpa.py" $B/libflashbox.so --backward --no-naive --seqlens 1024,2048,4096,8192,16384 \
-  --json "$O/compare_sdpa_bwd.json"
+bwd_phases_on_off FLASHBOX_SM90_BWD_IN_KERNEL_CONVERT
+bwd_bar 60
 FINAL_SUITES=test_sm90_bwd_varlen,test_sm90_bwd_d96,test_cuda
 final_suites
 grep -E "^(==|rc=)|PASSED|FAILED|ERROR SUMMARY|^D(64|128) |^ *(64|128) " "$log" | tail -90

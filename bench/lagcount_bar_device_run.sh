@@ -12,8 +12,7 @@ begin_call ${2:-590}
 tstep ab 100 python3 "$here/sm90_bwd_variants.py" old=$B/old/libflashbox.so new=$B/libflashbox.so --rounds 3 \
   --shapes 64:12:1024:1,64:12:4096:1,64:12:16384:1,128:16:1024:1,128:16:4096:1,128:16:16384:1,128:16:16384:0,128:32:8192:1:8 \
   --json "$O/ab.json"
-tstep bar 60 python3 "$here/compare_sdpa.py" $B/libflashbox.so --backward --no-naive --seqlens 1024,2048,4096,8192,16384 \
-  --json "$O/compare_sdpa_bwd.json"
+bwd_bar 60
 tstep bar_full 30 python3 "$here/compare_sdpa.py" $B/libflashbox.so --backward --no-naive --non-causal --configs 128:16 \
   --seqlens 16384 --json "$O/compare_sdpa_bwd_full.json"
 tstep gqa_det 100 python3 "$here/sm90_bwd_variants.py" new=$B/libflashbox.so --det new --rounds 3 \

@@ -17,11 +17,8 @@ tstep ab 150 python3 "$here/sm90_bwd_variants.py" old=$B/old/libflashbox.so off=
   --env c16:FLASHBOX_SM90_BWD_PREP_CTAS=16 --env c66:FLASHBOX_SM90_BWD_PREP_CTAS=66 --rounds 3 \
   --shapes 64:12:1024:1,64:12:4096:1,64:12:16384:1,128:16:1024:1,128:16:4096:1,128:16:16384:1,128:16:16384:0,128:32:8192:1:8 \
   --json "$O/ab.json"
-tstep phases_new 40 python3 "$here/bwd_phase_profile.py" $B/libflashbox.so --json "$O/phases_new.json"
-tstep phases_off 40 env FLASHBOX_SM90_BWD_PREP_OVERLAP=0 python3 "$here/bwd_phase_profile.py" $B/libflashbox.so \
-  --json "$O/phases_off.json"
-tstep bar 60 python3 "$here/compare_sdpa.py" $B/libflashbox.so --backward --no-naive --seqlens 1024,2048,4096,8192,16384 \
-  --json "$O/compare_sdpa_bwd.json"
+bwd_phases_on_off FLASHBOX_SM90_BWD_PREP_OVERLAP
+bwd_bar 60
 tstep bar_full 30 python3 "$here/compare_sdpa.py" $B/libflashbox.so --backward --no-naive --non-causal --configs 128:16 \
   --seqlens 16384 --json "$O/compare_sdpa_bwd_full.json"
 tstep tests_ctas1 60 env FLASHBOX_SM90_BWD_PREP_CTAS=1 $B/test_backward --gtest_brief=1

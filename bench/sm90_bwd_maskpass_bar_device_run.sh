@@ -28,8 +28,7 @@ sv='64:12:1024:1,64:12:2048:1,64:12:4096:1,64:12:8192:1,64:12:16384:1,128:16:102
 sv="$sv,128:16:8192:1,128:16:16384:1,128:16:16384:0,128:32:8192:1:8"
 tstep variants 150 python3 "$here/sm90_bwd_variants.py" new=$B/libflashbox.so old=$B/old/libflashbox.so --rounds 5 \
   --shapes "$sv" --json "$O/variants.json"
-tstep bar 110 python3 "$here/compare_sdpa.py" $B/libflashbox.so --backward --no-naive --seqlens 1024,2048,4096,8192,16384 \
-  --json "$O/compare_sdpa_bwd.json"
+bwd_bar 110
 prof() {  # prof D H
   local r=/tmp/bwd_d$1
   timeout 80 ncu --clock-control none -k regex:flash_bwd_sm90_kernel -c 1 --section SpeedOfLight --section WarpStateStats \

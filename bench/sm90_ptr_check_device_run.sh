@@ -18,8 +18,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/device_steps.sh" "$1" ptrcheck all
 begin_call ${2:-560}
-tstep bar 40 python3 "$here/compare_sdpa.py" $B/libflashbox.so --backward --no-naive --seqlens 1024,2048,4096,8192,16384 \
-  --json "$O/compare_sdpa_bwd.json"
+bwd_bar 40
 tstep fwd_mods 70 python3 "$here/sm90_window_ab.py" new=$B/libflashbox.so old=$B/old/libflashbox.so --mods \
   --seqlens 4096,16384 --rounds 3 --json "$O/fwd_mods.json"
 tstep fwd_windows 60 python3 "$here/sm90_window_ab.py" new=$B/libflashbox.so old=$B/old/libflashbox.so \

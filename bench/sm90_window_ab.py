@@ -12,6 +12,9 @@ same work as each window (compare_masks.py's T'); every build times every row in
 first. TFLOP/s count 4 B H D per visible (query, key) pair. Each build's window output is checked
 against the first build's (rel. error < 1e-2) before timing. --mods: the rows are instead the plain
 kernel, softcap 30 (causal, full) and ALiBi (causal; compare_masks.py's slopes): the MODS kernels.
+--backward: each build's backward (flashbox_attention_backward_ext after its own forward_ext of the
+row) is timed instead, TFLOP/s 2.5 x the forward's count; dQ, dK and dV are checked against the first
+build's.
   python3 bench/sm90_window_ab.py base=old/libflashbox.so new=libflashbox.so \\
       t128=libflashbox.so:FLASHBOX_SM90_TILE=128x128 [--configs 64:12,128:16] [--seqlens 16384] \\
       [--windows 1024] [--rounds 3] [--json PATH]
@@ -30,8 +33,9 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_masks import Ext, ext, visible_pairs  # noqa: E402
-from compare_sdpa import FLASHBOX_FLASH, AttentionArgs, bench, checked, load_library, make_args, rel_error  # noqa: E402
+from compare_masks import Ext, ext, grad_args, visible_pairs  # noqa: E402
+from compare_sdpa import (FLASHBOX_FLASH, AttentionArgs, GradArgs, bench, checked, load_library,  # noqa: E402
+                          make_args, rel_error)
 
 
 def load(spec, tmp, probe):
@@ -47,6 +51,8 @@ def load(spec, tmp, probe):
     lib = load_library(copy)
     lib.flashbox_attention_forward_ext.argtypes = [ctypes.POINTER(AttentionArgs), ctypes.POINTER(Ext)]
     lib.flashbox_attention_forward_ext.restype = ctypes.c_int
+    lib.flashbox_attention_backward_ext.argtypes = [ctypes.POINTER(GradArgs), ctypes.POINTER(Ext)]
+    lib.flashbox_attention_backward_ext.restype = ctypes.c_int
     probe(lib)  # the first call reads the environment
     for k, v in saved.items():
         if v is None:
@@ -65,6 +71,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--mods", action="store_true", help="plain, softcap 30 and ALiBi rows instead of the windows")
+    ap.add_argument("--backward", action="store_true", help="time the backward of each row instead")
     ap.add_argument("--json")
     args = ap.parse_args()
     B, dtype = args.batch, torch.bfloat16
@@ -78,8 +85,8 @@ def main():
 
     tmp = tempfile.mkdtemp(prefix="fb_ab_")
     libs = dict(load(s, tmp, probe) for s in args.builds)
-    print(f"torch {torch.__version__} | {torch.cuda.get_device_name()} | bf16 forward | builds {args.builds} | "
-          f"{args.rounds} rounds interleaved, do_bench median each; TFLOP/s over visible pairs", flush=True)
+    print(f"torch {torch.__version__} | {torch.cuda.get_device_name()} | bf16 | builds {args.builds} | "
+          f"{'backward' if args.backward else 'forward'} | {args.rounds} rounds interleaved, do_bench median each; TFLOP/s over visible pairs", flush=True)
     rows, failures = [], []
     for cfg in args.configs.split(","):
         D, H = (int(x) for x in cfg.split(":"))
@@ -103,18 +110,30 @@ def main():
                 a = make_args(q, k, v, o, lse, FLASHBOX_FLASH, causal)
                 slopes = torch.tensor([2.0 ** (-8.0 * (h + 1) / H) for h in range(H)], device="cuda", dtype=torch.float32)
                 e = ext(window, 30.0 if variant == "softcap30" else 0.0, slopes if variant == "alibi" else None)
+                if args.backward:
+                    do = torch.randn(q.shape, device="cuda", dtype=dtype, generator=gen)
+                    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+                    g = grad_args(a, do, dq, dk, dv)
                 calls, kernels, errs, ref = {}, {}, {}, None
                 for name, lib in libs.items():
                     call = (lambda lib=lib: lib.flashbox_attention_forward_ext(ctypes.byref(a), ctypes.byref(e)))
                     o.fill_(float("nan"))
                     checked(lib, call())
+                    outs = (o,)
+                    if args.backward:
+                        # Each build's backward runs on its own forward's O and LSE.
+                        call = (lambda lib=lib: lib.flashbox_attention_backward_ext(ctypes.byref(g), ctypes.byref(e)))
+                        for x in (dq, dk, dv):
+                            x.fill_(float("nan"))
+                        checked(lib, call())
+                        outs = (dq, dk, dv)
                     torch.cuda.synchronize()
                     kernels[name] = lib.flashbox_last_kernel().decode()
                     if ref is None:
-                        ref = o.clone()
-                        errs[name] = 0.0 if torch.isfinite(o).all() else float("inf")
+                        ref = [x.clone() for x in outs]
+                        errs[name] = 0.0 if all(torch.isfinite(x).all() for x in outs) else float("inf")
                     else:
-                        errs[name] = rel_error(o, ref)
+                        errs[name] = max(rel_error(x, r) for x, r in zip(outs, ref))
                     if not errs[name] < 1e-2:
                         failures.append((name, D, t, variant, causal, errs[name]))
                     calls[name] = call
@@ -123,18 +142,21 @@ def main():
                     for n, call in calls.items():
                         times[n].append(bench(call))
                 pairs = visible_pairs(t, causal, window)
-                tf = {n: 4.0 * B * H * D * pairs / (statistics.median(ms) * 1e-3) / 1e12 for n, ms in times.items()}
+                work = 2.5 if args.backward else 1.0
+                tf = {n: work * 4.0 * B * H * D * pairs / (statistics.median(ms) * 1e-3) / 1e12 for n, ms in times.items()}
                 first = next(iter(libs))
                 print(f"D{D} H{H} T{t:<6} {variant:28} {'causal' if causal else 'full  '} | " +
                       " ".join(f"{n} {tf[n]:6.1f}" for n in tf) + " | " +
                       " ".join(f"{n}/{first} {tf[n] / tf[first]:.3f}" for n in libs if n != first) + " | " +
                       " ".join(f"{n}:{kernels[n]}" for n in libs), flush=True)
                 for n in libs:
-                    rows.append(dict(build=n, head_dim=D, heads=H, batch=B, seqlen=t, variant=variant, causal=causal,
+                    rows.append(dict(build=n, direction="backward" if args.backward else "forward", head_dim=D, heads=H, batch=B, seqlen=t, variant=variant, causal=causal,
                                      window=list(window), visible_pairs=pairs, ms_rounds=times[n],
                                      ms=statistics.median(times[n]), tflops=tf[n], kernel=kernels[n],
                                      rel_error_vs_first=errs[n]))
-                del q, k, v, o, lse
+                del q, k, v, o, lse, ref
+                if args.backward:
+                    del do, dq, dk, dv, g
                 torch.cuda.empty_cache()
     if args.json:
         with open(args.json, "w") as f:

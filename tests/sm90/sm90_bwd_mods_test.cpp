@@ -38,6 +38,14 @@ const std::vector<BwdCase> kSmall = {
     {"causal alibi/head fp16 T65 d64", 2, 65, 65, 2, 2, 64, 1, -1, -1, 0.0f, Alibi::head, FLASHBOX_FLOAT16},
     {"causal window(20,0) softcap 3 alibi/batch fp16 130x129 d128", 2, 130, 129, 2, 1, 128, 1, 20, -1, 3.0f,
      Alibi::batch, FLASHBOX_FLOAT16},
+    // Steps where one consumer's 64 keys see none of the query block's rows (what a skip of that half
+    // would have to get right; bench/NOTES.md, "the backward's half skip"): narrow windows on both
+    // sides, a causal diagonal moved by seqlen_k - seqlen_q, a key half wholly past seqlen_k.
+    {"causal window(64,0) T512 d128 (rowless key halves at both edges)", 1, 512, 512, 2, 2, 128, 1, 64},
+    {"window(0,64) 256x384 d64 (keys ahead of the rows)", 2, 256, 384, 2, 1, 64, 0, 0, 64},
+    {"causal 192x448 GQA d128 (diagonal moved by 256)", 1, 192, 448, 4, 2, 128, 1},
+    {"window(127,0) 300x300 d64", 1, 300, 300, 2, 2, 64, 0, 127, 0},
+    {"window(200,-1) 65x150 d128 (a half wholly past seqlen_k)", 2, 65, 150, 2, 2, 128, 0, 200, -1},
 };
 
 // T = 1000 and 4097: many K/V blocks, windows far narrower than T (blocks skipped at both ends).

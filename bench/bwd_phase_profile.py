@@ -21,7 +21,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_masks import Ext, ext, grad_args, same_work_seqlen, visible_pairs  # noqa: E402
+from compare_masks import Ext, ext, same_work_seqlen, visible_pairs  # noqa: E402
+from compare_sdpa import grad_args  # noqa: E402
 from compare_sdpa import FLASHBOX_FLASH, AttentionArgs, GradArgs, checked, load_library, make_args  # noqa: E402
 
 

@@ -46,10 +46,7 @@ def main():
         lse = torch.empty(B, H, T, device="cuda", dtype=torch.float32)
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         fargs = cs.make_args(q, k, v, o, lse, cs.FLASHBOX_FLASH, causal)
-        g = cs.GradArgs()
-        g.fwd = fargs
-        g.dout, g.dq, g.dk, g.dv = do.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
-        g.dout_stride, g.dq_stride, g.dk_stride, g.dv_stride = (cs.bhtd_strides(x) for x in (do, dq, dk, dv))
+        g = cs.grad_args(fargs, do, dq, dk, dv)
         qg, kg, vg = (x.detach().clone().requires_grad_(True) for x in (q, k, v))
         ref = cs.sdpa(cs.SDPBackend.FLASH_ATTENTION, causal)(qg, kg, vg)
         ref_grads = torch.autograd.grad(ref, (qg, kg, vg), do)

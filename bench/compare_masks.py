@@ -35,8 +35,8 @@ import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_sdpa import (FLASHBOX_FLASH, AttentionArgs, GradArgs, bench, bhtd_strides, checked,  # noqa: E402
-                          load_library, make_args, rel_error)
+from compare_sdpa import (FLASHBOX_FLASH, AttentionArgs, GradArgs, bench, checked,  # noqa: E402
+                          grad_args, load_library, make_args, rel_error)
 
 
 class Ext(ctypes.Structure):  # flashbox_attention_ext, include/flashbox/flashbox.h
@@ -85,14 +85,6 @@ def window_mask(T, causal, window, device, dtype):
     if right >= 0:
         ok &= j <= i + right
     return torch.zeros(T, T, device=device, dtype=dtype).masked_fill(~ok, float("-inf"))
-
-
-def grad_args(fwd, do, dq, dk, dv):
-    g = GradArgs()
-    g.fwd = fwd
-    g.dout, g.dq, g.dk, g.dv = do.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
-    g.dout_stride, g.dq_stride, g.dk_stride, g.dv_stride = (bhtd_strides(x) for x in (do, dq, dk, dv))
-    return g
 
 
 def measure(lib, B, H, T, D, dtype, windows, only=None, backward=False):

@@ -127,6 +127,16 @@ def bhtd_strides(t):
     return I64x3(s[0], s[2], s[1])
 
 
+def grad_args(fwd, do, dq, dk, dv, deterministic=0):
+    """flashbox_attention_grad_args for a forward's args and [B, H, T, D] torch gradient tensors."""
+    g = GradArgs()
+    g.fwd = fwd
+    g.dout, g.dq, g.dk, g.dv = do.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
+    g.dout_stride, g.dq_stride, g.dk_stride, g.dv_stride = (bhtd_strides(x) for x in (do, dq, dk, dv))
+    g.deterministic = deterministic
+    return g
+
+
 def make_args(q, k, v, o, lse, impl, causal):
     B, H, T, D = q.shape
     a = AttentionArgs()
@@ -225,10 +235,7 @@ def measure_case(lib, B, H, T, D, causal, backward, with_naive, dtype, also_fami
     else:
         do = torch.randn_like(q)
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        g = GradArgs()
-        g.fwd = fargs
-        g.dout, g.dq, g.dk, g.dv = do.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
-        g.dout_stride, g.dq_stride, g.dk_stride, g.dv_stride = (bhtd_strides(x) for x in (do, dq, dk, dv))
+        g = grad_args(fargs, do, dq, dk, dv)
         rc = lib.flashbox_attention_backward(ctypes.byref(g))
         if rc == ERR_UNSUPPORTED_IMPL:
             notes["flashbox"] = "backward UNSUPPORTED: " + lib.flashbox_last_error().decode()

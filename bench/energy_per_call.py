@@ -96,10 +96,7 @@ def backward_pair(lib, D, H, T, causal, B=4):
     cs.checked(lib, lib.flashbox_attention_forward(ctypes.byref(fargs)))
     do = torch.randn(q.shape, device="cuda", dtype=torch.bfloat16, generator=gen)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    g = cs.GradArgs()
-    g.fwd = fargs
-    g.dout, g.dq, g.dk, g.dv = do.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
-    g.dout_stride, g.dq_stride, g.dk_stride, g.dv_stride = (cs.bhtd_strides(x) for x in (do, dq, dk, dv))
+    g = cs.grad_args(fargs, do, dq, dk, dv)
     fb = lambda: cs.checked(lib, lib.flashbox_attention_backward(ctypes.byref(g)))  # noqa: E731
     qg, kg, vg = (x.detach().clone().requires_grad_(True) for x in (q, k, v))
     out = cs.sdpa(SDPBackend.CUDNN_ATTENTION, causal)(qg, kg, vg)

@@ -32,15 +32,6 @@ DEFAULT_SHAPES = ",".join([f"64:12:{t}:1" for t in (1024, 2048, 4096, 8192, 1638
                           ["128:16:16384:0", "128:32:8192:1:8"])
 
 
-def grad_args(fargs, do, dq, dk, dv, det):
-    g = cs.GradArgs()
-    g.fwd = fargs
-    g.dout, g.dq, g.dk, g.dv = do.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
-    g.dout_stride, g.dq_stride, g.dk_stride, g.dv_stride = (cs.bhtd_strides(x) for x in (do, dq, dk, dv))
-    g.deterministic = det
-    return g
-
-
 def profile_one(fn, label):
     """Kernel names and device times (µs) of one call of fn, after a warm-up call."""
     fn()
@@ -137,7 +128,7 @@ def main():
         except Exception as e:  # cuDNN may not take a shape (GQA on some versions)
             print(f"  cudnn: {str(e).splitlines()[0][:120]}")
             cudnn_bwd = None
-        gargs = {(n, det): grad_args(fargs, do, dq, dk, dv, det) for n, det in variants}
+        gargs = {(n, det): cs.grad_args(fargs, do, dq, dk, dv, det) for n, det in variants}
         kernels, errors = {}, {}
         for name, lib in libs.items():  # the forward once per build (O, LSE), then its gradients
             use(name)

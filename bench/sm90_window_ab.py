@@ -33,9 +33,9 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_masks import Ext, ext, grad_args, visible_pairs  # noqa: E402
-from compare_sdpa import (FLASHBOX_FLASH, AttentionArgs, GradArgs, bench, checked, load_library,  # noqa: E402
-                          make_args, rel_error)
+from compare_masks import Ext, ext, visible_pairs  # noqa: E402
+from compare_sdpa import (FLASHBOX_FLASH, AttentionArgs, GradArgs, bench, checked, grad_args,  # noqa: E402
+                          load_library, make_args, rel_error)
 
 
 def load(spec, tmp, probe):

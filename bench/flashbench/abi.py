@@ -1,0 +1,145 @@
+"""libflashbox.so through ctypes: the plain C entry points only (flashbox_attention_forward/_backward,
+their _ext forms and flashbox_attention_kvcache), whose structs are stable, so one harness times any
+build of the library. The structs mirror include/flashbox/flashbox.h field for field."""
+import ctypes
+import os
+
+I64x3 = ctypes.c_int64 * 3
+P = ctypes.c_void_p
+CUDA, FP16, BF16, FLASH = 1, 1, 2, 3
+
+
+class AttentionArgs(ctypes.Structure):  # flashbox_attention_args
+    _fields_ = [("device", ctypes.c_int), ("dtype", ctypes.c_int), ("impl", ctypes.c_int),
+                ("batch", ctypes.c_int64), ("seqlen_q", ctypes.c_int64), ("seqlen_k", ctypes.c_int64),
+                ("heads_q", ctypes.c_int64), ("heads_kv", ctypes.c_int64), ("head_dim", ctypes.c_int64),
+                ("q", P), ("k", P), ("v", P), ("o", P), ("lse", P),
+                ("q_stride", I64x3), ("k_stride", I64x3), ("v_stride", I64x3), ("o_stride", I64x3),
+                ("softmax_scale", ctypes.c_float), ("causal", ctypes.c_int), ("stream", P)]
+
+
+class GradArgs(ctypes.Structure):  # flashbox_attention_grad_args
+    _fields_ = [("fwd", AttentionArgs), ("dout", P), ("dout_stride", I64x3), ("dq", P), ("dk", P), ("dv", P),
+                ("dq_stride", I64x3), ("dk_stride", I64x3), ("dv_stride", I64x3), ("deterministic", ctypes.c_int)]
+
+
+class Ext(ctypes.Structure):  # flashbox_attention_ext
+    _fields_ = [("struct_size", ctypes.c_int32), ("window_left", ctypes.c_int32), ("window_right", ctypes.c_int32),
+                ("softcap", ctypes.c_float), ("alibi_slopes", P), ("alibi_batch_stride", ctypes.c_int64),
+                ("cu_seqlens_q", P), ("cu_seqlens_k", P), ("max_seqlen_q", ctypes.c_int64),
+                ("max_seqlen_k", ctypes.c_int64)]
+
+
+class KvcacheArgs(ctypes.Structure):  # flashbox_kvcache_args
+    _fields_ = [("struct_size", ctypes.c_int32), ("device", ctypes.c_int), ("dtype", ctypes.c_int),
+                ("batch", ctypes.c_int64), ("seqlen_q", ctypes.c_int64), ("heads_q", ctypes.c_int64),
+                ("heads_kv", ctypes.c_int64), ("head_dim", ctypes.c_int64), ("q", P), ("q_stride", I64x3),
+                ("k_cache", P), ("v_cache", P), ("k_cache_stride", I64x3), ("v_cache_stride", I64x3),
+                ("cache_entries", ctypes.c_int64), ("cache_rows", ctypes.c_int64), ("cache_seqlens", P),
+                ("block_table", P), ("max_blocks_per_seq", ctypes.c_int64), ("block_table_stride", ctypes.c_int64),
+                ("cache_batch_idx", P), ("cache_leftpad", P), ("k_new", P), ("v_new", P),
+                ("seqlen_new", ctypes.c_int64), ("k_new_stride", I64x3), ("v_new_stride", I64x3),
+                ("o", P), ("o_stride", I64x3), ("lse", P), ("softmax_scale", ctypes.c_float),
+                ("causal", ctypes.c_int), ("has_window", ctypes.c_int), ("window_left", ctypes.c_int64),
+                ("window_right", ctypes.c_int64), ("softcap", ctypes.c_float), ("alibi_slopes", P),
+                ("num_splits", ctypes.c_int), ("tables_trusted", ctypes.c_int), ("rotary_cos", P),
+                ("rotary_sin", P), ("rotary_dim", ctypes.c_int64), ("rotary_interleaved", ctypes.c_int),
+                ("stream", P), ("alibi_batch_stride", ctypes.c_int64)]
+
+
+class FlashboxError(RuntimeError):
+    pass
+
+
+def strides(t, layout):
+    """flashbox's (batch, seq, head) strides of a 4-d torch tensor in layout "bhtd" or "bthd"."""
+    s = t.stride()
+    return I64x3(s[0], s[2], s[1]) if layout == "bhtd" else I64x3(s[0], s[1], s[2])
+
+
+class Library:
+    """One libflashbox.so. Calls return zero-argument closures over filled structs, so a timed call
+    costs one ctypes call and no Python-side argument work."""
+
+    def __init__(self, path):
+        self.path = os.path.abspath(path)
+        self.lib = lib = ctypes.CDLL(self.path)
+        for name, args in (("flashbox_attention_forward", [ctypes.POINTER(AttentionArgs)]),
+                           ("flashbox_attention_backward", [ctypes.POINTER(GradArgs)]),
+                           ("flashbox_attention_forward_ext", [ctypes.POINTER(AttentionArgs), ctypes.POINTER(Ext)]),
+                           ("flashbox_attention_backward_ext", [ctypes.POINTER(GradArgs), ctypes.POINTER(Ext)]),
+                           ("flashbox_attention_kvcache", [ctypes.POINTER(KvcacheArgs)])):
+            getattr(lib, name).argtypes, getattr(lib, name).restype = args, ctypes.c_int
+        for name in ("flashbox_last_error", "flashbox_last_kernel", "flashbox_version"):
+            getattr(lib, name).restype = ctypes.c_char_p
+        self.version = lib.flashbox_version().decode()
+
+    def check(self, rc):
+        if rc != 0:
+            raise FlashboxError(f"flashbox error {rc}: {self.lib.flashbox_last_error().decode()}")
+
+    def last_kernel(self):
+        return (self.lib.flashbox_last_kernel() or b"").decode()
+
+    def attention_args(self, q, k, v, o, lse, causal, layout="bhtd", batch=None):
+        import torch
+        a = AttentionArgs()
+        a.device, a.impl, a.causal, a.softmax_scale = CUDA, FLASH, int(causal), 0.0
+        a.dtype = BF16 if q.dtype == torch.bfloat16 else FP16
+        t, h = (2, 1) if layout == "bhtd" else (1, 2)
+        a.batch = batch or q.shape[0]
+        a.seqlen_q, a.seqlen_k, a.heads_q, a.heads_kv, a.head_dim = q.shape[t], k.shape[t], q.shape[h], k.shape[h], q.shape[3]
+        a.q, a.k, a.v, a.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
+        a.lse = lse.data_ptr() if lse is not None else None
+        a.q_stride, a.k_stride, a.v_stride, a.o_stride = (strides(x, layout) for x in (q, k, v, o))
+        a.stream = torch.cuda.current_stream().cuda_stream
+        return a
+
+    @staticmethod
+    def ext(window=(-1, -1), softcap=0.0, alibi=None, cu_q=None, cu_k=None, max_q=0, max_k=0):
+        e = Ext()
+        e.struct_size, (e.window_left, e.window_right), e.softcap = ctypes.sizeof(Ext), window, softcap
+        e.alibi_slopes = alibi.data_ptr() if alibi is not None else None
+        e.cu_seqlens_q = cu_q.data_ptr() if cu_q is not None else None
+        e.cu_seqlens_k = cu_k.data_ptr() if cu_k is not None else None
+        e.max_seqlen_q, e.max_seqlen_k = max_q, max_k
+        return e
+
+    def forward(self, args, ext=None):
+        f, r = self.lib.flashbox_attention_forward, ctypes.byref(args)
+        if ext is None:
+            return lambda: self.check(f(r))
+        fe, re = self.lib.flashbox_attention_forward_ext, ctypes.byref(ext)
+        return lambda: self.check(fe(r, re))
+
+    def backward(self, args, do, dq, dk, dv, layout="bhtd", ext=None, deterministic=0):
+        g = GradArgs()
+        g.fwd, g.deterministic = args, deterministic
+        g.dout, g.dq, g.dk, g.dv = do.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
+        g.dout_stride, g.dq_stride, g.dk_stride, g.dv_stride = (strides(x, layout) for x in (do, dq, dk, dv))
+        f, r = self.lib.flashbox_attention_backward, ctypes.byref(g)
+        if ext is None:
+            return lambda: self.check(f(r))
+        fe, re = self.lib.flashbox_attention_backward_ext, ctypes.byref(ext)
+        return lambda: self.check(fe(r, re))
+
+    def kvcache(self, q, k_cache, v_cache, cache_seqlens, o, block_table=None, causal=False):
+        """q [B, Tq, Hq, D]; caches [entries, rows, Hkv, D] (contiguous: entries = B; paged: pages of
+        rows keys each through block_table [B, blocks])."""
+        import torch
+        a = KvcacheArgs()
+        a.struct_size, a.device, a.dtype = ctypes.sizeof(KvcacheArgs), CUDA, BF16 if q.dtype == torch.bfloat16 else FP16
+        a.batch, a.seqlen_q, a.heads_q, a.head_dim = q.shape
+        a.heads_kv = k_cache.shape[2]
+        a.q, a.k_cache, a.v_cache, a.o = q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), o.data_ptr()
+        a.q_stride, a.o_stride = strides(q, "bthd"), strides(o, "bthd")
+        a.k_cache_stride, a.v_cache_stride = strides(k_cache, "bthd"), strides(v_cache, "bthd")
+        a.cache_entries, a.cache_rows = k_cache.shape[0], k_cache.shape[1]
+        a.cache_seqlens = cache_seqlens.data_ptr()
+        if block_table is not None:
+            a.block_table, a.max_blocks_per_seq = block_table.data_ptr(), block_table.shape[1]
+            a.block_table_stride = block_table.stride(0)
+        a.causal, a.window_left, a.window_right, a.tables_trusted = int(causal), -1, -1, 1
+        a.stream = torch.cuda.current_stream().cuda_stream
+        f, r = self.lib.flashbox_attention_kvcache, ctypes.byref(a)
+        return lambda: self.check(f(r))

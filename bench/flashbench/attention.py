@@ -1,0 +1,214 @@
+"""One attention row: flashbox and every peer present on the same fresh random tensors, in one process.
+
+A case is a dict: batch, heads_q, heads_kv, seqlen, head_dim, causal, pass ("forward" or "backward"),
+and optionally window (left, right), softcap, alibi (True), cu_seqlens (a list of lengths: varlen).
+Peers: PyTorch SDPA's cuDNN / FlashAttention-2 / memory-efficient backends, FlexAttention compiled, and
+a torch.compile'd plain formula where the T x T scores fit (masks). A peer that cannot run the case
+(no such backend, unsupported shape) is left out of the row with its reason in notes."""
+from .timing import bench_ms, rel_error
+
+BOUND = 2e-2  # bf16 relative error a correct kernel stays well under (rounding alone gives ~4e-3)
+REFERENCE_ORDER = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "flex", "torch_compile_math")
+_compiled = {}
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def flops(case):
+    """Forward FLOPs: 4 per visible (query, key) pair per head_dim; causal counts half the square
+    (2·B·H·T²·D), a window its visible pairs. Backward: 2.5x the forward."""
+    H, D, lens = case["heads_q"], case["head_dim"], case.get("cu_seqlens")
+    if lens:
+        pairs = sum(visible_pairs(L, case["causal"], case.get("window")) for L in lens)
+    else:
+        pairs = case["batch"] * visible_pairs(case["seqlen"], case["causal"], case.get("window"))
+    return 4.0 * H * D * pairs * (2.5 if case["pass"] == "backward" else 1.0)
+
+
+def visible_pairs(T, causal, window):
+    if window is None:
+        return T * T / 2 if causal else T * T
+    left, right = window
+    right = 0 if causal else right
+    return sum(min(T - 1, i + right) - max(0, i - left) + 1 for i in range(T))
+
+
+def _mods(case, H):
+    """FlexAttention's score_mod and mask_mod for the case (None when not needed)."""
+    torch = _torch()
+    cap, window, causal = case.get("softcap", 0.0), case.get("window"), case["causal"]
+    slopes = alibi_slopes(H) if case.get("alibi") else None
+    doc = None
+    if case.get("cu_seqlens"):
+        doc = torch.repeat_interleave(torch.arange(len(case["cu_seqlens"]), device="cuda"),
+                                      torch.tensor(case["cu_seqlens"], device="cuda"))
+
+    def score_mod(score, b, h, qi, ki):
+        if cap:
+            score = cap * torch.tanh(score / cap)
+        if slopes is not None:
+            score = score - slopes[h] * (qi - ki).abs()
+        return score
+
+    def mask_mod(b, h, qi, ki):
+        keep = qi >= ki if causal else qi == qi
+        if window is not None:
+            keep = keep & (qi - ki <= window[0]) & (ki - qi <= window[1])
+        if doc is not None:
+            keep = keep & (doc[qi] == doc[ki])
+        return keep
+    need_mask = causal or window is not None or doc is not None
+    return (score_mod if cap or slopes is not None else None), (mask_mod if need_mask else None)
+
+
+def alibi_slopes(H):
+    torch = _torch()
+    return torch.tensor([2 ** (-8 * (h + 1) / H) for h in range(H)], device="cuda", dtype=torch.float32)
+
+
+def peer_fns(case, q, k, v):
+    """{name: fn(q, k, v) -> o} for the peers that apply to the case ([B, H, T, D] tensors)."""
+    torch = _torch()
+    F = torch.nn.functional
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    gqa = case["heads_q"] != case["heads_kv"]
+    plain = not (case.get("window") or case.get("softcap") or case.get("alibi") or case.get("cu_seqlens"))
+    peers = {}
+    if plain:
+        for name, backend in (("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION),
+                              ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION)):
+            def run(q, k, v, backend=backend):
+                with sdpa_kernel(backend):
+                    extra = {"enable_gqa": True} if gqa else {}
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=case["causal"], **extra)
+            peers[name] = run
+    elif case.get("cu_seqlens"):
+        def per_seq(q, k, v):  # each sequence as its own fixed-length cuDNN call
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                outs, s = [], 0
+                for L in case["cu_seqlens"]:
+                    outs.append(F.scaled_dot_product_attention(q[:, :, s:s + L], k[:, :, s:s + L], v[:, :, s:s + L],
+                                                               is_causal=case["causal"]))
+                    s += L
+                return torch.cat(outs, dim=2)
+        peers["sdpa_cudnn_per_seq"] = per_seq
+    try:
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+        if "flex" not in _compiled:
+            torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 256)
+            _compiled["flex"] = torch.compile(flex_attention, dynamic=False)
+        score_mod, mask_mod = _mods(case, case["heads_q"])
+        T = q.shape[2]
+        block = create_block_mask(mask_mod, None, None, T, T, device="cuda") if mask_mod else None
+        peers["flex"] = lambda q, k, v: _compiled["flex"](q, k, v, score_mod=score_mod, block_mask=block,
+                                                         enable_gqa=gqa)
+    except ImportError:
+        pass
+    T = q.shape[2]
+    if not plain and not case.get("cu_seqlens") and case["batch"] * case["heads_q"] * T * T * 4 <= (8 << 30):
+        score_mod, mask_mod = _mods(case, case["heads_q"])
+        idx = torch.arange(T, device="cuda")
+        keep = mask_mod(0, 0, idx[:, None], idx[None, :]) if mask_mod else None
+        heads = torch.arange(case["heads_q"], device="cuda")[:, None, None]
+
+        def math(q, k, v):
+            s = (q.float() @ k.float().transpose(-1, -2)) * q.shape[-1] ** -0.5
+            if score_mod:
+                s = score_mod(s, 0, heads, idx[:, None], idx[None, :])
+            if keep is not None:
+                s = s.masked_fill(~keep, float("-inf"))
+            return (s.softmax(-1) @ v.float()).to(q.dtype)
+        peers["torch_compile_math"] = torch.compile(math, dynamic=False)
+    return peers
+
+
+def run_case(libs, case, seed, baseline=None):
+    """The row of one case: times, perf (TFLOP/s), ratios, error against the first reference peer."""
+    torch = _torch()
+    B, Hq, Hkv, T, D = case["batch"], case["heads_q"], case["heads_kv"], case["seqlen"], case["head_dim"]
+    backward = case["pass"] == "backward"
+    lens = case.get("cu_seqlens")
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    Bt, Tt = (1, sum(lens)) if lens else (B, T)
+    rnd = lambda h: torch.randn(Bt, h, Tt, D, device="cuda", dtype=torch.bfloat16, generator=gen)  # noqa: E731
+    q, k, v = rnd(Hq), rnd(Hkv), rnd(Hkv)
+    do = rnd(Hq) if backward else None
+    times, outs, notes, kernel = {}, {}, {}, {}
+
+    def flashbox_fn(lib):
+        o = torch.empty_like(q)
+        lse = torch.empty(Bt, Hq, Tt, device="cuda", dtype=torch.float32)
+        if lens:  # packed: one [total, H, D] view per tensor, batch = number of sequences
+            cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0).tolist()), dtype=torch.int32, device="cuda")
+            view = lambda t: t.permute(0, 2, 1, 3)  # noqa: E731  [1, total, H, D] strided view
+            args = lib.attention_args(view(q), view(k), view(v), view(o), lse, case["causal"], "bthd", batch=len(lens))
+            ext = lib.ext(cu_q=cu, cu_k=cu, max_q=max(lens), max_k=max(lens))
+            ext._keep = cu
+        else:
+            args = lib.attention_args(q, k, v, o, lse, case["causal"])
+            window = case.get("window")
+            if window and case["causal"]:
+                window = (window[0], 0)
+            slopes = alibi_slopes(Hq) if case.get("alibi") else None
+            ext = lib.ext(window=window or (-1, -1), softcap=case.get("softcap", 0.0), alibi=slopes) \
+                if (window or case.get("softcap") or slopes is not None) else None
+            if ext is not None:
+                ext._keep = slopes
+        fwd = lib.forward(args, ext)
+        if not backward:
+            return fwd, lambda: o
+        fwd()
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        layout = "bthd" if lens else "bhtd"
+        if lens:
+            view = lambda t: t.permute(0, 2, 1, 3)  # noqa: E731
+            return lib.backward(args, view(do), view(dq), view(dk), view(dv), layout, ext), lambda: (dq, dk, dv)
+        return lib.backward(args, do, dq, dk, dv, layout, ext), lambda: (dq, dk, dv)
+
+    for name, lib in [("flashbox", libs)] + ([("flashbox_baseline", baseline)] if baseline else []):
+        try:
+            fn, result = flashbox_fn(lib)
+            fn()
+            kernel[name] = lib.last_kernel()
+            times[name] = bench_ms(fn)
+            outs[name] = result()
+        except Exception as e:  # an unsupported case is a row's note, not the end of the suite
+            notes[name] = str(e).splitlines()[0][:200]
+    for name, peer in peer_fns(case, q, k, v).items():
+        try:
+            if backward:
+                qg, kg, vg = (x.detach().clone().requires_grad_() for x in (q, k, v))
+                out = peer(qg, kg, vg)
+                fn = lambda: torch.autograd.grad(out, (qg, kg, vg), do, retain_graph=True)  # noqa: E731
+                outs[name] = fn()
+            else:
+                fn = lambda: peer(q, k, v)  # noqa: E731
+                outs[name] = fn()
+            times[name] = bench_ms(fn)
+        except Exception as e:
+            notes[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+        torch.cuda.empty_cache()
+    ref = next((n for n in REFERENCE_ORDER if n in outs), None)
+    error = None
+    if "flashbox" in outs and ref:
+        a, b = outs["flashbox"], outs[ref]
+        error = max(rel_error(x, y) for x, y in zip(a, b)) if backward else rel_error(a, b)
+    return finish_row(case, seed, "TFLOP/s", flops(case), times, error, ref, notes, kernel.get("flashbox"))
+
+
+def finish_row(shape, seed, metric, work, times, error, ref, notes, kernel=None, scale=1e12):
+    """perf = work / time in the metric's unit, ratio = flashbox's perf / each peer's (>1: flashbox faster)."""
+    perf = {n: work / (t * 1e-3) / scale for n, t in times.items() if t}
+    ratio = {n: perf["flashbox"] / p for n, p in perf.items() if n != "flashbox" and "flashbox" in perf and p}
+    if "flashbox" not in times:
+        status = "skip"
+    elif error is not None and not error <= BOUND:
+        status = "fail"
+    else:
+        status = "ok"
+    return {"shape": shape, "seed": seed, "metric": metric, "work": work, "time_ms": times, "perf": perf,
+            "ratio": ratio, "error": error, "error_vs": ref, "error_bound": BOUND, "kernel": kernel,
+            "status": status, "notes": notes}

@@ -1,0 +1,239 @@
+"""The named suites. Each suite is a function (ctx) -> list of (label, thunk); a thunk returns one row
+(attention.finish_row's dict). ctx has lib, baseline (a second Library or None), quick, seed, cli
+(path of the flashbox CLI) and bench_dir."""
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+from .attention import finish_row, run_case
+from .timing import bench_ms, rel_error
+
+
+def case(B, Hq, T, D, causal=True, pas="forward", Hkv=None, **extra):
+    return dict(batch=B, heads_q=Hq, heads_kv=Hkv or Hq, seqlen=T, head_dim=D, causal=causal, dtype="bf16",
+                **{"pass": pas}, **extra)
+
+
+def label(c):
+    text = f"{c['pass']} B{c['batch']} H{c['heads_q']}" + (f"/{c['heads_kv']}" if c['heads_kv'] != c['heads_q'] else "")
+    text += f" T{c['seqlen']} D{c['head_dim']} {'causal' if c['causal'] else 'non-causal'}"
+    for key in ("window", "softcap", "alibi"):
+        if c.get(key):
+            text += f" {key}" + ("" if c[key] is True else f" {c[key]}")
+    return text
+
+
+def attention_suite(cases):
+    def suite(ctx):
+        return [(label(c), lambda c=c, i=i: run_case(ctx.lib, c, ctx.seed + i, ctx.baseline)) for i, c in enumerate(cases)]
+    return suite
+
+
+def _seqlens(quick):
+    return [1024] if quick else [512, 1024, 2048, 4096, 8192, 16384]
+
+
+def forward(ctx, pas="forward"):
+    cases = [case(4, 12, T, 64, True, pas) for T in _seqlens(ctx.quick)]
+    cases += [case(4, 16, T, 128, True, pas) for T in _seqlens(ctx.quick)]
+    cases += [case(4, 16, T, 128, False, pas) for T in ([1024] if ctx.quick else [2048, 8192, 16384])]
+    return attention_suite(cases)(ctx)
+
+
+def backward(ctx):
+    return forward(ctx, "backward")
+
+
+def fa3_paper(ctx):
+    """FlashAttention-3's paper setup: 16k tokens per batch (B = 16384 / T), hidden 2048 (H = 2048 / D)."""
+    dims, lens = ([128], [1024]) if ctx.quick else ([64, 128, 256], [512, 1024, 2048, 4096, 8192, 16384])
+    return attention_suite([case(16384 // T, 2048 // D, T, D, causal, pas) for pas in ("forward", "backward")
+                            for D in dims for causal in (False, True) for T in lens])(ctx)
+
+
+def gqa(ctx):
+    groups = [(32, 8)] if ctx.quick else [(32, 8), (32, 4), (16, 1), (64, 8)]
+    lens = [2048] if ctx.quick else [2048, 8192]
+    return attention_suite([case(4 if T <= 2048 else 1, hq, T, 128, True, pas, Hkv=hk) for pas in ("forward", "backward")
+                            for hq, hk in groups for T in lens])(ctx)
+
+
+def head_dims(ctx):
+    dims = [64, 128] if ctx.quick else [32, 64, 80, 96, 128, 160, 192, 256]
+    return attention_suite([case(4, max(1, 2048 // D), 4096, D, True, pas) for pas in ("forward", "backward")
+                            for D in dims])(ctx)
+
+
+def masks(ctx):
+    lens = [2048] if ctx.quick else [2048, 8192, 16384]
+    mods = [dict(window=(1024, 1024)), dict(softcap=30.0), dict(alibi=True)]
+    cases = [case(4, 16, T, D, causal, pas, **m) for pas in ("forward", "backward") for D in ([128] if ctx.quick else [64, 128])
+             for m in mods for causal in (True, False) for T in lens if not (m.get("window") and not causal and T < 4096)]
+    return attention_suite(cases)(ctx)
+
+
+def varlen(ctx):
+    rng = random.Random(ctx.seed)
+    cases = []
+    for total, D, H in ([(8192, 128, 16)] if ctx.quick else [(16384, 64, 12), (16384, 128, 16), (65536, 128, 16)]):
+        lens, left = [], total
+        while left > 0:
+            L = min(left, rng.randrange(128, 4097, 8))
+            lens.append(L)
+            left -= L
+        for pas in ("forward", "backward"):
+            cases.append(case(len(lens), H, max(lens), D, True, pas, cu_seqlens=lens, tokens=total))
+    return [(f"{c['pass']} varlen {len(c['cu_seqlens'])} seqs, {c['tokens']} tokens D{c['head_dim']}",
+             lambda c=c, i=i: run_case(ctx.lib, c, ctx.seed + i, ctx.baseline)) for i, c in enumerate(cases)]
+
+
+DECODE_SHAPES = [  # batch, cache length, heads_q, heads_kv, head_dim, new queries
+    (1, 131072, 32, 8, 128, 1), (1, 32768, 32, 8, 128, 1), (8, 4096, 32, 8, 128, 1), (8, 16384, 32, 8, 128, 1),
+    (32, 4096, 32, 8, 128, 1), (64, 2048, 32, 8, 128, 1), (64, 8192, 32, 8, 128, 1), (1, 131072, 32, 8, 128, 4),
+    (8, 8192, 32, 8, 128, 4), (1, 131072, 12, 12, 64, 1), (8, 8192, 12, 12, 64, 1), (64, 2048, 12, 12, 64, 4)]
+
+
+def decode(ctx):
+    shapes = [(8, 4096, 32, 8, 128, 1), (1, 32768, 32, 8, 128, 1)] if ctx.quick else DECODE_SHAPES
+    return [(f"decode {layout} B{b} L{L} H{hq}/{hk} D{d} q{sq}",
+             lambda s=(b, L, hq, hk, d, sq), layout=layout, i=i: decode_row(ctx, *s, layout, ctx.seed + i))
+            for i, (b, L, hq, hk, d, sq) in enumerate(shapes) for layout in ("contiguous", "paged")]
+
+
+def decode_row(ctx, b, L, hq, hk, d, sq, layout, seed, page=16):
+    """flashbox_attention_kvcache on a full bf16 cache (contiguous, or shuffled pages through a block
+    table) against SDPA on the same contiguous cache. Bytes: K and V of every visible key, q and o."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    rnd = lambda *s: torch.randn(*s, device="cuda", dtype=torch.bfloat16, generator=gen)  # noqa: E731
+    q, k, v = rnd(b, sq, hq, d), rnd(b, hk, L, d), rnd(b, hk, L, d)
+    seqlens = torch.full((b,), L, dtype=torch.int32, device="cuda")
+    o = torch.empty_like(q)
+    table = None
+    if layout == "paged":
+        pages = L // page
+        table = torch.randperm(b * pages, device="cuda", generator=gen).reshape(b, pages).to(torch.int32)
+        paged = lambda t: torch.empty(b * pages, page, hk, d, device="cuda", dtype=t.dtype).index_copy_(  # noqa: E731
+            0, table.flatten().long(), t.permute(0, 2, 1, 3).reshape(b * pages, page, hk, d))
+        kc, vc = paged(k), paged(v)
+    else:
+        kc, vc = k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)  # [B, L, Hkv, D] views of SDPA's tensors
+    work = 2.0 * b * (L * hk + sq * hq) * d * 2
+    times, notes, outs = {}, {}, {}
+    for name, lib in [("flashbox", ctx.lib)] + ([("flashbox_baseline", ctx.baseline)] if ctx.baseline else []):
+        try:
+            fn = lib.kvcache(q, kc, vc, seqlens, o, table)
+            fn()
+            outs[name] = o.clone()
+            times[name] = bench_ms(fn)
+        except Exception as e:
+            notes[name] = str(e).splitlines()[0][:200]
+    qt = q.transpose(1, 2)
+    for name, backend in (("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION),
+                          ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION)):
+        def fn(backend=backend):
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(qt, k, v, enable_gqa=hq != hk)
+        try:
+            outs[name] = fn().transpose(1, 2)
+            times[name] = bench_ms(fn)
+        except Exception as e:
+            notes[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+    ref = next((n for n in ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn") if n in outs), None)
+    error = rel_error(outs["flashbox"], outs[ref]) if ref and "flashbox" in outs else None
+    shape = dict(batch=b, cache_len=L, heads_q=hq, heads_kv=hk, head_dim=d, seqlen_q=sq, layout=layout,
+                 page_size=page if table is not None else None, dtype="bf16", causal=False)
+    row = finish_row(shape, seed, "GB/s", work, times, error, ref, notes, ctx.lib.last_kernel(), scale=1e9)
+    peak = ctx.machine.get("hbm_peak_bytes_per_s")
+    if peak:
+        row["fraction_of_peak"] = {n: p * 1e9 / peak for n, p in row["perf"].items()}
+    return row
+
+
+def _cli(ctx, *args, timeout=1800):
+    out = subprocess.run([ctx.cli, *args], capture_output=True, text=True, timeout=timeout)
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(args[:3])}: exit {out.returncode}: {out.stderr.strip()[-300:]}")
+    return out.stdout
+
+
+def gpt2_eval(ctx):
+    """`flashbox gpt2 eval` of seeded 124M weights on random tokens: flash against naive attention."""
+    count = 16384 if ctx.quick else 262144
+    return [(f"gpt2 eval 124M {count} tokens", lambda: gpt2_eval_row(ctx, count))]
+
+
+def gpt2_eval_row(ctx, count):
+    shape = dict(model="gpt2-124M", tokens=count, seqlen=1024, batch=16)
+    if not ctx.cli or not os.path.exists(ctx.cli):
+        return finish_row(shape, ctx.seed, "tokens/s", count, {}, None, None, {"flashbox": "no CLI (--cli)"})
+    with tempfile.TemporaryDirectory() as tmp:
+        tokens = write_tokens(os.path.join(tmp, "tokens.bin"), count + 1, ctx.seed)
+        doc = json.loads(_cli(ctx, "gpt2", "eval", "--init", "gpt2", "--seed", str(ctx.seed), "--tokens", tokens,
+                              "--count", str(count), "--impl", "naive,flash", "--device", "cuda", "--json"))
+    rows = {r["impl"]: r for r in doc["rows"]}
+    times = {("flashbox" if impl == "flash" else "flashbox_naive"): r["seconds"] * 1e3 for impl, r in rows.items()
+             if r.get("seconds")}
+    fb, nv = rows.get("flash", {}), rows.get("naive", {})
+    error = abs(fb["loss"] - nv["loss"]) / abs(nv["loss"]) if fb.get("loss") and nv.get("loss") else None
+    return finish_row(shape, ctx.seed, "tokens/s", doc["tokens"], times, error, "flashbox_naive", {}, scale=1.0)
+
+
+def gpt2_train(ctx):
+    steps = 10 if ctx.quick else 40
+    return [(f"gpt2 train 124M B4 T1024 {steps} steps", lambda: gpt2_train_row(ctx, steps))]
+
+
+def gpt2_train_row(ctx, steps, batch=4, seqlen=1024):
+    """`flashbox gpt2 train` against a torch.compile'd PyTorch step (bench/gpt2_train_torch.py bench):
+    tokens/s of the timed steps; the row fails when flashbox's last loss is not finite."""
+    shape = dict(model="gpt2-124M", batch=batch, seqlen=seqlen, steps=steps)
+    times, notes, error = {}, {}, None
+    tokens_per_step = batch * seqlen
+    with tempfile.TemporaryDirectory() as tmp:
+        if ctx.cli and os.path.exists(ctx.cli):
+            try:
+                tokens = write_tokens(os.path.join(tmp, "train.bin"), (steps + 2) * tokens_per_step + 1, ctx.seed)
+                log = os.path.join(tmp, "log.jsonl")
+                _cli(ctx, "gpt2", "train", "--config", "gpt2", "--seed", str(ctx.seed), "--train", tokens, "--batch",
+                     str(batch), "--seqlen", str(seqlen), "--total-batch", str(tokens_per_step), "--steps", str(steps),
+                     "--log", log, "--quiet")
+                events = [json.loads(line) for line in open(log)]
+                summary = next(e for e in events if e["event"] == "summary")
+                times["flashbox"] = tokens_per_step / summary["tokens_per_second"] * 1e3
+                losses = [e["loss"] for e in events if e["event"] == "step"]
+                error = 0.0 if losses and losses[-1] == losses[-1] and abs(losses[-1]) < 1e9 else float("inf")
+            except Exception as e:
+                notes["flashbox"] = str(e)[:300]
+        else:
+            notes["flashbox"] = "no CLI (--cli)"
+        out = os.path.join(tmp, "torch.json")
+        script = os.path.join(ctx.bench_dir, "gpt2_train_torch.py")
+        r = subprocess.run([sys.executable, script, "bench", "--batch", str(batch), "--seqlen", str(seqlen),
+                            "--steps", str(steps), "--json", out], capture_output=True, text=True, timeout=1800)
+        if r.returncode == 0:
+            times["torch_compile"] = json.load(open(out))["ms_per_step"]
+        else:
+            notes["torch_compile"] = r.stderr.strip()[-300:]
+    return finish_row(shape, ctx.seed, "tokens/s", tokens_per_step, times, error, None, notes, scale=1.0)
+
+
+def write_tokens(path, n, seed):
+    """An llm.c token shard (int32[256] header: magic 20240520, version 1, count; uint16 tokens) of
+    n tokens drawn uniformly from GPT-2's vocabulary."""
+    import numpy as np
+    header = np.zeros(256, dtype=np.int32)
+    header[:3] = (20240520, 1, n)
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        f.write(np.random.default_rng(seed).integers(0, 50257, n, dtype=np.uint16).tobytes())
+    return path
+
+
+SUITES = {"forward": forward, "backward": backward, "varlen": varlen, "masks": masks, "decode": decode, "gqa": gqa,
+          "head-dims": head_dims, "gpt2-eval": gpt2_eval, "gpt2-train": gpt2_train, "fa3-paper": fa3_paper}

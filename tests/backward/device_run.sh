@@ -23,6 +23,6 @@ if [ "$mode" = all ] || [ "$mode" = tests ]; then
     printf '%s=%s ' $op $(grep -F "$f" /tmp/bwd90.sass | grep -c " $op"); done; echo; done | tee "$OUT/sass_counts.log"
 fi
 if [ "$mode" = all ] || [ "$mode" = bench ]; then
-  PYTHONUNBUFFERED=1 timeout 200 python3 bench/compare_sdpa.py $B/libflashbox.so --backward --no-naive --seqlens ${SEQLENS:-1024,2048,4096,8192,16384} \
-    --json "$OUT/compare_sdpa_backward.json" 2>&1 | tee "$OUT/compare_sdpa_backward.log" | tail -14
+  PYTHONUNBUFFERED=1 timeout 400 python3 bench/run.py --lib $B/libflashbox.so --suite backward --out "$OUT" 2>&1 |
+    tee "$OUT/backward.log" | tail -20
 fi

@@ -203,7 +203,10 @@ def finish_row(shape, seed, metric, work, times, error, ref, notes, kernel=None,
     """perf = work / time in the metric's unit, ratio = flashbox's perf / each peer's (>1: flashbox faster)."""
     perf = {n: work / (t * 1e-3) / scale for n, t in times.items() if t}
     ratio = {n: perf["flashbox"] / p for n, p in perf.items() if n != "flashbox" and "flashbox" in perf and p}
-    if "flashbox" not in times:
+    if error is not None and error == float("inf"):  # JSON has no inf: the row says it instead
+        error, notes = None, {**notes, "flashbox": "output not finite (NaN or inf)"}
+        status = "fail"
+    elif "flashbox" not in times:
         status = "skip"
     elif error is not None and not error <= BOUND:
         status = "fail"

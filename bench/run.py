@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """flashbox's benchmark harness: named suites timing flashbox and its peers in one process.
 
-Each suite times flashbox (libflashbox.so through ctypes) and every peer present in the same process (PyTorch SDPA's cuDNN / FlashAttention-2 / memory-efficient
-backends, FlexAttention compiled, torch.compile), on the same fresh random tensors, with one timing
-method (CUDA events, warm-up, L2 cleared, median), checking flashbox's output against a peer in every
-row. One JSON per suite (docs/bench-schema.md); scripts/readme_perf.py turns committed ones into
-README's performance section.
+Each suite times flashbox (libflashbox.so through ctypes) and every peer present in the same process
+(PyTorch SDPA's cuDNN / FlashAttention-2 / memory-efficient backends, FlexAttention compiled,
+torch.compile), on the same fresh random tensors, with one timing method (CUDA events, warm-up, L2
+cleared, median), checking flashbox's output against a peer in every row. One JSON per suite
+(docs/bench-schema.md); scripts/readme_perf.py turns committed ones into README's performance section.
 
   python3 bench/run.py --lib build/libflashbox.so --suite forward,backward --out results/
   python3 bench/run.py --lib build/libflashbox.so --quick                      # every suite, few rows
   python3 bench/run.py --lib new/libflashbox.so --baseline-lib old/libflashbox.so --suite forward
+  python3 bench/run.py --suite decode --peers sdpa_cudnn                        # only the peers named
 """
 import argparse
 import os
@@ -28,6 +29,8 @@ def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog="suites: " + ", ".join(SUITES))
     ap.add_argument("--lib", default="build/libflashbox.so", help="libflashbox.so to time (default %(default)s)")
     ap.add_argument("--baseline-lib", help="a second libflashbox.so timed as peer 'flashbox_baseline' in the same rows")
+    ap.add_argument("--peers", help="comma list of peers to time (default: every one present), "
+                    "e.g. sdpa_cudnn,sdpa_flash")
     ap.add_argument("--cli", default=None, help="the flashbox CLI for the gpt2 suites (default: flashbox beside --lib)")
     ap.add_argument("--suite", default=",".join(SUITES), help="comma list of suites (default: all)")
     ap.add_argument("--quick", action="store_true", help="a few small rows per suite (smoke run)")
@@ -76,6 +79,7 @@ def main(argv=None):
         sys.exit(f"bench/run.py: no library at {args.lib} (build it: cmake --build build, or bench/gpu.sh)")
     lib = Library(args.lib)
     ctx = types.SimpleNamespace(lib=lib, baseline=Library(args.baseline_lib) if args.baseline_lib else None,
+                                peers=set(args.peers.split(",")) if args.peers else None,
                                 quick=args.quick, seed=args.seed, bench_dir=BENCH_DIR, machine=machine.machine(),
                                 cli=args.cli or os.path.join(os.path.dirname(os.path.abspath(args.lib)), "flashbox"))
     failed = 0

@@ -111,7 +111,8 @@ def self_test():
         text = generate(tmp)
         readme = splice(f"a\n{BEGIN}\nold\n{END}\nb\n", text)
     expected = ["### synthetic", "#### forward", "| forward B4 H16 T8192 D128 causal | 650 | 1.12 | 1.50 |",
-                "| row | flashbox TFLOP/s | × cuDNN | × Flex |", "Synthetic GPU, SM clock max 1980 MHz, power limit 700 W",
+                "| row | flashbox TFLOP/s | × cuDNN | × Flex |",
+                "Synthetic GPU, SM clock max 1980 MHz, power limit 700 W",
                 "![forward](bench/results/synthetic/forward.svg)"]
     missing = [e for e in expected if e not in text]
     if missing or not readme.startswith("a\n" + BEGIN) or not readme.endswith(END + "\nb\n"):

@@ -88,7 +88,8 @@ class Library:
         a.dtype = BF16 if q.dtype == torch.bfloat16 else FP16
         t, h = (2, 1) if layout == "bhtd" else (1, 2)
         a.batch = batch or q.shape[0]
-        a.seqlen_q, a.seqlen_k, a.heads_q, a.heads_kv, a.head_dim = q.shape[t], k.shape[t], q.shape[h], k.shape[h], q.shape[3]
+        a.seqlen_q, a.seqlen_k, a.head_dim = q.shape[t], k.shape[t], q.shape[3]
+        a.heads_q, a.heads_kv = q.shape[h], k.shape[h]
         a.q, a.k, a.v, a.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
         a.lse = lse.data_ptr() if lse is not None else None
         a.q_stride, a.k_stride, a.v_stride, a.o_stride = (strides(x, layout) for x in (q, k, v, o))

@@ -69,8 +69,16 @@ def alibi_slopes(H):
     return torch.tensor([2 ** (-8 * (h + 1) / H) for h in range(H)], device="cuda", dtype=torch.float32)
 
 
-def peer_fns(case, q, k, v):
-    """{name: fn(q, k, v) -> o} for the peers that apply to the case ([B, H, T, D] tensors)."""
+def _refused(error):
+    """A peer that raises error when called: run_case records it in the row's notes."""
+    def run(*_):
+        raise error
+    return run
+
+
+def peer_fns(case, q, k, v, wanted=None):
+    """{name: fn(q, k, v) -> o} for the peers that apply to the case ([B, H, T, D] tensors), those in
+    wanted only when it is given."""
     torch = _torch()
     F = torch.nn.functional
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -95,37 +103,39 @@ def peer_fns(case, q, k, v):
                     s += L
                 return torch.cat(outs, dim=2)
         peers["sdpa_cudnn_per_seq"] = per_seq
-    try:
-        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-        if "flex" not in _compiled:
-            torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 256)
-            _compiled["flex"] = torch.compile(flex_attention, dynamic=False)
-        score_mod, mask_mod = _mods(case, case["heads_q"])
-        T = q.shape[2]
-        block = create_block_mask(mask_mod, None, None, T, T, device="cuda") if mask_mod else None
-        peers["flex"] = lambda q, k, v: _compiled["flex"](q, k, v, score_mod=score_mod, block_mask=block,
-                                                         enable_gqa=gqa)
-    except ImportError:
-        pass
+    use = lambda name: wanted is None or name in wanted  # noqa: E731
+    peers = {n: f for n, f in peers.items() if use(n)}
+    score_mod, mask_mod = _mods(case, case["heads_q"])
     T = q.shape[2]
-    if not plain and not case.get("cu_seqlens") and case["batch"] * case["heads_q"] * T * T * 4 <= (8 << 30):
-        score_mod, mask_mod = _mods(case, case["heads_q"])
+    if use("flex"):
+        try:
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            if "flex" not in _compiled:
+                torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 256)
+                _compiled["flex"] = torch.compile(flex_attention, dynamic=False)
+            block = create_block_mask(mask_mod, None, None, T, T, device="cuda") if mask_mod else None
+            peers["flex"] = lambda q, k, v, block=block, score_mod=score_mod: _compiled["flex"](
+                q, k, v, score_mod=score_mod, block_mask=block, enable_gqa=gqa)
+        except Exception as e:  # no FlexAttention in this torch, or it refused the case: the row's note
+            peers["flex"] = _refused(e)
+    fits = case["batch"] * case["heads_q"] * T * T * 4 <= (8 << 30)  # the fp32 scores, materialised
+    if use("torch_compile_math") and not plain and not case.get("cu_seqlens") and fits:
         idx = torch.arange(T, device="cuda")
         keep = mask_mod(0, 0, idx[:, None], idx[None, :]) if mask_mod else None
         heads = torch.arange(case["heads_q"], device="cuda")[:, None, None]
 
-        def math(q, k, v):
+        def formula(q, k, v):
             s = (q.float() @ k.float().transpose(-1, -2)) * q.shape[-1] ** -0.5
             if score_mod:
                 s = score_mod(s, 0, heads, idx[:, None], idx[None, :])
             if keep is not None:
                 s = s.masked_fill(~keep, float("-inf"))
             return (s.softmax(-1) @ v.float()).to(q.dtype)
-        peers["torch_compile_math"] = torch.compile(math, dynamic=False)
+        peers["torch_compile_math"] = torch.compile(formula, dynamic=False)
     return peers
 
 
-def run_case(libs, case, seed, baseline=None):
+def run_case(ctx, case, seed):
     """The row of one case: times, perf (TFLOP/s), ratios, error against the first reference peer."""
     torch = _torch()
     B, Hq, Hkv, T, D = case["batch"], case["heads_q"], case["heads_kv"], case["seqlen"], case["head_dim"]
@@ -168,7 +178,7 @@ def run_case(libs, case, seed, baseline=None):
             return lib.backward(args, view(do), view(dq), view(dk), view(dv), layout, ext), lambda: (dq, dk, dv)
         return lib.backward(args, do, dq, dk, dv, layout, ext), lambda: (dq, dk, dv)
 
-    for name, lib in [("flashbox", libs)] + ([("flashbox_baseline", baseline)] if baseline else []):
+    for name, lib in [("flashbox", ctx.lib)] + ([("flashbox_baseline", ctx.baseline)] if ctx.baseline else []):
         try:
             fn, result = flashbox_fn(lib)
             fn()
@@ -177,7 +187,7 @@ def run_case(libs, case, seed, baseline=None):
             outs[name] = result()
         except Exception as e:  # an unsupported case is a row's note, not the end of the suite
             notes[name] = str(e).splitlines()[0][:200]
-    for name, peer in peer_fns(case, q, k, v).items():
+    for name, peer in peer_fns(case, q, k, v, ctx.peers).items():
         try:
             if backward:
                 qg, kg, vg = (x.detach().clone().requires_grad_() for x in (q, k, v))

@@ -56,8 +56,9 @@ def machine():
 def commit(lib_path):
     """The commit of the checkout the library was built from (its folder's git), or None."""
     try:
-        out = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(lib_path)), "rev-parse", "--short=7", "HEAD"],
-                             capture_output=True, text=True, timeout=10)
+        folder = os.path.dirname(os.path.abspath(lib_path))
+        out = subprocess.run(["git", "-C", folder, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True,
+                             timeout=10)
         return out.stdout.strip() or None
     except Exception:
         return None

@@ -62,7 +62,8 @@ def plot(doc, out_dir):
     ax.set_xticks([x + 0.4 - width / 2 for x in range(len(rows))])
     ax.set_xticklabels([r.get("label", "") for r in rows], rotation=60, ha="right", fontsize=6)
     ax.set_ylabel(rows[0]["metric"])
-    ax.set_title(f"{doc['suite']}: {doc['machine'].get('gpu')}, flashbox {doc['flashbox'].get('commit')}, {doc['date'][:10]}")
+    ax.set_title(f"{doc['suite']}: {doc['machine'].get('gpu')}, flashbox {doc['flashbox'].get('commit')}, "
+                 f"{doc['date'][:10]}")
     ax.legend(fontsize=7)
     fig.tight_layout()
     path = os.path.join(out_dir, f"{doc['suite']}.svg")

@@ -1,6 +1,6 @@
 """The named suites. Each suite is a function (ctx) -> list of (label, thunk); a thunk returns one row
-(attention.finish_row's dict). ctx has lib, baseline (a second Library or None), quick, seed, cli
-(path of the flashbox CLI) and bench_dir."""
+(attention.finish_row's dict). ctx has lib, baseline (a second Library or None), peers (the peer
+names to time; None: all), quick, seed, cli (path of the flashbox CLI), bench_dir and machine."""
 import json
 import os
 import random
@@ -28,7 +28,7 @@ def label(c):
 
 def attention_suite(cases):
     def suite(ctx):
-        return [(label(c), lambda c=c, i=i: run_case(ctx.lib, c, ctx.seed + i, ctx.baseline)) for i, c in enumerate(cases)]
+        return [(label(c), lambda c=c, i=i: run_case(ctx, c, ctx.seed + i)) for i, c in enumerate(cases)]
     return suite
 
 
@@ -57,8 +57,8 @@ def fa3_paper(ctx):
 def gqa(ctx):
     groups = [(32, 8)] if ctx.quick else [(32, 8), (32, 4), (16, 1), (64, 8)]
     lens = [2048] if ctx.quick else [2048, 8192]
-    return attention_suite([case(4 if T <= 2048 else 1, hq, T, 128, True, pas, Hkv=hk) for pas in ("forward", "backward")
-                            for hq, hk in groups for T in lens])(ctx)
+    return attention_suite([case(4 if T <= 2048 else 1, hq, T, 128, True, pas, Hkv=hk)
+                            for pas in ("forward", "backward") for hq, hk in groups for T in lens])(ctx)
 
 
 def head_dims(ctx):
@@ -70,8 +70,9 @@ def head_dims(ctx):
 def masks(ctx):
     lens = [2048] if ctx.quick else [2048, 8192, 16384]
     mods = [dict(window=(1024, 1024)), dict(softcap=30.0), dict(alibi=True)]
-    cases = [case(4, 16, T, D, causal, pas, **m) for pas in ("forward", "backward") for D in ([128] if ctx.quick else [64, 128])
-             for m in mods for causal in (True, False) for T in lens if not (m.get("window") and not causal and T < 4096)]
+    dims = [128] if ctx.quick else [64, 128]
+    cases = [case(4, 16, T, D, causal, pas, **m) for pas in ("forward", "backward") for D in dims for m in mods
+             for causal in (True, False) for T in lens if not (m.get("window") and not causal and T < 4096)]
     return attention_suite(cases)(ctx)
 
 
@@ -87,7 +88,7 @@ def varlen(ctx):
         for pas in ("forward", "backward"):
             cases.append(case(len(lens), H, max(lens), D, True, pas, cu_seqlens=lens, tokens=total))
     return [(f"{c['pass']} varlen {len(c['cu_seqlens'])} seqs, {c['tokens']} tokens D{c['head_dim']}",
-             lambda c=c, i=i: run_case(ctx.lib, c, ctx.seed + i, ctx.baseline)) for i, c in enumerate(cases)]
+             lambda c=c, i=i: run_case(ctx, c, ctx.seed + i)) for i, c in enumerate(cases)]
 
 
 DECODE_SHAPES = [  # batch, cache length, heads_q, heads_kv, head_dim, new queries
@@ -136,6 +137,9 @@ def decode_row(ctx, b, L, hq, hk, d, sq, layout, seed, page=16):
     qt = q.transpose(1, 2)
     for name, backend in (("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION),
                           ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION)):
+        if ctx.peers is not None and name not in ctx.peers:
+            continue
+
         def fn(backend=backend):
             with sdpa_kernel(backend):
                 return F.scaled_dot_product_attention(qt, k, v, enable_gqa=hq != hk)

@@ -68,7 +68,7 @@ def suite_section(gpu, doc, results, rel_results):
     lines.append("| row | flashbox " + metric + " | " + " | ".join(f"× {PEER_NAMES.get(p, p)}" for p in peers) + " |")
     lines.append("| --- | ---: |" + " ---: |" * len(peers))
     for r in rows:
-        value = fmt(r["perf"].get("flashbox"), 0 if metric != "GB/s" else 0)
+        value = fmt(r["perf"].get("flashbox"), 0)
         if r["status"] != "ok":
             value += f" ({r['status']})"
         lines.append(f"| {r.get('label', '')} | {value} | " + " | ".join(fmt(r["ratio"].get(p)) for p in peers) + " |")

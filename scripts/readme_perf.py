@@ -53,11 +53,15 @@ def suite_section(gpu, doc, results, rel_results):
     rows = doc["rows"]
     peers = [p for p in PEER_NAMES if any(p in r["ratio"] for r in rows)]
     peers += sorted({p for r in rows for p in r["ratio"]} - set(peers))
-    clocks = f", SM clock max {m['sm_clock_max_mhz']:.0f} MHz" if m.get("sm_clock_max_mhz") else ""
-    power = f", power limit {m['power_limit_w']:.0f} W" if m.get("power_limit_w") else ""
+    parts = [m.get("gpu") or "unknown GPU"]
+    if m.get("sm_clock_max_mhz"):
+        parts.append(f"SM clock max {m['sm_clock_max_mhz']:.0f} MHz")
+    if m.get("power_limit_w"):
+        parts.append(f"power limit {m['power_limit_w']:.0f} W")
+    software = ", ".join(f"{name} {m[key]}" for name, key in (("driver", "driver"), ("CUDA", "cuda_runtime"),
+                                                              ("torch", "torch")) if m.get(key))
     lines = [f"#### {doc['suite']}", "",
-             f"{m.get('gpu')}{clocks}{power}; driver {m.get('driver')}, CUDA {m.get('cuda_runtime')}, torch "
-             f"{m.get('torch')}; flashbox {fb.get('commit')}; {doc['date'][:10]}"
+             f"{', '.join(parts)}; {software}; flashbox {fb.get('commit') or '(commit unknown)'}; {doc['date'][:10]}"
              f"{' (quick run)' if doc.get('quick') else ''}. Ratio: flashbox's speed / the peer's (> 1: flashbox "
              "faster).", ""]
     for ext in ("svg", "png"):

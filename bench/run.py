@@ -22,6 +22,7 @@ BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH_DIR)
 
 from flashbench import machine, report  # noqa: E402
+from flashbench.attention import finish_row  # noqa: E402
 from flashbench.suites import SUITES  # noqa: E402
 
 
@@ -53,8 +54,11 @@ def run_suite(name, ctx, args):
     for i, (label, thunk) in enumerate(items):
         done = time.time() - start
         eta = f", eta {done / i * (len(items) - i):.0f} s" if i else ""
-        print(f"[{name} {i + 1}/{len(items)}{eta}] {label}", file=sys.stderr, flush=True)
-        row = thunk()
+        print(f"[{name} {i + 1}/{len(items)}{eta}] {label} (seed {args.seed + i})", file=sys.stderr, flush=True)
+        try:
+            row = thunk()
+        except Exception as e:  # e.g. out of memory for inputs: the row says so, the suite goes on
+            row = finish_row({}, args.seed + i, "", 0, {}, None, None, {"row": f"{type(e).__name__}: {e}"[:300]})
         row["label"] = label
         rows.append(row)
         if row["status"] == "fail":

@@ -99,9 +99,10 @@ DECODE_SHAPES = [  # batch, cache length, heads_q, heads_kv, head_dim, new queri
 
 def decode(ctx):
     shapes = [(8, 4096, 32, 8, 128, 1), (1, 32768, 32, 8, 128, 1)] if ctx.quick else DECODE_SHAPES
+    rows = [(s, layout) for s in shapes for layout in ("contiguous", "paged")]
     return [(f"decode {layout} B{b} L{L} H{hq}/{hk} D{d} q{sq}",
-             lambda s=(b, L, hq, hk, d, sq), layout=layout, i=i: decode_row(ctx, *s, layout, ctx.seed + i))
-            for i, (b, L, hq, hk, d, sq) in enumerate(shapes) for layout in ("contiguous", "paged")]
+             lambda s=s, layout=layout, i=i: decode_row(ctx, *s, layout, ctx.seed + i))
+            for i, (s, layout) in enumerate(rows) for b, L, hq, hk, d, sq in [s]]
 
 
 def decode_row(ctx, b, L, hq, hk, d, sq, layout, seed, page=16):

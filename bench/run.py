@@ -37,6 +37,8 @@ def parse(argv):
     ap.add_argument("--quick", action="store_true", help="a few small rows per suite (smoke run)")
     ap.add_argument("--out", help="folder for <suite>.json (and plots)")
     ap.add_argument("--plot", action="store_true", help="<suite>.svg beside the JSON (needs matplotlib)")
+    ap.add_argument("--rounds", type=int, default=3, help="timing passes per row, interleaved with the order "
+                    "rotated; each implementation's median of them (default %(default)s)")
     ap.add_argument("--seed", type=int, default=1234, help="row i's inputs use seed + i (default %(default)s)")
     ap.add_argument("--commit", help="flashbox's commit for the JSON (default: git of --lib's folder)")
     a = ap.parse_args(argv)
@@ -84,7 +86,7 @@ def main(argv=None):
     lib = Library(args.lib)
     ctx = types.SimpleNamespace(lib=lib, baseline=Library(args.baseline_lib) if args.baseline_lib else None,
                                 peers=set(args.peers.split(",")) if args.peers else None,
-                                quick=args.quick, seed=args.seed, bench_dir=BENCH_DIR, machine=machine.machine(),
+                                quick=args.quick, seed=args.seed, rounds=args.rounds, bench_dir=BENCH_DIR, machine=machine.machine(),
                                 cli=args.cli or os.path.join(os.path.dirname(os.path.abspath(args.lib)), "flashbox"))
     failed = 0
     for name in args.suites:

@@ -5,7 +5,7 @@ and optionally window (left, right), softcap, alibi (True), cu_seqlens (a list o
 Peers: PyTorch SDPA's cuDNN / FlashAttention-2 / memory-efficient backends, FlexAttention compiled, and
 a torch.compile'd plain formula where the T x T scores fit (masks). A peer that cannot run the case
 (no such backend, unsupported shape) is left out of the row with its reason in notes."""
-from .timing import bench_ms, rel_error
+from .timing import rel_error, time_interleaved
 
 BOUND = 2e-2  # bf16 relative error a correct kernel stays well under (rounding alone gives ~4e-3)
 REFERENCE_ORDER = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "flex", "torch_compile_math")
@@ -146,7 +146,7 @@ def run_case(ctx, case, seed):
     rnd = lambda h: torch.randn(Bt, h, Tt, D, device="cuda", dtype=torch.bfloat16, generator=gen)  # noqa: E731
     q, k, v = rnd(Hq), rnd(Hkv), rnd(Hkv)
     do = rnd(Hq) if backward else None
-    times, outs, notes, kernel = {}, {}, {}, {}
+    fns, outs, notes, kernel = {}, {}, {}, {}
 
     def flashbox_fn(lib):
         o = torch.empty_like(q)
@@ -183,8 +183,8 @@ def run_case(ctx, case, seed):
             fn, result = flashbox_fn(lib)
             fn()
             kernel[name] = lib.last_kernel()
-            times[name] = bench_ms(fn)
             outs[name] = result()
+            fns[name] = fn
         except Exception as e:  # an unsupported case is a row's note, not the end of the suite
             notes[name] = str(e).splitlines()[0][:200]
     for name, peer in peer_fns(case, q, k, v, ctx.peers).items():
@@ -197,10 +197,10 @@ def run_case(ctx, case, seed):
             else:
                 fn = lambda: peer(q, k, v)  # noqa: E731
                 outs[name] = fn()
-            times[name] = bench_ms(fn)
+            fns[name] = fn
         except Exception as e:
             notes[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
-        torch.cuda.empty_cache()
+    times = time_interleaved(fns, ctx.rounds)
     ref = next((n for n in REFERENCE_ORDER if n in outs), None)
     error = None
     if "flashbox" in outs and ref:

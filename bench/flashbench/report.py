@@ -7,7 +7,8 @@ SCHEMA_VERSION = 1
 
 def document(suite, machine, flashbox, rows, args):
     return {"schema_version": SCHEMA_VERSION, "suite": suite, "date": flashbox.pop("date"), "machine": machine,
-            "flashbox": flashbox, "quick": bool(args.quick), "seed": args.seed, "rows": rows}
+            "flashbox": flashbox, "quick": bool(args.quick), "seed": args.seed,
+            "rounds": args.rounds, "rows": rows}
 
 
 def shape_text(shape):

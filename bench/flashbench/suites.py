@@ -126,13 +126,13 @@ def decode_row(ctx, b, L, hq, hk, d, sq, layout, seed, page=16):
     else:
         kc, vc = k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)  # [B, L, Hkv, D] views of SDPA's tensors
     work = 2.0 * b * (L * hk + sq * hq) * d * 2
-    times, notes, outs = {}, {}, {}
+    fns, notes, outs = {}, {}, {}
     for name, lib in [("flashbox", ctx.lib)] + ([("flashbox_baseline", ctx.baseline)] if ctx.baseline else []):
         try:
             fn = lib.kvcache(q, kc, vc, seqlens, o, table)
             fn()
             outs[name] = o.clone()
-            times[name] = bench_ms(fn)
+            fns[name] = fn
         except Exception as e:
             notes[name] = str(e).splitlines()[0][:200]
     qt = q.transpose(1, 2)
@@ -146,9 +146,10 @@ def decode_row(ctx, b, L, hq, hk, d, sq, layout, seed, page=16):
                 return F.scaled_dot_product_attention(qt, k, v, enable_gqa=hq != hk)
         try:
             outs[name] = fn().transpose(1, 2)
-            times[name] = bench_ms(fn)
+            fns[name] = fn
         except Exception as e:
             notes[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+    times = time_interleaved(fns, ctx.rounds)
     ref = next((n for n in ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn") if n in outs), None)
     error = rel_error(outs["flashbox"], outs[ref]) if ref and "flashbox" in outs else None
     shape = dict(batch=b, cache_len=L, heads_q=hq, heads_kv=hk, head_dim=d, seqlen_q=sq, layout=layout,

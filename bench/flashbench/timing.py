@@ -39,3 +39,15 @@ def rel_error(x, ref):
     if not bool(x.isfinite().all()):
         return float("inf")
     return ((x - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+def time_interleaved(fns, rounds=1):
+    """Times every callable of {name: fn} in `rounds` passes, the order rotated each pass so that no
+    implementation always runs first (clock and power state drift between calls at the 700 W cap);
+    each name's time is the median of its per-pass medians."""
+    names = list(fns)
+    samples = {n: [] for n in names}
+    for r in range(max(1, rounds)):
+        for n in names[r % len(names):] + names[:r % len(names)] if names else []:
+            samples[n].append(bench_ms(fns[n]))
+    return {n: sorted(v)[len(v) // 2] for n, v in samples.items()}

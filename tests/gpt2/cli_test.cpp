@@ -20,12 +20,12 @@ namespace {
 // What the user sees: the exit status, stdout and stderr (support/cli_runner.hpp).
 struct CliRun {
   int status;
-  std::string out;  // stdout, then stderr
+  std::string out;  // stderr, then stdout (so that JSON printed on stdout ends the text)
 };
 
 CliRun run(const std::string &args) {
   const flashbox::test::CliResult r = flashbox::test::run_cli(args);
-  return {r.exit_code, r.out + r.err};
+  return {r.exit_code, r.err + r.out};
 }
 
 bool tokenizer_installed() {

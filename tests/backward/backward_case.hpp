@@ -126,21 +126,14 @@ class BackwardData {
 
   GradError error(const std::vector<uint8_t> &buf, const TensorShape &s, int64_t seq, int64_t heads,
                   const std::vector<double> &ref) const {
-    GradError r;
-    double diff2 = 0, ref2 = 0;
-    size_t n = 0;
-    for (int64_t b = 0; b < c_.batch; ++b)
-      for (int64_t t = 0; t < seq; ++t)
-        for (int64_t h = 0; h < heads; ++h)
-          for (int64_t x = 0; x < c_.head_dim; ++x, ++n) {
-            const double got = cpu::load_as_float(buf.data(), c_.dtype, offset(s, b, t, h) + x);
-            if (!std::isfinite(got)) r.has_nan = true;
-            const double e = std::abs(got - ref[n]);
-            r.max_abs = std::max(r.max_abs, e);
-            diff2 += e * e;
-            ref2 += ref[n] * ref[n];
-          }
-    r.rel = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+    // ref is dense [batch, seq, heads, head_dim]; element n of it sits at these strides in buf.
+    const auto at = [&](size_t n) {
+      const int64_t i = int64_t(n), x = i % c_.head_dim, h = i / c_.head_dim % heads,
+                    t = i / (c_.head_dim * heads) % seq, b = i / (c_.head_dim * heads * seq);
+      return double(cpu::load_as_float(buf.data(), c_.dtype, offset(s, b, t, h) + x));
+    };
+    const RelError e = rel_error_of(at, ref);
+    GradError r{e.rel, e.max_abs, e.nan};
     if (r.has_nan || std::isnan(r.rel)) r.rel = r.max_abs = std::numeric_limits<double>::infinity();
     return r;
   }

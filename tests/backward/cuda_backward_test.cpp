@@ -21,14 +21,10 @@
 
 #include "cuda/backward/sm90/bwd_route.hpp"
 #include "cuda/backward/sm90/det_walk.hpp"
+#include "support/gpu_check.hpp"
 
 namespace flashbox::test {
 namespace {
-
-#define SKIP_WITHOUT_GPU() \
-  if (flashbox_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: the CUDA backward is not run"
-
-#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call << ": " << cudaGetErrorString(cudaGetLastError())
 
 // Device copy of a host byte buffer; `back()` copies it (all bytes, padding too) into the host buffer.
 class DeviceCopy {

@@ -1,5 +1,5 @@
 // Bad command lines end with a non-zero status and a message that names the problem.
-#include "cli/cli_runner.hpp"
+#include "support/cli_runner.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // `flashbox bench --device cpu` on tiny sizes: real timings, library-measured scratch, the JSON schema.
-#include "cli/cli_runner.hpp"
 #include "flashbox/flashbox.h"
+#include "support/cli_runner.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // `flashbox check`: the table, the JSON and the exit status on small shapes.
-#include "cli/cli_runner.hpp"
+#include "support/cli_runner.hpp"
 
 #include <gtest/gtest.h>
 

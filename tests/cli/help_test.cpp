@@ -1,6 +1,6 @@
 // Every subcommand the binary lists answers --help; the main program needs a subcommand.
-#include "cli/cli_runner.hpp"
 #include "flashbox/flashbox.h"
+#include "support/cli_runner.hpp"
 
 #include <gtest/gtest.h>
 

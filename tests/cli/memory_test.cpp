@@ -1,5 +1,5 @@
 // `flashbox memory --json`: the bytes of S, P and Q+K+V+O, recomputed here.
-#include "cli/cli_runner.hpp"
+#include "support/cli_runner.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // `flashbox report --quick`: the document of docs/report-schema.md with plausible CPU measurements,
 // and --merge of a peers file and of a partial report.
-#include "cli/cli_runner.hpp"
 #include "flashbox/flashbox.h"
+#include "support/cli_runner.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // `flashbox softmax-trace --json` against the online softmax computed here, directly.
-#include "cli/cli_runner.hpp"
+#include "support/cli_runner.hpp"
 
 #include <gtest/gtest.h>
 

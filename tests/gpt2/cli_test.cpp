@@ -13,24 +13,19 @@
 
 #include "gpt2/tokens/token_files.hpp"
 #include "gpt2_test_util.hpp"
+#include "support/cli_runner.hpp"
 
 namespace {
 
+// What the user sees: the exit status, stdout and stderr (support/cli_runner.hpp).
 struct CliRun {
   int status;
-  std::string out;  // stdout and stderr together
+  std::string out;  // stderr, then stdout (so that JSON printed on stdout ends the text)
 };
 
 CliRun run(const std::string &args) {
-  const std::string cmd = std::string(FLASHBOX_CLI_PATH) + " " + args + " 2>&1";
-  std::unique_ptr<FILE, int (*)(FILE *)> pipe(popen(cmd.c_str(), "r"), pclose);
-  CliRun r{-1, ""};
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe.get())) > 0) r.out.append(buf.data(), n);
-  const int raw = pclose(pipe.release());
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  return r;
+  const flashbox::test::CliResult r = flashbox::test::run_cli(args);
+  return {r.exit_code, r.err + r.out};
 }
 
 bool tokenizer_installed() {
@@ -143,6 +138,19 @@ TEST(Gpt2Cli, TrainTinyLossFalls) {
   CliRun bad = run("gpt2 train --device cpu --config tiny --train " + (dir / "missing.bin"));
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.out.find("missing.bin"), std::string::npos) << bad.out;
+}
+
+// The CUDA trainer's settings are flags (the trainer reads no environment variable): --help names
+// them with their defaults, and a bad value is refused before anything runs.
+TEST(Gpt2Cli, TrainFlagsInHelp) {
+  CliRun help = run("gpt2 train --help");
+  ASSERT_EQ(help.status, 0) << help.out;
+  for (const char *flag : {"--profile", "--head-rows", "--deterministic"})
+    EXPECT_NE(help.out.find(flag), std::string::npos) << flag << " missing from:\n" << help.out;
+  EXPECT_NE(help.out.find("16384"), std::string::npos) << help.out;
+  CliRun bad = run("gpt2 train --config tiny --train x.bin --head-rows 0");
+  EXPECT_NE(bad.status, 0) << bad.out;
+  EXPECT_NE(bad.out.find("--head-rows"), std::string::npos) << bad.out;
 }
 
 TEST(Gpt2Cli, TokenizeCorpusFolder) {

@@ -9,6 +9,7 @@
 #include "gpt2/eval/evaluate.hpp"
 #include "gpt2/model/cpu_forward.hpp"
 #include "gpt2_test_util.hpp"
+#include "support/gpu_check.hpp"
 #ifdef FLASHBOX_HAVE_CUDA
 #include "gpt2/cuda/cuda_gpt2.hpp"
 #endif
@@ -197,7 +198,7 @@ TEST(Init, SeededAndScaledAsGpt2) {
 }
 
 TEST(CudaForward, NaiveAndFlashAgreeAndMatchTheCpu) {
-  if (flashbox_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (or a build without CUDA)";
+  SKIP_WITHOUT_GPU();
 #ifdef FLASHBOX_HAVE_CUDA
   const Gpt2Weights w = gpt2_test::seeded(config_by_name("small"), 31);
   const auto tokens = random_tokens(4 * 256, w.config().vocab_size, 8);

@@ -17,6 +17,8 @@
 #include "gpt2/train/train_loop.hpp"
 #include "gpt2/train/trainer.hpp"
 #include "gpt2_test_util.hpp"
+#include "support/gpu_check.hpp"
+#include "support/output_error.hpp"
 
 using namespace flashbox::gpt2;
 
@@ -27,16 +29,6 @@ std::vector<int32_t> random_ids(size_t n, int vocab, unsigned seed) {
   std::vector<int32_t> t(n);
   for (auto &v : t) v = int32_t(gen() % unsigned(vocab));
   return t;
-}
-
-double rel_err(std::span<const float> a, std::span<const float> b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
 }
 
 // Scaled-up weights: gradients of every tensor far from zero and attention far from uniform.
@@ -131,10 +123,11 @@ TEST(CpuTrainer, LossFallsResumeRepeatsAndCheckpointsLoad) {
   EXPECT_EQ(resumed.steps, 2);
   EXPECT_NEAR(resumed.last_loss, full.last_loss, 1e-5);
   const Gpt2Weights a = load_checkpoint(dir / "a/model_000004.bin"), b = load_checkpoint(dir / "b/model_000004.bin");
-  EXPECT_LT(rel_err(b.tensor(Param::QkvW), a.tensor(Param::QkvW)), 1e-5);
+  EXPECT_LT(flashbox::test::rel_error(b.tensor(Param::QkvW), a.tensor(Param::QkvW)).rel_or_inf(), 1e-5);
   // Both formats hold the same weights.
   const Gpt2Weights st = load_checkpoint(dir / "a/model_000004.safetensors");
-  for (int i = 0; i < kParamCount; ++i) EXPECT_EQ(rel_err(st.tensor(Param(i)), a.tensor(Param(i))), 0.0) << i;
+  for (int i = 0; i < kParamCount; ++i)
+    EXPECT_EQ(flashbox::test::rel_error(st.tensor(Param(i)), a.tensor(Param(i))).rel_or_inf(), 0.0) << i;
 
   // The JSON log: a start line, one line per step, validations, a summary.
   std::ifstream log(dir / "a.jsonl");
@@ -192,7 +185,7 @@ TEST(TrainLoop, BadInputsAreClearErrors) {
 
 // bf16 activations against the fp32 CPU trainer, same weights and batch: every tensor's gradient.
 TEST(CudaTrainer, GradientsMatchTheCpuTrainer) {
-  if (flashbox_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (or a build without CUDA)";
+  SKIP_WITHOUT_GPU();
   const Gpt2Config c = config_by_name("small");
   const Gpt2Weights w = gpt2_test::seeded(c, 7);
   TrainerShape shape;
@@ -205,26 +198,17 @@ TEST(CudaTrainer, GradientsMatchTheCpuTrainer) {
   cpu->forward_backward(in.data(), tg.data(), 1.0f);
   const double lc = cpu->mean_loss();
   cpu->get_grads(gc);
-  // Every CUDA path: fused (cuBLASLt GELU epilogues, bf16 logits) with the one-pass LayerNorm
-  // backward and without it, plain; and the fused path with the Hopper attention backward (not
-  // deterministic) and tuned products, with the LM head in one chunk.
-  // (qkv_direct: dq, dk, dv written by the attention backward straight into one [M, 3C] buffer.)
+  // Deterministic with the LM head in chunks of 64 rows and in one chunk (the default 16,384 rows
+  // cover all 256), and the Hopper attention backward (not deterministic) with tuned products.
   struct Variant {
-    const char *fused, *ln_fused;
     bool deterministic;
-    const char *tune, *head_rows, *qkv_direct;
+    int64_t head_rows;
   };
-  for (const Variant v :
-       {Variant{"1", "1", true, "0", "64", "1"}, Variant{"1", "0", true, "0", "4096", "0"},
-        Variant{"0", "0", true, "0", "4096", "0"}, Variant{"1", "1", false, "1", "65536", "1"}}) {
-    setenv("FLASHBOX_TRAIN_QKV_DIRECT", v.qkv_direct, 1);
-    setenv("FLASHBOX_TRAIN_FUSED", v.fused, 1);
-    setenv("FLASHBOX_TRAIN_LN_FUSED", v.ln_fused, 1);
-    setenv("FLASHBOX_TRAIN_GEMM_TUNE", v.tune, 1);
-    setenv("FLASHBOX_TRAIN_HEAD_ROWS", v.head_rows, 1);
+  for (const Variant v : {Variant{true, 64}, Variant{true, TrainerShape{}.head_rows}, Variant{false, 65536}}) {
     shape.deterministic = v.deterministic;
-    const std::string what = std::string(" fused ") + v.fused + " ln_fused " + v.ln_fused + " deterministic " +
-                             (v.deterministic ? "1" : "0") + " tune " + v.tune + " qkv_direct " + v.qkv_direct;
+    shape.head_rows = v.head_rows;
+    const std::string what =
+        std::string(" deterministic ") + (v.deterministic ? "1" : "0") + " head_rows " + std::to_string(v.head_rows);
     for (flashbox_impl impl : {FLASHBOX_FLASH, FLASHBOX_NAIVE}) {
       shape.attention = impl;
       auto gpu = make_cuda_trainer(w, shape);
@@ -234,17 +218,14 @@ TEST(CudaTrainer, GradientsMatchTheCpuTrainer) {
       gpu->get_grads(gg);
       EXPECT_NEAR(lg, lc, 2e-3 * lc) << flashbox_impl_name(impl) << what;
       for (int i = 0; i < kParamCount; ++i)
-        EXPECT_LT(rel_err(gg.tensor(Param(i)), gc.tensor(Param(i))), 2e-2)
+        EXPECT_LT(flashbox::test::rel_error(gg.tensor(Param(i)), gc.tensor(Param(i))).rel_or_inf(), 2e-2)
             << param_name(Param(i)) << " " << flashbox_impl_name(impl) << what;
     }
   }
-  for (const char *e : {"FLASHBOX_TRAIN_FUSED", "FLASHBOX_TRAIN_LN_FUSED", "FLASHBOX_TRAIN_GEMM_TUNE",
-                        "FLASHBOX_TRAIN_HEAD_ROWS", "FLASHBOX_TRAIN_QKV_DIRECT"})
-    unsetenv(e);
 }
 
 TEST(CudaTrainer, DeterministicGivenTheSeed) {
-  if (flashbox_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (or a build without CUDA)";
+  SKIP_WITHOUT_GPU();
   const Gpt2Config c = config_by_name("small");
   const Gpt2Weights w = gpt2_test::seeded(c, 8);
   TrainerShape shape;
@@ -268,7 +249,7 @@ TEST(CudaTrainer, DeterministicGivenTheSeed) {
 // Issue 17, item 0: one sharpened model with bf16-exact weights, written as llm.c fp32 (v3) and bf16
 // (v5) files: the CUDA eval gives the same loss from both and stays near the CPU's fp32 loss.
 TEST(CudaForward, SameLossFromBothLlmcFormats) {
-  if (flashbox_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (or a build without CUDA)";
+  SKIP_WITHOUT_GPU();
   gpt2_test::ScratchDir dir;
   Gpt2Weights w = lively(config_by_name("small"), 13);
   write_llmc_checkpoint(w, dir / "m_bf16.bin", true);

@@ -24,6 +24,7 @@
 #include "core/dtype.hpp"
 #include "cpu/reference_fp64.hpp"
 #include "flashbox/flashbox.h"
+#include "support/output_error.hpp"
 
 namespace flashbox::test {
 
@@ -173,15 +174,10 @@ class AttentionData {
     const std::vector<double> &ref = reference_out();
     const std::vector<double> out = output_dense();
     Comparison r;
-    double diff2 = 0, ref2 = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      if (!std::isfinite(out[i])) r.has_nan = true;
-      const double e = std::abs(out[i] - ref[i]);
-      r.max_abs_error = std::max(r.max_abs_error, e);
-      diff2 += e * e;
-      ref2 += ref[i] * ref[i];
-    }
-    r.rel_error = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+    const RelError e = rel_error(out, ref);
+    r.has_nan = e.nan;
+    r.rel_error = e.rel;
+    r.max_abs_error = e.max_abs;
     if (r.has_nan || std::isnan(r.rel_error)) {
       r.rel_error = std::numeric_limits<double>::infinity();
       r.max_abs_error = std::numeric_limits<double>::infinity();

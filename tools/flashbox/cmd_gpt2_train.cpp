@@ -63,6 +63,14 @@ void setup(CLI::App &app) {
                  "1: bit-reproducible runs (attention backward with a fixed dQ order); 0: the faster "
                  "Hopper attention backward (dQ summed by atomics)")
       ->capture_default_str();
+  t->add_option("--head-rows", o.shape.head_rows,
+                "CUDA: rows of LM-head logits computed at once (bf16; 16384 rows of GPT-2's padded "
+                "vocabulary are 1.6 GB); fewer rows, less memory, a slightly slower head")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  t->add_flag("--profile", o.shape.profile,
+              "CUDA: time each phase of a step with CUDA events and print ms per step by phase at the end "
+              "(synchronises every step)");
   t->add_option("--batch", o.shape.batch, "windows per micro-batch")->check(CLI::PositiveNumber)->capture_default_str();
   t->add_option("--seqlen", o.shape.seqlen, "window length")->check(CLI::PositiveNumber)->capture_default_str();
   t->add_option("--total-batch", o.total_batch,

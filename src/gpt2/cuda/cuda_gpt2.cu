@@ -14,39 +14,13 @@
 
 #include "core/dtype.hpp"
 #include "gpt2/cuda/cuda_check.hpp"
+#include "gpt2/cuda/device_buffer.hpp"
 #include "gpt2/cuda/gpt2_kernels.cuh"
 #include "gpt2/cuda/lt_matmul.hpp"
 #include "gpt2/model/attention_call.hpp"
 
 namespace flashbox::gpt2 {
 namespace {
-
-// Owns one cudaMalloc allocation.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (bytes && cudaMalloc(&ptr_, bytes) != cudaSuccess) {
-      cudaGetLastError();
-      throw Gpt2Error("CUDA: out of device memory allocating " + std::to_string(bytes >> 20) + " MiB for GPT-2");
-    }
-  }
-  ~DeviceBuffer() { cudaFree(ptr_); }
-  DeviceBuffer(DeviceBuffer &&o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; }
-  DeviceBuffer &operator=(DeviceBuffer &&o) noexcept {
-    std::swap(ptr_, o.ptr_);
-    std::swap(bytes_, o.bytes_);
-    return *this;
-  }
-  template <class T>
-  T *as() const {
-    return static_cast<T *>(ptr_);
-  }
-
- private:
-  void *ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
 
 DeviceBuffer upload_bf16(const float *src, int64_t n, int64_t padded_n) {
   std::vector<uint16_t> host(size_t(padded_n), 0);
@@ -72,7 +46,7 @@ struct CudaGpt2::State {
   int batch = 0, T = 0;
   int64_t Vp = 0, chunk_rows = 0;
   DeviceBuffer param[kParamCount];
-  LtMatmul lt;
+  LtMatmul lt{LtAlgoChoice::kHeuristic};  // cuBLASLt's first pick per shape
   DeviceBuffer tokens, losses, x, ln, qkv, att, fc, logits;
   int64_t windows = 0;
 
@@ -141,25 +115,25 @@ void CudaGpt2::State::forward_batch(int64_t first_window, int nb, flashbox_impl 
   for (int l = 0; l < c.n_layer; ++l) {
     launch_layernorm(x.as<float>(), f32(Param::Ln1W, l), f32(Param::Ln1B, l), ln.as<__nv_bfloat16>(), M, int(C),
                      stream);
-    lt.run(bf(Param::QkvW, l), ln.as<__nv_bfloat16>(), qkv.as<void>(), CUDA_R_16BF, M, 3 * C, C, 3 * C,
-           bf(Param::QkvB, l), 0.0f, stream);
+    lt.forward(ln.as<__nv_bfloat16>(), bf(Param::QkvW, l), qkv.as<void>(), CUDA_R_16BF, M, 3 * C, C, bf(Param::QkvB, l),
+               nullptr);
     call_attention(qkv_attention_args(FLASHBOX_CUDA, FLASHBOX_BFLOAT16, impl, qkv.as<void>(), att.as<void>(), nb, T,
                                       c.n_head, c.n_embd));
-    lt.run(bf(Param::AttnProjW, l), att.as<__nv_bfloat16>(), x.as<void>(), CUDA_R_32F, M, C, C, C,
-           f32(Param::AttnProjB, l), 1.0f, stream);
+    lt.forward(att.as<__nv_bfloat16>(), bf(Param::AttnProjW, l), x.as<void>(), CUDA_R_32F, M, C, C,
+               f32(Param::AttnProjB, l), x.as<void>());
     launch_layernorm(x.as<float>(), f32(Param::Ln2W, l), f32(Param::Ln2B, l), ln.as<__nv_bfloat16>(), M, int(C),
                      stream);
-    lt.run(bf(Param::FcW, l), ln.as<__nv_bfloat16>(), fc.as<void>(), CUDA_R_16BF, M, 4 * C, C, 4 * C, bf(Param::FcB, l),
-           0.0f, stream);
+    lt.forward(ln.as<__nv_bfloat16>(), bf(Param::FcW, l), fc.as<void>(), CUDA_R_16BF, M, 4 * C, C, bf(Param::FcB, l),
+               nullptr);
     launch_gelu(fc.as<__nv_bfloat16>(), M * 4 * C, stream);
-    lt.run(bf(Param::FcProjW, l), fc.as<__nv_bfloat16>(), x.as<void>(), CUDA_R_32F, M, C, 4 * C, C,
-           f32(Param::FcProjB, l), 1.0f, stream);
+    lt.forward(fc.as<__nv_bfloat16>(), bf(Param::FcProjW, l), x.as<void>(), CUDA_R_32F, M, C, 4 * C,
+               f32(Param::FcProjB, l), x.as<void>());
   }
   launch_layernorm(x.as<float>(), f32(Param::LnfW, 0), f32(Param::LnfB, 0), ln.as<__nv_bfloat16>(), M, int(C), stream);
   for (int64_t r0 = 0; r0 < M; r0 += chunk_rows) {
     const int64_t rows = std::min(chunk_rows, M - r0);
-    lt.run(bf(Param::Wte, 0), ln.as<__nv_bfloat16>() + r0 * C, logits.as<void>(), CUDA_R_32F, rows, Vp, C, Vp, nullptr,
-           0.0f, stream);
+    lt.forward(ln.as<__nv_bfloat16>() + r0 * C, bf(Param::Wte, 0), logits.as<void>(), CUDA_R_32F, rows, Vp, C, nullptr,
+               nullptr);
     if (first_chunk_logits_only) return;
     launch_cross_entropy(logits.as<float>(), Vp, c.vocab_size, tokens.as<int32_t>(), row0 + r0, rows, T,
                          losses.as<float>(), stream);

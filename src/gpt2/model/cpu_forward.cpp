@@ -35,9 +35,8 @@ void linear_forward(const float *x, const float *W, const float *b, int64_t M, i
 #endif
 }
 
-namespace {
-
-void layernorm(const float *x, const float *w, const float *b, int64_t M, int64_t C, float *y) {
+void layernorm(const float *x, const float *w, const float *b, int64_t M, int64_t C, float *y, float *mean_out,
+               float *rstd_out) {
 #pragma omp parallel for schedule(static)
   for (int64_t m = 0; m < M; ++m) {
     const float *xr = x + m * C;
@@ -47,8 +46,12 @@ void layernorm(const float *x, const float *w, const float *b, int64_t M, int64_
     for (int64_t c = 0; c < C; ++c) var += (xr[c] - mean) * (xr[c] - mean);
     const float rstd = 1.0f / std::sqrt(var / float(C) + 1e-5f);  // GPT-2's epsilon
     for (int64_t c = 0; c < C; ++c) y[m * C + c] = (xr[c] - mean) * rstd * w[c] + b[c];
+    if (mean_out) mean_out[m] = mean;
+    if (rstd_out) rstd_out[m] = rstd;
   }
 }
+
+namespace {
 
 void gelu_tanh(float *x, int64_t n) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;

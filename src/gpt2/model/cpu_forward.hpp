@@ -30,5 +30,9 @@ class CpuGpt2 {
 
 // y[M, N] = x[M, K] W[N, K]^T (+ b[N]): a layer with weights stored [out, in].
 void linear_forward(const float *x, const float *W, const float *b, int64_t M, int64_t K, int64_t N, float *y);
+// y[M, C] = LN(x) * w + b over each row (GPT-2's epsilon 1e-5); each row's mean and 1/std also go to
+// mean_out and rstd_out where they are set (the CPU trainer keeps them for the backward).
+void layernorm(const float *x, const float *w, const float *b, int64_t M, int64_t C, float *y,
+               float *mean_out = nullptr, float *rstd_out = nullptr);
 
 }  // namespace flashbox::gpt2

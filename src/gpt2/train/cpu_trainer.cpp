@@ -76,22 +76,6 @@ void linear_weight_grad(const float *dY, const float *X, int64_t M, int64_t N, i
   }
 }
 
-void layernorm_fwd(const float *x, const float *w, const float *b, int64_t M, int64_t C, float *y, float *mean,
-                   float *rstd) {
-#pragma omp parallel for schedule(static)
-  for (int64_t m = 0; m < M; ++m) {
-    const float *xr = x + m * C;
-    float mu = 0.0f, var = 0.0f;
-    for (int64_t c = 0; c < C; ++c) mu += xr[c];
-    mu /= float(C);
-    for (int64_t c = 0; c < C; ++c) var += (xr[c] - mu) * (xr[c] - mu);
-    const float r = 1.0f / std::sqrt(var / float(C) + 1e-5f);
-    for (int64_t c = 0; c < C; ++c) y[m * C + c] = (xr[c] - mu) * r * w[c] + b[c];
-    mean[m] = mu;
-    rstd[m] = r;
-  }
-}
-
 // dx += LN input gradient; dw, db += parameter gradients.
 void layernorm_bwd(const float *dy, const float *x, const float *mean, const float *rstd, const float *w, int64_t M,
                    int64_t C, float *dx, float *dw, float *db) {
@@ -222,7 +206,7 @@ double CpuTrainer::run(const int32_t *in, const int32_t *tg, bool grad, float sc
   for (int l = 0; l < L; ++l) {
     Layer &a = layers_[size_t(l)];
     float *xn = l + 1 < L ? layers_[size_t(l) + 1].x.data() : xf_.data();
-    layernorm_fwd(a.x.data(), P(Param::Ln1W, l), P(Param::Ln1B, l), M, C, a.ln1.data(), a.m1.data(), a.r1.data());
+    layernorm(a.x.data(), P(Param::Ln1W, l), P(Param::Ln1B, l), M, C, a.ln1.data(), a.m1.data(), a.r1.data());
     linear_forward(a.ln1.data(), P(Param::QkvW, l), P(Param::QkvB, l), M, C, 3 * C, a.qkv.data());
     flashbox_attention_args args = qkv_attention_args(FLASHBOX_CPU, FLASHBOX_FLOAT32, s_.attention, a.qkv.data(),
                                                       a.att.data(), B, T, c_.n_head, int(C));
@@ -230,13 +214,13 @@ double CpuTrainer::run(const int32_t *in, const int32_t *tg, bool grad, float sc
     call_attention(args);
     linear_forward(a.att.data(), P(Param::AttnProjW, l), P(Param::AttnProjB, l), M, C, C, tmp_.data());
     for (int64_t i = 0; i < M * C; ++i) a.xm[size_t(i)] = a.x[size_t(i)] + tmp_[size_t(i)];
-    layernorm_fwd(a.xm.data(), P(Param::Ln2W, l), P(Param::Ln2B, l), M, C, a.ln2.data(), a.m2.data(), a.r2.data());
+    layernorm(a.xm.data(), P(Param::Ln2W, l), P(Param::Ln2B, l), M, C, a.ln2.data(), a.m2.data(), a.r2.data());
     linear_forward(a.ln2.data(), P(Param::FcW, l), P(Param::FcB, l), M, C, 4 * C, a.h.data());
     for (int64_t i = 0; i < M * 4 * C; ++i) a.g[size_t(i)] = gelu(a.h[size_t(i)]);
     linear_forward(a.g.data(), P(Param::FcProjW, l), P(Param::FcProjB, l), M, 4 * C, C, tmp_.data());
     for (int64_t i = 0; i < M * C; ++i) xn[i] = a.xm[size_t(i)] + tmp_[size_t(i)];
   }
-  layernorm_fwd(xf_.data(), P(Param::LnfW), P(Param::LnfB), M, C, lnf_.data(), mf_.data(), rf_.data());
+  layernorm(xf_.data(), P(Param::LnfW), P(Param::LnfB), M, C, lnf_.data(), mf_.data(), rf_.data());
 
   // LM head in chunks of rows; the chunk's logits become its gradient in place.
   constexpr int64_t kChunk = 64;

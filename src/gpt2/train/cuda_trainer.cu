@@ -11,22 +11,19 @@
 //   ln1 = LN(x_l); qkv = ln1 Wqkv^T + b; att = attention(qkv) (flashbox forward with lse);
 //   xm_l = x_l + att Wp^T + bp;  ln2 = LN(xm_l); h = ln2 Wfc^T + b; g = gelu(h);
 //   x_{l+1} = xm_l + g Wfp^T + bfp      (cuBLASLt: the residual is the product's C operand)
-// LM head in row chunks of kHeadRows: logits = lnf wte^T, the cross-entropy kernel turns them into the
-// loss and bf16 dlogits, which give dlnf (= dlogits wte) and dwte (+= dlogits^T lnf) at once, so only
-// one chunk of logits ever exists. Fused path (the default): bf16 logits, the gradient written over
-// them, GELU and its derivative as cuBLASLt epilogues of the MLP products (the pre-activation kept as
-// the epilogue's aux matrix), dx's bf16 copy made in the pass that sums it for the bias gradient, and
-// the qkv products run per part on dq, dk, dv instead of interleaving them first.
-// Also on the fused path: LayerNorm's backward in one pass that makes dx's bf16 copy and the bias
-// gradient of the projection below (layernorm_backward.cu), and the attention backward writing dq, dk,
-// dv straight into one [M, 3C] buffer for single qkv products.
-// FLASHBOX_TRAIN_FUSED=0 runs the plain path (fp32 logits, separate GELU kernels).
+// LM head in row chunks of TrainerShape::head_rows (--head-rows): logits = lnf wte^T in bf16, the
+// cross-entropy kernel turns them into the loss and writes the bf16 dlogits over them, which give dlnf
+// (= dlogits wte) and dwte (+= dlogits^T lnf) at once, so only one chunk of logits ever exists.
+// GELU and its derivative are cuBLASLt epilogues of the MLP products (the pre-activation kept as the
+// epilogue's aux matrix).
 // --deterministic 0 (TrainerShape::deterministic): the attention backward's atomic dQ sums (the
 // deterministic mode orders them with semaphores, on the Hopper kernel as well) and tuned cuBLASLt
-// algorithms. FLASHBOX_TRAIN_PROFILE=1 prints where a step's time goes (phase_clock.cuh).
+// algorithms. --profile (TrainerShape::profile) prints where a step's time goes (phase_clock.cuh).
 // Backward in reverse with fp32 dx for the residual stream, bf16 copies of it for the products;
-// attention through flashbox_attention_backward (deterministic unless --deterministic 0); on the plain
-// path its dq, dk, dv land in separate buffers and are interleaved back into the [M, 3C] layout.
+// LayerNorm's backward in one pass that also makes dx's bf16 copy and the bias gradient of the
+// projection below (layernorm_backward.cu); attention through flashbox_attention_backward
+// (deterministic unless --deterministic 0), writing dq, dk, dv straight into one [M, 3C] buffer so the
+// qkv products run once on all three.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <string>
@@ -38,8 +35,9 @@
 #include <numeric>
 
 #include "gpt2/cuda/cuda_check.hpp"
+#include "gpt2/cuda/device_buffer.hpp"
+#include "gpt2/cuda/lt_matmul.hpp"
 #include "gpt2/model/attention_call.hpp"
-#include "gpt2/train/lt_gemm.hpp"
 #include "gpt2/train/phase_clock.cuh"
 #include "gpt2/train/train_kernels.cuh"
 #include "gpt2/train/trainer.hpp"
@@ -49,34 +47,10 @@ namespace {
 
 using train::bf16;
 
-// Rows of logits alive at once (FLASHBOX_TRAIN_HEAD_ROWS overrides): 16,384 rows of bf16 logits are
-// 1.6 GB; with tuned products the head's three products took 4.49 ms for a B 16 x T 1024 batch in one
-// chunk against 4.84 in four of 4,096 (H200, bench/results/gpt2_train_2026-12-01/call3).
-constexpr int64_t kHeadRows = 16384;
-
-class Buf {
- public:
+// Every buffer of the trainer starts at zero.
+struct Buf : DeviceBuffer {
   Buf() = default;
-  explicit Buf(size_t bytes) {
-    if (bytes && cudaMalloc(&p_, bytes) != cudaSuccess) {
-      cudaGetLastError();
-      throw Gpt2Error("CUDA: out of device memory allocating " + std::to_string(bytes >> 20) + " MiB for training");
-    }
-    if (bytes) GPT2_CUDA(cudaMemset(p_, 0, bytes));
-  }
-  ~Buf() { cudaFree(p_); }
-  Buf(Buf &&o) noexcept : p_(o.p_) { o.p_ = nullptr; }
-  Buf &operator=(Buf &&o) noexcept {
-    std::swap(p_, o.p_);
-    return *this;
-  }
-  template <class T>
-  T *as() const {
-    return static_cast<T *>(p_);
-  }
-
- private:
-  void *p_ = nullptr;
+  explicit Buf(size_t bytes) : DeviceBuffer(bytes, kZeroed) {}
 };
 
 // Page-locked host memory: copies from it are queued on the stream instead of waiting for the GPU.
@@ -154,27 +128,18 @@ class CudaTrainer final : public Gpt2Trainer {
   std::array<int64_t, kParamCount + 1> offset_{};
   Buf param_, param_bf_, grad_, m_, v_;
   std::vector<LayerActs> layer_;
-  Buf x_final_, meanf_, rstdf_, lnf_, inputs_, targets_, losses_, logits_, dlogits_;
-  Buf dx_, dres_, dln_, dfc_, datt_, dq_, dk_, dv_, dqkv_, scratch_, norm_partial_, norm_out_;
+  Buf x_final_, meanf_, rstdf_, lnf_, inputs_, targets_, losses_, dlogits_;
+  Buf dx_, dres_, dln_, dfc_, datt_, dqkv_, scratch_, norm_partial_, norm_out_;
   Buf emb_order_, emb_starts_, emb_uniq_, loss_acc_;
   PinnedBuf staging_;             // inputs, targets, order, starts, uniq: 5 x (M + 1) ids
   cudaEvent_t staged_ = nullptr;  // the last upload from staging_ has been done
   int n_unique_ = 0;
   std::vector<int32_t> order_, bucket_;  // set_batch's counting sort
-  int64_t head_rows_ = kHeadRows;
+  int64_t head_rows_ = 0;                // min(M, TrainerShape::head_rows)
   int64_t micro_ = 0;
-  // The fused path (default; FLASHBOX_TRAIN_FUSED=0 turns it off): GELU in the MLP products'
-  // cuBLASLt epilogues, bf16 logits with the gradient written over them, and the bf16 copy of dx
-  // made in the same pass as its column sum.
-  bool fused_ = true;
-  // On the fused path: LayerNorm's backward in one kernel that also makes dx's bf16 copy and the
-  // bias gradient below it (FLASHBOX_TRAIN_LN_FUSED=0 turns it off).
-  bool ln_fused_ = true;
-  // On the fused path: the attention backward writes dq, dk, dv into one [M, 3C] buffer, so the qkv
-  // products run once on all three (FLASHBOX_TRAIN_QKV_DIRECT=0: three products per part).
-  bool qkv_direct_ = true;
-  train::LtGemm lt_;
-  train::PhaseClock clock_{std::getenv("FLASHBOX_TRAIN_PROFILE") != nullptr};
+  // Tuned products only where runs need not repeat bit for bit (the winner can differ between runs).
+  LtMatmul lt_{s_.deterministic ? LtAlgoChoice::kOrdered : LtAlgoChoice::kOrderedTuned};
+  train::PhaseClock clock_{s_.profile};
 };
 
 CudaTrainer::CudaTrainer(const Gpt2Weights &init, const TrainerShape &shape) : c_(init.config()), s_(shape) {
@@ -186,16 +151,8 @@ CudaTrainer::CudaTrainer(const Gpt2Weights &init, const TrainerShape &shape) : c
                     " does not fit the model");
   Vp_ = (c_.vocab_size + 127) / 128 * 128;
   M_ = B * T;
-  if (const char *e = std::getenv("FLASHBOX_TRAIN_FUSED")) fused_ = std::string(e) != "0";
-  if (const char *e = std::getenv("FLASHBOX_TRAIN_LN_FUSED")) ln_fused_ = std::string(e) != "0";
-  ln_fused_ = ln_fused_ && fused_;
-  if (const char *e = std::getenv("FLASHBOX_TRAIN_QKV_DIRECT")) qkv_direct_ = std::string(e) != "0";
-  qkv_direct_ = qkv_direct_ && fused_;
-  if (const char *e = std::getenv("FLASHBOX_TRAIN_HEAD_ROWS")) head_rows_ = std::max<int64_t>(1, std::atoll(e));
-  head_rows_ = std::min(M_, head_rows_);
-  // Tuned products only where runs need not repeat bit for bit (the winner can differ between runs).
-  lt_.set_tuning(!s_.deterministic);
-  if (const char *e = std::getenv("FLASHBOX_TRAIN_GEMM_TUNE")) lt_.set_tuning(std::string(e) != "0");
+  if (s_.head_rows <= 0) throw Gpt2Error("CUDA trainer: head_rows must be positive");
+  head_rows_ = std::min(M_, s_.head_rows);
   for (int i = 0; i < kParamCount; ++i) {
     const ParamShape ps = param_shape(c_, Param(i));
     const int64_t n = Param(i) == Param::Wte ? Vp_ * C : ps.numel() * (ps.per_layer ? L : 1);
@@ -231,20 +188,13 @@ CudaTrainer::CudaTrainer(const Gpt2Weights &init, const TrainerShape &shape) : c
   inputs_ = Buf(size_t(M_) * 4);
   targets_ = Buf(size_t(M_) * 4);
   losses_ = Buf(size_t(M_) * 4);
-  const int64_t head_rows = head_rows_;
-  if (!fused_) logits_ = Buf(size_t(head_rows * Vp_) * 4);
-  dlogits_ = Buf(size_t(head_rows * Vp_) * 2);
+  dlogits_ = Buf(size_t(head_rows_ * Vp_) * 2);
   dx_ = Buf(MC * 4);
   dres_ = Buf(MC * 2);
   dln_ = Buf(MC * 4);
   dfc_ = Buf(4 * MC * 2);
   datt_ = Buf(MC * 2);
-  if (!qkv_direct_) {
-    dq_ = Buf(MC * 2);
-    dk_ = Buf(MC * 2);
-    dv_ = Buf(MC * 2);
-  }
-  if (!fused_ || qkv_direct_) dqkv_ = Buf(3 * MC * 2);
+  dqkv_ = Buf(3 * MC * 2);
   scratch_ = Buf(size_t(
       std::max(train::colsum_scratch_bytes(M_, 4 * C), train::layernorm_backward_fused_scratch_bytes(M_, int(C)))));
   norm_partial_ = Buf(1024 * 4);
@@ -346,14 +296,8 @@ double CudaTrainer::run(bool with_grad, float grad_scale) {
     train::layernorm_forward(a.xm.as<float>(), pf(Param::Ln2W, l), pf(Param::Ln2B, l), a.ln2.as<bf16>(),
                              a.mean2.as<float>(), a.rstd2.as<float>(), M, int(C));
     mark("fwd fc gemm+gelu");
-    if (fused_) {
-      lt_.forward_gelu(a.ln2.as<bf16>(), pb(Param::FcW, l), a.g.as<bf16>(), a.h.as<bf16>(), M, 4 * C, C,
-                       pb(Param::FcB, l));
-    } else {
-      lt_.forward(a.ln2.as<bf16>(), pb(Param::FcW, l), a.h.as<void>(), CUDA_R_16BF, M, 4 * C, C, pb(Param::FcB, l),
-                  nullptr);
-      train::gelu_forward(a.h.as<bf16>(), a.g.as<bf16>(), M * 4 * C);
-    }
+    lt_.forward_gelu(a.ln2.as<bf16>(), pb(Param::FcW, l), a.g.as<bf16>(), a.h.as<bf16>(), M, 4 * C, C,
+                     pb(Param::FcB, l));
     mark("fwd fc proj gemm");
     lt_.forward(a.g.as<bf16>(), pb(Param::FcProjW, l), x_next, CUDA_R_32F, M, C, 4 * C, pf(Param::FcProjB, l),
                 a.xm.as<float>());
@@ -369,16 +313,10 @@ double CudaTrainer::run(bool with_grad, float grad_scale) {
     const int64_t R = std::min(head_rows, M - r0);
     const bf16 *lnf = lnf_.as<bf16>() + r0 * C;
     mark("head logits gemm");
-    if (fused_) {
-      lt_.forward(lnf, pb(Param::Wte), dlogits_.as<void>(), CUDA_R_16BF, R, Vp_, C, nullptr, nullptr);
-      mark("head cross-entropy");
-      train::cross_entropy_inplace(dlogits_.as<bf16>(), Vp_, c_.vocab_size, targets_.as<int32_t>() + r0, R,
-                                   losses_.as<float>() + r0, with_grad, row_scale);
-    } else {
-      lt_.forward(lnf, pb(Param::Wte), logits_.as<void>(), CUDA_R_32F, R, Vp_, C, nullptr, nullptr);
-      train::cross_entropy(logits_.as<float>(), Vp_, c_.vocab_size, targets_.as<int32_t>() + r0, R,
-                           losses_.as<float>() + r0, with_grad ? dlogits_.as<bf16>() : nullptr, row_scale);
-    }
+    lt_.forward(lnf, pb(Param::Wte), dlogits_.as<void>(), CUDA_R_16BF, R, Vp_, C, nullptr, nullptr);
+    mark("head cross-entropy");
+    train::cross_entropy_inplace(dlogits_.as<bf16>(), Vp_, c_.vocab_size, targets_.as<int32_t>() + r0, R,
+                                 losses_.as<float>() + r0, with_grad, row_scale);
     if (!with_grad) continue;
     mark("head dlnf gemm");
     lt_.input_grad(dlogits_.as<bf16>(), pb(Param::Wte), dln_.as<float>() + r0 * C, CUDA_R_32F, R, Vp_, C);
@@ -389,73 +327,32 @@ double CudaTrainer::run(bool with_grad, float grad_scale) {
   if (with_grad) {
     float *dx = dx_.as<float>();
     bf16 *dres = dres_.as<bf16>();
-    if (ln_fused_) {
-      // dx = LN_f's input gradient; its bf16 copy and the last MLP projection's bias gradient with it.
-      mark("bwd layernorm fused");
-      train::layernorm_backward_fused(dln_.as<float>(), x_final_.as<float>(), meanf_.as<float>(), rstdf_.as<float>(),
-                                      pf(Param::LnfW), dx, false, gf(Param::LnfW), gf(Param::LnfB), dres,
-                                      gf(Param::FcProjB, L - 1), M, int(C), scratch_.as<float>());
-    } else {
-      mark("bwd layernorm dx");
-      GPT2_CUDA(cudaMemsetAsync(dx, 0, size_t(M * C) * 4, nullptr));
-      train::layernorm_backward_dx(dln_.as<float>(), x_final_.as<float>(), meanf_.as<float>(), rstdf_.as<float>(),
-                                   pf(Param::LnfW), dx, M, int(C));
-      mark("bwd layernorm params");
-      train::layernorm_backward_params(dln_.as<float>(), x_final_.as<float>(), meanf_.as<float>(),
-                                       rstdf_.as<float>(), gf(Param::LnfW), gf(Param::LnfB), M, int(C),
-                                       scratch_.as<float>(), fused_);
-    }
+    // dx = LN_f's input gradient; its bf16 copy and the last MLP projection's bias gradient with it.
+    mark("bwd layernorm fused");
+    train::layernorm_backward_fused(dln_.as<float>(), x_final_.as<float>(), meanf_.as<float>(), rstdf_.as<float>(),
+                                    pf(Param::LnfW), dx, false, gf(Param::LnfW), gf(Param::LnfB), dres,
+                                    gf(Param::FcProjB, L - 1), M, int(C), scratch_.as<float>());
     for (int l = L - 1; l >= 0; --l) {
       LayerActs &a = layer_[size_t(l)];
-      // MLP projection: x_{l+1} = xm + g Wfp^T + b.
-      if (fused_) {
-        if (!ln_fused_) {  // else the LayerNorm backward above made dres and this bias gradient
-          mark("bwd dx bf16+bias grad");
-          train::to_bf16_colsum_add(dx, dres, gf(Param::FcProjB, l), M, C, scratch_.as<float>());
-        }
-        mark("bwd fc proj dgrad+dgelu");
-        lt_.input_grad_dgelu(dres, pb(Param::FcProjW, l), dfc_.as<bf16>(), a.h.as<bf16>(), M, C, 4 * C);
-        mark("bwd fc proj wgrad");
-        lt_.weight_grad(dres, a.g.as<bf16>(), gf(Param::FcProjW, l), M, C, 4 * C);
-      } else {
-        train::to_bf16(dx, dres, M * C);
-        lt_.input_grad(dres, pb(Param::FcProjW, l), dfc_.as<void>(), CUDA_R_16BF, M, C, 4 * C);
-        lt_.weight_grad(dres, a.g.as<bf16>(), gf(Param::FcProjW, l), M, C, 4 * C);
-        train::colsum_add(dx, gf(Param::FcProjB, l), M, C, scratch_.as<float>(), fused_);
-        train::gelu_backward(a.h.as<bf16>(), dfc_.as<bf16>(), M * 4 * C);
-      }
+      // MLP projection: x_{l+1} = xm + g Wfp^T + b (the LayerNorm backward above made dres and this
+      // bias gradient).
+      mark("bwd fc proj dgrad+dgelu");
+      lt_.input_grad_dgelu(dres, pb(Param::FcProjW, l), dfc_.as<bf16>(), a.h.as<bf16>(), M, C, 4 * C);
+      mark("bwd fc proj wgrad");
+      lt_.weight_grad(dres, a.g.as<bf16>(), gf(Param::FcProjW, l), M, C, 4 * C);
       // MLP input: h = ln2 Wfc^T + b.
       mark("bwd fc dgrad");
       lt_.input_grad(dfc_.as<bf16>(), pb(Param::FcW, l), dln_.as<void>(), CUDA_R_32F, M, 4 * C, C);
       mark("bwd fc wgrad");
       lt_.weight_grad(dfc_.as<bf16>(), a.ln2.as<bf16>(), gf(Param::FcW, l), M, 4 * C, C);
       mark("bwd fc bias grad");
-      train::colsum_add(dfc_.as<bf16>(), gf(Param::FcB, l), M, 4 * C, scratch_.as<float>(), fused_);
-      if (ln_fused_) {
-        mark("bwd layernorm fused");
-        train::layernorm_backward_fused(dln_.as<float>(), a.xm.as<float>(), a.mean2.as<float>(), a.rstd2.as<float>(),
-                                        pf(Param::Ln2W, l), dx, true, gf(Param::Ln2W, l), gf(Param::Ln2B, l), dres,
-                                        gf(Param::AttnProjB, l), M, int(C), scratch_.as<float>());
-      } else {
-        mark("bwd layernorm dx");
-        train::layernorm_backward_dx(dln_.as<float>(), a.xm.as<float>(), a.mean2.as<float>(), a.rstd2.as<float>(),
-                                     pf(Param::Ln2W, l), dx, M, int(C));
-        mark("bwd layernorm params");
-        train::layernorm_backward_params(dln_.as<float>(), a.xm.as<float>(), a.mean2.as<float>(),
-                                         a.rstd2.as<float>(), gf(Param::Ln2W, l), gf(Param::Ln2B, l), M, int(C),
-                                         scratch_.as<float>(), fused_);
-      }
-      // Attention projection: xm = x + att Wp^T + b (with ln_fused_, dres and the bias gradient are
-      // already made by the LayerNorm backward above).
-      if (!ln_fused_) {
-        mark("bwd dx bf16+bias grad");
-        if (fused_) {
-          train::to_bf16_colsum_add(dx, dres, gf(Param::AttnProjB, l), M, C, scratch_.as<float>());
-        } else {
-          train::to_bf16(dx, dres, M * C);
-          train::colsum_add(dx, gf(Param::AttnProjB, l), M, C, scratch_.as<float>(), fused_);
-        }
-      }
+      train::colsum_add(dfc_.as<bf16>(), gf(Param::FcB, l), M, 4 * C, scratch_.as<float>());
+      mark("bwd layernorm fused");
+      train::layernorm_backward_fused(dln_.as<float>(), a.xm.as<float>(), a.mean2.as<float>(), a.rstd2.as<float>(),
+                                      pf(Param::Ln2W, l), dx, true, gf(Param::Ln2W, l), gf(Param::Ln2B, l), dres,
+                                      gf(Param::AttnProjB, l), M, int(C), scratch_.as<float>());
+      // Attention projection: xm = x + att Wp^T + b (dres and the bias gradient are already made by
+      // the LayerNorm backward above).
       mark("bwd attn proj dgrad");
       lt_.input_grad(dres, pb(Param::AttnProjW, l), datt_.as<void>(), CUDA_R_16BF, M, C, C);
       mark("bwd attn proj wgrad");
@@ -471,67 +368,32 @@ double CudaTrainer::run(bool with_grad, float grad_scale) {
         st[1] = C;
         st[2] = c_.head_dim();
       }
-      if (qkv_direct_) {
-        // dq, dk, dv straight into the [M, 3C] layout of qkv: disjoint element by element, which is
-        // all the API asks of the gradients.
-        bf16 *d = dqkv_.as<bf16>();
-        g.dq = d;
-        g.dk = d + C;
-        g.dv = d + 2 * C;
-        for (int64_t *st : {g.dq_stride, g.dk_stride, g.dv_stride}) {
-          st[0] = int64_t(T) * 3 * C;
-          st[1] = 3 * C;
-        }
-      } else {
-        g.dq = dq_.as<void>();
-        g.dk = dk_.as<void>();
-        g.dv = dv_.as<void>();
+      // dq, dk, dv straight into the [M, 3C] layout of qkv: disjoint element by element, which is all
+      // the API asks of the gradients.
+      bf16 *d = dqkv_.as<bf16>();
+      g.dq = d;
+      g.dk = d + C;
+      g.dv = d + 2 * C;
+      for (int64_t *st : {g.dq_stride, g.dk_stride, g.dv_stride}) {
+        st[0] = int64_t(T) * 3 * C;
+        st[1] = 3 * C;
       }
       g.deterministic = s_.deterministic ? 1 : 0;
       mark("bwd attention");
       if (const int rc = flashbox_attention_backward(&g); rc != FLASHBOX_OK)
         throw Gpt2Error("attention backward failed (code " + std::to_string(rc) + "): " + flashbox_last_error());
       // QKV projection: qkv = ln1 Wqkv^T + b.
-      if (qkv_direct_) {
-        mark("bwd qkv dgrad");
-        lt_.input_grad(dqkv_.as<bf16>(), pb(Param::QkvW, l), dln_.as<void>(), CUDA_R_32F, M, 3 * C, C);
-        mark("bwd qkv wgrad");
-        lt_.weight_grad(dqkv_.as<bf16>(), a.ln1.as<bf16>(), gf(Param::QkvW, l), M, 3 * C, C);
-        mark("bwd qkv bias grad");
-        train::colsum_add(dqkv_.as<bf16>(), gf(Param::QkvB, l), M, 3 * C, scratch_.as<float>(), fused_);
-      } else if (fused_) {
-        // One product per part on the q, k and v row blocks of Wqkv: no interleaving copy.
-        const bf16 *part[3] = {dq_.as<bf16>(), dk_.as<bf16>(), dv_.as<bf16>()};
-        for (int j = 0; j < 3; ++j) {
-          mark("bwd qkv dgrad");
-          lt_.input_grad(part[j], pb(Param::QkvW, l) + j * C * C, dln_.as<void>(), CUDA_R_32F, M, C, C,
-                         j ? 1.0f : 0.0f);
-          mark("bwd qkv wgrad");
-          lt_.weight_grad(part[j], a.ln1.as<bf16>(), gf(Param::QkvW, l) + j * C * C, M, C, C);
-          mark("bwd qkv bias grad");
-          train::colsum_add(part[j], gf(Param::QkvB, l) + j * C, M, C, scratch_.as<float>(), fused_);
-        }
-      } else {
-        train::interleave_qkv(dq_.as<bf16>(), dk_.as<bf16>(), dv_.as<bf16>(), dqkv_.as<bf16>(), M, int(C));
-        lt_.input_grad(dqkv_.as<bf16>(), pb(Param::QkvW, l), dln_.as<void>(), CUDA_R_32F, M, 3 * C, C);
-        lt_.weight_grad(dqkv_.as<bf16>(), a.ln1.as<bf16>(), gf(Param::QkvW, l), M, 3 * C, C);
-        train::colsum_add(dqkv_.as<bf16>(), gf(Param::QkvB, l), M, 3 * C, scratch_.as<float>(), fused_);
-      }
-      if (ln_fused_) {
-        mark("bwd layernorm fused");
-        train::layernorm_backward_fused(dln_.as<float>(), a.x.as<float>(), a.mean1.as<float>(), a.rstd1.as<float>(),
-                                        pf(Param::Ln1W, l), dx, true, gf(Param::Ln1W, l), gf(Param::Ln1B, l),
-                                        l > 0 ? dres : nullptr, l > 0 ? gf(Param::FcProjB, l - 1) : nullptr, M,
-                                        int(C), scratch_.as<float>());
-      } else {
-        mark("bwd layernorm dx");
-        train::layernorm_backward_dx(dln_.as<float>(), a.x.as<float>(), a.mean1.as<float>(), a.rstd1.as<float>(),
-                                     pf(Param::Ln1W, l), dx, M, int(C));
-        mark("bwd layernorm params");
-        train::layernorm_backward_params(dln_.as<float>(), a.x.as<float>(), a.mean1.as<float>(), a.rstd1.as<float>(),
-                                         gf(Param::Ln1W, l), gf(Param::Ln1B, l), M, int(C), scratch_.as<float>(),
-                                         fused_);
-      }
+      mark("bwd qkv dgrad");
+      lt_.input_grad(dqkv_.as<bf16>(), pb(Param::QkvW, l), dln_.as<void>(), CUDA_R_32F, M, 3 * C, C);
+      mark("bwd qkv wgrad");
+      lt_.weight_grad(dqkv_.as<bf16>(), a.ln1.as<bf16>(), gf(Param::QkvW, l), M, 3 * C, C);
+      mark("bwd qkv bias grad");
+      train::colsum_add(dqkv_.as<bf16>(), gf(Param::QkvB, l), M, 3 * C, scratch_.as<float>());
+      mark("bwd layernorm fused");
+      train::layernorm_backward_fused(dln_.as<float>(), a.x.as<float>(), a.mean1.as<float>(), a.rstd1.as<float>(),
+                                      pf(Param::Ln1W, l), dx, true, gf(Param::Ln1W, l), gf(Param::Ln1B, l),
+                                      l > 0 ? dres : nullptr, l > 0 ? gf(Param::FcProjB, l - 1) : nullptr, M, int(C),
+                                      scratch_.as<float>());
     }
     mark("bwd embedding");
     train::embedding_backward_wte(dx, emb_order_.as<int32_t>(), emb_starts_.as<int32_t>(), emb_uniq_.as<int32_t>(),

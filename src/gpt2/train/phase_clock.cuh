@@ -1,4 +1,4 @@
-// Where a CUDA training step's time goes (FLASHBOX_TRAIN_PROFILE=1): an event is recorded on the
+// Where a CUDA training step's time goes (`flashbox gpt2 train --profile`): an event is recorded on the
 // stream before each phase (mark("name")), so the interval between two marks is the GPU time of the
 // work queued between them, including any time the GPU waited for the host to queue it. end_step()
 // waits for the step, adds each interval to its name's total (phases that repeat per layer add up)

@@ -2,17 +2,16 @@
 // attention. Memory-bound, so each is written for coalesced access and one pass where it can:
 //   - row-wise ops (LayerNorm forward/backward, cross-entropy) give one warp (LN) or one block (CE,
 //     rows of 50k logits) to a row; the row is re-read from L1/L2, not recomputed;
-//   - reductions over rows (bias and LayerNorm parameter gradients) sum a chunk of rows per thread
-//     and column into a partial (256 rows; 64 on the fused path, for more blocks in flight), then
-//     the partials are summed in a fixed order (one thread per column; on the fused path 8 warps per
-//     32 columns, each warp every 8th partial, then the warps in order); the gradient norm
-//     sums fixed grid-stride slices per block, then the 1024 block sums in order. No float atomics, so
-//     results do not depend on scheduling;
+//   - reductions over rows (bias gradients; the LayerNorm's in layernorm_backward.cu) sum a chunk of
+//     64 rows per thread and 8 columns into a partial, then the partials are summed in a fixed order
+//     (32 warps per 32 columns, each warp every 32nd partial, then the warps in order); the gradient
+//     norm sums fixed grid-stride slices per block, then the 1024 block sums in order. No float
+//     atomics, so results do not depend on scheduling;
 //   - the embedding gradient gathers, per token, the positions holding it (sorted on the host) and
 //     sums them in position order.
-// The cross-entropy reads a row of fp32 logits twice (max/sum online, then softmax - onehot) and
-// writes bf16 gradients in place of nothing else: the logits of the whole batch never exist at once,
-// the trainer calls it on row chunks.
+// The cross-entropy reads a row of bf16 logits twice (max/sum online, then softmax - onehot) and
+// writes the bf16 gradient over it: the logits of the whole batch never exist at once, the trainer
+// calls it on row chunks.
 #include "gpt2/train/train_kernels.cuh"
 
 #include <algorithm>
@@ -23,8 +22,7 @@
 namespace flashbox::gpt2::train {
 namespace {
 
-constexpr int kColChunk = 256;     // rows per partial column sum (plain path)
-constexpr int kColChunkFast = 64;  // fused path: 4x the blocks, and the partials summed by whole warps
+constexpr int kColChunk = 64;  // rows per partial column sum: many blocks in flight, partials summed by whole warps
 
 int grid_for(int64_t work, int threads) {
   return int(std::max<int64_t>(1, std::min<int64_t>((work + threads - 1) / threads, 132 * 16)));
@@ -80,55 +78,6 @@ __global__ void layernorm_forward_kernel(const float *x, const float *w, const f
   }
 }
 
-__global__ void layernorm_backward_dx_kernel(const float *dy, const float *x, const float *mean_in,
-                                             const float *rstd_in, const float *w, float *dx, int64_t M, int C) {
-  // dxhat = dy * w; dx += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)).
-  const int64_t row = blockIdx.x * int64_t(blockDim.x / kWarp) + threadIdx.x / kWarp;
-  const int lane = threadIdx.x % kWarp;
-  if (row >= M) return;
-  const float mean = mean_in[row], rstd = rstd_in[row];
-  const float *dyr = dy + row * C, *xr = x + row * C;
-  float a = 0.0f, bsum = 0.0f;
-  for (int c = lane; c < C; c += kWarp) {
-    const float g = dyr[c] * w[c];
-    a += g;
-    bsum += g * (xr[c] - mean) * rstd;
-  }
-  a = warp_sum(a) / float(C);
-  bsum = warp_sum(bsum) / float(C);
-  float *dxr = dx + row * C;
-  for (int c = lane; c < C; c += kWarp) {
-    const float xhat = (xr[c] - mean) * rstd;
-    dxr[c] += rstd * (dyr[c] * w[c] - a - xhat * bsum);
-  }
-}
-
-__device__ float load_f(const float *p) { return *p; }
-__device__ float load_f(const bf16 *p) { return __bfloat162float(*p); }
-
-// partial[chunk, n] = sum over the chunk's rows of in[m, n] (times xhat when x is set).
-template <class In>
-__global__ void colsum_partial_kernel(const In *in, int64_t M, int64_t N, float *partial, const float *x,
-                                      const float *mean, const float *rstd, float *partial_b, int rows) {
-  const int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  const int64_t chunk = blockIdx.y;
-  if (n >= N) return;
-  const int64_t m0 = chunk * rows, m1 = std::min<int64_t>(M, m0 + rows);
-  float acc = 0.0f, acc_b = 0.0f;
-#pragma unroll 8
-  for (int64_t m = m0; m < m1; ++m) {
-    const float v = load_f(in + m * N + n);
-    if (x) {
-      acc += v * (x[m * N + n] - mean[m]) * rstd[m];
-      acc_b += v;
-    } else {
-      acc += v;
-    }
-  }
-  partial[chunk * N + n] = acc;
-  if (x) partial_b[chunk * N + n] = acc_b;
-}
-
 // out[n] += sum_k partial[k, n]: a block of 32 warps takes 32 columns, warp w sums the partials
 // k = w, w + 32, ... (lane = column), then the warp sums are added in warp order. Fixed order
 // throughout. Up to three (partial, out) pairs in one launch (blockIdx.y): a LayerNorm's dw, db and
@@ -158,8 +107,8 @@ __global__ void __launch_bounds__(kFinishWarps *kWarp)
   }
 }
 
-// The fused path's column sum of bf16 [M, N] (N % 8 == 0): a thread sums 8 columns (one 16-byte
-// load per row) over the chunk's rows in row order, as colsum_partial_kernel does per column.
+// Column sum of bf16 [M, N] (N % 8 == 0): a thread sums 8 columns (one 16-byte load per row) over
+// the chunk's rows in row order.
 __global__ void colsum_partial_bf16x8_kernel(const bf16 *in, int64_t M, int64_t N, float *partial, int rows) {
   const int64_t c8 = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * 8;
   const int64_t chunk = blockIdx.y;
@@ -182,71 +131,11 @@ __global__ void colsum_partial_bf16x8_kernel(const bf16 *in, int64_t M, int64_t 
   out[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
 }
 
-__global__ void colsum_finish_kernel(const float *partial, int64_t chunks, int64_t N, float *out) {
-  const int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (n >= N) return;
-  float acc = 0.0f;
-  for (int64_t k = 0; k < chunks; ++k) acc += partial[k * N + n];
-  out[n] += acc;
-}
-
-__device__ float gelu_tanh(float v) {
-  constexpr float kS = 0.7978845608028654f;
-  return 0.5f * v * (1.0f + tanhf(kS * (v + 0.044715f * v * v * v)));
-}
-
-__device__ float gelu_tanh_grad(float v) {
-  constexpr float kS = 0.7978845608028654f;
-  const float u = kS * (v + 0.044715f * v * v * v);
-  const float t = tanhf(u);
-  return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kS * (1.0f + 3.0f * 0.044715f * v * v);
-}
-
-__global__ void gelu_forward_kernel(const bf16 *in, bf16 *out, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n / 8; i += int64_t(gridDim.x) * blockDim.x) {
-    uint4 pack = reinterpret_cast<const uint4 *>(in)[i];
-    __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&pack);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float2 f = __bfloat1622float2(h[k]);
-      h[k] = __floats2bfloat162_rn(gelu_tanh(f.x), gelu_tanh(f.y));
-    }
-    reinterpret_cast<uint4 *>(out)[i] = pack;
-  }
-}
-
-__global__ void gelu_backward_kernel(const bf16 *pre, bf16 *d, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n / 8; i += int64_t(gridDim.x) * blockDim.x) {
-    uint4 pp = reinterpret_cast<const uint4 *>(pre)[i], dd = reinterpret_cast<uint4 *>(d)[i];
-    const __nv_bfloat162 *hp = reinterpret_cast<const __nv_bfloat162 *>(&pp);
-    __nv_bfloat162 *hd = reinterpret_cast<__nv_bfloat162 *>(&dd);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float2 p = __bfloat1622float2(hp[k]), g = __bfloat1622float2(hd[k]);
-      hd[k] = __floats2bfloat162_rn(g.x * gelu_tanh_grad(p.x), g.y * gelu_tanh_grad(p.y));
-    }
-    reinterpret_cast<uint4 *>(d)[i] = dd;
-  }
-}
-
 __global__ void to_bf16_kernel(const float *in, bf16 *out, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n / 4; i += int64_t(gridDim.x) * blockDim.x) {
     const float4 v = reinterpret_cast<const float4 *>(in)[i];
     reinterpret_cast<__nv_bfloat162 *>(out)[2 * i] = __floats2bfloat162_rn(v.x, v.y);
     reinterpret_cast<__nv_bfloat162 *>(out)[2 * i + 1] = __floats2bfloat162_rn(v.z, v.w);
-  }
-}
-
-__global__ void interleave_kernel(const bf16 *dq, const bf16 *dk, const bf16 *dv, bf16 *out, int64_t M, int C) {
-  // 8 bf16 per thread: C / 8 groups per source row.
-  const int g = C / 8;
-  const int64_t n = M * 3 * g;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t m = i / (3 * g);
-    const int r = int(i % (3 * g));
-    const int part = r / g, c = (r % g) * 8;
-    const bf16 *src = (part == 0 ? dq : part == 1 ? dk : dv) + m * C + c;
-    *reinterpret_cast<uint4 *>(out + m * 3 * C + part * C + c) = *reinterpret_cast<const uint4 *>(src);
   }
 }
 
@@ -257,42 +146,6 @@ __device__ void merge_softmax(float &m, float &s, float m2, float s2) {
   if (mn == -INFINITY) return;
   s = s * __expf(m - mn) + s2 * __expf(m2 - mn);
   m = mn;
-}
-
-__global__ void __launch_bounds__(kCeThreads)
-    cross_entropy_kernel(const float *logits, int64_t ld, int V, const int32_t *targets, float *loss, bf16 *dlogits,
-                         float grad_scale) {
-  const int64_t r = blockIdx.x;
-  const float *row = logits + r * ld;
-  float mx = -INFINITY, sum = 0.0f;
-  for (int i = threadIdx.x; i < V; i += kCeThreads) merge_softmax(mx, sum, row[i], 1.0f);
-  for (int o = kWarp / 2; o > 0; o /= 2) {
-    const float m2 = __shfl_xor_sync(0xffffffffu, mx, o), s2 = __shfl_xor_sync(0xffffffffu, sum, o);
-    merge_softmax(mx, sum, m2, s2);
-  }
-  __shared__ float sm[kCeThreads / kWarp], ss[kCeThreads / kWarp];
-  __shared__ float row_max, row_sum;
-  if (threadIdx.x % kWarp == 0) {
-    sm[threadIdx.x / kWarp] = mx;
-    ss[threadIdx.x / kWarp] = sum;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int k = 1; k < kCeThreads / kWarp; ++k) merge_softmax(mx, sum, sm[k], ss[k]);
-    row_max = mx;
-    row_sum = sum;
-    loss[r] = mx + logf(sum) - row[targets[r]];
-  }
-  if (!dlogits) return;
-  __syncthreads();
-  const float m = row_max, inv = 1.0f / row_sum;
-  const int target = targets[r];
-  bf16 *drow = dlogits + r * ld;
-  for (int i = threadIdx.x; i < ld; i += kCeThreads) {
-    float g = 0.0f;
-    if (i < V) g = (__expf(row[i] - m) * inv - (i == target ? 1.0f : 0.0f)) * grad_scale;
-    drow[i] = __float2bfloat16_rn(g);
-  }
 }
 
 __global__ void __launch_bounds__(kCeThreads)
@@ -335,21 +188,6 @@ __global__ void __launch_bounds__(kCeThreads)
     const float g1 = i + 1 < V ? (__expf(v.y - m) * inv - (i + 1 == target ? 1.0f : 0.0f)) * grad_scale : 0.0f;
     row2[j] = __floats2bfloat162_rn(g0, g1);
   }
-}
-
-__global__ void to_bf16_colsum_partial_kernel(const float *in, bf16 *out, int64_t M, int64_t N, float *partial) {
-  const int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  const int64_t chunk = blockIdx.y;
-  if (n >= N) return;
-  const int64_t m0 = chunk * kColChunkFast, m1 = std::min<int64_t>(M, m0 + kColChunkFast);
-  float acc = 0.0f;
-#pragma unroll 8
-  for (int64_t m = m0; m < m1; ++m) {
-    const float v = in[m * N + n];
-    out[m * N + n] = __float2bfloat16_rn(v);
-    acc += v;
-  }
-  partial[chunk * N + n] = acc;
 }
 
 constexpr int kNormBlocks = 1024, kNormThreads = 256;
@@ -431,21 +269,11 @@ void layernorm_forward(const float *x, const float *w, const float *b, bf16 *y, 
                                                                                                     rstd, M, C);
 }
 
-void layernorm_backward_dx(const float *dy, const float *x, const float *mean, const float *rstd, const float *w,
-                           float *dx, int64_t M, int C) {
-  layernorm_backward_dx_kernel<<<int((M + kRowsPerBlock - 1) / kRowsPerBlock), kRowsPerBlock * kWarp>>>(dy, x, mean,
-                                                                                                        rstd, w, dx, M,
-                                                                                                        C);
-}
+int64_t colsum_scratch_bytes(int64_t M, int64_t N) { return 2 * ((M + kColChunk - 1) / kColChunk) * N * 4; }
 
-int64_t colsum_scratch_bytes(int64_t M, int64_t N) { return 2 * ((M + kColChunkFast - 1) / kColChunkFast) * N * 4; }
-
-static void colsum_finish(const float *partial, int64_t chunks, int64_t N, float *out, bool fast) {
-  if (fast)
-    colsum_finish_wide_kernel<<<unsigned((N + kWarp - 1) / kWarp), kFinishWarps * kWarp>>>(
-        FinishArgs{{partial, partial, partial}, {out, out, out}}, chunks, N);
-  else
-    colsum_finish_kernel<<<unsigned((N + 255) / 256), 256>>>(partial, chunks, N, out);
+static void colsum_finish(const float *partial, int64_t chunks, int64_t N, float *out) {
+  colsum_finish_wide_kernel<<<unsigned((N + kWarp - 1) / kWarp), kFinishWarps * kWarp>>>(
+      FinishArgs{{partial, partial, partial}, {out, out, out}}, chunks, N);
 }
 
 void colsum_finish_rows(const float *const *partials, float *const *outs, int count, int64_t chunks, int64_t N) {
@@ -458,64 +286,19 @@ void colsum_finish_rows(const float *const *partials, float *const *outs, int co
       a, chunks, N);
 }
 
-void layernorm_backward_params(const float *dy, const float *x, const float *mean, const float *rstd, float *dw,
-                               float *db, int64_t M, int C, float *scratch, bool fast) {
-  const int rows = fast ? kColChunkFast : kColChunk;
-  const int64_t chunks = (M + rows - 1) / rows;
-  float *pw = scratch, *pb = scratch + chunks * C;
-  const dim3 grid(unsigned((C + 255) / 256), unsigned(chunks));
-  colsum_partial_kernel<float><<<grid, 256>>>(dy, M, C, pw, x, mean, rstd, pb, rows);
-  colsum_finish(pw, chunks, C, dw, fast);
-  colsum_finish(pb, chunks, C, db, fast);
-}
-
-template <class In>
-static void colsum_add_impl(const In *in, float *out, int64_t M, int64_t N, float *scratch, bool fast) {
-  const int rows = fast ? kColChunkFast : kColChunk;
-  const int64_t chunks = (M + rows - 1) / rows;
-  const dim3 grid(unsigned((N + 255) / 256), unsigned(chunks));
-  colsum_partial_kernel<In><<<grid, 256>>>(in, M, N, scratch, nullptr, nullptr, nullptr, nullptr, rows);
-  colsum_finish(scratch, chunks, N, out, fast);
-}
-void colsum_add(const float *in, float *out, int64_t M, int64_t N, float *scratch, bool fast) {
-  colsum_add_impl(in, out, M, N, scratch, fast);
-}
-void colsum_add(const bf16 *in, float *out, int64_t M, int64_t N, float *scratch, bool fast) {
-  if (!fast || N % 8 != 0) return colsum_add_impl(in, out, M, N, scratch, fast);
-  const int64_t chunks = (M + kColChunkFast - 1) / kColChunkFast;
+void colsum_add(const bf16 *in, float *out, int64_t M, int64_t N, float *scratch) {
+  const int64_t chunks = (M + kColChunk - 1) / kColChunk;
   const int threads = 128;
   const dim3 grid(unsigned((N / 8 + threads - 1) / threads), unsigned(chunks));
-  colsum_partial_bf16x8_kernel<<<grid, threads>>>(in, M, N, scratch, kColChunkFast);
-  colsum_finish(scratch, chunks, N, out, true);
+  colsum_partial_bf16x8_kernel<<<grid, threads>>>(in, M, N, scratch, kColChunk);
+  colsum_finish(scratch, chunks, N, out);
 }
 
-void gelu_forward(const bf16 *in, bf16 *out, int64_t n) {
-  gelu_forward_kernel<<<grid_for(n / 8, 256), 256>>>(in, out, n);
-}
-void gelu_backward(const bf16 *pre, bf16 *d, int64_t n) {
-  gelu_backward_kernel<<<grid_for(n / 8, 256), 256>>>(pre, d, n);
-}
 void to_bf16(const float *in, bf16 *out, int64_t n) { to_bf16_kernel<<<grid_for(n / 4, 256), 256>>>(in, out, n); }
-
-void interleave_qkv(const bf16 *dq, const bf16 *dk, const bf16 *dv, bf16 *dqkv, int64_t M, int C) {
-  interleave_kernel<<<grid_for(M * 3 * (C / 8), 256), 256>>>(dq, dk, dv, dqkv, M, C);
-}
-
-void cross_entropy(const float *logits, int64_t ld, int V, const int32_t *targets, int64_t R, float *loss,
-                   bf16 *dlogits, float grad_scale) {
-  cross_entropy_kernel<<<unsigned(R), kCeThreads>>>(logits, ld, V, targets, loss, dlogits, grad_scale);
-}
 
 void cross_entropy_inplace(bf16 *logits, int64_t ld, int V, const int32_t *targets, int64_t R, float *loss,
                            bool with_grad, float grad_scale) {
   cross_entropy_inplace_kernel<<<unsigned(R), kCeThreads>>>(logits, ld, V, targets, loss, with_grad, grad_scale);
-}
-
-void to_bf16_colsum_add(const float *in, bf16 *out, float *bias, int64_t M, int64_t N, float *scratch) {
-  const int64_t chunks = (M + kColChunkFast - 1) / kColChunkFast;
-  const dim3 grid(unsigned((N + 255) / 256), unsigned(chunks));
-  to_bf16_colsum_partial_kernel<<<grid, 256>>>(in, out, M, N, scratch);
-  colsum_finish(scratch, chunks, N, bias, true);
 }
 
 void sum_squares(const float *x, int64_t n, float *scratch, double *out) {

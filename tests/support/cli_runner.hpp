@@ -1,5 +1,5 @@
 // Runs the real `flashbox` binary (FLASHBOX_CLI_PATH) through the shell and captures its exit status,
-// stdout and stderr, so the CLI tests see exactly what a user sees.
+// stdout and stderr, so the CLI tests (tests/cli, tests/gpt2) see exactly what a user sees.
 #pragma once
 #include <nlohmann/json.hpp>
 

@@ -8,8 +8,8 @@
 namespace flashbox::sm90::bwd {
 
 cudaError_t launch_bwd_d192(bool bf16, const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl) {
-  return bf16 ? launch_config<BwdConfig<__nv_bfloat16, 192, 64>>(p, grid, stream, pdl)
-              : launch_config<BwdConfig<__half, 192, 64>>(p, grid, stream, pdl);
+  return bf16 ? launch_config<BwdConfig<__nv_bfloat16, BwdSm90Traits{.head_dim = 192, .block_m = 64}>>(p, grid, stream, pdl)
+              : launch_config<BwdConfig<__half, BwdSm90Traits{.head_dim = 192, .block_m = 64}>>(p, grid, stream, pdl);
 }
 
 }  // namespace flashbox::sm90::bwd

@@ -7,8 +7,8 @@
 namespace flashbox::sm90::bwd {
 
 cudaError_t launch_bwd_d256(bool bf16, const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl) {
-  return bf16 ? launch_config<BwdConfig<__nv_bfloat16, 256, 64>>(p, grid, stream, pdl)
-              : launch_config<BwdConfig<__half, 256, 64>>(p, grid, stream, pdl);
+  return bf16 ? launch_config<BwdConfig<__nv_bfloat16, BwdSm90Traits{.head_dim = 256, .block_m = 64}>>(p, grid, stream, pdl)
+              : launch_config<BwdConfig<__half, BwdSm90Traits{.head_dim = 256, .block_m = 64}>>(p, grid, stream, pdl);
 }
 
 }  // namespace flashbox::sm90::bwd

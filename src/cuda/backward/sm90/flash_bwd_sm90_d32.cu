@@ -9,8 +9,8 @@
 namespace flashbox::sm90::bwd {
 
 cudaError_t launch_bwd_d32(bool bf16, const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl) {
-  return bf16 ? launch_config<BwdConfig<__nv_bfloat16, 32, 128>>(p, grid, stream, pdl)
-              : launch_config<BwdConfig<__half, 32, 128>>(p, grid, stream, pdl);
+  return bf16 ? launch_config<BwdConfig<__nv_bfloat16, BwdSm90Traits{.head_dim = 32, .block_m = 128}>>(p, grid, stream, pdl)
+              : launch_config<BwdConfig<__half, BwdSm90Traits{.head_dim = 32, .block_m = 128}>>(p, grid, stream, pdl);
 }
 
 }  // namespace flashbox::sm90::bwd

@@ -8,8 +8,8 @@
 namespace flashbox::sm90::bwd {
 
 cudaError_t launch_bwd_d96(bool bf16, const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl) {
-  return bf16 ? launch_config<BwdConfig<__nv_bfloat16, 96, 64>>(p, grid, stream, pdl)
-              : launch_config<BwdConfig<__half, 96, 64>>(p, grid, stream, pdl);
+  return bf16 ? launch_config<BwdConfig<__nv_bfloat16, BwdSm90Traits{.head_dim = 96, .block_m = 64}>>(p, grid, stream, pdl)
+              : launch_config<BwdConfig<__half, BwdSm90Traits{.head_dim = 96, .block_m = 64}>>(p, grid, stream, pdl);
 }
 
 }  // namespace flashbox::sm90::bwd

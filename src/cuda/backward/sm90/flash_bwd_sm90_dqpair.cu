@@ -7,7 +7,7 @@
 namespace flashbox::sm90::bwd {
 
 cudaError_t launch_bwd_dqpair(const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl) {
-  return launch_config<BwdConfig<__nv_bfloat16, 64, 128, false, false, false, true>>(p, grid, stream, pdl);
+  return launch_config<BwdConfig<__nv_bfloat16, BwdSm90Traits{.head_dim = 64, .block_m = 128, .two_dq_writers = true}>>(p, grid, stream, pdl);
 }
 
 }  // namespace flashbox::sm90::bwd

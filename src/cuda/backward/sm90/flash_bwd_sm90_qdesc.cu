@@ -6,8 +6,8 @@
 namespace flashbox::sm90::bwd {
 
 cudaError_t launch_bwd_qdesc(int kernel_d, const BwdSm90Params &p, dim3 grid, cudaStream_t stream, bool pdl) {
-  if (kernel_d == 64) return launch_config<BwdConfig<__nv_bfloat16, 64, 128, true>>(p, grid, stream, pdl);
-  if (kernel_d == 128) return launch_config<BwdConfig<__nv_bfloat16, 128, 64, true>>(p, grid, stream, pdl);
+  if (kernel_d == 64) return launch_config<BwdConfig<__nv_bfloat16, BwdSm90Traits{.head_dim = 64, .block_m = 128, .ascending_order = true, .two_dq_writers = true}>>(p, grid, stream, pdl);
+  if (kernel_d == 128) return launch_config<BwdConfig<__nv_bfloat16, BwdSm90Traits{.head_dim = 128, .block_m = 64, .ascending_order = true, .two_dq_writers = true}>>(p, grid, stream, pdl);
   return cudaErrorInvalidValue;
 }
 

@@ -38,6 +38,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "core/backends.hpp"
 #include "core/error.hpp"
@@ -46,7 +47,7 @@
 #include "cuda/backward/sm90/bwd_route.hpp"
 #include "cuda/backward/sm90/det_walk.hpp"
 #include "cuda/backward/sm90/flash_bwd_sm90_kernel.cuh"
-#include "cuda/backward/sm90/flash_bwd_sm90_launch.hpp"
+#include "cuda/backward/sm90/flash_bwd_sm90_instances.hpp"
 #include "cuda/common/device_scratch.hpp"
 #include "cuda/common/launch_attributes.hpp"
 #include "cuda/common/score_mods.cuh"
@@ -147,7 +148,7 @@ struct ConvertArgs {
   int done_scale;  // counts per adding key block: NWG (the writer's counter, one per chunk), 1 (semaphores)
   int seqlen_k, block_n, group;  // adders_of's shape (fixed length)
   int chunk_q_heads;             // query heads per chunk of the main grid's order: chunk_heads * group
-  int m_desc;                    // the main kernel walks query blocks descending (QDESC)
+  int m_desc;                    // the main kernel walks query blocks descending (the ascending order)
   cuda::DeviceMods mods;         // the main kernel's (m_range)
 };
 
@@ -208,7 +209,7 @@ __device__ __forceinline__ void convert_chunk(const ConvertArgs &a, int64_t bh, 
 //   order: the blocks in the order they complete (convert_block_at), so that the first ones taken
 //     are done: the main grid's chunks first (chunk_heads (batch, kv head) pairs, chunk_q_heads query
 //     heads), inside a chunk the group's heads one by one (a CTA walks them head by head), then the
-//     query blocks ascending (descending for QDESC's walk), the chunk's kv heads innermost (they run
+//     query blocks ascending (descending in the ascending order's walk), the chunk's kv heads innermost (they run
 //     side by side). Causal, block m's last adder is key block ~m * BM / BN, which reaches it in its
 //     first steps, and key block 0 reaches it at step m: low blocks complete first.
 //   no deadlock: convert CTAs are dispatched only after every main CTA executed launch_dependents
@@ -411,6 +412,33 @@ struct Launch {
   cudaStream_t stream;
 };
 
+// The main kernel's instantiation for the plan's choice (the rows of the kernel table,
+// flash_bwd_sm90_instances.hpp): the ascending deterministic order (bf16, d64 and d128), the
+// descending one with two dQ writers (bf16 d64), the softcap_select d64 kernel for softcap calls, else
+// the head_dim's one configuration (d128: dq_lag).
+template <class T>
+cudaError_t launch_main(const Launch &l, const BwdSm90Params &p) {
+  const dim3 g = l.grid;
+  const cudaStream_t s = l.stream;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (l.qdesc)
+      return l.kd == 64    ? launch_config<BwdConfig<T, kBwdD64Ascending>>(p, g, s)
+             : l.kd == 128 ? launch_config<BwdConfig<T, kBwdD128Ascending>>(p, g, s)
+                           : cudaErrorInvalidValue;
+    if (l.dqpair) return launch_config<BwdConfig<T, kBwdD64TwoWriters>>(p, g, s);
+  }
+  switch (l.kd) {
+    case 32: return launch_config<BwdConfig<T, kBwdD32>>(p, g, s);
+    case 64:
+      return l.capsel ? launch_config<BwdConfig<T, kBwdD64SoftcapSelect>>(p, g, s)
+                      : launch_config<BwdConfig<T, kBwdD64>>(p, g, s);
+    case 96: return launch_config<BwdConfig<T, kBwdD96>>(p, g, s);
+    case 128: return launch_config<BwdConfig<T, kBwdD128DqLag>>(p, g, s);
+    case 192: return launch_config<BwdConfig<T, kBwdD192>>(p, g, s);
+    default: return launch_config<BwdConfig<T, kBwdD256>>(p, g, s);
+  }
+}
+
 std::string cuda_text(cudaError_t e, const char *what) {
   return std::string("sm90 backward: ") + what + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
 }
@@ -460,15 +488,7 @@ int run(const Launch &l) {
   if ((e = cudaGetLastError()) != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "prepare kernel launch"));
 
   // The main and convert kernels programmatically (each waits for its predecessor itself).
-  const bool pdl = true;
-  e = l.qdesc       ? launch_bwd_qdesc(l.kd, p, l.grid, stream, pdl)
-      : l.dqpair    ? launch_bwd_dqpair(p, l.grid, stream, pdl)
-      : l.kd == 32  ? launch_bwd_d32(l.bf16, p, l.grid, stream, pdl)
-      : l.kd == 64  ? launch_bwd_d64(l.bf16, l.capsel, p, l.grid, stream, pdl)
-      : l.kd == 96  ? launch_bwd_d96(l.bf16, p, l.grid, stream, pdl)
-      : l.kd == 128 ? launch_bwd_d128(l.bf16, p, l.grid, stream, pdl)
-      : l.kd == 192 ? launch_bwd_d192(l.bf16, p, l.grid, stream, pdl)
-                    : launch_bwd_d256(l.bf16, p, l.grid, stream, pdl);
+  e = l.bf16 ? launch_main<__nv_bfloat16>(l, p) : launch_main<__half>(l, p);
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "main kernel launch"));
 
   const unsigned conv_blocks = unsigned(std::min<int64_t>((l.conv_threads + 255) / 256, 65535));
@@ -476,7 +496,7 @@ int run(const Launch &l) {
     ConvertVarlenArgs conv = l.conv_varlen;
     conv.dq_accum = dq_accum.as<float>();
     e = cuda::launch_kernel(l.bf16 ? convert_dq_varlen_kernel<__nv_bfloat16> : convert_dq_varlen_kernel<__half>,
-                            dim3(conv_blocks), dim3(256), 0, stream, pdl, conv);
+                            dim3(conv_blocks), dim3(256), 0, stream, true, conv);
   } else {
     ConvertArgs conv = l.conv;
     conv.dq_accum = dq_accum.as<float>();
@@ -489,10 +509,10 @@ int run(const Launch &l) {
         l.early ? unsigned(std::clamp<int64_t>(early_blocks, 1, kEarlyConvertCtasPerSm * sm_count())) : conv_blocks;
     if (l.early)
       e = cuda::launch_kernel(l.bf16 ? convert_dq_early_kernel<__nv_bfloat16> : convert_dq_early_kernel<__half>,
-                              dim3(blocks), dim3(256), 0, stream, pdl, conv);
+                              dim3(blocks), dim3(256), 0, stream, true, conv);
     else
       e = cuda::launch_kernel(l.bf16 ? convert_dq_kernel<__nv_bfloat16> : convert_dq_kernel<__half>, dim3(blocks),
-                              dim3(256), 0, stream, pdl, conv);
+                              dim3(256), 0, stream, true, conv);
   }
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "dQ convert kernel launch"));
   return FLASHBOX_OK;

@@ -1,5 +1,5 @@
 // Launch of one (element type, head_dim, ring depth) instantiation of the decode kernels; included by
-// the instantiation files decode_d64.cu and decode_d128.cu only, so each head dim compiles in parallel.
+// the kernel table's instantiation files (instantiations/decode_d*.cu) and the dispatch (decode_dispatch.cu).
 #pragma once
 #include <cuda_runtime.h>
 

@@ -53,7 +53,7 @@ cudaError_t launch_decode_rotate_q(const DecodeParams &p, const RotaryParams &r,
 // The instantiation (64, 128, 256) that serves a head_dim: the next one up.
 int decode_kernel_dim(int head_dim);
 
-// Per-instantiation launchers (decode_d64.cu, decode_d128.cu). `kernel_name` receives a static string.
+// Per-instantiation launchers (decode_dispatch.cu). `kernel_name` receives a static string.
 cudaError_t launch_decode_split(const DecodeParams &p, int head_dim, bool bf16, cudaStream_t stream,
                                 const char **kernel_name);
 cudaError_t launch_decode_combine(const DecodeParams &p, int head_dim, bool bf16, cudaStream_t stream);

@@ -230,7 +230,7 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uin
 template <int N, class T, bool TRANS_B = true>
 __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
   static_assert(N == 32 || N == 64 || N == 96 || N == 128 || N == 192, "wgmma_rs: N must be 32, 64, 96, 128 or 192");
-  // N = 32: dV and dK of the head_dim-32 backward (flash_bwd_sm90_d32.cu).
+  // N = 32: dV and dK of the head_dim-32 backward (the kernel table's d32 row).
 #define FB_RS_ARGS(TB) \
   if constexpr (N == 32) { \
     if constexpr (is_bf16<T>) \

@@ -1,5 +1,6 @@
 // Launches of the backward's two tensor-core kernels for one head_dim (included once per head_dim by
-// flash_bwd_d64.cu / flash_bwd_d128.cu / flash_bwd_d256.cu, so the sizes compile in parallel). dK/dV
+// the kernel table's instantiations/flash_bwd_d64.cu, _d128.cu, _d256.cu, so the sizes compile in
+// parallel). dK/dV
 // variants per dtype: atomic dQ with 64 Q rows (and 32 for head_dim 64), deterministic with 64, and one
 // dQ kernel; head_dim 256 runs 32 Q rows in both modes (shared memory) and grid.z = 2 column halves.
 // Causal, windows, softcap, ALiBi, varlen and head dims below D are run-time fields of BwdParams.

@@ -41,7 +41,7 @@ struct BwdSeq {
   int64_t rows_b, rows_h;
 };
 
-// One launch function per head_dim (flash_bwd_d64.cu, flash_bwd_d128.cu, flash_bwd_d256.cu): preprocessing done, runs the
+// One launch function per head_dim (instantiations/flash_bwd_d64.cu, _d128.cu, _d256.cu): preprocessing done, runs the
 // dK/dV kernel and, when deterministic, the separate dQ kernel. Returns the launch's cudaError_t.
 // block_q: query rows per step of the head_dim-64 atomic-dQ dK/dV kernel (32 or 64; head_dim 128 runs 64, head_dim 256 runs 32).
 template <int D>

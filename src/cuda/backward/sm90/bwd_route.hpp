@@ -7,13 +7,11 @@
 // 192, 256): the TMA maps' innermost dimension is the call's head_dim, so the loads fill the columns
 // past it with zeros (S and dP unchanged; dV, dK, dQ there come out 0), the dK/dV stores
 // (store_rows) and the dQ converts stop at head_dim. No kernel of its own between 32 and 64 or
-// between 96 and 128 (branch paddims, 2026-12-01): head dims 40..56 do d64's work and 104..120
-// d128's. Measured (B4 H16 causal, T 1024..16384): 2.4-2.9x the sm80 route they took before (its
-// d64 / d128 kernels padded the same way), 0.93-0.99 of cuDNN's time at d40, 1.03-1.08 at d112
-// (bench/NOTES.md, sm90 backward, "head dims 8..56 and 104..120"). Head dims 8..32 have the d32
-// kernel (branch d32bwd, 2026-12-01: half the padded tensor work of S, dP, dV, dK; measured 0.92-0.95
-// of the padded route's time at d32, 0.85-0.96 of cuDNN's causal; NOTES "a head_dim 32 backward"),
-// except deterministic bf16 calls with GQA groups > 1 (plan_kernel_d).
+// between 96 and 128: head dims 40..56 do d64's work and 104..120 d128's. Measured (B4 H16 causal,
+// T 1024..16384): 2.4-2.9x the sm80 route, 0.93-0.99 of cuDNN's time at d40, 1.03-1.08 at d112.
+// Head dims 8..32 have the d32 kernel (half the padded tensor work of S, dP, dV, dK; 0.92-0.95 of the
+// padded route's time at d32, 0.85-0.96 of cuDNN's causal), except deterministic bf16 calls with GQA
+// groups > 1 (plan_kernel_d).
 #pragma once
 #include <cstdint>
 
@@ -38,17 +36,12 @@ constexpr int kernel_head_dim(int64_t head_dim) {
 constexpr int accum_d_for(int kernel_d) { return kernel_d == 96 ? 128 : kernel_d == 32 ? 64 : kernel_d; }
 
 // The instantiation a call runs: kernel_head_dim, but deterministic calls that the d64 kernel runs in
-// v10's order (det_walk.hpp: bf16, fixed length, GQA groups > 1) stay on d64 at head dims 8..32. The
-// d32 kernel has v9's order only (no QDESC instantiation: two more kernels in CI). v9's order is
-// correct everywhere but slowest with GQA (each CTA walks the group's heads and its shortest-first
-// dispatch leaves the long CTAs for the end: det/non-det 0.68 at D128 GQA 32/8 against 0.88-0.98 in
-// v10's order, NOTES v10 and v18), far more than the d32 kernel saves (measured 0.92-0.95 of the
-// padded time: 0.92 / 0.68 against 1 / 0.98 by those ratios; the d32 kernel's deterministic speed was
-// not measured); so those calls keep the measured padded path. Without GQA d64 ran v9's order too
-// (0.85-0.94 of non-deterministic), so there the d32 kernel runs it; since branch gqa bf16 d64 MHA
-// up to 1024 keys takes v10's order (d64_mha_qdesc: 0.876 against v9's 0.859 at T 1024), which
-// d8..32 give up here: by the ratios 0.945 / 0.859 = 1.10 of the padded non-deterministic time on
-// d32, against 1 / 0.876 = 1.14 on d64.
+// the ascending order (det_walk.hpp: bf16, fixed length, GQA groups > 1) stay on d64 at head dims
+// 8..32: the d32 kernel has the descending order only (no ascending instantiation: two more kernels
+// in CI), which is slowest with GQA (each CTA walks the group's heads and its shortest-first dispatch
+// leaves the long CTAs for the end: det/non-det 0.68 at D128 GQA 32/8 against 0.88-0.98 ascending),
+// far more than the d32 kernel saves (0.92-0.95 of the padded time). Without GQA d64 runs the
+// descending order too, so there the d32 kernel runs it.
 constexpr int plan_kernel_d(int64_t head_dim, bool deterministic, bool bf16, bool varlen, int64_t group) {
   const int kd = kernel_head_dim(head_dim);
   if (kd == 32 && deterministic && uses_qdesc_walk(64, bf16, varlen, group)) return 64;
@@ -59,8 +52,7 @@ constexpr int plan_kernel_d(int64_t head_dim, bool deterministic, bool bf16, boo
 // a head_dim no instantiation serves, variable-length batches on the d192 and d256 instantiations
 // (no varlen path in their SPLIT_D layout), deterministic mode on them (their dQ adds are unordered
 // register adds). Varlen runs on d32, d64, d96 and d128: the same run-time fields, and the varlen dQ
-// convert reads rows of accum_d_for(kernel_d) floats (until branch paddims rows of head_dim floats,
-// which held only at 64 and 128).
+// convert reads rows of accum_d_for(kernel_d) floats.
 constexpr const char *route_decline(int kernel_d, bool varlen, bool deterministic) {
   if (kernel_d == 0) return "the sm90 backward takes head_dims that are multiples of 8 in 8..256";
   if (varlen && kernel_d > 128)

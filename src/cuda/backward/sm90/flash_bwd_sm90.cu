@@ -9,11 +9,11 @@
 //               dims 8..64 (the d32 and d64 kernels), 128 for 72..128, 192 for 136..192) and of the deterministic mode's
 //               semaphores (one int per row while any are left): no separate memset launch.
 //   convert_dq: dq = scale · dq_accum, read in the main kernel's fragment order (see
-//               flash_bwd_sm90_kernel.cuh), written in the dtype through the caller's strides.
-//               Fixed length at head_dim <= 128 (the configurations with a dQ writer warp), unless
-//               FLASHBOX_SM90_BWD_EARLY_CONVERT=0: convert_dq_early_kernel, which converts each query
-//               block as soon as its adds completed (per-block counters, branch convq), while the
-//               main kernel still runs; else (varlen, head_dim > 128) after the main grid completed.
+//               bwd_sm90_consumer.cuh), written in the dtype through the caller's strides.
+//               Fixed length at head_dim <= 128 (the configurations with a dQ writer warp):
+//               convert_dq_early_kernel, which converts each query block as soon as its adds
+//               completed (per-block counters), while the main kernel still runs; else (varlen,
+//               head_dim > 128) after the main grid completed.
 // Variable-length batches (cu_seqlens; the d32, d64, d96 and d128 instantiations, head dims 8..128): the
 // same kernels over the packed layout. prepare sees the packed query tokens as one batch entry
 // ([heads_q, total_q + batch * BM] rows: the tokens, then padding rows, so that a sequence's last
@@ -38,16 +38,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "core/backends.hpp"
-#include "core/env_switch.hpp"
 #include "core/error.hpp"
 #include "core/softmax_scale.hpp"
 #include "cuda/backward/sm80/bwd_device.cuh"
 #include "cuda/backward/sm90/bwd_route.hpp"
 #include "cuda/backward/sm90/det_walk.hpp"
 #include "cuda/backward/sm90/flash_bwd_sm90_kernel.cuh"
-#include "cuda/backward/sm90/flash_bwd_sm90_launch.hpp"
+#include "cuda/backward/sm90/flash_bwd_sm90_instances.hpp"
 #include "cuda/common/device_scratch.hpp"
 #include "cuda/common/launch_attributes.hpp"
 #include "cuda/common/score_mods.cuh"
@@ -74,7 +74,7 @@ struct PrepArgs {
 // prep_lanes(kernel_d) lanes per padded row (8, 16 or 32: kernel_d / 8, and 32 for 192, where 24
 // would let rows straddle warps), 16 bytes of O and of dO each: two 16-byte loads in flight per lane
 // (one warp per row, 4 bytes a lane, left prepare and the memset it replaced at ~2x cuDNN's time on
-// the H200: bench/NOTES.md, v9). Past head_dim (a multiple of 8) the lanes add nothing but zero
+// the H200). Past head_dim (a multiple of 8) the lanes add nothing but zero
 // their share of the accumulator row (kernel_d / 4 float4, lane by lane).
 __host__ __device__ inline int prep_lanes(int kernel_d) { return kernel_d == 192 ? 32 : kernel_d / 8; }
 
@@ -126,7 +126,7 @@ __global__ void prepare_kernel(const PrepArgs a) {
     a.dsum[row] = sum;
     // A row that saw no key (LSE -inf) gets +inf like a padding row, so that every p of it is
     // exp2(x - inf) = 0 whatever x: the plain and ALiBi paths mask their scores to -inf before the
-    // exponentials, and -inf - (-inf) would be NaN (flash_bwd_sm90_kernel.cuh, mask_scores).
+    // exponentials, and -inf - (-inf) would be NaN (bwd_sm90_consumer.cuh, mask_scores).
     const float lse = a.lse[bh * a.seqlen_q + i];
     a.lse_log2[row] = lse == -INFINITY ? INFINITY : lse * kLog2e;
   }
@@ -148,7 +148,7 @@ struct ConvertArgs {
   int done_scale;  // counts per adding key block: NWG (the writer's counter, one per chunk), 1 (semaphores)
   int seqlen_k, block_n, group;  // adders_of's shape (fixed length)
   int chunk_q_heads;             // query heads per chunk of the main grid's order: chunk_heads * group
-  int m_desc;                    // the main kernel walks query blocks descending (QDESC)
+  int m_desc;                    // the main kernel walks query blocks descending (the ascending order)
   cuda::DeviceMods mods;         // the main kernel's (m_range)
 };
 
@@ -157,7 +157,7 @@ struct ConvertArgs {
 // float4 j of thread t holds rows r0 = (t / 32) * 16 + (t % 32) / 4 and r0 + 8, columns
 // 8 j + 2 (t % 4) and the next. One thread per (chunk, t): 8 float4 loads, each a contiguous 512 bytes
 // across the warp (one thread per element pair, 8-byte loads at a 16-byte stride, ran at 2.5x cuDNN's
-// time: bench/NOTES.md, v9), then 2 x 8 pairs stored through the caller's strides.
+// time), then 2 x 8 pairs stored through the caller's strides.
 // Convert one (chunk, t) of query block m of row bh = batch * heads_q + h: the 8 float4 of thread t's registers,
 // scaled, stored as the dtype through the caller's strides (rows < seqlen_q, columns < head_dim).
 template <typename Elem>
@@ -189,10 +189,10 @@ __device__ __forceinline__ void convert_chunk(const ConvertArgs &a, int64_t bh, 
   }
 }
 
-// Early convert (branch convq, 2026-12-01; a.done set: fixed length, head_dim <= 128, the dQ writer's
+// Early convert (a.done set: fixed length, head_dim <= 128, the dQ writer's
 // configurations). Each query block is converted as soon as every add into it has completed, while
 // the main kernel still runs, instead of after its whole grid:
-//   target: adders_of (flash_bwd_sm90_kernel.cuh), the key blocks whose m_range holds m: the same
+//   target: adders_of (bwd_sm90_tile_order.cuh), the key blocks whose m_range holds m: the same
 //     function that bounds the main kernel's walks, so both agree under every mask and window
 //     (bench/sm90_bwd_det_order_model.py, check 7: the writer steps on each block are that many).
 //   poll: warp 0, lanes < done_per_block, ld.acquire.gpu on the block's counter(s) with __nanosleep
@@ -209,15 +209,14 @@ __device__ __forceinline__ void convert_chunk(const ConvertArgs &a, int64_t bh, 
 //   order: the blocks in the order they complete (convert_block_at), so that the first ones taken
 //     are done: the main grid's chunks first (chunk_heads (batch, kv head) pairs, chunk_q_heads query
 //     heads), inside a chunk the group's heads one by one (a CTA walks them head by head), then the
-//     query blocks ascending (descending for QDESC's walk), the chunk's kv heads innermost (they run
+//     query blocks ascending (descending in the ascending order's walk), the chunk's kv heads innermost (they run
 //     side by side). Causal, block m's last adder is key block ~m * BM / BN, which reaches it in its
 //     first steps, and key block 0 reaches it at step m: low blocks complete first.
 //   no deadlock: convert CTAs are dispatched only after every main CTA executed launch_dependents
 //     (programmatic launch), i.e. once every main CTA is resident or done; main CTAs never wait for
 //     convert (non-deterministic: for nothing; deterministic: only for main CTAs before them, the
 //     kernel header's proof), so every adder finishes and every count reaches its target, and a
-//     convert CTA waiting for one block holds no block another one needs. Without the
-//     programmatic launch (FLASHBOX_SM90_BWD_PDL=0) the main grid has completed: one poll a block.
+//     convert CTA waiting for one block holds no block another one needs.
 //   stale counts: main executes launch_dependents only after prepare completed (kernel header), so
 //     the counters' zeroing is done and flushed before any poll here.
 //   exit: every thread still executes griddepcontrol.wait before it exits, so this grid's completion
@@ -225,10 +224,10 @@ __device__ __forceinline__ void convert_chunk(const ConvertArgs &a, int64_t bh, 
 //     work in the stream sees every main write), as before.
 // A poll gives up after ~2^22 rounds (about a second): a wrong count would otherwise hang the device.
 // Giving up is not a wrong answer: the CTA then falls back to the whole-grid wait (griddepcontrol.wait
-// in every thread, as the old convert did) for that block and every later one, so its sums are final.
+// in every thread, as convert_dq_kernel does) for that block and every later one, so its sums are final.
 // Its own kernel (two small instantiations, bf16 and fp16): as a run-time branch of convert_dq_kernel
 // it raised that kernel's registers from 58 to 66 (ptxas), for the paths that keep the whole-grid
-// wait (varlen, head_dim > 128, FLASHBOX_SM90_BWD_EARLY_CONVERT=0).
+// wait (varlen, head_dim > 128).
 constexpr int kEarlyConvertCtasPerSm = 3;  // 4 (64 registers) spilled 12 bytes
 
 // Block `blk` of the early convert's order (above): its row bh = batch * heads_q + h and query block m.
@@ -367,30 +366,23 @@ int sm_count() {
   return sms;
 }
 
-// (batch, kv head) pairs per chunk of the CTA order (flash_bwd_sm90_kernel.cuh, tile_of): enough for
+// (batch, kv head) pairs per chunk of the CTA order (bwd_sm90_tile_order.cuh, tile_of): enough for
 // two CTAs per SM in a chunk, so that the longest-first order inside it leaves no SM idle at the end
 // (1 = the plain head-by-head order, where one head alone has that many key blocks); at most 24 MB of
 // the chunk's dQ accumulators, which the adds keep in L2 (one query head's per pair: with GQA a pair's
 // CTAs add into `group` heads', not counted, see below). Then, of the sizes from that bound g down to
 // g / 2, the one whose last chunk is fullest (a divisor of the pairs if there is one, larger first):
-// a short last chunk starts its long CTAs late and ends on too few of them to fill the SMs. v18 and
-// earlier took ceil(pairs / ceil(pairs / g)), which is g again when no equal split exists: GQA 32/8
-// B4 T8192 (32 pairs, g = 5) ran chunks 5,5,5,5,5,5,2, the last 128 CTAs of 4x the MHA length on
-// 132 SMs: the list-scheduling model (bench/sm90_bwd_sched_model.py --gqa) puts that at 0.943 of the
-// ideal against 0.995 with chunks of 4 (bench/NOTES.md, branch gqa). FLASHBOX_SM90_BWD_CHUNK_HEADS=N
-// (read per call) forces N, for the A/B; FLASHBOX_SM90_BWD_CHUNK_RULE=v18 the old rounding.
+// a short last chunk starts its long CTAs late and ends on too few of them to fill the SMs. An even
+// split, ceil(pairs / ceil(pairs / g)), is g again when no equal split exists: GQA 32/8 B4 T8192
+// (32 pairs, g = 5) would run chunks 5,5,5,5,5,5,2, the last 128 CTAs of 4x the MHA length on 132
+// SMs, which the list-scheduling model (bench/sm90_bwd_sched_model.py --gqa) puts at 0.943 of the
+// ideal against 0.995 with chunks of 4.
 int chunk_heads_for(int64_t num_bh, int64_t num_n_blocks, int64_t seqlen_q_pad, int64_t head_dim) {
-  if (const env::IntSwitch n = env::int_at_least("FLASHBOX_SM90_BWD_CHUNK_HEADS", 1); n.state == env::State::ok)
-    return int(std::min<int64_t>(n.value, num_bh));
   const int sms = sm_count();
   int64_t g = (2 * sms + num_n_blocks - 1) / num_n_blocks;
   if (g <= 3) return 1;
   g = std::min<int64_t>(g, std::max<int64_t>(1, (int64_t(24) << 20) / (seqlen_q_pad * head_dim * 4)));
   g = std::clamp<int64_t>(g, 1, num_bh);
-  if (env::word("FLASHBOX_SM90_BWD_CHUNK_RULE", "v18") == env::State::ok) {
-    const int64_t chunks = (num_bh + g - 1) / g;
-    return int((num_bh + chunks - 1) / chunks);
-  }
   // The last chunk's fill num_bh % c / c (1 for a divisor), compared as r * best_c > best_r * c.
   int64_t best = g, best_r = num_bh % g == 0 ? g : num_bh % g;
   for (int64_t c = g - 1; c >= (g + 1) / 2 && best_r < best; --c) {
@@ -414,22 +406,37 @@ struct Launch {
   dim3 grid;
   bool bf16;
   int kd;      // the instantiation
-  bool qdesc;  // deterministic with v10's order (det_walk.hpp): the QDESC instantiation of kd
-  bool capsel;  // d64 softcap: the CAPSEL instantiation (flash_bwd_sm90_d64.cu)
-  bool dqpair;  // deterministic bf16 d64 on v9's order: the DQPAIR instantiation (flash_bwd_sm90_dqpair.cu)
+  bool qdesc;   // deterministic in the ascending order (det_walk.hpp): the ascending_order instantiation of kd
+  bool capsel;  // d64 softcap: the softcap_select instantiation
+  bool dqpair;  // deterministic bf16 d64 in the descending order: the two_dq_writers instantiation
   cudaStream_t stream;
 };
 
-// Programmatic dependent launch of the main and convert kernels (header): on unless the environment
-// has FLASHBOX_SM90_BWD_PDL=0 (the A/B switch and an escape hatch), read once per process.
-// The early convert (convert_dq_early_kernel): on unless FLASHBOX_SM90_BWD_EARLY_CONVERT=0, read at
-// every plan (not cached, so that one process can time both: bench/sm90_bwd_variants.py's
-// --env NAME:VAR=VALUE sets it around one build's calls).
-bool early_convert_enabled() { return env::switch_on_by_default("FLASHBOX_SM90_BWD_EARLY_CONVERT"); }
-
-bool pdl_enabled() {
-  static const bool on = env::switch_on_by_default("FLASHBOX_SM90_BWD_PDL");
-  return on;
+// The main kernel's instantiation for the plan's choice (the rows of the kernel table,
+// flash_bwd_sm90_instances.hpp): the ascending deterministic order (bf16, d64 and d128), the
+// descending one with two dQ writers (bf16 d64), the softcap_select d64 kernel for softcap calls, else
+// the head_dim's one configuration (d128: dq_lag).
+template <class T>
+cudaError_t launch_main(const Launch &l, const BwdSm90Params &p) {
+  const dim3 g = l.grid;
+  const cudaStream_t s = l.stream;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (l.qdesc)
+      return l.kd == 64    ? launch_config<BwdConfig<T, kBwdD64Ascending>>(p, g, s)
+             : l.kd == 128 ? launch_config<BwdConfig<T, kBwdD128Ascending>>(p, g, s)
+                           : cudaErrorInvalidValue;
+    if (l.dqpair) return launch_config<BwdConfig<T, kBwdD64TwoWriters>>(p, g, s);
+  }
+  switch (l.kd) {
+    case 32: return launch_config<BwdConfig<T, kBwdD32>>(p, g, s);
+    case 64:
+      return l.capsel ? launch_config<BwdConfig<T, kBwdD64SoftcapSelect>>(p, g, s)
+                      : launch_config<BwdConfig<T, kBwdD64>>(p, g, s);
+    case 96: return launch_config<BwdConfig<T, kBwdD96>>(p, g, s);
+    case 128: return launch_config<BwdConfig<T, kBwdD128DqLag>>(p, g, s);
+    case 192: return launch_config<BwdConfig<T, kBwdD192>>(p, g, s);
+    default: return launch_config<BwdConfig<T, kBwdD256>>(p, g, s);
+  }
 }
 
 std::string cuda_text(cudaError_t e, const char *what) {
@@ -480,17 +487,8 @@ int run(const Launch &l) {
     prepare_kernel<__half><<<prep_blocks, 256, 0, stream>>>(prep);
   if ((e = cudaGetLastError()) != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "prepare kernel launch"));
 
-  // The main and convert kernels programmatically (each waits for its predecessor itself), unless
-  // FLASHBOX_SM90_BWD_PDL=0.
-  const bool pdl = pdl_enabled();
-  e = l.qdesc       ? launch_bwd_qdesc(l.kd, p, l.grid, stream, pdl)
-      : l.dqpair    ? launch_bwd_dqpair(p, l.grid, stream, pdl)
-      : l.kd == 32  ? launch_bwd_d32(l.bf16, p, l.grid, stream, pdl)
-      : l.kd == 64  ? launch_bwd_d64(l.bf16, l.capsel, p, l.grid, stream, pdl)
-      : l.kd == 96  ? launch_bwd_d96(l.bf16, p, l.grid, stream, pdl)
-      : l.kd == 128 ? launch_bwd_d128(l.bf16, p, l.grid, stream, pdl)
-      : l.kd == 192 ? launch_bwd_d192(l.bf16, p, l.grid, stream, pdl)
-                    : launch_bwd_d256(l.bf16, p, l.grid, stream, pdl);
+  // The main and convert kernels programmatically (each waits for its predecessor itself).
+  e = l.bf16 ? launch_main<__nv_bfloat16>(l, p) : launch_main<__half>(l, p);
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "main kernel launch"));
 
   const unsigned conv_blocks = unsigned(std::min<int64_t>((l.conv_threads + 255) / 256, 65535));
@@ -498,7 +496,7 @@ int run(const Launch &l) {
     ConvertVarlenArgs conv = l.conv_varlen;
     conv.dq_accum = dq_accum.as<float>();
     e = cuda::launch_kernel(l.bf16 ? convert_dq_varlen_kernel<__nv_bfloat16> : convert_dq_varlen_kernel<__half>,
-                            dim3(conv_blocks), dim3(256), 0, stream, pdl, conv);
+                            dim3(conv_blocks), dim3(256), 0, stream, true, conv);
   } else {
     ConvertArgs conv = l.conv;
     conv.dq_accum = dq_accum.as<float>();
@@ -511,10 +509,10 @@ int run(const Launch &l) {
         l.early ? unsigned(std::clamp<int64_t>(early_blocks, 1, kEarlyConvertCtasPerSm * sm_count())) : conv_blocks;
     if (l.early)
       e = cuda::launch_kernel(l.bf16 ? convert_dq_early_kernel<__nv_bfloat16> : convert_dq_early_kernel<__half>,
-                              dim3(blocks), dim3(256), 0, stream, pdl, conv);
+                              dim3(blocks), dim3(256), 0, stream, true, conv);
     else
       e = cuda::launch_kernel(l.bf16 ? convert_dq_kernel<__nv_bfloat16> : convert_dq_kernel<__half>, dim3(blocks),
-                              dim3(256), 0, stream, pdl, conv);
+                              dim3(256), 0, stream, true, conv);
   }
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "dQ convert kernel launch"));
   return FLASHBOX_OK;
@@ -535,9 +533,10 @@ namespace flashbox::detail {
 // Variable-length batches up to head_dim 128 run on the d32, d64, d96 and d128 instantiations (header of
 // this file). Sliding windows, softcap and ALiBi are run-time fields of
 // the same kernels (flash_bwd_sm90_kernel.cuh). Deterministic mode orders the dQ adds with semaphores
-// behind the dQ accumulator (the d192 and d256 kernels add from registers, unordered), in v9's order
-// or, for bf16 fixed-length head_dim 128 and head_dim 64 with GQA, v10's (det_walk.hpp: "_qdesc"
-// kernels); bf16 head_dim 64 on v9's order without softcap has two dQ writers ("_dqpair").
+// behind the dQ accumulator (the d192 and d256 kernels add from registers, unordered), in the
+// descending order or, for bf16 fixed-length head_dim 128 and head_dim 64 with GQA, the ascending one
+// (det_walk.hpp: "_qdesc" kernels); bf16 head_dim 64 in the descending order without softcap has two
+// dQ writers ("_dqpair").
 PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   using namespace sm90::bwd;
   using sm90::TensorView;
@@ -583,7 +582,7 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   // deterministic mode, one completion counter per (batch, query head, query block) instead (with
   // it, convert polls the semaphores), then convert's work counter. prepare zeroes them, one int per
   // row (m_blocks * NWG + 1 ints, m_blocks * BM >= 64 m_blocks rows).
-  const bool early = !varlen && kd <= 128 && early_convert_enabled();
+  const bool early = !varlen && kd <= 128;
   l.sem_bytes = g.deterministic ? (varlen ? a.heads_q * seqlen_q_pad * kConsumerWarpgroups * 4
                                           : a.batch * a.heads_q * m_blocks * kConsumerWarpgroups * 4)
                 : early         ? a.batch * a.heads_q * m_blocks * 4
@@ -602,15 +601,14 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   if (mods.capped()) name += "_softcap";
   if (mods.alibi()) name += "_alibi";
   if (varlen) name += "_varlen";
-  // Deterministic: v9's order, or v10's (det_walk.hpp), which the name says ("_qdesc").
-  const bool qdesc =
-      g.deterministic && uses_qdesc_walk(kd, a.dtype == FLASHBOX_BFLOAT16, varlen, a.group, d64_mha_qdesc());
+  // Deterministic: the descending order, or the ascending one (det_walk.hpp), which the name says ("_qdesc").
+  const bool qdesc = g.deterministic && uses_qdesc_walk(kd, a.dtype == FLASHBOX_BFLOAT16, varlen, a.group);
   if (g.deterministic) name += "_deterministic";
   if (qdesc) name += "_qdesc";
-  // bf16 d64 on v9's order: two dQ writers (det_walk.hpp uses_dq_pair), which the name says.
+  // bf16 d64 in the descending order: two dQ writers (det_walk.hpp uses_dq_pair), which the name says.
   const bool dqpair = g.deterministic && uses_dq_pair(kd, a.dtype == FLASHBOX_BFLOAT16, qdesc, mods.capped());
   if (dqpair) name += "_dqpair";
-  // d128 outside v10's order runs the DQLAG schedule, bf16 and fp16 (flash_bwd_sm90_d128.cu; kernel
+  // d128 outside the ascending order runs the dq_lag schedule, bf16 and fp16 (bwd_sm90_consumer.cuh
   // header "dQ one step late"): the name says which schedule ran.
   if (kd == 128 && !qdesc) name += "_dqlag";
   Plan plan{std::move(name), 2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes + l.list_bytes, {}};

@@ -1,0 +1,57 @@
+// Which instantiation of the Hopper forward runs a call, per head_dim (the configurations and the
+// tile each call gets: tile_policy.hpp; the instantiations themselves: the kernel table,
+// scripts/generate_kernels.py, and its files in instantiations/).
+//   head_dim 64:  192 x 128 (three consumer warpgroups, FA3's causal tile, the default), 128 x 128
+//                 (two), and 192 x 128 with softcap and ALiBi compiled in (MODS: only the default tile).
+//   head_dim 96:  128 x 128 with Q in registers; softcap and ALiBi at 72..96 run the 128 kernel's MODS
+//                 configuration (tile_policy.hpp, serving_head_dim).
+//   head_dim 128: 128 x 128 with Q in registers (the default), 128 x 176 (FA3's non-causal tile), and
+//                 the default tile with softcap and ALiBi compiled in (the softcap's tanh fused into
+//                 the exponentials, FwdConfig's CAP_FUSED).
+//   head_dim 192: 128 x 112; head_dim 256: 128 x 64. No MODS configuration: the plan declines softcap,
+//                 ALiBi and variable-length batches above head_dim 128 (the sm80 family takes them).
+#include "cuda/forward/sm90/flash_fwd_sm90_instances.hpp"
+#include "cuda/forward/sm90/flash_fwd_sm90_launch.hpp"
+
+namespace flashbox::sm90 {
+
+cudaError_t launch_fwd_d64(bool bf16, TileChoice tile, bool mods, const FwdParams &p, dim3 grid, cudaStream_t stream) {
+  if (mods)
+    return bf16 ? launch_config<FwdConfig<__nv_bfloat16, 64, 128, 3, 2, false, true>>(p, grid, stream)
+                : launch_config<FwdConfig<__half, 64, 128, 3, 2, false, true>>(p, grid, stream);
+  if (tile.bm == 192)
+    return bf16 ? launch_config<FwdConfig<__nv_bfloat16, 64, 128, 3, 2>>(p, grid, stream)
+                : launch_config<FwdConfig<__half, 64, 128, 3, 2>>(p, grid, stream);
+  return bf16 ? launch_config<FwdConfig<__nv_bfloat16, 64, 128, 2, 2>>(p, grid, stream)
+              : launch_config<FwdConfig<__half, 64, 128, 2, 2>>(p, grid, stream);
+}
+
+cudaError_t launch_fwd_d96(bool bf16, const FwdParams &p, dim3 grid, cudaStream_t stream) {
+  constexpr bool qreg = q_in_registers(96, 128);
+  return bf16 ? launch_config<FwdConfig<__nv_bfloat16, 96, 128, 2, 2, qreg>>(p, grid, stream)
+              : launch_config<FwdConfig<__half, 96, 128, 2, 2, qreg>>(p, grid, stream);
+}
+
+cudaError_t launch_fwd_d128(bool bf16, TileChoice tile, bool mods, const FwdParams &p, dim3 grid, cudaStream_t stream) {
+  constexpr bool qreg = q_in_registers(128, 128);
+  if (mods)
+    return bf16 ? launch_config<FwdConfig<__nv_bfloat16, 128, 128, 2, 2, qreg, true, true>>(p, grid, stream)
+                : launch_config<FwdConfig<__half, 128, 128, 2, 2, qreg, true, true>>(p, grid, stream);
+  if (tile.bn == 176)
+    return bf16 ? launch_config<FwdConfig<__nv_bfloat16, 128, 176, 2, 2>>(p, grid, stream)
+                : launch_config<FwdConfig<__half, 128, 176, 2, 2>>(p, grid, stream);
+  return bf16 ? launch_config<FwdConfig<__nv_bfloat16, 128, 128, 2, 2, qreg>>(p, grid, stream)
+              : launch_config<FwdConfig<__half, 128, 128, 2, 2, qreg>>(p, grid, stream);
+}
+
+cudaError_t launch_fwd_d192(bool bf16, const FwdParams &p, dim3 grid, cudaStream_t stream) {
+  return bf16 ? launch_config<FwdConfig<__nv_bfloat16, 192, 112, 2, 2>>(p, grid, stream)
+              : launch_config<FwdConfig<__half, 192, 112, 2, 2>>(p, grid, stream);
+}
+
+cudaError_t launch_fwd_d256(bool bf16, const FwdParams &p, dim3 grid, cudaStream_t stream) {
+  return bf16 ? launch_config<FwdConfig<__nv_bfloat16, 256, 64, 2, 2>>(p, grid, stream)
+              : launch_config<FwdConfig<__half, 256, 64, 2, 2>>(p, grid, stream);
+}
+
+}  // namespace flashbox::sm90

@@ -137,17 +137,17 @@ TEST(HeadDimPlan, Sm90ForwardServesMultiplesOf8OnTheNextInstantiation) {
   {  // 136..192 with the tile 128 x 64: the head_dim 256 kernel (the path before the 192 kernel)
     const PlanCase c(160);
     detail::Problem p = detail::make_problem(c.a);
-    p.tuning.sm90_tile_m = 128, p.tuning.sm90_tile_n = 64;
+    p.tuning.overrides.sm90_tile_m = 128, p.tuning.overrides.sm90_tile_n = 64;
     sm90::TileChoice t{};
     ASSERT_TRUE(sm90::choose_tile(p, t));
     EXPECT_EQ(sm90::instantiation(sm90::kernel_head_dim(160), t), 256);
-    p.tuning.sm90_tile_n = 128;  // no such tile at 192
+    p.tuning.overrides.sm90_tile_n = 128;  // no such tile at 192
     EXPECT_FALSE(sm90::choose_tile(p, t));
   }
   {  // 72..96 with the tile 128 x 176: the head_dim 128 kernel (the path before the 96 kernel)
     const PlanCase c(96);
     detail::Problem p = detail::make_problem(c.a);
-    p.tuning.sm90_tile_m = 128, p.tuning.sm90_tile_n = 176;
+    p.tuning.overrides.sm90_tile_m = 128, p.tuning.overrides.sm90_tile_n = 176;
     sm90::TileChoice t{};
     EXPECT_TRUE(sm90::choose_tile(p, t));
     EXPECT_EQ(sm90::instantiation(sm90::kernel_head_dim(96), t), 128);

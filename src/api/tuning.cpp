@@ -16,7 +16,7 @@ namespace flashbox::detail {
 namespace {
 
 std::mutex g_mutex;
-TuningOverrides g_overrides;       // guarded by g_mutex
+TuningOverrides g_overrides;        // guarded by g_mutex
 std::atomic<bool> g_active{false};  // g_overrides differs from the defaults
 
 int bad(const std::string &what, const std::string &want) {

@@ -25,16 +25,15 @@ TEST(Tuning, SetParsesEveryKeyAndRefusesBadValues) {
     const char *key, *value;
     bool good;
   };
-  for (const Case c : {Case{"forward_family", "sm80", true}, Case{"forward_family", "sm70", false},
-                       Case{"backward_family", "sm90", true}, Case{"sm90_tile", "128x176", true},
-                       Case{"sm90_tile", "128", false}, Case{"sm90_tile", "128x176x2", false},
-                       Case{"sm90_tile", "0x64", false}, Case{"sm90_schedule", "grid", true},
-                       Case{"sm90_schedule", "persistent", true}, Case{"sm90_schedule", "ring", false},
-                       Case{"sm90_max_ctas", "3", true}, Case{"sm90_max_ctas", "0", false},
-                       Case{"sm90_l2_section_mb", "0", true}, Case{"sm90_l2_section_mb", "-1", false},
-                       Case{"sm80_bwd_block_q", "64", true}, Case{"sm80_bwd_block_q", "48", false},
-                       Case{"kvcache_prefill_rows", "1", true}, Case{"kvcache_prefill_rows", "x12", false},
-                       Case{"sm90_tiles", "128x128", false}}) {
+  for (const Case c :
+       {Case{"forward_family", "sm80", true}, Case{"forward_family", "sm70", false},
+        Case{"backward_family", "sm90", true}, Case{"sm90_tile", "128x176", true}, Case{"sm90_tile", "128", false},
+        Case{"sm90_tile", "128x176x2", false}, Case{"sm90_tile", "0x64", false}, Case{"sm90_schedule", "grid", true},
+        Case{"sm90_schedule", "persistent", true}, Case{"sm90_schedule", "ring", false},
+        Case{"sm90_max_ctas", "3", true}, Case{"sm90_max_ctas", "0", false}, Case{"sm90_l2_section_mb", "0", true},
+        Case{"sm90_l2_section_mb", "-1", false}, Case{"sm80_bwd_block_q", "64", true},
+        Case{"sm80_bwd_block_q", "48", false}, Case{"kvcache_prefill_rows", "1", true},
+        Case{"kvcache_prefill_rows", "x12", false}, Case{"sm90_tiles", "128x128", false}}) {
     const detail::TuningOverrides before = detail::tuning_overrides();
     const int rc = detail::set_tuning(c.key, c.value);
     if (c.good) {
@@ -107,10 +106,12 @@ TEST(SourceRules, DISABLED_NoEnvironmentReadsButTheDocumentedOnes) {
       "PATH",             // src/report/child_process.cpp: finding the programs the report runs
       "FLASHBOX_PYTHON",  // src/report/step_peers.cpp: the Python of the report's peer step
   };
-  const std::regex call(R"(getenv\s*\(\s*("([A-Za-z0-9_]*)")?)");
-  std::vector<std::string> found;
+  const std::regex call(R"(getenv\s*\(\s*("([A-Za-z0-9_]*)") ?) ");
+      std::vector<std::string>
+          found;
   for (const char *dir : {"src", "include"})
-    for (const auto &entry : std::filesystem::recursive_directory_iterator(std::string(FLASHBOX_SOURCE_DIR) + "/" + dir)) {
+    for (const auto &entry :
+         std::filesystem::recursive_directory_iterator(std::string(FLASHBOX_SOURCE_DIR) + "/" + dir)) {
       if (!entry.is_regular_file()) continue;
       const std::string ext = entry.path().extension().string();
       if (ext != ".cpp" && ext != ".hpp" && ext != ".h" && ext != ".cu" && ext != ".cuh" && ext != ".c") continue;

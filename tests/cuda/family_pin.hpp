@@ -14,8 +14,8 @@
 namespace flashbox::test {
 
 inline const bool kFamiliesPinned = [] {
-  for (const auto &[variable, key] : {std::pair{"FLASHBOX_FLASH_ARCH", "forward_family"},
-                                      std::pair{"FLASHBOX_BWD_ARCH", "backward_family"}}) {
+  for (const auto &[variable, key] :
+       {std::pair{"FLASHBOX_FLASH_ARCH", "forward_family"}, std::pair{"FLASHBOX_BWD_ARCH", "backward_family"}}) {
     const char *value = std::getenv(variable);
     if (value != nullptr && *value != '\0' && detail::set_tuning(key, value) != FLASHBOX_OK) {
       std::fprintf(stderr, "%s=%s: %s\n", variable, value, flashbox_last_error());

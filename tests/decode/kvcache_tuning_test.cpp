@@ -24,7 +24,8 @@ TEST(KvcacheTuning, PrefillRowsOverride) {
     KvData d(c);
     const detail::ScopedTuning tuning(prefill_rows(1));
     ASSERT_EQ(flashbox_attention_kvcache(&d.args), 0) << flashbox_last_error() << d.name();
-    EXPECT_NE(std::string(flashbox_last_kernel()).find("(kvcache prefill)"), std::string::npos) << flashbox_last_kernel();
+    EXPECT_NE(std::string(flashbox_last_kernel()).find("(kvcache prefill)"), std::string::npos)
+        << flashbox_last_kernel();
     d.check();
   }
   {
@@ -32,7 +33,8 @@ TEST(KvcacheTuning, PrefillRowsOverride) {
     c.causal = 1, c.seqlen_q = 64, c.seqlen_new = 64;  // 256 rows per KV head: prefill under the default
     KvData d(c);
     ASSERT_EQ(flashbox_attention_kvcache(&d.args), 0) << flashbox_last_error() << d.name();
-    EXPECT_NE(std::string(flashbox_last_kernel()).find("(kvcache prefill)"), std::string::npos) << flashbox_last_kernel();
+    EXPECT_NE(std::string(flashbox_last_kernel()).find("(kvcache prefill)"), std::string::npos)
+        << flashbox_last_kernel();
     KvData e(c);
     const detail::ScopedTuning tuning(prefill_rows(1 << 20));
     ASSERT_EQ(flashbox_attention_kvcache(&e.args), 0) << flashbox_last_error() << e.name();

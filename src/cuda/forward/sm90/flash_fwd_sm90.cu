@@ -115,8 +115,8 @@ PlanResult plan_sm90_forward(const Problem &a) {
   TileChoice tile;
   if (!sm90::choose_tile(a, tile))
     return PlanResult::no("the sm90 forward has no tile " + std::to_string(a.tuning.overrides.sm90_tile_m) + "x" +
-                              std::to_string(a.tuning.overrides.sm90_tile_n) + " for head_dim " + std::to_string(a.head_dim) +
-                              " (" + tile_list(kd) + ")",
+                              std::to_string(a.tuning.overrides.sm90_tile_n) + " for head_dim " +
+                              std::to_string(a.head_dim) + " (" + tile_list(kd) + ")",
                           FLASHBOX_ERR_INVALID_ARGUMENT);
   const bool score_mods = sm90::needs_score_mods(a);
   if (score_mods && kd > 128)

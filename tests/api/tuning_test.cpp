@@ -106,9 +106,8 @@ TEST(SourceRules, DISABLED_NoEnvironmentReadsButTheDocumentedOnes) {
       "PATH",             // src/report/child_process.cpp: finding the programs the report runs
       "FLASHBOX_PYTHON",  // src/report/step_peers.cpp: the Python of the report's peer step
   };
-  const std::regex call(R"(getenv\s*\(\s*("([A-Za-z0-9_]*)") ?) ");
-      std::vector<std::string>
-          found;
+  const std::regex call(R"re(getenv\s*\(\s*("([A-Za-z0-9_]*)")?)re");
+  std::vector<std::string> found;
   for (const char *dir : {"src", "include"})
     for (const auto &entry :
          std::filesystem::recursive_directory_iterator(std::string(FLASHBOX_SOURCE_DIR) + "/" + dir)) {

@@ -35,6 +35,7 @@ TEST(KvcacheTuning, PrefillRowsOverride) {
     ASSERT_EQ(flashbox_attention_kvcache(&d.args), 0) << flashbox_last_error() << d.name();
     EXPECT_NE(std::string(flashbox_last_kernel()).find("(kvcache prefill)"), std::string::npos)
         << flashbox_last_kernel();
+    d.check();
     KvData e(c);
     const detail::ScopedTuning tuning(prefill_rows(1 << 20));
     ASSERT_EQ(flashbox_attention_kvcache(&e.args), 0) << flashbox_last_error() << e.name();

@@ -44,7 +44,8 @@ int check_sm_margin(int sm_margin) {
   }
   if (sm_margin >= sms)
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "options.sm_margin = " + std::to_string(sm_margin) +
-                                                   " must be below the device's SM count (" + std::to_string(sms) + ")");
+                                                   " must be below the device's SM count (" +
+                                                   std::to_string(sms) + ")");
   return FLASHBOX_OK;
 }
 

@@ -172,7 +172,8 @@ inline int persistent_ctas(const detail::Problem &p, int sms, int num_tiles) {
 // K/V per head (T > 4096), where one head per section measured 4% slower.
 inline int l2_section_heads(const detail::Problem &p) {
   int64_t budget = kernel_head_dim(p.head_dim) == 64 && kv_bytes_per_head(p) > (int64_t(1) << 20) ? int64_t(32) << 20 : 0;
-  if (p.tuning.overrides.sm90_l2_section_mb >= 0) budget = int64_t(p.tuning.overrides.sm90_l2_section_mb) << 20;
+  const int section_mb = p.tuning.overrides.sm90_l2_section_mb;
+  if (section_mb >= 0) budget = int64_t(section_mb) << 20;
   const int64_t heads_total = p.batch * p.heads_q;
   return int(std::clamp<int64_t>(budget / std::max<int64_t>(kv_bytes_per_head(p), 1), 1, heads_total));
 }

@@ -79,32 +79,24 @@ FLASHBOX_API int flashbox_attention_backward(const flashbox_attention_grad_args 
  * row sums D = rowsum(dO * O)); negative on invalid arguments. */
 FLASHBOX_API int64_t flashbox_attention_backward_workspace_size(const flashbox_attention_grad_args *args);
 
-/* Options: how a caller constrains the choice of kernel (benchmarks, tests, the report). Every field
- * at its default (flashbox_options_init) is the library's own choice; a NULL options pointer is the
- * same. The struct grows at its end over versions: a caller sets struct_size = sizeof(flashbox_options)
+/* Options: what a caller asks of the CUDA flash kernels beyond the arguments. Every field at its
+ * default (flashbox_options_init) is the library's own choice; a NULL options pointer is the same.
+ * Tiles, schedules and grid sizes are the library's decision (one tile policy per architecture), not
+ * options. The struct grows at its end over versions: a caller sets struct_size = sizeof(flashbox_options)
  * as it was compiled (flashbox_options_init does), the library reads only the fields inside that size
- * and takes the defaults for the rest. Environment variables (README, "Overrides") fill the fields a
- * caller left at their defaults; flashbox_last_kernel() names any that took effect. */
+ * and takes the defaults for the rest. */
 typedef enum {
   FLASHBOX_FAMILY_AUTO = 0, /* CUDA flash: sm90 on compute capability 9.x when it takes the call, else sm80 */
   FLASHBOX_FAMILY_SM80 = 1, /* the mma.sync kernels (compute capability 8.0+) */
   FLASHBOX_FAMILY_SM90 = 2  /* the Hopper kernels (wgmma, TMA); an error when they cannot take the call */
 } flashbox_kernel_family;
-typedef enum {
-  FLASHBOX_SCHEDULE_AUTO = 0,      /* the sm90 forward's measured table */
-  FLASHBOX_SCHEDULE_GRID = 1,      /* one CTA per tile */
-  FLASHBOX_SCHEDULE_PERSISTENT = 2 /* one CTA per SM walking a static share of the tiles */
-} flashbox_schedule;
 typedef struct {
-  int32_t struct_size;              /* sizeof(flashbox_options) as the caller compiled it */
-  flashbox_kernel_family family;    /* CUDA flash forward and backward */
-  int32_t sm90_tile_m, sm90_tile_n; /* sm90 forward tile (query rows x keys); 0, 0 = the tile policy.
-                                        * head_dim 64: 128x128, 192x128; head_dim 128: 128x128, 128x176;
-                                        * head_dim 256: 128x64 */
-  flashbox_schedule sm90_schedule;  /* sm90 forward */
-  int32_t sm90_max_ctas;            /* persistent grid cap (> 0), 0 = one CTA per SM */
-  int32_t sm90_l2_section_mb;       /* MB of K/V per L2 section of the persistent order, -1 = policy */
-  int32_t sm80_bwd_block_q;         /* sm80 backward, head_dim 64: 32 or 64 query rows, 0 = policy */
+  int32_t struct_size;           /* sizeof(flashbox_options) as the caller compiled it */
+  flashbox_kernel_family family; /* CUDA flash forward and backward */
+  int32_t sm_margin;             /* SMs left free for other work (FlashAttention-3's sm_margin): a kernel
+                                  * whose grid is sized to the device (the sm90 forward's persistent
+                                  * grid) launches SMs - sm_margin CTAs; grids of one CTA per tile are
+                                  * unchanged. 0 <= sm_margin < the device's SM count; default 0. */
 } flashbox_options;
 FLASHBOX_API void flashbox_options_init(flashbox_options *options); /* defaults, struct_size set */
 FLASHBOX_API int flashbox_attention_forward_opts(const flashbox_attention_args *args, const flashbox_options *options);

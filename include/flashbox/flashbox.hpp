@@ -123,7 +123,7 @@ struct AttentionOptions {
   float softmax_scale = 0.0f;  // 0: 1/sqrt(head_dim)
   float *lse = nullptr;        // optional [batch, heads_q, seqlen_q] fp32 output
   void *stream = nullptr;      // cudaStream_t for FLASHBOX_CUDA
-  // Kernel choice (family, sm90 tile and schedule); null: the library's own choice.
+  // Kernel family and SM margin (flashbox_options); null: the library's own choice.
   const flashbox_options *kernel = nullptr;
 };
 

@@ -292,3 +292,32 @@ def last_kernel() -> str:
 
 def last_scratch_peak_bytes() -> int:
     return int(library().flashbox_last_scratch_peak_bytes())
+
+
+
+def _private(name: str, restype, argtypes):
+    """A symbol of the private tuning interface (src/api/tuning_private.h), which only a benchmark
+    build (-DFLASHBOX_TUNING=ON) exports; not in _PROTOTYPES, so a default build lists nothing missing."""
+    lib = library()
+    try:
+        fn = getattr(lib.cdll, name)
+    except AttributeError:
+        raise AttributeError(f"{lib.path} does not export {name}: tuning needs a build configured with "
+                             f"-DFLASHBOX_TUNING=ON") from None
+    fn.restype, fn.argtypes = restype, argtypes
+    return fn
+
+
+def tuning_set(key: str, value: str | None) -> None:
+    """Overrides one kernel choice of the tile policies, for benchmarks (src/api/tuning.hpp lists the
+    keys: forward_family, backward_family, sm90_tile, sm90_schedule, sm90_max_ctas,
+    sm90_l2_section_mb, sm80_bwd_block_q, kvcache_prefill_rows; None or "" is the policy's choice).
+    Not public API: only a library built with -DFLASHBOX_TUNING=ON exports it (AttributeError
+    otherwise); raises FlashboxError on a bad key or value."""
+    fn = _private("flashbox_private_tuning_set", ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p])
+    check(fn(key.encode(), value.encode() if value else None))
+
+
+def tuning_reset() -> None:
+    """Every tuning override back to the policy's choice (a FLASHBOX_TUNING=ON build only)."""
+    _private("flashbox_private_tuning_reset", None, [])()

@@ -4,7 +4,8 @@
 //   CPU:  auto -> blocked; naive; blocked            (src/cpu/attention_backward*.cpp)
 //   CUDA: auto -> flash; flash: the Hopper family (src/cuda/backward/sm90) on compute capability 9.x
 //         when its plan takes the call (a layout the TMA can describe; both dQ modes), else
-//         the sm80 family (src/cuda/backward/sm80); options.family (or FLASHBOX_BWD_ARCH) forces one.
+//         the sm80 family (src/cuda/backward/sm80); options.family (or the private tuning
+//         override backward_family) forces one.
 // Nothing is written to dq/dk/dv before every check has passed.
 #include <string>
 

@@ -4,7 +4,8 @@
 // nothing and leaves the last successful call's introspection.
 //   CPU:  auto -> blocked; naive; blocked; flash is not a CPU level.
 //   CUDA: auto/flash -> the Hopper family on compute capability 9.x when built for sm_90a and its plan
-//         takes the call, else the sm80 family; options.family (or FLASHBOX_FLASH_ARCH) forces one.
+//         takes the call, else the sm80 family; options.family (or the private tuning override
+//         forward_family) forces one.
 //         naive -> cuBLAS + softmax; blocked is not a CUDA level.
 #include <cstring>
 #include <string>

@@ -4,6 +4,8 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "core/call_state.hpp"
 #include "core/error.hpp"
 
@@ -32,12 +34,26 @@ bool device_is_hopper() {
   return major == 9;
 }
 
+int check_sm_margin(int sm_margin) {
+  int dev = 0, sms = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return fail(FLASHBOX_ERR_CUDA, std::string("querying the device's SM count: ") + cudaGetErrorString(err));
+  }
+  if (sm_margin >= sms)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "options.sm_margin = " + std::to_string(sm_margin) +
+                                                   " must be below the device's SM count (" +
+                                                   std::to_string(sms) + ")");
+  return FLASHBOX_OK;
+}
+
 const char *sm90_not_built() { return "this flashbox was built without sm_90a (FLASHBOX_CUDA_ARCHS)"; }
 
-int run_plan(Plan &plan, const std::string &env_overrides) {
+int run_plan(Plan &plan) {
   (void)cudaGetLastError();  // a sticky error of an earlier unrelated call must not be blamed on this one
   if (int rc = plan.run()) return rc;
-  if (!env_overrides.empty()) plan.kernel += " [" + env_overrides + "]";
   set_kernel_name(std::move(plan.kernel));
   return FLASHBOX_OK;
 }

@@ -32,7 +32,7 @@
 
 #include "api/guarded_call.hpp"
 #include "api/kvcache_prefill.hpp"
-#include "api/options.hpp"
+#include "api/tuning.hpp"
 #include "api/validate.hpp"
 #include "core/call_state.hpp"
 #include "core/dtype.hpp"
@@ -400,8 +400,8 @@ FLASHBOX_API int flashbox_attention_kvcache(const flashbox_kvcache_args *caller_
     const flashbox_kvcache_args *args = &full;
     KvcacheProblem p;
     if (int rc = validate_kvcache(args, p, true)) return rc;
-    int64_t prefill_rows = kPrefillRows;
-    if (int rc = kvcache_prefill_rows(prefill_rows)) return rc;
+    const int64_t rows_override = tuning_overrides().kvcache_prefill_rows;
+    const int64_t prefill_rows = rows_override > 0 ? rows_override : kPrefillRows;
     if (takes_prefill_path(p, prefill_rows)) return kvcache_as_prefill(p);
 #ifdef FLASHBOX_HAVE_CUDA
     if (args->device == FLASHBOX_CUDA) return cuda_kvcache_attention(p);

@@ -8,7 +8,8 @@
 //   a contiguous cache (optionally through cache_batch_idx; not paged: the forward reads rows one
 //   stride apart), no rotary (the decode path turns q and the new keys), every entry with at least
 //   one visible key row (the forward needs seqlen_k >= 1);
-//   seqlen_q x (heads_q / heads_kv) >= min_rows (kPrefillRows unless FLASHBOX_KVCACHE_PREFILL_ROWS),
+//   seqlen_q x (heads_q / heads_kv) >= min_rows (kPrefillRows; benchmarks move it through the
+//   private tuning interface, kvcache_prefill_rows),
 //   where the decode kernels would read the cache min_rows / 16 times or more; on CUDA a head_dim the
 //   sm80 forward takes (a multiple of 8 up to 256), so that every family choice has a taker before the
 //   cache is written.

@@ -10,16 +10,12 @@
 //   LSE after __syncwarp, so no lane reads an LSE another has already overwritten. Built without
 //   --use_fast_math: expf/log1pf are the accurate ones, so the merge is fp32-exact up to rounding.
 // Both are one instantiation each (docs/context-parallel.md: the compile cost is two small kernels).
-// Memory is stream-ordered from the default pool, or with FLASHBOX_CP_KEEP_MEMORY=1 from a pool that
-// keeps it between calls (see keep_memory_pool).
+// Memory is stream-ordered from the device's default pool.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <map>
-#include <mutex>
 #include <string>
 
 #include "context_parallel/cp_error.hpp"
@@ -77,38 +73,6 @@ __global__ void merge_kernel(MergeArgs m, int64_t rows) {
   if (lane == 0) *acc_lse = w.lse;
 }
 
-// FLASHBOX_CP_KEEP_MEMORY=1 (an experiment, off by default; bench/ring_sim_device_run.sh measures
-// both): scratch comes from a pool of this library's own that keeps its memory between calls
-// (release threshold: everything), instead of the device's default pool, which gives it back at
-// every synchronisation and maps it again on the next call. The pool is per device, never destroyed.
-cudaMemPool_t keep_memory_pool() {
-  static const bool on = [] {
-    const char *v = std::getenv("FLASHBOX_CP_KEEP_MEMORY");
-    return v && v[0] == '1';
-  }();
-  if (!on) return nullptr;
-  static std::mutex mutex;
-  static std::map<int, cudaMemPool_t> pools;
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return nullptr;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = pools.find(dev); it != pools.end()) return it->second;
-  cudaMemPoolProps props{};
-  props.allocType = cudaMemAllocationTypePinned;
-  props.handleTypes = cudaMemHandleTypeNone;
-  props.location.type = cudaMemLocationTypeDevice;
-  props.location.id = dev;
-  cudaMemPool_t pool = nullptr;
-  if (cudaMemPoolCreate(&pool, &props) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return nullptr;
-  }
-  uint64_t keep_all = UINT64_MAX;
-  (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all);
-  pools[dev] = pool;
-  return pool;
-}
-
 int cuda_fail(cudaError_t e, const char *what) {
   (void)cudaGetLastError();
   return fail(FLASHBOX_ERR_CUDA, std::string(what) + ": " + cudaGetErrorString(e));
@@ -125,9 +89,7 @@ class CudaOps final : public DeviceOps {
   int alloc(void **p, size_t bytes, Stream s) override {
     *p = nullptr;
     if (bytes == 0) return 0;
-    cudaMemPool_t pool = keep_memory_pool();
-    const cudaError_t e =
-        pool ? cudaMallocFromPoolAsync(p, bytes, pool, cudaStream_t(s)) : cudaMallocAsync(p, bytes, cudaStream_t(s));
+    const cudaError_t e = cudaMallocAsync(p, bytes, cudaStream_t(s));
     if (e == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
       return fail(FLASHBOX_ERR_OUT_OF_MEMORY, "cudaMallocAsync of " + std::to_string(bytes) + " bytes: out of memory");

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/masks.hpp"
+#include "core/tuning.hpp"
 #include "flashbox/flashbox.h"
 
 namespace flashbox::detail {
@@ -19,18 +20,13 @@ namespace flashbox::detail {
 // Largest head_dim the CPU levels accept (their tiles are sized for it; src/api/validate.cpp).
 inline constexpr int64_t kCpuMaxHeadDim = 256;
 
-// How a caller (options struct, or the environment overrides of src/api/options.cpp) constrains the
-// choice of kernel. Every field at its default means "the library's own choice".
+// What a call asks of the kernel choice: the caller's options (family, SM margin) and the private
+// tuning overrides in force (src/api/tuning.hpp; all defaults outside benchmarks and tests). Every
+// field at its default means "the library's own choice".
 struct Tuning {
   flashbox_kernel_family family = FLASHBOX_FAMILY_AUTO;
-  int sm90_tile_m = 0, sm90_tile_n = 0;  // 0: the family's tile policy
-  flashbox_schedule sm90_schedule = FLASHBOX_SCHEDULE_AUTO;
-  int sm90_max_ctas = 0;        // persistent grid cap; 0: one CTA per SM
-  int sm90_l2_section_mb = -1;  // -1: the family's L2 section policy
-  int sm80_bwd_block_q = 0;     // 0: the family's choice (32 for head_dim 64)
-  // What came from the environment rather than the caller, e.g. "FLASHBOX_SM90_TILE=128x176";
-  // appended to flashbox_last_kernel() so a run that was overridden says so.
-  std::string env_overrides;
+  int sm_margin = 0;  // SMs a device-sized grid leaves free (options.sm_margin)
+  TuningOverrides overrides;
 };
 
 struct Problem {

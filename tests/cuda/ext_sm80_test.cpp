@@ -11,7 +11,7 @@
 // ALiBi and (branch sm90-varlen-bwd) varlen at every head_dim up to 128 (since branch paddims the d32 /
 // d40 / d80 / d96 cases here too: d64, d96 and d128 kernels with zero columns), and windows, softcap
 // and ALiBi at 136..256 (d192 / d256) (not deterministic above 128); sm80 for the rest (varlen above 128).
-// FLASHBOX_FLASH_ARCH=sm80 FLASHBOX_BWD_ARCH=sm80 pins sm80 for every case.
+// FLASHBOX_FLASH_ARCH=sm80 FLASHBOX_BWD_ARCH=sm80 pins sm80 for every case (family_pin.hpp).
 // SmallCases is the set compute-sanitizer runs; LargeCases adds T = 1000; MalformedCuSeqlensStayInBounds
 // checks the device-side clamping of unchecked prefix sums.
 // Skipped, with the reason, where there is no GPU.
@@ -31,6 +31,7 @@
 #include "core/masks.hpp"
 #include "cpu/reference_backward_fp64.hpp"
 #include "cpu/reference_fp64.hpp"
+#include "cuda/family_pin.hpp"
 #include "flashbox/flashbox.h"
 #include "support/attention_case.hpp"
 #include "support/device_buffers.hpp"

@@ -18,6 +18,7 @@
 #include "core/backends.hpp"
 #include "core/masks.hpp"
 #include "core/problem.hpp"
+#include "cuda/backward/sm80/tile_policy.hpp"
 #ifdef FLASHBOX_HAVE_SM90
 #include "cuda/forward/sm90/tile_policy.hpp"
 #include "cuda/hopper/tma_host.hpp"
@@ -102,6 +103,18 @@ TEST(HeadDimPlan, Sm80BackwardTakesMultiplesOf8UpTo256) {
   EXPECT_NE(r.why_not.find("up to 256 in multiples of 8 (got 264)"), std::string::npos) << r.why_not;
 }
 
+// The sm80 backward's query rows per step (tile_policy.hpp): 32 at head_dim 64, 64 elsewhere; the
+// tuning override sm80_bwd_block_q = 64 times the other at head_dim 64.
+TEST(HeadDimPlan, Sm80BackwardBlockQ) {
+  const PlanCase c(64);
+  detail::Problem p = detail::make_problem(c.a);
+  EXPECT_EQ(sm80::bwd_block_q(p, 64), 32);
+  EXPECT_EQ(sm80::bwd_block_q(p, 128), 64);
+  EXPECT_EQ(sm80::bwd_block_q(p, 256), 64);
+  p.tuning.overrides.sm80_bwd_block_q = 64;
+  EXPECT_EQ(sm80::bwd_block_q(p, 64), 64);
+}
+
 #ifdef FLASHBOX_HAVE_SM90
 // The sm90 forward serves every multiple of 8 up to 256 on the next instantiation up (64, 96, 128, 192, 256;
 // the TMA zero-fills the columns past head_dim): the policy's choices for such a head_dim, decided
@@ -137,17 +150,17 @@ TEST(HeadDimPlan, Sm90ForwardServesMultiplesOf8OnTheNextInstantiation) {
   {  // 136..192 with the tile 128 x 64: the head_dim 256 kernel (the path before the 192 kernel)
     const PlanCase c(160);
     detail::Problem p = detail::make_problem(c.a);
-    p.tuning.sm90_tile_m = 128, p.tuning.sm90_tile_n = 64;
+    p.tuning.overrides.sm90_tile_m = 128, p.tuning.overrides.sm90_tile_n = 64;
     sm90::TileChoice t{};
     ASSERT_TRUE(sm90::choose_tile(p, t));
     EXPECT_EQ(sm90::instantiation(sm90::kernel_head_dim(160), t), 256);
-    p.tuning.sm90_tile_n = 128;  // no such tile at 192
+    p.tuning.overrides.sm90_tile_n = 128;  // no such tile at 192
     EXPECT_FALSE(sm90::choose_tile(p, t));
   }
   {  // 72..96 with the tile 128 x 176: the head_dim 128 kernel (the path before the 96 kernel)
     const PlanCase c(96);
     detail::Problem p = detail::make_problem(c.a);
-    p.tuning.sm90_tile_m = 128, p.tuning.sm90_tile_n = 176;
+    p.tuning.overrides.sm90_tile_m = 128, p.tuning.overrides.sm90_tile_n = 176;
     sm90::TileChoice t{};
     EXPECT_TRUE(sm90::choose_tile(p, t));
     EXPECT_EQ(sm90::instantiation(sm90::kernel_head_dim(96), t), 128);
@@ -166,6 +179,29 @@ TEST(HeadDimPlan, Sm90ForwardServesMultiplesOf8OnTheNextInstantiation) {
     EXPECT_TRUE(sm90::has_score_mods(p, t)) << "d" << d;
     EXPECT_EQ(sm90::instantiation(sm90::serving_head_dim(p), t), 128);
   }
+}
+
+// The persistent grid's size (tile_policy.hpp, persistent_ctas): one CTA per SM less options.sm_margin,
+// never more than the tiles; a tuning cap replaces the SM count; no SM count read: one CTA per tile.
+// The schedule: a tuning override decides where set (a CTA cap implies persistent).
+TEST(HeadDimPlan, Sm90PersistentGridAndSchedule) {
+  const PlanCase c(128);
+  detail::Problem p = detail::make_problem(c.a);
+  EXPECT_EQ(sm90::persistent_ctas(p, 132, 1000), 132);
+  EXPECT_EQ(sm90::persistent_ctas(p, 132, 100), 100);
+  EXPECT_EQ(sm90::persistent_ctas(p, 0, 77), 77);
+  p.tuning.sm_margin = 32;
+  EXPECT_EQ(sm90::persistent_ctas(p, 132, 1000), 100);
+  EXPECT_EQ(sm90::persistent_ctas(p, 132, 50), 50);
+  p.tuning.overrides.sm90_max_ctas = 3;
+  EXPECT_EQ(sm90::persistent_ctas(p, 132, 1000), 3);
+  EXPECT_TRUE(sm90::persistent_schedule(p));
+  p.tuning.overrides.sm90_schedule = detail::Sm90Schedule::grid;
+  EXPECT_TRUE(sm90::persistent_schedule(p)) << "a CTA cap implies persistent";
+  p.tuning.overrides.sm90_max_ctas = 0;
+  EXPECT_FALSE(sm90::persistent_schedule(p));
+  p.tuning.overrides.sm90_schedule = detail::Sm90Schedule::persistent;
+  EXPECT_TRUE(sm90::persistent_schedule(p));
 }
 
 // What the sm90 forward declines by head_dim, with the reason, before it asks for a device: a decline

@@ -105,6 +105,30 @@ def test_library_introspection():
     assert flashbox.cuda_device_count() >= 0
 
 
+def test_tuning_is_private():
+    """The private tuning interface: a default build exports no flashbox_private_tuning_* (tuning_set
+    says to configure with -DFLASHBOX_TUNING=ON); a benchmark build takes a key and refuses a bad one."""
+    lib = S.require_library()
+    if not hasattr(lib.cdll, "flashbox_private_tuning_set"):
+        try:
+            _lib.tuning_set("sm90_tile", "128x176")
+        except AttributeError as e:
+            assert "FLASHBOX_TUNING=ON" in str(e), str(e)
+        else:
+            raise AssertionError("tuning_set worked on a library without flashbox_private_tuning_set")
+        return
+    try:
+        _lib.tuning_set("sm90_tile", "128x176")
+        try:
+            _lib.tuning_set("sm90_tile", "big")
+        except _lib.FlashboxError as e:
+            assert "sm90_tile" in e.message, e.message
+        else:
+            raise AssertionError("a bad tuning value was accepted")
+    finally:
+        _lib.tuning_reset()
+
+
 def _check_forward(B, Tq, Tk, Hq, Hkv, D, dtype, causal, impl, order="bth", pad=0, scale=0.0, seed=1):
     q, k, v = build_case(B, Tq, Tk, Hq, Hkv, D, dtype, order, pad, seed)
     o = S.HostTensor((B, Tq, Hq, D), dtype, order, pad)

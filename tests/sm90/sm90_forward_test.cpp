@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "api/tuning.hpp"
 #include "api/validate.hpp"
 #include "core/backends.hpp"
 #include "flashbox/flashbox.h"
@@ -41,22 +42,20 @@ struct RunOptions {
   int q_offset_elements = 0;  // shifts q off 16-byte alignment to test the fallback reason
   cudaStream_t stream = nullptr;
   std::function<void(AttentionData &)> prepare;  // edits the inputs before the run (and the reference)
-  flashbox_options kernel = sm90_options();      // the family (sm90) and any tile/schedule asked for
-  static flashbox_options sm90_options(int tile_m = 0, int tile_n = 0) {
+  flashbox_options kernel = sm90_options();      // the family (sm90)
+  detail::TuningOverrides tuning;                // any tile/schedule asked for (api/tuning.hpp)
+  static flashbox_options sm90_options() {
     flashbox_options o;
     flashbox_options_init(&o);
     o.family = FLASHBOX_FAMILY_SM90;
-    o.sm90_tile_m = tile_m, o.sm90_tile_n = tile_n;
     return o;
   }
 };
 
-// Options for one tile ("MxN") of the sm90 forward.
+// Options for one tile ("MxN"; "" the policy's) of the sm90 forward.
 RunOptions with_tile(const char *tile) {
   RunOptions o;
-  int m = 0, n = 0;
-  std::sscanf(tile, "%dx%d", &m, &n);
-  o.kernel = RunOptions::sm90_options(m, n);
+  std::sscanf(tile, "%dx%d", &o.tuning.sm90_tile_m, &o.tuning.sm90_tile_n);
   return o;
 }
 
@@ -87,7 +86,10 @@ void run_on_gpu(AttentionData &d, const RunOptions &opt, int *rc, std::string *k
   a.q = q, a.k = b.k, a.v = b.v, a.o = o;
   a.lse = opt.with_lse ? lse : nullptr;
   a.stream = opt.stream;
-  *rc = flashbox_attention_forward_opts(&a, &opt.kernel);
+  {
+    const detail::ScopedTuning tuning(opt.tuning);
+    *rc = flashbox_attention_forward_opts(&a, &opt.kernel);
+  }
   *kernel = *rc == 0 ? flashbox_last_kernel() : flashbox_last_error();
   if (opt.stream) CUDA_OK(cudaStreamSynchronize(opt.stream));
   CUDA_OK(cudaDeviceSynchronize());
@@ -277,8 +279,8 @@ TEST_F(Sm90, OptimisticSoftmaxFallback) {
 TEST_F(Sm90, PersistentManyTilesPerCta) {
   const auto persistent3 = [](const char *tile) {
     RunOptions o = with_tile(tile);
-    o.kernel.sm90_schedule = FLASHBOX_SCHEDULE_PERSISTENT;
-    o.kernel.sm90_max_ctas = 3;
+    o.tuning.sm90_schedule = detail::Sm90Schedule::persistent;
+    o.tuning.sm90_max_ctas = 3;
     return o;
   };
   for (int64_t d : {64, 128})
@@ -299,7 +301,7 @@ TEST_F(Sm90, PersistentManyTilesPerCta) {
 // head_dim 64 runs persistent by default: the one-CTA-per-tile grid must stay correct too.
 TEST_F(Sm90, GridScheduleHeadDim64) {
   RunOptions opt;
-  opt.kernel.sm90_schedule = FLASHBOX_SCHEDULE_GRID;
+  opt.tuning.sm90_schedule = detail::Sm90Schedule::grid;
   for (int causal : {0, 1}) {
     check_case(make(2, 700, 700, 2, 2, 64, causal), opt);
     check_case(make(2, 300, 100, 2, 2, 64, causal), opt);
@@ -309,10 +311,29 @@ TEST_F(Sm90, GridScheduleHeadDim64) {
 // The persistent production shape: one CTA per SM, many tiles each (sections of several heads).
 TEST_F(Sm90, PersistentAllSms) {
   RunOptions opt;
-  opt.kernel.sm90_schedule = FLASHBOX_SCHEDULE_PERSISTENT;
+  opt.tuning.sm90_schedule = detail::Sm90Schedule::persistent;
   check_case(make(2, 1024, 1024, 16, 8, 64, 1), opt);    // 192 tiles of 192 rows
   check_case(make(2, 1000, 1000, 16, 16, 128, 0), opt);  // 256 tiles of 128 rows, own O buffer
   check_case(make(2, 1000, 1000, 16, 4, 128, 1), opt);   // 256 tiles, own O buffer
+}
+
+// options.sm_margin: the persistent grid leaves that many SMs free (SMs - margin CTAs walk every
+// tile, here 3, so each walks many); a margin of the whole device is refused, naming the field.
+TEST_F(Sm90, SmMargin) {
+  int dev = 0, sms = 0;
+  CUDA_OK(cudaGetDevice(&dev));
+  CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  RunOptions opt;
+  opt.kernel.sm_margin = sms - 3;
+  check_case(make(2, 1000, 1000, 4, 2, 128, 0), opt);
+  check_case(make(2, 1024, 1024, 4, 2, 64, 1), opt);
+  opt.kernel.sm_margin = sms;
+  AttentionData d(make(1, 64, 64, 2, 2, 64, 0));
+  int rc = -1;
+  std::string message;
+  ASSERT_NO_FATAL_FAILURE(run_on_gpu(d, opt, &rc, &message));
+  EXPECT_EQ(rc, FLASHBOX_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("options.sm_margin = " + std::to_string(sms)), std::string::npos) << message;
 }
 
 // What TMA cannot describe (and dtypes the kernel lacks) is refused with a reason, so that dispatch
@@ -424,20 +445,20 @@ TEST_F(Sm90, HeadDimsFloat16DenseAndScale) {
 // the 128 kernel), the grid schedule, and persistent CTAs capped at 3 (rings, Q and O buffers
 // carried over many tiles).
 TEST_F(Sm90, HeadDimsOtherTilesAndSchedules) {
-  const auto opts = [](const char *tile, flashbox_schedule sched, int max_ctas) {
+  const auto opts = [](const char *tile, detail::Sm90Schedule sched, int max_ctas) {
     RunOptions o = nan_guards();
-    o.kernel = with_tile(tile).kernel;
-    o.kernel.sm90_schedule = sched, o.kernel.sm90_max_ctas = max_ctas;
+    o.tuning = with_tile(tile).tuning;
+    o.tuning.sm90_schedule = sched, o.tuning.sm90_max_ctas = max_ctas;
     return o;
   };
   for (int causal : {0, 1}) {
-    check_served(make(2, 700, 700, 2, 2, 40, causal, FLASHBOX_BFLOAT16, Layout::PADDED), opts("128x128", FLASHBOX_SCHEDULE_AUTO, 0));
-    check_served(make(2, 700, 700, 2, 2, 96, causal, FLASHBOX_BFLOAT16, Layout::PADDED), opts("128x176", FLASHBOX_SCHEDULE_AUTO, 0),
+    check_served(make(2, 700, 700, 2, 2, 40, causal, FLASHBOX_BFLOAT16, Layout::PADDED), opts("128x128", detail::Sm90Schedule::policy, 0));
+    check_served(make(2, 700, 700, 2, 2, 96, causal, FLASHBOX_BFLOAT16, Layout::PADDED), opts("128x176", detail::Sm90Schedule::policy, 0),
                  "cuda_flash_sm90_d128_128x176");
-    check_served(make(2, 700, 300, 2, 1, 72, causal, FLASHBOX_BFLOAT16, Layout::PADDED), opts("", FLASHBOX_SCHEDULE_GRID, 0));
+    check_served(make(2, 700, 300, 2, 1, 72, causal, FLASHBOX_BFLOAT16, Layout::PADDED), opts("", detail::Sm90Schedule::grid, 0));
     for (int64_t d : {32, 96, 160})
       check_served(make(2, 640, 640, 3, 1, d, causal, FLASHBOX_BFLOAT16, Layout::PADDED),
-                   opts("", FLASHBOX_SCHEDULE_PERSISTENT, 3));
+                   opts("", detail::Sm90Schedule::persistent, 3));
   }
 }
 
@@ -446,21 +467,21 @@ TEST_F(Sm90, HeadDimsOtherTilesAndSchedules) {
 // (persistent up to 4 MB of K/V per head) and the grid; and 136..192 with the tile 128 x 64, which
 // names the head_dim 256 kernel (the path before the 192 kernel, kept for benchmarks).
 TEST_F(Sm90, HeadDim192KernelLongAndOldPath) {
-  const auto opts = [](const char *tile, flashbox_schedule sched) {
+  const auto opts = [](const char *tile, detail::Sm90Schedule sched) {
     RunOptions o = nan_guards();
-    o.kernel = with_tile(tile).kernel;
-    o.kernel.sm90_schedule = sched;
+    o.tuning = with_tile(tile).tuning;
+    o.tuning.sm90_schedule = sched;
     return o;
   };
   for (int causal : {0, 1}) {
     check_served(make(1, 4097, 4097, 2, 1, 192, causal, FLASHBOX_BFLOAT16, Layout::PADDED));
     check_served(make(1, 1000, 4097, 2, 1, 176, causal, FLASHBOX_BFLOAT16, Layout::PADDED),
-                 opts("", FLASHBOX_SCHEDULE_GRID));
+                 opts("", detail::Sm90Schedule::grid));
     check_served(make(2, 333, 777, 4, 2, 136, causal, FLASHBOX_FLOAT16, Layout::PADDED),
-                 opts("", FLASHBOX_SCHEDULE_PERSISTENT));
+                 opts("", detail::Sm90Schedule::persistent));
     for (int64_t d : {136, 192}) {
       AttentionData data(make(2, 65, 1000, 4, 2, d, causal, FLASHBOX_BFLOAT16, Layout::PADDED));
-      RunOptions o = opts("128x64", FLASHBOX_SCHEDULE_AUTO);
+      RunOptions o = opts("128x64", detail::Sm90Schedule::policy);
       o.prepare(data);
       int rc = -1;
       std::string kernel;
@@ -492,17 +513,17 @@ TEST_F(Sm90, HeadDim96Kernel) {
       check_served(make(1, 17, 1000, 3, 1, d, causal, FLASHBOX_BFLOAT16, Layout::PADDED), nan_guards(), want);
       check_served(make(2, 200, 200, 2, 2, d, causal, FLASHBOX_FLOAT16), RunOptions{}, want);
     }
-  const auto opts = [](flashbox_schedule sched, int max_ctas) {
+  const auto opts = [](detail::Sm90Schedule sched, int max_ctas) {
     RunOptions o = nan_guards();
-    o.kernel.sm90_schedule = sched, o.kernel.sm90_max_ctas = max_ctas;
+    o.tuning.sm90_schedule = sched, o.tuning.sm90_max_ctas = max_ctas;
     return o;
   };
   for (int causal : {0, 1}) {
     check_served(make(1, 4097, 4097, 2, 1, 96, causal, FLASHBOX_BFLOAT16, Layout::PADDED), nan_guards(), want);
     check_served(make(1, 1000, 4097, 2, 1, 80, causal, FLASHBOX_BFLOAT16, Layout::PADDED),
-                 opts(FLASHBOX_SCHEDULE_GRID, 0), want);
+                 opts(detail::Sm90Schedule::grid, 0), want);
     check_served(make(2, 777, 333, 4, 2, 72, causal, FLASHBOX_FLOAT16, Layout::PADDED),
-                 opts(FLASHBOX_SCHEDULE_PERSISTENT, 2), want);
+                 opts(detail::Sm90Schedule::persistent, 2), want);
   }
 }
 
@@ -525,7 +546,7 @@ TEST_F(Sm90, HeadDimsPlan) {
     alignas(16) static uint16_t dummy[64];
     a.q = a.k = a.v = dummy, a.o = dummy;
     detail::Problem pr = detail::make_problem(a);
-    pr.tuning.sm90_tile_m = 128, pr.tuning.sm90_tile_n = 128;
+    pr.tuning.overrides.sm90_tile_m = 128, pr.tuning.overrides.sm90_tile_n = 128;
     const detail::PlanResult r = detail::plan_sm90_forward(pr);
     EXPECT_FALSE(r.plan.has_value());
     EXPECT_NE(r.why_not.find("(128x112, 128x64)"), std::string::npos) << r.why_not;

@@ -419,13 +419,13 @@ TEST_F(Sm90Mods, PlanReasons) {
   detail::PlanResult r = detail::plan_sm90_forward(p);
   ASSERT_TRUE(r.plan.has_value()) << r.why_not;
   EXPECT_NE(r.plan->kernel.find("_window_softcap"), std::string::npos) << r.plan->kernel;
-  p.tuning.sm90_tile_m = 128, p.tuning.sm90_tile_n = 176;
+  p.tuning.overrides.sm90_tile_m = 128, p.tuning.overrides.sm90_tile_n = 176;
   r = detail::plan_sm90_forward(p);
   EXPECT_FALSE(r.plan.has_value());
   EXPECT_NE(r.why_not.find("softcap and ALiBi only in its default tile"), std::string::npos) << r.why_not;
   m.softcap = 0.f;  // a window alone runs on any tile
   p = detail::make_problem(a, m);
-  p.tuning.sm90_tile_m = 128, p.tuning.sm90_tile_n = 176;
+  p.tuning.overrides.sm90_tile_m = 128, p.tuning.overrides.sm90_tile_n = 176;
   r = detail::plan_sm90_forward(p);
   EXPECT_TRUE(r.plan.has_value()) << r.why_not;
   static int32_t cu[2] = {0, 64};

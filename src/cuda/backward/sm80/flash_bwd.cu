@@ -13,6 +13,7 @@
 #include "core/backends.hpp"
 #include "core/error.hpp"
 #include "cuda/backward/sm80/flash_bwd_params.hpp"
+#include "cuda/backward/sm80/tile_policy.hpp"
 #include "cuda/common/device_scratch.hpp"
 
 namespace flashbox::detail {
@@ -101,10 +102,8 @@ PlanResult plan_sm80_backward(const GradProblem &g) {
     p.total_q = int(a.seqlen_q), p.total_k = int(a.seqlen_k);
   }
 
-  // head_dim 64, atomic dQ: 32 query rows per step (two CTAs per SM; H200, T = 16384: 201 TFLOP/s
-  // against 170 with 64); options.sm80_bwd_block_q = 64 times the other.
   const int d = kernel_head_dim(a);
-  const int block_q = d == 64 && a.tuning.sm80_bwd_block_q != 64 ? 32 : 64;
+  const int block_q = sm80::bwd_block_q(a, d);  // tile_policy.hpp
   const int64_t workspace = rowsum_bytes(a) + (det ? 0 : dq_accum_bytes(a));
   std::string name = "cuda_flash_bwd_sm80_d" + std::to_string(d) + (det ? "_deterministic" : "");
   const bool bf16 = a.dtype == FLASHBOX_BFLOAT16;

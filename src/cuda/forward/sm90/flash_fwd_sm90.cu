@@ -70,17 +70,16 @@ using sm90::TensorView;
 using sm90::TileChoice;
 using sm90::tma_describable;
 
+// The persistent grid's size (tile_policy.hpp, persistent_ctas) on the current device.
 unsigned persistent_grid(const Problem &a, int num_tiles) {
-  int ctas = a.tuning.sm90_max_ctas;
-  if (ctas <= 0) {
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&ctas, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-      cudaGetLastError();
-      ctas = num_tiles;
-    }
+  int dev = 0, sms = 0;
+  if (a.tuning.overrides.sm90_max_ctas <= 0 &&
+      (cudaGetDevice(&dev) != cudaSuccess ||
+       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)) {
+    cudaGetLastError();
+    sms = 0;
   }
-  return unsigned(std::max(1, std::min(ctas, num_tiles)));
+  return unsigned(sm90::persistent_ctas(a, sms, num_tiles));
 }
 
 std::string tile_list(int64_t head_dim) {
@@ -115,9 +114,9 @@ PlanResult plan_sm90_forward(const Problem &a) {
     return PlanResult::no("the sm90 forward needs at least one query and one key token in a variable-length batch");
   TileChoice tile;
   if (!sm90::choose_tile(a, tile))
-    return PlanResult::no("the sm90 forward has no tile " + std::to_string(a.tuning.sm90_tile_m) + "x" +
-                              std::to_string(a.tuning.sm90_tile_n) + " for head_dim " + std::to_string(a.head_dim) +
-                              " (" + tile_list(kd) + ")",
+    return PlanResult::no("the sm90 forward has no tile " + std::to_string(a.tuning.overrides.sm90_tile_m) + "x" +
+                              std::to_string(a.tuning.overrides.sm90_tile_n) + " for head_dim " +
+                              std::to_string(a.head_dim) + " (" + tile_list(kd) + ")",
                           FLASHBOX_ERR_INVALID_ARGUMENT);
   const bool score_mods = sm90::needs_score_mods(a);
   if (score_mods && kd > 128)

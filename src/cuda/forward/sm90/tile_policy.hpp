@@ -1,6 +1,9 @@
 // The Hopper forward's tile and schedule policy, in one place (like FlashAttention-3's tile_size.h):
 // which compile-time configurations exist, which one a problem gets, and how its tiles are laid on
-// the SMs. Host-only; every choice here was measured on the H200 (bench/NOTES.md, "Hopper forward").
+// the SMs (schedule, CTA count, L2 sections). Host-only; every choice here was measured on the H200
+// (bench/NOTES.md, "Hopper forward"). The only inputs besides the problem are the caller's
+// options.sm_margin and the private tuning overrides (core/tuning.hpp: benchmarks and tests), which
+// replace a choice here and are at their defaults in every other call.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -36,7 +39,7 @@ struct TileChoice {
 //                 rows (no room for a buffer of its own).
 //                 The list's 128 x 64 is no configuration of its own: it names the head_dim 256 kernel
 //                 (the path of head_dims 136..192 before the 192 kernel existed), kept selectable
-//                 (options.sm90_tile / FLASHBOX_SM90_TILE=128x64) so that benchmarks time both in one
+//                 (the tuning override sm90_tile = 128x64) so that benchmarks time both in one
 //                 process; instantiation() maps it.
 //   head_dim 256: 128 x 64 (two consumer warpgroups; O takes 128 registers per thread, so neither Q
 //                 in registers nor a wider block fits; Q 64 KB + two stages of K and V 128 KB of
@@ -100,16 +103,17 @@ constexpr int instantiation(int kernel_dim, TileChoice t) {
 // 64 + 32 + 24 at 96).
 constexpr bool q_in_registers(int d, int bn) { return (d == 128 || d == 96) && bn == 128; }
 
-// The tile a problem runs: the caller's (when it names one of the list) or the first of the list.
-// False when the caller named a tile the head_dim has no configuration for.
+// The tile a problem runs: the first of the list, or the tuning override's (when it names one of
+// the list). False when the override names a tile the head_dim has no configuration for.
 inline bool choose_tile(const detail::Problem &p, TileChoice &out) {
   const TileList tiles = tiles_of(serving_head_dim(p));
-  if (p.tuning.sm90_tile_m == 0) {
+  const detail::TuningOverrides &o = p.tuning.overrides;
+  if (o.sm90_tile_m == 0) {
     out = *tiles.begin();
     return true;
   }
   for (const TileChoice t : tiles)
-    if (t.bm == p.tuning.sm90_tile_m && t.bn == p.tuning.sm90_tile_n) return out = t, true;
+    if (t.bm == o.sm90_tile_m && t.bn == o.sm90_tile_n) return out = t, true;
   return false;
 }
 
@@ -138,15 +142,26 @@ inline bool triangular_work(const detail::Problem &p) { return p.mods.window_rig
 // the grid). Causal: persistent while a head's K and V take at most 4 MB (D64 up to T = 16384, D128
 // up to 8192), where hiding each tile's start and end wins (+27% D64 and +15% D128 at T = 2048);
 // beyond, one CTA per tile, whose hardware dispatch balances the unequal causal tiles (D128
-// T = 16384: 591 against 570 TFLOP/s persistent). A CTA cap (tests) implies persistent.
+// T = 16384: 591 against 570 TFLOP/s persistent). A CTA cap (a tuning override of the tests)
+// implies persistent.
 inline bool persistent_schedule(const detail::Problem &p) {
-  switch (p.tuning.sm90_schedule) {
-    case FLASHBOX_SCHEDULE_GRID: return p.tuning.sm90_max_ctas > 0;
-    case FLASHBOX_SCHEDULE_PERSISTENT: return true;
-    default: break;
+  const detail::TuningOverrides &o = p.tuning.overrides;
+  switch (o.sm90_schedule) {
+    case detail::Sm90Schedule::grid: return o.sm90_max_ctas > 0;
+    case detail::Sm90Schedule::persistent: return true;
+    case detail::Sm90Schedule::policy: break;
   }
-  if (p.tuning.sm90_max_ctas > 0 || !triangular_work(p)) return true;
+  if (o.sm90_max_ctas > 0 || !triangular_work(p)) return true;
   return kv_bytes_per_head(p) <= (int64_t(4) << 20);
+}
+
+// CTAs of the persistent grid: one per SM the caller leaves free of its margin (SMs -
+// options.sm_margin; the API checks margin < SMs), never more than the tiles. `sms` is the device's
+// SM count, or 0 when it could not be read (then one CTA per tile). A tuning cap replaces the count.
+inline int persistent_ctas(const detail::Problem &p, int sms, int num_tiles) {
+  int ctas = p.tuning.overrides.sm90_max_ctas;
+  if (ctas <= 0) ctas = sms > 0 ? sms - p.tuning.sm_margin : num_tiles;
+  return std::max(1, std::min(ctas, num_tiles));
 }
 
 // (batch, head) pairs per L2 section of the persistent order: as many whole heads' K and V as fit in
@@ -157,7 +172,8 @@ inline bool persistent_schedule(const detail::Problem &p) {
 // K/V per head (T > 4096), where one head per section measured 4% slower.
 inline int l2_section_heads(const detail::Problem &p) {
   int64_t budget = kernel_head_dim(p.head_dim) == 64 && kv_bytes_per_head(p) > (int64_t(1) << 20) ? int64_t(32) << 20 : 0;
-  if (p.tuning.sm90_l2_section_mb >= 0) budget = int64_t(p.tuning.sm90_l2_section_mb) << 20;
+  const int section_mb = p.tuning.overrides.sm90_l2_section_mb;
+  if (section_mb >= 0) budget = int64_t(section_mb) << 20;
   const int64_t heads_total = p.batch * p.heads_q;
   return int(std::clamp<int64_t>(budget / std::max<int64_t>(kv_bytes_per_head(p), 1), 1, heads_total));
 }

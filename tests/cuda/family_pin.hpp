@@ -1,0 +1,28 @@
+// FLASHBOX_FLASH_ARCH / FLASHBOX_BWD_ARCH = sm80 | sm90 pin the CUDA flash forward / backward family
+// of every case of a test program, so that one program runs its cases on each family (e.g.
+// FLASHBOX_BWD_ARCH=sm80 on a Hopper device). The library reads no environment: the test program
+// reads these at start-up and passes them through the private tuning interface (api/tuning.hpp); a
+// bad value stops the program.
+#pragma once
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#include "api/tuning.hpp"
+#include "flashbox/flashbox.h"
+
+namespace flashbox::test {
+
+inline const bool kFamiliesPinned = [] {
+  for (const auto &[variable, key] :
+       {std::pair{"FLASHBOX_FLASH_ARCH", "forward_family"}, std::pair{"FLASHBOX_BWD_ARCH", "backward_family"}}) {
+    const char *value = std::getenv(variable);
+    if (value != nullptr && *value != '\0' && detail::set_tuning(key, value) != FLASHBOX_OK) {
+      std::fprintf(stderr, "%s=%s: %s\n", variable, value, flashbox_last_error());
+      std::abort();
+    }
+  }
+  return true;
+}();
+
+}  // namespace flashbox::test

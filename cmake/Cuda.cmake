@@ -34,6 +34,13 @@ foreach(arch IN LISTS FLASHBOX_CUDA_ARCHS)
     list(APPEND FLASHBOX_GENCODE_SM90A "-gencode=arch=compute_90a,code=sm_90a")
   endif()
 endforeach()
+# Without sm_90a the generic kernels also carry the PTX of the last listed architecture, so that a
+# build for the A100 (FLASHBOX_CUDA_ARCHS=80) still runs on later GPUs, whose driver compiles it on first
+# use (machine code for sm_80 runs only on compute capability 8.x).
+list(GET FLASHBOX_CUDA_ARCHS -1 _flashbox_last_arch)
+if(NOT FLASHBOX_GENCODE_SM90A AND NOT _flashbox_last_arch MATCHES "a$")
+  list(APPEND FLASHBOX_GENCODE_ALL "-gencode=arch=compute_${_flashbox_last_arch},code=compute_${_flashbox_last_arch}")
+endif()
 
 # Adds CUDA sources to a target: files under an `sm90/` folder build for sm_90a only (and are left
 # out when 90a is not in FLASHBOX_CUDA_ARCHS), the rest for every listed arch.

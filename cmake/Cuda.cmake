@@ -37,8 +37,11 @@ endforeach()
 # Without sm_90a the generic kernels also carry the PTX of the last listed architecture, so that a
 # build for the A100 (FLASHBOX_CUDA_ARCHS=80) still runs on later GPUs, whose driver compiles it on first
 # use (machine code for sm_80 runs only on compute capability 8.x).
-list(GET FLASHBOX_CUDA_ARCHS -1 _flashbox_last_arch)
-if(NOT FLASHBOX_GENCODE_SM90A AND NOT _flashbox_last_arch MATCHES "a$")
+set(_flashbox_last_arch "")
+if(FLASHBOX_CUDA_ARCHS)
+  list(GET FLASHBOX_CUDA_ARCHS -1 _flashbox_last_arch)
+endif()
+if(_flashbox_last_arch AND NOT FLASHBOX_GENCODE_SM90A AND NOT _flashbox_last_arch MATCHES "a$")
   list(APPEND FLASHBOX_GENCODE_ALL "-gencode=arch=compute_${_flashbox_last_arch},code=compute_${_flashbox_last_arch}")
 endif()
 

@@ -99,9 +99,7 @@ TEST(Tuning, OptionsSmMarginAndStructSize) {
 // No getenv in src/ or include/ but the documented exceptions (README, "Environment"): what locates
 // things, never what changes a result or a kernel choice. Every call must name its variable as a
 // literal so that this list can be checked.
-// DISABLED_ until the sm90 backward's switches (src/cuda/backward/sm90, src/core/env_switch.hpp) and
-// the trainer's (src/gpt2) leave the environment; run it with --gtest_also_run_disabled_tests.
-TEST(SourceRules, DISABLED_NoEnvironmentReadsButTheDocumentedOnes) {
+TEST(SourceRules, NoEnvironmentReadsButTheDocumentedOnes) {
   const std::set<std::string> allowed = {
       "PATH",             // src/report/child_process.cpp: finding the programs the report runs
       "FLASHBOX_PYTHON",  // src/report/step_peers.cpp: the Python of the report's peer step

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backward_case.hpp"
+#include "cuda/family_pin.hpp"
 
 #ifdef FLASHBOX_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -140,10 +141,9 @@ TEST(BackwardApi, WorkspaceSize) {
   g.fwd.device = FLASHBOX_CUDA, g.fwd.dtype = FLASHBOX_BFLOAT16;
   const int64_t cuda_bytes = flashbox_attention_backward_workspace_size(&g);
 #ifdef FLASHBOX_HAVE_CUDA
-  // The sm90 early dQ convert (on unless FLASHBOX_SM90_BWD_EARLY_CONVERT=0): one completion counter
-  // per (batch, head, 128-row query tile) without the deterministic mode, and convert's work counter.
-  const char *early_env = std::getenv("FLASHBOX_SM90_BWD_EARLY_CONVERT");
-  const bool early = early_env == nullptr || std::strcmp(early_env, "0") != 0;
+  // The sm90 early dQ convert (fixed length, head_dim <= 128): one completion counter per (batch,
+  // head, 128-row query tile) without the deterministic mode, and convert's work counter.
+  const bool early = true;
   const int64_t tiles = 2 * 4 * 1;
   if (sm90_backward_applies()) {
     // LSE·log2 e and D, and the dQ accumulator, over rows padded to whole 128-row query tiles.

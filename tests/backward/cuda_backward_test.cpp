@@ -21,6 +21,7 @@
 
 #include "cuda/backward/sm90/bwd_route.hpp"
 #include "cuda/backward/sm90/det_walk.hpp"
+#include "cuda/family_pin.hpp"
 #include "support/gpu_check.hpp"
 
 namespace flashbox::test {
@@ -272,7 +273,7 @@ std::function<void(const std::string &, int64_t)> expect_order(bool hopper, cons
   if (!hopper) return {};
   return [s](const std::string &kernel, int64_t dim) {
     const bool want = sm90::bwd::uses_qdesc_walk(sm90::bwd::kernel_head_dim(dim), s.dtype == FLASHBOX_BFLOAT16, false,
-                                                 s.heads_q / s.heads_kv, sm90::bwd::d64_mha_qdesc());
+                                                 s.heads_q / s.heads_kv);
     EXPECT_EQ(kernel.find("_qdesc") != std::string::npos, want)
         << kernel << ": head_dim " << dim << ", group " << s.heads_q / s.heads_kv << (want ? ", v10's" : ", v9's")
         << " order expected";
@@ -333,7 +334,7 @@ TEST(CudaBackward, DeterministicOrdersAreBitwiseRepeatable) {
 }
 
 // The plan's choice of the deterministic order (no device needed): v10's for bf16 fixed length at
-// head_dim 128 and at 64 with GQA groups > 1 (64 MHA only when forced); v9's for fp16, varlen, 64 MHA
+// head_dim 128 and at 64 with GQA groups > 1 ; v9's for fp16, varlen, 64 MHA
 // and the d256 instantiation (which has no deterministic mode), with two dQ writers at bf16 d64
 // without softcap.
 TEST(CudaBackward, DeterministicOrderChoice) {
@@ -343,11 +344,8 @@ TEST(CudaBackward, DeterministicOrderChoice) {
   EXPECT_TRUE(uses_qdesc_walk(64, true, false, 2));
   EXPECT_TRUE(uses_qdesc_walk(64, true, false, 8));
   EXPECT_FALSE(uses_qdesc_walk(64, true, false, 1));
-  EXPECT_TRUE(uses_qdesc_walk(64, true, false, 1, true));  // d64 MHA when forced (d64_mha_qdesc)
-  EXPECT_FALSE(uses_qdesc_walk(64, false, false, 1, true));
-  EXPECT_FALSE(uses_qdesc_walk(64, true, true, 1, true));
-  if (std::getenv("FLASHBOX_SM90_BWD_D64_QDESC") == nullptr)  // the default: v9's at every length
-    EXPECT_FALSE(sm90::bwd::d64_mha_qdesc());
+  EXPECT_FALSE(uses_qdesc_walk(64, false, false, 4));  // fp16: descending
+  EXPECT_FALSE(uses_qdesc_walk(64, true, true, 4));    // varlen: descending
   using sm90::bwd::uses_dq_pair;
   EXPECT_TRUE(uses_dq_pair(64, true, false, false));
   EXPECT_FALSE(uses_dq_pair(64, true, true, false));   // v10's order: the QDESC kernel's own two writers

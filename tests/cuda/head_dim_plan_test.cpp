@@ -28,12 +28,10 @@
 namespace flashbox::test {
 namespace {
 
-// The sm90 backward's early dQ convert (branch convq; on unless FLASHBOX_SM90_BWD_EARLY_CONVERT=0,
-// fixed length up to head_dim 128): a completion counter per (batch, query head, query block)
-// without the deterministic mode (whose semaphores it polls instead), and convert's work counter.
+// The sm90 backward's early dQ convert (fixed length up to head_dim 128): a completion counter per
+// (batch, query head, query block) without the deterministic mode (whose semaphores it polls
+// instead), and convert's work counter.
 int64_t early_convert_bytes(int64_t query_blocks, bool det) {
-  const char *v = std::getenv("FLASHBOX_SM90_BWD_EARLY_CONVERT");
-  if (v != nullptr && std::strcmp(v, "0") == 0) return 0;
   return (det ? 0 : query_blocks * 4) + 4;
 }
 

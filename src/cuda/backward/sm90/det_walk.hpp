@@ -14,19 +14,14 @@ namespace flashbox::sm90::bwd {
 // 0.94-0.98 (descending: 0.82-0.89), GQA 32/8 D128 0.976 (descending: 0.68). At head_dim 64 with one
 // query head per kv head the descending order with two writers is the better one at every length
 // (0.90 against 0.84 at T 1024; at T 16384 the ascending order's adds form a chain of completion
-// waits with no slack between short CTAs), so d64 MHA stays descending. d64_mha: take the ascending
-// order for d64 MHA as well (the instantiation exists for GQA; no call of the library asks for it).
+// waits with no slack between short CTAs), so d64 MHA stays descending.
 // bf16 only (fp16 deterministic calls keep the descending order, correct and at its speed), fixed
 // length only (varlen keeps the descending order over its per-sequence grid); head_dim above 128 has
 // no deterministic mode. kernel_d: the instantiation's head_dim.
-constexpr bool uses_qdesc_walk(int kernel_d, bool bf16, bool varlen, int64_t group, bool d64_mha = false) {
+constexpr bool uses_qdesc_walk(int kernel_d, bool bf16, bool varlen, int64_t group) {
   if (!bf16 || varlen) return false;
-  return kernel_d == 128 || (kernel_d == 64 && (group > 1 || d64_mha));
+  return kernel_d == 128 || (kernel_d == 64 && group > 1);
 }
-
-// The library's choice for d64 MHA: the descending order (above). A function so that the tests state
-// the rule the plan uses.
-constexpr bool d64_mha_qdesc() { return false; }
 
 // The deterministic calls that run the descending order with two dQ writers (the two_dq_writers
 // instantiation): bf16 at head_dim 64 outside the ascending order and without softcap (softcap has

@@ -168,15 +168,20 @@ def run_case(ctx, case, seed):
             if ext is not None:
                 ext._keep = slopes
         fwd = lib.forward(args, ext)
+        # args holds raw pointers: the closures keep every tensor it names alive (a freed o or lse
+        # would be handed to the next allocation while the library still writes or reads it).
+        keep = (q, k, v, o, lse, args, ext)
         if not backward:
-            return fwd, lambda: o
+            return (lambda: fwd() or keep), (lambda: o)
         fwd()
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         layout = "bthd" if lens else "bhtd"
         if lens:
             view = lambda t: t.permute(0, 2, 1, 3)  # noqa: E731
-            return lib.backward(args, view(do), view(dq), view(dk), view(dv), layout, ext), lambda: (dq, dk, dv)
-        return lib.backward(args, do, dq, dk, dv, layout, ext), lambda: (dq, dk, dv)
+            bwd = lib.backward(args, view(do), view(dq), view(dk), view(dv), layout, ext)
+        else:
+            bwd = lib.backward(args, do, dq, dk, dv, layout, ext)
+        return (lambda: bwd() or keep), (lambda: (dq, dk, dv))
 
     for name, lib in [("flashbox", ctx.lib)] + ([("flashbox_baseline", ctx.baseline)] if ctx.baseline else []):
         try:

@@ -29,7 +29,9 @@ from flashbench.suites import SUITES  # noqa: E402
 def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog="suites: " + ", ".join(SUITES))
     ap.add_argument("--lib", default="build/libflashbox.so", help="libflashbox.so to time (default %(default)s)")
-    ap.add_argument("--baseline-lib", help="a second libflashbox.so timed as peer 'flashbox_baseline' in the same rows")
+    ap.add_argument("--baseline-lib", help="a second libflashbox.so timed as peer 'flashbox_baseline' in the same rows (loaded "
+                    "into the same process: on an H100 the second library's decode calls failed with "
+                    "cudaErrorInvalidValue, so compare decode in two runs)")
     ap.add_argument("--peers", help="comma list of peers to time (default: every one present), "
                     "e.g. sdpa_cudnn,sdpa_flash")
     ap.add_argument("--cli", default=None, help="the flashbox CLI for the gpt2 suites (default: flashbox beside --lib)")

@@ -192,7 +192,7 @@ void bench_criteria(const json &doc, json &out) {
 
 // flashbox against SDPA's FlashAttention-2 backend on the same shapes, one direction. flashbox's time
 // is its own row in steps.peers where the peers program timed it in the same process
-// (bench/compare_sdpa.py), else the bench step's row of that shape when the peers step timed SDPA by
+// (a merged peers document), else the bench step's row of that shape when the peers step timed SDPA by
 // the bench step's method (`flashbox report` itself: same_method_as_bench).
 void peers_criterion(const json &doc, const std::string &direction, json &out) {
   const std::string name =
@@ -239,7 +239,7 @@ void peers_criterion(const json &doc, const std::string &direction, json &out) {
     if (ratio > 1.0) ++slower;
   }
   if (!compared) {
-    // A peers step with no backward rows (compare_sdpa.py run forward only) has nothing to say about it.
+    // A peers step with no backward rows (a forward-only peers run) has nothing to say about it.
     return out.push_back(not_measured(name, limit,
                                       any_cuda
                                           ? fmt::format("no {} shape with both flashbox and sdpa_flash rows", direction)

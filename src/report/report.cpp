@@ -66,7 +66,7 @@ void merge_document(json &document, const json &other, const std::string &source
   if (other.contains("steps") && other["steps"].is_object()) {
     steps = other["steps"];
   } else if (other.contains("rows") && other["rows"].is_array()) {
-    steps = json{{"peers", other}};  // the peers document of bench/compare_sdpa.py on its own
+    steps = json{{"peers", other}};  // a peers document on its own
     if (!steps["peers"].contains("measured")) steps["peers"]["measured"] = !other["rows"].empty();
   } else {
     throw std::runtime_error(
@@ -77,7 +77,7 @@ void merge_document(json &document, const json &other, const std::string &source
     const bool incoming_measured = step.is_object() && step.value("measured", false);
     const bool have_measured = document["steps"].contains(name) && document["steps"][name].value("measured", false);
     if (name == "peers" && incoming_measured && have_measured) {
-      // Several compare_sdpa.py runs (forward, backward, non-causal) complement each other: keep every row.
+      // Several peers runs (forward, backward, non-causal) complement each other: keep every row.
       for (const auto &row : step["rows"]) document["steps"][name]["rows"].push_back(row);
       merged_names.push_back(name);
     } else if (incoming_measured || !have_measured) {

@@ -16,7 +16,7 @@ inline constexpr int kSchemaVersion = 1;
 struct ReportOptions {
   bool quick = false;
   unsigned seed = 1234;
-  std::vector<std::string> merge_files;  // peers JSON of bench/compare_sdpa.py, or (partial) reports
+  std::vector<std::string> merge_files;  // peers JSON documents, or (partial) reports
   std::vector<std::string> only_steps;   // run just these registered steps (empty: all of them)
   std::string python;  // Python with torch for the peers step (else $FLASHBOX_PYTHON, else python3/python on PATH)
   std::string gpt2_weights, gpt2_tokens;  // the gpt2 step on this checkpoint and held-out shard

@@ -38,7 +38,7 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kBlockKeys = 64;  // keys per pipeline stage (16 per warp)
 constexpr int kTileRows = 16;   // query rows per CTA (one mma M tile)
 
-// Ring depth per head dim, measured (docs/decode.md, bench/NOTES.md): D128 2 x 32 KB (2 CTAs per SM;
+// Ring depth per head dim, measured (docs/decode.md, docs/perf-history.md): D128 2 x 32 KB (2 CTAs per SM;
 // 4.0-4.2 TB/s on the H200 against 3.5-3.9 at 3 stages and 3.6 at 6), D64 4 x 16 KB (3 CTAs per SM;
 // 8 stages was slower). More bytes in flight than the DRAM needs made it slower, not faster.
 template <int D>

@@ -15,7 +15,7 @@ template <typename Elem, int D, int BQ, bool kAtomicDq>
 cudaError_t launch_dkdv(const BwdParams &p, cudaStream_t stream) {
   using KT = DkDvTile<D, BQ>;
   // K blocks fastest: the CTAs in flight together share one head's Q, dO and dQ rows in L2 (putting
-  // every head's heaviest causal block first instead measured slower on the H200, bench/NOTES.md).
+  // every head's heaviest causal block first instead measured slower on the H200, docs/perf-history.md).
   const dim3 grid(unsigned((p.seqlen_k + KT::kBlockK - 1) / KT::kBlockK), unsigned(p.batch * p.heads_kv),
                   unsigned(KT::kColSplits));
   if (grid.x == 0 || grid.y == 0) return cudaSuccess;  // varlen with max_seqlen_k = 0: no key to write

@@ -27,7 +27,7 @@
 //     gets O = 0 and LSE = -inf; rows past seqlen_q are never written.
 // Shared-memory tiles are row-major [row][head_dim] with 16-byte chunks XOR-swizzled by (row % 8), so
 // both the cp.async writes and the 8-row ldmatrix reads are free of bank conflicts.
-// Tile shapes (flash_fwd_traits.hpp, chosen by measurement in bench/NOTES.md):
+// Tile shapes (flash_fwd_traits.hpp, chosen by measurement in docs/perf-history.md):
 //   d=64: 128x128 tiles, 4 warps, 2 stages, Q re-read from smem (frees the registers a 128-key S
 //   tile needs; measured 5% faster at T=16384 than 64-key S tiles with Q in registers);
 //   d=128: 128x64 tiles, 4 warps, 2 stages, Q re-read from smem at every K tile (a 64-key S tile
@@ -462,7 +462,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
 // CTA order of a launch (section_heads, see the kernel). One section (every head's last query block
 // first) is longest-processing-time-first over the whole grid: the best balance. Small sections keep
 // the K/V of few heads in flight, so they are re-read from L2 instead of HBM: +2-4% at T = 8192-16384
-// (bench/NOTES.md, v6), but each section's heavy blocks then start later, and where the last ones start
+// (docs/perf-history.md, v6), but each section's heavy blocks then start later, and where the last ones start
 // too late the tail costs up to 25% (T = 1024-4096 with 1-12 heads per section, measured). So: one
 // section unless the K/V of all heads exceed twice the L2 (causal only: without the mask every block
 // has the same work and the order was not measured), and then the smallest section whose simulated
@@ -556,7 +556,7 @@ cudaError_t launch(const FlashFwdParams &params, cudaStream_t stream) {
 
 }  // namespace
 
-// Production tile shapes (bench/NOTES.md has the sweep behind them; bench/sm80_tile_sweep.cu times
+// Production tile shapes (docs/perf-history.md has the sweep behind them; an sm80 tile sweep (in git at eb35f39) timed
 // alternatives by including this file).
 using TraitsD64 = FlashFwdTraits<64, 128, 128, 4, 2, 128, 1, 0>;
 using TraitsD128 = FlashFwdTraits<128, 128, 64, 4, 2>;

@@ -3,7 +3,7 @@
 // kMTiles mma row tiles of 16); kBlockN keys per K/V tile (one cp.async group, one barrier);
 // kSubN keys per S tile held in registers (a K/V tile is consumed in kBlockN / kSubN steps, so a
 // large tile amortises barriers while S stays small enough for d=128); kStages K/V tiles in flight
-// in shared memory. Chosen per head_dim by measurement (bench/NOTES.md).
+// in shared memory. Chosen per head_dim by measurement (docs/perf-history.md).
 #pragma once
 
 namespace flashbox::cuda {

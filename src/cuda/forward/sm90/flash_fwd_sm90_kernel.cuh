@@ -16,7 +16,7 @@
 //     block j-1 is in flight (FA3 §3.2), and the GEMM issue of the consumer warpgroups takes turns
 //     through named barriers (ping-pong) so one group's softmax hides under the other's GEMMs (FA3
 //     §3.1). (A serial main loop and rescale-always were kept as measurement baselines until
-//     2026-11-29; bench/NOTES.md has their numbers.)
+//     2026-11-29; docs/perf-history.md has their numbers.)
 //   Epilogue: O / l goes through shared memory (stmatrix) and out by a TMA store, which clips rows
 //     >= seqlen_q; LSE (natural log) straight from registers. O is staged either in the warpgroup's
 //     own Q rows (Q is then free only once the store has read them) or, with `separate_o` (when the
@@ -28,7 +28,7 @@
 // into L2-sized head sections). The rings' (stage, parity) and the ping-pong turns run on across a
 // CTA's tiles; every warpgroup of a CTA sees the same tiles, so all agree on the counts. (A dynamic
 // scheduler, tiles from a global atomic counter as in FA3, was built and measured no faster; it was
-// removed: bench/NOTES.md.)
+// removed: docs/perf-history.md.)
 // Head dims: D is the instantiation's (64, 96, 128, 192, 256; 96 is FwdConfig's note below: Q and K
 // padded to two 64-column panels, V in three 32-column ones); a call's head_dim may be any multiple
 // of 8 up to D (flash_fwd_sm90.cu): the tensor maps end at head_dim, so the TMA fills the columns past it
@@ -60,7 +60,7 @@
 // 128-key blocks, and a group skips the ones it does not see (their tensor-core turn and ring stages
 // are passed on, so the ping-pong and the rings stay in step); its masks follow its own rows. The
 // masked-out pairs a window's edge blocks computed were most of its cost at head_dim 64: +9 % for a
-// causal window of 1024, +7 % two-sided (bench/NOTES.md, sm90 forward v11, which also has what was
+// causal window of 1024, +7 % two-sided (docs/perf-history.md, sm90 forward v11, which also has what was
 // tried and dropped: P.V over half a block, S over half a block).
 #pragma once
 #include <cuda.h>
@@ -134,7 +134,7 @@ constexpr bool o_buffer_fits(int bm, int bn, int d, int stages) {
 // (V_COLS = 32): one N = 96 product per k-step over exactly the head_dim.
 // MODS: softcap and ALiBi compiled in (both then runtime switches; the window needs no flag).
 // CAP_FUSED (MODS only): an unmasked later block with a softcap and no ALiBi takes the tanh inside the
-// optimistic exponentials' loop (Consumer::softmax; head_dim 128 only, bench/NOTES.md sm90 forward
+// optimistic exponentials' loop (Consumer::softmax; head_dim 128 only, docs/perf-history.md sm90 forward
 // "where the softcap's time goes": 0-3.5 % faster; at head_dim 64 the second softmax path spilled).
 template <class T, int D_, int BN_, int NWG_, int STAGES_, bool QREG_ = false, bool MODS_ = false, bool CAP_FUSED_ = false>
 struct FwdConfig {
@@ -457,7 +457,7 @@ struct Consumer {
 
   // MODS: softcap, then the ALiBi bias, in score units (before the mask, which sets -inf last).
   // tanh.approx.f32 (one MUFU op, relative error ~2^-11): the accuracy is measured against the fp64
-  // reference in tests/sm90/sm90_mods_test.cpp. The tanh shares the MUFU with exp2 (bench/NOTES.md:
+  // reference in tests/sm90/sm90_mods_test.cpp. The tanh shares the MUFU with exp2 (docs/perf-history.md:
   // what that costs, and half of the exponentials on the FMA pipe instead, measured slower).
   __device__ __forceinline__ void transform_scores(float (&s)[BN / 2], int n_block) {
     if constexpr (Cfg::MODS) {

@@ -1,7 +1,7 @@
 // The Hopper forward's tile and schedule policy, in one place (like FlashAttention-3's tile_size.h):
 // which compile-time configurations exist, which one a problem gets, and how its tiles are laid on
 // the SMs (schedule, CTA count, L2 sections). Host-only; every choice here was measured on the H200
-// (bench/NOTES.md, "Hopper forward"). The only inputs besides the problem are the caller's
+// (docs/perf-history.md, "Hopper forward"). The only inputs besides the problem are the caller's
 // options.sm_margin and the private tuning overrides (core/tuning.hpp: benchmarks and tests), which
 // replace a choice here and are at their defaults in every other call.
 #pragma once

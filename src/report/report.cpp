@@ -25,8 +25,8 @@ const std::vector<std::pair<const char *, const char *>> kExpectedSteps = {
     {"check", "the correctness step is not part of this build"},
     {"bench", "the benchmark step is not part of this build"},
     {"peers",
-     "the PyTorch SDPA step is not part of this build (bench/compare_sdpa.py measures it; pass its "
-     "JSON with `flashbox report --merge FILE`)"},
+     "the PyTorch SDPA step is not part of this build (a peers document measured elsewhere can be "
+     "merged with `flashbox report --merge FILE`)"},
     {"gpt2", "the GPT-2 step is not part of this build"},
 };
 

@@ -52,14 +52,21 @@ if(CMAKE_SCRIPT_MODE_FILE)
   return()
 endif()
 
+# FLASHBOX_PAGE_TEMPLATE: a page template built elsewhere (`npm run build -- --out FILE` in web/), for
+# machines without node (a GPU machine); empty, the template is built here from web/.
+set(FLASHBOX_PAGE_TEMPLATE "" CACHE FILEPATH "a prebuilt report page template (empty: build it with node)")
 find_program(FLASHBOX_NODE node)
 find_program(FLASHBOX_NPM npm)
-if(NOT FLASHBOX_NODE OR NOT FLASHBOX_NPM)
+if(FLASHBOX_PAGE_TEMPLATE)
+  if(NOT EXISTS ${FLASHBOX_PAGE_TEMPLATE})
+    message(FATAL_ERROR "flashbox: FLASHBOX_PAGE_TEMPLATE=${FLASHBOX_PAGE_TEMPLATE} does not exist")
+  endif()
+elseif(NOT FLASHBOX_NODE OR NOT FLASHBOX_NPM)
   message(FATAL_ERROR "flashbox: node and npm are needed to build the report page (web/), and "
     "they were not found. Run ./scripts/install-deps.sh (or `make deps`), then configure again.")
 endif()
-if(NOT EXISTS ${PROJECT_SOURCE_DIR}/web/node_modules/esbuild/package.json OR
-   NOT EXISTS ${PROJECT_SOURCE_DIR}/web/node_modules/chart.js/package.json)
+if(NOT FLASHBOX_PAGE_TEMPLATE AND (NOT EXISTS ${PROJECT_SOURCE_DIR}/web/node_modules/esbuild/package.json OR
+   NOT EXISTS ${PROJECT_SOURCE_DIR}/web/node_modules/chart.js/package.json))
   message(FATAL_ERROR "flashbox: web/node_modules is missing or incomplete, so the report page "
     "cannot be built. Run ./scripts/install-deps.sh (it runs `npm ci` in web/), then configure again.")
 endif()
@@ -69,13 +76,21 @@ set(FLASHBOX_WEB_TEMPLATE ${FLASHBOX_WEB_DIR}/template.html)
 set(FLASHBOX_WEB_ASSETS_CPP ${FLASHBOX_WEB_DIR}/html_assets.cpp)
 file(GLOB FLASHBOX_WEB_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/web/src/*)
 
-add_custom_command(OUTPUT ${FLASHBOX_WEB_TEMPLATE}
-  COMMAND ${FLASHBOX_NPM} run --silent build -- --out ${FLASHBOX_WEB_TEMPLATE}
-  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/web
-  DEPENDS ${FLASHBOX_WEB_SOURCES} ${PROJECT_SOURCE_DIR}/web/build.mjs
-          ${PROJECT_SOURCE_DIR}/web/package.json ${PROJECT_SOURCE_DIR}/web/package-lock.json
-  COMMENT "Building the report page template (web/, npm run build)"
-  VERBATIM)
+if(FLASHBOX_PAGE_TEMPLATE)
+  add_custom_command(OUTPUT ${FLASHBOX_WEB_TEMPLATE}
+    COMMAND ${CMAKE_COMMAND} -E copy ${FLASHBOX_PAGE_TEMPLATE} ${FLASHBOX_WEB_TEMPLATE}
+    DEPENDS ${FLASHBOX_PAGE_TEMPLATE}
+    COMMENT "Taking the prebuilt report page template ${FLASHBOX_PAGE_TEMPLATE}"
+    VERBATIM)
+else()
+  add_custom_command(OUTPUT ${FLASHBOX_WEB_TEMPLATE}
+    COMMAND ${FLASHBOX_NPM} run --silent build -- --out ${FLASHBOX_WEB_TEMPLATE}
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/web
+    DEPENDS ${FLASHBOX_WEB_SOURCES} ${PROJECT_SOURCE_DIR}/web/build.mjs
+            ${PROJECT_SOURCE_DIR}/web/package.json ${PROJECT_SOURCE_DIR}/web/package-lock.json
+    COMMENT "Building the report page template (web/, npm run build)"
+    VERBATIM)
+endif()
 
 # The kernel files that exist now are dependencies (an edit re-embeds them); the globs are checked
 # again at every build, so a kernel file that appears later triggers a re-configure and is embedded.

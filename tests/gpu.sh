@@ -7,7 +7,8 @@
 # ARCHS defaults to the project's list. A machine without the build's Debian packages can be given
 # them as .deb files: DEPS_DEBS=DIR (libcli11-dev, nlohmann-json3-dev, libfmt-dev, libgtest-dev, …,
 # fetched with `apt-get download`) are unpacked into a private prefix that CMake searches.
-# CTEST_ARGS adds ctest arguments (e.g. "-L python" or "-E web").
+# A machine without node takes a page template built elsewhere: PAGE_TEMPLATE=FILE (made with
+# `npm run build -- --out FILE` in web/). CTEST_ARGS adds ctest arguments (e.g. "-L python").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: tests/gpu.sh OUT_DIR [ARCHS ...]}
@@ -22,6 +23,7 @@ if [ -n "${DEPS_DEBS:-}" ]; then
   for f in "$DEPS_DEBS"/*.deb; do dpkg -x "$f" "$prefix"; done
   prefix_args=("-DCMAKE_PREFIX_PATH=$prefix/usr")
 fi
+[ -n "${PAGE_TEMPLATE:-}" ] && prefix_args+=("-DFLASHBOX_PAGE_TEMPLATE=$(realpath "$PAGE_TEMPLATE")")
 name() { echo "build-gpu-${1//;/_}"; }
 jobs=$(($(nproc) / ${#archs[@]} + 1))
 start=$(date +%s)

@@ -22,8 +22,8 @@
 // halves of dS^T_i, so both consumers meet at kDsBarrier every step and run in lockstep: their
 // softmax phases coincide, and whichever is late stalls the other. With dq_lag consumer w issues step
 // i's dQ product during step i + 1 (between dV_{i+1} and dK_{i+1}, where the plain schedule has dQ_i:
-// the same registers live), reading dS^T buffer i mod 2, whose partner half was written a whole step
-// earlier. The barrier becomes two one-way handshakes per buffer b, named barriers of 256 (128
+// the same registers live), reading dS^T buffer i mod 2, whose partner half is written a whole step
+// before it is read. The barrier becomes two one-way handshakes per buffer b, named barriers of 256 (128
 // arrive, 128 sync):
 //   kDsFull + 2w + b: w has written its half of buffer b (arrive after the stores and the proxy
 //     fence); the partner syncs before its dQ product of that step.
@@ -195,9 +195,9 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   };
   // The chunk goes to the dQ writer through the staging buffer, once the writer has given it back.
   // odd: with two dQ writers, an odd step (its barriers are kDqOdd further, bwd_dq_writer_pair).
-  // The stores take the buffer's 32-bit shared-window address (st.shared.v4): through a float4
-  // pointer into `smem` ptxas emitted generic ST.E.128 stores, which the proxy fence after them then
-  // waited on (5 % of the consumers' stall samples at D128 T8192).
+  // The stores take the buffer's 32-bit shared-window address (st.shared.v4): a float4 pointer into
+  // `smem` makes ptxas emit generic ST.E.128 stores, which the proxy fence after them waits on (5 % of
+  // the consumers' stall samples at D128 T8192).
   const auto stage_dq = [&](const float(&dq)[32], int odd) {
     const uint32_t staging = base + Cfg::DQ_OFF + (wg * Cfg::DQ_CHUNK_FLOATS + t * 4) * 4;
     const int dq_bar = wg + (Cfg::TWO_WRITERS ? kDqOdd * odd : 0);

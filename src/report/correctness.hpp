@@ -32,6 +32,8 @@ struct CheckResult {
   CheckConfig config;
   double threshold = 0;  // on rel_error
   std::vector<CheckRow> rows;
+  // Implementations present but not run on this input, with the reason (e.g. CUDA for fp32).
+  std::vector<std::string> not_checked;
   // CPU blocked against CPU naive, element by element (both must have run).
   std::optional<double> blocked_vs_naive_max_abs, blocked_vs_naive_rel;
   bool all_passed() const;

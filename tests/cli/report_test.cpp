@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <string>
+#include <vector>
 
 namespace flashbox::test {
 namespace {
@@ -192,12 +194,21 @@ END
   ASSERT_TRUE(peers["measured"].get<bool>()) << peers.dump();
   EXPECT_EQ(peers["rows"].size(), 1u);
   EXPECT_EQ(peers["rows"][0]["impl"], "sdpa_math");
-  // The bench step's CPU configuration and seqlens (quick: batch 1, 4 heads, T 128 and 256).
+  // The bench step's device, configuration and seqlens: on a CPU-only machine the quick CPU rows
+  // (batch 1, 4 heads, T 128 and 256); on a GPU machine steps.bench.config.
   const std::string args = peers["args"];
-  for (const char *want :
-       {"--device cpu", "--impls sdpa_math,sdpa_flash", "--forward-seqlens 128,256 --backward-seqlens ", "--batch 1",
-        "--heads 4", "--head-dim 64", "--dtype bf16", "--causal 1", "--warmup 1"})
-    EXPECT_NE(args.find(want), std::string::npos) << want << " not in " << args;
+  const json &bench = doc["steps"]["bench"];
+  std::vector<std::string> wanted;
+  if (bench["device"] == "cuda") {
+    const json &c = bench["config"];
+    wanted = {"--device cuda", "--impls sdpa_flash,sdpa_cudnn,sdpa_efficient",
+              "--batch " + std::to_string(c["batch"].get<int>()), "--heads " + std::to_string(c["heads"].get<int>()),
+              "--head-dim " + std::to_string(c["head_dim"].get<int>()), "--dtype " + c["dtype"].get<std::string>()};
+  } else {
+    wanted = {"--device cpu", "--impls sdpa_math,sdpa_flash", "--forward-seqlens 128,256 --backward-seqlens ",
+              "--batch 1", "--heads 4", "--head-dim 64", "--dtype bf16", "--causal 1", "--warmup 1"};
+  }
+  for (const auto &want : wanted) EXPECT_NE(args.find(want), std::string::npos) << want << " not in " << args;
 }
 
 TEST(CliReportPeers, WithoutTorchThePageIsToldWhy) {

@@ -43,6 +43,17 @@ inline bool have_hopper(std::string &why) {
   return true;
 }
 
+// Device memory that plan-only tests point Q, K, V and O at: the sm90 plan encodes TMA tensor maps,
+// and the driver refuses a host address for them. Nothing reads or writes it (1 MiB holds every
+// plan-only shape's tensors: at most 1 x 64 x 2 x 256 bf16). Null when the allocation fails.
+inline uint16_t *plan_only_device_memory() {
+  static void *const p = [] {
+    void *q = nullptr;
+    return cudaMalloc(&q, size_t(1) << 20) == cudaSuccess ? q : nullptr;
+  }();
+  return static_cast<uint16_t *>(p);
+}
+
 // The sm90 forward tests' device outputs are [kGuard bytes | payload | kGuard bytes]
 // (support/device_buffers.hpp), the guards set to kGuardByte.
 inline constexpr uint8_t kGuardByte = 0x5a;

@@ -341,7 +341,8 @@ TEST_F(Sm90, SmMargin) {
 TEST_F(Sm90, PlanGivesReasons) {
   AttentionData d(make(1, 64, 64, 2, 2, 64, 0));
   flashbox_attention_args a = d.args;
-  alignas(16) static uint16_t dummy[64];
+  uint16_t *const dummy = plan_only_device_memory();
+  ASSERT_NE(dummy, nullptr);
   a.q = a.k = a.v = dummy, a.o = dummy;
   detail::PlanResult r = detail::plan_sm90_forward(detail::make_problem(a));
   EXPECT_TRUE(r.plan.has_value()) << r.why_not;
@@ -532,7 +533,8 @@ TEST_F(Sm90, HeadDimsPlan) {
   for (int64_t d : kServedHeadDims) {
     AttentionData data(make(1, 64, 64, 2, 2, d, 0));
     flashbox_attention_args a = data.args;
-    alignas(16) static uint16_t dummy[64];
+    uint16_t *const dummy = plan_only_device_memory();
+    ASSERT_NE(dummy, nullptr);
     a.q = a.k = a.v = dummy, a.o = dummy;
     const detail::PlanResult r = detail::plan_sm90_forward(detail::make_problem(a));
     ASSERT_TRUE(r.plan.has_value()) << "d" << d << ": " << r.why_not;
@@ -543,7 +545,8 @@ TEST_F(Sm90, HeadDimsPlan) {
   {  // the tiles of 136..192, in the reason for a tile it has not
     AttentionData data(make(1, 64, 64, 2, 2, 160, 0));
     flashbox_attention_args a = data.args;
-    alignas(16) static uint16_t dummy[64];
+    uint16_t *const dummy = plan_only_device_memory();
+    ASSERT_NE(dummy, nullptr);
     a.q = a.k = a.v = dummy, a.o = dummy;
     detail::Problem pr = detail::make_problem(a);
     pr.tuning.overrides.sm90_tile_m = 128, pr.tuning.overrides.sm90_tile_n = 128;

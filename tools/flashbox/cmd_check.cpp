@@ -44,7 +44,8 @@ void print_table(const report::CheckResult &r) {
   if (r.blocked_vs_naive_max_abs)
     fmt::print("CPU blocked vs CPU naive: max abs difference {}, rel {}\n", format_sci(*r.blocked_vs_naive_max_abs),
                format_sci(*r.blocked_vs_naive_rel));
-  if (r.rows.size() <= 2) fmt::print("(no CUDA device: GPU implementations not checked)\n");
+  for (const auto &why : r.not_checked) fmt::print("not checked: {}\n", why);
+  if (r.rows.size() <= 2 && r.not_checked.empty()) fmt::print("(no CUDA device: GPU implementations not checked)\n");
 }
 
 void run(const CheckOptions &o) {

@@ -11,7 +11,7 @@ shift $(( $# >= 2 ? 2 : 1 ))
 build=${BUILD_DIR:-build}
 if [ ! -f "$build/libflashbox.so" ]; then
   cmake -S . -B "$build" $(command -v ninja >/dev/null && echo -G Ninja) -DCMAKE_BUILD_TYPE=Release ${ARCHS:+-DFLASHBOX_CUDA_ARCHS=$ARCHS}
-  cmake --build "$build" --target flashbox flashbox_cli -j "$(nproc)"
+  cmake --build "$build" --target flashbox_library flashbox_cli -j "$(nproc)"
 fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit,driver_version --format=csv,noheader || true
 exec python3 bench/run.py --lib "$build/libflashbox.so" --cli "$build/flashbox" --suite "$suites" --out "$out" --plot "$@"

@@ -31,7 +31,7 @@ done
 if [ -z "$LIB" ]; then
   echo "== building libflashbox (no loadable library found)"
   cmake -S . -B build -G Ninja -DFLASHBOX_CUDA_ARCHS=90a > "$RESULTS/build.log" 2>&1 &&
-    cmake --build build -j"$(nproc)" --target flashbox >> "$RESULTS/build.log" 2>&1 || { tail -30 "$RESULTS/build.log"; exit 1; }
+    cmake --build build -j"$(nproc)" --target flashbox_library >> "$RESULTS/build.log" 2>&1 || { tail -30 "$RESULTS/build.log"; exit 1; }
   LIB=build/libflashbox.so
 fi
 export FLASHBOX_LIBRARY=$PWD/$LIB PYTHONPATH=$PWD/tests/python/fa2_compat:$PWD/python:$PWD/tests/python PYTHONUNBUFFERED=1

@@ -194,13 +194,15 @@ def run_case(ctx, case, seed):
             notes[name] = str(e).splitlines()[0][:200]
     for name, peer in peer_fns(case, q, k, v, ctx.peers).items():
         try:
+            # Each closure binds its own peer and tensors (defaults): a plain closure would see the
+            # loop's last peer when it is timed, after the loop.
             if backward:
                 qg, kg, vg = (x.detach().clone().requires_grad_() for x in (q, k, v))
                 out = peer(qg, kg, vg)
-                fn = lambda: torch.autograd.grad(out, (qg, kg, vg), do, retain_graph=True)  # noqa: E731
+                fn = lambda out=out, inputs=(qg, kg, vg): torch.autograd.grad(out, inputs, do, retain_graph=True)  # noqa: E731
                 outs[name] = fn()
             else:
-                fn = lambda: peer(q, k, v)  # noqa: E731
+                fn = lambda peer=peer: peer(q, k, v)  # noqa: E731
                 outs[name] = fn()
             fns[name] = fn
         except Exception as e:

@@ -43,6 +43,7 @@ def parse(argv):
                     "rotated; each implementation's median of them (default %(default)s)")
     ap.add_argument("--seed", type=int, default=1234, help="row i's inputs use seed + i (default %(default)s)")
     ap.add_argument("--commit", help="flashbox's commit for the JSON (default: git of --lib's folder)")
+    ap.add_argument("--baseline-commit", help="the --baseline-lib's commit for the JSON (default: git of its folder)")
     a = ap.parse_args(argv)
     a.suites = [s for s in a.suite.split(",") if s]
     unknown = [s for s in a.suites if s not in SUITES]
@@ -67,11 +68,20 @@ def run_suite(name, ctx, args):
         rows.append(row)
         if row["status"] == "fail":
             print(f"  FAIL: error {row['error']} against {row['error_vs']}", file=sys.stderr)
-    info = dict(commit=args.commit or machine.commit(args.lib), library=ctx.lib.path, version=ctx.lib.version,
-                date=machine.now())
+    info = dict(commit=args.commit or machine.commit(args.lib), library=shown_path(ctx.lib.path),
+                version=ctx.lib.version, date=machine.now())
     if ctx.baseline:
-        info["baseline_library"], info["baseline_version"] = ctx.baseline.path, ctx.baseline.version
+        info.update(baseline_library=shown_path(ctx.baseline.path), baseline_version=ctx.baseline.version,
+                    baseline_commit=args.baseline_commit or machine.commit(args.baseline_lib))
     return report.document(name, ctx.machine, info, rows, args)
+
+
+def shown_path(path):
+    """A library's path as the JSON records it: relative to the repository when inside it (the
+    machine's own folders say nothing to a reader), else its file name."""
+    root = os.path.dirname(BENCH_DIR)
+    path = os.path.abspath(path)
+    return os.path.relpath(path, root) if path.startswith(root + os.sep) else os.path.basename(path)
 
 
 def main(argv=None):

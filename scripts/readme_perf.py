@@ -68,8 +68,12 @@ def suite_section(gpu, doc, results, rel_results):
         if os.path.exists(os.path.join(results, gpu, f"{doc['suite']}.{ext}")):
             lines += [f"![{doc['suite']}]({rel_results}/{gpu}/{doc['suite']}.{ext})", ""]
             break
+    names = dict(PEER_NAMES)
+    if fb.get("baseline_version"):  # an earlier flashbox timed in the same rows: named by version and commit
+        names["flashbox_baseline"] = f"flashbox {fb['baseline_version']}" + (
+            f" ({fb['baseline_commit']})" if fb.get("baseline_commit") else "")
     metric = rows[0]["metric"] if rows else ""
-    lines.append("| row | flashbox " + metric + " | " + " | ".join(f"× {PEER_NAMES.get(p, p)}" for p in peers) + " |")
+    lines.append("| row | flashbox " + metric + " | " + " | ".join(f"× {names.get(p, p)}" for p in peers) + " |")
     lines.append("| --- | ---: |" + " ---: |" * len(peers))
     for r in rows:
         value = fmt(r["perf"].get("flashbox"), 0)

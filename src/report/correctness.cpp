@@ -7,8 +7,8 @@
 
 #include <fmt/core.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -23,15 +23,20 @@ struct Target {
   flashbox_kernel_family family = FLASHBOX_FAMILY_AUTO;  // asked for through flashbox_options
 };
 
-std::vector<Target> targets_for_this_machine(bool use_gpu) {
+// The implementations to check; `not_checked` gets those this machine has but this build lacks.
+std::vector<Target> targets_for_this_machine(bool use_gpu, std::vector<std::string> &not_checked) {
   std::vector<Target> t = {{FLASHBOX_CPU, FLASHBOX_NAIVE, "naive"}, {FLASHBOX_CPU, FLASHBOX_BLOCKED, "blocked"}};
   const auto gpu = use_gpu ? gpu_info() : std::nullopt;
   if (!gpu) return t;
   t.push_back({FLASHBOX_CUDA, FLASHBOX_NAIVE, "naive"});
-  // On Hopper both flash kernel families exist: check each.
+  // On Hopper both flash kernel families exist (when this build has sm_90a): check each.
   if (gpu->cc_major == 9) {
     t.push_back({FLASHBOX_CUDA, FLASHBOX_FLASH, "flash (sm80)", FLASHBOX_FAMILY_SM80});
+#ifdef FLASHBOX_HAVE_SM90
     t.push_back({FLASHBOX_CUDA, FLASHBOX_FLASH, "flash (sm90)", FLASHBOX_FAMILY_SM90});
+#else
+    not_checked.push_back("cuda flash (sm90): this flashbox was built without sm_90a (FLASHBOX_CUDA_ARCHS)");
+#endif
   } else {
     t.push_back({FLASHBOX_CUDA, FLASHBOX_FLASH, "flash"});
   }
@@ -131,7 +136,7 @@ CheckResult run_check(const CheckConfig &config, const Progress &progress) {
   result.threshold = rel_error_threshold(config.shape.dtype);
 
   HostAttention host(config.shape, config.seed);
-  auto targets = targets_for_this_machine(config.gpu);
+  auto targets = targets_for_this_machine(config.gpu, result.not_checked);
   if (config.shape.dtype == FLASHBOX_FLOAT32 &&
       std::erase_if(targets, [](const Target &t) { return t.device == FLASHBOX_CUDA; }) > 0)
     result.not_checked.push_back("cuda: its implementations take fp16 and bf16, not fp32");

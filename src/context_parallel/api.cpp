@@ -142,6 +142,24 @@ int run_simulated(const Args *shards, int world, flashbox_cp_layout layout, flas
 const flashbox_attention_args &fwd_of_args(const flashbox_attention_args &a) { return a; }
 const flashbox_attention_args &fwd_of_grad(const flashbox_attention_grad_args &g) { return g.fwd; }
 
+// A simulated run: the options, the shard array, each rank's shard and its agreement with rank 0's,
+// then the ranks over the loopback transport.
+template <typename Args, typename Validate, typename Make>
+int simulated(const Args *shards, int world, flashbox_cp_layout layout, flashbox_cp_variant variant,
+              Validate validate_one, Make make, const flashbox_attention_args &(*fwd_of)(const Args &)) {
+  return guarded([&] {
+    if (int rc = validate_options(layout, variant)) return rc;
+    if (!shards) return fail(FLASHBOX_ERR_NULL_POINTER, "shards is NULL");
+    if (world < 1 || world > 4096)
+      return fail(FLASHBOX_ERR_INVALID_SIZE, "world = " + std::to_string(world) + " must be in [1, 4096]");
+    for (int r = 0; r < world; ++r) {
+      if (int rc = validate_one(&shards[r], layout, "rank " + std::to_string(r) + ": ")) return rc;
+      if (int rc = validate_same(fwd_of(shards[0]), fwd_of(shards[r]), r)) return rc;
+    }
+    return run_simulated(shards, world, layout, variant, make, fwd_of);
+  });
+}
+
 template <typename Args, typename Make>
 int run_nccl(const Args &shard, const flashbox_attention_args &fwd, flashbox_cp_layout layout,
              flashbox_cp_variant variant, void *comm, Make make) {
@@ -186,32 +204,12 @@ FLASHBOX_API int flashbox_cp_backward(const flashbox_attention_grad_args *shard,
 
 FLASHBOX_API int flashbox_cp_forward_simulated(const flashbox_attention_args *shards, int world,
                                                flashbox_cp_layout layout, flashbox_cp_variant variant) {
-  return guarded([&] {
-    if (int rc = validate_options(layout, variant)) return rc;
-    if (!shards) return fail(FLASHBOX_ERR_NULL_POINTER, "shards is NULL");
-    if (world < 1 || world > 4096)
-      return fail(FLASHBOX_ERR_INVALID_SIZE, "world = " + std::to_string(world) + " must be in [1, 4096]");
-    for (int r = 0; r < world; ++r) {
-      if (int rc = validate_shard(&shards[r], layout, "rank " + std::to_string(r) + ": ")) return rc;
-      if (int rc = validate_same(shards[0], shards[r], r)) return rc;
-    }
-    return run_simulated(shards, world, layout, variant, make_forward_program, fwd_of_args);
-  });
+  return simulated(shards, world, layout, variant, validate_shard, make_forward_program, fwd_of_args);
 }
 
 FLASHBOX_API int flashbox_cp_backward_simulated(const flashbox_attention_grad_args *shards, int world,
                                                 flashbox_cp_layout layout, flashbox_cp_variant variant) {
-  return guarded([&] {
-    if (int rc = validate_options(layout, variant)) return rc;
-    if (!shards) return fail(FLASHBOX_ERR_NULL_POINTER, "shards is NULL");
-    if (world < 1 || world > 4096)
-      return fail(FLASHBOX_ERR_INVALID_SIZE, "world = " + std::to_string(world) + " must be in [1, 4096]");
-    for (int r = 0; r < world; ++r) {
-      if (int rc = validate_grad_shard(&shards[r], layout, "rank " + std::to_string(r) + ": ")) return rc;
-      if (int rc = validate_same(shards[0].fwd, shards[r].fwd, r)) return rc;
-    }
-    return run_simulated(shards, world, layout, variant, make_backward_program, fwd_of_grad);
-  });
+  return simulated(shards, world, layout, variant, validate_grad_shard, make_backward_program, fwd_of_grad);
 }
 
 FLASHBOX_API int64_t flashbox_cp_global_token(flashbox_cp_layout layout, int world, int rank, int64_t tokens_per_rank,

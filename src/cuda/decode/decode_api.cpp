@@ -30,49 +30,6 @@ namespace flashbox::cuda {
 
 using detail::KvcacheProblem;
 
-cudaError_t launch_decode_split_d64(const DecodeParams &p, bool bf16, cudaStream_t s);
-cudaError_t launch_decode_split_d128(const DecodeParams &p, bool bf16, cudaStream_t s);
-cudaError_t launch_decode_combine_d64(const DecodeParams &p, bool bf16, cudaStream_t s);
-cudaError_t launch_decode_combine_d128(const DecodeParams &p, bool bf16, cudaStream_t s);
-cudaError_t decode_split_occupancy_d64(bool bf16, int *ctas, int64_t *bytes);
-cudaError_t decode_split_occupancy_d128(bool bf16, int *ctas, int64_t *bytes);
-cudaError_t launch_decode_split_d256(const DecodeParams &p, bool bf16, cudaStream_t s);
-cudaError_t launch_decode_combine_d256(const DecodeParams &p, bool bf16, cudaStream_t s);
-cudaError_t decode_split_occupancy_d256(bool bf16, int *ctas, int64_t *bytes);
-
-int decode_kernel_dim(int head_dim) { return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256; }
-
-cudaError_t launch_decode_split(const DecodeParams &p, int head_dim, bool bf16, cudaStream_t stream,
-                                const char **kernel_name) {
-  switch (decode_kernel_dim(head_dim)) {
-    case 64:
-      *kernel_name = bf16 ? "cuda_decode_split_d64_bf16" : "cuda_decode_split_d64_fp16";
-      return launch_decode_split_d64(p, bf16, stream);
-    case 128:
-      *kernel_name = bf16 ? "cuda_decode_split_d128_bf16" : "cuda_decode_split_d128_fp16";
-      return launch_decode_split_d128(p, bf16, stream);
-    default:
-      *kernel_name = bf16 ? "cuda_decode_split_d256_bf16" : "cuda_decode_split_d256_fp16";
-      return launch_decode_split_d256(p, bf16, stream);
-  }
-}
-
-cudaError_t launch_decode_combine(const DecodeParams &p, int head_dim, bool bf16, cudaStream_t stream) {
-  switch (decode_kernel_dim(head_dim)) {
-    case 64: return launch_decode_combine_d64(p, bf16, stream);
-    case 128: return launch_decode_combine_d128(p, bf16, stream);
-    default: return launch_decode_combine_d256(p, bf16, stream);
-  }
-}
-
-cudaError_t decode_split_occupancy(int head_dim, bool bf16, int *ctas_per_sm, int64_t *bytes_in_flight) {
-  switch (decode_kernel_dim(head_dim)) {
-    case 64: return decode_split_occupancy_d64(bf16, ctas_per_sm, bytes_in_flight);
-    case 128: return decode_split_occupancy_d128(bf16, ctas_per_sm, bytes_in_flight);
-    default: return decode_split_occupancy_d256(bf16, ctas_per_sm, bytes_in_flight);
-  }
-}
-
 namespace {
 
 constexpr double kBandwidthBytesPerUs = 4.0e6;  // ~4 TB/s: the order of an H100/H200's HBM; only ratios matter

@@ -14,7 +14,7 @@ namespace {
 class NcclOneRank : public ::testing::TestWithParam<cp::Variant> {
  protected:
   void SetUp() override {
-    if (!have_gpu()) GTEST_SKIP() << "no CUDA device (flashbox_cuda_device_count() == 0): GPU test not run";
+    SKIP_WITHOUT_GPU();
     if (!flashbox_cp_have_nccl()) GTEST_SKIP() << "built without NCCL (nccl.h / libnccl not found): NCCL test not run";
     uint8_t id[FLASHBOX_CP_NCCL_ID_BYTES];
     ASSERT_EQ(flashbox_cp_nccl_unique_id(id), 0) << cp::last_error();

@@ -130,6 +130,17 @@ void gpu_forward(const Shape &s, Mask m, cp::Variant variant) {
               r.rel_error, d.compare().rel_error, rel_diff(ring_out, d.output_dense()));
 }
 
+// Points rank r's gradient args (its forward's q, k, v, o, lse and dout, dq, dk, dv) at device
+// mirrors of its host shards.
+void mirror_grad(Mirror &mirror, RingBackwardCase &rc, int r) {
+  flashbox_attention_grad_args &g = rc.grads[size_t(r)];
+  const size_t i = size_t(r);
+  g.fwd.q = mirror.add(rc.q[i]), g.fwd.k = mirror.add(rc.k[i]), g.fwd.v = mirror.add(rc.v[i]);
+  g.fwd.o = mirror.add(rc.o[i]), g.fwd.lse = static_cast<float *>(mirror.add(rc.lse[i]));
+  g.dout = mirror.add(rc.dout[i]), g.dq = mirror.add(rc.dq[i]), g.dk = mirror.add(rc.dk[i]),
+  g.dv = mirror.add(rc.dv[i]);
+}
+
 void gpu_backward(const Shape &s, Mask m, cp::Variant variant) {
   const cp::Options opt{m.layout, variant};
   RingBackwardCase rc(global_case(s, m.causal), s.world, opt);
@@ -137,11 +148,7 @@ void gpu_backward(const Shape &s, Mask m, cp::Variant variant) {
   Streams streams(s.world);
   for (int r = 0; r < s.world; ++r) {
     flashbox_attention_grad_args &g = rc.grads[size_t(r)];
-    const size_t i = size_t(r);
-    g.fwd.q = mirror.add(rc.q[i]), g.fwd.k = mirror.add(rc.k[i]), g.fwd.v = mirror.add(rc.v[i]);
-    g.fwd.o = mirror.add(rc.o[i]), g.fwd.lse = static_cast<float *>(mirror.add(rc.lse[i]));
-    g.dout = mirror.add(rc.dout[i]), g.dq = mirror.add(rc.dq[i]), g.dk = mirror.add(rc.dk[i]),
-    g.dv = mirror.add(rc.dv[i]);
+    mirror_grad(mirror, rc, r);
     g.fwd.stream = streams[r];
     ASSERT_TRUE(g.dq && g.dk && g.dv && g.dout) << "cudaMalloc failed";
   }
@@ -188,12 +195,8 @@ TEST_P(GpuRing, ForwardThenBackward) {
   std::vector<flashbox_attention_args> fwd;
   for (int r = 0; r < s.world; ++r) {
     flashbox_attention_grad_args &g = rc.grads[size_t(r)];
-    const size_t i = size_t(r);
-    poison_bytes(rc.o[i]);
-    g.fwd.q = mirror.add(rc.q[i]), g.fwd.k = mirror.add(rc.k[i]), g.fwd.v = mirror.add(rc.v[i]);
-    g.fwd.o = mirror.add(rc.o[i]), g.fwd.lse = static_cast<float *>(mirror.add(rc.lse[i]));
-    g.dout = mirror.add(rc.dout[i]), g.dq = mirror.add(rc.dq[i]), g.dk = mirror.add(rc.dk[i]),
-    g.dv = mirror.add(rc.dv[i]);
+    poison_bytes(rc.o[size_t(r)]);
+    mirror_grad(mirror, rc, r);
     g.fwd.stream = streams[r];
     fwd.push_back(g.fwd);
   }

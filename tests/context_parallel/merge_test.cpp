@@ -11,6 +11,7 @@
 #include "context_parallel/merge_math.hpp"
 #include "cpu/reference_fp64.hpp"
 #include "support/attention_case.hpp"
+#include "support/output_error.hpp"
 
 namespace flashbox::cp {
 namespace {
@@ -87,14 +88,9 @@ MergeArgs rows_of(const test::AttentionCase &c, float *acc_o, float *acc_lse, co
   return m;
 }
 
+// ||got - ref|| / ||ref|| (support/output_error.hpp); inf when got holds a NaN or inf.
 double rel_error(const std::vector<float> &got, const std::vector<double> &ref) {
-  double d2 = 0, r2 = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    if (!std::isfinite(got[i])) return kInf;
-    d2 += (got[i] - ref[i]) * (got[i] - ref[i]);
-    r2 += ref[i] * ref[i];
-  }
-  return std::sqrt(d2 / r2);
+  return test::rel_error_of([&](size_t i) { return double(got[i]); }, ref).rel_or_inf();
 }
 
 TEST(MergeHost, TwoKeyRangesEqualTheWhole) {

@@ -24,31 +24,68 @@ inline void poison_bytes(std::vector<uint8_t> &b) {
   for (size_t i = 0; i < b.size(); ++i) b[i] = (i & 1) ? 0x7f : 0xff;
 }
 
-class RingForwardCase {
- public:
-  RingForwardCase(const AttentionCase &c, int world, cp::Options opt) : d_(c), world_(world), opt_(opt) {
+// What the forward and backward cases share: the global problem's shape split into `world` ranks of
+// S tokens, each rank's q, k, v and o shards and its forward args pointed at them (dense BTHD
+// strides), and the case name.
+class RingShards {
+ protected:
+  RingShards(const AttentionCase &c, int world, cp::Options opt) : world_(world), opt_(opt), c_(c) {
     S_ = c.seqlen_q / world;
     const int64_t es = cpu::dtype_size(c.dtype);
     qd_ = Dense{c.batch, c.seqlen_q, c.heads_q, c.head_dim, es};
     kd_ = Dense{c.batch, c.seqlen_k, c.heads_kv, c.head_dim, es};
     q.resize(size_t(world)), k = v = o = q;
     lse.resize(size_t(world));
+  }
+
+  // Rank r's shards of the global q, k and v.
+  void shard_qkv(int r, AttentionData &f) {
+    shard_rows(qd_, q[r], f.q_bytes().data(), opt_.layout, world_, r, S_);
+    shard_rows(kd_, k[r], f.k_bytes().data(), opt_.layout, world_, r, S_);
+    shard_rows(kd_, v[r], f.v_bytes().data(), opt_.layout, world_, r, S_);
+  }
+
+  // Rank r's forward args: S tokens, pointed at its shards with dense strides.
+  void point_at_shards(flashbox_attention_args &a, int r) {
+    a.seqlen_q = a.seqlen_k = S_;
+    a.q = q[r].data(), a.k = k[r].data(), a.v = v[r].data(), a.o = o[r].data(), a.lse = lse[r].data();
+    dense_strides(S_, c_.heads_q, c_.head_dim, a.q_stride);
+    dense_strides(S_, c_.heads_kv, c_.head_dim, a.k_stride);
+    dense_strides(S_, c_.heads_kv, c_.head_dim, a.v_stride);
+    dense_strides(S_, c_.heads_q, c_.head_dim, a.o_stride);
+  }
+
+  std::string name_of(const std::string &case_name) const {
+    return std::string(variant_label(opt_.variant)) + " " + layout_label(opt_.layout) + " N" + std::to_string(world_) +
+           " S" + std::to_string(S_) + " " + case_name;
+  }
+
+ public:
+  int64_t tokens_per_rank() const { return S_; }
+
+  std::vector<std::vector<uint8_t>> q, k, v, o;
+  std::vector<std::vector<float>> lse;
+
+ protected:
+  int world_;
+  cp::Options opt_;
+  AttentionCase c_;
+  int64_t S_ = 0;
+  Dense qd_{}, kd_{};
+};
+
+class RingForwardCase : public RingShards {
+ public:
+  RingForwardCase(const AttentionCase &c, int world, cp::Options opt) : RingShards(c, world, opt), d_(c) {
     args.resize(size_t(world));
     for (int r = 0; r < world; ++r) {
-      shard_rows(qd_, q[r], d_.q_bytes().data(), opt.layout, world, r, S_);
-      shard_rows(kd_, k[r], d_.k_bytes().data(), opt.layout, world, r, S_);
-      shard_rows(kd_, v[r], d_.v_bytes().data(), opt.layout, world, r, S_);
+      shard_qkv(r, d_);
       o[r].resize(q[r].size());
       poison_bytes(o[r]);
       lse[r].assign(size_t(c.batch * c.heads_q * S_), std::numeric_limits<float>::quiet_NaN());
       flashbox_attention_args &a = args[size_t(r)];
       a = d_.args;
-      a.seqlen_q = a.seqlen_k = S_;
-      a.q = q[r].data(), a.k = k[r].data(), a.v = v[r].data(), a.o = o[r].data(), a.lse = lse[r].data();
-      dense_strides(S_, c.heads_q, c.head_dim, a.q_stride);
-      dense_strides(S_, c.heads_kv, c.head_dim, a.k_stride);
-      dense_strides(S_, c.heads_kv, c.head_dim, a.v_stride);
-      dense_strides(S_, c.heads_q, c.head_dim, a.o_stride);
+      point_at_shards(a, r);
     }
   }
 
@@ -60,41 +97,24 @@ class RingForwardCase {
     }
   }
 
-  std::string name() const {
-    return std::string(variant_label(opt_.variant)) + " " + layout_label(opt_.layout) + " N" + std::to_string(world_) +
-           " S" + std::to_string(S_) + " " + d_.name();
-  }
+  std::string name() const { return name_of(d_.name()); }
 
   AttentionData &data() { return d_; }
-  int64_t tokens_per_rank() const { return S_; }
 
-  std::vector<std::vector<uint8_t>> q, k, v, o;
-  std::vector<std::vector<float>> lse;
   std::vector<flashbox_attention_args> args;
 
  private:
   AttentionData d_;
-  int world_;
-  cp::Options opt_;
-  int64_t S_ = 0;
-  Dense qd_{}, kd_{};
 };
 
-class RingBackwardCase {
+class RingBackwardCase : public RingShards {
  public:
-  RingBackwardCase(const AttentionCase &c, int world, cp::Options opt) : bd_(c), world_(world), opt_(opt) {
-    S_ = c.seqlen_q / world;
-    const int64_t es = cpu::dtype_size(c.dtype);
-    qd_ = Dense{c.batch, c.seqlen_q, c.heads_q, c.head_dim, es};
-    kd_ = Dense{c.batch, c.seqlen_k, c.heads_kv, c.head_dim, es};
+  RingBackwardCase(const AttentionCase &c, int world, cp::Options opt) : RingShards(c, world, opt), bd_(c) {
     AttentionData &f = bd_.forward();
-    q.resize(size_t(world)), k = v = o = dout = dq = dk = dv = q;
-    lse.resize(size_t(world));
+    dout = dq = dk = dv = q;
     grads.resize(size_t(world));
     for (int r = 0; r < world; ++r) {
-      shard_rows(qd_, q[r], f.q_bytes().data(), opt.layout, world, r, S_);
-      shard_rows(kd_, k[r], f.k_bytes().data(), opt.layout, world, r, S_);
-      shard_rows(kd_, v[r], f.v_bytes().data(), opt.layout, world, r, S_);
+      shard_qkv(r, f);
       shard_rows(qd_, o[r], f.o_bytes().data(), opt.layout, world, r, S_);
       shard_rows(qd_, dout[r], bd_.dout_bytes().data(), opt.layout, world, r, S_);
       lse[r] = shard_lse(f.lse, c.batch, c.heads_q, opt.layout, world, r, S_);
@@ -102,14 +122,8 @@ class RingBackwardCase {
       poison_bytes(dq[r]), poison_bytes(dk[r]), poison_bytes(dv[r]);
       flashbox_attention_grad_args &g = grads[size_t(r)];
       g = bd_.grad;
-      flashbox_attention_args &a = g.fwd;
-      a.seqlen_q = a.seqlen_k = S_;
-      a.q = q[r].data(), a.k = k[r].data(), a.v = v[r].data(), a.o = o[r].data(), a.lse = lse[r].data();
+      point_at_shards(g.fwd, r);
       g.dout = dout[r].data(), g.dq = dq[r].data(), g.dk = dk[r].data(), g.dv = dv[r].data();
-      dense_strides(S_, c.heads_q, c.head_dim, a.q_stride);
-      dense_strides(S_, c.heads_kv, c.head_dim, a.k_stride);
-      dense_strides(S_, c.heads_kv, c.head_dim, a.v_stride);
-      dense_strides(S_, c.heads_q, c.head_dim, a.o_stride);
       dense_strides(S_, c.heads_q, c.head_dim, g.dout_stride);
       dense_strides(S_, c.heads_q, c.head_dim, g.dq_stride);
       dense_strides(S_, c.heads_kv, c.head_dim, g.dk_stride);
@@ -125,23 +139,15 @@ class RingBackwardCase {
     }
   }
 
-  std::string name() const {
-    return std::string(variant_label(opt_.variant)) + " " + layout_label(opt_.layout) + " N" + std::to_string(world_) +
-           " S" + std::to_string(S_) + " " + bd_.name();
-  }
+  std::string name() const { return name_of(bd_.name()); }
 
   BackwardData &data() { return bd_; }
 
-  std::vector<std::vector<uint8_t>> q, k, v, o, dout, dq, dk, dv;
-  std::vector<std::vector<float>> lse;
+  std::vector<std::vector<uint8_t>> dout, dq, dk, dv;
   std::vector<flashbox_attention_grad_args> grads;
 
  private:
   BackwardData bd_;
-  int world_;
-  cp::Options opt_;
-  int64_t S_ = 0;
-  Dense qd_{}, kd_{};
 };
 
 }  // namespace flashbox::test

@@ -26,9 +26,9 @@ TEST(GpuNaiveMemory, OutOfMemoryIsCleanAndRecoverable) {
       GTEST_SKIP() << "this GPU cannot hold the 4 x 17 GB inputs of the out-of-memory case";
     }
   }
-  CUDA_ASSERT(cudaDeviceSynchronize());
+  CUDA_OK(cudaDeviceSynchronize());
   size_t free_before = 0, total = 0;
-  CUDA_ASSERT(cudaMemGetInfo(&free_before, &total));
+  CUDA_OK(cudaMemGetInfo(&free_before, &total));
   flashbox_attention_args a{};
   a.device = FLASHBOX_CUDA, a.dtype = FLASHBOX_BFLOAT16, a.impl = FLASHBOX_NAIVE;
   a.batch = B, a.seqlen_q = T, a.seqlen_k = T, a.heads_q = H, a.heads_kv = H, a.head_dim = D;
@@ -40,18 +40,18 @@ TEST(GpuNaiveMemory, OutOfMemoryIsCleanAndRecoverable) {
   std::printf("OOM message: %s\n", msg.c_str());
   EXPECT_NE(msg.find("cannot allocate"), std::string::npos) << msg;
   EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "the failed allocation must not leave a CUDA error behind";
-  CUDA_ASSERT(cudaDeviceSynchronize());
+  CUDA_OK(cudaDeviceSynchronize());
   // Free memory is the whole device's: tests running beside this one (ctest -j) allocate and free
   // too. A leak stays, so the check passes once free memory is back within 64 MB, read up to 50
   // times 100 ms apart.
   size_t free_after = 0;
   for (int tries = 0; tries < 50; ++tries) {
-    CUDA_ASSERT(cudaMemGetInfo(&free_after, &total));
+    CUDA_OK(cudaMemGetInfo(&free_after, &total));
     if (int64_t(free_after) + (64 << 20) >= int64_t(free_before)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_GE(int64_t(free_after) + (64 << 20), int64_t(free_before)) << "device memory leaked by the failed call";
-  for (void *b : bufs) CUDA_ASSERT(cudaFree(b));
+  for (void *b : bufs) CUDA_OK(cudaFree(b));
 
   // A normal call afterwards works.
   AttentionCase c;
@@ -77,13 +77,13 @@ TEST(GpuNaiveMemory, ScratchIsMeasuredAndReleased) {
   ASSERT_NO_FATAL_FAILURE(dev.upload());
   // A first call creates this thread's cuBLAS handle (and its workspace), which stays by design.
   ASSERT_EQ(flashbox_attention_forward(&dev.args), FLASHBOX_OK) << flashbox_last_error();
-  CUDA_ASSERT(cudaDeviceSynchronize());
+  CUDA_OK(cudaDeviceSynchronize());
   size_t free_before = 0, total = 0;
-  CUDA_ASSERT(cudaMemGetInfo(&free_before, &total));
+  CUDA_OK(cudaMemGetInfo(&free_before, &total));
   for (int i = 0; i < 5; ++i) ASSERT_EQ(flashbox_attention_forward(&dev.args), FLASHBOX_OK) << flashbox_last_error();
-  CUDA_ASSERT(cudaDeviceSynchronize());
+  CUDA_OK(cudaDeviceSynchronize());
   size_t free_after = 0;
-  CUDA_ASSERT(cudaMemGetInfo(&free_after, &total));
+  CUDA_OK(cudaMemGetInfo(&free_after, &total));
   EXPECT_EQ(flashbox_last_scratch_peak_bytes(), int64_t(2) * 4 * 1024 * 1024 * 6);
   EXPECT_GE(int64_t(free_after) + (64 << 20), int64_t(free_before)) << "scratch not returned after the calls";
 }

@@ -10,7 +10,7 @@ namespace {
 void run_on_stream(flashbox_impl impl, const char *arch) {
   const flashbox_options opts = family_options(arch);
   cudaStream_t stream = nullptr;
-  CUDA_ASSERT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   AttentionCase c;
   c.batch = 4, c.seqlen_q = 2048, c.seqlen_k = 2048, c.heads_q = 4, c.heads_kv = 4, c.head_dim = 64;
   c.dtype = FLASHBOX_BFLOAT16, c.causal = 1, c.device = FLASHBOX_CUDA, c.impl = impl;
@@ -25,7 +25,7 @@ void run_on_stream(flashbox_impl impl, const char *arch) {
   const Comparison r = d.compare();
   EXPECT_FALSE(r.has_nan) << d.name();
   EXPECT_LT(r.rel_error, d.tolerance()) << d.name();
-  CUDA_ASSERT(cudaStreamDestroy(stream));
+  CUDA_OK(cudaStreamDestroy(stream));
 }
 
 TEST(GpuStream, FlashSm80RunsOnTheGivenStream) {

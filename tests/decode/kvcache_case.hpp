@@ -71,6 +71,32 @@ inline const char *layout_name(CacheLayout l) {
   return l == CacheLayout::Contiguous ? "contiguous" : l == CacheLayout::Indexed ? "indexed" : "paged";
 }
 
+// The values a device's MaskingOptions test sets (the CPU and CUDA tests pick their own).
+struct MaskingValues {
+  int64_t causal_window_left;         // a causal window (causal_window_left, 0)
+  int64_t window_left, window_right;  // a two-sided window
+  float softcap, q_scale;             // softcap, with q spread by q_scale
+};
+
+// The masking variants of `base` both devices' MaskingOptions tests run, in this order: a causal
+// window, a two-sided window, softcap, ALiBi per head (causal), ALiBi per batch entry (causal),
+// left padding (causal, contiguous cache).
+inline std::vector<KvCase> masking_variants(const KvCase &base, const MaskingValues &v) {
+  KvCase w = base;
+  w.causal = 1, w.has_window = 1, w.window_left = v.causal_window_left, w.window_right = 0;
+  KvCase w2 = base;
+  w2.has_window = 1, w2.window_left = v.window_left, w2.window_right = v.window_right;
+  KvCase s = base;
+  s.softcap = v.softcap, s.q_scale = v.q_scale;
+  KvCase al = base;
+  al.alibi = true, al.causal = 1;
+  KvCase alb = al;  // slopes per batch entry ([batch, heads], as FlashAttention-2 takes them)
+  alb.alibi_per_batch = true;
+  KvCase lp = base;
+  lp.leftpad = true, lp.causal = 1, lp.layout = CacheLayout::Contiguous;
+  return {w, w2, s, al, alb, lp};
+}
+
 class KvData {
  public:
   KvCase c;
@@ -176,7 +202,6 @@ class KvData {
     build_reference(cap);
     fill_args();
   }
-
 
   // Turns the head row at element `off` of `buf` to position `pos` (the library's formula).
   void rotate_row(std::vector<uint8_t> &buf, int64_t off, int64_t pos) const {
@@ -297,7 +322,8 @@ class KvData {
            " new" + std::to_string(c.seqlen_new) + " causal" + std::to_string(c.causal) +
            (c.has_window ? " window(" + std::to_string(c.window_left) + "," + std::to_string(c.window_right) + ")"
                          : "") +
-           (c.softcap > 0 ? " softcap" : "") + (c.alibi ? (c.alibi_per_batch ? " alibi[batch]" : " alibi") : "") + (c.leftpad ? " leftpad" : "") +
+           (c.softcap > 0 ? " softcap" : "") + (c.alibi ? (c.alibi_per_batch ? " alibi[batch]" : " alibi") : "") +
+           (c.leftpad ? " leftpad" : "") +
            (c.rotary_dim ? " rotary" + std::to_string(c.rotary_dim) + (c.rotary_interleaved ? "i" : "") : "") +
            " splits" + std::to_string(c.num_splits) + " " + cpu::dtype_name(c.dtype) + " seed " +
            std::to_string(c.seed) + " (FLASHBOX_TEST_SEED)]";

@@ -53,24 +53,10 @@ TEST(KvcacheCpu, MaskingOptions) {
   KvCase base;
   base.dtype = FLASHBOX_FLOAT32, base.layout = CacheLayout::Paged, base.batch = 2, base.seqlen_q = 3;
   base.heads_q = 6, base.heads_kv = 2, base.head_dim = 16, base.capacity = 70, base.seqlen_new = 2;
-  KvCase w = base;
-  w.causal = 1, w.has_window = 1, w.window_left = 5, w.window_right = 0;
-  run_cpu(w);
-  KvCase w2 = base;
-  w2.has_window = 1, w2.window_left = 7, w2.window_right = 3;
-  run_cpu(w2);
-  KvCase s = base;
-  s.softcap = 3.f, s.q_scale = 6.f;
-  run_cpu(s);
-  KvCase al = base;
-  al.alibi = true, al.causal = 1;
-  run_cpu(al);
-  KvCase alb = al;  // slopes per batch entry, rows padded (alibi_batch_stride > heads_q)
-  alb.alibi_per_batch = true;
-  run_cpu(alb);
-  KvCase lp = base;
-  lp.leftpad = true, lp.causal = 1, lp.layout = CacheLayout::Contiguous;
-  run_cpu(lp);
+  for (const KvCase &c :
+       masking_variants(base,
+                        {.causal_window_left = 5, .window_left = 7, .window_right = 3, .softcap = 3.f, .q_scale = 6.f}))
+    run_cpu(c);
 }
 
 TEST(KvcacheCpu, Rotary) {
@@ -200,7 +186,9 @@ TEST(KvcacheCpuRefuses, Arguments) {
       {"alibi stride without slopes", FLASHBOX_ERR_INVALID_ARGUMENT, "alibi_batch_stride = 4",
        [](KvData &x) { x.args.alibi_batch_stride = 4; }},
       {"alibi stride below heads", FLASHBOX_ERR_INVALID_ARGUMENT, "alibi_batch_stride = 1",
-       [](KvData &x) { x.args.alibi_slopes = reinterpret_cast<const float *>(x.q.data()), x.args.alibi_batch_stride = 1; }},
+       [](KvData &x) {
+         x.args.alibi_slopes = reinterpret_cast<const float *>(x.q.data()), x.args.alibi_batch_stride = 1;
+       }},
       {"struct_size", FLASHBOX_ERR_INVALID_ARGUMENT, "struct_size = 12", [](KvData &x) { x.args.struct_size = 12; }},
   };
   for (const Bad &b : bad) {

@@ -158,24 +158,9 @@ TEST(KvcacheCudaShapes, MaskingOptions) {
   base.heads_q = 8, base.heads_kv = 2, base.head_dim = 128, base.capacity = 400;
   for (int splits : {0, 1, 4}) {
     base.num_splits = splits;
-    KvCase w = base;
-    w.causal = 1, w.has_window = 1, w.window_left = 100, w.window_right = 0;
-    run_cuda(w);
-    KvCase w2 = base;
-    w2.has_window = 1, w2.window_left = 37, w2.window_right = 5;
-    run_cuda(w2);
-    KvCase s = base;
-    s.softcap = 5.f, s.q_scale = 8.f;
-    run_cuda(s);
-    KvCase al = base;
-    al.alibi = true, al.causal = 1;
-    run_cuda(al);
-    KvCase alb = al;  // slopes per batch entry: FlashAttention-2's [batch, heads]
-    alb.alibi_per_batch = true;
-    run_cuda(alb);
-    KvCase lp = base;
-    lp.leftpad = true, lp.causal = 1, lp.layout = CacheLayout::Contiguous;
-    run_cuda(lp);
+    for (const KvCase &c : masking_variants(
+             base, {.causal_window_left = 100, .window_left = 37, .window_right = 5, .softcap = 5.f, .q_scale = 8.f}))
+      run_cuda(c);
     KvCase sq = base;
     sq.seqlen_q = 4, sq.seqlen_new = 0, sq.short_len = 1, sq.causal = 1;  // rows that see no key
     run_cuda(sq);

@@ -44,6 +44,17 @@ Gpt2Weights lively(const Gpt2Config &c, uint64_t seed) {
   return w;
 }
 
+// One forward-backward of `in` against `tg` from zeroed gradients: the mean loss, with the gradients
+// copied into `grads`.
+double loss_and_grads(Gpt2Trainer &t, const std::vector<int32_t> &in, const std::vector<int32_t> &tg,
+                      Gpt2Weights &grads) {
+  t.zero_grad();
+  t.forward_backward(in.data(), tg.data(), 1.0f);
+  const double loss = t.mean_loss();
+  t.get_grads(grads);
+  return loss;
+}
+
 }  // namespace
 
 // Directional derivative of each tensor: (L(p + h d) - L(p - h d)) / 2h
@@ -58,11 +69,8 @@ TEST(CpuTrainer, GradientsMatchFiniteDifferences) {
   shape.attention = FLASHBOX_NAIVE;
   const auto in = random_ids(32, c.vocab_size, 1), tg = random_ids(32, c.vocab_size, 2);
   auto t = make_cpu_trainer(w, shape);
-  t->zero_grad();
-  t->forward_backward(in.data(), tg.data(), 1.0f);
-  EXPECT_GT(t->mean_loss(), 1.0);
   Gpt2Weights g(c);
-  t->get_grads(g);
+  EXPECT_GT(loss_and_grads(*t, in, tg, g), 1.0);
   std::mt19937 gen(9);
   std::normal_distribution<float> n(0.0f, 1.0f);
   for (int i = 0; i < kParamCount; ++i) {
@@ -193,11 +201,7 @@ TEST(CudaTrainer, GradientsMatchTheCpuTrainer) {
   shape.seqlen = 128;
   const auto in = random_ids(256, c.vocab_size, 3), tg = random_ids(256, c.vocab_size, 4);
   Gpt2Weights gc(c), gg(c);
-  auto cpu = make_cpu_trainer(w, shape);
-  cpu->zero_grad();
-  cpu->forward_backward(in.data(), tg.data(), 1.0f);
-  const double lc = cpu->mean_loss();
-  cpu->get_grads(gc);
+  const double lc = loss_and_grads(*make_cpu_trainer(w, shape), in, tg, gc);
   // Deterministic with the LM head in chunks of 64 rows and in one chunk (the default 16,384 rows
   // cover all 256), and the Hopper attention backward (not deterministic) with tuned products.
   struct Variant {
@@ -211,11 +215,7 @@ TEST(CudaTrainer, GradientsMatchTheCpuTrainer) {
         std::string(" deterministic ") + (v.deterministic ? "1" : "0") + " head_rows " + std::to_string(v.head_rows);
     for (flashbox_impl impl : {FLASHBOX_FLASH, FLASHBOX_NAIVE}) {
       shape.attention = impl;
-      auto gpu = make_cuda_trainer(w, shape);
-      gpu->zero_grad();
-      gpu->forward_backward(in.data(), tg.data(), 1.0f);
-      const double lg = gpu->mean_loss();
-      gpu->get_grads(gg);
+      const double lg = loss_and_grads(*make_cuda_trainer(w, shape), in, tg, gg);
       EXPECT_NEAR(lg, lc, 2e-3 * lc) << flashbox_impl_name(impl) << what;
       for (int i = 0; i < kParamCount; ++i)
         EXPECT_LT(flashbox::test::rel_error(gg.tensor(Param(i)), gc.tensor(Param(i))).rel_or_inf(), 2e-2)

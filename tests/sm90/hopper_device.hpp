@@ -1,7 +1,8 @@
 // Shared by the sm90 test files: whether they can run here (a CUDA device of compute capability 9.0,
 // the sm_90a kernels' only target, with the reason when not, for GTEST_SKIP), CUDA_OK for a checked
 // call, the guard byte around every device output that shows a write out of bounds (the buffers
-// themselves: support/device_buffers.hpp), and the forward tests' seeded inputs and O and LSE check.
+// themselves: support/device_buffers.hpp), a packed output's relative error, and the forward tests'
+// seeded inputs and O and LSE check.
 #pragma once
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -16,13 +17,8 @@
 #include "core/dtype.hpp"
 
 #include "support/device_buffers.hpp"
+#include "support/gpu_check.hpp"  // CUDA_OK
 #include "support/output_error.hpp"
-
-#define CUDA_OK(call) \
-  do { \
-    const cudaError_t e_ = (call); \
-    ASSERT_EQ(e_, cudaSuccess) << #call << ": " << cudaGetErrorString(e_); \
-  } while (0)
 
 namespace flashbox::test {
 
@@ -92,6 +88,13 @@ class Sm90Inputs {
   std::mt19937_64 rng_;
   std::normal_distribution<float> normal_{0.f, 1.f};
 };
+
+// A packed output's relative error against its fp64 reference: got holds ref.size() values of dtype
+// dt; ||got - ref|| / ||ref|| (ref all zero: ||got||), inf when got holds a NaN or inf.
+inline double rel_error(const uint8_t *got, flashbox_dtype dt, const std::vector<double> &ref) {
+  const RelError e = rel_error_of([&](size_t i) { return double(cpu::load_as_float(got, dt, int64_t(i))); }, ref);
+  return e.nan ? INFINITY : e.rel;
+}
 
 // O's relative error (inf when O holds a NaN or inf) and the LSE's largest absolute error.
 struct ForwardError {

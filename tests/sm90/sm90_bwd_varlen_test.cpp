@@ -37,12 +37,6 @@ namespace {
 
 using Case = VarlenShape;
 
-// ||got - ref|| / ||ref|| (ref all zero: ||got||); NaN/inf in got gives inf (support/output_error.hpp).
-double rel_error(const uint8_t *got, flashbox_dtype dt, const std::vector<double> &ref) {
-  const RelError e = rel_error_of([&](size_t i) { return double(cpu::load_as_float(got, dt, int64_t(i))); }, ref);
-  return e.nan ? INFINITY : e.rel;
-}
-
 void check(const Case &c) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(c.name() + " seed " + std::to_string(seed) + " (FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")");

@@ -24,7 +24,7 @@ struct Target {
 };
 
 // The implementations to check; `not_checked` gets those this machine has but this build lacks.
-std::vector<Target> targets_for_this_machine(bool use_gpu, std::vector<std::string> &not_checked) {
+std::vector<Target> targets_for_this_machine(bool use_gpu, [[maybe_unused]] std::vector<std::string> &not_checked) {
   std::vector<Target> t = {{FLASHBOX_CPU, FLASHBOX_NAIVE, "naive"}, {FLASHBOX_CPU, FLASHBOX_BLOCKED, "blocked"}};
   const auto gpu = use_gpu ? gpu_info() : std::nullopt;
   if (!gpu) return t;

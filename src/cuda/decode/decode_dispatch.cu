@@ -48,15 +48,15 @@ cudaError_t launch_decode_split(const DecodeParams &p, int head_dim, bool bf16, 
                                                {"cuda_decode_split_d256_fp16", "cuda_decode_split_d256_bf16"}};
   const int d = decode_kernel_dim(head_dim);
   *kernel_name = kNames[d == 64 ? 0 : d == 128 ? 1 : 2][bf16 ? 1 : 0];
-  return with_kernels(head_dim, [&](auto k) { return decltype(k)::split(p, bf16, stream); });
+  return with_kernels(head_dim, [&](auto k) { return k.split(p, bf16, stream); });
 }
 
 cudaError_t launch_decode_combine(const DecodeParams &p, int head_dim, bool bf16, cudaStream_t stream) {
-  return with_kernels(head_dim, [&](auto k) { return decltype(k)::combine(p, bf16, stream); });
+  return with_kernels(head_dim, [&](auto k) { return k.combine(p, bf16, stream); });
 }
 
 cudaError_t decode_split_occupancy(int head_dim, bool bf16, int *ctas_per_sm, int64_t *bytes_in_flight) {
-  return with_kernels(head_dim, [&](auto k) { return decltype(k)::occupancy(bf16, ctas_per_sm, bytes_in_flight); });
+  return with_kernels(head_dim, [&](auto k) { return k.occupancy(bf16, ctas_per_sm, bytes_in_flight); });
 }
 
 }  // namespace flashbox::cuda

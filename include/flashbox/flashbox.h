@@ -144,7 +144,7 @@ FLASHBOX_API const char *flashbox_last_kernel(void);
  * multiple of 8 up to 256; the sm90 families decline what they lack (e.g. varlen, softcap or ALiBi
  * above head_dim 128; softcap/ALiBi in a non-default forward tile), so auto falls to sm80); a
  * field no family takes is refused with FLASHBOX_ERR_UNSUPPORTED_IMPL and a message naming it,
- * before anything is written. */
+ * before anything is written. head_dim_v (below): device = cpu forward only. */
 typedef struct {
   int32_t struct_size;                        /* sizeof(flashbox_attention_ext) as the caller compiled it */
   int32_t window_left, window_right;          /* -1: unbounded (the default is -1, -1, not 0, 0) */
@@ -153,9 +153,18 @@ typedef struct {
   int64_t alibi_batch_stride;                 /* 0: one slope per head for every batch; else >= heads_q */
   const int32_t *cu_seqlens_q, *cu_seqlens_k; /* NULL, NULL: fixed length */
   int64_t max_seqlen_q, max_seqlen_k;
+  /* Added after 0.2.0 (a struct_size of the struct without it is still accepted; the field then
+   * reads as 0): the head dim of V and O (FlashAttention-3's hdim_v, as DeepSeek's MLA uses). 0 means
+   * head_dim. v is then [.., heads_kv, head_dim_v] and o [.., heads_q, head_dim_v]: their strides
+   * mean what they mean today, with rows of head_dim_v contiguous elements; q and k keep head_dim.
+   * Scores use head_dim (softmax_scale 0 still means 1/sqrt(head_dim)); lse is unchanged. A value
+   * other than 0 or head_dim is taken by the forward on device = cpu (every impl, head_dim_v up to
+   * the cpu's head_dim limit, 256); the CUDA kernels and the backward take head_dim_v = head_dim and
+   * refuse anything else with FLASHBOX_ERR_UNSUPPORTED_IMPL before anything is written. */
+  int64_t head_dim_v;
 } flashbox_attention_ext;
 
-/* A struct with every field off (struct_size set, windows -1). */
+/* A struct with every field off (struct_size set, windows -1, head_dim_v 0). */
 FLASHBOX_API flashbox_attention_ext flashbox_attention_ext_default(void);
 FLASHBOX_API int flashbox_attention_forward_ext(const flashbox_attention_args *args, const flashbox_attention_ext *ext);
 FLASHBOX_API int flashbox_attention_backward_ext(const flashbox_attention_grad_args *args,

@@ -26,6 +26,7 @@ class AttentionExt(ctypes.Structure):
         ("cu_seqlens_k", ctypes.c_void_p),
         ("max_seqlen_q", ctypes.c_int64),
         ("max_seqlen_k", ctypes.c_int64),
+        ("head_dim_v", ctypes.c_int64),      # V's and O's head dim; 0: head_dim
     ]
 
 

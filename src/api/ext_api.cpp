@@ -1,7 +1,9 @@
 // The extension's entry points (include/flashbox/flashbox.h, "Extension 1"): read and validate the
 // extension struct (src/api/ext_validate.hpp), validate the plain arguments with the plain rules
 // (varlen tensors as [1, total, heads, head_dim]), then
-//   every field off (or only causal)   -> exactly the plain call (flashbox_attention_forward/backward)
+//   every field off (or only causal)   -> exactly the plain call (flashbox_attention_forward/backward);
+//                                         head_dim_v = head_dim counts as off
+//   head_dim_v != head_dim             -> forward on device = cpu only (cuda and the backward refuse it)
 //   device = cpu                       -> src/cpu/varlen_attention.cpp (masks, transforms, varlen)
 //   device = cuda                      -> one Problem (mods and cu_seqlens in it) through the same
 //                                         family choice as the plain call (src/api/dispatch.hpp); a
@@ -46,6 +48,10 @@ int cuda_forward_ext(const flashbox_attention_args &a, const flashbox_attention_
                      const flashbox_attention_ext &e) {
   Problem p = make_problem(flat, ext_mods(a, e));
   add_ext(p, a, e);
+  // Validation refuses head_dim_v != head_dim on cuda (src/api/ext_validate.cpp); the kernels read
+  // v and o rows of head_dim elements, so this is asserted once more before any launch.
+  if (e.head_dim_v != 0)
+    return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_forward_ext: head_dim_v reached the CUDA backends");
   if (int rc = resolve_tuning(nullptr, Pass::forward, p.tuning)) return rc;
   return cuda_forward(p);
 }
@@ -79,11 +85,11 @@ FLASHBOX_API int flashbox_attention_forward_ext(const flashbox_attention_args *a
     if (!args) return fail(FLASHBOX_ERR_NULL_POINTER, "args is NULL");
     flashbox_attention_ext e;
     if (int rc = read_ext(ext, e)) return rc;
-    if (int rc = validate_ext_fields(*args, e)) return rc;
+    if (int rc = validate_ext_fields(*args, e, Pass::forward)) return rc;
     if (only_causal(*args, e)) return flashbox_attention_forward(args);
     const flashbox_attention_args flat = plain_view(*args, e);
-    if (int rc = validate_forward_args(&flat)) return rc;
-    const ByteView outputs[2] = {tensor_view(tensor_o(flat), flat.dtype),
+    if (int rc = validate_forward_args(&flat, e.head_dim_v)) return rc;
+    const ByteView outputs[2] = {tensor_view(tensor_o(flat, e.head_dim_v), flat.dtype),
                                  flat.lse ? lse_view(flat.lse, flat) : ByteView{}};
     const char *const names[2] = {"o", "lse"};
     if (int rc = validate_ext_memory(*args, e, outputs, names, 2)) return rc;
@@ -102,7 +108,7 @@ FLASHBOX_API int flashbox_attention_backward_ext(const flashbox_attention_grad_a
     if (!args) return fail(FLASHBOX_ERR_NULL_POINTER, "args is NULL");
     flashbox_attention_ext e;
     if (int rc = read_ext(ext, e)) return rc;
-    if (int rc = validate_ext_fields(args->fwd, e)) return rc;
+    if (int rc = validate_ext_fields(args->fwd, e, Pass::backward)) return rc;
     if (only_causal(args->fwd, e)) return flashbox_attention_backward(args);
     flashbox_attention_grad_args flat = *args;
     flat.fwd = plain_view(args->fwd, e);

@@ -1,7 +1,9 @@
 // Validation of flashbox_attention_ext; the order and the rules are listed in ext_validate.hpp.
 #include "api/ext_validate.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -20,6 +22,9 @@ std::string ptr_str(const void *p) {
 }
 
 constexpr int32_t kExtSize = int32_t(sizeof(flashbox_attention_ext));
+// The first version of the struct ended before head_dim_v; its callers' struct_size is this, and
+// the fields it lacks read as 0.
+constexpr int32_t kExtV1Size = int32_t(offsetof(flashbox_attention_ext, head_dim_v));
 constexpr int32_t kExtMaxSize = 4096;  // a struct_size beyond this is taken for garbage, not a newer struct
 
 // An input buffer of the extension (slopes, cu_seqlens): 4-byte aligned, no output inside it.
@@ -73,10 +78,14 @@ int read_ext(const flashbox_attention_ext *ext, flashbox_attention_ext &out) {
   out.window_left = out.window_right = -1;
   if (!ext) return FLASHBOX_OK;
   const int32_t size = ext->struct_size;
-  if (size < kExtSize)
-    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "ext->struct_size = " + str(size) + " is less than " + str(kExtSize) +
+  if (size < kExtV1Size)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "ext->struct_size = " + str(size) + " is less than " + str(kExtV1Size) +
                                                    ", the size of the first flashbox_attention_ext (set it to "
                                                    "sizeof(flashbox_attention_ext))");
+  if (size > kExtV1Size && size < kExtSize)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "ext->struct_size = " + str(size) + " ends inside head_dim_v (" +
+                                                   str(kExtV1Size) + ": the struct without it; " + str(kExtSize) +
+                                                   ": sizeof(flashbox_attention_ext))");
   if (size > kExtMaxSize)
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "ext->struct_size = " + str(size) + " is not a plausible size (" +
                                                    str(kExtSize) + " for this flashbox " FLASHBOX_VERSION_STRING ")");
@@ -88,7 +97,8 @@ int read_ext(const flashbox_attention_ext *ext, flashbox_attention_ext &out) {
                       " is set: the caller uses fields this flashbox " FLASHBOX_VERSION_STRING
                       " does not know (it knows " +
                       str(kExtSize) + " bytes)");
-  std::memcpy(&out, ext, size_t(kExtSize));
+  std::memcpy(&out, ext, size_t(std::min(size, kExtSize)));  // a shorter, older struct: the rest stays 0
+  out.struct_size = kExtSize;
   return FLASHBOX_OK;
 }
 
@@ -96,10 +106,37 @@ bool ext_is_varlen(const flashbox_attention_ext &e) { return e.cu_seqlens_q && e
 
 bool ext_is_plain(const flashbox_attention_ext &e) {
   return e.window_left == -1 && e.window_right == -1 && e.softcap == 0.0f && !e.alibi_slopes && !e.cu_seqlens_q &&
-         !e.cu_seqlens_k && e.max_seqlen_q == 0 && e.max_seqlen_k == 0;
+         !e.cu_seqlens_k && e.max_seqlen_q == 0 && e.max_seqlen_k == 0 && e.head_dim_v == 0;
 }
 
-int validate_ext_fields(const flashbox_attention_args &a, const flashbox_attention_ext &e) {
+int64_t ext_head_dim_v(const flashbox_attention_args &a, const flashbox_attention_ext &e) {
+  return e.head_dim_v != 0 ? e.head_dim_v : a.head_dim;
+}
+
+int validate_ext_fields(const flashbox_attention_args &a, flashbox_attention_ext &e, Pass pass) {
+  // head_dim_v: 0 and head_dim are the same request; it is folded to 0 so that everything below
+  // (and ext_is_plain) sees the call as the plain one.
+  if (e.head_dim_v < 0)
+    return fail(FLASHBOX_ERR_INVALID_SIZE,
+                "head_dim_v = " + str(e.head_dim_v) + " must be >= 0 (0: head_dim_v = head_dim)");
+  if (e.head_dim_v == a.head_dim) e.head_dim_v = 0;
+  if (e.head_dim_v != 0) {
+    const std::string which = "head_dim_v = " + str(e.head_dim_v) + " differs from head_dim = " + str(a.head_dim);
+    if (pass == Pass::backward)
+      return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                  which +
+                      ": the backward takes head_dim_v = head_dim (a head_dim_v of its own is forward-only, "
+                      "on device = cpu)");
+    if (a.device == FLASHBOX_CUDA)
+      return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                  which +
+                      ": the CUDA kernels (naive and flash) take head_dim_v = head_dim; a head_dim_v of its "
+                      "own runs on device = cpu");
+    if (a.device == FLASHBOX_CPU && e.head_dim_v > kCpuMaxHeadDim)
+      return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim_v = " + str(e.head_dim_v) +
+                                                         " is not supported on device = cpu (1.." +
+                                                         str(kCpuMaxHeadDim) + ")");
+  }
   if (e.window_left < -1)
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
                 "window_left = " + str(e.window_left) + " must be >= -1 (-1: unbounded to the left)");

@@ -3,18 +3,23 @@
 // plain path is unchanged; the *_ext entry points (src/api/ext_api.cpp) call, in order:
 //   read_ext            struct_size: at least the first version's size; bytes beyond what this
 //                       library knows must be zero (a newer caller's fields are never ignored)
-//   validate_ext_fields windows >= -1, window_right -1/0 with causal, softcap finite >= 0,
+//   validate_ext_fields head_dim_v >= 0, <= the cpu's limit, forward on the cpu only (cuda and the
+//                       backward refuse one that differs from head_dim),
+//                       windows >= -1, window_right -1/0 with causal, softcap finite >= 0,
 //                       alibi_batch_stride 0 or >= heads_q, cu_seqlens both or neither, max_seqlen
 //                       (what a cuda kernel family lacks, it declines when asked: src/api/dispatch.hpp)
-//   plain validation    of plain_view(args, ext): varlen tensors as [1, total, heads, head_dim]
+//   plain validation    of plain_view(args, ext): varlen tensors as [1, total, heads, head_dim],
+//                       v and o with head_dim_v
 //   validate_ext_memory alignment of slopes / cu_seqlens, outputs disjoint from them, and on the
 //                       cpu the slopes (finite) and cu_seqlens values (0 first, non-decreasing,
 //                       totals, max_seqlen bounds)
 #pragma once
 #include <cstdint>
 
+#include "api/options.hpp"
 #include "api/overlap.hpp"
 #include "core/masks.hpp"
+#include "core/problem.hpp"
 #include "flashbox/flashbox.h"
 
 namespace flashbox::detail {
@@ -26,7 +31,12 @@ bool ext_is_varlen(const flashbox_attention_ext &e);
 // True when no field asks for anything: the call is exactly the plain one.
 bool ext_is_plain(const flashbox_attention_ext &e);
 
-int validate_ext_fields(const flashbox_attention_args &a, const flashbox_attention_ext &e);
+// `pass`: the backward refuses a head_dim_v of its own.
+// Also folds head_dim_v == head_dim to 0 (the same request), so the call stays the plain one.
+int validate_ext_fields(const flashbox_attention_args &a, flashbox_attention_ext &e, Pass pass);
+
+// V's and O's head dim: head_dim_v, or head_dim when it is 0.
+int64_t ext_head_dim_v(const flashbox_attention_args &a, const flashbox_attention_ext &e);
 
 // The args the plain validation checks: for varlen, batch 1 (tensors [1, total, heads, head_dim],
 // lse [1, heads_q, total_q]); otherwise args unchanged.

@@ -66,7 +66,7 @@ int kvcache_as_prefill(const KvcacheProblem &p) {
     f.stream = a.stream;
     // Every forward's own rules before the cache is written (nothing is written on failure).
     if (int rc = validate_forward_args(&f)) return rc;
-    if (int rc = validate_ext_fields(f, ext)) return rc;
+    if (int rc = validate_ext_fields(f, ext, Pass::forward)) return rc;
   }
 #ifdef FLASHBOX_HAVE_CUDA
   if (int rc = a.device == FLASHBOX_CUDA ? cuda_kvcache_append(p) : cpu_kvcache_append(p)) return rc;

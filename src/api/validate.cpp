@@ -91,14 +91,18 @@ TensorDesc tensor_q(const flashbox_attention_args &a) {
 TensorDesc tensor_k(const flashbox_attention_args &a) {
   return {"k", "k_stride", a.k, a.k_stride, a.batch, a.seqlen_k, a.heads_kv, a.head_dim};
 }
-TensorDesc tensor_v(const flashbox_attention_args &a) {
-  return {"v", "v_stride", a.v, a.v_stride, a.batch, a.seqlen_k, a.heads_kv, a.head_dim};
+TensorDesc tensor_v(const flashbox_attention_args &a, int64_t head_dim_v) {
+  if (head_dim_v == 0 || head_dim_v == a.head_dim)
+    return {"v", "v_stride", a.v, a.v_stride, a.batch, a.seqlen_k, a.heads_kv, a.head_dim};
+  return {"v", "v_stride", a.v, a.v_stride, a.batch, a.seqlen_k, a.heads_kv, head_dim_v, "head_dim_v"};
 }
-TensorDesc tensor_o(const flashbox_attention_args &a) {
-  return {"o", "o_stride", a.o, a.o_stride, a.batch, a.seqlen_q, a.heads_q, a.head_dim};
+TensorDesc tensor_o(const flashbox_attention_args &a, int64_t head_dim_v) {
+  if (head_dim_v == 0 || head_dim_v == a.head_dim)
+    return {"o", "o_stride", a.o, a.o_stride, a.batch, a.seqlen_q, a.heads_q, a.head_dim};
+  return {"o", "o_stride", a.o, a.o_stride, a.batch, a.seqlen_q, a.heads_q, head_dim_v, "head_dim_v"};
 }
 
-int validate_scalars(const flashbox_attention_args &a) {
+int validate_scalars(const flashbox_attention_args &a, int64_t head_dim_v) {
   // Enum fields come from C or FFI callers and may hold any int. Reading one as its C++ enum type
   // when it is outside the enum's range is undefined behaviour, so their bytes are read as ints.
   const int device = enum_bits(a.device), impl = enum_bits(a.impl), dtype = enum_bits(a.dtype);
@@ -135,6 +139,17 @@ int validate_scalars(const flashbox_attention_args &a) {
     return fail(FLASHBOX_ERR_SIZE_OVERFLOW,
                 "k/v byte count batch = " + str(a.batch) + " x seqlen_k = " + str(a.seqlen_k) + " x heads_kv = " +
                     str(a.heads_kv) + " x head_dim = " + str(a.head_dim) + " x " + str(es) + " bytes overflows int64");
+  const int64_t dv = head_dim_v ? head_dim_v : a.head_dim;
+  if (dv != a.head_dim) {
+    if (!product({a.batch, a.seqlen_q, a.heads_q, dv, es}, n))
+      return fail(FLASHBOX_ERR_SIZE_OVERFLOW,
+                  "o byte count batch = " + str(a.batch) + " x seqlen_q = " + str(a.seqlen_q) + " x heads_q = " +
+                      str(a.heads_q) + " x head_dim_v = " + str(dv) + " x " + str(es) + " bytes overflows int64");
+    if (!product({a.batch, a.seqlen_k, a.heads_kv, dv, es}, n))
+      return fail(FLASHBOX_ERR_SIZE_OVERFLOW,
+                  "v byte count batch = " + str(a.batch) + " x seqlen_k = " + str(a.seqlen_k) + " x heads_kv = " +
+                      str(a.heads_kv) + " x head_dim_v = " + str(dv) + " x " + str(es) + " bytes overflows int64");
+  }
   // Score matrix of one head (naive materialises S and P): its element count must be representable.
   if (!product({a.batch, a.heads_q, a.seqlen_q, a.seqlen_k, 8}, n))
     return fail(FLASHBOX_ERR_SIZE_OVERFLOW, "score matrix size batch = " + str(a.batch) +
@@ -191,13 +206,13 @@ int validate_tensor(const TensorDesc &t, flashbox_dtype dtype, flashbox_device d
   int order[3] = {0, 1, 2};
   std::sort(order, order + 3, [&](int x, int y) { return t.stride[x] < t.stride[y]; });
   int64_t covered = t.head_dim;
-  std::string covered_by = "head_dim = " + str(t.head_dim);
+  std::string covered_by = std::string(t.head_dim_name) + " = " + str(t.head_dim);
   for (int i : order) {
     if (extent(t, i) <= 1) continue;
     if (t.stride[i] < covered)
       return fail(FLASHBOX_ERR_BAD_STRIDE, stride_arg(t, i) + " = " + str(t.stride[i]) + " makes elements of " +
                                                t.name + " overlap: it must be >= " + str(covered) + " (" + covered_by +
-                                               "; head_dim must be contiguous)");
+                                               "; " + t.head_dim_name + " must be contiguous)");
     covered = t.stride[i] * extent(t, i);  // cannot overflow: bounded by the span checked above
     covered_by = stride_arg(t, i) + " x " + str(extent(t, i));
   }
@@ -317,12 +332,12 @@ int validate_device_pointer([[maybe_unused]] const void *ptr, [[maybe_unused]] c
   return FLASHBOX_OK;
 }
 
-int validate_forward_args(const flashbox_attention_args *args) {
+int validate_forward_args(const flashbox_attention_args *args, int64_t head_dim_v) {
   if (!args) return fail(FLASHBOX_ERR_NULL_POINTER, "args is NULL");
   const flashbox_attention_args &a = *args;
-  if (int rc = validate_scalars(a)) return rc;
+  if (int rc = validate_scalars(a, head_dim_v)) return rc;
   if (int rc = validate_support(a)) return rc;
-  const TensorDesc q = tensor_q(a), k = tensor_k(a), v = tensor_v(a), o = tensor_o(a);
+  const TensorDesc q = tensor_q(a), k = tensor_k(a), v = tensor_v(a, head_dim_v), o = tensor_o(a, head_dim_v);
   for (const TensorDesc *t : {&q, &k, &v, &o})
     if (int rc = validate_tensor(*t, a.dtype, a.device)) return rc;
   for (const TensorDesc *t : {&q, &k, &v})

@@ -5,6 +5,7 @@
 //
 // Rules (see docs in flashbox.h for the layout):
 //   sizes          batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim >= 1; heads_q % heads_kv == 0
+//                  (v and o have rows of head_dim_v, the extension's, which is head_dim unless set)
 //   counts         every element count, byte count and strided extent fits in int64
 //   strides        > 0; with head_dim contiguous, sorting the (stride, extent) pairs of the dims with
 //                  extent > 1 must give stride[0] >= head_dim and stride[i] >= stride[i-1] * extent[i-1]
@@ -36,15 +37,17 @@ struct TensorDesc {
   const void *ptr;
   const int64_t *stride;  // batch, seq, head (elements)
   int64_t batch, seq, heads, head_dim;
+  const char *head_dim_name = "head_dim";  // "head_dim_v" for v and o when the extension sets it
 };
 
 TensorDesc tensor_q(const flashbox_attention_args &a);
 TensorDesc tensor_k(const flashbox_attention_args &a);
-TensorDesc tensor_v(const flashbox_attention_args &a);
-TensorDesc tensor_o(const flashbox_attention_args &a);
+// v and o have rows of head_dim_v elements (the extension's head_dim_v; 0: head_dim).
+TensorDesc tensor_v(const flashbox_attention_args &a, int64_t head_dim_v = 0);
+TensorDesc tensor_o(const flashbox_attention_args &a, int64_t head_dim_v = 0);
 
-// Enum values, sizes, heads, causal, softmax_scale (no pointers).
-int validate_scalars(const flashbox_attention_args &a);
+// Enum values, sizes, heads, causal, softmax_scale (no pointers); v/o counts with head_dim_v.
+int validate_scalars(const flashbox_attention_args &a, int64_t head_dim_v = 0);
 // impl / dtype / head_dim supported by a.device (enums already known valid).
 int validate_support(const flashbox_attention_args &a, bool backward = false);
 // One tensor: pointer not null, strides > 0, no self-overlap, extents fit int64, alignment for device.
@@ -60,8 +63,9 @@ int validate_lse_disjoint(const float *lse, const char *name, const flashbox_att
 int validate_device_available(flashbox_device device);
 int validate_device_pointer(const void *ptr, const char *name, flashbox_device device);
 
-// Everything above, for a forward call. `args` may be null.
-int validate_forward_args(const flashbox_attention_args *args);
+// Everything above, for a forward call. `args` may be null. head_dim_v (already checked by the
+// extension's rules; 0: head_dim) sizes v and o.
+int validate_forward_args(const flashbox_attention_args *args, int64_t head_dim_v = 0);
 // The same for a backward call (src/api/backward_api.cpp). `args` may be null.
 int validate_backward_args(const flashbox_attention_grad_args *args);
 

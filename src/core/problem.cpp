@@ -15,7 +15,7 @@ Problem make_problem(const flashbox_attention_args &a, const core::ScoreMods &mo
   Problem p{};
   p.device = a.device, p.dtype = a.dtype, p.impl = a.impl;
   p.batch = a.batch, p.seqlen_q = a.seqlen_q, p.seqlen_k = a.seqlen_k;
-  p.heads_q = a.heads_q, p.heads_kv = a.heads_kv, p.head_dim = a.head_dim;
+  p.heads_q = a.heads_q, p.heads_kv = a.heads_kv, p.head_dim = a.head_dim, p.head_dim_v = a.head_dim;
   p.group = a.heads_q / a.heads_kv;
   p.q = a.q, p.k = a.k, p.v = a.v, p.o = a.o, p.lse = a.lse;
   for (int i = 0; i < 3; ++i) {
@@ -27,6 +27,12 @@ Problem make_problem(const flashbox_attention_args &a, const core::ScoreMods &mo
   p.causal = a.causal;
   p.mods = mods;
   p.stream = a.stream;
+  return p;
+}
+
+Problem make_problem(const flashbox_attention_args &a, const core::ScoreMods &mods, int64_t head_dim_v) {
+  Problem p = make_problem(a, mods);
+  if (head_dim_v != 0) p.head_dim_v = head_dim_v;
   return p;
 }
 

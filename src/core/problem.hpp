@@ -34,6 +34,10 @@ struct Problem {
   flashbox_dtype dtype;
   flashbox_impl impl;
   int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
+  // V's and O's head dim (flashbox_attention_ext's head_dim_v, resolved: head_dim unless the caller
+  // set another). Scores use head_dim; v and o rows hold head_dim_v elements. Only the cpu forward
+  // takes head_dim_v != head_dim (validation refuses it elsewhere: src/api/ext_validate.cpp).
+  int64_t head_dim_v;
   int64_t group;  // heads_q / heads_kv: query head h reads kv head h / group
   const void *q, *k, *v;
   void *o;
@@ -74,6 +78,8 @@ std::string extension_in_use(const Problem &p);
 // defaults; src/api fills it.
 Problem make_problem(const flashbox_attention_args &a);
 Problem make_problem(const flashbox_attention_args &a, const core::ScoreMods &mods);
+// The same with V's and O's head dim (0: head_dim), for the extension's forward.
+Problem make_problem(const flashbox_attention_args &a, const core::ScoreMods &mods, int64_t head_dim_v);
 GradProblem make_grad_problem(const flashbox_attention_grad_args &g);
 GradProblem make_grad_problem(const flashbox_attention_grad_args &g, const core::ScoreMods &mods);
 

@@ -12,8 +12,9 @@
 // cross a row's bound are masked element by element. Softcap and ALiBi are applied to the score tile
 // in natural units before it is brought to base 2. Tasks are independent: parallel over
 // (batch, head, Q block), like the GPU grid. Inputs of any dtype are converted to fp32 once per tile.
-// The per-thread tiles (Q, K^T, V, S, acc: O(BLOCK x head_dim), independent of the sequence length)
-// are the only scratch memory.
+// The per-thread tiles (Q, K^T: O(BLOCK x head_dim); V, acc: O(BLOCK x head_dim_v); S: BLOCK^2;
+// independent of the sequence length) are the only scratch memory. Scores use head_dim, the P V
+// product and O head_dim_v (head_dim unless the extension set another).
 #include "cpu/blocked_attention.hpp"
 
 #include <omp.h>
@@ -53,11 +54,11 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 struct Tiling {
   const Problem *a;
   const core::ScoreMods *mods;  // mask and score transforms
-  int64_t bm, bn, d;
-  int64_t group;     // query heads per kv head
-  float scale;       // softmax_scale
-  float scale_log2;  // softmax_scale * log2(e)
-  bool transforms;   // softcap or ALiBi: the score tile is transformed element by element
+  int64_t bm, bn, d, dv;        // dv: V's and O's head dim
+  int64_t group;                // query heads per kv head
+  float scale;                  // softmax_scale
+  float scale_log2;             // softmax_scale * log2(e)
+  bool transforms;              // softcap or ALiBi: the score tile is transformed element by element
 };
 
 // The two tile products run on register blocks of kRows rows x kCols columns: 8 vectors of 8 floats
@@ -75,25 +76,28 @@ inline vec8 load8(const float *p) {
 }
 inline void store8(float *p, vec8 v) { __builtin_memcpy(p, &v, sizeof v); }
 
-// One thread's on-chip-like working set: Q [BM][DP], K^T [D][BN], V [BN][DP], S/P [BM][BN],
-// acc [BM][DP], m and l [BM] (BM, BN, DP: block_m, block_n, head_dim padded to register blocks).
+// One thread's on-chip-like working set: Q [BM][DQ], K^T [D][BN], V [BN][DV], S/P [BM][BN],
+// acc [BM][DV], m and l [BM] (BM, BN: block_m, block_n; DQ, DV: head_dim and head_dim_v, padded to
+// register blocks).
 struct Tiles {
-  int64_t BM, BN, DP;
+  int64_t BM, BN, DQ, DV;
   float *q, *kt, *v, *s, *acc, *m, *l;
-  static int64_t floats(int64_t bm, int64_t bn, int64_t d) {
-    const int64_t BM = round_up(bm, kRows), BN = round_up(bn, kCols), DP = round_up(d, kCols);
-    return round_up(BM * DP + d * BN + BN * DP + BM * BN + BM * DP + 2 * BM, 16);  // 64-byte multiples per thread
+  static int64_t floats(int64_t bm, int64_t bn, int64_t d, int64_t dv) {
+    const int64_t BM = round_up(bm, kRows), BN = round_up(bn, kCols);
+    const int64_t DQ = round_up(d, kCols), DV = round_up(dv, kCols);
+    return round_up(BM * DQ + d * BN + BN * DV + BM * BN + BM * DV + 2 * BM, 16);  // 64-byte multiples per thread
   }
-  Tiles(float *base, int64_t bm, int64_t bn, int64_t d)
+  Tiles(float *base, int64_t bm, int64_t bn, int64_t d, int64_t dv)
       : BM(round_up(bm, kRows)),
         BN(round_up(bn, kCols)),
-        DP(round_up(d, kCols)),
+        DQ(round_up(d, kCols)),
+        DV(round_up(dv, kCols)),
         q(base),
-        kt(q + BM * DP),
+        kt(q + BM * DQ),
         v(kt + d * BN),
-        s(v + BN * DP),
+        s(v + BN * DV),
         acc(s + BM * BN),
-        m(acc + BM * DP),
+        m(acc + BM * DV),
         l(m + BM) {}
 };
 
@@ -105,7 +109,7 @@ inline void score_tile(const Tiles &t, int64_t D, int64_t rows4, int64_t cols16,
       for (int64_t x = 0; x < D; ++x) {
         const vec8 k0 = load8(t.kt + x * t.BN + c0), k1 = load8(t.kt + x * t.BN + c0 + 8);
         for (int64_t rr = 0; rr < kRows; ++rr) {
-          const float qx = t.q[(r0 + rr) * t.DP + x];
+          const float qx = t.q[(r0 + rr) * t.DQ + x];
           acc[rr][0] += qx * k0;
           acc[rr][1] += qx * k1;
         }
@@ -117,17 +121,17 @@ inline void score_tile(const Tiles &t, int64_t D, int64_t rows4, int64_t cols16,
     }
 }
 
-// acc[r][x] += sum_{c < cols} P[r][c] V[c][x] for r < rows4, x < DP.
+// acc[r][x] += sum_{c < cols} P[r][c] V[c][x] for r < rows4, x < DV.
 inline void accumulate_pv(const Tiles &t, int64_t rows4, int64_t cols) {
   for (int64_t r0 = 0; r0 < rows4; r0 += kRows)
-    for (int64_t x0 = 0; x0 < t.DP; x0 += kCols) {
+    for (int64_t x0 = 0; x0 < t.DV; x0 += kCols) {
       vec8 acc[kRows][2];
       for (int64_t rr = 0; rr < kRows; ++rr) {
-        acc[rr][0] = load8(t.acc + (r0 + rr) * t.DP + x0);
-        acc[rr][1] = load8(t.acc + (r0 + rr) * t.DP + x0 + 8);
+        acc[rr][0] = load8(t.acc + (r0 + rr) * t.DV + x0);
+        acc[rr][1] = load8(t.acc + (r0 + rr) * t.DV + x0 + 8);
       }
       for (int64_t c = 0; c < cols; ++c) {
-        const vec8 v0 = load8(t.v + c * t.DP + x0), v1 = load8(t.v + c * t.DP + x0 + 8);
+        const vec8 v0 = load8(t.v + c * t.DV + x0), v1 = load8(t.v + c * t.DV + x0 + 8);
         for (int64_t rr = 0; rr < kRows; ++rr) {
           const float pc = t.s[(r0 + rr) * t.BN + c];
           acc[rr][0] += pc * v0;
@@ -135,16 +139,16 @@ inline void accumulate_pv(const Tiles &t, int64_t rows4, int64_t cols) {
         }
       }
       for (int64_t rr = 0; rr < kRows; ++rr) {
-        store8(t.acc + (r0 + rr) * t.DP + x0, acc[rr][0]);
-        store8(t.acc + (r0 + rr) * t.DP + x0 + 8, acc[rr][1]);
+        store8(t.acc + (r0 + rr) * t.DV + x0, acc[rr][0]);
+        store8(t.acc + (r0 + rr) * t.DV + x0 + 8, acc[rr][1]);
       }
     }
 }
 
 FLASHBOX_VECTOR_CLONES void process_q_block(const Tiling &p, int64_t b, int64_t h, int64_t qblock, float *tile_mem) {
   const Problem &a = *p.a;
-  const int64_t D = p.d;
-  Tiles t(tile_mem, p.bm, p.bn, p.d);
+  const int64_t D = p.d, DV = p.dv;
+  Tiles t(tile_mem, p.bm, p.bn, p.d, p.dv);
   const int64_t i0 = qblock * p.bm;
   const int64_t rows = std::min(p.bm, a.seqlen_q - i0);
   const int64_t rows4 = round_up(rows, kRows);
@@ -152,14 +156,14 @@ FLASHBOX_VECTOR_CLONES void process_q_block(const Tiling &p, int64_t b, int64_t 
 
   // >>> report:load_q
   // Q tile to fp32 once; padding rows and columns are zero so they add nothing to the products.
-  std::fill_n(t.q, t.BM * t.DP, 0.0f);
+  std::fill_n(t.q, t.BM * t.DQ, 0.0f);
   for (int64_t r = 0; r < rows; ++r)
     cpu::load_row_as_float(a.q, a.dtype, b * a.q_stride[0] + (i0 + r) * a.q_stride[1] + h * a.q_stride[2], D,
-                           t.q + r * t.DP);
+                           t.q + r * t.DQ);
   std::fill_n(t.m, t.BM, kNegInf);
   std::fill_n(t.l, t.BM, 0.0f);
-  std::fill_n(t.acc, t.BM * t.DP, 0.0f);
-  std::fill_n(t.v, t.BN * t.DP, 0.0f);
+  std::fill_n(t.acc, t.BM * t.DV, 0.0f);
+  std::fill_n(t.v, t.BN * t.DV, 0.0f);
   // <<< report:load_q
 
   // The keys some row of the block sees: from the first row's first visible key to the last row's
@@ -181,8 +185,8 @@ FLASHBOX_VECTOR_CLONES void process_q_block(const Tiling &p, int64_t b, int64_t 
       const int64_t koff = b * a.k_stride[0] + (j0 + c) * a.k_stride[1] + hk * a.k_stride[2];
       cpu::load_row_as_float(a.k, a.dtype, koff, D, row_tmp);
       for (int64_t x = 0; x < D; ++x) t.kt[x * t.BN + c] = row_tmp[x];  // K^T so S rows run along keys
-      cpu::load_row_as_float(a.v, a.dtype, b * a.v_stride[0] + (j0 + c) * a.v_stride[1] + hk * a.v_stride[2], D,
-                             t.v + c * t.DP);
+      cpu::load_row_as_float(a.v, a.dtype, b * a.v_stride[0] + (j0 + c) * a.v_stride[1] + hk * a.v_stride[2], DV,
+                             t.v + c * t.DV);
     }
     for (int64_t x = 0; x < D; ++x) std::fill(t.kt + x * t.BN + cols, t.kt + x * t.BN + cols16, 0.0f);
     // <<< report:kv_loop
@@ -242,8 +246,8 @@ FLASHBOX_VECTOR_CLONES void process_q_block(const Tiling &p, int64_t b, int64_t 
       for (int i = 0; i < 8; ++i) rowsum += vsum[i];
       t.l[r] = t.l[r] * alpha + rowsum;
       t.m[r] = m_new;
-      float *acc = t.acc + r * t.DP;
-      for (int64_t x = 0; x < t.DP; ++x) acc[x] *= alpha;
+      float *acc = t.acc + r * t.DV;
+      for (int64_t x = 0; x < t.DV; ++x) acc[x] *= alpha;
     }
     // <<< report:online_softmax
 
@@ -257,11 +261,11 @@ FLASHBOX_VECTOR_CLONES void process_q_block(const Tiling &p, int64_t b, int64_t 
   // O = acc / l (one division per row) and LSE = ln(sum exp(s)) = (m + log2 l) * ln 2. A row that
   // saw no key keeps l = 0: O = 0 and LSE = -inf.
   for (int64_t r = 0; r < rows; ++r) {
-    float *acc = t.acc + r * t.DP;
+    float *acc = t.acc + r * t.DV;
     const float l = t.l[r];
     const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
-    for (int64_t x = 0; x < D; ++x) acc[x] *= inv_l;
-    cpu::store_row_from_float(a.o, a.dtype, b * a.o_stride[0] + (i0 + r) * a.o_stride[1] + h * a.o_stride[2], D, acc);
+    for (int64_t x = 0; x < DV; ++x) acc[x] *= inv_l;
+    cpu::store_row_from_float(a.o, a.dtype, b * a.o_stride[0] + (i0 + r) * a.o_stride[1] + h * a.o_stride[2], DV, acc);
     if (a.lse) a.lse[(b * a.heads_q + h) * a.seqlen_q + i0 + r] = l > 0.0f ? (t.m[r] + std::log2(l)) * kLn2 : kNegInf;
   }
   // <<< report:finalize
@@ -274,13 +278,12 @@ int cpu_blocked_forward_tiles(const Problem &a, int block_m, int block_n) {
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "blocked tiles " + std::to_string(block_m) + " x " +
                                                    std::to_string(block_n) + " must be within 1..256");
   const core::ScoreMods &mods = a.mods;
-  const Tiling p{&a,      &mods,        block_m,
-                 block_n, a.head_dim,   a.group,
-                 a.scale, a.scale_log2, mods.softcap > 0.0f || mods.alibi_slopes != nullptr};
+  const Tiling p{&a,           &mods,   block_m, block_n,      a.head_dim,
+                 a.head_dim_v, a.group, a.scale, a.scale_log2, mods.softcap > 0.0f || mods.alibi_slopes != nullptr};
   const int64_t q_blocks = (a.seqlen_q + block_m - 1) / block_m;
   const int64_t tasks = a.batch * a.heads_q * q_blocks;
   const int threads = int(std::clamp<int64_t>(omp_get_max_threads(), 1, tasks));
-  const int64_t per_thread = Tiles::floats(block_m, block_n, a.head_dim);
+  const int64_t per_thread = Tiles::floats(block_m, block_n, a.head_dim, a.head_dim_v);
   cpu::ScratchBuffer tiles(per_thread * threads);  // allocated on the calling thread, so it is counted
 
 #pragma omp parallel for num_threads(threads) schedule(dynamic)

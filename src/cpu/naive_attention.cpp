@@ -22,10 +22,11 @@ namespace flashbox::detail {
 int cpu_naive_forward(const Problem &a) {
   const core::ScoreMods &m = a.mods;
   const int64_t B = a.batch, SQ = a.seqlen_q, SK = a.seqlen_k, HQ = a.heads_q, HKV = a.heads_kv, D = a.head_dim;
+  const int64_t DV = a.head_dim_v;  // V's and O's row length (scores use D)
   const int64_t group = a.group;
   const float scale = a.scale;
   const int64_t score_elems = B * HQ * SQ * SK;  // fits: checked by validate_scalars
-  const int64_t input_elems = B * SQ * HQ * D + 2 * B * SK * HKV * D;
+  const int64_t input_elems = B * SQ * HQ * D + B * SK * HKV * (D + DV);
 
   // Linux grants a huge allocation lazily and kills the process when it is touched; refuse up front.
   const int64_t need = (2 * score_elems + input_elems) * int64_t(sizeof(float));
@@ -35,10 +36,10 @@ int cpu_naive_forward(const Problem &a) {
                 "naive attention needs " + std::to_string(need) + " bytes (S and P: " + std::to_string(score_elems) +
                     " fp32 scores each), but only " + std::to_string(avail) + " bytes of host memory are available");
 
-  cpu::ScratchBuffer q(B * HQ * SQ * D), kt(B * HKV * D * SK), v(B * HKV * SK * D);  // dense fp32 copies
+  cpu::ScratchBuffer q(B * HQ * SQ * D), kt(B * HKV * D * SK), v(B * HKV * SK * DV);  // dense fp32 copies
   cpu::ScratchBuffer S(score_elems), P(score_elems);
 
-  // Inputs to dense fp32: q [b, h, i, d], kt [b, hk, d, j], v [b, hk, j, d].
+  // Inputs to dense fp32: q [b, h, i, d], kt [b, hk, d, j], v [b, hk, j, dv].
 #pragma omp parallel for collapse(2)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < HQ; ++h)
@@ -53,8 +54,8 @@ int cpu_naive_forward(const Problem &a) {
         for (int64_t x = 0; x < D; ++x)
           kt_bh[x * SK + j] =
               cpu::load_as_float(a.k, a.dtype, b * a.k_stride[0] + j * a.k_stride[1] + h * a.k_stride[2] + x);
-        cpu::load_row_as_float(a.v, a.dtype, b * a.v_stride[0] + j * a.v_stride[1] + h * a.v_stride[2], D,
-                               v.data() + ((b * HKV + h) * SK + j) * D);
+        cpu::load_row_as_float(a.v, a.dtype, b * a.v_stride[0] + j * a.v_stride[1] + h * a.v_stride[2], DV,
+                               v.data() + ((b * HKV + h) * SK + j) * DV);
       }
 
       // Step 1: S = Q K^T * scale, the softcap and ALiBi bias, then the mask written into S.
@@ -113,14 +114,14 @@ int cpu_naive_forward(const Problem &a) {
     for (int64_t h = 0; h < HQ; ++h)
       for (int64_t i = 0; i < SQ; ++i) {
         const float *prow = P.data() + ((b * HQ + h) * SQ + i) * SK;
-        const float *v_bh = v.data() + (b * HKV + h / group) * SK * D;
-        float out[kCpuMaxHeadDim];  // one output row before rounding to the output dtype
-        std::fill_n(out, D, 0.0f);
+        const float *v_bh = v.data() + (b * HKV + h / group) * SK * DV;
+        float out[kCpuMaxHeadDim];  // one output row before rounding to the output dtype (DV <= the limit)
+        std::fill_n(out, DV, 0.0f);
         for (int64_t j = 0; j < SK; ++j) {
           const float pj = prow[j];
-          for (int64_t x = 0; x < D; ++x) out[x] += pj * v_bh[j * D + x];
+          for (int64_t x = 0; x < DV; ++x) out[x] += pj * v_bh[j * DV + x];
         }
-        cpu::store_row_from_float(a.o, a.dtype, b * a.o_stride[0] + i * a.o_stride[1] + h * a.o_stride[2], D, out);
+        cpu::store_row_from_float(a.o, a.dtype, b * a.o_stride[0] + i * a.o_stride[1] + h * a.o_stride[2], DV, out);
       }
   set_kernel_name("cpu_naive");
   return FLASHBOX_OK;

@@ -25,12 +25,13 @@ void gather_head(const void *base, flashbox_dtype t, const int64_t *stride, int6
 }
 
 void reference_attention_fp64(const flashbox_attention_args &a, std::vector<double> &out, std::vector<double> *lse,
-                              const core::ScoreMods *mods) {
+                              const core::ScoreMods *mods, int64_t head_dim_v) {
   const core::ScoreMods m = mods ? *mods : core::causal_mods(a.causal);
   const int64_t B = a.batch, SQ = a.seqlen_q, SK = a.seqlen_k, HQ = a.heads_q, D = a.head_dim;
+  const int64_t DV = head_dim_v != 0 ? head_dim_v : D;
   const int64_t group = a.heads_q / a.heads_kv;
   const double scale = effective_softmax_scale(a);
-  out.assign(size_t(B * SQ * HQ * D), 0.0);
+  out.assign(size_t(B * SQ * HQ * DV), 0.0);
   if (lse) lse->assign(size_t(B * HQ * SQ), -std::numeric_limits<double>::infinity());
 
 #pragma omp parallel for collapse(2) schedule(dynamic)
@@ -39,12 +40,12 @@ void reference_attention_fp64(const flashbox_attention_args &a, std::vector<doub
       std::vector<double> q, k, v, s;
       gather_head(a.q, a.dtype, a.q_stride, b, h, SQ, D, q);
       gather_head(a.k, a.dtype, a.k_stride, b, h / group, SK, D, k);
-      gather_head(a.v, a.dtype, a.v_stride, b, h / group, SK, D, v);
+      gather_head(a.v, a.dtype, a.v_stride, b, h / group, SK, DV, v);
       s.resize(size_t(SK));
       const double slope = m.slope(b, h), cap = m.softcap;
       for (int64_t i = 0; i < SQ; ++i) {
         const int64_t begin = core::key_begin(m, i, SQ, SK), end = core::key_end(m, i, SQ, SK);
-        double *o = &out[size_t(((b * SQ + i) * HQ + h) * D)];
+        double *o = &out[size_t(((b * SQ + i) * HQ + h) * DV)];
         if (end <= begin) continue;  // sees no key: O = 0, LSE = -inf (already set)
         double mx = -std::numeric_limits<double>::infinity();
         for (int64_t j = begin; j < end; ++j) {
@@ -60,7 +61,7 @@ void reference_attention_fp64(const flashbox_attention_args &a, std::vector<doub
         }
         for (int64_t j = begin; j < end; ++j) {
           const double p = s[size_t(j)] / sum;
-          for (int64_t c = 0; c < D; ++c) o[c] += p * v[size_t(j * D + c)];
+          for (int64_t c = 0; c < DV; ++c) o[c] += p * v[size_t(j * DV + c)];
         }
         if (lse) (*lse)[size_t((b * HQ + h) * SQ + i)] = mx + std::log(sum);
       }

@@ -13,9 +13,11 @@ namespace flashbox::cpu {
 // sees no key gets O = 0 and LSE = -inf. `out` becomes dense [batch, seqlen_q, heads_q, head_dim];
 // `lse` (when not null) dense [batch, heads_q, seqlen_q], natural log. Arguments are assumed valid;
 // a.o and a.lse are ignored. `mods` (null: core::causal_mods(a.causal)) adds a sliding window,
-// softcap and ALiBi (src/core/masks.hpp), evaluated in double.
+// softcap and ALiBi (src/core/masks.hpp), evaluated in double. head_dim_v (0: head_dim) is V's and
+// O's head dim (flashbox_attention_ext's): v is read with rows of head_dim_v elements and `out` is
+// dense [batch, seqlen_q, heads_q, head_dim_v]; scores and the default scale use head_dim.
 void reference_attention_fp64(const flashbox_attention_args &a, std::vector<double> &out, std::vector<double> *lse,
-                              const core::ScoreMods *mods = nullptr);
+                              const core::ScoreMods *mods = nullptr, int64_t head_dim_v = 0);
 
 // Copies rows [0, n) of head h of batch b of a strided [batch, seq, heads, dim] tensor of dtype t
 // (strides in elements) into a dense [n, d] double array; the input loader of both fp64 references.

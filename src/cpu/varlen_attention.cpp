@@ -1,9 +1,10 @@
 // The extension's calls on the cpu: masks and score transforms go straight to the levels
 // (src/cpu/masked_levels.hpp); variable-length batches become one fixed-length call per sequence on
-// views of the packed [total, heads, head_dim] tensors (token t of sequence s is row cu[s] + t), so
-// no padding is ever computed. lse is [heads_q, total_q] in the packed layout and [1, heads_q, len]
-// in a per-sequence call: a small per-sequence buffer bridges the two. Sequences of length 0 are
-// written here: queries with no key get O = 0 and LSE = -inf (dQ = 0), keys with no query dK = dV = 0.
+// views of the packed [total, heads, head_dim] tensors (v and o: head_dim_v; token t of sequence s is
+// row cu[s] + t), so no padding is ever computed. lse is [heads_q, total_q] in the packed layout and
+// [1, heads_q, len] in a per-sequence call: a small per-sequence buffer bridges the two. Sequences of
+// length 0 are written here: queries with no key get O = 0 and LSE = -inf (dQ = 0), keys with no
+// query dK = dV = 0.
 // ALiBi slopes of sequence s are row s of the slope buffer (alibi_batch_stride apart).
 // Before anything is written, the largest sequence's scratch is checked against the host's free
 // memory, so a call that would run out fails with nothing written, like the plain call.
@@ -62,22 +63,24 @@ int check_memory(int64_t need, const char *what) {
   return FLASHBOX_OK;
 }
 
-int forward_one(const flashbox_attention_args &x, const core::ScoreMods &m) {
-  const Problem p = make_problem(x, m);
+int forward_one(const flashbox_attention_args &x, const core::ScoreMods &m, int64_t head_dim_v) {
+  const Problem p = make_problem(x, m, head_dim_v);
   return x.impl == FLASHBOX_NAIVE ? cpu_naive_forward(p) : cpu_blocked_forward(p);
 }
 
 }  // namespace
 
 int cpu_forward_ext(const flashbox_attention_args &a, const flashbox_attention_ext &e, const core::ScoreMods &mods) {
-  if (!(e.cu_seqlens_q && e.cu_seqlens_k)) return forward_one(a, mods);
+  // V's and O's head dim (head_dim unless the extension set another).
+  const int64_t dv = e.head_dim_v != 0 ? e.head_dim_v : a.head_dim;
+  if (!(e.cu_seqlens_q && e.cu_seqlens_k)) return forward_one(a, mods, dv);
 
   const flashbox_dtype t = a.dtype;
   int64_t worst = 0;  // the naive level's S and P and fp32 copies of the largest sequence
   for (int64_t s = 0; s < a.batch; ++s) {
     const Seq q = sequence(e, s);
-    const int64_t need =
-        4 * (2 * a.heads_q * q.lq * q.lk + q.lq * a.heads_q * a.head_dim + 2 * q.lk * a.heads_kv * a.head_dim);
+    const int64_t need = 4 * (2 * a.heads_q * q.lq * q.lk + q.lq * a.heads_q * a.head_dim +
+                              q.lk * a.heads_kv * a.head_dim + q.lk * a.heads_kv * dv);
     worst = std::max(worst, need);
   }
   if (a.impl == FLASHBOX_NAIVE)
@@ -89,7 +92,7 @@ int cpu_forward_ext(const flashbox_attention_args &a, const flashbox_attention_e
     const Seq q = sequence(e, s);
     if (q.lq == 0) continue;
     if (q.lk == 0) {  // no key: O = 0, LSE = -inf
-      zero_rows(a.o, a.o_stride, q.q0, q.lq, a.heads_q, a.head_dim, t);
+      zero_rows(a.o, a.o_stride, q.q0, q.lq, a.heads_q, dv, t);
       if (a.lse)
         for (int64_t h = 0; h < a.heads_q; ++h)
           std::fill_n(a.lse + h * a.seqlen_q + q.q0, q.lq, -std::numeric_limits<float>::infinity());
@@ -103,7 +106,7 @@ int cpu_forward_ext(const flashbox_attention_args &a, const flashbox_attention_e
       lse.resize(size_t(a.heads_q * q.lq));
       x.lse = lse.data();
     }
-    if (int rc = forward_one(x, sequence_mods(mods, s))) return rc;
+    if (int rc = forward_one(x, sequence_mods(mods, s), dv)) return rc;
     kernel = kernel_name();
     if (a.lse)
       for (int64_t h = 0; h < a.heads_q; ++h) std::copy_n(lse.data() + h * q.lq, q.lq, a.lse + h * a.seqlen_q + q.q0);

@@ -51,8 +51,21 @@ def build_case(B, Tq, Tk, Hq, Hkv, D, dtype, order="bth", pad=0, seed=1):
 
 
 def test_struct_layout_matches_c_compiler():
+    from flashbox import _ext
     S.assert_struct_layout_matches_c((_lib.AttentionArgs, "flashbox_attention_args"),
-                                     (_lib.AttentionGradArgs, "flashbox_attention_grad_args"))
+                                     (_lib.AttentionGradArgs, "flashbox_attention_grad_args"),
+                                     (_ext.AttentionExt, "flashbox_attention_ext"))
+    # bench/flashbench/abi.py keeps its own copies of the structs (it times any build of the library
+    # without importing this package); they must match the header too.
+    abi_path = os.path.join(S.REPO, "bench", "flashbench", "abi.py")
+    if os.path.exists(abi_path):
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("flashbench_abi", abi_path)
+        abi = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(abi)
+        S.assert_struct_layout_matches_c((abi.AttentionArgs, "flashbox_attention_args"),
+                                         (abi.GradArgs, "flashbox_attention_grad_args"),
+                                         (abi.Ext, "flashbox_attention_ext"))
 
 
 def test_import_without_torch_and_prototypes():

@@ -66,5 +66,41 @@ def test_cpu_forward_ext_window():
         _ext.forward_ext(a, e)
 
 
+def test_cpu_forward_ext_head_dim_v():
+    # V and O with a head dim of their own (D = 8, Dv = 12), scores with D: through the ctypes struct's
+    # head_dim_v, against plain-Python fp64 attention; o's padding stays untouched.
+    S.require_library()
+    if not hasattr(_lib.library().cdll, "flashbox_attention_forward_ext"):
+        S.skip("this libflashbox has no flashbox_attention_forward_ext")
+    B, Tq, Tk, H, D, Dv = 1, 5, 7, 2, 8, 12
+    rnd = S.pseudo_random(11)
+    q, k = S.HostTensor((B, Tq, H, D), F32), S.HostTensor((B, Tk, H, D), F32)
+    v, o = S.HostTensor((B, Tk, H, Dv), F32, order="bht"), S.HostTensor((B, Tq, H, Dv), F32, pad=4)
+    for t in (q, k, v):
+        t.fill(rnd)
+    a = _lib.AttentionArgs()
+    a.device, a.dtype, a.impl = _lib.Device.CPU, F32, _lib.Impl.NAIVE
+    a.batch, a.seqlen_q, a.seqlen_k, a.heads_q, a.heads_kv, a.head_dim = B, Tq, Tk, H, H, D
+    a.q, a.k, a.v, a.o = q.ptr, k.ptr, v.ptr, o.ptr
+    a.q_stride[:], a.k_stride[:], a.v_stride[:], a.o_stride[:] = q.strides, k.strides, v.strides, o.strides
+    e = _ext.default_ext()
+    e.head_dim_v = Dv
+    _ext.forward_ext(a, e)
+    scale = 1.0 / math.sqrt(D)
+    for h in range(H):
+        for i in range(Tq):
+            s = [scale * sum(q.get(0, i, h, x) * k.get(0, j, h, x) for x in range(D)) for j in range(Tk)]
+            m = max(s)
+            p = [math.exp(x - m) for x in s]
+            z = sum(p)
+            for x in range(Dv):
+                want = sum(pj * v.get(0, j, h, x) for j, pj in enumerate(p)) / z
+                assert abs(o.get(0, i, h, x) - want) < 1e-5, (i, h, x)
+    assert o.padding_intact()
+    e.head_dim_v = -3
+    with S.raises(_lib.FlashboxError, match="head_dim_v = -3"):
+        _ext.forward_ext(a, e)
+
+
 if __name__ == "__main__":
     sys.exit(S.run_standalone(dict(globals())))

@@ -54,6 +54,7 @@ inline uint64_t fresh_seed() {
 
 struct AttentionCase {
   int64_t batch = 1, seqlen_q = 64, seqlen_k = 64, heads_q = 2, heads_kv = 2, head_dim = 64;
+  int64_t head_dim_v = 0;  // V's and O's head dim (flashbox_attention_ext's head_dim_v); 0: head_dim
   flashbox_dtype dtype = FLASHBOX_FLOAT32;
   int causal = 0;
   Layout layout = Layout::BTHD;
@@ -101,8 +102,8 @@ class AttentionData {
     const int64_t es = cpu::dtype_size(c.dtype);
     qs_ = make_shape(c.layout, c.batch, c.seqlen_q, c.heads_q, c.head_dim);
     ks_ = make_shape(c.layout, c.batch, c.seqlen_k, c.heads_kv, c.head_dim);
-    vs_ = ks_;
-    os_ = qs_;
+    vs_ = make_shape(c.layout, c.batch, c.seqlen_k, c.heads_kv, dv());
+    os_ = make_shape(c.layout, c.batch, c.seqlen_q, c.heads_q, dv());
     q_.resize(size_t(qs_.elements * es));
     k_.resize(size_t(ks_.elements * es));
     v_.resize(size_t(vs_.elements * es));
@@ -134,9 +135,10 @@ class AttentionData {
   std::string name() const {
     return "b" + std::to_string(c_.batch) + "_sq" + std::to_string(c_.seqlen_q) + "_sk" + std::to_string(c_.seqlen_k) +
            "_hq" + std::to_string(c_.heads_q) + "_hkv" + std::to_string(c_.heads_kv) + "_d" +
-           std::to_string(c_.head_dim) + "_" + cpu::dtype_name(c_.dtype) + (c_.causal ? "_causal_" : "_full_") +
-           layout_name(c_.layout) + (c_.softmax_scale != 0 ? "_scale" + std::to_string(c_.softmax_scale) : "") +
-           "_seed" + std::to_string(c_.seed) + " (rerun with FLASHBOX_TEST_SEED=" + std::to_string(c_.seed) + ")";
+           std::to_string(c_.head_dim) + (c_.head_dim_v ? "_dv" + std::to_string(c_.head_dim_v) : "") + "_" +
+           cpu::dtype_name(c_.dtype) + (c_.causal ? "_causal_" : "_full_") + layout_name(c_.layout) +
+           (c_.softmax_scale != 0 ? "_scale" + std::to_string(c_.softmax_scale) : "") + "_seed" +
+           std::to_string(c_.seed) + " (rerun with FLASHBOX_TEST_SEED=" + std::to_string(c_.seed) + ")";
   }
 
   // Fills o (every byte, padding included) and lse with NaN so an unwritten element cannot pass.
@@ -148,7 +150,7 @@ class AttentionData {
 
   // The fp64 reference for the current inputs (computed once, cached).
   const std::vector<double> &reference_out() {
-    if (ref_out_.empty()) cpu::reference_attention_fp64(args_for_reference(), ref_out_, &ref_lse_);
+    if (ref_out_.empty()) cpu::reference_attention_fp64(args_for_reference(), ref_out_, &ref_lse_, nullptr, dv());
     return ref_out_;
   }
   const std::vector<double> &reference_lse() {
@@ -156,15 +158,15 @@ class AttentionData {
     return ref_lse_;
   }
 
-  // O as dense [b, sq, hq, d] doubles, read from o through its strides.
+  // O as dense [b, sq, hq, dv] doubles, read from o through its strides.
   std::vector<double> output_dense() const {
-    std::vector<double> out(size_t(c_.batch * c_.seqlen_q * c_.heads_q * c_.head_dim));
+    std::vector<double> out(size_t(c_.batch * c_.seqlen_q * c_.heads_q * dv()));
     size_t n = 0;
     for (int64_t b = 0; b < c_.batch; ++b)
       for (int64_t i = 0; i < c_.seqlen_q; ++i)
         for (int64_t h = 0; h < c_.heads_q; ++h) {
           const int64_t off = b * os_.stride[0] + i * os_.stride[1] + h * os_.stride[2];
-          for (int64_t x = 0; x < c_.head_dim; ++x) out[n++] = cpu::load_as_float(o_.data(), c_.dtype, off + x);
+          for (int64_t x = 0; x < dv(); ++x) out[n++] = cpu::load_as_float(o_.data(), c_.dtype, off + x);
         }
     return out;
   }
@@ -207,7 +209,7 @@ class AttentionData {
       for (int64_t i = 0; i < c_.seqlen_q; ++i)
         for (int64_t h = 0; h < c_.heads_q; ++h) {
           const int64_t off = b * os_.stride[0] + i * os_.stride[1] + h * os_.stride[2];
-          std::fill_n(inside.begin() + off, c_.head_dim, 1);
+          std::fill_n(inside.begin() + off, dv(), 1);
         }
     const int64_t es = cpu::dtype_size(c_.dtype);
     const uint8_t pattern[2] = {0xff, 0x7f};
@@ -230,6 +232,8 @@ class AttentionData {
   const TensorShape &o_shape() const { return os_; }
   const AttentionCase &config() const { return c_; }
   double tolerance() const { return c_.dtype == FLASHBOX_FLOAT32 ? 1e-5 : 1e-2; }
+  // V's and O's head dim: head_dim_v, or head_dim when it is 0.
+  int64_t dv() const { return c_.head_dim_v ? c_.head_dim_v : c_.head_dim; }
 
   flashbox_attention_args args{};  // host pointers; a test may edit it (e.g. to point at device memory)
   std::vector<float> lse;          // [batch, heads_q, seqlen_q]

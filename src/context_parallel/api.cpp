@@ -143,9 +143,10 @@ const flashbox_attention_args &fwd_of_args(const flashbox_attention_args &a) { r
 const flashbox_attention_args &fwd_of_grad(const flashbox_attention_grad_args &g) { return g.fwd; }
 
 // A simulated run: the options, the shard array, each rank's shard and its agreement with rank 0's,
-// then the ranks over the loopback transport.
+// then the ranks over the loopback transport. The enums are taken by reference: a caller's value
+// outside them must reach validate_options as bytes, never be loaded as the enum (undefined).
 template <typename Args, typename Validate, typename Make>
-int simulated(const Args *shards, int world, flashbox_cp_layout layout, flashbox_cp_variant variant,
+int simulated(const Args *shards, int world, const flashbox_cp_layout &layout, const flashbox_cp_variant &variant,
               Validate validate_one, Make make, const flashbox_attention_args &(*fwd_of)(const Args &)) {
   return guarded([&] {
     if (int rc = validate_options(layout, variant)) return rc;

@@ -144,7 +144,7 @@ FLASHBOX_API const char *flashbox_last_kernel(void);
  * multiple of 8 up to 256; the sm90 families decline what they lack (e.g. varlen, softcap or ALiBi
  * above head_dim 128; softcap/ALiBi in a non-default forward tile), so auto falls to sm80); a
  * field no family takes is refused with FLASHBOX_ERR_UNSUPPORTED_IMPL and a message naming it,
- * before anything is written. head_dim_v (below): device = cpu forward only. */
+ * before anything is written. head_dim_v (below): device = cpu only (forward and backward). */
 typedef struct {
   int32_t struct_size;                        /* sizeof(flashbox_attention_ext) as the caller compiled it */
   int32_t window_left, window_right;          /* -1: unbounded (the default is -1, -1, not 0, 0) */
@@ -158,9 +158,11 @@ typedef struct {
    * head_dim. v is then [.., heads_kv, head_dim_v] and o [.., heads_q, head_dim_v]: their strides
    * mean what they mean today, with rows of head_dim_v contiguous elements; q and k keep head_dim.
    * Scores use head_dim (softmax_scale 0 still means 1/sqrt(head_dim)); lse is unchanged. A value
-   * other than 0 or head_dim is taken by the forward on device = cpu (every impl, head_dim_v up to
-   * the cpu's head_dim limit, 256); the CUDA kernels and the backward take head_dim_v = head_dim and
-   * refuse anything else with FLASHBOX_ERR_UNSUPPORTED_IMPL before anything is written. */
+   * other than 0 or head_dim is taken on device = cpu, forward and backward (every impl, head_dim_v
+   * up to the cpu's head_dim limit, 256); in the backward dout is [.., heads_q, head_dim_v] like o
+   * and dv [.., heads_kv, head_dim_v] like v, while dq and dk keep head_dim. The CUDA kernels
+   * (forward and backward) take head_dim_v = head_dim and refuse anything else with
+   * FLASHBOX_ERR_UNSUPPORTED_IMPL before anything is written. */
   int64_t head_dim_v;
 } flashbox_attention_ext;
 

@@ -22,9 +22,12 @@
 namespace flashbox::detail {
 namespace {
 
-TensorDesc tensor_dout(const flashbox_attention_grad_args &g) {
+// dout and dv have rows of head_dim_v elements, as o and v do (0: head_dim).
+TensorDesc tensor_dout(const flashbox_attention_grad_args &g, int64_t head_dim_v) {
   const flashbox_attention_args &a = g.fwd;
-  return {"dout", "dout_stride", g.dout, g.dout_stride, a.batch, a.seqlen_q, a.heads_q, a.head_dim};
+  if (head_dim_v == 0 || head_dim_v == a.head_dim)
+    return {"dout", "dout_stride", g.dout, g.dout_stride, a.batch, a.seqlen_q, a.heads_q, a.head_dim};
+  return {"dout", "dout_stride", g.dout, g.dout_stride, a.batch, a.seqlen_q, a.heads_q, head_dim_v, "head_dim_v"};
 }
 TensorDesc tensor_dq(const flashbox_attention_grad_args &g) {
   const flashbox_attention_args &a = g.fwd;
@@ -34,15 +37,17 @@ TensorDesc tensor_dk(const flashbox_attention_grad_args &g) {
   const flashbox_attention_args &a = g.fwd;
   return {"dk", "dk_stride", g.dk, g.dk_stride, a.batch, a.seqlen_k, a.heads_kv, a.head_dim};
 }
-TensorDesc tensor_dv(const flashbox_attention_grad_args &g) {
+TensorDesc tensor_dv(const flashbox_attention_grad_args &g, int64_t head_dim_v) {
   const flashbox_attention_args &a = g.fwd;
-  return {"dv", "dv_stride", g.dv, g.dv_stride, a.batch, a.seqlen_k, a.heads_kv, a.head_dim};
+  if (head_dim_v == 0 || head_dim_v == a.head_dim)
+    return {"dv", "dv_stride", g.dv, g.dv_stride, a.batch, a.seqlen_k, a.heads_kv, a.head_dim};
+  return {"dv", "dv_stride", g.dv, g.dv_stride, a.batch, a.seqlen_k, a.heads_kv, head_dim_v, "head_dim_v"};
 }
 
 // Checks that need no pointer: enums, sizes, scale, causal, deterministic and what the device offers.
-int validate_backward_scalars(const flashbox_attention_grad_args &g) {
+int validate_backward_scalars(const flashbox_attention_grad_args &g, int64_t head_dim_v = 0) {
   const flashbox_attention_args &a = g.fwd;
-  if (int rc = validate_scalars(a)) return rc;
+  if (int rc = validate_scalars(a, head_dim_v)) return rc;
   if (g.deterministic != 0 && g.deterministic != 1)
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
                 "deterministic = " + std::to_string(g.deterministic) + " must be 0 or 1");
@@ -55,14 +60,15 @@ int validate_backward_scalars(const flashbox_attention_grad_args &g) {
 }  // namespace
 
 // Declared in validate.hpp (the extension's backward validates with it too).
-int validate_backward_args(const flashbox_attention_grad_args *args) {
+int validate_backward_args(const flashbox_attention_grad_args *args, int64_t head_dim_v) {
   if (!args) return fail(FLASHBOX_ERR_NULL_POINTER, "args is NULL");
   const flashbox_attention_grad_args &g = *args;
   const flashbox_attention_args &a = g.fwd;
-  if (int rc = validate_backward_scalars(g)) return rc;
+  if (int rc = validate_backward_scalars(g, head_dim_v)) return rc;
 
-  const TensorDesc q = tensor_q(a), k = tensor_k(a), v = tensor_v(a), o = tensor_o(a), dout = tensor_dout(g);
-  const TensorDesc dq = tensor_dq(g), dk = tensor_dk(g), dv = tensor_dv(g);
+  const TensorDesc q = tensor_q(a), k = tensor_k(a), v = tensor_v(a, head_dim_v), o = tensor_o(a, head_dim_v);
+  const TensorDesc dout = tensor_dout(g, head_dim_v);
+  const TensorDesc dq = tensor_dq(g), dk = tensor_dk(g), dv = tensor_dv(g, head_dim_v);
   const TensorDesc *inputs[] = {&q, &k, &v, &o, &dout};
   const TensorDesc *grads[] = {&dq, &dk, &dv};
   for (const TensorDesc *t : inputs)

@@ -3,7 +3,7 @@
 // (varlen tensors as [1, total, heads, head_dim]), then
 //   every field off (or only causal)   -> exactly the plain call (flashbox_attention_forward/backward);
 //                                         head_dim_v = head_dim counts as off
-//   head_dim_v != head_dim             -> forward on device = cpu only (cuda and the backward refuse it)
+//   head_dim_v != head_dim             -> device = cpu only, forward and backward (cuda refuses it)
 //   device = cpu                       -> src/cpu/varlen_attention.cpp (masks, transforms, varlen)
 //   device = cuda                      -> one Problem (mods and cu_seqlens in it) through the same
 //                                         family choice as the plain call (src/api/dispatch.hpp); a
@@ -30,8 +30,10 @@ bool only_causal(const flashbox_attention_args &a, const flashbox_attention_ext 
   return ext_is_plain(x);
 }
 
-TensorDesc grad_desc(const char *name, void *p, const int64_t *stride, const flashbox_attention_args &a, bool kv) {
-  return {name, "", p, stride, a.batch, kv ? a.seqlen_k : a.seqlen_q, kv ? a.heads_kv : a.heads_q, a.head_dim};
+// `dim`: head_dim (dq, dk) or V's head dim (dv).
+TensorDesc grad_desc(const char *name, void *p, const int64_t *stride, const flashbox_attention_args &a, bool kv,
+                     int64_t dim) {
+  return {name, "", p, stride, a.batch, kv ? a.seqlen_k : a.seqlen_q, kv ? a.heads_kv : a.heads_q, dim};
 }
 
 #ifdef FLASHBOX_HAVE_CUDA
@@ -60,6 +62,10 @@ int cuda_backward_ext(const flashbox_attention_grad_args &g, const flashbox_atte
                       const flashbox_attention_ext &e) {
   GradProblem p = make_grad_problem(flat, ext_mods(g.fwd, e));
   add_ext(p.fwd, g.fwd, e);
+  // Validation refuses head_dim_v != head_dim on cuda (src/api/ext_validate.cpp); asserted once more
+  // before any launch, as for the forward.
+  if (e.head_dim_v != 0)
+    return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_backward_ext: head_dim_v reached the CUDA backends");
   if (int rc = resolve_tuning(nullptr, Pass::backward, p.fwd.tuning)) return rc;
   return cuda_backward(p);
 }
@@ -112,11 +118,12 @@ FLASHBOX_API int flashbox_attention_backward_ext(const flashbox_attention_grad_a
     if (only_causal(args->fwd, e)) return flashbox_attention_backward(args);
     flashbox_attention_grad_args flat = *args;
     flat.fwd = plain_view(args->fwd, e);
-    if (int rc = validate_backward_args(&flat)) return rc;
+    if (int rc = validate_backward_args(&flat, e.head_dim_v)) return rc;
     const flashbox_attention_args &a = flat.fwd;
-    const ByteView outputs[3] = {tensor_view(grad_desc("dq", flat.dq, flat.dq_stride, a, false), a.dtype),
-                                 tensor_view(grad_desc("dk", flat.dk, flat.dk_stride, a, true), a.dtype),
-                                 tensor_view(grad_desc("dv", flat.dv, flat.dv_stride, a, true), a.dtype)};
+    const int64_t dv = ext_head_dim_v(a, e);
+    const ByteView outputs[3] = {tensor_view(grad_desc("dq", flat.dq, flat.dq_stride, a, false, a.head_dim), a.dtype),
+                                 tensor_view(grad_desc("dk", flat.dk, flat.dk_stride, a, true, a.head_dim), a.dtype),
+                                 tensor_view(grad_desc("dv", flat.dv, flat.dv_stride, a, true, dv), a.dtype)};
     const char *const names[3] = {"dq", "dk", "dv"};
     if (int rc = validate_ext_memory(args->fwd, e, outputs, names, 3)) return rc;
 #ifdef FLASHBOX_HAVE_CUDA

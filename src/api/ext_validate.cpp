@@ -122,11 +122,11 @@ int validate_ext_fields(const flashbox_attention_args &a, flashbox_attention_ext
   if (e.head_dim_v == a.head_dim) e.head_dim_v = 0;
   if (e.head_dim_v != 0) {
     const std::string which = "head_dim_v = " + str(e.head_dim_v) + " differs from head_dim = " + str(a.head_dim);
-    if (pass == Pass::backward)
+    if (pass == Pass::backward && a.device == FLASHBOX_CUDA)
       return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
                   which +
-                      ": the backward takes head_dim_v = head_dim (a head_dim_v of its own is forward-only, "
-                      "on device = cpu)");
+                      ": on device = cuda the backward takes head_dim_v = head_dim (a head_dim_v of its own "
+                      "runs on device = cpu)");
     if (a.device == FLASHBOX_CUDA)
       return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
                   which +

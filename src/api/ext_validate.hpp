@@ -3,13 +3,13 @@
 // plain path is unchanged; the *_ext entry points (src/api/ext_api.cpp) call, in order:
 //   read_ext            struct_size: at least the first version's size; bytes beyond what this
 //                       library knows must be zero (a newer caller's fields are never ignored)
-//   validate_ext_fields head_dim_v >= 0, <= the cpu's limit, forward on the cpu only (cuda and the
+//   validate_ext_fields head_dim_v >= 0, <= the cpu's limit, on the cpu only (the cuda forward and
 //                       backward refuse one that differs from head_dim),
 //                       windows >= -1, window_right -1/0 with causal, softcap finite >= 0,
 //                       alibi_batch_stride 0 or >= heads_q, cu_seqlens both or neither, max_seqlen
 //                       (what a cuda kernel family lacks, it declines when asked: src/api/dispatch.hpp)
 //   plain validation    of plain_view(args, ext): varlen tensors as [1, total, heads, head_dim],
-//                       v and o with head_dim_v
+//                       v, o, dout and dv with head_dim_v
 //   validate_ext_memory alignment of slopes / cu_seqlens, outputs disjoint from them, and on the
 //                       cpu the slopes (finite) and cu_seqlens values (0 first, non-decreasing,
 //                       totals, max_seqlen bounds)
@@ -31,7 +31,7 @@ bool ext_is_varlen(const flashbox_attention_ext &e);
 // True when no field asks for anything: the call is exactly the plain one.
 bool ext_is_plain(const flashbox_attention_ext &e);
 
-// `pass`: the backward refuses a head_dim_v of its own.
+// `pass`: names the pass in the cuda refusal of a head_dim_v of its own.
 // Also folds head_dim_v == head_dim to 0 (the same request), so the call stays the plain one.
 int validate_ext_fields(const flashbox_attention_args &a, flashbox_attention_ext &e, Pass pass);
 

@@ -66,8 +66,9 @@ int validate_device_pointer(const void *ptr, const char *name, flashbox_device d
 // Everything above, for a forward call. `args` may be null. head_dim_v (already checked by the
 // extension's rules; 0: head_dim) sizes v and o.
 int validate_forward_args(const flashbox_attention_args *args, int64_t head_dim_v = 0);
-// The same for a backward call (src/api/backward_api.cpp). `args` may be null.
-int validate_backward_args(const flashbox_attention_grad_args *args);
+// The same for a backward call (src/api/backward_api.cpp). `args` may be null. head_dim_v (as for
+// the forward) sizes v, o, dout and dv.
+int validate_backward_args(const flashbox_attention_grad_args *args, int64_t head_dim_v = 0);
 
 // The byte sets validate_disjoint compares: a tensor (after validate_tensor) and an fp32
 // [batch, heads_q, seqlen_q] buffer such as lse.

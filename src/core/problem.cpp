@@ -48,6 +48,12 @@ GradProblem make_grad_problem(const flashbox_attention_grad_args &g, const core:
   return p;
 }
 
+GradProblem make_grad_problem(const flashbox_attention_grad_args &g, const core::ScoreMods &mods, int64_t head_dim_v) {
+  GradProblem p = make_grad_problem(g, mods);
+  if (head_dim_v != 0) p.fwd.head_dim_v = head_dim_v;
+  return p;
+}
+
 std::string extension_in_use(const Problem &p) {
   const core::ScoreMods &m = p.mods;
   if (p.varlen()) return "variable-length batches (cu_seqlens)";

@@ -35,8 +35,9 @@ struct Problem {
   flashbox_impl impl;
   int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
   // V's and O's head dim (flashbox_attention_ext's head_dim_v, resolved: head_dim unless the caller
-  // set another). Scores use head_dim; v and o rows hold head_dim_v elements. Only the cpu forward
-  // takes head_dim_v != head_dim (validation refuses it elsewhere: src/api/ext_validate.cpp).
+  // set another). Scores use head_dim; v and o rows hold head_dim_v elements (in a GradProblem, dout
+  // and dv too). Only the cpu takes head_dim_v != head_dim, forward and backward (validation refuses
+  // it on cuda: src/api/ext_validate.cpp).
   int64_t head_dim_v;
   int64_t group;  // heads_q / heads_kv: query head h reads kv head h / group
   const void *q, *k, *v;
@@ -82,5 +83,8 @@ Problem make_problem(const flashbox_attention_args &a, const core::ScoreMods &mo
 Problem make_problem(const flashbox_attention_args &a, const core::ScoreMods &mods, int64_t head_dim_v);
 GradProblem make_grad_problem(const flashbox_attention_grad_args &g);
 GradProblem make_grad_problem(const flashbox_attention_grad_args &g, const core::ScoreMods &mods);
+// The same with V's and O's head dim (0: head_dim), for the extension's backward: dout and dv follow
+// it as o and v do.
+GradProblem make_grad_problem(const flashbox_attention_grad_args &g, const core::ScoreMods &mods, int64_t head_dim_v);
 
 }  // namespace flashbox::detail

@@ -22,7 +22,7 @@ Problem make_problem(const detail::GradProblem &g) {
   Problem p{};
   p.g = &g;
   p.batch = a.batch, p.seqlen_q = a.seqlen_q, p.seqlen_k = a.seqlen_k;
-  p.heads_q = a.heads_q, p.heads_kv = a.heads_kv, p.head_dim = a.head_dim;
+  p.heads_q = a.heads_q, p.heads_kv = a.heads_kv, p.head_dim = a.head_dim, p.head_dim_v = a.head_dim_v;
   p.group = a.group;
   p.scale = a.scale;
   p.mods = a.mods;
@@ -41,19 +41,19 @@ float transformed_score(const Problem &p, float s, float slope, int64_t i, int64
 }
 
 void load_rows(const Problem &p, const void *base, const int64_t *stride, int64_t b, int64_t h, int64_t r0, int64_t n,
-               float *dst) {
+               int64_t dim, float *dst) {
   const flashbox_dtype t = p.g->fwd.dtype;
   for (int64_t r = 0; r < n; ++r)
-    load_row_as_float(base, t, b * stride[0] + (r0 + r) * stride[1] + h * stride[2], p.head_dim, dst + r * p.head_dim);
+    load_row_as_float(base, t, b * stride[0] + (r0 + r) * stride[1] + h * stride[2], dim, dst + r * dim);
 }
 
 void store_rows(const Problem &p, void *base, const int64_t *stride, int64_t b, int64_t h, int64_t r0, int64_t n,
-                const float *src, float mul) {
+                int64_t dim, const float *src, float mul) {
   const flashbox_dtype t = p.g->fwd.dtype;
-  std::vector<float> row(size_t(p.head_dim));
+  std::vector<float> row(static_cast<size_t>(dim));
   for (int64_t r = 0; r < n; ++r) {
-    for (int64_t c = 0; c < p.head_dim; ++c) row[size_t(c)] = src[r * p.head_dim + c] * mul;
-    store_row_from_float(base, t, b * stride[0] + (r0 + r) * stride[1] + h * stride[2], p.head_dim, row.data());
+    for (int64_t c = 0; c < dim; ++c) row[size_t(c)] = src[r * dim + c] * mul;
+    store_row_from_float(base, t, b * stride[0] + (r0 + r) * stride[1] + h * stride[2], dim, row.data());
   }
 }
 
@@ -62,12 +62,13 @@ void compute_rowsum(const Problem &p, float *rowsum) {
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads_q; ++h) {
-      std::vector<float> o(size_t(p.head_dim)), d(size_t(p.head_dim));
+      const int64_t dv = p.head_dim_v;
+      std::vector<float> o(static_cast<size_t>(dv)), d(static_cast<size_t>(dv));
       for (int64_t i = 0; i < p.seqlen_q; ++i) {
-        load_rows(p, g.fwd.o, g.fwd.o_stride, b, h, i, 1, o.data());
-        load_rows(p, g.dout, g.dout_stride, b, h, i, 1, d.data());
+        load_rows(p, g.fwd.o, g.fwd.o_stride, b, h, i, 1, dv, o.data());
+        load_rows(p, g.dout, g.dout_stride, b, h, i, 1, dv, d.data());
         float s = 0.0f;
-        for (int64_t c = 0; c < p.head_dim; ++c) s += o[size_t(c)] * d[size_t(c)];
+        for (int64_t c = 0; c < dv; ++c) s += o[size_t(c)] * d[size_t(c)];
         rowsum[(b * p.heads_q + h) * p.seqlen_q + i] = s;
       }
     }

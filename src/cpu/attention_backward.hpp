@@ -13,6 +13,7 @@ namespace flashbox::cpu::backward {
 struct Problem {
   const detail::GradProblem *g;
   int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, group;
+  int64_t head_dim_v;    // V's, O's, dO's and dV's head dim; Q, K, dQ and dK have head_dim
   float scale;           // the softmax scale (resolved by the API)
   core::ScoreMods mods;  // mask (causal folded in as window_right = 0) and score transforms
 };
@@ -28,16 +29,17 @@ int64_t query_end(const Problem &p, int64_t j);
 // the softcap's derivative there (1 without softcap).
 float transformed_score(const Problem &p, float s, float slope, int64_t i, int64_t j, float *grad);
 
-// D_i = Σ_d dO_id · O_id for every (batch, query head, row) into `rowsum` [batch, heads_q, seqlen_q]:
+// D_i = Σ_d dO_id · O_id (d < head_dim_v) for every (batch, query head, row) into `rowsum` [batch, heads_q, seqlen_q]:
 // the term that makes dS = P ∘ (dP − D) the softmax's Jacobian applied to dP (FlashAttention-2 §3.2).
 void compute_rowsum(const Problem &p, float *rowsum);
 
-// Rows [r0, r0 + n) of head h of batch b of a strided tensor as dense fp32 [n, head_dim].
+// Rows [r0, r0 + n) of head h of batch b of a strided tensor as dense fp32 [n, dim] (dim: head_dim
+// for q, k, dq, dk; head_dim_v for v, o, dout, dv).
 void load_rows(const Problem &p, const void *base, const int64_t *stride, int64_t b, int64_t h, int64_t r0, int64_t n,
-               float *dst);
-// Writes dense fp32 rows, each multiplied by `mul`, rounded to the call's dtype.
+               int64_t dim, float *dst);
+// Writes dense fp32 rows [n, dim], each multiplied by `mul`, rounded to the call's dtype.
 void store_rows(const Problem &p, void *base, const int64_t *stride, int64_t b, int64_t h, int64_t r0, int64_t n,
-                const float *src, float mul);
+                int64_t dim, const float *src, float mul);
 
 int naive(const Problem &p);    // attention_backward_naive.cpp
 int blocked(const Problem &p);  // attention_backward_blocked.cpp

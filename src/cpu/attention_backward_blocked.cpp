@@ -1,6 +1,6 @@
 // Blocked CPU backward, FlashAttention-2's backward (§3.2, Algorithm 2) written plainly:
 //   preprocess D_i = dO_i · O_i;
-//   for each K/V block j (64 rows):            dK_j, dV_j accumulate in a 64 x d tile
+//   for each K/V block j (64 rows):            dK_j, dV_j accumulate in 64 x d and 64 x dv tiles
 //     for each query head of the kv head's group, for each Q block i (64 rows) that sees block j:
 //       S = scale · Q_i K_jᵀ,  P = exp(S' − LSE_i)  (S' = softcap, ALiBi of S; recomputed, masked)
 //       dV_j += Pᵀ dO_i,  dP = dO_i V_jᵀ,  dS = P ∘ (dP − D_i) ∘ softcap'(S)
@@ -8,7 +8,8 @@
 //   dK = scale · dK, dQ = scale · dQ.
 // Masks (causal, sliding window): only the Q blocks holding rows that see block j are visited; keys
 // a row may not see get P = 0. Only tiles and the dQ accumulator (linear in T) live in scratch. Parallel over (batch, kv
-// head), blocks in a fixed order inside a task: deterministic by construction.
+// head), blocks in a fixed order inside a task: deterministic by construction. d is head_dim (Q, K,
+// dQ, dK), dv head_dim_v (V, dO, dV: the extension's, head_dim unless set).
 #include <omp.h>
 
 #include <algorithm>
@@ -23,13 +24,16 @@ namespace {
 
 constexpr int64_t kBlockQ = 64, kBlockK = 64;
 
-// The per-thread tiles of one task.
+// The per-thread tiles of one task: q [BQ, d], dO [BQ, dv], k and dk [BK, d], v and dv [BK, dv],
+// P and dS [BQ, BK].
 struct Tiles {
   float *q, *dO, *k, *v, *dk, *dv, *P, *dS;
-  static int64_t elements(int64_t d) { return 2 * kBlockQ * d + 4 * kBlockK * d + 2 * kBlockQ * kBlockK; }
-  Tiles(float *base, int64_t d) {
-    q = base, dO = q + kBlockQ * d, k = dO + kBlockQ * d, v = k + kBlockK * d;
-    dk = v + kBlockK * d, dv = dk + kBlockK * d, P = dv + kBlockK * d, dS = P + kBlockQ * kBlockK;
+  static int64_t elements(int64_t d, int64_t d_v) {
+    return kBlockQ * d + kBlockQ * d_v + 2 * kBlockK * d + 2 * kBlockK * d_v + 2 * kBlockQ * kBlockK;
+  }
+  Tiles(float *base, int64_t d, int64_t d_v) {
+    q = base, dO = q + kBlockQ * d, k = dO + kBlockQ * d_v, v = k + kBlockK * d;
+    dk = v + kBlockK * d_v, dv = dk + kBlockK * d, P = dv + kBlockK * d_v, dS = P + kBlockQ * kBlockK;
   }
 };
 
@@ -37,7 +41,7 @@ struct Tiles {
 // dS holds the softcap's derivative between the two loops.
 void block_step(const Problem &p, const Tiles &t, float slope, int64_t i0, int64_t m, int64_t j0, int64_t n,
                 const float *lse, const float *Di, float *dq_rows) {
-  const int64_t D = p.head_dim;
+  const int64_t D = p.head_dim, DV = p.head_dim_v;
   for (int64_t r = 0; r < m; ++r) {
     // keys of this block row r sees: [begin, end)
     const int64_t begin = key_begin(p, i0 + r) - j0, end = key_end(p, i0 + r) - j0;
@@ -56,15 +60,15 @@ void block_step(const Problem &p, const Tiles &t, float slope, int64_t i0, int64
     for (int64_t c = 0; c < n; ++c) {
       const float pij = t.P[r * kBlockK + c];
       float dp = 0.0f;
-      for (int64_t x = 0; x < D; ++x) dp += t.dO[r * D + x] * t.v[c * D + x];
+      for (int64_t x = 0; x < DV; ++x) dp += t.dO[r * DV + x] * t.v[c * DV + x];
       t.dS[r * kBlockK + c] *= pij * (dp - Di[r]);
     }
   for (int64_t r = 0; r < m; ++r)
     for (int64_t c = 0; c < n; ++c) {
       const float pij = t.P[r * kBlockK + c], ds = t.dS[r * kBlockK + c];
       if (pij == 0.0f && ds == 0.0f) continue;
+      for (int64_t x = 0; x < DV; ++x) t.dv[c * DV + x] += pij * t.dO[r * DV + x];
       for (int64_t x = 0; x < D; ++x) {
-        t.dv[c * D + x] += pij * t.dO[r * D + x];
         t.dk[c * D + x] += ds * t.q[r * D + x];
         dq_rows[r * D + x] += ds * t.k[c * D + x];
       }
@@ -73,16 +77,17 @@ void block_step(const Problem &p, const Tiles &t, float slope, int64_t i0, int64
 
 }  // namespace
 
-int64_t blocked_thread_elements(const Problem &p) { return Tiles::elements(p.head_dim); }
+int64_t blocked_thread_elements(const Problem &p) { return Tiles::elements(p.head_dim, p.head_dim_v); }
 
 int blocked(const Problem &p) {
   const detail::GradProblem &g = *p.g;
-  const int64_t SQ = p.seqlen_q, SK = p.seqlen_k, D = p.head_dim;
+  const int64_t SQ = p.seqlen_q, SK = p.seqlen_k, D = p.head_dim, DV = p.head_dim_v;
+  const int64_t per_thread = Tiles::elements(D, DV);
   const int threads = threads_for(p);
   Scratch scratch;
   std::vector<float> rowsum, dq_acc, work;
   if (!scratch.allocate(rowsum, p.batch * p.heads_q * SQ) || !scratch.allocate(dq_acc, p.batch * p.heads_q * SQ * D) ||
-      !scratch.allocate(work, Tiles::elements(D) * threads))
+      !scratch.allocate(work, per_thread * threads))
     return detail::fail(FLASHBOX_ERR_OUT_OF_MEMORY, "cpu blocked backward: cannot allocate the dQ accumulator (" +
                                                         std::to_string(p.batch * p.heads_q * SQ * D * 4) + " bytes)");
   compute_rowsum(p, rowsum.data());
@@ -90,13 +95,13 @@ int blocked(const Problem &p) {
 #pragma omp parallel for collapse(2) schedule(dynamic) num_threads(threads)
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
-      const Tiles t(work.data() + Tiles::elements(D) * omp_get_thread_num(), D);
+      const Tiles t(work.data() + per_thread * omp_get_thread_num(), D, DV);
       for (int64_t j0 = 0; j0 < SK; j0 += kBlockK) {
         const int64_t n = std::min(kBlockK, SK - j0);
-        load_rows(p, g.fwd.k, g.fwd.k_stride, b, hk, j0, n, t.k);
-        load_rows(p, g.fwd.v, g.fwd.v_stride, b, hk, j0, n, t.v);
+        load_rows(p, g.fwd.k, g.fwd.k_stride, b, hk, j0, n, D, t.k);
+        load_rows(p, g.fwd.v, g.fwd.v_stride, b, hk, j0, n, DV, t.v);
         std::fill_n(t.dk, kBlockK * D, 0.0f);
-        std::fill_n(t.dv, kBlockK * D, 0.0f);
+        std::fill_n(t.dv, kBlockK * DV, 0.0f);
         // Rows that see some key of the block: from the first key's first row to the last key's last.
         const int64_t first_block = query_begin(p, j0) / kBlockQ * kBlockQ, rows_end = query_end(p, j0 + n - 1);
         for (int64_t h = hk * p.group; h < (hk + 1) * p.group; ++h) {
@@ -104,17 +109,17 @@ int blocked(const Problem &p) {
           const float slope = p.mods.slope(b, h);
           for (int64_t i0 = first_block; i0 < rows_end; i0 += kBlockQ) {
             const int64_t m = std::min(kBlockQ, SQ - i0);
-            load_rows(p, g.fwd.q, g.fwd.q_stride, b, h, i0, m, t.q);
-            load_rows(p, g.dout, g.dout_stride, b, h, i0, m, t.dO);
+            load_rows(p, g.fwd.q, g.fwd.q_stride, b, h, i0, m, D, t.q);
+            load_rows(p, g.dout, g.dout_stride, b, h, i0, m, DV, t.dO);
             block_step(p, t, slope, i0, m, j0, n, g.fwd.lse + row0 + i0, rowsum.data() + row0 + i0,
                        dq_acc.data() + (row0 + i0) * D);
           }
         }
-        store_rows(p, g.dk, g.dk_stride, b, hk, j0, n, t.dk, p.scale);
-        store_rows(p, g.dv, g.dv_stride, b, hk, j0, n, t.dv, 1.0f);
+        store_rows(p, g.dk, g.dk_stride, b, hk, j0, n, D, t.dk, p.scale);
+        store_rows(p, g.dv, g.dv_stride, b, hk, j0, n, DV, t.dv, 1.0f);
       }
       for (int64_t h = hk * p.group; h < (hk + 1) * p.group; ++h)
-        store_rows(p, g.dq, g.dq_stride, b, h, 0, SQ, dq_acc.data() + (b * p.heads_q + h) * SQ * D, p.scale);
+        store_rows(p, g.dq, g.dq_stride, b, h, 0, SQ, D, dq_acc.data() + (b * p.heads_q + h) * SQ * D, p.scale);
     }
   detail::set_kernel_name("cpu_backward_blocked_64x64");
   return FLASHBOX_OK;

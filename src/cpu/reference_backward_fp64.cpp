@@ -1,7 +1,8 @@
 // fp64 reference backward: for every (batch, kv head) and each query head of its group, the full
 // T x T probabilities P in double, then dV += Pᵀ dO, dP = dO Vᵀ, D_i = Σ_j P_ij dP_ij (equal to
 // dO_i · O_i), dS = P ∘ (dP − D), dQ = scale · dS K, dK += scale · dSᵀ Q. Slow and obvious on purpose;
-// parallel over (batch, kv head) so that a group's dK/dV sums have a single owner.
+// parallel over (batch, kv head) so that a group's dK/dV sums have a single owner. Q, K, dQ, dK have
+// head_dim columns; V, dO, dV head_dim_v (dP's inner dimension).
 #include "cpu/reference_backward_fp64.hpp"
 
 #include <algorithm>
@@ -13,15 +14,17 @@
 namespace flashbox::cpu {
 
 void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, std::vector<double> &dq,
-                                       std::vector<double> &dk, std::vector<double> &dv, const core::ScoreMods *mods) {
+                                       std::vector<double> &dk, std::vector<double> &dv, const core::ScoreMods *mods,
+                                       int64_t head_dim_v) {
   const flashbox_attention_args &a = g.fwd;
   const core::ScoreMods m = mods ? *mods : core::causal_mods(a.causal);
   const int64_t B = a.batch, SQ = a.seqlen_q, SK = a.seqlen_k, HQ = a.heads_q, HKV = a.heads_kv, D = a.head_dim;
+  const int64_t DV = head_dim_v != 0 ? head_dim_v : D;
   const int64_t group = HQ / HKV;
   const double scale = effective_softmax_scale(a);
   dq.assign(size_t(B * SQ * HQ * D), 0.0);
   dk.assign(size_t(B * SK * HKV * D), 0.0);
-  dv.assign(size_t(B * SK * HKV * D), 0.0);
+  dv.assign(size_t(B * SK * HKV * DV), 0.0);
 
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int64_t b = 0; b < B; ++b) {
@@ -29,15 +32,15 @@ void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, st
       std::vector<double> q, k, v, dout, p(static_cast<size_t>(SK)), dp(static_cast<size_t>(SK)),
           grad(static_cast<size_t>(SK));
       gather_head(a.k, a.dtype, a.k_stride, b, hk, SK, D, k);
-      gather_head(a.v, a.dtype, a.v_stride, b, hk, SK, D, v);
+      gather_head(a.v, a.dtype, a.v_stride, b, hk, SK, DV, v);
       for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
         gather_head(a.q, a.dtype, a.q_stride, b, h, SQ, D, q);
-        gather_head(g.dout, a.dtype, g.dout_stride, b, h, SQ, D, dout);
+        gather_head(g.dout, a.dtype, g.dout_stride, b, h, SQ, DV, dout);
         const double slope = m.slope(b, h), cap = m.softcap;
         for (int64_t i = 0; i < SQ; ++i) {
           const int64_t begin = core::key_begin(m, i, SQ, SK), end = core::key_end(m, i, SQ, SK);
           if (end <= begin) continue;  // sees no key: O is the constant 0, every gradient through it is 0
-          const double *qi = &q[size_t(i * D)], *doi = &dout[size_t(i * D)];
+          const double *qi = &q[size_t(i * D)], *doi = &dout[size_t(i * DV)];
           double mx = -std::numeric_limits<double>::infinity();
           for (int64_t j = begin; j < end; ++j) {
             double s = 0.0;
@@ -53,7 +56,7 @@ void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, st
           for (int64_t j = begin; j < end; ++j) {
             p[size_t(j)] /= sum;
             double t = 0.0;
-            for (int64_t c = 0; c < D; ++c) t += doi[c] * v[size_t(j * D + c)];
+            for (int64_t c = 0; c < DV; ++c) t += doi[c] * v[size_t(j * DV + c)];
             dp[size_t(j)] = t;
             rowsum += p[size_t(j)] * t;
           }
@@ -62,9 +65,9 @@ void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, st
             const double pj = p[size_t(j)];
             const double ds = pj * (dp[size_t(j)] - rowsum) * grad[size_t(j)] * scale;
             double *dkj = &dk[size_t(((b * SK + j) * HKV + hk) * D)];
-            double *dvj = &dv[size_t(((b * SK + j) * HKV + hk) * D)];
+            double *dvj = &dv[size_t(((b * SK + j) * HKV + hk) * DV)];
+            for (int64_t c = 0; c < DV; ++c) dvj[c] += pj * doi[c];
             for (int64_t c = 0; c < D; ++c) {
-              dvj[c] += pj * doi[c];
               dkj[c] += ds * qi[c];
               dqi[c] += ds * k[size_t(j * D + c)];
             }

@@ -1,5 +1,6 @@
 // The fp64 reference backward every backward implementation is checked against (tests, benchmarks).
 #pragma once
+#include <cstdint>
 #include <vector>
 
 #include "core/masks.hpp"
@@ -15,8 +16,10 @@ namespace flashbox::cpu {
 // [batch, seqlen_k, heads_kv, head_dim]. Arguments are assumed valid; dq/dk/dv pointers are ignored.
 // `mods` (null: core::causal_mods(g.fwd.causal)) adds a sliding window, softcap (its derivative
 // 1 - tanh^2 in dS) and ALiBi (no gradient), as in src/core/masks.hpp.
+// `head_dim_v` (0: head_dim) is V's head dim (flashbox_attention_ext's head_dim_v): v and dout have
+// rows of head_dim_v elements, and dv is [batch, seqlen_k, heads_kv, head_dim_v].
 void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, std::vector<double> &dq,
                                        std::vector<double> &dk, std::vector<double> &dv,
-                                       const core::ScoreMods *mods = nullptr);
+                                       const core::ScoreMods *mods = nullptr, int64_t head_dim_v = 0);
 
 }  // namespace flashbox::cpu

@@ -118,7 +118,9 @@ int cpu_forward_ext(const flashbox_attention_args &a, const flashbox_attention_e
 int cpu_backward_ext(const flashbox_attention_grad_args &g, const flashbox_attention_ext &e,
                      const core::ScoreMods &mods) {
   const flashbox_attention_args &a = g.fwd;
-  if (!(e.cu_seqlens_q && e.cu_seqlens_k)) return cpu_backward(make_grad_problem(g, mods));
+  // V's, O's, dout's and dv's head dim (head_dim unless the extension set another).
+  const int64_t dv = e.head_dim_v != 0 ? e.head_dim_v : a.head_dim;
+  if (!(e.cu_seqlens_q && e.cu_seqlens_k)) return cpu_backward(make_grad_problem(g, mods, dv));
 
   const flashbox_dtype t = a.dtype;
   int64_t worst = 0;
@@ -126,7 +128,7 @@ int cpu_backward_ext(const flashbox_attention_grad_args &g, const flashbox_atten
     const Seq q = sequence(e, s);
     flashbox_attention_grad_args x = g;
     x.fwd.batch = 1, x.fwd.seqlen_q = std::max<int64_t>(q.lq, 1), x.fwd.seqlen_k = std::max<int64_t>(q.lk, 1);
-    worst = std::max(worst, cpu::backward::scratch_bytes(make_grad_problem(x, mods)));
+    worst = std::max(worst, cpu::backward::scratch_bytes(make_grad_problem(x, mods, dv)));
   }
   if (int rc = check_memory(worst, "the cpu backward (variable length)")) return rc;
 
@@ -140,7 +142,7 @@ int cpu_backward_ext(const flashbox_attention_grad_args &g, const flashbox_atten
     }
     if (q.lq == 0) {  // no query: nothing flows into these keys
       zero_rows(g.dk, g.dk_stride, q.k0, q.lk, a.heads_kv, a.head_dim, t);
-      zero_rows(g.dv, g.dv_stride, q.k0, q.lk, a.heads_kv, a.head_dim, t);
+      zero_rows(g.dv, g.dv_stride, q.k0, q.lk, a.heads_kv, dv, t);
       continue;
     }
     flashbox_attention_grad_args x = g;
@@ -152,7 +154,7 @@ int cpu_backward_ext(const flashbox_attention_grad_args &g, const flashbox_atten
     lse.resize(size_t(a.heads_q * q.lq));
     for (int64_t h = 0; h < a.heads_q; ++h) std::copy_n(a.lse + h * a.seqlen_q + q.q0, q.lq, lse.data() + h * q.lq);
     x.fwd.lse = lse.data();
-    if (int rc = cpu_backward(make_grad_problem(x, sequence_mods(mods, s)))) return rc;
+    if (int rc = cpu_backward(make_grad_problem(x, sequence_mods(mods, s), dv))) return rc;
     kernel = kernel_name();
   }
   set_kernel_name(kernel + "_varlen");

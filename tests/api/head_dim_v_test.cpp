@@ -1,18 +1,22 @@
 // flashbox_attention_ext.head_dim_v: V and O with a head dim of their own (FlashAttention-3's hdim_v).
 // The cpu forward (naive and blocked, every dtype, GQA, causal, strided layouts) against the fp64
 // reference on fresh seeded data with poisoned outputs; head_dim_v = head_dim (given or 0) is exactly
-// the plain call; an older struct_size (without the field) reads it as 0; bad values, cuda and the
-// backward are refused with nothing written.
+// the plain call; an older struct_size (without the field) reads it as 0; bad values and cuda are
+// refused with nothing written. The cpu backward (naive and blocked, both deterministic modes)
+// against the fp64 reference backward: dout and dv have rows of head_dim_v.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "cpu/reference_backward_fp64.hpp"
 #include "support/attention_case.hpp"
+#include "support/output_error.hpp"
 
 using flashbox::test::AttentionCase;
 using flashbox::test::AttentionData;
@@ -321,28 +325,148 @@ TEST(HeadDimVArgs, CudaRefusesBeforeAnythingElse) {
   EXPECT_EQ(std::string(flashbox_last_error()).find("head_dim_v"), std::string::npos) << flashbox_last_error();
 }
 
-TEST(HeadDimVArgs, BackwardRefuses) {
+// The backward's buffers for a case: o and lse from the cpu forward (itself checked above), a fresh
+// seeded random dout in o's layout ([.., heads_q, head_dim_v]), dq/dk/dv poisoned in q's, k's and v's
+// layouts (dv: [.., heads_kv, head_dim_v]).
+struct GradBuffers {
+  explicit GradBuffers(const AttentionCase &c) : d(c) {
+    const flashbox_attention_ext e = ext_with(c.head_dim_v);
+    EXPECT_EQ(flashbox_attention_forward_ext(&d.args, &e), FLASHBOX_OK) << flashbox_last_error();
+    dout.resize(d.o_bytes().size());
+    std::mt19937_64 rng(c.seed ^ 0x5bd1e995u);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (int64_t i = 0; i < d.o_shape().elements; ++i)
+      flashbox::cpu::store_from_float(dout.data(), c.dtype, i, normal(rng));
+    dq.resize(d.q_bytes().size()), dk.resize(d.k_bytes().size()), dv.resize(d.v_bytes().size());
+    poison();
+    g.fwd = d.args;
+    g.dout = dout.data(), g.dq = dq.data(), g.dk = dk.data(), g.dv = dv.data();
+    std::copy_n(d.o_shape().stride, 3, g.dout_stride), std::copy_n(d.q_shape().stride, 3, g.dq_stride);
+    std::copy_n(d.k_shape().stride, 3, g.dk_stride), std::copy_n(d.v_shape().stride, 3, g.dv_stride);
+  }
+  void poison() {
+    for (auto *buf : {&dq, &dk, &dv})
+      for (size_t i = 0; i < buf->size(); ++i) (*buf)[i] = (i & 1) ? 0x7f : 0xff;  // NaN in every dtype
+  }
+  // Dense [batch, seq, heads, dim] of a strided gradient.
+  std::vector<double> dense(const std::vector<uint8_t> &buf, const int64_t *stride, int64_t seq, int64_t heads,
+                            int64_t dim) const {
+    const AttentionCase &c = d.config();
+    std::vector<double> out;
+    out.reserve(size_t(c.batch * seq * heads * dim));
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t t = 0; t < seq; ++t)
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t x = 0; x < dim; ++x)
+            out.push_back(
+                flashbox::cpu::load_as_float(buf.data(), c.dtype, b * stride[0] + t * stride[1] + h * stride[2] + x));
+    return out;
+  }
+  AttentionData d;
+  std::vector<uint8_t> dout, dq, dk, dv;
+  flashbox_attention_grad_args g{};
+};
+
+// Runs the extension's backward with c.head_dim_v and checks dq, dk, dv against the fp64 reference
+// backward (relative error below the dtype's tolerance; NaN never passes).
+void run_backward_and_check(const AttentionCase &c, int deterministic) {
+  GradBuffers gb(c);
+  SCOPED_TRACE(label(c, gb.d) + " deterministic " + std::to_string(deterministic));
+  gb.g.deterministic = deterministic;
+  const flashbox_attention_ext e = ext_with(c.head_dim_v);
+  ASSERT_EQ(flashbox_attention_backward_ext(&gb.g, &e), FLASHBOX_OK) << flashbox_last_error();
+  std::vector<double> rdq, rdk, rdv;
+  flashbox::cpu::reference_attention_backward_fp64(gb.g, rdq, rdk, rdv, nullptr, c.head_dim_v);
+  const int64_t dv = gb.d.dv();
+  ASSERT_EQ(rdv.size(), size_t(c.batch * c.seqlen_k * c.heads_kv * dv));
+  const std::pair<const char *, flashbox::test::RelError> errors[] = {
+      {"dq", flashbox::test::rel_error(gb.dense(gb.dq, gb.g.dq_stride, c.seqlen_q, c.heads_q, c.head_dim), rdq)},
+      {"dk", flashbox::test::rel_error(gb.dense(gb.dk, gb.g.dk_stride, c.seqlen_k, c.heads_kv, c.head_dim), rdk)},
+      {"dv", flashbox::test::rel_error(gb.dense(gb.dv, gb.g.dv_stride, c.seqlen_k, c.heads_kv, dv), rdv)}};
+  for (const auto &[name, r] : errors)
+    EXPECT_LT(r.rel_or_inf(), gb.d.tolerance()) << name << " max abs error " << r.max_abs;
+}
+
+class HeadDimVBackward : public ::testing::TestWithParam<flashbox_impl> {};
+
+constexpr Dims kBackwardDims[] = {{192, 128}, {64, 256}, {32, 16}, {16, 48}};
+
+TEST_P(HeadDimVBackward, Fp32AgainstReference) {
+  const std::pair<int64_t, int64_t> lengths[] = {{1, 1}, {17, 17}, {65, 65}, {17, 65}, {65, 17}};
+  for (const Dims &dims : kBackwardDims)
+    for (const auto &[sq, sk] : lengths)
+      for (int causal : {0, 1})
+        for (int deterministic : {0, 1}) {
+          AttentionCase c;
+          c.impl = GetParam(), c.batch = 1, c.seqlen_q = sq, c.seqlen_k = sk, c.heads_q = 4, c.heads_kv = 2;
+          c.head_dim = dims.d, c.head_dim_v = dims.dv, c.causal = causal;
+          c.layout = deterministic ? Layout::BHTD : Layout::BTHD;
+          run_backward_and_check(c, deterministic);
+        }
+}
+
+TEST_P(HeadDimVBackward, Bf16AgainstReference) {
+  for (const Dims &dims : kBackwardDims)
+    for (int causal : {0, 1}) {
+      AttentionCase c;
+      c.impl = GetParam(), c.batch = 1, c.seqlen_q = 65, c.seqlen_k = causal ? 65 : 17, c.heads_q = 4;
+      c.heads_kv = 2, c.head_dim = dims.d, c.head_dim_v = dims.dv, c.causal = causal, c.dtype = FLASHBOX_BFLOAT16;
+      run_backward_and_check(c, causal);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, HeadDimVBackward, ::testing::Values(FLASHBOX_NAIVE, FLASHBOX_BLOCKED),
+                         [](const auto &info) { return std::string(flashbox_impl_name(info.param)); });
+
+TEST(HeadDimVBackwardEqual, GivenIsThePlainBackward) {
+  // head_dim_v = head_dim given explicitly: the plain backward's bytes and kernel.
+  for (flashbox_impl impl : {FLASHBOX_NAIVE, FLASHBOX_BLOCKED}) {
+    AttentionCase c;
+    c.impl = impl, c.seqlen_q = 65, c.seqlen_k = 33, c.heads_q = 4, c.heads_kv = 2, c.head_dim = 64, c.causal = 1;
+    GradBuffers gb(c);
+    SCOPED_TRACE(label(c, gb.d));
+    ASSERT_EQ(flashbox_attention_backward(&gb.g), FLASHBOX_OK) << flashbox_last_error();
+    const std::string kernel = flashbox_last_kernel();
+    const std::vector<uint8_t> dq = gb.dq, dk = gb.dk, dv = gb.dv;
+    gb.poison();
+    const flashbox_attention_ext e = ext_with(64);
+    ASSERT_EQ(flashbox_attention_backward_ext(&gb.g, &e), FLASHBOX_OK) << flashbox_last_error();
+    EXPECT_EQ(kernel, flashbox_last_kernel());
+    EXPECT_TRUE(dq == gb.dq && dk == gb.dk && dv == gb.dv) << "head_dim_v = head_dim differs from the plain backward";
+  }
+}
+
+TEST(HeadDimVArgs, BackwardCpuAcceptsCudaRefuses) {
   AttentionCase c;
   c.seqlen_q = 17, c.seqlen_k = 17, c.heads_q = 4, c.heads_kv = 2, c.head_dim = 64, c.head_dim_v = 128;
-  AttentionData d(c);
+  GradBuffers gb(c);
   const flashbox_attention_ext e = ext_with(128);
-  ASSERT_EQ(flashbox_attention_forward_ext(&d.args, &e), FLASHBOX_OK) << flashbox_last_error();
-  std::vector<uint8_t> dout(d.o_bytes().size(), 0), dq(d.q_bytes().size(), 0xab), dk(d.k_bytes().size(), 0xab),
-      dv(d.v_bytes().size(), 0xab);
-  flashbox_attention_grad_args g{};
-  g.fwd = d.args;
-  g.dout = dout.data(), g.dq = dq.data(), g.dk = dk.data(), g.dv = dv.data();
-  std::copy_n(d.o_shape().stride, 3, g.dout_stride), std::copy_n(d.q_shape().stride, 3, g.dq_stride);
-  std::copy_n(d.k_shape().stride, 3, g.dk_stride), std::copy_n(d.v_shape().stride, 3, g.dv_stride);
-  const std::vector<uint8_t> dq0 = dq, dk0 = dk, dv0 = dv;
-  for (flashbox_device device : {FLASHBOX_CPU, FLASHBOX_CUDA}) {
-    SCOPED_TRACE(device == FLASHBOX_CPU ? "cpu" : "cuda");
-    g.fwd.device = device;
+  {
+    SCOPED_TRACE("cpu");
+    EXPECT_EQ(flashbox_attention_backward_ext(&gb.g, &e), FLASHBOX_OK) << flashbox_last_error();
+  }
+  {
+    // Refused whether or not this build has CUDA or a GPU: the rule is checked before the device is
+    // looked for, and nothing is written.
+    SCOPED_TRACE("cuda");
+    gb.poison();
+    const std::vector<uint8_t> dq0 = gb.dq, dk0 = gb.dk, dv0 = gb.dv;
+    flashbox_attention_grad_args g = gb.g;
+    g.fwd.device = FLASHBOX_CUDA;
     EXPECT_EQ(flashbox_attention_backward_ext(&g, &e), FLASHBOX_ERR_UNSUPPORTED_IMPL) << flashbox_last_error();
     const std::string msg = flashbox_last_error();
     EXPECT_NE(msg.find("head_dim_v = 128"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("the backward takes head_dim_v = head_dim"), std::string::npos) << msg;
-    EXPECT_TRUE(dq == dq0 && dk == dk0 && dv == dv0) << "the refused backward wrote a gradient";
+    EXPECT_NE(msg.find("device = cuda the backward takes head_dim_v = head_dim"), std::string::npos) << msg;
+    EXPECT_TRUE(gb.dq == dq0 && gb.dk == dk0 && gb.dv == dv0) << "the refused backward wrote a gradient";
+  }
+  {
+    SCOPED_TRACE("dv laid out with head_dim rows");
+    flashbox_attention_grad_args g = gb.g;
+    std::copy_n(gb.d.k_shape().stride, 3, g.dv_stride);  // k is [.., 2, 64]: too short for head_dim_v rows
+    g.dv_stride[2] = 64, g.dv_stride[1] = 2 * 64, g.dv_stride[0] = 17 * 2 * 64;
+    EXPECT_EQ(flashbox_attention_backward_ext(&g, &e), FLASHBOX_ERR_BAD_STRIDE) << flashbox_last_error();
+    const std::string msg = flashbox_last_error();
+    EXPECT_NE(msg.find("dv_stride"), std::string::npos) << msg;
   }
 }
 

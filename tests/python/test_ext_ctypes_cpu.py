@@ -39,6 +39,16 @@ def _reference_window(q, k, v, B, Tq, Tk, H, D, left, right):
     return out
 
 
+def _cpu_args(impl, q, k, v, o, B, Tq, Tk, H, D):
+    """fp32 CPU arguments over the host tensors q, k, v, o (heads_q = heads_kv = H, head dim D)."""
+    a = _lib.AttentionArgs()
+    a.device, a.dtype, a.impl = _lib.Device.CPU, F32, impl
+    a.batch, a.seqlen_q, a.seqlen_k, a.heads_q, a.heads_kv, a.head_dim = B, Tq, Tk, H, H, D
+    a.q, a.k, a.v, a.o = q.ptr, k.ptr, v.ptr, o.ptr
+    a.q_stride[:], a.k_stride[:], a.v_stride[:], a.o_stride[:] = q.strides, k.strides, v.strides, o.strides
+    return a
+
+
 def test_cpu_forward_ext_window():
     S.require_library()
     if not hasattr(_lib.library().cdll, "flashbox_attention_forward_ext"):
@@ -48,11 +58,7 @@ def test_cpu_forward_ext_window():
     q, k, v, o = (S.HostTensor(s, F32) for s in ((B, Tq, H, D), (B, Tk, H, D), (B, Tk, H, D), (B, Tq, H, D)))
     for t in (q, k, v):
         t.fill(rnd)
-    a = _lib.AttentionArgs()
-    a.device, a.dtype, a.impl = _lib.Device.CPU, F32, _lib.Impl.BLOCKED
-    a.batch, a.seqlen_q, a.seqlen_k, a.heads_q, a.heads_kv, a.head_dim = B, Tq, Tk, H, H, D
-    a.q, a.k, a.v, a.o = q.ptr, k.ptr, v.ptr, o.ptr
-    a.q_stride[:], a.k_stride[:], a.v_stride[:], a.o_stride[:] = q.strides, k.strides, v.strides, o.strides
+    a = _cpu_args(_lib.Impl.BLOCKED, q, k, v, o, B, Tq, Tk, H, D)
     e = _ext.default_ext()
     e.window_left, e.window_right = 2, 1
     _ext.forward_ext(a, e)
@@ -78,11 +84,7 @@ def test_cpu_forward_ext_head_dim_v():
     v, o = S.HostTensor((B, Tk, H, Dv), F32, order="bht"), S.HostTensor((B, Tq, H, Dv), F32, pad=4)
     for t in (q, k, v):
         t.fill(rnd)
-    a = _lib.AttentionArgs()
-    a.device, a.dtype, a.impl = _lib.Device.CPU, F32, _lib.Impl.NAIVE
-    a.batch, a.seqlen_q, a.seqlen_k, a.heads_q, a.heads_kv, a.head_dim = B, Tq, Tk, H, H, D
-    a.q, a.k, a.v, a.o = q.ptr, k.ptr, v.ptr, o.ptr
-    a.q_stride[:], a.k_stride[:], a.v_stride[:], a.o_stride[:] = q.strides, k.strides, v.strides, o.strides
+    a = _cpu_args(_lib.Impl.NAIVE, q, k, v, o, B, Tq, Tk, H, D)
     e = _ext.default_ext()
     e.head_dim_v = Dv
     _ext.forward_ext(a, e)

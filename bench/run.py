@@ -39,8 +39,8 @@ def parse(argv):
     ap.add_argument("--quick", action="store_true", help="a few small rows per suite (smoke run)")
     ap.add_argument("--out", help="folder for <suite>.json (and plots)")
     ap.add_argument("--plot", action="store_true", help="<suite>.svg beside the JSON (needs matplotlib)")
-    ap.add_argument("--rounds", type=int, default=3, help="timing passes per row, interleaved with the order "
-                    "rotated; each implementation's median of them (default %(default)s)")
+    ap.add_argument("--rounds", type=int, default=3, help="timing passes per row, interleaved (pass 0 in order, later passes "
+                    "shuffled); each implementation's median of them (default %(default)s)")
     ap.add_argument("--seed", type=int, default=1234, help="row i's inputs use seed + i (default %(default)s)")
     ap.add_argument("--commit", help="flashbox's commit for the JSON (default: git of --lib's folder)")
     ap.add_argument("--baseline-commit", help="the --baseline-lib's commit for the JSON (default: git of its folder)")

@@ -42,12 +42,19 @@ def rel_error(x, ref):
 
 
 def time_interleaved(fns, rounds=1):
-    """Times every callable of {name: fn} in `rounds` passes, the order rotated each pass so that no
-    implementation always runs first (clock and power state drift between calls at the 700 W cap);
-    each name's time is the median of its per-pass medians."""
+    """Times every callable of {name: fn} in `rounds` passes; each name's time is the median of its
+    per-pass medians. Pass 0 runs in the given order, every later pass in a shuffled one (seeded by
+    the pass number, so reruns repeat it). A rotation is not enough at the 700 W cap: it keeps the
+    cyclic order, so each implementation always ran right after the same neighbour and inherited its
+    clock and power state (an A/B of one kernel against itself then differed by up to 8 % on the
+    longest rows); shuffled, each one follows different neighbours."""
+    import random
     names = list(fns)
     samples = {n: [] for n in names}
     for r in range(max(1, rounds)):
-        for n in names[r % len(names):] + names[:r % len(names)] if names else []:
+        order = list(names)
+        if r:
+            random.Random(r).shuffle(order)
+        for n in order:
             samples[n].append(bench_ms(fns[n]))
     return {n: sorted(v)[len(v) // 2] for n, v in samples.items()}

@@ -289,6 +289,16 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
         if (!visible(i, 1)) x[i + 1] = -INFINITY;
       }
     };
+    // dS^T = P^T ∘ (dP^T − D), in place in dP^T's registers (s holds P^T): the plain and ALiBi paths,
+    // where nothing else multiplies dS.
+    const auto ds_from_p = [&] {
+#pragma unroll
+      for (int i = 0; i < QW / 2; i += 2) {
+        const float2 dsum = *reinterpret_cast<const float2 *>(vec + BM + q_base + 8 * acc_group(i) + 2 * q);
+        dp[i] = s[i] * (dp[i] - dsum.x);
+        dp[i + 1] = s[i + 1] * (dp[i + 1] - dsum.y);
+      }
+    };
     if (!p.transforms) {
       wgmma_wait<1>();
       fence_operands(s);
@@ -310,13 +320,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       }
       wgmma_wait<0>();
       fence_operands(dp);
-      // dS^T = P^T ∘ (dP^T − D).
-#pragma unroll
-      for (int i = 0; i < QW / 2; i += 2) {
-        const float2 dsum = *reinterpret_cast<const float2 *>(vec + BM + q_base + 8 * acc_group(i) + 2 * q);
-        dp[i] = s[i] * (dp[i] - dsum.x);
-        dp[i + 1] = s[i + 1] * (dp[i + 1] - dsum.y);
-      }
+      ds_from_p();
     } else if (Cfg::OVERLAP_ALIBI && !p.mods.capped()) {
       // ALiBi alone (d64, d128) with the plain path's overlap: nothing multiplies dS, so only P's
       // exponent changes, by the bias -slope · |row + shift - key| (two FP ops per score).
@@ -335,12 +339,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       }
       wgmma_wait<0>();
       fence_operands(dp);
-#pragma unroll
-      for (int i = 0; i < QW / 2; i += 2) {
-        const float2 dsum = *reinterpret_cast<const float2 *>(vec + BM + q_base + 8 * acc_group(i) + 2 * q);
-        dp[i] = s[i] * (dp[i] - dsum.x);
-        dp[i + 1] = s[i + 1] * (dp[i + 1] - dsum.y);
-      }
+      ds_from_p();
     } else if constexpr (Cfg::OVERLAP_CAP) {
       // Softcap, with or without ALiBi (d128) with the plain path's overlap: t = tanh(s · scale / cap)
       // and P while dP^T's product runs; across the wait only u = 1 - t² more, two per register as

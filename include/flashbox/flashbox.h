@@ -144,7 +144,8 @@ FLASHBOX_API const char *flashbox_last_kernel(void);
  * multiple of 8 up to 256; the sm90 families decline what they lack (e.g. varlen, softcap or ALiBi
  * above head_dim 128; softcap/ALiBi in a non-default forward tile), so auto falls to sm80); a
  * field no family takes is refused with FLASHBOX_ERR_UNSUPPORTED_IMPL and a message naming it,
- * before anything is written. head_dim_v (below): device = cpu only (forward and backward). */
+ * before anything is written. head_dim_v, attention_chunk and seqused_q/k (below): device = cpu
+ * only (forward and backward). */
 typedef struct {
   int32_t struct_size;                        /* sizeof(flashbox_attention_ext) as the caller compiled it */
   int32_t window_left, window_right;          /* -1: unbounded (the default is -1, -1, not 0, 0) */
@@ -164,6 +165,23 @@ typedef struct {
    * (forward and backward) take head_dim_v = head_dim and refuse anything else with
    * FLASHBOX_ERR_UNSUPPORTED_IMPL before anything is written. */
   int64_t head_dim_v;
+  /* Added after 0.2.0, after head_dim_v (a struct_size that ends at head_dim_v or before it is still
+   * accepted; the fields it lacks read as 0):
+   * attention_chunk > 0: chunked local attention (Llama 4; FlashAttention-3's attention_chunk). Query
+   * row i sits at key position p = i + shift and sees only the keys of its chunk,
+   *   floor(p / attention_chunk) * attention_chunk <= j < that + attention_chunk   (floor division),
+   * intersected with causal and the window. 0: off.
+   * seqused_q / seqused_k: NULL (off), or int32 [batch] in the memory of args.device: batch entry b
+   * uses only the first seqused_q[b] queries and seqused_k[b] keys of its sequence (of seqlen_q /
+   * seqlen_k, or with cu_seqlens of its span), and its alignment is shift = seqused_k[b] -
+   * seqused_q[b]. Either may be given alone. The forward writes o and lse for the used query rows
+   * only (the others keep what they held, as in FlashAttention-3); the backward writes dq, dk and dv
+   * rows past the used lengths as 0 (nothing flows through them).
+   * Both: device = cpu (forward and backward, every impl; the seqused values are checked:
+   * 0 <= seqused <= the length). device = cuda refuses them with FLASHBOX_ERR_UNSUPPORTED_IMPL before
+   * anything is written. */
+  int64_t attention_chunk;
+  const int32_t *seqused_q, *seqused_k;
 } flashbox_attention_ext;
 
 /* A struct with every field off (struct_size set, windows -1, head_dim_v 0). */

@@ -27,6 +27,9 @@ class AttentionExt(ctypes.Structure):
         ("max_seqlen_q", ctypes.c_int64),
         ("max_seqlen_k", ctypes.c_int64),
         ("head_dim_v", ctypes.c_int64),      # V's and O's head dim; 0: head_dim
+        ("attention_chunk", ctypes.c_int64), # chunked local attention; 0: off
+        ("seqused_q", ctypes.c_void_p),      # int32 [batch] or None
+        ("seqused_k", ctypes.c_void_p),
     ]
 
 

@@ -22,9 +22,10 @@ std::string ptr_str(const void *p) {
 }
 
 constexpr int32_t kExtSize = int32_t(sizeof(flashbox_attention_ext));
-// The first version of the struct ended before head_dim_v; its callers' struct_size is this, and
-// the fields it lacks read as 0.
+// The struct's earlier versions: 0.2.0's ended before head_dim_v, the next one after it. A caller's
+// struct_size may be any of them; the fields its version lacks read as 0.
 constexpr int32_t kExtV1Size = int32_t(offsetof(flashbox_attention_ext, head_dim_v));
+constexpr int32_t kExtV2Size = int32_t(offsetof(flashbox_attention_ext, attention_chunk));
 constexpr int32_t kExtMaxSize = 4096;  // a struct_size beyond this is taken for garbage, not a newer struct
 
 // An input buffer of the extension (slopes, cu_seqlens): 4-byte aligned, no output inside it.
@@ -82,9 +83,10 @@ int read_ext(const flashbox_attention_ext *ext, flashbox_attention_ext &out) {
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "ext->struct_size = " + str(size) + " is less than " + str(kExtV1Size) +
                                                    ", the size of the first flashbox_attention_ext (set it to "
                                                    "sizeof(flashbox_attention_ext))");
-  if (size > kExtV1Size && size < kExtSize)
-    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "ext->struct_size = " + str(size) + " ends inside head_dim_v (" +
-                                                   str(kExtV1Size) + ": the struct without it; " + str(kExtSize) +
+  if (size > kExtV1Size && size < kExtSize && size != kExtV2Size)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "ext->struct_size = " + str(size) + " ends inside a field (" +
+                                                   str(kExtV1Size) + ": the struct of flashbox 0.2.0; " +
+                                                   str(kExtV2Size) + ": with head_dim_v; " + str(kExtSize) +
                                                    ": sizeof(flashbox_attention_ext))");
   if (size > kExtMaxSize)
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "ext->struct_size = " + str(size) + " is not a plausible size (" +
@@ -106,7 +108,8 @@ bool ext_is_varlen(const flashbox_attention_ext &e) { return e.cu_seqlens_q && e
 
 bool ext_is_plain(const flashbox_attention_ext &e) {
   return e.window_left == -1 && e.window_right == -1 && e.softcap == 0.0f && !e.alibi_slopes && !e.cu_seqlens_q &&
-         !e.cu_seqlens_k && e.max_seqlen_q == 0 && e.max_seqlen_k == 0 && e.head_dim_v == 0;
+         !e.cu_seqlens_k && e.max_seqlen_q == 0 && e.max_seqlen_k == 0 && e.head_dim_v == 0 &&
+         e.attention_chunk == 0 && !e.seqused_q && !e.seqused_k;
 }
 
 int64_t ext_head_dim_v(const flashbox_attention_args &a, const flashbox_attention_ext &e) {
@@ -137,6 +140,15 @@ int validate_ext_fields(const flashbox_attention_args &a, flashbox_attention_ext
                                                          " is not supported on device = cpu (1.." +
                                                          str(kCpuMaxHeadDim) + ")");
   }
+  if (e.attention_chunk < 0)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                "attention_chunk = " + str(e.attention_chunk) + " must be >= 0 (0: off)");
+  if (a.device == FLASHBOX_CUDA && (e.attention_chunk > 0 || e.seqused_q || e.seqused_k))
+    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                std::string(e.attention_chunk > 0 ? "attention_chunk = " + str(e.attention_chunk)
+                            : e.seqused_q         ? std::string("seqused_q")
+                                                  : std::string("seqused_k")) +
+                    ": the CUDA kernels do not take it yet; it runs on device = cpu");
   if (e.window_left < -1)
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
                 "window_left = " + str(e.window_left) + " must be >= -1 (-1: unbounded to the left)");
@@ -216,6 +228,24 @@ int validate_ext_memory(const flashbox_attention_args &a, const flashbox_attenti
       if (int rc = check_cu_seqlens(e.cu_seqlens_k, a.batch, a.seqlen_k, e.max_seqlen_k, "k")) return rc;
     }
   }
+  for (const char which : {'q', 'k'}) {
+    const int32_t *used = which == 'q' ? e.seqused_q : e.seqused_k;
+    if (!used) continue;
+    const std::string name = std::string("seqused_") + which;
+    if (int rc = check_input_buffer(used, a.batch * 4, name.c_str(), outputs, output_names, n_outputs)) return rc;
+    if (a.device != FLASHBOX_CPU) continue;
+    // Checked after cu_seqlens, so the spans are known to be valid lengths.
+    const int32_t *cu = which == 'q' ? e.cu_seqlens_q : e.cu_seqlens_k;
+    for (int64_t b = 0; b < a.batch; ++b) {
+      const int64_t length = ext_is_varlen(e) ? cu[b + 1] - cu[b] : which == 'q' ? a.seqlen_q : a.seqlen_k;
+      if (used[b] < 0 || used[b] > length)
+        return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                    name + "[" + str(b) + "] = " + str(used[b]) + " is outside [0, " + str(length) + "] (the " +
+                        (ext_is_varlen(e) ? std::string("length of sequence ") + str(b) + " in cu_seqlens_" + which
+                                          : std::string("seqlen_") + which) +
+                        ")");
+    }
+  }
   return FLASHBOX_OK;
 }
 
@@ -226,6 +256,7 @@ core::ScoreMods ext_mods(const flashbox_attention_args &a, const flashbox_attent
   m.softcap = e.softcap;
   m.alibi_slopes = e.alibi_slopes;
   m.alibi_batch_stride = e.alibi_batch_stride;
+  m.chunk = e.attention_chunk;
   return m;
 }
 

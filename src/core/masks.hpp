@@ -6,6 +6,8 @@
 // seqlen_q (bottom-right alignment: the last query sits on the last key). Then
 //   visible keys   j with  i + shift - left <= j <= i + shift + right, clamped to [0, seqlen_k);
 //                  left/right = -1 mean unbounded on that side; causal means right = 0;
+//                  chunk > 0 (attention_chunk) intersects that with the keys of the row's chunk:
+//                  c <= j < c + chunk, c = floor((i + shift) / chunk) * chunk;
 //                  a row that sees no key gets O = 0, LSE = -inf and no gradient.
 //   score          s = scale * q_i . k_j
 //                  softcap > 0:  s = softcap * tanh(s / softcap)       (after the scale)
@@ -24,6 +26,7 @@ struct ScoreMods {
   float softcap = 0.0f;                         // 0: off
   const float *alibi_slopes = nullptr;          // fp32 [heads_q] or [batch, heads_q]; null: off
   int64_t alibi_batch_stride = 0;               // elements between batches' slopes (0: shared)
+  int64_t chunk = 0;                            // attention_chunk: 0 off, else the chunk's keys
 
   bool has_window() const { return window_left >= 0 || window_right >= 0; }
   // The slope of (batch b, query head h), 0 without ALiBi.
@@ -37,25 +40,40 @@ inline ScoreMods causal_mods(bool causal) {
   return m;
 }
 
+// floor(x / n) * n for n > 0 and any sign of x: the first position of x's chunk.
+inline int64_t chunk_start(int64_t x, int64_t n) {
+  const int64_t r = x % n;
+  return x - (r < 0 ? r + n : r);
+}
+
 // First visible key of row i (clamped to [0, seqlen_k]).
 inline int64_t key_begin(const ScoreMods &m, int64_t i, int64_t seqlen_q, int64_t seqlen_k) {
-  if (m.window_left < 0) return 0;
-  return std::clamp<int64_t>(i + seqlen_k - seqlen_q - m.window_left, 0, seqlen_k);
+  const int64_t pos = i + seqlen_k - seqlen_q;
+  int64_t begin = m.window_left < 0 ? 0 : pos - m.window_left;
+  if (m.chunk > 0) begin = std::max(begin, chunk_start(pos, m.chunk));
+  return std::clamp<int64_t>(begin, 0, seqlen_k);
 }
 // One past the last visible key of row i (clamped to [0, seqlen_k]); key_end <= key_begin: no key.
 inline int64_t key_end(const ScoreMods &m, int64_t i, int64_t seqlen_q, int64_t seqlen_k) {
-  if (m.window_right < 0) return seqlen_k;
-  return std::clamp<int64_t>(i + seqlen_k - seqlen_q + m.window_right + 1, 0, seqlen_k);
+  const int64_t pos = i + seqlen_k - seqlen_q;
+  int64_t end = m.window_right < 0 ? seqlen_k : pos + m.window_right + 1;
+  if (m.chunk > 0) end = std::min(end, chunk_start(pos, m.chunk) + m.chunk);
+  return std::clamp<int64_t>(end, 0, seqlen_k);
 }
 // The rows that see key j: [query_begin, query_end) (clamped to [0, seqlen_q]), the transpose of
-// the two functions above, for the backward's walk over K/V blocks.
+// the two functions above, for the backward's walk over K/V blocks. Both bounds never decrease with
+// j (and key_begin / key_end never decrease with i), which the blocked levels rely on.
 inline int64_t query_begin(const ScoreMods &m, int64_t j, int64_t seqlen_q, int64_t seqlen_k) {
-  if (m.window_right < 0) return 0;
-  return std::clamp<int64_t>(j - (seqlen_k - seqlen_q) - m.window_right, 0, seqlen_q);
+  const int64_t shift = seqlen_k - seqlen_q;
+  int64_t begin = m.window_right < 0 ? 0 : j - shift - m.window_right;
+  if (m.chunk > 0) begin = std::max(begin, chunk_start(j, m.chunk) - shift);
+  return std::clamp<int64_t>(begin, 0, seqlen_q);
 }
 inline int64_t query_end(const ScoreMods &m, int64_t j, int64_t seqlen_q, int64_t seqlen_k) {
-  if (m.window_left < 0) return seqlen_q;
-  return std::clamp<int64_t>(j - (seqlen_k - seqlen_q) + m.window_left + 1, 0, seqlen_q);
+  const int64_t shift = seqlen_k - seqlen_q;
+  int64_t end = m.window_left < 0 ? seqlen_q : j - shift + m.window_left + 1;
+  if (m.chunk > 0) end = std::min(end, chunk_start(j, m.chunk) + m.chunk - shift);
+  return std::clamp<int64_t>(end, 0, seqlen_q);
 }
 
 // The score transform after the scale: softcap, then the ALiBi bias (slope 0: none). Templated on

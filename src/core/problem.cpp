@@ -62,6 +62,7 @@ std::string extension_in_use(const Problem &p) {
     return "sliding window (window_right = " + std::to_string(m.window_right) + ")";
   if (m.softcap != 0.0f) return "softcap (softcap = " + std::to_string(m.softcap) + ")";
   if (m.alibi_slopes) return "ALiBi (alibi_slopes)";
+  if (m.chunk > 0) return "attention chunk (attention_chunk = " + std::to_string(m.chunk) + ")";
   return "";
 }
 

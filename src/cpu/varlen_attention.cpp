@@ -1,10 +1,14 @@
 // The extension's calls on the cpu: masks and score transforms go straight to the levels
-// (src/cpu/masked_levels.hpp); variable-length batches become one fixed-length call per sequence on
-// views of the packed [total, heads, head_dim] tensors (v and o: head_dim_v; token t of sequence s is
-// row cu[s] + t), so no padding is ever computed. lse is [heads_q, total_q] in the packed layout and
-// [1, heads_q, len] in a per-sequence call: a small per-sequence buffer bridges the two. Sequences of
-// length 0 are written here: queries with no key get O = 0 and LSE = -inf (dQ = 0), keys with no
-// query dK = dV = 0.
+// (src/cpu/masked_levels.hpp); a call with variable-length batches or seqused_q/k becomes one
+// fixed-length call per sequence, so no padding is ever computed:
+//   variable length: views of the packed [total, heads, head_dim] tensors (v and o: head_dim_v;
+//                    token t of sequence s is row cu[s] + t); lse is [heads_q, total_q] packed;
+//   seqused only:    batch entry b of the [batch, seq, heads, head_dim] tensors; lse
+//                    [batch, heads_q, seqlen_q];
+// either way the sequence's lengths are its span (or seqlen) cut to seqused when given, and its lse
+// rows are [1, heads_q, len] in the per-sequence call: a small per-sequence buffer bridges the two.
+// Sequences of length 0 are written here: queries with no key get O = 0 and LSE = -inf (dQ = 0),
+// keys with no query dK = dV = 0. The backward also writes 0 to the gradient rows past seqused.
 // ALiBi slopes of sequence s are row s of the slope buffer (alibi_batch_stride apart).
 // Before anything is written, the largest sequence's scratch is checked against the host's free
 // memory, so a call that would run out fails with nothing written, like the plain call.
@@ -12,6 +16,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/call_state.hpp"
@@ -24,28 +29,54 @@
 namespace flashbox::detail {
 namespace {
 
+// Sequence s of the call: where its rows start (varlen: the packed row; otherwise batch entry s at
+// row 0), its span (varlen) or seqlen, and the lengths it uses.
 struct Seq {
-  int64_t q0, lq, k0, lk;
+  bool packed;
+  int64_t index;           // s
+  int64_t q0, k0;          // first row (packed) or 0
+  int64_t span_q, span_k;  // rows the sequence owns in the tensors
+  int64_t lq, lk;          // rows it uses (seqused, else the span)
 };
 
-Seq sequence(const flashbox_attention_ext &e, int64_t s) {
-  return {e.cu_seqlens_q[s], e.cu_seqlens_q[s + 1] - e.cu_seqlens_q[s], e.cu_seqlens_k[s],
-          e.cu_seqlens_k[s + 1] - e.cu_seqlens_k[s]};
+Seq sequence(const flashbox_attention_args &a, const flashbox_attention_ext &e, int64_t s) {
+  Seq q{};
+  q.packed = e.cu_seqlens_q && e.cu_seqlens_k;
+  q.index = s;
+  if (q.packed) {
+    q.q0 = e.cu_seqlens_q[s], q.k0 = e.cu_seqlens_k[s];
+    q.span_q = e.cu_seqlens_q[s + 1] - q.q0, q.span_k = e.cu_seqlens_k[s + 1] - q.k0;
+  } else {
+    q.span_q = a.seqlen_q, q.span_k = a.seqlen_k;
+  }
+  q.lq = e.seqused_q ? e.seqused_q[s] : q.span_q;
+  q.lk = e.seqused_k ? e.seqused_k[s] : q.span_k;
+  return q;
 }
 
-const void *row_ptr(const void *base, const int64_t *stride, int64_t row, flashbox_dtype t) {
-  return static_cast<const char *>(base) + row * stride[1] * dtype_size(t);
-}
-void *row_ptr(void *base, const int64_t *stride, int64_t row, flashbox_dtype t) {
-  return static_cast<char *>(base) + row * stride[1] * dtype_size(t);
+// Row `row` of sequence q in a tensor (stride[0]: batch, stride[1]: token), `kv`: a K/V-side tensor.
+template <class P>
+P *seq_row(P *base, const int64_t *stride, const Seq &q, bool kv, int64_t row, flashbox_dtype t) {
+  const int64_t r = (kv ? q.k0 : q.q0) + row;
+  const int64_t offset = q.packed ? r * stride[1] : q.index * stride[0] + r * stride[1];
+  return reinterpret_cast<P *>(reinterpret_cast<std::conditional_t<std::is_const_v<P>, const char, char> *>(base) +
+                               offset * dtype_size(t));
 }
 
-// Rows [r0, r0 + n) of a packed [total, heads, head_dim] tensor set to 0.
-void zero_rows(void *base, const int64_t *stride, int64_t r0, int64_t n, int64_t heads, int64_t d, flashbox_dtype t) {
+// lse of sequence q, head h, its first used row: packed [heads_q, total_q] or [batch, heads_q, seqlen_q].
+float *seq_lse(float *lse, const flashbox_attention_args &a, const Seq &q, int64_t h) {
+  return q.packed ? lse + h * a.seqlen_q + q.q0 : lse + (q.index * a.heads_q + h) * a.seqlen_q;
+}
+
+// Rows [r0, r0 + n) of sequence q's part of a tensor set to 0.
+void zero_rows(void *base, const int64_t *stride, const Seq &q, bool kv, int64_t r0, int64_t n, int64_t heads,
+               int64_t d, flashbox_dtype t) {
+  if (n <= 0) return;
   const std::vector<float> zeros(size_t(d), 0.0f);
-  for (int64_t r = r0; r < r0 + n; ++r)
-    for (int64_t h = 0; h < heads; ++h)
-      cpu::store_row_from_float(base, t, r * stride[1] + h * stride[2], d, zeros.data());
+  for (int64_t r = r0; r < r0 + n; ++r) {
+    void *row = seq_row(base, stride, q, kv, r, t);
+    for (int64_t h = 0; h < heads; ++h) cpu::store_row_from_float(row, t, h * stride[2], d, zeros.data());
+  }
 }
 
 core::ScoreMods sequence_mods(core::ScoreMods m, int64_t s) {
@@ -68,40 +99,55 @@ int forward_one(const flashbox_attention_args &x, const core::ScoreMods &m, int6
   return x.impl == FLASHBOX_NAIVE ? cpu_naive_forward(p) : cpu_blocked_forward(p);
 }
 
+// Whether the call runs one sequence at a time.
+bool per_sequence(const flashbox_attention_ext &e) {
+  return (e.cu_seqlens_q && e.cu_seqlens_k) || e.seqused_q || e.seqused_k;
+}
+
+// The fixed-length args of sequence q (batch 1, its used lengths, pointers at its first rows).
+flashbox_attention_args sequence_args(const flashbox_attention_args &a, const Seq &q) {
+  const flashbox_dtype t = a.dtype;
+  flashbox_attention_args x = a;
+  x.batch = 1, x.seqlen_q = q.lq, x.seqlen_k = q.lk;
+  x.q = seq_row(a.q, a.q_stride, q, false, 0, t), x.o = seq_row(a.o, a.o_stride, q, false, 0, t);
+  x.k = seq_row(a.k, a.k_stride, q, true, 0, t), x.v = seq_row(a.v, a.v_stride, q, true, 0, t);
+  return x;
+}
+
+std::string layout_name(const flashbox_attention_ext &e) {
+  return e.cu_seqlens_q && e.cu_seqlens_k ? "variable length" : "seqused";
+}
+
 }  // namespace
 
 int cpu_forward_ext(const flashbox_attention_args &a, const flashbox_attention_ext &e, const core::ScoreMods &mods) {
   // V's and O's head dim (head_dim unless the extension set another).
   const int64_t dv = e.head_dim_v != 0 ? e.head_dim_v : a.head_dim;
-  if (!(e.cu_seqlens_q && e.cu_seqlens_k)) return forward_one(a, mods, dv);
+  if (!per_sequence(e)) return forward_one(a, mods, dv);
 
-  const flashbox_dtype t = a.dtype;
   int64_t worst = 0;  // the naive level's S and P and fp32 copies of the largest sequence
   for (int64_t s = 0; s < a.batch; ++s) {
-    const Seq q = sequence(e, s);
+    const Seq q = sequence(a, e, s);
     const int64_t need = 4 * (2 * a.heads_q * q.lq * q.lk + q.lq * a.heads_q * a.head_dim +
                               q.lk * a.heads_kv * a.head_dim + q.lk * a.heads_kv * dv);
     worst = std::max(worst, need);
   }
   if (a.impl == FLASHBOX_NAIVE)
-    if (int rc = check_memory(worst, "naive attention (variable length)")) return rc;
+    if (int rc = check_memory(worst, ("naive attention (" + layout_name(e) + ")").c_str())) return rc;
 
   std::vector<float> lse;  // one sequence's [heads_q, len_q]
   std::string kernel = "none";
   for (int64_t s = 0; s < a.batch; ++s) {
-    const Seq q = sequence(e, s);
+    const Seq q = sequence(a, e, s);
     if (q.lq == 0) continue;
     if (q.lk == 0) {  // no key: O = 0, LSE = -inf
-      zero_rows(a.o, a.o_stride, q.q0, q.lq, a.heads_q, dv, t);
+      zero_rows(a.o, a.o_stride, q, false, 0, q.lq, a.heads_q, dv, a.dtype);
       if (a.lse)
         for (int64_t h = 0; h < a.heads_q; ++h)
-          std::fill_n(a.lse + h * a.seqlen_q + q.q0, q.lq, -std::numeric_limits<float>::infinity());
+          std::fill_n(seq_lse(a.lse, a, q, h), q.lq, -std::numeric_limits<float>::infinity());
       continue;
     }
-    flashbox_attention_args x = a;
-    x.batch = 1, x.seqlen_q = q.lq, x.seqlen_k = q.lk;
-    x.q = row_ptr(a.q, a.q_stride, q.q0, t), x.o = row_ptr(a.o, a.o_stride, q.q0, t);
-    x.k = row_ptr(a.k, a.k_stride, q.k0, t), x.v = row_ptr(a.v, a.v_stride, q.k0, t);
+    flashbox_attention_args x = sequence_args(a, q);
     if (a.lse) {
       lse.resize(size_t(a.heads_q * q.lq));
       x.lse = lse.data();
@@ -109,9 +155,9 @@ int cpu_forward_ext(const flashbox_attention_args &a, const flashbox_attention_e
     if (int rc = forward_one(x, sequence_mods(mods, s), dv)) return rc;
     kernel = kernel_name();
     if (a.lse)
-      for (int64_t h = 0; h < a.heads_q; ++h) std::copy_n(lse.data() + h * q.lq, q.lq, a.lse + h * a.seqlen_q + q.q0);
+      for (int64_t h = 0; h < a.heads_q; ++h) std::copy_n(lse.data() + h * q.lq, q.lq, seq_lse(a.lse, a, q, h));
   }
-  set_kernel_name(kernel + "_varlen");
+  set_kernel_name(kernel + (e.cu_seqlens_q ? "_varlen" : "_seqused"));
   return FLASHBOX_OK;
 }
 
@@ -120,44 +166,46 @@ int cpu_backward_ext(const flashbox_attention_grad_args &g, const flashbox_atten
   const flashbox_attention_args &a = g.fwd;
   // V's, O's, dout's and dv's head dim (head_dim unless the extension set another).
   const int64_t dv = e.head_dim_v != 0 ? e.head_dim_v : a.head_dim;
-  if (!(e.cu_seqlens_q && e.cu_seqlens_k)) return cpu_backward(make_grad_problem(g, mods, dv));
+  if (!per_sequence(e)) return cpu_backward(make_grad_problem(g, mods, dv));
 
   const flashbox_dtype t = a.dtype;
   int64_t worst = 0;
   for (int64_t s = 0; s < a.batch; ++s) {
-    const Seq q = sequence(e, s);
+    const Seq q = sequence(a, e, s);
     flashbox_attention_grad_args x = g;
     x.fwd.batch = 1, x.fwd.seqlen_q = std::max<int64_t>(q.lq, 1), x.fwd.seqlen_k = std::max<int64_t>(q.lk, 1);
     worst = std::max(worst, cpu::backward::scratch_bytes(make_grad_problem(x, mods, dv)));
   }
-  if (int rc = check_memory(worst, "the cpu backward (variable length)")) return rc;
+  if (int rc = check_memory(worst, ("the cpu backward (" + layout_name(e) + ")").c_str())) return rc;
 
   std::vector<float> lse;
   std::string kernel = "none";
   for (int64_t s = 0; s < a.batch; ++s) {
-    const Seq q = sequence(e, s);
+    const Seq q = sequence(a, e, s);
+    // Rows past the used lengths: nothing flows through them.
+    zero_rows(g.dq, g.dq_stride, q, false, q.lq, q.span_q - q.lq, a.heads_q, a.head_dim, t);
+    zero_rows(g.dk, g.dk_stride, q, true, q.lk, q.span_k - q.lk, a.heads_kv, a.head_dim, t);
+    zero_rows(g.dv, g.dv_stride, q, true, q.lk, q.span_k - q.lk, a.heads_kv, dv, t);
     if (q.lk == 0) {  // no key: the rows' O is the constant 0, dQ = 0
-      zero_rows(g.dq, g.dq_stride, q.q0, q.lq, a.heads_q, a.head_dim, t);
+      zero_rows(g.dq, g.dq_stride, q, false, 0, q.lq, a.heads_q, a.head_dim, t);
       continue;
     }
     if (q.lq == 0) {  // no query: nothing flows into these keys
-      zero_rows(g.dk, g.dk_stride, q.k0, q.lk, a.heads_kv, a.head_dim, t);
-      zero_rows(g.dv, g.dv_stride, q.k0, q.lk, a.heads_kv, dv, t);
+      zero_rows(g.dk, g.dk_stride, q, true, 0, q.lk, a.heads_kv, a.head_dim, t);
+      zero_rows(g.dv, g.dv_stride, q, true, 0, q.lk, a.heads_kv, dv, t);
       continue;
     }
     flashbox_attention_grad_args x = g;
-    x.fwd.batch = 1, x.fwd.seqlen_q = q.lq, x.fwd.seqlen_k = q.lk;
-    x.fwd.q = row_ptr(a.q, a.q_stride, q.q0, t), x.fwd.o = row_ptr(a.o, a.o_stride, q.q0, t);
-    x.fwd.k = row_ptr(a.k, a.k_stride, q.k0, t), x.fwd.v = row_ptr(a.v, a.v_stride, q.k0, t);
-    x.dout = row_ptr(g.dout, g.dout_stride, q.q0, t), x.dq = row_ptr(g.dq, g.dq_stride, q.q0, t);
-    x.dk = row_ptr(g.dk, g.dk_stride, q.k0, t), x.dv = row_ptr(g.dv, g.dv_stride, q.k0, t);
+    x.fwd = sequence_args(a, q);
+    x.dout = seq_row(g.dout, g.dout_stride, q, false, 0, t), x.dq = seq_row(g.dq, g.dq_stride, q, false, 0, t);
+    x.dk = seq_row(g.dk, g.dk_stride, q, true, 0, t), x.dv = seq_row(g.dv, g.dv_stride, q, true, 0, t);
     lse.resize(size_t(a.heads_q * q.lq));
-    for (int64_t h = 0; h < a.heads_q; ++h) std::copy_n(a.lse + h * a.seqlen_q + q.q0, q.lq, lse.data() + h * q.lq);
+    for (int64_t h = 0; h < a.heads_q; ++h) std::copy_n(seq_lse(a.lse, a, q, h), q.lq, lse.data() + h * q.lq);
     x.fwd.lse = lse.data();
     if (int rc = cpu_backward(make_grad_problem(x, sequence_mods(mods, s), dv))) return rc;
     kernel = kernel_name();
   }
-  set_kernel_name(kernel + "_varlen");
+  set_kernel_name(kernel + (e.cu_seqlens_q ? "_varlen" : "_seqused"));
   return FLASHBOX_OK;
 }
 

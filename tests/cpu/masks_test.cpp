@@ -1,9 +1,10 @@
 // Sliding window, softcap, ALiBi and variable-length batches on the CPU levels (naive and blocked,
 // forward and backward, through flashbox_attention_forward_ext / _backward_ext) against the fp64
 // reference on fresh random inputs (seed printed). Also the mask bounds of src/core/masks.hpp
-// against FlashAttention-2's own definition, written out element by element.
+// against FlashAttention-2's window and FlashAttention-3's chunk, written out element by element.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -13,38 +14,49 @@
 
 using flashbox::test::MaskCase;
 using flashbox::test::MaskData;
+using flashbox::test::check_cpu_levels;
 
 namespace {
 
-// FlashAttention-2's mask, one element at a time (tests/test_flash_attn.py construct_local_mask,
-// with its -1 = unbounded and causal = right 0): true when row i may see key j.
-bool fa2_visible(int64_t i, int64_t j, int64_t sq, int64_t sk, int64_t left, int64_t right) {
+// FlashAttention-2's window (tests/test_flash_attn.py construct_local_mask, with its -1 = unbounded
+// and causal = right 0) and FlashAttention-3's chunk (hopper/test_util.py construct_chunk_mask), one
+// element at a time: true when row i may see key j.
+bool fa_visible(int64_t i, int64_t j, int64_t sq, int64_t sk, const flashbox::core::ScoreMods &m) {
   const int64_t diag = i + sk - sq;
-  if (right >= 0 && j > diag + right) return false;
-  if (left >= 0 && j < diag - left) return false;
+  if (m.window_right >= 0 && j > diag + m.window_right) return false;
+  if (m.window_left >= 0 && j < diag - m.window_left) return false;
+  if (m.chunk > 0) {
+    const int64_t start = int64_t(std::floor(double(diag) / double(m.chunk))) * m.chunk;
+    if (j < start || j >= start + m.chunk) return false;
+  }
   return j >= 0 && j < sk;
 }
 
-TEST(Masks, BoundsMatchFa2Definition) {
+TEST(Masks, BoundsMatchFlashAttentionDefinition) {
   const uint64_t seed = flashbox::test::fresh_seed();
   std::mt19937_64 rng(seed);
   auto uni = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
-  for (int trial = 0; trial < 3000; ++trial) {
+  for (int trial = 0; trial < 6000; ++trial) {
     const int64_t sq = uni(1, 40), sk = uni(1, 40);
     flashbox::core::ScoreMods m;
-    m.window_left = uni(-1, 45), m.window_right = uni(-1, 45);
+    m.window_left = uni(-1, 45), m.window_right = trial % 3 ? uni(-1, 45) : 0;
+    m.chunk = trial % 2 ? uni(1, 20) : 0;
+    const std::string what = " sq " + std::to_string(sq) + " sk " + std::to_string(sk) + " window " +
+                             std::to_string(m.window_left) + "," + std::to_string(m.window_right) + " chunk " +
+                             std::to_string(m.chunk) + " seed " + std::to_string(seed);
     for (int64_t i = 0; i < sq; ++i) {
       const int64_t kb = flashbox::core::key_begin(m, i, sq, sk), ke = flashbox::core::key_end(m, i, sq, sk);
       for (int64_t j = 0; j < sk; ++j)
-        ASSERT_EQ(j >= kb && j < ke, fa2_visible(i, j, sq, sk, m.window_left, m.window_right))
-            << "row " << i << " key " << j << " sq " << sq << " sk " << sk << " window " << m.window_left << ","
-            << m.window_right << " seed " << seed;
+        ASSERT_EQ(j >= kb && j < ke, fa_visible(i, j, sq, sk, m)) << "row " << i << " key " << j << what;
+      if (i > 0) {  // the blocked levels rely on bounds that never decrease
+        ASSERT_GE(kb, flashbox::core::key_begin(m, i - 1, sq, sk)) << what;
+        ASSERT_GE(ke, flashbox::core::key_end(m, i - 1, sq, sk)) << what;
+      }
     }
     for (int64_t j = 0; j < sk; ++j) {
       const int64_t qb = flashbox::core::query_begin(m, j, sq, sk), qe = flashbox::core::query_end(m, j, sq, sk);
       for (int64_t i = 0; i < sq; ++i)
-        ASSERT_EQ(i >= qb && i < qe, fa2_visible(i, j, sq, sk, m.window_left, m.window_right))
-            << "key " << j << " row " << i << " sq " << sq << " sk " << sk << " seed " << seed;
+        ASSERT_EQ(i >= qb && i < qe, fa_visible(i, j, sq, sk, m)) << "key " << j << " row " << i << what;
     }
   }
 }
@@ -59,27 +71,6 @@ TEST(Masks, ScoreTransforms) {
   EXPECT_DOUBLE_EQ(flashbox::core::alibi_bias(0.5, 3, 9, 4, 10), -0.5 * 0);
 }
 
-void check(MaskCase c, bool backward = true) {
-  MaskData d(std::move(c));
-  SCOPED_TRACE(d.name());
-  for (flashbox_impl impl : {FLASHBOX_NAIVE, FLASHBOX_BLOCKED}) {
-    SCOPED_TRACE(flashbox_impl_name(impl));
-    ASSERT_EQ(d.forward(impl), FLASHBOX_OK) << flashbox_last_error();
-    const auto o = d.o_error();
-    EXPECT_FALSE(o.nan) << "o holds NaN (an element was not written)";
-    EXPECT_LT(o.rel, d.tolerance());
-    EXPECT_LT(d.lse_error(), d.config().dtype == FLASHBOX_FLOAT32 ? 1e-4 : 1e-3);
-    if (!backward) continue;
-    ASSERT_EQ(d.backward(impl), FLASHBOX_OK) << flashbox_last_error();
-    const char *names[3] = {"dq", "dk", "dv"};
-    const flashbox::test::Error e[3] = {d.dq_error(), d.dk_error(), d.dv_error()};
-    for (int i = 0; i < 3; ++i) {
-      EXPECT_FALSE(e[i].nan) << names[i] << " holds NaN (an element was not written)";
-      EXPECT_LT(e[i].rel, d.tolerance() * (d.config().dtype == FLASHBOX_FLOAT32 ? 10 : 1)) << names[i];
-    }
-  }
-}
-
 struct Window {
   int32_t left, right;
 };
@@ -91,7 +82,7 @@ TEST(Masks, SlidingWindowForwardBackward) {
     for (const auto &s : shapes) {
       MaskCase c;
       c.seqlen_q = s[0], c.seqlen_k = s[1], c.window_left = w.left, c.window_right = w.right;
-      check(c);
+      check_cpu_levels(c);
     }
 }
 
@@ -101,7 +92,7 @@ TEST(Masks, CausalWithLeftWindowAndSkippedBlocks) {
     MaskCase c;
     c.batch = 1, c.seqlen_q = 200, c.seqlen_k = 260, c.causal = 1, c.window_left = left;
     c.window_right = left % 2 ? -1 : 0;  // with causal, right = -1 and right = 0 mean the same
-    check(c);
+    check_cpu_levels(c);
   }
 }
 
@@ -110,7 +101,7 @@ TEST(Masks, SoftcapForwardBackward) {
     for (int causal : {0, 1}) {
       MaskCase c;
       c.seqlen_q = 50, c.seqlen_k = 67, c.softcap = cap, c.causal = causal, c.heads_q = 4, c.heads_kv = 2;
-      check(c);
+      check_cpu_levels(c);
     }
 }
 
@@ -120,7 +111,7 @@ TEST(Masks, AlibiForwardBackward) {
       for (const auto &s : {std::pair<int64_t, int64_t>{65, 65}, {30, 90}, {90, 30}}) {
         MaskCase c;
         c.seqlen_q = s.first, c.seqlen_k = s.second, c.alibi = alibi, c.causal = causal, c.heads_q = 3, c.heads_kv = 3;
-        check(c);
+        check_cpu_levels(c);
       }
 }
 
@@ -128,9 +119,9 @@ TEST(Masks, EverythingTogetherBf16) {
   MaskCase c;
   c.batch = 2, c.seqlen_q = 130, c.seqlen_k = 150, c.heads_q = 4, c.heads_kv = 2, c.head_dim = 40;
   c.dtype = FLASHBOX_BFLOAT16, c.window_left = 30, c.window_right = 20, c.softcap = 3.0f, c.alibi = 2;
-  check(c);
+  check_cpu_levels(c);
   c.causal = 1, c.window_right = 0, c.seed = flashbox::test::fresh_seed();
-  check(c);
+  check_cpu_levels(c);
 }
 
 TEST(Varlen, ZeroAndOneLengthNeighbours) {
@@ -140,7 +131,7 @@ TEST(Varlen, ZeroAndOneLengthNeighbours) {
   c.heads_q = 4, c.heads_kv = 2;
   for (int causal : {0, 1}) {
     c.causal = causal, c.seed = flashbox::test::fresh_seed();
-    check(c);
+    check_cpu_levels(c);
   }
 }
 
@@ -149,9 +140,9 @@ TEST(Varlen, WithMasksAndTransforms) {
   c.lens_q = {17, 0, 80, 1, 64};
   c.lens_k = {17, 9, 100, 1, 30};
   c.window_left = 10, c.window_right = 5, c.softcap = 2.0f, c.alibi = 2, c.head_dim = 24;
-  check(c);
+  check_cpu_levels(c);
   c.alibi = 1, c.causal = 1, c.window_right = 0, c.dtype = FLASHBOX_BFLOAT16, c.seed = flashbox::test::fresh_seed();
-  check(c);
+  check_cpu_levels(c);
 }
 
 TEST(Varlen, RandomLengths) {
@@ -167,7 +158,7 @@ TEST(Varlen, RandomLengths) {
     c.lens_q[0] = std::max(c.lens_q[0], 1);  // at least one token in total
     c.lens_k[0] = std::max(c.lens_k[0], 1);
     c.causal = trial % 2, c.seed = seed + uint64_t(trial);
-    check(c);
+    check_cpu_levels(c);
   }
 }
 

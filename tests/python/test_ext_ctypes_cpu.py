@@ -4,6 +4,7 @@ a CPU call with a sliding window against a plain-Python fp64 reference. No torch
 Runs under pytest, or alone (`python3 tests/python/test_ext_ctypes_cpu.py`, as CTest does).
 """
 
+import ctypes
 import math
 import sys
 
@@ -19,15 +20,17 @@ def test_ext_struct_layout_matches_c_compiler():
     S.assert_struct_layout_matches_c((_ext.AttentionExt, "flashbox_attention_ext"))
 
 
-def _reference_window(q, k, v, B, Tq, Tk, H, D, left, right):
-    """Plain-Python fp64 attention with FlashAttention-2's window (bottom-right aligned)."""
+def _reference_window(q, k, v, B, Tq, Tk, H, D, left, right, chunk=0):
+    """Plain-Python fp64 attention with FlashAttention-2's window (bottom-right aligned) and
+    FlashAttention-3's attention_chunk (0: off)."""
     out = [[[[0.0] * D for _ in range(H)] for _ in range(Tq)] for _ in range(B)]
     scale = 1.0 / math.sqrt(D)
     for b in range(B):
         for h in range(H):
             for i in range(Tq):
                 diag = i + Tk - Tq
-                keys = [j for j in range(Tk) if (right < 0 or j <= diag + right) and (left < 0 or j >= diag - left)]
+                keys = [j for j in range(Tk) if (right < 0 or j <= diag + right) and (left < 0 or j >= diag - left)
+                        and (chunk == 0 or diag // chunk == j // chunk)]
                 if not keys:
                     continue
                 s = [scale * sum(q.get(b, i, h, x) * k.get(b, j, h, x) for x in range(D)) for j in keys]
@@ -37,6 +40,14 @@ def _reference_window(q, k, v, B, Tq, Tk, H, D, left, right):
                 for x in range(D):
                     out[b][i][h][x] = sum(pj * v.get(b, j, h, x) for pj, j in zip(p, keys)) / z
     return out
+
+
+def _assert_close(o, want, Tq, H, D):
+    """o (batch entry 0) against a _reference_window result, element by element, within 1e-5."""
+    for i in range(Tq):
+        for h in range(H):
+            for x in range(D):
+                assert abs(o.get(0, i, h, x) - want[0][i][h][x]) < 1e-5, (i, h, x)
 
 
 def _cpu_args(impl, q, k, v, o, B, Tq, Tk, H, D):
@@ -49,24 +60,27 @@ def _cpu_args(impl, q, k, v, o, B, Tq, Tk, H, D):
     return a
 
 
-def test_cpu_forward_ext_window():
+def _blocked_case(B, Tq, Tk, H, D, seed):
+    """fp32 BTHD q, k, v (seeded random) and o, and blocked-level CPU args over them; skips when the
+    library has no extension."""
     S.require_library()
     if not hasattr(_lib.library().cdll, "flashbox_attention_forward_ext"):
         S.skip("this libflashbox has no flashbox_attention_forward_ext")
-    B, Tq, Tk, H, D = 1, 6, 9, 2, 8
-    rnd = S.pseudo_random(7)
+    rnd = S.pseudo_random(seed)
     q, k, v, o = (S.HostTensor(s, F32) for s in ((B, Tq, H, D), (B, Tk, H, D), (B, Tk, H, D), (B, Tq, H, D)))
     for t in (q, k, v):
         t.fill(rnd)
-    a = _cpu_args(_lib.Impl.BLOCKED, q, k, v, o, B, Tq, Tk, H, D)
+    return q, k, v, o, _cpu_args(_lib.Impl.BLOCKED, q, k, v, o, B, Tq, Tk, H, D)
+
+
+def test_cpu_forward_ext_window():
+    B, Tq, Tk, H, D = 1, 6, 9, 2, 8
+    q, k, v, o, a = _blocked_case(B, Tq, Tk, H, D, seed=7)
     e = _ext.default_ext()
     e.window_left, e.window_right = 2, 1
     _ext.forward_ext(a, e)
     want = _reference_window(q, k, v, B, Tq, Tk, H, D, 2, 1)
-    for i in range(Tq):
-        for h in range(H):
-            for x in range(D):
-                assert abs(o.get(0, i, h, x) - want[0][i][h][x]) < 1e-5, (i, h, x)
+    _assert_close(o, want, Tq, H, D)
     e.window_left = -5
     with S.raises(_lib.FlashboxError, match="window_left = -5"):
         _ext.forward_ext(a, e)
@@ -102,6 +116,28 @@ def test_cpu_forward_ext_head_dim_v():
     e.head_dim_v = -3
     with S.raises(_lib.FlashboxError, match="head_dim_v = -3"):
         _ext.forward_ext(a, e)
+
+
+def test_cpu_forward_ext_attention_chunk():
+    # Chunked local attention (chunk 3, causal through window_right = 0) through the ctypes struct's
+    # attention_chunk; then a struct with seqused_k of a short batch entry: the same as a call on
+    # that entry's first keys alone.
+    B, Tq, Tk, H, D = 1, 7, 10, 2, 8
+    q, k, v, o, a = _blocked_case(B, Tq, Tk, H, D, seed=13)
+    e = _ext.default_ext()
+    e.window_right, e.attention_chunk = 0, 3
+    _ext.forward_ext(a, e)
+    want = _reference_window(q, k, v, B, Tq, Tk, H, D, -1, 0, chunk=3)
+    _assert_close(o, want, Tq, H, D)
+    e.attention_chunk = -1
+    with S.raises(_lib.FlashboxError, match="attention_chunk = -1"):
+        _ext.forward_ext(a, e)
+    used = (ctypes.c_int32 * 1)(6)
+    e = _ext.default_ext()
+    e.seqused_k = ctypes.cast(used, ctypes.c_void_p)
+    _ext.forward_ext(a, e)
+    want = _reference_window(q, k, v, B, Tq, 6, H, D, -1, -1)
+    _assert_close(o, want, Tq, H, D)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,14 @@
 // Test support for the extension (flashbox_attention_ext): one shape with a sliding window, softcap,
-// ALiBi and optionally variable lengths becomes seeded random host tensors, the ext struct, the fp64
-// reference forward and backward (per sequence for varlen, so the reference never sees packing), and
-// comparisons of o / lse / dq / dk / dv with it. Fixed-length tensors are BTHD, varlen tensors
-// [total, heads, head_dim]; outputs are poisoned with NaN before every call.
+// ALiBi, an attention chunk and optionally variable lengths or seqused becomes seeded random host
+// tensors, the ext struct, the fp64 reference forward and backward (per sequence for varlen and
+// seqused, so the reference never sees packing or unused rows), and comparisons of o / lse / dq / dk /
+// dv with it. Fixed-length tensors are BTHD, varlen tensors [total, heads, head_dim]; outputs are
+// poisoned with NaN before every call. Query rows past seqused_q are not compared: the forward must
+// leave them as they were (unused_outputs_untouched), the backward's gradients there must be 0.
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -30,16 +33,21 @@ struct MaskCase {
   float softcap = 0.0f;
   int alibi = 0;                        // 0 off, 1 one slope per head, 2 a row of slopes per batch
   std::vector<int32_t> lens_q, lens_k;  // non-empty: variable length (batch = lens_q.size())
+  int64_t attention_chunk = 0;
+  std::vector<int32_t> used_q, used_k;  // non-empty: seqused_q / seqused_k, one per sequence
   uint64_t seed = fresh_seed();
 
   bool varlen() const { return !lens_q.empty(); }
+  bool per_sequence() const { return varlen() || !used_q.empty() || !used_k.empty(); }
   std::string name() const {
     std::string s = "b" + std::to_string(batch) + "_sq" + std::to_string(seqlen_q) + "_sk" + std::to_string(seqlen_k) +
                     "_hq" + std::to_string(heads_q) + "_hkv" + std::to_string(heads_kv) + "_d" +
                     std::to_string(head_dim) + "_" + cpu::dtype_name(dtype) + (causal ? "_causal" : "") + "_w" +
                     std::to_string(window_left) + "," + std::to_string(window_right) +
                     (softcap > 0 ? "_cap" + std::to_string(softcap) : "") +
-                    (alibi ? "_alibi" + std::to_string(alibi) : "") + (varlen() ? "_varlen" : "");
+                    (alibi ? "_alibi" + std::to_string(alibi) : "") + (varlen() ? "_varlen" : "") +
+                    (attention_chunk ? "_chunk" + std::to_string(attention_chunk) : "") +
+                    (used_q.empty() ? "" : "_usedq") + (used_k.empty() ? "" : "_usedk");
     return s + "_seed" + std::to_string(seed) + " (rerun with FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")";
   }
 };
@@ -94,6 +102,9 @@ class MaskData {
     e_ = flashbox_attention_ext_default();
     e_.window_left = c_.window_left, e_.window_right = c_.window_right, e_.softcap = c_.softcap;
     if (c_.alibi) e_.alibi_slopes = slopes_.data(), e_.alibi_batch_stride = c_.alibi == 2 ? c_.heads_q + 3 : 0;
+    e_.attention_chunk = c_.attention_chunk;
+    if (!c_.used_q.empty()) e_.seqused_q = c_.used_q.data();
+    if (!c_.used_k.empty()) e_.seqused_k = c_.used_k.data();
     if (c_.varlen()) {
       e_.cu_seqlens_q = cu_q_.data(), e_.cu_seqlens_k = cu_k_.data();
       for (int64_t s = 0; s < c_.batch; ++s) {
@@ -159,7 +170,7 @@ class MaskData {
   std::vector<int32_t> &cu_q() { return cu_q_; }
   std::vector<int32_t> &cu_k() { return cu_k_; }
 
-  Error o_error() const { return error(o_, ref_o_); }
+  Error o_error() const { return error(o_, ref_o_, HeadRows::used_q); }
   Error dq_error() const { return error(dq_, ref_dq_); }
   Error dk_error() const { return error(dk_, ref_dk_); }
   Error dv_error() const { return error(dv_, ref_dv_); }
@@ -167,6 +178,7 @@ class MaskData {
   double lse_error() const {
     double e = 0;
     for (size_t i = 0; i < ref_lse_.size(); ++i) {
+      if (!lse_used_[i]) continue;
       const double got = lse_[i], want = ref_lse_[i];
       if (std::isnan(got)) return INFINITY;
       if (std::isinf(want) || std::isinf(got)) {
@@ -180,8 +192,19 @@ class MaskData {
   // Rows of the reference with no visible key (O = 0, LSE = -inf): the tests want some of them.
   int64_t empty_rows() const {
     int64_t n = 0;
-    for (double l : ref_lse_) n += std::isinf(l);
+    for (size_t i = 0; i < ref_lse_.size(); ++i) n += lse_used_[i] && std::isinf(ref_lse_[i]);
     return n;
+  }
+  // After a forward: o's bytes and lse of the query rows past seqused_q still hold the poison.
+  bool unused_outputs_untouched() const {
+    const int64_t row_bytes = c_.heads_q * c_.head_dim * cpu::dtype_size(c_.dtype);
+    for (int64_t r = 0; r < rows_q_; ++r)
+      if (!row_used_q_[size_t(r)])
+        for (int64_t i = r * row_bytes; i < (r + 1) * row_bytes; ++i)
+          if (o_[size_t(i)] != ((i & 1) ? 0x7f : 0xff)) return false;
+    for (size_t i = 0; i < lse_.size(); ++i)
+      if (!lse_used_[i] && !std::isnan(lse_[i])) return false;
+    return true;
   }
 
  private:
@@ -197,18 +220,21 @@ class MaskData {
   core::ScoreMods mods(int64_t seq_index) const {
     core::ScoreMods m;
     m.window_left = c_.window_left, m.window_right = c_.causal ? 0 : c_.window_right, m.softcap = c_.softcap;
+    m.chunk = c_.attention_chunk;
     if (c_.alibi) m.alibi_slopes = slopes_.data(), m.alibi_batch_stride = e_.alibi_batch_stride;
     if (c_.varlen() && m.alibi_slopes) m.alibi_slopes += seq_index * m.alibi_batch_stride;
     return m;
   }
 
-  // The fp64 reference, per sequence for varlen (each a fixed-length batch-1 call on views).
+  // The fp64 reference, per sequence for varlen and seqused (each a fixed-length batch-1 call on
+  // views of the sequence's used rows).
   void reference() {
     const int64_t HQ = c_.heads_q, HKV = c_.heads_kv, D = c_.head_dim, es = cpu::dtype_size(c_.dtype);
     ref_o_.assign(size_t(rows_q_ * HQ * D), 0.0), ref_dq_.assign(ref_o_.size(), 0.0);
     ref_dk_.assign(size_t(rows_k_ * HKV * D), 0.0), ref_dv_.assign(ref_dk_.size(), 0.0);
     ref_lse_.assign(lse_.size(), -INFINITY);
-    if (!c_.varlen()) {
+    row_used_q_.assign(size_t(rows_q_), 1), lse_used_.assign(lse_.size(), 1);
+    if (!c_.per_sequence()) {
       const core::ScoreMods m = mods(0);
       cpu::reference_attention_fp64(a_, ref_o_, &ref_lse_, &m);
       flashbox_attention_grad_args g{};
@@ -218,7 +244,19 @@ class MaskData {
       return;
     }
     for (int64_t s = 0; s < c_.batch; ++s) {
-      const int64_t q0 = cu_q_[size_t(s)], lq = c_.lens_q[size_t(s)], k0 = cu_k_[size_t(s)], lk = c_.lens_k[size_t(s)];
+      // Token rows: packed for varlen; batch entry s's rows of the BTHD tensors otherwise.
+      const bool vl = c_.varlen();
+      const int64_t q0 = vl ? cu_q_[size_t(s)] : s * c_.seqlen_q, k0 = vl ? cu_k_[size_t(s)] : s * c_.seqlen_k;
+      const int64_t span_q = vl ? c_.lens_q[size_t(s)] : c_.seqlen_q, span_k = vl ? c_.lens_k[size_t(s)] : c_.seqlen_k;
+      // Clamped to the spans: a case built to be refused (used > span) must not send the reference
+      // past the buffers.
+      const int64_t lq = c_.used_q.empty() ? span_q : std::clamp<int64_t>(c_.used_q[size_t(s)], 0, span_q);
+      const int64_t lk = c_.used_k.empty() ? span_k : std::clamp<int64_t>(c_.used_k[size_t(s)], 0, span_k);
+      auto lse_at = [&](int64_t h, int64_t i) { return size_t(vl ? h * c_.seqlen_q + q0 + i : (s * HQ + h) * c_.seqlen_q + i); };
+      for (int64_t i = lq; i < span_q; ++i) {
+        row_used_q_[size_t(q0 + i)] = 0;
+        for (int64_t h = 0; h < HQ; ++h) lse_used_[lse_at(h, i)] = 0;
+      }
       if (lq == 0 || lk == 0) continue;  // O = 0, LSE = -inf, gradients 0: already so
       flashbox_attention_args a = a_;
       a.batch = 1, a.seqlen_q = lq, a.seqlen_k = lk;
@@ -235,14 +273,19 @@ class MaskData {
       std::copy(dk.begin(), dk.end(), ref_dk_.begin() + k0 * HKV * D);
       std::copy(dv.begin(), dv.end(), ref_dv_.begin() + k0 * HKV * D);
       for (int64_t h = 0; h < HQ; ++h)
-        for (int64_t i = 0; i < lq; ++i) ref_lse_[size_t(h * c_.seqlen_q + q0 + i)] = lse[size_t(h * lq + i)];
+        for (int64_t i = 0; i < lq; ++i) ref_lse_[lse_at(h, i)] = lse[size_t(h * lq + i)];
     }
   }
 
-  Error error(const std::vector<uint8_t> &buf, const std::vector<double> &ref) const {
+  // Which token rows an error covers: every row, or the query rows a forward writes.
+  enum class HeadRows { all, used_q };
+
+  Error error(const std::vector<uint8_t> &buf, const std::vector<double> &ref, HeadRows rows = HeadRows::all) const {
     Error r;
     double d2 = 0, r2 = 0;
+    const size_t row_elems = size_t(c_.heads_q * c_.head_dim);
     for (size_t i = 0; i < ref.size(); ++i) {
+      if (rows == HeadRows::used_q && !row_used_q_[i / row_elems]) continue;
       const double got = cpu::load_as_float(buf.data(), c_.dtype, int64_t(i));
       if (!std::isfinite(got)) r.nan = true;
       d2 += (got - ref[i]) * (got - ref[i]), r2 += ref[i] * ref[i];
@@ -259,6 +302,36 @@ class MaskData {
   flashbox_attention_args a_{};
   flashbox_attention_ext e_{};
   std::vector<double> ref_o_, ref_lse_, ref_dq_, ref_dk_, ref_dv_;
+  std::vector<char> row_used_q_, lse_used_;  // query rows / lse entries a forward writes (seqused_q)
 };
+
+// Forward and backward of both CPU levels (naive, blocked) through the extension against the fp64
+// reference: o and lse of the rows a forward writes (the rows past seqused_q left as they were), then
+// dq, dk and dv in both deterministic modes (NaN never passes; fp32 gradients within 10x the forward's
+// bound, bf16 within it).
+inline void check_cpu_levels(MaskCase c, bool backward = true) {
+  MaskData d(std::move(c));
+  SCOPED_TRACE(d.name());
+  for (flashbox_impl impl : {FLASHBOX_NAIVE, FLASHBOX_BLOCKED}) {
+    SCOPED_TRACE(flashbox_impl_name(impl));
+    ASSERT_EQ(d.forward(impl), FLASHBOX_OK) << flashbox_last_error();
+    const Error o = d.o_error();
+    EXPECT_FALSE(o.nan) << "o holds NaN in a row the forward writes (an element was not written)";
+    EXPECT_LT(o.rel, d.tolerance());
+    EXPECT_LT(d.lse_error(), d.config().dtype == FLASHBOX_FLOAT32 ? 1e-4 : 1e-3);
+    EXPECT_TRUE(d.unused_outputs_untouched()) << "the forward wrote a query row past seqused_q";
+    if (!backward) continue;
+    for (int deterministic : {0, 1}) {
+      SCOPED_TRACE("deterministic " + std::to_string(deterministic));
+      ASSERT_EQ(d.backward(impl, deterministic), FLASHBOX_OK) << flashbox_last_error();
+      const char *names[3] = {"dq", "dk", "dv"};
+      const Error e[3] = {d.dq_error(), d.dk_error(), d.dv_error()};
+      for (int i = 0; i < 3; ++i) {
+        EXPECT_FALSE(e[i].nan) << names[i] << " holds NaN (an element was not written)";
+        EXPECT_LT(e[i].rel, d.tolerance() * (d.config().dtype == FLASHBOX_FLOAT32 ? 10 : 1)) << names[i];
+      }
+    }
+  }
+}
 
 }  // namespace flashbox::test

@@ -145,7 +145,7 @@ FLASHBOX_API const char *flashbox_last_kernel(void);
  * above head_dim 128; softcap/ALiBi in a non-default forward tile), so auto falls to sm80); a
  * field no family takes is refused with FLASHBOX_ERR_UNSUPPORTED_IMPL and a message naming it,
  * before anything is written. head_dim_v, attention_chunk and seqused_q/k (below): device = cpu
- * only (forward and backward). */
+ * only (forward and backward); qv: device = cpu, forward only. */
 typedef struct {
   int32_t struct_size;                        /* sizeof(flashbox_attention_ext) as the caller compiled it */
   int32_t window_left, window_right;          /* -1: unbounded (the default is -1, -1, not 0, 0) */
@@ -160,7 +160,7 @@ typedef struct {
    * mean what they mean today, with rows of head_dim_v contiguous elements; q and k keep head_dim.
    * Scores use head_dim (softmax_scale 0 still means 1/sqrt(head_dim)); lse is unchanged. A value
    * other than 0 or head_dim is taken on device = cpu, forward and backward (every impl, head_dim_v
-   * up to the cpu's head_dim limit, 256); in the backward dout is [.., heads_q, head_dim_v] like o
+   * up to the cpu's head_dim limit, 576); in the backward dout is [.., heads_q, head_dim_v] like o
    * and dv [.., heads_kv, head_dim_v] like v, while dq and dk keep head_dim. The CUDA kernels
    * (forward and backward) take head_dim_v = head_dim and refuse anything else with
    * FLASHBOX_ERR_UNSUPPORTED_IMPL before anything is written. */
@@ -182,6 +182,16 @@ typedef struct {
    * anything is written. */
   int64_t attention_chunk;
   const int32_t *seqused_q, *seqused_k;
+  /* Added after 0.2.0, after seqused_k (a shorter struct_size reads them as NULL / 0):
+   * qv: NULL (off), or a second query against V (FlashAttention-3's qv, MLA's absorbed decode):
+   * [batch, seqlen_q, heads_q, head_dim_v] of args.dtype in args.device's memory (with cu_seqlens
+   * [total_q, heads_q, head_dim_v]), strides qv_stride like q's (elements; batch, token, head). The
+   * scores become scale * (q_i . k_j + qv_i . v_j), and softmax_scale 0 then means
+   * 1 / sqrt(head_dim + head_dim_v). Forward only: the backward refuses it (FlashAttention-3 has no
+   * backward with qv). device = cpu, head_dim + head_dim_v up to the cpu's head-dim limit; device =
+   * cuda refuses it with FLASHBOX_ERR_UNSUPPORTED_IMPL before anything is written. */
+  const void *qv;
+  int64_t qv_stride[3];
 } flashbox_attention_ext;
 
 /* A struct with every field off (struct_size set, windows -1, head_dim_v 0). */

@@ -30,6 +30,8 @@ class AttentionExt(ctypes.Structure):
         ("attention_chunk", ctypes.c_int64), # chunked local attention; 0: off
         ("seqused_q", ctypes.c_void_p),      # int32 [batch] or None
         ("seqused_k", ctypes.c_void_p),
+        ("qv", ctypes.c_void_p),             # [.., heads_q, head_dim_v] or None (forward only)
+        ("qv_stride", ctypes.c_int64 * 3),
     ]
 
 

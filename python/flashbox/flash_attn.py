@@ -25,7 +25,7 @@ What flashbox does not do is an error, never a silent wrong answer:
     is zero-padded here to the next multiple of 8 (as FlashAttention-2's own wrapper does), with the
     scale of the true head_dim. Zero columns add nothing to q.k and give zero output columns, which
     are cut off, so the answer is exact; the backward flows through the pad. head_dim > 256 on CUDA
-    raises NotImplementedError. CPU tensors take any head_dim 1..256 as is.
+    raises NotImplementedError. CPU tensors take any head_dim 1..576 as is.
 """
 
 import math

@@ -3,8 +3,9 @@
 // (varlen tensors as [1, total, heads, head_dim]), then
 //   every field off (or only causal)   -> exactly the plain call (flashbox_attention_forward/backward);
 //                                         head_dim_v = head_dim counts as off
-//   head_dim_v != head_dim, attention_chunk, seqused_q/k
-//                                      -> device = cpu only, forward and backward (cuda refuses them)
+//   head_dim_v != head_dim, attention_chunk, seqused_q/k, qv
+//                                      -> device = cpu only, forward and backward (cuda refuses them;
+//                                         qv is forward only)
 //   device = cpu                       -> src/cpu/varlen_attention.cpp (masks, transforms, varlen)
 //   device = cuda                      -> one Problem (mods and cu_seqlens in it) through the same
 //                                         family choice as the plain call (src/api/dispatch.hpp); a
@@ -51,10 +52,10 @@ int cuda_forward_ext(const flashbox_attention_args &a, const flashbox_attention_
                      const flashbox_attention_ext &e) {
   Problem p = make_problem(flat, ext_mods(a, e));
   add_ext(p, a, e);
-  // Validation refuses head_dim_v != head_dim, attention_chunk and seqused on cuda
+  // Validation refuses head_dim_v != head_dim, attention_chunk, seqused and qv on cuda
   // (src/api/ext_validate.cpp); the kernels know none of them, so this is asserted once more before
   // any launch.
-  if (e.head_dim_v != 0 || e.attention_chunk != 0 || e.seqused_q || e.seqused_k)
+  if (e.head_dim_v != 0 || e.attention_chunk != 0 || e.seqused_q || e.seqused_k || e.qv)
     return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_forward_ext: a cpu-only field reached the CUDA backends");
   if (int rc = resolve_tuning(nullptr, Pass::forward, p.tuning)) return rc;
   return cuda_forward(p);
@@ -65,7 +66,7 @@ int cuda_backward_ext(const flashbox_attention_grad_args &g, const flashbox_atte
   GradProblem p = make_grad_problem(flat, ext_mods(g.fwd, e));
   add_ext(p.fwd, g.fwd, e);
   // The cpu-only fields, asserted once more before any launch, as for the forward.
-  if (e.head_dim_v != 0 || e.attention_chunk != 0 || e.seqused_q || e.seqused_k)
+  if (e.head_dim_v != 0 || e.attention_chunk != 0 || e.seqused_q || e.seqused_k || e.qv)
     return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_backward_ext: a cpu-only field reached the CUDA backends");
   if (int rc = resolve_tuning(nullptr, Pass::backward, p.fwd.tuning)) return rc;
   return cuda_backward(p);

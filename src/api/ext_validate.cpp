@@ -6,8 +6,10 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <string>
 
+#include "api/validate.hpp"
 #include "core/error.hpp"
 
 namespace flashbox::detail {
@@ -22,10 +24,14 @@ std::string ptr_str(const void *p) {
 }
 
 constexpr int32_t kExtSize = int32_t(sizeof(flashbox_attention_ext));
-// The struct's earlier versions: 0.2.0's ended before head_dim_v, the next one after it. A caller's
-// struct_size may be any of them; the fields its version lacks read as 0.
+// The struct's versions, oldest first: 0.2.0's ended before head_dim_v; then with head_dim_v; with
+// attention_chunk and seqused_q/k; with qv (the whole struct). A caller's struct_size may be any of
+// them; the fields its version lacks read as 0.
 constexpr int32_t kExtV1Size = int32_t(offsetof(flashbox_attention_ext, head_dim_v));
-constexpr int32_t kExtV2Size = int32_t(offsetof(flashbox_attention_ext, attention_chunk));
+constexpr int32_t kExtSizes[] = {kExtV1Size, int32_t(offsetof(flashbox_attention_ext, attention_chunk)),
+                                 int32_t(offsetof(flashbox_attention_ext, qv)), kExtSize};
+const char *const kExtSizeNames[] = {"the struct of flashbox 0.2.0", "with head_dim_v", "with seqused_k",
+                                     "sizeof(flashbox_attention_ext)"};
 constexpr int32_t kExtMaxSize = 4096;  // a struct_size beyond this is taken for garbage, not a newer struct
 
 // An input buffer of the extension (slopes, cu_seqlens): 4-byte aligned, no output inside it.
@@ -83,11 +89,13 @@ int read_ext(const flashbox_attention_ext *ext, flashbox_attention_ext &out) {
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "ext->struct_size = " + str(size) + " is less than " + str(kExtV1Size) +
                                                    ", the size of the first flashbox_attention_ext (set it to "
                                                    "sizeof(flashbox_attention_ext))");
-  if (size > kExtV1Size && size < kExtSize && size != kExtV2Size)
-    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "ext->struct_size = " + str(size) + " ends inside a field (" +
-                                                   str(kExtV1Size) + ": the struct of flashbox 0.2.0; " +
-                                                   str(kExtV2Size) + ": with head_dim_v; " + str(kExtSize) +
-                                                   ": sizeof(flashbox_attention_ext))");
+  if (size < kExtSize && std::find(std::begin(kExtSizes), std::end(kExtSizes), size) == std::end(kExtSizes)) {
+    std::string known;
+    for (size_t i = 0; i < std::size(kExtSizes); ++i)
+      known += (i ? "; " : "") + str(kExtSizes[i]) + ": " + kExtSizeNames[i];
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                "ext->struct_size = " + str(size) + " ends inside a field (" + known + ")");
+  }
   if (size > kExtMaxSize)
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "ext->struct_size = " + str(size) + " is not a plausible size (" +
                                                    str(kExtSize) + " for this flashbox " FLASHBOX_VERSION_STRING ")");
@@ -109,7 +117,7 @@ bool ext_is_varlen(const flashbox_attention_ext &e) { return e.cu_seqlens_q && e
 bool ext_is_plain(const flashbox_attention_ext &e) {
   return e.window_left == -1 && e.window_right == -1 && e.softcap == 0.0f && !e.alibi_slopes && !e.cu_seqlens_q &&
          !e.cu_seqlens_k && e.max_seqlen_q == 0 && e.max_seqlen_k == 0 && e.head_dim_v == 0 &&
-         e.attention_chunk == 0 && !e.seqused_q && !e.seqused_k;
+         e.attention_chunk == 0 && !e.seqused_q && !e.seqused_k && !e.qv;
 }
 
 int64_t ext_head_dim_v(const flashbox_attention_args &a, const flashbox_attention_ext &e) {
@@ -143,12 +151,21 @@ int validate_ext_fields(const flashbox_attention_args &a, flashbox_attention_ext
   if (e.attention_chunk < 0)
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
                 "attention_chunk = " + str(e.attention_chunk) + " must be >= 0 (0: off)");
-  if (a.device == FLASHBOX_CUDA && (e.attention_chunk > 0 || e.seqused_q || e.seqused_k))
+  if (e.qv && pass == Pass::backward)
+    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                "qv is set: the backward takes no qv (as FlashAttention-3's; qv is a forward-only input)");
+  if (a.device == FLASHBOX_CUDA && (e.attention_chunk > 0 || e.seqused_q || e.seqused_k || e.qv))
     return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
                 std::string(e.attention_chunk > 0 ? "attention_chunk = " + str(e.attention_chunk)
                             : e.seqused_q         ? std::string("seqused_q")
-                                                  : std::string("seqused_k")) +
+                            : e.seqused_k         ? std::string("seqused_k")
+                                                  : std::string("qv")) +
                     ": the CUDA kernels do not take it yet; it runs on device = cpu");
+  if (e.qv && a.device == FLASHBOX_CPU && a.head_dim + ext_head_dim_v(a, e) > kCpuMaxHeadDim)
+    return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
+                "qv with head_dim = " + str(a.head_dim) + " and head_dim_v = " + str(ext_head_dim_v(a, e)) +
+                    ": head_dim + head_dim_v must be at most " + str(kCpuMaxHeadDim) +
+                    " on device = cpu (it runs q . k + qv . v as one product)");
   if (e.window_left < -1)
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
                 "window_left = " + str(e.window_left) + " must be >= -1 (-1: unbounded to the left)");
@@ -227,6 +244,19 @@ int validate_ext_memory(const flashbox_attention_args &a, const flashbox_attenti
       if (int rc = check_cu_seqlens(e.cu_seqlens_q, a.batch, a.seqlen_q, e.max_seqlen_q, "q")) return rc;
       if (int rc = check_cu_seqlens(e.cu_seqlens_k, a.batch, a.seqlen_k, e.max_seqlen_k, "k")) return rc;
     }
+  }
+  if (e.qv) {  // a tensor like q with rows of head_dim_v (varlen: packed, as q)
+    const flashbox_attention_args flat = plain_view(a, e);
+    TensorDesc t{"qv", "qv_stride", e.qv, e.qv_stride, flat.batch, flat.seqlen_q, flat.heads_q, ext_head_dim_v(a, e)};
+    t.head_dim_name = "head_dim_v";
+    if (int rc = validate_tensor(t, a.dtype, a.device)) return rc;
+    const ByteView in = tensor_view(t, a.dtype);
+    for (int i = 0; i < n_outputs; ++i)
+      if (outputs[i].base && views_overlap(outputs[i], in).overlap)
+        return fail(FLASHBOX_ERR_INVALID_ARGUMENT, std::string(output_names[i]) + " = " +
+                                                       ptr_str(reinterpret_cast<const void *>(outputs[i].base)) +
+                                                       " overlaps qv = " + ptr_str(e.qv) +
+                                                       " in memory (an output may not share an element with an input)");
   }
   for (const char which : {'q', 'k'}) {
     const int32_t *used = which == 'q' ? e.seqused_q : e.seqused_k;

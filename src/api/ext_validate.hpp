@@ -5,13 +5,15 @@
 //                       library knows must be zero (a newer caller's fields are never ignored)
 //   validate_ext_fields head_dim_v >= 0, <= the cpu's limit, on the cpu only (the cuda forward and
 //                       backward refuse one that differs from head_dim),
-//                       attention_chunk >= 0, it and seqused_q/k on the cpu only,
+//                       attention_chunk >= 0, it and seqused_q/k on the cpu only, qv on the
+//                       cpu's forward only (head_dim + head_dim_v within the cpu's limit),
 //                       windows >= -1, window_right -1/0 with causal, softcap finite >= 0,
 //                       alibi_batch_stride 0 or >= heads_q, cu_seqlens both or neither, max_seqlen
 //                       (what a cuda kernel family lacks, it declines when asked: src/api/dispatch.hpp)
 //   plain validation    of plain_view(args, ext): varlen tensors as [1, total, heads, head_dim],
 //                       v, o, dout and dv with head_dim_v
-//   validate_ext_memory alignment of slopes / cu_seqlens / seqused, outputs disjoint from them, and
+//   validate_ext_memory qv as a tensor (like q, rows of head_dim_v), alignment of slopes /
+//                       cu_seqlens / seqused, outputs disjoint from all of them, and
 //                       on the cpu the slopes (finite), cu_seqlens values (0 first, non-decreasing,
 //                       totals, max_seqlen bounds) and seqused values (0 <= used <= the length)
 #pragma once

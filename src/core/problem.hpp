@@ -17,8 +17,11 @@
 
 namespace flashbox::detail {
 
-// Largest head_dim the CPU levels accept (their tiles are sized for it; src/api/validate.cpp).
-inline constexpr int64_t kCpuMaxHeadDim = 256;
+// Largest head_dim (and head_dim_v) the CPU levels accept (src/api/validate.cpp): 576, MLA's
+// 512 latent + 64 rotary columns (FlashMLA's head dim), which is also what q . k + qv . v becomes when
+// the CPU runs it as one product over [q | qv] and [k | v]. The levels size their tiles from the
+// call's head dims, so the limit only bounds the work of one row.
+inline constexpr int64_t kCpuMaxHeadDim = 576;
 
 // What a call asks of the kernel choice: the caller's options (family, SM margin) and the private
 // tuning overrides in force (src/api/tuning.hpp; all defaults outside benchmarks and tests). Every

@@ -25,20 +25,21 @@ void gather_head(const void *base, flashbox_dtype t, const int64_t *stride, int6
 }
 
 void reference_attention_fp64(const flashbox_attention_args &a, std::vector<double> &out, std::vector<double> *lse,
-                              const core::ScoreMods *mods, int64_t head_dim_v) {
+                              const core::ScoreMods *mods, int64_t head_dim_v, const QvInput *qv_in) {
   const core::ScoreMods m = mods ? *mods : core::causal_mods(a.causal);
   const int64_t B = a.batch, SQ = a.seqlen_q, SK = a.seqlen_k, HQ = a.heads_q, D = a.head_dim;
   const int64_t DV = head_dim_v != 0 ? head_dim_v : D;
   const int64_t group = a.heads_q / a.heads_kv;
-  const double scale = effective_softmax_scale(a);
+  const double scale = qv_in && a.softmax_scale == 0.0f ? 1.0 / std::sqrt(double(D + DV)) : effective_softmax_scale(a);
   out.assign(size_t(B * SQ * HQ * DV), 0.0);
   if (lse) lse->assign(size_t(B * HQ * SQ), -std::numeric_limits<double>::infinity());
 
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < HQ; ++h) {
-      std::vector<double> q, k, v, s;
+      std::vector<double> q, k, v, s, qv;
       gather_head(a.q, a.dtype, a.q_stride, b, h, SQ, D, q);
+      if (qv_in) gather_head(qv_in->data, a.dtype, qv_in->stride, b, h, SQ, DV, qv);
       gather_head(a.k, a.dtype, a.k_stride, b, h / group, SK, D, k);
       gather_head(a.v, a.dtype, a.v_stride, b, h / group, SK, DV, v);
       s.resize(size_t(SK));
@@ -51,6 +52,8 @@ void reference_attention_fp64(const flashbox_attention_args &a, std::vector<doub
         for (int64_t j = begin; j < end; ++j) {
           double dot = 0.0;
           for (int64_t c = 0; c < D; ++c) dot += q[size_t(i * D + c)] * k[size_t(j * D + c)];
+          if (qv_in)
+            for (int64_t c = 0; c < DV; ++c) dot += qv[size_t(i * DV + c)] * v[size_t(j * DV + c)];
           s[size_t(j)] = core::capped_score(dot * scale, cap) + core::alibi_bias(slope, i, j, SQ, SK);
           mx = std::max(mx, s[size_t(j)]);
         }

@@ -16,8 +16,16 @@ namespace flashbox::cpu {
 // softcap and ALiBi (src/core/masks.hpp), evaluated in double. head_dim_v (0: head_dim) is V's and
 // O's head dim (flashbox_attention_ext's): v is read with rows of head_dim_v elements and `out` is
 // dense [batch, seqlen_q, heads_q, head_dim_v]; scores and the default scale use head_dim.
+// `qv` (null: none) is flashbox_attention_ext's second query against V: [batch, seqlen_q, heads_q,
+// head_dim_v] with its strides; the score is then scale * (q . k + qv . v), and softmax_scale 0 means
+// 1/sqrt(head_dim + head_dim_v).
+struct QvInput {
+  const void *data;
+  const int64_t *stride;  // batch, seq, head (elements)
+};
 void reference_attention_fp64(const flashbox_attention_args &a, std::vector<double> &out, std::vector<double> *lse,
-                              const core::ScoreMods *mods = nullptr, int64_t head_dim_v = 0);
+                              const core::ScoreMods *mods = nullptr, int64_t head_dim_v = 0,
+                              const QvInput *qv = nullptr);
 
 // Copies rows [0, n) of head h of batch b of a strided [batch, seq, heads, dim] tensor of dtype t
 // (strides in elements) into a dense [n, d] double array; the input loader of both fp64 references.

@@ -9,10 +9,13 @@
 // rows are [1, heads_q, len] in the per-sequence call: a small per-sequence buffer bridges the two.
 // Sequences of length 0 are written here: queries with no key get O = 0 and LSE = -inf (dQ = 0),
 // keys with no query dK = dV = 0. The backward also writes 0 to the gradient rows past seqused.
+// qv runs as one product of [q | qv] with [k | v] (forward_with_qv), then as any other call.
 // ALiBi slopes of sequence s are row s of the slope buffer (alibi_batch_stride apart).
 // Before anything is written, the largest sequence's scratch is checked against the host's free
 // memory, so a call that would run out fails with nothing written, like the plain call.
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -118,11 +121,56 @@ std::string layout_name(const flashbox_attention_ext &e) {
   return e.cu_seqlens_q && e.cu_seqlens_k ? "variable length" : "seqused";
 }
 
+// [x | y] per (row, head): a dense [batch, seq, heads, dx + dy] copy of two strided tensors of the
+// same rows and heads (dtype t; the columns of a head are contiguous in both).
+std::vector<uint8_t> concat_heads(const void *x, const int64_t *xs, int64_t dx, const void *y, const int64_t *ys,
+                                  int64_t dy, int64_t batch, int64_t seq, int64_t heads, flashbox_dtype t) {
+  const int64_t es = dtype_size(t), dc = dx + dy;
+  std::vector<uint8_t> out(size_t(batch * seq * heads * dc * es));
+  const auto *xb = static_cast<const uint8_t *>(x);
+  const auto *yb = static_cast<const uint8_t *>(y);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t r = 0; r < seq; ++r)
+      for (int64_t h = 0; h < heads; ++h) {
+        uint8_t *dst = out.data() + ((b * seq + r) * heads + h) * dc * es;
+        std::memcpy(dst, xb + (b * xs[0] + r * xs[1] + h * xs[2]) * es, size_t(dx * es));
+        std::memcpy(dst + dx * es, yb + (b * ys[0] + r * ys[1] + h * ys[2]) * es, size_t(dy * es));
+      }
+  return out;
+}
+
+// qv: scale (q . k + qv . v) is one product of [q | qv] with [k | v] over head_dim + head_dim_v
+// columns, V as it is; softmax_scale 0 means 1/sqrt(head_dim + head_dim_v). The copies are exact (same
+// dtype), so the call is the same attention as the sum, computed by the unchanged levels.
+int forward_with_qv(const flashbox_attention_args &a, const flashbox_attention_ext &e, const core::ScoreMods &mods) {
+  const int64_t d = a.head_dim, dv = e.head_dim_v != 0 ? e.head_dim_v : d, dc = d + dv;
+  const bool packed = e.cu_seqlens_q && e.cu_seqlens_k;
+  const int64_t batch = packed ? 1 : a.batch;  // varlen: one packed [total, heads, dim] tensor
+  const std::vector<uint8_t> qc =
+      concat_heads(a.q, a.q_stride, d, e.qv, e.qv_stride, dv, batch, a.seqlen_q, a.heads_q, a.dtype);
+  const std::vector<uint8_t> kc =
+      concat_heads(a.k, a.k_stride, d, a.v, a.v_stride, dv, batch, a.seqlen_k, a.heads_kv, a.dtype);
+  flashbox_attention_args x = a;
+  x.head_dim = dc;
+  x.q = qc.data(), x.k = kc.data();
+  const int64_t q_stride[3] = {a.seqlen_q * a.heads_q * dc, a.heads_q * dc, dc};
+  const int64_t k_stride[3] = {a.seqlen_k * a.heads_kv * dc, a.heads_kv * dc, dc};
+  std::copy_n(q_stride, 3, x.q_stride), std::copy_n(k_stride, 3, x.k_stride);
+  if (x.softmax_scale == 0.0f) x.softmax_scale = float(1.0 / std::sqrt(double(dc)));
+  flashbox_attention_ext y = e;
+  y.qv = nullptr;
+  y.head_dim_v = dv;  // no longer equal to the (concatenated) head_dim
+  if (int rc = cpu_forward_ext(x, y, mods)) return rc;
+  set_kernel_name(std::string(kernel_name()) + "_qv");
+  return FLASHBOX_OK;
+}
+
 }  // namespace
 
 int cpu_forward_ext(const flashbox_attention_args &a, const flashbox_attention_ext &e, const core::ScoreMods &mods) {
   // V's and O's head dim (head_dim unless the extension set another).
   const int64_t dv = e.head_dim_v != 0 ? e.head_dim_v : a.head_dim;
+  if (e.qv) return forward_with_qv(a, e, mods);
   if (!per_sequence(e)) return forward_one(a, mods, dv);
 
   int64_t worst = 0;  // the naive level's S and P and fp32 copies of the largest sequence

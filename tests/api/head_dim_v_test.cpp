@@ -274,8 +274,8 @@ TEST(HeadDimVArgs, BadValuesAreNamed) {
   }
   {
     SCOPED_TRACE("above the cpu's limit");
-    expect_refused(d, d.args, ext_with(257), FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
-                   {"head_dim_v = 257", "device = cpu", "1..256"});
+    expect_refused(d, d.args, ext_with(577), FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
+                   {"head_dim_v = 577", "device = cpu", "1..576"});
   }
   {
     SCOPED_TRACE("v rows too short for head_dim_v");

@@ -62,6 +62,7 @@ struct AttentionCase {
   flashbox_device device = FLASHBOX_CPU;
   flashbox_impl impl = FLASHBOX_AUTO;
   bool uniform = false;  // inputs uniform in [-1, 1) instead of standard normal
+  bool qv = false;       // a qv input (flashbox_attention_ext's), [.., heads_q, head_dim_v] in q's layout
   uint64_t seed = fresh_seed();
 };
 
@@ -113,6 +114,11 @@ class AttentionData {
     fill_random(q_, qs_.elements, rng);
     fill_random(k_, ks_.elements, rng);
     fill_random(v_, vs_.elements, rng);
+    if (c.qv) {
+      qvs_ = make_shape(c.layout, c.batch, c.seqlen_q, c.heads_q, dv());
+      qv_.resize(size_t(qvs_.elements * es));
+      fill_random(qv_, qvs_.elements, rng);
+    }
     poison();
 
     args = flashbox_attention_args{};
@@ -137,7 +143,7 @@ class AttentionData {
            "_hq" + std::to_string(c_.heads_q) + "_hkv" + std::to_string(c_.heads_kv) + "_d" +
            std::to_string(c_.head_dim) + (c_.head_dim_v ? "_dv" + std::to_string(c_.head_dim_v) : "") + "_" +
            cpu::dtype_name(c_.dtype) + (c_.causal ? "_causal_" : "_full_") + layout_name(c_.layout) +
-           (c_.softmax_scale != 0 ? "_scale" + std::to_string(c_.softmax_scale) : "") + "_seed" +
+           (c_.softmax_scale != 0 ? "_scale" + std::to_string(c_.softmax_scale) : "") + (c_.qv ? "_qv" : "") + "_seed" +
            std::to_string(c_.seed) + " (rerun with FLASHBOX_TEST_SEED=" + std::to_string(c_.seed) + ")";
   }
 
@@ -150,7 +156,10 @@ class AttentionData {
 
   // The fp64 reference for the current inputs (computed once, cached).
   const std::vector<double> &reference_out() {
-    if (ref_out_.empty()) cpu::reference_attention_fp64(args_for_reference(), ref_out_, &ref_lse_, nullptr, dv());
+    if (ref_out_.empty()) {
+      const cpu::QvInput qv{qv_.data(), qvs_.stride};
+      cpu::reference_attention_fp64(args_for_reference(), ref_out_, &ref_lse_, nullptr, dv(), c_.qv ? &qv : nullptr);
+    }
     return ref_out_;
   }
   const std::vector<double> &reference_lse() {
@@ -226,6 +235,8 @@ class AttentionData {
   std::vector<uint8_t> &k_bytes() { return k_; }
   std::vector<uint8_t> &v_bytes() { return v_; }
   std::vector<uint8_t> &o_bytes() { return o_; }
+  std::vector<uint8_t> &qv_bytes() { return qv_; }  // empty without config().qv
+  const TensorShape &qv_shape() const { return qvs_; }
   const TensorShape &q_shape() const { return qs_; }
   const TensorShape &k_shape() const { return ks_; }
   const TensorShape &v_shape() const { return vs_; }
@@ -266,8 +277,8 @@ class AttentionData {
   }
 
   AttentionCase c_;
-  TensorShape qs_{}, ks_{}, vs_{}, os_{};
-  std::vector<uint8_t> q_, k_, v_, o_;
+  TensorShape qs_{}, ks_{}, vs_{}, os_{}, qvs_{};
+  std::vector<uint8_t> q_, k_, v_, o_, qv_;
   std::vector<double> ref_out_, ref_lse_;
 };
 

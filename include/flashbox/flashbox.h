@@ -274,6 +274,37 @@ FLASHBOX_API int flashbox_attention_kvcache(const flashbox_kvcache_args *args); 
  * is 0; 1 on the CPU), for tools; the negated error code on invalid arguments. */
 FLASHBOX_API int flashbox_kvcache_num_splits(const flashbox_kvcache_args *args);
 
+/* ---- Combine of split partial results (FlashAttention-3's flash_attn_combine) -------------------
+ * A caller that split the keys of an attention into num_splits parts has, per part s, the part's
+ * normalised output O_s and its log-sum-exp L_s (natural log; -inf: the part saw no key). The
+ * combine returns the attention over all the keys:
+ *   L = log sum_s exp(L_s),   O = sum_s exp(L_s - L) O_s,
+ * with a part of L_s = -inf skipped (its O_s is never read, so it may hold anything), and O = 0,
+ * L = -inf for a row whose parts all are -inf.
+ *   out_partial  fp32 [num_splits, batch, seqlen, heads, head_dim_v], strides (elements) split, batch,
+ *                token, head; the head_dim_v elements of a head contiguous
+ *   lse_partial  fp32 [num_splits, batch, seqlen, heads], strides split, batch, token, head
+ *   out          out_dtype (fp32, fp16 or bf16) [batch, seqlen, heads, head_dim_v], strides batch,
+ *                token, head
+ *   lse          NULL, or fp32 [batch, heads, seqlen] (dense, as the attention calls write it)
+ * The outputs overlap no input. device = cpu; device = cuda is refused with
+ * FLASHBOX_ERR_UNSUPPORTED_IMPL (not yet built) before anything is written. */
+typedef struct {
+  int32_t struct_size; /* sizeof(flashbox_combine_args) */
+  flashbox_device device;
+  flashbox_dtype out_dtype;
+  int64_t num_splits, batch, seqlen, heads, head_dim_v;
+  const float *out_partial;
+  int64_t out_partial_stride[4];
+  const float *lse_partial;
+  int64_t lse_partial_stride[4];
+  void *out;
+  int64_t out_stride[3];
+  float *lse;
+  void *stream; /* cudaStream_t for FLASHBOX_CUDA */
+} flashbox_combine_args;
+FLASHBOX_API int flashbox_attention_combine(const flashbox_combine_args *args); /* 0 on success */
+
 #ifdef __cplusplus
 }
 #endif

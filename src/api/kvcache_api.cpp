@@ -11,7 +11,7 @@
 //   scalars        softmax_scale, softcap finite and >= 0; window sides >= -1; num_splits 0..256
 //   rotary         cos and sin both or neither, only with k_new, rotary_dim even in 2..head_dim; the
 //                  tables [rows >= capacity, rotary_dim / 2] in the dtype (rows cannot be checked)
-//   unsupported    CUDA: fp16/bf16, head_dim a multiple of 8 up to 256; CPU: head_dim <= 256
+//   unsupported    CUDA: fp16/bf16, head_dim a multiple of 8 up to 256; CPU: head_dim <= 576
 //   tensors        q, o, k_cache, v_cache (and k_new, v_new) as flashbox_attention_forward's tensors
 //                  (pointer, strides, no self-overlap, alignment); o and lse overlap no input; when
 //                  appending, the caches overlap neither each other, q nor k_new/v_new

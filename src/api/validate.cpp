@@ -8,6 +8,7 @@
 #include <string>
 
 #include "api/overlap.hpp"
+#include "core/enum_bits.hpp"
 #include "core/backends.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
@@ -65,13 +66,7 @@ bool span_bytes(const TensorDesc &t, flashbox_dtype dtype, int64_t &bytes) {
   return add(last, 1, last) && mul(last, cpu::dtype_size(dtype), bytes);
 }
 
-template <class Enum>
-int enum_bits(const Enum &e) {
-  static_assert(sizeof(Enum) == sizeof(int), "the C enums are int-sized");
-  int v;
-  std::memcpy(&v, &e, sizeof v);
-  return v;
-}
+using core::enum_bits;
 
 int64_t lse_bytes(const flashbox_attention_args &a) { return a.batch * a.heads_q * a.seqlen_q * 4; }
 

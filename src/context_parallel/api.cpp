@@ -13,6 +13,7 @@
 #include "context_parallel/cp_error.hpp"
 #include "context_parallel/rank_program.hpp"
 #include "context_parallel/schedule.hpp"
+#include "core/enum_bits.hpp"
 #include "flashbox/context_parallel.h"
 
 #ifdef FLASHBOX_HAVE_NCCL
@@ -25,15 +26,7 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-// A C caller may pass any int: the enums are read as their bytes (a value outside a C++ enum,
-// loaded as that enum, is undefined behaviour), by reference so that nothing loads them before.
-template <class Enum>
-int enum_bits(const Enum &e) {
-  static_assert(sizeof(Enum) == sizeof(int), "the C enums are int-sized");
-  int v;
-  std::memcpy(&v, &e, sizeof v);
-  return v;
-}
+using core::enum_bits;
 
 int validate_options(const flashbox_cp_layout &layout_arg, const flashbox_cp_variant &variant_arg) {
   const int layout = enum_bits(layout_arg), variant = enum_bits(variant_arg);

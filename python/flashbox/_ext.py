@@ -9,7 +9,7 @@ import ctypes
 
 from . import _lib
 
-__all__ = ["AttentionExt", "default_ext", "forward_ext", "backward_ext"]
+__all__ = ["AttentionExt", "CombineArgs", "default_ext", "forward_ext", "backward_ext", "combine"]
 
 
 class AttentionExt(ctypes.Structure):
@@ -32,6 +32,29 @@ class AttentionExt(ctypes.Structure):
         ("seqused_k", ctypes.c_void_p),
         ("qv", ctypes.c_void_p),             # [.., heads_q, head_dim_v] or None (forward only)
         ("qv_stride", ctypes.c_int64 * 3),
+    ]
+
+
+class CombineArgs(ctypes.Structure):
+    """flashbox_combine_args (flashbox_attention_combine: split partial results into one attention)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_int32),
+        ("device", ctypes.c_int),
+        ("out_dtype", ctypes.c_int),
+        ("num_splits", ctypes.c_int64),
+        ("batch", ctypes.c_int64),
+        ("seqlen", ctypes.c_int64),
+        ("heads", ctypes.c_int64),
+        ("head_dim_v", ctypes.c_int64),
+        ("out_partial", ctypes.c_void_p),       # fp32 [splits, batch, seqlen, heads, head_dim_v]
+        ("out_partial_stride", ctypes.c_int64 * 4),
+        ("lse_partial", ctypes.c_void_p),       # fp32 [splits, batch, seqlen, heads]
+        ("lse_partial_stride", ctypes.c_int64 * 4),
+        ("out", ctypes.c_void_p),               # out_dtype [batch, seqlen, heads, head_dim_v]
+        ("out_stride", ctypes.c_int64 * 3),
+        ("lse", ctypes.c_void_p),               # fp32 [batch, heads, seqlen] or None
+        ("stream", ctypes.c_void_p),
     ]
 
 
@@ -65,3 +88,10 @@ def backward_ext(args: _lib.AttentionGradArgs, ext: AttentionExt) -> None:
     fn = _fn("flashbox_attention_backward_ext",
              [ctypes.POINTER(_lib.AttentionGradArgs), ctypes.POINTER(AttentionExt)])
     _lib.check(fn(ctypes.byref(args), ctypes.byref(ext)))
+
+
+def combine(args: CombineArgs) -> None:
+    """flashbox_attention_combine(&args) (struct_size set here); raises FlashboxError on failure."""
+    args.struct_size = ctypes.sizeof(CombineArgs)
+    fn = _fn("flashbox_attention_combine", [ctypes.POINTER(CombineArgs)])
+    _lib.check(fn(ctypes.byref(args)))

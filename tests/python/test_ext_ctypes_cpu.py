@@ -17,7 +17,8 @@ F32 = _lib.DType.FLOAT32
 
 
 def test_ext_struct_layout_matches_c_compiler():
-    S.assert_struct_layout_matches_c((_ext.AttentionExt, "flashbox_attention_ext"))
+    S.assert_struct_layout_matches_c((_ext.AttentionExt, "flashbox_attention_ext"),
+                                     (_ext.CombineArgs, "flashbox_combine_args"))
 
 
 def _reference_window(q, k, v, B, Tq, Tk, H, D, left, right, chunk=0):
@@ -138,6 +139,52 @@ def test_cpu_forward_ext_attention_chunk():
     _ext.forward_ext(a, e)
     want = _reference_window(q, k, v, B, Tq, 6, H, D, -1, -1)
     _assert_close(o, want, Tq, H, D)
+
+
+def test_cpu_combine_of_two_key_ranges():
+    # Attention over keys [0, 4) and [4, 10) separately, then flashbox_attention_combine: the
+    # attention over all ten keys (plain-Python fp64), and its LSE.
+    B, Tq, Tk, H, D = 1, 3, 10, 2, 8
+    q, k, v, _, _ = _blocked_case(B, Tq, Tk, H, D, seed=17)
+    if not hasattr(_lib.library().cdll, "flashbox_attention_combine"):
+        S.skip("this libflashbox has no flashbox_attention_combine")
+    scale = 1.0 / math.sqrt(D)
+    parts = [(0, 4), (4, Tk)]
+    out_p = (ctypes.c_float * (2 * Tq * H * D))()
+    lse_p = (ctypes.c_float * (2 * Tq * H))()
+    for s, (k0, k1) in enumerate(parts):
+        for i in range(Tq):
+            for h in range(H):
+                sc = [scale * sum(q.get(0, i, h, x) * k.get(0, j, h, x) for x in range(D)) for j in range(k0, k1)]
+                m = max(sc)
+                z = sum(math.exp(x - m) for x in sc)
+                lse_p[(s * Tq + i) * H + h] = m + math.log(z)
+                for x in range(D):
+                    out_p[((s * Tq + i) * H + h) * D + x] = sum(
+                        math.exp(sj - m) * v.get(0, k0 + j, h, x) for j, sj in enumerate(sc)) / z
+    out = (ctypes.c_float * (Tq * H * D))()
+    lse = (ctypes.c_float * (H * Tq))()
+    c = _ext.CombineArgs()
+    c.device, c.out_dtype = _lib.Device.CPU, F32
+    c.num_splits, c.batch, c.seqlen, c.heads, c.head_dim_v = 2, B, Tq, H, D
+    c.out_partial, c.lse_partial = ctypes.addressof(out_p), ctypes.addressof(lse_p)
+    c.out_partial_stride[:] = [Tq * H * D, Tq * H * D, H * D, D]
+    c.lse_partial_stride[:] = [Tq * H, Tq * H, H, 1]
+    c.out, c.lse = ctypes.addressof(out), ctypes.addressof(lse)
+    c.out_stride[:] = [Tq * H * D, H * D, D]
+    _ext.combine(c)
+    for i in range(Tq):
+        for h in range(H):
+            sc = [scale * sum(q.get(0, i, h, x) * k.get(0, j, h, x) for x in range(D)) for j in range(Tk)]
+            m = max(sc)
+            z = sum(math.exp(x - m) for x in sc)
+            assert abs(lse[h * Tq + i] - (m + math.log(z))) < 1e-5, (i, h)
+            for x in range(D):
+                want = sum(math.exp(sj - m) * v.get(0, j, h, x) for j, sj in enumerate(sc)) / z
+                assert abs(out[(i * H + h) * D + x] - want) < 1e-5, (i, h, x)
+    c.num_splits = 0
+    with S.raises(_lib.FlashboxError, match="num_splits = 0"):
+        _ext.combine(c)
 
 
 if __name__ == "__main__":

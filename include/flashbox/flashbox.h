@@ -192,6 +192,18 @@ typedef struct {
    * cuda refuses it with FLASHBOX_ERR_UNSUPPORTED_IMPL before anything is written. */
   const void *qv;
   int64_t qv_stride[3];
+  /* Added after 0.2.0, after qv_stride (a shorter struct_size reads them as NULL):
+   * learnable_sink: NULL (off), or fp32 [heads_q] in args.device's memory, one logit per query head
+   * (FlashAttention-4's learnable_sink; gpt-oss's attention sinks) that joins every row's softmax
+   * denominator as a column with no value: lse = log(sum_j exp(s_j) + exp(sink)), o = sum_j
+   * exp(s_j - lse) v_j (s_j the scaled, transformed scores). A row that sees no key then gets o = 0
+   * and lse = sink. dsink: the backward's output for it, fp32 [heads_q], required when learnable_sink
+   * is set in a backward call (NULL otherwise): dsink[h] = -sum over batch entries and query rows of
+   * exp(sink[h] - lse) * (dout . o), summed in fp64 (deterministic). The forward ignores dsink.
+   * device = cpu, forward and backward (values checked finite); device = cuda refuses them with
+   * FLASHBOX_ERR_UNSUPPORTED_IMPL before anything is written. */
+  const float *learnable_sink;
+  float *dsink;
 } flashbox_attention_ext;
 
 /* A struct with every field off (struct_size set, windows -1, head_dim_v 0). */

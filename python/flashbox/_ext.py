@@ -32,6 +32,8 @@ class AttentionExt(ctypes.Structure):
         ("seqused_k", ctypes.c_void_p),
         ("qv", ctypes.c_void_p),             # [.., heads_q, head_dim_v] or None (forward only)
         ("qv_stride", ctypes.c_int64 * 3),
+        ("learnable_sink", ctypes.c_void_p), # const float *, [heads_q] or None
+        ("dsink", ctypes.c_void_p),          # float *, [heads_q]: the backward's sink gradient
     ]
 
 

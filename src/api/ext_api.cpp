@@ -3,7 +3,7 @@
 // (varlen tensors as [1, total, heads, head_dim]), then
 //   every field off (or only causal)   -> exactly the plain call (flashbox_attention_forward/backward);
 //                                         head_dim_v = head_dim counts as off
-//   head_dim_v != head_dim, attention_chunk, seqused_q/k, qv
+//   head_dim_v != head_dim, attention_chunk, seqused_q/k, qv, learnable_sink
 //                                      -> device = cpu only, forward and backward (cuda refuses them;
 //                                         qv is forward only)
 //   device = cpu                       -> src/cpu/varlen_attention.cpp (masks, transforms, varlen)
@@ -12,6 +12,7 @@
 //                                         family that lacks a field declines, naming it
 // Nothing is written on failure: every check runs before any backend.
 #include <string>
+#include <utility>
 
 #include "api/dispatch.hpp"
 #include "api/ext_validate.hpp"
@@ -38,6 +39,27 @@ TensorDesc grad_desc(const char *name, void *p, const int64_t *stride, const fla
   return {name, "", p, stride, a.batch, kv ? a.seqlen_k : a.seqlen_q, kv ? a.heads_kv : a.heads_q, dim};
 }
 
+// dsink (a backward output) against the inputs it must not share a byte with: q, k, v, o, dout, lse
+// (validate_ext_memory has checked it against dq, dk, dv and the sinks).
+int check_dsink_disjoint(const flashbox_attention_grad_args &g, const flashbox_attention_ext &e, int64_t dv) {
+  if (!e.dsink) return FLASHBOX_OK;
+  const flashbox_attention_args &a = g.fwd;
+  ByteView d;
+  d.base = reinterpret_cast<uintptr_t>(e.dsink), d.run = a.heads_q * 4;
+  const std::pair<const char *, ByteView> inputs[] = {
+      {"q", tensor_view(tensor_q(a), a.dtype)},
+      {"k", tensor_view(tensor_k(a), a.dtype)},
+      {"v", tensor_view(tensor_v(a, dv), a.dtype)},
+      {"o", tensor_view(tensor_o(a, dv), a.dtype)},
+      {"dout", tensor_view(grad_desc("dout", const_cast<void *>(g.dout), g.dout_stride, a, false, dv), a.dtype)},
+      {"lse", lse_view(a.lse, a)}};
+  for (const auto &[name, view] : inputs)
+    if (views_overlap(d, view).overlap)
+      return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                  std::string("dsink overlaps ") + name + " in memory (an output may not share a byte with an input)");
+  return FLASHBOX_OK;
+}
+
 #ifdef FLASHBOX_HAVE_CUDA
 // The extension's fields onto a problem built from the plain view (varlen: batch = the sequences).
 void add_ext(Problem &p, const flashbox_attention_args &a, const flashbox_attention_ext &e) {
@@ -55,7 +77,7 @@ int cuda_forward_ext(const flashbox_attention_args &a, const flashbox_attention_
   // Validation refuses head_dim_v != head_dim, attention_chunk, seqused and qv on cuda
   // (src/api/ext_validate.cpp); the kernels know none of them, so this is asserted once more before
   // any launch.
-  if (e.head_dim_v != 0 || e.attention_chunk != 0 || e.seqused_q || e.seqused_k || e.qv)
+  if (e.head_dim_v != 0 || e.attention_chunk != 0 || e.seqused_q || e.seqused_k || e.qv || e.learnable_sink)
     return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_forward_ext: a cpu-only field reached the CUDA backends");
   if (int rc = resolve_tuning(nullptr, Pass::forward, p.tuning)) return rc;
   return cuda_forward(p);
@@ -66,7 +88,7 @@ int cuda_backward_ext(const flashbox_attention_grad_args &g, const flashbox_atte
   GradProblem p = make_grad_problem(flat, ext_mods(g.fwd, e));
   add_ext(p.fwd, g.fwd, e);
   // The cpu-only fields, asserted once more before any launch, as for the forward.
-  if (e.head_dim_v != 0 || e.attention_chunk != 0 || e.seqused_q || e.seqused_k || e.qv)
+  if (e.head_dim_v != 0 || e.attention_chunk != 0 || e.seqused_q || e.seqused_k || e.qv || e.learnable_sink)
     return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_backward_ext: a cpu-only field reached the CUDA backends");
   if (int rc = resolve_tuning(nullptr, Pass::backward, p.fwd.tuning)) return rc;
   return cuda_backward(p);
@@ -128,6 +150,7 @@ FLASHBOX_API int flashbox_attention_backward_ext(const flashbox_attention_grad_a
                                  tensor_view(grad_desc("dv", flat.dv, flat.dv_stride, a, true, dv), a.dtype)};
     const char *const names[3] = {"dq", "dk", "dv"};
     if (int rc = validate_ext_memory(args->fwd, e, outputs, names, 3)) return rc;
+    if (int rc = check_dsink_disjoint(flat, e, dv)) return rc;
 #ifdef FLASHBOX_HAVE_CUDA
     if (args->fwd.device == FLASHBOX_CUDA) return cuda_backward_ext(*args, flat, e);
 #endif

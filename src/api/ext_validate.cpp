@@ -29,9 +29,10 @@ constexpr int32_t kExtSize = int32_t(sizeof(flashbox_attention_ext));
 // them; the fields its version lacks read as 0.
 constexpr int32_t kExtV1Size = int32_t(offsetof(flashbox_attention_ext, head_dim_v));
 constexpr int32_t kExtSizes[] = {kExtV1Size, int32_t(offsetof(flashbox_attention_ext, attention_chunk)),
-                                 int32_t(offsetof(flashbox_attention_ext, qv)), kExtSize};
+                                 int32_t(offsetof(flashbox_attention_ext, qv)),
+                                 int32_t(offsetof(flashbox_attention_ext, learnable_sink)), kExtSize};
 const char *const kExtSizeNames[] = {"the struct of flashbox 0.2.0", "with head_dim_v", "with seqused_k",
-                                     "sizeof(flashbox_attention_ext)"};
+                                     "with qv", "sizeof(flashbox_attention_ext)"};
 constexpr int32_t kExtMaxSize = 4096;  // a struct_size beyond this is taken for garbage, not a newer struct
 
 // An input buffer of the extension (slopes, cu_seqlens): 4-byte aligned, no output inside it.
@@ -117,7 +118,7 @@ bool ext_is_varlen(const flashbox_attention_ext &e) { return e.cu_seqlens_q && e
 bool ext_is_plain(const flashbox_attention_ext &e) {
   return e.window_left == -1 && e.window_right == -1 && e.softcap == 0.0f && !e.alibi_slopes && !e.cu_seqlens_q &&
          !e.cu_seqlens_k && e.max_seqlen_q == 0 && e.max_seqlen_k == 0 && e.head_dim_v == 0 &&
-         e.attention_chunk == 0 && !e.seqused_q && !e.seqused_k && !e.qv;
+         e.attention_chunk == 0 && !e.seqused_q && !e.seqused_k && !e.qv && !e.learnable_sink && !e.dsink;
 }
 
 int64_t ext_head_dim_v(const flashbox_attention_args &a, const flashbox_attention_ext &e) {
@@ -154,12 +155,19 @@ int validate_ext_fields(const flashbox_attention_args &a, flashbox_attention_ext
   if (e.qv && pass == Pass::backward)
     return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
                 "qv is set: the backward takes no qv (as FlashAttention-3's; qv is a forward-only input)");
-  if (a.device == FLASHBOX_CUDA && (e.attention_chunk > 0 || e.seqused_q || e.seqused_k || e.qv))
+  if (e.dsink && !e.learnable_sink)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "dsink is set but learnable_sink is NULL (pass NULL without sinks)");
+  if (pass == Pass::backward && e.learnable_sink && !e.dsink)
+    return fail(FLASHBOX_ERR_NULL_POINTER,
+                "dsink is NULL: the backward of a call with learnable_sink writes its gradient (fp32 [heads_q])");
+  if (a.device == FLASHBOX_CUDA &&
+      (e.attention_chunk > 0 || e.seqused_q || e.seqused_k || e.qv || e.learnable_sink))
     return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
                 std::string(e.attention_chunk > 0 ? "attention_chunk = " + str(e.attention_chunk)
                             : e.seqused_q         ? std::string("seqused_q")
                             : e.seqused_k         ? std::string("seqused_k")
-                                                  : std::string("qv")) +
+                            : e.qv                ? std::string("qv")
+                                                  : std::string("learnable_sink")) +
                     ": the CUDA kernels do not take it yet; it runs on device = cpu");
   if (e.qv && a.device == FLASHBOX_CPU && a.head_dim + ext_head_dim_v(a, e) > kCpuMaxHeadDim)
     return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
@@ -258,6 +266,25 @@ int validate_ext_memory(const flashbox_attention_args &a, const flashbox_attenti
                                                        " overlaps qv = " + ptr_str(e.qv) +
                                                        " in memory (an output may not share an element with an input)");
   }
+  if (e.learnable_sink) {
+    if (int rc = check_input_buffer(e.learnable_sink, a.heads_q * 4, "learnable_sink", outputs, output_names,
+                                    n_outputs))
+      return rc;
+    if (a.device == FLASHBOX_CPU)
+      for (int64_t h = 0; h < a.heads_q; ++h)
+        if (!std::isfinite(e.learnable_sink[h]))
+          return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "learnable_sink[" + str(h) + "] = " +
+                                                         std::to_string(e.learnable_sink[h]) + " must be finite");
+  }
+  if (e.dsink) {  // an output of the backward: disjoint from the sinks and from every other output
+    if (int rc = check_input_buffer(e.dsink, a.heads_q * 4, "dsink", outputs, output_names, n_outputs)) return rc;
+    ByteView sink_view, dsink_view;
+    sink_view.base = reinterpret_cast<uintptr_t>(e.learnable_sink), sink_view.run = a.heads_q * 4;
+    dsink_view.base = reinterpret_cast<uintptr_t>(e.dsink), dsink_view.run = a.heads_q * 4;
+    if (views_overlap(dsink_view, sink_view).overlap)
+      return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "dsink = " + ptr_str(e.dsink) + " overlaps learnable_sink = " +
+                                                     ptr_str(e.learnable_sink) + " in memory");
+  }
   for (const char which : {'q', 'k'}) {
     const int32_t *used = which == 'q' ? e.seqused_q : e.seqused_k;
     if (!used) continue;
@@ -287,6 +314,7 @@ core::ScoreMods ext_mods(const flashbox_attention_args &a, const flashbox_attent
   m.alibi_slopes = e.alibi_slopes;
   m.alibi_batch_stride = e.alibi_batch_stride;
   m.chunk = e.attention_chunk;
+  m.sinks = e.learnable_sink;
   return m;
 }
 

@@ -9,6 +9,11 @@
 //                  chunk > 0 (attention_chunk) intersects that with the keys of the row's chunk:
 //                  c <= j < c + chunk, c = floor((i + shift) / chunk) * chunk;
 //                  a row that sees no key gets O = 0, LSE = -inf and no gradient.
+//   sink           a learnable sink logit per query head (FlashAttention-4's learnable_sink, in the
+//                  units of s) joins every row's softmax denominator as a column with no value:
+//                  LSE = log(sum_j exp(s_j) + exp(sink)), O = sum_j exp(s_j - LSE) v_j; a row that
+//                  sees no key then has O = 0 and LSE = sink. Its gradient is
+//                  dsink = -sum over rows of exp(sink - LSE) * (dO . O).
 //   score          s = scale * q_i . k_j
 //                  softcap > 0:  s = softcap * tanh(s / softcap)       (after the scale)
 //                  ALiBi slope:  s = s - slope * |i + shift - j|        (after the softcap)
@@ -27,10 +32,13 @@ struct ScoreMods {
   const float *alibi_slopes = nullptr;          // fp32 [heads_q] or [batch, heads_q]; null: off
   int64_t alibi_batch_stride = 0;               // elements between batches' slopes (0: shared)
   int64_t chunk = 0;                            // attention_chunk: 0 off, else the chunk's keys
+  const float *sinks = nullptr;                 // fp32 [heads_q] sink logits; null: none
 
   bool has_window() const { return window_left >= 0 || window_right >= 0; }
   // The slope of (batch b, query head h), 0 without ALiBi.
   float slope(int64_t b, int64_t h) const { return alibi_slopes ? alibi_slopes[b * alibi_batch_stride + h] : 0.0f; }
+  // The sink logit of query head h, -inf without sinks (exp(-inf) = 0: no sink).
+  float sink(int64_t h) const { return sinks ? sinks[h] : -INFINITY; }
 };
 
 // Mods of a call with only the fixed-length causal flag (the original C API).

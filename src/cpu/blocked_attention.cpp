@@ -260,13 +260,19 @@ FLASHBOX_VECTOR_CLONES void process_q_block(const Tiling &p, int64_t b, int64_t 
   // >>> report:finalize
   // O = acc / l (one division per row) and LSE = ln(sum exp(s)) = (m + log2 l) * ln 2. A row that
   // saw no key keeps l = 0: O = 0 and LSE = -inf.
+  const float sink2 = m.sink(h) * flashbox::kLog2e;  // a learnable sink joins the denominator (-inf: none)
   for (int64_t r = 0; r < rows; ++r) {
     float *acc = t.acc + r * t.DV;
-    const float l = t.l[r];
+    float l = t.l[r], mr = t.m[r];
+    if (sink2 != kNegInf) {  // l 2^(m - m') + 2^(sink - m') with m' = max(m, sink); acc scaled alike
+      const float m_new = std::max(mr, sink2), alpha = cpu::exp2_nonpositive(mr - m_new);
+      l = l * alpha + cpu::exp2_nonpositive(sink2 - m_new), mr = m_new;
+      for (int64_t x = 0; x < DV; ++x) acc[x] *= alpha;
+    }
     const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
     for (int64_t x = 0; x < DV; ++x) acc[x] *= inv_l;
     cpu::store_row_from_float(a.o, a.dtype, b * a.o_stride[0] + (i0 + r) * a.o_stride[1] + h * a.o_stride[2], DV, acc);
-    if (a.lse) a.lse[(b * a.heads_q + h) * a.seqlen_q + i0 + r] = l > 0.0f ? (t.m[r] + std::log2(l)) * kLn2 : kNegInf;
+    if (a.lse) a.lse[(b * a.heads_q + h) * a.seqlen_q + i0 + r] = l > 0.0f ? (mr + std::log2(l)) * kLn2 : kNegInf;
   }
   // <<< report:finalize
 }

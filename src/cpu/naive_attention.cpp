@@ -85,7 +85,8 @@ int cpu_naive_forward(const Problem &a) {
       }
 
       // Step 2: P = softmax(S) per row (max subtracted so exp cannot overflow). A row with every key
-      // masked has max -inf: its P row is 0 and its LSE -inf.
+      // masked has max -inf: its P row is 0 and its LSE -inf. A learnable sink joins the max and the
+      // denominator as a column with no value (such a row then has LSE = sink).
 #pragma omp parallel for collapse(3)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < HQ; ++h)
@@ -93,13 +94,14 @@ int cpu_naive_forward(const Problem &a) {
         const int64_t row = (b * HQ + h) * SQ + i;
         const float *s = S.data() + row * SK;
         float *prow = P.data() + row * SK;
-        const float mx = *std::max_element(s, s + SK);
+        const float sink = m.sink(h);
+        const float mx = std::max(*std::max_element(s, s + SK), sink);
         if (mx == -std::numeric_limits<float>::infinity()) {
           std::fill_n(prow, SK, 0.0f);
           if (a.lse) a.lse[row] = mx;
           continue;
         }
-        float sum = 0.0f;
+        float sum = std::exp(sink - mx);  // 0 without a sink
         for (int64_t j = 0; j < SK; ++j) {
           prow[j] = std::exp(s[j] - mx);
           sum += prow[j];

@@ -15,7 +15,7 @@ namespace flashbox::cpu {
 
 void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, std::vector<double> &dq,
                                        std::vector<double> &dk, std::vector<double> &dv, const core::ScoreMods *mods,
-                                       int64_t head_dim_v) {
+                                       int64_t head_dim_v, std::vector<double> *dsink) {
   const flashbox_attention_args &a = g.fwd;
   const core::ScoreMods m = mods ? *mods : core::causal_mods(a.causal);
   const int64_t B = a.batch, SQ = a.seqlen_q, SK = a.seqlen_k, HQ = a.heads_q, HKV = a.heads_kv, D = a.head_dim;
@@ -25,6 +25,7 @@ void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, st
   dq.assign(size_t(B * SQ * HQ * D), 0.0);
   dk.assign(size_t(B * SK * HKV * D), 0.0);
   dv.assign(size_t(B * SK * HKV * DV), 0.0);
+  std::vector<double> dsink_bh(size_t(B * HQ), 0.0);  // per (batch, head): each has one owner below
 
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int64_t b = 0; b < B; ++b) {
@@ -41,7 +42,8 @@ void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, st
           const int64_t begin = core::key_begin(m, i, SQ, SK), end = core::key_end(m, i, SQ, SK);
           if (end <= begin) continue;  // sees no key: O is the constant 0, every gradient through it is 0
           const double *qi = &q[size_t(i * D)], *doi = &dout[size_t(i * DV)];
-          double mx = -std::numeric_limits<double>::infinity();
+          const double sink = m.sink(h);  // -inf without a sink
+          double mx = sink;
           for (int64_t j = begin; j < end; ++j) {
             double s = 0.0;
             for (int64_t c = 0; c < D; ++c) s += qi[c] * k[size_t(j * D + c)];
@@ -50,9 +52,9 @@ void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, st
             p[size_t(j)] = capped + core::alibi_bias(slope, i, j, SQ, SK);
             mx = std::max(mx, p[size_t(j)]);
           }
-          double sum = 0.0;
+          double sum = std::exp(sink - mx);  // the sink's column (0 without one)
           for (int64_t j = begin; j < end; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
-          double rowsum = 0.0;  // D_i = Σ_j P_ij dP_ij
+          double rowsum = 0.0;  // D_i = Σ_j P_ij dP_ij (the sink's column has no value: dP = 0)
           for (int64_t j = begin; j < end; ++j) {
             p[size_t(j)] /= sum;
             double t = 0.0;
@@ -60,6 +62,7 @@ void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, st
             dp[size_t(j)] = t;
             rowsum += p[size_t(j)] * t;
           }
+          dsink_bh[size_t(b * HQ + h)] -= std::exp(sink - mx) / sum * rowsum;
           double *dqi = &dq[size_t(((b * SQ + i) * HQ + h) * D)];
           for (int64_t j = begin; j < end; ++j) {
             const double pj = p[size_t(j)];
@@ -75,6 +78,11 @@ void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, st
         }
       }
     }
+  }
+  if (dsink) {
+    dsink->assign(size_t(HQ), 0.0);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < HQ; ++h) (*dsink)[size_t(h)] += dsink_bh[size_t(b * HQ + h)];
   }
 }
 

@@ -18,8 +18,11 @@ namespace flashbox::cpu {
 // 1 - tanh^2 in dS) and ALiBi (no gradient), as in src/core/masks.hpp.
 // `head_dim_v` (0: head_dim) is V's head dim (flashbox_attention_ext's head_dim_v): v and dout have
 // rows of head_dim_v elements, and dv is [batch, seqlen_k, heads_kv, head_dim_v].
+// A learnable sink in `mods` joins each row's softmax as a column with no value; `dsink` (when not
+// null) becomes its gradient, [heads_q]: -sum over batch and rows of P_sink * D_i.
 void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, std::vector<double> &dq,
                                        std::vector<double> &dk, std::vector<double> &dv,
-                                       const core::ScoreMods *mods = nullptr, int64_t head_dim_v = 0);
+                                       const core::ScoreMods *mods = nullptr, int64_t head_dim_v = 0,
+                                       std::vector<double> *dsink = nullptr);
 
 }  // namespace flashbox::cpu

@@ -47,8 +47,12 @@ void reference_attention_fp64(const flashbox_attention_args &a, std::vector<doub
       for (int64_t i = 0; i < SQ; ++i) {
         const int64_t begin = core::key_begin(m, i, SQ, SK), end = core::key_end(m, i, SQ, SK);
         double *o = &out[size_t(((b * SQ + i) * HQ + h) * DV)];
-        if (end <= begin) continue;  // sees no key: O = 0, LSE = -inf (already set)
-        double mx = -std::numeric_limits<double>::infinity();
+        const double sink = m.sink(h);  // -inf without a sink
+        if (end <= begin) {  // sees no key: O = 0, LSE = -inf (already set) or the sink
+          if (lse && m.sinks) (*lse)[size_t((b * HQ + h) * SQ + i)] = sink;
+          continue;
+        }
+        double mx = sink;
         for (int64_t j = begin; j < end; ++j) {
           double dot = 0.0;
           for (int64_t c = 0; c < D; ++c) dot += q[size_t(i * D + c)] * k[size_t(j * D + c)];
@@ -57,7 +61,7 @@ void reference_attention_fp64(const flashbox_attention_args &a, std::vector<doub
           s[size_t(j)] = core::capped_score(dot * scale, cap) + core::alibi_bias(slope, i, j, SQ, SK);
           mx = std::max(mx, s[size_t(j)]);
         }
-        double sum = 0.0;
+        double sum = std::exp(sink - mx);  // the sink's column (0 without one)
         for (int64_t j = begin; j < end; ++j) {
           s[size_t(j)] = std::exp(s[size_t(j)] - mx);
           sum += s[size_t(j)];

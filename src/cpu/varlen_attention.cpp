@@ -9,7 +9,9 @@
 // rows are [1, heads_q, len] in the per-sequence call: a small per-sequence buffer bridges the two.
 // Sequences of length 0 are written here: queries with no key get O = 0 and LSE = -inf (dQ = 0),
 // keys with no query dK = dV = 0. The backward also writes 0 to the gradient rows past seqused.
-// qv runs as one product of [q | qv] with [k | v] (forward_with_qv), then as any other call.
+// qv runs as one product of [q | qv] with [k | v] (forward_with_qv), then as any other call. A
+// learnable sink rides in the mods (the levels add it to each row's denominator); the backward's
+// dsink is one reduction over o, dout and lse after the levels (write_sink_gradient).
 // ALiBi slopes of sequence s are row s of the slope buffer (alibi_batch_stride apart).
 // Before anything is written, the largest sequence's scratch is checked against the host's free
 // memory, so a call that would run out fails with nothing written, like the plain call.
@@ -188,11 +190,10 @@ int cpu_forward_ext(const flashbox_attention_args &a, const flashbox_attention_e
   for (int64_t s = 0; s < a.batch; ++s) {
     const Seq q = sequence(a, e, s);
     if (q.lq == 0) continue;
-    if (q.lk == 0) {  // no key: O = 0, LSE = -inf
+    if (q.lk == 0) {  // no key: O = 0, LSE = -inf (with a learnable sink: the sink)
       zero_rows(a.o, a.o_stride, q, false, 0, q.lq, a.heads_q, dv, a.dtype);
       if (a.lse)
-        for (int64_t h = 0; h < a.heads_q; ++h)
-          std::fill_n(seq_lse(a.lse, a, q, h), q.lq, -std::numeric_limits<float>::infinity());
+        for (int64_t h = 0; h < a.heads_q; ++h) std::fill_n(seq_lse(a.lse, a, q, h), q.lq, mods.sink(h));
       continue;
     }
     flashbox_attention_args x = sequence_args(a, q);
@@ -209,8 +210,34 @@ int cpu_forward_ext(const flashbox_attention_args &a, const flashbox_attention_e
   return FLASHBOX_OK;
 }
 
-int cpu_backward_ext(const flashbox_attention_grad_args &g, const flashbox_attention_ext &e,
-                     const core::ScoreMods &mods) {
+namespace {
+
+// dsink[h] = -sum over sequences and their used query rows of exp(sink[h] - lse) * (dout . o), in
+// fp64 in a fixed order (deterministic), from the forward's o and lse and the caller's dout.
+void write_sink_gradient(const flashbox_attention_grad_args &g, const flashbox_attention_ext &e, int64_t dv) {
+  const flashbox_attention_args &a = g.fwd;
+  std::vector<double> dsink(size_t(a.heads_q), 0.0);
+  std::vector<float> o(static_cast<size_t>(dv)), dout(static_cast<size_t>(dv));
+  for (int64_t s = 0; s < a.batch; ++s) {
+    const Seq q = sequence(a, e, s);
+    for (int64_t i = 0; i < q.lq; ++i) {
+      const void *orow = seq_row(a.o, a.o_stride, q, false, i, a.dtype);
+      const void *drow = seq_row(g.dout, g.dout_stride, q, false, i, a.dtype);
+      for (int64_t h = 0; h < a.heads_q; ++h) {
+        cpu::load_row_as_float(orow, a.dtype, h * a.o_stride[2], dv, o.data());
+        cpu::load_row_as_float(drow, a.dtype, h * g.dout_stride[2], dv, dout.data());
+        double dot = 0.0;
+        for (int64_t x = 0; x < dv; ++x) dot += double(o[size_t(x)]) * double(dout[size_t(x)]);
+        const double lse = seq_lse(a.lse, a, q, h)[i];
+        dsink[size_t(h)] -= std::exp(double(e.learnable_sink[h]) - lse) * dot;
+      }
+    }
+  }
+  for (int64_t h = 0; h < a.heads_q; ++h) e.dsink[h] = float(dsink[size_t(h)]);
+}
+
+int backward_levels(const flashbox_attention_grad_args &g, const flashbox_attention_ext &e,
+                    const core::ScoreMods &mods) {
   const flashbox_attention_args &a = g.fwd;
   // V's, O's, dout's and dv's head dim (head_dim unless the extension set another).
   const int64_t dv = e.head_dim_v != 0 ? e.head_dim_v : a.head_dim;
@@ -254,6 +281,15 @@ int cpu_backward_ext(const flashbox_attention_grad_args &g, const flashbox_atten
     kernel = kernel_name();
   }
   set_kernel_name(kernel + (e.cu_seqlens_q ? "_varlen" : "_seqused"));
+  return FLASHBOX_OK;
+}
+
+}  // namespace
+
+int cpu_backward_ext(const flashbox_attention_grad_args &g, const flashbox_attention_ext &e,
+                     const core::ScoreMods &mods) {
+  if (int rc = backward_levels(g, e, mods)) return rc;
+  if (e.learnable_sink) write_sink_gradient(g, e, e.head_dim_v != 0 ? e.head_dim_v : g.fwd.head_dim);
   return FLASHBOX_OK;
 }
 

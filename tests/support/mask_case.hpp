@@ -35,6 +35,7 @@ struct MaskCase {
   std::vector<int32_t> lens_q, lens_k;  // non-empty: variable length (batch = lens_q.size())
   int64_t attention_chunk = 0;
   std::vector<int32_t> used_q, used_k;  // non-empty: seqused_q / seqused_k, one per sequence
+  bool sink = false;                    // a learnable sink per query head (and its gradient dsink)
   uint64_t seed = fresh_seed();
 
   bool varlen() const { return !lens_q.empty(); }
@@ -47,7 +48,7 @@ struct MaskCase {
                     (softcap > 0 ? "_cap" + std::to_string(softcap) : "") +
                     (alibi ? "_alibi" + std::to_string(alibi) : "") + (varlen() ? "_varlen" : "") +
                     (attention_chunk ? "_chunk" + std::to_string(attention_chunk) : "") +
-                    (used_q.empty() ? "" : "_usedq") + (used_k.empty() ? "" : "_usedk");
+                    (used_q.empty() ? "" : "_usedq") + (used_k.empty() ? "" : "_usedk") + (sink ? "_sink" : "");
     return s + "_seed" + std::to_string(seed) + " (rerun with FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")";
   }
 };
@@ -103,6 +104,14 @@ class MaskData {
     e_.window_left = c_.window_left, e_.window_right = c_.window_right, e_.softcap = c_.softcap;
     if (c_.alibi) e_.alibi_slopes = slopes_.data(), e_.alibi_batch_stride = c_.alibi == 2 ? c_.heads_q + 3 : 0;
     e_.attention_chunk = c_.attention_chunk;
+    if (c_.sink) {  // around the scores' scale, head 0 far above them (the sink takes most of each row)
+      std::normal_distribution<float> normal(0.f, 1.5f);
+      sinks_.resize(size_t(c_.heads_q));
+      for (float &s : sinks_) s = normal(rng);
+      sinks_[0] = 6.0f;
+      dsink_.assign(sinks_.size(), 0.f);
+      e_.learnable_sink = sinks_.data(), e_.dsink = dsink_.data();
+    }
     if (!c_.used_q.empty()) e_.seqused_q = c_.used_q.data();
     if (!c_.used_k.empty()) e_.seqused_k = c_.used_k.data();
     if (c_.varlen()) {
@@ -139,6 +148,7 @@ class MaskData {
     for (size_t i = 0; i < ref_o_.size(); ++i) cpu::store_from_float(o_.data(), c_.dtype, int64_t(i), float(ref_o_[i]));
     for (size_t i = 0; i < ref_lse_.size(); ++i) lse_[i] = float(ref_lse_[i]);
     poison(dq_), poison(dk_), poison(dv_);
+    std::fill(dsink_.begin(), dsink_.end(), std::numeric_limits<float>::quiet_NaN());
     flashbox_attention_grad_args g{};
     g.fwd = a_;
     g.fwd.impl = impl;
@@ -174,6 +184,15 @@ class MaskData {
   Error dq_error() const { return error(dq_, ref_dq_); }
   Error dk_error() const { return error(dk_, ref_dk_); }
   Error dv_error() const { return error(dv_, ref_dv_); }
+  // dsink against the reference's (relative, NaN fails); 0 without sinks.
+  double dsink_error() const {
+    double d2 = 0, r2 = 0;
+    for (size_t h = 0; h < dsink_.size(); ++h) {
+      if (std::isnan(dsink_[h])) return INFINITY;
+      d2 += (dsink_[h] - ref_dsink_[h]) * (dsink_[h] - ref_dsink_[h]), r2 += ref_dsink_[h] * ref_dsink_[h];
+    }
+    return r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
+  }
   // Max |lse - ref| over rows with a finite reference; inf when a row disagrees on -inf or is NaN.
   double lse_error() const {
     double e = 0;
@@ -221,6 +240,7 @@ class MaskData {
     core::ScoreMods m;
     m.window_left = c_.window_left, m.window_right = c_.causal ? 0 : c_.window_right, m.softcap = c_.softcap;
     m.chunk = c_.attention_chunk;
+    if (c_.sink) m.sinks = sinks_.data();
     if (c_.alibi) m.alibi_slopes = slopes_.data(), m.alibi_batch_stride = e_.alibi_batch_stride;
     if (c_.varlen() && m.alibi_slopes) m.alibi_slopes += seq_index * m.alibi_batch_stride;
     return m;
@@ -234,13 +254,15 @@ class MaskData {
     ref_dk_.assign(size_t(rows_k_ * HKV * D), 0.0), ref_dv_.assign(ref_dk_.size(), 0.0);
     ref_lse_.assign(lse_.size(), -INFINITY);
     row_used_q_.assign(size_t(rows_q_), 1), lse_used_.assign(lse_.size(), 1);
+    ref_dsink_.assign(sinks_.size(), 0.0);
+    std::vector<double> dsink;
     if (!c_.per_sequence()) {
       const core::ScoreMods m = mods(0);
       cpu::reference_attention_fp64(a_, ref_o_, &ref_lse_, &m);
       flashbox_attention_grad_args g{};
       g.fwd = a_, g.dout = dout_.data();
       std::copy_n(a_.o_stride, 3, g.dout_stride);
-      cpu::reference_attention_backward_fp64(g, ref_dq_, ref_dk_, ref_dv_, &m);
+      cpu::reference_attention_backward_fp64(g, ref_dq_, ref_dk_, ref_dv_, &m, 0, c_.sink ? &ref_dsink_ : nullptr);
       return;
     }
     for (int64_t s = 0; s < c_.batch; ++s) {
@@ -257,7 +279,13 @@ class MaskData {
         row_used_q_[size_t(q0 + i)] = 0;
         for (int64_t h = 0; h < HQ; ++h) lse_used_[lse_at(h, i)] = 0;
       }
-      if (lq == 0 || lk == 0) continue;  // O = 0, LSE = -inf, gradients 0: already so
+      if (lq == 0) continue;  // nothing to compute
+      if (lk == 0) {  // O = 0, gradients 0: already so; LSE -inf, or the sink
+        if (c_.sink)
+          for (int64_t h = 0; h < HQ; ++h)
+            for (int64_t i = 0; i < lq; ++i) ref_lse_[lse_at(h, i)] = sinks_[size_t(h)];
+        continue;
+      }
       flashbox_attention_args a = a_;
       a.batch = 1, a.seqlen_q = lq, a.seqlen_k = lk;
       a.q = q_.data() + q0 * HQ * D * es, a.k = k_.data() + k0 * HKV * D * es, a.v = v_.data() + k0 * HKV * D * es;
@@ -267,7 +295,8 @@ class MaskData {
       flashbox_attention_grad_args g{};
       g.fwd = a, g.dout = dout_.data() + q0 * HQ * D * es;
       std::copy_n(a_.o_stride, 3, g.dout_stride);
-      cpu::reference_attention_backward_fp64(g, dq, dk, dv, &m);
+      cpu::reference_attention_backward_fp64(g, dq, dk, dv, &m, 0, c_.sink ? &dsink : nullptr);
+      for (size_t h = 0; h < dsink.size(); ++h) ref_dsink_[h] += dsink[h];
       std::copy(o.begin(), o.end(), ref_o_.begin() + q0 * HQ * D);
       std::copy(dq.begin(), dq.end(), ref_dq_.begin() + q0 * HQ * D);
       std::copy(dk.begin(), dk.end(), ref_dk_.begin() + k0 * HKV * D);
@@ -297,11 +326,11 @@ class MaskData {
   MaskCase c_;
   int64_t rows_q_ = 0, rows_k_ = 0;
   std::vector<uint8_t> q_, k_, v_, o_, dout_, dq_, dk_, dv_;
-  std::vector<float> lse_, slopes_;
+  std::vector<float> lse_, slopes_, sinks_, dsink_;
   std::vector<int32_t> cu_q_, cu_k_;
   flashbox_attention_args a_{};
   flashbox_attention_ext e_{};
-  std::vector<double> ref_o_, ref_lse_, ref_dq_, ref_dk_, ref_dv_;
+  std::vector<double> ref_o_, ref_lse_, ref_dq_, ref_dk_, ref_dv_, ref_dsink_;
   std::vector<char> row_used_q_, lse_used_;  // query rows / lse entries a forward writes (seqused_q)
 };
 
@@ -329,6 +358,9 @@ inline void check_cpu_levels(MaskCase c, bool backward = true) {
       for (int i = 0; i < 3; ++i) {
         EXPECT_FALSE(e[i].nan) << names[i] << " holds NaN (an element was not written)";
         EXPECT_LT(e[i].rel, d.tolerance() * (d.config().dtype == FLASHBOX_FLOAT32 ? 10 : 1)) << names[i];
+      }
+      if (d.config().sink) {
+        EXPECT_LT(d.dsink_error(), d.tolerance() * 10) << "dsink";
       }
     }
   }

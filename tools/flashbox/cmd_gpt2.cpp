@@ -254,7 +254,7 @@ void run_eval(const EvalCliOptions &o) {
 }
 
 void setup(CLI::App &app) {
-  auto *gpt2 = app.add_subcommand("gpt2", "SPEC step 5: GPT-2 with swappable attention (init, tokenize, eval)");
+  auto *gpt2 = app.add_subcommand("gpt2", "SPEC step 5: GPT-2 with swappable attention (init, tokenize, eval, train, generate)");
   gpt2->require_subcommand(1);
 
   auto init = std::make_shared<InitOptions>();

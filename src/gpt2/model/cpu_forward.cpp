@@ -51,8 +51,6 @@ void layernorm(const float *x, const float *w, const float *b, int64_t M, int64_
   }
 }
 
-namespace {
-
 void gelu_tanh(float *x, int64_t n) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
 #pragma omp parallel for schedule(static)
@@ -66,8 +64,6 @@ void add_inplace(float *x, const float *y, int64_t n) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
-
-}  // namespace
 
 void CpuGpt2::trunk(const int32_t *tokens, int B, int T, flashbox_impl impl) {
   const Gpt2Config &c = w_.config();

@@ -35,4 +35,8 @@ void linear_forward(const float *x, const float *W, const float *b, int64_t M, i
 void layernorm(const float *x, const float *w, const float *b, int64_t M, int64_t C, float *y,
                float *mean_out = nullptr, float *rstd_out = nullptr);
 
+// x = GELU(x) in GPT-2's tanh form; x += y.
+void gelu_tanh(float *x, int64_t n);
+void add_inplace(float *x, const float *y, int64_t n);
+
 }  // namespace flashbox::gpt2

@@ -204,6 +204,19 @@ typedef struct {
    * FLASHBOX_ERR_UNSUPPORTED_IMPL before anything is written. */
   const float *learnable_sink;
   float *dsink;
+  /* Added after 0.2.0, after dsink (a shorter struct_size reads them as 0 / NULL):
+   * num_splits: 0 or 1, the keys in one part. n > 1 (forward only): the keys of each sequence are
+   * split into n contiguous parts of ceil(seqlen_k / n) keys (the last ones shorter or empty), each
+   * part's attention is computed on its own, and o and lse are their combination
+   * (flashbox_attention_combine's rule): the same attention up to rounding. out_partial /
+   * lse_partial (both or neither): each part's normalised output and LSE are also written there for
+   * a caller's own combine, fp32 dense [num_splits, batch, seqlen_q, heads_q, head_dim_v] and
+   * [num_splits, batch, heads_q, seqlen_q] (with cu_seqlens: batch 1 and seqlen_q the total, lse
+   * [num_splits, heads_q, total_q]); a part that sees no key of a row has LSE -inf there and O 0.
+   * device = cpu, at most 256 parts, not with seqused_q/k or learnable_sink; device = cuda refuses
+   * num_splits > 1 with FLASHBOX_ERR_UNSUPPORTED_IMPL before anything is written. */
+  int64_t num_splits;
+  float *out_partial, *lse_partial;
 } flashbox_attention_ext;
 
 /* A struct with every field off (struct_size set, windows -1, head_dim_v 0). */

@@ -34,6 +34,9 @@ class AttentionExt(ctypes.Structure):
         ("qv_stride", ctypes.c_int64 * 3),
         ("learnable_sink", ctypes.c_void_p), # const float *, [heads_q] or None
         ("dsink", ctypes.c_void_p),          # float *, [heads_q]: the backward's sink gradient
+        ("num_splits", ctypes.c_int64),      # forward: key parts combined (0/1: one part)
+        ("out_partial", ctypes.c_void_p),    # fp32 [splits, batch, seqlen_q, heads_q, head_dim_v] or None
+        ("lse_partial", ctypes.c_void_p),    # fp32 [splits, batch, heads_q, seqlen_q] or None
     ]
 
 

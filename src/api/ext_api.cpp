@@ -60,6 +60,34 @@ int check_dsink_disjoint(const flashbox_attention_grad_args &g, const flashbox_a
   return FLASHBOX_OK;
 }
 
+// out_partial and lse_partial (forward outputs with num_splits): fp32-aligned, sizes within int64, and
+// disjoint from each other, from o and lse, and from q, k, v.
+int check_partials(const flashbox_attention_args &flat, const flashbox_attention_ext &e, int64_t dv) {
+  if (!e.out_partial) return FLASHBOX_OK;
+  const flashbox_attention_args &a = flat;
+  const __int128 rows = __int128(e.num_splits) * a.batch * a.seqlen_q * a.heads_q;
+  if (rows * dv * 4 > __int128(INT64_MAX))
+    return fail(FLASHBOX_ERR_SIZE_OVERFLOW, "out_partial's size (num_splits x batch x seqlen_q x heads_q x "
+                                            "head_dim_v x 4 bytes) overflows int64");
+  ByteView po, pl;
+  po.base = reinterpret_cast<uintptr_t>(e.out_partial), po.run = int64_t(rows * dv * 4);
+  pl.base = reinterpret_cast<uintptr_t>(e.lse_partial), pl.run = int64_t(rows * 4);
+  const std::pair<const char *, ByteView> others[] = {
+      {"q", tensor_view(tensor_q(a), a.dtype)},     {"k", tensor_view(tensor_k(a), a.dtype)},
+      {"v", tensor_view(tensor_v(a, dv), a.dtype)}, {"o", tensor_view(tensor_o(a, dv), a.dtype)},
+      {"lse", a.lse ? lse_view(a.lse, a) : ByteView{}}, {"lse_partial", pl}};
+  for (const auto &[part, view] : {std::pair<const char *, ByteView>{"out_partial", po}, {"lse_partial", pl}}) {
+    if (view.base % 4 != 0)
+      return fail(FLASHBOX_ERR_MISALIGNED, std::string(part) + " is not 4-byte aligned (fp32)");
+    for (const auto &[name, other] : others)
+      if (other.base && std::string(name) != part && views_overlap(view, other).overlap)
+        return fail(FLASHBOX_ERR_INVALID_ARGUMENT, std::string(part) + " overlaps " + name +
+                                                       " in memory (an output may not share a byte with another "
+                                                       "buffer of the call)");
+  }
+  return FLASHBOX_OK;
+}
+
 #ifdef FLASHBOX_HAVE_CUDA
 // The extension's fields onto a problem built from the plain view (varlen: batch = the sequences).
 void add_ext(Problem &p, const flashbox_attention_args &a, const flashbox_attention_ext &e) {
@@ -123,6 +151,7 @@ FLASHBOX_API int flashbox_attention_forward_ext(const flashbox_attention_args *a
                                  flat.lse ? lse_view(flat.lse, flat) : ByteView{}};
     const char *const names[2] = {"o", "lse"};
     if (int rc = validate_ext_memory(*args, e, outputs, names, 2)) return rc;
+    if (int rc = check_partials(flat, e, ext_head_dim_v(*args, e))) return rc;
 #ifdef FLASHBOX_HAVE_CUDA
     if (args->device == FLASHBOX_CUDA) return cuda_forward_ext(*args, flat, e);
 #endif

@@ -30,9 +30,10 @@ constexpr int32_t kExtSize = int32_t(sizeof(flashbox_attention_ext));
 constexpr int32_t kExtV1Size = int32_t(offsetof(flashbox_attention_ext, head_dim_v));
 constexpr int32_t kExtSizes[] = {kExtV1Size, int32_t(offsetof(flashbox_attention_ext, attention_chunk)),
                                  int32_t(offsetof(flashbox_attention_ext, qv)),
-                                 int32_t(offsetof(flashbox_attention_ext, learnable_sink)), kExtSize};
+                                 int32_t(offsetof(flashbox_attention_ext, learnable_sink)),
+                                 int32_t(offsetof(flashbox_attention_ext, num_splits)), kExtSize};
 const char *const kExtSizeNames[] = {"the struct of flashbox 0.2.0", "with head_dim_v", "with seqused_k",
-                                     "with qv", "sizeof(flashbox_attention_ext)"};
+                                     "with qv", "with dsink", "sizeof(flashbox_attention_ext)"};
 constexpr int32_t kExtMaxSize = 4096;  // a struct_size beyond this is taken for garbage, not a newer struct
 
 // An input buffer of the extension (slopes, cu_seqlens): 4-byte aligned, no output inside it.
@@ -118,7 +119,8 @@ bool ext_is_varlen(const flashbox_attention_ext &e) { return e.cu_seqlens_q && e
 bool ext_is_plain(const flashbox_attention_ext &e) {
   return e.window_left == -1 && e.window_right == -1 && e.softcap == 0.0f && !e.alibi_slopes && !e.cu_seqlens_q &&
          !e.cu_seqlens_k && e.max_seqlen_q == 0 && e.max_seqlen_k == 0 && e.head_dim_v == 0 &&
-         e.attention_chunk == 0 && !e.seqused_q && !e.seqused_k && !e.qv && !e.learnable_sink && !e.dsink;
+         e.attention_chunk == 0 && !e.seqused_q && !e.seqused_k && !e.qv && !e.learnable_sink && !e.dsink &&
+         e.num_splits <= 1 && !e.out_partial && !e.lse_partial;
 }
 
 int64_t ext_head_dim_v(const flashbox_attention_args &a, const flashbox_attention_ext &e) {
@@ -155,6 +157,29 @@ int validate_ext_fields(const flashbox_attention_args &a, flashbox_attention_ext
   if (e.qv && pass == Pass::backward)
     return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
                 "qv is set: the backward takes no qv (as FlashAttention-3's; qv is a forward-only input)");
+  if (e.num_splits < 0 || e.num_splits > 256)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                "num_splits = " + str(e.num_splits) + " must be within 0..256 (0 or 1: the keys in one part)");
+  if (bool(e.out_partial) != bool(e.lse_partial))
+    return fail(FLASHBOX_ERR_NULL_POINTER, std::string(e.out_partial ? "lse_partial" : "out_partial") +
+                                               " is NULL but " + (e.out_partial ? "out_partial" : "lse_partial") +
+                                               " is set (the parts' outputs need both)");
+  if (e.out_partial && e.num_splits <= 1)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                "out_partial is set but num_splits = " + str(e.num_splits) + " (partial outputs need num_splits > 1)");
+  if (e.num_splits > 1) {
+    if (pass == Pass::backward)
+      return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, "num_splits = " + str(e.num_splits) +
+                                                     ": the backward takes no split (num_splits is a forward field)");
+    if (a.device == FLASHBOX_CUDA)
+      return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, "num_splits = " + str(e.num_splits) +
+                                                     ": the CUDA kernels do not take it yet; it runs on device = cpu");
+    if (e.seqused_q || e.seqused_k || e.learnable_sink)
+      return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                  "num_splits = " + str(e.num_splits) + " with " +
+                      (e.learnable_sink ? "learnable_sink" : e.seqused_q ? "seqused_q" : "seqused_k") +
+                      " is not supported yet (split the keys yourself and combine)");
+  }
   if (e.dsink && !e.learnable_sink)
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "dsink is set but learnable_sink is NULL (pass NULL without sinks)");
   if (pass == Pass::backward && e.learnable_sink && !e.dsink)

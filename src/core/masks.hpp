@@ -9,6 +9,8 @@
 //                  chunk > 0 (attention_chunk) intersects that with the keys of the row's chunk:
 //                  c <= j < c + chunk, c = floor((i + shift) / chunk) * chunk;
 //                  a row that sees no key gets O = 0, LSE = -inf and no gradient.
+//   split s of n   (the forward's num_splits) keys [s * part, min((s + 1) * part, seqlen_k)) only,
+//                  part = ceil(seqlen_k / n): one part of a split-key attention, combined later.
 //   sink           a learnable sink logit per query head (FlashAttention-4's learnable_sink, in the
 //                  units of s) joins every row's softmax denominator as a column with no value:
 //                  LSE = log(sum_j exp(s_j) + exp(sink)), O = sum_j exp(s_j - LSE) v_j; a row that
@@ -33,6 +35,7 @@ struct ScoreMods {
   int64_t alibi_batch_stride = 0;               // elements between batches' slopes (0: shared)
   int64_t chunk = 0;                            // attention_chunk: 0 off, else the chunk's keys
   const float *sinks = nullptr;                 // fp32 [heads_q] sink logits; null: none
+  int64_t split = 0, splits = 1;                // this call computes key part `split` of `splits`
 
   bool has_window() const { return window_left >= 0 || window_right >= 0; }
   // The slope of (batch b, query head h), 0 without ALiBi.
@@ -54,11 +57,20 @@ inline int64_t chunk_start(int64_t x, int64_t n) {
   return x - (r < 0 ? r + n : r);
 }
 
+// The keys of the call's split: [split_begin, split_end) (all of them with one split).
+inline int64_t split_begin(const ScoreMods &m, int64_t seqlen_k) {
+  return m.splits <= 1 ? 0 : std::min(seqlen_k, m.split * ((seqlen_k + m.splits - 1) / m.splits));
+}
+inline int64_t split_end(const ScoreMods &m, int64_t seqlen_k) {
+  return m.splits <= 1 ? seqlen_k : std::min(seqlen_k, (m.split + 1) * ((seqlen_k + m.splits - 1) / m.splits));
+}
+
 // First visible key of row i (clamped to [0, seqlen_k]).
 inline int64_t key_begin(const ScoreMods &m, int64_t i, int64_t seqlen_q, int64_t seqlen_k) {
   const int64_t pos = i + seqlen_k - seqlen_q;
   int64_t begin = m.window_left < 0 ? 0 : pos - m.window_left;
   if (m.chunk > 0) begin = std::max(begin, chunk_start(pos, m.chunk));
+  begin = std::max(begin, split_begin(m, seqlen_k));
   return std::clamp<int64_t>(begin, 0, seqlen_k);
 }
 // One past the last visible key of row i (clamped to [0, seqlen_k]); key_end <= key_begin: no key.
@@ -66,11 +78,13 @@ inline int64_t key_end(const ScoreMods &m, int64_t i, int64_t seqlen_q, int64_t 
   const int64_t pos = i + seqlen_k - seqlen_q;
   int64_t end = m.window_right < 0 ? seqlen_k : pos + m.window_right + 1;
   if (m.chunk > 0) end = std::min(end, chunk_start(pos, m.chunk) + m.chunk);
+  end = std::min(end, split_end(m, seqlen_k));
   return std::clamp<int64_t>(end, 0, seqlen_k);
 }
 // The rows that see key j: [query_begin, query_end) (clamped to [0, seqlen_q]), the transpose of
 // the two functions above, for the backward's walk over K/V blocks. Both bounds never decrease with
-// j (and key_begin / key_end never decrease with i), which the blocked levels rely on.
+// j (and key_begin / key_end never decrease with i), which the blocked levels rely on. A split (the
+// forward's num_splits) is not in them: the backward takes no split.
 inline int64_t query_begin(const ScoreMods &m, int64_t j, int64_t seqlen_q, int64_t seqlen_k) {
   const int64_t shift = seqlen_k - seqlen_q;
   int64_t begin = m.window_right < 0 ? 0 : j - shift - m.window_right;

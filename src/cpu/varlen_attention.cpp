@@ -28,6 +28,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "cpu/attention_backward.hpp"
+#include "cpu/combine.hpp"
 #include "cpu/masked_levels.hpp"
 #include "cpu/scratch_buffer.hpp"
 
@@ -167,12 +168,77 @@ int forward_with_qv(const flashbox_attention_args &a, const flashbox_attention_e
   return FLASHBOX_OK;
 }
 
+// A strided [batch, seq, heads, d] tensor of dtype t as a dense fp32 copy (exact: fp16 and bf16 are
+// subsets of fp32).
+std::vector<float> dense_fp32(const void *x, const int64_t *xs, int64_t batch, int64_t seq, int64_t heads, int64_t d,
+                              flashbox_dtype t) {
+  std::vector<float> out(size_t(batch * seq * heads * d));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t r = 0; r < seq; ++r)
+      for (int64_t h = 0; h < heads; ++h)
+        cpu::load_row_as_float(x, t, b * xs[0] + r * xs[1] + h * xs[2], d, out.data() + ((b * seq + r) * heads + h) * d);
+  return out;
+}
+
+// num_splits > 1: each part of the keys (ScoreMods::split) is one call of the levels in fp32 (fp16 and
+// bf16 inputs copied exactly), its output and LSE written to out_partial / lse_partial (or scratch),
+// then the parts combined into o and lse by the combine's rule (cpu/combine.hpp).
+int forward_with_splits(const flashbox_attention_args &a, const flashbox_attention_ext &e,
+                        const core::ScoreMods &mods) {
+  const int64_t S = e.num_splits, dv = e.head_dim_v != 0 ? e.head_dim_v : a.head_dim;
+  const bool packed = e.cu_seqlens_q && e.cu_seqlens_k;
+  const int64_t B = packed ? 1 : a.batch, T = a.seqlen_q, H = a.heads_q;
+  flashbox_attention_args x = a;
+  std::vector<float> q32, k32, v32;
+  if (a.dtype != FLASHBOX_FLOAT32) {
+    q32 = dense_fp32(a.q, a.q_stride, B, T, H, a.head_dim, a.dtype);
+    k32 = dense_fp32(a.k, a.k_stride, B, a.seqlen_k, a.heads_kv, a.head_dim, a.dtype);
+    v32 = dense_fp32(a.v, a.v_stride, B, a.seqlen_k, a.heads_kv, dv, a.dtype);
+    x.dtype = FLASHBOX_FLOAT32, x.q = q32.data(), x.k = k32.data(), x.v = v32.data();
+    const int64_t qs[3] = {T * H * a.head_dim, H * a.head_dim, a.head_dim};
+    const int64_t ks[3] = {a.seqlen_k * a.heads_kv * a.head_dim, a.heads_kv * a.head_dim, a.head_dim};
+    const int64_t vs[3] = {a.seqlen_k * a.heads_kv * dv, a.heads_kv * dv, dv};
+    std::copy_n(qs, 3, x.q_stride), std::copy_n(ks, 3, x.k_stride), std::copy_n(vs, 3, x.v_stride);
+  }
+  const int64_t part_o = B * T * H * dv, part_lse = B * H * T;
+  std::vector<float> o_scratch, lse_scratch;
+  float *op = e.out_partial, *lp = e.lse_partial;
+  if (!op) {
+    o_scratch.resize(size_t(S * part_o)), lse_scratch.resize(size_t(S * part_lse));
+    op = o_scratch.data(), lp = lse_scratch.data();
+  }
+  flashbox_attention_ext y = e;
+  y.num_splits = 0, y.out_partial = y.lse_partial = nullptr;
+  std::string kernel;
+  for (int64_t s = 0; s < S; ++s) {
+    x.o = op + s * part_o, x.lse = lp + s * part_lse;
+    const int64_t os[3] = {T * H * dv, H * dv, dv};
+    std::copy_n(os, 3, x.o_stride);
+    core::ScoreMods m = mods;
+    m.split = s, m.splits = S;
+    if (int rc = cpu_forward_ext(x, y, m)) return rc;
+    kernel = kernel_name();
+  }
+  flashbox_combine_args c{};
+  c.struct_size = int32_t(sizeof c), c.device = FLASHBOX_CPU, c.out_dtype = a.dtype;
+  c.num_splits = S, c.batch = B, c.seqlen = T, c.heads = H, c.head_dim_v = dv;
+  c.out_partial = op, c.lse_partial = lp;
+  const int64_t ps[4] = {part_o, T * H * dv, H * dv, dv}, ls[4] = {part_lse, H * T, 1, T};
+  std::copy_n(ps, 4, c.out_partial_stride), std::copy_n(ls, 4, c.lse_partial_stride);
+  c.out = a.o, c.lse = a.lse;
+  std::copy_n(a.o_stride, 3, c.out_stride);
+  cpu::combine_partials(c);
+  set_kernel_name(kernel + "_split" + std::to_string(S));
+  return FLASHBOX_OK;
+}
+
 }  // namespace
 
 int cpu_forward_ext(const flashbox_attention_args &a, const flashbox_attention_ext &e, const core::ScoreMods &mods) {
   // V's and O's head dim (head_dim unless the extension set another).
   const int64_t dv = e.head_dim_v != 0 ? e.head_dim_v : a.head_dim;
   if (e.qv) return forward_with_qv(a, e, mods);
+  if (e.num_splits > 1) return forward_with_splits(a, e, mods);
   if (!per_sequence(e)) return forward_one(a, mods, dv);
 
   int64_t worst = 0;  // the naive level's S and P and fp32 copies of the largest sequence

@@ -105,7 +105,7 @@ int cuda_forward_ext(const flashbox_attention_args &a, const flashbox_attention_
   // Validation refuses head_dim_v != head_dim, attention_chunk, seqused and qv on cuda
   // (src/api/ext_validate.cpp); the kernels know none of them, so this is asserted once more before
   // any launch.
-  if (e.head_dim_v != 0 || e.attention_chunk != 0 || e.seqused_q || e.seqused_k || e.qv || e.learnable_sink)
+  if (e.head_dim_v != 0 || !ext_cpu_only_field(e).empty())
     return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_forward_ext: a cpu-only field reached the CUDA backends");
   if (int rc = resolve_tuning(nullptr, Pass::forward, p.tuning)) return rc;
   return cuda_forward(p);
@@ -116,7 +116,7 @@ int cuda_backward_ext(const flashbox_attention_grad_args &g, const flashbox_atte
   GradProblem p = make_grad_problem(flat, ext_mods(g.fwd, e));
   add_ext(p.fwd, g.fwd, e);
   // The cpu-only fields, asserted once more before any launch, as for the forward.
-  if (e.head_dim_v != 0 || e.attention_chunk != 0 || e.seqused_q || e.seqused_k || e.qv || e.learnable_sink)
+  if (e.head_dim_v != 0 || !ext_cpu_only_field(e).empty())
     return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_backward_ext: a cpu-only field reached the CUDA backends");
   if (int rc = resolve_tuning(nullptr, Pass::backward, p.fwd.tuning)) return rc;
   return cuda_backward(p);

@@ -24,9 +24,9 @@ std::string ptr_str(const void *p) {
 }
 
 constexpr int32_t kExtSize = int32_t(sizeof(flashbox_attention_ext));
-// The struct's versions, oldest first: 0.2.0's ended before head_dim_v; then with head_dim_v; with
-// attention_chunk and seqused_q/k; with qv (the whole struct). A caller's struct_size may be any of
-// them; the fields its version lacks read as 0.
+// The struct's versions, oldest first: 0.2.0's ended before head_dim_v; each later one ends after a
+// group of added fields (kExtSizeNames), the last is the whole struct. A caller's struct_size may be
+// any of them; the fields its version lacks read as 0.
 constexpr int32_t kExtV1Size = int32_t(offsetof(flashbox_attention_ext, head_dim_v));
 constexpr int32_t kExtSizes[] = {kExtV1Size, int32_t(offsetof(flashbox_attention_ext, attention_chunk)),
                                  int32_t(offsetof(flashbox_attention_ext, qv)),
@@ -36,14 +36,9 @@ const char *const kExtSizeNames[] = {"the struct of flashbox 0.2.0", "with head_
                                      "with qv", "with dsink", "sizeof(flashbox_attention_ext)"};
 constexpr int32_t kExtMaxSize = 4096;  // a struct_size beyond this is taken for garbage, not a newer struct
 
-// An input buffer of the extension (slopes, cu_seqlens): 4-byte aligned, no output inside it.
-int check_input_buffer(const void *p, int64_t bytes, const char *name, const ByteView *outputs,
-                       const char *const *output_names, int n_outputs) {
-  if (reinterpret_cast<uintptr_t>(p) % 4 != 0)
-    return fail(FLASHBOX_ERR_MISALIGNED, std::string(name) + " = " + ptr_str(p) + " is not 4-byte aligned");
-  ByteView in;
-  in.base = reinterpret_cast<uintptr_t>(p);
-  in.run = bytes;
+// No output of the call shares a byte with `in` (a buffer named `name` at `p`).
+int check_outputs_disjoint(const ByteView &in, const void *p, const char *name, const ByteView *outputs,
+                           const char *const *output_names, int n_outputs) {
   for (int i = 0; i < n_outputs; ++i) {
     if (!outputs[i].base) continue;
     const OverlapAnswer ans = views_overlap(outputs[i], in);
@@ -54,6 +49,17 @@ int check_input_buffer(const void *p, int64_t bytes, const char *name, const Byt
                                                      " in memory (an output may not share an element with an input)");
   }
   return FLASHBOX_OK;
+}
+
+// An input buffer of the extension (slopes, cu_seqlens): 4-byte aligned, no output inside it.
+int check_input_buffer(const void *p, int64_t bytes, const char *name, const ByteView *outputs,
+                       const char *const *output_names, int n_outputs) {
+  if (reinterpret_cast<uintptr_t>(p) % 4 != 0)
+    return fail(FLASHBOX_ERR_MISALIGNED, std::string(name) + " = " + ptr_str(p) + " is not 4-byte aligned");
+  ByteView in;
+  in.base = reinterpret_cast<uintptr_t>(p);
+  in.run = bytes;
+  return check_outputs_disjoint(in, p, name, outputs, output_names, n_outputs);
 }
 
 // cu_seqlens on the host: 0 first, non-decreasing, the total last, every length within max_seqlen.
@@ -123,6 +129,15 @@ bool ext_is_plain(const flashbox_attention_ext &e) {
          e.num_splits <= 1 && !e.out_partial && !e.lse_partial;
 }
 
+std::string ext_cpu_only_field(const flashbox_attention_ext &e) {
+  if (e.attention_chunk > 0) return "attention_chunk = " + str(e.attention_chunk);
+  if (e.seqused_q) return "seqused_q";
+  if (e.seqused_k) return "seqused_k";
+  if (e.qv) return "qv";
+  if (e.learnable_sink) return "learnable_sink";
+  return "";
+}
+
 int64_t ext_head_dim_v(const flashbox_attention_args &a, const flashbox_attention_ext &e) {
   return e.head_dim_v != 0 ? e.head_dim_v : a.head_dim;
 }
@@ -185,15 +200,8 @@ int validate_ext_fields(const flashbox_attention_args &a, flashbox_attention_ext
   if (pass == Pass::backward && e.learnable_sink && !e.dsink)
     return fail(FLASHBOX_ERR_NULL_POINTER,
                 "dsink is NULL: the backward of a call with learnable_sink writes its gradient (fp32 [heads_q])");
-  if (a.device == FLASHBOX_CUDA &&
-      (e.attention_chunk > 0 || e.seqused_q || e.seqused_k || e.qv || e.learnable_sink))
-    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
-                std::string(e.attention_chunk > 0 ? "attention_chunk = " + str(e.attention_chunk)
-                            : e.seqused_q         ? std::string("seqused_q")
-                            : e.seqused_k         ? std::string("seqused_k")
-                            : e.qv                ? std::string("qv")
-                                                  : std::string("learnable_sink")) +
-                    ": the CUDA kernels do not take it yet; it runs on device = cpu");
+  if (const std::string field = ext_cpu_only_field(e); a.device == FLASHBOX_CUDA && !field.empty())
+    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, field + ": the CUDA kernels do not take it yet; it runs on device = cpu");
   if (e.qv && a.device == FLASHBOX_CPU && a.head_dim + ext_head_dim_v(a, e) > kCpuMaxHeadDim)
     return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
                 "qv with head_dim = " + str(a.head_dim) + " and head_dim_v = " + str(ext_head_dim_v(a, e)) +
@@ -283,13 +291,8 @@ int validate_ext_memory(const flashbox_attention_args &a, const flashbox_attenti
     TensorDesc t{"qv", "qv_stride", e.qv, e.qv_stride, flat.batch, flat.seqlen_q, flat.heads_q, ext_head_dim_v(a, e)};
     t.head_dim_name = "head_dim_v";
     if (int rc = validate_tensor(t, a.dtype, a.device)) return rc;
-    const ByteView in = tensor_view(t, a.dtype);
-    for (int i = 0; i < n_outputs; ++i)
-      if (outputs[i].base && views_overlap(outputs[i], in).overlap)
-        return fail(FLASHBOX_ERR_INVALID_ARGUMENT, std::string(output_names[i]) + " = " +
-                                                       ptr_str(reinterpret_cast<const void *>(outputs[i].base)) +
-                                                       " overlaps qv = " + ptr_str(e.qv) +
-                                                       " in memory (an output may not share an element with an input)");
+    if (int rc = check_outputs_disjoint(tensor_view(t, a.dtype), e.qv, "qv", outputs, output_names, n_outputs))
+      return rc;
   }
   if (e.learnable_sink) {
     if (int rc = check_input_buffer(e.learnable_sink, a.heads_q * 4, "learnable_sink", outputs, output_names,

@@ -18,6 +18,7 @@
 //                       totals, max_seqlen bounds) and seqused values (0 <= used <= the length)
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "api/options.hpp"
 #include "api/overlap.hpp"
@@ -37,6 +38,10 @@ bool ext_is_plain(const flashbox_attention_ext &e);
 // `pass`: names the pass in the cuda refusal of a head_dim_v of its own.
 // Also folds head_dim_v == head_dim to 0 (the same request), so the call stays the plain one.
 int validate_ext_fields(const flashbox_attention_args &a, flashbox_attention_ext &e, Pass pass);
+
+// The first field set that only the cpu takes (attention_chunk, seqused_q/k, qv, learnable_sink), as
+// an error message names it; "" when none is.
+std::string ext_cpu_only_field(const flashbox_attention_ext &e);
 
 // V's and O's head dim: head_dim_v, or head_dim when it is 0.
 int64_t ext_head_dim_v(const flashbox_attention_args &a, const flashbox_attention_ext &e);

@@ -35,6 +35,14 @@
 namespace flashbox::detail {
 namespace {
 
+// Variable-length batches: packed [total, heads, dim] tensors with cu_seqlens.
+bool packed(const flashbox_attention_ext &e) { return e.cu_seqlens_q && e.cu_seqlens_k; }
+
+// V's and O's head dim: head_dim unless the extension set another.
+int64_t v_dim(const flashbox_attention_args &a, const flashbox_attention_ext &e) {
+  return e.head_dim_v != 0 ? e.head_dim_v : a.head_dim;
+}
+
 // Sequence s of the call: where its rows start (varlen: the packed row; otherwise batch entry s at
 // row 0), its span (varlen) or seqlen, and the lengths it uses.
 struct Seq {
@@ -47,7 +55,7 @@ struct Seq {
 
 Seq sequence(const flashbox_attention_args &a, const flashbox_attention_ext &e, int64_t s) {
   Seq q{};
-  q.packed = e.cu_seqlens_q && e.cu_seqlens_k;
+  q.packed = packed(e);
   q.index = s;
   if (q.packed) {
     q.q0 = e.cu_seqlens_q[s], q.k0 = e.cu_seqlens_k[s];
@@ -107,7 +115,7 @@ int forward_one(const flashbox_attention_args &x, const core::ScoreMods &m, int6
 
 // Whether the call runs one sequence at a time.
 bool per_sequence(const flashbox_attention_ext &e) {
-  return (e.cu_seqlens_q && e.cu_seqlens_k) || e.seqused_q || e.seqused_k;
+  return packed(e) || e.seqused_q || e.seqused_k;
 }
 
 // The fixed-length args of sequence q (batch 1, its used lengths, pointers at its first rows).
@@ -121,7 +129,7 @@ flashbox_attention_args sequence_args(const flashbox_attention_args &a, const Se
 }
 
 std::string layout_name(const flashbox_attention_ext &e) {
-  return e.cu_seqlens_q && e.cu_seqlens_k ? "variable length" : "seqused";
+  return packed(e) ? "variable length" : "seqused";
 }
 
 // [x | y] per (row, head): a dense [batch, seq, heads, dx + dy] copy of two strided tensors of the
@@ -146,9 +154,8 @@ std::vector<uint8_t> concat_heads(const void *x, const int64_t *xs, int64_t dx, 
 // columns, V as it is; softmax_scale 0 means 1/sqrt(head_dim + head_dim_v). The copies are exact (same
 // dtype), so the call is the same attention as the sum, computed by the unchanged levels.
 int forward_with_qv(const flashbox_attention_args &a, const flashbox_attention_ext &e, const core::ScoreMods &mods) {
-  const int64_t d = a.head_dim, dv = e.head_dim_v != 0 ? e.head_dim_v : d, dc = d + dv;
-  const bool packed = e.cu_seqlens_q && e.cu_seqlens_k;
-  const int64_t batch = packed ? 1 : a.batch;  // varlen: one packed [total, heads, dim] tensor
+  const int64_t d = a.head_dim, dv = v_dim(a, e), dc = d + dv;
+  const int64_t batch = packed(e) ? 1 : a.batch;  // varlen: one packed [total, heads, dim] tensor
   const std::vector<uint8_t> qc =
       concat_heads(a.q, a.q_stride, d, e.qv, e.qv_stride, dv, batch, a.seqlen_q, a.heads_q, a.dtype);
   const std::vector<uint8_t> kc =
@@ -162,7 +169,7 @@ int forward_with_qv(const flashbox_attention_args &a, const flashbox_attention_e
   if (x.softmax_scale == 0.0f) x.softmax_scale = float(1.0 / std::sqrt(double(dc)));
   flashbox_attention_ext y = e;
   y.qv = nullptr;
-  y.head_dim_v = dv;  // no longer equal to the (concatenated) head_dim
+  y.head_dim_v = dv;  // x.head_dim is head_dim + head_dim_v: V's head dim is given explicitly
   if (int rc = cpu_forward_ext(x, y, mods)) return rc;
   set_kernel_name(std::string(kernel_name()) + "_qv");
   return FLASHBOX_OK;
@@ -185,9 +192,8 @@ std::vector<float> dense_fp32(const void *x, const int64_t *xs, int64_t batch, i
 // then the parts combined into o and lse by the combine's rule (cpu/combine.hpp).
 int forward_with_splits(const flashbox_attention_args &a, const flashbox_attention_ext &e,
                         const core::ScoreMods &mods) {
-  const int64_t S = e.num_splits, dv = e.head_dim_v != 0 ? e.head_dim_v : a.head_dim;
-  const bool packed = e.cu_seqlens_q && e.cu_seqlens_k;
-  const int64_t B = packed ? 1 : a.batch, T = a.seqlen_q, H = a.heads_q;
+  const int64_t S = e.num_splits, dv = v_dim(a, e);
+  const int64_t B = packed(e) ? 1 : a.batch, T = a.seqlen_q, H = a.heads_q;
   flashbox_attention_args x = a;
   std::vector<float> q32, k32, v32;
   if (a.dtype != FLASHBOX_FLOAT32) {
@@ -209,11 +215,11 @@ int forward_with_splits(const flashbox_attention_args &a, const flashbox_attenti
   }
   flashbox_attention_ext y = e;
   y.num_splits = 0, y.out_partial = y.lse_partial = nullptr;
+  const int64_t os[3] = {T * H * dv, H * dv, dv};
+  std::copy_n(os, 3, x.o_stride);
   std::string kernel;
   for (int64_t s = 0; s < S; ++s) {
     x.o = op + s * part_o, x.lse = lp + s * part_lse;
-    const int64_t os[3] = {T * H * dv, H * dv, dv};
-    std::copy_n(os, 3, x.o_stride);
     core::ScoreMods m = mods;
     m.split = s, m.splits = S;
     if (int rc = cpu_forward_ext(x, y, m)) return rc;
@@ -235,8 +241,7 @@ int forward_with_splits(const flashbox_attention_args &a, const flashbox_attenti
 }  // namespace
 
 int cpu_forward_ext(const flashbox_attention_args &a, const flashbox_attention_ext &e, const core::ScoreMods &mods) {
-  // V's and O's head dim (head_dim unless the extension set another).
-  const int64_t dv = e.head_dim_v != 0 ? e.head_dim_v : a.head_dim;
+  const int64_t dv = v_dim(a, e);
   if (e.qv) return forward_with_qv(a, e, mods);
   if (e.num_splits > 1) return forward_with_splits(a, e, mods);
   if (!per_sequence(e)) return forward_one(a, mods, dv);
@@ -272,7 +277,7 @@ int cpu_forward_ext(const flashbox_attention_args &a, const flashbox_attention_e
     if (a.lse)
       for (int64_t h = 0; h < a.heads_q; ++h) std::copy_n(lse.data() + h * q.lq, q.lq, seq_lse(a.lse, a, q, h));
   }
-  set_kernel_name(kernel + (e.cu_seqlens_q ? "_varlen" : "_seqused"));
+  set_kernel_name(kernel + (packed(e) ? "_varlen" : "_seqused"));
   return FLASHBOX_OK;
 }
 
@@ -305,8 +310,7 @@ void write_sink_gradient(const flashbox_attention_grad_args &g, const flashbox_a
 int backward_levels(const flashbox_attention_grad_args &g, const flashbox_attention_ext &e,
                     const core::ScoreMods &mods) {
   const flashbox_attention_args &a = g.fwd;
-  // V's, O's, dout's and dv's head dim (head_dim unless the extension set another).
-  const int64_t dv = e.head_dim_v != 0 ? e.head_dim_v : a.head_dim;
+  const int64_t dv = v_dim(a, e);  // V's, O's, dout's and dv's
   if (!per_sequence(e)) return cpu_backward(make_grad_problem(g, mods, dv));
 
   const flashbox_dtype t = a.dtype;
@@ -346,7 +350,7 @@ int backward_levels(const flashbox_attention_grad_args &g, const flashbox_attent
     if (int rc = cpu_backward(make_grad_problem(x, sequence_mods(mods, s), dv))) return rc;
     kernel = kernel_name();
   }
-  set_kernel_name(kernel + (e.cu_seqlens_q ? "_varlen" : "_seqused"));
+  set_kernel_name(kernel + (packed(e) ? "_varlen" : "_seqused"));
   return FLASHBOX_OK;
 }
 
@@ -355,7 +359,7 @@ int backward_levels(const flashbox_attention_grad_args &g, const flashbox_attent
 int cpu_backward_ext(const flashbox_attention_grad_args &g, const flashbox_attention_ext &e,
                      const core::ScoreMods &mods) {
   if (int rc = backward_levels(g, e, mods)) return rc;
-  if (e.learnable_sink) write_sink_gradient(g, e, e.head_dim_v != 0 ? e.head_dim_v : g.fwd.head_dim);
+  if (e.learnable_sink) write_sink_gradient(g, e, v_dim(g.fwd, e));
   return FLASHBOX_OK;
 }
 

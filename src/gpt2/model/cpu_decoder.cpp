@@ -26,49 +26,36 @@ const std::vector<float> &CpuGpt2Decoder::feed(const int32_t *tokens, int n) {
                                 capacity_));
   x_.resize(size_t(n * C)), ln_.resize(size_t(n * C)), qkv_.resize(size_t(n * 3 * C));
   att_.resize(size_t(n * C)), fc_.resize(size_t(n * 4 * C));
-  const float *wte = w_.tensor(Param::Wte).data(), *wpe = w_.tensor(Param::Wpe).data();
-  for (int64_t m = 0; m < n; ++m) {
-    const int32_t tok = tokens[m];
-    if (tok < 0 || tok >= c.vocab_size)
-      throw Gpt2Error(fmt::format("token id {} is outside the model's vocabulary of {}", tok, c.vocab_size));
-    for (int64_t i = 0; i < C; ++i) x_[size_t(m * C + i)] = wte[tok * C + i] + wpe[(length_ + m) * C + i];
-  }
+  embed_tokens(w_, tokens, n, n, length_, x_.data());
   const int32_t cache_len = length_;
   for (int l = 0; l < c.n_layer; ++l) {
-    auto p = [&](Param q) { return w_.layer(q, l).data(); };
-    layernorm(x_.data(), p(Param::Ln1W), p(Param::Ln1B), n, C, ln_.data());
-    linear_forward(ln_.data(), p(Param::QkvW), p(Param::QkvB), n, C, 3 * C, qkv_.data());
     // q, k_new and v_new are column slices of qkv [n, 3C]: [1, n, H, D] views with row stride 3C.
-    flashbox_kvcache_args a{};
-    a.struct_size = int32_t(sizeof a);
-    a.device = FLASHBOX_CPU, a.dtype = FLASHBOX_FLOAT32;
-    a.batch = 1, a.seqlen_q = n, a.heads_q = H, a.heads_kv = H, a.head_dim = D;
-    a.q = qkv_.data();
-    a.k_new = qkv_.data() + C, a.v_new = qkv_.data() + 2 * C, a.seqlen_new = n;
-    for (int64_t *s : {a.q_stride, a.k_new_stride, a.v_new_stride}) s[0] = n * 3 * C, s[1] = 3 * C, s[2] = D;
-    a.k_cache = k_cache_[size_t(l)].data(), a.v_cache = v_cache_[size_t(l)].data();
-    for (int64_t *s : {a.k_cache_stride, a.v_cache_stride}) s[0] = capacity_ * C, s[1] = C, s[2] = D;
-    a.cache_entries = 1, a.cache_rows = capacity_;
-    a.cache_seqlens = &cache_len;
-    a.o = att_.data();
-    a.o_stride[0] = n * C, a.o_stride[1] = C, a.o_stride[2] = D;
-    a.causal = 1;
-    if (int rc = flashbox_attention_kvcache(&a))
-      throw Gpt2Error(fmt::format("attention (KV cache) failed ({}): {}", rc, flashbox_last_error()));
-    linear_forward(att_.data(), p(Param::AttnProjW), p(Param::AttnProjB), n, C, C, ln_.data());
-    add_inplace(x_.data(), ln_.data(), n * C);
-    layernorm(x_.data(), p(Param::Ln2W), p(Param::Ln2B), n, C, ln_.data());
-    linear_forward(ln_.data(), p(Param::FcW), p(Param::FcB), n, C, 4 * C, fc_.data());
-    gelu_tanh(fc_.data(), n * 4 * C);
-    linear_forward(fc_.data(), p(Param::FcProjW), p(Param::FcProjB), n, 4 * C, C, ln_.data());
-    add_inplace(x_.data(), ln_.data(), n * C);
+    const auto attend = [&](const float *qkv, float *att) {
+      flashbox_kvcache_args a{};
+      a.struct_size = int32_t(sizeof a);
+      a.device = FLASHBOX_CPU, a.dtype = FLASHBOX_FLOAT32;
+      a.batch = 1, a.seqlen_q = n, a.heads_q = H, a.heads_kv = H, a.head_dim = D;
+      a.q = qkv;
+      a.k_new = qkv + C, a.v_new = qkv + 2 * C, a.seqlen_new = n;
+      for (int64_t *s : {a.q_stride, a.k_new_stride, a.v_new_stride}) s[0] = n * 3 * C, s[1] = 3 * C, s[2] = D;
+      a.k_cache = k_cache_[size_t(l)].data(), a.v_cache = v_cache_[size_t(l)].data();
+      for (int64_t *s : {a.k_cache_stride, a.v_cache_stride}) s[0] = capacity_ * C, s[1] = C, s[2] = D;
+      a.cache_entries = 1, a.cache_rows = capacity_;
+      a.cache_seqlens = &cache_len;
+      a.o = att;
+      a.o_stride[0] = n * C, a.o_stride[1] = C, a.o_stride[2] = D;
+      a.causal = 1;
+      if (int rc = flashbox_attention_kvcache(&a))
+        throw Gpt2Error(fmt::format("attention (KV cache) failed ({}): {}", rc, flashbox_last_error()));
+    };
+    block_forward(w_, l, n, x_.data(), ln_.data(), qkv_.data(), att_.data(), fc_.data(), attend);
   }
   length_ += n;
   // The last position's final LayerNorm and LM head (tied to the token embedding).
   const float *last = x_.data() + (n - 1) * C;
   layernorm(last, w_.tensor(Param::LnfW).data(), w_.tensor(Param::LnfB).data(), 1, C, ln_.data());
   logits_.resize(size_t(c.vocab_size));
-  linear_forward(ln_.data(), wte, nullptr, 1, C, c.vocab_size, logits_.data());
+  linear_forward(ln_.data(), w_.tensor(Param::Wte).data(), nullptr, 1, C, c.vocab_size, logits_.data());
   return logits_;
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <functional>
 
 #include "gpt2/error.hpp"
 #include "gpt2/model/attention_call.hpp"
@@ -51,6 +52,8 @@ void layernorm(const float *x, const float *w, const float *b, int64_t M, int64_
   }
 }
 
+namespace {
+
 void gelu_tanh(float *x, int64_t n) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
 #pragma omp parallel for schedule(static)
@@ -65,6 +68,38 @@ void add_inplace(float *x, const float *y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
+}  // namespace
+
+void embed_tokens(const Gpt2Weights &w, const int32_t *tokens, int64_t rows, int64_t window, int64_t first_position,
+                  float *x) {
+  const Gpt2Config &c = w.config();
+  const int64_t C = c.n_embd;
+  const float *wte = w.tensor(Param::Wte).data(), *wpe = w.tensor(Param::Wpe).data();
+  for (int64_t m = 0; m < rows; ++m) {
+    const int32_t tok = tokens[m];
+    if (tok < 0 || tok >= c.vocab_size)
+      throw Gpt2Error(fmt::format("token id {} is outside the model's vocabulary of {}", tok, c.vocab_size));
+    const int64_t t = first_position + m % window;
+    for (int64_t i = 0; i < C; ++i) x[m * C + i] = wte[tok * C + i] + wpe[t * C + i];
+  }
+}
+
+void block_forward(const Gpt2Weights &w, int l, int64_t M, float *x, float *ln, float *qkv, float *att, float *fc,
+                   const std::function<void(const float *qkv, float *att)> &attend) {
+  const int64_t C = w.config().n_embd;
+  auto p = [&](Param q) { return w.layer(q, l).data(); };
+  layernorm(x, p(Param::Ln1W), p(Param::Ln1B), M, C, ln);
+  linear_forward(ln, p(Param::QkvW), p(Param::QkvB), M, C, 3 * C, qkv);
+  attend(qkv, att);
+  linear_forward(att, p(Param::AttnProjW), p(Param::AttnProjB), M, C, C, ln);
+  add_inplace(x, ln, M * C);
+  layernorm(x, p(Param::Ln2W), p(Param::Ln2B), M, C, ln);
+  linear_forward(ln, p(Param::FcW), p(Param::FcB), M, C, 4 * C, fc);
+  gelu_tanh(fc, M * 4 * C);
+  linear_forward(fc, p(Param::FcProjW), p(Param::FcProjB), M, 4 * C, C, ln);
+  add_inplace(x, ln, M * C);
+}
+
 void CpuGpt2::trunk(const int32_t *tokens, int B, int T, flashbox_impl impl) {
   const Gpt2Config &c = w_.config();
   const int64_t C = c.n_embd, M = int64_t(B) * T;
@@ -76,28 +111,12 @@ void CpuGpt2::trunk(const int32_t *tokens, int B, int T, flashbox_impl impl) {
   att_.resize(size_t(M * C));
   fc_.resize(size_t(M * 4 * C));
 
-  const float *wte = w_.tensor(Param::Wte).data(), *wpe = w_.tensor(Param::Wpe).data();
-  for (int64_t m = 0; m < M; ++m) {
-    const int32_t tok = tokens[m];
-    if (tok < 0 || tok >= c.vocab_size)
-      throw Gpt2Error(fmt::format("token id {} is outside the model's vocabulary of {}", tok, c.vocab_size));
-    const int64_t t = m % T;
-    for (int64_t i = 0; i < C; ++i) x_[size_t(m * C + i)] = wte[tok * C + i] + wpe[t * C + i];
-  }
-  for (int l = 0; l < c.n_layer; ++l) {
-    auto p = [&](Param q) { return w_.layer(q, l).data(); };
-    layernorm(x_.data(), p(Param::Ln1W), p(Param::Ln1B), M, C, ln_.data());
-    linear_forward(ln_.data(), p(Param::QkvW), p(Param::QkvB), M, C, 3 * C, qkv_.data());
-    call_attention(
-        qkv_attention_args(FLASHBOX_CPU, FLASHBOX_FLOAT32, impl, qkv_.data(), att_.data(), B, T, c.n_head, c.n_embd));
-    linear_forward(att_.data(), p(Param::AttnProjW), p(Param::AttnProjB), M, C, C, ln_.data());
-    add_inplace(x_.data(), ln_.data(), M * C);
-    layernorm(x_.data(), p(Param::Ln2W), p(Param::Ln2B), M, C, ln_.data());
-    linear_forward(ln_.data(), p(Param::FcW), p(Param::FcB), M, C, 4 * C, fc_.data());
-    gelu_tanh(fc_.data(), M * 4 * C);
-    linear_forward(fc_.data(), p(Param::FcProjW), p(Param::FcProjB), M, 4 * C, C, ln_.data());
-    add_inplace(x_.data(), ln_.data(), M * C);
-  }
+  embed_tokens(w_, tokens, M, T, 0, x_.data());
+  const auto attend = [&](const float *qkv, float *att) {
+    call_attention(qkv_attention_args(FLASHBOX_CPU, FLASHBOX_FLOAT32, impl, qkv, att, B, T, c.n_head, c.n_embd));
+  };
+  for (int l = 0; l < c.n_layer; ++l)
+    block_forward(w_, l, M, x_.data(), ln_.data(), qkv_.data(), att_.data(), fc_.data(), attend);
   layernorm(x_.data(), w_.tensor(Param::LnfW).data(), w_.tensor(Param::LnfB).data(), M, C, ln_.data());
 }
 

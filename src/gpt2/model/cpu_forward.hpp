@@ -4,6 +4,7 @@
 // attention through the public C API with the chosen implementation.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "flashbox/flashbox.h"
@@ -35,8 +36,15 @@ void linear_forward(const float *x, const float *W, const float *b, int64_t M, i
 void layernorm(const float *x, const float *w, const float *b, int64_t M, int64_t C, float *y,
                float *mean_out = nullptr, float *rstd_out = nullptr);
 
-// x = GELU(x) in GPT-2's tanh form; x += y.
-void gelu_tanh(float *x, int64_t n);
-void add_inplace(float *x, const float *y, int64_t n);
+// x[rows, C] = token embedding + positional embedding; row m of a window of `window` rows sits at
+// position first_position + m % window. Throws Gpt2Error for a token outside the vocabulary.
+void embed_tokens(const Gpt2Weights &w, const int32_t *tokens, int64_t rows, int64_t window, int64_t first_position,
+                  float *x);
+// Block l on the residual stream x [M, C], in place: x += attn(ln_1(x)); x += mlp(ln_2(x)).
+// `attend(qkv, att)` writes the attention of qkv [M, 3C] into att [M, C] (the only part the full-window
+// forward and the KV-cache decoder do differently); ln, qkv, att, fc are scratch of [M, C], [M, 3C],
+// [M, C], [M, 4C].
+void block_forward(const Gpt2Weights &w, int l, int64_t M, float *x, float *ln, float *qkv, float *att, float *fc,
+                   const std::function<void(const float *qkv, float *att)> &attend);
 
 }  // namespace flashbox::gpt2

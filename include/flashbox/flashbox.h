@@ -199,9 +199,11 @@ typedef struct {
    * exp(s_j - lse) v_j (s_j the scaled, transformed scores). A row that sees no key then gets o = 0
    * and lse = sink. dsink: the backward's output for it, fp32 [heads_q], required when learnable_sink
    * is set in a backward call (NULL otherwise): dsink[h] = -sum over batch entries and query rows of
-   * exp(sink[h] - lse) * (dout . o), summed in fp64 (deterministic). The forward ignores dsink.
-   * device = cpu, forward and backward (values checked finite); device = cuda refuses them with
-   * FLASHBOX_ERR_UNSUPPORTED_IMPL before anything is written. */
+   * exp(sink[h] - lse) * (dout . o), summed in fp64 in a fixed order (deterministic). The forward
+   * ignores dsink. Both devices, forward and backward, with every mask, softcap, ALiBi and
+   * cu_seqlens: device = cpu checks the values finite; on device = cuda they are device memory and not
+   * read on the host, so not checked (as alibi_slopes are not: a non-finite sink gives non-finite
+   * outputs). On cuda impl = naive refuses it (auto and flash take it, every kernel family). */
   const float *learnable_sink;
   float *dsink;
   /* Added after 0.2.0, after dsink (a shorter struct_size reads them as 0 / NULL):

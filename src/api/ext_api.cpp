@@ -3,7 +3,7 @@
 // (varlen tensors as [1, total, heads, head_dim]), then
 //   every field off (or only causal)   -> exactly the plain call (flashbox_attention_forward/backward);
 //                                         head_dim_v = head_dim counts as off
-//   head_dim_v != head_dim, attention_chunk, seqused_q/k, qv, learnable_sink
+//   head_dim_v != head_dim, attention_chunk, seqused_q/k, qv
 //                                      -> device = cpu only, forward and backward (cuda refuses them;
 //                                         qv is forward only)
 //   device = cpu                       -> src/cpu/varlen_attention.cpp (masks, transforms, varlen)
@@ -115,6 +115,7 @@ int cuda_backward_ext(const flashbox_attention_grad_args &g, const flashbox_atte
                       const flashbox_attention_ext &e) {
   GradProblem p = make_grad_problem(flat, ext_mods(g.fwd, e));
   add_ext(p.fwd, g.fwd, e);
+  p.dsink = e.dsink;
   // The cpu-only fields, asserted once more before any launch, as for the forward.
   if (e.head_dim_v != 0 || !ext_cpu_only_field(e).empty())
     return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_backward_ext: a cpu-only field reached the CUDA backends");

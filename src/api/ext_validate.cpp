@@ -134,7 +134,6 @@ std::string ext_cpu_only_field(const flashbox_attention_ext &e) {
   if (e.seqused_q) return "seqused_q";
   if (e.seqused_k) return "seqused_k";
   if (e.qv) return "qv";
-  if (e.learnable_sink) return "learnable_sink";
   return "";
 }
 
@@ -298,6 +297,8 @@ int validate_ext_memory(const flashbox_attention_args &a, const flashbox_attenti
     if (int rc = check_input_buffer(e.learnable_sink, a.heads_q * 4, "learnable_sink", outputs, output_names,
                                     n_outputs))
       return rc;
+    // On cuda the values are in device memory and not read here (as the slopes' are not).
+    if (int rc = validate_device_pointer(e.learnable_sink, "learnable_sink", a.device)) return rc;
     if (a.device == FLASHBOX_CPU)
       for (int64_t h = 0; h < a.heads_q; ++h)
         if (!std::isfinite(e.learnable_sink[h]))
@@ -306,6 +307,7 @@ int validate_ext_memory(const flashbox_attention_args &a, const flashbox_attenti
   }
   if (e.dsink) {  // an output of the backward: disjoint from the sinks and from every other output
     if (int rc = check_input_buffer(e.dsink, a.heads_q * 4, "dsink", outputs, output_names, n_outputs)) return rc;
+    if (int rc = validate_device_pointer(e.dsink, "dsink", a.device)) return rc;
     ByteView sink_view, dsink_view;
     sink_view.base = reinterpret_cast<uintptr_t>(e.learnable_sink), sink_view.run = a.heads_q * 4;
     dsink_view.base = reinterpret_cast<uintptr_t>(e.dsink), dsink_view.run = a.heads_q * 4;

@@ -13,9 +13,11 @@
 //   plain validation    of plain_view(args, ext): varlen tensors as [1, total, heads, head_dim],
 //                       v, o, dout and dv with head_dim_v
 //   validate_ext_memory qv as a tensor (like q, rows of head_dim_v), alignment of slopes /
-//                       cu_seqlens / seqused, outputs disjoint from all of them, and
-//                       on the cpu the slopes (finite), cu_seqlens values (0 first, non-decreasing,
-//                       totals, max_seqlen bounds) and seqused values (0 <= used <= the length)
+//                       cu_seqlens / seqused / learnable_sink / dsink, outputs disjoint from all of
+//                       them (dsink from the sinks too), and on the cpu the slopes and sinks
+//                       (finite), cu_seqlens values (0 first, non-decreasing, totals, max_seqlen
+//                       bounds) and seqused values (0 <= used <= the length); on cuda those values
+//                       are in device memory and not read
 #pragma once
 #include <cstdint>
 #include <string>
@@ -39,7 +41,7 @@ bool ext_is_plain(const flashbox_attention_ext &e);
 // Also folds head_dim_v == head_dim to 0 (the same request), so the call stays the plain one.
 int validate_ext_fields(const flashbox_attention_args &a, flashbox_attention_ext &e, Pass pass);
 
-// The first field set that only the cpu takes (attention_chunk, seqused_q/k, qv, learnable_sink), as
+// The first field set that only the cpu takes (attention_chunk, seqused_q/k, qv), as
 // an error message names it; "" when none is.
 std::string ext_cpu_only_field(const flashbox_attention_ext &e);
 

@@ -63,6 +63,7 @@ std::string extension_in_use(const Problem &p) {
   if (m.softcap != 0.0f) return "softcap (softcap = " + std::to_string(m.softcap) + ")";
   if (m.alibi_slopes) return "ALiBi (alibi_slopes)";
   if (m.chunk > 0) return "attention chunk (attention_chunk = " + std::to_string(m.chunk) + ")";
+  if (m.sinks) return "learnable sinks (learnable_sink)";
   return "";
 }
 

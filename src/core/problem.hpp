@@ -69,6 +69,9 @@ struct GradProblem {
   void *dq, *dk, *dv;
   int64_t dq_stride[3], dk_stride[3], dv_stride[3];
   int deterministic;  // 0 or 1
+  // A learnable sink's gradient, fp32 [heads_q] in the memory of `device` (flashbox_attention_ext's
+  // dsink): set exactly when fwd.mods.sinks is; null otherwise.
+  float *dsink = nullptr;
 };
 
 // What a problem asks beyond the plain call (fixed lengths, at most the causal mask), named for an

@@ -4,8 +4,9 @@
 // the kernels' 64 / 128 / 256 (HeadDimsAbove128: 136 to 256; on Hopper the sm90 forward's and
 // backward's 192 / 256 kernels), forward and backward (atomic and deterministic dQ), bf16, against the fp64
 // CPU reference (src/cpu/reference_fp64.hpp, reference_backward_fp64.hpp) on random inputs (seed
-// printed; FLASHBOX_TEST_SEED=N repeats one). Outputs are poisoned (NaN) and framed by guard bytes
-// that must survive; the backward runs on the GPU forward's own O and LSE.
+// printed; FLASHBOX_TEST_SEED=N repeats one; the tensors and the reference: support/ext_tensors.hpp).
+// Outputs are poisoned (NaN) and framed by guard bytes that must survive; the backward runs on the GPU
+// forward's own O and LSE.
 // On the H200, auto runs the sm90 forward where it takes the call (windows, softcap, ALiBi, and
 // since 2026-12-01 varlen up to head_dim 128) and the sm90 backward for windows, softcap,
 // ALiBi and (branch sm90-varlen-bwd) varlen at every head_dim up to 128 (since branch paddims the d32 /
@@ -18,23 +19,17 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
-#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "core/dtype.hpp"
-#include "core/masks.hpp"
-#include "cpu/reference_backward_fp64.hpp"
-#include "cpu/reference_fp64.hpp"
 #include "cuda/family_pin.hpp"
 #include "flashbox/flashbox.h"
 #include "support/attention_case.hpp"
 #include "support/device_buffers.hpp"
+#include "support/ext_tensors.hpp"
 #include "support/mods_case.hpp"
 #include "support/output_error.hpp"
 
@@ -58,126 +53,12 @@ ExtCase on_sm80_forward(ExtCase c) {
   return c;
 }
 
-std::vector<uint16_t> random_bf16(size_t n, std::mt19937_64 &rng, float sigma) {
-  std::normal_distribution<float> dist(0.0f, sigma);
-  std::vector<uint16_t> v(n);
-  for (auto &x : v) x = cpu::float_to_bf16(dist(rng));
-  return v;
-}
-
-// The case's tensors as the C API sees them: dense [batch, seq, heads, dim] (varlen: [total, ...]).
-struct Tensors {
-  ExtCase c;
-  bool varlen;
-  int64_t total_q, total_k, max_q = 0, max_k = 0;
-  std::vector<int32_t> cu_q, cu_k;
-  std::vector<uint16_t> q, k, v, dout;
-  std::vector<float> slopes;
-
-  Tensors(const ExtCase &x, std::mt19937_64 &rng) : c(x), varlen(!x.lens_q.empty()) {
-    if (varlen) {
-      c.batch = int64_t(c.lens_q.size());
-      cu_q.assign(1, 0), cu_k.assign(1, 0);
-      for (size_t s = 0; s < c.lens_q.size(); ++s) {
-        cu_q.push_back(cu_q.back() + c.lens_q[s]), cu_k.push_back(cu_k.back() + c.lens_k[s]);
-        max_q = std::max<int64_t>(max_q, c.lens_q[s]), max_k = std::max<int64_t>(max_k, c.lens_k[s]);
-      }
-      total_q = cu_q.back(), total_k = cu_k.back();
-    } else {
-      total_q = c.batch * c.seqlen_q, total_k = c.batch * c.seqlen_k;
-    }
-    q = random_bf16(size_t(total_q * c.heads_q * c.head_dim), rng, 1.0f);
-    k = random_bf16(size_t(total_k * c.heads_kv * c.head_dim), rng, 1.0f);
-    v = random_bf16(size_t(total_k * c.heads_kv * c.head_dim), rng, 1.0f);
-    dout = random_bf16(q.size(), rng, 1.0f);
-    slopes = random_slopes(c, rng);
-  }
-  // The plain args of the whole call (device pointers filled by the caller).
-  flashbox_attention_args args() const {
-    flashbox_attention_args a{};
-    a.dtype = FLASHBOX_BFLOAT16;
-    a.impl = FLASHBOX_AUTO;
-    a.batch = c.batch;
-    a.seqlen_q = varlen ? total_q : c.seqlen_q, a.seqlen_k = varlen ? total_k : c.seqlen_k;
-    a.heads_q = c.heads_q, a.heads_kv = c.heads_kv, a.head_dim = c.head_dim;
-    a.causal = c.causal;
-    const int64_t tq = varlen ? total_q : c.seqlen_q, tk = varlen ? total_k : c.seqlen_k;
-    const int64_t qs[3] = {tq * c.heads_q * c.head_dim, c.heads_q * c.head_dim, c.head_dim};
-    const int64_t ks[3] = {tk * c.heads_kv * c.head_dim, c.heads_kv * c.head_dim, c.head_dim};
-    std::copy_n(qs, 3, a.q_stride), std::copy_n(qs, 3, a.o_stride);
-    std::copy_n(ks, 3, a.k_stride), std::copy_n(ks, 3, a.v_stride);
-    return a;
-  }
-  core::ScoreMods mods(int64_t seq) const {
-    core::ScoreMods m = reference_mods(c, slopes.data());
-    if (varlen && c.alibi == Alibi::batch) {  // one call per sequence below: its row of slopes
-      m.alibi_slopes += seq * c.heads_q;
-      m.alibi_batch_stride = 0;
-    }
-    return m;
-  }
-};
-
-// fp64 reference of the whole call: o, lse ([batch, heads, seq] or [heads, total_q]), dq, dk, dv,
-// all dense in the call's layout.
-struct Reference {
-  std::vector<double> o, lse, dq, dk, dv;
-};
-
-Reference reference(const Tensors &t) {
-  const ExtCase &c = t.c;
-  Reference r;
-  const int64_t hq = c.heads_q, hk = c.heads_kv, d = c.head_dim;
-  r.o.assign(size_t(t.total_q * hq * d), 0.0);
-  r.dq.assign(r.o.size(), 0.0);
-  r.dk.assign(size_t(t.total_k * hk * d), 0.0);
-  r.dv.assign(r.dk.size(), 0.0);
-  r.lse.assign(size_t(t.total_q * hq), -INFINITY);
-  const int64_t sequences = t.varlen ? c.batch : 1;
-  for (int64_t s = 0; s < sequences; ++s) {
-    const int64_t q0 = t.varlen ? t.cu_q[s] : 0, k0 = t.varlen ? t.cu_k[s] : 0;
-    const int64_t lq = t.varlen ? t.cu_q[s + 1] - q0 : c.seqlen_q, lk = t.varlen ? t.cu_k[s + 1] - k0 : c.seqlen_k;
-    if (lq == 0) continue;
-    if (lk == 0) continue;  // O = 0, LSE = -inf, dQ = 0: the defaults above; dK, dV have no key
-    flashbox_attention_args a = t.args();
-    a.device = FLASHBOX_CPU;
-    if (t.varlen) a.batch = 1, a.seqlen_q = lq, a.seqlen_k = lk;
-    a.q = t.q.data() + q0 * hq * d, a.k = t.k.data() + k0 * hk * d, a.v = t.v.data() + k0 * hk * d;
-    const core::ScoreMods m = t.mods(s);
-    std::vector<double> o, lse;
-    cpu::reference_attention_fp64(a, o, &lse, &m);
-    flashbox_attention_grad_args g{};
-    g.fwd = a;
-    g.dout = t.dout.data() + q0 * hq * d;
-    std::copy_n(a.q_stride, 3, g.dout_stride);
-    std::vector<double> dq, dk, dv;
-    cpu::reference_attention_backward_fp64(g, dq, dk, dv, &m);
-    std::copy(o.begin(), o.end(), r.o.begin() + q0 * hq * d);
-    std::copy(dq.begin(), dq.end(), r.dq.begin() + q0 * hq * d);
-    std::copy(dk.begin(), dk.end(), r.dk.begin() + k0 * hk * d);
-    std::copy(dv.begin(), dv.end(), r.dv.begin() + k0 * hk * d);
-    if (t.varlen) {  // [1, heads, lq] -> rows q0.. of [heads, total_q]
-      for (int64_t h = 0; h < hq; ++h)
-        for (int64_t i = 0; i < lq; ++i) r.lse[size_t(h * t.total_q + q0 + i)] = lse[size_t(h * lq + i)];
-    } else {
-      r.lse = lse;
-    }
-  }
-  return r;
-}
-
-std::vector<double> to_double(const std::vector<uint16_t> &bf16) {
-  std::vector<double> out(bf16.size());
-  for (size_t i = 0; i < bf16.size(); ++i) out[i] = cpu::bf16_to_float(bf16[i]);
-  return out;
-}
-
 void run_case(const ExtCase &c) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(c.name + " seed " + std::to_string(seed) + " (FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")");
   std::mt19937_64 rng(seed);
-  const Tensors t(c, rng);
-  const Reference ref = reference(t);
+  const ExtTensors t(c, c.lens_q, c.lens_k, ExtDraw{}, rng);
+  const ExtReference ref = ext_reference(t);
 
   DeviceInput q(t.q.data(), t.q.size() * 2), k(t.k.data(), t.k.size() * 2), v(t.v.data(), t.v.size() * 2);
   DeviceInput dout(t.dout.data(), t.dout.size() * 2);
@@ -229,7 +110,7 @@ void run_case(const ExtCase &c) {
   std::vector<float> lse_host(size_t(t.total_q * c.heads_q));
   ASSERT_TRUE(o.back(o_host.data())) << "a guard byte around o changed (write out of bounds)";
   ASSERT_TRUE(lse.back(lse_host.data())) << "a guard byte around lse changed (write out of bounds)";
-  const RelError eo = rel_error(to_double(o_host), ref.o);
+  const RelError eo = rel_error(to_double(o_host, FLASHBOX_BFLOAT16), ref.o);
   EXPECT_FALSE(eo.nan) << "o has NaN (" << fwd_kernel << ")";
   EXPECT_LT(eo.rel, 1e-2) << "o (" << fwd_kernel << ")";
   const LseError el = lse_error(lse_host.data(), ref.lse, LseRule::minus_inf_where_reference_is);
@@ -239,13 +120,7 @@ void run_case(const ExtCase &c) {
   for (int det = 0; det <= 1; ++det) {
     GuardedOutput dq(t.q.size() * 2), dk(t.k.size() * 2), dv(t.v.size() * 2);
     ASSERT_TRUE(dq.raw && dk.raw && dv.raw) << "device allocation";
-    flashbox_attention_grad_args g{};
-    g.fwd = a;
-    g.dout = dout.ptr;
-    std::copy_n(a.q_stride, 3, g.dout_stride), std::copy_n(a.q_stride, 3, g.dq_stride);
-    std::copy_n(a.k_stride, 3, g.dk_stride), std::copy_n(a.v_stride, 3, g.dv_stride);
-    g.dq = dq.ptr(), g.dk = dk.ptr(), g.dv = dv.ptr();
-    g.deterministic = det;
+    flashbox_attention_grad_args g = grad_args_like(a, dout.ptr, dq.ptr(), dk.ptr(), dv.ptr(), det);
     ASSERT_EQ(flashbox_attention_backward_ext(&g, &e), 0) << flashbox_last_error();
     const std::string bwd_kernel = flashbox_last_kernel();
     // Above 128 the backward is the sm80 d256 kernel for varlen, deterministic mode or
@@ -268,7 +143,7 @@ void run_case(const ExtCase &c) {
     const std::pair<const char *, std::pair<const std::vector<uint16_t> *, const std::vector<double> *>> grads[] = {
         {"dq", {&h_dq, &ref.dq}}, {"dk", {&h_dk, &ref.dk}}, {"dv", {&h_dv, &ref.dv}}};
     for (const auto &[name, pr] : grads) {
-      const RelError eg = rel_error(to_double(*pr.first), *pr.second);
+      const RelError eg = rel_error(to_double(*pr.first, FLASHBOX_BFLOAT16), *pr.second);
       EXPECT_FALSE(eg.nan) << name << " has NaN (" << bwd_kernel << ", deterministic " << det << ")";
       EXPECT_LT(eg.rel, 1e-2) << name << " (" << bwd_kernel << ", deterministic " << det << ")";
     }
@@ -400,7 +275,7 @@ TEST(ExtSm80, MalformedCuSeqlensStayInBounds) {
   SKIP_WITHOUT_GPU();
   const int64_t total = 100, heads = 2, d = 64;
   std::mt19937_64 rng(7);
-  const std::vector<uint16_t> x = random_bf16(size_t(total * heads * d), rng, 1.0f);
+  const std::vector<uint16_t> x = random_values(size_t(total * heads * d), FLASHBOX_BFLOAT16, rng, 1.0f);
   const std::vector<int32_t> cu_q = {0, 60, 30, 120, 100}, cu_k = {-5, 50, 200, 10, 100};
   DeviceInput q(x.data(), x.size() * 2), cq(cu_q.data(), cu_q.size() * 4), ck(cu_k.data(), cu_k.size() * 4);
   GuardedOutput o(x.size() * 2), lse(size_t(total * heads) * 4);
@@ -423,13 +298,7 @@ TEST(ExtSm80, MalformedCuSeqlensStayInBounds) {
     EXPECT_TRUE(lse.back(lse_host.data())) << "a guard byte around lse changed";
     for (int det = 0; det <= 1; ++det) {
       GuardedOutput dq(x.size() * 2), dk(x.size() * 2), dv(x.size() * 2);
-      flashbox_attention_grad_args g{};
-      g.fwd = a;
-      g.dout = q.ptr;
-      std::copy_n(st, 3, g.dout_stride), std::copy_n(st, 3, g.dq_stride), std::copy_n(st, 3, g.dk_stride);
-      std::copy_n(st, 3, g.dv_stride);
-      g.dq = dq.ptr(), g.dk = dk.ptr(), g.dv = dv.ptr();
-      g.deterministic = det;
+      flashbox_attention_grad_args g = grad_args_like(a, q.ptr, dq.ptr(), dk.ptr(), dv.ptr(), det);
       ASSERT_EQ(flashbox_attention_backward_ext(&g, &e), 0) << flashbox_last_error();
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       EXPECT_TRUE(dq.back(host.data()) && dk.back(host.data()) && dv.back(host.data()))

@@ -2,16 +2,20 @@
 // and the fp32 dQ accumulator unless deterministic), then runs
 //   rowsum -> dK/dV kernel (dQ by atomicAdd) -> convert dQ           (deterministic = 0)
 //   rowsum -> dK/dV kernel -> dQ kernel (one owner per Q block)      (deterministic = 1)
-// on the caller's stream. src/api/backward_api.cpp chooses between this family and the Hopper one
-// (src/cuda/backward/sm90). Scratch is freed stream-ordered; the call does not synchronise.
-// It takes the extension's window, softcap, ALiBi and variable-length batches, and every head_dim
-// that is a multiple of 8 up to 256 (the d64, d128 and d256 instantiations with zero-filled columns).
+// on the caller's stream; with a learnable sink, its gradient from the row sums right after rowsum
+// (cuda/backward/sink_grad.hpp: the forward's LSE holds the sink, so nothing else changes).
+// src/api/backward_api.cpp chooses between this family and the Hopper one (src/cuda/backward/sm90).
+// Scratch is freed stream-ordered; the call does not synchronise.
+// It takes the extension's window, softcap, ALiBi, learnable sinks and variable-length batches, and
+// every head_dim that is a multiple of 8 up to 256 (the d64, d128 and d256 instantiations with
+// zero-filled columns).
 #include <cuda_runtime.h>
 
 #include <string>
 
 #include "core/backends.hpp"
 #include "core/error.hpp"
+#include "cuda/backward/sink_grad.hpp"
 #include "cuda/backward/sm80/flash_bwd_params.hpp"
 #include "cuda/backward/sm80/tile_policy.hpp"
 #include "cuda/common/device_scratch.hpp"
@@ -32,7 +36,9 @@ std::string cuda_text(cudaError_t e, const char *what) {
   return std::string("cuda backward: ") + what + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
 }
 
-int run(const BwdParams &params, bool bf16, bool det, int d, int block_q, int64_t workspace, cudaStream_t stream) {
+// sink: the sink gradient's arguments (sinks null: no sink) but for the row sums, filled here.
+int run(const BwdParams &params, const cuda::bwd::SinkGradArgs &sink, bool bf16, bool det, int d, int block_q,
+        int64_t workspace, cudaStream_t stream) {
   BwdParams p = params;
   cuda::DeviceScratch dsum(stream), dq_accum(stream);
   // The row-wise kernels (rowsum, convert) see a variable-length batch as one sequence of total_q.
@@ -51,6 +57,13 @@ int run(const BwdParams &params, bool bf16, bool det, int d, int block_q, int64_
 
   if (rows > 0 && (e = cuda::bwd::launch_bwd_rowsum(flat, bf16, p.head_dim, stream)) != cudaSuccess)
     return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "rowsum kernel launch"));
+  if (sink.sinks) {  // every head's dsink, 0 for a batch without rows
+    cuda::bwd::SinkGradArgs sg = sink;
+    sg.lse = p.lse, sg.dsum = p.dsum;
+    sg.batch = flat.batch, sg.heads_q = p.heads_q, sg.seqlen_q = flat.seqlen_q, sg.dsum_ld = flat.seqlen_q;
+    if ((e = cuda::bwd::launch_sink_grad(sg, stream)) != cudaSuccess)
+      return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "sink gradient kernel launch"));
+  }
   if (!det && rows > 0 && (e = cudaMemsetAsync(p.dq_accum, 0, size_t(rows * d * 4), stream)) != cudaSuccess)
     return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "cudaMemsetAsync of the dQ accumulator"));
   e = d == 64    ? cuda::bwd::launch_flash_bwd<64>(p, bf16, det, block_q, stream)
@@ -108,8 +121,10 @@ PlanResult plan_sm80_backward(const GradProblem &g) {
   std::string name = "cuda_flash_bwd_sm80_d" + std::to_string(d) + (det ? "_deterministic" : "");
   const bool bf16 = a.dtype == FLASHBOX_BFLOAT16;
   const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
-  return {Plan{std::move(name), workspace, [p, bf16, det, d, block_q, workspace, stream] {
-                 return run(p, bf16, det, d, block_q, workspace, stream);
+  cuda::bwd::SinkGradArgs sink{};
+  sink.sinks = a.mods.sinks, sink.dsink = g.dsink;
+  return {Plan{std::move(name), workspace, [p, sink, bf16, det, d, block_q, workspace, stream] {
+                 return run(p, sink, bf16, det, d, block_q, workspace, stream);
                }}};
 }
 

@@ -1,13 +1,15 @@
 // Host side of the Hopper backward family: its plan (when it applies, tensor maps, scratch sizes), the
-// launch chain ([varlen tile list], prepare, main, convert: run, below; the main and convert kernels
-// with programmatic dependent launch, flash_bwd_sm90_kernel.cuh "Programmatic dependent launch"), and
-// the two memory-bound kernels around the main one:
+// launch chain ([varlen tile list], prepare, main, convert, [sink_grad]: run, below; the main and
+// convert kernels with programmatic dependent launch, flash_bwd_sm90_kernel.cuh "Programmatic
+// dependent launch"), and the memory-bound kernels around the main one:
 //   prepare:    per (batch, query head, padded row): D = rowsum(dO ∘ O) and LSE · log2 e; padding
 //               rows (>= seqlen_q, up to a whole query tile) get D = 0 and LSE = +inf, so P = 0.
 //               It also zeroes the row's share of the dQ accumulator (kernel_d floats of the flat
 //               buffer: the instantiation's row width, accum_d_for in bwd_route.hpp, e.g. 64 for head
 //               dims 8..64 (the d32 and d64 kernels), 128 for 72..128, 192 for 136..192) and of the deterministic mode's
 //               semaphores (one int per row while any are left): no separate memset launch.
+//   sink_grad:  with a learnable sink, dsink from prepare's D and the forward's LSE (after the
+//               chain; cuda/backward/sink_grad.hpp, shared with the sm80 family).
 //   convert_dq: dq = scale · dq_accum, read in the main kernel's fragment order (see
 //               bwd_sm90_consumer.cuh), written in the dtype through the caller's strides.
 //               Fixed length at head_dim <= 128 (the configurations with a dQ writer warp):
@@ -43,6 +45,7 @@
 #include "core/backends.hpp"
 #include "core/error.hpp"
 #include "core/softmax_scale.hpp"
+#include "cuda/backward/sink_grad.hpp"
 #include "cuda/backward/sm80/bwd_device.cuh"
 #include "cuda/backward/sm90/bwd_route.hpp"
 #include "cuda/backward/sm90/det_walk.hpp"
@@ -409,6 +412,7 @@ struct Launch {
   bool qdesc;   // deterministic in the ascending order (det_walk.hpp): the ascending_order instantiation of kd
   bool capsel;  // d64 softcap: the softcap_select instantiation
   bool dqpair;  // deterministic bf16 d64 in the descending order: the two_dq_writers instantiation
+  cuda::bwd::SinkGradArgs sink;  // a learnable sink's gradient (sinks null: none); dsum set by the run
   cudaStream_t stream;
 };
 
@@ -515,6 +519,14 @@ int run(const Launch &l) {
                               dim3(256), 0, stream, true, conv);
   }
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "dQ convert kernel launch"));
+  // The sink's gradient from prepare's row sums, launched normally after the chain (it does not
+  // delay the main kernel's programmatic launch behind prepare).
+  if (l.sink.sinks) {
+    cuda::bwd::SinkGradArgs sink = l.sink;
+    sink.dsum = dsum.as<float>();
+    if ((e = cuda::bwd::launch_sink_grad(sink, stream)) != cudaSuccess)
+      return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "sink gradient kernel launch"));
+  }
   return FLASHBOX_OK;
 }
 
@@ -532,8 +544,9 @@ namespace flashbox::detail {
 // cannot describe, a grid too large, a variable-length batch of 0 query or key tokens in all.
 // Variable-length batches up to head_dim 128 run on the d32, d64, d96 and d128 instantiations (header of
 // this file). Sliding windows, softcap and ALiBi are run-time fields of
-// the same kernels (flash_bwd_sm90_kernel.cuh). Deterministic mode orders the dQ adds with semaphores
-// behind the dQ accumulator (the d192 and d256 kernels add from registers, unordered), in the
+// the same kernels (flash_bwd_sm90_kernel.cuh); a learnable sink changes only the LSE they read (the
+// forward's, which holds it) and adds sink_grad after them. Deterministic mode orders the dQ adds with
+// semaphores behind the dQ accumulator (the d192 and d256 kernels add from registers, unordered), in the
 // descending order or, for bf16 fixed-length head_dim 128 and head_dim 64 with GQA, the ascending one
 // (det_walk.hpp: "_qdesc" kernels); bf16 head_dim 64 in the descending order without softcap has two
 // dQ writers ("_dqpair").
@@ -677,6 +690,10 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   for (int i = 0; i < 3; ++i) l.prep.o_stride[i] = a.o_stride[i], l.prep.do_stride[i] = g.dout_stride[i];
   if (varlen) l.prep.o_stride[0] = l.prep.do_stride[0] = 0;
   l.rows = (varlen ? 1 : a.batch) * a.heads_q * seqlen_q_pad;
+  // prepare's D rows: seqlen_q_pad per (batch, head), the first seqlen_q of them the tokens (varlen:
+  // the packed tokens of all sequences, then padding), as the forward's LSE holds them.
+  l.sink = {a.mods.sinks, a.lse, nullptr, seqlen_q_pad, g.dsink, varlen ? 1 : int(a.batch), int(a.heads_q),
+            int(a.seqlen_q)};
   l.conv = ConvertArgs{nullptr,         g.dq,    {},     int(a.batch), int(a.heads_q), int(a.seqlen_q), p.num_m_blocks,
                        bm,              int(a.head_dim), accum_d, a.scale};
   for (int i = 0; i < 3; ++i) l.conv.dq_stride[i] = g.dq_stride[i];

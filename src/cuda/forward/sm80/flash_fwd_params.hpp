@@ -19,12 +19,13 @@ struct FlashFwdParams {
   int64_t o_batch, o_seq, o_head;
   // Fixed length: the sizes. Varlen: batch = the sequences, seqlen_q/k = max_seqlen_q/k (the grid).
   int batch, seqlen_q, seqlen_k, heads_q, heads_kv, group;  // group = heads_q / heads_kv
-  int head_dim;      // the call's (multiple of 8, <= the instantiation's: columns past it load as 0)
-  float scale;       // softmax scale (natural units)
-  float scale_log2;  // softmax_scale * log2(e)
-  int causal;        // bottom-right aligned; also folded into mods (window_right = 0)
-  DeviceMods mods;   // window (causal included), softcap, ALiBi
-  int transforms;    // softcap or ALiBi: scores become natural units x and p = exp2(x log2e - m)
+  int head_dim;        // the call's (multiple of 8, <= the instantiation's: columns past it load as 0)
+  float scale;         // softmax scale (natural units)
+  float scale_log2;    // softmax_scale * log2(e)
+  int causal;          // bottom-right aligned; also folded into mods (window_right = 0)
+  DeviceMods mods;     // window (causal included), softcap, ALiBi
+  int transforms;      // softcap or ALiBi: scores become natural units x and p = exp2(x log2e - m)
+  const float *sinks;  // learnable sink logits, fp32 [heads_q] (natural units), or null (cuda/common/sink.cuh)
   const int32_t *cu_seqlens_q, *cu_seqlens_k;  // varlen prefix sums (device), null: fixed length
   int total_q, total_k;                        // varlen: packed token counts (clamp every offset)
   int section_heads;                           // CTA order: (batch, head) pairs per L2 section; 0 = launch's choice

@@ -24,7 +24,9 @@
 //     CTA reads its sequence's span from cu_seqlens (cuda/common/varlen_span.cuh, clamped) and exits
 //     when its block starts past the sequence's end;
 //   - finalize: O / l written in the input dtype, LSE = (m + log2 l) * ln 2; a row that saw no key
-//     gets O = 0 and LSE = -inf; rows past seqlen_q are never written.
+//     gets O = 0 and LSE = -inf; rows past seqlen_q are never written. A learnable sink joins m and l
+//     here (cuda/common/sink.cuh: m' = max(m, sink log2 e), l' = l 2^(m - m') + 2^(sink log2 e - m'),
+//     O scaled by 2^(m - m') / l'), so a row that saw no key gets O = 0 and LSE = the sink.
 // Shared-memory tiles are row-major [row][head_dim] with 16-byte chunks XOR-swizzled by (row % 8), so
 // both the cp.async writes and the 8-row ldmatrix reads are free of bank conflicts.
 // Tile shapes (flash_fwd_traits.hpp, chosen by measurement in docs/perf-history.md):
@@ -55,6 +57,7 @@
 #include "cuda/common/ldmatrix.cuh"
 #include "cuda/common/mma.cuh"
 #include "cuda/common/score_mods.cuh"
+#include "cuda/common/sink.cuh"
 #include "cuda/common/softmax_math.cuh"
 #include "cuda/common/varlen_span.cuh"
 #include "cuda/forward/sm80/flash_fwd_launch.hpp"
@@ -437,12 +440,16 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
     o += b_out * p.o_batch;
     if (lse) lse += int64_t(bh_out) * p.seqlen_q;
   }
+  // The sink in the units of row_max (base 2: cuda/common/sink.cuh), read only now (no register
+  // holds it through the loop); -inf: none.
+  const float sink2 = p.sinks != nullptr ? p.sinks[h_out] * kLog2e : -INFINITY;
 #pragma unroll
   for (int mt = 0; mt < Tr::kMTiles; ++mt) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float l = quad_sum(row_sum[mt][r]);
-      const float inv_l = l > 0.f ? 1.f / l : 0.f;
+      float l = quad_sum(row_sum[mt][r]), m = row_max[mt][r];
+      const float o_mul = p.sinks != nullptr ? fold_sink(m, l, sink2) : 1.f;
+      const float inv_l = l > 0.f ? o_mul / l : 0.f;
       const int row = m0 + warp_row0 + mt * 16 + g + 8 * r;
       if (row >= sq) continue;
       Element *orow = o + int64_t(row) * p.o_seq;
@@ -453,7 +460,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
             ElementTraits<Element>::pack(acc_o[mt][j][2 * r] * inv_l, acc_o[mt][j][2 * r + 1] * inv_l);
         *reinterpret_cast<uint32_t *>(orow + j * 8 + 2 * t) = packed;
       }
-      if (lse != nullptr && t == 0) lse[row] = l > 0.f ? (row_max[mt][r] + __log2f(l)) * kLn2 : -INFINITY;
+      if (lse != nullptr && t == 0) lse[row] = l > 0.f ? (m + __log2f(l)) * kLn2 : -INFINITY;
     }
   }
   // <<< report:finalize

@@ -4,8 +4,8 @@
 // written is O and LSE.
 // src/api validated: fp16/bf16, head_dim a multiple of 8 (served by the d64, d128 or d256 instantiation),
 // 16-byte aligned pointers, strides multiples of 8 elements, heads_q a multiple of heads_kv; lse may
-// be NULL. The extension's window, softcap, ALiBi and variable-length batches are all taken
-// (run-time fields of FlashFwdParams). What is left to decide here is what only this kernel needs:
+// be NULL. The extension's window, softcap, ALiBi, learnable sinks and variable-length batches are all
+// taken (run-time fields of FlashFwdParams). What is left to decide here is what only this kernel needs:
 // head_dim up to 256, sizes that fit its int fields.
 #include <string>
 
@@ -39,6 +39,7 @@ PlanResult plan_sm80_forward(const Problem &a) {
   p.causal = a.causal;
   p.mods = cuda::device_mods(a.mods);
   p.transforms = p.mods.capped() || p.mods.alibi();
+  p.sinks = a.mods.sinks;
   if (varlen) {
     p.cu_seqlens_q = a.cu_seqlens_q, p.cu_seqlens_k = a.cu_seqlens_k;
     p.total_q = int(a.seqlen_q), p.total_k = int(a.seqlen_k);

@@ -14,8 +14,10 @@
 // the next one up; 136..192 on the 256 kernel too with the tile 128x64, and 72..96 on the 128 kernel
 // with 128x176, for benchmarks), causal, sliding windows (any tile), softcap and ALiBi (the default
 // tile of the 64 and 128 instantiations: the MODS configuration; 72..96 with them run the 128 one,
-// serving_head_dim). The 96 kernel's V map has 32-column boxes with 64B swizzle (its V tile is three
-// 32-column panels: flash_fwd_sm90_kernel.cuh); every other map has 64-column boxes, 128B swizzle.
+// serving_head_dim), learnable sinks (every configuration: the epilogue folds the sink into the
+// row's max and sum, flash_fwd_sm90_kernel.cuh). The 96 kernel's V map has 32-column boxes with 64B
+// swizzle (its V tile is three 32-column panels: flash_fwd_sm90_kernel.cuh); every other map has
+// 64-column boxes, 128B swizzle.
 // A head_dim below its instantiation's (e.g. 112 on the 128 kernel) is served by the TMA's bounds: the
 // maps' innermost dimension is the call's head_dim, so a 64-column box reaching past it loads zeros
 // there and a store clips it. PTX ISA §5.5.3.3 "Out of Boundary Access": "Elements in the Bounding
@@ -168,6 +170,7 @@ PlanResult plan_sm90_forward(const Problem &a) {
   p.o = a.o;
   p.o_seq = a.o_stride[1], p.o_head = a.o_stride[2];
   p.head_dim = int(a.head_dim);  // the columns the varlen partial store writes (kd may be larger)
+  p.sinks = a.mods.sinks;
   sm90::VarlenListArgs list{};
   if (varlen) {
     p.cu_q = a.cu_seqlens_q, p.cu_k = a.cu_seqlens_k;
@@ -193,6 +196,7 @@ PlanResult plan_sm90_forward(const Problem &a) {
   if (p.mods.window_left >= 0 || (p.mods.window_right >= 0 && !a.causal)) name += "_window";
   if (p.mods.capped()) name += "_softcap";
   if (p.mods.alibi()) name += "_alibi";
+  if (p.sinks) name += "_sink";
   if (varlen) name += "_varlen";
   if (persistent) {
     name += "_persistent";

@@ -18,11 +18,13 @@
 //     §3.1). (A serial main loop and rescale-always were kept as measurement baselines until
 //     2026-11-29; docs/perf-history.md has their numbers.)
 //   Epilogue: O / l goes through shared memory (stmatrix) and out by a TMA store, which clips rows
-//     >= seqlen_q; LSE (natural log) straight from registers. O is staged either in the warpgroup's
-//     own Q rows (Q is then free only once the store has read them) or, with `separate_o` (when the
-//     shared memory has room), in an O buffer of its own: Q is released right after the tile's last
-//     S = Q K^T, so the next tile's Q loads under the last P.V and the epilogue, and the store's read
-//     of the O buffer is waited for only before the next epilogue writes it.
+//     >= seqlen_q; LSE (natural log) straight from registers. A learnable sink joins the row's max
+//     and sum here (Consumer::finalize_with_sink; every configuration, at run time). O is staged
+//     either in the warpgroup's own Q rows (Q is then free only once the store has read them) or,
+//     with `separate_o` (when the shared memory has room), in an O buffer of its own: Q is released
+//     right after the tile's last S = Q K^T, so the next tile's Q loads under the last P.V and the
+//     epilogue, and the store's read of the O buffer is waited for only before the next epilogue
+//     writes it.
 // Scheduling: one tile per CTA (grid = all tiles, head by head, longest query block first), or
 // persistent (grid = SMs; each CTA walks tiles in a snake over rounds of the longest-first order cut
 // into L2-sized head sections). The rings' (stage, parity) and the ping-pong turns run on across a
@@ -69,6 +71,7 @@
 #include "cuda/common/ldmatrix.cuh"
 #include "cuda/common/mma.cuh"
 #include "cuda/common/score_mods.cuh"
+#include "cuda/common/sink.cuh"
 #include "cuda/common/varlen_span.cuh"
 #include "cuda/hopper/async_copy.cuh"
 #include "cuda/hopper/online_softmax.cuh"
@@ -106,6 +109,7 @@ struct FwdParams {
   void *o;
   int64_t o_seq, o_head;
   int head_dim;
+  const float *sinks;  // learnable sink logits, fp32 [heads_q] (natural units), or null (cuda/common/sink.cuh)
 };
 
 // Shared memory, in order: Q (BM x D), the K and V rings (STAGES x BN x D each), the barriers,
@@ -618,6 +622,24 @@ struct Consumer {
     }
   }
 
+  // softmax_finalize with a learnable sink (sink2: its logit times log2 e) in the row's denominator
+  // (cuda/common/sink.cuh): m goes to base-2 units (m * score_scale_log2, -inf for a row that saw no
+  // key), the sink joins m and l there, O is scaled by the fold's factor over the new l, and
+  // LSE = (m' + log2 l') ln 2; a row that saw no key gets O = 0 and LSE = the sink.
+  __device__ __forceinline__ void finalize_with_sink(float sink2, float (&lse)[2]) {
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float total = quad_sum(l[r]), m2 = m[r] * score_scale_log2();
+      const float o_mul = cuda::fold_sink(m2, total, sink2);
+      const bool empty = !(total > 0.f);  // only without a finite sink; also catches NaN
+      inv[r] = empty ? 0.f : o_mul / total;
+      lse[r] = empty ? -INFINITY : (m2 + log2f(total)) * cuda::kLn2;
+    }
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] *= inv[acc_half(i)];
+  }
+
   // O / l into this warpgroup's rows of the staging buffer (the O buffer, or its Q rows; the
   // 128B-swizzled layout the O tensor map expects), then one TMA store per 64-column panel; LSE from
   // the lanes that own column 0.
@@ -629,7 +651,10 @@ struct Consumer {
     using T = typename Cfg::Elem;
     const bool own_o = Cfg::O_FITS && p.separate_o;
     float lse[2];
-    softmax_finalize(o, m, l, score_scale(), lse);
+    if (p.sinks != nullptr)
+      finalize_with_sink(p.sinks[decode_tile(p, tile_idx).h] * kLog2e, lse);
+    else
+      softmax_finalize(o, m, l, score_scale(), lse);
     uint8_t *slice = smem + (own_o ? Cfg::O_OFF : Cfg::Q_OFF) + wg * 64 * 128;
     // The previous tile's store has read the slice: with the O buffer its thread waits only now.
     if (own_o && warp == 0 && lane == 0) tma_store_wait_read();

@@ -265,10 +265,10 @@ typedef struct {
    * document_ids_q / document_ids_k: both or neither; int32 [batch, seqlen_q] and [batch, seqlen_k]
    * (dense; with cu_seqlens [total_q] and [total_k], the packed rows): query i sees key j only if
    * document_ids_q[b][i] == document_ids_k[b][j] (any int32 values; packed sequences of any order).
-   * prefix_lengths: int32 [batch], 0 <= prefix_lengths[b] <= seqlen_k (with cu_seqlens: the sequence's
-   * key count): the keys
-   * j < prefix_lengths[b] are visible to every query of batch entry b whatever causal, the window or
-   * attention_chunk say (the prefix-LM mask: a bidirectional prefix, the rest causal when causal = 1).
+   * prefix_lengths: int32 [batch], 0 <= prefix_lengths[b] <= seqlen_k (with cu_seqlens: the
+   * sequence's key count): the keys j < prefix_lengths[b] are visible to every query of batch entry b
+   * whatever causal, the window or attention_chunk say (the prefix-LM mask: a bidirectional prefix,
+   * the rest causal when causal = 1). Positions are the sequence's own (seqused: its used rows).
    * Together, query i of batch entry b sees key j iff
    *   (j < prefix_lengths[b]  or  j is within causal / window / attention_chunk's bounds above)
    *   and document_ids_q[b][i] == document_ids_k[b][j]

@@ -30,7 +30,8 @@ class Ext(ctypes.Structure):  # flashbox_attention_ext
                 ("max_seqlen_k", ctypes.c_int64), ("head_dim_v", ctypes.c_int64),
                 ("attention_chunk", ctypes.c_int64), ("seqused_q", P), ("seqused_k", P),
                 ("qv", P), ("qv_stride", ctypes.c_int64 * 3), ("learnable_sink", P), ("dsink", P),
-                ("num_splits", ctypes.c_int64), ("out_partial", P), ("lse_partial", P)]
+                ("num_splits", ctypes.c_int64), ("out_partial", P), ("lse_partial", P),
+                ("document_ids_q", P), ("document_ids_k", P), ("prefix_lengths", P), ("block_mask", P)]
 
 
 class KvcacheArgs(ctypes.Structure):  # flashbox_kvcache_args

@@ -144,8 +144,51 @@ FLASHBOX_API const char *flashbox_last_kernel(void);
  * multiple of 8 up to 256; the sm90 families decline what they lack (e.g. varlen, softcap or ALiBi
  * above head_dim 128; softcap/ALiBi in a non-default forward tile), so auto falls to sm80); a
  * field no family takes is refused with FLASHBOX_ERR_UNSUPPORTED_IMPL and a message naming it,
- * before anything is written. head_dim_v, attention_chunk and seqused_q/k (below): device = cpu
- * only (forward and backward); qv: device = cpu, forward only. */
+ * before anything is written. head_dim_v, attention_chunk, seqused_q/k, document ids, prefix
+ * lengths and block masks (below): device = cpu only (forward and backward); qv: device = cpu,
+ * forward only. */
+/* Block sparsity in FlexAttention's BlockMask layout (torch.nn.attention.flex_attention.BlockMask),
+ * for flashbox_attention_ext.block_mask. Queries are cut into blocks of q_block_size rows and keys
+ * into blocks of kv_block_size, num_q_blocks = ceil(seqlen_q / q_block_size) and num_kv_blocks =
+ * ceil(seqlen_k / kv_block_size) (the last block of each may be shorter); positions are those of the
+ * call's sequence (i, j from 0; with seqused_q/k the used rows of each batch entry). Tensors are
+ * dense row-major int32 in the memory of args.device:
+ *   kv_num_blocks       [batch, heads, num_q_blocks]                  required
+ *   kv_indices          [batch, heads, num_q_blocks, max_kv_blocks]   required
+ *   full_kv_num_blocks  [batch, heads, num_q_blocks]                  both or neither
+ *   full_kv_indices     [batch, heads, num_q_blocks, max_kv_blocks]
+ *   q_num_blocks        [batch, heads, num_kv_blocks]                 the transposes: optional,
+ *   q_indices           [batch, heads, num_kv_blocks, max_q_blocks]   both or neither; with
+ *   full_q_num_blocks   [batch, heads, num_kv_blocks]                 full_kv_* and q_* given,
+ *   full_q_indices      [batch, heads, num_kv_blocks, max_q_blocks]   full_q_* are required too
+ * batch is 1 or args.batch and heads 1 or args.heads_q (1: the same row for every batch entry or
+ * query head, FlexAttention's broadcast; with GQA the mask is per query head). Row (b, h, r) lists
+ * kv_num_blocks[b][h][r] "partial" key blocks in its first entries of kv_indices[b][h][r] and
+ * full_kv_num_blocks[b][h][r] "full" ones in full_kv_indices; the entries past the count are never
+ * read. Query i sees key j iff j's block c = j / kv_block_size
+ *   is a full block of row i / q_block_size (every element visible: no other mask applies), or
+ *   is a partial block of that row and the extension's element mask admits (i, j) (causal, window,
+ *   attention_chunk, document ids, prefix-LM);
+ * a block listed in neither is skipped (nothing in it is visible, nothing of it computed). The
+ * q_* transposes list, per key block, the query blocks whose rows name it (partial and full apart).
+ * Checked on device = cpu before anything is written: struct_size, batch and heads, block sizes
+ * >= 1, max_kv_blocks (and max_q_blocks with q_*) >= 1, the required pointers, alignment, no output
+ * inside a table; every count within [0, min(max_*_blocks, num_*_blocks)], every listed index within
+ * [0, num_*_blocks), no block twice in one row (partial or full), and q_* when given the exact
+ * transposes of kv_*. The cpu backward derives the transposes from kv_* (q_* are only checked); the
+ * forward never reads them. device = cuda refuses a block mask with FLASHBOX_ERR_UNSUPPORTED_IMPL;
+ * variable-length calls (cu_seqlens) refuse one with FLASHBOX_ERR_UNSUPPORTED_IMPL too. */
+typedef struct {
+  int32_t struct_size; /* sizeof(flashbox_block_mask) */
+  int64_t batch, heads;
+  int64_t q_block_size, kv_block_size;
+  int64_t max_kv_blocks, max_q_blocks; /* the last dims of kv_indices (and full_) / q_indices (and full_) */
+  const int32_t *kv_num_blocks, *kv_indices;
+  const int32_t *full_kv_num_blocks, *full_kv_indices;
+  const int32_t *q_num_blocks, *q_indices;
+  const int32_t *full_q_num_blocks, *full_q_indices;
+} flashbox_block_mask;
+
 typedef struct {
   int32_t struct_size;                        /* sizeof(flashbox_attention_ext) as the caller compiled it */
   int32_t window_left, window_right;          /* -1: unbounded (the default is -1, -1, not 0, 0) */
@@ -219,6 +262,29 @@ typedef struct {
    * num_splits > 1 with FLASHBOX_ERR_UNSUPPORTED_IMPL before anything is written. */
   int64_t num_splits;
   float *out_partial, *lse_partial;
+  /* Added after 0.2.0, after lse_partial (a shorter struct_size reads them as NULL): mask families
+   * as data (FlexAttention's document and prefix-LM masks), and block sparsity.
+   * document_ids_q / document_ids_k: both or neither; int32 [batch, seqlen_q] and [batch, seqlen_k]
+   * (dense; with cu_seqlens [total_q] and [total_k], the packed rows): query i sees key j only if
+   * document_ids_q[b][i] == document_ids_k[b][j] (any int32 values; packed sequences of any order).
+   * prefix_lengths: int32 [batch], 0 <= prefix_lengths[b] <= seqlen_k (with cu_seqlens: the
+   * sequence's key count): the keys j < prefix_lengths[b] are visible to every query of batch entry b
+   * whatever causal, the window or attention_chunk say (the prefix-LM mask: a bidirectional prefix,
+   * the rest causal when causal = 1). Positions are the sequence's own (seqused: its used rows).
+   * Together, query i of batch entry b sees key j iff
+   *   (j < prefix_lengths[b]  or  j is within causal / window / attention_chunk's bounds above)
+   *   and document_ids_q[b][i] == document_ids_k[b][j]
+   *   and (with block_mask) j's block is listed for i's block (see flashbox_block_mask: a full block
+   *        admits every element, skipping the two lines above; a partial block applies them),
+   * and num_splits' key parts still cut the keys. A row that sees no key: o = 0, lse = -inf (the sink
+   * with learnable_sink), no gradient.
+   * block_mask: NULL (off) or a flashbox_block_mask (above). Fixed-length calls only (with or
+   * without seqused_q/k); cu_seqlens refuse it.
+   * All four: device = cpu (forward and backward, every impl; values and tables checked); device =
+   * cuda refuses them with FLASHBOX_ERR_UNSUPPORTED_IMPL before anything is written. */
+  const int32_t *document_ids_q, *document_ids_k;
+  const int32_t *prefix_lengths;
+  const flashbox_block_mask *block_mask;
 } flashbox_attention_ext;
 
 /* A struct with every field off (struct_size set, windows -1, head_dim_v 0). */

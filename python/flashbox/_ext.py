@@ -9,7 +9,7 @@ import ctypes
 
 from . import _lib
 
-__all__ = ["AttentionExt", "CombineArgs", "default_ext", "forward_ext", "backward_ext", "combine"]
+__all__ = ["AttentionExt", "BlockMask", "CombineArgs", "default_ext", "forward_ext", "backward_ext", "combine"]
 
 
 class AttentionExt(ctypes.Structure):
@@ -37,6 +37,32 @@ class AttentionExt(ctypes.Structure):
         ("num_splits", ctypes.c_int64),      # forward: key parts combined (0/1: one part)
         ("out_partial", ctypes.c_void_p),    # fp32 [splits, batch, seqlen_q, heads_q, head_dim_v] or None
         ("lse_partial", ctypes.c_void_p),    # fp32 [splits, batch, heads_q, seqlen_q] or None
+        ("document_ids_q", ctypes.c_void_p), # int32 [batch, seqlen_q] (varlen: [total_q]) or None
+        ("document_ids_k", ctypes.c_void_p), # int32 [batch, seqlen_k] (varlen: [total_k]) or None
+        ("prefix_lengths", ctypes.c_void_p), # int32 [batch] (prefix-LM) or None
+        ("block_mask", ctypes.c_void_p),     # BlockMask * or None
+    ]
+
+
+class BlockMask(ctypes.Structure):
+    """flashbox_block_mask (FlexAttention's BlockMask layout; dense row-major int32 tables)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_int32),
+        ("batch", ctypes.c_int64),              # 1 (broadcast) or the call's batch
+        ("heads", ctypes.c_int64),              # 1 (broadcast) or heads_q
+        ("q_block_size", ctypes.c_int64),
+        ("kv_block_size", ctypes.c_int64),
+        ("max_kv_blocks", ctypes.c_int64),      # last dim of kv_indices / full_kv_indices
+        ("max_q_blocks", ctypes.c_int64),       # last dim of q_indices / full_q_indices
+        ("kv_num_blocks", ctypes.c_void_p),     # [batch, heads, num_q_blocks]
+        ("kv_indices", ctypes.c_void_p),        # [batch, heads, num_q_blocks, max_kv_blocks]
+        ("full_kv_num_blocks", ctypes.c_void_p),
+        ("full_kv_indices", ctypes.c_void_p),
+        ("q_num_blocks", ctypes.c_void_p),      # [batch, heads, num_kv_blocks] (optional transposes)
+        ("q_indices", ctypes.c_void_p),         # [batch, heads, num_kv_blocks, max_q_blocks]
+        ("full_q_num_blocks", ctypes.c_void_p),
+        ("full_q_indices", ctypes.c_void_p),
     ]
 
 

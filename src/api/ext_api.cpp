@@ -3,8 +3,8 @@
 // (varlen tensors as [1, total, heads, head_dim]), then
 //   every field off (or only causal)   -> exactly the plain call (flashbox_attention_forward/backward);
 //                                         head_dim_v = head_dim counts as off
-//   head_dim_v != head_dim, attention_chunk, seqused_q/k, qv
-//                                      -> device = cpu only, forward and backward (cuda refuses them;
+//   head_dim_v != head_dim, attention_chunk, seqused_q/k, qv, document ids, prefix lengths,
+//   block_mask                         -> device = cpu only, forward and backward (cuda refuses them;
 //                                         qv is forward only)
 //   device = cpu                       -> src/cpu/varlen_attention.cpp (masks, transforms, varlen)
 //   device = cuda                      -> one Problem (mods and cu_seqlens in it) through the same
@@ -13,7 +13,9 @@
 // Nothing is written on failure: every check runs before any backend.
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "api/block_mask.hpp"
 #include "api/dispatch.hpp"
 #include "api/ext_validate.hpp"
 #include "api/guarded_call.hpp"
@@ -88,6 +90,14 @@ int check_partials(const flashbox_attention_args &flat, const flashbox_attention
   return FLASHBOX_OK;
 }
 
+// The call's mods with the block mask's dense table (owned by `kinds`) when the extension has one.
+int cpu_mods(const flashbox_attention_args &a, const flashbox_attention_ext &e, const ByteView *outputs,
+             const char *const *names, int n, std::vector<uint8_t> &kinds, core::ScoreMods &mods) {
+  mods = ext_mods(a, e);
+  if (!e.block_mask) return FLASHBOX_OK;
+  return build_block_table(a, *e.block_mask, outputs, names, n, kinds, mods.blocks);
+}
+
 #ifdef FLASHBOX_HAVE_CUDA
 // The extension's fields onto a problem built from the plain view (varlen: batch = the sequences).
 void add_ext(Problem &p, const flashbox_attention_args &a, const flashbox_attention_ext &e) {
@@ -153,12 +163,15 @@ FLASHBOX_API int flashbox_attention_forward_ext(const flashbox_attention_args *a
     const char *const names[2] = {"o", "lse"};
     if (int rc = validate_ext_memory(*args, e, outputs, names, 2)) return rc;
     if (int rc = check_partials(flat, e, ext_head_dim_v(*args, e))) return rc;
+    std::vector<uint8_t> kinds;
+    flashbox::core::ScoreMods mods;
+    if (int rc = cpu_mods(*args, e, outputs, names, 2, kinds, mods)) return rc;
 #ifdef FLASHBOX_HAVE_CUDA
     if (args->device == FLASHBOX_CUDA) return cuda_forward_ext(*args, flat, e);
 #endif
     if (args->device != FLASHBOX_CPU)
       return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_forward_ext: no backend for these fields on this device");
-    return cpu_forward_ext(*args, e, ext_mods(*args, e));
+    return cpu_forward_ext(*args, e, mods);
   });
 }
 
@@ -181,12 +194,15 @@ FLASHBOX_API int flashbox_attention_backward_ext(const flashbox_attention_grad_a
     const char *const names[3] = {"dq", "dk", "dv"};
     if (int rc = validate_ext_memory(args->fwd, e, outputs, names, 3)) return rc;
     if (int rc = check_dsink_disjoint(flat, e, dv)) return rc;
+    std::vector<uint8_t> kinds;
+    flashbox::core::ScoreMods mods;
+    if (int rc = cpu_mods(args->fwd, e, outputs, names, 3, kinds, mods)) return rc;
 #ifdef FLASHBOX_HAVE_CUDA
     if (args->fwd.device == FLASHBOX_CUDA) return cuda_backward_ext(*args, flat, e);
 #endif
     if (args->fwd.device != FLASHBOX_CPU)
       return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_backward_ext: no backend for these fields on this device");
-    return cpu_backward_ext(*args, e, ext_mods(args->fwd, e));
+    return cpu_backward_ext(*args, e, mods);
   });
 }
 

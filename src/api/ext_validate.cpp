@@ -28,12 +28,16 @@ constexpr int32_t kExtSize = int32_t(sizeof(flashbox_attention_ext));
 // group of added fields (kExtSizeNames), the last is the whole struct. A caller's struct_size may be
 // any of them; the fields its version lacks read as 0.
 constexpr int32_t kExtV1Size = int32_t(offsetof(flashbox_attention_ext, head_dim_v));
-constexpr int32_t kExtSizes[] = {kExtV1Size, int32_t(offsetof(flashbox_attention_ext, attention_chunk)),
+constexpr int32_t kExtSizes[] = {kExtV1Size,
+                                 int32_t(offsetof(flashbox_attention_ext, attention_chunk)),
                                  int32_t(offsetof(flashbox_attention_ext, qv)),
                                  int32_t(offsetof(flashbox_attention_ext, learnable_sink)),
-                                 int32_t(offsetof(flashbox_attention_ext, num_splits)), kExtSize};
-const char *const kExtSizeNames[] = {"the struct of flashbox 0.2.0", "with head_dim_v", "with seqused_k",
-                                     "with qv", "with dsink", "sizeof(flashbox_attention_ext)"};
+                                 int32_t(offsetof(flashbox_attention_ext, num_splits)),
+                                 int32_t(offsetof(flashbox_attention_ext, document_ids_q)),
+                                 kExtSize};
+const char *const kExtSizeNames[] = {
+    "the struct of flashbox 0.2.0",  "with head_dim_v", "with seqused_k", "with qv", "with dsink", "with lse_partial",
+    "sizeof(flashbox_attention_ext)"};
 constexpr int32_t kExtMaxSize = 4096;  // a struct_size beyond this is taken for garbage, not a newer struct
 
 // No output of the call shares a byte with `in` (a buffer named `name` at `p`).
@@ -51,7 +55,8 @@ int check_outputs_disjoint(const ByteView &in, const void *p, const char *name, 
   return FLASHBOX_OK;
 }
 
-// An input buffer of the extension (slopes, cu_seqlens): 4-byte aligned, no output inside it.
+}  // namespace
+
 int check_input_buffer(const void *p, int64_t bytes, const char *name, const ByteView *outputs,
                        const char *const *output_names, int n_outputs) {
   if (reinterpret_cast<uintptr_t>(p) % 4 != 0)
@@ -61,6 +66,8 @@ int check_input_buffer(const void *p, int64_t bytes, const char *name, const Byt
   in.run = bytes;
   return check_outputs_disjoint(in, p, name, outputs, output_names, n_outputs);
 }
+
+namespace {
 
 // cu_seqlens on the host: 0 first, non-decreasing, the total last, every length within max_seqlen.
 int check_cu_seqlens(const int32_t *cu, int64_t batch, int64_t total, int64_t max_seqlen, const char *which) {
@@ -124,9 +131,10 @@ bool ext_is_varlen(const flashbox_attention_ext &e) { return e.cu_seqlens_q && e
 
 bool ext_is_plain(const flashbox_attention_ext &e) {
   return e.window_left == -1 && e.window_right == -1 && e.softcap == 0.0f && !e.alibi_slopes && !e.cu_seqlens_q &&
-         !e.cu_seqlens_k && e.max_seqlen_q == 0 && e.max_seqlen_k == 0 && e.head_dim_v == 0 &&
-         e.attention_chunk == 0 && !e.seqused_q && !e.seqused_k && !e.qv && !e.learnable_sink && !e.dsink &&
-         e.num_splits <= 1 && !e.out_partial && !e.lse_partial;
+         !e.cu_seqlens_k && e.max_seqlen_q == 0 && e.max_seqlen_k == 0 && e.head_dim_v == 0 && e.attention_chunk == 0 &&
+         !e.seqused_q && !e.seqused_k && !e.qv && !e.learnable_sink && !e.dsink && e.num_splits <= 1 &&
+         !e.out_partial && !e.lse_partial && !e.document_ids_q && !e.document_ids_k && !e.prefix_lengths &&
+         !e.block_mask;
 }
 
 std::string ext_cpu_only_field(const flashbox_attention_ext &e) {
@@ -134,6 +142,10 @@ std::string ext_cpu_only_field(const flashbox_attention_ext &e) {
   if (e.seqused_q) return "seqused_q";
   if (e.seqused_k) return "seqused_k";
   if (e.qv) return "qv";
+  if (e.document_ids_q) return "document_ids_q";
+  if (e.document_ids_k) return "document_ids_k";
+  if (e.prefix_lengths) return "prefix_lengths";
+  if (e.block_mask) return "block_mask";
   return "";
 }
 
@@ -199,8 +211,17 @@ int validate_ext_fields(const flashbox_attention_args &a, flashbox_attention_ext
   if (pass == Pass::backward && e.learnable_sink && !e.dsink)
     return fail(FLASHBOX_ERR_NULL_POINTER,
                 "dsink is NULL: the backward of a call with learnable_sink writes its gradient (fp32 [heads_q])");
+  if (bool(e.document_ids_q) != bool(e.document_ids_k))
+    return fail(FLASHBOX_ERR_NULL_POINTER, std::string(e.document_ids_q ? "document_ids_k" : "document_ids_q") +
+                                               " is NULL but " +
+                                               (e.document_ids_q ? "document_ids_q" : "document_ids_k") +
+                                               " is set (document masking needs the ids of queries and keys)");
   if (const std::string field = ext_cpu_only_field(e); a.device == FLASHBOX_CUDA && !field.empty())
     return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, field + ": the CUDA kernels do not take it yet; it runs on device = cpu");
+  if (e.block_mask && ext_is_varlen(e))
+    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                "block_mask with cu_seqlens: block masks take fixed-length calls "
+                "(pad the sequences, or use document_ids for packed ones)");
   if (e.qv && a.device == FLASHBOX_CPU && a.head_dim + ext_head_dim_v(a, e) > kCpuMaxHeadDim)
     return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
                 "qv with head_dim = " + str(a.head_dim) + " and head_dim_v = " + str(ext_head_dim_v(a, e)) +
@@ -315,6 +336,27 @@ int validate_ext_memory(const flashbox_attention_args &a, const flashbox_attenti
       return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "dsink = " + ptr_str(e.dsink) + " overlaps learnable_sink = " +
                                                      ptr_str(e.learnable_sink) + " in memory");
   }
+  if (e.document_ids_q) {  // [batch, seqlen] or, packed, [total]: seqlen_q / seqlen_k rows per batch entry
+    const int64_t per = ext_is_varlen(e) ? 1 : a.batch;
+    if (int rc = check_input_buffer(e.document_ids_q, per * a.seqlen_q * 4, "document_ids_q", outputs, output_names,
+                                    n_outputs))
+      return rc;
+    if (int rc = check_input_buffer(e.document_ids_k, per * a.seqlen_k * 4, "document_ids_k", outputs, output_names,
+                                    n_outputs))
+      return rc;
+  }
+  if (e.prefix_lengths) {
+    if (int rc = check_input_buffer(e.prefix_lengths, a.batch * 4, "prefix_lengths", outputs, output_names, n_outputs))
+      return rc;
+    for (int64_t b = 0; a.device == FLASHBOX_CPU && b < a.batch; ++b) {
+      const int64_t keys = ext_is_varlen(e) ? e.cu_seqlens_k[b + 1] - e.cu_seqlens_k[b] : a.seqlen_k;
+      if (e.prefix_lengths[b] < 0 || e.prefix_lengths[b] > keys)
+        return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                    "prefix_lengths[" + str(b) + "] = " + str(e.prefix_lengths[b]) + " is outside [0, " + str(keys) +
+                        "] (" + (ext_is_varlen(e) ? "the key count of sequence " + str(b) : std::string("seqlen_k")) +
+                        ")");
+    }
+  }
   for (const char which : {'q', 'k'}) {
     const int32_t *used = which == 'q' ? e.seqused_q : e.seqused_k;
     if (!used) continue;
@@ -345,6 +387,9 @@ core::ScoreMods ext_mods(const flashbox_attention_args &a, const flashbox_attent
   m.alibi_batch_stride = e.alibi_batch_stride;
   m.chunk = e.attention_chunk;
   m.sinks = e.learnable_sink;
+  m.doc_q = e.document_ids_q, m.doc_k = e.document_ids_k;
+  if (!ext_is_varlen(e)) m.doc_q_stride = a.seqlen_q, m.doc_k_stride = a.seqlen_k;  // packed: offset per sequence
+  m.prefix = e.prefix_lengths;
   return m;
 }
 

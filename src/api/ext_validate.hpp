@@ -5,7 +5,8 @@
 //                       library knows must be zero (a newer caller's fields are never ignored)
 //   validate_ext_fields head_dim_v >= 0, <= the cpu's limit, on the cpu only (the cuda forward and
 //                       backward refuse one that differs from head_dim),
-//                       attention_chunk >= 0, it and seqused_q/k on the cpu only, qv on the
+//                       attention_chunk >= 0, it, seqused_q/k, document ids (both or neither),
+//                       prefix lengths and block_mask (not with cu_seqlens) on the cpu only, qv on the
 //                       cpu's forward only (head_dim + head_dim_v within the cpu's limit),
 //                       windows >= -1, window_right -1/0 with causal, softcap finite >= 0,
 //                       alibi_batch_stride 0 or >= heads_q, cu_seqlens both or neither, max_seqlen
@@ -16,8 +17,9 @@
 //                       cu_seqlens / seqused / learnable_sink / dsink, outputs disjoint from all of
 //                       them (dsink from the sinks too), and on the cpu the slopes and sinks
 //                       (finite), cu_seqlens values (0 first, non-decreasing, totals, max_seqlen
-//                       bounds) and seqused values (0 <= used <= the length); on cuda those values
-//                       are in device memory and not read
+//                       bounds), seqused values (0 <= used <= the length) and prefix lengths
+//                       (0 <= prefix <= the key count); on cuda those values are in device memory
+//                       and not read; the block mask's tables are checked by src/api/block_mask.hpp
 #pragma once
 #include <cstdint>
 #include <string>
@@ -55,6 +57,11 @@ flashbox_attention_args plain_view(const flashbox_attention_args &a, const flash
 // `outputs`: the buffers the call writes (as byte views), checked against slopes and cu_seqlens.
 int validate_ext_memory(const flashbox_attention_args &a, const flashbox_attention_ext &e, const ByteView *outputs,
                         const char *const *output_names, int n_outputs);
+
+// An input buffer of the extension (slopes, cu_seqlens, ids, block tables) of `bytes` bytes: 4-byte
+// aligned, no output inside it.
+int check_input_buffer(const void *p, int64_t bytes, const char *name, const ByteView *outputs,
+                       const char *const *output_names, int n_outputs);
 
 // The mask and score transform of a validated call (causal folded into window_right).
 core::ScoreMods ext_mods(const flashbox_attention_args &a, const flashbox_attention_ext &e);

@@ -19,6 +19,14 @@
 //   score          s = scale * q_i . k_j
 //                  softcap > 0:  s = softcap * tanh(s / softcap)       (after the scale)
 //                  ALiBi slope:  s = s - slope * |i + shift - j|        (after the softcap)
+//   element rules (flashbox_attention_ext's mask families, in positions of the sequence):
+//     prefix p[b]  keys j < p[b] are visible to every row whatever the window, causal or chunk say
+//                  (prefix-LM: a union with the range above);
+//     documents    then only j with doc_q[b][i] == doc_k[b][j] (an intersection);
+//   block table    (flashbox_block_mask, densified by the API) key block j / kv_block of row block
+//                  i / q_block is skipped (nothing visible), full (every key visible: no element
+//                  rule and no range applies) or partial (the range and element rules above apply);
+//   visible(...)   says all of it for one (b, h, i, j); the split's key part intersects everything.
 // The backward multiplies dS by the softcap's derivative d(cap tanh(x/cap))/dx = 1 - (s_c/cap)^2,
 // where s_c is the capped score before the ALiBi bias; the bias has no gradient.
 #pragma once
@@ -28,16 +36,43 @@
 
 namespace flashbox::core {
 
+// The kind of one (query block, key block) pair of a block mask.
+enum BlockKind : uint8_t { kBlockSkipped = 0, kBlockPartial = 1, kBlockFull = 2 };
+
+// A validated flashbox_block_mask as one dense kind per (batch, head, query block, key block),
+// built by the API (src/api/block_mask.cpp); batches / heads 1 broadcast.
+struct BlockTable {
+  const uint8_t *kind = nullptr;  // [batches, heads, q_blocks, kv_blocks]; null: no block mask
+  int64_t q_block = 1, kv_block = 1, q_blocks = 0, kv_blocks = 0, batches = 1, heads = 1;
+
+  uint8_t at(int64_t b, int64_t h, int64_t qb, int64_t kb) const {
+    return kind[(((batches == 1 ? 0 : b) * heads + (heads == 1 ? 0 : h)) * q_blocks + qb) * kv_blocks + kb];
+  }
+  // The table of batch entry b alone (for a per-sequence call whose batch index is 0).
+  BlockTable entry(int64_t b) const {
+    BlockTable t = *this;
+    if (kind && batches > 1) t.kind += b * heads * q_blocks * kv_blocks, t.batches = 1;
+    return t;
+  }
+};
+
 struct ScoreMods {
-  int64_t window_left = -1, window_right = -1;  // -1: unbounded; with causal, window_right is 0
-  float softcap = 0.0f;                         // 0: off
-  const float *alibi_slopes = nullptr;          // fp32 [heads_q] or [batch, heads_q]; null: off
-  int64_t alibi_batch_stride = 0;               // elements between batches' slopes (0: shared)
-  int64_t chunk = 0;                            // attention_chunk: 0 off, else the chunk's keys
-  const float *sinks = nullptr;                 // fp32 [heads_q] sink logits; null: none
-  int64_t split = 0, splits = 1;                // this call computes key part `split` of `splits`
+  int64_t window_left = -1, window_right = -1;       // -1: unbounded; with causal, window_right is 0
+  float softcap = 0.0f;                              // 0: off
+  const float *alibi_slopes = nullptr;               // fp32 [heads_q] or [batch, heads_q]; null: off
+  int64_t alibi_batch_stride = 0;                    // elements between batches' slopes (0: shared)
+  int64_t chunk = 0;                                 // attention_chunk: 0 off, else the chunk's keys
+  const float *sinks = nullptr;                      // fp32 [heads_q] sink logits; null: none
+  int64_t split = 0, splits = 1;                     // this call computes key part `split` of `splits`
+  const int32_t *doc_q = nullptr, *doc_k = nullptr;  // document ids [batch, seqlen]; null: off
+  int64_t doc_q_stride = 0, doc_k_stride = 0;        // elements between batch entries' ids
+  const int32_t *prefix = nullptr;                   // prefix-LM lengths [batch]; null: off
+  BlockTable blocks;                                 // block sparsity; blocks.kind null: off
 
   bool has_window() const { return window_left >= 0 || window_right >= 0; }
+  // Documents, a prefix or a block table: visibility is no longer one key range per row, so the
+  // levels test visible() element by element inside the bounds of row_keys / key_rows.
+  bool elementwise() const { return doc_q || prefix || blocks.kind; }
   // The slope of (batch b, query head h), 0 without ALiBi.
   float slope(int64_t b, int64_t h) const { return alibi_slopes ? alibi_slopes[b * alibi_batch_stride + h] : 0.0f; }
   // The sink logit of query head h, -inf without sinks (exp(-inf) = 0: no sink).
@@ -96,6 +131,62 @@ inline int64_t query_end(const ScoreMods &m, int64_t j, int64_t seqlen_q, int64_
   int64_t end = m.window_left < 0 ? seqlen_q : j - shift + m.window_left + 1;
   if (m.chunk > 0) end = std::min(end, chunk_start(j, m.chunk) + m.chunk - shift);
   return std::clamp<int64_t>(end, 0, seqlen_q);
+}
+
+// Whether row i of batch entry b, query head h, sees key j: the whole definition above.
+inline bool visible(const ScoreMods &m, int64_t b, int64_t h, int64_t i, int64_t j, int64_t seqlen_q,
+                    int64_t seqlen_k) {
+  if (j < split_begin(m, seqlen_k) || j >= split_end(m, seqlen_k)) return false;
+  if (m.blocks.kind) {
+    const uint8_t kind = m.blocks.at(b, h, i / m.blocks.q_block, j / m.blocks.kv_block);
+    if (kind == kBlockFull) return true;
+    if (kind == kBlockSkipped) return false;
+  }
+  if (m.doc_q && m.doc_q[b * m.doc_q_stride + i] != m.doc_k[b * m.doc_k_stride + j]) return false;
+  if (m.prefix && j < m.prefix[b]) return true;
+  return j >= key_begin(m, i, seqlen_q, seqlen_k) && j < key_end(m, i, seqlen_q, seqlen_k);
+}
+
+// Bounds the blocked levels walk: [begin, end) of the keys some row of [i0, i1) may see, and of
+// the rows some key of [j0, j1) may be seen by (supersets; visible() decides inside them when
+// m.elementwise()). Without element rules they are the key_begin / query_begin bounds above.
+struct Range {
+  int64_t begin, end;
+};
+inline Range row_keys(const ScoreMods &m, int64_t b, int64_t i0, int64_t i1, int64_t seqlen_q, int64_t seqlen_k) {
+  if (m.blocks.kind) return {split_begin(m, seqlen_k), split_end(m, seqlen_k)};
+  Range r{key_begin(m, i0, seqlen_q, seqlen_k), key_end(m, i1 - 1, seqlen_q, seqlen_k)};
+  if (m.prefix && m.prefix[b] > 0) {
+    r.begin = split_begin(m, seqlen_k);
+    r.end = std::max(r.end, std::min<int64_t>(m.prefix[b], split_end(m, seqlen_k)));
+  }
+  return r;
+}
+inline Range key_rows(const ScoreMods &m, int64_t b, int64_t j0, int64_t j1, int64_t seqlen_q, int64_t seqlen_k) {
+  if (m.blocks.kind) return {0, seqlen_q};
+  // A block holding a prefix key is seen by every row; past the prefix, by the range's rows.
+  if (m.prefix && j0 < m.prefix[b]) return {0, seqlen_q};
+  return {query_begin(m, j0, seqlen_q, seqlen_k), query_end(m, j1 - 1, seqlen_q, seqlen_k)};
+}
+
+// What a tile of rows [i0, i1) x keys [j0, j1) of (b, h) needs from the element mask, for the
+// blocked levels: nothing visible (skip it), every element visible (no mask), or visible() per
+// element. Decided from the block table alone; without one, `mixed`.
+enum class TileMask { skip, all, mixed };
+inline TileMask tile_mask(const ScoreMods &m, int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                          int64_t seqlen_k) {
+  if (!m.blocks.kind) return TileMask::mixed;
+  const BlockTable &t = m.blocks;
+  bool any = false, all_full = true;
+  for (int64_t qb = i0 / t.q_block; qb <= (i1 - 1) / t.q_block; ++qb)
+    for (int64_t kb = j0 / t.kv_block; kb <= (j1 - 1) / t.kv_block; ++kb) {
+      const uint8_t kind = t.at(b, h, qb, kb);
+      any |= kind != kBlockSkipped;
+      all_full &= kind == kBlockFull;
+    }
+  if (!any) return TileMask::skip;
+  const bool in_split = j0 >= split_begin(m, seqlen_k) && j1 <= split_end(m, seqlen_k);
+  return all_full && in_split ? TileMask::all : TileMask::mixed;
 }
 
 // The score transform after the scale: softcap, then the ALiBi bias (slope 0: none). Templated on

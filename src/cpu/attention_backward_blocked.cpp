@@ -6,8 +6,8 @@
 //       dV_j += Pᵀ dO_i,  dP = dO_i V_jᵀ,  dS = P ∘ (dP − D_i) ∘ softcap'(S)
 //       dK_j += dSᵀ Q_i,  dQ_i += dS K_j          (dQ in an fp32 accumulator per query head)
 //   dK = scale · dK, dQ = scale · dQ.
-// Masks (causal, sliding window): only the Q blocks holding rows that see block j are visited; keys
-// a row may not see get P = 0. Only tiles and the dQ accumulator (linear in T) live in scratch. Parallel over (batch, kv
+// Masks (causal, sliding window, prefix): only the Q blocks holding rows that see block j are
+// visited; tiles a block mask leaves unlisted are skipped; keys a row may not see get P = 0. Only tiles and the dQ accumulator (linear in T) live in scratch. Parallel over (batch, kv
 // head), blocks in a fixed order inside a task: deterministic by construction. d is head_dim (Q, K,
 // dQ, dK), dv head_dim_v (V, dO, dV: the extension's, head_dim unless set).
 #include <omp.h>
@@ -39,15 +39,19 @@ struct Tiles {
 
 // One (Q block, K/V block) step: rows [i0, i0+m) and keys [j0, j0+n) already loaded into t.
 // dS holds the softcap's derivative between the two loops.
-void block_step(const Problem &p, const Tiles &t, float slope, int64_t i0, int64_t m, int64_t j0, int64_t n,
-                const float *lse, const float *Di, float *dq_rows) {
+// `mask`: the tile's need of the element mask (core::tile_mask).
+void block_step(const Problem &p, const Tiles &t, int64_t b, int64_t h, core::TileMask mask, int64_t i0, int64_t m,
+                int64_t j0, int64_t n, const float *lse, const float *Di, float *dq_rows) {
   const int64_t D = p.head_dim, DV = p.head_dim_v;
+  const float slope = p.mods.slope(b, h);
+  const bool elementwise = p.mods.elementwise() && mask == core::TileMask::mixed;
   for (int64_t r = 0; r < m; ++r) {
-    // keys of this block row r sees: [begin, end)
-    const int64_t begin = key_begin(p, i0 + r) - j0, end = key_end(p, i0 + r) - j0;
+    // keys of this block row r sees: [begin, end), or with element rules core::visible
+    const int64_t begin = mask == core::TileMask::all ? 0 : key_begin(p, i0 + r) - j0;
+    const int64_t end = mask == core::TileMask::all ? n : key_end(p, i0 + r) - j0;
     for (int64_t c = 0; c < n; ++c) {
       float pij = 0.0f, grad = 1.0f;
-      if (c >= begin && c < end) {
+      if (elementwise ? core::visible(p.mods, b, h, i0 + r, j0 + c, p.seqlen_q, p.seqlen_k) : c >= begin && c < end) {
         float s = 0.0f;
         for (int64_t x = 0; x < D; ++x) s += t.q[r * D + x] * t.k[c * D + x];
         pij = std::exp(transformed_score(p, s * p.scale, slope, i0 + r, j0 + c, &grad) - lse[r]);
@@ -102,16 +106,19 @@ int blocked(const Problem &p) {
         load_rows(p, g.fwd.v, g.fwd.v_stride, b, hk, j0, n, DV, t.v);
         std::fill_n(t.dk, kBlockK * D, 0.0f);
         std::fill_n(t.dv, kBlockK * DV, 0.0f);
-        // Rows that see some key of the block: from the first key's first row to the last key's last.
-        const int64_t first_block = query_begin(p, j0) / kBlockQ * kBlockQ, rows_end = query_end(p, j0 + n - 1);
+        // Rows that see some key of the block: from the first key's first row to the last key's last
+        // (with a prefix or a block mask, core::key_rows widens them; unlisted blocks are skipped).
+        const core::Range rows = core::key_rows(p.mods, b, j0, j0 + n, SQ, SK);
+        const int64_t first_block = rows.begin / kBlockQ * kBlockQ;
         for (int64_t h = hk * p.group; h < (hk + 1) * p.group; ++h) {
           const int64_t row0 = (b * p.heads_q + h) * SQ;
-          const float slope = p.mods.slope(b, h);
-          for (int64_t i0 = first_block; i0 < rows_end; i0 += kBlockQ) {
+          for (int64_t i0 = first_block; i0 < rows.end; i0 += kBlockQ) {
             const int64_t m = std::min(kBlockQ, SQ - i0);
+            const core::TileMask mask = core::tile_mask(p.mods, b, h, i0, i0 + m, j0, j0 + n, SK);
+            if (mask == core::TileMask::skip) continue;
             load_rows(p, g.fwd.q, g.fwd.q_stride, b, h, i0, m, D, t.q);
             load_rows(p, g.dout, g.dout_stride, b, h, i0, m, DV, t.dO);
-            block_step(p, t, slope, i0, m, j0, n, g.fwd.lse + row0 + i0, rowsum.data() + row0 + i0,
+            block_step(p, t, b, h, mask, i0, m, j0, n, g.fwd.lse + row0 + i0, rowsum.data() + row0 + i0,
                        dq_acc.data() + (row0 + i0) * D);
           }
         }

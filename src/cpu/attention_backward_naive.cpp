@@ -54,9 +54,10 @@ int naive(const Problem &p) {
         const float slope = p.mods.slope(b, h);
         for (int64_t i = 0; i < SQ; ++i) {
           const int64_t begin = key_begin(p, i), end = key_end(p, i);
+          const bool elementwise = p.mods.elementwise();
           for (int64_t j = 0; j < SK; ++j) {
             float pij = 0.0f, grad = 1.0f;
-            if (j >= begin && j < end) {
+            if (elementwise ? core::visible(p.mods, b, h, i, j, SQ, SK) : j >= begin && j < end) {
               float s = 0.0f;
               for (int64_t c = 0; c < D; ++c) s += q[i * D + c] * k[j * D + c];
               pij = std::exp(transformed_score(p, s * p.scale, slope, i, j, &grad) - lse[i]);

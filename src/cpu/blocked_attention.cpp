@@ -6,10 +6,12 @@
 //   l = l * alpha + rowsum(P),  acc = acc * alpha + P V,
 // and divides by l once at the end. S never leaves the tile. Scores are kept in base 2: the softmax
 // scale is folded with log2(e) into one multiplier, so every exponential is an exp2; the natural
-// log-sum-exp written out is (m + log2 l) * ln 2. Masks (causal, sliding window; src/core/masks.hpp)
-// bound the K/V walk to the keys some row of the block sees, from the first row's first visible key
-// to the last row's last one: blocks wholly outside the mask are never visited, and only blocks that
-// cross a row's bound are masked element by element. Softcap and ALiBi are applied to the score tile
+// log-sum-exp written out is (m + log2 l) * ln 2. Masks (causal, sliding window, prefix;
+// src/core/masks.hpp) bound the K/V walk to the keys some row of the block sees, from the first row's
+// first visible key to the last row's last one: blocks wholly outside the mask are never visited, and
+// only blocks that cross a row's bound are masked element by element. A block mask skips the tiles it
+// leaves unlisted (never loaded) and masks none of a tile it lists as wholly full; documents, a
+// prefix and partial blocks are masked element by element (core::visible). Softcap and ALiBi are applied to the score tile
 // in natural units before it is brought to base 2. Tasks are independent: parallel over
 // (batch, head, Q block), like the GPU grid. Inputs of any dtype are converted to fp32 once per tile.
 // The per-thread tiles (Q, K^T: O(BLOCK x head_dim); V, acc: O(BLOCK x head_dim_v); S: BLOCK^2;
@@ -170,8 +172,8 @@ FLASHBOX_VECTOR_CLONES void process_q_block(const Tiling &p, int64_t b, int64_t 
   // last (both bounds grow with the row). K/V blocks outside are fully masked and skipped.
   const core::ScoreMods &m = *p.mods;
   const int64_t SQ = a.seqlen_q, SK = a.seqlen_k;
-  const int64_t kv_begin = core::key_begin(m, i0, SQ, SK) / p.bn * p.bn;
-  const int64_t kv_end = core::key_end(m, i0 + rows - 1, SQ, SK);
+  const core::Range keys = core::row_keys(m, b, i0, i0 + rows, SQ, SK);
+  const int64_t kv_begin = keys.begin / p.bn * p.bn, kv_end = keys.end;
   // Tiles inside [inner_begin, inner_end) are visible to every row of the block: no element mask.
   const int64_t inner_begin = core::key_begin(m, i0 + rows - 1, SQ, SK), inner_end = core::key_end(m, i0, SQ, SK);
   const float slope = m.slope(b, h);
@@ -180,6 +182,9 @@ FLASHBOX_VECTOR_CLONES void process_q_block(const Tiling &p, int64_t b, int64_t 
   for (int64_t j0 = kv_begin; j0 < kv_end; j0 += p.bn) {
     const int64_t cols = std::min(p.bn, kv_end - j0);
     const int64_t cols16 = round_up(cols, kCols);
+    // A block mask decides per tile: unlisted ones are never loaded, wholly full ones need no mask.
+    const core::TileMask tile = core::tile_mask(m, b, h, i0, i0 + rows, j0, j0 + cols, SK);
+    if (tile == core::TileMask::skip) continue;
     float *row_tmp = t.s;  // S is not live yet: borrow its first row to convert K rows
     for (int64_t c = 0; c < cols; ++c) {
       const int64_t koff = b * a.k_stride[0] + (j0 + c) * a.k_stride[1] + hk * a.k_stride[2];
@@ -208,7 +213,12 @@ FLASHBOX_VECTOR_CLONES void process_q_block(const Tiling &p, int64_t b, int64_t 
     }
     // Only a block that crosses some row's bound needs the element-wise mask: key j0 + c is hidden
     // from row i0 + r outside [key_begin, key_end) of that row.
-    if (j0 < inner_begin || j0 + cols > inner_end) {
+    if (m.elementwise()) {
+      if (tile == core::TileMask::mixed)
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < cols; ++c)
+            if (!core::visible(m, b, h, i0 + r, j0 + c, SQ, SK)) t.s[r * t.BN + c] = kNegInf;
+    } else if (j0 < inner_begin || j0 + cols > inner_end) {
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t lo = std::clamp<int64_t>(core::key_begin(m, i0 + r, SQ, SK) - j0, 0, cols);
         const int64_t hi = std::clamp<int64_t>(core::key_end(m, i0 + r, SQ, SK) - j0, lo, cols);

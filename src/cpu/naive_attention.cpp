@@ -1,5 +1,6 @@
 // Naive attention, the textbook way: S = Q K^T * scale for every (batch, head) at once, the score
-// transforms (softcap, ALiBi) and the mask (causal, sliding window; src/core/masks.hpp) written into S, P = softmax(S) row by row, O = P V. S and P are full
+// transforms (softcap, ALiBi) and the mask (causal, sliding window, documents, prefix, blocks;
+// src/core/masks.hpp) written into S, P = softmax(S) row by row, O = P V. S and P are full
 // [batch, heads_q, seqlen_q, seqlen_k] fp32 arrays, which is the point: their size grows with T^2
 // and is reported through the scratch counters (flashbox_last_scratch_peak_bytes). Inputs are first
 // converted to dense fp32 copies (K transposed so the S loop runs along keys); those count as
@@ -78,6 +79,11 @@ int cpu_naive_forward(const Problem &a) {
         if (m.alibi_slopes) {
           const float slope = m.slope(b, h);
           for (int64_t j = 0; j < SK; ++j) s[j] += core::alibi_bias(slope, i, j, SQ, SK);
+        }
+        if (m.elementwise()) {  // documents, a prefix or a block mask: the mask key by key
+          for (int64_t j = 0; j < SK; ++j)
+            if (!core::visible(m, b, h, i, j, SQ, SK)) s[j] = -std::numeric_limits<float>::infinity();
+          continue;
         }
         const int64_t kb = core::key_begin(m, i, SQ, SK), ke = std::max(kb, core::key_end(m, i, SQ, SK));
         std::fill(s, s + kb, -std::numeric_limits<float>::infinity());

@@ -30,6 +30,7 @@ void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, st
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t hk = 0; hk < HKV; ++hk) {
+      std::vector<int64_t> keys;  // the keys row i sees (core::visible, tested for every key)
       std::vector<double> q, k, v, dout, p(static_cast<size_t>(SK)), dp(static_cast<size_t>(SK)),
           grad(static_cast<size_t>(SK));
       gather_head(a.k, a.dtype, a.k_stride, b, hk, SK, D, k);
@@ -39,12 +40,14 @@ void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, st
         gather_head(g.dout, a.dtype, g.dout_stride, b, h, SQ, DV, dout);
         const double slope = m.slope(b, h), cap = m.softcap;
         for (int64_t i = 0; i < SQ; ++i) {
-          const int64_t begin = core::key_begin(m, i, SQ, SK), end = core::key_end(m, i, SQ, SK);
-          if (end <= begin) continue;  // sees no key: O is the constant 0, every gradient through it is 0
+          keys.clear();
+          for (int64_t j = 0; j < SK; ++j)
+            if (core::visible(m, b, h, i, j, SQ, SK)) keys.push_back(j);
+          if (keys.empty()) continue;  // sees no key: O is the constant 0, every gradient through it is 0
           const double *qi = &q[size_t(i * D)], *doi = &dout[size_t(i * DV)];
           const double sink = m.sink(h);  // -inf without a sink
           double mx = sink;
-          for (int64_t j = begin; j < end; ++j) {
+          for (const int64_t j : keys) {
             double s = 0.0;
             for (int64_t c = 0; c < D; ++c) s += qi[c] * k[size_t(j * D + c)];
             const double capped = core::capped_score(s * scale, cap);
@@ -53,9 +56,9 @@ void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, st
             mx = std::max(mx, p[size_t(j)]);
           }
           double sum = std::exp(sink - mx);  // the sink's column (0 without one)
-          for (int64_t j = begin; j < end; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
+          for (const int64_t j : keys) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
           double rowsum = 0.0;  // D_i = Σ_j P_ij dP_ij (the sink's column has no value: dP = 0)
-          for (int64_t j = begin; j < end; ++j) {
+          for (const int64_t j : keys) {
             p[size_t(j)] /= sum;
             double t = 0.0;
             for (int64_t c = 0; c < DV; ++c) t += doi[c] * v[size_t(j * DV + c)];
@@ -64,7 +67,7 @@ void reference_attention_backward_fp64(const flashbox_attention_grad_args &g, st
           }
           dsink_bh[size_t(b * HQ + h)] -= std::exp(sink - mx) / sum * rowsum;
           double *dqi = &dq[size_t(((b * SQ + i) * HQ + h) * D)];
-          for (int64_t j = begin; j < end; ++j) {
+          for (const int64_t j : keys) {
             const double pj = p[size_t(j)];
             const double ds = pj * (dp[size_t(j)] - rowsum) * grad[size_t(j)] * scale;
             double *dkj = &dk[size_t(((b * SK + j) * HKV + hk) * D)];

@@ -1,5 +1,5 @@
 // fp64 reference attention: for every (batch, query head, query row) the scores of the keys the row
-// may see, their max, sum of exp(s - max), and the weighted sum of values, all in double. Slow and
+// may see (core::visible, tested for every key: the dense mask), their max, sum of exp(s - max), and the weighted sum of values, all in double. Slow and
 // obvious on purpose; parallel over (batch, head) only to keep the tests quick.
 #include "cpu/reference_fp64.hpp"
 
@@ -38,6 +38,7 @@ void reference_attention_fp64(const flashbox_attention_args &a, std::vector<doub
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < HQ; ++h) {
       std::vector<double> q, k, v, s, qv;
+      std::vector<int64_t> keys;  // the keys row i sees
       gather_head(a.q, a.dtype, a.q_stride, b, h, SQ, D, q);
       if (qv_in) gather_head(qv_in->data, a.dtype, qv_in->stride, b, h, SQ, DV, qv);
       gather_head(a.k, a.dtype, a.k_stride, b, h / group, SK, D, k);
@@ -45,15 +46,17 @@ void reference_attention_fp64(const flashbox_attention_args &a, std::vector<doub
       s.resize(size_t(SK));
       const double slope = m.slope(b, h), cap = m.softcap;
       for (int64_t i = 0; i < SQ; ++i) {
-        const int64_t begin = core::key_begin(m, i, SQ, SK), end = core::key_end(m, i, SQ, SK);
+        keys.clear();
+        for (int64_t j = 0; j < SK; ++j)
+          if (core::visible(m, b, h, i, j, SQ, SK)) keys.push_back(j);
         double *o = &out[size_t(((b * SQ + i) * HQ + h) * DV)];
         const double sink = m.sink(h);  // -inf without a sink
-        if (end <= begin) {  // sees no key: O = 0, LSE = -inf (already set) or the sink
+        if (keys.empty()) {             // sees no key: O = 0, LSE = -inf (already set) or the sink
           if (lse && m.sinks) (*lse)[size_t((b * HQ + h) * SQ + i)] = sink;
           continue;
         }
         double mx = sink;
-        for (int64_t j = begin; j < end; ++j) {
+        for (const int64_t j : keys) {
           double dot = 0.0;
           for (int64_t c = 0; c < D; ++c) dot += q[size_t(i * D + c)] * k[size_t(j * D + c)];
           if (qv_in)
@@ -62,11 +65,11 @@ void reference_attention_fp64(const flashbox_attention_args &a, std::vector<doub
           mx = std::max(mx, s[size_t(j)]);
         }
         double sum = std::exp(sink - mx);  // the sink's column (0 without one)
-        for (int64_t j = begin; j < end; ++j) {
+        for (const int64_t j : keys) {
           s[size_t(j)] = std::exp(s[size_t(j)] - mx);
           sum += s[size_t(j)];
         }
-        for (int64_t j = begin; j < end; ++j) {
+        for (const int64_t j : keys) {
           const double p = s[size_t(j)] / sum;
           for (int64_t c = 0; c < DV; ++c) o[c] += p * v[size_t(j * DV + c)];
         }

@@ -12,7 +12,8 @@
 // qv runs as one product of [q | qv] with [k | v] (forward_with_qv), then as any other call. A
 // learnable sink rides in the mods (the levels add it to each row's denominator); the backward's
 // dsink is one reduction over o, dout and lse after the levels (write_sink_gradient).
-// ALiBi slopes of sequence s are row s of the slope buffer (alibi_batch_stride apart).
+// ALiBi slopes of sequence s are row s of the slope buffer (alibi_batch_stride apart); its document
+// ids, prefix length and block-table entry are taken the same way (sequence_mods).
 // Before anything is written, the largest sequence's scratch is checked against the host's free
 // memory, so a call that would run out fails with nothing written, like the plain call.
 #include <algorithm>
@@ -93,8 +94,17 @@ void zero_rows(void *base, const int64_t *stride, const Seq &q, bool kv, int64_t
   }
 }
 
-core::ScoreMods sequence_mods(core::ScoreMods m, int64_t s) {
+// The mods of sequence q as a batch-1 call: its slopes, document ids (packed: from its first row),
+// prefix length and block table.
+core::ScoreMods sequence_mods(core::ScoreMods m, const Seq &q) {
+  const int64_t s = q.index;
   if (m.alibi_slopes) m.alibi_slopes += s * m.alibi_batch_stride;
+  if (m.doc_q) {
+    m.doc_q += q.packed ? q.q0 : s * m.doc_q_stride;
+    m.doc_k += q.packed ? q.k0 : s * m.doc_k_stride;
+  }
+  if (m.prefix) m.prefix += s;
+  m.blocks = m.blocks.entry(s);
   return m;
 }
 
@@ -272,7 +282,7 @@ int cpu_forward_ext(const flashbox_attention_args &a, const flashbox_attention_e
       lse.resize(size_t(a.heads_q * q.lq));
       x.lse = lse.data();
     }
-    if (int rc = forward_one(x, sequence_mods(mods, s), dv)) return rc;
+    if (int rc = forward_one(x, sequence_mods(mods, q), dv)) return rc;
     kernel = kernel_name();
     if (a.lse)
       for (int64_t h = 0; h < a.heads_q; ++h) std::copy_n(lse.data() + h * q.lq, q.lq, seq_lse(a.lse, a, q, h));
@@ -347,7 +357,7 @@ int backward_levels(const flashbox_attention_grad_args &g, const flashbox_attent
     lse.resize(size_t(a.heads_q * q.lq));
     for (int64_t h = 0; h < a.heads_q; ++h) std::copy_n(seq_lse(a.lse, a, q, h), q.lq, lse.data() + h * q.lq);
     x.fwd.lse = lse.data();
-    if (int rc = cpu_backward(make_grad_problem(x, sequence_mods(mods, s), dv))) return rc;
+    if (int rc = cpu_backward(make_grad_problem(x, sequence_mods(mods, q), dv))) return rc;
     kernel = kernel_name();
   }
   set_kernel_name(kernel + (packed(e) ? "_varlen" : "_seqused"));

@@ -90,11 +90,8 @@ TEST(Seqused, FullLengthsAreTheFixedLengthAnswer) {
 // A refusal: the code, every phrase in the message, no output written.
 void expect_refused(MaskData &d, const flashbox_attention_args &a, const flashbox_attention_ext &e, int code,
                     const std::vector<std::string> &mentions) {
-  const std::vector<uint8_t> before = d.outputs_snapshot();
-  EXPECT_EQ(flashbox_attention_forward_ext(&a, &e), code) << flashbox_last_error();
-  const std::string msg = flashbox_last_error();
-  for (const std::string &m : mentions) EXPECT_NE(msg.find(m), std::string::npos) << "'" << m << "' not in: " << msg;
-  EXPECT_TRUE(before == d.outputs_snapshot()) << "a refused call wrote an output";
+  flashbox::test::expect_call_refused(
+      d, [&] { return flashbox_attention_forward_ext(&a, &e); }, code, mentions);
 }
 
 TEST(ChunkSequsedArgs, BadValuesAreNamed) {

@@ -2,7 +2,9 @@
 // ALiBi, an attention chunk and optionally variable lengths or seqused becomes seeded random host
 // tensors, the ext struct, the fp64 reference forward and backward (per sequence for varlen and
 // seqused, so the reference never sees packing or unused rows), and comparisons of o / lse / dq / dk /
-// dv with it. Fixed-length tensors are BTHD, varlen tensors [total, heads, head_dim]; outputs are
+// dv with it. Document ids, prefix lengths and a block mask (given as one dense kind per block pair,
+// encoded here into FlexAttention's index tables; the reference reads the dense kinds, not the
+// tables) join the mask when set. Fixed-length tensors are BTHD, varlen tensors [total, heads, head_dim]; outputs are
 // poisoned with NaN before every call. Query rows past seqused_q are not compared: the forward must
 // leave them as they were (unused_outputs_untouched), the backward's gradients there must be 0.
 #pragma once
@@ -25,6 +27,19 @@
 
 namespace flashbox::test {
 
+// A block mask as the test means it: kinds[((b * heads + h) * q_blocks + r) * kv_blocks + c] is
+// core::kBlockSkipped / kBlockPartial / kBlockFull (batches, heads: 1 or the call's). MaskData encodes
+// it as flashbox_block_mask tables, `pad` spare entries per row (garbage past the counts), the indices
+// of a row in a seeded shuffled order.
+struct BlockSpec {
+  int64_t q_block = 16, kv_block = 16, batches = 1, heads = 1;
+  std::vector<uint8_t> kinds;  // empty: no block mask
+  bool full_lists = true;      // full blocks in full_kv_*; false: kinds may not hold kBlockFull
+  bool transposes = false;     // q_* (and full_q_*) given too
+  int64_t pad = 2;
+  bool on() const { return !kinds.empty(); }
+};
+
 struct MaskCase {
   int64_t batch = 2, seqlen_q = 40, seqlen_k = 40, heads_q = 2, heads_kv = 1, head_dim = 16;
   flashbox_dtype dtype = FLASHBOX_FLOAT32;
@@ -36,6 +51,9 @@ struct MaskCase {
   int64_t attention_chunk = 0;
   std::vector<int32_t> used_q, used_k;  // non-empty: seqused_q / seqused_k, one per sequence
   bool sink = false;                    // a learnable sink per query head (and its gradient dsink)
+  std::vector<int32_t> docs_q, docs_k;  // document ids [batch, seqlen] (varlen: [total]); empty: off
+  std::vector<int32_t> prefix;          // prefix-LM lengths [batch]; empty: off
+  BlockSpec blocks;
   uint64_t seed = fresh_seed();
 
   bool varlen() const { return !lens_q.empty(); }
@@ -48,7 +66,12 @@ struct MaskCase {
                     (softcap > 0 ? "_cap" + std::to_string(softcap) : "") +
                     (alibi ? "_alibi" + std::to_string(alibi) : "") + (varlen() ? "_varlen" : "") +
                     (attention_chunk ? "_chunk" + std::to_string(attention_chunk) : "") +
-                    (used_q.empty() ? "" : "_usedq") + (used_k.empty() ? "" : "_usedk") + (sink ? "_sink" : "");
+                    (used_q.empty() ? "" : "_usedq") + (used_k.empty() ? "" : "_usedk") + (sink ? "_sink" : "") +
+                    (docs_q.empty() ? "" : "_docs") + (prefix.empty() ? "" : "_prefix") +
+                    (blocks.on() ? "_blocks" + std::to_string(blocks.q_block) + "x" + std::to_string(blocks.kv_block) +
+                                       "_bcast" + std::to_string(blocks.batches) + "," + std::to_string(blocks.heads) +
+                                       (blocks.transposes ? "_transposes" : "")
+                                 : "");
     return s + "_seed" + std::to_string(seed) + " (rerun with FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")";
   }
 };
@@ -121,9 +144,16 @@ class MaskData {
         e_.max_seqlen_k = std::max<int64_t>(e_.max_seqlen_k, c_.lens_k[size_t(s)]);
       }
     }
+    if (!c_.docs_q.empty()) e_.document_ids_q = c_.docs_q.data(), e_.document_ids_k = c_.docs_k.data();
+    if (!c_.prefix.empty()) e_.prefix_lengths = c_.prefix.data();
+    if (c_.blocks.on()) encode_blocks(rng);
     reference();
   }
   MaskData(const MaskData &) = delete;
+
+  // The encoded block mask (e_.block_mask points at it) and its tables, for tests that corrupt them.
+  flashbox_block_mask &block_mask() { return bm_; }
+  std::vector<int32_t> &block_table(int which) { return tables_[which]; }  // kv_num, kv_idx, full_kv_num, ...
 
   const MaskCase &config() const { return c_; }
   std::string name() const { return c_.name(); }
@@ -236,8 +266,59 @@ class MaskData {
     for (size_t i = 0; i < buf.size(); ++i) buf[i] = (i & 1) ? 0x7f : 0xff;
   }
 
+  // flashbox_block_mask tables from c_.blocks.kinds: for each direction and kind, per row the count
+  // and the listed indices (shuffled), `pad` entries of garbage past the largest count.
+  void encode_blocks(std::mt19937_64 &rng) {
+    const BlockSpec &bs = c_.blocks;
+    const int64_t nq = (c_.seqlen_q + bs.q_block - 1) / bs.q_block, nk = (c_.seqlen_k + bs.kv_block - 1) / bs.kv_block;
+    const int64_t bh = bs.batches * bs.heads;
+    const int64_t wk = nk + bs.pad, wq = nq + bs.pad;
+    for (int dir = 0; dir < 2; ++dir)  // 0: kv_* (rows: q blocks), 1: q_* (rows: kv blocks)
+      for (uint8_t kind : {core::kBlockPartial, core::kBlockFull}) {
+        const int64_t rows = dir == 0 ? nq : nk, width = dir == 0 ? wk : wq, targets = dir == 0 ? nk : nq;
+        std::vector<int32_t> &num = tables_[dir * 4 + (kind == core::kBlockFull ? 2 : 0)];
+        std::vector<int32_t> &idx = tables_[dir * 4 + (kind == core::kBlockFull ? 3 : 1)];
+        num.assign(size_t(bh * rows), 0), idx.assign(size_t(bh * rows * width), 12345);
+        for (int64_t x = 0; x < bh; ++x)
+          for (int64_t r = 0; r < rows; ++r) {
+            std::vector<int32_t> list;
+            for (int64_t t = 0; t < targets; ++t) {
+              const int64_t qb = dir == 0 ? r : t, kb = dir == 0 ? t : r;
+              if (bs.kinds[size_t((x * nq + qb) * nk + kb)] == kind) list.push_back(int32_t(t));
+            }
+            std::shuffle(list.begin(), list.end(), rng);
+            num[size_t(x * rows + r)] = int32_t(list.size());
+            std::copy(list.begin(), list.end(), idx.begin() + (x * rows + r) * width);
+          }
+      }
+    bm_ = flashbox_block_mask{};
+    bm_.struct_size = int32_t(sizeof bm_);
+    bm_.batch = bs.batches, bm_.heads = bs.heads, bm_.q_block_size = bs.q_block, bm_.kv_block_size = bs.kv_block;
+    bm_.max_kv_blocks = wk, bm_.max_q_blocks = bs.transposes ? wq : 0;
+    bm_.kv_num_blocks = tables_[0].data(), bm_.kv_indices = tables_[1].data();
+    if (bs.full_lists) bm_.full_kv_num_blocks = tables_[2].data(), bm_.full_kv_indices = tables_[3].data();
+    if (bs.transposes) {
+      bm_.q_num_blocks = tables_[4].data(), bm_.q_indices = tables_[5].data();
+      if (bs.full_lists) bm_.full_q_num_blocks = tables_[6].data(), bm_.full_q_indices = tables_[7].data();
+    }
+    e_.block_mask = &bm_;
+    table_ = core::BlockTable{};
+    table_.kind = c_.blocks.kinds.data(), table_.q_block = bs.q_block, table_.kv_block = bs.kv_block;
+    table_.q_blocks = nq, table_.kv_blocks = nk, table_.batches = bs.batches, table_.heads = bs.heads;
+  }
+
   core::ScoreMods mods(int64_t seq_index) const {
     core::ScoreMods m;
+    // Document ids, prefix and block kinds straight from the case (the reference never reads the
+    // encoded tables); per sequence, sequence s's.
+    if (!c_.docs_q.empty()) {
+      const bool ps = c_.per_sequence();
+      m.doc_q = c_.docs_q.data() + (ps ? (c_.varlen() ? cu_q_[size_t(seq_index)] : seq_index * c_.seqlen_q) : 0);
+      m.doc_k = c_.docs_k.data() + (ps ? (c_.varlen() ? cu_k_[size_t(seq_index)] : seq_index * c_.seqlen_k) : 0);
+      m.doc_q_stride = ps ? 0 : c_.seqlen_q, m.doc_k_stride = ps ? 0 : c_.seqlen_k;
+    }
+    if (!c_.prefix.empty()) m.prefix = c_.prefix.data() + (c_.per_sequence() ? seq_index : 0);
+    if (c_.blocks.on()) m.blocks = c_.per_sequence() ? table_.entry(seq_index) : table_;
     m.window_left = c_.window_left, m.window_right = c_.causal ? 0 : c_.window_right, m.softcap = c_.softcap;
     m.chunk = c_.attention_chunk;
     if (c_.sink) m.sinks = sinks_.data();
@@ -330,9 +411,23 @@ class MaskData {
   std::vector<int32_t> cu_q_, cu_k_;
   flashbox_attention_args a_{};
   flashbox_attention_ext e_{};
+  flashbox_block_mask bm_{};
+  std::vector<int32_t> tables_[8];  // kv_num, kv_idx, full_kv_num, full_kv_idx, q_num, q_idx, full_q_num, full_q_idx
+  core::BlockTable table_;
   std::vector<double> ref_o_, ref_lse_, ref_dq_, ref_dk_, ref_dv_, ref_dsink_;
   std::vector<char> row_used_q_, lse_used_;  // query rows / lse entries a forward writes (seqused_q)
 };
+
+// A call that must be refused: `call()` returns `code`, the message holds every phrase of
+// `mentions`, and no output of `d` changed.
+template <class Call>
+inline void expect_call_refused(MaskData &d, Call call, int code, const std::vector<std::string> &mentions) {
+  const std::vector<uint8_t> before = d.outputs_snapshot();
+  EXPECT_EQ(call(), code) << flashbox_last_error();
+  const std::string msg = flashbox_last_error();
+  for (const std::string &m : mentions) EXPECT_NE(msg.find(m), std::string::npos) << "'" << m << "' not in: " << msg;
+  EXPECT_TRUE(before == d.outputs_snapshot()) << "a refused call wrote an output";
+}
 
 // Forward and backward of both CPU levels (naive, blocked) through the extension against the fp64
 // reference: o and lse of the rows a forward writes (the rows past seqused_q left as they were), then

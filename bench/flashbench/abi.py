@@ -48,7 +48,7 @@ class KvcacheArgs(ctypes.Structure):  # flashbox_kvcache_args
                 ("window_right", ctypes.c_int64), ("softcap", ctypes.c_float), ("alibi_slopes", P),
                 ("num_splits", ctypes.c_int), ("tables_trusted", ctypes.c_int), ("rotary_cos", P),
                 ("rotary_sin", P), ("rotary_dim", ctypes.c_int64), ("rotary_interleaved", ctypes.c_int),
-                ("stream", P), ("alibi_batch_stride", ctypes.c_int64)]
+                ("stream", P), ("alibi_batch_stride", ctypes.c_int64), ("learnable_sink", P)]
 
 
 class FlashboxError(RuntimeError):

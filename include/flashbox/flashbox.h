@@ -361,6 +361,12 @@ typedef struct {
    * between batch entries' rows of ALiBi slopes, [batch, heads_q] when >= heads_q; 0: one [heads_q]
    * row for every entry. */
   int64_t alibi_batch_stride;
+  /* Added 2026-12-06 (a struct_size of the struct without it is still accepted, as NULL): learnable
+   * sinks, fp32 [heads_q] in the memory of `device`, or NULL: one logit per query head that joins
+   * every row's softmax denominator with no value, as flashbox_attention_ext.learnable_sink:
+   * lse = log(sum_j exp(s_j) + exp(sink)), o = sum_j exp(s_j - lse) v_j; a row that sees no key gets
+   * o = 0 and lse = the sink. Checked finite on the cpu; not read on the host for cuda. */
+  const float *learnable_sink;
 } flashbox_kvcache_args;
 FLASHBOX_API int flashbox_attention_kvcache(const flashbox_kvcache_args *args); /* 0 on success */
 /* The split count a call with these arguments would use (num_splits, or the library's choice when it

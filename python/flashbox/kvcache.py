@@ -55,6 +55,7 @@ class KvcacheArgs(ctypes.Structure):
         ("rotary_cos", _P), ("rotary_sin", _P), ("rotary_dim", ctypes.c_int64), ("rotary_interleaved", ctypes.c_int),
         ("stream", _P),
         ("alibi_batch_stride", ctypes.c_int64),
+        ("learnable_sink", _P),
     ]
 
 

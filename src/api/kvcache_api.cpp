@@ -2,7 +2,8 @@
 //
 // Rules, checked in this order; each failure names the argument and its value, and nothing is
 // written (the append into the cache happens only after every rule, table contents included, held):
-//   struct         args not NULL; struct_size == sizeof(flashbox_kvcache_args)
+//   struct         args not NULL; struct_size == sizeof(flashbox_kvcache_args) or an older struct's
+//                  size (read_kvcache_args: the fields it lacks read as 0 / NULL)
 //   enums/flags    device, dtype; causal, has_window, tables_trusted 0 or 1
 //   sizes          batch, seqlen_q, heads_q, heads_kv, head_dim, cache_entries, cache_rows >= 1;
 //                  seqlen_new >= 0 (> 0 exactly when k_new/v_new are given); heads_q % heads_kv == 0
@@ -16,7 +17,8 @@
 //                  (pointer, strides, no self-overlap, alignment); o and lse overlap no input; when
 //                  appending, the caches overlap neither each other, q nor k_new/v_new
 //   tables         cache_seqlens required; every table pointer 4-byte aligned (and device memory for
-//                  CUDA); alibi_slopes likewise
+//                  CUDA); alibi_slopes and learnable_sink likewise
+//   sinks          (cpu) learnable_sink[h] finite; on cuda the values are in device memory, not read
 //   contents       (unless tables_trusted) cache_seqlens[b] >= 0 and + seqlen_new <= capacity;
 //                  0 <= cache_leftpad[b] <= cache_seqlens[b]; 0 <= cache_batch_idx[b] < cache_entries,
 //                  distinct when appending; every page a key or an append of entry b lies on:
@@ -255,11 +257,17 @@ int check_tensors(const flashbox_kvcache_args &a) {
                                                           {a.block_table, "block_table"},
                                                           {a.cache_batch_idx, "cache_batch_idx"},
                                                           {a.cache_leftpad, "cache_leftpad"},
-                                                          {a.alibi_slopes, "alibi_slopes"}};
+                                                          {a.alibi_slopes, "alibi_slopes"},
+                                                          {a.learnable_sink, "learnable_sink"}};
   for (const auto &[ptr, name] : tables)
     if (int rc = check_table_pointer(ptr, name, a.device)) return rc;
   if (int rc = validate_device_pointer(a.rotary_cos, "rotary_cos", a.device)) return rc;
   if (int rc = validate_device_pointer(a.rotary_sin, "rotary_sin", a.device)) return rc;
+  if (a.learnable_sink && a.device == FLASHBOX_CPU)
+    for (int64_t h = 0; h < a.heads_q; ++h)
+      if (!std::isfinite(a.learnable_sink[h]))
+        return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "learnable_sink[" + str(h) + "] = " +
+                                                       std::to_string(a.learnable_sink[h]) + " must be finite");
   return FLASHBOX_OK;
 }
 
@@ -348,18 +356,21 @@ int check_contents(const flashbox_kvcache_args &a, KvcacheProblem &p) {
   return FLASHBOX_OK;
 }
 
-// The first version of the struct ended at `stream`; its callers' struct_size is this.
+// The first version of the struct ended at `stream`, the second (2026-12-01) at alibi_batch_stride;
+// their callers' struct_size is one of these.
 constexpr int32_t kKvcacheArgsV1Size = int32_t(offsetof(flashbox_kvcache_args, alibi_batch_stride));
+constexpr int32_t kKvcacheArgsV2Size = int32_t(offsetof(flashbox_kvcache_args, learnable_sink));
 
 // The caller's struct into `full` (fields a shorter, older struct lacks are 0).
 int read_kvcache_args(const flashbox_kvcache_args *args, flashbox_kvcache_args &full) {
   if (!args) return fail(FLASHBOX_ERR_NULL_POINTER, "args is NULL");
   const int32_t size = args->struct_size;
-  if (size != int32_t(sizeof(flashbox_kvcache_args)) && size != kKvcacheArgsV1Size)
+  if (size != int32_t(sizeof(flashbox_kvcache_args)) && size != kKvcacheArgsV1Size && size != kKvcacheArgsV2Size)
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
                 "struct_size = " + str(size) + " does not match sizeof(flashbox_kvcache_args) = " +
-                    str(int64_t(sizeof(flashbox_kvcache_args))) + " (or " + str(kKvcacheArgsV1Size) +
-                    ", its first version) of this library (set it to sizeof; headers of another version?)");
+                    str(int64_t(sizeof(flashbox_kvcache_args))) + " (or " + str(kKvcacheArgsV1Size) + " or " +
+                    str(kKvcacheArgsV2Size) +
+                    ", its earlier versions) of this library (set it to sizeof; headers of another version?)");
   full = flashbox_kvcache_args{};
   std::memcpy(&full, args, size_t(size));
   full.struct_size = int32_t(sizeof(flashbox_kvcache_args));

@@ -45,6 +45,7 @@ int kvcache_as_prefill(const KvcacheProblem &p) {
     ext.window_right = int32_t(a.causal || a.window_right < 0 ? -1 : a.window_right);
   }
   ext.softcap = a.softcap;
+  ext.learnable_sink = a.learnable_sink;  // [heads_q], the same for every batch entry
   std::vector<flashbox_attention_args> calls(size_t(a.batch));
   for (int64_t b = 0; b < a.batch; ++b) {
     const int64_t entry = entry_of(p, b), k0 = first_key(p, b);

@@ -1,5 +1,7 @@
 // KV-cache attention on the CPU (device = cpu): appends k_new/v_new into the cache, then one query row
 // at a time: scores over the visible keys in fp32, softmax with the row max subtracted, P*V, LSE.
+// A learnable sink joins the row's max and sum after the keys (one more exp in the denominator, no
+// value), so a row that sees no key gets o = 0 and lse = the sink.
 // Parallel over (batch, query head) with OpenMP. Not a fast path; the reference semantics in code
 // that runs everywhere, and the implementation behind device = cpu.
 #include <algorithm>
@@ -85,6 +87,7 @@ int cpu_kvcache_attention(const KvcacheProblem &p) {
       const int64_t total = int64_t(a.cache_seqlens[b]) + a.seqlen_new;
       const int64_t start = a.cache_leftpad ? a.cache_leftpad[b] : 0;
       const float slope = a.alibi_slopes ? a.alibi_slopes[b * a.alibi_batch_stride + hq] : 0.f;
+      const float sink = a.learnable_sink ? a.learnable_sink[hq] : -std::numeric_limits<float>::infinity();
       std::vector<float> q(static_cast<size_t>(d)), row(static_cast<size_t>(d)), acc(static_cast<size_t>(d)), scores;
       for (int64_t i = 0; i < a.seqlen_q; ++i) {
         cpu::load_row_as_float(a.q, a.dtype, b * a.q_stride[0] + i * a.q_stride[1] + hq * a.q_stride[2], d, q.data());
@@ -120,6 +123,12 @@ int cpu_kvcache_attention(const KvcacheProblem &p) {
           if (vc < 0) continue;
           cpu::load_row_as_float(a.v_cache, a.dtype, vc, d, row.data());
           for (int64_t x = 0; x < d; ++x) acc[size_t(x)] += e * row[size_t(x)];
+        }
+        if (a.learnable_sink) {  // the max moves to max(mx, sink) first, so neither exp overflows
+          const float top = std::max(mx, sink), alpha = std::exp(mx - top);  // 0 while no key was seen
+          sum = sum * alpha + std::exp(sink - top);
+          for (auto &x : acc) x *= alpha;
+          mx = top;
         }
         const float inv = sum > 0.f ? 1.f / sum : 0.f;
         for (int64_t x = 0; x < d; ++x) acc[size_t(x)] *= inv;

@@ -36,8 +36,11 @@ KvcacheReferenceOutput kvcache_reference_fp64(const KvcacheReferenceInput &in) {
           seen[size_t(j)] = 1;
           mx = std::max(mx, v);
         }
+        // The sink is one more term exp(sink) of the denominator, with no value.
+        const bool sink = !in.learnable_sink.empty();
+        if (sink) mx = std::max(mx, in.learnable_sink[size_t(h)]);
         if (mx == -std::numeric_limits<double>::infinity()) continue;  // no visible key: o = 0, lse = -inf
-        double sum = 0;
+        double sum = sink ? std::exp(in.learnable_sink[size_t(h)] - mx) : 0.0;
         double *orow = &out.o[size_t(((b * S + i) * H + h) * D)];
         for (int64_t j = 0; j < L; ++j) {
           if (!seen[size_t(j)]) continue;

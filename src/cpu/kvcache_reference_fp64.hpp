@@ -19,11 +19,12 @@ struct KvcacheReferenceInput {
   double softcap = 0;
   std::vector<double> alibi_slopes;  // [heads_q] (alibi_batch_stride 0) or rows of alibi_batch_stride, or empty
   int64_t alibi_batch_stride = 0;
+  std::vector<double> learnable_sink;  // [heads_q], or empty: one more exp(sink) in each row's denominator
 };
 
 struct KvcacheReferenceOutput {
   std::vector<double> o;    // [batch, seqlen_q, heads_q, head_dim]
-  std::vector<double> lse;  // [batch, heads_q, seqlen_q]; -inf for a row that sees no key (its o is 0)
+  std::vector<double> lse;  // [batch, heads_q, seqlen_q]; -inf (the sink) for a row that sees no key (its o is 0)
 };
 
 KvcacheReferenceOutput kvcache_reference_fp64(const KvcacheReferenceInput &in);

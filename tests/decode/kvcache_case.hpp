@@ -58,6 +58,7 @@ struct KvCase {
   float softcap = 0.f;
   bool alibi = false;
   bool alibi_per_batch = false;  // slopes [batch, heads_q] (alibi_batch_stride = heads_q + 3: padded rows)
+  bool sink = false;             // learnable_sink: one random logit per query head in [-1, 8]
   int num_splits = 0;
   int64_t rotary_dim = 0;  // 0: no rotary; else rotary_cos/sin of [capacity, rotary_dim / 2]
   int rotary_interleaved = 0;
@@ -103,7 +104,7 @@ class KvData {
   flashbox_kvcache_args args{};
   int64_t es, entries, rows, pages_per_seq = 0;
   std::vector<uint8_t> q, k_cache, v_cache, k_new, v_new, o, k_expected, v_expected;
-  std::vector<float> lse, alibi;
+  std::vector<float> lse, alibi, sink;
   std::vector<uint8_t> rot_cos, rot_sin;
   std::vector<int32_t> seqlens, table, batch_idx, leftpad;
   cpu::KvcacheReferenceOutput ref;
@@ -173,6 +174,10 @@ class KvData {
       for (int64_t b = 0; b < rows; ++b)
         for (int64_t h = 0; h < c.heads_q; ++h)
           alibi[size_t(b * alibi_stride() + h)] = std::pow(2.f, -8.f * float(h + 1) / float(c.heads_q)) * float(b + 1);
+    }
+    if (c.sink) {  // around a row's LSE over a few hundred keys, so the sink moves every row
+      sink.resize(size_t(c.heads_q));
+      for (float &x : sink) x = 3.5f + 4.5f * uni(rng);
     }
     // Rotary tables (random angles) and the new keys turned as the library turns them (fp32, no FMA).
     std::vector<uint8_t> k_new_rot = k_new;
@@ -266,6 +271,7 @@ class KvData {
     in.softcap = c.softcap;
     for (float s : alibi) in.alibi_slopes.push_back(s);
     in.alibi_batch_stride = c.alibi_per_batch ? alibi_stride() : 0;
+    in.learnable_sink.assign(sink.begin(), sink.end());
     ref = cpu::kvcache_reference_fp64(in);
   }
 
@@ -308,6 +314,7 @@ class KvData {
     a.cache_leftpad = leftpad.empty() ? nullptr : leftpad.data();
     a.alibi_slopes = alibi.empty() ? nullptr : alibi.data();
     a.alibi_batch_stride = c.alibi_per_batch ? alibi_stride() : 0;
+    a.learnable_sink = sink.empty() ? nullptr : sink.data();
     a.rotary_cos = rot_cos.empty() ? nullptr : rot_cos.data();
     a.rotary_sin = rot_sin.empty() ? nullptr : rot_sin.data();
   }
@@ -323,7 +330,7 @@ class KvData {
            (c.has_window ? " window(" + std::to_string(c.window_left) + "," + std::to_string(c.window_right) + ")"
                          : "") +
            (c.softcap > 0 ? " softcap" : "") + (c.alibi ? (c.alibi_per_batch ? " alibi[batch]" : " alibi") : "") +
-           (c.leftpad ? " leftpad" : "") +
+           (c.leftpad ? " leftpad" : "") + (c.sink ? " sink" : "") +
            (c.rotary_dim ? " rotary" + std::to_string(c.rotary_dim) + (c.rotary_interleaved ? "i" : "") : "") +
            " splits" + std::to_string(c.num_splits) + " " + cpu::dtype_name(c.dtype) + " seed " +
            std::to_string(c.seed) + " (FLASHBOX_TEST_SEED)]";
@@ -353,9 +360,32 @@ class KvData {
       }
     }
     EXPECT_EQ(bad_inf, 0) << "rows that see no key must have lse = -inf" << name();
+    if (!sink.empty()) check_keyless_rows();
     EXPECT_LT(lse_err, c.dtype == FLASHBOX_FLOAT32 ? 1e-4 : 2e-2) << "lse max abs error" << name();
     EXPECT_TRUE(k_cache == k_expected) << "k_cache after the call differs from the expected append" << name();
     EXPECT_TRUE(v_cache == v_expected) << "v_cache after the call differs from the expected append" << name();
+  }
+
+  // With sinks, the reference's rows that see no key (o exactly 0, lse exactly the sink): o must be
+  // exactly 0 and lse the sink to fp32 rounding. Returns how many there are.
+  int64_t check_keyless_rows() const {
+    const int64_t D = c.head_dim;
+    int64_t keyless = 0, bad = 0;
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t h = 0; h < c.heads_q; ++h)
+        for (int64_t i = 0; i < c.seqlen_q; ++i) {
+          const size_t r = size_t((b * c.heads_q + h) * c.seqlen_q + i);
+          const int64_t o_row = ((b * c.seqlen_q + i) * c.heads_q + h) * D;
+          bool zero = true;
+          for (int64_t x = 0; x < D; ++x) zero = zero && ref.o[size_t(o_row + x)] == 0.0;
+          if (!zero || ref.lse[r] != double(sink[size_t(h)])) continue;
+          ++keyless;
+          bool ok = std::abs(double(lse[r]) - ref.lse[r]) <= 1e-5 * (1.0 + std::abs(ref.lse[r]));
+          for (int64_t x = 0; x < D; ++x) ok = ok && cpu::load_as_float(o.data(), c.dtype, o_row + x) == 0.f;
+          bad += !ok;
+        }
+    EXPECT_EQ(bad, 0) << "rows that see no key must have o = 0 and lse = the sink" << name();
+    return keyless;
   }
 
 #ifdef FLASHBOX_HAVE_CUDA
@@ -372,6 +402,7 @@ class KvData {
     args.cache_leftpad = leftpad.empty() ? nullptr : static_cast<const int32_t *>(up(leftpad));
     args.alibi_slopes = alibi.empty() ? nullptr : static_cast<const float *>(up(alibi));
     args.alibi_batch_stride = c.alibi_per_batch ? alibi_stride() : 0;
+    args.learnable_sink = sink.empty() ? nullptr : static_cast<const float *>(up(sink));
     args.rotary_cos = rot_cos.empty() ? nullptr : up(rot_cos);
     args.rotary_sin = rot_sin.empty() ? nullptr : up(rot_sin);
   }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <limits>
 #include <ostream>
 #include <string>
 
@@ -82,6 +83,41 @@ TEST(KvcacheCpu, SeqlenQLargerThanCacheSeesNothingForEarlyRows) {
   // Entry 1 holds one key: queries 0..2 sit before it (o = 0, lse = -inf), query 3 sees it.
   EXPECT_TRUE(std::isinf(d.lse[size_t((1 * 2 + 0) * 4 + 0)]));
   EXPECT_TRUE(std::isfinite(d.lse[size_t((1 * 2 + 0) * 4 + 3)]));
+}
+
+// Learnable sinks (one logit per query head in every row's denominator) on each cache layout, MQA
+// and GQA, one and four query tokens, appends, causal and not, entry 1 with no cached key (its rows
+// see no key without an append: o = 0, lse = the sink); the split count does not change the CPU's
+// result, so 1 and 3 must both match.
+TEST(KvcacheCpu, LearnableSink) {
+  for (CacheLayout layout : {CacheLayout::Contiguous, CacheLayout::Paged})
+    for (flashbox_dtype dt : {FLASHBOX_FLOAT32, FLASHBOX_BFLOAT16})
+      for (int64_t seqlen_q : {1, 4})
+        for (bool append : {false, true})
+          for (int causal : {0, 1})
+            for (int splits : {1, 3}) {
+              KvCase c;
+              c.layout = layout, c.page_size = 16, c.dtype = dt, c.sink = true;
+              c.batch = 3, c.seqlen_q = seqlen_q, c.heads_q = 8, c.heads_kv = seqlen_q == 1 ? 1 : 2, c.head_dim = 32;
+              c.capacity = 90, c.short_len = 0, c.seqlen_new = append ? seqlen_q : 0;
+              c.causal = causal, c.num_splits = splits;
+              KvData d(c);
+              ASSERT_EQ(flashbox_attention_kvcache(&d.args), 0) << flashbox_last_error() << d.name();
+              EXPECT_STREQ(flashbox_last_kernel(), "cpu_kvcache_rowwise");
+              d.check();
+              if (!append) EXPECT_GE(d.check_keyless_rows(), c.heads_q * seqlen_q) << d.name();
+            }
+}
+
+TEST(KvcacheCpu, LearnableSinkWithMasks) {
+  KvCase base;
+  base.dtype = FLASHBOX_FLOAT32, base.layout = CacheLayout::Paged, base.batch = 2, base.seqlen_q = 3;
+  base.heads_q = 6, base.heads_kv = 2, base.head_dim = 16, base.capacity = 70, base.seqlen_new = 2;
+  base.sink = true;
+  for (const KvCase &c :
+       masking_variants(base,
+                        {.causal_window_left = 5, .window_left = 7, .window_right = 3, .softcap = 3.f, .q_scale = 6.f}))
+    run_cpu(c);
 }
 
 // ---- refusals: code, message, nothing written ---------------------------------------------------
@@ -199,6 +235,21 @@ TEST(KvcacheCpuRefuses, Arguments) {
   EXPECT_EQ(flashbox_attention_kvcache(nullptr), FLASHBOX_ERR_NULL_POINTER);
 }
 
+TEST(KvcacheCpuRefuses, NonFiniteOrMisalignedSink) {
+  KvCase c = small_paged();
+  c.sink = true;
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    KvData d(c);
+    expect_refused(d, FLASHBOX_ERR_INVALID_ARGUMENT, "learnable_sink[3] = ", [bad](KvData &x) { x.sink[3] = bad; });
+    EXPECT_NE(std::string(flashbox_last_error()).find("must be finite"), std::string::npos) << flashbox_last_error();
+  }
+  KvData d(c);
+  expect_refused(d, FLASHBOX_ERR_MISALIGNED, "learnable_sink = ", [](KvData &x) {
+    x.args.learnable_sink = reinterpret_cast<const float *>(reinterpret_cast<const char *>(x.sink.data()) + 2);
+  });
+}
+
 TEST(KvcacheCpu, ChunkedPrefillRunsTheForward) {
   // 64 new tokens x 4 query heads per KV head = 256 rows per KV head (>= kPrefillRows): the call
   // runs as one forward per batch entry on the cache's rows (src/api/kvcache_prefill.hpp), and its
@@ -232,6 +283,11 @@ TEST(KvcacheCpu, ChunkedPrefillRunsTheForward) {
   c = base;
   c.seqlen_new = 0;  // a chunk of queries against what is cached
   cases.push_back(c);
+  c = base;
+  c.sink = true;  // through the forward's learnable_sink
+  cases.push_back(c);
+  c.causal = 0, c.alibi = true;
+  cases.push_back(c);
   for (const KvCase &k : cases) {
     KvData d(k);
     ASSERT_EQ(flashbox_attention_kvcache(&d.args), 0) << flashbox_last_error() << d.name();
@@ -258,6 +314,24 @@ TEST(KvcacheCpu, FirstVersionOfTheStructStillWorks) {
   d.args.struct_size = int32_t(offsetof(flashbox_kvcache_args, alibi_batch_stride));
   ASSERT_EQ(flashbox_attention_kvcache(&d.args), 0) << flashbox_last_error();
   EXPECT_TRUE(d.o == o_full);
+}
+
+TEST(KvcacheCpu, OlderStructSizesNeverReadTheSink) {
+  // A caller compiled against the struct before learnable_sink (or before alibi_batch_stride) has
+  // whatever follows its struct in memory where the field would be: the library reads it as NULL.
+  KvData d(small_paged());
+  ASSERT_EQ(flashbox_attention_kvcache(&d.args), 0) << flashbox_last_error();
+  const std::vector<uint8_t> o_full = d.o;
+  const std::vector<float> lse_full = d.lse, poison(size_t(d.c.heads_q), std::numeric_limits<float>::quiet_NaN());
+  for (size_t size : {offsetof(flashbox_kvcache_args, learnable_sink), offsetof(flashbox_kvcache_args, alibi_batch_stride)}) {
+    d.o.assign(d.o.size(), 0xff);
+    d.lse.assign(d.lse.size(), std::numeric_limits<float>::quiet_NaN());
+    d.args.struct_size = int32_t(size);
+    d.args.learnable_sink = poison.data();  // refused as non-finite were it read
+    ASSERT_EQ(flashbox_attention_kvcache(&d.args), 0) << flashbox_last_error() << " struct_size " << size;
+    EXPECT_TRUE(d.o == o_full) << "struct_size " << size;
+    EXPECT_EQ(std::memcmp(d.lse.data(), lse_full.data(), lse_full.size() * 4), 0) << "struct_size " << size;
+  }
 }
 
 TEST(KvcacheCpu, TrustedTablesNeverWriteOutsideTheCache) {

@@ -1,7 +1,8 @@
 // flashbox_attention_kvcache on device = cuda (the split-KV decode kernels): every cache layout against
 // the fp64 reference on the gathered cache, shuffled page tables, lengths 1 and max, appends checked
 // in the cache, explicit and chosen split counts, GQA/MQA/MHA, head dims 40..256, the masking options;
-// bad tables refused with nothing written. Skips without a GPU.
+// bad tables refused with nothing written; learnable sinks through both the one-split finalisation and
+// the combine, and through the chunked-prefill route. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <ostream>
@@ -21,17 +22,20 @@ bool have_gpu() { return flashbox_cuda_device_count() > 0; }
 #define SKIP_WITHOUT_GPU() GTEST_SKIP() << "built without CUDA: the decode kernels are not compiled"
 #endif
 
-void run_cuda(KvCase c) {
+// Returns the rows that see no key when the case has sinks (KvData::check_keyless_rows), else 0.
+int64_t run_cuda(KvCase c) {
 #ifdef FLASHBOX_HAVE_CUDA
   c.device = FLASHBOX_CUDA;
   KvData d(c);
   d.to_device();
-  ASSERT_EQ(flashbox_attention_kvcache(&d.args), 0) << flashbox_last_error() << d.name();
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << d.name();
+  EXPECT_EQ(flashbox_attention_kvcache(&d.args), 0) << flashbox_last_error() << d.name();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << d.name();
   d.from_device();
   d.check();
+  return c.sink ? d.check_keyless_rows() : 0;
 #else
   (void)c;
+  return 0;
 #endif
 }
 
@@ -106,6 +110,11 @@ TEST(KvcacheCudaShapes, ChunkedPrefillRunsTheForward) {
   c = base;
   c.head_dim = 192, c.softcap = 4.f;  // above 128: the sm80 d256 forward, zero-filled columns
   cases.push_back(c);
+  c = base;
+  c.sink = true;  // the forward's learnable_sink
+  cases.push_back(c);
+  c.causal = 0, c.head_dim = 64, c.seqlen_new = 0;
+  cases.push_back(c);
   for (KvCase k : cases) {
     k.device = FLASHBOX_CUDA;
     KvData d(k);
@@ -129,6 +138,45 @@ TEST(KvcacheCudaShapes, LongCacheManySplits) {
     run_cuda(c);  // the model chooses many splits for one sequence
     c.num_splits = 200;
     run_cuda(c);
+  }
+}
+
+// Learnable sinks: with one split the split kernel's finalisation folds the sink in, with more the
+// combine does (a split's partial LSE must stay without it). Entry 1 holds no key (short_len 0), so
+// without an append its rows see none: o = 0, lse = the sink, whichever kernel writes them.
+TEST(KvcacheCudaShapes, LearnableSink) {
+  SKIP_WITHOUT_GPU();
+  const GpuCase shapes[] = {{CacheLayout::Contiguous, 0, 128, 8, 2}, {CacheLayout::Paged, 16, 64, 8, 1},
+                            {CacheLayout::Indexed, 0, 128, 8, 8}, {CacheLayout::Paged, 256, 256, 4, 2}};
+  for (const GpuCase &g : shapes)
+    for (int64_t seqlen_q : {1, 4})
+      for (bool append : {false, true})
+        for (int causal : {0, 1})
+          for (int splits : {1, 3, 0}) {
+            KvCase c;
+            c.layout = g.layout, c.page_size = g.page_size, c.head_dim = g.head_dim;
+            c.heads_q = g.heads_q, c.heads_kv = g.heads_kv, c.sink = true, c.short_len = 0;
+            c.batch = 3, c.seqlen_q = seqlen_q, c.seqlen_new = append ? seqlen_q : 0, c.causal = causal;
+            c.capacity = 333, c.num_splits = splits;
+            const int64_t keyless = run_cuda(c);
+            if (!append) EXPECT_GE(keyless, c.heads_q * seqlen_q);
+          }
+  for (CacheLayout layout : {CacheLayout::Contiguous, CacheLayout::Paged}) {
+    KvCase c;  // many splits, most of entry 1's empty
+    c.layout = layout, c.page_size = 16, c.batch = 2, c.heads_q = 32, c.heads_kv = 8, c.head_dim = 128;
+    c.capacity = 6000, c.seqlen_new = 1, c.causal = 1, c.sink = true;
+    run_cuda(c);
+    c.num_splits = 64;
+    run_cuda(c);
+  }
+  KvCase base;  // with the masking options
+  base.layout = CacheLayout::Paged, base.batch = 3, base.seqlen_q = 2, base.seqlen_new = 2, base.sink = true;
+  base.heads_q = 8, base.heads_kv = 2, base.head_dim = 128, base.capacity = 400;
+  for (int splits : {1, 4}) {
+    base.num_splits = splits;
+    for (const KvCase &c : masking_variants(
+             base, {.causal_window_left = 100, .window_left = 37, .window_right = 5, .softcap = 5.f, .q_scale = 8.f}))
+      run_cuda(c);
   }
 }
 
@@ -209,6 +257,19 @@ TEST(KvcacheCudaRefuses, BadTablesWriteNothing) {
     EXPECT_TRUE(d.o == o0) << "o written by a refused call";
     EXPECT_TRUE(d.k_cache == k0 && d.v_cache == v0) << "cache written by a refused call";
   }
+#endif
+}
+
+TEST(KvcacheCudaRefuses, HostSinkPointer) {
+  SKIP_WITHOUT_GPU();
+#ifdef FLASHBOX_HAVE_CUDA
+  KvCase c;
+  c.device = FLASHBOX_CUDA, c.layout = CacheLayout::Paged, c.batch = 2, c.capacity = 96, c.head_dim = 64, c.sink = true;
+  KvData d(c);
+  d.to_device();
+  d.args.learnable_sink = d.sink.data();  // host memory: the values live on the call's device
+  EXPECT_EQ(flashbox_attention_kvcache(&d.args), FLASHBOX_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(flashbox_last_error()).find("learnable_sink"), std::string::npos) << flashbox_last_error();
 #endif
 }
 

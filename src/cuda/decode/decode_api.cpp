@@ -109,6 +109,7 @@ DecodeParams make_params(const KvcacheProblem &pr) {
   p.cache_seqlens = a.cache_seqlens, p.block_table = a.block_table;
   p.cache_batch_idx = a.cache_batch_idx, p.cache_leftpad = a.cache_leftpad;
   p.alibi_slopes = a.alibi_slopes, p.alibi_batch_stride = a.alibi_batch_stride;
+  p.learnable_sink = a.learnable_sink;
   p.block_table_stride = a.block_table_stride;
   p.cache_rows = a.cache_rows, p.cache_entries = a.cache_entries, p.capacity = pr.capacity;
   p.batch = int(a.batch), p.seqlen_q = int(a.seqlen_q), p.heads_q = int(a.heads_q), p.heads_kv = int(a.heads_kv);

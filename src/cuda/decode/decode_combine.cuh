@@ -2,11 +2,14 @@
 // their log-sum-exp, exactly (the online softmax's merge, done once):
 //   LSE = M + log(sum_s exp(lse_s - M)),  O = sum_s exp(lse_s - LSE) * O_s,  M = max_s lse_s,
 // where O_s is split s's normalised fp32 output. A split that saw no key has lse_s = -inf and weight 0;
-// a row no split saw gets O = 0, LSE = -inf. One warp per row, head_dim / 32 values per lane.
+// a row no split saw gets O = 0, LSE = -inf. A learnable sink joins once, here, as one more term
+// exp(sink) of the denominator (cuda/common/sink.cuh; a row no split saw then gets O = 0, LSE = the
+// sink). One warp per row, head_dim / 32 values per lane.
 #pragma once
 #include <cstdint>
 
 #include "cuda/common/element_type.cuh"
+#include "cuda/common/sink.cuh"
 #include "cuda/decode/decode_params.hpp"
 
 namespace flashbox::cuda::decode {
@@ -38,10 +41,17 @@ __global__ void __launch_bounds__(kCombineWarps * 32) decode_combine_kernel(cons
       for (int x = 0; x < kPer; ++x) out[x] += w * src[x];
     }
   }
-  const float inv = sum > 0.f ? 1.f / sum : 0.f;
   // row = (b * heads_q + hq) * seqlen_q + i
   const int i = int(row % p.seqlen_q), hq = int((row / p.seqlen_q) % p.heads_q),
             b = int(row / (int64_t(p.seqlen_q) * p.heads_q));
+  float alpha = 1.f;
+  if (p.learnable_sink) {  // fold_sink works in base 2: m and the sink to log2 units and m back
+    constexpr float kLog2e = 1.4426950408889634f;
+    float m2 = m * kLog2e;
+    alpha = fold_sink(m2, sum, p.learnable_sink[hq] * kLog2e);
+    m = m2 * 0.6931471805599453f;
+  }
+  const float inv = (sum > 0.f ? 1.f / sum : 0.f) * alpha;  // alpha 1: exactly the no-sink value
   T *dst = static_cast<T *>(p.o) + b * p.o_stride[0] + i * p.o_stride[1] + hq * p.o_stride[2] + lane * kPer;
   // Columns past the call's head_dim (a multiple of 8; kPer divides 8) are the instantiation's padding.
   if (lane * kPer < p.head_dim) {

@@ -23,6 +23,7 @@ struct DecodeParams {
   const float *alibi_slopes;
   int64_t block_table_stride;
   int64_t alibi_batch_stride;  // 0: one [heads_q] row of slopes for every entry
+  const float *learnable_sink;  // fp32 [heads_q] or null: folded in where the final O and LSE are written
   int64_t cache_rows;  // max_seqlen (contiguous) or page_size (paged)
   int64_t cache_entries;
   int64_t capacity;  // keys one batch entry can hold

@@ -15,8 +15,9 @@
 //            softmax per warp (FlashAttention-2 section 3.1) that rescales O only when a row max moves,
 //            O += P V with P straight from the S accumulators. Q stays in registers for the whole CTA.
 //   Merge    at the end the 4 warps' (m, l, O) merge through shared memory (the same LSE merge as the
-//            combine kernel); with one split the CTA writes O and LSE, else its normalised fp32 O and
-//            its LSE go to the split workspace for decode_combine.cuh.
+//            combine kernel); with one split the CTA writes O and LSE (a learnable sink folded in
+//            first), else its normalised fp32 O and its LSE go to the split workspace for
+//            decode_combine.cuh, which folds the sink in once over all the splits.
 // Masking (causal bottom-right, window, leftpad, the split's own range) is one compare per score
 // against per-row key bounds; keys past the range are zero-filled copies, so P * V never meets garbage.
 #pragma once
@@ -29,6 +30,7 @@
 #include "cuda/common/element_type.cuh"
 #include "cuda/common/ldmatrix.cuh"
 #include "cuda/common/mma.cuh"
+#include "cuda/common/sink.cuh"
 #include "cuda/decode/decode_params.hpp"
 
 namespace flashbox::cuda::decode {
@@ -408,12 +410,16 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
         o[4] += f * a1.x, o[5] += f * a1.y, o[6] += f * a1.z, o[7] += f * a1.w;
       }
     }
-    const float inv = l_all > 0.f ? 1.f / l_all : 0.f;
+    const int i = row / p.group, hq = hk * p.group + row % p.group;
+    // The sink (m_all and l_all are base 2) only where this CTA's values are the final ones.
+    const float alpha =
+        p.num_splits == 1 && p.learnable_sink ? fold_sink(m_all, l_all, p.learnable_sink[hq] * 1.4426950408889634f)
+                                              : 1.f;
+    const float inv = (l_all > 0.f ? 1.f / l_all : 0.f) * alpha;  // alpha 1: exactly the no-sink value
 #pragma unroll
     for (int x = 0; x < 8; ++x) o[x] *= inv;
-    // Natural-log LSE of this CTA's keys; -inf when it saw none.
+    // Natural-log LSE of this CTA's keys (and the sink); -inf when it saw none.
     const float lse = l_all > 0.f ? (m_all + __log2f(l_all)) * 0.6931471805599453f : -INFINITY;
-    const int i = row / p.group, hq = hk * p.group + row % p.group;
     const int64_t out_row = (int64_t(b) * p.heads_q + hq) * p.seqlen_q + i;  // the LSE layout
     if (p.num_splits == 1) {
       if (c * 8 >= p.head_dim) continue;  // the instantiation's padding columns

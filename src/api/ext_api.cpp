@@ -163,10 +163,10 @@ FLASHBOX_API int flashbox_attention_forward_ext(const flashbox_attention_args *a
     if (int rc = validate_ext_fields(*args, e, Pass::forward)) return rc;
     if (only_causal(*args, e)) return flashbox_attention_forward(args);
     const flashbox_attention_args flat = plain_view(*args, e);
-    const flashbox_dtype out_dtype = ext_out_dtype(*args, e);  // o's: out_dtype for fp8 inputs
-    if (int rc = is_fp8_call(flat) ? validate_forward_args(flat, e.head_dim_v, out_dtype)
+    if (int rc = is_fp8_call(flat) ? validate_forward_args(flat, e.head_dim_v, e.out_dtype)
                                    : validate_forward_args(&flat, e.head_dim_v))
       return rc;
+    const flashbox_dtype out_dtype = ext_out_dtype(*args, e);  // o's (out_dtype for fp8 inputs), now valid
     const ByteView outputs[2] = {tensor_view(tensor_o(flat, e.head_dim_v), out_dtype),
                                  flat.lse ? lse_view(flat.lse, flat) : ByteView{}};
     const char *const names[2] = {"o", "lse"};

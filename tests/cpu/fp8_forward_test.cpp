@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <random>
+#include <string>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -186,6 +188,56 @@ TEST(Fp8Forward, SameAsBf16OnTheSameValues) {
     ASSERT_EQ(flashbox_attention_forward(&b), FLASHBOX_OK) << flashbox_last_error();
     EXPECT_TRUE(o8 == d.o_bytes()) << "o differs from the bf16 call's";
     EXPECT_TRUE(lse8 == d.lse()) << "lse differs from the bf16 call's";
+  }
+}
+
+// head_dim_v != head_dim and a strided (BHTD) q, with per-tensor descales that are powers of two: the
+// fp8 call against the bf16 call on the same (bf16-exact) values, o and lse bit for bit.
+TEST(Fp8Forward, HeadDimVAndStridedInputs) {
+  const int64_t B = 2, T = 20, S = 30, H = 4, HKV = 2, D = 16, DV = 24;
+  const uint64_t seed = flashbox::test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (rerun with FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")");
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  const float scales[3] = {0.25f, 2.0f, 0.5f};
+  auto make = [&](int64_t n, float scale, std::vector<uint8_t> &x8, std::vector<uint16_t> &x16) {
+    x8.resize(size_t(n)), x16.resize(size_t(n));
+    for (int64_t i = 0; i < n; ++i) {
+      x8[size_t(i)] = core::float_to_e4m3(normal(rng) * 100.0f);
+      x16[size_t(i)] = cpu::float_to_bf16(core::e4m3_to_float(x8[size_t(i)]) * scale);
+    }
+  };
+  std::vector<uint8_t> q8, k8, v8;
+  std::vector<uint16_t> q16, k16, v16;
+  make(B * H * T * D, scales[0], q8, q16);  // BHTD
+  make(B * S * HKV * D, scales[1], k8, k16);
+  make(B * S * HKV * DV, scales[2], v8, v16);
+  std::vector<uint16_t> o8(size_t(B * T * H * DV)), o16(o8.size());
+  std::vector<float> lse8(size_t(B * H * T)), lse16(lse8.size());
+  flashbox_attention_args a{};
+  a.device = FLASHBOX_CPU, a.dtype = FLASHBOX_FLOAT8_E4M3, a.impl = FLASHBOX_BLOCKED;
+  a.batch = B, a.seqlen_q = T, a.seqlen_k = S, a.heads_q = H, a.heads_kv = HKV, a.head_dim = D, a.causal = 1;
+  const int64_t qs[3] = {H * T * D, D, T * D}, ks[3] = {S * HKV * D, HKV * D, D};
+  const int64_t vs[3] = {S * HKV * DV, HKV * DV, DV}, os[3] = {T * H * DV, H * DV, DV};
+  std::copy_n(qs, 3, a.q_stride), std::copy_n(ks, 3, a.k_stride), std::copy_n(vs, 3, a.v_stride);
+  std::copy_n(os, 3, a.o_stride);
+  for (flashbox_impl impl : {FLASHBOX_NAIVE, FLASHBOX_BLOCKED}) {
+    SCOPED_TRACE(flashbox_impl_name(impl));
+    a.impl = impl;
+    flashbox_attention_ext e = flashbox_attention_ext_default();
+    e.head_dim_v = DV;
+    flashbox_attention_args x = a;
+    x.q = q8.data(), x.k = k8.data(), x.v = v8.data(), x.o = o8.data(), x.lse = lse8.data();
+    e.out_dtype = FLASHBOX_BFLOAT16;
+    e.q_descale = &scales[0], e.k_descale = &scales[1], e.v_descale = &scales[2];
+    ASSERT_EQ(flashbox_attention_forward_ext(&x, &e), FLASHBOX_OK) << flashbox_last_error();
+    flashbox_attention_ext f = flashbox_attention_ext_default();
+    f.head_dim_v = DV;
+    x.dtype = FLASHBOX_BFLOAT16;
+    x.q = q16.data(), x.k = k16.data(), x.v = v16.data(), x.o = o16.data(), x.lse = lse16.data();
+    ASSERT_EQ(flashbox_attention_forward_ext(&x, &f), FLASHBOX_OK) << flashbox_last_error();
+    EXPECT_TRUE(o8 == o16) << "o differs from the bf16 call's";
+    EXPECT_TRUE(lse8 == lse16) << "lse differs from the bf16 call's";
   }
 }
 

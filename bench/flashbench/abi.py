@@ -31,7 +31,10 @@ class Ext(ctypes.Structure):  # flashbox_attention_ext
                 ("attention_chunk", ctypes.c_int64), ("seqused_q", P), ("seqused_k", P),
                 ("qv", P), ("qv_stride", ctypes.c_int64 * 3), ("learnable_sink", P), ("dsink", P),
                 ("num_splits", ctypes.c_int64), ("out_partial", P), ("lse_partial", P),
-                ("document_ids_q", P), ("document_ids_k", P), ("prefix_lengths", P), ("block_mask", P)]
+                ("document_ids_q", P), ("document_ids_k", P), ("prefix_lengths", P), ("block_mask", P),
+                ("out_dtype", ctypes.c_int), ("q_descale", P), ("k_descale", P), ("v_descale", P),
+                ("q_descale_stride", ctypes.c_int64 * 2), ("k_descale_stride", ctypes.c_int64 * 2),
+                ("v_descale_stride", ctypes.c_int64 * 2)]
 
 
 class KvcacheArgs(ctypes.Structure):  # flashbox_kvcache_args

@@ -23,7 +23,16 @@ extern "C" {
 #define FLASHBOX_API __attribute__((visibility("default")))
 #endif
 
-typedef enum { FLASHBOX_FLOAT32 = 0, FLASHBOX_FLOAT16 = 1, FLASHBOX_BFLOAT16 = 2 } flashbox_dtype;
+/* FLASHBOX_FLOAT8_E4M3: OCP FP8 e4m3 ("e4m3fn": no infinities, largest finite 448), one byte per
+ * element, for q, k and v of flashbox_attention_forward_ext only, with an output dtype and descale
+ * factors in flashbox_attention_ext (out_dtype, q/k/v_descale: see there). Every other call refuses
+ * it with FLASHBOX_ERR_UNSUPPORTED_DTYPE. FP8 e5m2 is not a flashbox_dtype. */
+typedef enum {
+  FLASHBOX_FLOAT32 = 0,
+  FLASHBOX_FLOAT16 = 1,
+  FLASHBOX_BFLOAT16 = 2,
+  FLASHBOX_FLOAT8_E4M3 = 3
+} flashbox_dtype;
 typedef enum { FLASHBOX_CPU = 0, FLASHBOX_CUDA = 1 } flashbox_device;
 typedef enum { FLASHBOX_AUTO = 0, FLASHBOX_NAIVE = 1, FLASHBOX_BLOCKED = 2, FLASHBOX_FLASH = 3 } flashbox_impl;
 
@@ -145,8 +154,8 @@ FLASHBOX_API const char *flashbox_last_kernel(void);
  * above head_dim 128; softcap/ALiBi in a non-default forward tile), so auto falls to sm80); a
  * field no family takes is refused with FLASHBOX_ERR_UNSUPPORTED_IMPL and a message naming it,
  * before anything is written. head_dim_v, attention_chunk, seqused_q/k, document ids, prefix
- * lengths and block masks (below): device = cpu only (forward and backward); qv: device = cpu,
- * forward only. */
+ * lengths and block masks (below): device = cpu only (forward and backward); qv and fp8 e4m3 inputs
+ * (out_dtype, descales): device = cpu, forward only. */
 /* Block sparsity in FlexAttention's BlockMask layout (torch.nn.attention.flex_attention.BlockMask),
  * for flashbox_attention_ext.block_mask. Queries are cut into blocks of q_block_size rows and keys
  * into blocks of kv_block_size, num_q_blocks = ceil(seqlen_q / q_block_size) and num_kv_blocks =
@@ -285,6 +294,32 @@ typedef struct {
   const int32_t *document_ids_q, *document_ids_k;
   const int32_t *prefix_lengths;
   const flashbox_block_mask *block_mask;
+  /* Added after 0.2.0, after block_mask (a shorter struct_size reads them as 0 / NULL): FP8 inputs,
+   * FlashAttention-3's fp8 forward interface.
+   * args.dtype = FLASHBOX_FLOAT8_E4M3: q, k and v hold e4m3 bytes (their strides in elements =
+   * bytes); o is written in out_dtype, which must be FLASHBOX_BFLOAT16 or FLASHBOX_FLOAT16 (the
+   * default 0, fp32, is refused: an fp8 call names its output dtype); lse stays fp32.
+   * q_descale, k_descale, v_descale: fp32 [batch, heads_kv] in args.device's memory (with
+   * cu_seqlens, batch = the sequences), element (b, g) at b * stride[0] + g * stride[1] of
+   * *_descale_stride (elements; 0 broadcasts: both 0 is one per-tensor scale); NULL means 1.0 (the
+   * strides must then be 0). The attention is computed on the dequantized inputs
+   *   q_real[b, i, h, :] = float(q[b, i, h, :]) * q_descale[b, h / (heads_q / heads_kv)]
+   *   k_real[b, j, g, :] = float(k[b, j, g, :]) * k_descale[b, g]        (likewise v with v_descale)
+   * (query head h reads the descale of its kv head, as FlashAttention-3), scores
+   * softmax_scale * q_real . k_real (softmax_scale 0: 1/sqrt(head_dim)), o = softmax . v_real
+   * rounded to out_dtype. Every other field (masks, softcap, ALiBi, sinks, varlen, seqused,
+   * head_dim_v, num_splits) applies as for any dtype, except qv (refused with fp8).
+   * device = cpu: the inputs are dequantized to fp32 (the product rounded once) and the cpu levels
+   * run in fp32; the descale values are checked finite and >= 0 (0 is allowed: an all-zero
+   * tensor's amax scale; a negative or non-finite one is refused). device = cuda refuses fp8 with
+   * FLASHBOX_ERR_UNSUPPORTED_IMPL (no fp8 kernel yet) before anything is written. The backward
+   * refuses fp8 (FlashAttention-3 has no fp8 backward), and so does the plain forward
+   * (flashbox_attention_forward: no out_dtype there).
+   * Any other dtype: out_dtype must be 0 or args.dtype (o in the call's dtype), the descales NULL
+   * and their strides 0. */
+  flashbox_dtype out_dtype;
+  const float *q_descale, *k_descale, *v_descale;
+  int64_t q_descale_stride[2], k_descale_stride[2], v_descale_stride[2]; /* batch, kv head (elements) */
 } flashbox_attention_ext;
 
 /* A struct with every field off (struct_size set, windows -1, head_dim_v 0). */

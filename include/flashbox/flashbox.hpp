@@ -61,11 +61,12 @@ inline const char *dtype_name(flashbox_dtype t) {
     case FLASHBOX_FLOAT32: return "fp32";
     case FLASHBOX_FLOAT16: return "fp16";
     case FLASHBOX_BFLOAT16: return "bf16";
+    case FLASHBOX_FLOAT8_E4M3: return "fp8_e4m3";
   }
   return "unknown";
 }
 
-inline int64_t dtype_size(flashbox_dtype t) { return t == FLASHBOX_FLOAT32 ? 4 : 2; }
+inline int64_t dtype_size(flashbox_dtype t) { return t == FLASHBOX_FLOAT32 ? 4 : t == FLASHBOX_FLOAT8_E4M3 ? 1 : 2; }
 
 inline const char *device_name(flashbox_device d) {
   switch (d) {

@@ -41,6 +41,13 @@ class AttentionExt(ctypes.Structure):
         ("document_ids_k", ctypes.c_void_p), # int32 [batch, seqlen_k] (varlen: [total_k]) or None
         ("prefix_lengths", ctypes.c_void_p), # int32 [batch] (prefix-LM) or None
         ("block_mask", ctypes.c_void_p),     # BlockMask * or None
+        ("out_dtype", ctypes.c_int),         # flashbox_dtype of o for fp8 e4m3 inputs (bf16/fp16); else 0
+        ("q_descale", ctypes.c_void_p),      # const float *, fp32 [batch, heads_kv] or None (1.0)
+        ("k_descale", ctypes.c_void_p),
+        ("v_descale", ctypes.c_void_p),
+        ("q_descale_stride", ctypes.c_int64 * 2),  # batch, kv head (elements; 0 broadcasts)
+        ("k_descale_stride", ctypes.c_int64 * 2),
+        ("v_descale_stride", ctypes.c_int64 * 2),
     ]
 
 

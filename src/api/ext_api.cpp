@@ -6,6 +6,8 @@
 //   head_dim_v != head_dim, attention_chunk, seqused_q/k, qv, document ids, prefix lengths,
 //   block_mask                         -> device = cpu only, forward and backward (cuda refuses them;
 //                                         qv is forward only)
+//   dtype fp8 e4m3 (out_dtype, descales) -> device = cpu only, forward only (src/api/fp8_args.hpp);
+//                                         q, k, v checked as 1-byte tensors, o in out_dtype
 //   device = cpu                       -> src/cpu/varlen_attention.cpp (masks, transforms, varlen)
 //   device = cuda                      -> one Problem (mods and cu_seqlens in it) through the same
 //                                         family choice as the plain call (src/api/dispatch.hpp); a
@@ -18,6 +20,7 @@
 #include "api/block_mask.hpp"
 #include "api/dispatch.hpp"
 #include "api/ext_validate.hpp"
+#include "api/fp8_args.hpp"
 #include "api/guarded_call.hpp"
 #include "api/options.hpp"
 #include "api/validate.hpp"
@@ -64,7 +67,8 @@ int check_dsink_disjoint(const flashbox_attention_grad_args &g, const flashbox_a
 
 // out_partial and lse_partial (forward outputs with num_splits): fp32-aligned, sizes within int64, and
 // disjoint from each other, from o and lse, and from q, k, v.
-int check_partials(const flashbox_attention_args &flat, const flashbox_attention_ext &e, int64_t dv) {
+int check_partials(const flashbox_attention_args &flat, const flashbox_attention_ext &e, int64_t dv,
+                   flashbox_dtype out_dtype) {
   if (!e.out_partial) return FLASHBOX_OK;
   const flashbox_attention_args &a = flat;
   const __int128 rows = __int128(e.num_splits) * a.batch * a.seqlen_q * a.heads_q;
@@ -74,10 +78,12 @@ int check_partials(const flashbox_attention_args &flat, const flashbox_attention
   ByteView po, pl;
   po.base = reinterpret_cast<uintptr_t>(e.out_partial), po.run = int64_t(rows * dv * 4);
   pl.base = reinterpret_cast<uintptr_t>(e.lse_partial), pl.run = int64_t(rows * 4);
-  const std::pair<const char *, ByteView> others[] = {
-      {"q", tensor_view(tensor_q(a), a.dtype)},     {"k", tensor_view(tensor_k(a), a.dtype)},
-      {"v", tensor_view(tensor_v(a, dv), a.dtype)}, {"o", tensor_view(tensor_o(a, dv), a.dtype)},
-      {"lse", a.lse ? lse_view(a.lse, a) : ByteView{}}, {"lse_partial", pl}};
+  const std::pair<const char *, ByteView> others[] = {{"q", tensor_view(tensor_q(a), a.dtype)},
+                                                      {"k", tensor_view(tensor_k(a), a.dtype)},
+                                                      {"v", tensor_view(tensor_v(a, dv), a.dtype)},
+                                                      {"o", tensor_view(tensor_o(a, dv), out_dtype)},
+                                                      {"lse", a.lse ? lse_view(a.lse, a) : ByteView{}},
+                                                      {"lse_partial", pl}};
   for (const auto &[part, view] : {std::pair<const char *, ByteView>{"out_partial", po}, {"lse_partial", pl}}) {
     if (view.base % 4 != 0)
       return fail(FLASHBOX_ERR_MISALIGNED, std::string(part) + " is not 4-byte aligned (fp32)");
@@ -157,12 +163,15 @@ FLASHBOX_API int flashbox_attention_forward_ext(const flashbox_attention_args *a
     if (int rc = validate_ext_fields(*args, e, Pass::forward)) return rc;
     if (only_causal(*args, e)) return flashbox_attention_forward(args);
     const flashbox_attention_args flat = plain_view(*args, e);
-    if (int rc = validate_forward_args(&flat, e.head_dim_v)) return rc;
-    const ByteView outputs[2] = {tensor_view(tensor_o(flat, e.head_dim_v), flat.dtype),
+    if (int rc = is_fp8_call(flat) ? validate_forward_args(flat, e.head_dim_v, e.out_dtype)
+                                   : validate_forward_args(&flat, e.head_dim_v))
+      return rc;
+    const flashbox_dtype out_dtype = ext_out_dtype(*args, e);  // o's (out_dtype for fp8 inputs), now valid
+    const ByteView outputs[2] = {tensor_view(tensor_o(flat, e.head_dim_v), out_dtype),
                                  flat.lse ? lse_view(flat.lse, flat) : ByteView{}};
     const char *const names[2] = {"o", "lse"};
     if (int rc = validate_ext_memory(*args, e, outputs, names, 2)) return rc;
-    if (int rc = check_partials(flat, e, ext_head_dim_v(*args, e))) return rc;
+    if (int rc = check_partials(flat, e, ext_head_dim_v(*args, e), out_dtype)) return rc;
     std::vector<uint8_t> kinds;
     flashbox::core::ScoreMods mods;
     if (int rc = cpu_mods(*args, e, outputs, names, 2, kinds, mods)) return rc;

@@ -9,7 +9,9 @@
 #include <iterator>
 #include <string>
 
+#include "api/fp8_args.hpp"
 #include "api/validate.hpp"
+#include "core/enum_bits.hpp"
 #include "core/error.hpp"
 
 namespace flashbox::detail {
@@ -34,10 +36,16 @@ constexpr int32_t kExtSizes[] = {kExtV1Size,
                                  int32_t(offsetof(flashbox_attention_ext, learnable_sink)),
                                  int32_t(offsetof(flashbox_attention_ext, num_splits)),
                                  int32_t(offsetof(flashbox_attention_ext, document_ids_q)),
+                                 int32_t(offsetof(flashbox_attention_ext, out_dtype)),
                                  kExtSize};
-const char *const kExtSizeNames[] = {
-    "the struct of flashbox 0.2.0",  "with head_dim_v", "with seqused_k", "with qv", "with dsink", "with lse_partial",
-    "sizeof(flashbox_attention_ext)"};
+const char *const kExtSizeNames[] = {"the struct of flashbox 0.2.0",
+                                     "with head_dim_v",
+                                     "with seqused_k",
+                                     "with qv",
+                                     "with dsink",
+                                     "with lse_partial",
+                                     "with block_mask",
+                                     "sizeof(flashbox_attention_ext)"};
 constexpr int32_t kExtMaxSize = 4096;  // a struct_size beyond this is taken for garbage, not a newer struct
 
 // No output of the call shares a byte with `in` (a buffer named `name` at `p`).
@@ -134,7 +142,7 @@ bool ext_is_plain(const flashbox_attention_ext &e) {
          !e.cu_seqlens_k && e.max_seqlen_q == 0 && e.max_seqlen_k == 0 && e.head_dim_v == 0 && e.attention_chunk == 0 &&
          !e.seqused_q && !e.seqused_k && !e.qv && !e.learnable_sink && !e.dsink && e.num_splits <= 1 &&
          !e.out_partial && !e.lse_partial && !e.document_ids_q && !e.document_ids_k && !e.prefix_lengths &&
-         !e.block_mask;
+         !e.block_mask && core::enum_bits(e.out_dtype) == 0 && !e.q_descale && !e.k_descale && !e.v_descale;
 }
 
 std::string ext_cpu_only_field(const flashbox_attention_ext &e) {
@@ -146,6 +154,9 @@ std::string ext_cpu_only_field(const flashbox_attention_ext &e) {
   if (e.document_ids_k) return "document_ids_k";
   if (e.prefix_lengths) return "prefix_lengths";
   if (e.block_mask) return "block_mask";
+  // After validate_ext_fields only an fp8 call keeps an out_dtype or descales.
+  if (core::enum_bits(e.out_dtype) != 0 || e.q_descale || e.k_descale || e.v_descale)
+    return "dtype = FLASHBOX_FLOAT8_E4M3 (out_dtype, descales)";
   return "";
 }
 
@@ -154,6 +165,7 @@ int64_t ext_head_dim_v(const flashbox_attention_args &a, const flashbox_attentio
 }
 
 int validate_ext_fields(const flashbox_attention_args &a, flashbox_attention_ext &e, Pass pass) {
+  if (int rc = validate_fp8_fields(a, e, pass)) return rc;  // folds out_dtype = dtype to 0
   // head_dim_v: 0 and head_dim are the same request; it is folded to 0 so that everything below
   // (and ext_is_plain) sees the call as the plain one.
   if (e.head_dim_v < 0)
@@ -280,6 +292,7 @@ flashbox_attention_args plain_view(const flashbox_attention_args &a, const flash
 
 int validate_ext_memory(const flashbox_attention_args &a, const flashbox_attention_ext &e, const ByteView *outputs,
                         const char *const *output_names, int n_outputs) {
+  if (int rc = validate_fp8_memory(a, e, outputs, output_names, n_outputs)) return rc;
   if (e.alibi_slopes) {
     const int64_t count = (e.alibi_batch_stride ? (a.batch - 1) * e.alibi_batch_stride : 0) + a.heads_q;
     if (int rc = check_input_buffer(e.alibi_slopes, count * 4, "alibi_slopes", outputs, output_names, n_outputs))

@@ -3,7 +3,7 @@
 // plain path is unchanged; the *_ext entry points (src/api/ext_api.cpp) call, in order:
 //   read_ext            struct_size: at least the first version's size; bytes beyond what this
 //                       library knows must be zero (a newer caller's fields are never ignored)
-//   validate_ext_fields head_dim_v >= 0, <= the cpu's limit, on the cpu only (the cuda forward and
+//   validate_ext_fields the fp8 fields first (src/api/fp8_args.hpp), head_dim_v >= 0, <= the cpu's limit, on the cpu only (the cuda forward and
 //                       backward refuse one that differs from head_dim),
 //                       attention_chunk >= 0, it, seqused_q/k, document ids (both or neither),
 //                       prefix lengths and block_mask (not with cu_seqlens) on the cpu only, qv on the
@@ -13,7 +13,7 @@
 //                       (what a cuda kernel family lacks, it declines when asked: src/api/dispatch.hpp)
 //   plain validation    of plain_view(args, ext): varlen tensors as [1, total, heads, head_dim],
 //                       v, o, dout and dv with head_dim_v
-//   validate_ext_memory qv as a tensor (like q, rows of head_dim_v), alignment of slopes /
+//   validate_ext_memory the descales (src/api/fp8_args.hpp), qv as a tensor (like q, rows of head_dim_v), alignment of slopes /
 //                       cu_seqlens / seqused / learnable_sink / dsink, outputs disjoint from all of
 //                       them (dsink from the sinks too), and on the cpu the slopes and sinks
 //                       (finite), cu_seqlens values (0 first, non-decreasing, totals, max_seqlen
@@ -43,8 +43,8 @@ bool ext_is_plain(const flashbox_attention_ext &e);
 // Also folds head_dim_v == head_dim to 0 (the same request), so the call stays the plain one.
 int validate_ext_fields(const flashbox_attention_args &a, flashbox_attention_ext &e, Pass pass);
 
-// The first field set that only the cpu takes (attention_chunk, seqused_q/k, qv), as
-// an error message names it; "" when none is.
+// The first field set that only the cpu takes (attention_chunk, seqused_q/k, qv, masks as data, the
+// fp8 fields), as an error message names it; "" when none is.
 std::string ext_cpu_only_field(const flashbox_attention_ext &e);
 
 // V's and O's head dim: head_dim_v, or head_dim when it is 0.

@@ -107,9 +107,15 @@ int validate_scalars(const flashbox_attention_args &a, int64_t head_dim_v) {
   if (impl < FLASHBOX_AUTO || impl > FLASHBOX_FLASH)
     return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
                 "impl = " + str(impl) + " is not a flashbox_impl (0 = auto, 1 = naive, 2 = blocked, 3 = flash)");
-  if (!cpu::dtype_valid(dtype))
+  if (dtype == FLASHBOX_FLOAT8_E4M3)
     return fail(FLASHBOX_ERR_UNSUPPORTED_DTYPE,
-                "dtype = " + str(dtype) + " is not a flashbox_dtype (0 = fp32, 1 = fp16, 2 = bf16)");
+                "dtype = 3 (FLASHBOX_FLOAT8_E4M3) is taken by flashbox_attention_forward_ext only, whose "
+                "flashbox_attention_ext names the output's dtype (out_dtype = bf16 or fp16) and the descales; "
+                "the plain calls have no output dtype, and no backward takes fp8 (as in FlashAttention-3)");
+  if (!cpu::dtype_valid(dtype))
+    return fail(FLASHBOX_ERR_UNSUPPORTED_DTYPE, "dtype = " + str(dtype) +
+                                                    " is not a flashbox_dtype (0 = fp32, 1 = fp16, 2 = bf16, "
+                                                    "3 = fp8 e4m3 (forward_ext only); fp8 e5m2 is not supported)");
   const std::pair<const char *, int64_t> sizes[] = {{"batch", a.batch},       {"seqlen_q", a.seqlen_q},
                                                     {"seqlen_k", a.seqlen_k}, {"heads_q", a.heads_q},
                                                     {"heads_kv", a.heads_kv}, {"head_dim", a.head_dim}};
@@ -279,7 +285,12 @@ int overlap_failure(const OverlapAnswer &ans, const char *name, const void *ptr,
 }  // namespace
 
 int validate_disjoint(const TensorDesc &written, const TensorDesc &other, flashbox_dtype dtype) {
-  const OverlapAnswer ans = views_overlap(tensor_view(written, dtype), tensor_view(other, dtype));
+  return validate_disjoint(written, dtype, other, dtype);
+}
+
+int validate_disjoint(const TensorDesc &written, flashbox_dtype written_dtype, const TensorDesc &other,
+                      flashbox_dtype other_dtype) {
+  const OverlapAnswer ans = views_overlap(tensor_view(written, written_dtype), tensor_view(other, other_dtype));
   if (ans.overlap) return overlap_failure(ans, written.name, written.ptr, other.name, other.ptr);
   return FLASHBOX_OK;
 }
@@ -292,8 +303,13 @@ int validate_lse(const float *lse, const char *name, const flashbox_attention_ar
 
 int validate_lse_disjoint(const float *lse, const char *name, const flashbox_attention_args &a,
                           const TensorDesc &other) {
+  return validate_lse_disjoint(lse, name, a, other, a.dtype);
+}
+
+int validate_lse_disjoint(const float *lse, const char *name, const flashbox_attention_args &a, const TensorDesc &other,
+                          flashbox_dtype other_dtype) {
   if (!lse) return FLASHBOX_OK;
-  const OverlapAnswer ans = views_overlap(lse_view(lse, a), tensor_view(other, a.dtype));
+  const OverlapAnswer ans = views_overlap(lse_view(lse, a), tensor_view(other, other_dtype));
   if (ans.overlap) return overlap_failure(ans, name, lse, other.name, other.ptr);
   return FLASHBOX_OK;
 }
@@ -327,23 +343,42 @@ int validate_device_pointer([[maybe_unused]] const void *ptr, [[maybe_unused]] c
   return FLASHBOX_OK;
 }
 
-int validate_forward_args(const flashbox_attention_args *args, int64_t head_dim_v) {
-  if (!args) return fail(FLASHBOX_ERR_NULL_POINTER, "args is NULL");
-  const flashbox_attention_args &a = *args;
-  if (int rc = validate_scalars(a, head_dim_v)) return rc;
-  if (int rc = validate_support(a)) return rc;
+namespace {
+
+// `wide`: the call `a` with o's dtype, which the scalar and support rules see (for an fp8 call the
+// wider dtype, whose byte counts bound q's, k's and v's too, and one the plain rules know); q, k and v
+// are checked with a.dtype. Enums are read only after validate_scalars has vouched for them.
+int forward_checks(const flashbox_attention_args &a, const flashbox_attention_args &wide, int64_t head_dim_v) {
+  if (int rc = validate_scalars(wide, head_dim_v)) return rc;
+  if (int rc = validate_support(wide)) return rc;
+  const flashbox_dtype out_dtype = wide.dtype;
   const TensorDesc q = tensor_q(a), k = tensor_k(a), v = tensor_v(a, head_dim_v), o = tensor_o(a, head_dim_v);
-  for (const TensorDesc *t : {&q, &k, &v, &o})
-    if (int rc = validate_tensor(*t, a.dtype, a.device)) return rc;
   for (const TensorDesc *t : {&q, &k, &v})
-    if (int rc = validate_disjoint(o, *t, a.dtype)) return rc;
+    if (int rc = validate_tensor(*t, a.dtype, a.device)) return rc;
+  if (int rc = validate_tensor(o, out_dtype, a.device)) return rc;
+  for (const TensorDesc *t : {&q, &k, &v})
+    if (int rc = validate_disjoint(o, out_dtype, *t, a.dtype)) return rc;
   if (int rc = validate_lse(a.lse, "lse", a)) return rc;
-  for (const TensorDesc *t : {&q, &k, &v, &o})
-    if (int rc = validate_lse_disjoint(a.lse, "lse", a, *t)) return rc;
+  for (const TensorDesc *t : {&q, &k, &v})
+    if (int rc = validate_lse_disjoint(a.lse, "lse", a, *t, a.dtype)) return rc;
+  if (int rc = validate_lse_disjoint(a.lse, "lse", a, o, out_dtype)) return rc;
   if (int rc = validate_device_available(a.device)) return rc;
   for (const TensorDesc *t : {&q, &k, &v, &o})
     if (int rc = validate_device_pointer(t->ptr, t->name, a.device)) return rc;
   return validate_device_pointer(a.lse, "lse", a.device);
+}
+
+}  // namespace
+
+int validate_forward_args(const flashbox_attention_args *args, int64_t head_dim_v) {
+  if (!args) return fail(FLASHBOX_ERR_NULL_POINTER, "args is NULL");
+  return forward_checks(*args, *args, head_dim_v);
+}
+
+int validate_forward_args(const flashbox_attention_args &a, int64_t head_dim_v, flashbox_dtype out_dtype) {
+  flashbox_attention_args wide = a;
+  wide.dtype = out_dtype;
+  return forward_checks(a, wide, head_dim_v);
 }
 
 }  // namespace flashbox::detail

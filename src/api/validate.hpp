@@ -14,7 +14,8 @@
 //                  element set (src/api/overlap.hpp), not by address range: interleaved views of one
 //                  buffer (o = qo[:, :, 1], dk/dv = dkv[:, :, 0/1]) are fine
 //   head_dim       CPU: 1..256 (any impl); CUDA flash: 64 or 128; CUDA naive: 8..256, multiple of 8
-//   dtype          CPU: fp32, fp16, bf16; CUDA: fp16, bf16
+//   dtype          CPU: fp32, fp16, bf16; CUDA: fp16, bf16; fp8 e4m3 refused with a message naming
+//                  the one call that takes it (the extension's forward, src/api/fp8_args.hpp)
 //   impl           CPU: auto (= blocked), naive, blocked; CUDA: auto (= flash), naive, flash
 //   alignment      CPU: element-aligned pointers; CUDA: 16-byte aligned q/k/v/o and strides a
 //                  multiple of 8 elements (16 bytes); lse 4-byte aligned
@@ -54,11 +55,16 @@ int validate_support(const flashbox_attention_args &a, bool backward = false);
 int validate_tensor(const TensorDesc &t, flashbox_dtype dtype, flashbox_device device);
 // Two tensors share no element (exact per element set; see src/api/overlap.hpp).
 int validate_disjoint(const TensorDesc &written, const TensorDesc &other, flashbox_dtype dtype);
+// The same for tensors of two dtypes (an fp8 call's o against q, k, v).
+int validate_disjoint(const TensorDesc &written, flashbox_dtype written_dtype, const TensorDesc &other,
+                      flashbox_dtype other_dtype);
 // An fp32 [batch, heads_q, seqlen_q] buffer (lse, or the backward's row sums): alignment and that it
 // does not overlap `other`. Null is allowed; callers that require it check for null themselves.
 int validate_lse(const float *lse, const char *name, const flashbox_attention_args &a);
 int validate_lse_disjoint(const float *lse, const char *name, const flashbox_attention_args &a,
                           const TensorDesc &other);
+int validate_lse_disjoint(const float *lse, const char *name, const flashbox_attention_args &a, const TensorDesc &other,
+                          flashbox_dtype other_dtype);
 // CUDA requested: built with CUDA and a GPU visible; CUDA pointers are device-accessible memory.
 int validate_device_available(flashbox_device device);
 int validate_device_pointer(const void *ptr, const char *name, flashbox_device device);
@@ -66,6 +72,10 @@ int validate_device_pointer(const void *ptr, const char *name, flashbox_device d
 // Everything above, for a forward call. `args` may be null. head_dim_v (already checked by the
 // extension's rules; 0: head_dim) sizes v and o.
 int validate_forward_args(const flashbox_attention_args *args, int64_t head_dim_v = 0);
+// The same with o in out_dtype and q, k, v in args.dtype: the extension's fp8 forward (dtype
+// FLASHBOX_FLOAT8_E4M3, out_dtype bf16 or fp16, both checked by src/api/fp8_args.hpp first); the
+// scalar and support rules run with dtype = out_dtype.
+int validate_forward_args(const flashbox_attention_args &args, int64_t head_dim_v, flashbox_dtype out_dtype);
 // The same for a backward call (src/api/backward_api.cpp). `args` may be null. head_dim_v (as for
 // the forward) sizes v, o, dout and dv.
 int validate_backward_args(const flashbox_attention_grad_args *args, int64_t head_dim_v = 0);

@@ -1,10 +1,12 @@
 // Host-side element types: fp16 and bf16 are stored as raw uint16_t bit patterns and converted to and
-// from fp32 with round-to-nearest-even, the rounding the GPU's conversion instructions use. Header
+// from fp32 with round-to-nearest-even, the rounding the GPU's conversion instructions use; fp8 e4m3
+// (an input-only dtype of the extension) is one byte, converted by core/float8.hpp (stores saturate). Header
 // only so that the CPU levels, the tests, GPT-2 and the benchmarks all round the same way.
 #pragma once
 #include <cstdint>
 #include <cstring>
 
+#include "core/float8.hpp"
 #include "flashbox/flashbox.h"
 #include "flashbox/flashbox.hpp"
 
@@ -72,10 +74,11 @@ inline uint16_t float_to_bf16(float f) {
   return uint16_t(round_shift_rne(x, 16));  // a carry into the exponent rounds up to inf correctly
 }
 
-// Bytes per element and the short name ("fp32", "fp16", "bf16"): the public C++ layer's.
+// Bytes per element and the short name ("fp32", "fp16", "bf16", "fp8_e4m3"): the public C++ layer's.
 using flashbox::dtype_name;
 using flashbox::dtype_size;
 
+// The storage dtypes every call takes (fp8 e4m3 is not one: only the extension's forward takes it).
 inline bool dtype_valid(int t) { return t == FLASHBOX_FLOAT32 || t == FLASHBOX_FLOAT16 || t == FLASHBOX_BFLOAT16; }
 
 // Element `index` of a buffer of `t`, as fp32.
@@ -83,6 +86,7 @@ inline float load_as_float(const void *base, flashbox_dtype t, int64_t index) {
   switch (t) {
     case FLASHBOX_FLOAT16: return half_to_float(static_cast<const uint16_t *>(base)[index]);
     case FLASHBOX_BFLOAT16: return bf16_to_float(static_cast<const uint16_t *>(base)[index]);
+    case FLASHBOX_FLOAT8_E4M3: return core::e4m3_to_float(static_cast<const uint8_t *>(base)[index]);
     default: return static_cast<const float *>(base)[index];
   }
 }
@@ -92,6 +96,7 @@ inline void store_from_float(void *base, flashbox_dtype t, int64_t index, float 
   switch (t) {
     case FLASHBOX_FLOAT16: static_cast<uint16_t *>(base)[index] = float_to_half(v); break;
     case FLASHBOX_BFLOAT16: static_cast<uint16_t *>(base)[index] = float_to_bf16(v); break;
+    case FLASHBOX_FLOAT8_E4M3: static_cast<uint8_t *>(base)[index] = core::float_to_e4m3(v); break;
     default: static_cast<float *>(base)[index] = v; break;
   }
 }
@@ -101,6 +106,7 @@ inline float round_to_dtype(float v, flashbox_dtype t) {
   switch (t) {
     case FLASHBOX_FLOAT16: return half_to_float(float_to_half(v));
     case FLASHBOX_BFLOAT16: return bf16_to_float(float_to_bf16(v));
+    case FLASHBOX_FLOAT8_E4M3: return core::e4m3_to_float(core::float_to_e4m3(v));
     default: return v;
   }
 }
@@ -118,6 +124,11 @@ inline void load_row_as_float(const void *base, flashbox_dtype t, int64_t offset
       for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(p[i]);
       break;
     }
+    case FLASHBOX_FLOAT8_E4M3: {
+      const uint8_t *p = static_cast<const uint8_t *>(base) + offset;
+      for (int64_t i = 0; i < n; ++i) out[i] = core::e4m3_to_float(p[i]);
+      break;
+    }
     default: std::memcpy(out, static_cast<const float *>(base) + offset, size_t(n) * sizeof(float)); break;
   }
 }
@@ -132,6 +143,11 @@ inline void store_row_from_float(void *base, flashbox_dtype t, int64_t offset, i
     case FLASHBOX_BFLOAT16: {
       uint16_t *p = static_cast<uint16_t *>(base) + offset;
       for (int64_t i = 0; i < n; ++i) p[i] = float_to_bf16(in[i]);
+      break;
+    }
+    case FLASHBOX_FLOAT8_E4M3: {
+      uint8_t *p = static_cast<uint8_t *>(base) + offset;
+      for (int64_t i = 0; i < n; ++i) p[i] = core::float_to_e4m3(in[i]);
       break;
     }
     default: std::memcpy(static_cast<float *>(base) + offset, in, size_t(n) * sizeof(float)); break;

@@ -252,6 +252,7 @@ int forward_with_splits(const flashbox_attention_args &a, const flashbox_attenti
 
 int cpu_forward_ext(const flashbox_attention_args &a, const flashbox_attention_ext &e, const core::ScoreMods &mods) {
   const int64_t dv = v_dim(a, e);
+  if (a.dtype == FLASHBOX_FLOAT8_E4M3) return cpu_forward_fp8(a, e, mods);
   if (e.qv) return forward_with_qv(a, e, mods);
   if (e.num_splits > 1) return forward_with_splits(a, e, mods);
   if (!per_sequence(e)) return forward_one(a, mods, dv);

@@ -7,6 +7,10 @@
 // tables) join the mask when set. Fixed-length tensors are BTHD, varlen tensors [total, heads, head_dim]; outputs are
 // poisoned with NaN before every call. Query rows past seqused_q are not compared: the forward must
 // leave them as they were (unused_outputs_untouched), the backward's gradients there must be 0.
+// dtype FLASHBOX_FLOAT8_E4M3 (forward only): q, k and v are normals (q and k with outliers when asked)
+// quantized to e4m3 under descales per tensor or per (batch entry, kv head), o is in out_dtype, and the
+// reference runs on the dequantized inputs (float(e4m3) * descale, computed here in fp32, apart from
+// the library's dequantisation).
 #pragma once
 #include <gtest/gtest.h>
 
@@ -19,6 +23,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/float8.hpp"
 #include "core/masks.hpp"
 #include "cpu/reference_backward_fp64.hpp"
 #include "cpu/reference_fp64.hpp"
@@ -54,7 +59,16 @@ struct MaskCase {
   std::vector<int32_t> docs_q, docs_k;  // document ids [batch, seqlen] (varlen: [total]); empty: off
   std::vector<int32_t> prefix;          // prefix-LM lengths [batch]; empty: off
   BlockSpec blocks;
+  // dtype FLASHBOX_FLOAT8_E4M3 only: o's dtype, the descales' shape, outliers in q and k (one value in
+  // 64 six times larger, so a few rows' softmax is peaked and the per-tensor scales coarse).
+  enum class Descale { none, tensor, head };
+  flashbox_dtype out_dtype = FLASHBOX_BFLOAT16;
+  Descale descale = Descale::head;
+  bool outliers = true;
   uint64_t seed = fresh_seed();
+
+  bool fp8() const { return dtype == FLASHBOX_FLOAT8_E4M3; }
+  flashbox_dtype o_dtype() const { return fp8() ? out_dtype : dtype; }
 
   bool varlen() const { return !lens_q.empty(); }
   bool per_sequence() const { return varlen() || !used_q.empty() || !used_k.empty(); }
@@ -71,7 +85,13 @@ struct MaskCase {
                     (blocks.on() ? "_blocks" + std::to_string(blocks.q_block) + "x" + std::to_string(blocks.kv_block) +
                                        "_bcast" + std::to_string(blocks.batches) + "," + std::to_string(blocks.heads) +
                                        (blocks.transposes ? "_transposes" : "")
-                                 : "");
+                                 : "") +
+                    (fp8() ? std::string("_out_") + cpu::dtype_name(out_dtype) + "_descale" +
+                                 (descale == Descale::none     ? "_none"
+                                  : descale == Descale::tensor ? "_tensor"
+                                                               : "_head") +
+                                 (outliers ? "_outliers" : "")
+                           : "");
     return s + "_seed" + std::to_string(seed) + " (rerun with FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")";
   }
 };
@@ -102,11 +122,16 @@ class MaskData {
       std::normal_distribution<float> normal(0.f, 1.f);
       for (int64_t i = 0; i < n; ++i) cpu::store_from_float(buf.data(), c_.dtype, i, normal(rng));
     };
-    fill(q_, rows_q_ * c_.heads_q * c_.head_dim);
-    fill(k_, rows_k_ * c_.heads_kv * c_.head_dim);
-    fill(v_, rows_k_ * c_.heads_kv * c_.head_dim);
-    fill(dout_, rows_q_ * c_.heads_q * c_.head_dim);
-    o_.resize(q_.size()), dq_.resize(q_.size()), dk_.resize(k_.size()), dv_.resize(k_.size());
+    if (c_.fp8()) {
+      quantize(rng);
+    } else {
+      fill(q_, rows_q_ * c_.heads_q * c_.head_dim);
+      fill(k_, rows_k_ * c_.heads_kv * c_.head_dim);
+      fill(v_, rows_k_ * c_.heads_kv * c_.head_dim);
+      fill(dout_, rows_q_ * c_.heads_q * c_.head_dim);
+    }
+    o_.resize(size_t(rows_q_ * c_.heads_q * c_.head_dim * cpu::dtype_size(c_.o_dtype())));
+    dq_.resize(q_.size()), dk_.resize(k_.size()), dv_.resize(k_.size());
     lse_.assign(size_t(c_.varlen() ? c_.heads_q * c_.seqlen_q : c_.batch * c_.heads_q * c_.seqlen_q), 0.f);
     if (c_.alibi) {
       std::uniform_real_distribution<float> u(0.f, 0.3f);
@@ -147,6 +172,15 @@ class MaskData {
     if (!c_.docs_q.empty()) e_.document_ids_q = c_.docs_q.data(), e_.document_ids_k = c_.docs_k.data();
     if (!c_.prefix.empty()) e_.prefix_lengths = c_.prefix.data();
     if (c_.blocks.on()) encode_blocks(rng);
+    if (c_.fp8()) {
+      e_.out_dtype = c_.out_dtype;
+      if (c_.descale != MaskCase::Descale::none) {
+        const int64_t bs = c_.descale == MaskCase::Descale::head ? descale_batch_stride() : 0;
+        const int64_t hs = c_.descale == MaskCase::Descale::head ? 1 : 0;
+        e_.q_descale = descales_[0].data(), e_.k_descale = descales_[1].data(), e_.v_descale = descales_[2].data();
+        for (int64_t *st : {e_.q_descale_stride, e_.k_descale_stride, e_.v_descale_stride}) st[0] = bs, st[1] = hs;
+      }
+    }
     reference();
   }
   MaskData(const MaskData &) = delete;
@@ -157,7 +191,14 @@ class MaskData {
 
   const MaskCase &config() const { return c_; }
   std::string name() const { return c_.name(); }
-  double tolerance() const { return c_.dtype == FLASHBOX_FLOAT32 ? 1e-5 : 1e-2; }
+  double tolerance() const { return c_.o_dtype() == FLASHBOX_FLOAT32 ? 1e-5 : 1e-2; }
+  // fp8: the dequantized inputs the reference reads (dense fp32, the layout of q, k, v), and the
+  // descales ([batch, heads_kv] rows of descale_batch_stride(); per tensor: one value).
+  const std::vector<float> &dequantized(int which) const { return deq_[which]; }
+  std::vector<float> &descales(int which) { return descales_[which]; }
+  flashbox_attention_ext &ext_mut() { return e_; }
+  const std::vector<double> &reference_o() const { return ref_o_; }
+  const std::vector<char> &rows_used_q() const { return row_used_q_; }
   const flashbox_attention_ext &ext() const { return e_; }
 
   // Forward through the extension with `impl`; o and lse poisoned first.
@@ -210,7 +251,7 @@ class MaskData {
   std::vector<int32_t> &cu_q() { return cu_q_; }
   std::vector<int32_t> &cu_k() { return cu_k_; }
 
-  Error o_error() const { return error(o_, ref_o_, HeadRows::used_q); }
+  Error o_error() const { return error(o_, ref_o_, HeadRows::used_q, c_.o_dtype()); }
   Error dq_error() const { return error(dq_, ref_dq_); }
   Error dk_error() const { return error(dk_, ref_dk_); }
   Error dv_error() const { return error(dv_, ref_dv_); }
@@ -246,7 +287,7 @@ class MaskData {
   }
   // After a forward: o's bytes and lse of the query rows past seqused_q still hold the poison.
   bool unused_outputs_untouched() const {
-    const int64_t row_bytes = c_.heads_q * c_.head_dim * cpu::dtype_size(c_.dtype);
+    const int64_t row_bytes = c_.heads_q * c_.head_dim * cpu::dtype_size(c_.o_dtype());
     for (int64_t r = 0; r < rows_q_; ++r)
       if (!row_used_q_[size_t(r)])
         for (int64_t i = r * row_bytes; i < (r + 1) * row_bytes; ++i)
@@ -260,6 +301,69 @@ class MaskData {
   // BTHD, or for varlen [total, heads, head_dim] (stride[0] unused: any positive value).
   void strides(int64_t heads, int64_t seq, int64_t (&st)[3]) const {
     st[2] = c_.head_dim, st[1] = heads * c_.head_dim, st[0] = c_.varlen() ? 1 : seq * heads * c_.head_dim;
+  }
+
+  // Padded rows of per-(batch, kv head) descales: a stride of its own, not heads_kv.
+  int64_t descale_batch_stride() const { return c_.heads_kv + 2; }
+
+  // fp8 inputs: x ~ N(0, 1) (q and k with outliers), quantized as x / s to e4m3 with s per tensor
+  // (amax / 448) or per (batch entry, kv head) (that slice's amax / 448, times a random factor in
+  // [0.5, 1] so that no slice reaches 448 exactly); the dequantized values float(e4m3) * s are kept for
+  // the reference. q's head h uses kv head h / group's descale.
+  void quantize(std::mt19937_64 &rng) {
+    const int64_t hq = c_.heads_q, hk = c_.heads_kv, d = c_.head_dim, group = hq / hk;
+    std::normal_distribution<float> normal(0.f, 1.f);
+    std::uniform_int_distribution<int> pick(0, 63);
+    std::uniform_real_distribution<float> shrink(0.5f, 1.0f);
+    const int64_t nb = c_.batch, bs = descale_batch_stride();
+    for (int which = 0; which < 3; ++which) {
+      const bool is_q = which == 0;
+      const int64_t rows = is_q ? rows_q_ : rows_k_, heads = is_q ? hq : hk;
+      std::vector<float> x(size_t(rows * heads * d));
+      for (float &y : x) y = normal(rng) * (which < 2 && c_.outliers && pick(rng) == 0 ? 6.0f : 1.0f);
+      // The batch entry (varlen: sequence) of each row.
+      std::vector<int64_t> entry(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) {
+        if (c_.varlen()) {
+          const std::vector<int32_t> &cu = is_q ? cu_q_ : cu_k_;
+          entry[size_t(r)] = int64_t(std::upper_bound(cu.begin(), cu.end(), int32_t(r)) - cu.begin()) - 1;
+        } else {
+          entry[size_t(r)] = r / (is_q ? c_.seqlen_q : c_.seqlen_k);
+        }
+      }
+      std::vector<float> amax(size_t(nb * hk), 0.f);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t c = 0; c < d; ++c) {
+            float &m = amax[size_t(entry[size_t(r)] * hk + h / (is_q ? group : 1))];
+            m = std::max(m, std::abs(x[size_t((r * heads + h) * d + c)]));
+          }
+      std::vector<float> &ds = descales_[which];
+      auto scale_of = [&](int64_t b, int64_t g) {
+        return ds[size_t(c_.descale == MaskCase::Descale::head ? b * bs + g : 0)];
+      };
+      if (c_.descale == MaskCase::Descale::head) {
+        ds.assign(size_t(nb * bs), -7.0f);  // padding: never read
+        for (int64_t b = 0; b < nb; ++b)
+          for (int64_t g = 0; g < hk; ++g)
+            ds[size_t(b * bs + g)] = std::max(amax[size_t(b * hk + g)], 1e-3f) / 448.0f / shrink(rng);
+      } else {
+        const float all = *std::max_element(amax.begin(), amax.end());
+        ds.assign(1, c_.descale == MaskCase::Descale::tensor ? std::max(all, 1e-3f) / 448.0f : 1.0f);
+      }
+      std::vector<uint8_t> &bytes = which == 0 ? q_ : which == 1 ? k_ : v_;
+      bytes.resize(x.size());
+      deq_[which].resize(x.size());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t h = 0; h < heads; ++h) {
+          const float s = scale_of(entry[size_t(r)], h / (is_q ? group : 1));
+          for (int64_t c = 0; c < d; ++c) {
+            const size_t i = size_t((r * heads + h) * d + c);
+            bytes[i] = core::float_to_e4m3(x[i] / s);
+            deq_[which][i] = core::e4m3_to_float(bytes[i]) * s;
+          }
+        }
+    }
   }
 
   void poison(std::vector<uint8_t> &buf) {
@@ -337,9 +441,21 @@ class MaskData {
     row_used_q_.assign(size_t(rows_q_), 1), lse_used_.assign(lse_.size(), 1);
     ref_dsink_.assign(sinks_.size(), 0.0);
     std::vector<double> dsink;
+    // The reference's inputs: the call's own, or for fp8 the dequantized fp32 copies in the same layout.
+    flashbox_attention_args ra = a_;
+    const uint8_t *rq = q_.data(), *rk = k_.data(), *rv = v_.data();
+    int64_t es_in = es;
+    if (c_.fp8()) {
+      ra.dtype = FLASHBOX_FLOAT32, es_in = 4;
+      rq = reinterpret_cast<const uint8_t *>(deq_[0].data());
+      rk = reinterpret_cast<const uint8_t *>(deq_[1].data());
+      rv = reinterpret_cast<const uint8_t *>(deq_[2].data());
+      ra.q = rq, ra.k = rk, ra.v = rv;
+    }
     if (!c_.per_sequence()) {
       const core::ScoreMods m = mods(0);
-      cpu::reference_attention_fp64(a_, ref_o_, &ref_lse_, &m);
+      cpu::reference_attention_fp64(ra, ref_o_, &ref_lse_, &m);
+      if (c_.fp8()) return;  // forward only
       flashbox_attention_grad_args g{};
       g.fwd = a_, g.dout = dout_.data();
       std::copy_n(a_.o_stride, 3, g.dout_stride);
@@ -367,23 +483,24 @@ class MaskData {
             for (int64_t i = 0; i < lq; ++i) ref_lse_[lse_at(h, i)] = sinks_[size_t(h)];
         continue;
       }
-      flashbox_attention_args a = a_;
+      flashbox_attention_args a = ra;
       a.batch = 1, a.seqlen_q = lq, a.seqlen_k = lk;
-      a.q = q_.data() + q0 * HQ * D * es, a.k = k_.data() + k0 * HKV * D * es, a.v = v_.data() + k0 * HKV * D * es;
+      a.q = rq + q0 * HQ * D * es_in, a.k = rk + k0 * HKV * D * es_in, a.v = rv + k0 * HKV * D * es_in;
       const core::ScoreMods m = mods(s);
       std::vector<double> o, lse, dq, dk, dv;
       cpu::reference_attention_fp64(a, o, &lse, &m);
+      std::copy(o.begin(), o.end(), ref_o_.begin() + q0 * HQ * D);
+      for (int64_t h = 0; h < HQ; ++h)
+        for (int64_t i = 0; i < lq; ++i) ref_lse_[lse_at(h, i)] = lse[size_t(h * lq + i)];
+      if (c_.fp8()) continue;  // forward only
       flashbox_attention_grad_args g{};
       g.fwd = a, g.dout = dout_.data() + q0 * HQ * D * es;
       std::copy_n(a_.o_stride, 3, g.dout_stride);
       cpu::reference_attention_backward_fp64(g, dq, dk, dv, &m, 0, c_.sink ? &dsink : nullptr);
       for (size_t h = 0; h < dsink.size(); ++h) ref_dsink_[h] += dsink[h];
-      std::copy(o.begin(), o.end(), ref_o_.begin() + q0 * HQ * D);
       std::copy(dq.begin(), dq.end(), ref_dq_.begin() + q0 * HQ * D);
       std::copy(dk.begin(), dk.end(), ref_dk_.begin() + k0 * HKV * D);
       std::copy(dv.begin(), dv.end(), ref_dv_.begin() + k0 * HKV * D);
-      for (int64_t h = 0; h < HQ; ++h)
-        for (int64_t i = 0; i < lq; ++i) ref_lse_[lse_at(h, i)] = lse[size_t(h * lq + i)];
     }
   }
 
@@ -391,12 +508,15 @@ class MaskData {
   enum class HeadRows { all, used_q };
 
   Error error(const std::vector<uint8_t> &buf, const std::vector<double> &ref, HeadRows rows = HeadRows::all) const {
+    return error(buf, ref, rows, c_.dtype);
+  }
+  Error error(const std::vector<uint8_t> &buf, const std::vector<double> &ref, HeadRows rows, flashbox_dtype t) const {
     Error r;
     double d2 = 0, r2 = 0;
     const size_t row_elems = size_t(c_.heads_q * c_.head_dim);
     for (size_t i = 0; i < ref.size(); ++i) {
       if (rows == HeadRows::used_q && !row_used_q_[i / row_elems]) continue;
-      const double got = cpu::load_as_float(buf.data(), c_.dtype, int64_t(i));
+      const double got = cpu::load_as_float(buf.data(), t, int64_t(i));
       if (!std::isfinite(got)) r.nan = true;
       d2 += (got - ref[i]) * (got - ref[i]), r2 += ref[i] * ref[i];
     }
@@ -415,6 +535,7 @@ class MaskData {
   std::vector<int32_t> tables_[8];  // kv_num, kv_idx, full_kv_num, full_kv_idx, q_num, q_idx, full_q_num, full_q_idx
   core::BlockTable table_;
   std::vector<double> ref_o_, ref_lse_, ref_dq_, ref_dk_, ref_dv_, ref_dsink_;
+  std::vector<float> deq_[3], descales_[3];  // fp8: dequantized q, k, v and their descales
   std::vector<char> row_used_q_, lse_used_;  // query rows / lse entries a forward writes (seqused_q)
 };
 

@@ -70,7 +70,7 @@ struct ScoreMods {
   BlockTable blocks;                                 // block sparsity; blocks.kind null: off
 
   bool has_window() const { return window_left >= 0 || window_right >= 0; }
-  // Documents, a prefix or a block table: visibility is no longer one key range per row, so the
+  // Documents, a prefix or a block table make a row's visible keys more than one range, so the
   // levels test visible() element by element inside the bounds of row_keys / key_rows.
   bool elementwise() const { return doc_q || prefix || blocks.kind; }
   // The slope of (batch b, query head h), 0 without ALiBi.

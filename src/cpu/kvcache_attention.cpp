@@ -125,7 +125,7 @@ int cpu_kvcache_attention(const KvcacheProblem &p) {
           for (int64_t x = 0; x < d; ++x) acc[size_t(x)] += e * row[size_t(x)];
         }
         if (a.learnable_sink) {  // the max moves to max(mx, sink) first, so neither exp overflows
-          const float top = std::max(mx, sink), alpha = std::exp(mx - top);  // 0 while no key was seen
+          const float top = std::max(mx, sink), alpha = std::exp(mx - top);  // 0 for a keyless row (mx = -inf)
           sum = sum * alpha + std::exp(sink - top);
           for (auto &x : acc) x *= alpha;
           mx = top;

@@ -54,6 +54,11 @@ class KvcacheArgs(ctypes.Structure):  # flashbox_kvcache_args
                 ("stream", P), ("alibi_batch_stride", ctypes.c_int64), ("learnable_sink", P)]
 
 
+# The size of flashbox_kvcache_args before learnable_sink: every field this harness sets lies before it,
+# and every library since that version accepts it, so one harness times old and new builds alike.
+KVCACHE_ARGS_V2_SIZE = KvcacheArgs.learnable_sink.offset
+
+
 class FlashboxError(RuntimeError):
     pass
 
@@ -136,7 +141,7 @@ class Library:
         rows keys each through block_table [B, blocks])."""
         import torch
         a = KvcacheArgs()
-        a.struct_size, a.device, a.dtype = ctypes.sizeof(KvcacheArgs), CUDA, BF16 if q.dtype == torch.bfloat16 else FP16
+        a.struct_size, a.device, a.dtype = KVCACHE_ARGS_V2_SIZE, CUDA, BF16 if q.dtype == torch.bfloat16 else FP16
         a.batch, a.seqlen_q, a.heads_q, a.head_dim = q.shape
         a.heads_kv = k_cache.shape[2]
         a.q, a.k_cache, a.v_cache, a.o = q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), o.data_ptr()

@@ -9,7 +9,7 @@ import sys
 import tempfile
 
 from .attention import finish_row, run_case
-from .timing import bench_ms, rel_error, time_interleaved
+from .timing import rel_error, time_interleaved
 
 
 def case(B, Hq, T, D, causal=True, pas="forward", Hkv=None, **extra):

@@ -77,15 +77,23 @@ TEST(GpuNaiveMemory, ScratchIsMeasuredAndReleased) {
   ASSERT_NO_FATAL_FAILURE(dev.upload());
   // A first call creates this thread's cuBLAS handle (and its workspace), which stays by design.
   ASSERT_EQ(flashbox_attention_forward(&dev.args), FLASHBOX_OK) << flashbox_last_error();
-  CUDA_OK(cudaDeviceSynchronize());
-  size_t free_before = 0, total = 0;
-  CUDA_OK(cudaMemGetInfo(&free_before, &total));
-  for (int i = 0; i < 5; ++i) ASSERT_EQ(flashbox_attention_forward(&dev.args), FLASHBOX_OK) << flashbox_last_error();
-  CUDA_OK(cudaDeviceSynchronize());
-  size_t free_after = 0;
-  CUDA_OK(cudaMemGetInfo(&free_after, &total));
-  EXPECT_EQ(flashbox_last_scratch_peak_bytes(), int64_t(2) * 4 * 1024 * 1024 * 6);
-  EXPECT_GE(int64_t(free_after) + (64 << 20), int64_t(free_before)) << "scratch not returned after the calls";
+  // cudaMemGetInfo counts every process on the device: other GPU tests running beside this one can
+  // take memory between the two readings. A leak of the scratch (48 MB a call, 240 MB for five
+  // calls) shows in every attempt; another process's allocation rarely in three in a row.
+  int64_t shortfall = 0;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    CUDA_OK(cudaDeviceSynchronize());
+    size_t free_before = 0, free_after = 0, total = 0;
+    CUDA_OK(cudaMemGetInfo(&free_before, &total));
+    for (int i = 0; i < 5; ++i) ASSERT_EQ(flashbox_attention_forward(&dev.args), FLASHBOX_OK) << flashbox_last_error();
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemGetInfo(&free_after, &total));
+    EXPECT_EQ(flashbox_last_scratch_peak_bytes(), int64_t(2) * 4 * 1024 * 1024 * 6);
+    shortfall = int64_t(free_before) - int64_t(free_after);
+    if (shortfall <= (64 << 20)) break;
+  }
+  EXPECT_LE(shortfall, 64 << 20) << "scratch not returned after the calls (free memory fell by " << shortfall
+                                 << " bytes over five calls, in each of three attempts)";
 }
 
 }  // namespace

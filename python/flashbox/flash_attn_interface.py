@@ -57,6 +57,7 @@ What the library does, per device (flashbox.h, "Extension 1"; docs/migration-fa3
     such field): NotImplementedError on both devices.
 
 Arguments that ask nothing of the result:
+  * q_descale / k_descale / v_descale with inputs that are not fp8: ignored, as FlashAttention-3 does.
   * pack_gqa: accepted and not used; how query heads share a KV head in a tile is the kernel's choice.
   * sm_margin: accepted (an int >= 0) and not used; flashbox_options.sm_margin exists, but the
     extension and KV-cache entry points take no options.
@@ -633,15 +634,16 @@ def _fa3_kvcache_fake(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_s
 
 
 def _kvcache_refusals(q, v_cache, qv, q_descale, k_descale, v_descale, attention_chunk):
-    """What flashbox_kvcache_args has no field for: NotImplementedError naming it (both devices)."""
+    """What flashbox_kvcache_args has no field for: NotImplementedError naming it (both devices).
+    Descales without fp8 inputs are ignored, as FlashAttention-3 ignores them."""
     if qv is not None:
         what = "qv"
     elif v_cache.shape[-1] != q.shape[-1]:
         what = f"headdim_v = {v_cache.shape[-1]} != headdim = {q.shape[-1]}"
     elif int(attention_chunk) != 0:
         what = f"attention_chunk = {attention_chunk}"
-    elif _is_fp8(q) or any(t is not None for t in (q_descale, k_descale, v_descale)):
-        what = "fp8 inputs / descales"
+    elif _is_fp8(q):
+        what = "fp8 inputs"
     else:
         return
     raise NotImplementedError(f"{_WHO}.flash_attn_with_kvcache: {what} is not supported (flashbox_attention_kvcache "

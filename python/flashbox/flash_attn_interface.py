@@ -52,9 +52,13 @@ What the library does, per device (flashbox.h, "Extension 1"; docs/migration-fa3
   * CUDA tensors: what the kernel families take (windows, softcap, causal, GQA, varlen, head_dim_v =
     head_dim). head_dim_v != head_dim, qv, fp8, attention_chunk, seqused_q/k and flash_attn_combine
     are refused by the C API (FLASHBOX_ERR_UNSUPPORTED_IMPL), which this module raises as
-    NotImplementedError with the library's message; nothing is computed another way.
-  * The KV-cache call has no qv, head_dim_v, attention_chunk or fp8 (flashbox_kvcache_args has no
-    such field): NotImplementedError on both devices.
+    NotImplementedError with the library's message; nothing is computed another way. Two of them
+    are dropped first where they change nothing, after one host read of the int32 tables:
+    seqused_q/k equal to the sequences' lengths, and an attention_chunk at least as long as every
+    sequence's keys when no sequence has more queries than keys.
+  * The KV-cache call has no qv, head_dim_v or fp8 (flashbox_kvcache_args has no such field):
+    NotImplementedError on both devices. attention_chunk is taken only where it changes nothing (the
+    rule above, on both devices); any other chunk raises NotImplementedError.
 
 Arguments that ask nothing of the result:
   * q_descale / k_descale / v_descale with inputs that are not fp8: ignored, as FlashAttention-3 does.
@@ -169,6 +173,38 @@ def _splits(num_splits, device, seqused):
     return min(int(num_splits), _MAX_SPLITS)
 
 
+def _host_lengths(cu):
+    """Sequence lengths from int32 prefix sums (a copy to the host)."""
+    c = cu.to("cpu", torch.int64).tolist()
+    return [b - a for a, b in zip(c[:-1], c[1:])]
+
+
+def _chunk_changes_nothing(chunk, q_lens, k_lens):
+    """attention_chunk masks nothing where each sequence has no more queries than keys (its queries sit
+    at key positions 0 .. k_len - 1, in one chunk) and the chunk is at least as long as its keys."""
+    return chunk > 0 and all(q <= k and chunk >= k for q, k in zip(q_lens, k_lens) if q > 0)
+
+
+def _drop_cuda_noops(q, k, cu_q, cu_k, su_q, su_k, chunk):
+    """(seqused_q, seqused_k, attention_chunk) with those that change nothing dropped, for CUDA tensors,
+    whose kernels take none of them: seqused equal to the sequences' lengths (FlashAttention-3's varlen
+    test always passes seqused), and a chunk that covers every sequence's keys. Costs one host read of
+    the small int32 tables, made only where the library would otherwise refuse the call."""
+    if q.device.type != "cuda" or (su_q is None and su_k is None and chunk == 0):
+        return su_q, su_k, chunk
+    if cu_q is not None:
+        q_lens, k_lens = _host_lengths(cu_q), _host_lengths(cu_k)
+    else:
+        q_lens, k_lens = [q.shape[1]] * q.shape[0], [k.shape[1]] * k.shape[0]
+    if su_q is not None and su_q.tolist() == q_lens:
+        su_q = None
+    if su_k is not None and su_k.tolist() == k_lens:
+        su_k = None
+    if su_q is None and su_k is None and _chunk_changes_nothing(chunk, q_lens, k_lens):
+        chunk = 0
+    return su_q, su_k, chunk
+
+
 def _fill_ext(batch, q, v, qv, cu_q, cu_k, su_q, su_k, descales, max_q, max_k, causal, wl, wr, chunk, softcap,
               num_splits):
     """The extension struct of one forward or backward call (qv, descales and splits: forward only)."""
@@ -210,6 +246,8 @@ def _fa3_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, qv: Optional[tor
     batch = cu_seqlens_q.numel() - 1 if varlen else B
     for name, t in (("seqused_q", seqused_q), ("seqused_k", seqused_k)):
         _check_int32_vector(t, name, batch, q.device)
+    seqused_q, seqused_k, attention_chunk = _drop_cuda_noops(q4, k4, cu_seqlens_q, cu_seqlens_k, seqused_q,
+                                                             seqused_k, attention_chunk)
     out_dtype = torch.bfloat16 if _is_fp8(q) else q.dtype
     partial_rows = seqused_q is not None  # rows past seqused_q are not written by the library
     o = (torch.zeros if partial_rows else torch.empty)(q.shape[:-1] + (Dv,), dtype=out_dtype, device=q.device)
@@ -265,6 +303,8 @@ def _fa3_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         raise ValueError(f"{_WHO} backward: dout {tuple(dout.shape)} and out {tuple(out.shape)} must be "
                          f"{tuple(q.shape[:-1] + v.shape[-1:])}")
     batch = cu_seqlens_q.numel() - 1 if varlen else q.shape[0]
+    seqused_q, seqused_k, attention_chunk = _drop_cuda_noops(q4, k4, cu_seqlens_q, cu_seqlens_k, seqused_q,
+                                                             seqused_k, attention_chunk)
     dq, dk, dv = (torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
     cu_q = cu_seqlens_q.contiguous() if varlen else None
     cu_k = cu_seqlens_k.contiguous() if varlen else None
@@ -534,6 +574,24 @@ def _spans(cu, n):
     return list(zip(c[:-1], c[1:]))
 
 
+def _check_kv_chunk(chunk, q, k, cache_seqlens, cache_leftpad, cu_q, cu_k_new, batch, capacity):
+    """flashbox_kvcache_args has no attention_chunk: a chunk is taken where it masks nothing (each
+    entry's attended keys, cache_leftpad to cache_seqlens + new, fit in one chunk with its queries at
+    their ends), else NotImplementedError. Reads the small int32 tables on the host."""
+    q_lens = _host_lengths(cu_q) if cu_q is not None else [q.shape[1]] * batch
+    if k is None:
+        new = [0] * batch
+    else:
+        new = _host_lengths(cu_k_new) if cu_k_new is not None else [k.shape[1]] * batch
+    cached = cache_seqlens.tolist() if cache_seqlens is not None else [capacity - n for n in new]
+    pad = cache_leftpad.tolist() if cache_leftpad is not None else [0] * batch
+    k_lens = [c + n - p for c, n, p in zip(cached, new, pad)]
+    if not _chunk_changes_nothing(chunk, q_lens, k_lens):
+        raise NotImplementedError(f"{_WHO}.flash_attn_with_kvcache: attention_chunk = {chunk} is not supported "
+                                  f"(flashbox_attention_kvcache has no such field; a chunk that covers every "
+                                  f"entry's keys is taken)")
+
+
 def _kv_call(q, kc, vc, k, v, cos, sin, seqlens, idx, leftpad, table, scale, causal, window, softcap, interleaved,
              num_splits):
     """One flashbox_attention_kvcache call (through flashbox.kvcache, which pads CUDA head dims) ->
@@ -588,12 +646,16 @@ def _fa3_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, 
                  cache_leftpad: Optional[torch.Tensor], page_table: Optional[torch.Tensor],
                  cu_seqlens_q: Optional[torch.Tensor], cu_seqlens_k_new: Optional[torch.Tensor],
                  rotary_seqlens: Optional[torch.Tensor], scheduler_metadata: Optional[torch.Tensor],
-                 softmax_scale: float, causal: bool, window_left: int, window_right: int, softcap: float,
-                 rotary_interleaved: bool, num_splits: int) -> Tuple[torch.Tensor, torch.Tensor]:
+                 softmax_scale: float, causal: bool, window_left: int, window_right: int, attention_chunk: int,
+                 softcap: float, rotary_interleaved: bool, num_splits: int) -> Tuple[torch.Tensor, torch.Tensor]:
     varlen = cu_seqlens_q is not None or cu_seqlens_k_new is not None
     if varlen and cache_seqlens is None:
         raise ValueError(f"{_WHO}: cache_seqlens is required with cu_seqlens_q or cu_seqlens_k_new")
     batch = cache_seqlens.numel() if cache_seqlens is not None else q.shape[0]
+    if attention_chunk != 0:
+        capacity = k_cache.shape[1] * (page_table.shape[1] if page_table is not None else 1)
+        _check_kv_chunk(attention_chunk, q, k, cache_seqlens, cache_leftpad, cu_seqlens_q, cu_seqlens_k_new, batch,
+                        capacity)
     _check_metadata(scheduler_metadata, batch, q.shape[-2], k_cache.shape[2], q.shape[-1], v_cache.shape[-1])
     if rotary_seqlens is not None and rotary_cos is not None and cache_seqlens is not None and \
             not torch.equal(rotary_seqlens.to(cache_seqlens.device, torch.int32), cache_seqlens.to(torch.int32)):
@@ -626,22 +688,21 @@ def _fa3_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, 
 @_fa3_kvcache.register_fake
 def _fa3_kvcache_fake(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                       cache_leftpad, page_table, cu_seqlens_q, cu_seqlens_k_new, rotary_seqlens, scheduler_metadata,
-                      softmax_scale, causal, window_left, window_right, softcap, rotary_interleaved, num_splits):
+                      softmax_scale, causal, window_left, window_right, attention_chunk, softcap, rotary_interleaved,
+                      num_splits):
     if cu_seqlens_q is not None:
         return q.new_empty(q.shape), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
     B, Tq, H, _ = q.shape
     return q.new_empty(q.shape), q.new_empty((B, H, Tq), dtype=torch.float32)
 
 
-def _kvcache_refusals(q, v_cache, qv, q_descale, k_descale, v_descale, attention_chunk):
+def _kvcache_refusals(q, v_cache, qv):
     """What flashbox_kvcache_args has no field for: NotImplementedError naming it (both devices).
     Descales without fp8 inputs are ignored, as FlashAttention-3 ignores them."""
     if qv is not None:
         what = "qv"
     elif v_cache.shape[-1] != q.shape[-1]:
         what = f"headdim_v = {v_cache.shape[-1]} != headdim = {q.shape[-1]}"
-    elif int(attention_chunk) != 0:
-        what = f"attention_chunk = {attention_chunk}"
     elif _is_fp8(q):
         what = "fp8 inputs"
     else:
@@ -668,7 +729,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
         raise ValueError(f"{_WHO}: k_cache and v_cache must have a contiguous last dimension")
     if (k is None) != (v is None):
         raise ValueError(f"{_WHO}: give both k and v (the new keys and values), or neither")
-    _kvcache_refusals(q, v_cache, qv, q_descale, k_descale, v_descale, attention_chunk)
+    _kvcache_refusals(q, v_cache, qv)
     _check_sm_margin(sm_margin)
     scale = _scale(softmax_scale, q, None)
     wl, wr = _fa2._window(window_size)
@@ -680,8 +741,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
     out, lse = torch.ops.flashbox.fa3_kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
                                               cache_batch_idx, cache_leftpad, page_table, cu_seqlens_q,
                                               cu_seqlens_k_new, rotary_seqlens, scheduler_metadata, scale,
-                                              bool(causal), wl, wr, float(softcap), bool(rotary_interleaved),
-                                              int(num_splits))
+                                              bool(causal), wl, wr, int(attention_chunk), float(softcap),
+                                              bool(rotary_interleaved), int(num_splits))
     if not return_softmax_lse:
         return out
     empty = torch.empty(0, dtype=torch.float32, device=out.device)

@@ -218,6 +218,28 @@ def test_varlen_seqused_matches_per_sequence_reference(device):
             _check(got, want[0], pt[0], f"sequence {s} d{name}", device, atol=1e-4)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_seqused_and_chunk_that_change_nothing(device):
+    # seqused equal to the sequences' lengths (as FlashAttention-3's varlen test passes) and a chunk at
+    # least as long as every sequence's keys are the plain call; on CUDA, whose kernels take neither
+    # field, they are dropped after one host read instead of refused.
+    torch.manual_seed(10)
+    dt = _dtype(device)
+    lens_q, lens_k = [3, 8, 5], [9, 8, 20]
+    cu_q = torch.tensor([0, 3, 11, 16], dtype=torch.int32, device=device)
+    cu_k = torch.tensor([0, 9, 17, 37], dtype=torch.int32, device=device)
+    q = torch.randn(16, 4, 64, device=device, dtype=dt)
+    k, v = torch.randn(37, 2, 64, device=device, dtype=dt), torch.randn(37, 2, 64, device=device, dtype=dt)
+    plain = fa3.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 8, 20, causal=True)
+    same = fa3.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 8, 20, causal=True, attention_chunk=20,
+                                      seqused_q=torch.tensor(lens_q, dtype=torch.int32, device=device),
+                                      seqused_k=torch.tensor(lens_k, dtype=torch.int32, device=device))
+    assert _max_err(plain, same) < 1e-5
+    qb, kb, vb = torch.randn(2, 7, 4, 64, device=device, dtype=dt), torch.randn(2, 9, 2, 64, device=device, dtype=dt), \
+        torch.randn(2, 9, 2, 64, device=device, dtype=dt)
+    assert _max_err(fa3.flash_attn_func(qb, kb, vb, attention_chunk=9), fa3.flash_attn_func(qb, kb, vb)) < 1e-5
+
+
 @pytest.mark.skipif(FP8 is None, reason="this torch has no float8_e4m3fn")
 def test_fp8_with_descales_cpu():
     torch.manual_seed(3)
@@ -318,7 +340,10 @@ def test_kvcache_refuses_what_the_call_lacks():
     q, kc = torch.randn(1, 1, 2, 16), torch.randn(1, 8, 2, 16)
     seqlens = torch.tensor([4], dtype=torch.int32)
     with pytest.raises(NotImplementedError, match="attention_chunk"):
-        fa3.flash_attn_with_kvcache(q, kc, kc, cache_seqlens=seqlens, causal=True, attention_chunk=4)
+        fa3.flash_attn_with_kvcache(q, kc, kc, cache_seqlens=seqlens, causal=True, attention_chunk=2)
+    # a chunk that covers the entry's 4 keys masks nothing and is taken
+    assert torch.equal(fa3.flash_attn_with_kvcache(q, kc, kc, cache_seqlens=seqlens, causal=True, attention_chunk=4),
+                       fa3.flash_attn_with_kvcache(q, kc, kc, cache_seqlens=seqlens, causal=True))
     with pytest.raises(NotImplementedError, match="headdim_v"):
         fa3.flash_attn_with_kvcache(q, kc, torch.randn(1, 8, 2, 32), cache_seqlens=seqlens)
     with pytest.raises(NotImplementedError, match="qv"):

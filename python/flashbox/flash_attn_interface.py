@@ -180,9 +180,10 @@ def _host_lengths(cu):
 
 
 def _chunk_changes_nothing(chunk, q_lens, k_lens):
-    """attention_chunk masks nothing where each sequence has no more queries than keys (its queries sit
-    at key positions 0 .. k_len - 1, in one chunk) and the chunk is at least as long as its keys."""
-    return chunk > 0 and all(q <= k and chunk >= k for q, k in zip(q_lens, k_lens) if q > 0)
+    """attention_chunk masks nothing where each sequence with queries and keys has no more queries than
+    keys (its queries sit at key positions 0 .. k_len - 1, in one chunk) and the chunk is at least as
+    long as its keys (a sequence without keys or without queries has nothing to mask)."""
+    return chunk > 0 and all(q <= k and chunk >= k for q, k in zip(q_lens, k_lens) if q > 0 and k > 0)
 
 
 def _drop_cuda_noops(q, k, cu_q, cu_k, su_q, su_k, chunk):

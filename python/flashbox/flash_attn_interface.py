@@ -173,10 +173,20 @@ def _splits(num_splits, device, seqused):
     return min(int(num_splits), _MAX_SPLITS)
 
 
+def _spans(cu, n=None):
+    """[(start, end)] of each sequence from int32 prefix sums (a copy to the host); None for None.
+    n: the batch the call has, checked against the prefix sums' entries."""
+    if cu is None:
+        return None
+    c = cu.to("cpu", torch.int64).tolist()
+    if n is not None and len(c) != n + 1:
+        raise ValueError(f"{_WHO}: cu_seqlens must have batch + 1 = {n + 1} entries, got {len(c)}")
+    return list(zip(c[:-1], c[1:]))
+
+
 def _host_lengths(cu):
     """Sequence lengths from int32 prefix sums (a copy to the host)."""
-    c = cu.to("cpu", torch.int64).tolist()
-    return [b - a for a, b in zip(c[:-1], c[1:])]
+    return [end - start for start, end in _spans(cu)]
 
 
 def _chunk_changes_nothing(chunk, q_lens, k_lens):
@@ -563,16 +573,6 @@ def _gather_pages(cache, table):
 def _scatter_pages(cache, gathered, table):
     """The inverse of _gather_pages: the copy's rows written back into the pages (appended keys)."""
     cache.index_copy_(0, table.reshape(-1).long(), gathered.reshape(-1, *cache.shape[1:]))
-
-
-def _spans(cu, n):
-    """[(start, end)] of each of n sequences from int32 prefix sums (read on the host), or None."""
-    if cu is None:
-        return None
-    c = cu.to("cpu", torch.int64).tolist()
-    if len(c) != n + 1:
-        raise ValueError(f"{_WHO}: cu_seqlens must have batch + 1 = {n + 1} entries, got {len(c)}")
-    return list(zip(c[:-1], c[1:]))
 
 
 def _check_kv_chunk(chunk, q, k, cache_seqlens, cache_leftpad, cu_q, cu_k_new, batch, capacity):

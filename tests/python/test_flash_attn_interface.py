@@ -426,5 +426,5 @@ def test_opcheck_custom_ops_cpu():
     kn, vn = torch.randn(2, 1, 1, 16), torch.randn(2, 1, 1, 16)
     seqlens = torch.tensor([3, 7], dtype=torch.int32)
     opcheck(torch.ops.flashbox.fa3_kvcache.default,
-            (qd, kc, vc, kn, vn, None, None, seqlens, None, None, None, None, None, None, None, 0.25, True, -1, -1,
+            (qd, kc, vc, kn, vn, None, None, seqlens, None, None, None, None, None, None, None, 0.25, True, -1, -1, 0,
              0.0, True, 0))

@@ -49,13 +49,14 @@ _CUDA_MAX_HEAD_DIM = 256  # multiples of 8 up to this run as they are on CUDA
 _NOT_THERE = (_lib.ErrorCode.UNSUPPORTED_IMPL, _lib.ErrorCode.UNSUPPORTED_HEAD_DIM)
 
 
-def _call(fn, *args):
-    """A C API call; what flashbox does not implement becomes NotImplementedError (message kept)."""
+def _call(fn, *args, who="flashbox.flash_attn"):
+    """fn(*args), a C API call; what flashbox does not implement becomes NotImplementedError (message
+    kept, prefixed by `who`, the Python module the caller used). Returns what fn returns."""
     try:
-        fn(*args)
+        return fn(*args)
     except _lib.FlashboxError as e:
         if e.code in _NOT_THERE:
-            raise NotImplementedError(f"flashbox.flash_attn: {e}") from e
+            raise NotImplementedError(f"{who}: {e}") from e
         raise
 
 

@@ -94,9 +94,11 @@ def _stream_of(t: torch.Tensor):
     return torch.cuda.current_stream(t.device).cuda_stream
 
 
-def _fill_fwd(a: _lib.AttentionArgs, q, k, v, o, lse, qs, ks, vs, os_, softmax_scale, causal) -> None:
+def _fill_fwd(a: _lib.AttentionArgs, q, k, v, o, lse, qs, ks, vs, os_, softmax_scale, causal, dtype=None) -> None:
+    """The plain arguments of one call; dtype: the flashbox dtype of q, k, v when it is not one of
+    _DTYPES (fp8 e4m3, which only the extension call takes)."""
     a.device = _lib.Device.CUDA if q.device.type == "cuda" else _lib.Device.CPU
-    a.dtype = _DTYPES[q.dtype]
+    a.dtype = _DTYPES[q.dtype] if dtype is None else dtype
     a.impl = _lib.Impl.AUTO
     a.batch, a.seqlen_q, a.heads_q, a.head_dim = q.shape
     a.seqlen_k, a.heads_kv = k.shape[1], k.shape[2]

@@ -46,8 +46,10 @@ older cache_position form of 4.5x is accepted too.
 
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
+import weakref
 
 import torch
 
@@ -93,20 +95,21 @@ def _closure(fn) -> dict:
     return dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in cells)))
 
 
-def _packed_ids(mask_function):
-    """Checks the mask pattern is one this backend expresses; returns the packed-sequence ids tensor
-    [B, T] when the pattern packs sequences (transformers' find_packed_sequence_indices), else None."""
-    if mask_function is None:
-        return None
+def _pattern(mask_function):
+    """Checks the mask pattern is one this backend expresses. Returns (packed, causal): the packed-sequence
+    ids tensor [B, T] when the pattern packs sequences (transformers' find_packed_sequence_indices) or
+    None, and whether the pattern is causal."""
+    if mask_function is None:  # transformers' default mask_function is the causal one
+        return None, True
     maker = _maker(mask_function)
     if maker == _COMBINE_AND:
-        parts = _closure(mask_function).get("mask_functions", ())
-        found = [p for p in (_packed_ids(f) for f in parts) if p is not None]
-        return found[0] if found else None
+        found = [_pattern(f) for f in _closure(mask_function).get("mask_functions", ())]
+        packed = [p for p, _ in found if p is not None]
+        return (packed[0] if packed else None), any(c for _, c in found)
     if maker in _PATTERNS_OK:
         if maker == "packed_sequence_mask_function":
-            return _closure(mask_function)["packed_sequence_mask"]
-        return None
+            return _closure(mask_function)["packed_sequence_mask"], False
+        return None, maker == "causal_mask_function"
     what = _PATTERNS_NAMED.get(maker, f"the mask pattern {maker!r} (a custom mask function)")
     raise _unsupported(f"{what} is not supported; flashbox takes causal or bidirectional attention, a sliding "
                        f"window, padding and packed sequences. Use attn_implementation='sdpa' for this model.")
@@ -118,9 +121,11 @@ def attention_mask(batch_size, q_length=None, kv_length=None, q_offset=0, kv_off
     docstring). `attention_mask` is the 2-d padding mask over positions 0.. (True: a token)."""
     if q_length is None:  # transformers 4.5x passes cache_position instead of q_length / q_offset
         q_length, q_offset = cache_position.shape[0], cache_position[0]
-    packed = _packed_ids(mask_function)
+    packed, causal = _pattern(mask_function)
     q_offset, kv_offset, kv_length = int(q_offset), int(kv_offset), int(kv_length)
-    n = max(0, min(kv_length, q_offset + q_length - kv_offset))  # slots past the last token are unused
+    n = kv_length
+    if causal:  # key slots past the last query's position hold no token yet (a static cache's free slots)
+        n = max(0, min(kv_length, q_offset + q_length - kv_offset))
     ids = None
     if attention_mask is not None:
         if attention_mask.dim() != 2:
@@ -184,38 +189,72 @@ def _has_holes(valid):
     return bool(((count > 0) & (last - first + 1 != count)).any())
 
 
+class _Plan:
+    """What varlen needs from one mask: the flat token indices of the keys and the queries, cu_seqlens and
+    the longest sequence of each. Making it reads values on the host (nonzero, max), so it is made once
+    per mask tensor and query length and reused by every layer that gets the same mask."""
+
+    def __init__(self, ids, Tq, causal, window):
+        B, n = ids.shape
+        valid = ids != 0
+        if window and _has_holes(valid):
+            raise _unsupported("a sliding window with padding between a sequence's tokens: the window would count "
+                               "positions differently from transformers' masks; pad on the left or the right only")
+        if causal and Tq == n:  # queries and keys are the same slots: one sequence per packed sequence of a row
+            self.idx, self.cu, self.longest = _segments(ids)
+            self.idx_q, self.cu_q, self.longest_q, self.q_len = self.idx, self.cu, self.longest, n
+            return
+        top = ids.max(-1, keepdim=True).values   # one sequence per row
+        if bool((torch.where(valid, ids, top) != top).any()):
+            raise _unsupported("packed sequences with queries and keys of different lengths (a cache)")
+        self.idx, self.cu, self.longest = _rows(valid)
+        # causal (generation with a cache): the queries are the last Tq key slots; otherwise (cross-attention)
+        # the mask says nothing of the queries, and every query is kept
+        valid_q = valid[:, n - Tq:] if causal else torch.ones((B, Tq), dtype=torch.bool, device=valid.device)
+        self.idx_q, self.cu_q, self.longest_q = _rows(valid_q)
+        self.q_len = Tq
+
+
+# id(mask) -> (weak reference to the mask, its version counter, {(Tq, causal, window): _Plan}); the
+# reference and the version (bumped by any in-place change) make sure a plan is only used for the
+# very mask, unchanged, that it was made from.
+_PLANS = collections.OrderedDict()
+_PLANS_KEPT = 8   # a forward has a mask or two (full, sliding); older ones are dropped
+
+
+def _plan(mask, Tq, causal, window):
+    entry = _PLANS.get(id(mask))
+    if entry is None or entry[0]() is not mask or entry[1] != mask._version:
+        entry = (weakref.ref(mask), mask._version, {})
+        _PLANS[id(mask)] = entry
+        while len(_PLANS) > _PLANS_KEPT:
+            _PLANS.popitem(last=False)
+    key = (Tq, causal, window)
+    if key not in entry[2]:
+        entry[2][key] = _Plan(mask.to(torch.int32), Tq, causal, window)
+    return entry[2][key]
+
+
 def _varlen_from_mask(query, key, value, ids, window, opts):
+    """Attention over the tokens the key-slot mask `ids` names (module docstring), through varlen."""
     B, Hq, Tq, D = query.shape
+    causal = opts["causal"]
     if ids.dim() != 2 or ids.shape[0] != B:
         raise _unsupported(f"a mask of shape {tuple(ids.shape)} was given; flashbox takes the 2-d [batch, key slots] "
                            f"mask its own mask function makes (batch {B})")
     n = ids.shape[1]
-    if key.shape[2] < n or n < Tq:
+    if key.shape[2] < n or (causal and n < Tq):
         raise ValueError(f"flashbox transformers backend: the mask covers {n} key slots, the layer has "
                          f"{key.shape[2]} keys and {Tq} queries")
     if key.shape[2] > n:  # a static cache's slots past the last token
         key, value = key[:, :, :n], value[:, :, :n]
-    ids = ids.to(torch.int32)
-    valid = ids != 0
-    if window[0] >= 0 and _has_holes(valid):
-        raise _unsupported("a sliding window with padding between a sequence's tokens: the window would count "
-                           "positions differently from transformers' masks; pad on the left or the right only")
-    if Tq == n:  # queries and keys are the same slots: one sequence per packed sequence of each row
-        idx, cu, longest = _segments(ids)
-        idx_q, cu_q, longest_q, q_len = idx, cu, longest, n
-    else:  # the queries are the last Tq slots (generation with a cache): one sequence per row
-        top = ids.max(-1, keepdim=True).values
-        if bool((torch.where(valid, ids, top) != top).any()):
-            raise _unsupported("packed sequences together with a cache")
-        idx, cu, longest = _rows(valid)
-        idx_q, cu_q, longest_q = _rows(valid[:, n - Tq:])
-        q_len = Tq
-    if idx_q.numel() == 0:  # no token at all: nothing to attend
+    p = _plan(ids, Tq, causal, window[0] >= 0)
+    if p.idx_q.numel() == 0:  # no token at all: nothing to attend
         return query.new_zeros((B, Tq, Hq, D))
-    q = _gather(query, idx_q, q_len)
-    k, v = _gather(key, idx, n), _gather(value, idx, n)
-    o = flash_attn_varlen_func(q, k, v, cu_q, cu, longest_q, longest, window_size=window, **opts)
-    return o.new_zeros((B, Tq, Hq, o.shape[-1])).index_put((idx_q // q_len, idx_q % q_len), o)
+    q = _gather(query, p.idx_q, p.q_len)
+    k, v = _gather(key, p.idx, n), _gather(value, p.idx, n)
+    o = flash_attn_varlen_func(q, k, v, p.cu_q, p.cu, p.longest_q, p.longest, window_size=window, **opts)
+    return o.new_zeros((B, Tq, Hq, o.shape[-1])).index_put((p.idx_q // p.q_len, p.idx_q % p.q_len), o)
 
 
 def _explicit_varlen(query, key, value, kwargs, window, opts):
@@ -236,8 +275,8 @@ def _dtype_for_kernels(query, key, value):
     to the autocast dtype, as transformers' FlashAttention backend does; plain fp32 is refused."""
     if query.device.type != "cuda" or query.dtype != torch.float32:
         return query, key, value
-    if torch.is_autocast_enabled():
-        dt = torch.get_autocast_gpu_dtype()
+    if torch.is_autocast_enabled("cuda"):
+        dt = torch.get_autocast_dtype("cuda")
         return query.to(dt), key.to(dt), value.to(dt)
     raise _unsupported("float32 attention on CUDA (flashbox's CUDA kernels take float16 or bfloat16); load the "
                        "model with dtype=torch.bfloat16 or torch.float16, or run it under torch.autocast")

@@ -141,7 +141,7 @@ def attention_mask(batch_size, q_length=None, kv_length=None, q_offset=0, kv_off
     if ids is None:
         if n == kv_length:
             return None
-        device = kwargs.get("device", "cpu")
+        device = kwargs.get("device") or (cache_position.device if cache_position is not None else "cpu")
         return torch.ones((batch_size, n), dtype=torch.int32, device=device)
     if packed is None and n == kv_length and bool(ids.all()):
         return None
@@ -251,10 +251,12 @@ def _varlen_from_mask(query, key, value, ids, window, opts):
     p = _plan(ids, Tq, causal, window[0] >= 0)
     if p.idx_q.numel() == 0:  # no token at all: nothing to attend
         return query.new_zeros((B, Tq, Hq, D))
-    q = _gather(query, p.idx_q, p.q_len)
-    k, v = _gather(key, p.idx, n), _gather(value, p.idx, n)
-    o = flash_attn_varlen_func(q, k, v, p.cu_q, p.cu, p.longest_q, p.longest, window_size=window, **opts)
-    return o.new_zeros((B, Tq, Hq, o.shape[-1])).index_put((p.idx_q // p.q_len, p.idx_q % p.q_len), o)
+    dev = query.device   # the mask lives on the first layer's device; a model split over GPUs needs a copy
+    idx_q, idx, cu_q, cu = (t.to(dev) for t in (p.idx_q, p.idx, p.cu_q, p.cu))
+    q = _gather(query, idx_q, p.q_len)
+    k, v = _gather(key, idx, n), _gather(value, idx, n)
+    o = flash_attn_varlen_func(q, k, v, cu_q, cu, p.longest_q, p.longest, window_size=window, **opts)
+    return o.new_zeros((B, Tq, Hq, o.shape[-1])).index_put((idx_q // p.q_len, idx_q % p.q_len), o)
 
 
 def _explicit_varlen(query, key, value, kwargs, window, opts):

@@ -38,10 +38,12 @@ therefore wraps PreTrainedModel._check_and_adjust_attn_implementation so that a 
 accepted as it is (the only check it skips is that preload). Model code that branches on the heuristic
 then uses FlashAttention's conventions (2-d padding masks, cu_seq_lens kwargs), which this backend takes.
 
-Written against huggingface/transformers' main branch as stored in late 2026 (masking_utils.py at
-00c4411cbe15d4c56d54d3b56d4d171e9c289dac; the 5.x modeling_utils.py and modeling_flash_attention_utils.py;
-models/gpt_oss, gemma2, mistral, qwen2, llama): mask functions called with q_length / q_offset, and the
-older cache_position form of 4.5x is accepted too.
+The interface followed is huggingface/transformers' masking_utils.py at commit
+00c4411cbe15d4c56d54d3b56d4d171e9c289dac (mask functions called with q_length / q_offset; the older
+cache_position form of 4.5x is accepted too), with the 5.x modeling_utils.py and
+modeling_flash_attention_utils.py (FlashAttention 4 era) for the attention interface, the "flash" name
+heuristic and the kwargs (s_aux, cu_seq_lens_q/k, max_length_q/k), and models/gpt_oss (s_aux) as stored
+at 00d4b3d2142cb4ced2f51b90614b5d26bc045015.
 """
 
 from __future__ import annotations

@@ -146,12 +146,21 @@ def _write_wheel(wheel_directory, files):
     return name
 
 
+def _package_files():
+    """The package's .py files, subpackages included, as paths relative to python/ ("flashbox/...")."""
+    out = []
+    for root, dirs, files in os.walk(PACKAGE_DIR):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        rel = os.path.relpath(root, PYTHON_DIR).replace(os.sep, "/")
+        out += [f"{rel}/{n}" for n in sorted(files) if n.endswith(".py")]
+    return out
+
+
 def _package_sources():
     out = []
-    for name in sorted(os.listdir(PACKAGE_DIR)):
-        if name.endswith(".py"):
-            with open(os.path.join(PACKAGE_DIR, name), "rb") as f:
-                out.append((f"{NAME}/{name}", f.read()))
+    for rel in _package_files():
+        with open(os.path.join(PYTHON_DIR, rel), "rb") as f:
+            out.append((rel, f.read()))
     return out
 
 
@@ -201,8 +210,7 @@ def build_sdist(sdist_directory, config_settings=None):
     name = f"{base}.tar.gz"
     os.makedirs(sdist_directory, exist_ok=True)
     with tarfile.open(os.path.join(sdist_directory, name), "w:gz") as tar:
-        for rel in ["pyproject.toml", "README.md", "build_backend/flashbox_build.py"] + \
-                [f"{NAME}/{n}" for n in sorted(os.listdir(PACKAGE_DIR)) if n.endswith(".py")]:
+        for rel in ["pyproject.toml", "README.md", "build_backend/flashbox_build.py"] + _package_files():
             tar.add(os.path.join(PYTHON_DIR, rel), arcname=f"{base}/{rel}")
         data = _metadata().encode()
         info = tarfile.TarInfo(f"{base}/PKG-INFO")

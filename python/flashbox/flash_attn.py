@@ -7,14 +7,21 @@ flash_attn_func, flash_attn_qkvpacked_func, flash_attn_kvpacked_func, flash_attn
 flash_attn_varlen_qkvpacked_func, flash_attn_varlen_kvpacked_func, with softmax_scale, causal,
 window_size, softcap, alibi_slopes, deterministic and return_attn_probs (-> (out, softmax_lse, None):
 the LSE is [batch, nheads, seqlen_q], or [nheads, total_q] for varlen, as FlashAttention-2's).
+flash_attn_func and flash_attn_varlen_func also take `learnable_sink` (FlashAttention-4's keyword;
+gpt-oss's attention sinks): None, or one logit per query head, [nheads], that joins every row's softmax
+denominator as a column with no value (flashbox_attention_ext.learnable_sink); differentiable.
 
 Built on two torch.library custom ops over the C API's extension entry points
 (flashbox_attention_forward_ext / _backward_ext), so autograd and torch.compile(fullgraph=True) see one
 opaque node each:
 
   flashbox::fa2_fwd(q, k, v, cu_seqlens_q?, cu_seqlens_k?, alibi_slopes?, max_seqlen_q, max_seqlen_k,
-                    softmax_scale, causal, window_left, window_right, softcap, deterministic) -> (o, lse)
-  flashbox::fa2_bwd(dout, q, k, v, o, lse, <the same>) -> (dq, dk, dv)
+                    softmax_scale, causal, window_left, window_right, softcap, deterministic,
+                    learnable_sink?) -> (o, lse)
+  flashbox::fa2_bwd(dout, q, k, v, o, lse, <the same>) -> (dq, dk, dv, dsink)
+
+learnable_sink is fp32 [heads_q] on q's device; dsink is its gradient, fp32 [heads_q] (an empty [0]
+tensor when there is no sink: a custom op's outputs are tensors).
 
 What flashbox does not do is an error, never a silent wrong answer:
   * dropout_p != 0 raises NotImplementedError (flashbox has no attention dropout);
@@ -79,10 +86,14 @@ def _check_varlen(q, k, v, cu_q, cu_k):
                          f"entries, got {cu_q.numel()} and {cu_k.numel()}")
 
 
-def _ext_struct(batch, cu_q, cu_k, alibi, max_q, max_k, causal, wl, wr, softcap):
+def _ext_struct(batch, cu_q, cu_k, alibi, max_q, max_k, causal, wl, wr, softcap, sink=None, dsink=None):
     e = _ext.default_ext()
     e.window_left, e.window_right = int(wl), (0 if causal else int(wr))
     e.softcap = float(softcap)
+    if sink is not None:
+        e.learnable_sink = sink.data_ptr()
+    if dsink is not None:
+        e.dsink = dsink.data_ptr()
     if alibi is not None:
         e.alibi_slopes = alibi.data_ptr()
         e.alibi_batch_stride = alibi.stride(0) if alibi.dim() == 2 else 0
@@ -102,11 +113,21 @@ def _prepare_slopes(alibi, q, batch, heads):
     return alibi.contiguous()
 
 
+def _prepare_sink(sink, q, heads):
+    if sink is None:
+        return None
+    if sink.dtype != torch.float32 or sink.device != q.device or tuple(sink.shape) != (heads,):
+        raise ValueError(f"flashbox.flash_attn: learnable_sink must be float32 [{heads}] on {q.device}, got "
+                         f"{sink.dtype} {tuple(sink.shape)} on {sink.device}")
+    return sink.contiguous()
+
+
 @torch.library.custom_op("flashbox::fa2_fwd", mutates_args=())
 def _fa2_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: Optional[torch.Tensor],
              cu_seqlens_k: Optional[torch.Tensor], alibi_slopes: Optional[torch.Tensor], max_seqlen_q: int,
              max_seqlen_k: int, softmax_scale: float, causal: bool, window_left: int, window_right: int,
-             softcap: float, deterministic: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+             softcap: float, deterministic: bool,
+             learnable_sink: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
     varlen = cu_seqlens_q is not None
     if varlen:
         _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k)
@@ -118,6 +139,7 @@ def _fa2_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: Op
     lse = torch.empty((Hq, Tq) if varlen else (B, Hq, Tq), dtype=torch.float32, device=q.device)
     o4 = _as4(o, varlen)
     slopes = _prepare_slopes(alibi_slopes, q, batch, Hq)
+    sink = _prepare_sink(learnable_sink, q, Hq)
     cu_q = cu_seqlens_q.contiguous() if varlen else None
     cu_k = cu_seqlens_k.contiguous() if varlen else None
 
@@ -127,7 +149,7 @@ def _fa2_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: Op
         _ops._fill_fwd(a, q_, k_, v_, o4, lse, qs, ks, vs, _ops._as_bthd(o4, "o")[1], softmax_scale, causal)
         a.batch = batch
         e = _ext_struct(batch, cu_q, cu_k, slopes, max_seqlen_q, max_seqlen_k, causal, window_left, window_right,
-                        softcap)
+                        softcap, sink)
         with _ops._on_device(q_):
             _call(_ext.forward_ext, a, e)
 
@@ -137,7 +159,7 @@ def _fa2_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: Op
 
 @_fa2_fwd.register_fake
 def _fa2_fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, alibi_slopes, max_seqlen_q, max_seqlen_k, softmax_scale,
-                  causal, window_left, window_right, softcap, deterministic):
+                  causal, window_left, window_right, softcap, deterministic, learnable_sink):
     if cu_seqlens_q is not None:
         return q.new_empty(q.shape), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
     B, Tq, Hq, D = q.shape
@@ -148,8 +170,8 @@ def _fa2_fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, alibi_slopes, max_seqlen_
 def _fa2_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
              lse: torch.Tensor, cu_seqlens_q: Optional[torch.Tensor], cu_seqlens_k: Optional[torch.Tensor],
              alibi_slopes: Optional[torch.Tensor], max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float,
-             causal: bool, window_left: int, window_right: int, softcap: float,
-             deterministic: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+             causal: bool, window_left: int, window_right: int, softcap: float, deterministic: bool,
+             learnable_sink: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     varlen = cu_seqlens_q is not None
     q4, k4, v4 = _as4(q, varlen), _as4(k, varlen), _as4(v, varlen)
     _ops._check_inputs(q4, k4, v4)
@@ -161,6 +183,9 @@ def _fa2_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         torch.empty_like(k, memory_format=torch.contiguous_format), \
         torch.empty_like(v, memory_format=torch.contiguous_format)
     slopes = _prepare_slopes(alibi_slopes, q, batch, q4.shape[2])
+    sink = _prepare_sink(learnable_sink, q, q4.shape[2])
+    # The C API writes every dsink entry (a sum over the batch), so torch.empty is enough.
+    dsink = torch.empty((q4.shape[2] if sink is not None else 0,), dtype=torch.float32, device=q.device)
     cu_q = cu_seqlens_q.contiguous() if varlen else None
     cu_k = cu_seqlens_k.contiguous() if varlen else None
 
@@ -179,22 +204,24 @@ def _fa2_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         g.dv_stride[:] = _ops._as_bthd(_as4(dv, varlen), "dv")[1]
         g.deterministic = 1 if deterministic else 0
         e = _ext_struct(batch, cu_q, cu_k, slopes, max_seqlen_q, max_seqlen_k, causal, window_left, window_right,
-                        softcap)
+                        softcap, sink, dsink if sink is not None else None)
         with _ops._on_device(q_):
             _call(_ext.backward_ext, g, e)
 
     _ops._retry_contiguous(call, [q4, k4, v4, _as4(o, varlen), _as4(dout, varlen)])
-    return dq, dk, dv
+    return dq, dk, dv, dsink
 
 
 @_fa2_bwd.register_fake
 def _fa2_bwd_fake(dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes, max_seqlen_q, max_seqlen_k,
-                  softmax_scale, causal, window_left, window_right, softcap, deterministic):
-    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+                  softmax_scale, causal, window_left, window_right, softcap, deterministic, learnable_sink):
+    heads = learnable_sink.shape[0] if learnable_sink is not None else 0
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), \
+        q.new_empty((heads,), dtype=torch.float32)
 
 
 _OPTS = ("cu_seqlens_q", "cu_seqlens_k", "alibi_slopes", "max_seqlen_q", "max_seqlen_k", "softmax_scale", "causal",
-         "window_left", "window_right", "softcap", "deterministic")
+         "window_left", "window_right", "softcap", "deterministic", "learnable_sink")
 
 
 def _setup_context(ctx, inputs, output):
@@ -202,15 +229,17 @@ def _setup_context(ctx, inputs, output):
     o, lse = output
     ctx.mark_non_differentiable(lse)
     cu_q, cu_k, alibi = inputs[3:6]
-    ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k, alibi)
-    ctx.scalars = inputs[6:]
+    sink = inputs[-1]
+    ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k, alibi, sink)
+    ctx.scalars = inputs[6:-1]
 
 
 def _backward(ctx, dout, dlse):
     # lse is returned to the caller (return_attn_probs) but is not differentiable: dlse is ignored.
-    q, k, v, o, lse, cu_q, cu_k, alibi = ctx.saved_tensors
-    dq, dk, dv = torch.ops.flashbox.fa2_bwd(dout, q, k, v, o, lse, cu_q, cu_k, alibi, *ctx.scalars)
-    return (dq, dk, dv) + (None,) * len(_OPTS)
+    q, k, v, o, lse, cu_q, cu_k, alibi, sink = ctx.saved_tensors
+    dq, dk, dv, dsink = torch.ops.flashbox.fa2_bwd(dout, q, k, v, o, lse, cu_q, cu_k, alibi, *ctx.scalars, sink)
+    # Gradients in the forward op's input order: q, k, v, then _OPTS (no gradient), then learnable_sink.
+    return (dq, dk, dv) + (None,) * (len(_OPTS) - 1) + (dsink if sink is not None else None,)
 
 
 _fa2_fwd.register_autograd(_backward, setup_context=_setup_context)
@@ -234,7 +263,7 @@ def _padded_head_dim(t: torch.Tensor) -> int:
 
 
 def _attn(q, k, v, cu_q, cu_k, max_q, max_k, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
-          deterministic, return_attn_probs):
+          deterministic, return_attn_probs, learnable_sink=None):
     if dropout_p != 0.0:
         raise NotImplementedError(f"flashbox.flash_attn: dropout_p = {dropout_p} is not supported (flashbox has "
                                   f"no attention dropout); pass dropout_p = 0.0")
@@ -248,18 +277,23 @@ def _attn(q, k, v, cu_q, cu_k, max_q, max_k, dropout_p, softmax_scale, causal, w
     dp = _padded_head_dim(q)
     if dp != d:
         q, k, v = (F.pad(t, (0, dp - d)) for t in (q, k, v))
+    if learnable_sink is not None:
+        # fp32 on q's device, as the C API reads it; the conversion is differentiable, so the gradient
+        # reaches a bf16 parameter too.
+        learnable_sink = learnable_sink.to(device=q.device, dtype=torch.float32)
     o, lse = _fwd_op(q, k, v, cu_q, cu_k, alibi_slopes, int(max_q), int(max_k), scale, bool(causal), wl, wr,
-                     float(softcap), bool(deterministic))
+                     float(softcap), bool(deterministic), learnable_sink)
     if dp != d:
         o = o[..., :d]
     return (o, lse, None) if return_attn_probs else o
 
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-                    alibi_slopes=None, deterministic=False, return_attn_probs=False):
-    """q [batch, seqlen_q, nheads, headdim], k, v [batch, seqlen_k, nheads_k, headdim] -> out like q."""
+                    alibi_slopes=None, deterministic=False, return_attn_probs=False, learnable_sink=None):
+    """q [batch, seqlen_q, nheads, headdim], k, v [batch, seqlen_k, nheads_k, headdim] -> out like q.
+    learnable_sink: None or [nheads] (module docstring)."""
     return _attn(q, k, v, None, None, 0, 0, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
-                 deterministic, return_attn_probs)
+                 deterministic, return_attn_probs, learnable_sink)
 
 
 def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
@@ -280,9 +314,13 @@ def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=Fa
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                           deterministic=False, return_attn_probs=False, block_table=None):
-    """q [total_q, nheads, headdim], k, v [total_k, nheads_k, headdim], cu_seqlens_* int32 [batch + 1]."""
+                           deterministic=False, return_attn_probs=False, block_table=None, learnable_sink=None):
+    """q [total_q, nheads, headdim], k, v [total_k, nheads_k, headdim], cu_seqlens_* int32 [batch + 1].
+    learnable_sink: None or [nheads] (module docstring; not with block_table)."""
     if block_table is not None:
+        if learnable_sink is not None:
+            raise NotImplementedError("flashbox.flash_attn: learnable_sink with block_table (a paged cache) is not "
+                                      "wired in this function yet; pass learnable_sink=None")
         # A paged cache: k, v are [num_blocks, page_size, nheads_k, headdim] and sequence b's keys the
         # first cu_seqlens_k[b + 1] - cu_seqlens_k[b] rows of its pages (forward only, as in FA2).
         import torch
@@ -293,7 +331,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                                      causal, window_size, softcap, alibi_slopes, 0, return_attn_probs)
         return (res[0], res[1], None) if return_attn_probs else res
     return _attn(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal,
-                 window_size, softcap, alibi_slopes, deterministic, return_attn_probs)
+                 window_size, softcap, alibi_slopes, deterministic, return_attn_probs, learnable_sink)
 
 
 def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0, softmax_scale=None, causal=False,

@@ -200,6 +200,67 @@ def test_varlen_with_block_table_equals_packed_keys(causal):
     assert _max_err(paged, packed) < 1e-5
 
 
+
+def reference_with_sink(q, k, v, sink, causal=False, window=(-1, -1), softcap=0.0, dtype=torch.float64):
+    """The reference with a learnable sink: a column of logit sink[h] and no value joins each row's softmax,
+    so lse' = logaddexp(lse, sink) and o' = o * exp(lse - lse'); a row with no key keeps o = 0."""
+    o, lse = reference(q, k, v, causal, window, softcap, dtype=dtype)
+    s = sink.to(lse.dtype).view(1, -1, 1).expand_as(lse)
+    lse_s = torch.logaddexp(lse, s)
+    o = o.to(lse.dtype) * torch.exp(lse - lse_s).transpose(1, 2).unsqueeze(-1)
+    return (o.to(q.dtype) if dtype != torch.float64 else o), lse_s
+
+
+@pytest.mark.parametrize("causal,window,softcap", [(True, (-1, -1), 0.0), (True, (6, -1), 0.0),
+                                                   (False, (-1, -1), 2.0)])
+def test_cpu_learnable_sink_matches_reference(causal, window, softcap):
+    torch.manual_seed(6)
+    B, Tq, Tk, H, Hk, D = 2, 21, 29, 4, 2, 16
+    q = torch.randn(B, Tq, H, D, requires_grad=True)
+    k = torch.randn(B, Tk, Hk, D, requires_grad=True)
+    v = torch.randn(B, Tk, Hk, D, requires_grad=True)
+    sink = torch.randn(H, requires_grad=True)
+    out, lse, _ = fa.flash_attn_func(q, k, v, causal=causal, window_size=window, softcap=softcap,
+                                     return_attn_probs=True, learnable_sink=sink)
+    o_ref, lse_ref = reference_with_sink(q, k, v, sink, causal, window, softcap)
+    assert _max_err(out, o_ref) < 1e-5
+    assert _max_err(lse, lse_ref) < 1e-4
+    g = torch.randn_like(out)
+    got = torch.autograd.grad(out, (q, k, v, sink), g)
+    want = torch.autograd.grad(o_ref, (q, k, v, sink), g.double())
+    for a, b, name in zip(got, want, ("q", "k", "v", "sink")):
+        assert _max_err(a, b) < 1e-4, f"d{name}"
+
+
+def test_cpu_learnable_sink_varlen_and_bf16_parameter():
+    # A bf16 sink parameter (as a bf16 model holds it) is converted to fp32 inside and gets a bf16 gradient.
+    torch.manual_seed(7)
+    lens = [9, 0, 14]
+    H, Hk, D = 4, 1, 16
+    cu = torch.tensor([0] + list(itertools.accumulate(lens)), dtype=torch.int32)
+    q = torch.randn(int(cu[-1]), H, D, requires_grad=True)
+    k = torch.randn(int(cu[-1]), Hk, D, requires_grad=True)
+    v = torch.randn(int(cu[-1]), Hk, D, requires_grad=True)
+    sink = torch.randn(H, dtype=torch.bfloat16, requires_grad=True)
+    out = fa.flash_attn_varlen_func(q, k, v, cu, cu, max(lens), max(lens), causal=True, learnable_sink=sink)
+    g = torch.randn_like(out)
+    dq, dsink = torch.autograd.grad(out, (q, sink), g)
+    assert dsink.dtype == torch.bfloat16
+    want_dsink = torch.zeros(H, dtype=torch.float64)
+    for s in range(len(lens)):
+        a, b = int(cu[s]), int(cu[s + 1])
+        if a == b:
+            continue
+        qs, ks, vs = (t.detach()[a:b].unsqueeze(0).requires_grad_() for t in (q, k, v))
+        sk = sink.detach().float().requires_grad_()
+        o_ref, _ = reference_with_sink(qs, ks, vs, sk, True)
+        assert _max_err(out[a:b], o_ref[0]) < 1e-5, f"sequence {s}"
+        dq_ref, ds_ref = torch.autograd.grad(o_ref, (qs, sk), g[a:b].unsqueeze(0).double())
+        assert _max_err(dq[a:b], dq_ref[0]) < 1e-4, f"sequence {s} dq"
+        want_dsink += ds_ref.double()
+    # the gradient is rounded to bf16 (8 bits of mantissa)
+    assert _max_err(dsink.float(), want_dsink) <= 1e-2 * max(1.0, want_dsink.abs().max().item())
+
 def test_compile_fullgraph_cpu():
     torch.manual_seed(3)
     q, k, v = (torch.randn(1, 24, 2, 16) for _ in range(3))
@@ -317,6 +378,33 @@ def test_cuda_varlen_matches_per_sequence_reference():
         for got, want, pt, name in zip((dq[a:b], dk[c:d], dv[c:d]), refs, pts, "qkv"):
             _check_fa2_rule(got, want[0], pt[0], f"sequence {s} d{name}", atol=1e-4)
 
+
+
+@needs_cuda
+@pytest.mark.parametrize("varlen", [False, True])
+def test_cuda_learnable_sink_matches_reference(varlen):
+    torch.manual_seed(8)
+    dev, dt = "cuda", torch.bfloat16
+    B, T, H, Hk, D = 2, 300, 8, 2, 64
+    q = torch.randn(B, T, H, D, device=dev, dtype=dt, requires_grad=True)
+    k = torch.randn(B, T, Hk, D, device=dev, dtype=dt, requires_grad=True)
+    v = torch.randn(B, T, Hk, D, device=dev, dtype=dt, requires_grad=True)
+    sink = torch.randn(H, device=dev, dtype=torch.float32, requires_grad=True)
+    if varlen:
+        cu = torch.tensor([0, T, 2 * T], dtype=torch.int32, device=dev)
+        out = fa.flash_attn_varlen_func(q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), cu, cu, T, T,
+                                        causal=True, window_size=(100, -1), learnable_sink=sink).view(B, T, H, D)
+    else:
+        out = fa.flash_attn_func(q, k, v, causal=True, window_size=(100, -1), learnable_sink=sink)
+    o_ref, _ = reference_with_sink(q, k, v, sink, True, (100, -1))
+    o_pt, _ = reference_with_sink(q, k, v, sink, True, (100, -1), dtype=dt)
+    _check_fa2_rule(out, o_ref, o_pt, "out")
+    g = torch.randn_like(out)
+    got = torch.autograd.grad(out, (q, k, v, sink), g)
+    want = torch.autograd.grad(o_ref, (q, k, v, sink), g.double())
+    pt = torch.autograd.grad(o_pt, (q, k, v, sink), g)
+    for a, b, c, name in zip(got, want, pt, ("q", "k", "v", "sink")):
+        _check_fa2_rule(a, b, c, f"d{name}", atol=1e-3 if name == "sink" else 1e-4)
 
 @needs_cuda
 def test_cuda_compile_fullgraph():

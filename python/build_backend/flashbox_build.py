@@ -120,6 +120,62 @@ def _library():
     return path, how
 
 
+def _elf_needed(data):
+    """The DT_NEEDED entries (shared libraries) of a little-endian ELF64 file's dynamic section."""
+    import struct
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return []
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    out = []
+    for _, kind, _, _, offset, size, link, _, _, entsize in sections:
+        if kind != 6:  # SHT_DYNAMIC; its sh_link is the string table of the names
+            continue
+        strtab = sections[link][4]
+        for at in range(offset, offset + size, entsize or 16):
+            tag, value = struct.unpack_from("<qQ", data, at)
+            if tag == 0:
+                break
+            if tag == 1:  # DT_NEEDED
+                end = data.index(b"\0", strtab + value)
+                out.append(data[strtab + value:end].decode())
+    return out
+
+
+# The oldest Linux driver branch of each CUDA major version (CUDA's minor-version compatibility: a
+# runtime of 13.x runs on any driver of the 580 branch or later).
+_DRIVER_OF_CUDA_MAJOR = {12: "525.60.13", 13: "580.65.06"}
+
+
+def _needs(lib, lib_bytes):
+    """What the copied library needs on the machine that installs the wheel: its shared libraries
+    (from the ELF file) and, for a CUDA build found in its build folder, the CUDA runtime it links
+    statically (CMake's compiler record), the driver that runtime needs and the GPU architectures
+    built (the CMake cache)."""
+    needs = {"shared_libraries": [n for n in _elf_needed(lib_bytes) if not n.startswith(("libc.", "libm.", "ld-linux"))]}
+    if not any(n.startswith("libcublas") for n in needs["shared_libraries"]):  # a CUDA build links cuBLAS
+        needs["cuda_runtime"] = "none (a build without CUDA: the CPU path only)"
+        return needs
+    build = os.path.dirname(os.path.abspath(lib))
+    for path in sorted(glob.glob(os.path.join(build, "CMakeFiles", "*", "CMakeCUDACompiler.cmake"))):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            m = re.search(r'set\(CMAKE_CUDA_COMPILER_VERSION "([0-9]+)\.([0-9]+)', f.read())
+        if m:
+            major = int(m.group(1))
+            needs["cuda_runtime"] = f"{major}.{m.group(2)} (linked into libflashbox.so)"
+            if major in _DRIVER_OF_CUDA_MAJOR:
+                needs["cuda_driver"] = f">= {_DRIVER_OF_CUDA_MAJOR[major]} (NVIDIA's Linux driver for CUDA {major}.x)"
+    cache = os.path.join(build, "CMakeCache.txt")
+    if os.path.isfile(cache):
+        with open(cache, encoding="utf-8", errors="replace") as f:
+            m = re.search(r"^FLASHBOX_CUDA_ARCHS:[A-Z]+=(.*)$", f.read(), re.M)
+        if m:
+            needs["gpu_architectures"] = m.group(1)
+    return needs
+
+
+
 def _record_line(name, data):
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     return f"{name},sha256={digest},{len(data)}"
@@ -194,7 +250,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     with open(lib, "rb") as f:
         lib_bytes = f.read()
     info = {"library_source": os.path.abspath(lib), "found_by": how, "version": version(),
-            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "needs": _needs(lib, lib_bytes)}
     files = _package_sources() + [(f"{NAME}/{LIB_NAME}", lib_bytes),
                                   (f"{NAME}/_build_info.json", (json.dumps(info, indent=1) + "\n").encode())]
     return _write_wheel(wheel_directory, files)

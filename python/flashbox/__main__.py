@@ -1,6 +1,9 @@
 """`python3 -m flashbox`: where the package is, which libflashbox it loads and how it found it (for an
 installed package: the file `pip install ./python` copied), its version and CUDA devices; whether the
-PyTorch layer is usable here (and if not, why)."""
+PyTorch layer is usable here (and if not, why).
+
+`python3 -m flashbox check`: a self-test (flashbox/check.py): CPU and, on each GPU, CUDA forward and
+backward against an fp64 reference; exit status 0 when it passed."""
 
 import os
 import sys
@@ -9,6 +12,12 @@ from . import _lib
 
 
 def main() -> int:
+    if sys.argv[1:] == ["check"]:
+        from . import check
+        return check.run()
+    if sys.argv[1:]:
+        print(f"usage: python -m flashbox [check]  (got {' '.join(sys.argv[1:])!r})", file=sys.stderr)
+        return 2
     try:
         lib = _lib.library()
     except _lib.LibraryNotFoundError as e:

@@ -1,8 +1,9 @@
-"""`pip install ./python` into a fresh virtual environment, then the package as a user gets it.
+"""`pip wheel ./python`, installed into a fresh virtual environment, then the package as a user gets it.
 
-Makes a venv in a temporary folder, installs the package with pip offline (--no-index: the build
-backend needs nothing from an index), and checks, from outside the source tree and without
+Makes a venv in a temporary folder, builds the wheel and installs it with pip offline (--no-index:
+the build backend needs nothing from an index), and checks, from outside the source tree and without
 FLASHBOX_LIBRARY: `python -m flashbox` loads the copy of the library placed beside the package,
+`python -m flashbox check` (the self-test, with what the library needs) passes,
 `import flashbox; flashbox.version()` is the library's version, and the ctypes tests (and with
 --pytest, every test under tests/python) pass against the installed package (FLASHBOX_TEST_INSTALLED=1).
 
@@ -69,8 +70,14 @@ def main():
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FLASHBOX_LIBRARY", "PIP_INDEX_URL")}
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-        run(pip + ["install", "--no-index", "--no-cache-dir", os.path.join(REPO, "python")],
-            dict(env, FLASHBOX_LIBRARY=library), tmp, "pip install ./python")
+        # The wheel a user would be given: built by `pip wheel ./python`, installed from its file.
+        wheels = os.path.join(tmp, "wheels")
+        run(pip + ["wheel", "--no-index", "--no-deps", "--no-cache-dir", "-w", wheels, os.path.join(REPO, "python")],
+            dict(env, FLASHBOX_LIBRARY=library), tmp, "pip wheel ./python")
+        built = [f for f in os.listdir(wheels) if f.endswith(".whl")]
+        assert len(built) == 1, f"pip wheel made {built}"
+        run(pip + ["install", "--no-index", "--no-cache-dir", os.path.join(wheels, built[0])], env, tmp,
+            "pip install the wheel")
 
         installed = os.path.join(purelib, "flashbox")
         copy = os.path.join(installed, "libflashbox.so")
@@ -87,6 +94,10 @@ def main():
                                library], capture_output=True, text=True, check=True).stdout.strip()
         assert version == want, f"flashbox.version() {version!r}, the library says {want!r}"
         print(f"install_check: flashbox {version} installed and loads {copy}")
+
+        out = run([py, "-m", "flashbox", "check"], env, tmp, "python -m flashbox check")
+        assert "check: passed" in out and "ok    cpu forward+backward (causal)" in out, out
+        assert "needs shared libraries:" in out, out
 
         test_env = dict(env, FLASHBOX_TEST_INSTALLED="1")
         run([py, os.path.join(REPO, "tests", "python", "test_ctypes_cpu.py")], test_env, tmp,

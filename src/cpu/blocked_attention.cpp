@@ -34,6 +34,7 @@
 #include "cpu/masked_levels.hpp"
 #include "cpu/reference_fp64.hpp"
 #include "cpu/scratch_buffer.hpp"
+#include "cpu/sink_fold.hpp"
 
 // The tile loops are written to vectorise; on x86-64 build an AVX2/FMA clone next to the baseline
 // one and let the loader pick (the library must still run on any x86-64).
@@ -274,11 +275,7 @@ FLASHBOX_VECTOR_CLONES void process_q_block(const Tiling &p, int64_t b, int64_t 
   for (int64_t r = 0; r < rows; ++r) {
     float *acc = t.acc + r * t.DV;
     float l = t.l[r], mr = t.m[r];
-    if (sink2 != kNegInf) {  // l 2^(m - m') + 2^(sink - m') with m' = max(m, sink); acc scaled alike
-      const float m_new = std::max(mr, sink2), alpha = cpu::exp2_nonpositive(mr - m_new);
-      l = l * alpha + cpu::exp2_nonpositive(sink2 - m_new), mr = m_new;
-      for (int64_t x = 0; x < DV; ++x) acc[x] *= alpha;
-    }
+    if (sink2 != kNegInf) cpu::fold_sink(sink2, mr, l, acc, DV, [](float x) { return cpu::exp2_nonpositive(x); });
     const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
     for (int64_t x = 0; x < DV; ++x) acc[x] *= inv_l;
     cpu::store_row_from_float(a.o, a.dtype, b * a.o_stride[0] + (i0 + r) * a.o_stride[1] + h * a.o_stride[2], DV, acc);

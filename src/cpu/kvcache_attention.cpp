@@ -1,7 +1,7 @@
 // KV-cache attention on the CPU (device = cpu): appends k_new/v_new into the cache, then one query row
 // at a time: scores over the visible keys in fp32, softmax with the row max subtracted, P*V, LSE.
-// A learnable sink joins the row's max and sum after the keys (one more exp in the denominator, no
-// value), so a row that sees no key gets o = 0 and lse = the sink.
+// A learnable sink joins the row's max and sum after the keys (cpu/sink_fold.hpp: one more exp in
+// the denominator, no value), so a row that sees no key gets o = 0 and lse = the sink.
 // Parallel over (batch, query head) with OpenMP. Not a fast path; the reference semantics in code
 // that runs everywhere, and the implementation behind device = cpu.
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/kvcache_rules.hpp"
+#include "cpu/sink_fold.hpp"
 
 namespace flashbox::detail {
 namespace {
@@ -124,12 +125,7 @@ int cpu_kvcache_attention(const KvcacheProblem &p) {
           cpu::load_row_as_float(a.v_cache, a.dtype, vc, d, row.data());
           for (int64_t x = 0; x < d; ++x) acc[size_t(x)] += e * row[size_t(x)];
         }
-        if (a.learnable_sink) {  // the max moves to max(mx, sink) first, so neither exp overflows
-          const float top = std::max(mx, sink), alpha = std::exp(mx - top);  // 0 for a keyless row (mx = -inf)
-          sum = sum * alpha + std::exp(sink - top);
-          for (auto &x : acc) x *= alpha;
-          mx = top;
-        }
+        if (a.learnable_sink) cpu::fold_sink(sink, mx, sum, acc.data(), d, [](float x) { return std::exp(x); });
         const float inv = sum > 0.f ? 1.f / sum : 0.f;
         for (int64_t x = 0; x < d; ++x) acc[size_t(x)] *= inv;
         cpu::store_row_from_float(a.o, a.dtype, b * a.o_stride[0] + i * a.o_stride[1] + hq * a.o_stride[2], d,

@@ -220,7 +220,9 @@ typedef struct {
    * slice is wider than head_dim, V / O / dO when a slice is narrower than its kernel's head dim; the
    * backward sums the slices' dq, dk and dsink in fp32), with scratch device memory for the padded
    * copies and the outputs (FLASHBOX_ERR_OUT_OF_MEMORY when it does not fit; nothing written on
-   * failure). A head_dim_v above 256 costs one pass over the keys per 256 columns. */
+   * failure; with malformed device cu_seqlens, rows that no sequence covers get unspecified values
+   * instead of being left unwritten). A head_dim_v above 256 costs one pass over the keys per 256
+   * columns. */
   int64_t head_dim_v;
   /* Added after 0.2.0, after head_dim_v (a struct_size that ends at head_dim_v or before it is still
    * accepted; the fields it lacks read as 0):

@@ -21,7 +21,9 @@
 // to scratch and are copied out once every slice has run, except the last slice's when it is such a
 // view: so a slice that fails (a family declines, scratch does not fit) leaves o, lse, dq, dk, dv and
 // dsink as they were. Scratch is one stream-ordered allocation (DeviceScratch), sized before the first
-// launch; the kernels' own scratch comes on top, per slice.
+// launch; the kernels' own scratch comes on top, per slice. One difference from a single kernel call:
+// with malformed device prefix sums (cu_seqlens not covering every row, which cuda does not check),
+// rows that no sequence covers get unspecified values from the copy-out instead of keeping theirs.
 #pragma once
 #ifdef FLASHBOX_HAVE_CUDA
 #include <cstdint>

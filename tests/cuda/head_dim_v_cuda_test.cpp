@@ -128,7 +128,7 @@ void run_case(const DvCase &c) {
       if (family == FLASHBOX_FAMILY_SM80) EXPECT_EQ(bwd_kernel.rfind("cuda_flash_bwd_sm80_", 0), 0u) << bwd_kernel;
       CUDA_OK(cudaDeviceSynchronize());
       std::vector<uint16_t> h_dq(t.q.size()), h_dk(t.k.size()), h_dv(t.v.size());
-      std::vector<float> h_dsink(size_t(hq));
+      std::vector<float> h_dsink(static_cast<size_t>(hq));
       ASSERT_TRUE(dq.back(h_dq.data())) << "a guard byte around dq changed";
       ASSERT_TRUE(dk.back(h_dk.data())) << "a guard byte around dk changed";
       ASSERT_TRUE(dv.back(h_dv.data())) << "a guard byte around dv changed";

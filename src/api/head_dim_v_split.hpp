@@ -12,12 +12,15 @@
 // Backward. dS = P o (dP - D) with dP = dO V^T and D = rowsum(dO o O): both are sums over V's
 // columns, so dS, and with it dQ = scale dS K and dK = scale dS^T Q, is the sum of the slices'
 // (softcap's factor and a sink's term are linear in dP - D as well). Each slice runs the backward on
-// (Q_w, K_w, V_s, O_s, dO_s) with the call's LSE; dV's slice is its own, dQ and dK are summed over the
-// slices in fp32 and rounded once, and dsink (linear in D) is summed the same way. Zero columns of
+// (Q_w, K_w, V_s, O_s, dO_s) with the call's LSE; dV's slice is its own; dQ and dK (each slice's in
+// the call's dtype, as its kernel writes them) are summed over the slices in fp32 and rounded once,
+// and dsink (linear in D) is summed the same way. Zero columns of
 // V_s / O_s / dO_s change neither dP nor D, and their dV columns are dropped.
 //
 // A slice whose n columns fill its head dim (n = w) reads the caller's V / O / dO in place (a pointer
-// to its first column, the caller's strides); other slices read zero-padded dense copies. Outputs go
+// to its first column, the caller's strides); other slices read zero-padded dense copies (a kernel
+// reads and writes head_dim columns of every row it is given: on a narrower V or O it would read past
+// the rows, past the allocation at the tensor's end, and write past O's rows). Outputs go
 // to scratch and are copied out once every slice has run, except the last slice's when it is such a
 // view: so a slice that fails (a family declines, scratch does not fit) leaves o, lse, dq, dk, dv and
 // dsink as they were. Scratch is one stream-ordered allocation (DeviceScratch), sized before the first

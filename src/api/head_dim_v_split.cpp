@@ -63,7 +63,8 @@ class ScratchLayout {
     if (size_ == 0) return FLASHBOX_OK;
     const cudaError_t e = scratch.allocate(size_);
     if (e == cudaErrorMemoryAllocation)
-      return fail(FLASHBOX_ERR_OUT_OF_MEMORY, std::string("cuda ") + pass + " with head_dim_v != head_dim: cannot allocate " +
+      return fail(FLASHBOX_ERR_OUT_OF_MEMORY, std::string("cuda ") + pass +
+                                                  " with head_dim_v != head_dim: cannot allocate " +
                                                   std::to_string(size_) + " bytes of scratch (padded slices)");
     FLASHBOX_CUDA_TRY(e);
     base_ = scratch.as<char>();
@@ -98,8 +99,8 @@ int pad_copy(void *dst, const void *src, const int64_t *src_stride, int64_t c0, 
 }
 
 // The first n columns of a dense [rows, w] tensor of src_t into a caller's tensor (dtype t) from c0.
-int copy_out(void *dst, const int64_t *dst_stride, int64_t c0, flashbox_dtype t, const void *src,
-             flashbox_dtype src_t, int64_t w, int64_t n, const Rows &r, cudaStream_t stream) {
+int copy_out(void *dst, const int64_t *dst_stride, int64_t c0, flashbox_dtype t, const void *src, flashbox_dtype src_t,
+             int64_t w, int64_t n, const Rows &r, cudaStream_t stream) {
   return cuda::copy_columns(view(column(dst, c0, t), t, dst_stride),
                             cuda::dense_columns(const_cast<void *>(src), src_t, r.n, w), r.n, n, n, ColumnOp::copy,
                             stream);
@@ -297,8 +298,8 @@ int cuda_backward_head_dim_v(const GradProblem &g) {
       return rc;
   for (size_t i = 0; i < slices.size(); ++i)
     if (dv_slice[i].offset >= 0)
-      if (int rc = copy_out(g.dv, g.dv_stride, slices[i].c0, t, layout.at(dv_slice[i]), t, slices[i].w, slices[i].n,
-                            rk, stream))
+      if (int rc = copy_out(g.dv, g.dv_stride, slices[i].c0, t, layout.at(dv_slice[i]), t, slices[i].w, slices[i].n, rk,
+                            stream))
         return rc;
   set_kernel_name(kernel + split_name(slices, d, dv));
   return FLASHBOX_OK;

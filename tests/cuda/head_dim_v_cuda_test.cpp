@@ -161,8 +161,8 @@ constexpr Dims kDims[] = {{192, 128}, {128, 64}, {64, 512}, {128, 256}, {64, 256
 
 std::string dims_name(const Dims &x) { return "d" + std::to_string(x.d) + "/dv" + std::to_string(x.dv); }
 
-DvCase make(const Dims &x, std::string name, int64_t batch, int64_t sq, int64_t sk, int64_t hq, int64_t hk,
-            int causal, flashbox_dtype dtype = FLASHBOX_BFLOAT16) {
+DvCase make(const Dims &x, std::string name, int64_t batch, int64_t sq, int64_t sk, int64_t hq, int64_t hk, int causal,
+            flashbox_dtype dtype = FLASHBOX_BFLOAT16) {
   DvCase c;
   c.m.name = name + " " + dims_name(x) + (dtype == FLASHBOX_FLOAT16 ? " fp16" : "");
   c.m.batch = batch, c.m.seqlen_q = sq, c.m.seqlen_k = sk, c.m.heads_q = hq, c.m.heads_kv = hk;

@@ -153,9 +153,10 @@ FLASHBOX_API const char *flashbox_last_kernel(void);
  * multiple of 8 up to 256; the sm90 families decline what they lack (e.g. varlen, softcap or ALiBi
  * above head_dim 128; softcap/ALiBi in a non-default forward tile), so auto falls to sm80); a
  * field no family takes is refused with FLASHBOX_ERR_UNSUPPORTED_IMPL and a message naming it,
- * before anything is written. head_dim_v, attention_chunk, seqused_q/k, document ids, prefix
- * lengths and block masks (below): device = cpu only (forward and backward); qv and fp8 e4m3 inputs
- * (out_dtype, descales): device = cpu, forward only. */
+ * before anything is written. head_dim_v (below): both devices, forward and backward.
+ * attention_chunk, seqused_q/k, document ids, prefix lengths and block masks (below): device = cpu
+ * only (forward and backward); qv and fp8 e4m3 inputs (out_dtype, descales): device = cpu, forward
+ * only. */
 /* Block sparsity in FlexAttention's BlockMask layout (torch.nn.attention.flex_attention.BlockMask),
  * for flashbox_attention_ext.block_mask. Queries are cut into blocks of q_block_size rows and keys
  * into blocks of kv_block_size, num_q_blocks = ceil(seqlen_q / q_block_size) and num_kv_blocks =
@@ -213,9 +214,15 @@ typedef struct {
    * Scores use head_dim (softmax_scale 0 still means 1/sqrt(head_dim)); lse is unchanged. A value
    * other than 0 or head_dim is taken on device = cpu, forward and backward (every impl, head_dim_v
    * up to the cpu's head_dim limit, 576); in the backward dout is [.., heads_q, head_dim_v] like o
-   * and dv [.., heads_kv, head_dim_v] like v, while dq and dk keep head_dim. The CUDA kernels
-   * (forward and backward) take head_dim_v = head_dim and refuse anything else with
-   * FLASHBOX_ERR_UNSUPPORTED_IMPL before anything is written. */
+   * and dv [.., heads_kv, head_dim_v] like v, while dq and dk keep head_dim. device = cuda takes any
+   * head_dim_v >= 1, forward and backward, with every other field the kernels take: the head_dim
+   * kernels run on column slices of V and O (at most 256 columns each; Q and K zero-padded when a
+   * slice is wider than head_dim, V / O / dO when a slice is narrower than its kernel's head dim; the
+   * backward sums the slices' dq, dk and dsink in fp32), with scratch device memory for the padded
+   * copies and the outputs (FLASHBOX_ERR_OUT_OF_MEMORY when it does not fit; nothing written on
+   * failure; with malformed device cu_seqlens, rows that no sequence covers get unspecified values
+   * instead of being left unwritten). A head_dim_v above 256 costs one pass over the keys per 256
+   * columns. */
   int64_t head_dim_v;
   /* Added after 0.2.0, after head_dim_v (a struct_size that ends at head_dim_v or before it is still
    * accepted; the fields it lacks read as 0):

@@ -3,9 +3,11 @@
 // (varlen tensors as [1, total, heads, head_dim]), then
 //   every field off (or only causal)   -> exactly the plain call (flashbox_attention_forward/backward);
 //                                         head_dim_v = head_dim counts as off
-//   head_dim_v != head_dim, attention_chunk, seqused_q/k, qv, document ids, prefix lengths,
+//   attention_chunk, seqused_q/k, qv, document ids, prefix lengths,
 //   block_mask                         -> device = cpu only, forward and backward (cuda refuses them;
 //                                         qv is forward only)
+//   head_dim_v != head_dim             -> cpu: the levels take it; cuda: the kernels on column slices
+//                                         of V and O (src/api/head_dim_v_split.hpp)
 //   dtype fp8 e4m3 (out_dtype, descales) -> device = cpu only, forward only (src/api/fp8_args.hpp);
 //                                         q, k, v checked as 1-byte tensors, o in out_dtype
 //   device = cpu                       -> src/cpu/varlen_attention.cpp (masks, transforms, varlen)
@@ -22,6 +24,7 @@
 #include "api/ext_validate.hpp"
 #include "api/fp8_args.hpp"
 #include "api/guarded_call.hpp"
+#include "api/head_dim_v_split.hpp"
 #include "api/options.hpp"
 #include "api/validate.hpp"
 #include "core/error.hpp"
@@ -116,27 +119,27 @@ void add_ext(Problem &p, const flashbox_attention_args &a, const flashbox_attent
 
 int cuda_forward_ext(const flashbox_attention_args &a, const flashbox_attention_args &flat,
                      const flashbox_attention_ext &e) {
-  Problem p = make_problem(flat, ext_mods(a, e));
+  Problem p = make_problem(flat, ext_mods(a, e), e.head_dim_v);
   add_ext(p, a, e);
-  // Validation refuses head_dim_v != head_dim, attention_chunk, seqused and qv on cuda
+  // Validation refuses attention_chunk, seqused, qv and the other cpu-only fields on cuda
   // (src/api/ext_validate.cpp); the kernels know none of them, so this is asserted once more before
   // any launch.
-  if (e.head_dim_v != 0 || !ext_cpu_only_field(e).empty())
+  if (!ext_cpu_only_field(e).empty())
     return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_forward_ext: a cpu-only field reached the CUDA backends");
   if (int rc = resolve_tuning(nullptr, Pass::forward, p.tuning)) return rc;
-  return cuda_forward(p);
+  return p.head_dim_v != p.head_dim ? cuda_forward_head_dim_v(p) : cuda_forward(p);
 }
 
 int cuda_backward_ext(const flashbox_attention_grad_args &g, const flashbox_attention_grad_args &flat,
                       const flashbox_attention_ext &e) {
-  GradProblem p = make_grad_problem(flat, ext_mods(g.fwd, e));
+  GradProblem p = make_grad_problem(flat, ext_mods(g.fwd, e), e.head_dim_v);
   add_ext(p.fwd, g.fwd, e);
   p.dsink = e.dsink;
   // The cpu-only fields, asserted once more before any launch, as for the forward.
-  if (e.head_dim_v != 0 || !ext_cpu_only_field(e).empty())
+  if (!ext_cpu_only_field(e).empty())
     return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_backward_ext: a cpu-only field reached the CUDA backends");
   if (int rc = resolve_tuning(nullptr, Pass::backward, p.fwd.tuning)) return rc;
-  return cuda_backward(p);
+  return p.fwd.head_dim_v != p.fwd.head_dim ? cuda_backward_head_dim_v(p) : cuda_backward(p);
 }
 #endif
 

@@ -172,23 +172,12 @@ int validate_ext_fields(const flashbox_attention_args &a, flashbox_attention_ext
     return fail(FLASHBOX_ERR_INVALID_SIZE,
                 "head_dim_v = " + str(e.head_dim_v) + " must be >= 0 (0: head_dim_v = head_dim)");
   if (e.head_dim_v == a.head_dim) e.head_dim_v = 0;
-  if (e.head_dim_v != 0) {
-    const std::string which = "head_dim_v = " + str(e.head_dim_v) + " differs from head_dim = " + str(a.head_dim);
-    if (pass == Pass::backward && a.device == FLASHBOX_CUDA)
-      return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
-                  which +
-                      ": on device = cuda the backward takes head_dim_v = head_dim (a head_dim_v of its own "
-                      "runs on device = cpu)");
-    if (a.device == FLASHBOX_CUDA)
-      return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
-                  which +
-                      ": the CUDA kernels (naive and flash) take head_dim_v = head_dim; a head_dim_v of its "
-                      "own runs on device = cpu");
-    if (a.device == FLASHBOX_CPU && e.head_dim_v > kCpuMaxHeadDim)
-      return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim_v = " + str(e.head_dim_v) +
-                                                         " is not supported on device = cpu (1.." +
-                                                         str(kCpuMaxHeadDim) + ")");
-  }
+  // device = cuda takes any head_dim_v: the kernels run on column slices of V and O
+  // (src/api/head_dim_v_split.hpp).
+  if (e.head_dim_v != 0 && a.device == FLASHBOX_CPU && e.head_dim_v > kCpuMaxHeadDim)
+    return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim_v = " + str(e.head_dim_v) +
+                                                       " is not supported on device = cpu (1.." +
+                                                       str(kCpuMaxHeadDim) + ")");
   if (e.attention_chunk < 0)
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
                 "attention_chunk = " + str(e.attention_chunk) + " must be >= 0 (0: off)");

@@ -3,8 +3,8 @@
 // plain path is unchanged; the *_ext entry points (src/api/ext_api.cpp) call, in order:
 //   read_ext            struct_size: at least the first version's size; bytes beyond what this
 //                       library knows must be zero (a newer caller's fields are never ignored)
-//   validate_ext_fields the fp8 fields first (src/api/fp8_args.hpp), head_dim_v >= 0, <= the cpu's limit, on the cpu only (the cuda forward and
-//                       backward refuse one that differs from head_dim),
+//   validate_ext_fields the fp8 fields first (src/api/fp8_args.hpp), head_dim_v >= 0 (on the cpu
+//                       <= the cpu's limit; cuda takes any: src/api/head_dim_v_split.hpp),
 //                       attention_chunk >= 0, it, seqused_q/k, document ids (both or neither),
 //                       prefix lengths and block_mask (not with cu_seqlens) on the cpu only, qv on the
 //                       cpu's forward only (head_dim + head_dim_v within the cpu's limit),
@@ -39,7 +39,7 @@ bool ext_is_varlen(const flashbox_attention_ext &e);
 // True when no field asks for anything: the call is exactly the plain one.
 bool ext_is_plain(const flashbox_attention_ext &e);
 
-// `pass`: names the pass in the cuda refusal of a head_dim_v of its own.
+// `pass`: the forward or the backward (qv and num_splits are forward fields).
 // Also folds head_dim_v == head_dim to 0 (the same request), so the call stays the plain one.
 int validate_ext_fields(const flashbox_attention_args &a, flashbox_attention_ext &e, Pass pass);
 

@@ -39,8 +39,9 @@ struct Problem {
   int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
   // V's and O's head dim (flashbox_attention_ext's head_dim_v, resolved: head_dim unless the caller
   // set another). Scores use head_dim; v and o rows hold head_dim_v elements (in a GradProblem, dout
-  // and dv too). Only the cpu takes head_dim_v != head_dim, forward and backward (validation refuses
-  // it on cuda: src/api/ext_validate.cpp).
+  // and dv too). The cpu levels take head_dim_v != head_dim as it is; on cuda src/api runs such a
+  // problem as problems with head_dim_v = head_dim on column slices (src/api/head_dim_v_split.hpp),
+  // so no CUDA backend sees head_dim_v != head_dim.
   int64_t head_dim_v;
   int64_t group;  // heads_q / heads_kv: query head h reads kv head h / group
   const void *q, *k, *v;

@@ -50,34 +50,6 @@ struct SinkCase : ModsCase {
   flashbox_dtype dtype = FLASHBOX_BFLOAT16;
 };
 
-// dsink from o and lse in fp64 on the host: -sum over rows of exp(sink - lse) * (dout . o) per head,
-// the sum of the terms' magnitudes, and the sum of the magnitudes of the products inside them (the
-// scale dsink's error is measured against).
-struct HostDsink {
-  std::vector<double> dsink, magnitude, products;
-};
-template <class OAt, class LseAt>
-HostDsink host_dsink(const ExtTensors &t, OAt o_at, LseAt lse_at) {
-  const int64_t hq = t.c.heads_q, d = t.c.head_dim;
-  HostDsink r;
-  r.dsink.assign(size_t(hq), 0.0), r.magnitude.assign(size_t(hq), 0.0), r.products.assign(size_t(hq), 0.0);
-  for (int64_t b = 0; b < t.c.batch; ++b)
-    for (int64_t i = 0; i < t.len_q(b); ++i)
-      for (int64_t h = 0; h < hq; ++h) {
-        const int64_t row = t.row_index(b, i, h);
-        double dot = 0.0, dot_abs = 0.0;
-        for (int64_t x = 0; x < d; ++x) {
-          const double y = o_at(row + x) * cpu::load_as_float(t.dout.data(), t.draw.dtype, row + x);
-          dot += y, dot_abs += std::fabs(y);
-        }
-        const double p_sink = std::exp(double(t.sinks[size_t(h)]) - lse_at(t.lse_index(b, i, h)));
-        r.dsink[size_t(h)] -= p_sink * dot;
-        r.magnitude[size_t(h)] += p_sink * std::fabs(dot);
-        r.products[size_t(h)] += p_sink * dot_abs;
-      }
-  return r;
-}
-
 const char *family_name(flashbox_kernel_family f) { return f == FLASHBOX_FAMILY_SM80 ? "sm80" : "auto"; }
 
 void run_case(const SinkCase &c) {

@@ -1,7 +1,8 @@
 // One flashbox_attention_ext call on random inputs and its fp64 reference, shared by the GPU tests of
-// the extension (tests/cuda/ext_sm80_test.cpp, tests/cuda/sink_cuda_test.cpp): the case's mods
+// the extension (tests/cuda/ext_sm80_test.cpp, sink_cuda_test.cpp, head_dim_v_cuda_test.cpp): the case's mods
 // (support/mods_case.hpp), fixed or variable length (lengths per sequence), 16-bit q, k, v and dout
-// (bf16 or fp16; q and k optionally with outliers), ALiBi slopes and learnable sinks when asked, and
+// (bf16 or fp16; q and k optionally with outliers), ALiBi slopes and learnable sinks when asked, V and
+// O with a head dim of their own when asked (head_dim_v: v, o, dout and dv have rows of it), and
 // what the reference (src/cpu/reference_fp64.hpp, reference_backward_fp64.hpp) gives for them:
 // o, lse, dq, dk, dv and dsink, dense in the call's layout. Host code only: a test copies the inputs to
 // the device itself.
@@ -40,10 +41,11 @@ struct ExtDraw {
   flashbox_dtype dtype = FLASHBOX_BFLOAT16;
   bool sinks = false;     // a learnable sink per query head
   bool outliers = false;  // outliers in q and k (random_values)
+  int64_t head_dim_v = 0;  // V's and O's head dim (0: the case's head_dim)
 };
 
-// The call's tensors as the C API sees them: dense [batch, seq, heads, dim] (varlen: [total, ...]),
-// lse [batch, heads, seq] (varlen: [heads, total_q]).
+// The call's tensors as the C API sees them: dense [batch, seq, heads, dim] (varlen: [total, ...];
+// dim: head_dim for q and k, dv() for v, o and dout), lse [batch, heads, seq] (varlen: [heads, total_q]).
 struct ExtTensors {
   ModsCase c;  // batch: the number of sequences when varlen
   ExtDraw draw;
@@ -70,8 +72,8 @@ struct ExtTensors {
     }
     q = random_values(size_t(total_q * c.heads_q * c.head_dim), draw.dtype, rng, 1.0f, draw.outliers);
     k = random_values(size_t(total_k * c.heads_kv * c.head_dim), draw.dtype, rng, 1.0f, draw.outliers);
-    v = random_values(size_t(total_k * c.heads_kv * c.head_dim), draw.dtype, rng, 1.0f);
-    dout = random_values(q.size(), draw.dtype, rng, 1.0f);
+    v = random_values(size_t(total_k * c.heads_kv * dv()), draw.dtype, rng, 1.0f);
+    dout = random_values(size_t(total_q * c.heads_q * dv()), draw.dtype, rng, 1.0f);
     slopes = random_slopes(c, rng);
     if (draw.sinks) {  // around the scores' scale; head 0's far above them, head 2's far below (no effect)
       std::normal_distribution<float> normal(0.0f, 2.0f);
@@ -82,6 +84,7 @@ struct ExtTensors {
     }
   }
 
+  int64_t dv() const { return draw.head_dim_v ? draw.head_dim_v : c.head_dim; }
   int64_t len_q(int64_t b) const { return varlen ? cu_q[size_t(b + 1)] - cu_q[size_t(b)] : c.seqlen_q; }
   int64_t len_k(int64_t b) const { return varlen ? cu_k[size_t(b + 1)] - cu_k[size_t(b)] : c.seqlen_k; }
   // The first element of row i of head h of batch entry (or sequence) b in q, o and dout; its lse index.
@@ -89,6 +92,8 @@ struct ExtTensors {
     const int64_t token = varlen ? cu_q[size_t(b)] + i : b * c.seqlen_q + i;
     return (token * c.heads_q + h) * c.head_dim;
   }
+  // The same in o and dout when they have rows of their own head dim (dv() != head_dim).
+  int64_t out_row_index(int64_t b, int64_t i, int64_t h) const { return row_index(b, i, h) / c.head_dim * dv(); }
   int64_t lse_index(int64_t b, int64_t i, int64_t h) const {
     return varlen ? h * total_q + cu_q[size_t(b)] + i : (b * c.heads_q + h) * c.seqlen_q + i;
   }
@@ -103,10 +108,11 @@ struct ExtTensors {
     a.heads_q = c.heads_q, a.heads_kv = c.heads_kv, a.head_dim = c.head_dim;
     a.causal = c.causal;
     const int64_t tq = varlen ? total_q : c.seqlen_q, tk = varlen ? total_k : c.seqlen_k;
-    const int64_t qs[3] = {tq * c.heads_q * c.head_dim, c.heads_q * c.head_dim, c.head_dim};
-    const int64_t ks[3] = {tk * c.heads_kv * c.head_dim, c.heads_kv * c.head_dim, c.head_dim};
-    std::copy_n(qs, 3, a.q_stride), std::copy_n(qs, 3, a.o_stride);
-    std::copy_n(ks, 3, a.k_stride), std::copy_n(ks, 3, a.v_stride);
+    const int64_t d = c.head_dim, dv = this->dv();
+    const int64_t qs[3] = {tq * c.heads_q * d, c.heads_q * d, d}, os[3] = {tq * c.heads_q * dv, c.heads_q * dv, dv};
+    const int64_t ks[3] = {tk * c.heads_kv * d, c.heads_kv * d, d}, vs[3] = {tk * c.heads_kv * dv, c.heads_kv * dv, dv};
+    std::copy_n(qs, 3, a.q_stride), std::copy_n(os, 3, a.o_stride);
+    std::copy_n(ks, 3, a.k_stride), std::copy_n(vs, 3, a.v_stride);
     return a;
   }
   // The reference's mods for the whole call, or (varlen) for the call of sequence `seq` alone: with
@@ -136,11 +142,11 @@ struct ExtReference {
 inline ExtReference ext_reference(const ExtTensors &t) {
   const ModsCase &c = t.c;
   ExtReference r;
-  const int64_t hq = c.heads_q, hk = c.heads_kv, d = c.head_dim;
-  r.o.assign(size_t(t.total_q * hq * d), 0.0);
-  r.dq.assign(r.o.size(), 0.0);
+  const int64_t hq = c.heads_q, hk = c.heads_kv, d = c.head_dim, dv = t.dv();
+  r.o.assign(size_t(t.total_q * hq * dv), 0.0);
+  r.dq.assign(size_t(t.total_q * hq * d), 0.0);
   r.dk.assign(size_t(t.total_k * hk * d), 0.0);
-  r.dv.assign(r.dk.size(), 0.0);
+  r.dv.assign(size_t(t.total_k * hk * dv), 0.0);
   r.lse.assign(size_t(t.total_q * hq), -INFINITY);
   if (t.draw.sinks) r.dsink.assign(size_t(hq), 0.0);
   const int64_t calls = t.varlen ? c.batch : 1;  // varlen: one call per sequence
@@ -157,20 +163,20 @@ inline ExtReference ext_reference(const ExtTensors &t) {
     flashbox_attention_args a = t.args();
     a.device = FLASHBOX_CPU;
     if (t.varlen) a.batch = 1, a.seqlen_q = lq, a.seqlen_k = lk;
-    a.q = t.q.data() + q0 * hq * d, a.k = t.k.data() + k0 * hk * d, a.v = t.v.data() + k0 * hk * d;
+    a.q = t.q.data() + q0 * hq * d, a.k = t.k.data() + k0 * hk * d, a.v = t.v.data() + k0 * hk * dv;
     const core::ScoreMods m = t.mods(s);
     std::vector<double> o, lse;
-    cpu::reference_attention_fp64(a, o, &lse, &m);
+    cpu::reference_attention_fp64(a, o, &lse, &m, dv);
     flashbox_attention_grad_args g{};
     g.fwd = a;
-    g.dout = t.dout.data() + q0 * hq * d;
-    std::copy_n(a.q_stride, 3, g.dout_stride);
-    std::vector<double> dq, dk, dv, dsink;
-    cpu::reference_attention_backward_fp64(g, dq, dk, dv, &m, 0, t.draw.sinks ? &dsink : nullptr);
-    std::copy(o.begin(), o.end(), r.o.begin() + q0 * hq * d);
+    g.dout = t.dout.data() + q0 * hq * dv;
+    std::copy_n(a.o_stride, 3, g.dout_stride);
+    std::vector<double> dq, dk, dv_ref, dsink;
+    cpu::reference_attention_backward_fp64(g, dq, dk, dv_ref, &m, dv, t.draw.sinks ? &dsink : nullptr);
+    std::copy(o.begin(), o.end(), r.o.begin() + q0 * hq * dv);
     std::copy(dq.begin(), dq.end(), r.dq.begin() + q0 * hq * d);
     std::copy(dk.begin(), dk.end(), r.dk.begin() + k0 * hk * d);
-    std::copy(dv.begin(), dv.end(), r.dv.begin() + k0 * hk * d);
+    std::copy(dv_ref.begin(), dv_ref.end(), r.dv.begin() + k0 * hk * dv);
     for (size_t h = 0; h < dsink.size(); ++h) r.dsink[h] += dsink[h];
     if (t.varlen) {  // [1, heads, lq] -> rows q0.. of [heads, total_q]
       for (int64_t h = 0; h < hq; ++h)
@@ -182,14 +188,42 @@ inline ExtReference ext_reference(const ExtTensors &t) {
   return r;
 }
 
-// The backward's args for a forward call `a` whose gradients and dout are laid out like its inputs
-// (dout and dq like q, dk like k, dv like v).
+// dsink from o and lse in fp64 on the host (o_at(i), lse_at(i): element i of o and of lse as double):
+// -sum over rows of exp(sink - lse) * (dout . o) per head, the sum of the terms' magnitudes, and the
+// sum of the magnitudes of the products inside them (the scale dsink's error is measured against).
+struct HostDsink {
+  std::vector<double> dsink, magnitude, products;
+};
+template <class OAt, class LseAt>
+HostDsink host_dsink(const ExtTensors &t, OAt o_at, LseAt lse_at) {
+  const int64_t hq = t.c.heads_q, dv = t.dv();
+  HostDsink r;
+  r.dsink.assign(size_t(hq), 0.0), r.magnitude.assign(size_t(hq), 0.0), r.products.assign(size_t(hq), 0.0);
+  for (int64_t b = 0; b < t.c.batch; ++b)
+    for (int64_t i = 0; i < t.len_q(b); ++i)
+      for (int64_t h = 0; h < hq; ++h) {
+        const int64_t row = t.out_row_index(b, i, h);
+        double dot = 0.0, dot_abs = 0.0;
+        for (int64_t x = 0; x < dv; ++x) {
+          const double y = o_at(row + x) * cpu::load_as_float(t.dout.data(), t.draw.dtype, row + x);
+          dot += y, dot_abs += std::fabs(y);
+        }
+        const double p_sink = std::exp(double(t.sinks[size_t(h)]) - lse_at(t.lse_index(b, i, h)));
+        r.dsink[size_t(h)] -= p_sink * dot;
+        r.magnitude[size_t(h)] += p_sink * std::fabs(dot);
+        r.products[size_t(h)] += p_sink * dot_abs;
+      }
+  return r;
+}
+
+// The backward's args for a forward call `a` whose gradients and dout are laid out like its tensors
+// (dout like o, dq like q, dk like k, dv like v).
 inline flashbox_attention_grad_args grad_args_like(const flashbox_attention_args &a, const void *dout, void *dq,
                                                    void *dk, void *dv, int deterministic) {
   flashbox_attention_grad_args g{};
   g.fwd = a;
   g.dout = dout;
-  std::copy_n(a.q_stride, 3, g.dout_stride), std::copy_n(a.q_stride, 3, g.dq_stride);
+  std::copy_n(a.o_stride, 3, g.dout_stride), std::copy_n(a.q_stride, 3, g.dq_stride);
   std::copy_n(a.k_stride, 3, g.dk_stride), std::copy_n(a.v_stride, 3, g.dv_stride);
   g.dq = dq, g.dk = dk, g.dv = dv;
   g.deterministic = deterministic;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "flashbox/flashbox.hpp"
 #include "jit/compiled_mod.hpp"
 #include "support/mask_case.hpp"
 
@@ -84,6 +85,22 @@ TEST(ModDesc, MalformedDeclarationsAreRefusedByName) {
     flashbox_aux_decl a[2] = {aux[0], aux[1]};
     c.edit(x, a);
     expect_create_refused(&x, c.code, c.mention);
+  }
+}
+
+// The C++ layer's Mod throws the create's error: the compiler's message with NVRTC, the refusal
+// without it.
+TEST(ModDesc, CppLayerThrowsTheError) {
+  try {
+    flashbox::Mod bad(FLASHBOX_MOD_MASK, "bool m(int b, int h, int q, int kv) { return q < ; }", "m");
+    FAIL() << "a mod that does not compile was created";
+  } catch (const flashbox::Error &e) {
+#ifdef FLASHBOX_HAVE_NVRTC
+    EXPECT_EQ(e.code(), FLASHBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(e.message().find("mod.cu(1): error"), std::string::npos) << e.message();
+#else
+    EXPECT_EQ(e.code(), FLASHBOX_ERR_UNSUPPORTED_IMPL);
+#endif
   }
 }
 

@@ -3,6 +3,7 @@
 // only builtin types and intrinsics (__ldg, inline PTX for fp16).
 #include "jit/mod_source.hpp"
 
+#include <cstdint>
 #include <string>
 
 namespace flashbox::jit {
@@ -101,6 +102,29 @@ const char *element_type(flashbox_aux_dtype d) {
 
 }  // namespace
 
+AuxLayout aux_layout(const ModSpec &spec) {
+  AuxLayout l;
+  size_t at = 0;
+  for (const AuxDecl &a : spec.aux) {
+    l.offsets.push_back(at);
+    at += 8 * (1 + 2 * size_t(a.rank));
+  }
+  l.bytes = spec.aux.empty() ? 1 : at;
+  return l;
+}
+
+std::vector<uint64_t> pack_aux(const ModSpec &spec, const flashbox_aux_tensor *tensors) {
+  std::vector<uint64_t> words;
+  for (size_t i = 0; i < spec.aux.size(); ++i) {
+    const flashbox_aux_tensor &t = tensors[i];
+    words.push_back(uint64_t(reinterpret_cast<uintptr_t>(t.data)));
+    for (int r = 0; r < spec.aux[i].rank; ++r) words.push_back(uint64_t(t.sizes[r]));
+    for (int r = 0; r < spec.aux[i].rank; ++r) words.push_back(uint64_t(t.strides[r]));
+  }
+  if (words.empty()) words.push_back(0);
+  return words;
+}
+
 std::string arch_name(int arch) { return "sm_" + std::to_string(arch) + (arch == 90 ? "a" : ""); }
 
 std::vector<std::string> mod_compile_options(int arch) {
@@ -116,6 +140,15 @@ std::string mod_translation_unit(const ModSpec &spec) {
   for (const AuxDecl &a : spec.aux)
     tu += "  fbx::Tensor<" + std::string(element_type(a.dtype)) + ", " + std::to_string(a.rank) + "> " + a.name + ";\n";
   tu += "};\n";
+  const AuxLayout layout = aux_layout(spec);
+  tu += "static_assert(sizeof(fbx::Aux) == " + std::to_string(layout.bytes) +
+        ", \"flashbox: fbx::Aux's size differs from the host's packing (jit::aux_layout)\");\n";
+  // Members in declaration order, each 8-byte aligned with a size that is a multiple of 8, and the
+  // struct's size their sum: then no padding exists and the offsets are aux_layout's.
+  for (size_t i = 0; i < spec.aux.size(); ++i)
+    tu += "static_assert(sizeof(fbx::Aux::" + spec.aux[i].name + ") == " +
+          std::to_string(8 * (1 + 2 * spec.aux[i].rank)) + " && alignof(decltype(fbx::Aux::" + spec.aux[i].name +
+          ")) == 8, \"flashbox: fbx::Aux's layout differs from the host's packing\");\n";
   tu += mask ? "#define FLASHBOX_MOD_KIND_MASK 1\n" : "#define FLASHBOX_MOD_KIND_SCORE 1\n";
   tu += "#line 1 \"mod.cu\"\n";
   tu += spec.source;

@@ -12,6 +12,8 @@
 // that takes mods is meant to compile the same prelude, Aux and source, and call
 // fbx::apply_mask<&NAME> / fbx::apply_score<&NAME> where it masks or transforms a score.
 #pragma once
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,22 @@
 namespace flashbox::jit {
 
 std::string mod_translation_unit(const ModSpec &spec);
+
+// The byte layout of fbx::Aux, which a kernel taking the mod receives by value: each Tensor<T, rank>
+// is its data pointer, then `rank` int64 sizes, then `rank` int64 strides (8-byte fields, no
+// padding), one after another in the order of the declaration; an Aux with no tensor is C++'s empty
+// struct of 1 byte. The translation unit static_asserts each member's size and alignment and the
+// struct's size against these numbers (NVRTC has no offsetof; with 8-byte members and no padding the
+// offsets follow), so the host's packing and the device's struct cannot drift apart unnoticed.
+struct AuxLayout {
+  std::vector<size_t> offsets;  // of each member, bytes
+  size_t bytes = 1;             // sizeof(fbx::Aux)
+};
+AuxLayout aux_layout(const ModSpec &spec);
+
+// The kernel parameter fbx::Aux for a call's tensors (checked against the declaration already:
+// src/api/mod_api.cpp), as aux_layout says, in 8-byte words (at least one).
+std::vector<uint64_t> pack_aux(const ModSpec &spec, const flashbox_aux_tensor *tensors);
 
 // NVRTC's options for `arch` (compute capability x 10) besides the architecture: C++17, fast math as
 // the library's kernels are built, functions without an execution space taken as __device__.

@@ -129,6 +129,23 @@ TEST(ModSource, TranslationUnitLayout) {
   EXPECT_NE(tu.find("flashbox_mod_probe"), std::string::npos);
   EXPECT_NE(tu.find("fbx::apply_score<&bias>"), std::string::npos);
   EXPECT_LT(tu.find("struct fbx::Aux"), line) << "the aux tensors are declared after the source";
+  // The host's packing of fbx::Aux, which the translation unit asserts: pointer, sizes, strides.
+  const jit::AuxLayout layout = jit::aux_layout(spec);
+  ASSERT_EQ(layout.offsets.size(), 2u);
+  EXPECT_EQ(layout.offsets[1], 40u);  // after t: 8 + 2 x 8 + 2 x 8
+  EXPECT_EQ(layout.bytes, 64u);       // ids: 8 + 8 + 8
+  EXPECT_NE(tu.find("static_assert(sizeof(fbx::Aux) == 64"), std::string::npos);
+  int64_t data[4] = {};
+  flashbox_aux_tensor t[2] = {};
+  t[0].data = data, t[0].sizes[0] = 3, t[0].sizes[1] = 5, t[0].strides[0] = 5, t[0].strides[1] = 1;
+  t[1].data = data + 1, t[1].sizes[0] = 7, t[1].strides[0] = 0;
+  const std::vector<uint64_t> words = jit::pack_aux(spec, t);
+  ASSERT_EQ(words.size() * 8, layout.bytes);
+  EXPECT_EQ(words[0], uint64_t(reinterpret_cast<uintptr_t>(data)));
+  EXPECT_EQ((std::vector<uint64_t>(words.begin() + 1, words.end())),
+            (std::vector<uint64_t>{3, 5, 5, 1, uint64_t(reinterpret_cast<uintptr_t>(data + 1)), 7, 0}));
+  EXPECT_EQ(jit::aux_layout(jit::ModSpec{}).bytes, 1u);  // C++'s empty struct
+  EXPECT_EQ(jit::pack_aux(jit::ModSpec{}, nullptr).size(), 1u);
   EXPECT_EQ(jit::arch_name(90), "sm_90a");
   EXPECT_EQ(jit::arch_name(80), "sm_80");
 }

@@ -45,11 +45,11 @@ constexpr std::string_view kReserved[] = {
     "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename",
     "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq", "fbx"};
 
-// A C identifier of at most 128 characters that is no keyword; "" when it is one, else why not.
+// A C identifier of at most jit::kMaxAuxName characters that is no keyword; "" when it is one, else why not.
 std::string identifier_problem(const char *name) {
   if (!name) return "is NULL";
   const size_t n = std::strlen(name);
-  if (n == 0 || n > 128) return "must have 1 to 128 characters";
+  if (n == 0 || n > size_t(jit::kMaxAuxName)) return "must have 1 to " + str(jit::kMaxAuxName) + " characters";
   auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
   if (!alpha(name[0])) return "= \"" + std::string(name) + "\" is not a C identifier";
   for (size_t i = 1; i < n; ++i)
@@ -115,7 +115,7 @@ int read_desc(const flashbox_mod_desc &d, jit::ModSpec &spec) {
     if (a.name == spec.function_name)
       return fail(FLASHBOX_ERR_INVALID_ARGUMENT, which + ".name = \"" + a.name + "\" is the function's name");
     for (const jit::AuxDecl &prev : spec.aux)
-      if (prev.name == a.name)
+      if (std::strcmp(prev.name, a.name) == 0)
         return fail(FLASHBOX_ERR_INVALID_ARGUMENT, which + ".name = \"" + a.name + "\" is declared twice");
     if (!valid_aux_dtype(a.dtype))
       return fail(FLASHBOX_ERR_UNSUPPORTED_DTYPE, which + ".dtype = " + str(core::enum_bits(a.dtype)) +
@@ -123,7 +123,10 @@ int read_desc(const flashbox_mod_desc &d, jit::ModSpec &spec) {
     if (a.rank < 1 || a.rank > FLASHBOX_AUX_MAX_RANK)
       return fail(FLASHBOX_ERR_INVALID_ARGUMENT, which + ".rank = " + str(a.rank) + " must be within 1.." +
                                                      str(FLASHBOX_AUX_MAX_RANK) + " (FLASHBOX_AUX_MAX_RANK)");
-    spec.aux.push_back({a.name, a.dtype, a.rank});
+    jit::AuxDecl decl{};
+    std::memcpy(decl.name, a.name, std::strlen(a.name) + 1);  // at most kMaxAuxName: identifier_problem
+    decl.dtype = a.dtype, decl.rank = a.rank;
+    spec.aux.push_back(decl);
   }
   return FLASHBOX_OK;
 }

@@ -16,8 +16,13 @@
 
 namespace flashbox::jit {
 
+// Trivially destructible on purpose: GCC at -O3 emits std::_Destroy_aux<false>::__destroy for a
+// vector of a type with a destructor as a weak symbol of default visibility despite
+// -fvisibility=hidden, which would export a flashbox-named symbol from libflashbox
+// (tests/exports/check_exports.py). A name is at most kMaxAuxName characters (src/api checks it).
+constexpr int kMaxAuxName = 128;
 struct AuxDecl {
-  std::string name;
+  char name[kMaxAuxName + 1];
   flashbox_aux_dtype dtype;
   int rank;
 };

@@ -138,7 +138,7 @@ std::string mod_translation_unit(const ModSpec &spec) {
   std::string tu = kPrelude;
   tu += "struct fbx::Aux {\n";
   for (const AuxDecl &a : spec.aux)
-    tu += "  fbx::Tensor<" + std::string(element_type(a.dtype)) + ", " + std::to_string(a.rank) + "> " + a.name + ";\n";
+    tu += "  fbx::Tensor<" + std::string(element_type(a.dtype)) + ", " + std::to_string(a.rank) + "> " + std::string(a.name) + ";\n";
   tu += "};\n";
   const AuxLayout layout = aux_layout(spec);
   tu += "static_assert(sizeof(fbx::Aux) == " + std::to_string(layout.bytes) +
@@ -146,8 +146,8 @@ std::string mod_translation_unit(const ModSpec &spec) {
   // Members in declaration order, each 8-byte aligned with a size that is a multiple of 8, and the
   // struct's size their sum: then no padding exists and the offsets are aux_layout's.
   for (size_t i = 0; i < spec.aux.size(); ++i)
-    tu += "static_assert(sizeof(fbx::Aux::" + spec.aux[i].name + ") == " +
-          std::to_string(8 * (1 + 2 * spec.aux[i].rank)) + " && alignof(decltype(fbx::Aux::" + spec.aux[i].name +
+    tu += "static_assert(sizeof(fbx::Aux::" + std::string(spec.aux[i].name) + ") == " +
+          std::to_string(8 * (1 + 2 * spec.aux[i].rank)) + " && alignof(decltype(fbx::Aux::" + std::string(spec.aux[i].name) +
           ")) == 8, \"flashbox: fbx::Aux's layout differs from the host's packing\");\n";
   tu += mask ? "#define FLASHBOX_MOD_KIND_MASK 1\n" : "#define FLASHBOX_MOD_KIND_SCORE 1\n";
   tu += "#line 1 \"mod.cu\"\n";

@@ -60,7 +60,9 @@ std::string identifier_problem(const char *name) {
   return "";
 }
 
-bool valid_aux_dtype(flashbox_aux_dtype d) {
+// Enums the caller wrote are read as ints (core::enum_bits): a value outside the C++ enum's range is
+// undefined behaviour to load as the enum.
+bool valid_aux_dtype(const flashbox_aux_dtype &d) {
   const int v = core::enum_bits(d);
   return v >= FLASHBOX_AUX_INT32 && v <= FLASHBOX_AUX_BFLOAT16;
 }
@@ -77,7 +79,7 @@ int64_t aux_element_bytes(flashbox_aux_dtype d) {
   return 0;
 }
 
-const char *aux_dtype_name(flashbox_aux_dtype d) {
+const char *aux_dtype_name(const flashbox_aux_dtype &d) {
   static const char *const names[] = {"int32", "int64", "uint8", "float32", "float16", "bfloat16"};
   return valid_aux_dtype(d) ? names[core::enum_bits(d)] : "?";
 }
@@ -212,7 +214,7 @@ int check_binding(const flashbox_attention_args &a, flashbox_mod mod, const flas
     if (reinterpret_cast<uintptr_t>(t.data) % uintptr_t(aux_element_bytes(t.dtype)) != 0)
       return fail(FLASHBOX_ERR_MISALIGNED, which + ".data is not aligned to its " +
                                                str(aux_element_bytes(t.dtype)) + "-byte elements");
-    if (t.device != a.device)
+    if (core::enum_bits(t.device) != core::enum_bits(a.device))
       return fail(FLASHBOX_ERR_INVALID_ARGUMENT, which + ".device = " + device_name(core::enum_bits(t.device)) +
                                                      " but the call runs on device = " +
                                                      device_name(core::enum_bits(a.device)));

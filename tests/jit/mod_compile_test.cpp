@@ -64,11 +64,12 @@ size_t entries() {
 
 const flashbox_aux_decl kDocAux[] = {{"doc", FLASHBOX_AUX_INT32, 2}};
 
-flashbox_mod_desc doc_causal(const std::string &source) {
+// `source` must outlive the returned declaration.
+flashbox_mod_desc doc_causal(const char *source) {
   flashbox_mod_desc d{};
   d.struct_size = sizeof d;
   d.kind = FLASHBOX_MOD_MASK;
-  d.source = source.c_str();
+  d.source = source;
   d.function_name = "doc_causal";
   d.num_aux = 1;
   d.aux = kDocAux;
@@ -91,7 +92,7 @@ double seconds_of(const std::function<void()> &f) {
 
 TEST(ModCompile, MaskModCompilesThenHitsTheCache) {
   const std::string source = nonce() + kDocCausal;
-  const flashbox_mod_desc d = doc_causal(source);
+  const flashbox_mod_desc d = doc_causal(source.c_str());
   flashbox_mod first = nullptr, second = nullptr;
   const double t_first = seconds_of([&] { ASSERT_EQ(flashbox_mod_create(&d, &first), FLASHBOX_OK) << flashbox_last_error(); });
   const double t_second = seconds_of([&] { ASSERT_EQ(flashbox_mod_create(&d, &second), FLASHBOX_OK) << flashbox_last_error(); });
@@ -159,12 +160,12 @@ TEST(ModCompile, CompileErrorsReturnTheCompilersMessage) {
   SCOPED_TRACE("undefined name, missing ';'");
   const std::string undefined = std::string("bool doc_causal(int b, int h, int q, int kv, const fbx::Aux &aux) {\n") +
                                 "  return aux.doc(b, q) == document_of(kv)\n}\n";
-  expect_compile_error(doc_causal(undefined),
+  expect_compile_error(doc_causal(undefined.c_str()),
                        {"does not compile", "mod.cu(2): error", "identifier \"document_of\" is undefined"});
   SCOPED_TRACE("an aux tensor the mod did not declare");
   const std::string no_member = "bool doc_causal(int b, int h, int q, int kv, const fbx::Aux &aux) {\n"
                                 "  return aux.segment(b, q) == 0;\n}\n";
-  expect_compile_error(doc_causal(no_member), {"mod.cu(2): error", "segment"});
+  expect_compile_error(doc_causal(no_member.c_str()), {"mod.cu(2): error", "segment"});
   SCOPED_TRACE("no function of that name");
   flashbox_mod_desc d = doc_causal(kDocCausal);
   d.function_name = "docs_causal";
@@ -173,7 +174,7 @@ TEST(ModCompile, CompileErrorsReturnTheCompilersMessage) {
 
 TEST(ModCompile, WrongSignatureIsAClearError) {
   const std::string wrong = "bool doc_causal(int b, int h, long q, int kv) { return q >= kv; }\n";
-  expect_compile_error(doc_causal(wrong),
+  expect_compile_error(doc_causal(wrong.c_str()),
                        {"the mask mod doc_causal must be bool doc_causal(int b, int h, int q_idx, int kv_idx)"});
   // A mask where a score mod is declared.
   flashbox_mod_desc d = doc_causal(kDocCausal);
@@ -183,7 +184,7 @@ TEST(ModCompile, WrongSignatureIsAClearError) {
 
 TEST(ModCompile, DamagedCacheEntryIsCompiledAgain) {
   const std::string source = nonce() + kDocCausal;
-  flashbox_mod_desc d = doc_causal(source);
+  flashbox_mod_desc d = doc_causal(source.c_str());
   d.arch = 80;
   flashbox_mod mod = nullptr;
   ASSERT_EQ(flashbox_mod_create(&d, &mod), FLASHBOX_OK) << flashbox_last_error();

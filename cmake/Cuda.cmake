@@ -25,6 +25,27 @@ if(FLASHBOX_CUDA STREQUAL "AUTO" OR FLASHBOX_CUDA STREQUAL "ON")
 endif()
 message(STATUS "flashbox: CUDA ${FLASHBOX_HAVE_CUDA} (archs ${FLASHBOX_CUDA_ARCHS})")
 
+# NVRTC compiles mask and score mods at run time (src/jit). libflashbox does not link it: it is
+# loaded with dlopen on the first flashbox_mod_create, so the library loads and runs without it;
+# only nvrtc.h is needed to build. AUTO: with the CUDA build. ON: also in a CPU-only build (the
+# compiler and its cache run and are tested without a GPU; nothing can run a mod there).
+set(FLASHBOX_NVRTC AUTO CACHE STRING "Build the NVRTC mod compiler: AUTO (with CUDA), ON or OFF")
+set_property(CACHE FLASHBOX_NVRTC PROPERTY STRINGS AUTO ON OFF)
+set(FLASHBOX_HAVE_NVRTC OFF)
+if(FLASHBOX_NVRTC STREQUAL "ON" OR (FLASHBOX_NVRTC STREQUAL "AUTO" AND FLASHBOX_HAVE_CUDA))
+  if(NOT CUDAToolkit_FOUND)
+    find_package(CUDAToolkit)
+  endif()
+  find_path(FLASHBOX_NVRTC_INCLUDE_DIR nvrtc.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  if(CUDAToolkit_FOUND AND FLASHBOX_NVRTC_INCLUDE_DIR)
+    set(FLASHBOX_HAVE_NVRTC ON)
+    set(FLASHBOX_NVRTC_SONAME "libnvrtc.so.${CUDAToolkit_VERSION_MAJOR}")
+  elseif(FLASHBOX_NVRTC STREQUAL "ON")
+    message(FATAL_ERROR "FLASHBOX_NVRTC=ON but the CUDA toolkit's nvrtc.h was not found")
+  endif()
+endif()
+message(STATUS "flashbox: NVRTC mods ${FLASHBOX_HAVE_NVRTC} ${FLASHBOX_NVRTC_SONAME}")
+
 # -gencode flags for the generic CUDA sources (every arch in the list) and for Hopper-only sources.
 set(FLASHBOX_GENCODE_ALL "")
 set(FLASHBOX_GENCODE_SM90A "")

@@ -199,6 +199,86 @@ typedef struct {
   const int32_t *full_q_num_blocks, *full_q_indices;
 } flashbox_block_mask;
 
+/* ---- Mods: mask_mod and score_mod as CUDA C++, compiled at run time -------------------------------
+ * FlexAttention's mask_mod / score_mod written as a CUDA C++ __device__ function, compiled by NVRTC
+ * (CUDA's runtime compiler) when flashbox_mod_create is called, so that the cost is paid and the
+ * compiler's errors are seen before any attention call. The signature contract, one of
+ *   mask:  __device__ bool  NAME(int b, int h, int q_idx, int kv_idx[, const fbx::Aux &aux])
+ *   score: __device__ float NAME(float score, int b, int h, int q_idx, int kv_idx[, const fbx::Aux &aux])
+ * (b: batch entry, h: query head, q_idx / kv_idx: the positions in the sequence; score: the scaled
+ * score, natural units; the mask returns true where the query sees the key). The source may hold
+ * helper functions and constants beside NAME; it sees the prelude's names in namespace fbx and
+ * nothing of the C++ standard library. Each declared auxiliary tensor is a member of fbx::Aux named as
+ * declared: aux.NAME(i0[, i1[, i2[, i3]]]) reads element (i0, ...) (int64_t indices; fp16 and bf16
+ * read as float, uint8 as unsigned char); an index outside [0, size) reads as 0, so nothing outside
+ * the tensor is ever read; aux.NAME.size(d) is a dimension. The tensors themselves are bound per call
+ * (flashbox_attention_ext.mask_mod_aux / score_mod_aux), so one compiled mod serves every batch's
+ * data. Compiled for `arch` (0: the current CUDA device's compute capability, or sm_80 and sm_90a
+ * both when there is none, or when the library was built without the CUDA runtime; 90 means sm_90a),
+ * to CUBIN, as one translation unit: the prelude, the declared tensors, the source (its line numbers
+ * are the compiler's, file "mod.cu"), and a probe kernel that calls NAME. The CUBIN is cached on disk
+ * under $XDG_CACHE_HOME/flashbox/mods (else $HOME/.cache/flashbox/mods; read once per process), one
+ * file per SHA-256 of (flashbox version, NVRTC version, arch, options, the whole translation unit),
+ * written atomically; an entry that does not read back whole and matching its hash is compiled
+ * again, and a directory that cannot be written leaves the compile in memory (not an error).
+ * Errors: FLASHBOX_ERR_INVALID_ARGUMENT with the compiler's log in flashbox_last_error() (a syntax
+ * error, an undefined name, a NAME of the wrong signature), nothing cached; FLASHBOX_ERR_UNSUPPORTED_IMPL
+ * when the library was built without NVRTC or libnvrtc cannot be loaded (it is loaded on the first
+ * create, not at library load). The attention kernels do not take mods yet: every attention call
+ * given one refuses it (flashbox_attention_ext). */
+#define FLASHBOX_MOD_MAX_AUX 8  /* auxiliary tensors per mod */
+#define FLASHBOX_AUX_MAX_RANK 4
+typedef enum { FLASHBOX_MOD_MASK = 1, FLASHBOX_MOD_SCORE = 2 } flashbox_mod_kind;
+/* The element types of auxiliary tensors (ids, lengths, bitmaps and bias tables, not only floats). */
+typedef enum {
+  FLASHBOX_AUX_INT32 = 0,
+  FLASHBOX_AUX_INT64 = 1,
+  FLASHBOX_AUX_UINT8 = 2, /* bytes and booleans */
+  FLASHBOX_AUX_FLOAT32 = 3,
+  FLASHBOX_AUX_FLOAT16 = 4,
+  FLASHBOX_AUX_BFLOAT16 = 5
+} flashbox_aux_dtype;
+/* An auxiliary tensor as the mod's source sees it: its name and type, not its data. */
+typedef struct {
+  const char *name; /* a C identifier, unique in the mod, not a C++ keyword: aux.name(...) */
+  flashbox_aux_dtype dtype;
+  int32_t rank; /* 1..FLASHBOX_AUX_MAX_RANK */
+} flashbox_aux_decl;
+typedef struct {
+  int32_t struct_size; /* sizeof(flashbox_mod_desc) */
+  flashbox_mod_kind kind;
+  const char *source;        /* NUL-terminated CUDA C++, at most 1 MiB */
+  const char *function_name; /* NAME above: a C identifier defined by source */
+  int32_t num_aux;           /* 0..FLASHBOX_MOD_MAX_AUX */
+  const flashbox_aux_decl *aux;
+  int32_t arch; /* 0: the device's (see above); else compute capability x 10 that NVRTC supports */
+} flashbox_mod_desc;
+/* A compiled mod: immutable, usable from any thread, valid until flashbox_mod_destroy. */
+typedef struct flashbox_mod_s *flashbox_mod;
+/* An auxiliary tensor bound to a call, in the memory of the call's device. */
+typedef struct {
+  const void *data; /* may be NULL only when a size is 0 */
+  flashbox_aux_dtype dtype;
+  int32_t rank;
+  int64_t sizes[FLASHBOX_AUX_MAX_RANK];   /* the first `rank` are used, each >= 0 */
+  int64_t strides[FLASHBOX_AUX_MAX_RANK]; /* elements, >= 0 (0 broadcasts) */
+  flashbox_device device;
+} flashbox_aux_tensor;
+/* What flashbox_mod_create did, for tools and tests. */
+typedef struct {
+  int32_t struct_size; /* sizeof(flashbox_mod_info) */
+  int32_t from_cache;  /* 1: every arch's CUBIN was read from the disk cache; 0: something was compiled */
+  int32_t cached;      /* 1: the CUBINs are in the disk cache now (0: the directory was not writable) */
+  int32_t num_archs;
+  int32_t archs[4];       /* compute capability x 10 of each CUBIN (90: sm_90a) */
+  int64_t cubin_bytes[4]; /* each CUBIN's size */
+  double seconds;         /* flashbox_mod_create's wall time */
+  char key[65];           /* the SHA-256 (hex) of the first arch's cache entry */
+} flashbox_mod_info;
+FLASHBOX_API int flashbox_mod_create(const flashbox_mod_desc *desc, flashbox_mod *out); /* 0 on success */
+FLASHBOX_API void flashbox_mod_destroy(flashbox_mod mod); /* NULL: nothing */
+FLASHBOX_API int flashbox_mod_get_info(flashbox_mod mod, flashbox_mod_info *info); /* info->struct_size set */
+
 typedef struct {
   int32_t struct_size;                        /* sizeof(flashbox_attention_ext) as the caller compiled it */
   int32_t window_left, window_right;          /* -1: unbounded (the default is -1, -1, not 0, 0) */
@@ -327,6 +407,19 @@ typedef struct {
   flashbox_dtype out_dtype;
   const float *q_descale, *k_descale, *v_descale;
   int64_t q_descale_stride[2], k_descale_stride[2], v_descale_stride[2]; /* batch, kv head (elements) */
+  /* Added after 0.2.0, after v_descale_stride (a shorter struct_size reads them as NULL): a mask mod
+   * and a score mod as code (flashbox_mod, below: CUDA C++ compiled with NVRTC by
+   * flashbox_mod_create), each with its auxiliary tensors, an array of as many flashbox_aux_tensor as
+   * the mod declared (NULL when it declared none), in the order of its declaration. The mod must be
+   * of its field's kind (mask_mod: FLASHBOX_MOD_MASK). The handles and tensors are checked (each
+   * tensor against its declaration: dtype, rank, sizes >= 0, strides, data not NULL when it holds an
+   * element, device = args.device), then every backend refuses the call with
+   * FLASHBOX_ERR_UNSUPPORTED_IMPL and a message naming the field, before anything is written: device
+   * = cpu never runs a mod (it is device code), and the CUDA kernels do not take one yet. */
+  flashbox_mod mask_mod;
+  const flashbox_aux_tensor *mask_mod_aux;
+  flashbox_mod score_mod;
+  const flashbox_aux_tensor *score_mod_aux;
 } flashbox_attention_ext;
 
 /* A struct with every field off (struct_size set, windows -1, head_dim_v 0). */

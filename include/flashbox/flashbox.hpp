@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "flashbox/flashbox.h"
 
@@ -186,6 +188,44 @@ struct CallInfo {
   int64_t scratch_peak_bytes = 0;
 };
 inline CallInfo last_call() { return {flashbox_last_kernel(), flashbox_last_scratch_peak_bytes()}; }
+
+// A compiled mask or score mod (flashbox.h, "Mods"), destroyed with the object; move-only. The
+// constructor compiles (or reads the disk cache) and throws Error with the compiler's message.
+//   flashbox::Mod doc(FLASHBOX_MOD_MASK, source, "doc_causal", {{"doc", FLASHBOX_AUX_INT32, 2}});
+//   ext.mask_mod = doc.get();
+class Mod {
+ public:
+  Mod(flashbox_mod_kind kind, const std::string &source, const std::string &function_name,
+      const std::vector<flashbox_aux_decl> &aux = {}, int32_t arch = 0) {
+    flashbox_mod_desc d{};
+    d.struct_size = sizeof d;
+    d.kind = kind;
+    d.source = source.c_str();
+    d.function_name = function_name.c_str();
+    d.num_aux = int32_t(aux.size());
+    d.aux = aux.empty() ? nullptr : aux.data();
+    d.arch = arch;
+    check(flashbox_mod_create(&d, &mod_));
+  }
+  Mod(Mod &&other) noexcept : mod_(std::exchange(other.mod_, nullptr)) {}
+  Mod &operator=(Mod &&other) noexcept {
+    if (this != &other) flashbox_mod_destroy(std::exchange(mod_, std::exchange(other.mod_, nullptr)));
+    return *this;
+  }
+  Mod(const Mod &) = delete;
+  Mod &operator=(const Mod &) = delete;
+  ~Mod() { flashbox_mod_destroy(mod_); }
+  flashbox_mod get() const noexcept { return mod_; }
+  flashbox_mod_info info() const {
+    flashbox_mod_info i{};
+    i.struct_size = sizeof i;
+    check(flashbox_mod_get_info(mod_, &i));
+    return i;
+  }
+
+ private:
+  flashbox_mod mod_ = nullptr;
+};
 
 inline std::string version() { return flashbox_version(); }
 inline int cuda_device_count() { return flashbox_cuda_device_count(); }

@@ -10,7 +10,9 @@
 //                       cpu's forward only (head_dim + head_dim_v within the cpu's limit),
 //                       windows >= -1, window_right -1/0 with causal, softcap finite >= 0,
 //                       alibi_batch_stride 0 or >= heads_q, cu_seqlens both or neither, max_seqlen
-//                       (what a cuda kernel family lacks, it declines when asked: src/api/dispatch.hpp)
+//                       (what a cuda kernel family lacks, it declines when asked: src/api/dispatch.hpp),
+//                       last mask_mod / score_mod and their aux tensors (src/api/mod_api.hpp), which
+//                       every backend then refuses
 //   plain validation    of plain_view(args, ext): varlen tensors as [1, total, heads, head_dim],
 //                       v, o, dout and dv with head_dim_v
 //   validate_ext_memory the descales (src/api/fp8_args.hpp), qv as a tensor (like q, rows of head_dim_v), alignment of slopes /

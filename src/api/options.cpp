@@ -2,6 +2,7 @@
 #include "api/options.hpp"
 
 #include <cstddef>
+#include <cstdlib>
 #include <string>
 
 #include "api/tuning.hpp"
@@ -44,6 +45,15 @@ int resolve_tuning(const flashbox_options *options, Pass pass, Tuning &out) {
   if (out.family == FLASHBOX_FAMILY_AUTO)
     out.family = pass == Pass::forward ? out.overrides.forward_family : out.overrides.backward_family;
   return FLASHBOX_OK;
+}
+
+const std::string &mod_cache_dir() {
+  static const std::string dir = [] {
+    if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && xdg[0] == '/') return std::string(xdg) + "/flashbox/mods";
+    if (const char *home = std::getenv("HOME"); home && home[0] != '\0') return std::string(home) + "/.cache/flashbox/mods";
+    return std::string();
+  }();
+  return dir;
 }
 
 }  // namespace flashbox::detail

@@ -103,6 +103,8 @@ TEST(SourceRules, NoEnvironmentReadsButTheDocumentedOnes) {
   const std::set<std::string> allowed = {
       "PATH",             // src/report/child_process.cpp: finding the programs the report runs
       "FLASHBOX_PYTHON",  // src/report/step_peers.cpp: the Python of the report's peer step
+      "XDG_CACHE_HOME",   // src/api/options.cpp: where compiled mods are cached (mod_cache_dir)
+      "HOME",             // src/api/options.cpp: the cache's fallback, ~/.cache/flashbox/mods
   };
   const std::regex call(R"re(getenv\s*\(\s*("([A-Za-z0-9_]*)")?)re");
   std::vector<std::string> found;

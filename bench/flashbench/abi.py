@@ -34,7 +34,8 @@ class Ext(ctypes.Structure):  # flashbox_attention_ext
                 ("document_ids_q", P), ("document_ids_k", P), ("prefix_lengths", P), ("block_mask", P),
                 ("out_dtype", ctypes.c_int), ("q_descale", P), ("k_descale", P), ("v_descale", P),
                 ("q_descale_stride", ctypes.c_int64 * 2), ("k_descale_stride", ctypes.c_int64 * 2),
-                ("v_descale_stride", ctypes.c_int64 * 2)]
+                ("v_descale_stride", ctypes.c_int64 * 2), ("mask_mod", P), ("mask_mod_aux", P),
+                ("score_mod", P), ("score_mod_aux", P)]
 
 
 class KvcacheArgs(ctypes.Structure):  # flashbox_kvcache_args

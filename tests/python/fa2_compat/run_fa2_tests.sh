@@ -22,18 +22,7 @@ TEST_FILE=${FA2_TEST_FILE:?set FA2_TEST_FILE to the path of FlashAttention-2 tes
 GROUP_TIMEOUT=${FA2_GROUP_TIMEOUT:-60}
 PY=${PYTHON:-python3}
 
-loads() { [ -f "$1" ] && "$PY" -c "import ctypes, sys; ctypes.CDLL(sys.argv[1])" "$1" 2>/dev/null; }
-LIB=${FLASHBOX_LIBRARY:-}
-for cand in "$LIB" build/libflashbox.so; do
-  if [ -n "$cand" ] && loads "$cand"; then LIB=$cand; break; fi
-  LIB=
-done
-if [ -z "$LIB" ]; then
-  echo "== building libflashbox (no loadable library found)"
-  cmake -S . -B build -G Ninja -DFLASHBOX_CUDA_ARCHS=90a > "$RESULTS/build.log" 2>&1 &&
-    cmake --build build -j"$(nproc)" --target flashbox_library >> "$RESULTS/build.log" 2>&1 || { tail -30 "$RESULTS/build.log"; exit 1; }
-  LIB=build/libflashbox.so
-fi
+. tests/python/loadable_library.sh  # sets LIB
 export FLASHBOX_LIBRARY=$PWD/$LIB PYTHONPATH=$PWD/tests/python/fa2_compat:$PWD/python:$PWD/tests/python PYTHONUNBUFFERED=1
 echo "library: $FLASHBOX_LIBRARY" | tee "$RESULTS/summary.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | tee -a "$RESULTS/summary.txt"

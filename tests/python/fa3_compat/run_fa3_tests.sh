@@ -26,18 +26,7 @@ for f in test_flash_attn.py padding.py test_util.py; do
   cp "$HOPPER/$f" "$SCRATCH/" || { echo "no $f in $HOPPER"; exit 1; }
 done
 
-loads() { [ -f "$1" ] && "$PY" -c "import ctypes, sys; ctypes.CDLL(sys.argv[1])" "$1" 2>/dev/null; }
-LIB=${FLASHBOX_LIBRARY:-}
-for cand in "$LIB" build/libflashbox.so; do
-  if [ -n "$cand" ] && loads "$cand"; then LIB=$cand; break; fi
-  LIB=
-done
-if [ -z "$LIB" ]; then
-  echo "== building libflashbox (no loadable library found)"
-  cmake -S . -B build -G Ninja -DFLASHBOX_CUDA_ARCHS=90a > "$RESULTS/build.log" 2>&1 &&
-    cmake --build build -j"$(nproc)" --target flashbox_library >> "$RESULTS/build.log" 2>&1 || { tail -30 "$RESULTS/build.log"; exit 1; }
-  LIB=build/libflashbox.so
-fi
+. tests/python/loadable_library.sh  # sets LIB
 case $LIB in /*) ;; *) LIB=$PWD/$LIB ;; esac
 export FLASHBOX_LIBRARY=$LIB PYTHONUNBUFFERED=1
 export PYTHONPATH=$SCRATCH:$PWD/tests/python/fa3_compat:$PWD/tests/python/fa2_compat:$PWD/python:$PWD/tests/python

@@ -73,6 +73,7 @@ class Row:
     traits: dict = field(default_factory=dict)  # sm90 backward: the BwdSm90Traits fields
     generated: bool = True
     group: str = ""   # rows of one group share an instantiation file (in table order), else one file each
+    head_dim_v: int = 0  # V's and O's head dim where it differs from head_dim (0: the same)
 
     @property
     def name(self):
@@ -117,6 +118,13 @@ ROWS = [
     Row("fwd_sm90", 192, "128x112", "head dims 136..192 (112 keys: what the shared memory allows)",
         "FwdConfig<{T}, 192, 112, 2, 2>", group="d192"),
     Row("fwd_sm90", 256, "128x64", "head dims 200..256", "FwdConfig<{T}, 256, 64, 2, 2>", group="d256"),
+    # (head_dim, head_dim_v) pairs with a kernel of their own (tile_policy.hpp's kDvKernels; other pairs
+    # run the kernels above on column slices of V, src/api/head_dim_v_split.hpp). A file of its own: the
+    # d192 file's machine code stays as it is.
+    Row("fwd_sm90", 192, "dv128_128x128",
+        "DeepSeek's prefill, head dims 136..192 with head_dim_v 8..128: P.V and O 128 wide instead of "
+        "192 on a zero-padded copy of V, and 128 keys per block where 192 / 192 fits 112",
+        "FwdConfig<{T}, 192, 128, 2, 2, false, false, false, 128>", head_dim_v=128),
     # sm80 backward: dK/dV (atomic-dQ and deterministic) and dQ kernels of one head_dim per row.
     Row("bwd_sm80", 64, "", "head dims 8..64: dK/dV with 32-row (default) or 64-row Q blocks (block_q: "
         f"{TUNING}) and atomic dQ, 64-row deterministic, the deterministic dQ kernel"),
@@ -247,7 +255,7 @@ DOC_END = "<!-- kernel table: end -->"
 
 def docs_table():
     out = [DOC_BEGIN, "",
-           "| family | arch | head_dim | variant | dtypes | file | why it exists |",
+           "| family | arch | head_dim (/ head_dim_v) | variant | dtypes | file | why it exists |",
            "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in ROWS:
         fam = FAMILIES[r.family]
@@ -258,7 +266,8 @@ def docs_table():
             variant = f"{variant} (`{r.config.format(T='T')}`)"
         where = f"`src/{rel_instance_path(r)}`" if r.generated else "`src/cuda/forward/sm80/flash_fwd_sm80.cu`"
         dtypes = ", ".join(DTYPE_NAME[d] for d in r.dtypes)
-        out.append(f"| {fam.title} | {fam.arch} | {r.head_dim} | {variant} | {dtypes} | {where} | {r.reason} |")
+        dims = f"{r.head_dim} / {r.head_dim_v}" if r.head_dim_v else f"{r.head_dim}"
+        out.append(f"| {fam.title} | {fam.arch} | {dims} | {variant} | {dtypes} | {where} | {r.reason} |")
     n = sum(len(r.dtypes) for r in ROWS if r.family not in ("bwd_sm80", "decode"))
     out += ["", f"{len(ROWS)} rows. Each sm80 backward row holds that head_dim's dK/dV and dQ kernels for both dtypes; each",
             "decode row its split and combine kernels for both dtypes; every other row one kernel per dtype "

@@ -110,13 +110,14 @@ class Library:
         return a
 
     @staticmethod
-    def ext(window=(-1, -1), softcap=0.0, alibi=None, cu_q=None, cu_k=None, max_q=0, max_k=0):
+    def ext(window=(-1, -1), softcap=0.0, alibi=None, cu_q=None, cu_k=None, max_q=0, max_k=0, head_dim_v=0):
         e = Ext()
         e.struct_size, (e.window_left, e.window_right), e.softcap = ctypes.sizeof(Ext), window, softcap
         e.alibi_slopes = alibi.data_ptr() if alibi is not None else None
         e.cu_seqlens_q = cu_q.data_ptr() if cu_q is not None else None
         e.cu_seqlens_k = cu_k.data_ptr() if cu_k is not None else None
         e.max_seqlen_q, e.max_seqlen_k = max_q, max_k
+        e.head_dim_v = head_dim_v  # 0: head_dim
         return e
 
     def forward(self, args, ext=None):

@@ -1,7 +1,8 @@
 """One attention row: flashbox and every peer present on the same fresh random tensors, in one process.
 
 A case is a dict: batch, heads_q, heads_kv, seqlen, head_dim, causal, pass ("forward" or "backward"),
-and optionally window (left, right), softcap, alibi (True), cu_seqlens (a list of lengths: varlen).
+and optionally head_dim_v (V's and O's head dim, when it differs), window (left, right), softcap, alibi
+(True), cu_seqlens (a list of lengths: varlen).
 Peers: PyTorch SDPA's cuDNN / FlashAttention-2 / memory-efficient backends, FlexAttention compiled, and
 a torch.compile'd plain formula where the T x T scores fit (masks). A peer that cannot run the case
 (no such backend, unsupported shape) is left out of the row with its reason in notes."""
@@ -19,8 +20,10 @@ def _torch():
 
 def flops(case):
     """Forward FLOPs: 4 per visible (query, key) pair per head_dim; causal counts half the square
-    (2·B·H·T²·D), a window its visible pairs. Backward: 2.5x the forward."""
-    H, D, lens = case["heads_q"], case["head_dim"], case.get("cu_seqlens")
+    (2·B·H·T²·D), a window its visible pairs. Backward: 2.5x the forward. With a head_dim_v of its own
+    D is the mean (D + Dv) / 2: 2 per pair per column of Q·Kᵀ (D) and of P·V (Dv)."""
+    H, lens = case["heads_q"], case.get("cu_seqlens")
+    D = (case["head_dim"] + case.get("head_dim_v", case["head_dim"])) / 2
     if lens:
         pairs = sum(visible_pairs(L, case["causal"], case.get("window")) for L in lens)
     else:
@@ -139,17 +142,18 @@ def run_case(ctx, case, seed):
     """The row of one case: times, perf (TFLOP/s), ratios, error against the first reference peer."""
     torch = _torch()
     B, Hq, Hkv, T, D = case["batch"], case["heads_q"], case["heads_kv"], case["seqlen"], case["head_dim"]
+    Dv = case.get("head_dim_v", D)
     backward = case["pass"] == "backward"
     lens = case.get("cu_seqlens")
     gen = torch.Generator(device="cuda").manual_seed(seed)
     Bt, Tt = (1, sum(lens)) if lens else (B, T)
-    rnd = lambda h: torch.randn(Bt, h, Tt, D, device="cuda", dtype=torch.bfloat16, generator=gen)  # noqa: E731
-    q, k, v = rnd(Hq), rnd(Hkv), rnd(Hkv)
-    do = rnd(Hq) if backward else None
+    rnd = lambda h, d=D: torch.randn(Bt, h, Tt, d, device="cuda", dtype=torch.bfloat16, generator=gen)  # noqa: E731
+    q, k, v = rnd(Hq), rnd(Hkv), rnd(Hkv, Dv)
+    do = rnd(Hq, Dv) if backward else None
     fns, outs, notes, kernel = {}, {}, {}, {}
 
     def flashbox_fn(lib):
-        o = torch.empty_like(q)
+        o = torch.empty(Bt, Hq, Tt, Dv, device="cuda", dtype=q.dtype)
         lse = torch.empty(Bt, Hq, Tt, device="cuda", dtype=torch.float32)
         if lens:  # packed: one [total, H, D] view per tensor, batch = number of sequences
             cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0).tolist()), dtype=torch.int32, device="cuda")
@@ -163,8 +167,8 @@ def run_case(ctx, case, seed):
             if window and case["causal"]:
                 window = (window[0], 0)
             slopes = alibi_slopes(Hq) if case.get("alibi") else None
-            ext = lib.ext(window=window or (-1, -1), softcap=case.get("softcap", 0.0), alibi=slopes) \
-                if (window or case.get("softcap") or slopes is not None) else None
+            ext = lib.ext(window=window or (-1, -1), softcap=case.get("softcap", 0.0), alibi=slopes, head_dim_v=Dv) \
+                if (window or case.get("softcap") or slopes is not None or Dv != D) else None
             if ext is not None:
                 ext._keep = slopes
         fwd = lib.forward(args, ext)

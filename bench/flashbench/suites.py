@@ -19,7 +19,8 @@ def case(B, Hq, T, D, causal=True, pas="forward", Hkv=None, **extra):
 
 def label(c):
     text = f"{c['pass']} B{c['batch']} H{c['heads_q']}" + (f"/{c['heads_kv']}" if c['heads_kv'] != c['heads_q'] else "")
-    text += f" T{c['seqlen']} D{c['head_dim']} {'causal' if c['causal'] else 'non-causal'}"
+    dims = f"D{c['head_dim']}" + (f"/{c['head_dim_v']}" if c.get("head_dim_v") else "")
+    text += f" T{c['seqlen']} {dims} {'causal' if c['causal'] else 'non-causal'}"
     for key in ("window", "softcap", "alibi"):
         if c.get(key):
             text += f" {key}" + ("" if c[key] is True else f" {c[key]}")
@@ -65,6 +66,14 @@ def head_dims(ctx):
     dims = [64, 128] if ctx.quick else [32, 64, 80, 96, 128, 160, 192, 256]
     return attention_suite([case(4, max(1, 2048 // D), 4096, D, True, pas) for pas in ("forward", "backward")
                             for D in dims])(ctx)
+
+
+def head_dim_v(ctx):
+    """head_dim_v != head_dim: DeepSeek's prefill (192 / 128), 16k tokens per batch (B = 16384 / T),
+    16 heads, forward, beside the forward suite's rows."""
+    lens = [2048] if ctx.quick else [2048, 4096, 8192, 16384]
+    return attention_suite([case(16384 // T, 16, T, 192, causal, head_dim_v=128)
+                            for causal in (True, False) for T in lens])(ctx)
 
 
 def masks(ctx):
@@ -242,4 +251,4 @@ def write_tokens(path, n, seed):
 
 
 SUITES = {"forward": forward, "backward": backward, "varlen": varlen, "masks": masks, "decode": decode, "gqa": gqa,
-          "head-dims": head_dims, "gpt2-eval": gpt2_eval, "gpt2-train": gpt2_train, "fa3-paper": fa3_paper}
+          "head-dims": head_dims, "head-dim-v": head_dim_v, "gpt2-eval": gpt2_eval, "gpt2-train": gpt2_train, "fa3-paper": fa3_paper}

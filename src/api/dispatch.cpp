@@ -5,7 +5,9 @@
 //   CPU:  auto -> blocked; naive; blocked; flash is not a CPU level.
 //   CUDA: auto/flash -> the Hopper family on compute capability 9.x when built for sm_90a and its plan
 //         takes the call, else the sm80 family; options.family (or the private tuning override
-//         forward_family) forces one.
+//         forward_family) forces one. head_dim_v != head_dim (the extension): the pair's own Hopper
+//         kernel where it has one and takes the call (cuda_forward_native_head_dim_v), else the
+//         kernels on column slices of V (head_dim_v_split.hpp).
 //         naive -> cuBLAS + softmax; blocked is not a CUDA level.
 #include <cstring>
 #include <string>
@@ -19,6 +21,9 @@
 #include "core/call_state.hpp"
 #include "core/error.hpp"
 #include "flashbox/flashbox.h"
+#ifdef FLASHBOX_HAVE_SM90
+#include "cuda/forward/sm90/tile_policy.hpp"
+#endif
 
 namespace flashbox::detail {
 namespace {
@@ -54,6 +59,31 @@ int cuda_forward(const Problem &p) {
     case FLASHBOX_FLASH: return cuda_flash_forward(p);
     default: return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, "impl = blocked is not available on device = cuda");
   }
+}
+
+// head_dim_v != head_dim with a kernel of its own for the pair (sm90::dv_kernel, the Hopper
+// forward's table): that kernel runs the call when the family choice allows the Hopper family (auto
+// or sm90), the device is a Hopper and its plan takes the call. Declined (varlen, softcap or ALiBi,
+// strides the TMA cannot describe, a tuning tile of another kernel): false, and the caller splits V.
+bool cuda_forward_native_head_dim_v(const Problem &p, int &rc) {
+#ifdef FLASHBOX_HAVE_SM90
+  if (p.impl != FLASHBOX_AUTO && p.impl != FLASHBOX_FLASH) return false;
+  if (sm90::dv_kernel(p.head_dim, p.head_dim_v) == nullptr || p.tuning.family == FLASHBOX_FAMILY_SM80) return false;
+  if (!device_is_hopper()) return false;
+  if (p.tuning.sm_margin != 0 && (rc = check_sm_margin(p.tuning.sm_margin)) != FLASHBOX_OK) return true;
+  PlanResult r = plan_sm90_forward(p);
+  if (r.plan) {
+    rc = run_plan(*r.plan);
+    return true;
+  }
+  if (r.code != 0) {
+    rc = fail(r.code, r.why_not);
+    return true;
+  }
+#else
+  (void)p, (void)rc;
+#endif
+  return false;
 }
 
 namespace {

@@ -11,6 +11,9 @@ namespace flashbox::detail {
 
 int cuda_forward(const Problem &p);       // src/api/dispatch.cpp
 int cuda_backward(const GradProblem &g);  // src/api/backward_api.cpp
+// p.head_dim_v != p.head_dim: runs the call on the pair's own kernel (true, rc its result) when one
+// exists and takes it (src/api/dispatch.cpp), else false and nothing ran (the caller splits V).
+bool cuda_forward_native_head_dim_v(const Problem &p, int &rc);
 
 }  // namespace flashbox::detail
 #endif

@@ -149,6 +149,8 @@ std::string split_name(const std::vector<Slice> &slices, int64_t head_dim, int64
 }  // namespace
 
 int cuda_forward_head_dim_v(const Problem &p) {
+  // A pair with a kernel of its own (tile_policy.hpp's dv_kernel) needs no slices where it runs.
+  if (int rc = FLASHBOX_OK; cuda_forward_native_head_dim_v(p, rc)) return rc;
   const flashbox_dtype t = p.dtype;
   const int64_t d = p.head_dim, dv = p.head_dim_v, es = cpu::dtype_size(t);
   const std::vector<Slice> slices = slices_of(d, dv);

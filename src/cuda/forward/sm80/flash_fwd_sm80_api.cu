@@ -17,6 +17,8 @@
 namespace flashbox::detail {
 
 PlanResult plan_sm80_forward(const Problem &a) {
+  if (a.head_dim_v != a.head_dim)  // src/api runs such calls on column slices of V
+    return PlanResult::no("the sm80 forward takes head_dim_v = head_dim only");
   if (a.head_dim > 256 || a.head_dim % 8 != 0)
     return PlanResult::no("the sm80 forward takes head_dim up to 256 in multiples of 8 (got " +
                           std::to_string(a.head_dim) + ")");

@@ -109,6 +109,22 @@ PlanResult plan_sm90_forward(const Problem &a) {
   if (kd == 0)
     return PlanResult::no("the sm90 kernel takes head_dims that are multiples of 8 up to 256 (got " +
                           std::to_string(a.head_dim) + ")");
+  // head_dim_v != head_dim: only the pairs with a kernel of their own (tile_policy.hpp, dv_kernel);
+  // src/api runs the others on column slices of V. The override's tile, when set, must be the pair's
+  // (another one declines: the split then runs at head_dim, which is how benchmarks time it).
+  const sm90::DvKernel *dvk = sm90::dv_kernel(a.head_dim, a.head_dim_v);
+  if (a.head_dim_v != a.head_dim) {
+    if (dvk == nullptr)
+      return PlanResult::no("the sm90 forward has no kernel for head_dim " + std::to_string(a.head_dim) +
+                            " with head_dim_v " + std::to_string(a.head_dim_v));
+    if (varlen)
+      return PlanResult::no("the sm90 forward has no variable-length batches with head_dim_v != head_dim");
+    const detail::TuningOverrides &o = a.tuning.overrides;
+    if (o.sm90_tile_m != 0 && (o.sm90_tile_m != dvk->tile.bm || o.sm90_tile_n != dvk->tile.bn))
+      return PlanResult::no("the sm90 forward's head_dim " + std::to_string(dvk->head_dim) + " / head_dim_v " +
+                            std::to_string(dvk->head_dim_v) + " kernel has the tile " +
+                            std::to_string(dvk->tile.bm) + "x" + std::to_string(dvk->tile.bn) + " only");
+  }
   if (varlen && kd > 128)
     return PlanResult::no("the sm90 forward has no variable-length batches for head_dim above 128 (got " +
                           std::to_string(a.head_dim) + ")");
@@ -131,6 +147,7 @@ PlanResult plan_sm90_forward(const Problem &a) {
                           std::to_string(tile.bm) + "x" + std::to_string(tile.bn));
   if (const char *reason = sm90::sm90_unavailable_reason()) return PlanResult::no(reason);
   const int d = sm90::instantiation(kd, tile);  // the kernel that runs (192's 128x64: the 256 one; 96's 128x176: the 128 one)
+  const int dv = dvk != nullptr ? dvk->head_dim_v : d;  // its DV
   // Varlen: at most total_q / BM + batch query blocks (each sequence's last may be partial).
   const int64_t max_entries = varlen ? a.seqlen_q / tile.bm + a.batch : 0;
   const int64_t tiles = varlen ? max_entries * a.heads_q : a.batch * a.heads_q * ((a.seqlen_q + tile.bm - 1) / tile.bm);
@@ -151,8 +168,8 @@ PlanResult plan_sm90_forward(const Problem &a) {
       a.dtype == FLASHBOX_BFLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   if (!encode_map(&p.tm_q, &p.ord_q, type, q, a.head_dim, tile.bm) ||
       !encode_map(&p.tm_k, &p.ord_k, type, k, a.head_dim, tile.bn) ||
-      !encode_map(&p.tm_v, &p.ord_v, type, v, a.head_dim, tile.bn, d == 96 ? 32 : 64) ||
-      !encode_map(&p.tm_o, &p.ord_o, type, o, a.head_dim, 64))
+      !encode_map(&p.tm_v, &p.ord_v, type, v, a.head_dim_v, tile.bn, dv == 96 ? 32 : 64) ||
+      !encode_map(&p.tm_o, &p.ord_o, type, o, a.head_dim_v, 64))
     return PlanResult::no("cuTensorMapEncodeTiled rejected the layout of q/k/v/o");
   p.lse = a.lse;
   p.seqlen_q = int(a.seqlen_q);
@@ -169,7 +186,7 @@ PlanResult plan_sm90_forward(const Problem &a) {
   if (p.mods.capped()) p.cap_pre = a.scale * p.mods.softcap_inv;
   p.o = a.o;
   p.o_seq = a.o_stride[1], p.o_head = a.o_stride[2];
-  p.head_dim = int(a.head_dim);  // the columns the varlen partial store writes (kd may be larger)
+  p.head_dim_v = int(a.head_dim_v);  // the columns the varlen partial store writes (the kernel's DV may be larger)
   p.sinks = a.mods.sinks;
   sm90::VarlenListArgs list{};
   if (varlen) {
@@ -191,7 +208,8 @@ PlanResult plan_sm90_forward(const Problem &a) {
   }
 
   std::string name =
-      "cuda_flash_sm90_d" + std::to_string(d) + "_" + std::to_string(tile.bm) + "x" + std::to_string(tile.bn);
+      "cuda_flash_sm90_d" + std::to_string(d) + (dv != d ? "_dv" + std::to_string(dv) : std::string()) + "_" +
+      std::to_string(tile.bm) + "x" + std::to_string(tile.bn);
   if (sm90::q_in_registers(kd, tile.bn)) name += "_qreg";
   if (p.mods.window_left >= 0 || (p.mods.window_right >= 0 && !a.causal)) name += "_window";
   if (p.mods.capped()) name += "_softcap";
@@ -200,7 +218,7 @@ PlanResult plan_sm90_forward(const Problem &a) {
   if (varlen) name += "_varlen";
   if (persistent) {
     name += "_persistent";
-    if (!sm90::o_buffer_fits(tile.bm, tile.bn, sm90::layout_head_dim(d), 2)) name += "_oq";
+    if (!sm90::o_buffer_fits(tile.bm, tile.bn, sm90::layout_head_dim(d), sm90::layout_head_dim(dv), 2)) name += "_oq";
   }
 
   const bool bf16 = a.dtype == FLASHBOX_BFLOAT16;
@@ -208,7 +226,7 @@ PlanResult plan_sm90_forward(const Problem &a) {
   // Varlen scratch: the tile count (16 bytes, keeping the tiles aligned), then the tiles.
   const int64_t scratch_bytes = varlen ? 16 + 8 * max_entries * a.heads_q : 0;
   return {Plan{std::move(name), scratch_bytes,
-               [p, tile, grid, bf16, d, score_mods, stream, list, scratch_bytes]() mutable -> int {
+               [p, tile, grid, bf16, d, dv, score_mods, stream, list, scratch_bytes]() mutable -> int {
                  cuda::DeviceScratch scratch(stream);
                  if (scratch_bytes > 0) {
                    cudaError_t e = scratch.allocate(scratch_bytes);
@@ -227,7 +245,8 @@ PlanResult plan_sm90_forward(const Problem &a) {
                                  std::string("sm90 forward: varlen tile list failed: ") + cudaGetErrorString(e));
                    }
                  }
-                 const cudaError_t e = d == 64    ? sm90::launch_fwd_d64(bf16, tile, score_mods, p, grid, stream)
+                 const cudaError_t e = dv != d    ? sm90::launch_fwd_dv(bf16, d, dv, p, grid, stream)
+                                       : d == 64    ? sm90::launch_fwd_d64(bf16, tile, score_mods, p, grid, stream)
                                        : d == 96  ? sm90::launch_fwd_d96(bf16, p, grid, stream)
                                        : d == 128 ? sm90::launch_fwd_d128(bf16, tile, score_mods, p, grid, stream)
                                        : d == 192 ? sm90::launch_fwd_d192(bf16, p, grid, stream)

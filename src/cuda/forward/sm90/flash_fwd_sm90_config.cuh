@@ -35,27 +35,28 @@ struct FwdParams {
   const int *tile_count;
   int total_q, total_k, max_q, max_k;
   // The O tensor for direct stores of a sequence's last partial slice (varlen; elements), and the
-  // call's head_dim: the columns such a store writes (the instantiation's D may be larger: the
-  // columns past head_dim are zeros of the TMA's out-of-bounds fill, never stored).
+  // call's head_dim_v (O's columns): the columns such a store writes (the instantiation's DV may be
+  // larger: the columns past head_dim_v are zeros of the TMA's out-of-bounds fill, never stored).
   void *o;
   int64_t o_seq, o_head;
-  int head_dim;
+  int head_dim_v;
   const float *sinks;  // learnable sink logits, fp32 [heads_q] (natural units), or null (cuda/common/sink.cuh)
 };
 
-// Shared memory, in order: Q (BM x D), the K and V rings (STAGES x BN x D each), the barriers,
-// then (1024-aligned, last so that launches without it need not reserve it) the
-// O staging buffer (BM x D); bf16/fp16, plus 1024 bytes of slack to align the base.
+// Shared memory, in order: Q (BM x D), the K ring (STAGES x BN x D) and the V ring (STAGES x BN x DV),
+// the barriers, then (1024-aligned, last so that launches without it need not reserve it) the O
+// staging buffer (BM x DV); bf16/fp16, plus 1024 bytes of slack to align the base. `d` and `dv` are
+// layout columns (whole 64-column panels).
 constexpr int num_mbarriers(int stages) { return 2 + 4 * stages; }  // Q, K and V rings
-constexpr int fwd_smem_before_o(int bm, int bn, int d, int stages) {
-  return bm * d * 2 + 2 * stages * bn * d * 2 + num_mbarriers(stages) * 8;
+constexpr int fwd_smem_before_o(int bm, int bn, int d, int dv, int stages) {
+  return bm * d * 2 + stages * bn * (d + dv) * 2 + num_mbarriers(stages) * 8;
 }
-constexpr int fwd_o_offset(int bm, int bn, int d, int stages) {
-  return (fwd_smem_before_o(bm, bn, d, stages) + 1023) / 1024 * 1024;
+constexpr int fwd_o_offset(int bm, int bn, int d, int dv, int stages) {
+  return (fwd_smem_before_o(bm, bn, d, dv, stages) + 1023) / 1024 * 1024;
 }
 // Whether the O staging buffer fits in 227 KB.
-constexpr bool o_buffer_fits(int bm, int bn, int d, int stages) {
-  return fwd_o_offset(bm, bn, d, stages) + bm * d * 2 + 1024 <= 227 * 1024;
+constexpr bool o_buffer_fits(int bm, int bn, int d, int dv, int stages) {
+  return fwd_o_offset(bm, bn, d, dv, stages) + bm * dv * 2 + 1024 <= 227 * 1024;
 }
 
 // QREG: each consumer keeps its Q rows in registers (A operand of S = Q K^T from registers) instead
@@ -67,39 +68,48 @@ constexpr bool o_buffer_fits(int bm, int bn, int d, int stages) {
 // N-major operand of O += P V, cannot stop inside a 64-column panel (a 128B-swizzle atom of an
 // N-major operand is 64 columns), so it is three 32-column panels of 64-byte rows, 64B swizzle
 // (V_COLS = 32): one N = 96 product per k-step over exactly the head_dim.
+// DV: V's and O's head dim (head_dim_v; D unless the instantiation says otherwise): V's stages, the
+// P.V product's N, the O accumulator (DV / 2 floats per thread) and the epilogue are DV wide, Q, K and
+// S = Q K^T stay D wide. DV <= D, a multiple of 64 or DV = D (the V and O tiles are whole 64-column
+// panels, O staged in Q's rows fits there). (192, 128) is DeepSeek's prefill (tile_policy.hpp).
 // MODS: softcap and ALiBi compiled in (both then runtime switches; the window needs no flag).
 // CAP_FUSED (MODS only): an unmasked later block with a softcap and no ALiBi takes the tanh inside the
 // optimistic exponentials' loop (Consumer::softmax; head_dim 128 only, docs/perf-history.md sm90 forward
 // "where the softcap's time goes": 0-3.5 % faster; at head_dim 64 the second softmax path spilled).
-template <class T, int D_, int BN_, int NWG_, int STAGES_, bool QREG_ = false, bool MODS_ = false, bool CAP_FUSED_ = false>
+template <class T, int D_, int BN_, int NWG_, int STAGES_, bool QREG_ = false, bool MODS_ = false, bool CAP_FUSED_ = false,
+          int DV_ = D_>
 struct FwdConfig {
   using Elem = T;
-  static constexpr int D = D_, BN = BN_, NWG = NWG_, BM = 64 * NWG_, STAGES = STAGES_;
+  static constexpr int D = D_, DV = DV_, BN = BN_, NWG = NWG_, BM = 64 * NWG_, STAGES = STAGES_;
   static constexpr bool QREG = QREG_, MODS = MODS_, CAP_FUSED = CAP_FUSED_;
   static_assert(!CAP_FUSED || MODS_, "the fused softcap is a MODS configuration's");
   // Variable-length batches: head_dim 64, 96 and 128 (the plan declines them for 192 and 256: see epilogue).
   static constexpr bool VARLEN = D_ <= 128;
   static constexpr int PANELS = (D + 63) / 64;  // 64-element (128-byte) columns per Q, K, O tile row
   static constexpr int DL = 64 * PANELS;          // the columns of that layout (D, or 128 at D = 96)
+  static constexpr int O_PANELS = (DV + 63) / 64;  // the same for V's and O's DV columns
+  static constexpr int DVL = 64 * O_PANELS;
   // V's panels: 64 columns of 128-byte rows (128B swizzle), or at D = 96 32 columns of 64-byte rows.
-  static constexpr int V_COLS = D % 64 == 0 ? 64 : 32, V_PANELS = D / V_COLS, V_ROW_BYTES = 2 * V_COLS;
+  static constexpr int V_COLS = DV % 64 == 0 ? 64 : 32, V_PANELS = DV / V_COLS, V_ROW_BYTES = 2 * V_COLS;
   static constexpr uint32_t V_LAYOUT = V_COLS == 64 ? 1 : 2;  // descriptor layout type: 128B / 64B swizzle
   static constexpr int THREADS = 128 * (NWG + 1);
   static constexpr int PRODUCER_REGS = NWG == 2 ? 24 : 32;
   static constexpr int CONSUMER_REGS = NWG == 2 ? 240 : 160;
-  // A K or V stage holds BN x DL elements; a V load fills BN x D of it (V_BYTES).
-  static constexpr int Q_BYTES = BM * DL * 2, KV_BYTES = BN * DL * 2, V_BYTES = BN * D * 2;
+  // A K stage holds BN x DL elements (KV_BYTES, as many as a K load fills), a V stage BN x DVL
+  // (V_STAGE_BYTES, the same unless DV != D); a V load fills BN x DV of it (V_BYTES).
+  static constexpr int Q_BYTES = BM * DL * 2, KV_BYTES = BN * DL * 2, V_STAGE_BYTES = BN * DVL * 2, V_BYTES = BN * DV * 2;
   static constexpr int Q_OFF = 0, K_OFF = Q_BYTES, V_OFF = K_OFF + STAGES * KV_BYTES;
   static constexpr int NUM_BARS = num_mbarriers(STAGES);
-  // The O staging buffer (BM x D, same panels as Q) exists when it fits beside Q and the rings.
-  static constexpr bool O_FITS = o_buffer_fits(BM, BN, DL, STAGES);
-  static constexpr int BAR_OFF = V_OFF + STAGES * KV_BYTES;
-  static constexpr int O_OFF = fwd_o_offset(BM, BN, DL, STAGES);
+  // The O staging buffer (BM x DV, same panels as Q) exists when it fits beside Q and the rings.
+  static constexpr bool O_FITS = o_buffer_fits(BM, BN, DL, DVL, STAGES);
+  static constexpr int BAR_OFF = V_OFF + STAGES * V_STAGE_BYTES;
+  static constexpr int O_OFF = fwd_o_offset(BM, BN, DL, DVL, STAGES);
   // Launches that stage O in the Q rows (separate_o = 0) reserve only SMEM_BYTES_NO_O: less shared
   // memory taken from the L1 carve-out.
   static constexpr int SMEM_BYTES_NO_O = BAR_OFF + NUM_BARS * 8 + 1024;  // + slack to align the base to 1024
-  static constexpr int SMEM_BYTES = O_FITS ? O_OFF + Q_BYTES + 1024 : SMEM_BYTES_NO_O;
+  static constexpr int SMEM_BYTES = O_FITS ? O_OFF + BM * DVL * 2 + 1024 : SMEM_BYTES_NO_O;
   static_assert(D == 64 || D == 96 || D == 128 || D == 192 || D == 256, "head_dim 64, 96, 128, 192 or 256");
+  static_assert(DV == D || (DV < D && DV % 64 == 0), "DV: D, or whole 64-column panels below D");
   static_assert(BN % 16 == 0 && BN <= 192, "BN: whole k-steps of P.V, box rows <= 256");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
 };

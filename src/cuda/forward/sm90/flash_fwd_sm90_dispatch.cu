@@ -10,6 +10,7 @@
 //                 the exponentials, FwdConfig's CAP_FUSED).
 //   head_dim 192: 128 x 112; head_dim 256: 128 x 64. No MODS configuration: the plan declines softcap,
 //                 ALiBi and variable-length batches above head_dim 128 (the sm80 family takes them).
+//   (head_dim, head_dim_v) = (192, 128): 128 x 128 (tile_policy.hpp's kDvKernels).
 #include "cuda/forward/sm90/flash_fwd_sm90_instances.hpp"
 #include "cuda/forward/sm90/flash_fwd_sm90_launch.hpp"
 
@@ -47,6 +48,13 @@ cudaError_t launch_fwd_d128(bool bf16, TileChoice tile, bool mods, const FwdPara
 cudaError_t launch_fwd_d192(bool bf16, const FwdParams &p, dim3 grid, cudaStream_t stream) {
   return bf16 ? launch_config<FwdConfig<__nv_bfloat16, 192, 112, 2, 2>>(p, grid, stream)
               : launch_config<FwdConfig<__half, 192, 112, 2, 2>>(p, grid, stream);
+}
+
+cudaError_t launch_fwd_dv(bool bf16, int d, int dv, const FwdParams &p, dim3 grid, cudaStream_t stream) {
+  if (d == 192 && dv == 128)
+    return bf16 ? launch_config<FwdConfig<__nv_bfloat16, 192, 128, 2, 2, false, false, false, 128>>(p, grid, stream)
+                : launch_config<FwdConfig<__half, 192, 128, 2, 2, false, false, false, 128>>(p, grid, stream);
+  return cudaErrorInvalidValue;
 }
 
 cudaError_t launch_fwd_d256(bool bf16, const FwdParams &p, dim3 grid, cudaStream_t stream) {

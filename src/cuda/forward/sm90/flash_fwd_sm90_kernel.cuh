@@ -35,13 +35,19 @@
 // padded to two 64-column panels, V in three 32-column ones); a call's head_dim may be any multiple
 // of 8 up to D (flash_fwd_sm90.cu): the tensor maps end at head_dim, so the TMA fills the columns past it
 // with zeros on loads and clips them on stores; only the varlen partial-slice store below, which does
-// not go through the TMA, needs p.head_dim. A tile row is D / 64 swizzled 64-column panels (PANELS:
-// three for 192); S = Q K^T walks D / 16 k-steps, four per panel; O += P V is one N = D product per
-// k-step up to 192 and two N = 128 halves at 256 (gemm_pv). head_dim 192 (128 x 112, 2026-12-01)
+// not go through the TMA, needs p.head_dim_v. A tile row is D / 64 swizzled 64-column panels (PANELS:
+// three for 192); S = Q K^T walks D / 16 k-steps, four per panel; O += P V is one N = DV product per
+// k-step up to 192 and two N = 128 halves at 256 (gemm_pv). head_dim 192 (128 x 112)
 // exists because 136..192 on the 256 kernel did a third more work than needed: its 112-key block is
 // what the shared memory allows (Q 48 KB + two stages of K and V at 42 KB each = 216 KB; 128 keys
 // would need 240 KB), and O 96 + S 56 + P 28 registers per thread fit where the 256 kernel's
 // 128 + 32 + 16 do.
+// V's and O's head dim DV (FwdConfig; D but for the pairs of tile_policy.hpp's kDvKernels): V's ring
+// stages (V_STAGE_BYTES), the P.V product's N, the O accumulator (DV / 2 floats per thread), the
+// staging and the stores (O_PANELS) are DV wide; Q, K and S = Q K^T stay D wide. (192, 128),
+// DeepSeek's prefill, runs 128 x 128: K 48 KB + V 32 KB a stage, Q 48 KB, 208 KB in all; O 64 + S 64 +
+// P 32 registers per thread; O staged in Q's first two panels. The call's head_dim_v (any multiple of
+// 8 up to DV) bounds the V and O maps, as head_dim bounds Q's and K's.
 // Variable-length batches (cu_seqlens; the 64, 96 and 128 instantiations): the same kernels with run-time fields.
 // Tiles come from a list the device builds before the launch (flash_fwd_sm90_varlen.cu: (sequence,
 // query block, head) tiles, longest work first, head by head within equal work), always on the
@@ -187,16 +193,17 @@ __device__ __forceinline__ void producer(const FwdParams &p, uint8_t *smem, Barr
   // n_block counts from the sequence's first key k0 (varlen; 0 for fixed length), so rows past the
   // sequence's end that a box reads belong to the next sequence: they are masked as keys (the mask
   // ends at sk) and their V rows meet p = 0.
-  // is_v: V's panels, which differ from K's only at head_dim 96 (V_PANELS of V_COLS = 32 columns).
+  // is_v: V's panels, which differ from K's at head_dim 96 (V_PANELS of V_COLS = 32 columns) and
+  // where DV != D (V_PANELS of 64 columns, stages of V_STAGE_BYTES).
   const auto load_kv = [&](int off, const CUtensorMap *map, TmaOrder ord, uint64_t *full, uint64_t *empty,
                            uint32_t &uses, int n_block, int hk, const Tile &tile, bool is_v) {
     const uint32_t stage = uses % Cfg::STAGES, phase = (uses / Cfg::STAGES) & 1;
     mbar_wait(empty + stage, phase ^ 1);
-    if constexpr (Cfg::V_COLS != 64) {
+    if constexpr (Cfg::V_COLS != 64 || Cfg::DV != Cfg::D) {
       if (is_v) {
         mbar_expect_tx_arrive(full + stage, Cfg::V_BYTES);
-        load_tile<Cfg::V_PANELS, Cfg::V_COLS>(smem + off + stage * Cfg::KV_BYTES, Cfg::BN * Cfg::V_ROW_BYTES, map, ord,
-                                              full + stage, tile.k0 + n_block * Cfg::BN, hk, tma_batch(p, tile));
+        load_tile<Cfg::V_PANELS, Cfg::V_COLS>(smem + off + stage * Cfg::V_STAGE_BYTES, Cfg::BN * Cfg::V_ROW_BYTES, map,
+                                              ord, full + stage, tile.k0 + n_block * Cfg::BN, hk, tma_batch(p, tile));
         ++uses;
         return;
       }
@@ -261,18 +268,18 @@ __device__ __forceinline__ void gemm_qk_rs(float (&s)[Cfg::BN / 2], const uint32
 // <<< report:s_tile
 
 // >>> report:pv
-// O += P V: BN/16 k-steps, P from registers, V an N-major (D-contiguous) tile. head_dim 64, 96, 128
-// and 192 are one product of N = D per k-step (N = 192 spans V's three 64-column panels, N = 96 its
-// three 32-column ones, LBO = one panel; a k-step is 16 rows of V_ROW_BYTES); head_dim 256 is two
+// O += P V: BN/16 k-steps, P from registers, V an N-major (DV-contiguous) tile. DV 64, 96, 128 and
+// 192 are one product of N = DV per k-step (N = 192 spans V's three 64-column panels, N = 96 its
+// three 32-column ones, LBO = one panel; a k-step is 16 rows of V_ROW_BYTES); DV 256 is two
 // N = 128 products per k-step, one per half of O's columns (the accumulator of N = 256 is the two
 // N = 128 accumulators one after the other; V's columns 128.. start two 64-column panels in).
 template <class Cfg>
-__device__ __forceinline__ void gemm_pv(float (&o)[Cfg::D / 2], const uint32_t (&pa)[Cfg::BN / 4], uint64_t v_desc) {
-  constexpr int N = Cfg::D == 256 ? 128 : Cfg::D;
+__device__ __forceinline__ void gemm_pv(float (&o)[Cfg::DV / 2], const uint32_t (&pa)[Cfg::BN / 4], uint64_t v_desc) {
+  constexpr int N = Cfg::DV == 256 ? 128 : Cfg::DV;
 #pragma unroll
   for (int k = 0; k < Cfg::BN / 16; ++k)
 #pragma unroll
-    for (int h = 0; h < Cfg::D / N; ++h)
+    for (int h = 0; h < Cfg::DV / N; ++h)
       wgmma_rs<N, typename Cfg::Elem>(reinterpret_cast<float(&)[N / 2]>(o[h * N / 2]),
                                       reinterpret_cast<const uint32_t(&)[4]>(pa[4 * k]),
                                       desc_advance(v_desc, k * 16 * Cfg::V_ROW_BYTES + h * (N / 64) * Cfg::BN * 128), 1);
@@ -282,7 +289,7 @@ __device__ __forceinline__ void gemm_pv(float (&o)[Cfg::D / 2], const uint32_t (
 // Per-consumer-warpgroup state and steps of the main loop.
 template <class Cfg>
 struct Consumer {
-  static constexpr int BN = Cfg::BN, D = Cfg::D, NWG = Cfg::NWG;
+  static constexpr int BN = Cfg::BN, D = Cfg::D, DV = Cfg::DV, NWG = Cfg::NWG;
   const FwdParams &p;
   Barriers bars;
   uint8_t *smem;
@@ -291,7 +298,7 @@ struct Consumer {
   int begin0, end0, begin1, end1;     // the keys each of this thread's two rows sees: [begin, end)
   float alibi_d0, slope;              // MODS: row0 + shift as a float, ALiBi slope in score units (0: off)
   float mods_scale, mods_scale_log2;  // MODS: the unit of a score (scale, or cap with softcap), times log2 e
-  float o[D / 2], m[2], l[2];
+  float o[DV / 2], m[2], l[2];
   uint32_t qa[Cfg::QREG ? D / 4 : 4];  // Q fragments (QREG)
   PipeState<Cfg::STAGES> ks, vs;       // run on across tiles, like the producer's
 
@@ -317,7 +324,7 @@ struct Consumer {
   __device__ __forceinline__ void issue_pv(const uint32_t (&pa)[BN / 4], PipeState<Cfg::STAGES> vs) {
     mbar_wait(bars.full_v + vs.stage, vs.phase);
     wgmma_fence();
-    gemm_pv<Cfg>(o, pa, desc_advance(v_desc0, vs.stage * Cfg::KV_BYTES));
+    gemm_pv<Cfg>(o, pa, desc_advance(v_desc0, vs.stage * Cfg::V_STAGE_BYTES));
     wgmma_commit();
   }
   // Masks (when the block needs it) and folds the scores of K/V block n_block into m, l. An unmasked
@@ -427,7 +434,7 @@ struct Consumer {
   // other consumer group writes the same zeros (same values: its reads see zeros either way).
   __device__ __forceinline__ void zero_v_rows(int stage, int from) {
     mbar_wait(bars.full_v + stage, vs.phase);  // the TMA has written the stage
-    uint8_t *tile = smem + Cfg::V_OFF + stage * Cfg::KV_BYTES;
+    uint8_t *tile = smem + Cfg::V_OFF + stage * Cfg::V_STAGE_BYTES;
     // 16-byte chunks per row of a V panel: 8 (128-byte rows) or 4 (head_dim 96's 64-byte rows).
     constexpr int RC = Cfg::V_ROW_BYTES / 16;
     const int rows = BN - from, chunks = rows * RC;
@@ -545,7 +552,7 @@ struct Consumer {
       lse[r] = empty ? -INFINITY : (m2 + log2f(total)) * cuda::kLn2;
     }
 #pragma unroll
-    for (int i = 0; i < D / 2; ++i) o[i] *= inv[acc_half(i)];
+    for (int i = 0; i < DV / 2; ++i) o[i] *= inv[acc_half(i)];
   }
 
   // O / l into this warpgroup's rows of the staging buffer (the O buffer, or its Q rows; the
@@ -569,7 +576,7 @@ struct Consumer {
     named_barrier_sync(kEpilogueBarrier + wg, 128);
     const int row = warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);
 #pragma unroll
-    for (int c = 0; c < D / 16; ++c) {
+    for (int c = 0; c < DV / 16; ++c) {
       const uint32_t addr = swizzled_128b(smem_addr(slice), Cfg::BM, row, 16 * c + 8 * (lane >> 4));
       stmatrix_x4(addr, pack2<T>(o[8 * c], o[8 * c + 1]), pack2<T>(o[8 * c + 2], o[8 * c + 3]),
                   pack2<T>(o[8 * c + 4], o[8 * c + 5]), pack2<T>(o[8 * c + 6], o[8 * c + 7]));
@@ -590,11 +597,11 @@ struct Consumer {
       // its writes of the slice.
       const int rows = max(min(tile.sq - slice_row, 64), 0);
       T *o_base = static_cast<T *>(p.o) + int64_t(tile.q0 + slice_row) * p.o_seq + int64_t(tile.h) * p.o_head;
-      // Only the call's head_dim columns (a multiple of 8: whole 16-byte chunks); the row's bytes past
-      // them belong to the caller (a strided O, or the next head).
-      for (int i = warp * 32 + lane; i < rows * (D / 8); i += 128) {
-        const int r = i / (D / 8), col = 8 * (i % (D / 8));
-        if (col >= p.head_dim) continue;
+      // Only the call's head_dim_v columns (a multiple of 8: whole 16-byte chunks); the row's bytes
+      // past them belong to the caller (a strided O, or the next head).
+      for (int i = warp * 32 + lane; i < rows * (DV / 8); i += 128) {
+        const int r = i / (DV / 8), col = 8 * (i % (DV / 8));
+        if (col >= p.head_dim_v) continue;
         const uint4 chunk = *reinterpret_cast<const uint4 *>(slice + (swizzled_128b(0, Cfg::BM, r, col)));
         *reinterpret_cast<uint4 *>(o_base + int64_t(r) * p.o_seq + col) = chunk;
       }
@@ -604,7 +611,7 @@ struct Consumer {
       }
     } else if (warp == 0 && lane == 0) {
 #pragma unroll
-      for (int pnl = 0; pnl < Cfg::PANELS; ++pnl) {
+      for (int pnl = 0; pnl < Cfg::O_PANELS; ++pnl) {
         const int4 c = tma_coords(p.ord_o, pnl * 64, tile.q0 + slice_row, tile.h, tma_batch(p, tile));
         tma_store_4d(&p.tm_o, slice + pnl * Cfg::BM * 128, c.x, c.y, c.z, c.w);
       }
@@ -660,7 +667,7 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
       c.slope = cuda::mods_slope(p.mods, tile.b, tile.h) * (p.mods.capped() ? p.mods.softcap_inv : p.inv_scale);
     }
 #pragma unroll
-    for (int i = 0; i < Cfg::D / 2; ++i) c.o[i] = 0.f;
+    for (int i = 0; i < Cfg::DV / 2; ++i) c.o[i] = 0.f;
     c.m[0] = c.m[1] = -INFINITY;
     c.l[0] = c.l[1] = 0.f;
     // Also for a tile without keys: the consumers then cannot run ahead of the producer's Q loads,

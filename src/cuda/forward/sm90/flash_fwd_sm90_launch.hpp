@@ -1,6 +1,6 @@
 // Launching one compile-time configuration of the sm90 forward kernel. The instantiations are split
-// by head_dim (flash_fwd_sm90_d64.cu, _d96.cu, _d128.cu, _d192.cu, _d256.cu) so that they build in
-// parallel.
+// by head_dim (flash_fwd_sm90_d64.cu, _d96.cu, _d128.cu, _d192.cu, _d256.cu, and _d192_dv128_128x128.cu
+// for head_dim_v 128) so that they build in parallel.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -16,6 +16,8 @@ cudaError_t launch_fwd_d96(bool bf16, const FwdParams &p, dim3 grid, cudaStream_
 cudaError_t launch_fwd_d128(bool bf16, TileChoice tile, bool mods, const FwdParams &p, dim3 grid, cudaStream_t stream);
 cudaError_t launch_fwd_d192(bool bf16, const FwdParams &p, dim3 grid, cudaStream_t stream);
 cudaError_t launch_fwd_d256(bool bf16, const FwdParams &p, dim3 grid, cudaStream_t stream);
+// A (D, DV) pair of tile_policy.hpp's kDvKernels; cudaErrorInvalidValue for any other pair.
+cudaError_t launch_fwd_dv(bool bf16, int d, int dv, const FwdParams &p, dim3 grid, cudaStream_t stream);
 
 // A variable-length batch's tile list (flash_fwd_sm90_varlen.cu): tiles {sequence, m_block * heads_q
 // + head} of bm-row query blocks ordered by work (bn-key blocks visited), longest first, head by head

@@ -98,14 +98,46 @@ constexpr int instantiation(int kernel_dim, TileChoice t) {
   return kernel_dim == 192 && t.bn == 64 ? 256 : kernel_dim == 96 && t.bn == 176 ? 128 : kernel_dim;
 }
 
+// (head_dim, head_dim_v) pairs with a kernel of their own (FwdConfig's DV; every other pair with
+// head_dim_v != head_dim runs the kernels above on column slices of V, src/api/head_dim_v_split.hpp):
+//   (192, 128), DeepSeek's prefill: 128 x 128, two consumer warpgroups, for head dims 136..192 with
+//                 head_dim_v 8..128. The split ran it as 192 / 192 on a copy of V zero-padded to 192
+//                 columns: P.V a third wider than needed, 112-key blocks, and V and O copied. With V
+//                 128 wide a stage of K (128 x 192 x 2 = 48 KB) and V (128 x 128 x 2 = 32 KB) is
+//                 80 KB: Q 48 KB + two stages 160 KB = 208 KB of the 227 KB, so the block is 128 keys
+//                 (144 would take 228 KB); O (32 KB more) is staged in Q's rows. Registers per
+//                 consumer thread: O 64 + S 64 + P 32 (192 / 192: 96 + 56 + 28), Q from shared memory.
+struct DvKernel {
+  int head_dim, head_dim_v;  // the instantiation's D and DV
+  TileChoice tile;
+};
+inline constexpr DvKernel kDvKernels[] = {{192, 128, {128, 128}}};
+
+// The kernel of its own that serves a call's (head_dim, head_dim_v), or null: the first of the list
+// whose D is kernel_head_dim(head_dim) and whose DV holds head_dim_v (a multiple of 8: the tensor maps
+// end at head_dim_v, so the TMA zero-fills V's columns past it and clips O's stores there, as it does
+// past head_dim). The one place that says which pairs run natively (src/api asks it before splitting V).
+constexpr const DvKernel *dv_kernel(int64_t head_dim, int64_t head_dim_v) {
+  if (head_dim_v == head_dim || head_dim_v < 8 || head_dim_v % 8 != 0) return nullptr;
+  const int kd = kernel_head_dim(head_dim);
+  for (const DvKernel &k : kDvKernels)
+    if (k.head_dim == kd && head_dim_v <= k.head_dim_v) return &k;
+  return nullptr;
+}
+
 // Which configurations keep Q in registers (FwdConfig::QREG): head_dim 128 and 96 with 128-key
 // blocks, where the registers are there (o 64 + s 64 + P 32 + Q 32 of 240 per thread at 128; 48 +
 // 64 + 32 + 24 at 96).
 constexpr bool q_in_registers(int d, int bn) { return (d == 128 || d == 96) && bn == 128; }
 
 // The tile a problem runs: the first of the list, or the tuning override's (when it names one of
-// the list). False when the override names a tile the head_dim has no configuration for.
+// the list). False when the override names a tile the head_dim has no configuration for. A pair of
+// dv_kernel's has one tile (the caller checks the override against it: plan_sm90_forward).
 inline bool choose_tile(const detail::Problem &p, TileChoice &out) {
+  if (const DvKernel *k = dv_kernel(p.head_dim, p.head_dim_v)) {
+    out = k->tile;
+    return true;
+  }
   const TileList tiles = tiles_of(serving_head_dim(p));
   const detail::TuningOverrides &o = p.tuning.overrides;
   if (o.sm90_tile_m == 0) {
@@ -117,9 +149,9 @@ inline bool choose_tile(const detail::Problem &p, TileChoice &out) {
   return false;
 }
 
-// K and V bytes of one (batch, head): what a head's tiles share in L2 (the call's head_dim: the
-// zero-filled columns of a larger instantiation are never read from memory).
-inline int64_t kv_bytes_per_head(const detail::Problem &p) { return p.seqlen_k * p.head_dim * 2 * 2; }
+// K and V bytes of one (batch, head): what a head's tiles share in L2 (the call's head_dim and
+// head_dim_v: the zero-filled columns of a larger instantiation are never read from memory).
+inline int64_t kv_bytes_per_head(const detail::Problem &p) { return p.seqlen_k * (p.head_dim + p.head_dim_v) * 2; }
 
 // Whether tile t of the problem's instantiation has the MODS configuration (asked for problems that
 // need it, whose instantiation is then serving_head_dim's).

@@ -6,8 +6,9 @@
 //   attention_chunk, seqused_q/k, qv, document ids, prefix lengths,
 //   block_mask                         -> device = cpu only, forward and backward (cuda refuses them;
 //                                         qv is forward only)
-//   head_dim_v != head_dim             -> cpu: the levels take it; cuda: the kernels on column slices
-//                                         of V and O (src/api/head_dim_v_split.hpp)
+//   head_dim_v != head_dim             -> cpu: the levels take it; cuda: the forward of a pair with a
+//                                         Hopper kernel of its own (192 / 128) runs there, the rest on
+//                                         column slices of V and O (src/api/head_dim_v_split.hpp)
 //   dtype fp8 e4m3 (out_dtype, descales) -> device = cpu only, forward only (src/api/fp8_args.hpp);
 //                                         q, k, v checked as 1-byte tensors, o in out_dtype
 //   device = cpu                       -> src/cpu/varlen_attention.cpp (masks, transforms, varlen)

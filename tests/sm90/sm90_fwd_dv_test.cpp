@@ -39,10 +39,10 @@
 namespace flashbox::test {
 namespace {
 
-#define SKIP_WITHOUT_HOPPER()                              \
-  do {                                                     \
-    std::string why;                                       \
-    if (!have_hopper(why)) GTEST_SKIP() << why;            \
+#define SKIP_WITHOUT_HOPPER() \
+  do { \
+    std::string why; \
+    if (!have_hopper(why)) GTEST_SKIP() << why; \
   } while (0)
 
 constexpr const char *kNative = "cuda_flash_sm90_d192_dv128_128x128";
@@ -198,8 +198,8 @@ TEST(FwdDvSm90, Schedules) {
   SKIP_WITHOUT_HOPPER();
   for (const detail::Sm90Schedule s : {detail::Sm90Schedule::grid, detail::Sm90Schedule::persistent})
     for (int causal = 0; causal <= 1; ++causal) {
-      Case c = make(std::string(s == detail::Sm90Schedule::grid ? "grid" : "persistent") + " 700x900 GQA", 2, 700,
-                    900, 4, 2, causal, causal ? FLASHBOX_FLOAT16 : FLASHBOX_BFLOAT16);
+      Case c = make(std::string(s == detail::Sm90Schedule::grid ? "grid" : "persistent") + " 700x900 GQA", 2, 700, 900,
+                    4, 2, causal, causal ? FLASHBOX_FLOAT16 : FLASHBOX_BFLOAT16);
       c.schedule = s;
       const std::string kernel = run_case(c);
       EXPECT_EQ(kernel.find("_persistent") != std::string::npos, s == detail::Sm90Schedule::persistent) << kernel;

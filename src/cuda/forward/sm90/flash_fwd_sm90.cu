@@ -36,6 +36,10 @@
 // head_dim contiguous); tma_describable still checks every call. The kernel name says which
 // instantiation runs (cuda_flash_sm90_d96_... for a head_dim 80 call, cuda_flash_sm90_d192_128x112_...
 // for 160).
+// head_dim_v != head_dim: only the pairs of tile_policy.hpp's kDvKernels ((192, 128): head dims
+// 136..192 with head_dim_v up to 128, fixed length, no softcap or ALiBi); the V and O maps end at
+// head_dim_v as Q's and K's end at head_dim, and the kernel name says `_dv128`. src/api runs every
+// other pair on column slices of V (src/api/head_dim_v_split.hpp), and so every declined call.
 // Variable-length batches (cu_seqlens) run on the same instantiations (run-time fields): the maps
 // describe the packed [total, heads, head_dim] tensors as one batch entry, a tile's rows start at its
 // sequence's first token, and the tiles are scheduled per sequence from a list the device builds

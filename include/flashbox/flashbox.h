@@ -521,8 +521,8 @@ FLASHBOX_API int flashbox_kvcache_num_splits(const flashbox_kvcache_args *args);
  *   out          out_dtype (fp32, fp16 or bf16) [batch, seqlen, heads, head_dim_v], strides batch,
  *                token, head
  *   lse          NULL, or fp32 [batch, heads, seqlen] (dense, as the attention calls write it)
- * The outputs overlap no input. device = cpu; device = cuda is refused with
- * FLASHBOX_ERR_UNSUPPORTED_IMPL (not yet built) before anything is written. */
+ * The outputs overlap no input. device = cpu or cuda (every pointer in device memory; one launch
+ * on `stream`, any num_splits and head_dim_v). */
 typedef struct {
   int32_t struct_size; /* sizeof(flashbox_combine_args) */
   flashbox_device device;

@@ -49,10 +49,10 @@ qv or fp8 inputs raises NotImplementedError (FlashAttention-3 has neither).
 
 What the library does, per device (flashbox.h, "Extension 1"; docs/migration-fa3.md):
   * CPU tensors: every field above, forward and backward (qv and fp8 forward only).
-  * CUDA tensors: what the kernel families take (windows, softcap, causal, GQA, varlen, head_dim_v =
-    head_dim). head_dim_v != head_dim, qv, fp8, attention_chunk, seqused_q/k and flash_attn_combine
-    are refused by the C API (FLASHBOX_ERR_UNSUPPORTED_IMPL), which this module raises as
-    NotImplementedError with the library's message; nothing is computed another way. Two of them
+  * CUDA tensors: what the kernel families take (windows, softcap, causal, GQA, varlen), head_dim_v !=
+    head_dim (column slices of V; (192, 128) forward natively on Hopper) and flash_attn_combine. qv,
+    fp8, attention_chunk and seqused_q/k are refused by the C API (FLASHBOX_ERR_UNSUPPORTED_IMPL),
+    which this module raises as NotImplementedError with the library's message; nothing is computed another way. Two of them
     are dropped first where they change nothing, after one host read of the int32 tables:
     seqused_q/k equal to the sequences' lengths, and an attention_chunk at least as long as every
     sequence's keys when no sequence has more queries than keys.
@@ -627,7 +627,15 @@ def _kv_per_sequence(q, kc, vc, k, v, cos, sin, seqlens, idx, leftpad, table, cu
         if rows == 0:
             q_b = q.new_zeros((1, 1) + q.shape[-2:])
         sel = slice(b, b + 1)
-        o_b, l_b = _kv_call(q_b, kc, vc, k_b, v_b, cos, sin, seqlens[sel], idx[sel] if idx is not None else None,
+        # A one-entry call reads cache entry 0 unless told: a contiguous cache without cache_batch_idx
+        # (the caller's, or the contiguous copy of paged caches) names entry b here.
+        if idx is not None:
+            idx_b = idx[sel]
+        elif table is None:
+            idx_b = torch.full((1,), b, dtype=torch.int32, device=seqlens.device)
+        else:
+            idx_b = None
+        o_b, l_b = _kv_call(q_b, kc, vc, k_b, v_b, cos, sin, seqlens[sel], idx_b,
                             leftpad[sel] if leftpad is not None else None, table[sel] if table is not None else None,
                             scale, causal, window, softcap, interleaved, num_splits)
         if rows == 0:

@@ -4,7 +4,7 @@
 //   struct    args not NULL; struct_size == sizeof(flashbox_combine_args)
 //   enums     device; out_dtype fp32, fp16 or bf16
 //   sizes     num_splits, batch, seqlen, heads, head_dim_v >= 1
-//   device    cpu; cuda refused (no kernel yet)
+//   device    cpu, or cuda with a visible device
 //   inputs    out_partial and lse_partial not NULL, 4-byte aligned, strides > 0, extents within int64
 //   outputs   out as an attention output tensor (pointer, strides, no self-overlap, alignment); lse
 //             NULL or 4-byte aligned; out and lse overlap neither each other nor an input
@@ -17,6 +17,9 @@
 #include "core/enum_bits.hpp"
 #include "core/error.hpp"
 #include "cpu/combine.hpp"
+#ifdef FLASHBOX_HAVE_CUDA
+#include "cuda/combine/combine_partials.hpp"
+#endif
 
 namespace flashbox::detail {
 namespace {
@@ -73,9 +76,7 @@ int validate_combine(const flashbox_combine_args *a) {
                                                     {"head_dim_v", a->head_dim_v}};
   for (const auto &[name, v] : sizes)
     if (v < 1) return fail(FLASHBOX_ERR_INVALID_SIZE, std::string(name) + " = " + str(v) + " must be >= 1");
-  if (a->device == FLASHBOX_CUDA)
-    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
-                "flashbox_attention_combine on device = cuda: no kernel yet; it runs on device = cpu");
+  if (int rc = validate_device_available(a->device)) return rc;
   ByteView op, lp;
   const int64_t op_extent[4] = {a->num_splits, a->batch, a->seqlen, a->heads};
   if (int rc = check_input(a->out_partial, "out_partial", a->out_partial_stride, op_extent, 4, a->head_dim_v, op))
@@ -97,6 +98,10 @@ int validate_combine(const flashbox_combine_args *a) {
     if (int rc = disjoint(lv, "lse", lp, "lse_partial")) return rc;
     if (int rc = disjoint(ov, "out", lv, "lse")) return rc;
   }
+  const std::pair<const void *, const char *> pointers[] = {
+      {a->out_partial, "out_partial"}, {a->lse_partial, "lse_partial"}, {a->out, "out"}, {a->lse, "lse"}};
+  for (const auto &[ptr, name] : pointers)
+    if (int rc = validate_device_pointer(ptr, name, a->device)) return rc;
   return FLASHBOX_OK;
 }
 
@@ -108,6 +113,13 @@ using namespace flashbox::detail;
 extern "C" FLASHBOX_API int flashbox_attention_combine(const flashbox_combine_args *args) {
   return guarded_call("flashbox_attention_combine", [&]() -> int {
     if (int rc = validate_combine(args)) return rc;
+#ifdef FLASHBOX_HAVE_CUDA
+    if (args->device == FLASHBOX_CUDA) {
+      if (int rc = flashbox::cuda::combine_partials(*args)) return rc;
+      set_kernel_name("cuda_combine");
+      return FLASHBOX_OK;
+    }
+#endif
     flashbox::cpu::combine_partials(*args);
     set_kernel_name("cpu_combine");
     return FLASHBOX_OK;

@@ -3,7 +3,7 @@
 // ranges (one range empty: its LSE -inf and its partial output NaN, which must not be read), against
 // the fp64 reference over all keys, for split-major and batch-major partial layouts, fp32 and bf16
 // outputs; rows whose parts all saw no key give O = 0, LSE = -inf; bad arguments refused with nothing
-// written.
+// written (device = cuda: tests/cuda/combine_cuda_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -159,8 +159,10 @@ TEST(CombineArgs, BadArgumentsWriteNothing) {
   refused(a, FLASHBOX_ERR_INVALID_ARGUMENT, "out overlaps out_partial");
   a = ok, a.lse = o.data();
   refused(a, FLASHBOX_ERR_INVALID_ARGUMENT, "out overlaps lse");
+  // device = cuda with these host buffers: no device (a CPU-only build or machine) or host memory.
   a = ok, a.device = FLASHBOX_CUDA;
-  refused(a, FLASHBOX_ERR_UNSUPPORTED_IMPL, "device = cuda");
+  refused(a, flashbox_cuda_device_count() > 0 ? FLASHBOX_ERR_INVALID_ARGUMENT : FLASHBOX_ERR_NO_DEVICE,
+          flashbox_cuda_device_count() > 0 ? "host memory" : "device = cuda");
 }
 
 }  // namespace

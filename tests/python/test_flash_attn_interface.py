@@ -370,13 +370,14 @@ def _combine_reference(out_partial, lse_partial):
     return (w.unsqueeze(-1) * out_partial.double()).sum(0), lse
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("out_dtype", [torch.float32, torch.bfloat16])
-def test_combine_matches_reference_cpu(out_dtype):
+def test_combine_matches_reference(out_dtype, device):
     torch.manual_seed(7)
     n, B, T, H, D = 5, 3, 7, 4, 24  # n: splits
     # non-contiguous inputs, as FlashAttention-3's test passes them
-    out_partial = torch.randn(2 * n, B, H, T, D).transpose(2, 3)[:n]
-    lse_partial = torch.randn(n, B, 2 * H, T).transpose(-1, -2)[..., :H]
+    out_partial = torch.randn(2 * n, B, H, T, D, device=device).transpose(2, 3)[:n]
+    lse_partial = torch.randn(n, B, 2 * H, T, device=device).transpose(-1, -2)[..., :H]
     lse_partial[n // 2:, :1] = -math.inf   # parts that saw no key are skipped
     lse_partial[:, 2, 0] = -math.inf       # a row no part saw: out 0, lse -inf
     out, lse = fa3.flash_attn_combine(out_partial, lse_partial, out_dtype=out_dtype)
@@ -385,7 +386,7 @@ def test_combine_matches_reference_cpu(out_dtype):
     assert torch.allclose(lse.double(), lse_ref, atol=1e-5, rtol=1e-5)
     assert _max_err(out, o_ref) < (1e-5 if out_dtype == torch.float32 else 2e-2)
     assert out[2, 0].abs().max().item() == 0.0
-    dest = torch.empty(B, T, H, D, dtype=out_dtype)
+    dest = torch.empty(B, T, H, D, dtype=out_dtype, device=device)
     res, _ = fa3.flash_attn_combine(out_partial, lse_partial, out=dest)
     assert res is dest and torch.equal(dest, out)
 

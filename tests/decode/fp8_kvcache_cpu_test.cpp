@@ -66,6 +66,19 @@ TEST(Fp8KvcacheCpu, MaskingOptionsAndSinks) {
     }
 }
 
+TEST(Fp8KvcacheCpu, LengthsAndZeroDescale) {
+  // Entries of 0, 1, 17, 1000 and 4097 cached keys; the last entry's kv head 0 has descales 0 (its
+  // appended rows are written as 0 and its keys and values read as 0).
+  for (CacheLayout layout : {CacheLayout::Contiguous, CacheLayout::Paged})
+    for (int64_t seqlen_new : {0, 1}) {
+      KvCase c = fp8_case();
+      c.layout = layout, c.page_size = 256, c.batch = 5, c.heads_q = 4, c.heads_kv = 2, c.head_dim = 16;
+      c.capacity = 4097 + 1, c.seqlen_q = 1, c.seqlen_new = seqlen_new, c.causal = 1, c.zero_descale = true;
+      c.lengths = {0, 1, 17, 1000, 4097};
+      run_cpu(c);
+    }
+}
+
 TEST(Fp8KvcacheCpu, GqaAndMqa) {
   for (int64_t heads_kv : {8, 1}) {
     KvCase c = fp8_case();

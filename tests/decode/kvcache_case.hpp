@@ -70,6 +70,8 @@ struct KvCase {
   bool fp8_cache = false;     // k_cache/v_cache in e4m3 with descales (below)
   int descale = 2;            // fp8 only: 0 none (NULL, 1.0), 1 per tensor, 2 per (batch, kv head)
   bool k_outliers = false;    // fp8 only: a few cache and new keys at the largest e4m3 magnitude
+  bool zero_descale = false;  // fp8 per (batch, head) only: the last entry's kv head 0 has descales 0
+  std::vector<int64_t> lengths;  // when given: cache_seqlens of the first entries (the rest as above)
   flashbox_device device = FLASHBOX_CPU;
   uint64_t seed = kv_seed();
 };
@@ -131,6 +133,7 @@ class KvData {
         for (int64_t b = 0; b < (c.descale == 1 ? 1 : c.batch); ++b)
           for (int64_t g = 0; g < (c.descale == 1 ? 1 : c.heads_kv); ++g)
             (*v)[size_t(b * (c.descale == 1 ? 0 : descale_stride()) + g)] = (1.f + 0.5f * uni(rng)) / 200.f;
+        if (c.zero_descale && c.descale == 2) (*v)[size_t((c.batch - 1) * descale_stride())] = 0.f;
       }
     }
     const int64_t D = c.head_dim, Hk = c.heads_kv;
@@ -151,6 +154,7 @@ class KvData {
     seqlens[0] = int32_t(cap - c.seqlen_new);
     if (c.batch > 1 && !c.fixed_len) seqlens[1] = int32_t(c.short_len);
     if (c.fixed_len) std::fill(seqlens.begin(), seqlens.end(), int32_t(cap - c.seqlen_new));
+    for (size_t b = 0; b < c.lengths.size() && b < seqlens.size(); ++b) seqlens[b] = int32_t(c.lengths[b]);
     if (c.leftpad) {
       leftpad.resize(size_t(c.batch));
       for (int64_t b = 0; b < c.batch; ++b)
@@ -382,6 +386,12 @@ class KvData {
     return c.descale == 1 ? d[0] : d[size_t(b * descale_stride() + g)];
   }
 
+  std::string lengths_str() const {
+    std::string out;
+    for (int32_t l : seqlens) out += (out.empty() ? "" : ",") + std::to_string(l);
+    return out;
+  }
+
   int64_t alibi_stride() const { return c.alibi_per_batch ? c.heads_q + 3 : c.heads_q; }
 
   std::string name() const {
@@ -398,8 +408,9 @@ class KvData {
            (c.fp8_cache ? std::string(" fp8-cache descale") + (c.descale == 0   ? "(none)"
                                                                 : c.descale == 1 ? "(tensor)"
                                                                                  : "(batch,head)") +
-                              (c.k_outliers ? " k-outliers" : "")
+                              (c.k_outliers ? " k-outliers" : "") + (c.zero_descale ? " zero-descale" : "")
                         : std::string()) +
+           (c.lengths.empty() ? std::string() : " lengths " + lengths_str()) +
            " splits" + std::to_string(c.num_splits) + " " + cpu::dtype_name(c.dtype) + " seed " +
            std::to_string(c.seed) + " (FLASHBOX_TEST_SEED)]";
   }

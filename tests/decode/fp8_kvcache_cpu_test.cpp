@@ -79,6 +79,14 @@ TEST(Fp8KvcacheCpu, LengthsAndZeroDescale) {
     }
 }
 
+TEST(Fp8KvcacheCpu, SubnormalCodes) {
+  for (flashbox_dtype dt : {FLASHBOX_BFLOAT16, FLASHBOX_FLOAT16}) {
+    KvCase c = fp8_case();
+    c.dtype = dt, c.subnormal_codes = true, c.k_outliers = false;
+    run_cpu(c);
+  }
+}
+
 TEST(Fp8KvcacheCpu, GqaAndMqa) {
   for (int64_t heads_kv : {8, 1}) {
     KvCase c = fp8_case();

@@ -4,8 +4,8 @@
 // against the host's e4m3 rounding (core/float8.hpp): contiguous, indexed and paged caches (pages of
 // 16 and 256), GQA 32/8, MQA and MHA, head dims 64/80/128/256, seqlen_q 1 and 4 with and without
 // appends, split counts 1, 3 and the library's choice, lengths 0/1/17/1000/4097, per-tensor and
-// per-(batch, kv head) descales (one of them 0), outliers in K, saturating appends, sinks and the
-// masking options. Skips without a GPU. Seeds are printed with every failure (FLASHBOX_TEST_SEED).
+// per-(batch, kv head) descales (one of them 0), outliers in K, subnormal codes, saturating appends,
+// sinks and the masking options. Skips without a GPU. Seeds are printed with every failure (FLASHBOX_TEST_SEED).
 #include <gtest/gtest.h>
 
 #include <ostream>
@@ -142,6 +142,17 @@ TEST(Fp8KvcacheCudaShapes, DescalesNoneZeroAndSaturatingAppends) {
     z.zero_descale = true, z.seqlen_new = 4, z.seqlen_q = 4, z.num_splits = splits;
     run_cuda(z);
   }
+}
+
+TEST(Fp8KvcacheCudaShapes, SubnormalCodes) {
+  // Every cached code subnormal (m * 2^-9, descales about 64): the exact conversion keeps them
+  // (decode_fp8_convert.cuh); a flush to zero would leave K and V zero and o far from the reference.
+  for (flashbox_dtype dt : {FLASHBOX_BFLOAT16, FLASHBOX_FLOAT16})
+    for (int descale : {1, 2}) {
+      KvCase c = fp8_case(CacheLayout::Paged, 16, 128, 32, 8);
+      c.dtype = dt, c.subnormal_codes = true, c.k_outliers = false, c.descale = descale;
+      run_cuda(c);
+    }
 }
 
 TEST(Fp8KvcacheCudaShapes, LearnableSinks) {

@@ -71,6 +71,7 @@ struct KvCase {
   int descale = 2;            // fp8 only: 0 none (NULL, 1.0), 1 per tensor, 2 per (batch, kv head)
   bool k_outliers = false;    // fp8 only: a few cache and new keys at the largest e4m3 magnitude
   bool zero_descale = false;  // fp8 per (batch, head) only: the last entry's kv head 0 has descales 0
+  bool subnormal_codes = false;  // fp8: every cached code subnormal (exponent field 0), descales about 64
   std::vector<int64_t> lengths;  // when given: cache_seqlens of the first entries (the rest as above)
   flashbox_device device = FLASHBOX_CPU;
   uint64_t seed = kv_seed();
@@ -132,7 +133,8 @@ class KvData {
         v->assign(size_t(n), std::numeric_limits<float>::quiet_NaN());  // padding is never read
         for (int64_t b = 0; b < (c.descale == 1 ? 1 : c.batch); ++b)
           for (int64_t g = 0; g < (c.descale == 1 ? 1 : c.heads_kv); ++g)
-            (*v)[size_t(b * (c.descale == 1 ? 0 : descale_stride()) + g)] = (1.f + 0.5f * uni(rng)) / 200.f;
+            (*v)[size_t(b * (c.descale == 1 ? 0 : descale_stride()) + g)] =
+                (1.f + 0.5f * uni(rng)) * (c.subnormal_codes ? 64.f : 1.f / 200.f);
         if (c.zero_descale && c.descale == 2) (*v)[size_t((c.batch - 1) * descale_stride())] = 0.f;
       }
     }
@@ -187,7 +189,10 @@ class KvData {
     if (c.fp8_cache) {  // e4m3 codes of values up to ~300 (x descale: about 1); NaN codes never drawn
       auto fill8 = [&](std::vector<uint8_t> &buf, int64_t n) {
         buf.resize(size_t(n));
-        for (auto &x : buf) x = core::float_to_e4m3(300.f * uni(rng) * (c.descale == 0 ? 1.f / 200.f : 1.f));
+        std::uniform_int_distribution<int> mant(0, 7);
+        for (auto &x : buf)
+          x = c.subnormal_codes ? uint8_t((uni(rng) < 0 ? 0x80 : 0) | mant(rng))  // m * 2^-9
+                                : core::float_to_e4m3(300.f * uni(rng) * (c.descale == 0 ? 1.f / 200.f : 1.f));
       };
       fill8(k_cache, entries * rows * Hk * D);
       fill8(v_cache, entries * rows * Hk * D);
@@ -408,7 +413,8 @@ class KvData {
            (c.fp8_cache ? std::string(" fp8-cache descale") + (c.descale == 0   ? "(none)"
                                                                 : c.descale == 1 ? "(tensor)"
                                                                                  : "(batch,head)") +
-                              (c.k_outliers ? " k-outliers" : "") + (c.zero_descale ? " zero-descale" : "")
+                              (c.k_outliers ? " k-outliers" : "") + (c.zero_descale ? " zero-descale" : "") +
+                              (c.subnormal_codes ? " subnormal-codes" : "")
                         : std::string()) +
            (c.lengths.empty() ? std::string() : " lengths " + lengths_str()) +
            " splits" + std::to_string(c.num_splits) + " " + cpu::dtype_name(c.dtype) + " seed " +

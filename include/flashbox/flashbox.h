@@ -24,9 +24,10 @@ extern "C" {
 #endif
 
 /* FLASHBOX_FLOAT8_E4M3: OCP FP8 e4m3 ("e4m3fn": no infinities, largest finite 448), one byte per
- * element, for q, k and v of flashbox_attention_forward_ext only, with an output dtype and descale
- * factors in flashbox_attention_ext (out_dtype, q/k/v_descale: see there). Every other call refuses
- * it with FLASHBOX_ERR_UNSUPPORTED_DTYPE. FP8 e5m2 is not a flashbox_dtype. */
+ * element, for q, k and v of flashbox_attention_forward_ext, with an output dtype and descale
+ * factors in flashbox_attention_ext (out_dtype, q/k/v_descale: see there), and for the KV cache of
+ * flashbox_attention_kvcache (flashbox_kvcache_args.cache_dtype, k/v_descale). Every other use
+ * refuses it with FLASHBOX_ERR_UNSUPPORTED_DTYPE. FP8 e5m2 is not a flashbox_dtype. */
 typedef enum {
   FLASHBOX_FLOAT32 = 0,
   FLASHBOX_FLOAT16 = 1,
@@ -451,8 +452,9 @@ FLASHBOX_API int flashbox_attention_backward_ext(const flashbox_attention_grad_a
  * read on the host (usable under CUDA graph capture); the kernels still never touch memory outside the
  * cache for a bad entry (such keys read as zeros and appends to them are dropped), but the result is
  * undefined. Chunked prefill (seqlen_q x heads_q / heads_kv >= 128 on a contiguous cache without
- * rotary, tables read) runs as one flash forward per batch entry on the cache's rows, with the same
- * semantics; flashbox_last_kernel() then ends in " (kvcache prefill)". */
+ * rotary, tables read, a cache in the call's dtype) runs as one flash forward per batch entry on the
+ * cache's rows, with the same semantics; flashbox_last_kernel() then ends in " (kvcache prefill)".
+ * An fp8 e4m3 cache (cache_dtype, at the end of the struct) always runs on the decode kernels. */
 typedef struct {
   int32_t struct_size; /* sizeof(flashbox_kvcache_args): lets the struct grow */
   flashbox_device device;

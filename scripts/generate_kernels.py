@@ -149,6 +149,13 @@ ROWS = [
     Row("decode", 64, "", "decode and paged decode at head dims 8..64 (split at a 4-stage ring, combine)"),
     Row("decode", 128, "", "head dims 72..128 (split at a 2-stage ring, combine)"),
     Row("decode", 256, "", "head dims 136..256, FlashAttention-2's decode callers up to 256 (2-stage ring)"),
+    # decode with an e4m3 cache (flashbox_kvcache_args.cache_dtype): the split kernel with C = e4m3 (a
+    # compile-time type: the ring's layout, its depth and the conversion step differ, so a run-time
+    # switch would keep the 16-bit kernel's registers and shared memory for both); the combine is the
+    # 16-bit rows'. One row per head dim that serving engines run with fp8 caches.
+    Row("decode", 64, "e4m3cache", "an e4m3 KV cache at head dims 16..64 (4-stage ring of e4m3 rows)"),
+    Row("decode", 128, "e4m3cache", "an e4m3 KV cache at head dims 80..128 (4-stage ring: Llama, Qwen, Mistral)"),
+    Row("decode", 256, "e4m3cache", "an e4m3 KV cache at head dims 144..256 (2-stage ring: Gemma)"),
 ]
 
 TRAITS_FIELDS = ["head_dim", "block_m", "ascending_order", "dq_lag", "softcap_select", "two_dq_writers"]
@@ -180,6 +187,12 @@ def instantiation_lines(row, dtype):
         return [f"template cudaError_t launch_config<{cfg}>(const FwdParams &, dim3, cudaStream_t);"]
     if row.family == "bwd_sm90":
         return [f"template cudaError_t launch_config<{bwd_sm90_config(row, dtype)}>(const BwdSm90Params &, dim3, cudaStream_t);"]
+    if row.family == "decode" and row.variant == "e4m3cache":
+        d, t = row.head_dim, dtype
+        return [
+            f"template cudaError_t launch_split<{t}, {d}, kFp8Stages<{d}>, __nv_fp8_e4m3>(const DecodeParams &, cudaStream_t);",
+            f"template cudaError_t occupancy<{t}, {d}, kFp8Stages<{d}>, __nv_fp8_e4m3>(int *, int64_t *);",
+        ]
     if row.family == "decode":
         d, t = row.head_dim, dtype
         return [
@@ -270,7 +283,8 @@ def docs_table():
         out.append(f"| {fam.title} | {fam.arch} | {dims} | {variant} | {dtypes} | {where} | {r.reason} |")
     n = sum(len(r.dtypes) for r in ROWS if r.family not in ("bwd_sm80", "decode"))
     out += ["", f"{len(ROWS)} rows. Each sm80 backward row holds that head_dim's dK/dV and dQ kernels for both dtypes; each",
-            "decode row its split and combine kernels for both dtypes; every other row one kernel per dtype "
+            "decode row its split and combine kernels for both dtypes (an e4m3cache row only its split kernels: it "
+            "shares the combine); every other row one kernel per dtype "
             f"({n} in all).", "", DOC_END]
     return "\n".join(out)
 

@@ -52,12 +52,18 @@ class KvcacheArgs(ctypes.Structure):  # flashbox_kvcache_args
                 ("window_right", ctypes.c_int64), ("softcap", ctypes.c_float), ("alibi_slopes", P),
                 ("num_splits", ctypes.c_int), ("tables_trusted", ctypes.c_int), ("rotary_cos", P),
                 ("rotary_sin", P), ("rotary_dim", ctypes.c_int64), ("rotary_interleaved", ctypes.c_int),
-                ("stream", P), ("alibi_batch_stride", ctypes.c_int64), ("learnable_sink", P)]
+                ("stream", P), ("alibi_batch_stride", ctypes.c_int64), ("learnable_sink", P),
+                ("cache_dtype", ctypes.c_int), ("k_descale", P), ("v_descale", P),
+                ("k_descale_stride", ctypes.c_int64 * 2), ("v_descale_stride", ctypes.c_int64 * 2)]
 
 
 # The size of flashbox_kvcache_args before learnable_sink: every field this harness sets lies before it,
 # and every library since that version accepts it, so one harness times old and new builds alike.
 KVCACHE_ARGS_V2_SIZE = KvcacheArgs.learnable_sink.offset
+# The whole struct, with the e4m3 cache's fields (cache_dtype, k/v_descale): only fp8 rows pass it, so
+# the 16-bit rows still time builds from before them.
+KVCACHE_ARGS_FP8_SIZE = ctypes.sizeof(KvcacheArgs)
+FLOAT8_E4M3 = 3
 
 
 class FlashboxError(RuntimeError):
@@ -138,12 +144,18 @@ class Library:
         fe, re = self.lib.flashbox_attention_backward_ext, ctypes.byref(ext)
         return lambda: self.check(fe(r, re))
 
-    def kvcache(self, q, k_cache, v_cache, cache_seqlens, o, block_table=None, causal=False):
+    def kvcache(self, q, k_cache, v_cache, cache_seqlens, o, block_table=None, causal=False, k_descale=None,
+                v_descale=None):
         """q [B, Tq, Hq, D]; caches [entries, rows, Hkv, D] (contiguous: entries = B; paged: pages of
-        rows keys each through block_table [B, blocks])."""
+        rows keys each through block_table [B, blocks]). An e4m3 cache (torch.float8_e4m3fn) takes fp32
+        per-tensor descales ([1] tensors, or None for 1.0)."""
         import torch
         a = KvcacheArgs()
         a.struct_size, a.device, a.dtype = KVCACHE_ARGS_V2_SIZE, CUDA, BF16 if q.dtype == torch.bfloat16 else FP16
+        if k_cache.dtype == getattr(torch, "float8_e4m3fn", None):
+            a.struct_size, a.cache_dtype = KVCACHE_ARGS_FP8_SIZE, FLOAT8_E4M3
+            a.k_descale = k_descale.data_ptr() if k_descale is not None else None
+            a.v_descale = v_descale.data_ptr() if v_descale is not None else None
         a.batch, a.seqlen_q, a.heads_q, a.head_dim = q.shape
         a.heads_kv = k_cache.shape[2]
         a.q, a.k_cache, a.v_cache, a.o = q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), o.data_ptr()

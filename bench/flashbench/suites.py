@@ -170,6 +170,97 @@ def decode_row(ctx, b, L, hq, hk, d, sq, layout, seed, page=16):
     return row
 
 
+# decode-fp8: GQA 32/8 at head_dim 128, the serving engines' fp8-cache case (issue 48's bar: batch >= 8
+# with >= 8k keys and batch 1 x 128k keys), each contiguous and paged (pages of 16 and 256).
+DECODE_FP8_SHAPES = [(8, 8192, 32, 8, 128, 1), (32, 8192, 32, 8, 128, 1), (64, 8192, 32, 8, 128, 1),
+                     (8, 32768, 32, 8, 128, 1), (1, 131072, 32, 8, 128, 1), (8, 8192, 32, 8, 128, 4),
+                     (8, 8192, 32, 8, 64, 1), (8, 8192, 16, 8, 256, 1)]
+
+
+def decode_fp8(ctx):
+    shapes = [(8, 8192, 32, 8, 128, 1)] if ctx.quick else DECODE_FP8_SHAPES
+    rows = [(s, layout, page) for s in shapes for layout, page in (("contiguous", 16), ("paged", 16), ("paged", 256))]
+    return [(f"decode-fp8 {layout}{' page ' + str(page) if layout == 'paged' else ''} B{b} L{L} H{hq}/{hk} D{d} q{sq}",
+             lambda s=s, layout=layout, page=page, i=i: decode_fp8_row(ctx, *s, layout, ctx.seed + i, page))
+            for i, (s, layout, page) in enumerate(rows) for b, L, hq, hk, d, sq in [s]]
+
+
+def decode_fp8_row(ctx, b, L, hq, hk, d, sq, layout, seed, page=16):
+    """flashbox_attention_kvcache on a full e4m3 cache (per-tensor descales, powers of two so that the
+    dequantized cache is exact in bf16) against the same library on the dequantized bf16 cache
+    (`flashbox_bf16_cache`) and SDPA on it. Bytes (`work`): K and V of every visible key at one byte,
+    q and o at two, so every implementation's perf is the e4m3 call's bytes over its time (the ratio is
+    the speed-up) and fraction_of_peak is flashbox's alone. The error is against SDPA on the
+    dequantized cache: the e4m3 rounding itself is not in it (docs/decode.md states that part)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    rnd = lambda *s: torch.randn(*s, device="cuda", dtype=torch.float32, generator=gen)  # noqa: E731
+    k_descale = torch.full((1,), 2.0 ** -5, device="cuda")
+    v_descale = torch.full((1,), 2.0 ** -5, device="cuda")
+    e4m3 = lambda t: (t * 32).clamp(-448, 448).to(torch.float8_e4m3fn)  # noqa: E731  (values of about 1)
+    q = rnd(b, sq, hq, d).to(torch.bfloat16)
+    k8, v8 = e4m3(rnd(b, hk, L, d)), e4m3(rnd(b, hk, L, d))
+    k, v = (k8.float() * k_descale).to(torch.bfloat16), (v8.float() * v_descale).to(torch.bfloat16)  # exact
+    seqlens = torch.full((b,), L, dtype=torch.int32, device="cuda")
+    o, o16 = torch.empty_like(q), torch.empty_like(q)
+    table = None
+    if layout == "paged":
+        pages = L // page
+        table = torch.randperm(b * pages, device="cuda", generator=gen).reshape(b, pages).to(torch.int32)
+        paged = lambda t: torch.empty(b * pages, page, hk, d, device="cuda", dtype=t.dtype).index_copy_(  # noqa: E731
+            0, table.flatten().long(), t.permute(0, 2, 1, 3).reshape(b * pages, page, hk, d))
+        kc8, vc8 = (paged(t.view(torch.uint8)).view(torch.float8_e4m3fn) for t in (k8, v8))
+        kc, vc = paged(k), paged(v)
+    else:
+        kc8, vc8 = k8.permute(0, 2, 1, 3), v8.permute(0, 2, 1, 3)
+        kc, vc = k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)  # [B, L, Hkv, D] views of SDPA's tensors
+    work = 1.0 * b * L * hk * d * 2 + 2.0 * b * sq * hq * d * 2
+    fns, notes, outs = {}, {}, {}
+    calls = [("flashbox", ctx.lib, (q, kc8, vc8, seqlens, o, table), dict(k_descale=k_descale, v_descale=v_descale)),
+             ("flashbox_bf16_cache", ctx.lib, (q, kc, vc, seqlens, o16, table), {})]
+    if ctx.baseline:
+        calls.append(("flashbox_baseline", ctx.baseline, (q, kc8, vc8, seqlens, o.clone(), table),
+                      dict(k_descale=k_descale, v_descale=v_descale)))
+    kernel = None
+    for name, lib, args, kw in calls:
+        try:
+            fn = lib.kvcache(*args, **kw)
+            fn()
+            if name == "flashbox":
+                kernel = lib.last_kernel()
+            outs[name] = args[4].clone()
+            fns[name] = fn
+        except Exception as e:
+            notes[name] = str(e).splitlines()[0][:200]
+    qt = q.transpose(1, 2)
+    for name, backend in (("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION),
+                          ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION)):
+        if ctx.peers is not None and name not in ctx.peers:
+            continue
+
+        def fn(backend=backend):
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(qt, k, v, enable_gqa=hq != hk)
+        try:
+            outs[name] = fn().transpose(1, 2)
+            fns[name] = fn
+        except Exception as e:
+            notes[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+    times = time_interleaved(fns, ctx.rounds)
+    ref = next((n for n in ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn") if n in outs), None)
+    error = rel_error(outs["flashbox"], outs[ref]) if ref and "flashbox" in outs else None
+    shape = dict(batch=b, cache_len=L, heads_q=hq, heads_kv=hk, head_dim=d, seqlen_q=sq, layout=layout,
+                 page_size=page if table is not None else None, dtype="bf16", cache_dtype="e4m3",
+                 descale="per-tensor", causal=False)
+    row = finish_row(shape, seed, "GB/s", work, times, error, ref, notes, kernel, scale=1e9)
+    peak = ctx.machine.get("hbm_peak_bytes_per_s")
+    if peak and "flashbox" in row["perf"]:
+        row["fraction_of_peak"] = {"flashbox": row["perf"]["flashbox"] * 1e9 / peak}
+    return row
+
+
 def _cli(ctx, *args, timeout=1800):
     out = subprocess.run([ctx.cli, *args], capture_output=True, text=True, timeout=timeout)
     if out.returncode != 0:
@@ -250,5 +341,6 @@ def write_tokens(path, n, seed):
     return path
 
 
-SUITES = {"forward": forward, "backward": backward, "varlen": varlen, "masks": masks, "decode": decode, "gqa": gqa,
-          "head-dims": head_dims, "head-dim-v": head_dim_v, "gpt2-eval": gpt2_eval, "gpt2-train": gpt2_train, "fa3-paper": fa3_paper}
+SUITES = {"forward": forward, "backward": backward, "varlen": varlen, "masks": masks, "decode": decode,
+          "decode-fp8": decode_fp8, "gqa": gqa, "head-dims": head_dims, "head-dim-v": head_dim_v, "gpt2-eval": gpt2_eval,
+          "gpt2-train": gpt2_train, "fa3-paper": fa3_paper}

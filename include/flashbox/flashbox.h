@@ -24,9 +24,10 @@ extern "C" {
 #endif
 
 /* FLASHBOX_FLOAT8_E4M3: OCP FP8 e4m3 ("e4m3fn": no infinities, largest finite 448), one byte per
- * element, for q, k and v of flashbox_attention_forward_ext only, with an output dtype and descale
- * factors in flashbox_attention_ext (out_dtype, q/k/v_descale: see there). Every other call refuses
- * it with FLASHBOX_ERR_UNSUPPORTED_DTYPE. FP8 e5m2 is not a flashbox_dtype. */
+ * element, for q, k and v of flashbox_attention_forward_ext, with an output dtype and descale
+ * factors in flashbox_attention_ext (out_dtype, q/k/v_descale: see there), and for the KV cache of
+ * flashbox_attention_kvcache (flashbox_kvcache_args.cache_dtype, k/v_descale). Every other use
+ * refuses it with FLASHBOX_ERR_UNSUPPORTED_DTYPE. FP8 e5m2 is not a flashbox_dtype. */
 typedef enum {
   FLASHBOX_FLOAT32 = 0,
   FLASHBOX_FLOAT16 = 1,
@@ -451,8 +452,9 @@ FLASHBOX_API int flashbox_attention_backward_ext(const flashbox_attention_grad_a
  * read on the host (usable under CUDA graph capture); the kernels still never touch memory outside the
  * cache for a bad entry (such keys read as zeros and appends to them are dropped), but the result is
  * undefined. Chunked prefill (seqlen_q x heads_q / heads_kv >= 128 on a contiguous cache without
- * rotary, tables read) runs as one flash forward per batch entry on the cache's rows, with the same
- * semantics; flashbox_last_kernel() then ends in " (kvcache prefill)". */
+ * rotary, tables read, a cache in the call's dtype) runs as one flash forward per batch entry on the
+ * cache's rows, with the same semantics; flashbox_last_kernel() then ends in " (kvcache prefill)".
+ * An fp8 e4m3 cache (cache_dtype, at the end of the struct) always runs on the decode kernels. */
 typedef struct {
   int32_t struct_size; /* sizeof(flashbox_kvcache_args): lets the struct grow */
   flashbox_device device;
@@ -502,6 +504,30 @@ typedef struct {
    * lse = log(sum_j exp(s_j) + exp(sink)), o = sum_j exp(s_j - lse) v_j; a row that sees no key gets
    * o = 0 and lse = the sink. Checked finite on the cpu; not read on the host for cuda. */
   const float *learnable_sink;
+  /* Added 2026-12-06 (a struct_size of the struct without them is still accepted: cache_dtype 0, no
+   * descales): an FP8 KV cache, FlashAttention-3's flash_attn_with_kvcache(k_descale, v_descale).
+   * cache_dtype: the dtype of k_cache and v_cache; 0 (FLASHBOX_FLOAT32) means the call's dtype, as
+   * before. FLASHBOX_FLOAT8_E4M3 (one byte per element; cache strides in elements = bytes) is taken
+   * with dtype = FLASHBOX_BFLOAT16 or FLASHBOX_FLOAT16 (q, k_new, v_new and o stay in dtype); any
+   * other value, and e4m3 with dtype fp32, is refused with FLASHBOX_ERR_UNSUPPORTED_DTYPE (e5m2 is not
+   * a flashbox_dtype). No rotary with an fp8 cache (FLASHBOX_ERR_UNSUPPORTED_IMPL); on cuda head_dim
+   * must be a multiple of 16 (16-byte rows of e4m3).
+   * k_descale, v_descale: fp32 [batch, heads_kv] in the memory of `device`, element (b, g) at
+   * b * stride[0] + g * stride[1] of k_descale_stride / v_descale_stride (elements; 0 broadcasts, both
+   * 0 is one per-tensor scale); NULL means 1.0 (its strides must then be 0). Only with an fp8 cache
+   * (otherwise they must be NULL and 0). The attention runs on the dequantized cache
+   *   k_real[b, j, g, :] = float(k_cache_e4m3[entry, row, g, :]) * k_descale[b, g]   (v alike)
+   * with b the batch entry (not the cache entry it maps to). Appended k_new/v_new (dtype) are
+   * quantized on write with the same scales: e4m3 = round-to-nearest-even(float(k_new) /
+   * k_descale[b, g]) in fp32, saturated to +-448 (a value past 448, or an infinity, is stored as
+   * +-448; NaN stays NaN); a descale of 0 writes 0 (the quotient is not formed). Descales must be
+   * finite and >= 0: checked on the cpu (refused with FLASHBOX_ERR_INVALID_ARGUMENT, nothing
+   * written); on cuda they stay in device memory and are not read on the host (a bad value gives an
+   * undefined result, not a fault). Expect the error of the e4m3 rounding of K and V (a relative
+   * step of 2^-4, so about 2-3 % relative error of o at per-tensor scales; docs/decode.md). */
+  flashbox_dtype cache_dtype;
+  const float *k_descale, *v_descale;
+  int64_t k_descale_stride[2], v_descale_stride[2]; /* batch, kv head (elements) */
 } flashbox_kvcache_args;
 FLASHBOX_API int flashbox_attention_kvcache(const flashbox_kvcache_args *args); /* 0 on success */
 /* The split count a call with these arguments would use (num_splits, or the library's choice when it

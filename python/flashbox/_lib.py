@@ -30,7 +30,7 @@ class DType(enum.IntEnum):
     FLOAT32 = 0
     FLOAT16 = 1
     BFLOAT16 = 2
-    FLOAT8_E4M3 = 3  # q, k, v of forward_ext only (AttentionExt.out_dtype and the descales)
+    FLOAT8_E4M3 = 3  # q, k, v of forward_ext (AttentionExt.out_dtype and the descales); kvcache caches (cache_dtype)
 
 
 class Device(enum.IntEnum):

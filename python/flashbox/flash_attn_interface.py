@@ -714,6 +714,13 @@ def _kvcache_refusals(q, v_cache, qv):
         what = f"headdim_v = {v_cache.shape[-1]} != headdim = {q.shape[-1]}"
     elif _is_fp8(q):
         what = "fp8 inputs"
+    elif _is_fp8(v_cache):
+        # The C API takes e4m3 caches (flashbox_kvcache_args.cache_dtype, k_descale, v_descale) and so does
+        # flashbox.kvcache.flash_attn_with_kvcache(..., k_descale=, v_descale=); this custom op's schema has
+        # no descales yet.
+        raise NotImplementedError(f"{_WHO}.flash_attn_with_kvcache: float8_e4m3fn caches are not wired here yet; "
+                                  f"call flashbox.kvcache.flash_attn_with_kvcache(q, k_cache, v_cache, ..., "
+                                  f"k_descale=, v_descale=) (FlashAttention-3's descale semantics)")
     else:
         return
     raise NotImplementedError(f"{_WHO}.flash_attn_with_kvcache: {what} is not supported (flashbox_attention_kvcache "

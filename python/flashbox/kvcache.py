@@ -10,6 +10,11 @@ stream. ALiBi slopes are [heads] or [batch, heads]. On CUDA a head_dim that is n
 zero-padded to the next one here (q, the caches and the new keys are copied; appended keys are written
 back into the caller's caches), so the kernels see 16-byte rows. A row that sees no key gets o = 0 and
 lse = -inf (flashbox's convention; FlashAttention-2 returns +inf there).
+An fp8 cache (k_cache/v_cache of torch.float8_e4m3fn, q and k/v in bfloat16 or float16) takes the
+keyword arguments k_descale/v_descale (FlashAttention-3's names): float32 [batch, heads_kv], a dim of
+size 1 broadcasting, None for 1.0; the cache holds k / k_descale in e4m3 and appended k/v are quantized
+on write (flashbox_kvcache_args.cache_dtype). On CUDA its head_dim must be a multiple of 16 (no padding
+copy is made of an fp8 cache).
 
 `prepare_kvcache(...)` fills the argument struct once and returns it with a `call()` that only runs
 the C function: the benchmark times that, so Python's per-call work is not measured.
@@ -56,7 +61,16 @@ class KvcacheArgs(ctypes.Structure):
         ("stream", _P),
         ("alibi_batch_stride", ctypes.c_int64),
         ("learnable_sink", _P),
+        ("cache_dtype", ctypes.c_int),
+        ("k_descale", _P), ("v_descale", _P),
+        ("k_descale_stride", ctypes.c_int64 * 2), ("v_descale_stride", ctypes.c_int64 * 2),
     ]
+
+
+def _is_fp8(t):
+    import torch
+    fp8 = getattr(torch, "float8_e4m3fn", None)
+    return fp8 is not None and t.dtype == fp8
 
 
 def _fn(name, restype=ctypes.c_int):
@@ -117,7 +131,7 @@ class PreparedKvcache:
 def prepare_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None, cache_seqlens=None,
                     cache_batch_idx=None, cache_leftpad=None, block_table=None, softmax_scale=None, causal=False,
                     window_size=(-1, -1), softcap=0.0, rotary_interleaved=True, alibi_slopes=None, num_splits=0,
-                    return_softmax_lse=False, *, tables_trusted=False, out=None):
+                    return_softmax_lse=False, *, tables_trusted=False, out=None, k_descale=None, v_descale=None):
     import torch
     from .ops import _DTYPES  # torch dtype -> flashbox dtype
 
@@ -132,6 +146,12 @@ def prepare_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary
     if q.dtype not in _DTYPES:
         raise TypeError(f"q.dtype {q.dtype} is not supported")
     a.dtype = _DTYPES[q.dtype]
+    fp8 = _is_fp8(k_cache)
+    if fp8 != _is_fp8(v_cache):
+        raise TypeError(f"k_cache is {k_cache.dtype} and v_cache {v_cache.dtype}: give both in one dtype")
+    if not fp8 and (k_descale is not None or v_descale is not None):
+        raise ValueError("k_descale/v_descale dequantize an fp8 (float8_e4m3fn) cache; this cache is "
+                         f"{k_cache.dtype}")
     q, qs = _strides(q, "q")
     k_cache_s = _strides(k_cache, "k_cache")[1]
     v_cache_s = _strides(v_cache, "v_cache")[1]
@@ -201,6 +221,18 @@ def prepare_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary
         a.rotary_cos, a.rotary_sin = rotary_cos.data_ptr(), rotary_sin.data_ptr()
         a.rotary_dim, a.rotary_interleaved = 2 * rotary_cos.shape[1], 1 if rotary_interleaved else 0
         keep += [rotary_cos, rotary_sin]
+    if fp8:
+        a.cache_dtype = _lib.DType.FLOAT8_E4M3
+        for name, t in (("k_descale", k_descale), ("v_descale", v_descale)):
+            if t is None:
+                continue
+            if t.dim() != 2 or t.shape[0] not in (1, a.batch) or t.shape[1] not in (1, a.heads_kv):
+                raise ValueError(f"{name} must be [batch = {a.batch}, heads_kv = {a.heads_kv}] (or broadcast from "
+                                 f"size 1), got {tuple(t.shape)}")
+            t = t.to(device=dev, dtype=torch.float32)
+            setattr(a, name, t.data_ptr())
+            getattr(a, f"{name}_stride")[:] = tuple(t.stride(i) if t.shape[i] > 1 else 0 for i in range(2))
+            keep.append(t)
     a.num_splits = int(num_splits)
     a.tables_trusted = 1 if tables_trusted else 0
     a.stream = torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else None
@@ -211,9 +243,16 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                             cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
                             softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                             rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False,
-                            *, tables_trusted=False, out=None):
+                            *, tables_trusted=False, out=None, k_descale=None, v_descale=None):
     """FlashAttention-2's flash_attn_with_kvcache on flashbox; returns out, or (out, softmax_lse)."""
     d = q.shape[-1]
+    if _is_fp8(k_cache) or _is_fp8(v_cache):  # no padded copy of an fp8 cache: the C API names the rule
+        p = prepare_kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+                            cache_leftpad, block_table, softmax_scale, causal, window_size, softcap,
+                            rotary_interleaved, alibi_slopes, num_splits, return_softmax_lse,
+                            tables_trusted=tables_trusted, out=out, k_descale=k_descale, v_descale=v_descale)
+        p.call()
+        return (p.out, p.lse) if return_softmax_lse else p.out
     if q.device.type == "cuda" and d % 8 != 0:
         return _padded_head_dim(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                                 cache_leftpad, block_table, softmax_scale, causal, window_size, softcap,

@@ -13,6 +13,10 @@
 //   rotary         cos and sin both or neither, only with k_new, rotary_dim even in 2..head_dim; the
 //                  tables [rows >= capacity, rotary_dim / 2] in the dtype (rows cannot be checked)
 //   unsupported    CUDA: fp16/bf16, head_dim a multiple of 8 up to 256; CPU: head_dim <= 576
+//   fp8 cache      cache_dtype 0 or FLASHBOX_FLOAT8_E4M3 (with dtype bf16 or fp16; no rotary; CUDA:
+//                  head_dim a multiple of 16); descales only with it, strides >= 0 and 0 for a NULL
+//                  one, each buffer 4-byte aligned in the call's device memory, overlapping no output
+//                  (nor the caches when appending); on the cpu every value finite and >= 0
 //   tensors        q, o, k_cache, v_cache (and k_new, v_new) as flashbox_attention_forward's tensors
 //                  (pointer, strides, no self-overlap, alignment); o and lse overlap no input; when
 //                  appending, the caches overlap neither each other, q nor k_new/v_new
@@ -84,6 +88,66 @@ int check_flags(const flashbox_kvcache_args &a) {
     if (v != 0 && v != 1)
       return fail(FLASHBOX_ERR_INVALID_ARGUMENT, std::string(name) + " = " + str(v) + " must be 0 or 1");
   return FLASHBOX_OK;
+}
+
+// The fp8 cache fields (cache_dtype, k/v_descale and their strides) that need no memory read.
+int check_cache_dtype(const flashbox_kvcache_args &a) {
+  const int cd = int(a.cache_dtype);
+  if (cd != 0 && cd != FLASHBOX_FLOAT8_E4M3) {
+    const char *what = cd == int(a.dtype) ? " (the call's dtype is named by 0)" : "";
+    return fail(FLASHBOX_ERR_UNSUPPORTED_DTYPE, "cache_dtype = " + str(cd) + what +
+                                                    " is not supported: 0 (the cache in the call's dtype) or "
+                                                    "FLASHBOX_FLOAT8_E4M3 = 3 (an e4m3 cache; e5m2 is not supported)");
+  }
+  const std::pair<const char *, const int64_t *> strides[] = {{"k_descale", a.k_descale_stride},
+                                                              {"v_descale", a.v_descale_stride}};
+  const float *ptrs[] = {a.k_descale, a.v_descale};
+  if (cd == 0) {
+    for (int i = 0; i < 2; ++i) {
+      if (ptrs[i])
+        return fail(FLASHBOX_ERR_INVALID_ARGUMENT, std::string(strides[i].first) +
+                                                       " is set but cache_dtype = 0 (descales dequantize an fp8 "
+                                                       "cache; pass NULL)");
+      if (strides[i].second[0] != 0 || strides[i].second[1] != 0)
+        return fail(FLASHBOX_ERR_INVALID_ARGUMENT, std::string(strides[i].first) + "_stride = {" +
+                                                       str(strides[i].second[0]) + ", " + str(strides[i].second[1]) +
+                                                       "} is set but cache_dtype = 0 has no descales (pass 0, 0)");
+    }
+    return FLASHBOX_OK;
+  }
+  if (a.dtype != FLASHBOX_BFLOAT16 && a.dtype != FLASHBOX_FLOAT16)
+    return fail(FLASHBOX_ERR_UNSUPPORTED_DTYPE,
+                "cache_dtype = FLASHBOX_FLOAT8_E4M3 with dtype = " + std::string(cpu::dtype_name(a.dtype)) +
+                    ": an fp8 cache takes q, k_new, v_new and o in bf16 or fp16");
+  if (a.rotary_cos)
+    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                "rotary_cos/rotary_sin with cache_dtype = FLASHBOX_FLOAT8_E4M3 are not supported (turn the new "
+                "keys before the call)");
+  if (a.device == FLASHBOX_CUDA && a.head_dim % 16 != 0)
+    return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
+                "head_dim = " + str(a.head_dim) +
+                    " with an fp8 cache on device = cuda: it must be a multiple of 16 (16-byte rows of e4m3)");
+  for (int i = 0; i < 2; ++i) {
+    const int64_t *st = strides[i].second;
+    if (st[0] < 0 || st[1] < 0)
+      return fail(FLASHBOX_ERR_BAD_STRIDE, std::string(strides[i].first) + "_stride = {" + str(st[0]) + ", " +
+                                               str(st[1]) + "} must be >= 0 (0 broadcasts)");
+    if (!ptrs[i] && (st[0] != 0 || st[1] != 0))
+      return fail(FLASHBOX_ERR_INVALID_ARGUMENT, std::string(strides[i].first) + " is NULL (1.0) but " +
+                                                     strides[i].first + "_stride = {" + str(st[0]) + ", " +
+                                                     str(st[1]) + "} (pass 0, 0 without a descale)");
+    if (ptrs[i] && ((a.batch - 1) > (int64_t(1) << 40) / std::max<int64_t>(st[0], 1) ||
+                    (a.heads_kv - 1) > (int64_t(1) << 40) / std::max<int64_t>(st[1], 1)))
+      return fail(FLASHBOX_ERR_SIZE_OVERFLOW, std::string(strides[i].first) + "_stride = {" + str(st[0]) + ", " +
+                                                  str(st[1]) + "} over batch = " + str(a.batch) + " and heads_kv = " +
+                                                  str(a.heads_kv) + " is not a plausible descale buffer");
+  }
+  return FLASHBOX_OK;
+}
+
+// Elements one descale buffer spans (0 for NULL).
+int64_t descale_span(const float *p, const int64_t *stride, int64_t batch, int64_t heads_kv) {
+  return p ? (batch - 1) * stride[0] + (heads_kv - 1) * stride[1] + 1 : 0;
 }
 
 int check_sizes(const flashbox_kvcache_args &a) {
@@ -225,16 +289,19 @@ int check_tensors(const flashbox_kvcache_args &a) {
       tensor("v_new", "v_new_stride", a.v_new, a.v_new_stride, a.batch, a.seqlen_new, a.heads_kv, a.head_dim);
   std::vector<const TensorDesc *> inputs = {&q, &kc, &vc};
   if (a.k_new) inputs.insert(inputs.end(), {&kn, &vn});
+  // The dtype of each tensor: the caches in cache_dtype (0: the call's dtype), the rest in dtype.
+  const flashbox_dtype cache_dt = a.cache_dtype == FLASHBOX_FLOAT8_E4M3 ? FLASHBOX_FLOAT8_E4M3 : a.dtype;
+  auto dtype_of = [&](const TensorDesc *t) { return t == &kc || t == &vc ? cache_dt : a.dtype; };
   for (const TensorDesc *t : inputs)
-    if (int rc = validate_tensor(*t, a.dtype, a.device)) return rc;
+    if (int rc = validate_tensor(*t, dtype_of(t), a.device)) return rc;
   if (int rc = validate_tensor(o, a.dtype, a.device)) return rc;
   for (const TensorDesc *t : inputs)
-    if (int rc = validate_disjoint(o, *t, a.dtype)) return rc;
+    if (int rc = validate_disjoint(o, a.dtype, *t, dtype_of(t))) return rc;
   if (a.k_new) {
     for (const TensorDesc *t : {&q, &vc, &kn, &vn})
-      if (int rc = validate_disjoint(kc, *t, a.dtype)) return rc;
+      if (int rc = validate_disjoint(kc, cache_dt, *t, dtype_of(t))) return rc;
     for (const TensorDesc *t : {&q, &kn, &vn})
-      if (int rc = validate_disjoint(vc, *t, a.dtype)) return rc;
+      if (int rc = validate_disjoint(vc, cache_dt, *t, dtype_of(t))) return rc;
   }
   if (a.lse) {
     if (reinterpret_cast<uintptr_t>(a.lse) % 4 != 0)
@@ -242,7 +309,7 @@ int check_tensors(const flashbox_kvcache_args &a) {
     const int64_t lse_bytes = a.batch * a.heads_q * a.seqlen_q * 4;
     inputs.push_back(&o);
     for (const TensorDesc *t : inputs)
-      if (overlaps(a.lse, lse_bytes, t->ptr, tensor_span_bytes(*t, a.dtype)))
+      if (overlaps(a.lse, lse_bytes, t->ptr, tensor_span_bytes(*t, dtype_of(t))))
         return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
                     "lse = " + ptr_str(a.lse) + " overlaps " + t->name + " = " + ptr_str(t->ptr) + " in memory");
   }
@@ -258,9 +325,40 @@ int check_tensors(const flashbox_kvcache_args &a) {
                                                           {a.cache_batch_idx, "cache_batch_idx"},
                                                           {a.cache_leftpad, "cache_leftpad"},
                                                           {a.alibi_slopes, "alibi_slopes"},
-                                                          {a.learnable_sink, "learnable_sink"}};
+                                                          {a.learnable_sink, "learnable_sink"},
+                                                          {a.k_descale, "k_descale"},
+                                                          {a.v_descale, "v_descale"}};
   for (const auto &[ptr, name] : tables)
     if (int rc = check_table_pointer(ptr, name, a.device)) return rc;
+  // A descale buffer is read while o, lse and (when appending) the caches are written.
+  const std::pair<const float *, const int64_t *> descales[] = {{a.k_descale, a.k_descale_stride},
+                                                                {a.v_descale, a.v_descale_stride}};
+  for (int i = 0; i < 2; ++i) {
+    const auto &[ptr, stride] = descales[i];
+    if (!ptr) continue;
+    const char *name = i == 0 ? "k_descale" : "v_descale";
+    const int64_t bytes = descale_span(ptr, stride, a.batch, a.heads_kv) * 4;
+    std::vector<std::pair<const void *, int64_t>> written = {{a.o, tensor_span_bytes(o, a.dtype)}};
+    if (a.lse) written.push_back({a.lse, a.batch * a.heads_q * a.seqlen_q * 4});
+    if (a.k_new) {
+      written.push_back({a.k_cache, tensor_span_bytes(kc, cache_dt)});
+      written.push_back({a.v_cache, tensor_span_bytes(vc, cache_dt)});
+    }
+    for (const auto &[w, wbytes] : written)
+      if (overlaps(ptr, bytes, w, wbytes))
+        return fail(FLASHBOX_ERR_INVALID_ARGUMENT, std::string(name) + " = " + ptr_str(ptr) +
+                                                       " overlaps an output of the call (o, lse, or a cache being "
+                                                       "appended to) in memory");
+    if (a.device == FLASHBOX_CPU)
+      for (int64_t b = 0; b < a.batch; ++b)
+        for (int64_t g = 0; g < a.heads_kv; ++g) {
+          const float s = ptr[b * stride[0] + g * stride[1]];
+          if (!std::isfinite(s) || s < 0.f)
+            return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                        std::string(name) + "[" + str(b) + ", " + str(g) + "] = " + std::to_string(s) + " (batch " +
+                            str(b) + ", kv head " + str(g) + ") must be finite and >= 0 (a dequantisation factor)");
+        }
+  }
   if (int rc = validate_device_pointer(a.rotary_cos, "rotary_cos", a.device)) return rc;
   if (int rc = validate_device_pointer(a.rotary_sin, "rotary_sin", a.device)) return rc;
   if (a.learnable_sink && a.device == FLASHBOX_CPU)
@@ -356,20 +454,22 @@ int check_contents(const flashbox_kvcache_args &a, KvcacheProblem &p) {
   return FLASHBOX_OK;
 }
 
-// The first version of the struct ended at `stream`, the second (2026-12-01) at alibi_batch_stride;
-// their callers' struct_size is one of these.
+// The first version of the struct ended at `stream`, the second (2026-12-01) at alibi_batch_stride,
+// the third (2026-12-06) at learnable_sink; their callers' struct_size is one of these.
 constexpr int32_t kKvcacheArgsV1Size = int32_t(offsetof(flashbox_kvcache_args, alibi_batch_stride));
 constexpr int32_t kKvcacheArgsV2Size = int32_t(offsetof(flashbox_kvcache_args, learnable_sink));
+constexpr int32_t kKvcacheArgsV3Size = int32_t(offsetof(flashbox_kvcache_args, cache_dtype));
 
 // The caller's struct into `full` (fields a shorter, older struct lacks are 0).
 int read_kvcache_args(const flashbox_kvcache_args *args, flashbox_kvcache_args &full) {
   if (!args) return fail(FLASHBOX_ERR_NULL_POINTER, "args is NULL");
   const int32_t size = args->struct_size;
-  if (size != int32_t(sizeof(flashbox_kvcache_args)) && size != kKvcacheArgsV1Size && size != kKvcacheArgsV2Size)
+  if (size != int32_t(sizeof(flashbox_kvcache_args)) && size != kKvcacheArgsV1Size && size != kKvcacheArgsV2Size &&
+      size != kKvcacheArgsV3Size)
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
                 "struct_size = " + str(size) + " does not match sizeof(flashbox_kvcache_args) = " +
-                    str(int64_t(sizeof(flashbox_kvcache_args))) + " (or " + str(kKvcacheArgsV1Size) + " or " +
-                    str(kKvcacheArgsV2Size) +
+                    str(int64_t(sizeof(flashbox_kvcache_args))) + " (or " + str(kKvcacheArgsV1Size) + ", " +
+                    str(kKvcacheArgsV2Size) + " or " + str(kKvcacheArgsV3Size) +
                     ", its earlier versions) of this library (set it to sizeof; headers of another version?)");
   full = flashbox_kvcache_args{};
   std::memcpy(&full, args, size_t(size));
@@ -382,6 +482,7 @@ int validate_kvcache(const flashbox_kvcache_args *args, KvcacheProblem &p, bool 
   if (int rc = check_flags(a)) return rc;
   if (int rc = check_sizes(a)) return rc;
   if (int rc = check_scalars(a)) return rc;
+  if (int rc = check_cache_dtype(a)) return rc;
   if (int rc = check_tensors(a)) return rc;
   p.args = args;
   p.paged = a.block_table != nullptr;

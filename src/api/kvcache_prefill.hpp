@@ -6,7 +6,9 @@
 // Taken when (takes_prefill_path):
 //   the tables were read on the host (not tables_trusted), so each entry's key range is known;
 //   a contiguous cache (optionally through cache_batch_idx; not paged: the forward reads rows one
-//   stride apart), no rotary (the decode path turns q and the new keys), every entry with at least
+//   stride apart) in the call's dtype (an fp8 cache always takes the decode kernels: the forward's fp8
+//   path wants q in e4m3 too, and a dequantized copy of the cache would cost more bytes than the
+//   decode kernels read for up to a few hundred query rows), no rotary (the decode path turns q and the new keys), every entry with at least
 //   one visible key row (the forward needs seqlen_k >= 1);
 //   seqlen_q x (heads_q / heads_kv) >= min_rows (kPrefillRows; benchmarks move it through the
 //   private tuning interface, kvcache_prefill_rows),

@@ -78,7 +78,8 @@ inline uint16_t float_to_bf16(float f) {
 using flashbox::dtype_name;
 using flashbox::dtype_size;
 
-// The storage dtypes every call takes (fp8 e4m3 is not one: only the extension's forward takes it).
+// The storage dtypes every call takes (fp8 e4m3 is not one: only the extension's forward and the
+// KV cache of flashbox_attention_kvcache, through fields of their own, take it).
 inline bool dtype_valid(int t) { return t == FLASHBOX_FLOAT32 || t == FLASHBOX_FLOAT16 || t == FLASHBOX_BFLOAT16; }
 
 // Element `index` of a buffer of `t`, as fp32.

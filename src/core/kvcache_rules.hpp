@@ -80,3 +80,17 @@ FLASHBOX_HD int64_t rotary_query_position(int64_t cache_len, int64_t i, bool cau
 }
 
 }  // namespace flashbox::kvcache
+
+namespace flashbox::kvcache {
+
+// FP8 e4m3 cache (cache_dtype = FLASHBOX_FLOAT8_E4M3): the descale of batch entry b, KV head g, from an
+// fp32 [batch, heads_kv] buffer with strides s0, s1 (0 broadcasts); NULL reads as 1.
+FLASHBOX_HD float descale_at(const float *d, int64_t s0, int64_t s1, int64_t b, int64_t g) {
+  return d ? d[b * s0 + g * s1] : 1.0f;
+}
+
+// An appended value x (k_new or v_new) is stored as e4m3(x / descale): the quotient in fp32, correctly
+// rounded (device code uses __fdiv_rn, since the build uses fast math), then round to nearest even
+// saturated to +-448; a descale of 0 stores 0 (the quotient is not formed, so the scale of an all-zero
+// tensor writes zeros, not NaN).
+}  // namespace flashbox::kvcache

@@ -2,6 +2,9 @@
 // at a time: scores over the visible keys in fp32, softmax with the row max subtracted, P*V, LSE.
 // A learnable sink joins the row's max and sum after the keys (cpu/sink_fold.hpp: one more exp in
 // the denominator, no value), so a row that sees no key gets o = 0 and lse = the sink.
+// An e4m3 cache (cache_dtype) is dequantized exactly on load, float(e4m3) * descale[b, g] in fp32
+// (one rounding of the product), and appends are quantized on write (kvcache_rules.hpp: x / descale,
+// round to nearest even, saturated to +-448; descale 0 writes 0).
 // Parallel over (batch, query head) with OpenMP. Not a fast path; the reference semantics in code
 // that runs everywhere, and the implementation behind device = cpu.
 #include <algorithm>
@@ -43,8 +46,30 @@ void rotate(const flashbox_kvcache_args &a, float *x, int64_t pos) {
   }
 }
 
+flashbox_dtype cache_dtype(const flashbox_kvcache_args &a) {
+  return a.cache_dtype == FLASHBOX_FLOAT8_E4M3 ? FLASHBOX_FLOAT8_E4M3 : a.dtype;
+}
+
+float k_descale(const flashbox_kvcache_args &a, int64_t b, int64_t g) {
+  return kvcache::descale_at(a.k_descale, a.k_descale_stride[0], a.k_descale_stride[1], b, g);
+}
+float v_descale(const flashbox_kvcache_args &a, int64_t b, int64_t g) {
+  return kvcache::descale_at(a.v_descale, a.v_descale_stride[0], a.v_descale_stride[1], b, g);
+}
+
+// One new row (dtype) into an e4m3 cache row: e4m3(x / descale), 0 for a descale of 0.
+void quantize_row(const flashbox_kvcache_args &a, const void *src, int64_t src_off, void *dst, int64_t dst_off,
+                  float descale) {
+  uint8_t *out = static_cast<uint8_t *>(dst) + dst_off;
+  for (int64_t x = 0; x < a.head_dim; ++x) {
+    const float v = cpu::load_as_float(src, a.dtype, src_off + x);
+    out[x] = core::float_to_e4m3(descale == 0.f ? 0.f : v / descale, core::Overflow::saturate);
+  }
+}
+
 void append_new_keys(const flashbox_kvcache_args &a) {
   const int64_t d = a.head_dim;
+  const bool fp8 = cache_dtype(a) == FLASHBOX_FLOAT8_E4M3;
   for (int64_t b = 0; b < a.batch; ++b)
     for (int64_t i = 0; i < a.seqlen_new; ++i) {
       const int64_t j = int64_t(a.cache_seqlens[b]) + i;
@@ -56,6 +81,11 @@ void append_new_keys(const flashbox_kvcache_args &a) {
         const int64_t kn = b * a.k_new_stride[0] + i * a.k_new_stride[1] + h * a.k_new_stride[2];
         const int64_t vn = b * a.v_new_stride[0] + i * a.v_new_stride[1] + h * a.v_new_stride[2];
         const int64_t es = cpu::dtype_size(a.dtype);
+        if (fp8) {  // validation refuses rotary with an fp8 cache
+          if (kc >= 0) quantize_row(a, a.k_new, kn, a.k_cache, kc, k_descale(a, b, h));
+          if (vc >= 0) quantize_row(a, a.v_new, vn, a.v_cache, vc, v_descale(a, b, h));
+          continue;
+        }
         if (kc >= 0 && a.rotary_cos) {
           std::vector<float> row(static_cast<size_t>(d));
           cpu::load_row_as_float(a.k_new, a.dtype, kn, d, row.data());
@@ -81,6 +111,8 @@ int cpu_kvcache_attention(const KvcacheProblem &p) {
   const flashbox_kvcache_args &a = *p.args;
   if (a.k_new) append_new_keys(a);
   const int64_t d = a.head_dim, group = a.heads_q / a.heads_kv;
+  const flashbox_dtype cdt = cache_dtype(a);
+  const bool fp8 = cdt == FLASHBOX_FLOAT8_E4M3;
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int64_t b = 0; b < a.batch; ++b)
     for (int64_t hq = 0; hq < a.heads_q; ++hq) {
@@ -89,6 +121,7 @@ int cpu_kvcache_attention(const KvcacheProblem &p) {
       const int64_t start = a.cache_leftpad ? a.cache_leftpad[b] : 0;
       const float slope = a.alibi_slopes ? a.alibi_slopes[b * a.alibi_batch_stride + hq] : 0.f;
       const float sink = a.learnable_sink ? a.learnable_sink[hq] : -std::numeric_limits<float>::infinity();
+      const float kd = fp8 ? k_descale(a, b, hk) : 1.f, vd = fp8 ? v_descale(a, b, hk) : 1.f;
       std::vector<float> q(static_cast<size_t>(d)), row(static_cast<size_t>(d)), acc(static_cast<size_t>(d)), scores;
       for (int64_t i = 0; i < a.seqlen_q; ++i) {
         cpu::load_row_as_float(a.q, a.dtype, b * a.q_stride[0] + i * a.q_stride[1] + hq * a.q_stride[2], d, q.data());
@@ -106,7 +139,9 @@ int cpu_kvcache_attention(const KvcacheProblem &p) {
           const int64_t kc = kvcache_offset(slot_of(a, b, j), hk, a.k_cache_stride);
           float s = 0.f;
           if (kc >= 0) {
-            cpu::load_row_as_float(a.k_cache, a.dtype, kc, d, row.data());
+            cpu::load_row_as_float(a.k_cache, cdt, kc, d, row.data());
+            if (fp8)
+              for (auto &x : row) x *= kd;
             for (int64_t x = 0; x < d; ++x) s += q[size_t(x)] * row[size_t(x)];
           }
           s *= p.scale;
@@ -122,7 +157,9 @@ int cpu_kvcache_attention(const KvcacheProblem &p) {
           sum += e;
           const int64_t vc = kvcache_offset(slot_of(a, b, j), hk, a.v_cache_stride);
           if (vc < 0) continue;
-          cpu::load_row_as_float(a.v_cache, a.dtype, vc, d, row.data());
+          cpu::load_row_as_float(a.v_cache, cdt, vc, d, row.data());
+          if (fp8)
+            for (auto &x : row) x *= vd;
           for (int64_t x = 0; x < d; ++x) acc[size_t(x)] += e * row[size_t(x)];
         }
         if (a.learnable_sink) cpu::fold_sink(sink, mx, sum, acc.data(), d, [](float x) { return std::exp(x); });

@@ -24,4 +24,7 @@ set(FLASHBOX_KERNEL_INSTANCES
   ${CMAKE_CURRENT_LIST_DIR}/decode/instantiations/decode_d64.cu
   ${CMAKE_CURRENT_LIST_DIR}/decode/instantiations/decode_d128.cu
   ${CMAKE_CURRENT_LIST_DIR}/decode/instantiations/decode_d256.cu
+  ${CMAKE_CURRENT_LIST_DIR}/decode/instantiations/decode_d64_e4m3cache.cu
+  ${CMAKE_CURRENT_LIST_DIR}/decode/instantiations/decode_d128_e4m3cache.cu
+  ${CMAKE_CURRENT_LIST_DIR}/decode/instantiations/decode_d256_e4m3cache.cu
 )

@@ -6,6 +6,9 @@
 //   ASSERT_EQ(flashbox_attention_kvcache(&d.args), 0) << flashbox_last_error() << d.name();
 //   d.check();                               // o, lse against fp64; cache against the expected cache
 // A CUDA test calls d.to_device() before the call and d.from_device() after it.
+// With fp8_cache the caches hold e4m3 bytes (cache_dtype = FLASHBOX_FLOAT8_E4M3) with k/v descales
+// (none, per tensor or per (batch, kv head)); the expected cache quantizes the appended rows as the
+// library must (core/float8.hpp), and the reference runs on the dequantized cache.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -64,6 +67,12 @@ struct KvCase {
   int rotary_interleaved = 0;
   float softmax_scale = 0.f;
   float q_scale = 2.0f;  // spread of q (peakier softmax)
+  bool fp8_cache = false;     // k_cache/v_cache in e4m3 with descales (below)
+  int descale = 2;            // fp8 only: 0 none (NULL, 1.0), 1 per tensor, 2 per (batch, kv head)
+  bool k_outliers = false;    // fp8 only: a few cache and new keys at the largest e4m3 magnitude
+  bool zero_descale = false;  // fp8 per (batch, head) only: the last entry's kv head 0 has descales 0
+  bool subnormal_codes = false;  // fp8: every cached code subnormal (exponent field 0), descales about 64
+  std::vector<int64_t> lengths;  // when given: cache_seqlens of the first entries (the rest as above)
   flashbox_device device = FLASHBOX_CPU;
   uint64_t seed = kv_seed();
 };
@@ -102,7 +111,9 @@ class KvData {
  public:
   KvCase c;
   flashbox_kvcache_args args{};
-  int64_t es, entries, rows, pages_per_seq = 0;
+  int64_t es, ces, entries, rows, pages_per_seq = 0;  // ces: bytes per cache element
+  flashbox_dtype cdt;                                 // the caches' dtype
+  std::vector<float> k_descale, v_descale;            // fp8: [batch, descale_stride()] or [1]
   std::vector<uint8_t> q, k_cache, v_cache, k_new, v_new, o, k_expected, v_expected;
   std::vector<float> lse, alibi, sink;
   std::vector<uint8_t> rot_cos, rot_sin;
@@ -111,8 +122,22 @@ class KvData {
 
   explicit KvData(const KvCase &kc) : c(kc) {
     es = cpu::dtype_size(c.dtype);
+    cdt = c.fp8_cache ? FLASHBOX_FLOAT8_E4M3 : c.dtype;
+    ces = cpu::dtype_size(cdt);
     std::mt19937_64 rng(c.seed);
     std::uniform_real_distribution<float> uni(-1.f, 1.f);
+    if (c.fp8_cache && c.descale > 0) {
+      // Around 1/200, so the cache's codes span most of e4m3's range for values of about 1.
+      const int64_t n = c.descale == 1 ? 1 : c.batch * descale_stride();
+      for (auto *v : {&k_descale, &v_descale}) {
+        v->assign(size_t(n), std::numeric_limits<float>::quiet_NaN());  // padding is never read
+        for (int64_t b = 0; b < (c.descale == 1 ? 1 : c.batch); ++b)
+          for (int64_t g = 0; g < (c.descale == 1 ? 1 : c.heads_kv); ++g)
+            (*v)[size_t(b * (c.descale == 1 ? 0 : descale_stride()) + g)] =
+                (1.f + 0.5f * uni(rng)) * (c.subnormal_codes ? 64.f : 1.f / 200.f);
+        if (c.zero_descale && c.descale == 2) (*v)[size_t((c.batch - 1) * descale_stride())] = 0.f;
+      }
+    }
     const int64_t D = c.head_dim, Hk = c.heads_kv;
     // Cache geometry.
     if (c.layout == CacheLayout::Paged) {
@@ -131,6 +156,7 @@ class KvData {
     seqlens[0] = int32_t(cap - c.seqlen_new);
     if (c.batch > 1 && !c.fixed_len) seqlens[1] = int32_t(c.short_len);
     if (c.fixed_len) std::fill(seqlens.begin(), seqlens.end(), int32_t(cap - c.seqlen_new));
+    for (size_t b = 0; b < c.lengths.size() && b < seqlens.size(); ++b) seqlens[b] = int32_t(c.lengths[b]);
     if (c.leftpad) {
       leftpad.resize(size_t(c.batch));
       for (int64_t b = 0; b < c.batch; ++b)
@@ -160,11 +186,30 @@ class KvData {
       for (int64_t i = 0; i < n; ++i) cpu::store_from_float(buf.data(), c.dtype, i, scale * uni(rng));
     };
     fill(q, c.batch * c.seqlen_q * c.heads_q * D, c.q_scale);
-    fill(k_cache, entries * rows * Hk * D, 1.f);
-    fill(v_cache, entries * rows * Hk * D, 1.f);
+    if (c.fp8_cache) {  // e4m3 codes of values up to ~300 (x descale: about 1); NaN codes never drawn
+      auto fill8 = [&](std::vector<uint8_t> &buf, int64_t n) {
+        buf.resize(size_t(n));
+        std::uniform_int_distribution<int> mant(0, 7);
+        for (auto &x : buf)
+          x = c.subnormal_codes ? uint8_t((uni(rng) < 0 ? 0x80 : 0) | mant(rng))  // m * 2^-9
+                                : core::float_to_e4m3(300.f * uni(rng) * (c.descale == 0 ? 1.f / 200.f : 1.f));
+      };
+      fill8(k_cache, entries * rows * Hk * D);
+      fill8(v_cache, entries * rows * Hk * D);
+    } else {
+      fill(k_cache, entries * rows * Hk * D, 1.f);
+      fill(v_cache, entries * rows * Hk * D, 1.f);
+    }
     if (c.seqlen_new > 0) {
       fill(k_new, c.batch * c.seqlen_new * Hk * D, 1.f);
       fill(v_new, c.batch * c.seqlen_new * Hk * D, 1.f);
+    }
+    if (c.fp8_cache && c.k_outliers) {  // 1 in 200 keys at +-448 (x descale: 2-3x the others), new keys at +-4
+      std::uniform_int_distribution<int> pick(0, 199);
+      for (auto &x : k_cache)
+        if (pick(rng) == 0) x = uni(rng) < 0 ? 0xfe : 0x7e;
+      for (int64_t i = 0; i < int64_t(k_new.size()) / es; ++i)
+        if (pick(rng) == 0) cpu::store_from_float(k_new.data(), c.dtype, i, uni(rng) < 0 ? -4.f : 4.f);
     }
     o.assign(size_t(c.batch * c.seqlen_q * c.heads_q * D * es), 0xff);  // NaN poison in every dtype
     lse.assign(size_t(c.batch * c.heads_q * c.seqlen_q), std::numeric_limits<float>::quiet_NaN());
@@ -201,6 +246,16 @@ class KvData {
         for (int64_t h = 0; h < Hk; ++h) {
           const int64_t off = cache_element(b, seqlens[size_t(b)] + i, h);
           const int64_t src = ((b * c.seqlen_new + i) * Hk + h) * D;
+          if (c.fp8_cache) {  // e4m3(x / descale), saturated; descale 0 writes 0
+            const float kd = k_scale(b, h), vd = v_scale(b, h);
+            for (int64_t x = 0; x < D; ++x) {
+              const float kx = cpu::load_as_float(k_new.data(), c.dtype, src + x);
+              const float vx = cpu::load_as_float(v_new.data(), c.dtype, src + x);
+              k_expected[size_t(off + x)] = core::float_to_e4m3(kd == 0.f ? 0.f : kx / kd);
+              v_expected[size_t(off + x)] = core::float_to_e4m3(vd == 0.f ? 0.f : vx / vd);
+            }
+            continue;
+          }
           std::memcpy(&k_expected[size_t(off * es)], &k_new_rot[size_t(src * es)], size_t(D * es));
           std::memcpy(&v_expected[size_t(off * es)], &v_new[size_t(src * es)], size_t(D * es));
         }
@@ -259,9 +314,10 @@ class KvData {
       for (int64_t j = 0; j < total; ++j)
         for (int64_t h = 0; h < c.heads_kv; ++h) {
           const int64_t src = cache_element(b, j, h), dst = ((b * cap + j) * c.heads_kv + h) * D;
+          const double kd = k_scale(b, h), vd = v_scale(b, h);  // 1 without an fp8 cache
           for (int64_t x = 0; x < D; ++x) {
-            in.k[size_t(dst + x)] = cpu::load_as_float(k_expected.data(), c.dtype, src + x);
-            in.v[size_t(dst + x)] = cpu::load_as_float(v_expected.data(), c.dtype, src + x);
+            in.k[size_t(dst + x)] = kd * cpu::load_as_float(k_expected.data(), cdt, src + x);
+            in.v[size_t(dst + x)] = vd * cpu::load_as_float(v_expected.data(), cdt, src + x);
           }
         }
     }
@@ -298,6 +354,11 @@ class KvData {
     a.softcap = c.softcap;
     a.num_splits = c.num_splits;
     a.rotary_dim = c.rotary_dim, a.rotary_interleaved = c.rotary_interleaved;
+    a.cache_dtype = c.fp8_cache ? FLASHBOX_FLOAT8_E4M3 : FLASHBOX_FLOAT32;
+    if (c.fp8_cache && c.descale == 2) {
+      a.k_descale_stride[0] = a.v_descale_stride[0] = descale_stride();
+      a.k_descale_stride[1] = a.v_descale_stride[1] = 1;
+    }
     point_at_host();
   }
 
@@ -317,6 +378,23 @@ class KvData {
     a.learnable_sink = sink.empty() ? nullptr : sink.data();
     a.rotary_cos = rot_cos.empty() ? nullptr : rot_cos.data();
     a.rotary_sin = rot_sin.empty() ? nullptr : rot_sin.data();
+    a.k_descale = k_descale.empty() ? nullptr : k_descale.data();
+    a.v_descale = v_descale.empty() ? nullptr : v_descale.data();
+  }
+
+  // fp8: the descales' batch stride (padded: heads_kv + 1), and the scales of (b, g) (1 without any).
+  int64_t descale_stride() const { return c.heads_kv + 1; }
+  float k_scale(int64_t b, int64_t g) const { return scale_of(k_descale, b, g); }
+  float v_scale(int64_t b, int64_t g) const { return scale_of(v_descale, b, g); }
+  float scale_of(const std::vector<float> &d, int64_t b, int64_t g) const {
+    if (d.empty()) return 1.f;
+    return c.descale == 1 ? d[0] : d[size_t(b * descale_stride() + g)];
+  }
+
+  std::string lengths_str() const {
+    std::string out;
+    for (int32_t l : seqlens) out += (out.empty() ? "" : ",") + std::to_string(l);
+    return out;
   }
 
   int64_t alibi_stride() const { return c.alibi_per_batch ? c.heads_q + 3 : c.heads_q; }
@@ -332,6 +410,13 @@ class KvData {
            (c.softcap > 0 ? " softcap" : "") + (c.alibi ? (c.alibi_per_batch ? " alibi[batch]" : " alibi") : "") +
            (c.leftpad ? " leftpad" : "") + (c.sink ? " sink" : "") +
            (c.rotary_dim ? " rotary" + std::to_string(c.rotary_dim) + (c.rotary_interleaved ? "i" : "") : "") +
+           (c.fp8_cache ? std::string(" fp8-cache descale") + (c.descale == 0   ? "(none)"
+                                                                : c.descale == 1 ? "(tensor)"
+                                                                                 : "(batch,head)") +
+                              (c.k_outliers ? " k-outliers" : "") + (c.zero_descale ? " zero-descale" : "") +
+                              (c.subnormal_codes ? " subnormal-codes" : "")
+                        : std::string()) +
+           (c.lengths.empty() ? std::string() : " lengths " + lengths_str()) +
            " splits" + std::to_string(c.num_splits) + " " + cpu::dtype_name(c.dtype) + " seed " +
            std::to_string(c.seed) + " (FLASHBOX_TEST_SEED)]";
   }
@@ -405,6 +490,8 @@ class KvData {
     args.learnable_sink = sink.empty() ? nullptr : static_cast<const float *>(up(sink));
     args.rotary_cos = rot_cos.empty() ? nullptr : up(rot_cos);
     args.rotary_sin = rot_sin.empty() ? nullptr : up(rot_sin);
+    args.k_descale = k_descale.empty() ? nullptr : static_cast<const float *>(up(k_descale));
+    args.v_descale = v_descale.empty() ? nullptr : static_cast<const float *>(up(v_descale));
   }
   void from_device() { down(o, args.o), down(lse, args.lse), down(k_cache, args.k_cache), down(v_cache, args.v_cache); }
   ~KvData() {

@@ -66,7 +66,8 @@ def test_struct_layout_matches_c_compiler():
         spec.loader.exec_module(abi)
         S.assert_struct_layout_matches_c((abi.AttentionArgs, "flashbox_attention_args"),
                                          (abi.GradArgs, "flashbox_attention_grad_args"),
-                                         (abi.Ext, "flashbox_attention_ext"))
+                                         (abi.Ext, "flashbox_attention_ext"),
+                                         (abi.KvcacheArgs, "flashbox_kvcache_args"))
 
 
 def test_import_without_torch_and_prototypes():

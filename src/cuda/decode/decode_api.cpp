@@ -1,7 +1,8 @@
 // cuda_kvcache_attention: the decode family's host side. Turns a validated KvcacheProblem into
 // DecodeParams, picks the split count (the model below unless num_splits is given), and launches
 //   append (when k_new/v_new are given) -> split kernel -> combine (when splits > 1)
-// on the caller's stream. The split workspace comes from DeviceScratch (stream-ordered, counted in
+// on the caller's stream; with an e4m3 cache (cache_dtype) the append quantizes and the split kernel is
+// its fp8 instantiation (same combine). The split workspace comes from DeviceScratch (stream-ordered, counted in
 // flashbox_last_scratch_peak_bytes).
 //
 // Split model (docs/decode.md). The kernel streams the cache, so its time is bytes over bandwidth, with
@@ -81,12 +82,13 @@ int split_shape(const KvcacheProblem &pr, int row_tiles, SplitShape &s) {
   int dev = 0;
   FLASHBOX_CUDA_TRY(cudaGetDevice(&dev));
   FLASHBOX_CUDA_TRY(cudaDeviceGetAttribute(&s.sms, cudaDevAttrMultiProcessorCount, dev));
-  FLASHBOX_CUDA_TRY(
-      decode_split_occupancy(int(a.head_dim), a.dtype == FLASHBOX_BFLOAT16, &s.ctas_per_sm, &s.bytes_in_flight));
+  const bool fp8 = a.cache_dtype == FLASHBOX_FLOAT8_E4M3;
+  FLASHBOX_CUDA_TRY(decode_split_occupancy(int(a.head_dim), a.dtype == FLASHBOX_BFLOAT16, fp8, &s.ctas_per_sm,
+                                           &s.bytes_in_flight));
   s.ctas_per_sm = std::max(1, s.ctas_per_sm);
   s.base_ctas = a.batch * a.heads_kv * row_tiles;
   s.max_keys = pr.max_total_keys;
-  s.key_bytes = 2 * a.head_dim * 2;
+  s.key_bytes = 2 * a.head_dim * (fp8 ? 1 : 2);
   s.rows_total = a.batch * a.heads_q * a.seqlen_q;
   s.head_dim = a.head_dim;
   return FLASHBOX_OK;
@@ -110,6 +112,8 @@ DecodeParams make_params(const KvcacheProblem &pr) {
   p.cache_batch_idx = a.cache_batch_idx, p.cache_leftpad = a.cache_leftpad;
   p.alibi_slopes = a.alibi_slopes, p.alibi_batch_stride = a.alibi_batch_stride;
   p.learnable_sink = a.learnable_sink;
+  p.k_descale = a.k_descale, p.v_descale = a.v_descale;
+  for (int i = 0; i < 2; ++i) p.k_descale_stride[i] = a.k_descale_stride[i], p.v_descale_stride[i] = a.v_descale_stride[i];
   p.block_table_stride = a.block_table_stride;
   p.cache_rows = a.cache_rows, p.cache_entries = a.cache_entries, p.capacity = pr.capacity;
   p.batch = int(a.batch), p.seqlen_q = int(a.seqlen_q), p.heads_q = int(a.heads_q), p.heads_kv = int(a.heads_kv);
@@ -142,7 +146,11 @@ int cuda_kvcache_append(const KvcacheProblem &pr) {
   const flashbox_kvcache_args &a = *pr.args;
   if (!a.k_new) return FLASHBOX_OK;
   const cuda::DecodeParams p = cuda::make_params(pr);
-  FLASHBOX_CUDA_TRY(cuda::launch_decode_append(p, int(a.head_dim), 2, static_cast<cudaStream_t>(a.stream)));
+  const auto stream = static_cast<cudaStream_t>(a.stream);
+  if (a.cache_dtype == FLASHBOX_FLOAT8_E4M3)
+    FLASHBOX_CUDA_TRY(cuda::launch_decode_append_fp8(p, int(a.head_dim), a.dtype == FLASHBOX_BFLOAT16, stream));
+  else
+    FLASHBOX_CUDA_TRY(cuda::launch_decode_append(p, int(a.head_dim), 2, stream));
   return FLASHBOX_OK;
 }
 
@@ -150,6 +158,7 @@ int cuda_kvcache_attention(const KvcacheProblem &pr) {
   const flashbox_kvcache_args &a = *pr.args;
   const auto stream = static_cast<cudaStream_t>(a.stream);
   const bool bf16 = a.dtype == FLASHBOX_BFLOAT16;
+  const bool fp8 = a.cache_dtype == FLASHBOX_FLOAT8_E4M3;
   cuda::DecodeParams p = cuda::make_params(pr);
   if (a.num_splits > 0) {
     p.num_splits = a.num_splits;
@@ -186,11 +195,13 @@ int cuda_kvcache_attention(const KvcacheProblem &pr) {
     FLASHBOX_CUDA_TRY(cuda::launch_decode_append_rotary(p, r, int(a.head_dim), bf16, stream));
     p.q = q_rotated.as<void>();
     p.q_stride[2] = a.head_dim, p.q_stride[1] = a.heads_q * a.head_dim, p.q_stride[0] = a.seqlen_q * p.q_stride[1];
+  } else if (a.k_new && fp8) {  // validation refuses rotary with an fp8 cache
+    FLASHBOX_CUDA_TRY(cuda::launch_decode_append_fp8(p, int(a.head_dim), bf16, stream));
   } else if (a.k_new) {
     FLASHBOX_CUDA_TRY(cuda::launch_decode_append(p, int(a.head_dim), 2, stream));
   }
   const char *name = "";
-  FLASHBOX_CUDA_TRY(cuda::launch_decode_split(p, int(a.head_dim), bf16, stream, &name));
+  FLASHBOX_CUDA_TRY(cuda::launch_decode_split(p, int(a.head_dim), bf16, fp8, stream, &name));
   if (p.num_splits > 1) FLASHBOX_CUDA_TRY(cuda::launch_decode_combine(p, int(a.head_dim), bf16, stream));
   set_kernel_name(std::string(name) + "_splits" + std::to_string(p.num_splits));
   return FLASHBOX_OK;

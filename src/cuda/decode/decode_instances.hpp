@@ -24,5 +24,17 @@ extern template cudaError_t occupancy<__nv_bfloat16, 256, kDefaultStages<256>>(i
 extern template cudaError_t launch_split<__half, 256, kDefaultStages<256>>(const DecodeParams &, cudaStream_t);
 extern template cudaError_t launch_combine<__half, 256>(const DecodeParams &, cudaStream_t);
 extern template cudaError_t occupancy<__half, 256, kDefaultStages<256>>(int *, int64_t *);
+extern template cudaError_t launch_split<__nv_bfloat16, 64, kFp8Stages<64>, __nv_fp8_e4m3>(const DecodeParams &, cudaStream_t);
+extern template cudaError_t occupancy<__nv_bfloat16, 64, kFp8Stages<64>, __nv_fp8_e4m3>(int *, int64_t *);
+extern template cudaError_t launch_split<__half, 64, kFp8Stages<64>, __nv_fp8_e4m3>(const DecodeParams &, cudaStream_t);
+extern template cudaError_t occupancy<__half, 64, kFp8Stages<64>, __nv_fp8_e4m3>(int *, int64_t *);
+extern template cudaError_t launch_split<__nv_bfloat16, 128, kFp8Stages<128>, __nv_fp8_e4m3>(const DecodeParams &, cudaStream_t);
+extern template cudaError_t occupancy<__nv_bfloat16, 128, kFp8Stages<128>, __nv_fp8_e4m3>(int *, int64_t *);
+extern template cudaError_t launch_split<__half, 128, kFp8Stages<128>, __nv_fp8_e4m3>(const DecodeParams &, cudaStream_t);
+extern template cudaError_t occupancy<__half, 128, kFp8Stages<128>, __nv_fp8_e4m3>(int *, int64_t *);
+extern template cudaError_t launch_split<__nv_bfloat16, 256, kFp8Stages<256>, __nv_fp8_e4m3>(const DecodeParams &, cudaStream_t);
+extern template cudaError_t occupancy<__nv_bfloat16, 256, kFp8Stages<256>, __nv_fp8_e4m3>(int *, int64_t *);
+extern template cudaError_t launch_split<__half, 256, kFp8Stages<256>, __nv_fp8_e4m3>(const DecodeParams &, cudaStream_t);
+extern template cudaError_t occupancy<__half, 256, kFp8Stages<256>, __nv_fp8_e4m3>(int *, int64_t *);
 
 }  // namespace flashbox::cuda::decode

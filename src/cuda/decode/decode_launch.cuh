@@ -1,4 +1,5 @@
-// Launch of one (element type, head_dim, ring depth) instantiation of the decode kernels; included by
+// Launch of one (element type, head_dim, ring depth, cache element type) instantiation of the decode
+// kernels (C = T: a 16-bit cache; C = __nv_fp8_e4m3: an e4m3 cache, same combine); included by
 // the kernel table's instantiation files (instantiations/decode_d*.cu) and the dispatch (decode_dispatch.cu).
 #pragma once
 #include <cuda_runtime.h>
@@ -9,20 +10,20 @@
 
 namespace flashbox::cuda::decode {
 
-template <typename T, int D, int S>
+template <typename T, int D, int S, typename C = T>
 cudaError_t set_smem_attribute() {
   // Once per instantiation: the ring needs more than the default 48 KB of dynamic shared memory.
   static const cudaError_t once =
-      cudaFuncSetAttribute(decode_split_kernel<T, D, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           int(SplitTraits<D, S>::kSmemBytes));
+      cudaFuncSetAttribute(decode_split_kernel<T, D, S, C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           int(SplitTraits<D, S, C>::kSmemBytes));
   return once;
 }
 
-template <typename T, int D, int S>
+template <typename T, int D, int S, typename C = T>
 cudaError_t launch_split(const DecodeParams &p, cudaStream_t stream) {
-  if (cudaError_t e = set_smem_attribute<T, D, S>(); e != cudaSuccess) return e;
+  if (cudaError_t e = set_smem_attribute<T, D, S, C>(); e != cudaSuccess) return e;
   const dim3 grid(unsigned(p.num_splits), unsigned(p.heads_kv * p.row_tiles), unsigned(p.batch));
-  decode_split_kernel<T, D, S><<<grid, kThreads, SplitTraits<D, S>::kSmemBytes, stream>>>(p);
+  decode_split_kernel<T, D, S, C><<<grid, kThreads, SplitTraits<D, S, C>::kSmemBytes, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -34,12 +35,12 @@ cudaError_t launch_combine(const DecodeParams &p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <typename T, int D, int S>
+template <typename T, int D, int S, typename C = T>
 cudaError_t occupancy(int *ctas_per_sm, int64_t *bytes_in_flight) {
-  if (cudaError_t e = set_smem_attribute<T, D, S>(); e != cudaSuccess) return e;
-  *bytes_in_flight = SplitTraits<D, S>::kBytesInFlight;
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, decode_split_kernel<T, D, S>, kThreads,
-                                                       SplitTraits<D, S>::kSmemBytes);
+  if (cudaError_t e = set_smem_attribute<T, D, S, C>(); e != cudaSuccess) return e;
+  *bytes_in_flight = SplitTraits<D, S, C>::kBytesInFlight;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, decode_split_kernel<T, D, S, C>, kThreads,
+                                                       SplitTraits<D, S, C>::kSmemBytes);
 }
 
 }  // namespace flashbox::cuda::decode

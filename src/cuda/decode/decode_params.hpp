@@ -24,6 +24,10 @@ struct DecodeParams {
   int64_t block_table_stride;
   int64_t alibi_batch_stride;  // 0: one [heads_q] row of slopes for every entry
   const float *learnable_sink;  // fp32 [heads_q] or null: folded in where the final O and LSE are written
+  // fp8 e4m3 cache only (the fp8 instantiations and the fp8 append read them): fp32 [batch, heads_kv]
+  // with strides (batch, kv head), or null for 1.
+  const float *k_descale, *v_descale;
+  int64_t k_descale_stride[2], v_descale_stride[2];
   int64_t cache_rows;  // max_seqlen (contiguous) or page_size (paged)
   int64_t cache_entries;
   int64_t capacity;  // keys one batch entry can hold
@@ -55,11 +59,14 @@ cudaError_t launch_decode_rotate_q(const DecodeParams &p, const RotaryParams &r,
 int decode_kernel_dim(int head_dim);
 
 // Per-instantiation launchers (decode_dispatch.cu). `kernel_name` receives a static string.
-cudaError_t launch_decode_split(const DecodeParams &p, int head_dim, bool bf16, cudaStream_t stream,
+// fp8: the cache is e4m3 (the fp8 instantiations of the split kernel; the combine is the same).
+cudaError_t launch_decode_split(const DecodeParams &p, int head_dim, bool bf16, bool fp8, cudaStream_t stream,
                                 const char **kernel_name);
 cudaError_t launch_decode_combine(const DecodeParams &p, int head_dim, bool bf16, cudaStream_t stream);
 cudaError_t launch_decode_append(const DecodeParams &p, int head_dim, int element_size, cudaStream_t stream);
+// k_new/v_new (bf16 or fp16) quantized into an e4m3 cache with the descales (decode_append_fp8.cu).
+cudaError_t launch_decode_append_fp8(const DecodeParams &p, int head_dim, bool bf16, cudaStream_t stream);
 // Resident CTAs of the split kernel per SM (occupancy), and the bytes one CTA keeps in flight.
-cudaError_t decode_split_occupancy(int head_dim, bool bf16, int *ctas_per_sm, int64_t *bytes_in_flight);
+cudaError_t decode_split_occupancy(int head_dim, bool bf16, bool fp8, int *ctas_per_sm, int64_t *bytes_in_flight);
 
 }  // namespace flashbox::cuda

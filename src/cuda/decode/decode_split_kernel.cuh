@@ -20,9 +20,21 @@
 //            decode_combine.cuh, which folds the sink in once over all the splits.
 // Masking (causal bottom-right, window, leftpad, the split's own range) is one compare per score
 // against per-row key bounds; keys past the range are zero-filled copies, so P * V never meets garbage.
+// FP8 e4m3 cache (C = __nv_fp8_e4m3): the ring holds the cache's bytes as they are in HBM (half of a
+//            16-bit cache's, so one 16-byte copy brings 16 elements; unswizzled rows), and each warp
+//            converts only the 16 keys it multiplies, K and V, into its own 16-bit [16][D] tiles
+//            (decode_fp8_convert.cuh: exact, values * 2^-8), between two __syncwarp and with no CTA
+//            barrier; the mma code then reads those tiles as it reads the 16-bit ring. K in the
+//            dtype of q; V always in fp16, with P packed in fp16 (P <= 1: more mantissa than bf16).
+//            The descales are folded: k_descale[b, g] * 2^8 into the score scale, v_descale[b, g] *
+//            2^8 into the output's normalisation (once per row at the end; the split partials are
+//            linear in V, so the combine is unchanged).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <type_traits>
 
 #include <cstdint>
 
@@ -31,6 +43,7 @@
 #include "cuda/common/ldmatrix.cuh"
 #include "cuda/common/mma.cuh"
 #include "cuda/common/sink.cuh"
+#include "cuda/decode/decode_fp8_convert.cuh"
 #include "cuda/decode/decode_params.hpp"
 
 namespace flashbox::cuda::decode {
@@ -45,18 +58,33 @@ constexpr int kTileRows = 16;   // query rows per CTA (one mma M tile)
 // 8 stages was slower). More bytes in flight than the DRAM needs made it slower, not faster.
 template <int D>
 constexpr int kDefaultStages = D == 64 ? 4 : 2;
+// The e4m3 cache's ring (stages half the bytes): D64 4 x 8 KB, D128 4 x 16 KB (2 CTAs per SM with the
+// conversion tiles, 48 KB in flight each, as many bytes as the 16-bit D128 ring keeps), D256 2 x 32 KB
+// (the most that fits beside its 64 KB of conversion tiles under sm_80's 163 KB per CTA). Not yet
+// measured on a GPU.
+template <int D>
+constexpr int kFp8Stages = D == 256 ? 2 : 4;
 
-template <int D, int kStagesT = kDefaultStages<D>>
+template <int D, int kStagesT = kDefaultStages<D>, typename C = void>
 struct SplitTraits {
-  static constexpr int kChunks = D / 8;                   // 16-byte chunks per row
-  static constexpr int kStages = kStagesT;                // ring depth
-  static constexpr int kStageElems = 2 * kBlockKeys * D;  // K and V of one block
+  static constexpr bool kFp8 = std::is_same_v<C, __nv_fp8_e4m3>;
+  static constexpr int kCacheBytes = kFp8 ? 1 : 2;         // bytes per cache element
+  static constexpr int kChunks = D / 8;                    // 16-byte chunks per 16-bit row (Q, tiles)
+  static constexpr int kCacheChunks = D * kCacheBytes / 16;  // 16-byte chunks per cache row
+  static constexpr int kChunkElems = 16 / kCacheBytes;     // cache elements per chunk
+  static constexpr int kStages = kStagesT;                 // ring depth
+  static constexpr int kStageBytes = 2 * kBlockKeys * D * kCacheBytes;  // K and V of one block
   static constexpr int kQElems = kTileRows * D;
-  static constexpr size_t kSmemBytes = size_t(kQElems + kStages * kStageElems) * 2;
-  static constexpr int64_t kBytesInFlight = int64_t(kStages - 1) * kStageElems * 2;
-  // The epilogue's merge buffer [warps][16][D] fp32 plus m and l reuses the ring.
-  static_assert(size_t(kWarps * kTileRows * D + 2 * kWarps * kTileRows) * 4 <= size_t(kStages * kStageElems) * 2,
+  // fp8: per warp, its 16 keys of K and of V as 16-bit [16][D] tiles.
+  static constexpr int kConvBytes = kFp8 ? kWarps * 2 * kTileRows * D * 2 : 0;
+  static constexpr size_t kRingBytes = size_t(kStages) * kStageBytes;
+  static constexpr size_t kSmemBytes = size_t(kQElems) * 2 + kRingBytes + kConvBytes;
+  static constexpr int64_t kBytesInFlight = int64_t(kStages - 1) * kStageBytes;
+  // The epilogue's merge buffer [warps][16][D] fp32 plus m and l reuses the ring (and the tiles).
+  static_assert(size_t(kWarps * kTileRows * D + 2 * kWarps * kTileRows) * 4 <= kRingBytes + kConvBytes,
                 "merge buffer must fit in the K/V ring");
+  static_assert(kThreads % kCacheChunks == 0 && kBlockKeys % (kThreads / kCacheChunks) == 0,
+                "a block's rows must split evenly over the threads");
 };
 
 // Element offset of (row, chunk) in a [rows][D] tile with 16-byte chunks XOR-swizzled by row % 8, so
@@ -80,14 +108,20 @@ __device__ __forceinline__ void wait_pending() {
 
 __device__ __forceinline__ float fast_exp2(float x) { return exp2f(x); }
 
-template <typename T, int D, int kStagesT = kDefaultStages<D>>
+// C: the cache's element type, T (a 16-bit cache) or __nv_fp8_e4m3.
+template <typename T, int D, int kStagesT = kDefaultStages<D>, typename C = T>
 __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodeParams p) {
-  using Tr = SplitTraits<D, kStagesT>;
+  using Tr = SplitTraits<D, kStagesT, C>;
   constexpr int kChunks = Tr::kChunks, kStages = Tr::kStages;
+  constexpr int kCacheChunks = Tr::kCacheChunks, kChunkElems = Tr::kChunkElems;
+  constexpr bool kFp8 = Tr::kFp8;
   constexpr bool kBf16 = ElementTraits<T>::is_bf16;
+  // P * V runs in the dtype of V in shared memory: T, or fp16 for an fp8 cache (see the top).
+  using TV = std::conditional_t<kFp8, __half, T>;
+  constexpr bool kBf16V = ElementTraits<TV>::is_bf16;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T *sq = reinterpret_cast<T *>(smem_raw);
-  T *ring = sq + Tr::kQElems;
+  unsigned char *ring = smem_raw + Tr::kQElems * 2;  // kStages stages of K then V, kStageBytes each
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -114,8 +148,8 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
   const int n_blocks = my_hi > my_lo ? int((my_hi - my_lo + kBlockKeys - 1) / kBlockKeys) : 0;
 
   const T *q = static_cast<const T *>(p.q);
-  const T *kc = static_cast<const T *>(p.k_cache);
-  const T *vc = static_cast<const T *>(p.v_cache);
+  const C *kc = static_cast<const C *>(p.k_cache);
+  const C *vc = static_cast<const C *>(p.v_cache);
 
   // Q tile -> shared memory (zeros for rows past the group), its own cp.async group.
   for (int idx = tid; idx < kTileRows * kChunks; idx += kThreads) {
@@ -127,22 +161,22 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
   }
   commit();
 
-  // One 64-key block of K and V into ring stage `stage`. Each thread copies chunk tid % kChunks of
-  // rows tid / kChunks + k * (kThreads / kChunks). A contiguous cache's entry is fixed for the CTA, so
+  // One 64-key block of K and V into ring stage `stage`. Each thread copies chunk tid % kCacheChunks
+  // of rows tid / kCacheChunks + k * (kThreads / kCacheChunks). A contiguous cache's entry is fixed for the CTA, so
   // a row costs one multiply-add per tensor. A paged row's page is looked up one block ahead
   // (look_up below): the table load is in flight while the previous block computes, so no copy waits
   // on it (looked up in the copy loop itself, the dependent load cost the paged path ~30 %).
-  constexpr int kRowStep = kThreads / kChunks;
+  constexpr int kRowStep = kThreads / kCacheChunks;
   constexpr int kRowsPerThread = kBlockKeys / kRowStep;
-  const int chunk = tid % kChunks;
-  const bool chunk_ok = chunk * 8 < p.head_dim;  // columns past head_dim: zero-filled, never read
+  const int chunk = tid % kCacheChunks;
+  const bool chunk_ok = chunk * kChunkElems < p.head_dim;  // columns past head_dim: zero-filled, never read
   int64_t entry_k = 0, entry_v = 0;  // contiguous: element offsets of (entry, head, chunk)
   bool entry_ok = true;
   if (!p.block_table) {
     const int64_t e = p.cache_batch_idx ? int64_t(__ldg(p.cache_batch_idx + b)) : int64_t(b);
     entry_ok = e >= 0 && e < p.cache_entries;
-    entry_k = e * p.k_stride[0] + hk * p.k_stride[2] + chunk * 8;
-    entry_v = e * p.v_stride[0] + hk * p.v_stride[2] + chunk * 8;
+    entry_k = e * p.k_stride[0] + hk * p.k_stride[2] + chunk * kChunkElems;
+    entry_v = e * p.v_stride[0] + hk * p.v_stride[2] + chunk * kChunkElems;
   }
   // Paged: the table entry and in-page row of each row this thread copies in one block (entry -1:
   // past the split's keys). 32-bit page arithmetic: validation keeps keys and page sizes below 2^31.
@@ -155,19 +189,22 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
     const int32_t *table = p.block_table + b * p.block_table_stride;
 #pragma unroll
     for (int k = 0; k < kRowsPerThread; ++k) {
-      const int64_t j = kb + tid / kChunks + k * kRowStep;
+      const int64_t j = kb + tid / kCacheChunks + k * kRowStep;
       const uint32_t page = uint32_t(j) / uint32_t(p.cache_rows);
       pr.entry[k] = j < my_hi ? __ldg(table + page) : -1;
       pr.row[k] = int32_t(uint32_t(j) - page * uint32_t(p.cache_rows));
     }
   };
+  // Where (row, chunk) of a stage's K or V lands: 16-bit rows swizzled for ldmatrix, fp8 rows as
+  // they are (the conversion reads them in 16-byte chunks, conflict-free).
+  auto ring_offset = [](int r, int c) -> int { return kFp8 ? r * D + c * 16 : swizzle<D>(r, c) * 2; };
   auto load_block = [&](int blk, int stage, const PageRows &pr) {
-    T *sk = ring + stage * Tr::kStageElems;
-    T *sv = sk + kBlockKeys * D;
+    unsigned char *sk = ring + stage * Tr::kStageBytes;
+    unsigned char *sv = sk + kBlockKeys * D * Tr::kCacheBytes;
     const int64_t kb = my_lo + int64_t(blk) * kBlockKeys;
 #pragma unroll
     for (int k = 0; k < kRowsPerThread; ++k) {
-      const int r = tid / kChunks + k * kRowStep;
+      const int r = tid / kCacheChunks + k * kRowStep;
       const int64_t j = kb + r;
       int64_t ko, vo;
       bool ok;
@@ -180,11 +217,11 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
         // outside the cache.
         const int64_t entry = pr.entry[k], row = pr.row[k];
         ok = chunk_ok && entry >= 0 && entry < p.cache_entries && row < p.cache_rows;
-        ko = entry * p.k_stride[0] + row * p.k_stride[1] + hk * p.k_stride[2] + chunk * 8;
-        vo = entry * p.v_stride[0] + row * p.v_stride[1] + hk * p.v_stride[2] + chunk * 8;
+        ko = entry * p.k_stride[0] + row * p.k_stride[1] + hk * p.k_stride[2] + chunk * kChunkElems;
+        vo = entry * p.v_stride[0] + row * p.v_stride[1] + hk * p.v_stride[2] + chunk * kChunkElems;
       }
-      cp_async_16_l2(smem_addr(sk + swizzle<D>(r, chunk)), ok ? kc + ko : kc, ok);
-      cp_async_16_l2(smem_addr(sv + swizzle<D>(r, chunk)), ok ? vc + vo : vc, ok);
+      cp_async_16_l2(smem_addr(sk + ring_offset(r, chunk)), ok ? kc + ko : kc, ok);
+      cp_async_16_l2(smem_addr(sv + ring_offset(r, chunk)), ok ? vc + vo : vc, ok);
     }
   };
 
@@ -221,7 +258,14 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
   // Keys every row of the tile sees: a block inside [all_lo, all_hi) needs no mask (padding rows past
   // the group then score against real keys, harmlessly: they are never stored).
   const int64_t all_lo = max(last.lo, my_lo), all_hi = min(first.hi, my_hi);
-  const float scale_log2 = p.scale * 1.4426950408889634f;
+  // fp8: the descales of (b, hk), with the 2^-8 of the converted tiles undone (decode_fp8_convert.cuh).
+  float score_scale = p.scale, out_scale = 1.f;
+  if constexpr (kFp8) {
+    score_scale *= kvcache::descale_at(p.k_descale, p.k_descale_stride[0], p.k_descale_stride[1], b, hk) /
+                   kFp8RowScale;
+    out_scale = kvcache::descale_at(p.v_descale, p.v_descale_stride[0], p.v_descale_stride[1], b, hk) / kFp8RowScale;
+  }
+  const float scale_log2 = score_scale * 1.4426950408889634f;
 
   // Q fragments: wait for the Q group (the kStages - 1 block groups may still be in flight).
   wait_pending<kStages - 1>();
@@ -255,9 +299,43 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
     }
     commit();
 
-    const T *sk = ring + (blk % kStages) * Tr::kStageElems;
-    const T *sv = sk + kBlockKeys * D;
-    const int key_row0 = warp * 16;
+    // This warp's 16 keys of K and V as 16-bit tiles: the ring's own rows, or for fp8 the warp's
+    // conversion tiles (rows 0..15: the swizzle depends on row % 8 only, so local rows read alike).
+    const T *sk;
+    const TV *sv;
+    const int key_row0 = warp * 16;  // the warp's first key in the block
+    int tile_row0 = key_row0;  // its first row in sk / sv
+    if constexpr (kFp8) {
+      // This warp's converted K ([16][D] of T) and V ([16][D] of fp16) tiles, after the ring.
+      T *conv_k = reinterpret_cast<T *>(ring + Tr::kRingBytes) + warp * 2 * kTileRows * D;
+      TV *conv_v = reinterpret_cast<TV *>(conv_k + kTileRows * D);
+      const unsigned char *rk = ring + (blk % kStages) * Tr::kStageBytes + key_row0 * D;
+      const unsigned char *rv = rk + kBlockKeys * D;
+      __syncwarp();  // every lane's ldmatrix of the previous block is done
+#pragma unroll
+      for (int idx = lane; idx < kTileRows * kCacheChunks; idx += 32) {
+        const int r = idx / kCacheChunks, c = idx % kCacheChunks;
+        // 16 e4m3 -> two 16-bit chunks 2c, 2c + 1; lanes with c >= 4 store the odd one first, so the 8
+        // lanes of a store phase hit 8 different bank groups.
+        const int first = (c >> 2) & 1;
+        uint4 lo, hi;
+        e4m3x16_to_16bit<kBf16>(*reinterpret_cast<const uint4 *>(rk + r * D + c * 16), lo, hi);
+        uint4 *dk0 = reinterpret_cast<uint4 *>(conv_k + swizzle<D>(r, 2 * c + first));
+        uint4 *dk1 = reinterpret_cast<uint4 *>(conv_k + swizzle<D>(r, 2 * c + 1 - first));
+        *dk0 = first ? hi : lo;
+        *dk1 = first ? lo : hi;
+        e4m3x16_to_16bit<false>(*reinterpret_cast<const uint4 *>(rv + r * D + c * 16), lo, hi);
+        uint4 *dv0 = reinterpret_cast<uint4 *>(conv_v + swizzle<D>(r, 2 * c + first));
+        uint4 *dv1 = reinterpret_cast<uint4 *>(conv_v + swizzle<D>(r, 2 * c + 1 - first));
+        *dv0 = first ? hi : lo;
+        *dv1 = first ? lo : hi;
+      }
+      __syncwarp();
+      sk = conv_k, sv = conv_v, tile_row0 = 0;
+    } else {
+      sk = reinterpret_cast<const T *>(ring + (blk % kStages) * Tr::kStageBytes);
+      sv = reinterpret_cast<const TV *>(sk + kBlockKeys * D);
+    }
 
     // S = Q K^T for this warp's 16 keys: two n8 tiles, even and odd k-steps in separate accumulators
     // (two independent mma chains of D / 32 instead of one of D / 16).
@@ -266,7 +344,7 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const int mi = lane >> 3;
-      const int r = key_row0 + (mi >> 1) * 8 + (lane & 7), c = kk * 2 + (mi & 1);
+      const int r = tile_row0 + (mi >> 1) * 8 + (lane & 7), c = kk * 2 + (mi & 1);
       uint32_t kf[4];
       ldmatrix_x4(kf, smem_addr(sk + swizzle<D>(r, c)));
       uint32_t qk[4];
@@ -311,7 +389,7 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
           if (plain_scores) {
             x = s[n][e] * scale_log2;
           } else {
-            x = s[n][e] * p.scale;
+            x = s[n][e] * score_scale;
             if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
             x -= row_slope[h] * float(row_pos[h] > j ? row_pos[h] - j : j - row_pos[h]);
             x *= 1.4426950408889634f;
@@ -354,17 +432,17 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
 
     // O += P V: P (16 rows x 16 keys) from the two S tiles is one A fragment.
     uint32_t pf[4];
-    pf[0] = ElementTraits<T>::pack(s[0][0], s[0][1]);
-    pf[1] = ElementTraits<T>::pack(s[0][2], s[0][3]);
-    pf[2] = ElementTraits<T>::pack(s[1][0], s[1][1]);
-    pf[3] = ElementTraits<T>::pack(s[1][2], s[1][3]);
+    pf[0] = ElementTraits<TV>::pack(s[0][0], s[0][1]);
+    pf[1] = ElementTraits<TV>::pack(s[0][2], s[0][3]);
+    pf[2] = ElementTraits<TV>::pack(s[1][0], s[1][1]);
+    pf[3] = ElementTraits<TV>::pack(s[1][2], s[1][3]);
 #pragma unroll
     for (int c2 = 0; c2 < D / 16; ++c2) {
       const int mi = lane >> 3;
-      const int r = key_row0 + (mi & 1) * 8 + (lane & 7), c = c2 * 2 + (mi >> 1);
+      const int r = tile_row0 + (mi & 1) * 8 + (lane & 7), c = c2 * 2 + (mi >> 1);
       uint32_t vf[4];
       ldmatrix_x4_trans(vf, smem_addr(sv + swizzle<D>(r, c)));
-      mma_m16n16k16<kBf16>(acc[2 * c2], acc[2 * c2 + 1], pf, vf);
+      mma_m16n16k16<kBf16V>(acc[2 * c2], acc[2 * c2 + 1], pf, vf);
     }
   }
 
@@ -415,7 +493,8 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
     const float alpha =
         p.num_splits == 1 && p.learnable_sink ? fold_sink(m_all, l_all, p.learnable_sink[hq] * 1.4426950408889634f)
                                               : 1.f;
-    const float inv = (l_all > 0.f ? 1.f / l_all : 0.f) * alpha;  // alpha 1: exactly the no-sink value
+    // alpha 1: exactly the no-sink value; out_scale 1 unless the cache is fp8 (v_descale * 2^8).
+    const float inv = (l_all > 0.f ? 1.f / l_all : 0.f) * alpha * out_scale;
 #pragma unroll
     for (int x = 0; x < 8; ++x) o[x] *= inv;
     // Natural-log LSE of this CTA's keys (and the sink); -inf when it saw none.

@@ -5,15 +5,18 @@ Checks, each printed with its outcome:
      shared libraries, CUDA runtime and driver, GPU architectures);
   2. the CPU forward and backward of a small GQA case, causal and not, against a plain-Python fp64
      reference (fp32, relative error below 1e-5), with outputs poisoned first;
-  3. on each CUDA device the library sees: the bf16 forward and backward of a small case through the
-     PyTorch layer (flashbox.attention) against an fp64 reference on the same inputs (relative error
-     below 1e-2), and the kernel that ran. Needs torch with CUDA; without it the step says why.
+  3. on each CUDA device the library sees: the bf16 forward and backward of a small case against an
+     fp64 reference on the same (bf16-rounded) inputs (relative error below 1e-2), and the kernel that
+     ran: through the PyTorch layer (flashbox.attention) where torch with CUDA is installed, else
+     through the C API on buffers from the CUDA driver (libcuda.so.1, which any machine with the driver
+     has: a fresh virtual environment needs nothing else).
 Exits 0 when every check that could run passed, 1 when one failed (the reason printed).
 """
 
 import ctypes
 import math
 import random
+import struct
 
 from . import _lib
 
@@ -108,13 +111,121 @@ def _check_cpu(causal):
     return f"B{B} Tq{Tq} Tk{Tk} H{Hq}/{Hkv} D{D} fp32: largest relative error {errors[worst]:.1e} ({worst})"
 
 
+def _to_bf16_bits(x):
+    """fp32 -> bf16 bits, rounded to nearest even (finite inputs)."""
+    u = struct.unpack("<I", struct.pack("<f", x))[0]
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
+
+
+def _from_bf16_bits(b):
+    return struct.unpack("<f", struct.pack("<I", b << 16))[0]
+
+
+class _Driver:
+    """The few CUDA driver calls a torch-free check needs, on `device`'s primary context (the one the
+    library's runtime uses)."""
+
+    def __init__(self, device):
+        try:
+            self.cu = ctypes.CDLL("libcuda.so.1")
+        except OSError as e:
+            raise _Failed(f"the library sees a CUDA device but libcuda.so.1 does not load ({e})")
+        self.dev, self.ctx = ctypes.c_int(), ctypes.c_void_p()
+        self._ok(self.cu.cuInit(0), "cuInit")
+        self._ok(self.cu.cuDeviceGet(ctypes.byref(self.dev), device), "cuDeviceGet")
+        self._ok(self.cu.cuDevicePrimaryCtxRetain(ctypes.byref(self.ctx), self.dev), "cuDevicePrimaryCtxRetain")
+        self._ok(self.cu.cuCtxPushCurrent_v2(self.ctx), "cuCtxPushCurrent")
+        self.buffers = []
+
+    def _ok(self, rc, what):
+        if rc != 0:
+            raise _Failed(f"{what} failed: CUDA driver error {rc}")
+
+    def name(self):
+        buf = ctypes.create_string_buffer(256)
+        self._ok(self.cu.cuDeviceGetName(buf, 256, self.dev), "cuDeviceGetName")
+        return buf.value.decode(errors="replace")
+
+    def upload(self, raw: bytes):
+        ptr = ctypes.c_uint64()
+        self._ok(self.cu.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(len(raw))), "cuMemAlloc")
+        self.buffers.append(ptr.value)
+        self._ok(self.cu.cuMemcpyHtoD_v2(ctypes.c_uint64(ptr.value), raw, ctypes.c_size_t(len(raw))), "cuMemcpyHtoD")
+        return ptr.value
+
+    def download(self, ptr, nbytes):
+        self._ok(self.cu.cuCtxSynchronize(), "cuCtxSynchronize")
+        out = ctypes.create_string_buffer(nbytes)
+        self._ok(self.cu.cuMemcpyDtoH_v2(out, ctypes.c_uint64(ptr), ctypes.c_size_t(nbytes)), "cuMemcpyDtoH")
+        return out.raw
+
+    def close(self):
+        for ptr in self.buffers:
+            self.cu.cuMemFree_v2(ctypes.c_uint64(ptr))
+        popped = ctypes.c_void_p()
+        self.cu.cuCtxPopCurrent_v2(ctypes.byref(popped))
+        self.cu.cuDevicePrimaryCtxRelease_v2(self.dev)
+
+
+def _check_cuda_c_api(device):
+    """bf16 forward + backward through the C API on driver-allocated buffers, against the fp64
+    reference on the bf16-rounded inputs."""
+    B, T, Hq, Hkv, D = 2, 33, 4, 2, 64
+    rnd = random.Random(20261206)
+    draw = lambda n: [rnd.gauss(0.0, 1.0) for _ in range(n)]  # noqa: E731
+    host = {"q": draw(B * T * Hq * D), "k": draw(B * T * Hkv * D), "v": draw(B * T * Hkv * D),
+            "do": draw(B * T * Hq * D)}
+    host["q"][5] = 12.0  # an outlier
+    bits = {n: [_to_bf16_bits(x) for x in xs] for n, xs in host.items()}
+    rounded = {n: [_from_bf16_bits(b) for b in bs] for n, bs in bits.items()}
+    pack16 = lambda bs: struct.pack(f"<{len(bs)}H", *bs)  # noqa: E731
+    poison16 = lambda n: pack16([0x7FC0] * n)  # bf16 NaN  # noqa: E731
+    drv = _Driver(device)
+    try:
+        ptr = {n: drv.upload(pack16(bs)) for n, bs in bits.items()}
+        nq, nk = len(bits["q"]), len(bits["k"])
+        for n, count in (("o", nq), ("dq", nq), ("dk", nk), ("dv", nk)):
+            ptr[n] = drv.upload(poison16(count))
+        ptr["lse"] = drv.upload(struct.pack(f"<{B * Hq * T}f", *([float("nan")] * (B * Hq * T))))
+        a = _lib.AttentionArgs()
+        a.device, a.dtype, a.impl = _lib.Device.CUDA, _lib.DType.BFLOAT16, _lib.Impl.AUTO
+        a.batch, a.seqlen_q, a.seqlen_k, a.heads_q, a.heads_kv, a.head_dim = B, T, T, Hq, Hkv, D
+        a.q, a.k, a.v, a.o, a.lse = ptr["q"], ptr["k"], ptr["v"], ptr["o"], ptr["lse"]
+        a.q_stride[:], a.o_stride[:] = _strides(T, Hq, D), _strides(T, Hq, D)
+        a.k_stride[:], a.v_stride[:] = _strides(T, Hkv, D), _strides(T, Hkv, D)
+        a.causal = 1
+        _lib.forward(a)
+        kernel = _lib.last_kernel()
+        g = _lib.AttentionGradArgs()
+        g.fwd = a
+        g.dout, g.dout_stride[:] = ptr["do"], _strides(T, Hq, D)
+        g.dq, g.dk, g.dv = ptr["dq"], ptr["dk"], ptr["dv"]
+        g.dq_stride[:], g.dk_stride[:], g.dv_stride[:] = _strides(T, Hq, D), _strides(T, Hkv, D), _strides(T, Hkv, D)
+        _lib.backward(g)
+        got = {}
+        for n, count in (("o", nq), ("dq", nq), ("dk", nk), ("dv", nk)):
+            raw = drv.download(ptr[n], 2 * count)
+            got[n] = [_from_bf16_bits(b) for b in struct.unpack(f"<{count}H", raw)]
+        name = drv.name()
+    finally:
+        drv.close()
+    want = _reference(rounded["q"], rounded["k"], rounded["v"], rounded["do"], B, T, T, Hq, Hkv, D, True)
+    errors = {n: _rel_err(got[n], w) for n, w in zip(("o", "dq", "dk", "dv"), want)}
+    worst = max(errors, key=errors.get)
+    if errors[worst] >= _BF16_TOL:
+        raise _Failed(f"{worst} relative error {errors[worst]:.2e} >= {_BF16_TOL:g} against the fp64 reference "
+                      f"(kernel {kernel})")
+    return (f"{name}: B{B} T{T} H{Hq}/{Hkv} D{D} bf16 causal through the C API (no torch), forward kernel "
+            f"{kernel}, largest relative error {errors[worst]:.1e} ({worst})"), None
+
+
 def _check_cuda(device):
     try:
         import torch
-    except ImportError as e:
-        return None, f"needs torch with CUDA to place tensors on the GPU ({e})"
+    except ImportError:
+        return _check_cuda_c_api(device)
     if not torch.cuda.is_available():
-        return None, "torch sees no CUDA device (a CPU-only torch?)"
+        return _check_cuda_c_api(device)
     from . import ops
 
     dev = torch.device("cuda", device)

@@ -25,6 +25,7 @@ trap 'rm -rf "$SCRATCH"' EXIT
 for f in test_flash_attn.py padding.py test_util.py; do
   cp "$HOPPER/$f" "$SCRATCH/" || { echo "no $f in $HOPPER"; exit 1; }
 done
+cp tests/python/fa3_compat/conftest_failures.py "$SCRATCH/conftest.py"  # a FAILREASON line per failure, at once
 
 . tests/python/loadable_library.sh  # sets LIB
 case $LIB in /*) ;; *) LIB=$PWD/$LIB ;; esac
@@ -60,6 +61,9 @@ for g in "${GROUPS_[@]}"; do
   passed=$(grep -c " PASSED" "$log"); failed=$(grep -c " FAILED" "$log"); skipped=$(grep -c " SKIPPED" "$log")
   notimpl=$(grep -c "NotImplementedError: flashbox" "$log")
   echo "fa3 $name: $passed passed, $failed failed, $skipped skipped (rc $rc$([ $rc = 124 ] && echo ', cut off by the time limit'); NotImplementedError lines: $notimpl)" | tee -a "$RESULTS/summary.txt"
+  # The most frequent reasons of the group's failures (the case ids stripped).
+  grep '^FAILREASON' "$log" | sed 's/^FAILREASON [^ ]*: //' | cut -c1-160 | sort | uniq -c | sort -rn | head -5 |
+    sed 's/^/    /' | tee -a "$RESULTS/summary.txt"
 done
 cd "$ROOT"
 

@@ -114,12 +114,32 @@ def decode(ctx):
             for i, (s, layout) in enumerate(rows) for b, L, hq, hk, d, sq in [s]]
 
 
+def _sdpa_decode_peers(ctx, q, k, v, fns, notes, outs):
+    """The SDPA backends asked for (ctx.peers) on the decode row's q [B, Tq, Hq, D] against k, v
+    [B, Hkv, L, D]: each one's callable into fns and its output (as [B, Tq, Hq, D]) into outs, or why
+    it declined into notes."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    qt, hq, hk = q.transpose(1, 2), q.shape[2], k.shape[1]
+    for name, backend in (("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION),
+                          ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION)):
+        if ctx.peers is not None and name not in ctx.peers:
+            continue
+
+        def fn(backend=backend):
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(qt, k, v, enable_gqa=hq != hk)
+        try:
+            outs[name] = fn().transpose(1, 2)
+            fns[name] = fn
+        except Exception as e:
+            notes[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+
+
 def decode_row(ctx, b, L, hq, hk, d, sq, layout, seed, page=16):
     """flashbox_attention_kvcache on a full bf16 cache (contiguous, or shuffled pages through a block
     table) against SDPA on the same contiguous cache. Bytes: K and V of every visible key, q and o."""
     import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     gen = torch.Generator(device="cuda").manual_seed(seed)
     rnd = lambda *s: torch.randn(*s, device="cuda", dtype=torch.bfloat16, generator=gen)  # noqa: E731
     q, k, v = rnd(b, sq, hq, d), rnd(b, hk, L, d), rnd(b, hk, L, d)
@@ -144,20 +164,7 @@ def decode_row(ctx, b, L, hq, hk, d, sq, layout, seed, page=16):
             fns[name] = fn
         except Exception as e:
             notes[name] = str(e).splitlines()[0][:200]
-    qt = q.transpose(1, 2)
-    for name, backend in (("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION),
-                          ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION)):
-        if ctx.peers is not None and name not in ctx.peers:
-            continue
-
-        def fn(backend=backend):
-            with sdpa_kernel(backend):
-                return F.scaled_dot_product_attention(qt, k, v, enable_gqa=hq != hk)
-        try:
-            outs[name] = fn().transpose(1, 2)
-            fns[name] = fn
-        except Exception as e:
-            notes[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+    _sdpa_decode_peers(ctx, q, k, v, fns, notes, outs)
     times = time_interleaved(fns, ctx.rounds)
     ref = next((n for n in ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn") if n in outs), None)
     error = rel_error(outs["flashbox"], outs[ref]) if ref and "flashbox" in outs else None
@@ -193,8 +200,6 @@ def decode_fp8_row(ctx, b, L, hq, hk, d, sq, layout, seed, page=16):
     the speed-up) and fraction_of_peak is flashbox's alone. The error is against SDPA on the
     dequantized cache: the e4m3 rounding itself is not in it (docs/decode.md states that part)."""
     import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     gen = torch.Generator(device="cuda").manual_seed(seed)
     rnd = lambda *s: torch.randn(*s, device="cuda", dtype=torch.float32, generator=gen)  # noqa: E731
     k_descale = torch.full((1,), 2.0 ** -5, device="cuda")
@@ -234,20 +239,7 @@ def decode_fp8_row(ctx, b, L, hq, hk, d, sq, layout, seed, page=16):
             fns[name] = fn
         except Exception as e:
             notes[name] = str(e).splitlines()[0][:200]
-    qt = q.transpose(1, 2)
-    for name, backend in (("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION),
-                          ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION)):
-        if ctx.peers is not None and name not in ctx.peers:
-            continue
-
-        def fn(backend=backend):
-            with sdpa_kernel(backend):
-                return F.scaled_dot_product_attention(qt, k, v, enable_gqa=hq != hk)
-        try:
-            outs[name] = fn().transpose(1, 2)
-            fns[name] = fn
-        except Exception as e:
-            notes[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+    _sdpa_decode_peers(ctx, q, k, v, fns, notes, outs)
     times = time_interleaved(fns, ctx.rounds)
     ref = next((n for n in ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn") if n in outs), None)
     error = rel_error(outs["flashbox"], outs[ref]) if ref and "flashbox" in outs else None

@@ -20,6 +20,14 @@
 //     multiplier becomes log2(e) instead of scale * log2(e);
 //   - head_dim: an instantiation (64, 128 or 256) serves every multiple of 8 up to it: columns past
 //     the call's head_dim are loaded as zeros (cp.async src-size 0) and never stored;
+//   - the extension's mask families (cuda/common/mask_ext.cuh, run-time fields of p.ext, no
+//     instantiations): attention_chunk narrows each row's window; seqused shortens the sequence;
+//     a prefix widens the tile range to key 0; document ids narrow it to the keys whose ids lie
+//     within the tile's rows' id range (one scan of the ids per CTA), and with documents or a prefix
+//     every visited tile is masked element by element. A block mask (FlexAttention's BlockMask,
+//     block sizes multiples of the tiles: the plan checks) replaces the tile range with the CTA's
+//     row of the lists: the K/V tiles of its partial blocks (masked by the element rule), then of
+//     its full blocks (no mask but the end of the keys); an index out of range is skipped;
 //   - variable-length batches: the grid covers (query blocks of max_seqlen_q, sequences x heads); a
 //     CTA reads its sequence's span from cu_seqlens (cuda/common/varlen_span.cuh, clamped) and exits
 //     when its block starts past the sequence's end;
@@ -44,6 +52,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -126,6 +135,37 @@ __device__ __forceinline__ void mask_columns(float (&acc_s)[Tr::kMTiles][Tr::kST
 #pragma unroll
         for (int e = 0; e < 2; ++e)
           if (j * 8 + e < lo || j * 8 + e >= hi) acc_s[mt][j][2 * r + e] = masked;
+    }
+}
+
+// A CTA's state of the mask families (shared memory: see the kernel).
+struct ExtCta {
+  const int32_t *doc_q, *doc_k;  // the sequence's document ids; null: none
+  int prefix;                    // keys below are visible to every row
+  BlockRow brow;                 // the block mask's list row of the CTA's query block
+};
+
+// The extension's element mask (cuda/common/mask_ext.cuh): a full block of a block mask admits
+// every key before seqlen_k; otherwise the element rule (documents, prefix, window, chunk).
+template <class Tr>
+__device__ __forceinline__ void mask_ext_columns(float (&acc_s)[Tr::kMTiles][Tr::kSTiles][4], const FlashFwdParams &p,
+                                                 const int32_t *doc_q, const int32_t *doc_k, int prefix, bool full,
+                                                 int row0, int col0, int shift, int seqlen_q, int seqlen_k,
+                                                 float masked) {
+#pragma unroll
+  for (int mt = 0; mt < Tr::kMTiles; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = row0 + mt * 16 + 8 * r;
+#pragma unroll
+      for (int j = 0; j < Tr::kSTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int key = col0 + j * 8 + e;
+          const bool seen = full ? key < seqlen_k
+                                 : ext_visible(p.mods, p.ext, doc_q, doc_k, prefix, row, key, shift, seqlen_q, seqlen_k);
+          if (!seen) acc_s[mt][j][2 * r + e] = masked;
+        }
     }
 }
 
@@ -250,27 +290,88 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
   const int b = bh / p.heads_q, h = bh % p.heads_q, hk = h / p.group;
   const int m0 = (num_m - 1 - m_rank) * kM;
   int sq = p.seqlen_q, sk = p.seqlen_k;
+  int q_tok0 = 0, k_tok0 = 0;  // the sequence's first token in the packed tensors (varlen)
   const Element *q = static_cast<const Element *>(p.q) + h * p.q_head;
   const Element *k = static_cast<const Element *>(p.k) + hk * p.k_head;
   const Element *v = static_cast<const Element *>(p.v) + hk * p.v_head;
   if (p.cu_seqlens_q) {  // varlen: this sequence's tokens; the grid covers the longest
     const VarlenSpan s = varlen_span(p.cu_seqlens_q, p.cu_seqlens_k, b, p.total_q, p.total_k, sq, sk);
     if (m0 >= s.seqlen_q) return;  // the whole CTA: nothing loaded, nothing written
-    sq = s.seqlen_q, sk = s.seqlen_k;
+    sq = s.seqlen_q, sk = s.seqlen_k, q_tok0 = s.q0, k_tok0 = s.k0;
     q += int64_t(s.q0) * p.q_seq, k += int64_t(s.k0) * p.k_seq, v += int64_t(s.k0) * p.v_seq;
   } else {
     q += b * p.q_batch, k += b * p.k_batch, v += b * p.v_batch;
+  }
+  const bool ext_on = p.ext.any();
+  if (ext_on) {
+    ext_used_lengths(p.ext, b, sq, sk);
+    if (m0 >= sq) return;  // rows past the used ones keep what they held
   }
   const int shift = sk - sq;  // bottom-right alignment: query i's diagonal is key i + shift
 
   // K/V tiles [n_begin, n_end) hold every key some row of this block may see (rows' windows move
   // right with the row); a tile needs the element mask when it is not inside every row's window.
-  const int key_begin = mods_key_begin(p.mods, m0, shift, sk);
-  const int key_end = mods_key_end(p.mods, min(m0 + kM, sq) - 1, shift, sk);
-  const int mask_lo = mods_key_begin(p.mods, m0 + kM - 1, shift, sk);  // keys below: some row masks
-  const int mask_hi = mods_key_end(p.mods, m0, shift, sk);             // keys from here: some row masks
+  // ext_key_* are mods_key_* with attention_chunk (the same without it).
+  int key_begin = ext_key_begin(p.mods, p.ext, m0, shift, sk);
+  int key_end = ext_key_end(p.mods, p.ext, min(m0 + kM, sq) - 1, shift, sk);
+  const int mask_lo = ext_key_begin(p.mods, p.ext, m0 + kM - 1, shift, sk);  // keys below: some row masks
+  const int mask_hi = ext_key_end(p.mods, p.ext, m0, shift, sk);             // keys from here: some row masks
+  // What the mask families need inside the K/V loop lives in shared memory, read where it is used
+  // (after a barrier, so never hoisted into registers): the loop's registers stay those of the
+  // plain kernel.
+  __shared__ ExtCta ext_cta;
+  if (ext_on) {
+    const int32_t *doc_q = nullptr, *doc_k = nullptr;  // this sequence's document ids (null: none)
+    BlockRow brow{0, 0, 0};
+    const int prefix = ext_prefix(p.ext, b, sk);
+    if (prefix > 0) key_begin = 0, key_end = max(key_end, prefix);
+    if (p.ext.doc_q) {
+      doc_q = p.ext.doc_q + (p.cu_seqlens_q ? int64_t(q_tok0) : b * p.ext.doc_q_stride);
+      doc_k = p.ext.doc_k + (p.cu_seqlens_q ? int64_t(k_tok0) : b * p.ext.doc_k_stride);
+      // Keys of other documents than the block's rows' are never visible: narrow [key_begin,
+      // key_end) to the keys whose id lies within the rows' id range (exact for sorted documents).
+      __shared__ int doc_bounds[4];  // rows' min and max id, first and last matching key
+      if (threadIdx.x == 0) doc_bounds[0] = INT_MAX, doc_bounds[1] = INT_MIN, doc_bounds[2] = INT_MAX, doc_bounds[3] = -1;
+      __syncthreads();
+      int lo = INT_MAX, hi = INT_MIN;
+      for (int r = m0 + int(threadIdx.x); r < min(m0 + kM, sq); r += Tr::kThreads) lo = min(lo, doc_q[r]), hi = max(hi, doc_q[r]);
+      atomicMin(&doc_bounds[0], lo);
+      atomicMax(&doc_bounds[1], hi);
+      __syncthreads();
+      const int id_lo = doc_bounds[0], id_hi = doc_bounds[1];
+      int first = INT_MAX, last = -1;
+      for (int j = key_begin + int(threadIdx.x); j < key_end; j += Tr::kThreads) {
+        const int id = doc_k[j];
+        if (id >= id_lo && id <= id_hi) first = min(first, j), last = max(last, j);
+      }
+      atomicMin(&doc_bounds[2], first);
+      atomicMax(&doc_bounds[3], last);
+      __syncthreads();
+      if (doc_bounds[3] < 0) key_begin = key_end = 0;
+      else key_begin = max(key_begin, doc_bounds[2]), key_end = min(key_end, doc_bounds[3] + 1);
+    }
+    if (p.ext.blocks()) {  // the lists decide the tiles; the element rule is tested in partial ones
+      key_begin = 0, key_end = sk;
+      brow = block_row(p.ext, b, h, m0 / p.ext.q_block);
+    }
+    if (threadIdx.x == 0) ext_cta = ExtCta{doc_q, doc_k, prefix, brow};
+    __syncthreads();
+  }
   const int n_begin = key_begin / kN;
   const int n_end = max(n_begin, (key_end + kN - 1) / kN);
+  // Block masks: each listed block is kv_block / kN K/V tiles, walked partial blocks first.
+  const int tiles_per_block = p.ext.blocks() ? p.ext.kv_block / kN : 1;
+  const int n_iter = p.ext.blocks() ? (ext_cta.brow.partial + ext_cta.brow.full) * tiles_per_block : n_end - n_begin;
+  // The K/V tile of iteration `it` (-1: none, an index out of range or a tile past the keys) and
+  // whether it is in a full block. Without a block mask the tiles go from the last to the first:
+  // the diagonal (masked) tiles first, then the unmasked bulk.
+  auto tile_at = [&](int it, bool *full) -> int {
+    *full = false;
+    if (!p.ext.blocks()) return n_end - 1 - it;
+    const int c = block_entry(p.ext, ext_cta.brow, it / tiles_per_block, full);
+    const int n = c * tiles_per_block + it % tiles_per_block;
+    return c >= 0 && n * kN < sk ? n : -1;
+  };
   const float slope = p.transforms ? mods_slope(p.mods, b, h) : 0.f;
 
   // This thread's rows: warp_row0 + mt*16 + g (+8), g = lane / 4; its columns in a C tile: 2t, 2t+1.
@@ -306,8 +407,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
   cp_async_commit();
 #pragma unroll
   for (int s = 0; s < Tr::kStages - 1; ++s) {
-    const int n = n_end - 1 - s;
-    if (n >= n_begin) {
+    bool full_s;
+    const int n = s < n_iter ? tile_at(s, &full_s) : -1;
+    if (n >= 0) {
       load_tile_async<Tr, kN>(sK + s * Tr::kKVTileElems * 2, k, p.k_seq, n * kN, sk, head_chunks(p));
       load_tile_async<Tr, kN>(sV + s * Tr::kKVTileElems * 2, v, p.v_seq, n * kN, sk, head_chunks(p));
     }
@@ -326,20 +428,23 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
   // <<< report:load_q
 
   // >>> report:kv_loop
-  for (int it = 0; it < n_end - n_begin; ++it) {
-    const int n = n_end - 1 - it;  // diagonal (masked) tiles first, then the unmasked bulk
+  for (int it = 0; it < n_iter; ++it) {
+    bool full = false;
+    const int n = tile_at(it, &full);
     const int stage = it % Tr::kStages;
     cp_async_wait<Tr::kStages - 2>();
     __syncthreads();  // tile `it` is visible to all; every warp is done with the stage refilled next
     {
-      const int n_next = n - (Tr::kStages - 1);
+      bool full_next;
+      const int n_next = it + Tr::kStages - 1 < n_iter ? tile_at(it + Tr::kStages - 1, &full_next) : -1;
       const int st_next = (it + Tr::kStages - 1) % Tr::kStages;
-      if (n_next >= n_begin) {
+      if (n_next >= 0) {
         load_tile_async<Tr, kN>(sK + st_next * Tr::kKVTileElems * 2, k, p.k_seq, n_next * kN, sk, head_chunks(p));
         load_tile_async<Tr, kN>(sV + st_next * Tr::kKVTileElems * 2, v, p.v_seq, n_next * kN, sk, head_chunks(p));
       }
       cp_async_commit();  // possibly empty, so the group count stays uniform
     }
+    if (n < 0) continue;  // a block index out of range: nothing to compute (CTA-uniform)
     // The K/V tile is consumed kSubN keys at a time; a step wholly outside the visible keys is skipped.
 #pragma unroll
     for (int sub = 0; sub < kN / Tr::kSubN; ++sub) {
@@ -389,8 +494,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
       if (p.transforms) transform_scores<Tr>(acc_s, p, slope, m0 + warp_row0 + g, key0 + 2 * t, shift);
       const float score_mul = score_multiplier(p);
       const float masked = score_mul > 0.f ? -INFINITY : INFINITY;
-      if (key0 + Tr::kSubN > mask_hi || key0 < mask_lo)
-        mask_columns<Tr>(acc_s, p.mods, m0 + warp_row0 + g, key0 + 2 * t, shift, sk, masked);
+      if (!ext_on) {
+        if (key0 + Tr::kSubN > mask_hi || key0 < mask_lo)
+          mask_columns<Tr>(acc_s, p.mods, m0 + warp_row0 + g, key0 + 2 * t, shift, sk, masked);
+      } else if (p.ext.blocks() ? !full || key0 + Tr::kSubN > sk
+                                : p.ext.elementwise() || key0 + Tr::kSubN > mask_hi || key0 < mask_lo) {
+        mask_ext_columns<Tr>(acc_s, p, ext_cta.doc_q, ext_cta.doc_k, ext_cta.prefix, full, m0 + warp_row0 + g, key0 + 2 * t, shift, sq, sk,
+                             masked);
+      }
       softmax_update<Tr>(acc_s, acc_o, row_max, row_sum, score_mul);
       exponentiate<Tr>(acc_s, row_max, row_sum, score_mul);
       // <<< report:online_softmax

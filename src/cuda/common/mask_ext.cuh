@@ -13,10 +13,17 @@
 // outside [0, num_kv_blocks) is skipped. Malformed tables so give unspecified values in the rows
 // they name, never an access outside the tensors. A block listed twice is visited twice (its keys
 // counted twice): unspecified values too.
+// Host and device (as varlen_span.cuh): tests/api/mask_ext_test.cpp checks these rules on the CPU
+// against core::visible. The window comes from any type with window_left / window_right (the
+// kernels' DeviceMods), so this header needs no CUDA.
 #pragma once
 #include <cstdint>
 
-#include "cuda/common/score_mods.cuh"
+#if defined(__CUDACC__)
+#define FLASHBOX_MASK_HD __host__ FLASHBOX_MASK_HD
+#else
+#define FLASHBOX_MASK_HD inline
+#endif
 
 namespace flashbox::cuda {
 
@@ -33,50 +40,90 @@ struct DeviceMaskExt {
   int q_block = 1, kv_block = 1;                           // multiples of the kernel tiles (plan checks)
   int max_kv = 0, num_q_blocks = 0, num_kv_blocks = 0;
 
-  __host__ __device__ bool blocks() const { return kv_num != nullptr; }
+  FLASHBOX_MASK_HD bool blocks() const { return kv_num != nullptr; }
   // Rules that make a row's visible keys more than one range: tested element by element.
-  __host__ __device__ bool elementwise() const { return doc_q != nullptr || prefix != nullptr || kv_num != nullptr; }
-  __host__ __device__ bool any() const {
+  FLASHBOX_MASK_HD bool elementwise() const { return doc_q != nullptr || prefix != nullptr || kv_num != nullptr; }
+  FLASHBOX_MASK_HD bool any() const {
     return chunk > 0 || elementwise() || seqused_q != nullptr || seqused_k != nullptr;
   }
 };
 
-__device__ __forceinline__ int ext_clamp(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
+FLASHBOX_MASK_HD int ext_clamp(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
+FLASHBOX_MASK_HD int ext_min(int a, int b) { return a < b ? a : b; }
+FLASHBOX_MASK_HD int ext_max(int a, int b) { return a > b ? a : b; }
+
+// The window's bounds (score_mods.cuh's mods_key_* / mods_query_*, for any mods type).
+template <class Mods>
+FLASHBOX_MASK_HD int window_key_begin(const Mods &m, int i, int shift, int seqlen_k) {
+  return m.window_left < 0 ? 0 : ext_clamp(i + shift - m.window_left, 0, seqlen_k);
+}
+template <class Mods>
+FLASHBOX_MASK_HD int window_key_end(const Mods &m, int i, int shift, int seqlen_k) {
+  return m.window_right < 0 ? seqlen_k : ext_clamp(i + shift + m.window_right + 1, 0, seqlen_k);
+}
+template <class Mods>
+FLASHBOX_MASK_HD int window_query_begin(const Mods &m, int j, int shift, int seqlen_q) {
+  return m.window_right < 0 ? 0 : ext_clamp(j - shift - m.window_right, 0, seqlen_q);
+}
+template <class Mods>
+FLASHBOX_MASK_HD int window_query_end(const Mods &m, int j, int shift, int seqlen_q) {
+  return m.window_left < 0 ? seqlen_q : ext_clamp(j - shift + m.window_left + 1, 0, seqlen_q);
+}
 
 // floor(x / n) * n for n > 0 and any sign of x.
-__device__ __forceinline__ int ext_chunk_start(int x, int n) {
+FLASHBOX_MASK_HD int ext_chunk_start(int x, int n) {
   const int r = x % n;
   return x - (r < 0 ? r + n : r);
 }
 
 // The used lengths of batch entry b (seqused, clamped to the sequence's lengths).
-__device__ __forceinline__ void ext_used_lengths(const DeviceMaskExt &x, int b, int &seqlen_q, int &seqlen_k) {
+FLASHBOX_MASK_HD void ext_used_lengths(const DeviceMaskExt &x, int b, int &seqlen_q, int &seqlen_k) {
   if (x.seqused_q) seqlen_q = ext_clamp(x.seqused_q[b], 0, seqlen_q);
   if (x.seqused_k) seqlen_k = ext_clamp(x.seqused_k[b], 0, seqlen_k);
 }
 // Keys j < the result are visible to every row of batch entry b (0 without a prefix).
-__device__ __forceinline__ int ext_prefix(const DeviceMaskExt &x, int b, int seqlen_k) {
+FLASHBOX_MASK_HD int ext_prefix(const DeviceMaskExt &x, int b, int seqlen_k) {
   return x.prefix ? ext_clamp(x.prefix[b], 0, seqlen_k) : 0;
 }
 
 // The window's and the chunk's bounds of row i: [begin, end) within [0, seqlen_k]. Both never
 // decrease with i (the kernels take the first row's begin and the last row's end for a tile).
-__device__ __forceinline__ int ext_key_begin(const DeviceMods &m, const DeviceMaskExt &x, int i, int shift,
+template <class Mods>
+FLASHBOX_MASK_HD int ext_key_begin(const Mods &m, const DeviceMaskExt &x, int i, int shift,
                                              int seqlen_k) {
-  int begin = mods_key_begin(m, i, shift, seqlen_k);
-  if (x.chunk > 0) begin = max(begin, ext_clamp(ext_chunk_start(i + shift, x.chunk), 0, seqlen_k));
+  int begin = window_key_begin(m, i, shift, seqlen_k);
+  if (x.chunk > 0) begin = ext_max(begin, ext_clamp(ext_chunk_start(i + shift, x.chunk), 0, seqlen_k));
   return begin;
 }
-__device__ __forceinline__ int ext_key_end(const DeviceMods &m, const DeviceMaskExt &x, int i, int shift,
+template <class Mods>
+FLASHBOX_MASK_HD int ext_key_end(const Mods &m, const DeviceMaskExt &x, int i, int shift,
                                            int seqlen_k) {
-  int end = mods_key_end(m, i, shift, seqlen_k);
-  if (x.chunk > 0) end = min(end, ext_clamp(ext_chunk_start(i + shift, x.chunk) + x.chunk, 0, seqlen_k));
+  int end = window_key_end(m, i, shift, seqlen_k);
+  if (x.chunk > 0) end = ext_min(end, ext_clamp(ext_chunk_start(i + shift, x.chunk) + x.chunk, 0, seqlen_k));
+  return end;
+}
+
+// The rows that see key j by the window and the chunk: [begin, end) within [0, seqlen_q] (the
+// backward's walk); both never decrease with j.
+template <class Mods>
+FLASHBOX_MASK_HD int ext_query_begin(const Mods &m, const DeviceMaskExt &x, int j, int shift,
+                                               int seqlen_q) {
+  int begin = window_query_begin(m, j, shift, seqlen_q);
+  if (x.chunk > 0) begin = ext_max(begin, ext_clamp(ext_chunk_start(j, x.chunk) - shift, 0, seqlen_q));
+  return begin;
+}
+template <class Mods>
+FLASHBOX_MASK_HD int ext_query_end(const Mods &m, const DeviceMaskExt &x, int j, int shift,
+                                             int seqlen_q) {
+  int end = window_query_end(m, j, shift, seqlen_q);
+  if (x.chunk > 0) end = ext_min(end, ext_clamp(ext_chunk_start(j, x.chunk) + x.chunk - shift, 0, seqlen_q));
   return end;
 }
 
 // The element rule (no block mask, or a partial block): row i < seqlen_q, key j. doc_q / doc_k point
 // at the sequence's first id (null: no documents).
-__device__ __forceinline__ bool ext_visible(const DeviceMods &m, const DeviceMaskExt &x, const int32_t *doc_q,
+template <class Mods>
+FLASHBOX_MASK_HD bool ext_visible(const Mods &m, const DeviceMaskExt &x, const int32_t *doc_q,
                                             const int32_t *doc_k, int prefix, int i, int j, int shift, int seqlen_q,
                                             int seqlen_k) {
   if (i < 0 || i >= seqlen_q || j < 0 || j >= seqlen_k) return false;
@@ -90,10 +137,10 @@ struct BlockRow {
   int64_t base;  // element offset of the row in kv_idx / full_idx
   int partial, full;
 };
-__device__ __forceinline__ BlockRow block_row(const DeviceMaskExt &x, int b, int h, int qb) {
+FLASHBOX_MASK_HD BlockRow block_row(const DeviceMaskExt &x, int b, int h, int qb) {
   const int bb = x.bm_batch == 1 ? 0 : b, hh = x.bm_heads == 1 ? 0 : h;
   const int64_t row = (int64_t(bb) * x.bm_heads + hh) * x.num_q_blocks + qb;
-  const int cap = min(x.max_kv, x.num_kv_blocks);
+  const int cap = ext_min(x.max_kv, x.num_kv_blocks);
   BlockRow r;
   r.base = row * x.max_kv;
   r.partial = ext_clamp(x.kv_num[row], 0, cap);
@@ -102,7 +149,7 @@ __device__ __forceinline__ BlockRow block_row(const DeviceMaskExt &x, int b, int
 }
 // Entry e of a row (partial entries first, then full): the key block, or -1 for an index out of
 // range. *full says which list it came from.
-__device__ __forceinline__ int block_entry(const DeviceMaskExt &x, const BlockRow &r, int e, bool *full) {
+FLASHBOX_MASK_HD int block_entry(const DeviceMaskExt &x, const BlockRow &r, int e, bool *full) {
   *full = e >= r.partial;
   const int c = *full ? x.full_idx[r.base + (e - r.partial)] : x.kv_idx[r.base + e];
   return c >= 0 && c < x.num_kv_blocks ? c : -1;
@@ -112,7 +159,7 @@ enum : int { kExtBlockSkipped = 0, kExtBlockPartial = 1, kExtBlockFull = 2 };
 // The kind of key block kb in the row of (b, h, qb): a walk over the row's lists (the backward's
 // lookup; rows hold at most num_kv_blocks entries). A block listed in both counts as full, as the
 // CPU's dense table (filled partial, then full) says.
-__device__ __forceinline__ int block_kind(const DeviceMaskExt &x, int b, int h, int qb, int kb) {
+FLASHBOX_MASK_HD int block_kind(const DeviceMaskExt &x, int b, int h, int qb, int kb) {
   if (qb < 0 || qb >= x.num_q_blocks) return kExtBlockSkipped;
   const BlockRow r = block_row(x, b, h, qb);
   for (int e = 0; e < r.full; ++e)
@@ -123,3 +170,5 @@ __device__ __forceinline__ int block_kind(const DeviceMaskExt &x, int b, int h, 
 }
 
 }  // namespace flashbox::cuda
+
+#undef FLASHBOX_MASK_HD

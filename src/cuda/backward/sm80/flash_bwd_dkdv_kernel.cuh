@@ -27,8 +27,9 @@
 // softcap's derivative multiplies dSᵀ. head_dim below the instantiation's: zero-filled columns,
 // stores of head_dim columns only. Varlen: grid (K blocks of max_seqlen_k, sequences x kv heads), a
 // CTA past its sequence's keys exits (bwd_seq: the span, clamped).
-// The extension's mask families (cuda/common/mask_ext.cuh): with any of them every Q block of the
-// used rows is visited and P is masked element by element (the element rule, or for a block mask
+// The extension's mask families (cuda/common/mask_ext.cuh): the chunk narrows the Q blocks visited
+// as the window does, a prefix key's block is seen by every row, with documents or a block mask every
+// Q block of the used rows is visited; P is masked element by element (the element rule, or for a block mask
 // the kind of the (Q block, K block) pair, looked up in the Q block's lists: a skipped pair costs
 // its loads and no math, a full pair no mask but the end of the keys). seqused: keys past the used
 // ones are masked, so their dK and dV are written as 0.
@@ -94,15 +95,19 @@ __global__ void __launch_bounds__(DkDvTile<D, BQ>::kThreads, (BQ == 32 && D <= 1
   const int c_off = T::kSplit ? int(blockIdx.z) * kCols : 0;  // first accumulated column
 
   // Q blocks that see this K block: those holding a query whose window holds one of its keys.
-  // With the extension's rules: every used row (none when the block holds no used key).
-  const int q_begin = ext_on ? 0 : mods_query_begin(p.mods, n0, shift, SQ);
-  const int q_end = ext_on ? (n0 < SK ? SQ : 0) : mods_query_end(p.mods, min(n0 + kBK, SK) - 1, shift, SQ);
+  // ext_query_* are mods_query_* with attention_chunk. A block holding a prefix key is seen by every
+  // row; with documents or a block mask every used row is visited (none when the block holds no
+  // used key).
+  const int prefix = ext_on ? ext_prefix(p.ext, b, SK) : 0;
+  int q_begin = ext_query_begin(p.mods, p.ext, n0, shift, SQ);
+  int q_end = ext_query_end(p.mods, p.ext, min(n0 + kBK, SK) - 1, shift, SQ);
+  if (ext_on && (n0 < prefix || p.ext.doc_q || p.ext.blocks())) q_begin = 0, q_end = SQ;
+  if (ext_on && n0 >= SK) q_begin = q_end = 0;
   const int32_t *doc_q = nullptr, *doc_k = nullptr;  // this sequence's document ids (null: none)
   if (p.ext.doc_q) {
     doc_q = p.ext.doc_q + (p.cu_seqlens_q ? int64_t(seq.q0) : b * p.ext.doc_q_stride);
     doc_k = p.ext.doc_k + (p.cu_seqlens_q ? int64_t(seq.k0) : b * p.ext.doc_k_stride);
   }
-  const int prefix = ext_on ? ext_prefix(p.ext, b, SK) : 0;
   const int m_begin = q_begin / kBQ, m_count = max(0, (q_end + kBQ - 1) / kBQ - m_begin);
   const int n_iter = m_count * p.group;
 

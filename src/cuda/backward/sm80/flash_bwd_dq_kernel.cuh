@@ -12,8 +12,8 @@
 // in two halves (grid.z = 2): S and dP over all 256 columns, dQ[:, half] += dS K[:, half] (64 fp32
 // registers per thread, as head_dim 128), and K/V tiles of 32 keys so that Q, dO (2·64·264·2 B) and
 // two stages of K, V (4·32·264·2 B) fit an A100 (132 KB).
-// The extension's mask families as in the dK/dV kernel: every K block of the used keys visited, P
-// masked element by element (block masks: the pair's kind), rows past the used ones written as 0.
+// The extension's mask families as in the dK/dV kernel: the K blocks of the rows' chunk, window and
+// prefix visited (every used one with documents or a block mask), P masked element by element (block masks: the pair's kind), rows past the used ones written as 0.
 #pragma once
 #include "cuda/backward/sm80/bwd_device.cuh"
 #include "cuda/backward/sm80/flash_bwd_params.hpp"
@@ -58,15 +58,20 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
 
   // Keys seen by some row of the block: [key_begin of the first row, key_end of the last).
   const int last_row = min(m0 + kBQ, SQ) - 1;
-  // With the extension's rules: every used key (none when the block holds no used row).
-  const int key_begin = ext_on ? 0 : mods_key_begin(p.mods, m0, shift, SK);
-  const int key_end = ext_on ? (m0 < SQ ? SK : 0) : mods_key_end(p.mods, last_row, shift, SK);
+  // ext_key_* are mods_key_* with attention_chunk; a prefix widens the range to key 0 and the
+  // prefix's end; with documents or a block mask every used key (none when the block holds no used
+  // row).
+  const int prefix = ext_on ? ext_prefix(p.ext, b, SK) : 0;
+  int key_begin = ext_key_begin(p.mods, p.ext, m0, shift, SK);
+  int key_end = ext_key_end(p.mods, p.ext, last_row, shift, SK);
+  if (prefix > 0) key_begin = 0, key_end = max(key_end, prefix);
+  if (ext_on && (p.ext.doc_q || p.ext.blocks())) key_begin = 0, key_end = SK;
+  if (ext_on && m0 >= SQ) key_begin = key_end = 0;
   const int32_t *doc_q = nullptr, *doc_k = nullptr;  // this sequence's document ids (null: none)
   if (p.ext.doc_q) {
     doc_q = p.ext.doc_q + (p.cu_seqlens_q ? int64_t(seq.q0) : b * p.ext.doc_q_stride);
     doc_k = p.ext.doc_k + (p.cu_seqlens_q ? int64_t(seq.k0) : b * p.ext.doc_k_stride);
   }
-  const int prefix = ext_on ? ext_prefix(p.ext, b, SK) : 0;
   const int n_first = key_begin / kBK;
   const int n_blocks = max(n_first, (key_end + kBK - 1) / kBK);  // one past the last block
   const float slope = p.transforms ? mods_slope(p.mods, b, hq) : 0.0f;

@@ -20,8 +20,8 @@
 //     multiplier becomes log2(e) instead of scale * log2(e);
 //   - head_dim: an instantiation (64, 128 or 256) serves every multiple of 8 up to it: columns past
 //     the call's head_dim are loaded as zeros (cp.async src-size 0) and never stored;
-//   - the extension's mask families (cuda/common/mask_ext.cuh, run-time fields of p.ext, no
-//     instantiations): attention_chunk narrows each row's window; seqused shortens the sequence;
+//   - the extension's mask families (cuda/common/mask_ext.cuh, run-time fields of p.ext, in a
+//     kernel of their own, kExt, so the plain kernel keeps its registers): attention_chunk narrows each row's window; seqused shortens the sequence;
 //     a prefix widens the tile range to key 0; document ids narrow it to the keys whose ids lie
 //     within the tile's rows' id range (one scan of the ids per CTA), and with documents or a prefix
 //     every visited tile is masked element by element. A block mask (FlexAttention's BlockMask,
@@ -137,13 +137,6 @@ __device__ __forceinline__ void mask_columns(float (&acc_s)[Tr::kMTiles][Tr::kST
           if (j * 8 + e < lo || j * 8 + e >= hi) acc_s[mt][j][2 * r + e] = masked;
     }
 }
-
-// A CTA's state of the mask families (shared memory: see the kernel).
-struct ExtCta {
-  const int32_t *doc_q, *doc_k;  // the sequence's document ids; null: none
-  int prefix;                    // keys below are visible to every row
-  BlockRow brow;                 // the block mask's list row of the CTA's query block
-};
 
 // The extension's element mask (cuda/common/mask_ext.cuh): a full block of a block mask admits
 // every key before seqlen_k; otherwise the element rule (documents, prefix, window, chunk).
@@ -266,7 +259,10 @@ __device__ __forceinline__ void exponentiate(float (&acc_s)[Tr::kMTiles][Tr::kST
 }
 // <<< report:online_softmax
 
-template <typename Element, class Tr>
+// kExt: the extension's mask families (p.ext) are compiled in; a call without them runs the kernel
+// without, whose registers are the plain kernel's (with them as a run-time branch ptxas spilled the
+// d64 kernel's 16 B to 80 B, the d128 kernel's 0 to 8 B).
+template <typename Element, class Tr, bool kExt>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_sm80_kernel(const FlashFwdParams p) {
   constexpr bool kBf16 = ElementTraits<Element>::is_bf16;
   constexpr int kM = Tr::kBlockM, kN = Tr::kBlockN, kD = Tr::kHeadDim;
@@ -302,8 +298,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
   } else {
     q += b * p.q_batch, k += b * p.k_batch, v += b * p.v_batch;
   }
-  const bool ext_on = p.ext.any();
-  if (ext_on) {
+  if constexpr (kExt) {
     ext_used_lengths(p.ext, b, sq, sk);
     if (m0 >= sq) return;  // rows past the used ones keep what they held
   }
@@ -312,18 +307,19 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
   // K/V tiles [n_begin, n_end) hold every key some row of this block may see (rows' windows move
   // right with the row); a tile needs the element mask when it is not inside every row's window.
   // ext_key_* are mods_key_* with attention_chunk (the same without it).
-  int key_begin = ext_key_begin(p.mods, p.ext, m0, shift, sk);
-  int key_end = ext_key_end(p.mods, p.ext, min(m0 + kM, sq) - 1, shift, sk);
-  const int mask_lo = ext_key_begin(p.mods, p.ext, m0 + kM - 1, shift, sk);  // keys below: some row masks
-  const int mask_hi = ext_key_end(p.mods, p.ext, m0, shift, sk);             // keys from here: some row masks
-  // What the mask families need inside the K/V loop lives in shared memory, read where it is used
-  // (after a barrier, so never hoisted into registers): the loop's registers stay those of the
-  // plain kernel.
-  __shared__ ExtCta ext_cta;
-  if (ext_on) {
-    const int32_t *doc_q = nullptr, *doc_k = nullptr;  // this sequence's document ids (null: none)
-    BlockRow brow{0, 0, 0};
-    const int prefix = ext_prefix(p.ext, b, sk);
+  int key_begin = kExt ? ext_key_begin(p.mods, p.ext, m0, shift, sk) : mods_key_begin(p.mods, m0, shift, sk);
+  int key_end = kExt ? ext_key_end(p.mods, p.ext, min(m0 + kM, sq) - 1, shift, sk)
+                     : mods_key_end(p.mods, min(m0 + kM, sq) - 1, shift, sk);
+  // keys below mask_lo / from mask_hi on: some row masks
+  const int mask_lo = kExt ? ext_key_begin(p.mods, p.ext, m0 + kM - 1, shift, sk)
+                           : mods_key_begin(p.mods, m0 + kM - 1, shift, sk);
+  const int mask_hi = kExt ? ext_key_end(p.mods, p.ext, m0, shift, sk) : mods_key_end(p.mods, m0, shift, sk);
+  const int32_t *doc_q = nullptr, *doc_k = nullptr;  // this sequence's document ids (null: none)
+  int prefix = 0;
+  BlockRow brow{0, 0, 0};
+  const bool blocks = kExt && p.ext.blocks();
+  if constexpr (kExt) {
+    prefix = ext_prefix(p.ext, b, sk);
     if (prefix > 0) key_begin = 0, key_end = max(key_end, prefix);
     if (p.ext.doc_q) {
       doc_q = p.ext.doc_q + (p.cu_seqlens_q ? int64_t(q_tok0) : b * p.ext.doc_q_stride);
@@ -350,25 +346,23 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
       if (doc_bounds[3] < 0) key_begin = key_end = 0;
       else key_begin = max(key_begin, doc_bounds[2]), key_end = min(key_end, doc_bounds[3] + 1);
     }
-    if (p.ext.blocks()) {  // the lists decide the tiles; the element rule is tested in partial ones
+    if (blocks) {  // the lists decide the tiles; the element rule is tested in partial ones
       key_begin = 0, key_end = sk;
       brow = block_row(p.ext, b, h, m0 / p.ext.q_block);
     }
-    if (threadIdx.x == 0) ext_cta = ExtCta{doc_q, doc_k, prefix, brow};
-    __syncthreads();
   }
   const int n_begin = key_begin / kN;
   const int n_end = max(n_begin, (key_end + kN - 1) / kN);
   // Block masks: each listed block is kv_block / kN K/V tiles, walked partial blocks first.
-  const int tiles_per_block = p.ext.blocks() ? p.ext.kv_block / kN : 1;
-  const int n_iter = p.ext.blocks() ? (ext_cta.brow.partial + ext_cta.brow.full) * tiles_per_block : n_end - n_begin;
+  const int tiles_per_block = blocks ? p.ext.kv_block / kN : 1;
+  const int n_iter = blocks ? (brow.partial + brow.full) * tiles_per_block : n_end - n_begin;
   // The K/V tile of iteration `it` (-1: none, an index out of range or a tile past the keys) and
   // whether it is in a full block. Without a block mask the tiles go from the last to the first:
   // the diagonal (masked) tiles first, then the unmasked bulk.
   auto tile_at = [&](int it, bool *full) -> int {
     *full = false;
-    if (!p.ext.blocks()) return n_end - 1 - it;
-    const int c = block_entry(p.ext, ext_cta.brow, it / tiles_per_block, full);
+    if (!blocks) return n_end - 1 - it;
+    const int c = block_entry(p.ext, brow, it / tiles_per_block, full);
     const int n = c * tiles_per_block + it % tiles_per_block;
     return c >= 0 && n * kN < sk ? n : -1;
   };
@@ -494,12 +488,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
       if (p.transforms) transform_scores<Tr>(acc_s, p, slope, m0 + warp_row0 + g, key0 + 2 * t, shift);
       const float score_mul = score_multiplier(p);
       const float masked = score_mul > 0.f ? -INFINITY : INFINITY;
-      if (!ext_on) {
+      if constexpr (!kExt) {
         if (key0 + Tr::kSubN > mask_hi || key0 < mask_lo)
           mask_columns<Tr>(acc_s, p.mods, m0 + warp_row0 + g, key0 + 2 * t, shift, sk, masked);
-      } else if (p.ext.blocks() ? !full || key0 + Tr::kSubN > sk
-                                : p.ext.elementwise() || key0 + Tr::kSubN > mask_hi || key0 < mask_lo) {
-        mask_ext_columns<Tr>(acc_s, p, ext_cta.doc_q, ext_cta.doc_k, ext_cta.prefix, full, m0 + warp_row0 + g, key0 + 2 * t, shift, sq, sk,
+      } else if (blocks ? !full || key0 + Tr::kSubN > sk
+                        : p.ext.elementwise() || key0 + Tr::kSubN > mask_hi || key0 < mask_lo) {
+        mask_ext_columns<Tr>(acc_s, p, doc_q, doc_k, prefix, full, m0 + warp_row0 + g, key0 + 2 * t, shift, sq, sk,
                              masked);
       }
       softmax_update<Tr>(acc_s, acc_o, row_max, row_sum, score_mul);
@@ -633,7 +627,7 @@ int choose_section_heads(const FlashFwdParams &p) {
   const int64_t ctas = int64_t(heads_total) * ((p.seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM);
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
       cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, flash_fwd_sm80_kernel<Element, Tr>, Tr::kThreads,
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, flash_fwd_sm80_kernel<Element, Tr, false>, Tr::kThreads,
                                                     Tr::kSmemBytes) != cudaSuccess) {
     (void)cudaGetLastError();  // a failed query only costs the choice, not the launch
     return heads_total;
@@ -658,10 +652,10 @@ int choose_section_heads(const FlashFwdParams &p) {
   return section_heads;
 }
 
-template <typename Element, class Tr>
-cudaError_t launch(const FlashFwdParams &params, cudaStream_t stream) {
-  auto kernel = flash_fwd_sm80_kernel<Element, Tr>;
-  cudaError_t e = set_max_dynamic_smem_once<flash_fwd_sm80_kernel<Element, Tr>>(Tr::kSmemBytes);
+template <typename Element, class Tr, bool kExt>
+cudaError_t launch_kernel(const FlashFwdParams &params, cudaStream_t stream) {
+  auto kernel = flash_fwd_sm80_kernel<Element, Tr, kExt>;
+  cudaError_t e = set_max_dynamic_smem_once<flash_fwd_sm80_kernel<Element, Tr, kExt>>(Tr::kSmemBytes);
   if (e != cudaSuccess) return e;
   FlashFwdParams p = params;
   if (p.section_heads <= 0) p.section_heads = choose_section_heads<Element, Tr>(p);
@@ -670,6 +664,12 @@ cudaError_t launch(const FlashFwdParams &params, cudaStream_t stream) {
   if (ctas == 0) return cudaSuccess;                            // varlen with max_seqlen_q = 0
   kernel<<<unsigned(ctas), Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
   return cudaGetLastError();
+}
+
+template <typename Element, class Tr>
+cudaError_t launch(const FlashFwdParams &params, cudaStream_t stream) {
+  return params.ext.any() ? launch_kernel<Element, Tr, true>(params, stream)
+                          : launch_kernel<Element, Tr, false>(params, stream);
 }
 
 }  // namespace

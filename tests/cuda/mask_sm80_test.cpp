@@ -179,7 +179,9 @@ class DeviceCall {
 void check_gpu(const MaskCase &c, bool want_empty_rows = false) {
   MaskData md(c);
   SCOPED_TRACE(md.name());
-  if (want_empty_rows) EXPECT_GT(md.empty_rows(), 0) << "the case should hold rows that see no key";
+  if (want_empty_rows) {
+    EXPECT_GT(md.empty_rows(), 0) << "the case should hold rows that see no key";
+  }
   DeviceCall call(md);
   ASSERT_TRUE(call.ok()) << "device allocation or copy";
   std::string kernel;

@@ -20,7 +20,7 @@
 #include <cstdint>
 
 #if defined(__CUDACC__)
-#define FLASHBOX_MASK_HD __host__ FLASHBOX_MASK_HD
+#define FLASHBOX_MASK_HD __host__ __device__ __forceinline__
 #else
 #define FLASHBOX_MASK_HD inline
 #endif

@@ -193,7 +193,8 @@ TEST(BlockMaskArgs, CudaTakesItVariableLengthRefuses) {
   MaskData d(block_case());
   flashbox_attention_args c = d.forward_args(FLASHBOX_AUTO);
   c.device = FLASHBOX_CUDA;
-  flashbox::test::expect_cuda_takes(d, [&] { return flashbox_attention_forward_ext(&c, &d.ext()); }, "block_mask");
+  flashbox::test::expect_cuda_takes(
+      d, [&] { return flashbox_attention_forward_ext(&c, &d.ext()); }, "block_mask");
   MaskCase v;
   v.lens_q = {4, 6}, v.lens_k = {5, 2};
   v.blocks.kinds.assign(1, core::kBlockFull), v.blocks.q_block = 16, v.blocks.kv_block = 16;
@@ -230,9 +231,11 @@ TEST(MaskFamilyArgs, DocumentsAndPrefix) {
   flashbox_attention_args cuda = a;
   cuda.device = FLASHBOX_CUDA;
   e = d.ext(), e.prefix_lengths = nullptr;
-  flashbox::test::expect_cuda_takes(d, [&] { return flashbox_attention_forward_ext(&cuda, &e); }, "document_ids");
+  flashbox::test::expect_cuda_takes(
+      d, [&] { return flashbox_attention_forward_ext(&cuda, &e); }, "document_ids");
   e = d.ext(), e.document_ids_q = e.document_ids_k = nullptr;
-  flashbox::test::expect_cuda_takes(d, [&] { return flashbox_attention_forward_ext(&cuda, &e); }, "prefix_lengths");
+  flashbox::test::expect_cuda_takes(
+      d, [&] { return flashbox_attention_forward_ext(&cuda, &e); }, "prefix_lengths");
 }
 
 TEST(MaskFamilyArgs, OlderStructSizeNeverReadsThem) {

@@ -70,13 +70,15 @@ TEST(MaskExtRules, ElementRuleAndBoundsMatchCoreVisible) {
       }
     // The bounds never decrease (the kernels take the first row's begin and the last row's end).
     for (int i = 1; i < sq; ++i) {
-      ASSERT_LE(flashbox::cuda::ext_key_begin(w, x, i - 1, shift, sk), flashbox::cuda::ext_key_begin(w, x, i, shift, sk));
+      ASSERT_LE(flashbox::cuda::ext_key_begin(w, x, i - 1, shift, sk),
+                flashbox::cuda::ext_key_begin(w, x, i, shift, sk));
       ASSERT_LE(flashbox::cuda::ext_key_end(w, x, i - 1, shift, sk), flashbox::cuda::ext_key_end(w, x, i, shift, sk));
     }
     for (int j = 1; j < sk; ++j) {
       ASSERT_LE(flashbox::cuda::ext_query_begin(w, x, j - 1, shift, sq),
                 flashbox::cuda::ext_query_begin(w, x, j, shift, sq));
-      ASSERT_LE(flashbox::cuda::ext_query_end(w, x, j - 1, shift, sq), flashbox::cuda::ext_query_end(w, x, j, shift, sq));
+      ASSERT_LE(flashbox::cuda::ext_query_end(w, x, j - 1, shift, sq),
+                flashbox::cuda::ext_query_end(w, x, j, shift, sq));
     }
   }
 }
@@ -125,7 +127,8 @@ Lists encode(const std::vector<uint8_t> &kinds, int bh, int nq, int nk, int pad,
 
 DeviceMaskExt block_ext(const Lists &l, int batches, int heads, int nq, int nk) {
   DeviceMaskExt x;
-  x.kv_num = l.kv_num.data(), x.kv_idx = l.kv_idx.data(), x.full_num = l.full_num.data(), x.full_idx = l.full_idx.data();
+  x.kv_num = l.kv_num.data(), x.kv_idx = l.kv_idx.data(), x.full_num = l.full_num.data(),
+  x.full_idx = l.full_idx.data();
   x.bm_batch = batches, x.bm_heads = heads, x.q_block = 128, x.kv_block = 128;
   x.max_kv = l.width, x.num_q_blocks = nq, x.num_kv_blocks = nk;
   return x;
@@ -153,7 +156,8 @@ TEST(MaskExtRules, BlockListsGiveTheDenseKinds) {
             bool full = false;
             const int c = flashbox::cuda::block_entry(x, row, e, &full);
             ASSERT_GE(c, 0);
-            ASSERT_EQ(kinds[size_t(((bb * heads + hh) * nq + qb) * nk + c)], full ? core::kBlockFull : core::kBlockPartial);
+            ASSERT_EQ(kinds[size_t(((bb * heads + hh) * nq + qb) * nk + c)],
+                      full ? core::kBlockFull : core::kBlockPartial);
             ++seen[size_t(c)];
           }
           for (int kb = 0; kb < nk; ++kb) {
@@ -170,9 +174,9 @@ TEST(MaskExtRules, MalformedListsAreClampedAndSkipped) {
   const int nq = 3, nk = 4;
   std::vector<uint8_t> kinds(size_t(nq * nk), core::kBlockPartial);
   Lists l = encode(kinds, 1, nq, nk, 1, rng);
-  l.kv_num[0] = 1 << 30;           // over the row: clamped to min(width, nk) = 4
-  l.kv_num[1] = -5;                // negative: 0
-  l.kv_idx[0] = -1;                // out of range both ways: skipped
+  l.kv_num[0] = 1 << 30;  // over the row: clamped to min(width, nk) = 4
+  l.kv_num[1] = -5;       // negative: 0
+  l.kv_idx[0] = -1;       // out of range both ways: skipped
   l.kv_idx[1] = nk;
   l.full_num[2] = 2, l.full_idx[size_t(2 * l.width)] = 1 << 29, l.full_idx[size_t(2 * l.width + 1)] = 2;
   const DeviceMaskExt x = block_ext(l, 1, 1, nq, nk);

@@ -159,10 +159,12 @@ TEST(ChunkSequsedArgs, CudaTakesThem) {
   uq.seqused_q = used.data();
   flashbox_attention_ext uk = d.ext();
   uk.seqused_k = used.data();
-  const std::pair<const flashbox_attention_ext *, const char *> fields[] = {
-      {&chunk, "attention_chunk"}, {&uq, "seqused_q"}, {&uk, "seqused_k"}};
+  const std::pair<const flashbox_attention_ext *, const char *> fields[] = {{&chunk, "attention_chunk"},
+                                                                            {&uq, "seqused_q"},
+                                                                            {&uk, "seqused_k"}};
   for (const auto &[e, name] : fields)
-    flashbox::test::expect_cuda_takes(d, [&] { return flashbox_attention_forward_ext(&a, e); }, name);
+    flashbox::test::expect_cuda_takes(
+        d, [&] { return flashbox_attention_forward_ext(&a, e); }, name);
 }
 
 TEST(ChunkSequsedArgs, StructWithoutTheFieldsReadsThemAsZero) {

@@ -60,8 +60,8 @@ void same_documents(MaskCase &c, std::mt19937_64 &rng, int docs, bool scattered 
 }
 
 // A random block mask: each pair skipped with probability `skip`, else full with probability `full`.
-BlockSpec random_blocks(std::mt19937_64 &rng, const MaskCase &c, int64_t qb, int64_t kb, int64_t batches,
-                        int64_t heads, double skip, double full) {
+BlockSpec random_blocks(std::mt19937_64 &rng, const MaskCase &c, int64_t qb, int64_t kb, int64_t batches, int64_t heads,
+                        double skip, double full) {
   BlockSpec s;
   s.q_block = qb, s.kv_block = kb, s.batches = batches, s.heads = heads;
   const int64_t n = batches * heads * ((c.seqlen_q + qb - 1) / qb) * ((c.seqlen_k + kb - 1) / kb);
@@ -106,9 +106,8 @@ class DeviceCall {
     if (e_.dsink) e_.dsink = static_cast<float *>(mem_.alloc(size_t(c.heads_q) * 4));
     if (e_.block_mask) {
       bm_ = *e_.block_mask;
-      const int32_t **tables[8] = {&bm_.kv_num_blocks, &bm_.kv_indices, &bm_.full_kv_num_blocks,
-                                   &bm_.full_kv_indices, &bm_.q_num_blocks, &bm_.q_indices,
-                                   &bm_.full_q_num_blocks, &bm_.full_q_indices};
+      const int32_t **tables[8] = {&bm_.kv_num_blocks, &bm_.kv_indices, &bm_.full_kv_num_blocks, &bm_.full_kv_indices,
+                                   &bm_.q_num_blocks,  &bm_.q_indices,  &bm_.full_q_num_blocks,  &bm_.full_q_indices};
       for (int i = 0; i < 8; ++i)
         *tables[i] = static_cast<const int32_t *>(up(*tables[i], md.block_table(i).size() * 4));
       e_.block_mask = &bm_;
@@ -196,7 +195,9 @@ void check_gpu(const MaskCase &c, bool want_empty_rows = false) {
     std::string bk;
     ASSERT_EQ(call.backward(det, &bk), 0) << flashbox_last_error();
     EXPECT_EQ(bk.rfind("cuda_flash_bwd_sm80_", 0), 0u) << bk;
-    const std::pair<const char *, Error> grads[] = {{"dq", md.dq_error()}, {"dk", md.dk_error()}, {"dv", md.dv_error()}};
+    const std::pair<const char *, Error> grads[] = {{"dq", md.dq_error()},
+                                                    {"dk", md.dk_error()},
+                                                    {"dv", md.dv_error()}};
     for (const auto &[name, err] : grads) {
       EXPECT_FALSE(err.nan) << name << " has NaN or inf (" << bk << ", deterministic " << det << ")";
       EXPECT_LT(err.rel, md.tolerance()) << name << " (" << bk << ", deterministic " << det << ")";
@@ -222,8 +223,8 @@ TEST(MaskSm80Documents, PackedDocumentsForwardBackward) {
     for (const int docs : {8, 32})
       for (const int causal : {0, 1}) {
         if (t == 4097 && causal == 0) continue;  // the fp64 reference's cost
-        MaskCase c = base(t > 1000 ? 1 : 2, t, t, 4, 2, t > 1000 ? 64 : 128, docs == 8 ? FLASHBOX_BFLOAT16 : FLASHBOX_FLOAT16,
-                          causal);
+        MaskCase c = base(t > 1000 ? 1 : 2, t, t, 4, 2, t > 1000 ? 64 : 128,
+                          docs == 8 ? FLASHBOX_BFLOAT16 : FLASHBOX_FLOAT16, causal);
         std::mt19937_64 rng(c.seed);
         same_documents(c, rng, docs);
         check_gpu(c);

@@ -28,10 +28,10 @@
 namespace flashbox::cuda {
 
 struct DeviceMaskExt {
-  int chunk = 0;                                     // attention_chunk; 0: off
-  const int32_t *doc_q = nullptr, *doc_k = nullptr;  // document ids; null: off
-  int64_t doc_q_stride = 0, doc_k_stride = 0;        // fixed length: elements per batch entry (varlen 0)
-  const int32_t *prefix = nullptr;                   // prefix-LM lengths [batch]; null: off
+  int chunk = 0;                                             // attention_chunk; 0: off
+  const int32_t *doc_q = nullptr, *doc_k = nullptr;          // document ids; null: off
+  int64_t doc_q_stride = 0, doc_k_stride = 0;                // fixed length: elements per batch entry (varlen 0)
+  const int32_t *prefix = nullptr;                           // prefix-LM lengths [batch]; null: off
   const int32_t *seqused_q = nullptr, *seqused_k = nullptr;  // [batch]; null: off
   // Block mask (fixed length only): FlexAttention's BlockMask lists, row (b, h, q block).
   const int32_t *kv_num = nullptr, *kv_idx = nullptr;      // partial blocks; kv_num null: no block mask
@@ -89,15 +89,13 @@ FLASHBOX_MASK_HD int ext_prefix(const DeviceMaskExt &x, int b, int seqlen_k) {
 // The window's and the chunk's bounds of row i: [begin, end) within [0, seqlen_k]. Both never
 // decrease with i (the kernels take the first row's begin and the last row's end for a tile).
 template <class Mods>
-FLASHBOX_MASK_HD int ext_key_begin(const Mods &m, const DeviceMaskExt &x, int i, int shift,
-                                             int seqlen_k) {
+FLASHBOX_MASK_HD int ext_key_begin(const Mods &m, const DeviceMaskExt &x, int i, int shift, int seqlen_k) {
   int begin = window_key_begin(m, i, shift, seqlen_k);
   if (x.chunk > 0) begin = ext_max(begin, ext_clamp(ext_chunk_start(i + shift, x.chunk), 0, seqlen_k));
   return begin;
 }
 template <class Mods>
-FLASHBOX_MASK_HD int ext_key_end(const Mods &m, const DeviceMaskExt &x, int i, int shift,
-                                           int seqlen_k) {
+FLASHBOX_MASK_HD int ext_key_end(const Mods &m, const DeviceMaskExt &x, int i, int shift, int seqlen_k) {
   int end = window_key_end(m, i, shift, seqlen_k);
   if (x.chunk > 0) end = ext_min(end, ext_clamp(ext_chunk_start(i + shift, x.chunk) + x.chunk, 0, seqlen_k));
   return end;
@@ -106,15 +104,13 @@ FLASHBOX_MASK_HD int ext_key_end(const Mods &m, const DeviceMaskExt &x, int i, i
 // The rows that see key j by the window and the chunk: [begin, end) within [0, seqlen_q] (the
 // backward's walk); both never decrease with j.
 template <class Mods>
-FLASHBOX_MASK_HD int ext_query_begin(const Mods &m, const DeviceMaskExt &x, int j, int shift,
-                                               int seqlen_q) {
+FLASHBOX_MASK_HD int ext_query_begin(const Mods &m, const DeviceMaskExt &x, int j, int shift, int seqlen_q) {
   int begin = window_query_begin(m, j, shift, seqlen_q);
   if (x.chunk > 0) begin = ext_max(begin, ext_clamp(ext_chunk_start(j, x.chunk) - shift, 0, seqlen_q));
   return begin;
 }
 template <class Mods>
-FLASHBOX_MASK_HD int ext_query_end(const Mods &m, const DeviceMaskExt &x, int j, int shift,
-                                             int seqlen_q) {
+FLASHBOX_MASK_HD int ext_query_end(const Mods &m, const DeviceMaskExt &x, int j, int shift, int seqlen_q) {
   int end = window_query_end(m, j, shift, seqlen_q);
   if (x.chunk > 0) end = ext_min(end, ext_clamp(ext_chunk_start(j, x.chunk) + x.chunk - shift, 0, seqlen_q));
   return end;
@@ -123,9 +119,8 @@ FLASHBOX_MASK_HD int ext_query_end(const Mods &m, const DeviceMaskExt &x, int j,
 // The element rule (no block mask, or a partial block): row i < seqlen_q, key j. doc_q / doc_k point
 // at the sequence's first id (null: no documents).
 template <class Mods>
-FLASHBOX_MASK_HD bool ext_visible(const Mods &m, const DeviceMaskExt &x, const int32_t *doc_q,
-                                            const int32_t *doc_k, int prefix, int i, int j, int shift, int seqlen_q,
-                                            int seqlen_k) {
+FLASHBOX_MASK_HD bool ext_visible(const Mods &m, const DeviceMaskExt &x, const int32_t *doc_q, const int32_t *doc_k,
+                                  int prefix, int i, int j, int shift, int seqlen_q, int seqlen_k) {
   if (i < 0 || i >= seqlen_q || j < 0 || j >= seqlen_k) return false;
   if (doc_q && doc_q[i] != doc_k[j]) return false;
   if (j < prefix) return true;

@@ -39,9 +39,9 @@ inline std::string mask_ext_refusal(const detail::Problem &a, const char *pass) 
   const flashbox_block_mask &bm = a.block_mask;
   if (!bm.kv_num_blocks) return "";
   if (bm.q_block_size % kMaskTile != 0 || bm.kv_block_size % kMaskTile != 0)
-    return std::string("the sm80 ") + pass + " takes block masks whose q_block_size and kv_block_size are multiples of " +
-           std::to_string(kMaskTile) + " (got " + std::to_string(bm.q_block_size) + " x " +
-           std::to_string(bm.kv_block_size) + ")";
+    return std::string("the sm80 ") + pass +
+           " takes block masks whose q_block_size and kv_block_size are multiples of " + std::to_string(kMaskTile) +
+           " (got " + std::to_string(bm.q_block_size) + " x " + std::to_string(bm.kv_block_size) + ")";
   if (bm.q_block_size > INT32_MAX || bm.kv_block_size > INT32_MAX || bm.max_kv_blocks > INT32_MAX)
     return std::string("the sm80 ") + pass + " takes block-mask sizes below 2^31";
   return "";

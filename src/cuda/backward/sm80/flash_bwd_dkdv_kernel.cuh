@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(DkDvTile<D, BQ>::kThreads, (BQ == 32 && D <= 1
   const int b = blockIdx.y / p.heads_kv, hk = blockIdx.y % p.heads_kv;
   const BwdSeq seq = bwd_seq(p, b);
   int SQ = seq.seqlen_q, SK = seq.seqlen_k;
-  const int SK_rows = SK;  // the sequence's keys: dK and dV rows written (0 past the used ones)
+  const int SK_rows = SK;     // the sequence's keys: dK and dV rows written (0 past the used ones)
   if (n0 >= SK_rows) return;  // varlen: past this sequence's keys (the grid covers the longest)
   const bool ext_on = p.ext.any();
   if (ext_on) ext_used_lengths(p.ext, b, SQ, SK);
@@ -157,7 +157,8 @@ __global__ void __launch_bounds__(DkDvTile<D, BQ>::kThreads, (BQ == 32 && D <= 1
     __syncthreads();
     const int hq = hk * p.group + it / m_count, m0 = (m_begin + it % m_count) * kBQ;
     // Block mask: this (Q block, K block) pair's kind, CTA-uniform; a skipped pair has nothing to add.
-    const int kind = p.ext.blocks() ? block_kind(p.ext, b, hq, m0 / p.ext.q_block, n0 / p.ext.kv_block) : kExtBlockPartial;
+    const int kind =
+        p.ext.blocks() ? block_kind(p.ext, b, hq, m0 / p.ext.q_block, n0 / p.ext.kv_block) : kExtBlockPartial;
     if (kind == kExtBlockSkipped) {
       __syncthreads();
       continue;
@@ -188,9 +189,9 @@ __global__ void __launch_bounds__(DkDvTile<D, BQ>::kThreads, (BQ == 32 && D <= 1
 
     // Pᵀ from the LSE, masked where a key is past the end or outside the query's window (only in a
     // block that is not inside every row's window).
-    const bool need_mask =
-        ext_on ? kind != kExtBlockFull || n0 + kBK > SK
-               : !(mods_key_begin(p.mods, m0 + kBQ - 1, shift, SK) <= n0 && mods_key_end(p.mods, m0, shift, SK) >= n0 + kBK);
+    const bool need_mask = ext_on ? kind != kExtBlockFull || n0 + kBK > SK
+                                  : !(mods_key_begin(p.mods, m0 + kBQ - 1, shift, SK) <= n0 &&
+                                      mods_key_end(p.mods, m0, shift, SK) >= n0 + kBK);
     const float slope = p.transforms ? mods_slope(p.mods, b, hq) : 0.0f;
 #pragma unroll
     for (int nt = 0; nt < kBQ / 8; ++nt)
@@ -200,10 +201,10 @@ __global__ void __launch_bounds__(DkDvTile<D, BQ>::kThreads, (BQ == 32 && D <= 1
         float cap_grad = 1.0f;
         float pv = bwd_prob(p, s[nt][e], cLse[qcol], slope, m0 + qcol, key, shift, &cap_grad);
         if (need_mask) {
-          const bool seen = !ext_on              ? key < SK && mods_visible(p.mods, m0 + qcol, key, shift)
-                            : kind == kExtBlockFull ? key < SK
-                                                    : ext_visible(p.mods, p.ext, doc_q, doc_k, prefix, m0 + qcol, key,
-                                                                  shift, SQ, SK);
+          const bool seen = !ext_on ? key < SK && mods_visible(p.mods, m0 + qcol, key, shift)
+                            : kind == kExtBlockFull
+                                ? key < SK
+                                : ext_visible(p.mods, p.ext, doc_q, doc_k, prefix, m0 + qcol, key, shift, SQ, SK);
           if (!seen) pv = 0.0f;
         }
         s[nt][e] = pv;

@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
   const int b = blockIdx.y / p.heads_q, hq = blockIdx.y % p.heads_q, hk = hq / p.group;
   const BwdSeq seq = bwd_seq(p, b);
   int SQ = seq.seqlen_q, SK = seq.seqlen_k;
-  const int SQ_rows = SQ;  // the sequence's rows: dQ written (0 past the used ones)
+  const int SQ_rows = SQ;     // the sequence's rows: dQ written (0 past the used ones)
   if (m0 >= SQ_rows) return;  // varlen: past this sequence's queries
   const bool ext_on = p.ext.any();
   if (ext_on) ext_used_lengths(p.ext, b, SQ, SK);
@@ -121,7 +121,8 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
     }
     __syncthreads();
     // Block mask: this (Q block, K block) pair's kind, CTA-uniform; a skipped pair has nothing to add.
-    const int kind = p.ext.blocks() ? block_kind(p.ext, b, hq, m0 / p.ext.q_block, n0 / p.ext.kv_block) : kExtBlockPartial;
+    const int kind =
+        p.ext.blocks() ? block_kind(p.ext, b, hq, m0 / p.ext.q_block, n0 / p.ext.kv_block) : kExtBlockPartial;
     if (kind == kExtBlockSkipped) {
       __syncthreads();
       continue;
@@ -150,9 +151,9 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
     }
 
     // dS = P ∘ (dP − D), P recomputed from the LSE and masked like the forward.
-    const bool need_mask =
-        ext_on ? kind != kExtBlockFull || n0 + kBK > SK
-               : !(mods_key_begin(p.mods, m0 + kBQ - 1, shift, SK) <= n0 && mods_key_end(p.mods, m0, shift, SK) >= n0 + kBK);
+    const bool need_mask = ext_on ? kind != kExtBlockFull || n0 + kBK > SK
+                                  : !(mods_key_begin(p.mods, m0 + kBQ - 1, shift, SK) <= n0 &&
+                                      mods_key_end(p.mods, m0, shift, SK) >= n0 + kBK);
 #pragma unroll
     for (int nt = 0; nt < kBK / 8; ++nt)
 #pragma unroll
@@ -162,9 +163,10 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
         float cap_grad = 1.0f;
         float pv = bwd_prob(p, s[nt][e], lse2[h], slope, i, key, shift, &cap_grad);
         if (need_mask) {
-          const bool seen = !ext_on                 ? key < SK && mods_visible(p.mods, i, key, shift)
-                            : kind == kExtBlockFull ? key < SK
-                                                    : ext_visible(p.mods, p.ext, doc_q, doc_k, prefix, i, key, shift, SQ, SK);
+          const bool seen = !ext_on ? key < SK && mods_visible(p.mods, i, key, shift)
+                            : kind == kExtBlockFull
+                                ? key < SK
+                                : ext_visible(p.mods, p.ext, doc_q, doc_k, prefix, i, key, shift, SQ, SK);
           if (!seen) pv = 0.0f;
         }
         dp[nt][e] = pv * (dp[nt][e] - dsum[h]) * cap_grad;

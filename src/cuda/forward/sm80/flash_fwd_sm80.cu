@@ -155,8 +155,9 @@ __device__ __forceinline__ void mask_ext_columns(float (&acc_s)[Tr::kMTiles][Tr:
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int key = col0 + j * 8 + e;
-          const bool seen = full ? key < seqlen_k
-                                 : ext_visible(p.mods, p.ext, doc_q, doc_k, prefix, row, key, shift, seqlen_q, seqlen_k);
+          const bool seen = full
+                                ? key < seqlen_k
+                                : ext_visible(p.mods, p.ext, doc_q, doc_k, prefix, row, key, shift, seqlen_q, seqlen_k);
           if (!seen) acc_s[mt][j][2 * r + e] = masked;
         }
     }
@@ -311,8 +312,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
   int key_end = kExt ? ext_key_end(p.mods, p.ext, min(m0 + kM, sq) - 1, shift, sk)
                      : mods_key_end(p.mods, min(m0 + kM, sq) - 1, shift, sk);
   // keys below mask_lo / from mask_hi on: some row masks
-  const int mask_lo = kExt ? ext_key_begin(p.mods, p.ext, m0 + kM - 1, shift, sk)
-                           : mods_key_begin(p.mods, m0 + kM - 1, shift, sk);
+  const int mask_lo =
+      kExt ? ext_key_begin(p.mods, p.ext, m0 + kM - 1, shift, sk) : mods_key_begin(p.mods, m0 + kM - 1, shift, sk);
   const int mask_hi = kExt ? ext_key_end(p.mods, p.ext, m0, shift, sk) : mods_key_end(p.mods, m0, shift, sk);
   const int32_t *doc_q = nullptr, *doc_k = nullptr;  // this sequence's document ids (null: none)
   int prefix = 0;
@@ -327,10 +328,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
       // Keys of other documents than the block's rows' are never visible: narrow [key_begin,
       // key_end) to the keys whose id lies within the rows' id range (exact for sorted documents).
       __shared__ int doc_bounds[4];  // rows' min and max id, first and last matching key
-      if (threadIdx.x == 0) doc_bounds[0] = INT_MAX, doc_bounds[1] = INT_MIN, doc_bounds[2] = INT_MAX, doc_bounds[3] = -1;
+      if (threadIdx.x == 0)
+        doc_bounds[0] = INT_MAX, doc_bounds[1] = INT_MIN, doc_bounds[2] = INT_MAX, doc_bounds[3] = -1;
       __syncthreads();
       int lo = INT_MAX, hi = INT_MIN;
-      for (int r = m0 + int(threadIdx.x); r < min(m0 + kM, sq); r += Tr::kThreads) lo = min(lo, doc_q[r]), hi = max(hi, doc_q[r]);
+      for (int r = m0 + int(threadIdx.x); r < min(m0 + kM, sq); r += Tr::kThreads)
+        lo = min(lo, doc_q[r]), hi = max(hi, doc_q[r]);
       atomicMin(&doc_bounds[0], lo);
       atomicMax(&doc_bounds[1], hi);
       __syncthreads();
@@ -343,8 +346,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
       atomicMin(&doc_bounds[2], first);
       atomicMax(&doc_bounds[3], last);
       __syncthreads();
-      if (doc_bounds[3] < 0) key_begin = key_end = 0;
-      else key_begin = max(key_begin, doc_bounds[2]), key_end = min(key_end, doc_bounds[3] + 1);
+      if (doc_bounds[3] < 0)
+        key_begin = key_end = 0;
+      else
+        key_begin = max(key_begin, doc_bounds[2]), key_end = min(key_end, doc_bounds[3] + 1);
     }
     if (blocks) {  // the lists decide the tiles; the element rule is tested in partial ones
       key_begin = 0, key_end = sk;
@@ -439,7 +444,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
       cp_async_commit();  // possibly empty, so the group count stays uniform
     }
     if (n < 0) continue;  // a block index out of range: nothing to compute (CTA-uniform)
-    // The K/V tile is consumed kSubN keys at a time; a step wholly outside the visible keys is skipped.
+      // The K/V tile is consumed kSubN keys at a time; a step wholly outside the visible keys is skipped.
 #pragma unroll
     for (int sub = 0; sub < kN / Tr::kSubN; ++sub) {
       const int key0 = n * kN + sub * Tr::kSubN;

@@ -130,6 +130,12 @@ int cuda_forward_ext(const flashbox_attention_args &a, const flashbox_attention_
   if (!ext_cpu_only_field(e).empty())
     return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_forward_ext: a cpu-only field reached the CUDA backends");
   if (int rc = resolve_tuning(nullptr, Pass::forward, p.tuning)) return rc;
+  // The column slices write o through scratch (head_dim_v_split.hpp): rows past seqused_q would not
+  // keep what they held.
+  if (p.head_dim_v != p.head_dim && p.seqused_q)
+    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                "seqused_q with head_dim_v != head_dim: the CUDA forward does not take them together yet "
+                "(it runs on device = cpu)");
   return p.head_dim_v != p.head_dim ? cuda_forward_head_dim_v(p) : cuda_forward(p);
 }
 

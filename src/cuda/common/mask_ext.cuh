@@ -164,6 +164,36 @@ FLASHBOX_MASK_HD int block_kind(const DeviceMaskExt &x, int b, int h, int qb, in
   return kExtBlockSkipped;
 }
 
+#if defined(__CUDACC__)
+// Documents: the positions p in [begin, end) whose id other_ids[p] lies within the range of the ids
+// rows_ids[r0 .. r1) ([min, max]), as [*span_begin, *span_end) (empty: both 0). A superset of the
+// positions that share a document with some row, exact for sorted (packed) documents. Called by
+// every thread of the CTA (it synchronises), once per CTA.
+template <int kThreads>
+__device__ inline void doc_span(const int32_t *rows_ids, int r0, int r1, const int32_t *other_ids, int begin, int end,
+                                int *span_begin, int *span_end) {
+  __shared__ int bounds[4];  // rows' min and max id, first and last matching position
+  if (threadIdx.x == 0) bounds[0] = 0x7fffffff, bounds[1] = -0x7fffffff - 1, bounds[2] = 0x7fffffff, bounds[3] = -1;
+  __syncthreads();
+  int lo = 0x7fffffff, hi = -0x7fffffff - 1;
+  for (int r = r0 + int(threadIdx.x); r < r1; r += kThreads) lo = ext_min(lo, rows_ids[r]), hi = ext_max(hi, rows_ids[r]);
+  atomicMin(&bounds[0], lo);
+  atomicMax(&bounds[1], hi);
+  __syncthreads();
+  const int id_lo = bounds[0], id_hi = bounds[1];
+  int first = 0x7fffffff, last = -1;
+  for (int q = begin + int(threadIdx.x); q < end; q += kThreads) {
+    const int id = other_ids[q];
+    if (id >= id_lo && id <= id_hi) first = ext_min(first, q), last = ext_max(last, q);
+  }
+  atomicMin(&bounds[2], first);
+  atomicMax(&bounds[3], last);
+  __syncthreads();
+  *span_begin = bounds[3] < 0 ? 0 : bounds[2];
+  *span_end = bounds[3] < 0 ? 0 : bounds[3] + 1;
+}
+#endif
+
 }  // namespace flashbox::cuda
 
 #undef FLASHBOX_MASK_HD

@@ -29,7 +29,8 @@
 // CTA past its sequence's keys exits (bwd_seq: the span, clamped).
 // The extension's mask families (cuda/common/mask_ext.cuh): the chunk narrows the Q blocks visited
 // as the window does, a prefix key's block is seen by every row, with documents or a block mask every
-// Q block of the used rows is visited; P is masked element by element (the element rule, or for a block mask
+// Q block of the used rows is visited, narrowed with documents (and no block mask) to the rows whose
+// ids lie within the key block's (doc_span); P is masked element by element (the element rule, or for a block mask
 // the kind of the (Q block, K block) pair, looked up in the Q block's lists: a skipped pair costs
 // its loads and no math, a full pair no mask but the end of the keys). seqused: keys past the used
 // ones are masked, so their dK and dV are written as 0.
@@ -96,17 +97,25 @@ __global__ void __launch_bounds__(DkDvTile<D, BQ>::kThreads, (BQ == 32 && D <= 1
 
   // Q blocks that see this K block: those holding a query whose window holds one of its keys.
   // ext_query_* are mods_query_* with attention_chunk. A block holding a prefix key is seen by every
-  // row; with documents or a block mask every used row is visited (none when the block holds no
-  // used key).
+  // row; with a block mask every used row is visited (none when the block holds no used key);
+  // documents narrow the rows below.
   const int prefix = ext_on ? ext_prefix(p.ext, b, SK) : 0;
   int q_begin = ext_query_begin(p.mods, p.ext, n0, shift, SQ);
   int q_end = ext_query_end(p.mods, p.ext, min(n0 + kBK, SK) - 1, shift, SQ);
-  if (ext_on && (n0 < prefix || p.ext.doc_q || p.ext.blocks())) q_begin = 0, q_end = SQ;
+  if (ext_on && (n0 < prefix || p.ext.blocks())) q_begin = 0, q_end = SQ;
   if (ext_on && n0 >= SK) q_begin = q_end = 0;
   const int32_t *doc_q = nullptr, *doc_k = nullptr;  // this sequence's document ids (null: none)
   if (p.ext.doc_q) {
     doc_q = p.ext.doc_q + (p.cu_seqlens_q ? int64_t(seq.q0) : b * p.ext.doc_q_stride);
     doc_k = p.ext.doc_k + (p.cu_seqlens_q ? int64_t(seq.k0) : b * p.ext.doc_k_stride);
+    // Without a block mask (whose full blocks ignore documents) only the rows of the block's
+    // documents can see its keys: narrow the rows to them (the forward's scan, transposed).
+    if (!p.ext.blocks() && q_end > q_begin) {
+      int first, end;
+      doc_span<T::kThreads>(doc_k, n0, min(n0 + kBK, SK), doc_q, q_begin, q_end, &first, &end);
+      q_begin = max(q_begin, first), q_end = min(q_end, end);
+      if (q_end <= q_begin) q_begin = q_end = 0;
+    }
   }
   const int m_begin = q_begin / kBQ, m_count = max(0, (q_end + kBQ - 1) / kBQ - m_begin);
   const int n_iter = m_count * p.group;

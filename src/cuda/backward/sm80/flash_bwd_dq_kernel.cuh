@@ -13,7 +13,8 @@
 // registers per thread, as head_dim 128), and K/V tiles of 32 keys so that Q, dO (2·64·264·2 B) and
 // two stages of K, V (4·32·264·2 B) fit an A100 (132 KB).
 // The extension's mask families as in the dK/dV kernel: the K blocks of the rows' chunk, window and
-// prefix visited (every used one with documents or a block mask), P masked element by element (block masks: the pair's kind), rows past the used ones written as 0.
+// prefix visited (every used one with a block mask; with documents those of the rows' ids), P masked
+// element by element (block masks: the pair's kind), rows past the used ones written as 0.
 #pragma once
 #include "cuda/backward/sm80/bwd_device.cuh"
 #include "cuda/backward/sm80/flash_bwd_params.hpp"
@@ -59,18 +60,26 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
   // Keys seen by some row of the block: [key_begin of the first row, key_end of the last).
   const int last_row = min(m0 + kBQ, SQ) - 1;
   // ext_key_* are mods_key_* with attention_chunk; a prefix widens the range to key 0 and the
-  // prefix's end; with documents or a block mask every used key (none when the block holds no used
-  // row).
+  // prefix's end; with a block mask every used key (none when the block holds no used row);
+  // documents narrow it below.
   const int prefix = ext_on ? ext_prefix(p.ext, b, SK) : 0;
   int key_begin = ext_key_begin(p.mods, p.ext, m0, shift, SK);
   int key_end = ext_key_end(p.mods, p.ext, last_row, shift, SK);
   if (prefix > 0) key_begin = 0, key_end = max(key_end, prefix);
-  if (ext_on && (p.ext.doc_q || p.ext.blocks())) key_begin = 0, key_end = SK;
+  if (ext_on && p.ext.blocks()) key_begin = 0, key_end = SK;
   if (ext_on && m0 >= SQ) key_begin = key_end = 0;
   const int32_t *doc_q = nullptr, *doc_k = nullptr;  // this sequence's document ids (null: none)
   if (p.ext.doc_q) {
     doc_q = p.ext.doc_q + (p.cu_seqlens_q ? int64_t(seq.q0) : b * p.ext.doc_q_stride);
     doc_k = p.ext.doc_k + (p.cu_seqlens_q ? int64_t(seq.k0) : b * p.ext.doc_k_stride);
+    // Without a block mask (whose full blocks ignore documents): only the keys of the rows'
+    // documents (doc_span, as the forward).
+    if (!p.ext.blocks() && key_end > key_begin) {
+      int first, end;
+      doc_span<T::kThreads>(doc_q, m0, min(m0 + kBQ, SQ), doc_k, key_begin, key_end, &first, &end);
+      key_begin = max(key_begin, first), key_end = min(key_end, end);
+      if (key_end <= key_begin) key_begin = key_end = 0;
+    }
   }
   const int n_first = key_begin / kBK;
   const int n_blocks = max(n_first, (key_end + kBK - 1) / kBK);  // one past the last block

@@ -222,7 +222,7 @@ TEST(MaskSm80Documents, PackedDocumentsForwardBackward) {
   for (const int64_t t : kLengths)
     for (const int docs : {8, 32})
       for (const int causal : {0, 1}) {
-        if (t == 4097 && causal == 0) continue;  // the fp64 reference's cost
+        if (t == 4097 && (causal == 0 || docs == 8)) continue;  // the fp64 reference's cost
         MaskCase c = base(t > 1000 ? 1 : 2, t, t, 4, 2, t > 1000 ? 64 : 128,
                           docs == 8 ? FLASHBOX_BFLOAT16 : FLASHBOX_FLOAT16, causal);
         std::mt19937_64 rng(c.seed);
@@ -265,6 +265,7 @@ TEST(MaskSm80Chunk, ChunkedAttention) {
   SKIP_WITHOUT_GPU();
   for (const int64_t t : {int64_t(17), int64_t(63), int64_t(1000), int64_t(4097)})
     for (const int64_t chunk : {int64_t(16), int64_t(100), int64_t(512)}) {
+      if (t == 4097 && chunk != 512) continue;  // the fp64 reference's cost
       MaskCase c = base(t > 1000 ? 1 : 2, t, t + (t > 100 ? 37 : 0), 4, 2, 64, FLASHBOX_BFLOAT16, 1);
       c.attention_chunk = chunk;
       check_gpu(c);
@@ -290,6 +291,7 @@ TEST(MaskSm80BlockSparse, RandomHalfSparse) {
   SKIP_WITHOUT_GPU();
   for (const int64_t t : kLengths)
     for (const double full : {0.0, 0.4}) {
+      if (t == 4097 && full == 0.0) continue;  // the fp64 reference's cost
       MaskCase c = base(t > 1000 ? 1 : 2, t, t, 4, 2, t > 1000 ? 64 : 128,
                         full > 0 ? FLASHBOX_BFLOAT16 : FLASHBOX_FLOAT16, t % 2);
       std::mt19937_64 rng(c.seed);

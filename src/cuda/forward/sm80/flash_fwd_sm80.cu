@@ -261,8 +261,9 @@ __device__ __forceinline__ void exponentiate(float (&acc_s)[Tr::kMTiles][Tr::kST
 // <<< report:online_softmax
 
 // kExt: the extension's mask families (p.ext) are compiled in; a call without them runs the kernel
-// without, whose registers are the plain kernel's (with them as a run-time branch ptxas spilled the
-// d64 kernel's 16 B to 80 B, the d128 kernel's 0 to 8 B).
+// without, whose code and registers are the plain kernel's (ptxas, sm_80 and sm_90a: d64 16 B of
+// spills, d128 none, as before the mask families; as a run-time branch they spilled d64 80 B and
+// d128 8 B on sm_80). The !kExt expressions of the tile walk are kept as they were for that reason.
 template <typename Element, class Tr, bool kExt>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_sm80_kernel(const FlashFwdParams p) {
   constexpr bool kBf16 = ElementTraits<Element>::is_bf16;
@@ -407,8 +408,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
 #pragma unroll
   for (int s = 0; s < Tr::kStages - 1; ++s) {
     bool full_s;
-    const int n = s < n_iter ? tile_at(s, &full_s) : -1;
-    if (n >= 0) {
+    const int n = !kExt ? n_end - 1 - s : s < n_iter ? tile_at(s, &full_s) : -1;
+    if (kExt ? n >= 0 : n >= n_begin) {
       load_tile_async<Tr, kN>(sK + s * Tr::kKVTileElems * 2, k, p.k_seq, n * kN, sk, head_chunks(p));
       load_tile_async<Tr, kN>(sV + s * Tr::kKVTileElems * 2, v, p.v_seq, n * kN, sk, head_chunks(p));
     }
@@ -429,22 +430,24 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
   // >>> report:kv_loop
   for (int it = 0; it < n_iter; ++it) {
     bool full = false;
-    const int n = tile_at(it, &full);
+    const int n = kExt ? tile_at(it, &full) : n_end - 1 - it;
     const int stage = it % Tr::kStages;
     cp_async_wait<Tr::kStages - 2>();
     __syncthreads();  // tile `it` is visible to all; every warp is done with the stage refilled next
     {
       bool full_next;
-      const int n_next = it + Tr::kStages - 1 < n_iter ? tile_at(it + Tr::kStages - 1, &full_next) : -1;
+      const int n_next = !kExt                           ? n - (Tr::kStages - 1)
+                         : it + Tr::kStages - 1 < n_iter ? tile_at(it + Tr::kStages - 1, &full_next)
+                                                         : -1;
       const int st_next = (it + Tr::kStages - 1) % Tr::kStages;
-      if (n_next >= 0) {
+      if (kExt ? n_next >= 0 : n_next >= n_begin) {
         load_tile_async<Tr, kN>(sK + st_next * Tr::kKVTileElems * 2, k, p.k_seq, n_next * kN, sk, head_chunks(p));
         load_tile_async<Tr, kN>(sV + st_next * Tr::kKVTileElems * 2, v, p.v_seq, n_next * kN, sk, head_chunks(p));
       }
       cp_async_commit();  // possibly empty, so the group count stays uniform
     }
-    if (n < 0) continue;  // a block index out of range: nothing to compute (CTA-uniform)
-      // The K/V tile is consumed kSubN keys at a time; a step wholly outside the visible keys is skipped.
+    if (kExt && n < 0) continue;  // a block index out of range: nothing to compute (CTA-uniform)
+    // The K/V tile is consumed kSubN keys at a time; a step wholly outside the visible keys is skipped.
 #pragma unroll
     for (int sub = 0; sub < kN / Tr::kSubN; ++sub) {
       const int key0 = n * kN + sub * Tr::kSubN;

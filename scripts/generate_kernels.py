@@ -91,12 +91,22 @@ def bwd90(head_dim, block_m, variant, reason, dtypes=(BF16, FP16), **flags):
 
 TUNING = "tuning interface / tests"
 ROWS = [
-    # sm80 forward: instantiated in flash_fwd_sm80.cu itself (one translation unit, three traits).
+    # sm80 forward: instantiated in flash_fwd_sm80.cu itself (one translation unit, three traits, each
+    # with and without the mask families).
     Row("fwd_sm80", 64, "128x128", "head dims 8..64 (A100, and Hopper calls the sm90 forward declines)",
         "FlashFwdTraits<64, 128, 128, 4, 2, 128, 1, 0>", generated=False),
     Row("fwd_sm80", 128, "128x64", "head dims 72..128", "FlashFwdTraits<128, 128, 64, 4, 2>", generated=False),
     Row("fwd_sm80", 256, "128x32", "head dims 136..256 (the tile whose full-width rows fit an A100)",
         "FlashFwdTraits<256, 128, 32, 8, 2>", generated=False),
+    # The same three tiles with the mask families compiled in (kExt): document ids, prefix-LM,
+    # attention_chunk, seqused and block masks. A run-time branch in the plain kernel cost it registers
+    # (ptxas, sm_80: d64 spills 16 -> 80 B, d128 0 -> 8 B), so calls without them keep the plain one.
+    Row("fwd_sm80", 64, "128x128_masks", "head dims 8..64 with the mask families (cuda/common/mask_ext.cuh)",
+        "FlashFwdTraits<64, 128, 128, 4, 2, 128, 1, 0>, kExt", generated=False),
+    Row("fwd_sm80", 128, "128x64_masks", "head dims 72..128 with the mask families",
+        "FlashFwdTraits<128, 128, 64, 4, 2>, kExt", generated=False),
+    Row("fwd_sm80", 256, "128x32_masks", "head dims 136..256 with the mask families",
+        "FlashFwdTraits<256, 128, 32, 8, 2>, kExt", generated=False),
     # sm90 forward: FwdConfig<T, D, BN, consumer warpgroups (BM = 64 each), stages, Q in registers, MODS, CAP_FUSED>
     # A head_dim's configurations share one file, in the order the dispatch names them: compiled apart,
     # cicc/ptxas scheduled the d64 128x128 and d128 128x128 kernels differently (same length, other

@@ -156,8 +156,12 @@ FLASHBOX_API const char *flashbox_last_kernel(void);
  * field no family takes is refused with FLASHBOX_ERR_UNSUPPORTED_IMPL and a message naming it,
  * before anything is written. head_dim_v (below): both devices, forward and backward.
  * attention_chunk, seqused_q/k, document ids, prefix lengths and block masks (below): device = cpu
- * only (forward and backward); qv and fp8 e4m3 inputs (out_dtype, descales): device = cpu, forward
- * only. */
+ * (every impl) and device = cuda in the sm80 family (forward and backward, on A100 and H100 alike:
+ * the sm90 families and impl = naive decline them, so auto runs sm80; block masks with q_block_size
+ * and kv_block_size multiples of 128, others refused with FLASHBOX_ERR_UNSUPPORTED_IMPL; not
+ * learnable_sink with seqused_q in the backward, nor seqused_q with head_dim_v != head_dim in the
+ * forward); qv and fp8 e4m3 inputs (out_dtype, descales):
+ * device = cpu, forward only. */
 /* Block sparsity in FlexAttention's BlockMask layout (torch.nn.attention.flex_attention.BlockMask),
  * for flashbox_attention_ext.block_mask. Queries are cut into blocks of q_block_size rows and keys
  * into blocks of kv_block_size, num_q_blocks = ceil(seqlen_q / q_block_size) and num_kv_blocks =
@@ -187,8 +191,15 @@ FLASHBOX_API const char *flashbox_last_kernel(void);
  * inside a table; every count within [0, min(max_*_blocks, num_*_blocks)], every listed index within
  * [0, num_*_blocks), no block twice in one row (partial or full), and q_* when given the exact
  * transposes of kv_*. The cpu backward derives the transposes from kv_* (q_* are only checked); the
- * forward never reads them. device = cuda refuses a block mask with FLASHBOX_ERR_UNSUPPORTED_IMPL;
- * variable-length calls (cu_seqlens) refuse one with FLASHBOX_ERR_UNSUPPORTED_IMPL too. */
+ * forward never reads them. device = cuda (the sm80 family): q_block_size and kv_block_size must be
+ * multiples of 128 (FlexAttention's default 128 x 128 is), else FLASHBOX_ERR_UNSUPPORTED_IMPL; the
+ * shapes, pointers and alignment are checked as on the cpu, the values are not (they stay in device
+ * memory, as cu_seqlens do): the kernels clamp every count to [0, min(max_kv_blocks, num_kv_blocks)]
+ * and skip every index outside [0, num_kv_blocks), so malformed tables give unspecified values in
+ * the rows they name (a block listed twice is counted twice) but nothing outside q/k/v/o/lse and the
+ * tables is ever read or written. The cuda forward walks kv_* / full_kv_*; the cuda backward looks
+ * each (query block, key block) pair up in kv_* / full_kv_* and does not read q_*. Variable-length
+ * calls (cu_seqlens) refuse a block mask with FLASHBOX_ERR_UNSUPPORTED_IMPL. */
 typedef struct {
   int32_t struct_size; /* sizeof(flashbox_block_mask) */
   int64_t batch, heads;
@@ -318,8 +329,8 @@ typedef struct {
    * only (the others keep what they held, as in FlashAttention-3); the backward writes dq, dk and dv
    * rows past the used lengths as 0 (nothing flows through them).
    * Both: device = cpu (forward and backward, every impl; the seqused values are checked:
-   * 0 <= seqused <= the length). device = cuda refuses them with FLASHBOX_ERR_UNSUPPORTED_IMPL before
-   * anything is written. */
+   * 0 <= seqused <= the length); device = cuda, the sm80 family (forward and backward; the seqused
+   * values are device memory and not checked: each is clamped to [0, the length]). */
   int64_t attention_chunk;
   const int32_t *seqused_q, *seqused_k;
   /* Added after 0.2.0, after seqused_k (a shorter struct_size reads them as NULL / 0):
@@ -378,7 +389,9 @@ typedef struct {
    * block_mask: NULL (off) or a flashbox_block_mask (above). Fixed-length calls only (with or
    * without seqused_q/k); cu_seqlens refuse it.
    * All four: device = cpu (forward and backward, every impl; values and tables checked); device =
-   * cuda refuses them with FLASHBOX_ERR_UNSUPPORTED_IMPL before anything is written. */
+   * cuda, the sm80 family (forward and backward): ids, lengths and tables stay in device memory and
+   * are not checked (a prefix length is clamped to [0, the key count]; block tables: see
+   * flashbox_block_mask). */
   const int32_t *document_ids_q, *document_ids_k;
   const int32_t *prefix_lengths;
   const flashbox_block_mask *block_mask;

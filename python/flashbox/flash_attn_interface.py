@@ -49,13 +49,14 @@ qv or fp8 inputs raises NotImplementedError (FlashAttention-3 has neither).
 
 What the library does, per device (flashbox.h, "Extension 1"; docs/migration-fa3.md):
   * CPU tensors: every field above, forward and backward (qv and fp8 forward only).
-  * CUDA tensors: what the kernel families take (windows, softcap, causal, GQA, varlen), head_dim_v !=
-    head_dim (column slices of V; (192, 128) forward natively on Hopper) and flash_attn_combine. qv,
-    fp8, attention_chunk and seqused_q/k are refused by the C API (FLASHBOX_ERR_UNSUPPORTED_IMPL),
-    which this module raises as NotImplementedError with the library's message; nothing is computed another way. Two of them
-    are dropped first where they change nothing, after one host read of the int32 tables:
-    seqused_q/k equal to the sequences' lengths, and an attention_chunk at least as long as every
-    sequence's keys when no sequence has more queries than keys.
+  * CUDA tensors: what the kernel families take (windows, softcap, causal, GQA, varlen; attention_chunk
+    and seqused_q/k in the sm80 family), head_dim_v != head_dim (column slices of V; (192, 128)
+    forward natively on Hopper) and flash_attn_combine. qv and fp8 are refused by the C API
+    (FLASHBOX_ERR_UNSUPPORTED_IMPL), which this module raises as NotImplementedError with the
+    library's message; nothing is computed another way. seqused_q/k equal to the sequences' lengths
+    and an attention_chunk at least as long as every sequence's keys (when no sequence has more
+    queries than keys) are dropped first, after one host read of the int32 tables, so that such calls
+    keep the kernels without the mask families (the sm90 family on Hopper).
   * The KV-cache call has no qv, head_dim_v or fp8 (flashbox_kvcache_args has no such field):
     NotImplementedError on both devices. attention_chunk is taken only where it changes nothing (the
     rule above, on both devices); any other chunk raises NotImplementedError.
@@ -198,9 +199,9 @@ def _chunk_changes_nothing(chunk, q_lens, k_lens):
 
 def _drop_cuda_noops(q, k, cu_q, cu_k, su_q, su_k, chunk):
     """(seqused_q, seqused_k, attention_chunk) with those that change nothing dropped, for CUDA tensors,
-    whose kernels take none of them: seqused equal to the sequences' lengths (FlashAttention-3's varlen
+    so that the call keeps the kernels without the mask families (only sm80 takes them): seqused equal to the sequences' lengths (FlashAttention-3's varlen
     test always passes seqused), and a chunk that covers every sequence's keys. Costs one host read of
-    the small int32 tables, made only where the library would otherwise refuse the call."""
+    the small int32 tables, made only where the call sets them."""
     if q.device.type != "cuda" or (su_q is None and su_k is None and chunk == 0):
         return su_q, su_k, chunk
     if cu_q is not None:

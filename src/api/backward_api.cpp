@@ -102,7 +102,12 @@ namespace {
 // The family's plan for the call (size_only: the workspace query, which has no buffers yet).
 PlanResult plan_family(flashbox_kernel_family f, const GradProblem &g, [[maybe_unused]] bool size_only) {
 #ifdef FLASHBOX_HAVE_SM90
-  if (f == FLASHBOX_FAMILY_SM90) return plan_sm90_backward(g, size_only);
+  if (f == FLASHBOX_FAMILY_SM90) {
+    // The extension's mask families run in the sm80 family only.
+    if (const std::string what = mask_family_in_use(g.fwd); !what.empty())
+      return PlanResult::no("the sm90 backward has no " + what);
+    return plan_sm90_backward(g, size_only);
+  }
 #endif
   return f == FLASHBOX_FAMILY_SM80 ? plan_sm80_backward(g) : PlanResult::no(sm90_not_built());
 }

@@ -41,7 +41,12 @@ int cpu_forward(const Problem &p) {
 int cuda_flash_forward(const Problem &p) {
   return run_first_plan(p.tuning, "forward", [&](flashbox_kernel_family f) {
 #ifdef FLASHBOX_HAVE_SM90
-    if (f == FLASHBOX_FAMILY_SM90) return plan_sm90_forward(p);
+    if (f == FLASHBOX_FAMILY_SM90) {
+      // The extension's mask families run in the sm80 family only.
+      if (const std::string what = mask_family_in_use(p); !what.empty())
+        return PlanResult::no("the sm90 forward has no " + what);
+      return plan_sm90_forward(p);
+    }
 #endif
     return f == FLASHBOX_FAMILY_SM80 ? plan_sm80_forward(p) : PlanResult::no(sm90_not_built());
   });

@@ -3,9 +3,10 @@
 // (varlen tensors as [1, total, heads, head_dim]), then
 //   every field off (or only causal)   -> exactly the plain call (flashbox_attention_forward/backward);
 //                                         head_dim_v = head_dim counts as off
-//   attention_chunk, seqused_q/k, qv, document ids, prefix lengths,
-//   block_mask                         -> device = cpu only, forward and backward (cuda refuses them;
-//                                         qv is forward only)
+//   attention_chunk, seqused_q/k, document ids, prefix lengths,
+//   block_mask                         -> cpu: every level; cuda: the sm80 family, forward and
+//                                         backward (the others decline them: dispatch.cpp)
+//   qv                                 -> device = cpu only, forward only
 //   head_dim_v != head_dim             -> cpu: the levels take it; cuda: the forward of a pair with a
 //                                         Hopper kernel of its own (192 / 128) runs there, the rest on
 //                                         column slices of V and O (src/api/head_dim_v_split.hpp)
@@ -116,18 +117,26 @@ void add_ext(Problem &p, const flashbox_attention_args &a, const flashbox_attent
     p.cu_seqlens_q = e.cu_seqlens_q, p.cu_seqlens_k = e.cu_seqlens_k;
     p.max_seqlen_q = e.max_seqlen_q, p.max_seqlen_k = e.max_seqlen_k;
   }
+  p.seqused_q = e.seqused_q, p.seqused_k = e.seqused_k;
+  if (e.block_mask) p.block_mask = *e.block_mask;
 }
 
 int cuda_forward_ext(const flashbox_attention_args &a, const flashbox_attention_args &flat,
                      const flashbox_attention_ext &e) {
   Problem p = make_problem(flat, ext_mods(a, e), e.head_dim_v);
   add_ext(p, a, e);
-  // Validation refuses attention_chunk, seqused, qv and the other cpu-only fields on cuda
+  // Validation refuses qv, fp8 and the other cpu-only fields on cuda
   // (src/api/ext_validate.cpp); the kernels know none of them, so this is asserted once more before
   // any launch.
   if (!ext_cpu_only_field(e).empty())
     return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_forward_ext: a cpu-only field reached the CUDA backends");
   if (int rc = resolve_tuning(nullptr, Pass::forward, p.tuning)) return rc;
+  // The column slices write o through scratch (head_dim_v_split.hpp): rows past seqused_q would not
+  // keep what they held.
+  if (p.head_dim_v != p.head_dim && p.seqused_q)
+    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                "seqused_q with head_dim_v != head_dim: the CUDA forward does not take them together yet "
+                "(it runs on device = cpu)");
   return p.head_dim_v != p.head_dim ? cuda_forward_head_dim_v(p) : cuda_forward(p);
 }
 

@@ -150,14 +150,9 @@ bool ext_is_plain(const flashbox_attention_ext &e) {
 }
 
 std::string ext_cpu_only_field(const flashbox_attention_ext &e) {
-  if (e.attention_chunk > 0) return "attention_chunk = " + str(e.attention_chunk);
-  if (e.seqused_q) return "seqused_q";
-  if (e.seqused_k) return "seqused_k";
+  // attention_chunk, seqused, document ids, prefix lengths and block masks run on cuda in the sm80
+  // family (the other families decline them: src/api/dispatch.cpp).
   if (e.qv) return "qv";
-  if (e.document_ids_q) return "document_ids_q";
-  if (e.document_ids_k) return "document_ids_k";
-  if (e.prefix_lengths) return "prefix_lengths";
-  if (e.block_mask) return "block_mask";
   // After validate_ext_fields only an fp8 call keeps an out_dtype or descales.
   if (core::enum_bits(e.out_dtype) != 0 || e.q_descale || e.k_descale || e.v_descale)
     return "dtype = FLASHBOX_FLOAT8_E4M3 (out_dtype, descales)";

@@ -64,6 +64,16 @@ std::string extension_in_use(const Problem &p) {
   if (m.alibi_slopes) return "ALiBi (alibi_slopes)";
   if (m.chunk > 0) return "attention chunk (attention_chunk = " + std::to_string(m.chunk) + ")";
   if (m.sinks) return "learnable sinks (learnable_sink)";
+  return mask_family_in_use(p);
+}
+
+std::string mask_family_in_use(const Problem &p) {
+  const core::ScoreMods &m = p.mods;
+  if (m.chunk > 0) return "attention chunk (attention_chunk = " + std::to_string(m.chunk) + ")";
+  if (m.doc_q) return "document masks (document_ids_q/k)";
+  if (m.prefix) return "prefix-LM masks (prefix_lengths)";
+  if (p.seqused_q || p.seqused_k) return "used lengths (seqused_q/k)";
+  if (p.block_mask.kv_num_blocks) return "block masks (block_mask)";
   return "";
 }
 

@@ -58,6 +58,12 @@ struct Problem {
   // [heads_q, total_q]. max_seqlen_* bound every sequence's length.
   const int32_t *cu_seqlens_q = nullptr, *cu_seqlens_k = nullptr;
   int64_t max_seqlen_q = 0, max_seqlen_k = 0;
+  // flashbox_attention_ext's used lengths (int32 [batch] in the memory of `device`; null: off) and
+  // block mask (block_mask.kv_num_blocks null: off). The cpu levels read both through `mods` (the
+  // API folds them in); the CUDA kernels read them here. Document ids, prefix lengths and the chunk
+  // are in `mods` for every backend.
+  const int32_t *seqused_q = nullptr, *seqused_k = nullptr;
+  flashbox_block_mask block_mask{};
   void *stream;  // cudaStream_t for FLASHBOX_CUDA
   Tuning tuning;
 
@@ -80,6 +86,10 @@ struct GradProblem {
 // error message, e.g. "sliding window (window_left = 4)"; "" when it asks nothing more. A backend
 // that lacks a feature declines with it, so no backend silently ignores a field.
 std::string extension_in_use(const Problem &p);
+// The mask families of flashbox_attention_ext a problem uses (document ids, prefix lengths, the
+// chunk, seqused, a block mask), named for an error message; "" when none. Only the sm80 family
+// takes them on cuda.
+std::string mask_family_in_use(const Problem &p);
 
 // The normalised problem of arguments that passed validation (scalars at least: the workspace query
 // builds one without pointers). `mods` defaults to the causal flag alone (the plain C API); the

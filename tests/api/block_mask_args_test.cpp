@@ -187,14 +187,14 @@ TEST(BlockMaskArgs, TableValues) {
   }
 }
 
-TEST(BlockMaskArgs, CudaAndVariableLengthRefuse) {
+TEST(BlockMaskArgs, CudaTakesItVariableLengthRefuses) {
+  // The CUDA sm80 family takes block masks (tests/cuda/mask_sm80_test.cpp): never refused as a
+  // cpu-only field; variable-length calls refuse one on every device.
   MaskData d(block_case());
-  expect_refused(d, {"cuda",
-                     FLASHBOX_ERR_UNSUPPORTED_IMPL,
-                     {"block_mask", "CUDA kernels", "device = cpu"},
-                     [](MaskData &, flashbox_block_mask &, flashbox_attention_ext &) {},
-                     false,
-                     FLASHBOX_CUDA});
+  flashbox_attention_args c = d.forward_args(FLASHBOX_AUTO);
+  c.device = FLASHBOX_CUDA;
+  flashbox::test::expect_cuda_takes(
+      d, [&] { return flashbox_attention_forward_ext(&c, &d.ext()); }, "block_mask");
   MaskCase v;
   v.lens_q = {4, 6}, v.lens_k = {5, 2};
   v.blocks.kinds.assign(1, core::kBlockFull), v.blocks.q_block = 16, v.blocks.kv_block = 16;
@@ -227,10 +227,15 @@ TEST(MaskFamilyArgs, DocumentsAndPrefix) {
   refused(e, FLASHBOX_CPU, FLASHBOX_ERR_INVALID_ARGUMENT, {"prefix_lengths[1] = -2"});
   e = d.ext(), e.document_ids_q = reinterpret_cast<const int32_t *>(d.lse().data());
   refused(e, FLASHBOX_CPU, FLASHBOX_ERR_INVALID_ARGUMENT, {"overlaps document_ids_q"});
+  // The CUDA sm80 family takes both (tests/cuda/mask_sm80_test.cpp).
+  flashbox_attention_args cuda = a;
+  cuda.device = FLASHBOX_CUDA;
   e = d.ext(), e.prefix_lengths = nullptr;
-  refused(e, FLASHBOX_CUDA, FLASHBOX_ERR_UNSUPPORTED_IMPL, {"document_ids_q", "CUDA kernels"});
+  flashbox::test::expect_cuda_takes(
+      d, [&] { return flashbox_attention_forward_ext(&cuda, &e); }, "document_ids");
   e = d.ext(), e.document_ids_q = e.document_ids_k = nullptr;
-  refused(e, FLASHBOX_CUDA, FLASHBOX_ERR_UNSUPPORTED_IMPL, {"prefix_lengths", "CUDA kernels"});
+  flashbox::test::expect_cuda_takes(
+      d, [&] { return flashbox_attention_forward_ext(&cuda, &e); }, "prefix_lengths");
 }
 
 TEST(MaskFamilyArgs, OlderStructSizeNeverReadsThem) {

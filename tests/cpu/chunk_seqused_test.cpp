@@ -10,6 +10,7 @@
 #include <iterator>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "support/mask_case.hpp"
@@ -143,9 +144,9 @@ TEST(ChunkSequsedArgs, BadValuesAreNamed) {
   }
 }
 
-TEST(ChunkSequsedArgs, CudaRefusesBeforeAnythingElse) {
-  // The CUDA kernels take neither yet: refused naming the field whether or not this build has CUDA
-  // or a GPU (the rule is checked before the device is looked for).
+TEST(ChunkSequsedArgs, CudaTakesThem) {
+  // The CUDA sm80 family takes both: never refused as cpu-only fields, whether or not this build has
+  // CUDA or a GPU (tests/cuda/mask_sm80_test.cpp runs them on the GPU).
   MaskCase c;
   c.batch = 2, c.seqlen_q = 17, c.seqlen_k = 17, c.dtype = FLASHBOX_BFLOAT16;
   MaskData d(c);
@@ -154,13 +155,16 @@ TEST(ChunkSequsedArgs, CudaRefusesBeforeAnythingElse) {
   a.device = FLASHBOX_CUDA;
   flashbox_attention_ext chunk = d.ext();
   chunk.attention_chunk = 8;
-  expect_refused(d, a, chunk, FLASHBOX_ERR_UNSUPPORTED_IMPL, {"attention_chunk = 8", "CUDA kernels", "device = cpu"});
   flashbox_attention_ext uq = d.ext();
   uq.seqused_q = used.data();
-  expect_refused(d, a, uq, FLASHBOX_ERR_UNSUPPORTED_IMPL, {"seqused_q", "CUDA kernels"});
   flashbox_attention_ext uk = d.ext();
   uk.seqused_k = used.data();
-  expect_refused(d, a, uk, FLASHBOX_ERR_UNSUPPORTED_IMPL, {"seqused_k", "CUDA kernels"});
+  const std::pair<const flashbox_attention_ext *, const char *> fields[] = {{&chunk, "attention_chunk"},
+                                                                            {&uq, "seqused_q"},
+                                                                            {&uk, "seqused_k"}};
+  for (const auto &[e, name] : fields)
+    flashbox::test::expect_cuda_takes(
+        d, [&] { return flashbox_attention_forward_ext(&a, e); }, name);
 }
 
 TEST(ChunkSequsedArgs, StructWithoutTheFieldsReadsThemAsZero) {

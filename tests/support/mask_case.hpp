@@ -65,6 +65,8 @@ struct MaskCase {
   flashbox_dtype out_dtype = FLASHBOX_BFLOAT16;
   Descale descale = Descale::head;
   bool outliers = true;
+  // fp16 / bf16 / fp32 inputs: outliers in q and k (one value in 64 six times larger), as fp8's above.
+  bool input_outliers = false;
   uint64_t seed = fresh_seed();
 
   bool fp8() const { return dtype == FLASHBOX_FLOAT8_E4M3; }
@@ -91,7 +93,7 @@ struct MaskCase {
                                   : descale == Descale::tensor ? "_tensor"
                                                                : "_head") +
                                  (outliers ? "_outliers" : "")
-                           : "");
+                           : (input_outliers ? "_outliers" : ""));
     return s + "_seed" + std::to_string(seed) + " (rerun with FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")";
   }
 };
@@ -117,16 +119,18 @@ class MaskData {
     rows_k_ = c_.varlen() ? c_.seqlen_k : c_.batch * c_.seqlen_k;
     const int64_t es = cpu::dtype_size(c_.dtype);
     std::mt19937_64 rng(c_.seed);
-    auto fill = [&](std::vector<uint8_t> &buf, int64_t n) {
+    auto fill = [&](std::vector<uint8_t> &buf, int64_t n, bool spiky = false) {
       buf.resize(size_t(n * es));
       std::normal_distribution<float> normal(0.f, 1.f);
-      for (int64_t i = 0; i < n; ++i) cpu::store_from_float(buf.data(), c_.dtype, i, normal(rng));
+      std::uniform_int_distribution<int> pick(0, 63);
+      for (int64_t i = 0; i < n; ++i)
+        cpu::store_from_float(buf.data(), c_.dtype, i, normal(rng) * (spiky && pick(rng) == 0 ? 6.0f : 1.0f));
     };
     if (c_.fp8()) {
       quantize(rng);
     } else {
-      fill(q_, rows_q_ * c_.heads_q * c_.head_dim);
-      fill(k_, rows_k_ * c_.heads_kv * c_.head_dim);
+      fill(q_, rows_q_ * c_.heads_q * c_.head_dim, c_.input_outliers);
+      fill(k_, rows_k_ * c_.heads_kv * c_.head_dim, c_.input_outliers);
       fill(v_, rows_k_ * c_.heads_kv * c_.head_dim);
       fill(dout_, rows_q_ * c_.heads_q * c_.head_dim);
     }
@@ -548,6 +552,20 @@ inline void expect_call_refused(MaskData &d, Call call, int code, const std::vec
   const std::string msg = flashbox_last_error();
   for (const std::string &m : mentions) EXPECT_NE(msg.find(m), std::string::npos) << "'" << m << "' not in: " << msg;
   EXPECT_TRUE(before == d.outputs_snapshot()) << "a refused call wrote an output";
+}
+
+// A field the CUDA sm80 family takes: a device = cuda call with these host buffers fails for another
+// reason (a build without CUDA, no GPU, host memory) or runs, but is never refused as a cpu-only
+// field; a failed call writes nothing.
+template <class Call>
+inline void expect_cuda_takes(MaskData &d, Call call, const std::string &field) {
+  const std::vector<uint8_t> before = d.outputs_snapshot();
+  const int rc = call();
+  const std::string msg = rc == FLASHBOX_OK ? std::string() : flashbox_last_error();
+  EXPECT_EQ(msg.find("CUDA kernels do not take"), std::string::npos) << field << ": " << msg;
+  if (rc != FLASHBOX_OK) {
+    EXPECT_TRUE(before == d.outputs_snapshot()) << "a refused call wrote an output";
+  }
 }
 
 // Forward and backward of both CPU levels (naive, blocked) through the extension against the fp64

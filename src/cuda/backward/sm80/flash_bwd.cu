@@ -6,7 +6,8 @@
 // (cuda/backward/sink_grad.hpp: the forward's LSE holds the sink, so nothing else changes).
 // src/api/backward_api.cpp chooses between this family and the Hopper one (src/cuda/backward/sm90).
 // Scratch is freed stream-ordered; the call does not synchronise.
-// It takes the extension's window, softcap, ALiBi, learnable sinks and variable-length batches, and
+// It takes the extension's window, softcap, ALiBi, learnable sinks, variable-length batches and mask
+// families (attention_chunk, seqused, documents, prefix-LM, block masks of 128-multiple blocks), and
 // every head_dim that is a multiple of 8 up to 256 (the d64, d128 and d256 instantiations with
 // zero-filled columns).
 #include <cuda_runtime.h>
@@ -19,6 +20,7 @@
 #include "cuda/backward/sm80/flash_bwd_params.hpp"
 #include "cuda/backward/sm80/tile_policy.hpp"
 #include "cuda/common/device_scratch.hpp"
+#include "cuda/common/mask_ext_plan.hpp"
 
 namespace flashbox::detail {
 namespace {
@@ -90,6 +92,11 @@ PlanResult plan_sm80_backward(const GradProblem &g) {
             std::to_string(a.seqlen_q) + ", seqlen_k " + std::to_string(a.seqlen_k) + ", batch * heads_q " +
             std::to_string(a.batch * a.heads_q) + ")",
         FLASHBOX_ERR_INVALID_SIZE);
+  if (const std::string why = cuda::mask_ext_refusal(a, "backward"); !why.empty()) return PlanResult::no(why);
+  // dsink sums every row of lse and D (cuda/backward/sink_grad.hpp); rows past seqused_q hold no
+  // forward output, so the two are not taken together.
+  if (a.mods.sinks && a.seqused_q)
+    return PlanResult::no("the sm80 backward has no learnable_sink together with seqused_q");
   const bool det = g.deterministic != 0;
   BwdParams p{};
   p.q = a.q, p.k = a.k, p.v = a.v, p.o = a.o, p.dout = g.dout;
@@ -110,6 +117,7 @@ PlanResult plan_sm80_backward(const GradProblem &g) {
   p.causal = a.causal;
   p.mods = cuda::device_mods(a.mods);
   p.transforms = p.mods.capped() || p.mods.alibi();
+  p.ext = cuda::device_mask_ext(a);
   if (varlen) {
     p.cu_seqlens_q = a.cu_seqlens_q, p.cu_seqlens_k = a.cu_seqlens_k;
     p.total_q = int(a.seqlen_q), p.total_k = int(a.seqlen_k);

@@ -27,6 +27,13 @@
 // softcap's derivative multiplies dSᵀ. head_dim below the instantiation's: zero-filled columns,
 // stores of head_dim columns only. Varlen: grid (K blocks of max_seqlen_k, sequences x kv heads), a
 // CTA past its sequence's keys exits (bwd_seq: the span, clamped).
+// The extension's mask families (cuda/common/mask_ext.cuh): the chunk narrows the Q blocks visited
+// as the window does, a prefix key's block is seen by every row, with documents or a block mask every
+// Q block of the used rows is visited, narrowed with documents (and no block mask) to the rows whose
+// ids lie within the key block's (doc_span); P is masked element by element (the element rule, or for a block mask
+// the kind of the (Q block, K block) pair, looked up in the Q block's lists: a skipped pair costs
+// its loads and no math, a full pair no mask but the end of the keys). seqused: keys past the used
+// ones are masked, so their dK and dV are written as 0.
 #pragma once
 #include "cuda/backward/sm80/bwd_device.cuh"
 #include "cuda/backward/sm80/flash_bwd_params.hpp"
@@ -78,16 +85,38 @@ __global__ void __launch_bounds__(DkDvTile<D, BQ>::kThreads, (BQ == 32 && D <= 1
   const int n0 = blockIdx.x * kBK;
   const int b = blockIdx.y / p.heads_kv, hk = blockIdx.y % p.heads_kv;
   const BwdSeq seq = bwd_seq(p, b);
-  const int SQ = seq.seqlen_q, SK = seq.seqlen_k;
-  if (n0 >= SK) return;       // varlen: past this sequence's keys (the grid covers the longest)
+  int SQ = seq.seqlen_q, SK = seq.seqlen_k;
+  const int SK_rows = SK;     // the sequence's keys: dK and dV rows written (0 past the used ones)
+  if (n0 >= SK_rows) return;  // varlen: past this sequence's keys (the grid covers the longest)
+  const bool ext_on = p.ext.any();
+  if (ext_on) ext_used_lengths(p.ext, b, SQ, SK);
   const int shift = SK - SQ;  // bottom-right alignment: query i's diagonal is key i + shift
   const int chunk_end = p.head_dim / 8;
   constexpr int kCols = T::kCols;
   const int c_off = T::kSplit ? int(blockIdx.z) * kCols : 0;  // first accumulated column
 
   // Q blocks that see this K block: those holding a query whose window holds one of its keys.
-  const int q_begin = mods_query_begin(p.mods, n0, shift, SQ);
-  const int q_end = mods_query_end(p.mods, min(n0 + kBK, SK) - 1, shift, SQ);
+  // ext_query_* are mods_query_* with attention_chunk. A block holding a prefix key is seen by every
+  // row; with a block mask every used row is visited (none when the block holds no used key);
+  // documents narrow the rows below.
+  const int prefix = ext_on ? ext_prefix(p.ext, b, SK) : 0;
+  int q_begin = ext_query_begin(p.mods, p.ext, n0, shift, SQ);
+  int q_end = ext_query_end(p.mods, p.ext, min(n0 + kBK, SK) - 1, shift, SQ);
+  if (ext_on && (n0 < prefix || p.ext.blocks())) q_begin = 0, q_end = SQ;
+  if (ext_on && n0 >= SK) q_begin = q_end = 0;
+  const int32_t *doc_q = nullptr, *doc_k = nullptr;  // this sequence's document ids (null: none)
+  if (p.ext.doc_q) {
+    doc_q = p.ext.doc_q + (p.cu_seqlens_q ? int64_t(seq.q0) : b * p.ext.doc_q_stride);
+    doc_k = p.ext.doc_k + (p.cu_seqlens_q ? int64_t(seq.k0) : b * p.ext.doc_k_stride);
+    // Without a block mask (whose full blocks ignore documents) only the rows of the block's
+    // documents can see its keys: narrow the rows to them (the forward's scan, transposed).
+    if (!p.ext.blocks() && q_end > q_begin) {
+      int first, end;
+      doc_span<T::kThreads>(doc_k, n0, min(n0 + kBK, SK), doc_q, q_begin, q_end, &first, &end);
+      q_begin = max(q_begin, first), q_end = min(q_end, end);
+      if (q_end <= q_begin) q_begin = q_end = 0;
+    }
+  }
   const int m_begin = q_begin / kBQ, m_count = max(0, (q_end + kBQ - 1) / kBQ - m_begin);
   const int n_iter = m_count * p.group;
 
@@ -136,6 +165,13 @@ __global__ void __launch_bounds__(DkDvTile<D, BQ>::kThreads, (BQ == 32 && D <= 1
     }
     __syncthreads();
     const int hq = hk * p.group + it / m_count, m0 = (m_begin + it % m_count) * kBQ;
+    // Block mask: this (Q block, K block) pair's kind, CTA-uniform; a skipped pair has nothing to add.
+    const int kind =
+        p.ext.blocks() ? block_kind(p.ext, b, hq, m0 / p.ext.q_block, n0 / p.ext.kv_block) : kExtBlockPartial;
+    if (kind == kExtBlockSkipped) {
+      __syncthreads();
+      continue;
+    }
     const Elem *cQ = sQ + buf * kBQ * kLd, *cdO = sdO + buf * kBQ * kLd;
     const float *cLse = sLse + buf * kBQ, *cDsum = sDsum + buf * kBQ;
 
@@ -162,8 +198,9 @@ __global__ void __launch_bounds__(DkDvTile<D, BQ>::kThreads, (BQ == 32 && D <= 1
 
     // Pᵀ from the LSE, masked where a key is past the end or outside the query's window (only in a
     // block that is not inside every row's window).
-    const bool need_mask =
-        !(mods_key_begin(p.mods, m0 + kBQ - 1, shift, SK) <= n0 && mods_key_end(p.mods, m0, shift, SK) >= n0 + kBK);
+    const bool need_mask = ext_on ? kind != kExtBlockFull || n0 + kBK > SK
+                                  : !(mods_key_begin(p.mods, m0 + kBQ - 1, shift, SK) <= n0 &&
+                                      mods_key_end(p.mods, m0, shift, SK) >= n0 + kBK);
     const float slope = p.transforms ? mods_slope(p.mods, b, hq) : 0.0f;
 #pragma unroll
     for (int nt = 0; nt < kBQ / 8; ++nt)
@@ -172,7 +209,13 @@ __global__ void __launch_bounds__(DkDvTile<D, BQ>::kThreads, (BQ == 32 && D <= 1
         const int key = n0 + kw0 + g + (e >= 2 ? 8 : 0), qcol = nt * 8 + 2 * t + (e & 1);
         float cap_grad = 1.0f;
         float pv = bwd_prob(p, s[nt][e], cLse[qcol], slope, m0 + qcol, key, shift, &cap_grad);
-        if (need_mask && (key >= SK || !mods_visible(p.mods, m0 + qcol, key, shift))) pv = 0.0f;
+        if (need_mask) {
+          const bool seen = !ext_on ? key < SK && mods_visible(p.mods, m0 + qcol, key, shift)
+                            : kind == kExtBlockFull
+                                ? key < SK
+                                : ext_visible(p.mods, p.ext, doc_q, doc_k, prefix, m0 + qcol, key, shift, SQ, SK);
+          if (!seen) pv = 0.0f;
+        }
         s[nt][e] = pv;
         dp[nt][e] = pv * (dp[nt][e] - cDsum[qcol]) * cap_grad;  // dSᵀ
       }
@@ -246,7 +289,7 @@ __global__ void __launch_bounds__(DkDvTile<D, BQ>::kThreads, (BQ == 32 && D <= 1
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int key = n0 + kw0 + g + half * 8;
-    if (key >= SK) continue;
+    if (key >= SK_rows) continue;  // keys in [SK, SK_rows) were masked: their rows are 0
     Elem *dk_row = dk_head + int64_t(key) * p.dk_stride[1];
     Elem *dv_row = dv_head + int64_t(key) * p.dv_stride[1];
 #pragma unroll

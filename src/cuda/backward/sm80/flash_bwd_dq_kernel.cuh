@@ -12,6 +12,9 @@
 // in two halves (grid.z = 2): S and dP over all 256 columns, dQ[:, half] += dS K[:, half] (64 fp32
 // registers per thread, as head_dim 128), and K/V tiles of 32 keys so that Q, dO (2·64·264·2 B) and
 // two stages of K, V (4·32·264·2 B) fit an A100 (132 KB).
+// The extension's mask families as in the dK/dV kernel: the K blocks of the rows' chunk, window and
+// prefix visited (every used one with a block mask; with documents those of the rows' ids), P masked
+// element by element (block masks: the pair's kind), rows past the used ones written as 0.
 #pragma once
 #include "cuda/backward/sm80/bwd_device.cuh"
 #include "cuda/backward/sm80/flash_bwd_params.hpp"
@@ -44,16 +47,40 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
   const int m0 = blockIdx.x * kBQ;
   const int b = blockIdx.y / p.heads_q, hq = blockIdx.y % p.heads_q, hk = hq / p.group;
   const BwdSeq seq = bwd_seq(p, b);
-  const int SQ = seq.seqlen_q, SK = seq.seqlen_k, shift = SK - SQ;
-  if (m0 >= SQ) return;  // varlen: past this sequence's queries
+  int SQ = seq.seqlen_q, SK = seq.seqlen_k;
+  const int SQ_rows = SQ;     // the sequence's rows: dQ written (0 past the used ones)
+  if (m0 >= SQ_rows) return;  // varlen: past this sequence's queries
+  const bool ext_on = p.ext.any();
+  if (ext_on) ext_used_lengths(p.ext, b, SQ, SK);
+  const int shift = SK - SQ;
   const int chunk_end = p.head_dim / 8;
   constexpr int kCols = T::kCols;
   const int c_off = T::kSplit ? int(blockIdx.z) * kCols : 0;  // first accumulated column
 
   // Keys seen by some row of the block: [key_begin of the first row, key_end of the last).
   const int last_row = min(m0 + kBQ, SQ) - 1;
-  const int key_begin = mods_key_begin(p.mods, m0, shift, SK);
-  const int key_end = mods_key_end(p.mods, last_row, shift, SK);
+  // ext_key_* are mods_key_* with attention_chunk; a prefix widens the range to key 0 and the
+  // prefix's end; with a block mask every used key (none when the block holds no used row);
+  // documents narrow it below.
+  const int prefix = ext_on ? ext_prefix(p.ext, b, SK) : 0;
+  int key_begin = ext_key_begin(p.mods, p.ext, m0, shift, SK);
+  int key_end = ext_key_end(p.mods, p.ext, last_row, shift, SK);
+  if (prefix > 0) key_begin = 0, key_end = max(key_end, prefix);
+  if (ext_on && p.ext.blocks()) key_begin = 0, key_end = SK;
+  if (ext_on && m0 >= SQ) key_begin = key_end = 0;
+  const int32_t *doc_q = nullptr, *doc_k = nullptr;  // this sequence's document ids (null: none)
+  if (p.ext.doc_q) {
+    doc_q = p.ext.doc_q + (p.cu_seqlens_q ? int64_t(seq.q0) : b * p.ext.doc_q_stride);
+    doc_k = p.ext.doc_k + (p.cu_seqlens_q ? int64_t(seq.k0) : b * p.ext.doc_k_stride);
+    // Without a block mask (whose full blocks ignore documents): only the keys of the rows'
+    // documents (doc_span, as the forward).
+    if (!p.ext.blocks() && key_end > key_begin) {
+      int first, end;
+      doc_span<T::kThreads>(doc_q, m0, min(m0 + kBQ, SQ), doc_k, key_begin, key_end, &first, &end);
+      key_begin = max(key_begin, first), key_end = min(key_end, end);
+      if (key_end <= key_begin) key_begin = key_end = 0;
+    }
+  }
   const int n_first = key_begin / kBK;
   const int n_blocks = max(n_first, (key_end + kBK - 1) / kBK);  // one past the last block
   const float slope = p.transforms ? mods_slope(p.mods, b, hq) : 0.0f;
@@ -102,6 +129,13 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
       cp_async_wait<0>();
     }
     __syncthreads();
+    // Block mask: this (Q block, K block) pair's kind, CTA-uniform; a skipped pair has nothing to add.
+    const int kind =
+        p.ext.blocks() ? block_kind(p.ext, b, hq, m0 / p.ext.q_block, n0 / p.ext.kv_block) : kExtBlockPartial;
+    if (kind == kExtBlockSkipped) {
+      __syncthreads();
+      continue;
+    }
     const Elem *cK = sK + buf * kBK * kLd, *cV = sV + buf * kBK * kLd;
 
     // S = Q Kᵀ and dP = dO Vᵀ (16 queries x 64 keys per warp).
@@ -126,8 +160,9 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
     }
 
     // dS = P ∘ (dP − D), P recomputed from the LSE and masked like the forward.
-    const bool need_mask =
-        !(mods_key_begin(p.mods, m0 + kBQ - 1, shift, SK) <= n0 && mods_key_end(p.mods, m0, shift, SK) >= n0 + kBK);
+    const bool need_mask = ext_on ? kind != kExtBlockFull || n0 + kBK > SK
+                                  : !(mods_key_begin(p.mods, m0 + kBQ - 1, shift, SK) <= n0 &&
+                                      mods_key_end(p.mods, m0, shift, SK) >= n0 + kBK);
 #pragma unroll
     for (int nt = 0; nt < kBK / 8; ++nt)
 #pragma unroll
@@ -136,7 +171,13 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
         const int i = m0 + qw0 + g + h * 8, key = n0 + nt * 8 + 2 * t + (e & 1);
         float cap_grad = 1.0f;
         float pv = bwd_prob(p, s[nt][e], lse2[h], slope, i, key, shift, &cap_grad);
-        if (need_mask && (key >= SK || !mods_visible(p.mods, i, key, shift))) pv = 0.0f;
+        if (need_mask) {
+          const bool seen = !ext_on ? key < SK && mods_visible(p.mods, i, key, shift)
+                            : kind == kExtBlockFull
+                                ? key < SK
+                                : ext_visible(p.mods, p.ext, doc_q, doc_k, prefix, i, key, shift, SQ, SK);
+          if (!seen) pv = 0.0f;
+        }
         dp[nt][e] = pv * (dp[nt][e] - dsum[h]) * cap_grad;
       }
 
@@ -160,7 +201,7 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int i = m0 + qw0 + g + h * 8;
-    if (i >= SQ) continue;
+    if (i >= SQ_rows) continue;  // rows in [SQ, SQ_rows) saw nothing: their dQ is 0
     Elem *row = dq_head + int64_t(i) * p.dq_stride[1];
 #pragma unroll
     for (int nt = 0; nt < kCols / 8; ++nt) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/softmax_scale.hpp"
+#include "cuda/common/mask_ext.cuh"
 #include "cuda/common/score_mods.cuh"
 
 namespace flashbox::cuda::bwd {
@@ -31,6 +32,7 @@ struct BwdParams {
   int transforms;   // softcap or ALiBi: P = exp2(x log2e - LSE log2e), x = alibi(cap(scale S))
   const int32_t *cu_seqlens_q, *cu_seqlens_k;  // varlen prefix sums (device); null: fixed length
   int total_q, total_k;                        // varlen: packed token counts
+  DeviceMaskExt ext;  // chunk, seqused, documents, prefix-LM, block mask (cuda/common/mask_ext.cuh)
 };
 
 // Where one batch entry (or sequence) b of the kernels lives: tensor (b, token i) starts at element

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 
+#include "cuda/common/mask_ext.cuh"
 #include "cuda/common/score_mods.cuh"
 
 namespace flashbox::cuda {
@@ -28,6 +29,7 @@ struct FlashFwdParams {
   const float *sinks;  // learnable sink logits, fp32 [heads_q] (natural units), or null (cuda/common/sink.cuh)
   const int32_t *cu_seqlens_q, *cu_seqlens_k;  // varlen prefix sums (device), null: fixed length
   int total_q, total_k;                        // varlen: packed token counts (clamp every offset)
+  DeviceMaskExt ext;  // chunk, seqused, documents, prefix-LM, block mask (cuda/common/mask_ext.cuh)
   int section_heads;                           // CTA order: (batch, head) pairs per L2 section; 0 = launch's choice
 };
 

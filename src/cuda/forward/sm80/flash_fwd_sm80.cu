@@ -20,6 +20,14 @@
 //     multiplier becomes log2(e) instead of scale * log2(e);
 //   - head_dim: an instantiation (64, 128 or 256) serves every multiple of 8 up to it: columns past
 //     the call's head_dim are loaded as zeros (cp.async src-size 0) and never stored;
+//   - the extension's mask families (cuda/common/mask_ext.cuh, run-time fields of p.ext, in a
+//     kernel of their own, kExt, so the plain kernel keeps its registers): attention_chunk narrows each row's window; seqused shortens the sequence;
+//     a prefix widens the tile range to key 0; document ids narrow it to the keys whose ids lie
+//     within the tile's rows' id range (one scan of the ids per CTA), and with documents or a prefix
+//     every visited tile is masked element by element. A block mask (FlexAttention's BlockMask,
+//     block sizes multiples of the tiles: the plan checks) replaces the tile range with the CTA's
+//     row of the lists: the K/V tiles of its partial blocks (masked by the element rule), then of
+//     its full blocks (no mask but the end of the keys); an index out of range is skipped;
 //   - variable-length batches: the grid covers (query blocks of max_seqlen_q, sequences x heads); a
 //     CTA reads its sequence's span from cu_seqlens (cuda/common/varlen_span.cuh, clamped) and exits
 //     when its block starts past the sequence's end;
@@ -44,6 +52,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -126,6 +135,31 @@ __device__ __forceinline__ void mask_columns(float (&acc_s)[Tr::kMTiles][Tr::kST
 #pragma unroll
         for (int e = 0; e < 2; ++e)
           if (j * 8 + e < lo || j * 8 + e >= hi) acc_s[mt][j][2 * r + e] = masked;
+    }
+}
+
+// The extension's element mask (cuda/common/mask_ext.cuh): a full block of a block mask admits
+// every key before seqlen_k; otherwise the element rule (documents, prefix, window, chunk).
+template <class Tr>
+__device__ __forceinline__ void mask_ext_columns(float (&acc_s)[Tr::kMTiles][Tr::kSTiles][4], const FlashFwdParams &p,
+                                                 const int32_t *doc_q, const int32_t *doc_k, int prefix, bool full,
+                                                 int row0, int col0, int shift, int seqlen_q, int seqlen_k,
+                                                 float masked) {
+#pragma unroll
+  for (int mt = 0; mt < Tr::kMTiles; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = row0 + mt * 16 + 8 * r;
+#pragma unroll
+      for (int j = 0; j < Tr::kSTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int key = col0 + j * 8 + e;
+          const bool seen = full
+                                ? key < seqlen_k
+                                : ext_visible(p.mods, p.ext, doc_q, doc_k, prefix, row, key, shift, seqlen_q, seqlen_k);
+          if (!seen) acc_s[mt][j][2 * r + e] = masked;
+        }
     }
 }
 
@@ -226,7 +260,11 @@ __device__ __forceinline__ void exponentiate(float (&acc_s)[Tr::kMTiles][Tr::kST
 }
 // <<< report:online_softmax
 
-template <typename Element, class Tr>
+// kExt: the extension's mask families (p.ext) are compiled in; a call without them runs the kernel
+// without, whose code and registers are the plain kernel's (ptxas, sm_80 and sm_90a: d64 16 B of
+// spills, d128 none, as before the mask families; as a run-time branch they spilled d64 80 B and
+// d128 8 B on sm_80). The !kExt expressions of the tile walk are kept as they were for that reason.
+template <typename Element, class Tr, bool kExt>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_sm80_kernel(const FlashFwdParams p) {
   constexpr bool kBf16 = ElementTraits<Element>::is_bf16;
   constexpr int kM = Tr::kBlockM, kN = Tr::kBlockN, kD = Tr::kHeadDim;
@@ -250,27 +288,90 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
   const int b = bh / p.heads_q, h = bh % p.heads_q, hk = h / p.group;
   const int m0 = (num_m - 1 - m_rank) * kM;
   int sq = p.seqlen_q, sk = p.seqlen_k;
+  int q_tok0 = 0, k_tok0 = 0;  // the sequence's first token in the packed tensors (varlen)
   const Element *q = static_cast<const Element *>(p.q) + h * p.q_head;
   const Element *k = static_cast<const Element *>(p.k) + hk * p.k_head;
   const Element *v = static_cast<const Element *>(p.v) + hk * p.v_head;
   if (p.cu_seqlens_q) {  // varlen: this sequence's tokens; the grid covers the longest
     const VarlenSpan s = varlen_span(p.cu_seqlens_q, p.cu_seqlens_k, b, p.total_q, p.total_k, sq, sk);
     if (m0 >= s.seqlen_q) return;  // the whole CTA: nothing loaded, nothing written
-    sq = s.seqlen_q, sk = s.seqlen_k;
+    sq = s.seqlen_q, sk = s.seqlen_k, q_tok0 = s.q0, k_tok0 = s.k0;
     q += int64_t(s.q0) * p.q_seq, k += int64_t(s.k0) * p.k_seq, v += int64_t(s.k0) * p.v_seq;
   } else {
     q += b * p.q_batch, k += b * p.k_batch, v += b * p.v_batch;
+  }
+  if constexpr (kExt) {
+    ext_used_lengths(p.ext, b, sq, sk);
+    if (m0 >= sq) return;  // rows past the used ones keep what they held
   }
   const int shift = sk - sq;  // bottom-right alignment: query i's diagonal is key i + shift
 
   // K/V tiles [n_begin, n_end) hold every key some row of this block may see (rows' windows move
   // right with the row); a tile needs the element mask when it is not inside every row's window.
-  const int key_begin = mods_key_begin(p.mods, m0, shift, sk);
-  const int key_end = mods_key_end(p.mods, min(m0 + kM, sq) - 1, shift, sk);
-  const int mask_lo = mods_key_begin(p.mods, m0 + kM - 1, shift, sk);  // keys below: some row masks
-  const int mask_hi = mods_key_end(p.mods, m0, shift, sk);             // keys from here: some row masks
+  // ext_key_* are mods_key_* with attention_chunk (the same without it).
+  int key_begin = kExt ? ext_key_begin(p.mods, p.ext, m0, shift, sk) : mods_key_begin(p.mods, m0, shift, sk);
+  int key_end = kExt ? ext_key_end(p.mods, p.ext, min(m0 + kM, sq) - 1, shift, sk)
+                     : mods_key_end(p.mods, min(m0 + kM, sq) - 1, shift, sk);
+  // keys below mask_lo / from mask_hi on: some row masks
+  const int mask_lo =
+      kExt ? ext_key_begin(p.mods, p.ext, m0 + kM - 1, shift, sk) : mods_key_begin(p.mods, m0 + kM - 1, shift, sk);
+  const int mask_hi = kExt ? ext_key_end(p.mods, p.ext, m0, shift, sk) : mods_key_end(p.mods, m0, shift, sk);
+  const int32_t *doc_q = nullptr, *doc_k = nullptr;  // this sequence's document ids (null: none)
+  int prefix = 0;
+  BlockRow brow{0, 0, 0};
+  const bool blocks = kExt && p.ext.blocks();
+  if constexpr (kExt) {
+    prefix = ext_prefix(p.ext, b, sk);
+    if (prefix > 0) key_begin = 0, key_end = max(key_end, prefix);
+    if (p.ext.doc_q) {
+      doc_q = p.ext.doc_q + (p.cu_seqlens_q ? int64_t(q_tok0) : b * p.ext.doc_q_stride);
+      doc_k = p.ext.doc_k + (p.cu_seqlens_q ? int64_t(k_tok0) : b * p.ext.doc_k_stride);
+      // Keys of other documents than the block's rows' are never visible: narrow [key_begin,
+      // key_end) to the keys whose id lies within the rows' id range (exact for sorted documents).
+      __shared__ int doc_bounds[4];  // rows' min and max id, first and last matching key
+      if (threadIdx.x == 0)
+        doc_bounds[0] = INT_MAX, doc_bounds[1] = INT_MIN, doc_bounds[2] = INT_MAX, doc_bounds[3] = -1;
+      __syncthreads();
+      int lo = INT_MAX, hi = INT_MIN;
+      for (int r = m0 + int(threadIdx.x); r < min(m0 + kM, sq); r += Tr::kThreads)
+        lo = min(lo, doc_q[r]), hi = max(hi, doc_q[r]);
+      atomicMin(&doc_bounds[0], lo);
+      atomicMax(&doc_bounds[1], hi);
+      __syncthreads();
+      const int id_lo = doc_bounds[0], id_hi = doc_bounds[1];
+      int first = INT_MAX, last = -1;
+      for (int j = key_begin + int(threadIdx.x); j < key_end; j += Tr::kThreads) {
+        const int id = doc_k[j];
+        if (id >= id_lo && id <= id_hi) first = min(first, j), last = max(last, j);
+      }
+      atomicMin(&doc_bounds[2], first);
+      atomicMax(&doc_bounds[3], last);
+      __syncthreads();
+      if (doc_bounds[3] < 0)
+        key_begin = key_end = 0;
+      else
+        key_begin = max(key_begin, doc_bounds[2]), key_end = min(key_end, doc_bounds[3] + 1);
+    }
+    if (blocks) {  // the lists decide the tiles; the element rule is tested in partial ones
+      key_begin = 0, key_end = sk;
+      brow = block_row(p.ext, b, h, m0 / p.ext.q_block);
+    }
+  }
   const int n_begin = key_begin / kN;
   const int n_end = max(n_begin, (key_end + kN - 1) / kN);
+  // Block masks: each listed block is kv_block / kN K/V tiles, walked partial blocks first.
+  const int tiles_per_block = blocks ? p.ext.kv_block / kN : 1;
+  const int n_iter = blocks ? (brow.partial + brow.full) * tiles_per_block : n_end - n_begin;
+  // The K/V tile of iteration `it` (-1: none, an index out of range or a tile past the keys) and
+  // whether it is in a full block. Without a block mask the tiles go from the last to the first:
+  // the diagonal (masked) tiles first, then the unmasked bulk.
+  auto tile_at = [&](int it, bool *full) -> int {
+    *full = false;
+    if (!blocks) return n_end - 1 - it;
+    const int c = block_entry(p.ext, brow, it / tiles_per_block, full);
+    const int n = c * tiles_per_block + it % tiles_per_block;
+    return c >= 0 && n * kN < sk ? n : -1;
+  };
   const float slope = p.transforms ? mods_slope(p.mods, b, h) : 0.f;
 
   // This thread's rows: warp_row0 + mt*16 + g (+8), g = lane / 4; its columns in a C tile: 2t, 2t+1.
@@ -306,8 +407,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
   cp_async_commit();
 #pragma unroll
   for (int s = 0; s < Tr::kStages - 1; ++s) {
-    const int n = n_end - 1 - s;
-    if (n >= n_begin) {
+    bool full_s;
+    const int n = !kExt ? n_end - 1 - s : s < n_iter ? tile_at(s, &full_s) : -1;
+    if (kExt ? n >= 0 : n >= n_begin) {
       load_tile_async<Tr, kN>(sK + s * Tr::kKVTileElems * 2, k, p.k_seq, n * kN, sk, head_chunks(p));
       load_tile_async<Tr, kN>(sV + s * Tr::kKVTileElems * 2, v, p.v_seq, n * kN, sk, head_chunks(p));
     }
@@ -326,20 +428,25 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
   // <<< report:load_q
 
   // >>> report:kv_loop
-  for (int it = 0; it < n_end - n_begin; ++it) {
-    const int n = n_end - 1 - it;  // diagonal (masked) tiles first, then the unmasked bulk
+  for (int it = 0; it < n_iter; ++it) {
+    bool full = false;
+    const int n = kExt ? tile_at(it, &full) : n_end - 1 - it;
     const int stage = it % Tr::kStages;
     cp_async_wait<Tr::kStages - 2>();
     __syncthreads();  // tile `it` is visible to all; every warp is done with the stage refilled next
     {
-      const int n_next = n - (Tr::kStages - 1);
+      bool full_next;
+      const int n_next = !kExt                           ? n - (Tr::kStages - 1)
+                         : it + Tr::kStages - 1 < n_iter ? tile_at(it + Tr::kStages - 1, &full_next)
+                                                         : -1;
       const int st_next = (it + Tr::kStages - 1) % Tr::kStages;
-      if (n_next >= n_begin) {
+      if (kExt ? n_next >= 0 : n_next >= n_begin) {
         load_tile_async<Tr, kN>(sK + st_next * Tr::kKVTileElems * 2, k, p.k_seq, n_next * kN, sk, head_chunks(p));
         load_tile_async<Tr, kN>(sV + st_next * Tr::kKVTileElems * 2, v, p.v_seq, n_next * kN, sk, head_chunks(p));
       }
       cp_async_commit();  // possibly empty, so the group count stays uniform
     }
+    if (kExt && n < 0) continue;  // a block index out of range: nothing to compute (CTA-uniform)
     // The K/V tile is consumed kSubN keys at a time; a step wholly outside the visible keys is skipped.
 #pragma unroll
     for (int sub = 0; sub < kN / Tr::kSubN; ++sub) {
@@ -389,8 +496,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
       if (p.transforms) transform_scores<Tr>(acc_s, p, slope, m0 + warp_row0 + g, key0 + 2 * t, shift);
       const float score_mul = score_multiplier(p);
       const float masked = score_mul > 0.f ? -INFINITY : INFINITY;
-      if (key0 + Tr::kSubN > mask_hi || key0 < mask_lo)
-        mask_columns<Tr>(acc_s, p.mods, m0 + warp_row0 + g, key0 + 2 * t, shift, sk, masked);
+      if constexpr (!kExt) {
+        if (key0 + Tr::kSubN > mask_hi || key0 < mask_lo)
+          mask_columns<Tr>(acc_s, p.mods, m0 + warp_row0 + g, key0 + 2 * t, shift, sk, masked);
+      } else if (blocks ? !full || key0 + Tr::kSubN > sk
+                        : p.ext.elementwise() || key0 + Tr::kSubN > mask_hi || key0 < mask_lo) {
+        mask_ext_columns<Tr>(acc_s, p, doc_q, doc_k, prefix, full, m0 + warp_row0 + g, key0 + 2 * t, shift, sq, sk,
+                             masked);
+      }
       softmax_update<Tr>(acc_s, acc_o, row_max, row_sum, score_mul);
       exponentiate<Tr>(acc_s, row_max, row_sum, score_mul);
       // <<< report:online_softmax
@@ -522,7 +635,7 @@ int choose_section_heads(const FlashFwdParams &p) {
   const int64_t ctas = int64_t(heads_total) * ((p.seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM);
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
       cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, flash_fwd_sm80_kernel<Element, Tr>, Tr::kThreads,
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, flash_fwd_sm80_kernel<Element, Tr, false>, Tr::kThreads,
                                                     Tr::kSmemBytes) != cudaSuccess) {
     (void)cudaGetLastError();  // a failed query only costs the choice, not the launch
     return heads_total;
@@ -547,10 +660,10 @@ int choose_section_heads(const FlashFwdParams &p) {
   return section_heads;
 }
 
-template <typename Element, class Tr>
-cudaError_t launch(const FlashFwdParams &params, cudaStream_t stream) {
-  auto kernel = flash_fwd_sm80_kernel<Element, Tr>;
-  cudaError_t e = set_max_dynamic_smem_once<flash_fwd_sm80_kernel<Element, Tr>>(Tr::kSmemBytes);
+template <typename Element, class Tr, bool kExt>
+cudaError_t launch_kernel(const FlashFwdParams &params, cudaStream_t stream) {
+  auto kernel = flash_fwd_sm80_kernel<Element, Tr, kExt>;
+  cudaError_t e = set_max_dynamic_smem_once<flash_fwd_sm80_kernel<Element, Tr, kExt>>(Tr::kSmemBytes);
   if (e != cudaSuccess) return e;
   FlashFwdParams p = params;
   if (p.section_heads <= 0) p.section_heads = choose_section_heads<Element, Tr>(p);
@@ -559,6 +672,12 @@ cudaError_t launch(const FlashFwdParams &params, cudaStream_t stream) {
   if (ctas == 0) return cudaSuccess;                            // varlen with max_seqlen_q = 0
   kernel<<<unsigned(ctas), Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
   return cudaGetLastError();
+}
+
+template <typename Element, class Tr>
+cudaError_t launch(const FlashFwdParams &params, cudaStream_t stream) {
+  return params.ext.any() ? launch_kernel<Element, Tr, true>(params, stream)
+                          : launch_kernel<Element, Tr, false>(params, stream);
 }
 
 }  // namespace

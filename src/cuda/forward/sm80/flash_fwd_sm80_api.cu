@@ -4,14 +4,16 @@
 // written is O and LSE.
 // src/api validated: fp16/bf16, head_dim a multiple of 8 (served by the d64, d128 or d256 instantiation),
 // 16-byte aligned pointers, strides multiples of 8 elements, heads_q a multiple of heads_kv; lse may
-// be NULL. The extension's window, softcap, ALiBi, learnable sinks and variable-length batches are all
-// taken (run-time fields of FlashFwdParams). What is left to decide here is what only this kernel needs:
+// be NULL. The extension's window, softcap, ALiBi, learnable sinks, variable-length batches and mask
+// families (attention_chunk, seqused, documents, prefix-LM, block masks whose block sizes are
+// multiples of 128) are all taken (run-time fields of FlashFwdParams). What is left to decide here is what only this kernel needs:
 // head_dim up to 256, sizes that fit its int fields.
 #include <string>
 
 #include "core/backends.hpp"
 #include "core/error.hpp"
 #include "cuda/common/cuda_check.hpp"
+#include "cuda/common/mask_ext_plan.hpp"
 #include "cuda/forward/sm80/flash_fwd_launch.hpp"
 
 namespace flashbox::detail {
@@ -27,6 +29,7 @@ PlanResult plan_sm80_forward(const Problem &a) {
   if (a.seqlen_q > INT32_MAX || a.seqlen_k > INT32_MAX || grid_q > INT32_MAX || grid_k > INT32_MAX ||
       a.batch * a.heads_q > INT32_MAX)
     return PlanResult::no("the sm80 forward needs seqlen_q, seqlen_k and batch * heads_q below 2^31");
+  if (const std::string why = cuda::mask_ext_refusal(a, "forward"); !why.empty()) return PlanResult::no(why);
   cuda::FlashFwdParams p{};
   p.q = a.q, p.k = a.k, p.v = a.v, p.o = a.o, p.lse = a.lse;
   p.q_batch = a.q_stride[0], p.q_seq = a.q_stride[1], p.q_head = a.q_stride[2];
@@ -42,6 +45,7 @@ PlanResult plan_sm80_forward(const Problem &a) {
   p.mods = cuda::device_mods(a.mods);
   p.transforms = p.mods.capped() || p.mods.alibi();
   p.sinks = a.mods.sinks;
+  p.ext = cuda::device_mask_ext(a);
   if (varlen) {
     p.cu_seqlens_q = a.cu_seqlens_q, p.cu_seqlens_k = a.cu_seqlens_k;
     p.total_q = int(a.seqlen_q), p.total_k = int(a.seqlen_k);

@@ -1,0 +1,354 @@
+// flashbox_attention_ext's mask families on the GPU (the sm80 family, forward and backward: the only
+// CUDA family that takes them, so auto lands there and every case asserts the kernel's name):
+// document ids (8 and 32 packed documents straddling the 128-row blocks, scattered ids, with causal),
+// prefix-LM, attention_chunk, seqused_q/k, and FlexAttention BlockMasks (random 50 % block-sparse,
+// with and without full blocks, broadcast heads, 128 x 128 and 256 x 128 blocks, transposes given or
+// not), at T = 1, 17, 63, 65, 1000, 4097, GQA, rows that see no key, bf16 and fp16 with outliers in
+// q and k, against the fp64 reference of support/mask_case.hpp (seed printed; FLASHBOX_TEST_SEED=N
+// repeats one). Outputs are poisoned and framed by guard bytes that must survive; the backward runs
+// on the reference's O and LSE, atomic and deterministic dQ. Malformed device tables (indices out of
+// range, counts over the row) must stay in bounds; block sizes the kernels cannot tile are refused.
+// Every suite is named MaskSm80*: `ctest -R MaskSm80` runs them. Skipped, with the reason, where
+// there is no GPU.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/masks.hpp"
+#include "cuda/family_pin.hpp"
+#include "flashbox/flashbox.h"
+#include "support/device_buffers.hpp"
+#include "support/mask_case.hpp"
+
+namespace flashbox::test {
+namespace {
+
+namespace core = flashbox::core;
+
+#define SKIP_WITHOUT_GPU() \
+  if (flashbox_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: the CUDA mask families are not run"
+
+// Document ids of `rows` tokens per batch entry: sorted runs of random lengths, or ids at random.
+std::vector<int32_t> document_ids(std::mt19937_64 &rng, int64_t batch, int64_t rows, int docs, bool scattered) {
+  std::vector<int32_t> ids(size_t(batch * rows));
+  std::uniform_int_distribution<int> pick(0, docs - 1);
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<int64_t> cuts;
+    for (int d = 1; d < docs; ++d) cuts.push_back(std::uniform_int_distribution<int64_t>(0, rows)(rng));
+    std::sort(cuts.begin(), cuts.end());
+    for (int64_t i = 0; i < rows; ++i)
+      ids[size_t(b * rows + i)] =
+          scattered ? pick(rng) : int32_t(std::upper_bound(cuts.begin(), cuts.end(), i) - cuts.begin());
+  }
+  return ids;
+}
+
+// Queries and keys cut at the same fractions of their lengths (one packed layout).
+void same_documents(MaskCase &c, std::mt19937_64 &rng, int docs, bool scattered = false) {
+  c.docs_q = document_ids(rng, c.batch, c.seqlen_q, docs, scattered);
+  c.docs_k.resize(size_t(c.batch * c.seqlen_k));
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t j = 0; j < c.seqlen_k; ++j)
+      c.docs_k[size_t(b * c.seqlen_k + j)] = c.docs_q[size_t(b * c.seqlen_q + j * c.seqlen_q / c.seqlen_k)];
+}
+
+// A random block mask: each pair skipped with probability `skip`, else full with probability `full`.
+BlockSpec random_blocks(std::mt19937_64 &rng, const MaskCase &c, int64_t qb, int64_t kb, int64_t batches, int64_t heads,
+                        double skip, double full) {
+  BlockSpec s;
+  s.q_block = qb, s.kv_block = kb, s.batches = batches, s.heads = heads;
+  const int64_t n = batches * heads * ((c.seqlen_q + qb - 1) / qb) * ((c.seqlen_k + kb - 1) / kb);
+  std::uniform_real_distribution<double> u(0, 1);
+  s.kinds.resize(size_t(n));
+  for (uint8_t &k : s.kinds) {
+    const double x = u(rng);
+    k = x < skip ? core::kBlockSkipped : x < skip + (1 - skip) * full ? core::kBlockFull : core::kBlockPartial;
+  }
+  s.full_lists = full > 0;
+  return s;
+}
+
+// A MaskData's host inputs on the device, and an args / ext pair that points at them.
+class DeviceCall {
+ public:
+  explicit DeviceCall(MaskData &md) : md_(md) {
+    const MaskCase &c = md.config();
+    const int64_t es = c.dtype == FLASHBOX_FLOAT32 ? 4 : 2;
+    const int64_t rows_q = c.varlen() ? c.seqlen_q : c.batch * c.seqlen_q;
+    const int64_t rows_k = c.varlen() ? c.seqlen_k : c.batch * c.seqlen_k;
+    q_bytes_ = size_t(rows_q * c.heads_q * c.head_dim * es);
+    k_bytes_ = size_t(rows_k * c.heads_kv * c.head_dim * es);
+    e_ = md.ext();
+    auto up = [&](const void *host, size_t bytes) -> void * {
+      if (!host) return nullptr;
+      void *p = mem_.alloc(bytes);
+      if (p && bytes) ok_ &= cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
+      ok_ &= p != nullptr;
+      return p;
+    };
+    const size_t batch4 = size_t(c.batch) * 4;
+    e_.alibi_slopes = static_cast<const float *>(up(e_.alibi_slopes, md.slopes().size() * 4));
+    e_.cu_seqlens_q = static_cast<const int32_t *>(up(e_.cu_seqlens_q, md.cu_q().size() * 4));
+    e_.cu_seqlens_k = static_cast<const int32_t *>(up(e_.cu_seqlens_k, md.cu_k().size() * 4));
+    e_.seqused_q = static_cast<const int32_t *>(up(e_.seqused_q, batch4));
+    e_.seqused_k = static_cast<const int32_t *>(up(e_.seqused_k, batch4));
+    e_.document_ids_q = static_cast<const int32_t *>(up(e_.document_ids_q, c.docs_q.size() * 4));
+    e_.document_ids_k = static_cast<const int32_t *>(up(e_.document_ids_k, c.docs_k.size() * 4));
+    e_.prefix_lengths = static_cast<const int32_t *>(up(e_.prefix_lengths, batch4));
+    e_.learnable_sink = static_cast<const float *>(up(e_.learnable_sink, size_t(c.heads_q) * 4));
+    if (e_.dsink) e_.dsink = static_cast<float *>(mem_.alloc(size_t(c.heads_q) * 4));
+    if (e_.block_mask) {
+      bm_ = *e_.block_mask;
+      const int32_t **tables[8] = {&bm_.kv_num_blocks, &bm_.kv_indices, &bm_.full_kv_num_blocks, &bm_.full_kv_indices,
+                                   &bm_.q_num_blocks,  &bm_.q_indices,  &bm_.full_q_num_blocks,  &bm_.full_q_indices};
+      for (int i = 0; i < 8; ++i)
+        *tables[i] = static_cast<const int32_t *>(up(*tables[i], md.block_table(i).size() * 4));
+      e_.block_mask = &bm_;
+    }
+    q_ = up(md.forward_args(FLASHBOX_AUTO).q, q_bytes_);
+    const flashbox_attention_args host = md.forward_args(FLASHBOX_AUTO);
+    k_ = up(host.k, k_bytes_), v_ = up(host.v, k_bytes_);
+  }
+  bool ok() const { return ok_; }
+  flashbox_attention_ext &ext() { return e_; }
+
+  // The forward on the GPU: o and lse poisoned as MaskData poisons them, copied back into it.
+  // Returns the call's code; *kernel the kernel's name.
+  int forward(std::string *kernel) {
+    flashbox_attention_args a = md_.forward_args(FLASHBOX_AUTO);
+    const size_t o_bytes = md_.o_bytes().size(), lse_bytes = md_.lse().size() * 4;
+    GuardedOutput o(o_bytes), lse(lse_bytes);
+    if (!o.raw || !lse.raw) return -1;
+    cudaMemcpy(o.ptr(), a.o, o_bytes, cudaMemcpyHostToDevice);
+    cudaMemcpy(lse.ptr(), a.lse, lse_bytes, cudaMemcpyHostToDevice);
+    void *host_o = a.o;
+    float *host_lse = a.lse;
+    a.device = FLASHBOX_CUDA;
+    a.q = q_, a.k = k_, a.v = v_, a.o = o.ptr(), a.lse = static_cast<float *>(lse.ptr());
+    const int rc = flashbox_attention_forward_ext(&a, &e_);
+    *kernel = flashbox_last_kernel();
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_TRUE(o.back(host_o)) << "a guard byte around o changed (write out of bounds)";
+    EXPECT_TRUE(lse.back(host_lse)) << "a guard byte around lse changed (write out of bounds)";
+    return rc;
+  }
+
+  // The backward on the GPU from the reference's O and LSE; dq, dk, dv copied back into MaskData.
+  int backward(int deterministic, std::string *kernel) {
+    flashbox_attention_grad_args g = md_.grad_args(FLASHBOX_AUTO, deterministic);
+    const size_t o_bytes = md_.o_bytes().size(), lse_bytes = md_.lse().size() * 4;
+    DeviceMem mem;
+    void *o = mem.alloc(o_bytes), *lse = mem.alloc(lse_bytes), *dout = mem.alloc(o_bytes);
+    GuardedOutput dq(q_bytes_), dk(k_bytes_), dv(k_bytes_);
+    if (!o || !lse || !dout || !dq.raw || !dk.raw || !dv.raw) return -1;
+    cudaMemcpy(o, g.fwd.o, o_bytes, cudaMemcpyHostToDevice);
+    cudaMemcpy(lse, g.fwd.lse, lse_bytes, cudaMemcpyHostToDevice);
+    cudaMemcpy(dout, g.dout, o_bytes, cudaMemcpyHostToDevice);
+    void *host_dq = g.dq, *host_dk = g.dk, *host_dv = g.dv;
+    g.fwd.device = FLASHBOX_CUDA;
+    g.fwd.q = q_, g.fwd.k = k_, g.fwd.v = v_, g.fwd.o = o, g.fwd.lse = static_cast<float *>(lse);
+    g.dout = dout, g.dq = dq.ptr(), g.dk = dk.ptr(), g.dv = dv.ptr();
+    const int rc = flashbox_attention_backward_ext(&g, &e_);
+    *kernel = flashbox_last_kernel();
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_TRUE(dq.back(host_dq)) << "a guard byte around dq changed";
+    EXPECT_TRUE(dk.back(host_dk)) << "a guard byte around dk changed";
+    EXPECT_TRUE(dv.back(host_dv)) << "a guard byte around dv changed";
+    return rc;
+  }
+
+ private:
+  MaskData &md_;
+  DeviceMem mem_;
+  flashbox_attention_ext e_{};
+  flashbox_block_mask bm_{};
+  void *q_ = nullptr, *k_ = nullptr, *v_ = nullptr;
+  size_t q_bytes_ = 0, k_bytes_ = 0;
+  bool ok_ = true;
+};
+
+// Forward and backward (both dQ modes) of one case on the GPU against the fp64 reference.
+void check_gpu(const MaskCase &c, bool want_empty_rows = false) {
+  MaskData md(c);
+  SCOPED_TRACE(md.name());
+  if (want_empty_rows) {
+    EXPECT_GT(md.empty_rows(), 0) << "the case should hold rows that see no key";
+  }
+  DeviceCall call(md);
+  ASSERT_TRUE(call.ok()) << "device allocation or copy";
+  std::string kernel;
+  ASSERT_EQ(call.forward(&kernel), 0) << flashbox_last_error();
+  EXPECT_EQ(kernel.rfind("cuda_flash_sm80_", 0), 0u) << kernel;
+  const Error eo = md.o_error();
+  EXPECT_FALSE(eo.nan) << "o has NaN or inf (" << kernel << ")";
+  EXPECT_LT(eo.rel, md.tolerance()) << "o (" << kernel << ")";
+  EXPECT_LT(md.lse_error(), 2e-2) << "lse (" << kernel << ")";
+  EXPECT_TRUE(md.unused_outputs_untouched()) << "rows past seqused_q were written";
+  for (int det = 0; det <= 1; ++det) {
+    std::string bk;
+    ASSERT_EQ(call.backward(det, &bk), 0) << flashbox_last_error();
+    EXPECT_EQ(bk.rfind("cuda_flash_bwd_sm80_", 0), 0u) << bk;
+    const std::pair<const char *, Error> grads[] = {{"dq", md.dq_error()},
+                                                    {"dk", md.dk_error()},
+                                                    {"dv", md.dv_error()}};
+    for (const auto &[name, err] : grads) {
+      EXPECT_FALSE(err.nan) << name << " has NaN or inf (" << bk << ", deterministic " << det << ")";
+      EXPECT_LT(err.rel, md.tolerance()) << name << " (" << bk << ", deterministic " << det << ")";
+    }
+  }
+  std::printf("  %s: o %.2e, %s\n", md.name().c_str(), eo.rel, kernel.c_str());
+}
+
+MaskCase base(int64_t batch, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, flashbox_dtype t,
+              int causal = 0) {
+  MaskCase c;
+  if (sq > 1000 && hq > 2) hq = 2, hkv = 1;  // long sequences: fewer heads (the fp64 reference's cost), still GQA
+  c.batch = batch, c.seqlen_q = sq, c.seqlen_k = sk, c.heads_q = hq, c.heads_kv = hkv, c.head_dim = d;
+  c.dtype = t, c.causal = causal, c.input_outliers = true;
+  return c;
+}
+
+const int64_t kLengths[] = {1, 17, 63, 65, 1000, 4097};
+
+TEST(MaskSm80Documents, PackedDocumentsForwardBackward) {
+  SKIP_WITHOUT_GPU();
+  for (const int64_t t : kLengths)
+    for (const int docs : {8, 32})
+      for (const int causal : {0, 1}) {
+        if (t == 4097 && (causal == 0 || docs == 8)) continue;  // the fp64 reference's cost
+        MaskCase c = base(t > 1000 ? 1 : 2, t, t, 4, 2, t > 1000 ? 64 : 128,
+                          docs == 8 ? FLASHBOX_BFLOAT16 : FLASHBOX_FLOAT16, causal);
+        std::mt19937_64 rng(c.seed);
+        same_documents(c, rng, docs);
+        check_gpu(c);
+      }
+}
+
+TEST(MaskSm80Documents, ScatteredIdsAndRowsThatSeeNoKey) {
+  SKIP_WITHOUT_GPU();
+  // Scattered ids (any order), and query documents the keys lack: those rows see nothing.
+  MaskCase c = base(2, 300, 257, 4, 1, 64, FLASHBOX_BFLOAT16);
+  std::mt19937_64 rng(c.seed);
+  c.docs_q = document_ids(rng, c.batch, c.seqlen_q, 6, true);
+  c.docs_k = document_ids(rng, c.batch, c.seqlen_k, 4, true);
+  check_gpu(c, true);
+  MaskCase s = base(2, 200, 333, 2, 2, 256, FLASHBOX_FLOAT16, 1);
+  std::mt19937_64 rng2(s.seed);
+  same_documents(s, rng2, 8);
+  check_gpu(s);
+}
+
+TEST(MaskSm80PrefixLm, PrefixWithCausalAndWindow) {
+  SKIP_WITHOUT_GPU();
+  for (const int64_t t : {int64_t(1), int64_t(17), int64_t(65), int64_t(1000)}) {
+    MaskCase c = base(3, t, t, 4, 2, 64, FLASHBOX_BFLOAT16, 1);
+    c.prefix = {int32_t(t / 3), 0, int32_t(t)};
+    check_gpu(c);
+    c.causal = 0, c.window_left = 50, c.window_right = 0, c.dtype = FLASHBOX_FLOAT16, c.head_dim = 128;
+    check_gpu(c);
+  }
+  MaskCase d = base(2, 700, 900, 2, 1, 64, FLASHBOX_BFLOAT16, 1);  // with documents
+  d.prefix = {300, 5};
+  std::mt19937_64 rng(d.seed);
+  same_documents(d, rng, 8);
+  check_gpu(d);
+}
+
+TEST(MaskSm80Chunk, ChunkedAttention) {
+  SKIP_WITHOUT_GPU();
+  for (const int64_t t : {int64_t(17), int64_t(63), int64_t(1000), int64_t(4097)})
+    for (const int64_t chunk : {int64_t(16), int64_t(100), int64_t(512)}) {
+      if (t == 4097 && chunk != 512) continue;  // the fp64 reference's cost
+      MaskCase c = base(t > 1000 ? 1 : 2, t, t + (t > 100 ? 37 : 0), 4, 2, 64, FLASHBOX_BFLOAT16, 1);
+      c.attention_chunk = chunk;
+      check_gpu(c);
+    }
+  MaskCase c = base(2, 300, 300, 2, 2, 128, FLASHBOX_FLOAT16);  // without causal, with a window
+  c.attention_chunk = 64, c.window_left = 20;
+  check_gpu(c);
+}
+
+TEST(MaskSm80Seqused, UsedLengths) {
+  SKIP_WITHOUT_GPU();
+  MaskCase c = base(3, 300, 260, 4, 2, 64, FLASHBOX_BFLOAT16, 1);
+  c.used_q = {300, 17, 0}, c.used_k = {1, 260, 100};
+  check_gpu(c);
+  MaskCase d = base(2, 1000, 1000, 2, 1, 128, FLASHBOX_FLOAT16);
+  d.used_q = {999, 130};
+  std::mt19937_64 rng(d.seed);
+  same_documents(d, rng, 8);
+  check_gpu(d);
+}
+
+TEST(MaskSm80BlockSparse, RandomHalfSparse) {
+  SKIP_WITHOUT_GPU();
+  for (const int64_t t : kLengths)
+    for (const double full : {0.0, 0.4}) {
+      if (t == 4097 && full == 0.0) continue;  // the fp64 reference's cost
+      MaskCase c = base(t > 1000 ? 1 : 2, t, t, 4, 2, t > 1000 ? 64 : 128,
+                        full > 0 ? FLASHBOX_BFLOAT16 : FLASHBOX_FLOAT16, t % 2);
+      std::mt19937_64 rng(c.seed);
+      c.blocks = random_blocks(rng, c, 128, 128, c.batch, c.heads_q, 0.5, full);
+      check_gpu(c);
+    }
+}
+
+TEST(MaskSm80BlockSparse, BroadcastLargerBlocksTransposesAndFamilies) {
+  SKIP_WITHOUT_GPU();
+  MaskCase c = base(2, 1000, 700, 4, 1, 64, FLASHBOX_BFLOAT16);  // broadcast heads, 256 x 128
+  std::mt19937_64 rng(c.seed);
+  c.blocks = random_blocks(rng, c, 256, 128, 2, 1, 0.5, 0.3);
+  c.blocks.transposes = true;
+  check_gpu(c);
+  MaskCase d = base(2, 600, 600, 4, 2, 128, FLASHBOX_FLOAT16, 1);  // with documents and causal partials
+  std::mt19937_64 rng2(d.seed);
+  same_documents(d, rng2, 8);
+  d.blocks = random_blocks(rng2, d, 128, 128, 1, 4, 0.3, 0.3);
+  check_gpu(d);
+  MaskCase e = base(1, 500, 500, 2, 2, 256, FLASHBOX_BFLOAT16);  // everything skipped: O = 0, LSE = -inf
+  std::mt19937_64 rng3(e.seed);
+  e.blocks = random_blocks(rng3, e, 128, 128, 1, 1, 1.0, 0.0);
+  check_gpu(e, true);
+}
+
+TEST(MaskSm80BlockSparse, MalformedTablesStayInBounds) {
+  SKIP_WITHOUT_GPU();
+  MaskCase c = base(2, 500, 500, 2, 1, 64, FLASHBOX_BFLOAT16);
+  std::mt19937_64 rng(c.seed);
+  c.blocks = random_blocks(rng, c, 128, 128, 2, 2, 0.5, 0.3);
+  MaskData md(c);
+  // Counts over the row and negative, indices out of range both ways: unchecked on the device,
+  // clamped there; the guards must survive (values are unspecified).
+  md.block_table(0)[0] = 1 << 30, md.block_table(0)[1] = -5;
+  md.block_table(1)[0] = -1, md.block_table(1)[1] = 1 << 29, md.block_table(1)[2] = 4;
+  md.block_table(2)[2] = 99, md.block_table(3)[3] = -7;
+  DeviceCall call(md);
+  ASSERT_TRUE(call.ok());
+  std::string kernel;
+  EXPECT_EQ(call.forward(&kernel), 0) << flashbox_last_error();
+  for (int det = 0; det <= 1; ++det) EXPECT_EQ(call.backward(det, &kernel), 0) << flashbox_last_error();
+}
+
+TEST(MaskSm80BlockSparse, RefusesBlocksTheKernelsCannotTile) {
+  SKIP_WITHOUT_GPU();
+  MaskCase c = base(1, 300, 300, 2, 2, 64, FLASHBOX_BFLOAT16);
+  std::mt19937_64 rng(c.seed);
+  c.blocks = random_blocks(rng, c, 64, 128, 1, 1, 0.5, 0.3);
+  MaskData md(c);
+  DeviceCall call(md);
+  ASSERT_TRUE(call.ok());
+  std::string kernel;
+  EXPECT_EQ(call.forward(&kernel), FLASHBOX_ERR_UNSUPPORTED_IMPL);
+  EXPECT_NE(std::string(flashbox_last_error()).find("multiples of 128"), std::string::npos) << flashbox_last_error();
+  EXPECT_EQ(call.backward(0, &kernel), FLASHBOX_ERR_UNSUPPORTED_IMPL);
+}
+
+}  // namespace
+}  // namespace flashbox::test

@@ -28,7 +28,17 @@ kernels take fp16/bf16) and a sliding window over a padding mask with holes insi
 The mask this backend's mask function returns: None (no padding, every key slot holds a token: the
 dense path), or an int32 [B, n] tensor over the key slots that exist (n <= kv_length), 0 for a
 padding slot and, for a token, the number of its packed sequence in the row plus one (1 when nothing
-is packed). Slot j of a layer's keys is position kv_offset + j, as in transformers' own masks.
+is packed). Slot j of a layer's keys is position kv_offset + j, as in transformers' own masks. When
+transformers hands the offsets as device tensors (a static cache keeps its length on the device, so
+that a decode step compiles and captures), the mask is made with device ops over all kv_length slots
+instead, the slots past the last query marked -1 (_slots_on_device): nothing is read on the host.
+
+Decode steps (causal, at most _DECODE_MAX_QUERIES queries against more keys, a mask over every key slot,
+CUDA) run on flashbox_attention_kvcache (custom op flashbox::hf_kvcache_attention) with cache_seqlens /
+cache_leftpad computed on the device and tables_trusted = 1: no host read, no synchronisation, so a
+static-cache decode step captures in a CUDA graph. Under torch.compile the varlen path (whose plan reads
+the mask on the host) runs as one custom op (flashbox::hf_varlen_attention), and the mask function reads
+nothing on the host, so torch.compile(fullgraph=True) traces the model without a graph break.
 
 Transformers' "flash" heuristic: recent transformers (utils.generic.is_flash_attention_requested) treat
 every implementation name containing "flash" as a FlashAttention kernel: at model construction they try

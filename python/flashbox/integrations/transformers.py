@@ -366,9 +366,9 @@ def _kvcache_attention_fake(q, k_cache, v_cache, cache_seqlens, cache_leftpad, l
     return q.new_empty(q.shape)
 
 
-# id(mask) -> (weak reference, version): masks whose rows were checked on the host to be one run of tokens
-# (eager decode steps; the check is made once per mask, not once per layer)
-_CHECKED = collections.OrderedDict()
+# id(mask) -> (weak reference, version, whether every row's tokens are one run): the host's look at a
+# mask in eager decode steps, made once per mask rather than once per layer
+_RUNS = collections.OrderedDict()
 
 
 def _decode_tables(ids):
@@ -387,17 +387,16 @@ def _decode_tables(ids):
     return seqlens, leftpad, holes
 
 
-def _check_rows(ids, holes):
-    """Eager only: refuse a mask whose tokens are not one run per row (once per mask)."""
-    entry = _CHECKED.get(id(ids))
+def _rows_are_runs(ids, holes):
+    """Eager only: whether no row has holes (read on the host once per mask)."""
+    entry = _RUNS.get(id(ids))
     if entry is not None and entry[0]() is ids and entry[1] == ids._version:
-        return
-    if bool(holes.any()):
-        raise _unsupported("a decode step over a padding mask with padding between or after a row's tokens; "
-                           "pad on the left only")
-    _CHECKED[id(ids)] = (weakref.ref(ids), ids._version)
-    while len(_CHECKED) > _PLANS_KEPT:
-        _CHECKED.popitem(last=False)
+        return entry[2]
+    ok = not bool(holes.any())
+    _RUNS[id(ids)] = (weakref.ref(ids), ids._version, ok)
+    while len(_RUNS) > _PLANS_KEPT:
+        _RUNS.popitem(last=False)
+    return ok
 
 
 def _takes_decode_path(query, key, ids, causal):
@@ -408,14 +407,12 @@ def _takes_decode_path(query, key, ids, causal):
             and D % 8 == 0 and D <= 256 and query.dtype in (torch.float16, torch.bfloat16))
 
 
-def _decode(query, key, value, ids, window, opts):
+def _decode(query, key, value, ids, tables, window, opts):
     """A decode step on flashbox_attention_kvcache with the tables computed on the device: nothing is read
     on the host, so the step captures in a CUDA graph and traces in torch.compile as one op. A row whose
-    tokens are not one run (_decode_tables) is refused in eager mode; where the host cannot look
-    (capture, compile) its output is NaN, never a plausible wrong answer."""
-    seqlens, leftpad, holes = _decode_tables(ids)
-    if not _tracing():
-        _check_rows(ids, holes)
+    tokens are not one run (_decode_tables) goes to varlen in eager mode (_masked); where the host cannot
+    look (capture, compile) its output is NaN, never a plausible wrong answer."""
+    seqlens, leftpad, holes = tables
     scale = opts["softmax_scale"]
     o = torch.ops.flashbox.hf_kvcache_attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
                                                 seqlens, leftpad, opts["learnable_sink"],
@@ -447,7 +444,11 @@ def _varlen_attention_fake(query, key, value, ids, learnable_sink, softmax_scale
 def _masked(query, key, value, ids, window, opts):
     """Attention under a key-slot mask: the decode path, else varlen (as one op under torch.compile)."""
     if _takes_decode_path(query, key, ids, opts["causal"]):
-        return _decode(query, key, value, ids, window, opts)
+        tables = _decode_tables(ids)
+        # eager: a mask with padding inside a row (right padding before the new tokens) goes to varlen,
+        # which removes the padding; under capture / compile the host cannot look (see _decode)
+        if _tracing() or _rows_are_runs(ids, tables[2]):
+            return _decode(query, key, value, ids, tables, window, opts)
     if torch.compiler.is_compiling():
         scale = opts["softmax_scale"]
         return torch.ops.flashbox.hf_varlen_attention(query, key, value, ids, opts["learnable_sink"],

@@ -395,10 +395,13 @@ class _E2E:
         import transformers
         self.model, self.impl, self.ids, self.steps = model, impl, ids, steps
         B, T = ids.shape
+        # capacity a multiple of 64: SDPA's memory-efficient kernel takes the explicit mask transformers
+        # builds over every cache slot only with an aligned last dimension (else it falls back to math)
+        capacity = (T + steps + 63) // 64 * 64
         try:
-            self.cache = transformers.StaticCache(config=model.config, max_cache_len=T + steps + 16)
+            self.cache = transformers.StaticCache(config=model.config, max_cache_len=capacity)
         except TypeError:  # 4.5x
-            self.cache = transformers.StaticCache(config=model.config, max_batch_size=B, max_cache_len=T + steps + 16,
+            self.cache = transformers.StaticCache(config=model.config, max_batch_size=B, max_cache_len=capacity,
                                                   device=ids.device, dtype=model.dtype)
         params = inspect.signature(model.forward).parameters
         self.prefill_kw = dict(input_ids=ids, past_key_values=self.cache, use_cache=True)

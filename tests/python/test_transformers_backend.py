@@ -9,7 +9,10 @@ Models are built from small configs in code (random weights, nothing downloaded)
   * greedy generate() of 64 tokens: the same tokens as the reference, except from a step where the
     reference's top-two logit margin is within that difference (a near tie; the sequences may part there);
   * one training step: the gradients (all parameters, L2 over all of them) within the same rule;
-  * what the backend cannot serve raises NotImplementedError (or transformers' own ValueError) naming it.
+  * what the backend cannot serve raises NotImplementedError (or transformers' own ValueError) naming it;
+  * CUDA graphs and torch.compile: a static-cache decode step captured in a CUDA graph replays with the
+    eager steps' logits; torch.compile(fullgraph=True) of a padded prefill and of a decode step has no
+    graph break and matches eager within compile's own rounding (the last section of this file).
 On the CPU (float32, flashbox's CPU implementation) tiny models of every family match eager closely.
 Skips, with the reason, where torch, transformers, libflashbox or a GPU is missing.
 """

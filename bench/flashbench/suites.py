@@ -333,6 +333,236 @@ def write_tokens(path, n, seed):
     return path
 
 
+# ---- llama-e2e: a Llama-shaped model in Hugging Face transformers, flashbox against sdpa ------------
+
+LLAMA_1B = dict(hidden=2048, layers=16, heads_q=32, heads_kv=8, head_dim=64, intermediate=8192, vocab=32000,
+                batch=8, prefill=8192, decode_steps=256)
+LLAMA_TINY = dict(hidden=256, layers=2, heads_q=4, heads_kv=2, head_dim=64, intermediate=512, vocab=1024,
+                  batch=2, prefill=512, decode_steps=16)
+
+
+def llama_e2e(ctx):
+    """transformers' LlamaForCausalLM built from a config (random weights, bf16; --quick: LLAMA_TINY) with
+    attn_implementation "flashbox" and "sdpa", the same weights, in this process: prefill of `prefill`
+    tokens into a static cache, then `decode_steps` greedy steps. Three rows: prefill (tokens/s of the
+    prompt), decode (ms per step; tokens/s = batch / step time) and total (prefill + every step; tokens/s of
+    the generated tokens)."""
+    m = dict(LLAMA_TINY if ctx.quick else LLAMA_1B)
+    name = "llama-tiny" if ctx.quick else "llama-1b"
+    done = {}
+
+    def row(phase):
+        if "rows" not in done:
+            done["rows"] = llama_e2e_rows(ctx, m, name)
+        return done["rows"][phase]
+
+    text = f"{name} B{m['batch']} prefill {m['prefill']} + {m['decode_steps']} decode steps"
+    return [(f"{text}: {phase}", lambda phase=phase: row(phase)) for phase in ("prefill", "decode", "total")]
+
+
+def _tensors_of(obj, seen=None, depth=0):
+    """Every tensor a transformers cache object holds (keys, values, length counters), found through its
+    attributes: the state to zero between runs, whatever the cache's layout in this transformers."""
+    import torch
+    seen = set() if seen is None else seen
+    if isinstance(obj, torch.Tensor):
+        if id(obj) in seen:
+            return []
+        seen.add(id(obj))
+        return [obj]
+    if depth > 4 or isinstance(obj, (str, bytes, int, float, bool, type(None))) or hasattr(obj, "to_json_string"):
+        return []   # (configs: to_json_string)
+    items = list(obj.values()) if isinstance(obj, dict) else list(obj) if isinstance(obj, (list, tuple)) else \
+        list(vars(obj).values()) if hasattr(obj, "__dict__") else []
+    return [t for x in items for t in _tensors_of(x, seen, depth + 1)]
+
+
+class _E2E:
+    """One attention implementation on the shared model: its static cache, the prefill, and one decode
+    step (token in, greedy token out, positions advanced, all on the device) captured in a CUDA graph."""
+
+    def __init__(self, model, impl, ids, steps):
+        import inspect
+        import torch
+        import transformers
+        self.model, self.impl, self.ids, self.steps = model, impl, ids, steps
+        B, T = ids.shape
+        # capacity a multiple of 64: SDPA's memory-efficient kernel takes the explicit mask transformers
+        # builds over every cache slot only with an aligned last dimension (else it falls back to math)
+        capacity = (T + steps + 63) // 64 * 64
+        try:
+            self.cache = transformers.StaticCache(config=model.config, max_cache_len=capacity)
+        except TypeError:  # 4.5x
+            self.cache = transformers.StaticCache(config=model.config, max_batch_size=B, max_cache_len=capacity,
+                                                  device=ids.device, dtype=model.dtype)
+        params = inspect.signature(model.forward).parameters
+        self.prefill_kw = dict(input_ids=ids, past_key_values=self.cache, use_cache=True)
+        if "logits_to_keep" in params:
+            self.prefill_kw["logits_to_keep"] = 1
+        self.tok = torch.zeros(B, 1, dtype=torch.long, device="cuda")
+        self.pos = torch.zeros(B, 1, dtype=torch.long, device="cuda")
+        self.generated = torch.zeros(B, steps, dtype=torch.long, device="cuda")
+        self.step_kw = dict(input_ids=self.tok, position_ids=self.pos, past_key_values=self.cache, use_cache=True)
+        if "cache_position" in params:  # transformers that place new keys by cache_position
+            self.prefill_kw["cache_position"] = torch.arange(T, device="cuda")
+            self.cache_position = torch.zeros(1, dtype=torch.long, device="cuda")
+            self.step_kw["cache_position"] = self.cache_position
+        self.graph = None
+
+    def use(self):
+        if hasattr(self.model, "set_attn_implementation"):
+            self.model.set_attn_implementation(self.impl)
+        else:
+            self.model.config._attn_implementation = self.impl
+
+    def reset(self):
+        """This implementation on the model, and an empty cache (every tensor of it zeroed: a fresh static
+        cache, its length counters 0)."""
+        self.use()
+        for t in _tensors_of(self.cache):
+            t.zero_()
+
+    def prefill(self):
+        """The prompt into the (reset) cache; the decode inputs set from it. Returns the last logits."""
+        import torch
+        with torch.no_grad():
+            logits = self.model(**self.prefill_kw).logits[:, -1]
+        self.tok.copy_(logits.argmax(-1, keepdim=True))
+        self.pos.fill_(self.ids.shape[1])
+        if "cache_position" in self.step_kw:
+            self.cache_position.fill_(self.ids.shape[1])
+        return logits.float()
+
+    def step(self):
+        import torch
+        with torch.no_grad():
+            logits = self.model(**self.step_kw).logits[:, -1]
+        nxt = logits.argmax(-1, keepdim=True)
+        self.generated.copy_(torch.cat([self.generated[:, 1:], nxt], 1))   # the last `steps` tokens
+        self.tok.copy_(nxt)
+        self.pos.add_(1)
+        if "cache_position" in self.step_kw:
+            self.cache_position.add_(1)
+
+    def capture(self):
+        """Warm-up steps on a side stream, a fresh prefill, then one step captured."""
+        import torch
+        self.reset()
+        self.prefill()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                self.step()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        self.reset()
+        self.prefill()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self.step()
+        self.graph = graph
+
+    def decode(self):
+        for _ in range(self.steps):
+            if self.graph is not None:
+                self.graph.replay()
+            else:
+                self.step()
+
+
+def _elapsed_ms(fn):
+    import torch
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    out = fn()
+    stop.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(stop), out
+
+
+def llama_e2e_rows(ctx, m, name):
+    import statistics
+    import torch
+    python_dir = os.path.join(os.path.dirname(ctx.bench_dir), "python")
+    if python_dir not in sys.path:
+        sys.path.insert(0, python_dir)
+    shape = dict(model=name, **m, dtype="bf16", cache="static")
+    rows = {}
+    try:
+        import transformers
+        from flashbox import _lib
+        if _lib._library is None:  # the library this run times (--lib), not another build
+            _lib._library = _lib._Library(os.path.abspath(ctx.lib.path), "bench/run.py --lib")
+        import flashbox.integrations.transformers  # noqa: F401  (registers "flashbox")
+    except Exception as e:
+        notes = {"flashbox": f"{type(e).__name__}: {str(e)[:250]}"}
+        return {p: finish_row({**shape, "phase": p}, ctx.seed, "tokens/s", 0, {}, None, None, notes, scale=1.0)
+                for p in ("prefill", "decode", "total")}
+    cfg = transformers.LlamaConfig(vocab_size=m["vocab"], hidden_size=m["hidden"], intermediate_size=m["intermediate"],
+                                   num_hidden_layers=m["layers"], num_attention_heads=m["heads_q"],
+                                   num_key_value_heads=m["heads_kv"], head_dim=m["head_dim"],
+                                   max_position_embeddings=m["prefill"] + m["decode_steps"] + 64,
+                                   tie_word_embeddings=False, attention_dropout=0.0)
+    torch.manual_seed(ctx.seed)
+    with torch.device("cuda"):
+        try:
+            model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa", dtype=torch.bfloat16)
+        except TypeError:  # 4.5x: torch_dtype
+            model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa",
+                                                                  torch_dtype=torch.bfloat16)
+    model = model.to("cuda", torch.bfloat16).eval()
+    gen = torch.Generator(device="cuda").manual_seed(ctx.seed)
+    ids = torch.randint(3, m["vocab"], (m["batch"], m["prefill"]), device="cuda", generator=gen)
+    runs = {impl: _E2E(model, impl, ids, m["decode_steps"]) for impl in ("flashbox", "sdpa")}
+    notes = {}
+    graphs = True
+    for impl, run in runs.items():
+        try:
+            run.capture()
+        except Exception as e:  # then both run their steps eagerly
+            graphs = False
+            notes[impl] = f"CUDA graph capture failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+    if not graphs:
+        for run in runs.values():
+            run.graph = None
+    how = "decode steps replayed from a CUDA graph (one captured step each)" if graphs else \
+        "decode steps eager (capture failed for one implementation, so neither uses a graph)"
+    prefill_ms, decode_ms, first = {n: [] for n in runs}, {n: [] for n in runs}, {}
+    for r in range(max(1, ctx.rounds) + 1):     # round 0 warms up (cuBLAS, allocator); rounds alternate the order
+        for impl in (list(runs) if r % 2 else list(runs)[::-1]):
+            run = runs[impl]
+            run.reset()
+            t, logits = _elapsed_ms(run.prefill)
+            first[impl] = logits
+            d, _ = _elapsed_ms(run.decode)
+            if r:
+                prefill_ms[impl].append(t)
+                decode_ms[impl].append(d)
+    pre = {n: statistics.median(v) for n, v in prefill_ms.items()}
+    step = {n: statistics.median(v) / m["decode_steps"] for n, v in decode_ms.items()}
+    total = {n: pre[n] + step[n] * m["decode_steps"] for n in runs}
+    error = rel_error(first["flashbox"], first["sdpa"])   # the prefill's last-position logits
+    fb_tok, ref_tok = runs["flashbox"].generated, runs["sdpa"].generated
+    differ = (fb_tok != ref_tok).any(0).nonzero()
+    same = int(differ[0]) if differ.numel() else m["decode_steps"]
+    note = (f"{how}; medians of {max(1, ctx.rounds)} rounds (a round: prefill then every step, flashbox and sdpa "
+            f"alternating first); error: prefill logits vs sdpa's; greedy tokens equal to sdpa's for the first "
+            f"{same} of {m['decode_steps']} steps (random weights: near ties part them)")
+    notes = {**notes, "flashbox": note}
+    B, T, S = m["batch"], m["prefill"], m["decode_steps"]
+    rows["prefill"] = finish_row({**shape, "phase": "prefill"}, ctx.seed, "tokens/s", B * T, pre, error, "sdpa",
+                                 notes, scale=1.0)
+    rows["decode"] = finish_row({**shape, "phase": "decode"}, ctx.seed, "tokens/s", B, step, error, "sdpa", notes,
+                                scale=1.0)
+    rows["total"] = finish_row({**shape, "phase": "total"}, ctx.seed, "tokens/s", B * S, total, error, "sdpa", notes,
+                               scale=1.0)
+    del runs, model
+    torch.cuda.empty_cache()
+    return rows
+
+
 SUITES = {"forward": forward, "backward": backward, "varlen": varlen, "masks": masks, "decode": decode,
           "decode-fp8": decode_fp8, "gqa": gqa, "head-dims": head_dims, "head-dim-v": head_dim_v, "gpt2-eval": gpt2_eval,
-          "gpt2-train": gpt2_train, "fa3-paper": fa3_paper}
+          "gpt2-train": gpt2_train, "fa3-paper": fa3_paper, "llama-e2e": llama_e2e}

@@ -9,12 +9,16 @@ Models are built from small configs in code (random weights, nothing downloaded)
   * greedy generate() of 64 tokens: the same tokens as the reference, except from a step where the
     reference's top-two logit margin is within that difference (a near tie; the sequences may part there);
   * one training step: the gradients (all parameters, L2 over all of them) within the same rule;
-  * what the backend cannot serve raises NotImplementedError (or transformers' own ValueError) naming it.
+  * what the backend cannot serve raises NotImplementedError (or transformers' own ValueError) naming it;
+  * CUDA graphs and torch.compile: a static-cache decode step captured in a CUDA graph replays with the
+    eager steps' logits; torch.compile(fullgraph=True) of a padded prefill and of a decode step has no
+    graph break and matches eager within compile's own rounding (the last section of this file).
 On the CPU (float32, flashbox's CPU implementation) tiny models of every family match eager closely.
 Skips, with the reason, where torch, transformers, libflashbox or a GPU is missing.
 """
 
 import contextlib
+import inspect
 import sys
 
 import pytest
@@ -375,3 +379,243 @@ def test_cpu_tiny_models_match_eager(family):
     kw = dict(attention_mask=mask, max_new_tokens=8, min_new_tokens=8, do_sample=False, pad_token_id=0)
     with torch.no_grad():
         assert torch.equal(fb.generate(ids, **kw), eager.generate(ids, **kw))
+
+
+# ---- CUDA graphs and torch.compile (issue 50's second bar) ----------------------------------------
+#
+# A static cache keeps its length on the device; the backend's mask function then builds the key-slot
+# mask with device ops and a decode step runs on flashbox_attention_kvcache with tables computed on the
+# device (tables_trusted), so the step reads nothing on the host: it captures, and it traces as one op.
+
+def _static_cache(model, batch, max_len):
+    try:  # transformers 5.x: layers allocated lazily at the first update
+        return transformers.StaticCache(config=model.config, max_cache_len=max_len)
+    except TypeError:  # 4.5x
+        return transformers.StaticCache(config=model.config, max_batch_size=batch, max_cache_len=max_len,
+                                        device=model.device, dtype=model.dtype)
+
+
+_CONFIG_TYPES = tuple(c for c in (getattr(transformers, "PreTrainedConfig", None),
+                                  getattr(transformers, "PretrainedConfig", None)) if isinstance(c, type))
+
+
+def _tensors_of(obj, seen=None, depth=0):
+    """Every tensor a cache object holds (keys, values, its length counters), through its attributes: the
+    state a decode step changes, whatever the cache's layout in this transformers version."""
+    seen = set() if seen is None else seen
+    if isinstance(obj, torch.Tensor):
+        if id(obj) in seen:
+            return []
+        seen.add(id(obj))
+        return [obj]
+    if depth > 4 or isinstance(obj, (str, bytes, int, float, bool, type(None)) + _CONFIG_TYPES):
+        return []
+    if isinstance(obj, dict):
+        items = list(obj.values())
+    elif isinstance(obj, (list, tuple)):
+        items = list(obj)
+    elif hasattr(obj, "__dict__"):
+        items = list(vars(obj).values())
+    else:
+        return []
+    return [t for x in items for t in _tensors_of(x, seen, depth + 1)]
+
+
+class _Snapshot:
+    """A copy of a cache's tensors, written back in place (the same storage: a captured graph and
+    torch.compile's static addresses keep pointing at it)."""
+
+    def __init__(self, cache):
+        self.live = _tensors_of(cache)
+        assert self.live, "found no tensor in the cache object"
+        self.saved = [t.clone() for t in self.live]
+
+    def restore(self):
+        for t, s in zip(self.live, self.saved):
+            t.copy_(s)
+
+
+class _Decoder:
+    """A Llama-shaped model (4 layers, GQA, head_dim 64, bf16) with a prefilled static cache and the
+    static input tensors of one decode step (token, positions, a 2-d padding mask over every cache slot),
+    so that the same step runs eagerly, from a captured graph or compiled."""
+
+    def __init__(self, impl=None, steps=8):
+        self.cfg = _config("llama", 512, 8, 2, 64, 4, None, 1024)
+        self.model = _build(self.cfg, impl or hf.NAME, "cuda", torch.bfloat16)
+        self.steps = steps
+        T, pads = 200, (0, 37)
+        ids, mask = _batch(self.cfg.vocab_size, T, pads, "cuda")
+        B, L = ids.shape[0], T + steps + 8
+        self.cache = _static_cache(self.model, B, L)
+        with torch.no_grad():
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=_positions(mask),
+                             past_key_values=self.cache, use_cache=True)
+        self.first = out.logits[:, -1].argmax(-1)
+        self.next_pos = mask.sum(-1)                     # each row's next position (left padding not counted)
+        full = torch.ones(B, L, dtype=mask.dtype, device="cuda")
+        full[:, :T] = mask
+        self.T = T
+        self.tok = torch.zeros(B, 1, dtype=torch.long, device="cuda")
+        self.pos = torch.zeros(B, 1, dtype=torch.long, device="cuda")
+        self.kw = dict(input_ids=self.tok, position_ids=self.pos, attention_mask=full, past_key_values=self.cache,
+                       use_cache=True)
+        if "cache_position" in inspect.signature(self.model.forward).parameters:
+            # transformers that still place the new keys by cache_position (older StaticLayer.update)
+            self.cache_position = torch.zeros(1, dtype=torch.long, device="cuda")
+            self.kw["cache_position"] = self.cache_position
+        self.snapshot = _Snapshot(self.cache)
+
+    def set_step(self, s, token):
+        self.tok.copy_(token.view(-1, 1))
+        self.pos.copy_((self.next_pos + s).view(-1, 1))
+        if "cache_position" in self.kw:
+            self.cache_position.fill_(self.T + s)
+
+    def forward(self, fn=None):
+        with torch.no_grad():
+            return (fn or self.model)(**self.kw).logits[:, -1].float()
+
+    def eager_steps(self):
+        """(logits per step, the greedy token fed at each step), from the prefilled cache."""
+        self.snapshot.restore()
+        logits, fed, token = [], [], self.first
+        for s in range(self.steps):
+            self.set_step(s, token)
+            fed.append(token.clone())
+            out = self.forward()
+            logits.append(out)
+            token = out.argmax(-1)
+        return logits, fed
+
+
+def _bf16_tolerance(logits):
+    """Two bf16 ulps at the largest logit's magnitude (a bf16 value carries 8 significant bits)."""
+    return 2.0 ** -6 * max(1.0, float(torch.stack(logits).abs().max()))
+
+
+@contextlib.contextmanager
+def _counting_decode_path():
+    calls = [0]
+    inner = hf._decode
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return inner(*args, **kwargs)
+
+    hf._decode = counted
+    try:
+        yield calls
+    finally:
+        hf._decode = inner
+
+
+@needs_cuda
+def test_decode_step_in_cuda_graph_replays_like_eager():
+    d = _Decoder()
+    layers = d.cfg.num_hidden_layers
+    with _counting_flashbox_calls() as calls, _counting_decode_path() as decode_calls:
+        want, fed = d.eager_steps()
+    assert calls[0] >= d.steps * layers, "the flashbox attention function was not called"
+    assert decode_calls[0] >= d.steps * layers, "decode steps did not take the KV-cache path"
+
+    # warm up on a side stream (torch.cuda.graphs' advice: lazy initialisations happen outside capture),
+    # then put the cache back as the prefill left it and capture one step
+    d.snapshot.restore()
+    d.set_step(0, fed[0])
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        d.forward()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    d.snapshot.restore()
+    d.set_step(0, fed[0])
+    graph = torch.cuda.CUDAGraph()
+    with _counting_flashbox_calls() as calls, _counting_decode_path() as decode_calls:
+        with torch.cuda.graph(graph):   # a host read inside the step fails here, and the test with it
+            static_logits = d.forward()
+    assert calls[0] >= layers and decode_calls[0] >= layers, "the captured step did not run flashbox's decode path"
+
+    tol = _bf16_tolerance(want)
+    got = []
+    for s in range(d.steps):
+        d.set_step(s, fed[s])
+        graph.replay()
+        got.append(static_logits.clone())
+    torch.cuda.synchronize()
+    for s in range(d.steps):
+        diff = (got[s] - want[s]).abs().max().item()
+        # The replay runs the very kernels of the eager step (the KV-cache call's split count is chosen from
+        # the cache's capacity in both, tables_trusted) on the same inputs: equal up to GEMM algorithms
+        # that may differ under capture, which moves a bf16 logit by an ulp or two at most.
+        assert diff <= tol, f"step {s}: the graph replay's logits differ from the eager step's by {diff} (> {tol})"
+    # the replays advanced with the cache (a graph that replayed a frozen step would repeat itself)
+    assert any((got[s] - got[s - 1]).abs().max().item() > 10 * tol for s in range(1, d.steps))
+
+
+def _graph_breaks(fn, *args, **kwargs):
+    """Runs fn compiled with fullgraph=True after a dynamo reset (a graph break there raises) and returns
+    its result with dynamo's graph-break counter, which must stay empty."""
+    from torch._dynamo.utils import counters
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(fn, fullgraph=True)
+    with torch.no_grad():
+        out = compiled(*args, **kwargs)
+    return out, dict(counters["graph_break"]), compiled
+
+
+def _logits_of(out):
+    return out.logits.float()
+
+
+@needs_cuda
+def test_compile_fullgraph_prefill_padded_batch():
+    # a padded batch without a cache: the mask function returns the key-slot mask without reading it on the
+    # host, and the varlen path (whose plan reads it) runs inside one custom op
+    cfg = _config("llama", 512, 8, 2, 64, 4, None, 1024)
+    fb = _build(cfg, hf.NAME, "cuda", torch.bfloat16)
+    sdpa = _build(cfg, "sdpa", "cuda", torch.bfloat16, like=fb)
+    eager = _build(cfg, "eager", "cuda", torch.bfloat16, like=fb)
+    ids, mask = _batch(cfg.vocab_size, 256, (0, 41), "cuda")
+    kw = dict(input_ids=ids, attention_mask=mask, position_ids=_positions(mask), use_cache=False)
+    with torch.no_grad():
+        want = _logits_of(fb(**kw))
+        ref_sdpa, ref_eager = _logits_of(sdpa(**kw)), _logits_of(eager(**kw))
+    with _counting_flashbox_calls() as calls:
+        out, breaks, _ = _graph_breaks(fb, **kw)
+    assert not breaks, f"graph breaks: {breaks}"
+    assert calls[0] >= cfg.num_hidden_layers, "the compiled model did not trace the flashbox attention function"
+    torch._dynamo.reset()
+    with torch.no_grad():   # the reference's own graph breaks are not this test's business
+        sdpa_out = torch.compile(sdpa)(**kw)
+    got = _max_diff(_logits_of(out), want, mask)
+    # torch.compile fuses the model's other ops (norms, rotary, MLP) and rounds them differently: the
+    # allowance is twice the larger of what compile changes in sdpa's logits and sdpa's distance from eager
+    allowed = 2 * max(_max_diff(_logits_of(sdpa_out), ref_sdpa, mask), _max_diff(ref_sdpa, ref_eager, mask))
+    assert got <= allowed, f"compiled flashbox differs from eager flashbox by {got} (> {allowed})"
+
+
+@needs_cuda
+def test_compile_fullgraph_static_cache_decode_step():
+    d = _Decoder(steps=4)
+    want, fed = d.eager_steps()
+    d.snapshot.restore()
+    d.set_step(0, fed[0])
+    with _counting_flashbox_calls() as calls, _counting_decode_path() as decode_calls:
+        first, breaks, compiled = _graph_breaks(d.model, **d.kw)
+    assert not breaks, f"graph breaks: {breaks}"
+    assert calls[0] >= d.cfg.num_hidden_layers and decode_calls[0] >= d.cfg.num_hidden_layers, \
+        "the compiled decode step did not trace flashbox's decode path"
+    got = [first.logits[:, -1].float()]
+    for s in range(1, d.steps):
+        d.set_step(s, fed[s])
+        got.append(d.forward(compiled))
+    # compiled against eager steps: inductor rounds the non-attention ops differently; a bf16 model's
+    # logits move by a few ulps per layer, so the allowance is 2^-4 of the largest logit (8 bf16 ulps at
+    # its magnitude), far below what a wrong attention (wrong slots, stale length) changes
+    tol = 4 * _bf16_tolerance(want)
+    for s in range(d.steps):
+        diff = (got[s] - want[s]).abs().max().item()
+        assert diff <= tol, f"step {s}: compiled logits differ from eager by {diff} (> {tol})"

@@ -28,7 +28,17 @@ kernels take fp16/bf16) and a sliding window over a padding mask with holes insi
 The mask this backend's mask function returns: None (no padding, every key slot holds a token: the
 dense path), or an int32 [B, n] tensor over the key slots that exist (n <= kv_length), 0 for a
 padding slot and, for a token, the number of its packed sequence in the row plus one (1 when nothing
-is packed). Slot j of a layer's keys is position kv_offset + j, as in transformers' own masks.
+is packed). Slot j of a layer's keys is position kv_offset + j, as in transformers' own masks. When
+transformers hands the offsets as device tensors (a static cache keeps its length on the device, so
+that a decode step compiles and captures), the mask is made with device ops over all kv_length slots
+instead, the slots past the last query marked -1 (_slots_on_device): nothing is read on the host.
+
+Decode steps (causal, at most _DECODE_MAX_QUERIES queries against more keys, a mask over every key slot,
+CUDA) run on flashbox_attention_kvcache (custom op flashbox::hf_kvcache_attention) with cache_seqlens /
+cache_leftpad computed on the device and tables_trusted = 1: no host read, no synchronisation, so a
+static-cache decode step captures in a CUDA graph. Under torch.compile the varlen path (whose plan reads
+the mask on the host) runs as one custom op (flashbox::hf_varlen_attention), and the mask function reads
+nothing on the host, so torch.compile(fullgraph=True) traces the model without a graph break.
 
 Transformers' "flash" heuristic: recent transformers (utils.generic.is_flash_attention_requested) treat
 every implementation name containing "flash" as a FlashAttention kernel: at model construction they try
@@ -46,12 +56,11 @@ heuristic and the kwargs (s_aux, cu_seq_lens_q/k, max_length_q/k), and models/gp
 at 00d4b3d2142cb4ced2f51b90614b5d26bc045015.
 """
 
-from __future__ import annotations
-
 import collections
 import functools
 import inspect
 import weakref
+from typing import Optional
 
 import torch
 
@@ -61,8 +70,11 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError(f"flashbox.integrations.transformers needs Hugging Face transformers with AttentionInterface "
                       f"and masking_utils.AttentionMaskInterface (4.53 or newer): {e}") from e
+from transformers import masking_utils as _mu  # noqa: E402
 
-from ..flash_attn import flash_attn_func, flash_attn_varlen_func
+from .. import kvcache as _kv
+from ..flash_attn import _call, flash_attn_func, flash_attn_varlen_func
+from ..ops import _on_device
 
 __all__ = ["NAME", "attention_forward", "attention_mask", "register"]
 
@@ -117,13 +129,65 @@ def _pattern(mask_function):
                        f"window, padding and packed sequences. Use attn_implementation='sdpa' for this model.")
 
 
+def _tracing() -> bool:
+    """Whether host reads of device values are off limits now: under torch.compile (dynamo would break the
+    graph at them) or while the current CUDA stream is being captured into a CUDA graph (a host read there
+    is an error)."""
+    if torch.compiler.is_compiling():
+        return True
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
+def _known_pattern(mask_function):
+    """_pattern, with transformers' two plain patterns recognised by identity first: under torch.compile
+    the closures of and_masks are made inside the traced code, and an identity test is all dynamo needs
+    for the plain causal / bidirectional masks of a decoder (Llama, Qwen2 and the like)."""
+    if mask_function is None or mask_function is getattr(_mu, "causal_mask_function", None):
+        return None, True
+    if mask_function is getattr(_mu, "bidirectional_mask_function", None):
+        return None, False
+    return _pattern(mask_function)
+
+
+def _slots_on_device(batch_size, q_length, kv_length, q_offset, kv_offset, causal, packed, attention_mask, device):
+    """The key-slot tensor for offsets that are device tensors (a static cache's seen-token count, which
+    transformers keeps on the device so that a decode step compiles and captures): int32 [B, kv_length],
+    computed without reading anything on the host. As the host path's, but every slot is kept: a slot
+    past the last query (no token yet) is -1, a padding slot 0, a token its packed sequence number + 1."""
+    pos = torch.arange(kv_length, device=device) + kv_offset           # slot j is position kv_offset + j
+    ids = torch.ones((batch_size, kv_length), dtype=torch.int32, device=device)
+    if attention_mask is not None:
+        if attention_mask.dim() != 2:
+            raise _unsupported(f"a {attention_mask.dim()}-d attention mask was given; flashbox takes a 2-d padding "
+                               f"mask [batch, positions]")
+        width = attention_mask.shape[1]
+        at = pos.clamp(0, width - 1).unsqueeze(0).expand(attention_mask.shape[0], -1)
+        tok = attention_mask.to(device=device, dtype=torch.bool).gather(1, at) & (pos < width)  # past it: no token
+        ids = ids * tok.to(torch.int32)
+    if packed is not None:
+        width = packed.shape[1]
+        at = pos.clamp(0, width - 1).unsqueeze(0).expand(packed.shape[0], -1)
+        ids = ids * (packed.to(device).gather(1, at).to(torch.int32) + 1)
+    if causal:
+        ids = torch.where(pos < q_offset + q_length, ids, torch.full_like(ids, -1))
+    return ids
+
+
 def attention_mask(batch_size, q_length=None, kv_length=None, q_offset=0, kv_offset=0, mask_function=None,
                    attention_mask=None, cache_position=None, **kwargs):
     """transformers' mask interface for "flashbox": None or an int32 [B, n] key-slot tensor (module
     docstring). `attention_mask` is the 2-d padding mask over positions 0.. (True: a token)."""
     if q_length is None:  # transformers 4.5x passes cache_position instead of q_length / q_offset
         q_length, q_offset = cache_position.shape[0], cache_position[0]
-    packed, causal = _pattern(mask_function)
+    packed, causal = _known_pattern(mask_function)
+    if isinstance(q_offset, torch.Tensor) or isinstance(kv_offset, torch.Tensor):
+        # A static cache: its length lives on the device. Reading it here (int(q_offset)) would synchronise
+        # the host at every decode step, break torch.compile's graph and fail under CUDA graph capture, so
+        # the mask keeps every slot and marks the free ones -1 (_slots_on_device).
+        device = kwargs.get("device") or (attention_mask.device if attention_mask is not None else q_offset.device
+                                          if isinstance(q_offset, torch.Tensor) else kv_offset.device)
+        return _slots_on_device(batch_size, int(q_length), int(kv_length), q_offset, kv_offset, causal, packed,
+                                attention_mask, device)
     q_offset, kv_offset, kv_length = int(q_offset), int(kv_offset), int(kv_length)
     n = kv_length
     if causal:  # key slots past the last query's position hold no token yet (a static cache's free slots)
@@ -145,7 +209,9 @@ def attention_mask(batch_size, q_length=None, kv_length=None, q_offset=0, kv_off
             return None
         device = kwargs.get("device") or (cache_position.device if cache_position is not None else "cpu")
         return torch.ones((batch_size, n), dtype=torch.int32, device=device)
-    if packed is None and n == kv_length and bool(ids.all()):
+    # bool(ids.all()) reads the mask on the host: skipped under torch.compile / capture, where an all-ones
+    # mask goes to the attention function as it is (same result, through varlen)
+    if packed is None and n == kv_length and not _tracing() and bool(ids.all()):
         return None
     return ids
 
@@ -197,8 +263,11 @@ class _Plan:
     per mask tensor and query length and reused by every layer that gets the same mask."""
 
     def __init__(self, ids, Tq, causal, window):
+        if bool((ids < 0).any()):  # a static cache's free slots (-1, _slots_on_device): common to all rows
+            ids = ids[:, :int((ids[0] >= 0).sum())]
         B, n = ids.shape
-        valid = ids != 0
+        self.n = n
+        valid = ids > 0
         if window and _has_holes(valid):
             raise _unsupported("a sliding window with padding between a sequence's tokens: the window would count "
                                "positions differently from transformers' masks; pad on the left or the right only")
@@ -244,13 +313,15 @@ def _varlen_from_mask(query, key, value, ids, window, opts):
     if ids.dim() != 2 or ids.shape[0] != B:
         raise _unsupported(f"a mask of shape {tuple(ids.shape)} was given; flashbox takes the 2-d [batch, key slots] "
                            f"mask its own mask function makes (batch {B})")
-    n = ids.shape[1]
-    if key.shape[2] < n or (causal and n < Tq):
-        raise ValueError(f"flashbox transformers backend: the mask covers {n} key slots, the layer has "
-                         f"{key.shape[2]} keys and {Tq} queries")
+    if key.shape[2] < ids.shape[1]:
+        raise ValueError(f"flashbox transformers backend: the mask covers {ids.shape[1]} key slots, the layer has "
+                         f"{key.shape[2]} keys")
+    p = _plan(ids, Tq, causal, window[0] >= 0)
+    n = p.n   # the slots that exist: a static cache's free slots are cut off
+    if causal and n < Tq:
+        raise ValueError(f"flashbox transformers backend: the mask covers {n} key slots, the layer has {Tq} queries")
     if key.shape[2] > n:  # a static cache's slots past the last token
         key, value = key[:, :, :n], value[:, :, :n]
-    p = _plan(ids, Tq, causal, window[0] >= 0)
     if p.idx_q.numel() == 0:  # no token at all: nothing to attend
         return query.new_zeros((B, Tq, Hq, D))
     dev = query.device   # the mask lives on the first layer's device; a model split over GPUs needs a copy
@@ -259,6 +330,131 @@ def _varlen_from_mask(query, key, value, ids, window, opts):
     k, v = _gather(key, idx, n), _gather(value, idx, n)
     o = flash_attn_varlen_func(q, k, v, cu_q, cu, p.longest_q, p.longest, window_size=window, **opts)
     return o.new_zeros((B, Tq, Hq, o.shape[-1])).index_put((idx_q // p.q_len, idx_q % p.q_len), o)
+
+
+# ---- decode steps: flashbox_attention_kvcache, no host read (CUDA graphs, torch.compile) ------------
+
+# A layer call with at most this many queries against more keys (a decode step, or a few speculative
+# tokens) runs on the KV-cache kernels when the mask covers every key slot.
+_DECODE_MAX_QUERIES = 16
+
+
+@torch.library.custom_op("flashbox::hf_kvcache_attention", mutates_args=())
+def _kvcache_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_seqlens: torch.Tensor,
+                       cache_leftpad: torch.Tensor, learnable_sink: Optional[torch.Tensor], softmax_scale: float,
+                       window_left: int, window_right: int, softcap: float) -> torch.Tensor:
+    """q [B, Tq, Hq, D] against k_cache/v_cache [B, n, Hkv, D] (the layer's keys as the Cache returns them,
+    transposed: a strided view, no copy), causal, keys cache_leftpad[b] .. cache_seqlens[b] - 1 of row b.
+    tables_trusted = 1: the library reads nothing on the host (no copy of the tables, no stream
+    synchronisation), which is what makes the call capturable in a CUDA graph. The tables come from
+    _decode_tables, which keeps them within the cache (0 <= leftpad <= seqlens <= n) by construction."""
+    p = _kv.prepare_kvcache(q, k_cache, v_cache, cache_seqlens=cache_seqlens, cache_leftpad=cache_leftpad,
+                            softmax_scale=softmax_scale, causal=True, window_size=(window_left, window_right),
+                            softcap=softcap, tables_trusted=True)
+    if learnable_sink is not None:
+        sink = learnable_sink.to(device=q.device, dtype=torch.float32).contiguous()
+        p.args.learnable_sink = sink.data_ptr()
+        p._keep.append(sink)
+    with _on_device(q):
+        _call(p.call, who="flashbox transformers backend")
+    return p.out
+
+
+@_kvcache_attention.register_fake
+def _kvcache_attention_fake(q, k_cache, v_cache, cache_seqlens, cache_leftpad, learnable_sink, softmax_scale,
+                            window_left, window_right, softcap):
+    return q.new_empty(q.shape)
+
+
+# id(mask) -> (weak reference, version, whether every row's tokens are one run): the host's look at a
+# mask in eager decode steps, made once per mask rather than once per layer
+_RUNS = collections.OrderedDict()
+
+
+def _decode_tables(ids):
+    """cache_seqlens and cache_leftpad (int32 [B]) of a key-slot mask, and the rows it cannot express,
+    all on the device: row b's slots that exist (>= 0) end at cache_seqlens[b] (its last query's slot + 1);
+    its tokens (> 0) must be the run cache_leftpad[b] .. cache_seqlens[b] - 1 (left padding only), else
+    the row is in `holes`."""
+    n = ids.shape[1]
+    valid = ids > 0
+    seqlens = (ids >= 0).sum(-1, dtype=torch.int32)
+    pos = torch.arange(n, device=ids.device, dtype=torch.int32)
+    first = torch.where(valid, pos, torch.full_like(pos, n)).amin(-1)
+    leftpad = torch.minimum(first, seqlens)
+    count = valid.sum(-1, dtype=torch.int32)
+    holes = (count > 0) & (seqlens - leftpad != count)
+    return seqlens, leftpad, holes
+
+
+def _rows_are_runs(ids, holes):
+    """Eager only: whether no row has holes (read on the host once per mask)."""
+    entry = _RUNS.get(id(ids))
+    if entry is not None and entry[0]() is ids and entry[1] == ids._version:
+        return entry[2]
+    ok = not bool(holes.any())
+    _RUNS[id(ids)] = (weakref.ref(ids), ids._version, ok)
+    while len(_RUNS) > _PLANS_KEPT:
+        _RUNS.popitem(last=False)
+    return ok
+
+
+def _takes_decode_path(query, key, ids, causal):
+    """A decode step: causal, a few queries against more keys, a mask over every key slot, on CUDA with
+    head dims the kernels take as they are (multiples of 8 up to 256; others go to varlen, which pads)."""
+    Tq, n, D = query.shape[2], ids.shape[1], query.shape[3]
+    return (causal and query.device.type == "cuda" and Tq <= _DECODE_MAX_QUERIES and Tq < n and key.shape[2] == n
+            and D % 8 == 0 and D <= 256 and query.dtype in (torch.float16, torch.bfloat16))
+
+
+def _decode(query, key, value, ids, tables, window, opts):
+    """A decode step on flashbox_attention_kvcache with the tables computed on the device: nothing is read
+    on the host, so the step captures in a CUDA graph and traces in torch.compile as one op. A row whose
+    tokens are not one run (_decode_tables) goes to varlen in eager mode (_masked); where the host cannot
+    look (capture, compile) its output is NaN, never a plausible wrong answer."""
+    seqlens, leftpad, holes = tables
+    scale = opts["softmax_scale"]
+    o = torch.ops.flashbox.hf_kvcache_attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+                                                seqlens, leftpad, opts["learnable_sink"],
+                                                0.0 if scale is None else float(scale), int(window[0]),
+                                                int(window[1]), float(opts["softcap"]))
+    return torch.where(holes[:, None, None, None], torch.full_like(o, float("nan")), o)
+
+
+# ---- padded batches under torch.compile: the varlen path as one opaque op -------------------------
+
+@torch.library.custom_op("flashbox::hf_varlen_attention", mutates_args=())
+def _varlen_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, ids: torch.Tensor,
+                      learnable_sink: Optional[torch.Tensor], softmax_scale: float, causal: bool, window_left: int,
+                      window_right: int, softcap: float) -> torch.Tensor:
+    """_varlen_from_mask as a custom op: making its plan reads the mask on the host (nonzero, max), which
+    dynamo cannot trace; inside an op it is opaque, so a compiled model has no graph break there. Forward
+    only (no autograd formula: a backward through it raises)."""
+    opts = dict(softmax_scale=softmax_scale or None, causal=causal, softcap=softcap, learnable_sink=learnable_sink)
+    return _varlen_from_mask(query, key, value, ids, (window_left, window_right), opts).contiguous()
+
+
+@_varlen_attention.register_fake
+def _varlen_attention_fake(query, key, value, ids, learnable_sink, softmax_scale, causal, window_left, window_right,
+                           softcap):
+    B, Hq, Tq, D = query.shape
+    return query.new_empty((B, Tq, Hq, D))
+
+
+def _masked(query, key, value, ids, window, opts):
+    """Attention under a key-slot mask: the decode path, else varlen (as one op under torch.compile)."""
+    if _takes_decode_path(query, key, ids, opts["causal"]):
+        tables = _decode_tables(ids)
+        # eager: a mask with padding inside a row (right padding before the new tokens) goes to varlen,
+        # which removes the padding; under capture / compile the host cannot look (see _decode)
+        if _tracing() or _rows_are_runs(ids, tables[2]):
+            return _decode(query, key, value, ids, tables, window, opts)
+    if torch.compiler.is_compiling():
+        scale = opts["softmax_scale"]
+        return torch.ops.flashbox.hf_varlen_attention(query, key, value, ids, opts["learnable_sink"],
+                                                      0.0 if scale is None else float(scale), opts["causal"],
+                                                      int(window[0]), int(window[1]), float(opts["softcap"]))
+    return _varlen_from_mask(query, key, value, ids, window, opts)
 
 
 def _explicit_varlen(query, key, value, kwargs, window, opts):
@@ -322,7 +518,7 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
         raise _unsupported(f"an attention mask of shape {shape} (a 4-d, float or block mask made outside this "
                            f"backend's mask function); flashbox takes causal / sliding-window attention with a 2-d "
                            f"padding mask, which `import flashbox.integrations.transformers` arranges")
-    return _varlen_from_mask(query, key, value, attention_mask, window, opts), None
+    return _masked(query, key, value, attention_mask, window, opts), None
 
 
 # ---- registration -------------------------------------------------------------------------------

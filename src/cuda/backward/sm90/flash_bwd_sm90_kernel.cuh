@@ -109,7 +109,14 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const _
     }
   } else {
     setmaxnreg_inc<Cfg::CONSUMER_REGS>();
-    bwd_consumer<Cfg>(p, smem, kv_full, full, empty, tile, wg - 1);
+    if constexpr (Cfg::DV != Cfg::D) {  // (192, 128): each consumer compiled for its role (its gradient's width)
+      if (wg == 1)
+        bwd_consumer<Cfg, 0>(p, smem, kv_full, full, empty, tile, 0);
+      else
+        bwd_consumer<Cfg, 1>(p, smem, kv_full, full, empty, tile, 1);
+    } else {
+      bwd_consumer<Cfg>(p, smem, kv_full, full, empty, tile, wg - 1);
+    }
   }
   // The producer thread and the idle threads of warpgroup 0 did not wait: no thread of this grid
   // exits before prepare completed, so this grid's completion implies prepare's (a no-op where the

@@ -88,6 +88,20 @@
 //   + S^T 16 + dP^T 16 + their packed halves 8 + 8 + one dQ chunk 32; at 192 the gradient 96 + the
 //   same 80 (ptxas: 0 spills).
 //
+// (192, 128): head_dim_v != head_dim (DeepSeek's prefill; BwdSm90Traits::head_dim_v, DV = 128 on the
+//   ONE_GRAD layout). V, dO and dV are DV wide, Q, K, dQ and dK D: dP^T = V dO^T contracts over DV
+//   (8 k-steps instead of 12), dV = P^T dO is an m64n128 product per k-step, and prepare's D is
+//   rowsum(dO ∘ O) over DV. The two consumers' products then differ in width, so each is compiled for
+//   its role (the ROLE template parameter; a run-time choice between wgmma shapes would put products
+//   under a branch, which ptxas serialises): consumer 0 accumulates dV (64 registers) and adds dQ chunks
+//   0 and 1, consumer 1 dK (96) and chunk 2. Per step consumer 0 issues S^T (64x32x192), dP^T
+//   (64x32x128), dV (64x128x64) and two dQ chunks (64x64x64 each), consumer 1 the same scores, dK
+//   (64x192x64) and one chunk: 1.70 M multiply-adds each (the 192 / 192 kernel's one and two chunks
+//   would leave consumer 0 with 1.44 M against 1.97 M). Shared memory: K 24 KB + V 16 KB + three ring stages of
+//   Q 24 KB and dO 16 KB (120 KB) + dS^T and P^T 32 KB + vectors, barriers, alignment: 194 of 227 KB
+//   (a fourth stage would need 234 KB). Registers per consumer thread: at most dK 96 + 80 as at 192
+//   (ptxas: 168 per thread at launch, 0 spills; setmaxnreg gives the consumers 240).
+//
 // Head dimensions 96 and 32: every tile in 32-column panels of 64-byte rows, 64B swizzle (layout type
 // 2, SBO eight 64-byte rows; K-major k-steps of 16 columns are 32 bytes into a row, two per panel);
 // the TMA boxes are 32 columns wide. d96 (BM = 64): dV and dK are one N = 96 product per k-step; dQ_i

@@ -8,6 +8,10 @@
 //   D = 96, 128   BN 128, BM 64    96: three 32-column panels, 64B swizzle; 128: two 128B-swizzled panels
 //   D = 192, 256  BN 64,  BM 64    SPLIT_D: the consumers split the queries of the scores and the
 //                                  columns (256) or the gradients (192, ONE_GRAD) of dK/dV
+//   D = 192, DV = 128                BN 64, BM 64: the 192 layout with V, dO, dV 128 wide (DeepSeek's
+//                                  prefill): 194 KB of shared memory, three ring stages (a fourth: 234
+//                                  KB); BN 128 would need the keys split across consumers again, whose
+//                                  dK and dV (64 x 192 + 64 x 128 fp32 each) do not fit 240 registers
 // On chip per CTA: K_j and V_j (whole, loaded once), a STAGES-deep ring of Q_i / dO_i, two dS^T
 // buffers (SPLIT_D: and two P^T buffers), the dQ staging buffer of one 64 x 64 fp32 chunk per
 // consumer (not with SPLIT_D), LSE·log2 e and D per consumer, the mbarriers and the CTA's tile. In

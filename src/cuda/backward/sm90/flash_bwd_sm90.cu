@@ -2,12 +2,13 @@
 // launch chain ([varlen tile list], prepare, main, convert, [sink_grad]: run, below; the main and
 // convert kernels with programmatic dependent launch, flash_bwd_sm90_kernel.cuh "Programmatic
 // dependent launch"), and the memory-bound kernels around the main one:
-//   prepare:    per (batch, query head, padded row): D = rowsum(dO ∘ O) and LSE · log2 e; padding
+//   prepare:    per (batch, query head, padded row): D = rowsum(dO ∘ O) (over head_dim_v: O's and dO's
+//               columns, which differ from head_dim for the (192, 128) kernel) and LSE · log2 e; padding
 //               rows (>= seqlen_q, up to a whole query tile) get D = 0 and LSE = +inf, so P = 0.
 //               It also zeroes the row's share of the dQ accumulator (kernel_d floats of the flat
 //               buffer: the instantiation's row width, accum_d_for in bwd_route.hpp, e.g. 64 for head
-//               dims 8..64 (the d32 and d64 kernels), 128 for 72..128, 192 for 136..192) and of the deterministic mode's
-//               semaphores (one int per row while any are left): no separate memset launch.
+//               dims 8..64 (the d32 and d64 kernels), 128 for 72..128, 192 for 136..192) and of the
+//               deterministic mode's semaphores (one int per row while any are left): no separate memset launch.
 //   sink_grad:  with a learnable sink, dsink from prepare's D and the forward's LSE (after the
 //               chain; cuda/backward/sink_grad.hpp, shared with the sm80 family).
 //   convert_dq: dq = scale · dq_accum, read in the main kernel's fragment order (see

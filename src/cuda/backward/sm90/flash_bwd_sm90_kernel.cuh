@@ -17,6 +17,9 @@
 //     consumer w; two_dq_writers: warps 1 and 2 on alternate steps; SPLIT_D: none, the consumers add
 //     dQ themselves); thread 96 (warp 3, idle in every configuration) releases the convert kernel.
 //   warpgroups 1 and 2 (240 registers, 208 at d32): the consumers.
+// head_dim_v != head_dim ((192, 128): BwdSm90Traits::head_dim_v): V, dO and dV are DV wide, Q, K, dQ,
+// dK D wide; each consumer warpgroup is compiled for its role (dV or dK: their products differ in
+// width; bwd_sm90_consumer.cuh, "(192, 128)").
 // Padding: rows past seqlen_q arrive as zeros (TMA out-of-bounds fill) with LSE = +inf, so their P is
 // 0; keys past seqlen_k and the window's edges are masked only in the blocks that cross them. Head
 // dims below an instantiation's run on it: the TMA maps' innermost dimension is the call's head_dim,

@@ -26,8 +26,11 @@
 #include <vector>
 
 #include "api/tuning.hpp"
+#include "core/backends.hpp"
 #include "core/dtype.hpp"
+#include "core/problem.hpp"
 #include "cuda/backward/sm90/bwd_route.hpp"
+#include "cuda/hopper/tma_host.hpp"
 #include "flashbox/flashbox.h"
 #include "sm90/hopper_device.hpp"
 #include "support/attention_case.hpp"
@@ -57,6 +60,48 @@ TEST(BwdDvPolicy, KernelHeadDimV) {
   static_assert(bwd_kernel_head_dim_v(128, 128, 64) == 0 && bwd_kernel_head_dim_v(256, 256, 128) == 0);
   static_assert(bwd_kernel_head_dim_v(64, 64, 512) == 0);
   EXPECT_EQ(bwd_kernel_head_dim_v(192, 192, 128), 128);
+}
+
+// The plan (size only: no buffers are read): the pair's kernel by name on a Hopper device; head_dim_v
+// outside the pair, deterministic mode and variable-length batches declined (code 0: src/api splits).
+TEST(BwdDvPolicy, PlanTakesThePair) {
+  const int64_t B = 2, T = 64, HQ = 4, HK = 2;
+  std::vector<uint16_t> buf(size_t(B * T * HQ * 192));
+  std::vector<float> lse(size_t(B * HQ * T));
+  const auto grad = [&](int64_t d, int64_t dv, int deterministic) {
+    flashbox_attention_grad_args g{};
+    flashbox_attention_args &a = g.fwd;
+    a.device = FLASHBOX_CUDA, a.dtype = FLASHBOX_BFLOAT16, a.impl = FLASHBOX_AUTO;
+    a.batch = B, a.seqlen_q = a.seqlen_k = T, a.heads_q = HQ, a.heads_kv = HK, a.head_dim = d;
+    a.q = a.k = a.v = buf.data(), a.o = buf.data(), a.lse = lse.data();
+    const int64_t qs[3] = {T * HQ * d, HQ * d, d}, ks[3] = {T * HK * d, HK * d, d};
+    const int64_t os[3] = {T * HQ * dv, HQ * dv, dv}, vs[3] = {T * HK * dv, HK * dv, dv};
+    std::copy_n(qs, 3, a.q_stride), std::copy_n(os, 3, a.o_stride);
+    std::copy_n(ks, 3, a.k_stride), std::copy_n(vs, 3, a.v_stride);
+    g.dout = buf.data(), g.dq = buf.data(), g.dk = buf.data(), g.dv = buf.data();
+    std::copy_n(os, 3, g.dout_stride), std::copy_n(qs, 3, g.dq_stride);
+    std::copy_n(ks, 3, g.dk_stride), std::copy_n(vs, 3, g.dv_stride);
+    g.deterministic = deterministic;
+    detail::GradProblem p = detail::make_grad_problem(g);
+    p.fwd.head_dim_v = dv;
+    return p;
+  };
+  const bool hopper = sm90::sm90_unavailable_reason() == nullptr;
+  for (const int64_t d : {136, 192}) {
+    const detail::PlanResult r = detail::plan_sm90_backward(grad(d, 128, 0), /*size_only=*/true);
+    EXPECT_EQ(r.code, 0) << r.why_not;
+    if (hopper) {
+      ASSERT_TRUE(r.plan.has_value()) << r.why_not;
+      EXPECT_EQ(r.plan->kernel, kNative) << "d" << d;
+    }
+  }
+  const detail::PlanResult wide = detail::plan_sm90_backward(grad(192, 136, 0), /*size_only=*/true);
+  EXPECT_FALSE(wide.plan.has_value());
+  EXPECT_EQ(wide.code, 0) << wide.why_not;
+  EXPECT_NE(wide.why_not.find("with head_dim_v 136"), std::string::npos) << wide.why_not;
+  const detail::PlanResult det = detail::plan_sm90_backward(grad(192, 128, 1), /*size_only=*/true);
+  EXPECT_FALSE(det.plan.has_value());
+  EXPECT_EQ(det.code, 0) << det.why_not;
 }
 
 struct Case {

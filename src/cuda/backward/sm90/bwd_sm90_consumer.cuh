@@ -605,8 +605,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     }
   }
   if constexpr (DVW) {  // consumer 0 dV (head_dim_v columns), consumer 1 dK
-    store_rows<Cfg, ACC>(ROLE == 0 ? p.dv : p.dk, ROLE == 0 ? p.dv_stride : p.dk_stride, t_.tb(), hk, t_.k0(),
-                         key_base, t_.sk(), 0, ROLE == 0 ? p.head_dim_v : p.head_dim, dv, ROLE == 0 ? 1.f : p.scale);
+    store_rows<Cfg, ACC>(ROLE == 0 ? p.dv : p.dk, ROLE == 0 ? p.dv_stride : p.dk_stride, t_.tb(), hk, t_.k0(), key_base,
+                         t_.sk(), 0, ROLE == 0 ? p.head_dim_v : p.head_dim, dv, ROLE == 0 ? 1.f : p.scale);
   } else if constexpr (ONE_GRAD) {
     store_rows<Cfg>(wg == 0 ? p.dv : p.dk, wg == 0 ? p.dv_stride : p.dk_stride, t_.tb(), hk, t_.k0(), key_base,
                     t_.sk(), 0, p.head_dim, dv, wg == 0 ? 1.f : p.scale);

@@ -58,7 +58,7 @@ struct BwdSm90Params {
   const int2 *tiles;
   const int *tile_count;
   int total_q, total_k, max_q, max_k, num_tiles;
-  int sem_rows;  // accumulator rows per semaphore slot: BM (fixed length: one per query block), 1 (varlen)
+  int sem_rows;    // accumulator rows per semaphore slot: BM (fixed length: one per query block), 1 (varlen)
   int head_dim_v;  // the call's V / dO / dV columns (<= DV; = head_dim where DV = D): dV's stores stop there
 };
 
@@ -74,7 +74,7 @@ struct BwdSm90Traits {
   // (DeepSeek's prefill; the pairs are sm90::dv_kernel's, cuda/forward/sm90/tile_policy.hpp). dP^T
   // contracts over it, dV and D = rowsum(dO ∘ O) are that wide; Q, K, dQ, dK stay head_dim.
   int head_dim_v = 0;
-  int block_m;   // query rows per step
+  int block_m;  // query rows per step
   // Deterministic only: the ascending add order (key block first_n_block(m) adds first) with the walk
   // over query blocks descending and the group's heads innermost (bwd_sm90_tile_order.cuh). Its own
   // instantiation: two dQ writer warps, and as a run-time branch it slowed the non-deterministic loop.

@@ -86,7 +86,8 @@ class Row:
 
 def bwd90(head_dim, block_m, variant, reason, dtypes=(BF16, FP16), **flags):
     traits = {"head_dim": head_dim, "block_m": block_m, **flags}
-    return Row("bwd_sm90", head_dim, variant, reason, dtypes=dtypes, traits=traits)
+    return Row("bwd_sm90", head_dim, variant, reason, dtypes=dtypes, traits=traits,
+               head_dim_v=flags.get("head_dim_v", 0))
 
 
 TUNING = "tuning interface / tests"
@@ -155,6 +156,11 @@ ROWS = [
           dtypes=(BF16,), ascending_order=True, two_dq_writers=True),
     bwd90(192, 64, "", "head dims 136..192, fixed length, not deterministic (consumer 0 owns dV, consumer 1 dK)"),
     bwd90(256, 64, "", "head dims 200..256, fixed length, not deterministic (the consumers split the columns)"),
+    # (head_dim, head_dim_v) pairs with a backward of their own (the forward's tile_policy.hpp dv_kernel
+    # decides which pairs; the others run the rows above on column slices of V, O, dO).
+    bwd90(192, 64, "dv128", "DeepSeek's prefill, head dims 136..192 with head_dim_v 8..128, fixed length, not "
+          "deterministic: dP = dO V^T and dV 128 wide instead of 192 on zero-padded copies of V, O, dO",
+          head_dim_v=128),
     # decode: the split kernel at its default ring depth and the combine kernel.
     Row("decode", 64, "", "decode and paged decode at head dims 8..64 (split at a 4-stage ring, combine)"),
     Row("decode", 128, "", "head dims 72..128 (split at a 2-stage ring, combine)"),
@@ -168,7 +174,7 @@ ROWS = [
     Row("decode", 256, "e4m3cache", "an e4m3 KV cache at head dims 144..256 (2-stage ring: Gemma)"),
 ]
 
-TRAITS_FIELDS = ["head_dim", "block_m", "ascending_order", "dq_lag", "softcap_select", "two_dq_writers"]
+TRAITS_FIELDS = ["head_dim", "head_dim_v", "block_m", "ascending_order", "dq_lag", "softcap_select", "two_dq_writers"]
 
 
 def traits_expr(row):

@@ -70,10 +70,10 @@ def head_dims(ctx):
 
 def head_dim_v(ctx):
     """head_dim_v != head_dim: DeepSeek's prefill (192 / 128), 16k tokens per batch (B = 16384 / T),
-    16 heads, forward, beside the forward suite's rows."""
+    16 heads, forward and backward (cuDNN through SDPA takes head_dim_v != head_dim in both)."""
     lens = [2048] if ctx.quick else [2048, 4096, 8192, 16384]
-    return attention_suite([case(16384 // T, 16, T, 192, causal, head_dim_v=128)
-                            for causal in (True, False) for T in lens])(ctx)
+    return attention_suite([case(16384 // T, 16, T, 192, causal, pas, head_dim_v=128)
+                            for pas in ("forward", "backward") for causal in (True, False) for T in lens])(ctx)
 
 
 def masks(ctx):

@@ -6,8 +6,9 @@
 //   CUDA: auto/flash -> the Hopper family on compute capability 9.x when built for sm_90a and its plan
 //         takes the call, else the sm80 family; options.family (or the private tuning override
 //         forward_family) forces one. head_dim_v != head_dim (the extension): the pair's own Hopper
-//         kernel where it has one and takes the call (cuda_forward_native_head_dim_v), else the
-//         kernels on column slices of V (head_dim_v_split.hpp).
+//         kernel where it has one and takes the call (cuda_forward_native_head_dim_v; the backward's
+//         the same way, cuda_backward_native_head_dim_v), else the kernels on column slices of V
+//         (head_dim_v_split.hpp).
 //         naive -> cuBLAS + softmax; blocked is not a CUDA level.
 #include <cstring>
 #include <string>
@@ -87,6 +88,31 @@ bool cuda_forward_native_head_dim_v(const Problem &p, int &rc) {
   }
 #else
   (void)p, (void)rc;
+#endif
+  return false;
+}
+
+// The backward's counterpart (the same decision: sm90::dv_kernel, through the sm90 backward's plan,
+// bwd_route.hpp bwd_kernel_head_dim_v). Declined (varlen and deterministic calls at head_dim > 128,
+// strides the TMA cannot describe, a device that is not a Hopper): false, and the caller splits V,
+// O and dO.
+bool cuda_backward_native_head_dim_v(const GradProblem &g, int &rc) {
+#ifdef FLASHBOX_HAVE_SM90
+  const Problem &p = g.fwd;
+  if (p.impl != FLASHBOX_AUTO && p.impl != FLASHBOX_FLASH) return false;
+  if (sm90::dv_kernel(p.head_dim, p.head_dim_v) == nullptr || p.tuning.family == FLASHBOX_FAMILY_SM80) return false;
+  if (!device_is_hopper()) return false;
+  PlanResult r = plan_sm90_backward(g, false);
+  if (r.plan) {
+    rc = run_plan(*r.plan);
+    return true;
+  }
+  if (r.code != 0) {
+    rc = fail(r.code, r.why_not);
+    return true;
+  }
+#else
+  (void)g, (void)rc;
 #endif
   return false;
 }

@@ -14,6 +14,9 @@ int cuda_backward(const GradProblem &g);  // src/api/backward_api.cpp
 // p.head_dim_v != p.head_dim: runs the call on the pair's own kernel (true, rc its result) when one
 // exists and takes it (src/api/dispatch.cpp), else false and nothing ran (the caller splits V).
 bool cuda_forward_native_head_dim_v(const Problem &p, int &rc);
+// The same for a backward (g.fwd.head_dim_v != g.fwd.head_dim): true where the pair's own sm90
+// backward ran (rc its result), else false and nothing ran (the caller splits V, O and dO).
+bool cuda_backward_native_head_dim_v(const GradProblem &g, int &rc);
 
 }  // namespace flashbox::detail
 #endif

@@ -203,6 +203,9 @@ int cuda_forward_head_dim_v(const Problem &p) {
 }
 
 int cuda_backward_head_dim_v(const GradProblem &g) {
+  // A pair with a backward of its own (the same sm90::dv_kernel decision as the forward's) needs no
+  // slices where it runs.
+  if (int rc = FLASHBOX_OK; cuda_backward_native_head_dim_v(g, rc)) return rc;
   const Problem &p = g.fwd;
   const flashbox_dtype t = p.dtype;
   const int64_t d = p.head_dim, dv = p.head_dim_v, es = cpu::dtype_size(t);

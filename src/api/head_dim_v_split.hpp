@@ -2,8 +2,8 @@
 // existing kernels on column slices of V and O, each with one head dim for Q, K, V and O. A forward
 // whose pair has a kernel of its own (the Hopper forward's (192, 128): sm90::dv_kernel in
 // src/cuda/forward/sm90/tile_policy.hpp) runs there instead, without slices or copies, where that
-// kernel takes the call (src/api/dispatch.cpp, cuda_forward_native_head_dim_v); the backward always
-// splits.
+// kernel takes the call (src/api/dispatch.cpp, cuda_forward_native_head_dim_v); the backward of such
+// a pair likewise (the sm90 backward's (192, 128) kernel, cuda_backward_native_head_dim_v).
 //
 // Forward. P = softmax(scale Q K^T) depends on Q and K only, so O's columns are independent:
 // O[:, c0:c0+n] = P V[:, c0:c0+n]. V's columns are cut into slices of at most kMaxSliceColumns; a

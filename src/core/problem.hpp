@@ -41,8 +41,8 @@ struct Problem {
   // set another). Scores use head_dim; v and o rows hold head_dim_v elements (in a GradProblem, dout
   // and dv too). The cpu levels take head_dim_v != head_dim as it is; on cuda src/api runs such a
   // problem as problems with head_dim_v = head_dim on column slices (src/api/head_dim_v_split.hpp),
-  // except a forward whose pair has a Hopper kernel of its own (sm90::dv_kernel): only the sm90
-  // forward's plan sees head_dim_v != head_dim, and every other CUDA plan declines it.
+  // except a forward or backward whose pair has a Hopper kernel of its own (sm90::dv_kernel): only the
+  // sm90 forward's and backward's plans see head_dim_v != head_dim, and every other CUDA plan declines it.
   int64_t head_dim_v;
   int64_t group;  // heads_q / heads_kv: query head h reads kv head h / group
   const void *q, *k, *v;

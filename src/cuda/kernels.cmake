@@ -21,6 +21,7 @@ set(FLASHBOX_KERNEL_INSTANCES
   ${CMAKE_CURRENT_LIST_DIR}/backward/sm90/instantiations/flash_bwd_sm90_d128_ascending.cu
   ${CMAKE_CURRENT_LIST_DIR}/backward/sm90/instantiations/flash_bwd_sm90_d192.cu
   ${CMAKE_CURRENT_LIST_DIR}/backward/sm90/instantiations/flash_bwd_sm90_d256.cu
+  ${CMAKE_CURRENT_LIST_DIR}/backward/sm90/instantiations/flash_bwd_sm90_d192_dv128.cu
   ${CMAKE_CURRENT_LIST_DIR}/decode/instantiations/decode_d64.cu
   ${CMAKE_CURRENT_LIST_DIR}/decode/instantiations/decode_d128.cu
   ${CMAKE_CURRENT_LIST_DIR}/decode/instantiations/decode_d256.cu

@@ -15,7 +15,10 @@
 #pragma once
 #include <cstdint>
 
+#include <iterator>
+
 #include "cuda/backward/sm90/det_walk.hpp"
+#include "cuda/forward/sm90/tile_policy.hpp"
 
 namespace flashbox::sm90::bwd {
 
@@ -47,6 +50,20 @@ constexpr int plan_kernel_d(int64_t head_dim, bool deterministic, bool bf16, boo
   if (kd == 32 && deterministic && uses_qdesc_walk(64, bf16, varlen, group)) return 64;
   return kd;
 }
+
+// The DV of the instantiation serving a call whose head_dim_v differs from its head_dim (0: none,
+// and 0 where they are equal): the pairs that the forward's sm90::dv_kernel gives a kernel of their
+// own (one decision for both passes), when that kernel's D is the call's instantiation kernel_d (so
+// deterministic calls at 8..32 moved to 64 do not match). Every pair of that table has a backward
+// row (kBwdD192Dv128, launch_main in flash_bwd_sm90.cu); the assertion keeps the tables together.
+// (192, 128): the forward's pair, BN = BM = 64 as the d192 kernel (bwd_sm90_traits.cuh, "Tiles").
+constexpr int bwd_kernel_head_dim_v(int kernel_d, int64_t head_dim, int64_t head_dim_v) {
+  if (head_dim_v == head_dim) return 0;
+  const DvKernel *k = dv_kernel(head_dim, head_dim_v);
+  return k != nullptr && k->head_dim == kernel_d ? k->head_dim_v : 0;
+}
+static_assert(std::size(kDvKernels) == 1 && kDvKernels[0].head_dim == 192 && kDvKernels[0].head_dim_v == 128,
+              "a pair of sm90::kDvKernels without a backward instantiation (kBwdD192Dv128 is the only one)");
 
 // Why the plan declines a call before it looks at the layout or the device (nullptr: it does not):
 // a head_dim no instantiation serves, variable-length batches on the d192 and d256 instantiations

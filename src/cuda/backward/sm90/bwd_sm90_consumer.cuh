@@ -88,6 +88,20 @@
 //   + S^T 16 + dP^T 16 + their packed halves 8 + 8 + one dQ chunk 32; at 192 the gradient 96 + the
 //   same 80 (ptxas: 0 spills).
 //
+// (192, 128): head_dim_v != head_dim (DeepSeek's prefill; BwdSm90Traits::head_dim_v, DV = 128 on the
+//   ONE_GRAD layout). V, dO and dV are DV wide, Q, K, dQ and dK D: dP^T = V dO^T contracts over DV
+//   (8 k-steps instead of 12), dV = P^T dO is an m64n128 product per k-step, and prepare's D is
+//   rowsum(dO ∘ O) over DV. The two consumers' products then differ in width, so each is compiled for
+//   its role (the ROLE template parameter; a run-time choice between wgmma shapes would put products
+//   under a branch, which ptxas serialises): consumer 0 accumulates dV (64 registers) and adds dQ chunks
+//   0 and 1, consumer 1 dK (96) and chunk 2. Per step consumer 0 issues S^T (64x32x192), dP^T
+//   (64x32x128), dV (64x128x64) and two dQ chunks (64x64x64 each), consumer 1 the same scores, dK
+//   (64x192x64) and one chunk: 1.70 M multiply-adds each (the 192 / 192 kernel's one and two chunks
+//   would leave consumer 0 with 1.44 M against 1.97 M). Shared memory: K 24 KB + V 16 KB + three ring stages of
+//   Q 24 KB and dO 16 KB (120 KB) + dS^T and P^T 32 KB + vectors, barriers, alignment: 194 of 227 KB
+//   (a fourth stage would need 234 KB). Registers per consumer thread: at most dK 96 + 80 as at 192
+//   (ptxas: 168 per thread at launch, 0 spills; setmaxnreg gives the consumers 240).
+//
 // Head dimensions 96 and 32: every tile in 32-column panels of 64-byte rows, 64B swizzle (layout type
 // 2, SBO eight 64-byte rows; K-major k-steps of 16 columns are 32 bytes into a row, two per panel);
 // the TMA boxes are 32 columns wide. d96 (BM = 64): dV and dK are one N = 96 product per k-step; dQ_i
@@ -113,9 +127,14 @@
 
 namespace flashbox::sm90::bwd {
 
-template <class Cfg>
+// ROLE: -1, the warpgroup (wg_arg) a run-time value; 0 or 1, a consumer specialised for its role
+// (DV != D: the two roles' gradient products and accumulators differ in width; header, "(192, 128)").
+template <class Cfg, int ROLE = -1>
 __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *smem, uint64_t *kv_full, uint64_t *full,
-                                             uint64_t *empty, TileRef t_, int wg) {
+                                             uint64_t *empty, TileRef t_, int wg_arg) {
+  constexpr bool DVW = Cfg::DV != Cfg::D;  // V, dO, dV narrower than Q, K (ONE_GRAD only)
+  static_assert(!DVW || ROLE >= 0, "DV != D: the consumers are specialised by role");
+  const int wg = ROLE >= 0 ? ROLE : wg_arg;
   using T = typename Cfg::Elem;
   const int n_block = t_.n_block(), hk = t_.hk();
   constexpr int BM = Cfg::BM, BN = Cfg::BN, D = Cfg::D;
@@ -148,11 +167,13 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   const uint64_t do_mn0 = make_smem_desc(base + Cfg::DO_OFF + col_off, BM * ROW, SBO, LAYOUT);
   // ONE_GRAD: the gradient this consumer accumulates, as A (keys x queries tile) and B (N-major, all
   // 192 columns): dV += P^T dO for consumer 0, dK += dS^T Q for consumer 1 (the same product shape).
-  const uint64_t grad_a = wg == 0 ? pt_a : dst_a, grad_b = wg == 0 ? do_mn0 : q_mn0;
+  [[maybe_unused]] const uint64_t grad_a = wg == 0 ? pt_a : dst_a, grad_b = wg == 0 ? do_mn0 : q_mn0;
   // The (first) dQ chunk of this consumer; at 256: chunks 2 wg and 2 wg + 1 (query panel 0); at 192:
   // chunk 0 (consumer 0), chunks 1 and 2 (consumer 1).
-  const int dq_chunk0 = ONE_GRAD ? (wg == 0 ? 0 : 1) : Cfg::SPLIT_D ? 2 * wg : wg;
-  const int dq_chunks = ONE_GRAD ? 1 + wg : 2;  // SPLIT_D: chunks added from registers per step
+  // DV != D (192, 128): consumer 0 (dV, 128 columns) takes chunks 0 and 1, consumer 1 (dK) chunk 2,
+  // which evens their tensor work per step (header, "(192, 128)").
+  const int dq_chunk0 = DVW ? 2 * wg : ONE_GRAD ? (wg == 0 ? 0 : 1) : Cfg::SPLIT_D ? 2 * wg : wg;
+  const int dq_chunks = DVW ? 2 - wg : ONE_GRAD ? 1 + wg : 2;  // SPLIT_D: chunks added from registers per step
   const int q_panel = dq_chunk0 / Cfg::ND, d_panel = dq_chunk0 % Cfg::ND;
   const uint64_t ds_a0 = make_smem_desc(base + Cfg::DS_OFF + q_panel * BN * 128, BN * 128, 1024);
   // K's columns 64 d_panel..: panel 64 d_panel / PCOLS of its PCOLS-column panels.
@@ -162,10 +183,12 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   const int key_base = n_block * BN + key_row0;
   const int key0 = key_base + warp * 16 + g;  // this thread's two keys: key0, key0 + 8
 
-  // ONE_GRAD: dv holds consumer 0's dV or consumer 1's dK (grad_a, grad_b), and dk is unused.
-  float dv[COLS / 2], dk[ONE_GRAD ? 1 : COLS / 2];
+  // ONE_GRAD: dv holds consumer 0's dV or consumer 1's dK (grad_a, grad_b), and dk is unused. DV != D:
+  // consumer 0's dV is DV columns (ACC), consumer 1's dK D.
+  constexpr int ACC = DVW && ROLE == 0 ? Cfg::DV : COLS;
+  float dv[ACC / 2], dk[ONE_GRAD ? 1 : COLS / 2];
 #pragma unroll
-  for (int i = 0; i < COLS / 2; ++i) dv[i] = 0.f;
+  for (int i = 0; i < ACC / 2; ++i) dv[i] = 0.f;
 #pragma unroll
   for (int i = 0; i < int(sizeof dk / sizeof dk[0]); ++i) dk[i] = 0.f;
 
@@ -227,6 +250,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   }
   for (int step = 0; step < steps; ++step) {
     const uint32_t q_off = st.stage * Cfg::Q_BYTES;
+    const uint32_t do_off = DVW ? st.stage * Cfg::DO_BYTES : q_off;  // dO's stage (DV columns)
     mbar_wait(full + st.stage, st.phase);
     // S^T = K_w Q^T and dP^T = V_w dO^T, as two groups: P is computed while dP^T is in flight.
     float s[QW / 2], dp[QW / 2];
@@ -243,9 +267,9 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
                 desc_advance(q_b0, q_off + (k / KPP) * BM * ROW + (k % KPP) * 32), k);
     wgmma_commit();
 #pragma unroll
-    for (int k = 0; k < D / 16; ++k)
+    for (int k = 0; k < Cfg::DV / 16; ++k)
       score_mma(dp, desc_advance(v_a, (k / KPP) * BN * ROW + (k % KPP) * 32),
-                desc_advance(do_b0, q_off + (k / KPP) * BM * ROW + (k % KPP) * 32), k);
+                desc_advance(do_b0, do_off + (k / KPP) * BM * ROW + (k % KPP) * 32), k);
     wgmma_commit();
 #pragma unroll
     for (int j = 0; j < VEC_PER_THREAD; ++j) vec[t + 128 * j] = vec_next[j];
@@ -494,7 +518,13 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
                            desc_advance(k_mn, k * 16 * ROW), k > 0);
     }
     wgmma_commit();
-    if constexpr (ONE_GRAD) {
+    if constexpr (DVW && ROLE == 0) {
+      // DV != D: consumer 0's dV, DV = 128 columns of dO's stage (P^T from shared memory).
+#pragma unroll
+      for (int k = 0; k < BM / 16; ++k)
+        wgmma_ss_tb_n128<T>(dv, desc_advance(pt_a, ds_buf * Cfg::DS_BYTES + k * 32),
+                            desc_advance(do_mn0, do_off + k * 2048), 1);
+    } else if constexpr (ONE_GRAD) {
       // This consumer's gradient (dV or dK), all 192 columns, while its first dQ chunk's adds go out.
 #pragma unroll
       for (int k = 0; k < BM / 16; ++k)
@@ -574,7 +604,10 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       stage_dq(dq, 0);  // dq_lag: never two writers
     }
   }
-  if constexpr (ONE_GRAD) {
+  if constexpr (DVW) {  // consumer 0 dV (head_dim_v columns), consumer 1 dK
+    store_rows<Cfg, ACC>(ROLE == 0 ? p.dv : p.dk, ROLE == 0 ? p.dv_stride : p.dk_stride, t_.tb(), hk, t_.k0(), key_base,
+                         t_.sk(), 0, ROLE == 0 ? p.head_dim_v : p.head_dim, dv, ROLE == 0 ? 1.f : p.scale);
+  } else if constexpr (ONE_GRAD) {
     store_rows<Cfg>(wg == 0 ? p.dv : p.dk, wg == 0 ? p.dv_stride : p.dk_stride, t_.tb(), hk, t_.k0(), key_base,
                     t_.sk(), 0, p.head_dim, dv, wg == 0 ? 1.f : p.scale);
   } else {

@@ -12,12 +12,13 @@
 
 namespace flashbox::sm90::bwd {
 
-// Writes a 64 x COLS fp32 accumulator (this warpgroup's 64 keys, columns col0..) as the dtype, keys
-// < seqlen_k of the sequence (varlen: the rows past it are the next sequence's), at token k0 + key,
-// columns < head_dim (a multiple of 8: whole 8-column groups are in or out).
-template <class Cfg>
+// Writes a 64 x NC fp32 accumulator (this warpgroup's 64 keys, columns col0..; NC = COLS, or DV for
+// the dV of a DV != D configuration) as the dtype, keys < seqlen_k of the sequence (varlen: the rows
+// past it are the next sequence's), at token k0 + key, columns < head_dim (the call's head_dim or, for
+// dV, head_dim_v; a multiple of 8: whole 8-column groups are in or out).
+template <class Cfg, int NC = Cfg::COLS>
 __device__ __forceinline__ void store_rows(void *out, const int64_t (&stride)[3], int b, int hk, int k0, int key_base,
-                                           int seqlen_k, int col0, int head_dim, const float (&acc)[Cfg::COLS / 2],
+                                           int seqlen_k, int col0, int head_dim, const float (&acc)[NC / 2],
                                            float mul) {
   using T = typename Cfg::Elem;
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
@@ -28,7 +29,7 @@ __device__ __forceinline__ void store_rows(void *out, const int64_t (&stride)[3]
     if (key >= seqlen_k) continue;
     T *row = base + int64_t(k0 + key) * stride[1] + col0;
 #pragma unroll
-    for (int j = 0; j < Cfg::COLS / 8; ++j) {
+    for (int j = 0; j < NC / 8; ++j) {
       if (col0 + 8 * j >= head_dim) continue;
       const int i = 4 * j + 2 * half;
       *reinterpret_cast<uint32_t *>(row + 8 * j + 2 * (lane % 4)) = pack2<T>(acc[i] * mul, acc[i + 1] * mul);

@@ -8,6 +8,10 @@
 //   D = 96, 128   BN 128, BM 64    96: three 32-column panels, 64B swizzle; 128: two 128B-swizzled panels
 //   D = 192, 256  BN 64,  BM 64    SPLIT_D: the consumers split the queries of the scores and the
 //                                  columns (256) or the gradients (192, ONE_GRAD) of dK/dV
+//   D = 192, DV = 128                BN 64, BM 64: the 192 layout with V, dO, dV 128 wide (DeepSeek's
+//                                  prefill): 194 KB of shared memory, three ring stages (a fourth: 234
+//                                  KB); BN 128 would need the keys split across consumers again, whose
+//                                  dK and dV (64 x 192 + 64 x 128 fp32 each) do not fit 240 registers
 // On chip per CTA: K_j and V_j (whole, loaded once), a STAGES-deep ring of Q_i / dO_i, two dS^T
 // buffers (SPLIT_D: and two P^T buffers), the dQ staging buffer of one 64 x 64 fp32 chunk per
 // consumer (not with SPLIT_D), LSE·log2 e and D per consumer, the mbarriers and the CTA's tile. In
@@ -54,7 +58,8 @@ struct BwdSm90Params {
   const int2 *tiles;
   const int *tile_count;
   int total_q, total_k, max_q, max_k, num_tiles;
-  int sem_rows;  // accumulator rows per semaphore slot: BM (fixed length: one per query block), 1 (varlen)
+  int sem_rows;    // accumulator rows per semaphore slot: BM (fixed length: one per query block), 1 (varlen)
+  int head_dim_v;  // the call's V / dO / dV columns (<= DV; = head_dim where DV = D): dV's stores stop there
 };
 
 constexpr int kConsumerWarpgroups = 2;
@@ -65,7 +70,11 @@ constexpr int kConsumerWarpgroups = 2;
 // ones exist and which calls each serves.
 struct BwdSm90Traits {
   int head_dim;  // 32, 64, 96, 128, 192 or 256: the widest head_dim it serves (zeros past the call's)
-  int block_m;   // query rows per step
+  // V's, O's, dO's and dV's head dim where it differs from head_dim (0: head_dim): 128 at head_dim 192
+  // (DeepSeek's prefill; the pairs are sm90::dv_kernel's, cuda/forward/sm90/tile_policy.hpp). dP^T
+  // contracts over it, dV and D = rowsum(dO ∘ O) are that wide; Q, K, dQ, dK stay head_dim.
+  int head_dim_v = 0;
+  int block_m;  // query rows per step
   // Deterministic only: the ascending add order (key block first_n_block(m) adds first) with the walk
   // over query blocks descending and the group's heads innermost (bwd_sm90_tile_order.cuh). Its own
   // instantiation: two dQ writer warps, and as a run-time branch it slowed the non-deterministic loop.
@@ -88,6 +97,7 @@ struct BwdConfig {
   using Elem = T;
   static constexpr BwdSm90Traits TRAITS = V;
   static constexpr int D = V.head_dim, BM = V.block_m, NWG = kConsumerWarpgroups;
+  static constexpr int DV = V.head_dim_v ? V.head_dim_v : V.head_dim;  // V, dO, dV (below: V_BYTES, DO_BYTES)
   static constexpr bool ASCENDING = V.ascending_order, DQ_LAG = V.dq_lag, CAP_SELECT = V.softcap_select;
   static constexpr bool TWO_WRITERS = V.two_dq_writers;
   // SPLIT_D (head_dim 192 and 256, bwd_sm90_consumer.cuh): BN = 64 keys, each consumer scores 32
@@ -117,6 +127,7 @@ struct BwdConfig {
   // of 64-byte rows (64B swizzle, layout type 2: a 96- or 32-column row is not a whole number of
   // 128B-swizzle atoms, and Q, dO, K are N-major operands too); KPP k16 steps per panel.
   static constexpr int PCOLS = D % 64 == 0 ? 64 : 32, PANELS = D / PCOLS, ROW = 2 * PCOLS, KPP = PCOLS / 16;
+  static constexpr int PANELS_V = DV / PCOLS;  // V's and dO's panels
   static constexpr uint32_t LAYOUT = PCOLS == 64 ? 1 : 2;
   // dQ_i (BM x D) is cut into 64 x 64 chunks: chunk c covers query panel c / ND and head_dim panel
   // c % ND. One chunk per consumer (staged, the dQ writer adds it), or with SPLIT_D the consumer's
@@ -132,13 +143,14 @@ struct BwdConfig {
                 : SPLIT_D ? (NQ == 1 && ND == 2 * NWG)
                           : NQ * ND == NWG,
                 "dQ chunks per consumer warpgroup");
-  // K holds KL columns (D, or 128 at D = 96, 64 at D = 32), V, Q and dO D.
-  static constexpr int K_BYTES = BN * KL * 2, KV_BYTES = BN * D * 2, Q_BYTES = BM * D * 2, DS_BYTES = BN * BM * 2;
+  // K holds KL columns (D, or 128 at D = 96, 64 at D = 32), Q D, V and dO DV.
+  static constexpr int K_BYTES = BN * KL * 2, V_BYTES = BN * DV * 2, Q_BYTES = BM * D * 2, DS_BYTES = BN * BM * 2;
+  static constexpr int DO_BYTES = BM * DV * 2;
   static constexpr int QW = SPLIT_D ? BM / NWG : BM;       // queries of S^T, dP^T per consumer
   static constexpr int PT_BYTES = SPLIT_D ? DS_BYTES : 0;  // SPLIT_D: P^T, exchanged like dS^T
   static constexpr int DQ_CHUNK_FLOATS = 64 * 64, DQ_BYTES = SPLIT_D ? 0 : BM * DQ_LD * 4, VEC_BYTES = 2 * BM * 4;
-  static constexpr int K_OFF = 0, V_OFF = K_BYTES, Q_OFF = K_BYTES + KV_BYTES, DO_OFF = Q_OFF + STAGES * Q_BYTES;
-  static constexpr int DS_OFF = DO_OFF + STAGES * Q_BYTES, PT_OFF = DS_OFF + 2 * DS_BYTES;
+  static constexpr int K_OFF = 0, V_OFF = K_BYTES, Q_OFF = K_BYTES + V_BYTES, DO_OFF = Q_OFF + STAGES * Q_BYTES;
+  static constexpr int DS_OFF = DO_OFF + STAGES * DO_BYTES, PT_OFF = DS_OFF + 2 * DS_BYTES;
   static constexpr int DQ_OFF = PT_OFF + 2 * PT_BYTES;
   static constexpr int VEC_OFF = DQ_OFF + DQ_BYTES, BAR_OFF = VEC_OFF + NWG * VEC_BYTES;
   static constexpr int NUM_BARS = 1 + 2 * STAGES;
@@ -147,6 +159,9 @@ struct BwdConfig {
   static_assert(D == 32 || D == 64 || D == 96 || D == 128 || D == 192 || D == 256,
                 "head_dim 32, 64, 96, 128, 192 or 256");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
+  // DV != D: the ONE_GRAD layout only (consumer 0's dV is DV wide, consumer 1's dK D wide; both
+  // specialised by role, bwd_sm90_consumer.cuh), DV whole 64-column panels.
+  static_assert(DV == D || (ONE_GRAD && DV == 128), "head_dim_v != head_dim: (192, 128) only");
   static_assert(!(ASCENDING && SPLIT_D), "the d192 and d256 configurations have no deterministic mode");
   static_assert(!(DQ_LAG && SPLIT_D), "dq_lag is a schedule of the BN = 128 layout");
   static_assert(!(DQ_LAG && TWO_WRITERS), "the two writers' odd-step dQ barriers (kDqOdd) are dq_lag's dS^T ids");

@@ -2,12 +2,13 @@
 // launch chain ([varlen tile list], prepare, main, convert, [sink_grad]: run, below; the main and
 // convert kernels with programmatic dependent launch, flash_bwd_sm90_kernel.cuh "Programmatic
 // dependent launch"), and the memory-bound kernels around the main one:
-//   prepare:    per (batch, query head, padded row): D = rowsum(dO ∘ O) and LSE · log2 e; padding
+//   prepare:    per (batch, query head, padded row): D = rowsum(dO ∘ O) (over head_dim_v: O's and dO's
+//               columns, which differ from head_dim for the (192, 128) kernel) and LSE · log2 e; padding
 //               rows (>= seqlen_q, up to a whole query tile) get D = 0 and LSE = +inf, so P = 0.
 //               It also zeroes the row's share of the dQ accumulator (kernel_d floats of the flat
 //               buffer: the instantiation's row width, accum_d_for in bwd_route.hpp, e.g. 64 for head
-//               dims 8..64 (the d32 and d64 kernels), 128 for 72..128, 192 for 136..192) and of the deterministic mode's
-//               semaphores (one int per row while any are left): no separate memset launch.
+//               dims 8..64 (the d32 and d64 kernels), 128 for 72..128, 192 for 136..192) and of the
+//               deterministic mode's semaphores (one int per row while any are left): no separate memset launch.
 //   sink_grad:  with a learnable sink, dsink from prepare's D and the forward's LSE (after the
 //               chain; cuda/backward/sink_grad.hpp, shared with the sm80 family).
 //   convert_dq: dq = scale · dq_accum, read in the main kernel's fragment order (see
@@ -56,6 +57,7 @@
 #include "cuda/common/score_mods.cuh"
 #include "cuda/common/varlen_span.cuh"
 #include "cuda/forward/sm90/flash_fwd_sm90_launch.hpp"
+#include "cuda/forward/sm90/tile_policy.hpp"
 #include "cuda/hopper/grid_dependency.cuh"
 #include "cuda/hopper/tma_host.hpp"
 
@@ -409,6 +411,7 @@ struct Launch {
   dim3 grid;
   bool bf16;
   int kd;      // the instantiation
+  int kdv;     // its DV where head_dim_v != head_dim (the pair's own kernel: 128 at kd 192), else 0
   bool qdesc;   // deterministic in the ascending order (det_walk.hpp): the ascending_order instantiation of kd
   bool capsel;  // d64 softcap: the softcap_select instantiation
   bool dqpair;  // deterministic bf16 d64 in the descending order: the two_dq_writers instantiation
@@ -438,7 +441,10 @@ cudaError_t launch_main(const Launch &l, const BwdSm90Params &p) {
                       : launch_config<BwdConfig<T, kBwdD64>>(p, g, s);
     case 96: return launch_config<BwdConfig<T, kBwdD96>>(p, g, s);
     case 128: return launch_config<BwdConfig<T, kBwdD128DqLag>>(p, g, s);
-    case 192: return launch_config<BwdConfig<T, kBwdD192>>(p, g, s);
+    case 192:
+      return l.kdv == 128 ? launch_config<BwdConfig<T, kBwdD192Dv128>>(p, g, s)
+             : l.kdv == 0 ? launch_config<BwdConfig<T, kBwdD192>>(p, g, s)
+                          : cudaErrorInvalidValue;
     default: return launch_config<BwdConfig<T, kBwdD256>>(p, g, s);
   }
 }
@@ -558,6 +564,14 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   const int kd = plan_kernel_d(a.head_dim, g.deterministic, a.dtype == FLASHBOX_BFLOAT16, varlen, a.group);
   if (const char *reason = route_decline(kd, varlen, g.deterministic))
     return PlanResult::no(std::string(reason) + " (got head_dim " + std::to_string(a.head_dim) + ")");
+  // head_dim_v != head_dim: the pairs with a kernel of their own (the forward's decision,
+  // sm90::dv_kernel; the backward instantiation of its DV, launch_main); src/api runs the others on
+  // column slices of V, O and dO. route_decline above already gave varlen and deterministic calls
+  // at head_dim > 128 to the slices.
+  const int kdv = bwd_kernel_head_dim_v(kd, a.head_dim, a.head_dim_v);
+  if (a.head_dim_v != a.head_dim && kdv == 0)
+    return PlanResult::no("the sm90 backward has no kernel for head_dim " + std::to_string(a.head_dim) +
+                          " with head_dim_v " + std::to_string(a.head_dim_v));
   if (varlen && (a.seqlen_q == 0 || a.seqlen_k == 0))
     return PlanResult::no("the sm90 backward needs at least one query and one key token in a variable-length batch");
   if (const char *reason = sm90::sm90_unavailable_reason()) return PlanResult::no(reason);
@@ -610,6 +624,7 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   if (a.mods.window_left >= reach) mods.window_left = -1;
   if (a.mods.window_right >= reach) mods.window_right = -1;
   std::string name = "cuda_flash_bwd_sm90_d" + std::to_string(kd);
+  if (kdv != 0) name += "_dv" + std::to_string(kdv);
   if (mods.window_left >= 0 || (mods.window_right >= 0 && !a.causal)) name += "_window";
   if (mods.capped()) name += "_softcap";
   if (mods.alibi()) name += "_alibi";
@@ -627,7 +642,7 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   Plan plan{std::move(name), 2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes + l.list_bytes, {}};
   if (size_only) return {std::move(plan)};
 
-  l.bf16 = a.dtype == FLASHBOX_BFLOAT16, l.kd = kd, l.qdesc = qdesc;
+  l.bf16 = a.dtype == FLASHBOX_BFLOAT16, l.kd = kd, l.kdv = kdv, l.qdesc = qdesc;
   l.capsel = kd == 64 && !qdesc && mods.capped();
   l.dqpair = dqpair;
   l.stream = static_cast<cudaStream_t>(a.stream);
@@ -636,16 +651,16 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   const CUtensorMapDataType type = l.bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const int box_cols = kd == 96 || kd == 32 ? 32 : 64;  // the d96 and d32 tiles: 32-column panels, 64B swizzle
   if (!sm90::encode_map(&p.tm_q, &p.ord_q, type, q, a.head_dim, bm, box_cols) ||
-      !sm90::encode_map(&p.tm_do, &p.ord_do, type, dout, a.head_dim, bm, box_cols) ||
+      !sm90::encode_map(&p.tm_do, &p.ord_do, type, dout, a.head_dim_v, bm, box_cols) ||
       !sm90::encode_map(&p.tm_k, &p.ord_k, type, k, a.head_dim, bn, box_cols) ||
-      !sm90::encode_map(&p.tm_v, &p.ord_v, type, v, a.head_dim, bn, box_cols))
+      !sm90::encode_map(&p.tm_v, &p.ord_v, type, v, a.head_dim_v, bn, box_cols))
     return PlanResult::no("cuTensorMapEncodeTiled rejected the layout of q/k/v/dout");
   p.dk = g.dk, p.dv = g.dv;
   for (int i = 0; i < 3; ++i) p.dk_stride[i] = g.dk_stride[i], p.dv_stride[i] = g.dv_stride[i];
   p.seqlen_q = int(a.seqlen_q), p.seqlen_k = int(a.seqlen_k), p.seqlen_q_pad = int(seqlen_q_pad);
   p.heads_q = int(a.heads_q), p.heads_kv = int(a.heads_kv), p.group = int(a.group);
   p.num_m_blocks = int(m_blocks);
-  p.head_dim = int(a.head_dim);
+  p.head_dim = int(a.head_dim), p.head_dim_v = int(a.head_dim_v);
   p.num_n_blocks = int(n_blocks), p.num_bh = int(a.batch * a.heads_kv);
   p.chunk_heads = chunk_heads_for(p.num_bh, n_blocks, varlen ? (max_q + bm - 1) / bm * bm : seqlen_q_pad, accum_d);
   p.sem_rows = varlen ? 1 : bm;
@@ -685,7 +700,7 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
                     int(a.heads_q),
                     int(a.seqlen_q),
                     int(seqlen_q_pad),
-                    int(a.head_dim),
+                    int(a.head_dim_v),  // D = rowsum(dO ∘ O) over V's columns
                     accum_d};
   for (int i = 0; i < 3; ++i) l.prep.o_stride[i] = a.o_stride[i], l.prep.do_stride[i] = g.dout_stride[i];
   if (varlen) l.prep.o_stride[0] = l.prep.do_stride[0] = 0;

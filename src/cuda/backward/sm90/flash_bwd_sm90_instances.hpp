@@ -17,6 +17,7 @@ inline constexpr BwdSm90Traits kBwdD128DqLag = BwdSm90Traits{.head_dim = 128, .b
 inline constexpr BwdSm90Traits kBwdD128Ascending = BwdSm90Traits{.head_dim = 128, .block_m = 64, .ascending_order = true, .two_dq_writers = true};
 inline constexpr BwdSm90Traits kBwdD192 = BwdSm90Traits{.head_dim = 192, .block_m = 64};
 inline constexpr BwdSm90Traits kBwdD256 = BwdSm90Traits{.head_dim = 256, .block_m = 64};
+inline constexpr BwdSm90Traits kBwdD192Dv128 = BwdSm90Traits{.head_dim = 192, .head_dim_v = 128, .block_m = 64};
 
 extern template cudaError_t launch_config<BwdConfig<__nv_bfloat16, kBwdD32>>(const BwdSm90Params &, dim3, cudaStream_t);
 extern template cudaError_t launch_config<BwdConfig<__half, kBwdD32>>(const BwdSm90Params &, dim3, cudaStream_t);
@@ -35,5 +36,7 @@ extern template cudaError_t launch_config<BwdConfig<__nv_bfloat16, kBwdD192>>(co
 extern template cudaError_t launch_config<BwdConfig<__half, kBwdD192>>(const BwdSm90Params &, dim3, cudaStream_t);
 extern template cudaError_t launch_config<BwdConfig<__nv_bfloat16, kBwdD256>>(const BwdSm90Params &, dim3, cudaStream_t);
 extern template cudaError_t launch_config<BwdConfig<__half, kBwdD256>>(const BwdSm90Params &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<BwdConfig<__nv_bfloat16, kBwdD192Dv128>>(const BwdSm90Params &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<BwdConfig<__half, kBwdD192Dv128>>(const BwdSm90Params &, dim3, cudaStream_t);
 
 }  // namespace flashbox::sm90::bwd

@@ -17,6 +17,9 @@
 //     consumer w; two_dq_writers: warps 1 and 2 on alternate steps; SPLIT_D: none, the consumers add
 //     dQ themselves); thread 96 (warp 3, idle in every configuration) releases the convert kernel.
 //   warpgroups 1 and 2 (240 registers, 208 at d32): the consumers.
+// head_dim_v != head_dim ((192, 128): BwdSm90Traits::head_dim_v): V, dO and dV are DV wide, Q, K, dQ,
+// dK D wide; each consumer warpgroup is compiled for its role (dV or dK: their products differ in
+// width; bwd_sm90_consumer.cuh, "(192, 128)").
 // Padding: rows past seqlen_q arrive as zeros (TMA out-of-bounds fill) with LSE = +inf, so their P is
 // 0; keys past seqlen_k and the window's edges are masked only in the blocks that cross them. Head
 // dims below an instantiation's run on it: the TMA maps' innermost dimension is the call's head_dim,
@@ -109,7 +112,14 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const _
     }
   } else {
     setmaxnreg_inc<Cfg::CONSUMER_REGS>();
-    bwd_consumer<Cfg>(p, smem, kv_full, full, empty, tile, wg - 1);
+    if constexpr (Cfg::DV != Cfg::D) {  // (192, 128): each consumer compiled for its role (its gradient's width)
+      if (wg == 1)
+        bwd_consumer<Cfg, 0>(p, smem, kv_full, full, empty, tile, 0);
+      else
+        bwd_consumer<Cfg, 1>(p, smem, kv_full, full, empty, tile, 1);
+    } else {
+      bwd_consumer<Cfg>(p, smem, kv_full, full, empty, tile, wg - 1);
+    }
   }
   // The producer thread and the idle threads of warpgroup 0 did not wait: no thread of this grid
   // exits before prepare completed, so this grid's completion implies prepare's (a no-op where the

@@ -162,9 +162,11 @@ TEST(ChunkSequsedArgs, CudaTakesThem) {
   const std::pair<const flashbox_attention_ext *, const char *> fields[] = {{&chunk, "attention_chunk"},
                                                                             {&uq, "seqused_q"},
                                                                             {&uk, "seqused_k"}};
-  for (const auto &[e, name] : fields)
+  for (const auto &field : fields) {
+    const flashbox_attention_ext *e = field.first;  // a plain variable: clang 14 lambdas cannot capture a structured binding
     flashbox::test::expect_cuda_takes(
-        d, [&] { return flashbox_attention_forward_ext(&a, e); }, name);
+        d, [&] { return flashbox_attention_forward_ext(&a, e); }, field.second);
+  }
 }
 
 TEST(ChunkSequsedArgs, StructWithoutTheFieldsReadsThemAsZero) {

@@ -42,6 +42,7 @@
 #include "api/validate.hpp"
 #include "core/call_state.hpp"
 #include "core/dtype.hpp"
+#include "core/enum_bits.hpp"
 #include "core/error.hpp"
 #include "core/kvcache_backends.hpp"
 #include "flashbox/flashbox.h"
@@ -74,7 +75,7 @@ bool overlaps(const void *a, int64_t a_bytes, const void *b, int64_t b_bytes) {
 }
 
 int check_flags(const flashbox_kvcache_args &a) {
-  const int device = int(a.device), dtype = int(a.dtype);
+  const int device = core::enum_bits(a.device), dtype = core::enum_bits(a.dtype);
   if (device != FLASHBOX_CPU && device != FLASHBOX_CUDA)
     return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
                 "device = " + str(device) + " is not a flashbox_device (0 = cpu, 1 = cuda)");
@@ -92,9 +93,9 @@ int check_flags(const flashbox_kvcache_args &a) {
 
 // The fp8 cache fields (cache_dtype, k/v_descale and their strides) that need no memory read.
 int check_cache_dtype(const flashbox_kvcache_args &a) {
-  const int cd = int(a.cache_dtype);
+  const int cd = core::enum_bits(a.cache_dtype);
   if (cd != 0 && cd != FLASHBOX_FLOAT8_E4M3) {
-    const char *what = cd == int(a.dtype) ? " (the call's dtype is named by 0)" : "";
+    const char *what = cd == core::enum_bits(a.dtype) ? " (the call's dtype is named by 0)" : "";
     return fail(FLASHBOX_ERR_UNSUPPORTED_DTYPE, "cache_dtype = " + str(cd) + what +
                                                     " is not supported: 0 (the cache in the call's dtype) or "
                                                     "FLASHBOX_FLOAT8_E4M3 = 3 (an e4m3 cache; e5m2 is not supported)");

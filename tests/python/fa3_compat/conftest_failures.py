@@ -1,6 +1,6 @@
 """Copied as conftest.py beside FlashAttention-3's test file by run_fa3_tests.sh: prints each failed
 case's reason (the exception's last line) the moment it fails, so a group that the time limit cuts
-off still says why its cases failed (pytest prints tracebacks only at the end of a session)."""
+off still says why its cases failed (pytest prints tracebacks only once every case has run)."""
 
 
 def pytest_runtest_logreport(report):

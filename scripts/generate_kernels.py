@@ -129,6 +129,13 @@ ROWS = [
     Row("fwd_sm90", 192, "128x112", "head dims 136..192 (112 keys: what the shared memory allows)",
         "FwdConfig<{T}, 192, 112, 2, 2>", group="d192"),
     Row("fwd_sm90", 256, "128x64", "head dims 200..256", "FwdConfig<{T}, 256, 64, 2, 2>", group="d256"),
+    # The mask families (MaskExtConfig: document ids, prefix-LM, attention_chunk, seqused, block masks),
+    # fixed length, bf16, 128 x 128 (tiles that divide FlexAttention's 128 x 128 mask blocks). Files of
+    # their own, so the plain rows' machine code stays as it is; other dtypes and head dims run sm80's.
+    Row("fwd_sm90", 64, "128x128_masks", "bf16 mask-family calls at head dims 8..64 (cuda/forward/sm90/mask_walk.cuh)",
+        "MaskExtConfig<FwdConfig<{T}, 64, 128, 2, 2>>", dtypes=(BF16,)),
+    Row("fwd_sm90", 128, "128x128_masks", "bf16 mask-family calls at head dims 72..128 (Q from shared memory: with Q in registers the walk spilled)",
+        "MaskExtConfig<FwdConfig<{T}, 128, 128, 2, 2>>", dtypes=(BF16,)),
     # (head_dim, head_dim_v) pairs with a kernel of their own (tile_policy.hpp's kDvKernels; other pairs
     # run the kernels above on column slices of V, src/api/head_dim_v_split.hpp). A file of its own: the
     # d192 file's machine code stays as it is.

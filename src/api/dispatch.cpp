@@ -4,7 +4,7 @@
 // nothing and leaves the last successful call's introspection.
 //   CPU:  auto -> blocked; naive; blocked; flash is not a CPU level.
 //   CUDA: auto/flash -> the Hopper family on compute capability 9.x when built for sm_90a and its plan
-//         takes the call, else the sm80 family; options.family (or the private tuning override
+//         takes the call (the mask families included, on their own kernels), else the sm80 family; options.family (or the private tuning override
 //         forward_family) forces one. head_dim_v != head_dim (the extension): the pair's own Hopper
 //         kernel where it has one and takes the call (cuda_forward_native_head_dim_v; the backward's
 //         the same way, cuda_backward_native_head_dim_v), else the kernels on column slices of V
@@ -42,12 +42,10 @@ int cpu_forward(const Problem &p) {
 int cuda_flash_forward(const Problem &p) {
   return run_first_plan(p.tuning, "forward", [&](flashbox_kernel_family f) {
 #ifdef FLASHBOX_HAVE_SM90
-    if (f == FLASHBOX_FAMILY_SM90) {
-      // The extension's mask families run in the sm80 family only.
-      if (const std::string what = mask_family_in_use(p); !what.empty())
-        return PlanResult::no("the sm90 forward has no " + what);
-      return plan_sm90_forward(p);
-    }
+    // The extension's mask families: the sm90 plan takes them on its mask-family kernels where it can
+    // (fixed length, bf16, head dims up to 128, 128-multiple mask blocks) and otherwise says why, so
+    // auto falls back to the sm80 family (docs/masks.md).
+    if (f == FLASHBOX_FAMILY_SM90) return plan_sm90_forward(p);
 #endif
     return f == FLASHBOX_FAMILY_SM80 ? plan_sm80_forward(p) : PlanResult::no(sm90_not_built());
   });

@@ -87,8 +87,8 @@ struct GradProblem {
 // that lacks a feature declines with it, so no backend silently ignores a field.
 std::string extension_in_use(const Problem &p);
 // The mask families of flashbox_attention_ext a problem uses (document ids, prefix lengths, the
-// chunk, seqused, a block mask), named for an error message; "" when none. Only the sm80 family
-// takes them on cuda.
+// chunk, seqused, a block mask), named for an error message; "" when none. On cuda the sm80 family
+// takes them all, the sm90 forward those its mask-family kernels run (flash_fwd_sm90.cu says which).
 std::string mask_family_in_use(const Problem &p);
 
 // The normalised problem of arguments that passed validation (scalars at least: the workspace query

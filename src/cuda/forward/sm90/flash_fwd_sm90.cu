@@ -51,6 +51,12 @@
 // them before any family), and head_dims above 128 (the 256 instantiation) are left to the sm80
 // family (the kernel's varlen store path is not compiled there, neither at 192 nor at 256:
 // FwdConfig::VARLEN).
+// The extension's mask families (document ids, prefix-LM, attention_chunk, seqused_q/k, block masks;
+// docs/masks.md) run on the MaskExtConfig kernels (mask_walk.cuh): fixed length, bf16, head dims up to
+// 128 (64 and 128 instantiations, 128 x 128 tiles), no softcap or ALiBi, block masks of 128-multiple
+// blocks; any other such call is declined with the reason and runs on the sm80 family. With document
+// ids a small kernel writes each query block's doc span into the call's scratch first
+// (flash_fwd_sm90_doc_spans.cu).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -62,6 +68,7 @@
 #include "core/backends.hpp"
 #include "core/error.hpp"
 #include "cuda/common/device_scratch.hpp"
+#include "cuda/common/mask_ext_plan.hpp"
 #include "cuda/common/score_mods.cuh"
 #include "cuda/forward/sm90/flash_fwd_sm90_launch.hpp"
 #include "cuda/forward/sm90/tile_policy.hpp"
@@ -105,10 +112,42 @@ cuda::DeviceMods kernel_mods(const Problem &a) {
   return m;
 }
 
+// The mask-family kernel's head_dim for a problem that uses the families (tile_policy.hpp,
+// mask_kernel_head_dim), or the reason the sm90 forward declines it ("" and *d set when it takes it).
+std::string mask_family_refusal(const Problem &a, int *d) {
+  const std::string what = mask_family_in_use(a);
+  *d = sm90::mask_kernel_head_dim(a.head_dim);
+  if (a.varlen()) return "the sm90 forward runs " + what + " on fixed-length batches only";
+  if (a.dtype != FLASHBOX_BFLOAT16) return "the sm90 forward runs " + what + " in bf16 only";
+  if (*d == 0 || a.head_dim_v != a.head_dim)
+    return "the sm90 forward runs " + what + " at head dims up to 128 with head_dim_v = head_dim (got " +
+           std::to_string(a.head_dim) + " / " + std::to_string(a.head_dim_v) + ")";
+  if (sm90::needs_score_mods(a)) return "the sm90 forward has no softcap or ALiBi with " + what;
+  const detail::TuningOverrides &o = a.tuning.overrides;
+  if (o.sm90_tile_m != 0 && (o.sm90_tile_m != 128 || o.sm90_tile_n != 128))
+    return "the sm90 forward runs " + what + " on the tile 128x128 only";
+  if (a.mods.chunk > INT32_MAX) return "the sm90 forward takes attention_chunk below 2^31";
+  const flashbox_block_mask &bm = a.block_mask;
+  if (bm.kv_num_blocks) {
+    if (bm.q_block_size % cuda::kMaskTile != 0 || bm.kv_block_size % cuda::kMaskTile != 0)
+      return "the sm90 forward takes block masks whose q_block_size and kv_block_size are multiples of " +
+             std::to_string(cuda::kMaskTile) + " (got " + std::to_string(bm.q_block_size) + " x " +
+             std::to_string(bm.kv_block_size) + ")";
+    if (bm.q_block_size > INT32_MAX || bm.kv_block_size > INT32_MAX || bm.max_kv_blocks > INT32_MAX)
+      return "the sm90 forward takes block-mask sizes below 2^31";
+  }
+  return "";
+}
+
 }  // namespace
 
 PlanResult plan_sm90_forward(const Problem &a) {
   const bool varlen = a.varlen();
+  // The mask families: their own kernels, or the reason (src/api then runs the sm80 family).
+  const bool masks = !mask_family_in_use(a).empty();
+  int mask_d = 0;
+  if (masks)
+    if (std::string why = mask_family_refusal(a, &mask_d); !why.empty()) return PlanResult::no(std::move(why));
   const int kd = sm90::serving_head_dim(a);  // the instantiation's list: 64, 96, 128, 192 or 256
   if (kd == 0)
     return PlanResult::no("the sm90 kernel takes head_dims that are multiples of 8 up to 256 (got " +
@@ -135,7 +174,9 @@ PlanResult plan_sm90_forward(const Problem &a) {
   if (varlen && (a.seqlen_q == 0 || a.seqlen_k == 0))
     return PlanResult::no("the sm90 forward needs at least one query and one key token in a variable-length batch");
   TileChoice tile;
-  if (!sm90::choose_tile(a, tile))
+  if (masks)
+    tile = {128, 128};
+  else if (!sm90::choose_tile(a, tile))
     return PlanResult::no("the sm90 forward has no tile " + std::to_string(a.tuning.overrides.sm90_tile_m) + "x" +
                               std::to_string(a.tuning.overrides.sm90_tile_n) + " for head_dim " +
                               std::to_string(a.head_dim) + " (" + tile_list(kd) + ")",
@@ -150,7 +191,7 @@ PlanResult plan_sm90_forward(const Problem &a) {
                           "), not " +
                           std::to_string(tile.bm) + "x" + std::to_string(tile.bn));
   if (const char *reason = sm90::sm90_unavailable_reason()) return PlanResult::no(reason);
-  const int d = sm90::instantiation(kd, tile);  // the kernel that runs (192's 128x64: the 256 one; 96's 128x176: the 128 one)
+  const int d = masks ? mask_d : sm90::instantiation(kd, tile);  // the kernel that runs (192's 128x64: the 256 one; 96's 128x176: the 128 one)
   const int dv = dvk != nullptr ? dvk->head_dim_v : d;  // its DV
   // Varlen: at most total_q / BM + batch query blocks (each sequence's last may be partial).
   const int64_t max_entries = varlen ? a.seqlen_q / tile.bm + a.batch : 0;
@@ -192,6 +233,13 @@ PlanResult plan_sm90_forward(const Problem &a) {
   p.o_seq = a.o_stride[1], p.o_head = a.o_stride[2];
   p.head_dim_v = int(a.head_dim_v);  // the columns the varlen partial store writes (the kernel's DV may be larger)
   p.sinks = a.mods.sinks;
+  // The mask families: the tables, and a doc span per (batch entry, query block) with document ids.
+  sm90::DocSpanArgs spans{};
+  if (masks) {
+    p.ext = cuda::device_mask_ext(a);
+    p.o_batch = a.o_stride[0];
+    if (p.ext.doc_q) spans = {p.ext, int(a.batch), p.seqlen_q, p.seqlen_k, tile.bm, p.num_m_blocks, nullptr};
+  }
   sm90::VarlenListArgs list{};
   if (varlen) {
     p.cu_q = a.cu_seqlens_q, p.cu_k = a.cu_seqlens_k;
@@ -214,7 +262,10 @@ PlanResult plan_sm90_forward(const Problem &a) {
   std::string name =
       "cuda_flash_sm90_d" + std::to_string(d) + (dv != d ? "_dv" + std::to_string(dv) : std::string()) + "_" +
       std::to_string(tile.bm) + "x" + std::to_string(tile.bn);
-  if (sm90::q_in_registers(kd, tile.bn)) name += "_qreg";
+  if (masks)
+    name += "_masks";
+  else if (sm90::q_in_registers(kd, tile.bn))
+    name += "_qreg";
   if (p.mods.window_left >= 0 || (p.mods.window_right >= 0 && !a.causal)) name += "_window";
   if (p.mods.capped()) name += "_softcap";
   if (p.mods.alibi()) name += "_alibi";
@@ -227,29 +278,37 @@ PlanResult plan_sm90_forward(const Problem &a) {
 
   const bool bf16 = a.dtype == FLASHBOX_BFLOAT16;
   const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
-  // Varlen scratch: the tile count (16 bytes, keeping the tiles aligned), then the tiles.
-  const int64_t scratch_bytes = varlen ? 16 + 8 * max_entries * a.heads_q : 0;
+  // Varlen scratch: the tile count (16 bytes, keeping the tiles aligned), then the tiles. Document
+  // ids: the doc spans (fixed length only, so never both).
+  const int64_t span_count = masks && p.ext.doc_q ? a.batch * p.num_m_blocks : 0;
+  const int64_t scratch_bytes = varlen ? 16 + 8 * max_entries * a.heads_q : 8 * span_count;
   return {Plan{std::move(name), scratch_bytes,
-               [p, tile, grid, bf16, d, dv, score_mods, stream, list, scratch_bytes]() mutable -> int {
+               [p, tile, grid, bf16, d, dv, score_mods, masks, stream, list, spans, span_count,
+                scratch_bytes]() mutable -> int {
                  cuda::DeviceScratch scratch(stream);
                  if (scratch_bytes > 0) {
                    cudaError_t e = scratch.allocate(scratch_bytes);
                    if (e == cudaErrorMemoryAllocation)
-                     return fail(FLASHBOX_ERR_OUT_OF_MEMORY, "sm90 forward: cannot allocate " +
-                                                                 std::to_string(scratch_bytes) +
-                                                                 " bytes for the variable-length tile list");
-                   if (e == cudaSuccess) {
+                     return fail(FLASHBOX_ERR_OUT_OF_MEMORY,
+                                 "sm90 forward: cannot allocate " + std::to_string(scratch_bytes) + " bytes for the " +
+                                     (span_count > 0 ? "document spans" : "variable-length tile list"));
+                   if (e == cudaSuccess && span_count > 0) {
+                     p.doc_spans = spans.spans = scratch.as<int2>();
+                     e = sm90::launch_doc_spans(spans, stream);
+                   } else if (e == cudaSuccess) {
                      p.tile_count = list.tile_count = scratch.as<int>();
                      p.tiles = list.entries = reinterpret_cast<int2 *>(scratch.as<uint8_t>() + 16);
                      e = sm90::launch_varlen_tile_list(list, stream);
                    }
                    if (e != cudaSuccess) {
                      cudaGetLastError();
-                     return fail(FLASHBOX_ERR_CUDA,
-                                 std::string("sm90 forward: varlen tile list failed: ") + cudaGetErrorString(e));
+                     return fail(FLASHBOX_ERR_CUDA, std::string("sm90 forward: ") +
+                                                        (span_count > 0 ? "document spans" : "varlen tile list") +
+                                                        " failed: " + cudaGetErrorString(e));
                    }
                  }
-                 const cudaError_t e = dv != d    ? sm90::launch_fwd_dv(bf16, d, dv, p, grid, stream)
+                 const cudaError_t e = masks      ? sm90::launch_fwd_masks(d, p, grid, stream)
+                                       : dv != d    ? sm90::launch_fwd_dv(bf16, d, dv, p, grid, stream)
                                        : d == 64    ? sm90::launch_fwd_d64(bf16, tile, score_mods, p, grid, stream)
                                        : d == 96  ? sm90::launch_fwd_d96(bf16, p, grid, stream)
                                        : d == 128 ? sm90::launch_fwd_d128(bf16, tile, score_mods, p, grid, stream)

@@ -6,6 +6,7 @@
 #include <cuda.h>
 #include <cstdint>
 
+#include "cuda/common/mask_ext.cuh"
 #include "cuda/common/score_mods.cuh"
 #include "cuda/hopper/tma_host.hpp"
 
@@ -41,6 +42,15 @@ struct FwdParams {
   int64_t o_seq, o_head;
   int head_dim_v;
   const float *sinks;  // learnable sink logits, fp32 [heads_q] (natural units), or null (cuda/common/sink.cuh)
+  // The extension's mask families (cuda/common/mask_ext.cuh), read by the EXT configurations only
+  // (MaskExtConfig; fixed-length batches): the tables as the sm80 kernels take them; doc_spans, with
+  // document ids, the keys of each query block's documents ([batch, num_m_blocks] {begin, end},
+  // written on the device before the launch: doc_spans.cuh); o_batch, O's batch stride in elements
+  // for the row-by-row store of a slice that seqused_q ends inside (rows past it keep their values).
+  // Last in the struct so that the plain configurations' parameter offsets stay as they were.
+  cuda::DeviceMaskExt ext;
+  const int2 *doc_spans;
+  int64_t o_batch;
 };
 
 // Shared memory, in order: Q (BM x D), the K ring (STAGES x BN x D) and the V ring (STAGES x BN x DV),
@@ -112,6 +122,21 @@ struct FwdConfig {
   static_assert(DV == D || (DV < D && DV % 64 == 0), "DV: D, or whole 64-column panels below D");
   static_assert(BN % 16 == 0 && BN <= 192, "BN: whole k-steps of P.V, box rows <= 256");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
+  // The extension's mask families (FwdParams::ext): compiled in only by MaskExtConfig below.
+  static constexpr bool EXT = false;
+};
+
+// A configuration with the extension's mask families compiled in (document ids, prefix-LM,
+// attention_chunk, seqused_q/k, block masks; mask_walk.cuh says how the kernel walks them). A traits
+// member rather than one more positional flag: the plain configurations keep their type, so their
+// kernels' code is what it was (the walk, the element rule and the extra registers stay out of them,
+// as with the sm80 forward's kExt). Fixed-length batches with 128-row tiles (BM divides FlexAttention's
+// 128-row mask blocks) and the row-by-row store (VARLEN) for slices that seqused_q ends inside.
+template <class Base>
+struct MaskExtConfig : Base {
+  static constexpr bool EXT = true;
+  static_assert(Base::BM == 128 && Base::BN == 128, "block masks of 128 x 128 multiples: 128 x 128 tiles");
+  static_assert(Base::VARLEN && !Base::MODS, "the row-by-row store; no softcap or ALiBi");
 };
 
 }  // namespace flashbox::sm90

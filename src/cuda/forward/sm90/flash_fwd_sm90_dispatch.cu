@@ -11,6 +11,8 @@
 //   head_dim 192: 128 x 112; head_dim 256: 128 x 64. No MODS configuration: the plan declines softcap,
 //                 ALiBi and variable-length batches above head_dim 128 (the sm80 family takes them).
 //   (head_dim, head_dim_v) = (192, 128): 128 x 128 (tile_policy.hpp's kDvKernels).
+//   The mask families (MaskExtConfig): head_dim 64 and 128 at 128 x 128, bf16 (tile_policy.hpp,
+//   mask_kernel_head_dim).
 #include "cuda/forward/sm90/flash_fwd_sm90_instances.hpp"
 #include "cuda/forward/sm90/flash_fwd_sm90_launch.hpp"
 
@@ -60,6 +62,12 @@ cudaError_t launch_fwd_dv(bool bf16, int d, int dv, const FwdParams &p, dim3 gri
 cudaError_t launch_fwd_d256(bool bf16, const FwdParams &p, dim3 grid, cudaStream_t stream) {
   return bf16 ? launch_config<FwdConfig<__nv_bfloat16, 256, 64, 2, 2>>(p, grid, stream)
               : launch_config<FwdConfig<__half, 256, 64, 2, 2>>(p, grid, stream);
+}
+
+cudaError_t launch_fwd_masks(int d, const FwdParams &p, dim3 grid, cudaStream_t stream) {
+  if (d == 64) return launch_config<MaskExtConfig<FwdConfig<__nv_bfloat16, 64, 128, 2, 2>>>(p, grid, stream);
+  if (d == 128) return launch_config<MaskExtConfig<FwdConfig<__nv_bfloat16, 128, 128, 2, 2>>>(p, grid, stream);
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace flashbox::sm90

@@ -24,6 +24,8 @@ extern template cudaError_t launch_config<FwdConfig<__nv_bfloat16, 192, 112, 2, 
 extern template cudaError_t launch_config<FwdConfig<__half, 192, 112, 2, 2>>(const FwdParams &, dim3, cudaStream_t);
 extern template cudaError_t launch_config<FwdConfig<__nv_bfloat16, 256, 64, 2, 2>>(const FwdParams &, dim3, cudaStream_t);
 extern template cudaError_t launch_config<FwdConfig<__half, 256, 64, 2, 2>>(const FwdParams &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<MaskExtConfig<FwdConfig<__nv_bfloat16, 64, 128, 2, 2>>>(const FwdParams &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<MaskExtConfig<FwdConfig<__nv_bfloat16, 128, 128, 2, 2>>>(const FwdParams &, dim3, cudaStream_t);
 extern template cudaError_t launch_config<FwdConfig<__nv_bfloat16, 192, 128, 2, 2, false, false, false, 128>>(const FwdParams &, dim3, cudaStream_t);
 extern template cudaError_t launch_config<FwdConfig<__half, 192, 128, 2, 2, false, false, false, 128>>(const FwdParams &, dim3, cudaStream_t);
 

@@ -80,6 +80,7 @@
 #include "cuda/common/sink.cuh"
 #include "cuda/common/varlen_span.cuh"
 #include "cuda/forward/sm90/flash_fwd_sm90_config.cuh"
+#include "cuda/forward/sm90/mask_walk.cuh"
 #include "cuda/hopper/async_copy.cuh"
 #include "cuda/hopper/online_softmax.cuh"
 #include "cuda/hopper/tma_host.hpp"
@@ -130,6 +131,25 @@ __device__ __forceinline__ Tile decode_tile(const FwdParams &p, int t) {
 // The tiles this launch walks: the list's count for varlen (written on the device), else all.
 __device__ __forceinline__ int tiles_to_walk(const FwdParams &p) {
   return p.tile_count != nullptr ? min(*p.tile_count, p.num_tiles) : p.num_tiles;
+}
+// The tile with the EXT configurations' used lengths (seqused_q/k clamp sq and sk); the plain
+// configurations' decode_tile.
+template <class Cfg>
+__device__ __forceinline__ Tile decode_tile_of(const FwdParams &p, int t) {
+  Tile tile = decode_tile(p, t);
+  if constexpr (Cfg::EXT) cuda::ext_used_lengths(p.ext, tile.b, tile.sq, tile.sk);
+  return tile;
+}
+// EXT: the K/V tiles the tile's query block visits (mask_walk.cuh), the same for the producer and
+// every consumer warpgroup. With document ids the walk reads the block's doc span (doc_spans.cuh).
+template <class Cfg>
+__device__ __forceinline__ ExtWalk tile_walk(const FwdParams &p, const Tile &t) {
+  int doc_begin = 0, doc_end = t.sk;
+  if (p.ext.doc_q != nullptr && t.m_block * Cfg::BM < t.sq) {
+    const int2 span = p.doc_spans[int64_t(t.b) * p.num_m_blocks + t.m_block];
+    doc_begin = span.x, doc_end = span.y;
+  }
+  return ext_walk(p.mods, p.ext, t.b, t.h, t.m_block, Cfg::BM, Cfg::BN, t.sq, t.sk, doc_begin, doc_end);
 }
 // The TMA batch coordinate of a tile (varlen: the packed tensors are one batch entry).
 __device__ __forceinline__ int tma_batch(const FwdParams &p, const Tile &t) { return p.cu_q != nullptr ? 0 : t.b; }
@@ -219,7 +239,30 @@ __device__ __forceinline__ void producer(const FwdParams &p, uint8_t *smem, Barr
   for (int round = 0; round * int(gridDim.x) < num_tiles; ++round) {
     const int t = tile_position(round);
     if (t >= num_tiles) continue;
-    const Tile tile = decode_tile(p, t);
+    const Tile tile = decode_tile_of<Cfg>(p, t);
+    if constexpr (Cfg::EXT) {
+      // The walk's tiles in its order, K one tile ahead of V as below; Q after the first K.
+      const ExtWalk w = tile_walk<Cfg>(p, tile);
+      const int hk = tile.h / p.group;
+      int kind, n_prev = 0;
+      if (w.count > 0) {
+        n_prev = ext_walk_tile(p.ext, w, 0, Cfg::BN, tile.sk, &kind);
+        load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, n_prev, hk, tile, false);
+      }
+      mbar_wait(bars.empty_q, (round & 1) ^ 1);
+      mbar_expect_tx_arrive(bars.full_q, Cfg::Q_BYTES);
+      load_tile<Cfg::PANELS>(smem + Cfg::Q_OFF, Cfg::BM * 128, &p.tm_q, p.ord_q, bars.full_q,
+                             tile.q0 + tile.m_block * Cfg::BM, tile.h, tma_batch(p, tile));
+      if (w.count == 0) continue;
+      for (int i = 1; i < w.count; ++i) {
+        const int n = ext_walk_tile(p.ext, w, i, Cfg::BN, tile.sk, &kind);
+        load_kv(Cfg::K_OFF, &p.tm_k, p.ord_k, bars.full_k, bars.empty_k, ks, n, hk, tile, false);
+        load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, n_prev, hk, tile, true);
+        n_prev = n;
+      }
+      load_kv(Cfg::V_OFF, &p.tm_v, p.ord_v, bars.full_v, bars.empty_v, vs, n_prev, hk, tile, true);
+      continue;
+    }
     const BlockRange range = block_range(p.mods, tile.m_block, Cfg::BM, Cfg::BN, tile.sq, tile.sk);
     const int hk = tile.h / p.group, last = range.n_end - 1;
     // The first K block may land while the consumers still write out the previous tile.
@@ -301,6 +344,14 @@ struct Consumer {
   float o[DV / 2], m[2], l[2];
   uint32_t qa[Cfg::QREG ? D / 4 : 4];  // Q fragments (QREG)
   PipeState<Cfg::STAGES> ks, vs;       // run on across tiles, like the producer's
+  // EXT: the used key count, the prefix length, this thread's two rows' document ids and the warp's
+  // (ext_warp_docs: every row of the warp is of document ext_warp_doc), the keys' ids (null without
+  // documents), the current tile's need (mask_walk.cuh, warp-uniform) and, for the element rule, which
+  // of this thread's 32 columns hold a key of each row's document (bit 2 * (i / 4) + i % 2 for score i).
+  int ext_sk, ext_prefix, ext_doc0, ext_doc1, ext_warp_doc, ext_need;
+  bool ext_warp_docs;
+  const int32_t *ext_doc_k;
+  uint32_t ext_match0, ext_match1;
 
   __device__ __forceinline__ void turn_wait() { named_barrier_sync(kPingPongBarrier + wg, 256); }
   __device__ __forceinline__ void turn_pass() { named_barrier_arrive(kPingPongBarrier + (wg + 1) % NWG, 256); }
@@ -371,7 +422,111 @@ struct Consumer {
 
   __device__ __forceinline__ void mask(float (&s)[BN / 2], int n_block) {
     const int first_col = n_block * BN + 2 * (lane % 4);
-    mask_window(s, begin0 - first_col, end0 - first_col, begin1 - first_col, end1 - first_col);
+    if constexpr (Cfg::EXT) {
+      mask_ext(s, first_col);
+    } else {
+      mask_window(s, begin0 - first_col, end0 - first_col, begin1 - first_col, end1 - first_col);
+    }
+  }
+
+  // EXT: the tile's need (ext_classify) applied to this thread's scores; first_col is its first
+  // column's key.
+  __device__ __forceinline__ void mask_ext(float (&s)[BN / 2], int first_col) {
+    if (ext_need == kNeedAll) {
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) s[i] = -INFINITY;
+    } else if (ext_need == kNeedEnd) {
+      mask_window(s, -first_col, ext_sk - first_col, -first_col, ext_sk - first_col);
+    } else if (ext_need == kNeedBounds) {
+      mask_window(s, begin0 - first_col, end0 - first_col, begin1 - first_col, end1 - first_col);
+    } else {  // the element rule, documents from the column bits (ext_classify)
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) {
+        const bool h = acc_half(i);
+        const uint32_t same_doc = ((h ? ext_match1 : ext_match0) >> (2 * (i >> 2) + (i & 1))) & 1u;
+        if (!same_doc || !ext_key_visible(first_col + acc_col(i), ext_sk, nullptr, 0, ext_prefix, h ? begin1 : begin0,
+                                          h ? end1 : end0))
+          s[i] = -INFINITY;
+      }
+    }
+  }
+
+  // EXT: this tile's rows' bounds, prefix and documents (row0: this thread's first row; t.sq > 0
+  // wherever a tile is walked, and rows past it read the last row's id: their results are never
+  // stored).
+  __device__ __forceinline__ void ext_setup(const Tile &t, int row0) {
+    const int sk = t.sk, shift = sk - t.sq;
+    begin0 = cuda::ext_key_begin(p.mods, p.ext, row0, shift, sk), end0 = cuda::ext_key_end(p.mods, p.ext, row0, shift, sk);
+    begin1 = cuda::ext_key_begin(p.mods, p.ext, row0 + 8, shift, sk);
+    end1 = cuda::ext_key_end(p.mods, p.ext, row0 + 8, shift, sk);
+    ext_sk = sk;
+    ext_prefix = cuda::ext_prefix(p.ext, t.b, sk);
+    ext_doc_k = nullptr;
+    ext_warp_docs = false;
+    if (p.ext.doc_q != nullptr && t.sq > 0) {
+      const int32_t *doc_q = p.ext.doc_q + int64_t(t.b) * p.ext.doc_q_stride;
+      ext_doc0 = doc_q[min(row0, t.sq - 1)];
+      ext_doc1 = doc_q[min(row0 + 8, t.sq - 1)];
+      ext_doc_k = p.ext.doc_k + int64_t(t.b) * p.ext.doc_k_stride;
+      ext_warp_doc = __shfl_sync(0xffffffffu, ext_doc0, 0);
+      ext_warp_docs = __all_sync(0xffffffffu, ext_doc0 == ext_warp_doc && ext_doc1 == ext_warp_doc);
+    }
+  }
+
+  // EXT: what tile n (of kind `kind`) needs of the mask, the largest need over the warp's rows
+  // (mask_walk.cuh). With documents the warp reads the tile's key ids, BN / 32 a lane (keys past the
+  // used ones count as matching: the bounds hide them), and the tile matches when all of them are the
+  // warp's one document: the common case inside a packed document, which then runs unmasked (or with
+  // the window's bounds only). Otherwise each thread gathers its 32 columns' ids from the lanes that
+  // read them (shuffles: reading them from global memory score by score held 64 loads in flight and
+  // spilled, ptxas -v) into one bit per column and row (ext_match0 / 1).
+  __device__ __forceinline__ void ext_classify(int n, int kind) {
+    if (kind == kTileDead) {
+      ext_need = kNeedAll;
+      return;
+    }
+    const int k0 = n * BN;
+    if (kind == kTileFull) {
+      ext_need = k0 + BN > ext_sk ? kNeedEnd : kNeedNone;
+      return;
+    }
+    bool docs_match = true;
+    ext_match0 = ext_match1 = ~0u;
+    if (ext_doc_k != nullptr) {
+      int kd[BN / 32];
+      bool ok = ext_warp_docs;
+#pragma unroll
+      for (int e = 0; e < BN / 32; ++e) {
+        const int j = k0 + lane + 32 * e;
+        kd[e] = j < ext_sk ? ext_doc_k[j] : ext_warp_doc;
+        ok = ok && kd[e] == ext_warp_doc;
+      }
+      docs_match = __all_sync(0xffffffffu, ok);
+      if (!docs_match) {
+        // Column 8 jj + 2 (lane % 4) + e of the tile: lane 8 (jj % 4) + 2 (lane % 4) + e's kd[jj / 4].
+        uint32_t m0 = 0, m1 = 0;
+        const int q2 = 2 * (lane % 4);
+#pragma unroll
+        for (int jj = 0; jj < BN / 8; ++jj)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int id = __shfl_sync(0xffffffffu, kd[jj / 4], 8 * (jj % 4) + q2 + e);
+            m0 |= uint32_t(id == ext_doc0) << (2 * jj + e);
+            m1 |= uint32_t(id == ext_doc1) << (2 * jj + e);
+          }
+        ext_match0 = m0, ext_match1 = m1;
+      }
+    }
+    const int need = max(ext_tile_need(k0, BN, begin0, end0, ext_prefix, docs_match),
+                         ext_tile_need(k0, BN, begin1, end1, ext_prefix, docs_match));
+    ext_need = int(__reduce_max_sync(0xffffffffu, unsigned(need)));
+  }
+
+  // EXT, fixed length: V rows of tile n past the used keys (seqused_k) but inside the tensor hold
+  // whatever the caller left there (the TMA zero-fills only past seqlen_k): zeroed before this
+  // group's P.V reads the stage, as the varlen path zeroes the next sequence's rows.
+  __device__ __forceinline__ void ext_zero_v(int n) {
+    if (ext_sk < p.seqlen_k && n * BN < ext_sk && (n + 1) * BN > ext_sk) zero_v_rows(vs.stage, ext_sk - n * BN);
   }
 
   // MODS: softcap, then the ALiBi bias, in score units (before the mask, which sets -inf last).
@@ -524,6 +679,59 @@ struct Consumer {
     vs.advance();  // the ring runs on into the next tile of a persistent CTA
   }
 
+  // EXT: mainloop over the tiles of the walk (mask_walk.cuh) instead of a range; the same pipeline.
+  // Each tile's need is found before its products are issued (its key ids load under them).
+  __device__ __forceinline__ void mainloop_ext(const ExtWalk &w) {
+    float s[BN / 2], alpha[2];
+    uint32_t pa[BN / 4];
+    int kind;
+    int n = ext_walk_tile(p.ext, w, 0, BN, ext_sk, &kind);
+    ext_classify(n, kind);
+    turn_wait();
+    issue_qk(s, ks);
+    turn_pass();
+    wgmma_wait<0>();
+    fence_operands(s);
+    release(bars.empty_k, ks.stage);
+    ks.advance();
+    softmax(s, n, ext_need != kNeedNone, alpha);
+    scores_to_a_fragments<typename Cfg::Elem>(s, pa);
+    ext_zero_v(n);
+    for (int it = 1; it < w.count; ++it) {
+      n = ext_walk_tile(p.ext, w, it, BN, ext_sk, &kind);
+      ext_classify(n, kind);
+      turn_wait();
+      fence_operands(o);
+      fence_operands(pa);
+      issue_qk(s, ks);
+      issue_pv(pa, vs);
+      turn_pass();
+      wgmma_wait<1>();
+      fence_operands(s);
+      softmax(s, n, ext_need != kNeedNone, alpha, true, ks.stage);
+      release(bars.empty_k, ks.stage);  // after the softmax, which may read the K tile again
+      ks.advance();
+      wgmma_wait<0>();
+      fence_operands(o);
+      fence_operands(pa);
+      release(bars.empty_v, vs.stage);
+      vs.advance();
+      rescale_rows(o, alpha);
+      scores_to_a_fragments<typename Cfg::Elem>(s, pa);
+      ext_zero_v(n);
+    }
+    release_q();
+    turn_wait();
+    fence_operands(o);
+    fence_operands(pa);
+    issue_pv(pa, vs);
+    turn_pass();
+    wgmma_wait<0>();
+    fence_operands(o);
+    release(bars.empty_v, vs.stage);
+    vs.advance();
+  }
+
   // QREG: this warp's 16 Q rows as wgmma A fragments (the m16n8k16 A layout: ldmatrix x4 over rows
   // lane % 16 and column halves lane / 16 of each 16-column step), from the 128B-swizzled Q tile.
   __device__ __forceinline__ void load_q_fragments() {
@@ -567,7 +775,7 @@ struct Consumer {
     const bool own_o = Cfg::O_FITS && p.separate_o;
     float lse[2];
     if (p.sinks != nullptr)
-      finalize_with_sink(p.sinks[decode_tile(p, tile_idx).h] * kLog2e, lse);
+      finalize_with_sink(p.sinks[decode_tile_of<Cfg>(p, tile_idx).h] * kLog2e, lse);
     else
       softmax_finalize(o, m, l, score_scale(), lse);
     uint8_t *slice = smem + (own_o ? Cfg::O_OFF : Cfg::Q_OFF) + wg * 64 * 128;
@@ -584,19 +792,23 @@ struct Consumer {
     fence_view_async_shared();
     named_barrier_sync(kEpilogueBarrier + wg, 128);
     asm volatile("" : "+r"(tile_idx));  // opaque: decoded from here, not kept from the loop's decode
-    const Tile tile = decode_tile(p, tile_idx);
+    const Tile tile = decode_tile_of<Cfg>(p, tile_idx);
     const int slice_row = tile.m_block * Cfg::BM + wg * 64;  // this warpgroup's first row in the sequence
     // Varlen, the sequence ends inside this slice: a TMA box would write the next sequence's rows.
     // (Not compiled for head_dim 192 and 256, whose plan declines varlen: with this path the 256
     // kernel spilled 44 bytes, ptxas -v, even with an empty copy loop.)
-    const bool partial = Cfg::VARLEN && p.cu_q != nullptr && slice_row + 64 > tile.sq;
+    // EXT (fixed length): the same when seqused_q ends the rows inside the slice (or before it: no
+    // row is stored), so that rows past the used ones keep their values.
+    const bool partial =
+        Cfg::VARLEN && (Cfg::EXT ? tile.sq < p.seqlen_q : p.cu_q != nullptr) && slice_row + 64 > tile.sq;
     if (partial) {
       // The slice's rows before the sequence's end, copied out by the group's 128 threads, 16 bytes
       // each (the staging above keeps the registers of O out of it: storing them straight from the
       // accumulators made head_dim 256 spill). The next epilogue's barrier orders these reads before
       // its writes of the slice.
       const int rows = max(min(tile.sq - slice_row, 64), 0);
-      T *o_base = static_cast<T *>(p.o) + int64_t(tile.q0 + slice_row) * p.o_seq + int64_t(tile.h) * p.o_head;
+      T *o_base = static_cast<T *>(p.o) + int64_t(tile.q0 + slice_row) * p.o_seq + int64_t(tile.h) * p.o_head +
+                  (Cfg::EXT ? int64_t(tile.b) * p.o_batch : 0);
       // Only the call's head_dim_v columns (a multiple of 8: whole 16-byte chunks); the row's bytes
       // past them belong to the caller (a strided O, or the next head).
       for (int i = warp * 32 + lane; i < rows * (DV / 8); i += 128) {
@@ -655,7 +867,7 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
   for (int round = 0; round * int(gridDim.x) < num_tiles; ++round) {
     const int tile_idx = tile_position(round);
     if (tile_idx >= num_tiles) continue;
-    const Tile tile = decode_tile(p, tile_idx);
+    const Tile tile = decode_tile_of<Cfg>(p, tile_idx);
     const BlockRange range = block_range(p.mods, tile.m_block, Cfg::BM, Cfg::BN, tile.sq, tile.sk);
     const int row0 = tile.m_block * Cfg::BM + wg * 64 + c.warp * 16 + c.lane / 4;
     const int sk = tile.sk, shift = sk - tile.sq;
@@ -675,7 +887,14 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
     mbar_wait(bars.full_q, q_parity);
     q_parity ^= 1;
     c.load_q_fragments();
-    if (range.count() > 0) {
+    if constexpr (Cfg::EXT) {
+      c.ext_setup(tile, row0);
+      const ExtWalk w = tile_walk<Cfg>(p, tile);
+      if (w.count > 0)
+        c.mainloop_ext(w);
+      else
+        c.release_q();
+    } else if (range.count() > 0) {
       // Varlen: the first block's rows past the sequence's end, unless the tensor ends there (the
       // TMA then fills zeros).
       int v_zero_from = Cfg::BN;

@@ -32,6 +32,18 @@ struct VarlenListArgs {
 };
 cudaError_t launch_varlen_tile_list(const VarlenListArgs &a, cudaStream_t stream);
 
+// The doc spans of the mask-family kernels (flash_fwd_sm90_doc_spans.cu): for every (batch entry,
+// query block of bm rows), the keys of the rows' documents, into spans [batch * num_m_blocks].
+struct DocSpanArgs {
+  cuda::DeviceMaskExt ext;
+  int batch, seqlen_q, seqlen_k, bm, num_m_blocks;
+  int2 *spans;
+};
+cudaError_t launch_doc_spans(const DocSpanArgs &a, cudaStream_t stream);
+// The mask-family configurations (MaskExtConfig): head_dim 64 and 128 (72..128), 128 x 128, bf16
+// (the generated kernel table's rows d64 128x128_masks and d128 128x128_masks).
+cudaError_t launch_fwd_masks(int d, const FwdParams &p, dim3 grid, cudaStream_t stream);
+
 template <class Cfg>
 cudaError_t launch_config(const FwdParams &p, dim3 grid, cudaStream_t stream) {
   const auto kernel = flash_fwd_sm90_kernel<Cfg>;

@@ -75,6 +75,16 @@ inline int serving_head_dim(const detail::Problem &p) {
   return kd == 96 && needs_score_mods(p) ? 128 : kd;
 }
 
+// The mask families (document ids, prefix-LM, attention_chunk, seqused, block masks: MaskExtConfig,
+// flash_fwd_sm90_config.cuh) run on their own instantiations, 128 x 128 (the tile divides
+// FlexAttention's 128 x 128 mask blocks; the 192-row d64 default does not), bf16: head dims 8..64 on
+// the 64 one, 72..128 on the 128 one (Q from shared memory: with Q in registers the walk's state
+// spilled, ptxas -v). 0: none (the sm80 family takes the call).
+constexpr int mask_kernel_head_dim(int64_t d) {
+  const int kd = kernel_head_dim(d);
+  return kd == 64 ? 64 : kd == 96 || kd == 128 ? 128 : 0;
+}
+
 // The shared-memory columns of an instantiation's Q, K and O tiles: whole 64-column panels (96: 128).
 constexpr int layout_head_dim(int kernel_dim) { return (kernel_dim + 63) / 64 * 64; }
 

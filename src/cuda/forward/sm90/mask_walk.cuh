@@ -1,0 +1,118 @@
+// The sm90 forward's walk with the extension's mask families (cuda/common/mask_ext.cuh; the kernels
+// that take them are FwdConfig's EXT variant): which K/V tiles a query block visits, in which order,
+// and what each visited tile needs of the mask. The TMA producer and the consumer warpgroups call
+// the same functions on the same inputs, so they agree on every tile without talking to each other.
+//
+// Two walks, as in the sm80 forward (docs/masks.md):
+//   range  no block mask: the keys some row of the block may see, [key_begin, key_end): the window's
+//          and the chunk's bounds of the first and last row, widened to key 0 and the prefix's end by
+//          a prefix, narrowed to the keys of the rows' documents (the doc span, read from the
+//          per-block table doc_spans.cuh writes before the launch). Walked from the last tile down,
+//          as the plain kernel walks.
+//   block  a block mask: the CTA's row of FlexAttention's lists (its rows lie in one mask row block:
+//          q_block is a multiple of BM), partial blocks first, then full ones, each kv_block / BN
+//          tiles. A listed index out of range, and a tile wholly past the keys (the last block's),
+//          are dead: loaded from tile 0 (a legal address) and masked whole.
+// What a tile needs (ext_tile_need, per row; the consumers take the largest over a warp's rows, so
+// the choice is warp-uniform, and the smaller needs are no-ops under the larger masks):
+//   none     every key visible to the row (inside its window and chunk, or all before the prefix,
+//            and of its document);
+//   bounds   the row's [begin, end) only (the window's edges, the causal diagonal, the chunk's
+//            edges, the end of the keys): the plain kernel's mask;
+//   element  the element rule, key by key (a document boundary or the prefix's end inside the tile).
+// A full block needs only the end of the keys; a dead tile hides every key.
+// Host and device: tests/api/mask_walk_test.cpp runs these walks on the CPU against core::visible.
+#pragma once
+#include <cstdint>
+
+#include "cuda/common/mask_ext.cuh"
+
+#if defined(__CUDACC__)
+#define FLASHBOX_WALK_HD __host__ __device__ __forceinline__
+#else
+#define FLASHBOX_WALK_HD inline
+#endif
+
+namespace flashbox::sm90 {
+
+// The tiles one query block of the EXT kernel visits.
+struct ExtWalk {
+  int count = 0;            // iterations (tiles, dead ones included)
+  int n_end = 0;            // range walk: tiles n_end - 1 down to n_end - count
+  int tiles_per_block = 0;  // block walk: kv_block / BN (0: the range walk)
+  cuda::BlockRow row{0, 0, 0};
+};
+
+// The kind of an iteration's tile.
+enum : int { kTileDead = 0, kTileRule = 1, kTileFull = 2 };
+// What a tile needs of the mask, in increasing order (a warp applies the largest of its rows').
+enum : int { kNeedNone = 0, kNeedBounds = 1, kNeedElement = 2, kNeedEnd = 3, kNeedAll = 4 };
+
+// The walk of query block m_block (BM rows from m_block * bm) of batch entry b, head h, in a
+// sequence of sq query and sk key rows (the used lengths). doc_begin / doc_end: the keys of the
+// block's documents (doc_spans.cuh; 0 and sk without documents). Empty when the block's rows all
+// lie past sq or there is no key.
+template <class Mods>
+FLASHBOX_WALK_HD ExtWalk ext_walk(const Mods &mods, const cuda::DeviceMaskExt &x, int b, int h, int m_block, int bm,
+                                  int bn, int sq, int sk, int doc_begin, int doc_end) {
+  ExtWalk w;
+  const int r_first = m_block * bm;
+  if (r_first >= sq || sk <= 0) return w;
+  if (x.blocks()) {
+    w.tiles_per_block = x.kv_block / bn;
+    w.row = cuda::block_row(x, b, h, r_first / x.q_block);
+    w.count = (w.row.partial + w.row.full) * w.tiles_per_block;
+    return w;
+  }
+  const int r_last = cuda::ext_min(r_first + bm, sq) - 1, shift = sk - sq;
+  int key_begin = cuda::ext_key_begin(mods, x, r_first, shift, sk);
+  int key_end = cuda::ext_key_end(mods, x, r_last, shift, sk);
+  const int prefix = cuda::ext_prefix(x, b, sk);
+  if (prefix > 0) key_begin = 0, key_end = cuda::ext_max(key_end, prefix);
+  if (x.doc_q != nullptr) key_begin = cuda::ext_max(key_begin, doc_begin), key_end = cuda::ext_min(key_end, doc_end);
+  if (key_end <= key_begin) return w;
+  const int n_begin = key_begin / bn;
+  w.n_end = (key_end + bn - 1) / bn;
+  w.count = w.n_end - n_begin;
+  return w;
+}
+
+// Iteration `it` of a walk: the K/V tile to load and its kind (*kind).
+FLASHBOX_WALK_HD int ext_walk_tile(const cuda::DeviceMaskExt &x, const ExtWalk &w, int it, int bn, int sk, int *kind) {
+  if (w.tiles_per_block == 0) {
+    *kind = kTileRule;
+    return w.n_end - 1 - it;
+  }
+  bool full = false;
+  const int c = cuda::block_entry(x, w.row, it / w.tiles_per_block, &full);
+  const int n = c * w.tiles_per_block + it % w.tiles_per_block;
+  if (c < 0 || n * bn >= sk) {
+    *kind = kTileDead;
+    return 0;
+  }
+  *kind = full ? kTileFull : kTileRule;
+  return n;
+}
+
+// What keys [k0, k0 + bn) of a rule tile need for one row: [begin, end) its window's and chunk's
+// keys (ext_key_begin / ext_key_end, within [0, sk]), prefix the batch entry's prefix length,
+// docs_match whether every key of the tile before sk is of the row's document (true without
+// documents).
+FLASHBOX_WALK_HD int ext_tile_need(int k0, int bn, int begin, int end, int prefix, bool docs_match) {
+  if (!docs_match) return kNeedElement;
+  if (k0 + bn <= prefix) return kNeedNone;
+  if (k0 < prefix) return kNeedElement;
+  return k0 < begin || k0 + bn > end ? kNeedBounds : kNeedNone;
+}
+
+// The element rule for one row (ext_visible with the row's bounds precomputed): key j < sk, of the
+// row's document (doc_row; doc_k null without documents), before the prefix or inside [begin, end).
+FLASHBOX_WALK_HD bool ext_key_visible(int j, int sk, const int32_t *doc_k, int doc_row, int prefix, int begin, int end) {
+  if (j < 0 || j >= sk) return false;
+  if (doc_k != nullptr && doc_k[j] != doc_row) return false;
+  return j < prefix || (j >= begin && j < end);
+}
+
+}  // namespace flashbox::sm90
+
+#undef FLASHBOX_WALK_HD

@@ -1,0 +1,264 @@
+// The sm90 forward's walk with the mask families (src/cuda/forward/sm90/mask_walk.cuh, host and
+// device) against core::visible on the CPU. For random problems (windows, causal, chunks, prefixes,
+// sorted and scattered document ids, block masks of 128 and 256 blocks with partial and full
+// entries, malformed lists) this emulates what the kernel does per 128-row query block: the walk's
+// tiles (ext_walk / ext_walk_tile, the doc span computed as flash_fwd_sm90_doc_spans.cu computes it),
+// each warp's need for a tile (the largest over its 16 rows of ext_tile_need, documents matched as
+// the kernel's vote matches them) and the mask that need applies. Every visible (row, key) pair must
+// be admitted exactly once, and no other pair (keys past sk included) ever. Seed printed;
+// FLASHBOX_TEST_SEED=N repeats one.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/masks.hpp"
+#include "cuda/forward/sm90/mask_walk.cuh"
+#include "support/attention_case.hpp"
+
+namespace {
+
+namespace core = flashbox::core;
+namespace cu = flashbox::cuda;
+namespace sm90 = flashbox::sm90;
+
+constexpr int kBM = 128, kBN = 128;
+
+struct Window {
+  int window_left = -1, window_right = -1;
+};
+
+// FlexAttention-layout lists of one (batch, head) row set from dense kinds [nq][nk].
+struct Lists {
+  std::vector<int32_t> kv_num, kv_idx, full_num, full_idx;
+  int width = 0;
+};
+Lists encode(const std::vector<uint8_t> &kinds, int nq, int nk, std::mt19937_64 &rng) {
+  Lists l;
+  l.width = nk + 1;
+  l.kv_num.assign(size_t(nq), 0), l.full_num.assign(size_t(nq), 0);
+  l.kv_idx.assign(size_t(nq * l.width), 555), l.full_idx.assign(size_t(nq * l.width), -555);
+  for (int r = 0; r < nq; ++r) {
+    std::vector<int32_t> part, full;
+    for (int c = 0; c < nk; ++c) {
+      const uint8_t k = kinds[size_t(r * nk + c)];
+      if (k == core::kBlockPartial) part.push_back(c);
+      if (k == core::kBlockFull) full.push_back(c);
+    }
+    std::shuffle(part.begin(), part.end(), rng), std::shuffle(full.begin(), full.end(), rng);
+    l.kv_num[size_t(r)] = int32_t(part.size()), l.full_num[size_t(r)] = int32_t(full.size());
+    std::copy(part.begin(), part.end(), l.kv_idx.begin() + r * l.width);
+    std::copy(full.begin(), full.end(), l.full_idx.begin() + r * l.width);
+  }
+  return l;
+}
+
+// One random problem: its mask fields as the kernel (DeviceMaskExt) and core::visible take them.
+struct Problem {
+  int sq = 1, sk = 1, prefix_len = 0, q_block = 128, kv_block = 128;
+  Window w;
+  std::vector<int32_t> dq, dk;
+  std::vector<uint8_t> kinds;  // dense block kinds [nq][nk]; empty: no block mask
+  Lists lists;
+  cu::DeviceMaskExt x;
+  core::ScoreMods m;  // without the block mask (kinds hold it)
+};
+
+std::vector<int32_t> ids(std::mt19937_64 &rng, int n, int docs, bool scattered) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  std::vector<int> cuts;
+  for (int d = 1; d < docs; ++d) cuts.push_back(std::uniform_int_distribution<int>(0, n)(rng));
+  std::sort(cuts.begin(), cuts.end());
+  for (int i = 0; i < n; ++i)
+    v[size_t(i)] = scattered ? std::uniform_int_distribution<int>(0, docs - 1)(rng)
+                             : int32_t(std::upper_bound(cuts.begin(), cuts.end(), i) - cuts.begin());
+  return v;
+}
+
+void make(Problem &p, std::mt19937_64 &rng, int trial) {
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const int lengths[] = {1, 17, 63, 64, 65, 127, 128, 129, 300, 513};
+  p.sq = lengths[uni(0, 9)], p.sk = trial % 3 ? p.sq : lengths[uni(0, 9)];
+  if (trial % 4 == 0) p.w.window_right = 0;                           // causal
+  if (trial % 5 == 0) p.w.window_left = uni(0, 200), p.w.window_right = uni(-1, 50);
+  p.x.chunk = trial % 6 == 1 ? uni(1, 160) : 0;
+  const int family = trial % 4;  // 0 documents, 1 prefix, 2 documents and prefix, 3 block mask
+  if (family == 0 || family == 2) {
+    const bool scattered = trial % 7 == 0;
+    const int docs = uni(1, 9);
+    p.dq = ids(rng, p.sq, docs, scattered);
+    // Keys cut at the same fractions (packed), or their own ids.
+    if (trial % 3 == 2) {
+      p.dk = ids(rng, p.sk, docs, scattered);
+    } else {
+      p.dk.resize(size_t(p.sk));
+      for (int j = 0; j < p.sk; ++j) p.dk[size_t(j)] = p.dq[size_t(int64_t(j) * p.sq / p.sk)];
+    }
+    p.x.doc_q = p.dq.data(), p.x.doc_k = p.dk.data();
+    p.m.doc_q = p.dq.data(), p.m.doc_k = p.dk.data();
+  }
+  if (family == 1 || family == 2) {
+    p.prefix_len = uni(0, p.sk);
+    p.x.prefix = &p.prefix_len, p.m.prefix = &p.prefix_len;
+  }
+  if (family == 3) {
+    p.q_block = trial % 8 == 3 ? 256 : 128, p.kv_block = trial % 16 == 7 ? 256 : 128;
+    const int nq = (p.sq + p.q_block - 1) / p.q_block, nk = (p.sk + p.kv_block - 1) / p.kv_block;
+    p.kinds.resize(size_t(nq * nk));
+    for (uint8_t &k : p.kinds) k = uint8_t(uni(0, 2));
+    p.lists = encode(p.kinds, nq, nk, rng);
+    p.x.kv_num = p.lists.kv_num.data(), p.x.kv_idx = p.lists.kv_idx.data();
+    p.x.full_num = p.lists.full_num.data(), p.x.full_idx = p.lists.full_idx.data();
+    p.x.q_block = p.q_block, p.x.kv_block = p.kv_block;
+    p.x.max_kv = p.lists.width, p.x.num_q_blocks = nq, p.x.num_kv_blocks = nk;
+  }
+  p.m.window_left = p.w.window_left, p.m.window_right = p.w.window_right, p.m.chunk = p.x.chunk;
+}
+
+bool want_visible(const Problem &p, int i, int j) {
+  if (!p.kinds.empty()) {
+    const int nk = (p.sk + p.kv_block - 1) / p.kv_block;
+    const uint8_t k = p.kinds[size_t((i / p.q_block) * nk + j / p.kv_block)];
+    if (k == core::kBlockFull) return true;
+    if (k == core::kBlockSkipped) return false;
+  }
+  return core::visible(p.m, 0, 0, i, j, p.sq, p.sk);
+}
+
+// The doc span of rows [r0, r1) over keys [0, sk) (cuda/common/mask_ext.cuh doc_span's rule).
+void doc_span(const Problem &p, int r0, int r1, int *begin, int *end) {
+  int lo = INT32_MAX, hi = INT32_MIN, first = INT32_MAX, last = -1;
+  for (int r = r0; r < r1; ++r) lo = std::min(lo, p.dq[size_t(r)]), hi = std::max(hi, p.dq[size_t(r)]);
+  for (int j = 0; j < p.sk; ++j)
+    if (p.dk[size_t(j)] >= lo && p.dk[size_t(j)] <= hi) first = std::min(first, j), last = std::max(last, j);
+  *begin = last < 0 ? 0 : first, *end = last < 0 ? 0 : last + 1;
+}
+
+// The kernel's treatment of every pair of query block mb: admitted[r][j] counts the times row
+// mb * BM + r admits key j of the walk's tiles (j up to the last tile's end).
+void run_block(const Problem &p, int mb, std::vector<std::vector<int>> &admitted) {
+  const int shift = p.sk - p.sq, r0 = mb * kBM, r1 = std::min(r0 + kBM, p.sq);
+  int span_begin = 0, span_end = p.sk;
+  if (p.x.doc_q) doc_span(p, r0, r1, &span_begin, &span_end);
+  const sm90::ExtWalk walk = sm90::ext_walk(p.w, p.x, 0, 0, mb, kBM, kBN, p.sq, p.sk, span_begin, span_end);
+  const int prefix = cu::ext_prefix(p.x, 0, p.sk);
+  for (int it = 0; it < walk.count; ++it) {
+    int kind = -1;
+    const int n = sm90::ext_walk_tile(p.x, walk, it, kBN, p.sk, &kind);
+    ASSERT_GE(n, 0);
+    ASSERT_TRUE(kind == sm90::kTileDead || n * kBN < p.sk) << "a live tile past the keys";
+    const int k0 = n * kBN;
+    for (int warp = 0; warp < kBM / 16; ++warp) {
+      // The warp's rows; rows past sq read the last row's id (their results are never stored).
+      const int wr = r0 + 16 * warp;
+      int need = sm90::kNeedNone;
+      if (kind == sm90::kTileDead) {
+        need = sm90::kNeedAll;
+      } else if (kind == sm90::kTileFull) {
+        need = k0 + kBN > p.sk ? sm90::kNeedEnd : sm90::kNeedNone;
+      } else {
+        bool docs_match = true;
+        if (p.x.doc_q) {
+          const int32_t d = p.dq[size_t(std::min(wr, p.sq - 1))];
+          for (int r = wr; r < wr + 16; ++r) docs_match = docs_match && p.dq[size_t(std::min(r, p.sq - 1))] == d;
+          for (int j = k0; j < k0 + kBN && j < p.sk; ++j) docs_match = docs_match && p.dk[size_t(j)] == d;
+        }
+        for (int r = wr; r < wr + 16; ++r)
+          need = std::max(need, sm90::ext_tile_need(k0, kBN, cu::ext_key_begin(p.w, p.x, r, shift, p.sk),
+                                                    cu::ext_key_end(p.w, p.x, r, shift, p.sk), prefix, docs_match));
+      }
+      for (int r = wr; r < std::min(wr + 16, p.sq); ++r) {
+        const int begin = cu::ext_key_begin(p.w, p.x, r, shift, p.sk), end = cu::ext_key_end(p.w, p.x, r, shift, p.sk);
+        for (int j = k0; j < k0 + kBN; ++j) {
+          bool seen = true;
+          switch (need) {
+            case sm90::kNeedAll: seen = false; break;
+            case sm90::kNeedEnd: seen = j < p.sk; break;
+            case sm90::kNeedBounds: seen = j >= begin && j < end; break;
+            case sm90::kNeedElement:
+              seen = sm90::ext_key_visible(j, p.sk, p.x.doc_q ? p.dk.data() : nullptr,
+                                           p.x.doc_q ? p.dq[size_t(r)] : 0, prefix, begin, end);
+              break;
+            default: break;
+          }
+          if (seen) {
+            ASSERT_LT(j, p.sk) << "row " << r << " admits key " << j << " past the keys (need " << need << ")";
+            ++admitted[size_t(r - r0)][size_t(j)];
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(MaskWalkSm90, EveryVisiblePairExactlyOnce) {
+  const uint64_t seed = flashbox::test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")");
+  std::mt19937_64 rng(seed);
+  for (int trial = 0; trial < 600; ++trial) {
+    Problem p;
+    make(p, rng, trial);
+    SCOPED_TRACE("trial " + std::to_string(trial) + " sq " + std::to_string(p.sq) + " sk " + std::to_string(p.sk));
+    for (int mb = 0; mb * kBM < p.sq; ++mb) {
+      std::vector<std::vector<int>> admitted(size_t(kBM), std::vector<int>(size_t(p.sk), 0));
+      run_block(p, mb, admitted);
+      if (HasFatalFailure()) return;
+      for (int r = mb * kBM; r < std::min(mb * kBM + kBM, p.sq); ++r)
+        for (int j = 0; j < p.sk; ++j)
+          ASSERT_EQ(admitted[size_t(r - mb * kBM)][size_t(j)], want_visible(p, r, j) ? 1 : 0)
+              << "row " << r << " key " << j;
+    }
+  }
+}
+
+TEST(MaskWalkSm90, EmptyWalks) {
+  cu::DeviceMaskExt x;
+  const Window causal{-1, 0};
+  // Rows past the used ones, and no key at all: nothing walked.
+  EXPECT_EQ(sm90::ext_walk(causal, x, 0, 0, 1, kBM, kBN, 128, 500, 0, 500).count, 0);
+  EXPECT_EQ(sm90::ext_walk(causal, x, 0, 0, 0, kBM, kBN, 100, 0, 0, 0).count, 0);
+  // Documents whose span is empty: nothing walked.
+  const int32_t dq[2] = {1, 1}, dk[2] = {2, 2};
+  x.doc_q = dq, x.doc_k = dk;
+  EXPECT_EQ(sm90::ext_walk(Window{}, x, 0, 0, 0, kBM, kBN, 2, 2, 0, 0).count, 0);
+  // A causal range: tiles from the diagonal's down to 0.
+  cu::DeviceMaskExt plain;
+  const sm90::ExtWalk w = sm90::ext_walk(causal, plain, 0, 0, 2, kBM, kBN, 512, 512, 0, 512);
+  ASSERT_EQ(w.count, 3);
+  int kind = -1;
+  EXPECT_EQ(sm90::ext_walk_tile(plain, w, 0, kBN, 512, &kind), 2);
+  EXPECT_EQ(kind, sm90::kTileRule);
+  EXPECT_EQ(sm90::ext_walk_tile(plain, w, 2, kBN, 512, &kind), 0);
+}
+
+TEST(MaskWalkSm90, MalformedListsGiveDeadTiles) {
+  std::mt19937_64 rng(11);
+  const int nq = 2, nk = 3;
+  std::vector<uint8_t> kinds(size_t(nq * nk), core::kBlockPartial);
+  Lists l = encode(kinds, nq, nk, rng);
+  l.kv_idx[0] = -1, l.kv_idx[1] = 1 << 29, l.kv_idx[2] = 2;  // out of range both ways, then block 2
+  l.kv_num[1] = 1 << 30;                    // over the row: clamped to min(width, nk)
+  cu::DeviceMaskExt x;
+  x.kv_num = l.kv_num.data(), x.kv_idx = l.kv_idx.data();
+  x.q_block = 128, x.kv_block = 256, x.max_kv = l.width, x.num_q_blocks = nq, x.num_kv_blocks = nk;
+  const sm90::ExtWalk w = sm90::ext_walk(Window{}, x, 0, 0, 0, kBM, kBN, 256, 600, 0, 600);
+  ASSERT_EQ(w.tiles_per_block, 2);
+  ASSERT_EQ(w.count, nk * 2);
+  int kind = -1;
+  EXPECT_EQ(sm90::ext_walk_tile(x, w, 0, kBN, 600, &kind), 0);
+  EXPECT_EQ(kind, sm90::kTileDead);
+  EXPECT_EQ(sm90::ext_walk_tile(x, w, 3, kBN, 600, &kind), 0);
+  EXPECT_EQ(kind, sm90::kTileDead);
+  // The third entry, block 2: keys 512..767, its second tile (640..) past the 600 keys: dead.
+  const int n = sm90::ext_walk_tile(x, w, 4, kBN, 600, &kind);
+  EXPECT_EQ(kind, sm90::kTileRule);
+  EXPECT_EQ(n, 4);
+  EXPECT_EQ(sm90::ext_walk_tile(x, w, 5, kBN, 600, &kind), 0);
+  EXPECT_EQ(kind, sm90::kTileDead);
+  EXPECT_EQ(sm90::ext_walk(Window{}, x, 0, 0, 1, kBM, kBN, 256, 600, 0, 600).count, nk * 2);
+}
+
+}  // namespace

@@ -1,0 +1,242 @@
+// flashbox_attention_ext's mask families on the Hopper forward (MaskExtConfig kernels:
+// src/cuda/forward/sm90/mask_walk.cuh): document ids (8 and 32 packed documents straddling the
+// 128-row blocks, scattered ids, queries whose documents the keys lack), prefix-LM (with causal, a
+// window, documents), attention_chunk, seqused_q/k (rows past the used ones untouched, no key at
+// all), FlexAttention BlockMasks (random 50 % block-sparse with and without full blocks, broadcast
+// heads, 256 x 128 and 128 x 256 blocks, documents inside partial blocks, everything skipped,
+// malformed tables), at T = 1, 17, 63, 64, 65, 1000, 4097, seqlen_q != seqlen_k, GQA, causal and
+// not, head dims 64, 128 and 80 (the 128 kernel), bf16 with outliers in q and k, against the fp64
+// reference of support/mask_case.hpp (seed printed; FLASHBOX_TEST_SEED=N repeats one). Outputs are
+// poisoned (NaN) and framed by guard bytes; NaN never passes. Every forward must run on an sm90
+// `_masks` kernel; its O and LSE then feed the sm80 backward (the mask families' backward), whose
+// gradients must match the reference too. Calls the kernels do not take (fp16, head_dim 256,
+// variable length) must fall back to the sm80 family. Suites MaskSm90*: `ctest -R MaskSm90`.
+// Skipped, with the reason, without a Hopper GPU.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "flashbox/flashbox.h"
+#include "sm90/hopper_device.hpp"
+#include "support/mask_case.hpp"
+#include "support/mask_device_call.hpp"
+
+namespace flashbox::test {
+namespace {
+
+using mask_gpu::DeviceCall;
+using mask_gpu::document_ids;
+using mask_gpu::random_blocks;
+using mask_gpu::same_documents;
+
+#define SKIP_WITHOUT_HOPPER()                                                  \
+  do {                                                                         \
+    std::string why_;                                                          \
+    if (!have_hopper(why_)) GTEST_SKIP() << "sm90 test not run: " << why_;     \
+  } while (0)
+
+bool starts_with(const std::string &s, const char *p) { return s.rfind(p, 0) == 0; }
+
+// The forward on the GPU against the fp64 reference (it must run an sm90 `_masks` kernel, or with
+// want_sm80 the sm80 family), then the sm80 backward from this forward's O and LSE (all rows used:
+// rows past seqused_q hold the forward's untouched poison, so those cases feed the reference's).
+void check_gpu(const MaskCase &c, bool want_empty_rows = false, bool want_sm80 = false) {
+  MaskData md(c);
+  SCOPED_TRACE(md.name());
+  if (want_empty_rows) {
+    EXPECT_GT(md.empty_rows(), 0) << "the case should hold rows that see no key";
+  }
+  DeviceCall call(md);
+  ASSERT_TRUE(call.ok()) << "device allocation or copy";
+  std::string kernel;
+  ASSERT_EQ(call.forward(&kernel), 0) << flashbox_last_error();
+  if (want_sm80) {
+    EXPECT_TRUE(starts_with(kernel, "cuda_flash_sm80_")) << kernel;
+  } else {
+    EXPECT_TRUE(starts_with(kernel, "cuda_flash_sm90_d") && kernel.find("_masks") != std::string::npos) << kernel;
+  }
+  const Error eo = md.o_error();
+  EXPECT_FALSE(eo.nan) << "o has NaN or inf (" << kernel << ")";
+  EXPECT_LT(eo.rel, md.tolerance()) << "o (" << kernel << ")";
+  EXPECT_LT(md.lse_error(), 2e-2) << "lse (" << kernel << ")";
+  EXPECT_TRUE(md.unused_outputs_untouched()) << "rows past seqused_q were written";
+  const bool all_rows = c.used_q.empty();
+  const std::vector<uint8_t> o = md.o_bytes();
+  const std::vector<float> lse = md.lse();
+  std::string bk;
+  ASSERT_EQ(call.backward(0, &bk, all_rows ? &o : nullptr, all_rows ? &lse : nullptr), 0) << flashbox_last_error();
+  EXPECT_TRUE(starts_with(bk, "cuda_flash_bwd_sm80_")) << bk;
+  const std::pair<const char *, Error> grads[] = {{"dq", md.dq_error()}, {"dk", md.dk_error()}, {"dv", md.dv_error()}};
+  for (const auto &[name, err] : grads) {
+    EXPECT_FALSE(err.nan) << name << " has NaN or inf (" << bk << " after " << kernel << ")";
+    EXPECT_LT(err.rel, md.tolerance()) << name << " (" << bk << " after " << kernel << ")";
+  }
+  std::printf("  %s: o %.2e, %s\n", md.name().c_str(), eo.rel, kernel.c_str());
+}
+
+MaskCase base(int64_t batch, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int causal = 0) {
+  MaskCase c;
+  if (sq > 1000 && hq > 2) hq = 2, hkv = 1;  // long sequences: fewer heads (the fp64 reference's cost), still GQA
+  c.batch = batch, c.seqlen_q = sq, c.seqlen_k = sk, c.heads_q = hq, c.heads_kv = hkv, c.head_dim = d;
+  c.dtype = FLASHBOX_BFLOAT16, c.causal = causal, c.input_outliers = true;
+  return c;
+}
+
+const int64_t kLengths[] = {1, 17, 63, 64, 65, 1000, 4097};
+
+TEST(MaskSm90Documents, PackedDocuments) {
+  SKIP_WITHOUT_HOPPER();
+  for (const int64_t t : kLengths)
+    for (const int docs : {8, 32})
+      for (const int causal : {0, 1}) {
+        if (t == 4097 && causal == 0 && docs == 8) continue;  // the fp64 reference's cost
+        MaskCase c = base(t > 1000 ? 1 : 2, t, t, 4, 2, (t + docs) % 2 ? 64 : 128, causal);
+        std::mt19937_64 rng(c.seed);
+        same_documents(c, rng, docs);
+        check_gpu(c);
+      }
+}
+
+TEST(MaskSm90Documents, UnequalLengthsScatteredIdsAndRowsThatSeeNoKey) {
+  SKIP_WITHOUT_HOPPER();
+  // Scattered ids (any order), and query documents the keys lack: those rows see nothing.
+  MaskCase c = base(2, 300, 257, 4, 1, 64);
+  std::mt19937_64 rng(c.seed);
+  c.docs_q = document_ids(rng, c.batch, c.seqlen_q, 6, true);
+  c.docs_k = document_ids(rng, c.batch, c.seqlen_k, 4, true);
+  check_gpu(c, true);
+  for (const auto &[sq, sk] : {std::pair<int64_t, int64_t>{200, 333}, {513, 130}, {65, 1000}}) {
+    MaskCase s = base(2, sq, sk, 4, 2, 128, 1);
+    std::mt19937_64 rng2(s.seed);
+    same_documents(s, rng2, 8);
+    check_gpu(s);
+  }
+  MaskCase h = base(2, 700, 700, 2, 2, 80, 1);  // head_dim 80 on the 128 kernel
+  std::mt19937_64 rng3(h.seed);
+  same_documents(h, rng3, 32);
+  check_gpu(h);
+}
+
+TEST(MaskSm90PrefixLm, PrefixWithCausalWindowAndDocuments) {
+  SKIP_WITHOUT_HOPPER();
+  for (const int64_t t : {int64_t(1), int64_t(17), int64_t(64), int64_t(65), int64_t(1000)}) {
+    MaskCase c = base(3, t, t, 4, 2, 64, 1);
+    c.prefix = {int32_t(t / 3), 0, int32_t(t)};
+    check_gpu(c);
+    c.causal = 0, c.window_left = 50, c.window_right = 0, c.head_dim = 128;
+    check_gpu(c);
+  }
+  MaskCase d = base(2, 700, 900, 2, 1, 64, 1);  // with documents, seqlen_q != seqlen_k
+  d.prefix = {300, 5};
+  std::mt19937_64 rng(d.seed);
+  same_documents(d, rng, 8);
+  check_gpu(d);
+  MaskCase l = base(1, 4097, 4097, 2, 1, 128, 1);
+  l.prefix = {1500};
+  check_gpu(l);
+}
+
+TEST(MaskSm90Chunk, ChunkedAttention) {
+  SKIP_WITHOUT_HOPPER();
+  for (const int64_t t : {int64_t(17), int64_t(63), int64_t(1000), int64_t(4097)})
+    for (const int64_t chunk : {int64_t(16), int64_t(100), int64_t(512)}) {
+      if (t == 4097 && chunk != 512) continue;  // the fp64 reference's cost
+      MaskCase c = base(t > 1000 ? 1 : 2, t, t + (t > 100 ? 37 : 0), 4, 2, chunk == 100 ? 128 : 64, 1);
+      c.attention_chunk = chunk;
+      check_gpu(c);
+    }
+  MaskCase c = base(2, 300, 300, 2, 2, 128);  // without causal, with a window
+  c.attention_chunk = 64, c.window_left = 20;
+  check_gpu(c);
+}
+
+TEST(MaskSm90Seqused, UsedLengths) {
+  SKIP_WITHOUT_HOPPER();
+  MaskCase c = base(3, 300, 260, 4, 2, 64, 1);
+  c.used_q = {300, 17, 0}, c.used_k = {1, 260, 100};
+  check_gpu(c);
+  MaskCase d = base(2, 1000, 1000, 2, 1, 128);
+  d.used_q = {999, 130};
+  std::mt19937_64 rng(d.seed);
+  same_documents(d, rng, 8);
+  check_gpu(d);
+  MaskCase k = base(2, 129, 513, 2, 2, 128, 1);  // keys only: V rows past the used ones are zeroed
+  k.used_k = {200, 0};
+  check_gpu(k, true);
+}
+
+TEST(MaskSm90BlockSparse, RandomHalfSparse) {
+  SKIP_WITHOUT_HOPPER();
+  for (const int64_t t : kLengths)
+    for (const double full : {0.0, 0.4}) {
+      if (t == 4097 && full == 0.0) continue;  // the fp64 reference's cost
+      MaskCase c = base(t > 1000 ? 1 : 2, t, t, 4, 2, t % 2 ? 64 : 128, t % 2);
+      std::mt19937_64 rng(c.seed);
+      c.blocks = random_blocks(rng, c, 128, 128, c.batch, c.heads_q, 0.5, full);
+      check_gpu(c);
+    }
+}
+
+TEST(MaskSm90BlockSparse, BroadcastLargerBlocksAndFamilies) {
+  SKIP_WITHOUT_HOPPER();
+  MaskCase c = base(2, 1000, 700, 4, 1, 64);  // broadcast heads, 256 x 128
+  std::mt19937_64 rng(c.seed);
+  c.blocks = random_blocks(rng, c, 256, 128, 2, 1, 0.5, 0.3);
+  check_gpu(c);
+  MaskCase k = base(1, 600, 900, 2, 2, 128, 1);  // 128 x 256: two K/V tiles per listed block
+  std::mt19937_64 rng4(k.seed);
+  k.blocks = random_blocks(rng4, k, 128, 256, 1, 2, 0.5, 0.3);
+  check_gpu(k);
+  MaskCase d = base(2, 600, 600, 4, 2, 128, 1);  // with documents and causal partials
+  std::mt19937_64 rng2(d.seed);
+  same_documents(d, rng2, 8);
+  d.blocks = random_blocks(rng2, d, 128, 128, 1, 4, 0.3, 0.3);
+  check_gpu(d);
+  MaskCase e = base(1, 500, 500, 2, 2, 64);  // everything skipped: O = 0, LSE = -inf
+  std::mt19937_64 rng3(e.seed);
+  e.blocks = random_blocks(rng3, e, 128, 128, 1, 1, 1.0, 0.0);
+  check_gpu(e, true);
+}
+
+TEST(MaskSm90BlockSparse, MalformedTablesStayInBounds) {
+  SKIP_WITHOUT_HOPPER();
+  MaskCase c = base(2, 500, 500, 2, 1, 64);
+  std::mt19937_64 rng(c.seed);
+  c.blocks = random_blocks(rng, c, 128, 128, 2, 2, 0.5, 0.3);
+  MaskData md(c);
+  // Counts over the row and negative, indices out of range both ways: clamped and skipped on the
+  // device; the guards must survive (values are unspecified).
+  md.block_table(0)[0] = 1 << 30, md.block_table(0)[1] = -5;
+  md.block_table(1)[0] = -1, md.block_table(1)[1] = 1 << 29, md.block_table(1)[2] = 4;
+  md.block_table(2)[2] = 99, md.block_table(3)[3] = -7;
+  DeviceCall call(md);
+  ASSERT_TRUE(call.ok());
+  std::string kernel;
+  EXPECT_EQ(call.forward(&kernel), 0) << flashbox_last_error();
+  EXPECT_NE(kernel.find("_masks"), std::string::npos) << kernel;
+}
+
+TEST(MaskSm90Fallback, CallsTheKernelsDoNotTakeRunOnSm80) {
+  SKIP_WITHOUT_HOPPER();
+  MaskCase h = base(2, 300, 300, 2, 1, 64, 1);  // fp16: the mask kernels are bf16 only
+  h.dtype = FLASHBOX_FLOAT16;
+  std::mt19937_64 rng(h.seed);
+  same_documents(h, rng, 8);
+  check_gpu(h, false, true);
+  MaskCase w = base(1, 300, 300, 2, 2, 256, 1);  // head_dim 256
+  w.prefix = {100};
+  check_gpu(w, false, true);
+  MaskCase v = base(1, 0, 0, 2, 1, 64, 1);  // variable length
+  v.lens_q = {100, 300}, v.lens_k = {100, 300};
+  v.prefix = {30, 0};
+  check_gpu(v, false, true);
+}
+
+}  // namespace
+}  // namespace flashbox::test

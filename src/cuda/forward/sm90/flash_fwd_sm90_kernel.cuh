@@ -344,13 +344,12 @@ struct Consumer {
   float o[DV / 2], m[2], l[2];
   uint32_t qa[Cfg::QREG ? D / 4 : 4];  // Q fragments (QREG)
   PipeState<Cfg::STAGES> ks, vs;       // run on across tiles, like the producer's
-  // EXT: the used key count, the prefix length, this thread's two rows' document ids and the warp's
-  // (ext_warp_docs: every row of the warp is of document ext_warp_doc), the keys' ids (null without
-  // documents), the current tile's need (mask_walk.cuh, warp-uniform) and, for the element rule, which
-  // of this thread's 32 columns hold a key of each row's document (bit 2 * (i / 4) + i % 2 for score i).
-  int ext_sk, ext_prefix, ext_doc0, ext_doc1, ext_warp_doc, ext_need;
-  bool ext_warp_docs;
-  const int32_t *ext_doc_k;
+  // EXT: the used key count, the prefix length, the batch entry and this thread's two rows clamped to
+  // the used ones (where its document ids are read: with documents, ext_classify reads them again per
+  // tile rather than holding them, which kept the head_dim 128 kernel's spills down, ptxas -v), the
+  // current tile's need (mask_walk.cuh, warp-uniform) and, for the element rule, which of this
+  // thread's 32 columns hold a key of each row's document (bit 2 * (i / 4) + i % 2 for score i).
+  int ext_sk, ext_prefix, ext_b, ext_row0, ext_row1, ext_need;
   uint32_t ext_match0, ext_match1;
 
   __device__ __forceinline__ void turn_wait() { named_barrier_sync(kPingPongBarrier + wg, 256); }
@@ -461,16 +460,8 @@ struct Consumer {
     end1 = cuda::ext_key_end(p.mods, p.ext, row0 + 8, shift, sk);
     ext_sk = sk;
     ext_prefix = cuda::ext_prefix(p.ext, t.b, sk);
-    ext_doc_k = nullptr;
-    ext_warp_docs = false;
-    if (p.ext.doc_q != nullptr && t.sq > 0) {
-      const int32_t *doc_q = p.ext.doc_q + int64_t(t.b) * p.ext.doc_q_stride;
-      ext_doc0 = doc_q[min(row0, t.sq - 1)];
-      ext_doc1 = doc_q[min(row0 + 8, t.sq - 1)];
-      ext_doc_k = p.ext.doc_k + int64_t(t.b) * p.ext.doc_k_stride;
-      ext_warp_doc = __shfl_sync(0xffffffffu, ext_doc0, 0);
-      ext_warp_docs = __all_sync(0xffffffffu, ext_doc0 == ext_warp_doc && ext_doc1 == ext_warp_doc);
-    }
+    ext_b = t.b;
+    ext_row0 = max(min(row0, t.sq - 1), 0), ext_row1 = max(min(row0 + 8, t.sq - 1), 0);
   }
 
   // EXT: what tile n (of kind `kind`) needs of the mask, the largest need over the warp's rows
@@ -492,14 +483,18 @@ struct Consumer {
     }
     bool docs_match = true;
     ext_match0 = ext_match1 = ~0u;
-    if (ext_doc_k != nullptr) {
+    if (p.ext.doc_q != nullptr) {
+      const int32_t *doc_q = p.ext.doc_q + int64_t(ext_b) * p.ext.doc_q_stride;
+      const int32_t *doc_k = p.ext.doc_k + int64_t(ext_b) * p.ext.doc_k_stride;
+      const int doc0 = doc_q[ext_row0], doc1 = doc_q[ext_row1];
+      const int warp_doc = __shfl_sync(0xffffffffu, doc0, 0);
       int kd[BN / 32];
-      bool ok = ext_warp_docs;
+      bool ok = doc0 == warp_doc && doc1 == warp_doc;
 #pragma unroll
       for (int e = 0; e < BN / 32; ++e) {
         const int j = k0 + lane + 32 * e;
-        kd[e] = j < ext_sk ? ext_doc_k[j] : ext_warp_doc;
-        ok = ok && kd[e] == ext_warp_doc;
+        kd[e] = j < ext_sk ? doc_k[j] : warp_doc;
+        ok = ok && kd[e] == warp_doc;
       }
       docs_match = __all_sync(0xffffffffu, ok);
       if (!docs_match) {
@@ -511,8 +506,8 @@ struct Consumer {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int id = __shfl_sync(0xffffffffu, kd[jj / 4], 8 * (jj % 4) + q2 + e);
-            m0 |= uint32_t(id == ext_doc0) << (2 * jj + e);
-            m1 |= uint32_t(id == ext_doc1) << (2 * jj + e);
+            m0 |= uint32_t(id == doc0) << (2 * jj + e);
+            m1 |= uint32_t(id == doc1) << (2 * jj + e);
           }
         ext_match0 = m0, ext_match1 = m1;
       }

@@ -1,0 +1,121 @@
+// Which mask-family calls the sm90 forward's plan takes (MaskExtConfig kernels: fixed length, bf16,
+// head dims up to 128, 128-multiple mask blocks, no softcap or ALiBi, the tile 128x128) and the
+// reason it gives for the others, decided by the planner alone (no device work: these run without a
+// GPU; on a Hopper device the accepted plans are also checked for their kernel name and the doc
+// spans' scratch). A decline has code 0, so auto goes on to the sm80 family. Suite MaskSm90Plan.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/backends.hpp"
+#include "core/masks.hpp"
+#include "core/problem.hpp"
+#include "flashbox/flashbox.h"
+#ifdef FLASHBOX_HAVE_SM90
+#include "cuda/forward/sm90/tile_policy.hpp"
+#include "cuda/hopper/tma_host.hpp"
+#endif
+
+namespace flashbox::test {
+namespace {
+
+#ifdef FLASHBOX_HAVE_SM90
+// A validated-looking problem (dense [batch, seq, heads, head_dim]); the pointers are never read.
+struct MaskPlanCase {
+  MaskPlanCase(int64_t d, flashbox_dtype t = FLASHBOX_BFLOAT16, int64_t seq = 300) {
+    a.device = FLASHBOX_CUDA, a.dtype = t, a.impl = FLASHBOX_AUTO;
+    a.batch = 2, a.seqlen_q = a.seqlen_k = seq, a.heads_q = 4, a.heads_kv = 2, a.head_dim = d;
+    buf.assign(size_t(a.batch * seq * a.heads_q * d), 0);
+    a.q = a.k = a.v = buf.data(), a.o = buf.data();
+    a.lse = lse.data();
+    const int64_t qs[3] = {seq * a.heads_q * d, a.heads_q * d, d}, ks[3] = {seq * a.heads_kv * d, a.heads_kv * d, d};
+    std::copy_n(qs, 3, a.q_stride), std::copy_n(qs, 3, a.o_stride);
+    std::copy_n(ks, 3, a.k_stride), std::copy_n(ks, 3, a.v_stride);
+  }
+  // The problem with document ids (never read by the planner).
+  detail::Problem with_documents(core::ScoreMods m = core::causal_mods(true)) const {
+    m.doc_q = m.doc_k = ids, m.doc_q_stride = m.doc_k_stride = a.seqlen_q;
+    return detail::make_problem(a, m);
+  }
+  flashbox_attention_args a{};
+  std::vector<uint16_t> buf;
+  std::vector<float> lse = std::vector<float>(4096);
+  const int32_t *ids = reinterpret_cast<const int32_t *>(buf.data());
+};
+
+void expect_decline(const detail::Problem &p, const std::string &why) {
+  const detail::PlanResult r = detail::plan_sm90_forward(p);
+  EXPECT_FALSE(r.plan.has_value());
+  EXPECT_EQ(r.code, 0) << "a decline, not an error: auto goes on to sm80";
+  EXPECT_NE(r.why_not.find(why), std::string::npos) << r.why_not;
+}
+
+TEST(MaskSm90Plan, KernelHeadDims) {
+  for (int64_t d : {8, 32, 64}) EXPECT_EQ(sm90::mask_kernel_head_dim(d), 64) << d;
+  for (int64_t d : {72, 96, 104, 128}) EXPECT_EQ(sm90::mask_kernel_head_dim(d), 128) << d;
+  for (int64_t d : {0, 60, 136, 192, 256}) EXPECT_EQ(sm90::mask_kernel_head_dim(d), 0) << d;
+}
+
+TEST(MaskSm90Plan, TakesBf16FixedLengthUpTo128) {
+  const bool hopper = sm90::sm90_unavailable_reason() == nullptr;
+  for (int64_t d : {64, 80, 128}) {
+    const MaskPlanCase c(d);
+    const detail::PlanResult r = detail::plan_sm90_forward(c.with_documents());
+    if (!hopper) {  // the mask checks passed; the device check is the one that declines
+      EXPECT_FALSE(r.plan.has_value());
+      EXPECT_EQ(r.why_not, sm90::sm90_unavailable_reason()) << "d" << d;
+      continue;
+    }
+    ASSERT_TRUE(r.plan.has_value()) << "d" << d << ": " << r.why_not;
+    const std::string want = std::string("cuda_flash_sm90_d") + (d <= 64 ? "64" : "128") + "_128x128_masks";
+    EXPECT_EQ(r.plan->kernel.rfind(want, 0), 0u) << r.plan->kernel;
+    // The doc spans: one int2 per (batch entry, 128-row query block).
+    EXPECT_EQ(r.plan->workspace_bytes, 8 * c.a.batch * ((c.a.seqlen_q + 127) / 128)) << "d" << d;
+  }
+}
+
+TEST(MaskSm90Plan, DeclinesWhatItsKernelsDoNotTake) {
+  {
+    const MaskPlanCase c(64, FLASHBOX_FLOAT16);
+    expect_decline(c.with_documents(), "in bf16 only");
+  }
+  for (int64_t d : {136, 192, 256}) {
+    const MaskPlanCase c(d);
+    expect_decline(c.with_documents(), "at head dims up to 128");
+  }
+  {
+    const MaskPlanCase c(64);
+    detail::Problem p = c.with_documents();
+    static int32_t cu[2] = {0, 300};
+    p.cu_seqlens_q = p.cu_seqlens_k = cu, p.max_seqlen_q = p.max_seqlen_k = 300;
+    p.batch = 1;
+    expect_decline(p, "on fixed-length batches only");
+  }
+  {
+    const MaskPlanCase c(128);
+    core::ScoreMods m = core::causal_mods(false);
+    m.softcap = 30.0f;
+    expect_decline(c.with_documents(m), "no softcap or ALiBi");
+  }
+  {
+    const MaskPlanCase c(128);
+    detail::Problem p = c.with_documents();
+    p.tuning.overrides.sm90_tile_m = 128, p.tuning.overrides.sm90_tile_n = 176;
+    expect_decline(p, "on the tile 128x128 only");
+  }
+  {
+    const MaskPlanCase c(64);
+    detail::Problem p = detail::make_problem(c.a);
+    p.block_mask.kv_num_blocks = c.ids, p.block_mask.kv_indices = c.ids;
+    p.block_mask.q_block_size = 64, p.block_mask.kv_block_size = 128, p.block_mask.max_kv_blocks = 3;
+    p.block_mask.batch = p.block_mask.heads = 1;
+    expect_decline(p, "multiples of 128 (got 64 x 128)");
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace flashbox::test

@@ -82,7 +82,7 @@ void make(Problem &p, std::mt19937_64 &rng, int trial) {
   auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const int lengths[] = {1, 17, 63, 64, 65, 127, 128, 129, 300, 513};
   p.sq = lengths[uni(0, 9)], p.sk = trial % 3 ? p.sq : lengths[uni(0, 9)];
-  if (trial % 4 == 0) p.w.window_right = 0;                           // causal
+  if (trial % 4 == 0) p.w.window_right = 0;  // causal
   if (trial % 5 == 0) p.w.window_left = uni(0, 200), p.w.window_right = uni(-1, 50);
   p.x.chunk = trial % 6 == 1 ? uni(1, 160) : 0;
   const int family = trial % 4;  // 0 documents, 1 prefix, 2 documents and prefix, 3 block mask
@@ -179,8 +179,8 @@ void run_block(const Problem &p, int mb, std::vector<std::vector<int>> &admitted
             case sm90::kNeedEnd: seen = j < p.sk; break;
             case sm90::kNeedBounds: seen = j >= begin && j < end; break;
             case sm90::kNeedElement:
-              seen = sm90::ext_key_visible(j, p.sk, p.x.doc_q ? p.dk.data() : nullptr,
-                                           p.x.doc_q ? p.dq[size_t(r)] : 0, prefix, begin, end);
+              seen = sm90::ext_key_visible(j, p.sk, p.x.doc_q ? p.dk.data() : nullptr, p.x.doc_q ? p.dq[size_t(r)] : 0,
+                                           prefix, begin, end);
               break;
             default: break;
           }
@@ -240,7 +240,7 @@ TEST(MaskWalkSm90, MalformedListsGiveDeadTiles) {
   std::vector<uint8_t> kinds(size_t(nq * nk), core::kBlockPartial);
   Lists l = encode(kinds, nq, nk, rng);
   l.kv_idx[0] = -1, l.kv_idx[1] = 1 << 29, l.kv_idx[2] = 2;  // out of range both ways, then block 2
-  l.kv_num[1] = 1 << 30;                    // over the row: clamped to min(width, nk)
+  l.kv_num[1] = 1 << 30;                                     // over the row: clamped to min(width, nk)
   cu::DeviceMaskExt x;
   x.kv_num = l.kv_num.data(), x.kv_idx = l.kv_idx.data();
   x.q_block = 128, x.kv_block = 256, x.max_kv = l.width, x.num_q_blocks = nq, x.num_kv_blocks = nk;

@@ -35,10 +35,10 @@ using mask_gpu::document_ids;
 using mask_gpu::random_blocks;
 using mask_gpu::same_documents;
 
-#define SKIP_WITHOUT_HOPPER()                                                  \
-  do {                                                                         \
-    std::string why_;                                                          \
-    if (!have_hopper(why_)) GTEST_SKIP() << "sm90 test not run: " << why_;     \
+#define SKIP_WITHOUT_HOPPER() \
+  do { \
+    std::string why_; \
+    if (!have_hopper(why_)) GTEST_SKIP() << "sm90 test not run: " << why_; \
   } while (0)
 
 bool starts_with(const std::string &s, const char *p) { return s.rfind(p, 0) == 0; }

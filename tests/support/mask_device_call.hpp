@@ -48,8 +48,8 @@ inline void same_documents(MaskCase &c, std::mt19937_64 &rng, int docs, bool sca
 }
 
 // A random block mask: each pair skipped with probability `skip`, else full with probability `full`.
-inline BlockSpec random_blocks(std::mt19937_64 &rng, const MaskCase &c, int64_t qb, int64_t kb, int64_t batches, int64_t heads,
-                        double skip, double full) {
+inline BlockSpec random_blocks(std::mt19937_64 &rng, const MaskCase &c, int64_t qb, int64_t kb, int64_t batches,
+                               int64_t heads, double skip, double full) {
   BlockSpec s;
   s.q_block = qb, s.kv_block = kb, s.batches = batches, s.heads = heads;
   const int64_t n = batches * heads * ((c.seqlen_q + qb - 1) / qb) * ((c.seqlen_k + kb - 1) / kb);

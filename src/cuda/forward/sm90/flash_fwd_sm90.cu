@@ -191,7 +191,9 @@ PlanResult plan_sm90_forward(const Problem &a) {
                           "), not " +
                           std::to_string(tile.bm) + "x" + std::to_string(tile.bn));
   if (const char *reason = sm90::sm90_unavailable_reason()) return PlanResult::no(reason);
-  const int d = masks ? mask_d : sm90::instantiation(kd, tile);  // the kernel that runs (192's 128x64: the 256 one; 96's 128x176: the 128 one)
+  // The kernel that runs (192's 128x64: the 256 one; 96's 128x176: the 128 one; the mask families:
+  // their own 64 or 128 one).
+  const int d = masks ? mask_d : sm90::instantiation(kd, tile);
   const int dv = dvk != nullptr ? dvk->head_dim_v : d;  // its DV
   // Varlen: at most total_q / BM + batch query blocks (each sequence's last may be partial).
   const int64_t max_entries = varlen ? a.seqlen_q / tile.bm + a.batch : 0;
@@ -308,8 +310,8 @@ PlanResult plan_sm90_forward(const Problem &a) {
                    }
                  }
                  const cudaError_t e = masks      ? sm90::launch_fwd_masks(d, p, grid, stream)
-                                       : dv != d    ? sm90::launch_fwd_dv(bf16, d, dv, p, grid, stream)
-                                       : d == 64    ? sm90::launch_fwd_d64(bf16, tile, score_mods, p, grid, stream)
+                                       : dv != d  ? sm90::launch_fwd_dv(bf16, d, dv, p, grid, stream)
+                                       : d == 64  ? sm90::launch_fwd_d64(bf16, tile, score_mods, p, grid, stream)
                                        : d == 96  ? sm90::launch_fwd_d96(bf16, p, grid, stream)
                                        : d == 128 ? sm90::launch_fwd_d128(bf16, tile, score_mods, p, grid, stream)
                                        : d == 192 ? sm90::launch_fwd_d192(bf16, p, grid, stream)

@@ -455,7 +455,8 @@ struct Consumer {
   // stored).
   __device__ __forceinline__ void ext_setup(const Tile &t, int row0) {
     const int sk = t.sk, shift = sk - t.sq;
-    begin0 = cuda::ext_key_begin(p.mods, p.ext, row0, shift, sk), end0 = cuda::ext_key_end(p.mods, p.ext, row0, shift, sk);
+    begin0 = cuda::ext_key_begin(p.mods, p.ext, row0, shift, sk);
+    end0 = cuda::ext_key_end(p.mods, p.ext, row0, shift, sk);
     begin1 = cuda::ext_key_begin(p.mods, p.ext, row0 + 8, shift, sk);
     end1 = cuda::ext_key_end(p.mods, p.ext, row0 + 8, shift, sk);
     ext_sk = sk;

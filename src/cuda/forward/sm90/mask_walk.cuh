@@ -107,7 +107,8 @@ FLASHBOX_WALK_HD int ext_tile_need(int k0, int bn, int begin, int end, int prefi
 
 // The element rule for one row (ext_visible with the row's bounds precomputed): key j < sk, of the
 // row's document (doc_row; doc_k null without documents), before the prefix or inside [begin, end).
-FLASHBOX_WALK_HD bool ext_key_visible(int j, int sk, const int32_t *doc_k, int doc_row, int prefix, int begin, int end) {
+FLASHBOX_WALK_HD bool ext_key_visible(int j, int sk, const int32_t *doc_k, int doc_row, int prefix, int begin,
+                                      int end) {
   if (j < 0 || j >= sk) return false;
   if (doc_k != nullptr && doc_k[j] != doc_row) return false;
   return j < prefix || (j >= begin && j < end);

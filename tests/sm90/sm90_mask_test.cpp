@@ -95,7 +95,7 @@ TEST(MaskSm90Documents, PackedDocuments) {
   for (const int64_t t : kLengths)
     for (const int docs : {8, 32})
       for (const int causal : {0, 1}) {
-        if (t == 4097 && causal == 0 && docs == 8) continue;  // the fp64 reference's cost
+        if (t == 4097 && (causal == 0 || docs == 8)) continue;  // the fp64 reference's cost
         MaskCase c = base(t > 1000 ? 1 : 2, t, t, 4, 2, (t + docs) % 2 ? 64 : 128, causal);
         std::mt19937_64 rng(c.seed);
         same_documents(c, rng, docs);

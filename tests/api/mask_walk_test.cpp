@@ -261,4 +261,27 @@ TEST(MaskWalkSm90, MalformedListsGiveDeadTiles) {
   EXPECT_EQ(sm90::ext_walk(Window{}, x, 0, 0, 1, kBM, kBN, 256, 600, 0, 600).count, nk * 2);
 }
 
+// The element rule's document bits: bit ext_doc_bit(i) of a lane is its score i's column (the wgmma
+// accumulator layout: 8 (i / 4) + 2 (lane % 4) + i % 2), and the lane and register that hold that
+// key's id (lane L reads keys L + 32 e) are ext_doc_bit_lane / ext_doc_bit_reg; 32 bits per row.
+TEST(MaskWalkSm90, DocumentBitsNameTheScoresColumns) {
+  for (int lane = 0; lane < 32; ++lane) {
+    std::vector<int> seen(32, 0);
+    for (int i = 0; i < kBN / 2; ++i) {
+      if ((i >> 1) & 1) continue;  // the second row's scores (acc_half 1) share the first's columns
+      const int column = 8 * (i >> 2) + 2 * (lane % 4) + (i & 1);
+      const int b = sm90::ext_doc_bit(i);
+      ASSERT_GE(b, 0);
+      ASSERT_LT(b, 32);
+      ++seen[size_t(b)];
+      const int src = sm90::ext_doc_bit_lane(b, lane), reg = sm90::ext_doc_bit_reg(b);
+      ASSERT_GE(src, 0);
+      ASSERT_LT(src, 32);
+      ASSERT_LT(reg, kBN / 32);
+      EXPECT_EQ(src + 32 * reg, column) << "lane " << lane << " score " << i;
+    }
+    for (int b = 0; b < 32; ++b) EXPECT_EQ(seen[size_t(b)], 1) << "bit " << b;
+  }
+}
+
 }  // namespace

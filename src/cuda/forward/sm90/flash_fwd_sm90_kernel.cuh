@@ -442,7 +442,7 @@ struct Consumer {
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) {
         const bool h = acc_half(i);
-        const uint32_t same_doc = ((h ? ext_match1 : ext_match0) >> (2 * (i >> 2) + (i & 1))) & 1u;
+        const uint32_t same_doc = ((h ? ext_match1 : ext_match0) >> ext_doc_bit(i)) & 1u;
         if (!same_doc || !ext_key_visible(first_col + acc_col(i), ext_sk, nullptr, 0, ext_prefix, h ? begin1 : begin0,
                                           h ? end1 : end0))
           s[i] = -INFINITY;
@@ -499,17 +499,14 @@ struct Consumer {
       }
       docs_match = __all_sync(0xffffffffu, ok);
       if (!docs_match) {
-        // Column 8 jj + 2 (lane % 4) + e of the tile: lane 8 (jj % 4) + 2 (lane % 4) + e's kd[jj / 4].
+        // Bit b: the key that lane ext_doc_bit_lane(b, lane) read into kd[ext_doc_bit_reg(b)].
         uint32_t m0 = 0, m1 = 0;
-        const int q2 = 2 * (lane % 4);
 #pragma unroll
-        for (int jj = 0; jj < BN / 8; ++jj)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int id = __shfl_sync(0xffffffffu, kd[jj / 4], 8 * (jj % 4) + q2 + e);
-            m0 |= uint32_t(id == doc0) << (2 * jj + e);
-            m1 |= uint32_t(id == doc1) << (2 * jj + e);
-          }
+        for (int b = 0; b < BN / 4; ++b) {
+          const int id = __shfl_sync(0xffffffffu, kd[ext_doc_bit_reg(b)], ext_doc_bit_lane(b, lane));
+          m0 |= uint32_t(id == doc0) << b;
+          m1 |= uint32_t(id == doc1) << b;
+        }
         ext_match0 = m0, ext_match1 = m1;
       }
     }

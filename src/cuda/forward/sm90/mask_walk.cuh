@@ -114,6 +114,14 @@ FLASHBOX_WALK_HD bool ext_key_visible(int j, int sk, const int32_t *doc_k, int d
   return j < prefix || (j >= begin && j < end);
 }
 
+// The element rule's document bits (the consumer's ext_classify): a thread's score i is column
+// 8 (i / 4) + 2 (lane % 4) + i % 2 of the tile (the wgmma accumulator layout, cuda/hopper/fragment.cuh),
+// and its bit is ext_doc_bit(i). Lane L holds the ids of keys L + 32 e (e < BN / 32); the key of bit b
+// of `lane` is held by lane ext_doc_bit_lane(b, lane) in its register ext_doc_bit_reg(b).
+FLASHBOX_WALK_HD int ext_doc_bit(int i) { return 2 * (i >> 2) + (i & 1); }
+FLASHBOX_WALK_HD int ext_doc_bit_lane(int b, int lane) { return 8 * ((b >> 1) % 4) + 2 * (lane % 4) + (b & 1); }
+FLASHBOX_WALK_HD int ext_doc_bit_reg(int b) { return (b >> 1) / 4; }
+
 }  // namespace flashbox::sm90
 
 #undef FLASHBOX_WALK_HD

@@ -1,5 +1,5 @@
-// Which mask-family calls the sm90 forward's plan takes (MaskExtConfig kernels: fixed length, bf16,
-// head dims up to 128, 128-multiple mask blocks, no softcap or ALiBi, the tile 128x128) and the
+// Which mask-family calls the sm90 forward's plan takes (MaskExtConfig kernels: bf16, head dims up
+// to 128, fixed length and varlen, 128-multiple mask blocks, no softcap or ALiBi, the tile 128x128) and the
 // reason it gives for the others, decided by the planner alone (no device work: these run without a
 // GPU; on a Hopper device the accepted plans are also checked for their kernel name and the doc
 // spans' scratch). A decline has code 0, so auto goes on to the sm80 family. Suite MaskSm90Plan.
@@ -59,7 +59,7 @@ TEST(MaskSm90Plan, KernelHeadDims) {
   for (int64_t d : {0, 60, 136, 192, 256}) EXPECT_EQ(sm90::mask_kernel_head_dim(d), 0) << d;
 }
 
-TEST(MaskSm90Plan, TakesBf16FixedLengthUpTo128) {
+TEST(MaskSm90Plan, TakesBf16UpTo128) {
   const bool hopper = sm90::sm90_unavailable_reason() == nullptr;
   for (int64_t d : {64, 80, 128}) {
     const MaskPlanCase c(d);
@@ -75,6 +75,22 @@ TEST(MaskSm90Plan, TakesBf16FixedLengthUpTo128) {
     // The doc spans: one int2 per (batch entry, 128-row query block).
     EXPECT_EQ(r.plan->workspace_bytes, 8 * c.a.batch * ((c.a.seqlen_q + 127) / 128)) << "d" << d;
   }
+  // Varlen: the tile list, then a row of doc spans per sequence (as many blocks as the longest has).
+  const MaskPlanCase c(64);
+  detail::Problem p = c.with_documents();
+  static int32_t cu[3] = {0, 100, 600};
+  p.cu_seqlens_q = p.cu_seqlens_k = cu, p.max_seqlen_q = p.max_seqlen_k = 500;
+  p.batch = 2, p.seqlen_q = p.seqlen_k = 600;
+  const detail::PlanResult r = detail::plan_sm90_forward(p);
+  if (!hopper) {
+    EXPECT_EQ(r.why_not, sm90::sm90_unavailable_reason());
+    return;
+  }
+  ASSERT_TRUE(r.plan.has_value()) << r.why_not;
+  EXPECT_NE(r.plan->kernel.find("_masks"), std::string::npos) << r.plan->kernel;
+  EXPECT_NE(r.plan->kernel.find("_varlen"), std::string::npos) << r.plan->kernel;
+  const int64_t list = 16 + 8 * (600 / 128 + 2) * c.a.heads_q;
+  EXPECT_EQ(r.plan->workspace_bytes, list + 8 * 2 * ((500 + 127) / 128));
 }
 
 TEST(MaskSm90Plan, DeclinesWhatItsKernelsDoNotTake) {
@@ -88,11 +104,14 @@ TEST(MaskSm90Plan, DeclinesWhatItsKernelsDoNotTake) {
   }
   {
     const MaskPlanCase c(64);
-    detail::Problem p = c.with_documents();
+    detail::Problem p = detail::make_problem(c.a);
     static int32_t cu[2] = {0, 300};
     p.cu_seqlens_q = p.cu_seqlens_k = cu, p.max_seqlen_q = p.max_seqlen_k = 300;
     p.batch = 1;
-    expect_decline(p, "on fixed-length batches only");
+    p.block_mask.kv_num_blocks = c.ids, p.block_mask.kv_indices = c.ids;
+    p.block_mask.q_block_size = p.block_mask.kv_block_size = 128, p.block_mask.max_kv_blocks = 3;
+    p.block_mask.batch = p.block_mask.heads = 1;
+    expect_decline(p, "block masks on fixed-length batches only");
   }
   {
     const MaskPlanCase c(128);

@@ -5,16 +5,18 @@
 // all), FlexAttention BlockMasks (random 50 % block-sparse with and without full blocks, broadcast
 // heads, 256 x 128 and 128 x 256 blocks, documents inside partial blocks, everything skipped,
 // malformed tables), at T = 1, 17, 63, 64, 65, 1000, 4097, seqlen_q != seqlen_k, GQA, causal and
-// not, head dims 64, 128 and 80 (the 128 kernel), bf16 with outliers in q and k, against the fp64
+// not, head dims 64, 128 and 80 (the 128 kernel), variable-length batches (documents, prefix, chunk,
+// seqused; sequences of 1 to 700 tokens, one with no key), bf16 with outliers in q and k, against the fp64
 // reference of support/mask_case.hpp (seed printed; FLASHBOX_TEST_SEED=N repeats one). Outputs are
 // poisoned (NaN) and framed by guard bytes; NaN never passes. Every forward must run on an sm90
 // `_masks` kernel; its O and LSE then feed the sm80 backward (the mask families' backward), whose
-// gradients must match the reference too. Calls the kernels do not take (fp16, head_dim 256,
-// variable length) must fall back to the sm80 family. Suites MaskSm90*: `ctest -R MaskSm90`.
+// gradients must match the reference too. Calls the kernels do not take (fp16, head_dim 256) must
+// fall back to the sm80 family. Suites MaskSm90*: `ctest -R MaskSm90`.
 // Skipped, with the reason, without a Hopper GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -222,6 +224,32 @@ TEST(MaskSm90BlockSparse, MalformedTablesStayInBounds) {
   EXPECT_NE(kernel.find("_masks"), std::string::npos) << kernel;
 }
 
+TEST(MaskSm90Varlen, VariableLengthBatches) {
+  SKIP_WITHOUT_HOPPER();
+  MaskCase c = base(1, 0, 0, 4, 2, 64, 1);  // documents across sequences of every length class
+  c.lens_q = {1, 130, 700, 63, 257}, c.lens_k = {1, 130, 700, 65, 300};
+  c.docs_q.resize(1 + 130 + 700 + 63 + 257), c.docs_k.resize(1 + 130 + 700 + 65 + 300);
+  std::mt19937_64 rng(c.seed);
+  for (int32_t &d : c.docs_q) d = int32_t(rng() % 4);
+  std::sort(c.docs_q.begin(), c.docs_q.end());  // packed: sorted runs over the whole batch
+  for (size_t j = 0; j < c.docs_k.size(); ++j) c.docs_k[j] = c.docs_q[j * c.docs_q.size() / c.docs_k.size()];
+  check_gpu(c);
+  MaskCase p = base(1, 0, 0, 2, 2, 128, 1);  // prefix, then chunk with a window, then seqused
+  p.lens_q = {17, 300, 129}, p.lens_k = {40, 300, 500};
+  p.prefix = {5, 150, 0};
+  check_gpu(p);
+  p.prefix.clear();
+  p.causal = 0, p.attention_chunk = 100, p.window_left = 30, p.window_right = 10;
+  check_gpu(p);
+  p.attention_chunk = 0, p.window_left = p.window_right = -1, p.causal = 1;
+  p.used_q = {17, 200, 0}, p.used_k = {3, 300, 129};
+  check_gpu(p);
+  MaskCase e = base(1, 0, 0, 2, 1, 64);  // a sequence with no key
+  e.lens_q = {64, 100}, e.lens_k = {0, 100};
+  e.prefix = {0, 20};
+  check_gpu(e, true);
+}
+
 TEST(MaskSm90Fallback, CallsTheKernelsDoNotTakeRunOnSm80) {
   SKIP_WITHOUT_HOPPER();
   MaskCase h = base(2, 300, 300, 2, 1, 64, 1);  // fp16: the mask kernels are bf16 only
@@ -232,10 +260,6 @@ TEST(MaskSm90Fallback, CallsTheKernelsDoNotTakeRunOnSm80) {
   MaskCase w = base(1, 300, 300, 2, 2, 256, 1);  // head_dim 256
   w.prefix = {100};
   check_gpu(w, false, true);
-  MaskCase v = base(1, 0, 0, 2, 1, 64, 1);  // variable length
-  v.lens_q = {100, 300}, v.lens_k = {100, 300};
-  v.prefix = {30, 0};
-  check_gpu(v, false, true);
 }
 
 }  // namespace

@@ -52,11 +52,12 @@
 // family (the kernel's varlen store path is not compiled there, neither at 192 nor at 256:
 // FwdConfig::VARLEN).
 // The extension's mask families (document ids, prefix-LM, attention_chunk, seqused_q/k, block masks;
-// docs/masks.md) run on the MaskExtConfig kernels (mask_walk.cuh): fixed length, bf16, head dims up to
-// 128 (64 and 128 instantiations, 128 x 128 tiles), no softcap or ALiBi, block masks of 128-multiple
-// blocks; any other such call is declined with the reason and runs on the sm80 family. With document
-// ids a small kernel writes each query block's doc span into the call's scratch first
-// (flash_fwd_sm90_doc_spans.cu).
+// docs/masks.md) run on the MaskExtConfig kernels (mask_walk.cuh): bf16, head dims up to 128 (64 and
+// 128 instantiations, 128 x 128 tiles), fixed length and varlen (block masks fixed length only, as
+// everywhere), no softcap or ALiBi, block masks of 128-multiple blocks; any other such call is
+// declined with the reason and runs on the sm80 family. With document ids a small kernel writes each
+// query block's doc span into the call's scratch first (flash_fwd_sm90_doc_spans.cu; after the varlen
+// tile list).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -117,7 +118,8 @@ cuda::DeviceMods kernel_mods(const Problem &a) {
 std::string mask_family_refusal(const Problem &a, int *d) {
   const std::string what = mask_family_in_use(a);
   *d = sm90::mask_kernel_head_dim(a.head_dim);
-  if (a.varlen()) return "the sm90 forward runs " + what + " on fixed-length batches only";
+  if (a.varlen() && a.block_mask.kv_num_blocks)
+    return "the sm90 forward takes block masks on fixed-length batches only";
   if (a.dtype != FLASHBOX_BFLOAT16) return "the sm90 forward runs " + what + " in bf16 only";
   if (*d == 0 || a.head_dim_v != a.head_dim)
     return "the sm90 forward runs " + what + " at head dims up to 128 with head_dim_v = head_dim (got " +
@@ -235,13 +237,6 @@ PlanResult plan_sm90_forward(const Problem &a) {
   p.o_seq = a.o_stride[1], p.o_head = a.o_stride[2];
   p.head_dim_v = int(a.head_dim_v);  // the columns the varlen partial store writes (the kernel's DV may be larger)
   p.sinks = a.mods.sinks;
-  // The mask families: the tables, and a doc span per (batch entry, query block) with document ids.
-  sm90::DocSpanArgs spans{};
-  if (masks) {
-    p.ext = cuda::device_mask_ext(a);
-    p.o_batch = a.o_stride[0];
-    if (p.ext.doc_q) spans = {p.ext, int(a.batch), p.seqlen_q, p.seqlen_k, tile.bm, p.num_m_blocks, nullptr};
-  }
   sm90::VarlenListArgs list{};
   if (varlen) {
     p.cu_q = a.cu_seqlens_q, p.cu_k = a.cu_seqlens_k;
@@ -249,6 +244,21 @@ PlanResult plan_sm90_forward(const Problem &a) {
     p.max_q = int(std::min<int64_t>(a.max_seqlen_q, INT32_MAX)), p.max_k = int(std::min<int64_t>(a.max_seqlen_k, INT32_MAX));
     list = {p.cu_q, p.cu_k, int(a.batch), p.total_q, p.total_k, p.max_q, p.max_k, tile.bm, tile.bn, int(a.heads_q),
             int(max_entries), p.mods, nullptr, nullptr};
+  }
+  // The mask families: the tables, and with document ids a doc span per (batch entry or sequence,
+  // query block): num_m_blocks a row, or varlen as many as the longest sequence has (varlen_span
+  // clamps a sequence to max_q and total_q tokens).
+  sm90::DocSpanArgs spans{};
+  int64_t span_count = 0;
+  if (masks) {
+    p.ext = cuda::device_mask_ext(a);
+    p.o_batch = a.o_stride[0];
+    p.doc_span_blocks = varlen ? int((std::min<int64_t>(p.max_q, p.total_q) + tile.bm - 1) / tile.bm) : p.num_m_blocks;
+    if (p.ext.doc_q) {
+      span_count = a.batch * p.doc_span_blocks;
+      spans = {p.ext,     int(a.batch), p.seqlen_q, p.seqlen_k, tile.bm, p.doc_span_blocks, p.cu_q, p.cu_k,
+               p.total_q, p.total_k,    p.max_q,    p.max_k,    nullptr};
+    }
   }
 
   dim3 grid(unsigned(p.num_tiles));
@@ -280,12 +290,12 @@ PlanResult plan_sm90_forward(const Problem &a) {
 
   const bool bf16 = a.dtype == FLASHBOX_BFLOAT16;
   const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
-  // Varlen scratch: the tile count (16 bytes, keeping the tiles aligned), then the tiles. Document
-  // ids: the doc spans (fixed length only, so never both).
-  const int64_t span_count = masks && p.ext.doc_q ? a.batch * p.num_m_blocks : 0;
-  const int64_t scratch_bytes = varlen ? 16 + 8 * max_entries * a.heads_q : 8 * span_count;
+  // Scratch: varlen, the tile count (16 bytes, keeping the tiles aligned), then the tiles; with
+  // document ids, then the doc spans.
+  const int64_t list_bytes = varlen ? 16 + 8 * max_entries * a.heads_q : 0;
+  const int64_t scratch_bytes = list_bytes + 8 * span_count;
   return {Plan{std::move(name), scratch_bytes,
-               [p, tile, grid, bf16, d, dv, score_mods, masks, stream, list, spans, span_count,
+               [p, tile, grid, bf16, d, dv, score_mods, masks, stream, list, spans, span_count, list_bytes,
                 scratch_bytes]() mutable -> int {
                  cuda::DeviceScratch scratch(stream);
                  if (scratch_bytes > 0) {
@@ -293,20 +303,22 @@ PlanResult plan_sm90_forward(const Problem &a) {
                    if (e == cudaErrorMemoryAllocation)
                      return fail(FLASHBOX_ERR_OUT_OF_MEMORY,
                                  "sm90 forward: cannot allocate " + std::to_string(scratch_bytes) + " bytes for the " +
-                                     (span_count > 0 ? "document spans" : "variable-length tile list"));
-                   if (e == cudaSuccess && span_count > 0) {
-                     p.doc_spans = spans.spans = scratch.as<int2>();
-                     e = sm90::launch_doc_spans(spans, stream);
-                   } else if (e == cudaSuccess) {
+                                     (list_bytes > 0 ? "variable-length tile list" : "document spans"));
+                   const char *step = "varlen tile list";
+                   if (e == cudaSuccess && list_bytes > 0) {
                      p.tile_count = list.tile_count = scratch.as<int>();
                      p.tiles = list.entries = reinterpret_cast<int2 *>(scratch.as<uint8_t>() + 16);
                      e = sm90::launch_varlen_tile_list(list, stream);
                    }
+                   if (e == cudaSuccess && span_count > 0) {
+                     step = "document spans";
+                     p.doc_spans = spans.spans = reinterpret_cast<int2 *>(scratch.as<uint8_t>() + list_bytes);
+                     e = sm90::launch_doc_spans(spans, stream);
+                   }
                    if (e != cudaSuccess) {
                      cudaGetLastError();
-                     return fail(FLASHBOX_ERR_CUDA, std::string("sm90 forward: ") +
-                                                        (span_count > 0 ? "document spans" : "varlen tile list") +
-                                                        " failed: " + cudaGetErrorString(e));
+                     return fail(FLASHBOX_ERR_CUDA,
+                                 std::string("sm90 forward: ") + step + " failed: " + cudaGetErrorString(e));
                    }
                  }
                  const cudaError_t e = masks      ? sm90::launch_fwd_masks(d, p, grid, stream)

@@ -43,13 +43,16 @@ struct FwdParams {
   int head_dim_v;
   const float *sinks;  // learnable sink logits, fp32 [heads_q] (natural units), or null (cuda/common/sink.cuh)
   // The extension's mask families (cuda/common/mask_ext.cuh), read by the EXT configurations only
-  // (MaskExtConfig; fixed-length batches): the tables as the sm80 kernels take them; doc_spans, with
-  // document ids, the keys of each query block's documents ([batch, num_m_blocks] {begin, end},
-  // written on the device before the launch: doc_spans.cuh); o_batch, O's batch stride in elements
-  // for the row-by-row store of a slice that seqused_q ends inside (rows past it keep their values).
-  // Last in the struct so that the plain configurations' parameter offsets stay as they were.
+  // (MaskExtConfig): the tables as the sm80 kernels take them; doc_spans, with document ids, the keys
+  // of each query block's documents ([batch, doc_span_blocks] {begin, end}, positions of the
+  // sequence, written on the device before the launch: flash_fwd_sm90_doc_spans.cu; doc_span_blocks
+  // is num_m_blocks, or for varlen the longest sequence's query blocks); o_batch, O's batch stride in
+  // elements for the row-by-row store of a fixed-length slice that seqused_q ends inside (rows past
+  // it keep their values). Last in the struct so that the plain configurations' parameter offsets
+  // stay as they were.
   cuda::DeviceMaskExt ext;
   const int2 *doc_spans;
+  int doc_span_blocks;
   int64_t o_batch;
 };
 
@@ -130,8 +133,8 @@ struct FwdConfig {
 // attention_chunk, seqused_q/k, block masks; mask_walk.cuh says how the kernel walks them). A traits
 // member rather than one more positional flag: the plain configurations keep their type, so their
 // kernels' code is what it was (the walk, the element rule and the extra registers stay out of them,
-// as with the sm80 forward's kExt). Fixed-length batches with 128-row tiles (BM divides FlexAttention's
-// 128-row mask blocks) and the row-by-row store (VARLEN) for slices that seqused_q ends inside.
+// as with the sm80 forward's kExt). 128 x 128 tiles (BM divides FlexAttention's 128-row mask blocks),
+// fixed length and varlen, with the row-by-row store (VARLEN) for slices that seqused_q ends inside.
 template <class Base>
 struct MaskExtConfig : Base {
   static constexpr bool EXT = true;

@@ -146,7 +146,7 @@ template <class Cfg>
 __device__ __forceinline__ ExtWalk tile_walk(const FwdParams &p, const Tile &t) {
   int doc_begin = 0, doc_end = t.sk;
   if (p.ext.doc_q != nullptr && t.m_block * Cfg::BM < t.sq) {
-    const int2 span = p.doc_spans[int64_t(t.b) * p.num_m_blocks + t.m_block];
+    const int2 span = p.doc_spans[int64_t(t.b) * p.doc_span_blocks + t.m_block];
     doc_begin = span.x, doc_end = span.y;
   }
   return ext_walk(p.mods, p.ext, t.b, t.h, t.m_block, Cfg::BM, Cfg::BN, t.sq, t.sk, doc_begin, doc_end);
@@ -485,8 +485,12 @@ struct Consumer {
     bool docs_match = true;
     ext_match0 = ext_match1 = ~0u;
     if (p.ext.doc_q != nullptr) {
-      const int32_t *doc_q = p.ext.doc_q + int64_t(ext_b) * p.ext.doc_q_stride;
-      const int32_t *doc_k = p.ext.doc_k + int64_t(ext_b) * p.ext.doc_k_stride;
+      // The sequence's ids: batch entry ext_b's (fixed length), or from its first token (varlen: the
+      // strides are 0; the first tokens clamped as varlen_span clamps them).
+      const int q0 = p.cu_q != nullptr ? cuda::span_clamp(p.cu_q[ext_b], 0, p.total_q) : 0;
+      const int k0s = p.cu_q != nullptr ? cuda::span_clamp(p.cu_k[ext_b], 0, p.total_k) : 0;
+      const int32_t *doc_q = p.ext.doc_q + int64_t(ext_b) * p.ext.doc_q_stride + q0;
+      const int32_t *doc_k = p.ext.doc_k + int64_t(ext_b) * p.ext.doc_k_stride + k0s;
       const int doc0 = doc_q[ext_row0], doc1 = doc_q[ext_row1];
       const int warp_doc = __shfl_sync(0xffffffffu, doc0, 0);
       int kd[BN / 32];
@@ -515,11 +519,14 @@ struct Consumer {
     ext_need = int(__reduce_max_sync(0xffffffffu, unsigned(need)));
   }
 
-  // EXT, fixed length: V rows of tile n past the used keys (seqused_k) but inside the tensor hold
-  // whatever the caller left there (the TMA zero-fills only past seqlen_k): zeroed before this
-  // group's P.V reads the stage, as the varlen path zeroes the next sequence's rows.
+  // EXT: V rows of tile n past the sequence's used keys but inside the tensor (rows past seqused_k,
+  // or the next sequence's with varlen) hold whatever is there (the TMA zero-fills only past the
+  // tensor's end, seqlen_k or total_k): zeroed before this group's P.V reads the stage, so that a
+  // non-finite value cannot meet p = 0.
   __device__ __forceinline__ void ext_zero_v(int n) {
-    if (ext_sk < p.seqlen_k && n * BN < ext_sk && (n + 1) * BN > ext_sk) zero_v_rows(vs.stage, ext_sk - n * BN);
+    if (n * BN >= ext_sk || (n + 1) * BN <= ext_sk) return;
+    const int k0 = p.cu_q != nullptr ? cuda::span_clamp(p.cu_k[ext_b], 0, p.total_k) : 0;
+    if (k0 + ext_sk < p.seqlen_k) zero_v_rows(vs.stage, ext_sk - n * BN);
   }
 
   // MODS: softcap, then the ALiBi bias, in score units (before the mask, which sets -inf last).
@@ -790,10 +797,10 @@ struct Consumer {
     // Varlen, the sequence ends inside this slice: a TMA box would write the next sequence's rows.
     // (Not compiled for head_dim 192 and 256, whose plan declines varlen: with this path the 256
     // kernel spilled 44 bytes, ptxas -v, even with an empty copy loop.)
-    // EXT (fixed length): the same when seqused_q ends the rows inside the slice (or before it: no
+    // EXT: also when seqused_q ends a fixed-length sequence's rows inside the slice (or before it: no
     // row is stored), so that rows past the used ones keep their values.
     const bool partial =
-        Cfg::VARLEN && (Cfg::EXT ? tile.sq < p.seqlen_q : p.cu_q != nullptr) && slice_row + 64 > tile.sq;
+        Cfg::VARLEN && (p.cu_q != nullptr || (Cfg::EXT && tile.sq < p.seqlen_q)) && slice_row + 64 > tile.sq;
     if (partial) {
       // The slice's rows before the sequence's end, copied out by the group's 128 threads, 16 bytes
       // each (the staging above keeps the registers of O out of it: storing them straight from the
@@ -801,7 +808,7 @@ struct Consumer {
       // its writes of the slice.
       const int rows = max(min(tile.sq - slice_row, 64), 0);
       T *o_base = static_cast<T *>(p.o) + int64_t(tile.q0 + slice_row) * p.o_seq + int64_t(tile.h) * p.o_head +
-                  (Cfg::EXT ? int64_t(tile.b) * p.o_batch : 0);
+                  (Cfg::EXT && p.cu_q == nullptr ? int64_t(tile.b) * p.o_batch : 0);
       // Only the call's head_dim_v columns (a multiple of 8: whole 16-byte chunks); the row's bytes
       // past them belong to the caller (a strided O, or the next head).
       for (int i = warp * 32 + lane; i < rows * (DV / 8); i += 128) {

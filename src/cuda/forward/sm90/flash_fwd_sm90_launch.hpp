@@ -32,16 +32,19 @@ struct VarlenListArgs {
 };
 cudaError_t launch_varlen_tile_list(const VarlenListArgs &a, cudaStream_t stream);
 
-// The doc spans of the mask-family kernels (flash_fwd_sm90_doc_spans.cu): for every (batch entry,
-// query block of bm rows), the keys of the rows' documents, into spans [batch * num_m_blocks].
+// The doc spans of the mask-family kernels (flash_fwd_sm90_doc_spans.cu): for every (batch entry or
+// sequence, query block of bm rows), the keys of the rows' documents, into spans [batch * num_m_blocks].
+// Varlen (cu_q non-null): the sequences of the prefix sums, num_m_blocks those of the longest.
 struct DocSpanArgs {
   cuda::DeviceMaskExt ext;
   int batch, seqlen_q, seqlen_k, bm, num_m_blocks;
+  const int32_t *cu_q, *cu_k;
+  int total_q, total_k, max_q, max_k;
   int2 *spans;
 };
 cudaError_t launch_doc_spans(const DocSpanArgs &a, cudaStream_t stream);
-// The mask-family configurations (MaskExtConfig): head_dim 64 and 128 (72..128), 128 x 128, bf16
-// (the generated kernel table's rows d64 128x128_masks and d128 128x128_masks).
+// The mask-family configurations (MaskExtConfig): head_dim 64 and 128 (72..128), 128 x 128, bf16,
+// fixed length and varlen (the generated kernel table's rows d64 128x128_masks and d128 128x128_masks).
 cudaError_t launch_fwd_masks(int d, const FwdParams &p, dim3 grid, cudaStream_t stream);
 
 template <class Cfg>

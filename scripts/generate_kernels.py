@@ -130,7 +130,7 @@ ROWS = [
         "FwdConfig<{T}, 192, 112, 2, 2>", group="d192"),
     Row("fwd_sm90", 256, "128x64", "head dims 200..256", "FwdConfig<{T}, 256, 64, 2, 2>", group="d256"),
     # The mask families (MaskExtConfig: document ids, prefix-LM, attention_chunk, seqused, block masks),
-    # fixed length, bf16, 128 x 128 (tiles that divide FlexAttention's 128 x 128 mask blocks). Files of
+    # fixed length and varlen, bf16, 128 x 128 (tiles that divide FlexAttention's 128 x 128 mask blocks). Files of
     # their own, so the plain rows' machine code stays as it is; other dtypes and head dims run sm80's.
     Row("fwd_sm90", 64, "128x128_masks", "bf16 mask-family calls at head dims 8..64 (cuda/forward/sm90/mask_walk.cuh)",
         "MaskExtConfig<FwdConfig<{T}, 64, 128, 2, 2>>", dtypes=(BF16,)),

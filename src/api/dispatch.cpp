@@ -43,7 +43,7 @@ int cuda_flash_forward(const Problem &p) {
   return run_first_plan(p.tuning, "forward", [&](flashbox_kernel_family f) {
 #ifdef FLASHBOX_HAVE_SM90
     // The extension's mask families: the sm90 plan takes them on its mask-family kernels where it can
-    // (fixed length, bf16, head dims up to 128, 128-multiple mask blocks) and otherwise says why, so
+    // (bf16, head dims up to 128, 128-multiple mask blocks) and otherwise says why, so
     // auto falls back to the sm80 family (docs/masks.md).
     if (f == FLASHBOX_FAMILY_SM90) return plan_sm90_forward(p);
 #endif

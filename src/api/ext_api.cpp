@@ -6,7 +6,7 @@
 //   attention_chunk, seqused_q/k, document ids, prefix lengths,
 //   block_mask                         -> cpu: every level; cuda: the sm80 family, forward and
 //                                         backward; the sm90 forward where its mask-family kernels
-//                                         take the call (fixed length, bf16, head_dim <= 128:
+//                                         take the call (bf16, head_dim <= 128:
 //                                         flash_fwd_sm90.cu), the sm90 backward declines them
 //   qv                                 -> device = cpu only, forward only
 //   head_dim_v != head_dim             -> cpu: the levels take it; cuda: the forward of a pair with a

@@ -37,13 +37,13 @@ struct MaskPlanCase {
   }
   // The problem with document ids (never read by the planner).
   detail::Problem with_documents(core::ScoreMods m = core::causal_mods(true)) const {
-    m.doc_q = m.doc_k = ids, m.doc_q_stride = m.doc_k_stride = a.seqlen_q;
+    m.doc_q = m.doc_k = ids(), m.doc_q_stride = m.doc_k_stride = a.seqlen_q;
     return detail::make_problem(a, m);
   }
   flashbox_attention_args a{};
   std::vector<uint16_t> buf;
   std::vector<float> lse = std::vector<float>(4096);
-  const int32_t *ids = reinterpret_cast<const int32_t *>(buf.data());
+  const int32_t *ids() const { return reinterpret_cast<const int32_t *>(buf.data()); }
 };
 
 void expect_decline(const detail::Problem &p, const std::string &why) {
@@ -108,7 +108,7 @@ TEST(MaskSm90Plan, DeclinesWhatItsKernelsDoNotTake) {
     static int32_t cu[2] = {0, 300};
     p.cu_seqlens_q = p.cu_seqlens_k = cu, p.max_seqlen_q = p.max_seqlen_k = 300;
     p.batch = 1;
-    p.block_mask.kv_num_blocks = c.ids, p.block_mask.kv_indices = c.ids;
+    p.block_mask.kv_num_blocks = c.ids(), p.block_mask.kv_indices = c.ids();
     p.block_mask.q_block_size = p.block_mask.kv_block_size = 128, p.block_mask.max_kv_blocks = 3;
     p.block_mask.batch = p.block_mask.heads = 1;
     expect_decline(p, "block masks on fixed-length batches only");
@@ -128,7 +128,7 @@ TEST(MaskSm90Plan, DeclinesWhatItsKernelsDoNotTake) {
   {
     const MaskPlanCase c(64);
     detail::Problem p = detail::make_problem(c.a);
-    p.block_mask.kv_num_blocks = c.ids, p.block_mask.kv_indices = c.ids;
+    p.block_mask.kv_num_blocks = c.ids(), p.block_mask.kv_indices = c.ids();
     p.block_mask.q_block_size = 64, p.block_mask.kv_block_size = 128, p.block_mask.max_kv_blocks = 3;
     p.block_mask.batch = p.block_mask.heads = 1;
     expect_decline(p, "multiples of 128 (got 64 x 128)");

@@ -166,12 +166,14 @@ __global__ void __launch_bounds__(DkDvTile<D, BQ>::kThreads, (BQ == 32 && D <= 1
     __syncthreads();
     const int hq = hk * p.group + it / m_count, m0 = (m_begin + it % m_count) * kBQ;
     // Block mask: this (Q block, K block) pair's kind, CTA-uniform; a skipped pair has nothing to add.
-    const int kind =
-        p.ext.blocks() ? block_kind(p.ext, b, hq, m0 / p.ext.q_block, n0 / p.ext.kv_block) : kExtBlockPartial;
+    int entry = -1;  // a partial pair's entry in its row: the mask mod's bit tile
+    const int kind = p.ext.blocks() ? block_kind(p.ext, b, hq, m0 / p.ext.q_block, n0 / p.ext.kv_block, &entry)
+                                    : kExtBlockPartial;
     if (kind == kExtBlockSkipped) {
       __syncthreads();
       continue;
     }
+    const uint32_t *bits = entry >= 0 ? mod_tile(p.ext, b, hq, m0 / p.ext.q_block, entry) : nullptr;
     const Elem *cQ = sQ + buf * kBQ * kLd, *cdO = sdO + buf * kBQ * kLd;
     const float *cLse = sLse + buf * kBQ, *cDsum = sDsum + buf * kBQ;
 
@@ -213,7 +215,8 @@ __global__ void __launch_bounds__(DkDvTile<D, BQ>::kThreads, (BQ == 32 && D <= 1
           const bool seen = !ext_on ? key < SK && mods_visible(p.mods, m0 + qcol, key, shift)
                             : kind == kExtBlockFull
                                 ? key < SK
-                                : ext_visible(p.mods, p.ext, doc_q, doc_k, prefix, m0 + qcol, key, shift, SQ, SK);
+                                : ext_visible(p.mods, p.ext, doc_q, doc_k, prefix, m0 + qcol, key, shift, SQ, SK) &&
+                                      mod_bit(p.ext, bits, m0 + qcol, key);
           if (!seen) pv = 0.0f;
         }
         s[nt][e] = pv;

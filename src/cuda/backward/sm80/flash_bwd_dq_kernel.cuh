@@ -130,12 +130,14 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
     }
     __syncthreads();
     // Block mask: this (Q block, K block) pair's kind, CTA-uniform; a skipped pair has nothing to add.
-    const int kind =
-        p.ext.blocks() ? block_kind(p.ext, b, hq, m0 / p.ext.q_block, n0 / p.ext.kv_block) : kExtBlockPartial;
+    int entry = -1;  // a partial pair's entry in its row: the mask mod's bit tile
+    const int kind = p.ext.blocks() ? block_kind(p.ext, b, hq, m0 / p.ext.q_block, n0 / p.ext.kv_block, &entry)
+                                    : kExtBlockPartial;
     if (kind == kExtBlockSkipped) {
       __syncthreads();
       continue;
     }
+    const uint32_t *bits = entry >= 0 ? mod_tile(p.ext, b, hq, m0 / p.ext.q_block, entry) : nullptr;
     const Elem *cK = sK + buf * kBK * kLd, *cV = sV + buf * kBK * kLd;
 
     // S = Q Kᵀ and dP = dO Vᵀ (16 queries x 64 keys per warp).
@@ -175,7 +177,8 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
           const bool seen = !ext_on ? key < SK && mods_visible(p.mods, i, key, shift)
                             : kind == kExtBlockFull
                                 ? key < SK
-                                : ext_visible(p.mods, p.ext, doc_q, doc_k, prefix, i, key, shift, SQ, SK);
+                                : ext_visible(p.mods, p.ext, doc_q, doc_k, prefix, i, key, shift, SQ, SK) &&
+                                      mod_bit(p.ext, bits, i, key);
           if (!seen) pv = 0.0f;
         }
         dp[nt][e] = pv * (dp[nt][e] - dsum[h]) * cap_grad;

@@ -183,7 +183,7 @@ FLASHBOX_API const char *flashbox_last_kernel(void);
  * read. Query i sees key j iff j's block c = j / kv_block_size
  *   is a full block of row i / q_block_size (every element visible: no other mask applies), or
  *   is a partial block of that row and the extension's element mask admits (i, j) (causal, window,
- *   attention_chunk, document ids, prefix-LM);
+ *   attention_chunk, document ids, prefix-LM, and mask_mod when set);
  * a block listed in neither is skipped (nothing in it is visible, nothing of it computed). The
  * q_* transposes list, per key block, the query blocks whose rows name it (partial and full apart).
  * Checked on device = cpu before anything is written: struct_size, batch and heads, block sizes

@@ -32,7 +32,8 @@
 // Q block of the used rows is visited, narrowed with documents (and no block mask) to the rows whose
 // ids lie within the key block's (doc_span); P is masked element by element (the element rule, or for a block mask
 // the kind of the (Q block, K block) pair, looked up in the Q block's lists: a skipped pair costs
-// its loads and no math, a full pair no mask but the end of the keys). seqused: keys past the used
+// its loads and no math, a full pair no mask but the end of the keys, a partial pair with a mask mod
+// also the bit tile of its entry in the list, p.ext.mod_bits). seqused: keys past the used
 // ones are masked, so their dK and dV are written as 0.
 #pragma once
 #include "cuda/backward/sm80/bwd_device.cuh"

@@ -26,8 +26,9 @@
 //     within the tile's rows' id range (one scan of the ids per CTA), and with documents or a prefix
 //     every visited tile is masked element by element. A block mask (FlexAttention's BlockMask,
 //     block sizes multiples of the tiles: the plan checks) replaces the tile range with the CTA's
-//     row of the lists: the K/V tiles of its partial blocks (masked by the element rule), then of
-//     its full blocks (no mask but the end of the keys); an index out of range is skipped;
+//     row of the lists: the K/V tiles of its partial blocks (masked by the element rule and, with a
+//     mask mod, the bit tile of the entry, p.ext.mod_bits), then of its full blocks (no mask but the
+//     end of the keys); an index out of range is skipped;
 //   - variable-length batches: the grid covers (query blocks of max_seqlen_q, sequences x heads); a
 //     CTA reads its sequence's span from cu_seqlens (cuda/common/varlen_span.cuh, clamped) and exits
 //     when its block starts past the sequence's end;

@@ -222,9 +222,15 @@ TEST(MaskExtRules, ModBitTilesFollowTheListOrder) {
               continue;
             }
             const uint32_t *tile = flashbox::cuda::mod_tile(x, b, h, qb, entry);
+            // The same tile moved to an origin inside the block, as the kernels move it.
+            const int r0 = in_block(rng), c0 = in_block(rng) / 32 * 32;
+            const uint32_t *moved = flashbox::cuda::mod_tile(x, b, h, qb, entry, r0, c0);
             for (int n = 0; n < 64; ++n) {
-              const int i = qb * kBlock + in_block(rng), j = kb * kBlock + in_block(rng);
-              ASSERT_EQ(flashbox::cuda::mod_bit(x, tile, i, j), mod(tb == 1 ? 0 : b, th == 1 ? 0 : h, i, j))
+              const int r = in_block(rng), c = in_block(rng), i = qb * kBlock + r, j = kb * kBlock + c;
+              const bool want = mod(tb == 1 ? 0 : b, th == 1 ? 0 : h, i, j);
+              if (r >= r0 && c >= c0) ASSERT_EQ(flashbox::cuda::mod_bit_from(x, moved, r - r0, c - c0), want);
+              ASSERT_EQ(flashbox::cuda::mod_bit_from(x, tile, r, c), want);
+              ASSERT_EQ(flashbox::cuda::mod_bit(x, tile, i, j), want)
                   << "trial " << trial << " b " << b << " h " << h << " (" << i << ", " << j << ")";
             }
           }

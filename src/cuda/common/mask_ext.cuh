@@ -153,19 +153,29 @@ FLASHBOX_MASK_HD BlockRow block_row(const DeviceMaskExt &x, int b, int h, int qb
   r.full = x.full_num ? ext_clamp(x.full_num[row], 0, cap) : 0;
   return r;
 }
-// The bit tile of partial entry e of row (b, h, qb), or null without a mask mod.
-FLASHBOX_MASK_HD const uint32_t *mod_tile(const DeviceMaskExt &x, int b, int h, int qb, int e) {
+// The bit tile of partial entry e of row (b, h, qb), or null without a mask mod, moved to the
+// origin (r0, c0) inside the block (r0 a row of the block, c0 a key of it, a multiple of 32): the
+// kernels move it to the pair they mask once, so each element's bit is one multiply and a shift.
+FLASHBOX_MASK_HD const uint32_t *mod_tile(const DeviceMaskExt &x, int b, int h, int qb, int e, int r0 = 0, int c0 = 0) {
   if (!x.mod_bits) return nullptr;
   const int bb = x.mod_batch == 1 ? 0 : b, hh = x.mod_heads == 1 ? 0 : h;
   const int64_t row = (int64_t(bb) * x.mod_heads + hh) * x.num_q_blocks + qb;
-  return x.mod_bits + (x.mod_tile_base[row] + e) * (int64_t(x.q_block) * (x.kv_block / 32));
+  const int64_t words = x.kv_block / 32;
+  return x.mod_bits + (x.mod_tile_base[row] + e) * (int64_t(x.q_block) * words) + r0 * words + c0 / 32;
 }
 // The mod's bit for row i and key j (positions of the sequence) in `tile` (i's q block and j's key
-// block); true without a tile.
+// block, not moved); true without a tile. The forward's form.
 FLASHBOX_MASK_HD bool mod_bit(const DeviceMaskExt &x, const uint32_t *tile, int i, int j) {
   if (!tile) return true;
   const int r = i % x.q_block, c = j % x.kv_block;
   return (tile[int64_t(r) * (x.kv_block / 32) + c / 32] >> (c % 32)) & 1u;
+}
+// The same for row r and key c counted from the origin `tile` was moved to (r, c >= 0). The
+// backward's form: no division per element. (Each kernel keeps the form with which ptxas spilled
+// least, -Xptxas -v on sm_80.)
+FLASHBOX_MASK_HD bool mod_bit_from(const DeviceMaskExt &x, const uint32_t *tile, int r, int c) {
+  if (!tile) return true;
+  return (tile[int64_t(r) * (x.kv_block / 32) + (c >> 5)] >> (c & 31)) & 1u;
 }
 
 // Entry e of a row (partial entries first, then full): the key block, or -1 for an index out of

@@ -183,7 +183,7 @@ FLASHBOX_API const char *flashbox_last_kernel(void);
  * read. Query i sees key j iff j's block c = j / kv_block_size
  *   is a full block of row i / q_block_size (every element visible: no other mask applies), or
  *   is a partial block of that row and the extension's element mask admits (i, j) (causal, window,
- *   attention_chunk, document ids, prefix-LM);
+ *   attention_chunk, document ids, prefix-LM, and mask_mod when set);
  * a block listed in neither is skipped (nothing in it is visible, nothing of it computed). The
  * q_* transposes list, per key block, the query blocks whose rows name it (partial and full apart).
  * Checked on device = cpu before anything is written: struct_size, batch and heads, block sizes
@@ -236,8 +236,9 @@ typedef struct {
  * Errors: FLASHBOX_ERR_INVALID_ARGUMENT with the compiler's log in flashbox_last_error() (a syntax
  * error, an undefined name, a NAME of the wrong signature), nothing cached; FLASHBOX_ERR_UNSUPPORTED_IMPL
  * when the library was built without NVRTC or libnvrtc cannot be loaded (it is loaded on the first
- * create, not at library load). The attention kernels do not take mods yet: every attention call
- * given one refuses it (flashbox_attention_ext). */
+ * create, not at library load). A mask mod runs in the CUDA sm80 family (flashbox_attention_ext.mask_mod);
+ * score mods are not taken by any kernel yet. A mask mod's translation unit also holds the kernels
+ * that classify its blocks and write its bit tiles (src/jit/mod_source.hpp). */
 #define FLASHBOX_MOD_MAX_AUX 8  /* auxiliary tensors per mod */
 #define FLASHBOX_AUX_MAX_RANK 4
 typedef enum { FLASHBOX_MOD_MASK = 1, FLASHBOX_MOD_SCORE = 2 } flashbox_mod_kind;
@@ -427,14 +428,44 @@ typedef struct {
    * the mod declared (NULL when it declared none), in the order of its declaration. The mod must be
    * of its field's kind (mask_mod: FLASHBOX_MOD_MASK). The handles and tensors are checked (each
    * tensor against its declaration: dtype, rank, sizes >= 0, strides, data not NULL when it holds an
-   * element, device = args.device), then every backend refuses the call with
-   * FLASHBOX_ERR_UNSUPPORTED_IMPL and a message naming the field, before anything is written: device
-   * = cpu never runs a mod (it is device code), and the CUDA kernels do not take one yet. */
+   * element, device = args.device).
+   * mask_mod: query i of batch entry b, query head h sees key j only if mask_mod(b, h, i, j) is
+   * true, on top of every other mask of the call (positions are the sequence's: with seqused its
+   * used rows; h is the query head, also with GQA). With block_mask, FlexAttention's meaning: a full
+   * block admits every element (the mod is not evaluated there), a partial block applies the mod and
+   * the element rules, an unlisted block nothing. Without block_mask, flashbox builds one from the
+   * mod first (FlexAttention's create_block_mask: 128 x 128 blocks, a block where the mod is false
+   * for every pair of the sequence is skipped, one where it is true for every pair is full unless the
+   * call has causal, a window, attention_chunk, document ids or prefix lengths (then every visited
+   * block is partial, so those rules still apply), the rest partial). device = cuda, the sm80 family
+   * (forward and backward, A100 and H100; the other families decline it), fixed-length calls only
+   * (cu_seqlens refuse it). The mod runs as its own small kernels (compiled with it by
+   * flashbox_mod_create, for the device's architecture: a mod created for another architecture is
+   * refused with FLASHBOX_ERR_UNSUPPORTED_IMPL) that write one bit per (query, key) of every partial
+   * block into scratch device memory, which the precompiled attention kernels read: no attention
+   * kernel is compiled at run time. Cost per call: the mod over every partial block's elements (and,
+   * without block_mask, over every element, to build the lists), scratch of q_block x kv_block / 8
+   * bytes per partial block (FLASHBOX_ERR_OUT_OF_MEMORY when it does not fit, nothing written), and
+   * one stream synchronisation (the bit tiles are packed, so their total is read back before they
+   * are allocated; not usable under CUDA graph capture). device = cpu refuses a mask_mod with
+   * FLASHBOX_ERR_UNSUPPORTED_IMPL (it cannot run device code).
+   * score_mod: checked as above, then refused by every backend with FLASHBOX_ERR_UNSUPPORTED_IMPL
+   * (no kernel applies a score mod yet; softcap and ALiBi are fields of their own). */
   flashbox_mod mask_mod;
   const flashbox_aux_tensor *mask_mod_aux;
   flashbox_mod score_mod;
   const flashbox_aux_tensor *score_mod_aux;
+  /* Added after 0.2.0, after score_mod_aux (a shorter struct_size reads it as 0):
+   * mask_mod_broadcast: which arguments the mask mod does not depend on, FLASHBOX_MOD_SAME_BATCH
+   * and / or FLASHBOX_MOD_SAME_HEADS (FlexAttention's create_block_mask(B=None, H=None)): the mod is
+   * then evaluated once with b = 0 (h = 0) and its blocks and bits serve every batch entry (query
+   * head), which divides its cost and scratch by batch (heads_q). The caller vouches for it: a mod
+   * that does depend on b or h gives the answer of b = 0 or h = 0 to every one. 0: evaluated per
+   * batch entry and query head. Set only with mask_mod; other bits are refused. */
+  int32_t mask_mod_broadcast;
 } flashbox_attention_ext;
+#define FLASHBOX_MOD_SAME_BATCH 1 /* flashbox_attention_ext.mask_mod_broadcast */
+#define FLASHBOX_MOD_SAME_HEADS 2
 
 /* A struct with every field off (struct_size set, windows -1, head_dim_v 0). */
 FLASHBOX_API flashbox_attention_ext flashbox_attention_ext_default(void);

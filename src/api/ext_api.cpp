@@ -8,6 +8,7 @@
 //                                         backward; the sm90 forward where its mask-family kernels
 //                                         take the call (bf16, head_dim <= 128:
 //                                         flash_fwd_sm90.cu), the sm90 backward declines them
+//   mask_mod                           -> cuda only (sm80): its bit tiles first (api/mask_mod_tiles.hpp)
 //   qv                                 -> device = cpu only, forward only
 //   head_dim_v != head_dim             -> cpu: the levels take it; cuda: the forward of a pair with a
 //                                         Hopper kernel of its own (192 / 128) runs there, the rest on
@@ -29,6 +30,7 @@
 #include "api/fp8_args.hpp"
 #include "api/guarded_call.hpp"
 #include "api/head_dim_v_split.hpp"
+#include "api/mask_mod_tiles.hpp"
 #include "api/options.hpp"
 #include "api/validate.hpp"
 #include "core/error.hpp"
@@ -139,6 +141,11 @@ int cuda_forward_ext(const flashbox_attention_args &a, const flashbox_attention_
     return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
                 "seqused_q with head_dim_v != head_dim: the CUDA forward does not take them together yet "
                 "(it runs on device = cpu)");
+  // A mask mod's bit tiles (and block mask) are written into scratch first; the attention kernels
+  // read them, so the scratch lives until they are launched.
+  MaskModScratch mod_scratch(p.stream);
+  if (e.mask_mod)
+    if (int rc = attach_mask_mod(p, e, mod_scratch)) return rc;
   return p.head_dim_v != p.head_dim ? cuda_forward_head_dim_v(p) : cuda_forward(p);
 }
 
@@ -151,6 +158,9 @@ int cuda_backward_ext(const flashbox_attention_grad_args &g, const flashbox_atte
   if (!ext_cpu_only_field(e).empty())
     return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_backward_ext: a cpu-only field reached the CUDA backends");
   if (int rc = resolve_tuning(nullptr, Pass::backward, p.fwd.tuning)) return rc;
+  MaskModScratch mod_scratch(p.fwd.stream);  // as in the forward
+  if (e.mask_mod)
+    if (int rc = attach_mask_mod(p.fwd, e, mod_scratch)) return rc;
   return p.fwd.head_dim_v != p.fwd.head_dim ? cuda_backward_head_dim_v(p) : cuda_backward(p);
 }
 #endif

@@ -39,6 +39,7 @@ constexpr int32_t kExtSizes[] = {kExtV1Size,
                                  int32_t(offsetof(flashbox_attention_ext, document_ids_q)),
                                  int32_t(offsetof(flashbox_attention_ext, out_dtype)),
                                  int32_t(offsetof(flashbox_attention_ext, mask_mod)),
+                                 int32_t(offsetof(flashbox_attention_ext, mask_mod_broadcast)),
                                  kExtSize};
 const char *const kExtSizeNames[] = {"the struct of flashbox 0.2.0",
                                      "with head_dim_v",
@@ -48,6 +49,7 @@ const char *const kExtSizeNames[] = {"the struct of flashbox 0.2.0",
                                      "with lse_partial",
                                      "with block_mask",
                                      "with v_descale_stride",
+                                     "with score_mod_aux",
                                      "sizeof(flashbox_attention_ext)"};
 constexpr int32_t kExtMaxSize = 4096;  // a struct_size beyond this is taken for garbage, not a newer struct
 
@@ -146,7 +148,7 @@ bool ext_is_plain(const flashbox_attention_ext &e) {
          !e.seqused_q && !e.seqused_k && !e.qv && !e.learnable_sink && !e.dsink && e.num_splits <= 1 &&
          !e.out_partial && !e.lse_partial && !e.document_ids_q && !e.document_ids_k && !e.prefix_lengths &&
          !e.block_mask && core::enum_bits(e.out_dtype) == 0 && !e.q_descale && !e.k_descale && !e.v_descale && !e.mask_mod && !e.mask_mod_aux && !e.score_mod &&
-         !e.score_mod_aux;
+         !e.score_mod_aux && e.mask_mod_broadcast == 0;
 }
 
 std::string ext_cpu_only_field(const flashbox_attention_ext &e) {
@@ -269,7 +271,7 @@ int validate_ext_fields(const flashbox_attention_args &a, flashbox_attention_ext
       return fail(FLASHBOX_ERR_INVALID_SIZE, "seqlen_q = " + str(a.seqlen_q) + ", seqlen_k = " + str(a.seqlen_k) +
                                                  " total tokens do not fit int32 cu_seqlens");
   }
-  // Last: a well-formed mod is refused by every backend (src/api/mod_api.hpp).
+  // Last: the mods (src/api/mod_api.hpp): a mask mod runs on cuda, a score mod nowhere yet.
   return check_ext_mods(a, e);
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "api/guarded_call.hpp"
+#include "api/mask_mod_tiles.hpp"
 #include "api/options.hpp"
 #include "api/validate.hpp"
 #include "core/enum_bits.hpp"
@@ -228,13 +229,27 @@ int check_binding(const flashbox_attention_args &a, flashbox_mod mod, const flas
 int check_ext_mods(const flashbox_attention_args &a, const flashbox_attention_ext &e) {
   if (int rc = check_binding(a, e.mask_mod, e.mask_mod_aux, "mask_mod", FLASHBOX_MOD_MASK)) return rc;
   if (int rc = check_binding(a, e.score_mod, e.score_mod_aux, "score_mod", FLASHBOX_MOD_SCORE)) return rc;
+  if (e.mask_mod_broadcast != 0 && !e.mask_mod)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "mask_mod_broadcast = " + str(e.mask_mod_broadcast) +
+                                                   " is set but mask_mod is NULL (pass 0 without a mask mod)");
+  if (e.mask_mod_broadcast & ~(FLASHBOX_MOD_SAME_BATCH | FLASHBOX_MOD_SAME_HEADS))
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "mask_mod_broadcast = " + str(e.mask_mod_broadcast) +
+                                                   " must be a combination of FLASHBOX_MOD_SAME_BATCH (1) and "
+                                                   "FLASHBOX_MOD_SAME_HEADS (2)");
   if (!e.mask_mod && !e.score_mod) return FLASHBOX_OK;
   const std::string field = e.mask_mod ? "mask_mod" : "score_mod";
   if (a.device == FLASHBOX_CPU)
     return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
                 field + ": device = cpu does not run mods (a mod is CUDA device code, compiled by NVRTC)");
-  return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
-              field + ": the CUDA kernels do not take mods yet (flashbox_mod_create compiles and caches them)");
+  if (e.score_mod)
+    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                "score_mod: no CUDA kernel applies a score mod yet (mask_mod runs in the sm80 family; softcap and "
+                "ALiBi are fields of their own)");
+  if (e.cu_seqlens_q || e.cu_seqlens_k)
+    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                "mask_mod with cu_seqlens: mask mods take fixed-length calls (their bits live in block-mask "
+                "blocks; pad the sequences, or use document_ids for packed ones)");
+  return FLASHBOX_OK;
 }
 
 }  // namespace flashbox::detail
@@ -261,6 +276,7 @@ FLASHBOX_API int flashbox_mod_create(const flashbox_mod_desc *desc, flashbox_mod
 
 FLASHBOX_API void flashbox_mod_destroy(flashbox_mod mod) {
   if (!live(mod)) return;
+  unload_mod_libraries(*mod);
   mod->magic = flashbox_mod_s::kDead;
   delete mod;
 }

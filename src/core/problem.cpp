@@ -62,6 +62,7 @@ std::string extension_in_use(const Problem &p) {
     return "sliding window (window_right = " + std::to_string(m.window_right) + ")";
   if (m.softcap != 0.0f) return "softcap (softcap = " + std::to_string(m.softcap) + ")";
   if (m.alibi_slopes) return "ALiBi (alibi_slopes)";
+  if (p.mod_bits) return "mask mods (mask_mod)";
   if (m.chunk > 0) return "attention chunk (attention_chunk = " + std::to_string(m.chunk) + ")";
   if (m.sinks) return "learnable sinks (learnable_sink)";
   return mask_family_in_use(p);
@@ -69,6 +70,7 @@ std::string extension_in_use(const Problem &p) {
 
 std::string mask_family_in_use(const Problem &p) {
   const core::ScoreMods &m = p.mods;
+  if (p.mod_bits) return "mask mods (mask_mod)";
   if (m.chunk > 0) return "attention chunk (attention_chunk = " + std::to_string(m.chunk) + ")";
   if (m.doc_q) return "document masks (document_ids_q/k)";
   if (m.prefix) return "prefix-LM masks (prefix_lengths)";

@@ -64,6 +64,12 @@ struct Problem {
   // are in `mods` for every backend.
   const int32_t *seqused_q = nullptr, *seqused_k = nullptr;
   flashbox_block_mask block_mask{};
+  // A mask mod's bit tiles (cuda/common/mask_ext.cuh, DeviceMaskExt::mod_bits), written into scratch
+  // by src/api/mask_mod_tiles.hpp for block_mask's partial entries (block_mask is then always set:
+  // the caller's, or the one built from the mod). Null: no mask mod.
+  const uint32_t *mod_bits = nullptr;
+  const int64_t *mod_tile_base = nullptr;
+  int64_t mod_batch = 1, mod_heads = 1;
   void *stream;  // cudaStream_t for FLASHBOX_CUDA
   Tuning tuning;
 

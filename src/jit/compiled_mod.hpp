@@ -9,7 +9,9 @@
 // the cache directory is the caller's (src/api/options.cpp reads it).
 #pragma once
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flashbox/flashbox.h"
@@ -58,4 +60,8 @@ struct flashbox_mod_s {
   static constexpr uint64_t kLive = 0x666c617368626f78ull, kDead = 0xdeaddeaddeaddeadull;
   uint64_t magic = kLive;
   flashbox::jit::CompiledMod mod;
+  // The CUBINs loaded as CUDA libraries (cudaLibrary_t, as void * so this header needs no CUDA), one
+  // per arch, on a call's first use (src/api/mask_mod_tiles.cpp); unloaded by flashbox_mod_destroy.
+  std::mutex libraries_mutex;
+  std::vector<std::pair<int, void *>> libraries;
 };

@@ -21,7 +21,23 @@
 
 namespace flashbox::jit {
 
+// A mask mod's translation unit also holds its block kernels (flashbox_mask_classify, _lists,
+// _tile_base, _bits: mod_source.cpp says what each does), which src/api/mask_mod_tiles.cpp launches
+// with fbx::Aux and this plan, the device's fbx::MaskGrid field for field.
 std::string mod_translation_unit(const ModSpec &spec);
+
+struct MaskGrid {
+  int64_t batch = 1, heads = 1;
+  int64_t seqlen_q = 0, seqlen_k = 0, q_block = 128, kv_block = 128, num_q_blocks = 0, num_kv_blocks = 0;
+  int64_t bm_batch = 1, bm_heads = 1, max_kv = 0;
+  int64_t all_partial = 0;
+  const int32_t *kv_num = nullptr, *kv_idx = nullptr;
+  int32_t *out_kv_num = nullptr, *out_kv_idx = nullptr, *out_full_num = nullptr, *out_full_idx = nullptr;
+  uint8_t *kinds = nullptr;
+  int64_t *tile_base = nullptr;
+  uint32_t *bits = nullptr;
+};
+static_assert(sizeof(MaskGrid) == 21 * 8, "jit::MaskGrid: 8-byte fields only, as fbx::MaskGrid");
 
 // The byte layout of fbx::Aux, which a kernel taking the mod receives by value: each Tensor<T, rank>
 // is its data pointer, then `rank` int64 sizes, then `rank` int64 strides (8-byte fields, no

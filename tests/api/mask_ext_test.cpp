@@ -3,7 +3,8 @@
 // partial block, the row and key bounds the sm80 kernels walk (every visible pair inside them), the
 // seqused and prefix clamping, and the block-mask lookups (block_kind, block_row / block_entry) on
 // FlexAttention-layout lists, well-formed and malformed (counts over the row or negative, indices out
-// of range: clamped or skipped, never read past the row). Random cases from the printed seed
+// of range: clamped or skipped, never read past the row), and a mask mod's bit tiles read at the
+// entry the lookups give. Random cases from the printed seed
 // (FLASHBOX_TEST_SEED=N repeats one).
 #include <gtest/gtest.h>
 
@@ -167,6 +168,76 @@ TEST(MaskExtRules, BlockListsGiveTheDenseKinds) {
           }
         }
   }
+}
+
+// A mask mod's bit tiles as the mod's kernels lay them out (src/jit/mod_source.cpp: tile rows of
+// the mod's broadcast in (b, h, q block) order, each row's partial entries packed in list order,
+// q_block x kv_block bits row-major) read back through mod_tile / mod_bit at the entry block_kind
+// finds: the bit of every (i, j) of every partial block is the mod's, for every batch entry and
+// head, whichever of the lists and the mod broadcast.
+TEST(MaskExtRules, ModBitTilesFollowTheListOrder) {
+  const uint64_t seed = flashbox::test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")");
+  std::mt19937_64 rng(seed);
+  const int kBlock = 128, kWords = kBlock * kBlock / 32;
+  auto mod = [](int b, int h, int i, int j) { return (i * 7 + j * 3 + b * 5 + h) % 4 != 0; };
+  for (int trial = 0; trial < 12; ++trial) {
+    const int batch = 2, heads = 3, nq = 1 + trial % 3, nk = 1 + trial % 4;
+    const int lb = trial % 2 ? 1 : batch, lh = trial % 3 ? heads : 1;  // the lists' broadcast
+    const int tb = lb == 1 && trial % 4 < 2 ? 1 : batch, th = lh == 1 && trial % 5 < 3 ? 1 : heads;  // the mod's
+    std::vector<uint8_t> kinds(size_t(lb * lh * nq * nk));
+    std::uniform_int_distribution<int> pick(0, 2);
+    for (uint8_t &k : kinds) k = uint8_t(pick(rng));
+    const Lists l = encode(kinds, lb * lh, nq, nk, 1, rng);
+    DeviceMaskExt x = block_ext(l, lb, lh, nq, nk);
+    std::vector<int64_t> base(size_t(tb * th * nq + 1), 0);
+    std::vector<uint32_t> bits;
+    for (int b = 0; b < tb; ++b)
+      for (int h = 0; h < th; ++h)
+        for (int qb = 0; qb < nq; ++qb) {
+          const BlockRow row = flashbox::cuda::block_row(x, b, h, qb);
+          const size_t r = size_t((b * th + h) * nq + qb);
+          base[r + 1] = base[r] + row.partial;
+          for (int e = 0; e < row.partial; ++e) {
+            bool full = false;
+            const int c = flashbox::cuda::block_entry(x, row, e, &full);
+            for (int w = 0; w < kWords; ++w) {
+              uint32_t word = 0;
+              for (int k = 0; k < 32; ++k)
+                if (mod(b, h, qb * kBlock + w / 4, c * kBlock + (w % 4) * 32 + k)) word |= 1u << k;
+              bits.push_back(word);
+            }
+          }
+        }
+    x.mod_bits = bits.data(), x.mod_tile_base = base.data(), x.mod_batch = tb, x.mod_heads = th;
+    std::uniform_int_distribution<int> in_block(0, kBlock - 1);
+    for (int b = 0; b < batch; ++b)
+      for (int h = 0; h < heads; ++h)
+        for (int qb = 0; qb < nq; ++qb)
+          for (int kb = 0; kb < nk; ++kb) {
+            int entry = -1;
+            const int kind = flashbox::cuda::block_kind(x, b, h, qb, kb, &entry);
+            if (kind != core::kBlockPartial) {
+              ASSERT_EQ(entry, -1);
+              continue;
+            }
+            const uint32_t *tile = flashbox::cuda::mod_tile(x, b, h, qb, entry);
+            // The same tile moved to an origin inside the block, as the kernels move it.
+            const int r0 = in_block(rng), c0 = in_block(rng) / 32 * 32;
+            const uint32_t *moved = flashbox::cuda::mod_tile(x, b, h, qb, entry, r0, c0);
+            for (int n = 0; n < 64; ++n) {
+              const int r = in_block(rng), c = in_block(rng), i = qb * kBlock + r, j = kb * kBlock + c;
+              const bool want = mod(tb == 1 ? 0 : b, th == 1 ? 0 : h, i, j);
+              if (r >= r0 && c >= c0) ASSERT_EQ(flashbox::cuda::mod_bit_from(x, moved, r - r0, c - c0), want);
+              ASSERT_EQ(flashbox::cuda::mod_bit_from(x, tile, r, c), want);
+              ASSERT_EQ(flashbox::cuda::mod_bit(x, tile, i, j), want)
+                  << "trial " << trial << " b " << b << " h " << h << " (" << i << ", " << j << ")";
+            }
+          }
+  }
+  DeviceMaskExt none;
+  EXPECT_EQ(flashbox::cuda::mod_tile(none, 0, 0, 0, 0), nullptr);
+  EXPECT_TRUE(flashbox::cuda::mod_bit(none, nullptr, 3, 5));  // no mod: the bit admits
 }
 
 TEST(MaskExtRules, MalformedListsAreClampedAndSkipped) {

@@ -1,7 +1,8 @@
 // Mods in the C API without compiling anything: flashbox_mod_create refuses malformed declarations
 // (each field with its code and a message naming it) before NVRTC is involved, and an attention call
-// given a mask_mod or score_mod checks the handle and its aux tensors against the declaration, then
-// is refused by every backend with FLASHBOX_ERR_UNSUPPORTED_IMPL naming the field, nothing written.
+// given a mask_mod or score_mod checks the handle and its aux tensors against the declaration; the
+// cpu refuses every mod and cuda every score mod with FLASHBOX_ERR_UNSUPPORTED_IMPL naming the field,
+// nothing written.
 // The handles here are made in the test from the library's own struct (src/jit/compiled_mod.hpp), so
 // these run in every build, NVRTC or not (the CPU-only sanitizer build among them).
 #include <gtest/gtest.h>
@@ -160,15 +161,31 @@ void expect_ext_refused(MaskData &d, flashbox_device device, const std::function
   expect_call_refused(d, [&] { return flashbox_attention_backward_ext(&g, &e); }, code, mentions);
 }
 
-TEST(ModExt, EveryBackendRefusesAModNamingTheField) {
+// The cpu runs no mod; a score mod runs nowhere yet; a mask mod on cuda takes fixed-length calls
+// only, and mask_mod_broadcast only with a mask mod and its two flags. (A mask mod on cuda that passes
+// these runs: tests/cuda/mask_mod_sm80_test.cpp.)
+TEST(ModExt, RefusalsNameTheField) {
   MaskData d(small_case());
   FakeMod mask(FLASHBOX_MOD_MASK, {}), score(FLASHBOX_MOD_SCORE, {});
+  const int unsupported = FLASHBOX_ERR_UNSUPPORTED_IMPL, bad = FLASHBOX_ERR_INVALID_ARGUMENT;
+  expect_ext_refused(d, FLASHBOX_CPU, [&](auto &e) { e.mask_mod = mask.get(); }, unsupported,
+                     {"mask_mod", "device = cpu does not run mods"});
+  expect_ext_refused(d, FLASHBOX_CPU, [&](auto &e) { e.score_mod = score.get(); }, unsupported,
+                     {"score_mod", "device = cpu does not run mods"});
+  expect_ext_refused(d, FLASHBOX_CUDA, [&](auto &e) { e.score_mod = score.get(); }, unsupported,
+                     {"score_mod", "no CUDA kernel applies a score mod"});
+  expect_ext_refused(d, FLASHBOX_CUDA, [&](auto &e) { e.mask_mod = mask.get(), e.score_mod = score.get(); },
+                     unsupported, {"score_mod"});
+  const int32_t cu[2] = {0, 8};
+  expect_ext_refused(
+      d, FLASHBOX_CUDA,
+      [&](auto &e) { e.mask_mod = mask.get(), e.cu_seqlens_q = e.cu_seqlens_k = cu, e.max_seqlen_q = e.max_seqlen_k = 8; },
+      unsupported, {"mask_mod with cu_seqlens"});
   for (flashbox_device device : {FLASHBOX_CPU, FLASHBOX_CUDA}) {
-    const char *why = device == FLASHBOX_CPU ? "device = cpu does not run mods" : "CUDA kernels do not take mods";
-    expect_ext_refused(d, device, [&](auto &e) { e.mask_mod = mask.get(); }, FLASHBOX_ERR_UNSUPPORTED_IMPL,
-                       {"mask_mod", why});
-    expect_ext_refused(d, device, [&](auto &e) { e.score_mod = score.get(); }, FLASHBOX_ERR_UNSUPPORTED_IMPL,
-                       {"score_mod", why});
+    expect_ext_refused(d, device, [&](auto &e) { e.mask_mod_broadcast = FLASHBOX_MOD_SAME_HEADS; }, bad,
+                       {"mask_mod_broadcast = 2", "mask_mod is NULL"});
+    expect_ext_refused(d, device, [&](auto &e) { e.mask_mod = mask.get(), e.mask_mod_broadcast = 4; }, bad,
+                       {"mask_mod_broadcast = 4"});
   }
   // The plain call of the same data runs (the refusal is the mod's, not the data's).
   EXPECT_EQ(d.forward(FLASHBOX_BLOCKED), FLASHBOX_OK) << flashbox_last_error();
@@ -243,6 +260,15 @@ TEST(ModExt, TheStructBeforeTheModFieldsIsAccepted) {
   MaskData d(small_case());
   flashbox_attention_ext e = d.ext();
   e.struct_size = int32_t(offsetof(flashbox_attention_ext, mask_mod));
+  const flashbox_attention_args a = d.forward_args(FLASHBOX_BLOCKED);
+  EXPECT_EQ(flashbox_attention_forward_ext(&a, &e), FLASHBOX_OK) << flashbox_last_error();
+}
+
+// The struct of the mod fields without mask_mod_broadcast is taken too (it reads as 0).
+TEST(ModExt, TheStructBeforeMaskModBroadcastIsAccepted) {
+  MaskData d(small_case());
+  flashbox_attention_ext e = d.ext();
+  e.struct_size = int32_t(offsetof(flashbox_attention_ext, mask_mod_broadcast));
   const flashbox_attention_args a = d.forward_args(FLASHBOX_BLOCKED);
   EXPECT_EQ(flashbox_attention_forward_ext(&a, &e), FLASHBOX_OK) << flashbox_last_error();
 }

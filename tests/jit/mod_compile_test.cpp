@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -143,6 +144,39 @@ TEST(ModCompile, ScoreModWithAuxTensorsOfEveryDtype) {
   EXPECT_EQ(info.num_archs, 1);
   EXPECT_EQ(info.archs[0], 90);
   flashbox_mod_destroy(mod);
+}
+
+// A mask mod's CUBIN holds the block kernels the CUDA path launches by name
+// (src/api/mask_mod_tiles.cpp), with and without aux tensors (fbx::Aux then the empty struct), for
+// sm_80 and sm_90a; a score mod's holds none of them. Read from the cache entry: the kernels' names
+// are in the ELF's string table.
+TEST(ModCompile, MaskModsCarryTheirBlockKernels) {
+  const char *const kernels[] = {"flashbox_mask_classify", "flashbox_mask_lists", "flashbox_mask_tile_base",
+                                 "flashbox_mask_bits", "flashbox_mod_probe"};
+  const std::string with_aux = nonce() + kDocCausal;
+  const std::string no_aux = nonce() + "bool sliding(int b, int h, int q, int kv) { return kv <= q && q - kv < 256; }\n";
+  const std::string score = nonce() + "float cap(float s, int b, int h, int q, int kv) { return s < 30.f ? s : 30.f; }\n";
+  for (int arch : {80, 90}) {
+    for (int which = 0; which < 3; ++which) {
+      flashbox_mod_desc d = doc_causal(with_aux.c_str());
+      if (which > 0) d.num_aux = 0, d.aux = nullptr;
+      if (which == 1) d.source = no_aux.c_str(), d.function_name = "sliding";
+      if (which == 2) d.source = score.c_str(), d.function_name = "cap", d.kind = FLASHBOX_MOD_SCORE;
+      d.arch = arch;
+      SCOPED_TRACE(std::string(d.function_name) + " sm_" + std::to_string(arch));
+      flashbox_mod mod = nullptr;
+      ASSERT_EQ(flashbox_mod_create(&d, &mod), FLASHBOX_OK) << flashbox_last_error();
+      const flashbox_mod_info info = info_of(mod);
+      flashbox_mod_destroy(mod);
+      std::ifstream in(mods_dir() / (std::string(info.key) + ".cubin"), std::ios::binary);
+      ASSERT_TRUE(in) << "no cache entry";
+      const std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      for (const char *k : kernels) {
+        const bool block_kernel = std::string(k) != "flashbox_mod_probe";
+        EXPECT_EQ(image.find(k) != std::string::npos, which == 2 ? !block_kernel : true) << k;
+      }
+    }
+  }
 }
 
 // The compiler's message, with the line of the caller's source, and nothing cached or returned.

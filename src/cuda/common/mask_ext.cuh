@@ -6,7 +6,8 @@
 // For query row i of a sequence (positions of the sequence; with seqused its used rows) and key j:
 //   block mask   key block j / kv_block of row block i / q_block listed "full": visible (no other
 //                rule); listed "partial": the element rule below; listed in neither: not visible;
-//   element rule (doc_q[i] == doc_k[j]) and (j < prefix or (window and chunk admit (i, j))).
+//   element rule (doc_q[i] == doc_k[j]) and (j < prefix or (window and chunk admit (i, j)));
+//   mask mod     in a partial block, also the mod's bit for (i, j) (mod_tile / mod_bit).
 // The tables are device memory the host never reads (as cu_seqlens: flashbox.h, "Variable length"),
 // so every value read is clamped before it forms an address: seqused to [0, the length], a prefix
 // to [0, seqlen_k], a block count to [0, min(max_kv_blocks, num_kv_blocks)]; a listed block index
@@ -39,6 +40,16 @@ struct DeviceMaskExt {
   int bm_batch = 1, bm_heads = 1;                          // 1: broadcast
   int q_block = 1, kv_block = 1;                           // multiples of the kernel tiles (plan checks)
   int max_kv = 0, num_q_blocks = 0, num_kv_blocks = 0;
+  // A mask mod (flashbox_attention_ext.mask_mod), the third mask source beside the element rule and
+  // the block lists: one bit tile of q_block x kv_block bits (row-major, kv_block / 32 words a row,
+  // bit c % 32 of word c / 32 is key c of the block) per partial entry of a block-mask row, which a
+  // partial tile ANDs with the element rule. Tile row (b, h, q block) of the mod's own broadcast
+  // (mod_batch / mod_heads 1: one tile row for every batch entry / query head) holds its partial
+  // entries' tiles from tile mod_tile_base[tile row] on, in the row's list order. Written by the
+  // mod's NVRTC kernels (src/api/mask_mod_tiles.hpp) before the attention kernels run.
+  const uint32_t *mod_bits = nullptr;      // null: no mask mod
+  const int64_t *mod_tile_base = nullptr;  // [mod_batch * mod_heads * num_q_blocks + 1]
+  int mod_batch = 1, mod_heads = 1;
 
   FLASHBOX_MASK_HD bool blocks() const { return kv_num != nullptr; }
   // Rules that make a row's visible keys more than one range: tested element by element.
@@ -142,6 +153,31 @@ FLASHBOX_MASK_HD BlockRow block_row(const DeviceMaskExt &x, int b, int h, int qb
   r.full = x.full_num ? ext_clamp(x.full_num[row], 0, cap) : 0;
   return r;
 }
+// The bit tile of partial entry e of row (b, h, qb), or null without a mask mod, moved to the
+// origin (r0, c0) inside the block (r0 a row of the block, c0 a key of it, a multiple of 32): the
+// kernels move it to the pair they mask once, so each element's bit is one multiply and a shift.
+FLASHBOX_MASK_HD const uint32_t *mod_tile(const DeviceMaskExt &x, int b, int h, int qb, int e, int r0 = 0, int c0 = 0) {
+  if (!x.mod_bits) return nullptr;
+  const int bb = x.mod_batch == 1 ? 0 : b, hh = x.mod_heads == 1 ? 0 : h;
+  const int64_t row = (int64_t(bb) * x.mod_heads + hh) * x.num_q_blocks + qb;
+  const int64_t words = x.kv_block / 32;
+  return x.mod_bits + (x.mod_tile_base[row] + e) * (int64_t(x.q_block) * words) + r0 * words + c0 / 32;
+}
+// The mod's bit for row i and key j (positions of the sequence) in `tile` (i's q block and j's key
+// block, not moved); true without a tile. The forward's form.
+FLASHBOX_MASK_HD bool mod_bit(const DeviceMaskExt &x, const uint32_t *tile, int i, int j) {
+  if (!tile) return true;
+  const int r = i % x.q_block, c = j % x.kv_block;
+  return (tile[int64_t(r) * (x.kv_block / 32) + c / 32] >> (c % 32)) & 1u;
+}
+// The same for row r and key c counted from the origin `tile` was moved to (r, c >= 0). The
+// backward's form: no division per element. (Each kernel keeps the form with which ptxas spilled
+// least, -Xptxas -v on sm_80.)
+FLASHBOX_MASK_HD bool mod_bit_from(const DeviceMaskExt &x, const uint32_t *tile, int r, int c) {
+  if (!tile) return true;
+  return (tile[int64_t(r) * (x.kv_block / 32) + (c >> 5)] >> (c & 31)) & 1u;
+}
+
 // Entry e of a row (partial entries first, then full): the key block, or -1 for an index out of
 // range. *full says which list it came from.
 FLASHBOX_MASK_HD int block_entry(const DeviceMaskExt &x, const BlockRow &r, int e, bool *full) {
@@ -154,14 +190,20 @@ enum : int { kExtBlockSkipped = 0, kExtBlockPartial = 1, kExtBlockFull = 2 };
 // The kind of key block kb in the row of (b, h, qb): a walk over the row's lists (the backward's
 // lookup; rows hold at most num_kv_blocks entries). A block listed in both counts as full, as the
 // CPU's dense table (filled partial, then full) says.
-FLASHBOX_MASK_HD int block_kind(const DeviceMaskExt &x, int b, int h, int qb, int kb) {
+// *entry: the partial entry's index in the row (the mod's bit tile), -1 otherwise.
+FLASHBOX_MASK_HD int block_kind(const DeviceMaskExt &x, int b, int h, int qb, int kb, int *entry) {
+  *entry = -1;
   if (qb < 0 || qb >= x.num_q_blocks) return kExtBlockSkipped;
   const BlockRow r = block_row(x, b, h, qb);
   for (int e = 0; e < r.full; ++e)
     if (x.full_idx[r.base + e] == kb) return kExtBlockFull;
   for (int e = 0; e < r.partial; ++e)
-    if (x.kv_idx[r.base + e] == kb) return kExtBlockPartial;
+    if (x.kv_idx[r.base + e] == kb) return *entry = e, kExtBlockPartial;
   return kExtBlockSkipped;
+}
+FLASHBOX_MASK_HD int block_kind(const DeviceMaskExt &x, int b, int h, int qb, int kb) {
+  int entry;
+  return block_kind(x, b, h, qb, kb, &entry);
 }
 
 #if defined(__CUDACC__)

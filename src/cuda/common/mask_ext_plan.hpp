@@ -29,6 +29,8 @@ inline DeviceMaskExt device_mask_ext(const detail::Problem &a) {
     x.max_kv = int(bm.max_kv_blocks);
     x.num_q_blocks = int((a.seqlen_q + bm.q_block_size - 1) / bm.q_block_size);
     x.num_kv_blocks = int((a.seqlen_k + bm.kv_block_size - 1) / bm.kv_block_size);
+    x.mod_bits = a.mod_bits, x.mod_tile_base = a.mod_tile_base;
+    x.mod_batch = int(a.mod_batch), x.mod_heads = int(a.mod_heads);
   }
   return x;
 }

@@ -32,7 +32,8 @@
 // Q block of the used rows is visited, narrowed with documents (and no block mask) to the rows whose
 // ids lie within the key block's (doc_span); P is masked element by element (the element rule, or for a block mask
 // the kind of the (Q block, K block) pair, looked up in the Q block's lists: a skipped pair costs
-// its loads and no math, a full pair no mask but the end of the keys). seqused: keys past the used
+// its loads and no math, a full pair no mask but the end of the keys, a partial pair with a mask mod
+// also the bit tile of its entry in the list, p.ext.mod_bits). seqused: keys past the used
 // ones are masked, so their dK and dV are written as 0.
 #pragma once
 #include "cuda/backward/sm80/bwd_device.cuh"
@@ -201,6 +202,17 @@ __global__ void __launch_bounds__(DkDvTile<D, BQ>::kThreads, (BQ == 32 && D <= 1
     const bool need_mask = ext_on ? kind != kExtBlockFull || n0 + kBK > SK
                                   : !(mods_key_begin(p.mods, m0 + kBQ - 1, shift, SK) <= n0 &&
                                       mods_key_end(p.mods, m0, shift, SK) >= n0 + kBK);
+    // A partial pair's mod bits, moved to (m0, n0). Its entry in the row is looked up again here
+    // rather than kept from the lookup above: nothing more lives across the products (ptxas spilled
+    // more in the d64 dK/dV kernel when it did).
+    static_assert(kBK % 32 == 0, "a mod's bit tile moves by whole 32-key words");
+    const uint32_t *bits = nullptr;
+    if (kind == kExtBlockPartial && p.ext.mod_bits) {
+      const int qb = m0 / p.ext.q_block, kb = n0 / p.ext.kv_block;
+      int entry = -1;
+      block_kind(p.ext, b, hq, qb, kb, &entry);
+      bits = mod_tile(p.ext, b, hq, qb, entry, m0 - qb * p.ext.q_block, n0 - kb * p.ext.kv_block);
+    }
     const float slope = p.transforms ? mods_slope(p.mods, b, hq) : 0.0f;
 #pragma unroll
     for (int nt = 0; nt < kBQ / 8; ++nt)
@@ -213,7 +225,8 @@ __global__ void __launch_bounds__(DkDvTile<D, BQ>::kThreads, (BQ == 32 && D <= 1
           const bool seen = !ext_on ? key < SK && mods_visible(p.mods, m0 + qcol, key, shift)
                             : kind == kExtBlockFull
                                 ? key < SK
-                                : ext_visible(p.mods, p.ext, doc_q, doc_k, prefix, m0 + qcol, key, shift, SQ, SK);
+                                : ext_visible(p.mods, p.ext, doc_q, doc_k, prefix, m0 + qcol, key, shift, SQ, SK) &&
+                                      mod_bit_from(p.ext, bits, qcol, key - n0);
           if (!seen) pv = 0.0f;
         }
         s[nt][e] = pv;

@@ -163,6 +163,17 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
     const bool need_mask = ext_on ? kind != kExtBlockFull || n0 + kBK > SK
                                   : !(mods_key_begin(p.mods, m0 + kBQ - 1, shift, SK) <= n0 &&
                                       mods_key_end(p.mods, m0, shift, SK) >= n0 + kBK);
+    // A partial pair's mod bits, moved to (m0, n0). Its entry in the row is looked up again here
+    // rather than kept from the lookup above: nothing more lives across the products (ptxas spilled
+    // more in the d64 dK/dV kernel when it did).
+    static_assert(kBK % 32 == 0, "a mod's bit tile moves by whole 32-key words");
+    const uint32_t *bits = nullptr;
+    if (kind == kExtBlockPartial && p.ext.mod_bits) {
+      const int qb = m0 / p.ext.q_block, kb = n0 / p.ext.kv_block;
+      int entry = -1;
+      block_kind(p.ext, b, hq, qb, kb, &entry);
+      bits = mod_tile(p.ext, b, hq, qb, entry, m0 - qb * p.ext.q_block, n0 - kb * p.ext.kv_block);
+    }
 #pragma unroll
     for (int nt = 0; nt < kBK / 8; ++nt)
 #pragma unroll
@@ -175,7 +186,8 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
           const bool seen = !ext_on ? key < SK && mods_visible(p.mods, i, key, shift)
                             : kind == kExtBlockFull
                                 ? key < SK
-                                : ext_visible(p.mods, p.ext, doc_q, doc_k, prefix, i, key, shift, SQ, SK);
+                                : ext_visible(p.mods, p.ext, doc_q, doc_k, prefix, i, key, shift, SQ, SK) &&
+                                      mod_bit_from(p.ext, bits, i - m0, key - n0);
           if (!seen) pv = 0.0f;
         }
         dp[nt][e] = pv * (dp[nt][e] - dsum[h]) * cap_grad;

@@ -26,8 +26,9 @@
 //     within the tile's rows' id range (one scan of the ids per CTA), and with documents or a prefix
 //     every visited tile is masked element by element. A block mask (FlexAttention's BlockMask,
 //     block sizes multiples of the tiles: the plan checks) replaces the tile range with the CTA's
-//     row of the lists: the K/V tiles of its partial blocks (masked by the element rule), then of
-//     its full blocks (no mask but the end of the keys); an index out of range is skipped;
+//     row of the lists: the K/V tiles of its partial blocks (masked by the element rule and, with a
+//     mask mod, the bit tile of the entry, p.ext.mod_bits), then of its full blocks (no mask but the
+//     end of the keys); an index out of range is skipped;
 //   - variable-length batches: the grid covers (query blocks of max_seqlen_q, sequences x heads); a
 //     CTA reads its sequence's span from cu_seqlens (cuda/common/varlen_span.cuh, clamped) and exits
 //     when its block starts past the sequence's end;
@@ -139,12 +140,13 @@ __device__ __forceinline__ void mask_columns(float (&acc_s)[Tr::kMTiles][Tr::kST
 }
 
 // The extension's element mask (cuda/common/mask_ext.cuh): a full block of a block mask admits
-// every key before seqlen_k; otherwise the element rule (documents, prefix, window, chunk).
+// every key before seqlen_k; otherwise the element rule (documents, prefix, window, chunk), and in a
+// partial block with a mask mod also the mod's bit (`bits`: the block's bit tile, null without).
 template <class Tr>
 __device__ __forceinline__ void mask_ext_columns(float (&acc_s)[Tr::kMTiles][Tr::kSTiles][4], const FlashFwdParams &p,
                                                  const int32_t *doc_q, const int32_t *doc_k, int prefix, bool full,
-                                                 int row0, int col0, int shift, int seqlen_q, int seqlen_k,
-                                                 float masked) {
+                                                 const uint32_t *bits, int row0, int col0, int shift, int seqlen_q,
+                                                 int seqlen_k, float masked) {
 #pragma unroll
   for (int mt = 0; mt < Tr::kMTiles; ++mt)
 #pragma unroll
@@ -157,7 +159,8 @@ __device__ __forceinline__ void mask_ext_columns(float (&acc_s)[Tr::kMTiles][Tr:
           const int key = col0 + j * 8 + e;
           const bool seen = full
                                 ? key < seqlen_k
-                                : ext_visible(p.mods, p.ext, doc_q, doc_k, prefix, row, key, shift, seqlen_q, seqlen_k);
+                                : ext_visible(p.mods, p.ext, doc_q, doc_k, prefix, row, key, shift, seqlen_q, seqlen_k) &&
+                                      mod_bit(p.ext, bits, row, key);
           if (!seen) acc_s[mt][j][2 * r + e] = masked;
         }
     }
@@ -319,6 +322,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
   const int32_t *doc_q = nullptr, *doc_k = nullptr;  // this sequence's document ids (null: none)
   int prefix = 0;
   BlockRow brow{0, 0, 0};
+  int brow_qb = 0;  // the CTA's row of mask blocks
   const bool blocks = kExt && p.ext.blocks();
   if constexpr (kExt) {
     prefix = ext_prefix(p.ext, b, sk);
@@ -354,7 +358,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
     }
     if (blocks) {  // the lists decide the tiles; the element rule is tested in partial ones
       key_begin = 0, key_end = sk;
-      brow = block_row(p.ext, b, h, m0 / p.ext.q_block);
+      brow_qb = m0 / p.ext.q_block;
+      brow = block_row(p.ext, b, h, brow_qb);
     }
   }
   const int n_begin = key_begin / kN;
@@ -501,8 +506,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSM) flash_fwd_s
           mask_columns<Tr>(acc_s, p.mods, m0 + warp_row0 + g, key0 + 2 * t, shift, sk, masked);
       } else if (blocks ? !full || key0 + Tr::kSubN > sk
                         : p.ext.elementwise() || key0 + Tr::kSubN > mask_hi || key0 < mask_lo) {
-        mask_ext_columns<Tr>(acc_s, p, doc_q, doc_k, prefix, full, m0 + warp_row0 + g, key0 + 2 * t, shift, sq, sk,
-                             masked);
+        // A partial block's mod bits: its entry is it / tiles_per_block (partial entries come first).
+        const uint32_t *bits = blocks && !full ? mod_tile(p.ext, b, h, brow_qb, it / tiles_per_block) : nullptr;
+        mask_ext_columns<Tr>(acc_s, p, doc_q, doc_k, prefix, full, bits, m0 + warp_row0 + g, key0 + 2 * t, shift, sq,
+                             sk, masked);
       }
       softmax_update<Tr>(acc_s, acc_o, row_max, row_sum, score_mul);
       exponentiate<Tr>(acc_s, row_max, row_sum, score_mul);

@@ -118,6 +118,8 @@ cuda::DeviceMods kernel_mods(const Problem &a) {
 std::string mask_family_refusal(const Problem &a, int *d) {
   const std::string what = mask_family_in_use(a);
   *d = sm90::mask_kernel_head_dim(a.head_dim);
+  // A mask mod's bit tiles are read by the sm80 kernels only.
+  if (a.mod_bits) return "the sm90 forward does not read mask mods' bit tiles (the sm80 family runs " + what + ")";
   if (a.varlen() && a.block_mask.kv_num_blocks)
     return "the sm90 forward takes block masks on fixed-length batches only";
   if (a.dtype != FLASHBOX_BFLOAT16) return "the sm90 forward runs " + what + " in bf16 only";

@@ -553,9 +553,10 @@ typedef struct {
    * head_dim_v] in dtype with strides qv_stride (batch, token, head; elements; all 0 when qv is
    * NULL): scores become scale * (q_i . k_j + qv_i . v_j), and softmax_scale 0 then means
    * 1 / sqrt(head_dim + head_dim_v). Rotary turns q and k_new only, never qv.
-   * attention_chunk > 0: query i (at key position L_b - seqlen_q + i) sees only the keys of its
-   * chunk, floor(pos / attention_chunk) * attention_chunk <= j < that + attention_chunk, intersected
-   * with causal, the window and cache_leftpad (flashbox_attention_ext's rule); 0: off.
+   * attention_chunk > 0: chunked local attention, with positions counted from P_b = cache_leftpad[b]
+   * (0 without it), as FlashAttention-3 counts them: query i at p = L_b - seqlen_q + i - P_b sees only
+   * the keys j with floor(p / attention_chunk) * attention_chunk <= j - P_b < that + attention_chunk,
+   * intersected with causal and the window; 0: off.
    * Not with an fp8 cache (FLASHBOX_ERR_UNSUPPORTED_IMPL). device = cpu: head_dim (+ head_dim_v with
    * qv) up to 576. device = cuda: a call with any of them runs on the explicit forward (one kernel
    * for any head dims; correct, not tuned for speed: src/cuda/explicit), head_dim up to 576 and

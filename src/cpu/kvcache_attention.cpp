@@ -6,7 +6,8 @@
 // (one rounding of the product), and appends are quantized on write (kvcache_rules.hpp: x / descale,
 // round to nearest even, saturated to +-448; descale 0 writes 0).
 // qv (the absorbed MLA form) adds qv . v to each score, head_dim_v sizes V and O, and
-// attention_chunk cuts each row's keys to its chunk (core/masks.hpp's rule, positions of the cache).
+// attention_chunk cuts each row's keys to its chunk (core/masks.hpp's rule on positions counted from
+// cache_leftpad, as FlashAttention-3 counts them).
 // Parallel over (batch, query head) with OpenMP. Not a fast path; the reference semantics in code
 // that runs everywhere, and the implementation behind device = cpu.
 #include <algorithm>
@@ -140,8 +141,8 @@ int cpu_kvcache_attention(const KvcacheProblem &p) {
             kvcache::visible_keys(total, start, a.seqlen_q, i, a.causal, a.has_window, a.window_left, a.window_right);
         const int64_t qpos = total - a.seqlen_q + i;
         int64_t lo = std::max<int64_t>(r.lo, 0), hi = std::min(r.hi, p.capacity);
-        if (a.attention_chunk > 0) {  // the keys of the row's chunk only
-          const int64_t c0 = core::chunk_start(qpos, a.attention_chunk);
+        if (a.attention_chunk > 0) {  // the keys of the row's chunk only, chunks counted from cache_leftpad
+          const int64_t c0 = start + core::chunk_start(qpos - start, a.attention_chunk);
           lo = std::max(lo, c0), hi = std::min(hi, c0 + a.attention_chunk);
         }
         scores.assign(size_t(std::max<int64_t>(hi - lo, 0)), 0.f);

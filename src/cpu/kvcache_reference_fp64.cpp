@@ -27,9 +27,10 @@ KvcacheReferenceOutput kvcache_reference_fp64(const KvcacheReferenceInput &in) {
           if (in.causal && j > pos) continue;
           if (in.has_window && in.window_left >= 0 && j < pos - in.window_left) continue;
           if (in.has_window && in.window_right >= 0 && j > pos + in.window_right) continue;
-          if (in.attention_chunk > 0) {  // floor division: the chunk of position pos
-            const int64_t c = pos >= 0 ? pos / in.attention_chunk : -((-pos + in.attention_chunk - 1) / in.attention_chunk);
-            if (j < c * in.attention_chunk || j >= (c + 1) * in.attention_chunk) continue;
+          if (in.attention_chunk > 0) {  // floor division: the chunk of position pos, counted from start
+            const int64_t r = pos - in.start[size_t(b)], n = in.attention_chunk;
+            const int64_t c = (r >= 0 ? r / n : -((-r + n - 1) / n)) * n + in.start[size_t(b)];
+            if (j < c || j >= c + n) continue;
           }
           const double *kr = &in.k[size_t(((b * in.max_keys + j) * in.heads_kv + hk) * D)];
           double dot = 0;

@@ -22,7 +22,7 @@ struct KvcacheReferenceInput {
   std::vector<double> learnable_sink;  // [heads_q], or empty: one more exp(sink) in each row's denominator
   int64_t head_dim_v = 0;              // V's and O's head dim (0: head_dim); v is [.., heads_kv, head_dim_v]
   std::vector<double> qv;              // [batch, seqlen_q, heads_q, head_dim_v], or empty: score += qv . v
-  int64_t attention_chunk = 0;         // > 0: a row sees only the keys of its chunk (of key positions)
+  int64_t attention_chunk = 0;         // > 0: a row sees only the keys of its chunk (positions from `start`)
 };
 
 struct KvcacheReferenceOutput {

@@ -59,6 +59,9 @@ std::vector<KvCase> variants(const KvCase &base) {
   KvCase chunk = base;
   chunk.seqlen_q = 5, chunk.seqlen_new = 5, chunk.attention_chunk = 7, chunk.heads_q = 4;
   out.push_back(chunk);
+  KvCase chunk_leftpad = chunk;  // chunks counted from cache_leftpad (FlashAttention-3's positions)
+  chunk_leftpad.leftpad = true, chunk_leftpad.layout = CacheLayout::Paged;
+  out.push_back(chunk_leftpad);
   KvCase chunk_plain = chunk;  // attention_chunk alone (no qv, V of head_dim): the explicit forward too
   chunk_plain.qv = false, chunk_plain.head_dim_v = 0, chunk_plain.head_dim = 128;
   out.push_back(chunk_plain);

@@ -384,12 +384,14 @@ KV_VALUE_CASES = [
 @pytest.mark.parametrize("case", KV_VALUE_CASES)
 def test_kvcache_qv_head_dim_v_and_chunk(case, page_size, device):
     # flashbox_kvcache_args.qv / head_dim_v / attention_chunk (the explicit forward on CUDA): the
-    # appended cache and the output against the reference on each entry's keys 0 .. cache_seqlens + new.
+    # appended cache and the output against the reference on each entry's keys cache_leftpad ..
+    # cache_seqlens + new (positions counted from cache_leftpad, as FlashAttention-3 counts them).
     D, Dv, has_qv, chunk = case
     torch.manual_seed(7)
     dt = _dtype(device)
     B, H, Hk, Tq, cap, new = 2, 4, 2, 2, 32, 2
     seqlens = torch.tensor([7, 20], dtype=torch.int32, device=device)
+    leftpad = torch.tensor([3, 0], dtype=torch.int32, device=device)  # chunks count from here (FA3)
     logical_k = torch.randn(B, cap, Hk, D, device=device, dtype=dt)
     logical_v = torch.randn(B, cap, Hk, Dv, device=device, dtype=dt)
     k_new = torch.randn(B, new, Hk, D, device=device, dtype=dt)
@@ -402,8 +404,8 @@ def test_kvcache_qv_head_dim_v_and_chunk(case, page_size, device):
         table = _page_table(B, cap // page_size, device)
         kc, vc = _paged(logical_k, table), _paged(logical_v, table)
     out, lse, *_ = fa3.flash_attn_with_kvcache(q, kc, vc, k_new, v_new, qv=qv, cache_seqlens=seqlens,
-                                               page_table=table, causal=True, attention_chunk=chunk,
-                                               return_softmax_lse=True)
+                                               cache_leftpad=leftpad, page_table=table, causal=True,
+                                               attention_chunk=chunk, return_softmax_lse=True)
     assert out.shape == (B, Tq, H, Dv) and lse.shape == (B, H, Tq)
     got_k = kc if table is None else _unpage(kc, table)
     got_v = vc if table is None else _unpage(vc, table)
@@ -412,8 +414,8 @@ def test_kvcache_qv_head_dim_v_and_chunk(case, page_size, device):
         want_k, want_v = logical_k[b].clone(), logical_v[b].clone()
         want_k[sl:sl + new], want_v[sl:sl + new] = k_new[b], v_new[b]
         assert torch.equal(got_k[b], want_k) and torch.equal(got_v[b], want_v), f"cache entry {b} after the append"
-        L = sl + new
-        args = (q[b:b + 1], want_k[:L].unsqueeze(0), want_v[:L].unsqueeze(0))
+        L, lp = sl + new, int(leftpad[b])
+        args = (q[b:b + 1], want_k[lp:L].unsqueeze(0), want_v[lp:L].unsqueeze(0))
         qv_b = qv[b:b + 1] if qv is not None else None
         o_ref, lse_ref = reference(*args, causal=True, qv=qv_b, chunk=chunk)
         o_pt, _ = reference(*args, causal=True, qv=qv_b, chunk=chunk, dtype=dt)

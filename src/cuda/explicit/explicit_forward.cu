@@ -13,7 +13,8 @@
 //   Warps    warp w owns row w: its q (and qv) row in shared memory as fp32; a score is a dot
 //            product over the row's columns with the lanes over columns and a shuffle reduction,
 //            lane j keeping key j's score. The mask (window with the bottom-right shift, causal as
-//            window_right = 0, attention_chunk, seqused, cache_leftpad) and the transforms
+//            window_right = 0, attention_chunk, seqused; a cache's keys counted from
+//            cache_leftpad) and the transforms
 //            (softcap, then ALiBi) are score_mods.cuh's / mask_ext.cuh's rules; an online softmax
 //            (FlashAttention-2 section 3.1) in natural units rescales O when the row max moves.
 //   O        lane l accumulates columns l, l + 32, ... of the row (at most 16 per lane), P taken
@@ -60,13 +61,14 @@ __device__ __forceinline__ float warp_max(float x) {
   return x;
 }
 
-// The sequence a CTA works on: where its rows and keys start, how many there are, which keys are
-// hidden in front (cache_leftpad) and the bottom-right shift.
+// The sequence a CTA works on: where its rows and keys start, how many there are, and the
+// bottom-right shift. A KV cache's keys are counted from cache_leftpad[b] (the keys before it are
+// not the sequence's), as FlashAttention-3 counts them: the window, causal and ALiBi do not depend on
+// the origin, attention_chunk's chunks start there.
 struct Sequence {
-  int64_t q0 = 0, k0 = 0;  // first packed row (varlen)
+  int64_t q0 = 0, k0 = 0;  // first packed row (varlen), or (cache) the cache row of key 0
   int len_q = 0, len_k = 0;
-  int key_lo = 0;  // keys before it are hidden (cache_leftpad)
-  int shift = 0;   // len_k - len_q
+  int shift = 0;  // len_k - len_q
 };
 
 __device__ Sequence sequence_of(const ExplicitParams &p, int b) {
@@ -78,9 +80,9 @@ __device__ Sequence sequence_of(const ExplicitParams &p, int b) {
   } else if (p.layout == KeyLayout::cache) {
     s.len_q = p.seqlen_q;
     const int64_t total = int64_t(p.cache_seqlens[b]) + p.seqlen_new;
-    s.len_k = int(total < 0 ? 0 : (total > p.capacity ? p.capacity : total));
-    const int pad = p.cache_leftpad ? p.cache_leftpad[b] : 0;
-    s.key_lo = ext_clamp(pad, 0, s.len_k);
+    const int end = int(total < 0 ? 0 : (total > p.capacity ? p.capacity : total));
+    s.k0 = p.cache_leftpad ? ext_clamp(p.cache_leftpad[b], 0, end) : 0;
+    s.len_k = end - int(s.k0);
   } else {
     s.len_q = p.seqlen_q, s.len_k = p.seqlen_k;
   }
@@ -98,7 +100,7 @@ __device__ __forceinline__ void row_keys(const ExplicitParams &p, const Sequence
   const Window w{p.window_left, p.window_right};
   DeviceMaskExt x;
   x.chunk = p.chunk;
-  begin = ext_max(ext_key_begin(w, x, i, s.shift, s.len_k), s.key_lo);
+  begin = ext_key_begin(w, x, i, s.shift, s.len_k);
   end = ext_key_end(w, x, i, s.shift, s.len_k);
 }
 
@@ -107,9 +109,10 @@ __device__ __forceinline__ int64_t key_offset(const ExplicitParams &p, const Seq
                                               int g, int j) {
   if (p.layout == KeyLayout::dense) return int64_t(b) * st[0] + int64_t(j) * st[1] + int64_t(g) * st[2];
   if (p.layout == KeyLayout::varlen) return (s.k0 + j) * st[1] + int64_t(g) * st[2];
-  if (j >= p.capacity) return -1;
-  const kvcache::CacheSlot slot =
-      kvcache::cache_slot(p.block_table, p.block_table_stride, p.cache_rows, p.cache_entries, p.cache_batch_idx, b, j);
+  const int64_t row = s.k0 + j;  // the key's cache row
+  if (row >= p.capacity) return -1;
+  const kvcache::CacheSlot slot = kvcache::cache_slot(p.block_table, p.block_table_stride, p.cache_rows,
+                                                      p.cache_entries, p.cache_batch_idx, b, row);
   return kvcache::cache_offset(slot, g, st[0], st[1], st[2]);
 }
 

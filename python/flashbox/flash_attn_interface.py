@@ -645,7 +645,8 @@ def _kv_per_sequence(q, kc, vc, k, v, qv, cos, sin, seqlens, idx, leftpad, table
 
 @torch.library.custom_op("flashbox::fa3_kvcache", mutates_args=("k_cache", "v_cache"))
 def _fa3_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, k: Optional[torch.Tensor],
-                 v: Optional[torch.Tensor], qv: Optional[torch.Tensor], rotary_cos: Optional[torch.Tensor], rotary_sin: Optional[torch.Tensor],
+                 v: Optional[torch.Tensor], qv: Optional[torch.Tensor], rotary_cos: Optional[torch.Tensor],
+                 rotary_sin: Optional[torch.Tensor],
                  cache_seqlens: Optional[torch.Tensor], cache_batch_idx: Optional[torch.Tensor],
                  cache_leftpad: Optional[torch.Tensor], page_table: Optional[torch.Tensor],
                  cu_seqlens_q: Optional[torch.Tensor], cu_seqlens_k_new: Optional[torch.Tensor],

@@ -111,7 +111,8 @@ void run_case(const QvCase &c) {
   e.alibi_slopes = c.alibi ? static_cast<const float *>(slopes_d.ptr) : nullptr;
   e.learnable_sink = c.sinks ? static_cast<const float *>(sinks_d.ptr) : nullptr;
   if (varlen) {
-    e.cu_seqlens_q = static_cast<const int32_t *>(cu_q_d.ptr), e.cu_seqlens_k = static_cast<const int32_t *>(cu_k_d.ptr);
+    e.cu_seqlens_q = static_cast<const int32_t *>(cu_q_d.ptr),
+    e.cu_seqlens_k = static_cast<const int32_t *>(cu_k_d.ptr);
     e.max_seqlen_q = max_q, e.max_seqlen_k = max_k;
   }
   if (!c.used_q.empty()) e.seqused_q = static_cast<const int32_t *>(used_q_d.ptr);
@@ -130,9 +131,7 @@ void run_case(const QvCase &c) {
     const int64_t span_q = varlen ? c.lens_q[size_t(b)] : tq, span_k = varlen ? c.lens_k[size_t(b)] : tk;
     const int64_t lq = c.used_q.empty() ? span_q : c.used_q[size_t(b)];
     const int64_t lk = c.used_k.empty() ? span_k : c.used_k[size_t(b)];
-    const auto lse_at = [&](int64_t h, int64_t i) {
-      return size_t(varlen ? h * tq + q0 + i : (b * hq + h) * tq + i);
-    };
+    const auto lse_at = [&](int64_t h, int64_t i) { return size_t(varlen ? h * tq + q0 + i : (b * hq + h) * tq + i); };
     for (int64_t i = lq; i < span_q; ++i)  // rows past seqused_q: untouched (FlashAttention-3)
       for (int64_t h = 0; h < hq; ++h) {
         const int64_t row = ((q0 + i) * hq + h) * dv;

@@ -158,21 +158,16 @@ TEST(KvcacheQvCpu, RefusesBadArguments) {
   expect_refused(c, FLASHBOX_ERR_INVALID_ARGUMENT, "overlaps", [](KvData &x) { x.args.qv = x.o.data(); });
   expect_refused(c, FLASHBOX_ERR_INVALID_ARGUMENT, "overlaps",  // qv read while the cache is appended to
                  [](KvData &x) { x.args.qv = x.v_cache.data(); });
-  expect_refused(c, FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim_v = 584",
-                 [](KvData &x) { x.args.head_dim_v = 584; });
+  expect_refused(c, FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim_v = 584", [](KvData &x) { x.args.head_dim_v = 584; });
   // device = cuda: the explicit forward's limits, checked before any device check (no GPU needed).
-  expect_refused(c, FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim_v = 520", [](KvData &x) {
-    x.args.device = FLASHBOX_CUDA, x.args.head_dim_v = 520;
-  });
-  expect_refused(c, FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim_v = 100", [](KvData &x) {
-    x.args.device = FLASHBOX_CUDA, x.args.head_dim_v = 100;
-  });
-  expect_refused(c, FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim = 584", [](KvData &x) {
-    x.args.device = FLASHBOX_CUDA, x.args.head_dim = 584;
-  });
-  expect_refused(c, FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim = 60", [](KvData &x) {
-    x.args.device = FLASHBOX_CUDA, x.args.head_dim = 60;
-  });
+  expect_refused(c, FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim_v = 520",
+                 [](KvData &x) { x.args.device = FLASHBOX_CUDA, x.args.head_dim_v = 520; });
+  expect_refused(c, FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim_v = 100",
+                 [](KvData &x) { x.args.device = FLASHBOX_CUDA, x.args.head_dim_v = 100; });
+  expect_refused(c, FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim = 584",
+                 [](KvData &x) { x.args.device = FLASHBOX_CUDA, x.args.head_dim = 584; });
+  expect_refused(c, FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim = 60",
+                 [](KvData &x) { x.args.device = FLASHBOX_CUDA, x.args.head_dim = 60; });
 }
 
 TEST(KvcacheQvCpu, RefusedWithAnFp8Cache) {

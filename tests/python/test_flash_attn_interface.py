@@ -508,5 +508,10 @@ def test_opcheck_custom_ops_cpu():
     kn, vn = torch.randn(2, 1, 1, 16), torch.randn(2, 1, 1, 16)
     seqlens = torch.tensor([3, 7], dtype=torch.int32)
     opcheck(torch.ops.flashbox.fa3_kvcache.default,
-            (qd, kc, vc, kn, vn, None, None, seqlens, None, None, None, None, None, None, None, 0.25, True, -1, -1, 0,
-             0.0, True, 0))
+            (qd, kc, vc, kn, vn, None, None, None, seqlens, None, None, None, None, None, None, None, 0.25, True, -1,
+             -1, 0, 0.0, True, 0))
+    # qv with a V cache of its own head dim (out has v_cache's head dim) and a chunk
+    qv, vc32, vn32 = torch.randn(2, 1, 2, 32), torch.randn(2, 12, 1, 32), torch.randn(2, 1, 1, 32)
+    opcheck(torch.ops.flashbox.fa3_kvcache.default,
+            (qd, kc, vc32, kn, vn32, qv, None, None, seqlens, None, None, None, None, None, None, None, 0.2, True, -1,
+             -1, 4, 0.0, True, 0))

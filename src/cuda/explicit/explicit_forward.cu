@@ -42,7 +42,7 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kKeys = 32;                       // keys per staged chunk: one per lane
+constexpr int kKeys = 32;                        // keys per staged chunk: one per lane
 constexpr int kColsPerLane = kMaxHeadDimV / 32;  // O columns a lane accumulates
 
 // Shared memory of a call: the K|V chunk (16-bit) and each warp's q|qv row (fp32).
@@ -136,7 +136,8 @@ __device__ float rotated_q(const ExplicitParams &p, const T *row, int e, int64_t
   const float x0 = Tr::to_float(row[i0]), x1 = Tr::to_float(row[i1]);
   const T *cs = static_cast<const T *>(p.rotary_cos), *sn = static_cast<const T *>(p.rotary_sin);
   const float c = Tr::to_float(cs[pos * half + m]), sv = Tr::to_float(sn[pos * half + m]);
-  const float y = e == i0 ? __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sv)) : __fadd_rn(__fmul_rn(x0, sv), __fmul_rn(x1, c));
+  const float y =
+      e == i0 ? __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sv)) : __fadd_rn(__fmul_rn(x0, sv), __fmul_rn(x1, c));
   return Tr::to_float(Tr::from_float(y));
 }
 
@@ -232,7 +233,7 @@ __global__ void __launch_bounds__(kThreads) explicit_forward_kernel(const Explic
       if (p.alibi_slopes) x -= slope * fabsf(float(i + s.shift - j));
     }
     const float m_new = fmaxf(m, warp_max(x));
-    if (m_new == -INFINITY) continue;  // nothing visible yet in this row
+    if (m_new == -INFINITY) continue;       // nothing visible yet in this row
     const float alpha = __expf(m - m_new);  // 0 while the row had seen no key
     const float pr = visible ? __expf(x - m_new) : 0.f;
     l = l * alpha + warp_sum(pr);
@@ -295,18 +296,20 @@ __global__ void explicit_append_kernel(const AppendParams p) {
     const int b = int(rest / p.seqlen_new);
     const int64_t j = int64_t(p.cache_seqlens[b]) + i;
     if (j < 0 || j >= p.capacity) continue;
-    const kvcache::CacheSlot slot =
-        kvcache::cache_slot(p.block_table, p.block_table_stride, p.cache_rows, p.cache_entries, p.cache_batch_idx, b, j);
+    const kvcache::CacheSlot slot = kvcache::cache_slot(p.block_table, p.block_table_stride, p.cache_rows,
+                                                        p.cache_entries, p.cache_batch_idx, b, j);
     if (e >= p.head_dim) {
       const int64_t dst = kvcache::cache_offset(slot, g, p.v_cache_stride[0], p.v_cache_stride[1], p.v_cache_stride[2]);
       if (dst < 0) continue;
-      const T *src = static_cast<const T *>(p.v_new) + b * p.v_new_stride[0] + i * p.v_new_stride[1] + g * p.v_new_stride[2];
+      const T *src =
+          static_cast<const T *>(p.v_new) + b * p.v_new_stride[0] + i * p.v_new_stride[1] + g * p.v_new_stride[2];
       static_cast<T *>(p.v_cache)[dst + e - p.head_dim] = src[e - p.head_dim];
       continue;
     }
     const int64_t dst = kvcache::cache_offset(slot, g, p.k_cache_stride[0], p.k_cache_stride[1], p.k_cache_stride[2]);
     if (dst < 0) continue;
-    const T *src = static_cast<const T *>(p.k_new) + b * p.k_new_stride[0] + i * p.k_new_stride[1] + g * p.k_new_stride[2];
+    const T *src =
+        static_cast<const T *>(p.k_new) + b * p.k_new_stride[0] + i * p.k_new_stride[1] + g * p.k_new_stride[2];
     T out = src[e];
     if (p.rotary_cos && e < p.rotary_dim) {  // decode_rotary.cu's turn: key i at position j
       const int half = p.rotary_dim / 2;

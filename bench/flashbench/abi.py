@@ -54,7 +54,9 @@ class KvcacheArgs(ctypes.Structure):  # flashbox_kvcache_args
                 ("rotary_sin", P), ("rotary_dim", ctypes.c_int64), ("rotary_interleaved", ctypes.c_int),
                 ("stream", P), ("alibi_batch_stride", ctypes.c_int64), ("learnable_sink", P),
                 ("cache_dtype", ctypes.c_int), ("k_descale", P), ("v_descale", P),
-                ("k_descale_stride", ctypes.c_int64 * 2), ("v_descale_stride", ctypes.c_int64 * 2)]
+                ("k_descale_stride", ctypes.c_int64 * 2), ("v_descale_stride", ctypes.c_int64 * 2),
+                ("qv", ctypes.c_void_p), ("qv_stride", ctypes.c_int64 * 3), ("head_dim_v", ctypes.c_int64),
+                ("attention_chunk", ctypes.c_int64)]
 
 
 # The size of flashbox_kvcache_args before learnable_sink: every field this harness sets lies before it,

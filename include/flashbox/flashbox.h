@@ -160,8 +160,8 @@ FLASHBOX_API const char *flashbox_last_kernel(void);
  * the sm90 families and impl = naive decline them, so auto runs sm80; block masks with q_block_size
  * and kv_block_size multiples of 128, others refused with FLASHBOX_ERR_UNSUPPORTED_IMPL; not
  * learnable_sink with seqused_q in the backward, nor seqused_q with head_dim_v != head_dim in the
- * forward); qv and fp8 e4m3 inputs (out_dtype, descales):
- * device = cpu, forward only. */
+ * forward); qv: forward only, device = cpu and device = cuda (the explicit forward, below); fp8 e4m3
+ * inputs (out_dtype, descales): device = cpu, forward only. */
 /* Block sparsity in FlexAttention's BlockMask layout (torch.nn.attention.flex_attention.BlockMask),
  * for flashbox_attention_ext.block_mask. Queries are cut into blocks of q_block_size rows and keys
  * into blocks of kv_block_size, num_q_blocks = ceil(seqlen_q / q_block_size) and num_kv_blocks =
@@ -341,7 +341,11 @@ typedef struct {
    * scores become scale * (q_i . k_j + qv_i . v_j), and softmax_scale 0 then means
    * 1 / sqrt(head_dim + head_dim_v). Forward only: the backward refuses it (FlashAttention-3 has no
    * backward with qv). device = cpu, head_dim + head_dim_v up to the cpu's head-dim limit; device =
-   * cuda refuses it with FLASHBOX_ERR_UNSUPPORTED_IMPL before anything is written. */
+   * cuda runs every call with qv on the explicit forward (one kernel for any head dims, plain CUDA
+   * cores in fp32: correct, not tuned for speed; src/cuda/explicit), whatever impl says: head_dim_v a
+   * multiple of 8 up to 512, with windows, causal, attention_chunk, seqused_q/k, softcap, ALiBi,
+   * learnable_sink and cu_seqlens; document ids, prefix lengths and block masks with qv are refused
+   * there (FLASHBOX_ERR_UNSUPPORTED_IMPL), before anything is written. */
   const void *qv;
   int64_t qv_stride[3];
   /* Added after 0.2.0, after qv_stride (a shorter struct_size reads them as NULL):
@@ -572,6 +576,26 @@ typedef struct {
   flashbox_dtype cache_dtype;
   const float *k_descale, *v_descale;
   int64_t k_descale_stride[2], v_descale_stride[2]; /* batch, kv head (elements) */
+  /* Added 2026-12-07 (a struct_size of the struct without them is still accepted: NULL / 0, off):
+   * FlashAttention-3's qv, head_dim_v and attention_chunk of flash_attn_with_kvcache.
+   * head_dim_v: V's and O's head dim (0: head_dim). v_cache and v_new then have rows of head_dim_v
+   * elements and o [batch, seqlen_q, heads_q, head_dim_v]; q, k_cache, k_new keep head_dim.
+   * qv: NULL, or a second query against V (MLA's absorbed decode), [batch, seqlen_q, heads_q,
+   * head_dim_v] in dtype with strides qv_stride (batch, token, head; elements; all 0 when qv is
+   * NULL): scores become scale * (q_i . k_j + qv_i . v_j), and softmax_scale 0 then means
+   * 1 / sqrt(head_dim + head_dim_v). Rotary turns q and k_new only, never qv.
+   * attention_chunk > 0: chunked local attention, with positions counted from P_b = cache_leftpad[b]
+   * (0 without it), as FlashAttention-3 counts them: query i at p = L_b - seqlen_q + i - P_b sees only
+   * the keys j with floor(p / attention_chunk) * attention_chunk <= j - P_b < that + attention_chunk,
+   * intersected with causal and the window; 0: off.
+   * Not with an fp8 cache (FLASHBOX_ERR_UNSUPPORTED_IMPL). device = cpu: head_dim (+ head_dim_v with
+   * qv) up to 576. device = cuda: a call with any of them runs on the explicit forward (one kernel
+   * for any head dims; correct, not tuned for speed: src/cuda/explicit), head_dim up to 576 and
+   * head_dim_v up to 512, both multiples of 8; the decode kernels keep every other call. */
+  const void *qv;
+  int64_t qv_stride[3];
+  int64_t head_dim_v;
+  int64_t attention_chunk;
 } flashbox_kvcache_args;
 FLASHBOX_API int flashbox_attention_kvcache(const flashbox_kvcache_args *args); /* 0 on success */
 /* The split count a call with these arguments would use (num_splits, or the library's choice when it

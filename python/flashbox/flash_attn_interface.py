@@ -41,7 +41,7 @@ see one opaque node each:
                     window_right, attention_chunk, softcap, num_splits, deterministic) -> (out, lse)
   flashbox::fa3_bwd(dout, q, k, v, out, lse, cu_seqlens_q?, cu_seqlens_k?, seqused_q?, seqused_k?, <the
                     scalars>) -> (dq, dk, dv)
-  flashbox::fa3_kvcache(q, k_cache!, v_cache!, k?, v?, ...) -> (out, lse)     (appends k/v in place)
+  flashbox::fa3_kvcache(q, k_cache!, v_cache!, k?, v?, qv?, ...) -> (out, lse)     (appends k/v in place)
   flashbox::fa3_combine(out_partial, lse_partial, out_dtype) -> (out, lse)
 
 fa3_fwd is differentiable in q, k and v (FlashAttention-3's backward); a backward through a call with
@@ -51,15 +51,20 @@ What the library does, per device (flashbox.h, "Extension 1"; docs/migration-fa3
   * CPU tensors: every field above, forward and backward (qv and fp8 forward only).
   * CUDA tensors: what the kernel families take (windows, softcap, causal, GQA, varlen; attention_chunk
     and seqused_q/k in the sm80 family), head_dim_v != head_dim (column slices of V; (192, 128)
-    forward natively on Hopper) and flash_attn_combine. qv and fp8 are refused by the C API
+    forward natively on Hopper) and flash_attn_combine. qv (forward only) runs on the library's
+    explicit forward (one CUDA kernel for any head dims, headdim_v a multiple of 8 up to 512; correct,
+    not tuned for speed) with every mask above. fp8 is refused by the C API
     (FLASHBOX_ERR_UNSUPPORTED_IMPL), which this module raises as NotImplementedError with the
     library's message; nothing is computed another way. seqused_q/k equal to the sequences' lengths
     and an attention_chunk at least as long as every sequence's keys (when no sequence has more
     queries than keys) are dropped first, after one host read of the int32 tables, so that such calls
     keep the kernels without the mask families (the sm90 family on Hopper).
-  * The KV-cache call has no qv, head_dim_v or fp8 (flashbox_kvcache_args has no such field):
-    NotImplementedError on both devices. attention_chunk is taken only where it changes nothing (the
-    rule above, on both devices); any other chunk raises NotImplementedError.
+  * The KV-cache call takes qv, a v_cache whose headdim_v differs from q's headdim, and
+    attention_chunk (flashbox_kvcache_args.qv / head_dim_v / attention_chunk): on CPU the row loop, on
+    CUDA the explicit forward (headdim up to 576, headdim_v up to 512, multiples of 8), with appended
+    k/v, rotary (q and k, never qv), paged caches, cache_leftpad and cache_batch_idx. fp8 inputs are
+    refused (NotImplementedError), and so are float8_e4m3fn caches in this module (see
+    flashbox.kvcache for them).
 
 Arguments that ask nothing of the result:
   * q_descale / k_descale / v_descale with inputs that are not fp8: ignored, as FlashAttention-3 does.
@@ -576,34 +581,19 @@ def _scatter_pages(cache, gathered, table):
     cache.index_copy_(0, table.reshape(-1).long(), gathered.reshape(-1, *cache.shape[1:]))
 
 
-def _check_kv_chunk(chunk, q, k, cache_seqlens, cache_leftpad, cu_q, cu_k_new, batch, capacity):
-    """flashbox_kvcache_args has no attention_chunk: a chunk is taken where it masks nothing (each
-    entry's attended keys, cache_leftpad to cache_seqlens + new, fit in one chunk with its queries at
-    their ends), else NotImplementedError. Reads the small int32 tables on the host."""
-    q_lens = _host_lengths(cu_q) if cu_q is not None else [q.shape[1]] * batch
-    if k is None:
-        new = [0] * batch
-    else:
-        new = _host_lengths(cu_k_new) if cu_k_new is not None else [k.shape[1]] * batch
-    cached = cache_seqlens.tolist() if cache_seqlens is not None else [capacity - n for n in new]
-    pad = cache_leftpad.tolist() if cache_leftpad is not None else [0] * batch
-    k_lens = [c + n - p for c, n, p in zip(cached, new, pad)]
-    if not _chunk_changes_nothing(chunk, q_lens, k_lens):
-        raise NotImplementedError(f"{_WHO}.flash_attn_with_kvcache: attention_chunk = {chunk} is not supported "
-                                  f"(flashbox_attention_kvcache has no such field; a chunk that covers every "
-                                  f"entry's keys is taken)")
-
-
-def _kv_call(q, kc, vc, k, v, cos, sin, seqlens, idx, leftpad, table, scale, causal, window, softcap, interleaved,
-             num_splits):
+def _kv_call(q, kc, vc, k, v, qv, cos, sin, seqlens, idx, leftpad, table, scale, causal, window, chunk, softcap,
+             interleaved, num_splits):
     """One flashbox_attention_kvcache call (through flashbox.kvcache, which pads CUDA head dims) ->
-    (out [B, Tq, H, D], lse [B, H, Tq])."""
-    return _fa2._call(_kv.flash_attn_with_kvcache, q, kc, vc, k, v, cos, sin, seqlens, idx, leftpad, table, scale,
-                      causal, window, softcap, interleaved, None, num_splits, True, who=_WHO)
+    (out [B, Tq, H, Dv], lse [B, H, Tq])."""
+    def call():
+        return _kv.flash_attn_with_kvcache(q, kc, vc, k, v, cos, sin, seqlens, idx, leftpad, table, scale, causal,
+                                           window, softcap, interleaved, None, num_splits, True, qv=qv,
+                                           attention_chunk=chunk)
+    return _fa2._call(call, who=_WHO)
 
 
-def _kv_per_sequence(q, kc, vc, k, v, cos, sin, seqlens, idx, leftpad, table, cu_q, cu_k_new, scale, causal, window,
-                     softcap, interleaved, num_splits):
+def _kv_per_sequence(q, kc, vc, k, v, qv, cos, sin, seqlens, idx, leftpad, table, cu_q, cu_k_new, scale, causal,
+                     window, chunk, softcap, interleaved, num_splits):
     """Variable-length queries or new keys: one call per sequence (the KV-cache call takes a batch of
     equal lengths). A sequence with no query row but new keys still appends them (through a one-row
     query whose output is dropped)."""
@@ -611,10 +601,13 @@ def _kv_per_sequence(q, kc, vc, k, v, cos, sin, seqlens, idx, leftpad, table, cu
     q_spans, k_spans = _spans(cu_q, batch), _spans(cu_k_new, batch)
     heads = q.shape[-2]
     lse_shape = (heads, q.shape[0]) if q_spans is not None else (q.shape[0], heads, q.shape[1])
-    out = q.new_zeros(q.shape)
+    out = q.new_zeros(q.shape[:-1] + vc.shape[-1:])
     lse = torch.full(lse_shape, -math.inf, dtype=torch.float32, device=q.device)
     for b in range(batch):
         q_b = q[q_spans[b][0]:q_spans[b][1]].unsqueeze(0) if q_spans is not None else q[b:b + 1]
+        qv_b = None
+        if qv is not None:
+            qv_b = qv[q_spans[b][0]:q_spans[b][1]].unsqueeze(0) if q_spans is not None else qv[b:b + 1]
         k_b = v_b = None
         if k is not None:
             lo, hi = k_spans[b] if k_spans is not None else (None, None)
@@ -627,6 +620,7 @@ def _kv_per_sequence(q, kc, vc, k, v, cos, sin, seqlens, idx, leftpad, table, cu
             continue
         if rows == 0:
             q_b = q.new_zeros((1, 1) + q.shape[-2:])
+            qv_b = None if qv is None else qv.new_zeros((1, 1) + qv.shape[-2:])
         sel = slice(b, b + 1)
         # A one-entry call reads cache entry 0 unless told: a contiguous cache without cache_batch_idx
         # (the caller's, or the contiguous copy of paged caches) names entry b here.
@@ -636,9 +630,9 @@ def _kv_per_sequence(q, kc, vc, k, v, cos, sin, seqlens, idx, leftpad, table, cu
             idx_b = torch.full((1,), b, dtype=torch.int32, device=seqlens.device)
         else:
             idx_b = None
-        o_b, l_b = _kv_call(q_b, kc, vc, k_b, v_b, cos, sin, seqlens[sel], idx_b,
+        o_b, l_b = _kv_call(q_b, kc, vc, k_b, v_b, qv_b, cos, sin, seqlens[sel], idx_b,
                             leftpad[sel] if leftpad is not None else None, table[sel] if table is not None else None,
-                            scale, causal, window, softcap, interleaved, num_splits)
+                            scale, causal, window, chunk, softcap, interleaved, num_splits)
         if rows == 0:
             continue
         if q_spans is not None:
@@ -651,7 +645,8 @@ def _kv_per_sequence(q, kc, vc, k, v, cos, sin, seqlens, idx, leftpad, table, cu
 
 @torch.library.custom_op("flashbox::fa3_kvcache", mutates_args=("k_cache", "v_cache"))
 def _fa3_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, k: Optional[torch.Tensor],
-                 v: Optional[torch.Tensor], rotary_cos: Optional[torch.Tensor], rotary_sin: Optional[torch.Tensor],
+                 v: Optional[torch.Tensor], qv: Optional[torch.Tensor], rotary_cos: Optional[torch.Tensor],
+                 rotary_sin: Optional[torch.Tensor],
                  cache_seqlens: Optional[torch.Tensor], cache_batch_idx: Optional[torch.Tensor],
                  cache_leftpad: Optional[torch.Tensor], page_table: Optional[torch.Tensor],
                  cu_seqlens_q: Optional[torch.Tensor], cu_seqlens_k_new: Optional[torch.Tensor],
@@ -662,10 +657,6 @@ def _fa3_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, 
     if varlen and cache_seqlens is None:
         raise ValueError(f"{_WHO}: cache_seqlens is required with cu_seqlens_q or cu_seqlens_k_new")
     batch = cache_seqlens.numel() if cache_seqlens is not None else q.shape[0]
-    if attention_chunk != 0:
-        capacity = k_cache.shape[1] * (page_table.shape[1] if page_table is not None else 1)
-        _check_kv_chunk(attention_chunk, q, k, cache_seqlens, cache_leftpad, cu_seqlens_q, cu_seqlens_k_new, batch,
-                        capacity)
     _check_metadata(scheduler_metadata, batch, q.shape[-2], k_cache.shape[2], q.shape[-1], v_cache.shape[-1])
     if rotary_seqlens is not None and rotary_cos is not None and cache_seqlens is not None and \
             not torch.equal(rotary_seqlens.to(cache_seqlens.device, torch.int32), cache_seqlens.to(torch.int32)):
@@ -683,12 +674,13 @@ def _fa3_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, 
         kc, vc, table = k_cache, v_cache, page_table
     window = (window_left, window_right)
     if varlen:
-        out, lse = _kv_per_sequence(q, kc, vc, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+        out, lse = _kv_per_sequence(q, kc, vc, k, v, qv, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                                     cache_leftpad, table, cu_seqlens_q, cu_seqlens_k_new, softmax_scale, causal,
-                                    window, softcap, rotary_interleaved, num_splits)
+                                    window, attention_chunk, softcap, rotary_interleaved, num_splits)
     else:
-        out, lse = _kv_call(q, kc, vc, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
-                            table, softmax_scale, causal, window, softcap, rotary_interleaved, num_splits)
+        out, lse = _kv_call(q, kc, vc, k, v, qv, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+                            cache_leftpad, table, softmax_scale, causal, window, attention_chunk, softcap,
+                            rotary_interleaved, num_splits)
     if copied and k is not None:
         _scatter_pages(k_cache, kc, page_table)
         _scatter_pages(v_cache, vc, page_table)
@@ -696,24 +688,27 @@ def _fa3_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, 
 
 
 @_fa3_kvcache.register_fake
-def _fa3_kvcache_fake(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+def _fa3_kvcache_fake(q, k_cache, v_cache, k, v, qv, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                       cache_leftpad, page_table, cu_seqlens_q, cu_seqlens_k_new, rotary_seqlens, scheduler_metadata,
                       softmax_scale, causal, window_left, window_right, attention_chunk, softcap, rotary_interleaved,
                       num_splits):
+    out_shape = q.shape[:-1] + v_cache.shape[-1:]
     if cu_seqlens_q is not None:
-        return q.new_empty(q.shape), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+        return q.new_empty(out_shape), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
     B, Tq, H, _ = q.shape
-    return q.new_empty(q.shape), q.new_empty((B, H, Tq), dtype=torch.float32)
+    return q.new_empty(out_shape), q.new_empty((B, H, Tq), dtype=torch.float32)
 
 
 def _kvcache_refusals(q, v_cache, qv):
     """What flashbox_kvcache_args has no field for: NotImplementedError naming it (both devices).
-    Descales without fp8 inputs are ignored, as FlashAttention-3 ignores them."""
-    if qv is not None:
-        what = "qv"
-    elif v_cache.shape[-1] != q.shape[-1]:
-        what = f"headdim_v = {v_cache.shape[-1]} != headdim = {q.shape[-1]}"
-    elif _is_fp8(q):
+    Descales without fp8 inputs are ignored, as FlashAttention-3 ignores them. qv and headdim_v are
+    checked against q here (the C API sees one call's sizes)."""
+    if qv is not None and (qv.dim() != q.dim() or qv.shape[:-1] != q.shape[:-1] or
+                           qv.shape[-1] != v_cache.shape[-1] or qv.dtype != q.dtype or qv.device != q.device):
+        raise ValueError(f"{_WHO}: qv must be {tuple(q.shape[:-1] + v_cache.shape[-1:])} of {q.dtype} on "
+                         f"{q.device} (q's rows and heads, v_cache's headdim), got {tuple(qv.shape)} of {qv.dtype} "
+                         f"on {qv.device}")
+    if _is_fp8(q):
         what = "fp8 inputs"
     elif _is_fp8(v_cache):
         # The C API takes e4m3 caches (flashbox_kvcache_args.cache_dtype, k_descale, v_descale) and so does
@@ -736,8 +731,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
                             scheduler_metadata=None, num_splits=0, pack_gqa=None, sm_margin=0,
                             return_softmax_lse=False):
     """FlashAttention-3's decode call: q [batch, seqlen_q, nheads, headdim] (or [total_q, nheads, headdim]
-    with cu_seqlens_q) against k_cache/v_cache [batch_cache, seqlen_cache, nheads_k, headdim] or pages
-    [num_blocks, page_size, nheads_k, headdim] with page_table [batch, max_blocks] int32; k/v (or with
+    with cu_seqlens_q) against k_cache/v_cache [batch_cache, seqlen_cache, nheads_k, headdim(_v)] or pages
+    [num_blocks, page_size, nheads_k, headdim(_v)] with page_table [batch, max_blocks] int32; qv (like q
+    with headdim_v) adds qv . v to the scores (the default scale is then 1 / sqrt(headdim + headdim_v));
+    out has headdim_v; k/v (or with
     cu_seqlens_k_new their packed rows) are appended in place at cache_seqlens first, rotated by
     rotary_cos/rotary_sin when given. -> out like q, or (out, softmax_lse, out_accum, softmax_lse_accum)
     with return_softmax_lse (lse [batch, nheads, seqlen_q], or [nheads, total_q]; the accumulators are
@@ -748,14 +745,14 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
         raise ValueError(f"{_WHO}: give both k and v (the new keys and values), or neither")
     _kvcache_refusals(q, v_cache, qv)
     _check_sm_margin(sm_margin)
-    scale = _scale(softmax_scale, q, None)
+    scale = _scale(softmax_scale, q, qv)
     wl, wr = _fa2._window(window_size)
     if causal:  # FlashAttention-3: causal is window_size[1] = 0, so causal with window_size[0] left keys
         wr = 0 if wl >= 0 else -1
     if isinstance(cache_seqlens, int):
         batch = q.shape[0] if cu_seqlens_q is None else cu_seqlens_q.numel() - 1
         cache_seqlens = torch.full((batch,), cache_seqlens, dtype=torch.int32, device=k_cache.device)
-    out, lse = torch.ops.flashbox.fa3_kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
+    out, lse = torch.ops.flashbox.fa3_kvcache(q, k_cache, v_cache, k, v, qv, rotary_cos, rotary_sin, cache_seqlens,
                                               cache_batch_idx, cache_leftpad, page_table, cu_seqlens_q,
                                               cu_seqlens_k_new, rotary_seqlens, scheduler_metadata, scale,
                                               bool(causal), wl, wr, int(attention_chunk), float(softcap),

@@ -15,6 +15,10 @@ keyword arguments k_descale/v_descale (FlashAttention-3's names): float32 [batch
 size 1 broadcasting, None for 1.0; the cache holds k / k_descale in e4m3 and appended k/v are quantized
 on write (flashbox_kvcache_args.cache_dtype). On CUDA its head_dim must be a multiple of 16 (no padding
 copy is made of an fp8 cache).
+FlashAttention-3's keywords qv (a second query against V, [batch, seqlen_q, heads, headdim_v]: scores
+scale * (q . k + qv . v), the default scale 1 / sqrt(headdim + headdim_v)) and attention_chunk, and a
+v_cache (and v) whose head dim differs from q's (out then has v's head dim) are taken too
+(flashbox_kvcache_args.qv / head_dim_v / attention_chunk); on CUDA they run on the explicit forward.
 
 `prepare_kvcache(...)` fills the argument struct once and returns it with a `call()` that only runs
 the C function: the benchmark times that, so Python's per-call work is not measured.
@@ -64,6 +68,7 @@ class KvcacheArgs(ctypes.Structure):
         ("cache_dtype", ctypes.c_int),
         ("k_descale", _P), ("v_descale", _P),
         ("k_descale_stride", ctypes.c_int64 * 2), ("v_descale_stride", ctypes.c_int64 * 2),
+        ("qv", _P), ("qv_stride", _I64x3), ("head_dim_v", ctypes.c_int64), ("attention_chunk", ctypes.c_int64),
     ]
 
 
@@ -131,7 +136,8 @@ class PreparedKvcache:
 def prepare_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None, cache_seqlens=None,
                     cache_batch_idx=None, cache_leftpad=None, block_table=None, softmax_scale=None, causal=False,
                     window_size=(-1, -1), softcap=0.0, rotary_interleaved=True, alibi_slopes=None, num_splits=0,
-                    return_softmax_lse=False, *, tables_trusted=False, out=None, k_descale=None, v_descale=None):
+                    return_softmax_lse=False, *, tables_trusted=False, out=None, k_descale=None, v_descale=None,
+                    qv=None, attention_chunk=0):
     import torch
     from .ops import _DTYPES  # torch dtype -> flashbox dtype
 
@@ -159,11 +165,20 @@ def prepare_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary
         raise ValueError("k_cache and v_cache must have a contiguous last dimension (they are written in place)")
     a.batch, a.seqlen_q, a.heads_q, a.head_dim = q.shape
     a.heads_kv = k_cache.shape[2]
+    dv = v_cache.shape[3]
+    if dv != a.head_dim:
+        a.head_dim_v = dv
     a.q, a.q_stride[:] = q.data_ptr(), qs
+    if qv is not None:
+        if qv.dtype != q.dtype or qv.device != dev:
+            raise TypeError(f"qv must be {q.dtype} on {dev} like q, got {qv.dtype} on {qv.device}")
+        qv, qvs = _strides(qv, "qv")
+        a.qv, a.qv_stride[:] = qv.data_ptr(), qvs
+    a.attention_chunk = int(attention_chunk)
     a.k_cache, a.v_cache = k_cache.data_ptr(), v_cache.data_ptr()
     a.k_cache_stride[:], a.v_cache_stride[:] = k_cache_s, v_cache_s
     a.cache_entries, a.cache_rows = k_cache.shape[0], k_cache.shape[1]
-    keep = [q, k_cache, v_cache]
+    keep = [q, k_cache, v_cache, qv]
     block_table = _int32(block_table, dev, "block_table")
     if block_table is not None:
         a.block_table = block_table.data_ptr()
@@ -190,7 +205,7 @@ def prepare_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary
         a.k_new_stride[:], a.v_new_stride[:] = ks, vs
         keep += [k, v]
     if out is None:
-        out = torch.empty_like(q, memory_format=torch.contiguous_format)
+        out = torch.empty(q.shape[:-1] + (dv,), dtype=q.dtype, device=dev)
     out_t, os_ = _strides(out, "out")
     if out_t.data_ptr() != out.data_ptr():
         raise ValueError("out must have a contiguous last dimension")
@@ -243,30 +258,36 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                             cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
                             softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                             rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False,
-                            *, tables_trusted=False, out=None, k_descale=None, v_descale=None):
-    """FlashAttention-2's flash_attn_with_kvcache on flashbox; returns out, or (out, softmax_lse)."""
+                            *, tables_trusted=False, out=None, k_descale=None, v_descale=None, qv=None,
+                            attention_chunk=0):
+    """FlashAttention-2's flash_attn_with_kvcache on flashbox; returns out, or (out, softmax_lse).
+    qv and attention_chunk (keywords) are FlashAttention-3's; v_cache may have its own head dim."""
     d = q.shape[-1]
     if _is_fp8(k_cache) or _is_fp8(v_cache):  # no padded copy of an fp8 cache: the C API names the rule
         p = prepare_kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                             cache_leftpad, block_table, softmax_scale, causal, window_size, softcap,
                             rotary_interleaved, alibi_slopes, num_splits, return_softmax_lse,
-                            tables_trusted=tables_trusted, out=out, k_descale=k_descale, v_descale=v_descale)
+                            tables_trusted=tables_trusted, out=out, k_descale=k_descale, v_descale=v_descale,
+                            qv=qv, attention_chunk=attention_chunk)  # the C API refuses qv / chunk with fp8
         p.call()
         return (p.out, p.lse) if return_softmax_lse else p.out
-    if q.device.type == "cuda" and d % 8 != 0:
+    # Zero columns change nothing only when V has q's head dim and there is no qv (qv . v would see them).
+    if q.device.type == "cuda" and d % 8 != 0 and v_cache.shape[-1] == d and qv is None:
         return _padded_head_dim(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                                 cache_leftpad, block_table, softmax_scale, causal, window_size, softcap,
-                                rotary_interleaved, alibi_slopes, num_splits, return_softmax_lse, tables_trusted, out)
+                                rotary_interleaved, alibi_slopes, num_splits, return_softmax_lse, tables_trusted, out,
+                                attention_chunk)
     p = prepare_kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                         cache_leftpad, block_table, softmax_scale, causal, window_size, softcap, rotary_interleaved,
-                        alibi_slopes, num_splits, return_softmax_lse, tables_trusted=tables_trusted, out=out)
+                        alibi_slopes, num_splits, return_softmax_lse, tables_trusted=tables_trusted, out=out, qv=qv,
+                        attention_chunk=attention_chunk)
     p.call()
     return (p.out, p.lse) if return_softmax_lse else p.out
 
 
 def _padded_head_dim(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
                      block_table, softmax_scale, causal, window_size, softcap, rotary_interleaved, alibi_slopes,
-                     num_splits, return_softmax_lse, tables_trusted, out):
+                     num_splits, return_softmax_lse, tables_trusted, out, attention_chunk=0):
     """A CUDA head_dim that is not a multiple of 8: the call on zero-padded copies (zeros add nothing to
     q.k and give zero output columns), the appended keys written back into the caller's caches."""
     import torch.nn.functional as F
@@ -279,7 +300,7 @@ def _padded_head_dim(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_se
                                   cache_batch_idx, cache_leftpad, block_table,
                                   d ** -0.5 if softmax_scale is None else softmax_scale, causal, window_size, softcap,
                                   rotary_interleaved, alibi_slopes, num_splits, return_softmax_lse,
-                                  tables_trusted=tables_trusted)
+                                  tables_trusted=tables_trusted, attention_chunk=attention_chunk)
     if k is not None:  # the append wrote into the padded copies
         k_cache.copy_(kc[..., :d])
         v_cache.copy_(vc[..., :d])

@@ -9,7 +9,8 @@
 //                                         take the call (bf16, head_dim <= 128:
 //                                         flash_fwd_sm90.cu), the sm90 backward declines them
 //   mask_mod                           -> cuda only (sm80): its bit tiles first (api/mask_mod_tiles.hpp)
-//   qv                                 -> device = cpu only, forward only
+//   qv                                 -> forward only; cpu: the levels on [q | qv] . [k | v]; cuda:
+//                                         the explicit forward (src/cuda/explicit), any impl
 //   head_dim_v != head_dim             -> cpu: the levels take it; cuda: the forward of a pair with a
 //                                         Hopper kernel of its own (192 / 128) runs there, the rest on
 //                                         column slices of V and O (src/api/head_dim_v_split.hpp)
@@ -33,7 +34,9 @@
 #include "api/mask_mod_tiles.hpp"
 #include "api/options.hpp"
 #include "api/validate.hpp"
+#include "core/backends.hpp"
 #include "core/error.hpp"
+#include "core/softmax_scale.hpp"
 #include "cpu/masked_levels.hpp"
 #include "flashbox/flashbox.h"
 
@@ -129,11 +132,18 @@ int cuda_forward_ext(const flashbox_attention_args &a, const flashbox_attention_
                      const flashbox_attention_ext &e) {
   Problem p = make_problem(flat, ext_mods(a, e), e.head_dim_v);
   add_ext(p, a, e);
-  // Validation refuses qv, fp8 and the other cpu-only fields on cuda
-  // (src/api/ext_validate.cpp); the kernels know none of them, so this is asserted once more before
-  // any launch.
+  // Validation refuses fp8 and the other cpu-only fields on cuda (src/api/ext_validate.cpp); the
+  // kernels know none of them, so this is asserted once more before any launch.
   if (!ext_cpu_only_field(e).empty())
     return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_forward_ext: a cpu-only field reached the CUDA backends");
+  if (e.qv) {
+    // scale * (q . k + qv . v): softmax_scale 0 means 1/sqrt(head_dim + head_dim_v) (FlashAttention-3).
+    if (a.softmax_scale == 0.0f) {
+      const SoftmaxScale s = resolve_softmax_scale(0.0f, p.head_dim + p.head_dim_v);
+      p.scale = s.scale, p.scale_log2 = s.scale_log2;
+    }
+    return cuda_explicit_forward(p, e.qv, e.qv_stride);
+  }
   if (int rc = resolve_tuning(nullptr, Pass::forward, p.tuning)) return rc;
   // The column slices write o through scratch (head_dim_v_split.hpp): rows past seqused_q would not
   // keep what they held.

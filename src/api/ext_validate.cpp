@@ -14,6 +14,7 @@
 #include "api/validate.hpp"
 #include "core/enum_bits.hpp"
 #include "core/error.hpp"
+#include "core/explicit_limits.hpp"
 
 namespace flashbox::detail {
 namespace {
@@ -153,8 +154,8 @@ bool ext_is_plain(const flashbox_attention_ext &e) {
 
 std::string ext_cpu_only_field(const flashbox_attention_ext &e) {
   // attention_chunk, seqused, document ids, prefix lengths and block masks run on cuda in the sm80
-  // family (the other families decline them: src/api/dispatch.cpp).
-  if (e.qv) return "qv";
+  // family (the other families decline them: src/api/dispatch.cpp); qv on the explicit forward
+  // (src/cuda/explicit).
   // After validate_ext_fields only an fp8 call keeps an out_dtype or descales.
   if (core::enum_bits(e.out_dtype) != 0 || e.q_descale || e.k_descale || e.v_descale)
     return "dtype = FLASHBOX_FLOAT8_E4M3 (out_dtype, descales)";
@@ -224,6 +225,25 @@ int validate_ext_fields(const flashbox_attention_args &a, flashbox_attention_ext
     return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
                 "block_mask with cu_seqlens: block masks take fixed-length calls "
                 "(pad the sequences, or use document_ids for packed ones)");
+  if (e.qv && a.device == FLASHBOX_CUDA) {
+    // The explicit forward (src/cuda/explicit) runs every CUDA call with qv: its head dims, and the
+    // mask families it does not take.
+    const int64_t dv = ext_head_dim_v(a, e);
+    if (dv % 8 != 0 || dv > cuda_explicit_limits::kMaxHeadDimV)
+      return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
+                  "qv with head_dim_v = " + str(dv) + " on device = cuda: the explicit forward takes multiples of 8 "
+                  "up to " + str(cuda_explicit_limits::kMaxHeadDimV));
+    const char *family = e.document_ids_q ? "document_ids_q/k"
+                         : e.prefix_lengths ? "prefix_lengths"
+                         : e.block_mask     ? "block_mask"
+                         : e.mask_mod       ? "mask_mod"
+                                            : nullptr;
+    if (family)
+      return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, std::string("qv with ") + family +
+                                                     " on device = cuda is not supported (the explicit forward takes "
+                                                     "windows, causal, attention_chunk, seqused, softcap, ALiBi, sinks "
+                                                     "and varlen); it runs on device = cpu");
+  }
   if (e.qv && a.device == FLASHBOX_CPU && a.head_dim + ext_head_dim_v(a, e) > kCpuMaxHeadDim)
     return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
                 "qv with head_dim = " + str(a.head_dim) + " and head_dim_v = " + str(ext_head_dim_v(a, e)) +

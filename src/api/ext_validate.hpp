@@ -6,8 +6,9 @@
 //   validate_ext_fields the fp8 fields first (src/api/fp8_args.hpp), head_dim_v >= 0 (on the cpu
 //                       <= the cpu's limit; cuda takes any: src/api/head_dim_v_split.hpp),
 //                       attention_chunk >= 0, it, seqused_q/k, document ids (both or neither),
-//                       prefix lengths and block_mask (not with cu_seqlens) on the cpu only, qv on the
-//                       cpu's forward only (head_dim + head_dim_v within the cpu's limit),
+//                       prefix lengths and block_mask (not with cu_seqlens) on the cpu only, qv in the
+//                       forward only (cpu: head_dim + head_dim_v within the cpu's limit; cuda: the
+//                       explicit forward's head_dim_v, no document ids, prefix lengths or block mask),
 //                       windows >= -1, window_right -1/0 with causal, softcap finite >= 0,
 //                       alibi_batch_stride 0 or >= heads_q, cu_seqlens both or neither, max_seqlen
 //                       (what a cuda kernel family lacks, it declines when asked: src/api/dispatch.hpp),
@@ -45,8 +46,8 @@ bool ext_is_plain(const flashbox_attention_ext &e);
 // Also folds head_dim_v == head_dim to 0 (the same request), so the call stays the plain one.
 int validate_ext_fields(const flashbox_attention_args &a, flashbox_attention_ext &e, Pass pass);
 
-// The first field set that only the cpu takes (attention_chunk, seqused_q/k, qv, masks as data, the
-// fp8 fields), as an error message names it; "" when none is.
+// The first field set that only the cpu takes (the fp8 fields), as an error message names it; ""
+// when none is.
 std::string ext_cpu_only_field(const flashbox_attention_ext &e);
 
 // V's and O's head dim: head_dim_v, or head_dim when it is 0.

@@ -12,7 +12,13 @@
 //   scalars        softmax_scale, softcap finite and >= 0; window sides >= -1; num_splits 0..256
 //   rotary         cos and sin both or neither, only with k_new, rotary_dim even in 2..head_dim; the
 //                  tables [rows >= capacity, rotary_dim / 2] in the dtype (rows cannot be checked)
-//   unsupported    CUDA: fp16/bf16, head_dim a multiple of 8 up to 256; CPU: head_dim <= 576
+//   unsupported    CUDA: fp16/bf16, head_dim a multiple of 8 up to 256 (the decode kernels); CPU:
+//                  head_dim <= 576
+//   qv, head_dim_v head_dim_v >= 0, attention_chunk in 0..2^31 - 1, qv_stride 0 without qv; none of
+//   chunk          them with an fp8 cache; CPU: head_dim_v <= 576; CUDA (the explicit forward instead
+//                  of the decode kernels): head_dim <= 576 and head_dim_v <= 512, multiples of 8;
+//                  qv a tensor like q with rows of head_dim_v, overlapping no output (nor the caches
+//                  when appending)
 //   fp8 cache      cache_dtype 0 or FLASHBOX_FLOAT8_E4M3 (with dtype bf16 or fp16; no rotary; CUDA:
 //                  head_dim a multiple of 16); descales only with it, strides >= 0 and 0 for a NULL
 //                  one, each buffer 4-byte aligned in the call's device memory, overlapping no output
@@ -44,6 +50,7 @@
 #include "core/dtype.hpp"
 #include "core/enum_bits.hpp"
 #include "core/error.hpp"
+#include "core/explicit_limits.hpp"
 #include "core/kvcache_backends.hpp"
 #include "flashbox/flashbox.h"
 
@@ -146,9 +153,57 @@ int check_cache_dtype(const flashbox_kvcache_args &a) {
   return FLASHBOX_OK;
 }
 
+// V's and O's head dim: head_dim_v, or head_dim when it is 0.
+int64_t value_dim(const flashbox_kvcache_args &a) { return a.head_dim_v != 0 ? a.head_dim_v : a.head_dim; }
+
+// qv, head_dim_v and attention_chunk (the fields of the explicit forward): values that need no memory read.
+int check_value_fields(const flashbox_kvcache_args &a) {
+  if (a.head_dim_v < 0)
+    return fail(FLASHBOX_ERR_INVALID_SIZE,
+                "head_dim_v = " + str(a.head_dim_v) + " must be >= 0 (0: head_dim_v = head_dim)");
+  if (a.attention_chunk < 0 || a.attention_chunk > INT32_MAX)
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
+                "attention_chunk = " + str(a.attention_chunk) + " must be within 0..2^31 - 1 (0: off)");
+  if (!a.qv && (a.qv_stride[0] != 0 || a.qv_stride[1] != 0 || a.qv_stride[2] != 0))
+    return fail(FLASHBOX_ERR_INVALID_ARGUMENT, "qv_stride = {" + str(a.qv_stride[0]) + ", " + str(a.qv_stride[1]) +
+                                                   ", " + str(a.qv_stride[2]) +
+                                                   "} is set but qv is NULL (pass 0, 0, 0 without qv)");
+  const bool uses = a.qv || value_dim(a) != a.head_dim || a.attention_chunk > 0;
+  if (!uses) return FLASHBOX_OK;
+  if (a.cache_dtype == FLASHBOX_FLOAT8_E4M3) {
+    const std::string what = a.qv ? "qv" : a.attention_chunk > 0 ? "attention_chunk" : "head_dim_v != head_dim";
+    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                what + " with cache_dtype = FLASHBOX_FLOAT8_E4M3 is not supported (the fp8 cache runs on the decode "
+                       "kernels, which take neither)");
+  }
+  const int64_t dv = value_dim(a);
+  if (a.device == FLASHBOX_CPU) {
+    if (dv > kCpuMaxHeadDim)
+      return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim_v = " + str(dv) + " is not supported on device = cpu (1.." +
+                                                         str(kCpuMaxHeadDim) + ")");
+    return FLASHBOX_OK;
+  }
+  namespace ex = cuda_explicit_limits;
+  if (a.head_dim % 8 != 0 || a.head_dim > ex::kMaxHeadDim)
+    return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
+                "head_dim = " + str(a.head_dim) + " with qv, head_dim_v != head_dim or attention_chunk on device = cuda: "
+                "the explicit forward takes multiples of 8 up to " + str(ex::kMaxHeadDim));
+  if (dv % 8 != 0 || dv > ex::kMaxHeadDimV)
+    return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
+                "head_dim_v = " + str(dv) + " on device = cuda: the explicit forward takes multiples of 8 up to " +
+                    str(ex::kMaxHeadDimV));
+  return FLASHBOX_OK;
+}
+
 // Elements one descale buffer spans (0 for NULL).
 int64_t descale_span(const float *p, const int64_t *stride, int64_t batch, int64_t heads_kv) {
   return p ? (batch - 1) * stride[0] + (heads_kv - 1) * stride[1] + 1 : 0;
+}
+
+// Whether the call runs on the explicit forward on cuda (and never on the prefill path): the fields
+// the decode kernels lack.
+bool uses_explicit_forward(const flashbox_kvcache_args &a) {
+  return a.qv || (a.head_dim_v != 0 && a.head_dim_v != a.head_dim) || a.attention_chunk > 0;
 }
 
 int check_sizes(const flashbox_kvcache_args &a) {
@@ -253,6 +308,9 @@ int check_scalars(const flashbox_kvcache_args &a) {
   } else {
     if (a.dtype == FLASHBOX_FLOAT32)
       return fail(FLASHBOX_ERR_UNSUPPORTED_DTYPE, "dtype = fp32 is not supported on device = cuda (fp16, bf16)");
+    // The explicit forward (qv, head_dim_v, attention_chunk) has its own limits (check_value_fields)
+    // and a one-dimensional grid.
+    if (uses_explicit_forward(a)) return FLASHBOX_OK;
     // Kernels for 64, 128 and 256; a smaller multiple of 8 runs on the next one up with zero columns.
     if (a.head_dim % 8 != 0 || a.head_dim > 256)
       return fail(FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM, "head_dim = " + str(a.head_dim) +
@@ -279,17 +337,21 @@ int check_table_pointer(const void *p, const char *name, flashbox_device device)
 
 int check_tensors(const flashbox_kvcache_args &a) {
   const TensorDesc q = tensor("q", "q_stride", a.q, a.q_stride, a.batch, a.seqlen_q, a.heads_q, a.head_dim);
-  const TensorDesc o = tensor("o", "o_stride", a.o, a.o_stride, a.batch, a.seqlen_q, a.heads_q, a.head_dim);
+  // V-side tensors (v_cache, v_new, o, qv) have rows of head_dim_v (head_dim unless set).
+  const int64_t dv = value_dim(a);
+  const char *dv_name = dv != a.head_dim ? "head_dim_v" : "head_dim";
+  const TensorDesc o{"o", "o_stride", a.o, a.o_stride, a.batch, a.seqlen_q, a.heads_q, dv, dv_name};
   const TensorDesc kc = tensor("k_cache", "k_cache_stride", a.k_cache, a.k_cache_stride, a.cache_entries, a.cache_rows,
                                a.heads_kv, a.head_dim);
-  const TensorDesc vc = tensor("v_cache", "v_cache_stride", a.v_cache, a.v_cache_stride, a.cache_entries, a.cache_rows,
-                               a.heads_kv, a.head_dim);
+  const TensorDesc vc{"v_cache", "v_cache_stride", a.v_cache, a.v_cache_stride, a.cache_entries, a.cache_rows,
+                      a.heads_kv, dv, dv_name};
   const TensorDesc kn =
       tensor("k_new", "k_new_stride", a.k_new, a.k_new_stride, a.batch, a.seqlen_new, a.heads_kv, a.head_dim);
-  const TensorDesc vn =
-      tensor("v_new", "v_new_stride", a.v_new, a.v_new_stride, a.batch, a.seqlen_new, a.heads_kv, a.head_dim);
+  const TensorDesc vn{"v_new", "v_new_stride", a.v_new, a.v_new_stride, a.batch, a.seqlen_new, a.heads_kv, dv, dv_name};
+  const TensorDesc qv{"qv", "qv_stride", a.qv, a.qv_stride, a.batch, a.seqlen_q, a.heads_q, dv, dv_name};
   std::vector<const TensorDesc *> inputs = {&q, &kc, &vc};
   if (a.k_new) inputs.insert(inputs.end(), {&kn, &vn});
+  if (a.qv) inputs.push_back(&qv);
   // The dtype of each tensor: the caches in cache_dtype (0: the call's dtype), the rest in dtype.
   const flashbox_dtype cache_dt = a.cache_dtype == FLASHBOX_FLOAT8_E4M3 ? FLASHBOX_FLOAT8_E4M3 : a.dtype;
   auto dtype_of = [&](const TensorDesc *t) { return t == &kc || t == &vc ? cache_dt : a.dtype; };
@@ -303,6 +365,9 @@ int check_tensors(const flashbox_kvcache_args &a) {
       if (int rc = validate_disjoint(kc, cache_dt, *t, dtype_of(t))) return rc;
     for (const TensorDesc *t : {&q, &kn, &vn})
       if (int rc = validate_disjoint(vc, cache_dt, *t, dtype_of(t))) return rc;
+    if (a.qv)  // qv is read while the caches are appended to
+      for (const TensorDesc *c : {&kc, &vc})
+        if (int rc = validate_disjoint(*c, cache_dt, qv, a.dtype)) return rc;
   }
   if (a.lse) {
     if (reinterpret_cast<uintptr_t>(a.lse) % 4 != 0)
@@ -456,21 +521,23 @@ int check_contents(const flashbox_kvcache_args &a, KvcacheProblem &p) {
 }
 
 // The first version of the struct ended at `stream`, the second (2026-12-01) at alibi_batch_stride,
-// the third (2026-12-06) at learnable_sink; their callers' struct_size is one of these.
+// the third (2026-12-06) at learnable_sink, the fourth (2026-12-06) at v_descale_stride; their
+// callers' struct_size is one of these.
 constexpr int32_t kKvcacheArgsV1Size = int32_t(offsetof(flashbox_kvcache_args, alibi_batch_stride));
 constexpr int32_t kKvcacheArgsV2Size = int32_t(offsetof(flashbox_kvcache_args, learnable_sink));
 constexpr int32_t kKvcacheArgsV3Size = int32_t(offsetof(flashbox_kvcache_args, cache_dtype));
+constexpr int32_t kKvcacheArgsV4Size = int32_t(offsetof(flashbox_kvcache_args, qv));
 
 // The caller's struct into `full` (fields a shorter, older struct lacks are 0).
 int read_kvcache_args(const flashbox_kvcache_args *args, flashbox_kvcache_args &full) {
   if (!args) return fail(FLASHBOX_ERR_NULL_POINTER, "args is NULL");
   const int32_t size = args->struct_size;
   if (size != int32_t(sizeof(flashbox_kvcache_args)) && size != kKvcacheArgsV1Size && size != kKvcacheArgsV2Size &&
-      size != kKvcacheArgsV3Size)
+      size != kKvcacheArgsV3Size && size != kKvcacheArgsV4Size)
     return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
                 "struct_size = " + str(size) + " does not match sizeof(flashbox_kvcache_args) = " +
                     str(int64_t(sizeof(flashbox_kvcache_args))) + " (or " + str(kKvcacheArgsV1Size) + ", " +
-                    str(kKvcacheArgsV2Size) + " or " + str(kKvcacheArgsV3Size) +
+                    str(kKvcacheArgsV2Size) + ", " + str(kKvcacheArgsV3Size) + " or " + str(kKvcacheArgsV4Size) +
                     ", its earlier versions) of this library (set it to sizeof; headers of another version?)");
   full = flashbox_kvcache_args{};
   std::memcpy(&full, args, size_t(size));
@@ -484,6 +551,7 @@ int validate_kvcache(const flashbox_kvcache_args *args, KvcacheProblem &p, bool 
   if (int rc = check_sizes(a)) return rc;
   if (int rc = check_scalars(a)) return rc;
   if (int rc = check_cache_dtype(a)) return rc;
+  if (int rc = check_value_fields(a)) return rc;
   if (int rc = check_tensors(a)) return rc;
   p.args = args;
   p.paged = a.block_table != nullptr;
@@ -493,7 +561,11 @@ int validate_kvcache(const flashbox_kvcache_args *args, KvcacheProblem &p, bool 
                                                (p.paged ? "max_blocks_per_seq x page_size" : "cache_rows") +
                                                "); at most 2^31 - 1 are supported");
   p.max_total_keys = p.capacity;
-  p.scale = a.softmax_scale != 0.f ? a.softmax_scale : float(1.0 / std::sqrt(double(a.head_dim)));
+  p.head_dim_v = value_dim(a);
+  p.explicit_forward = uses_explicit_forward(a);
+  // With qv the score sums head_dim + head_dim_v products: 0 means 1/sqrt of both (FlashAttention-3).
+  const int64_t score_dim = a.qv ? a.head_dim + p.head_dim_v : a.head_dim;
+  p.scale = a.softmax_scale != 0.f ? a.softmax_scale : float(1.0 / std::sqrt(double(score_dim)));
   if (read_tables && !a.tables_trusted)
     if (int rc = check_contents(a, p)) return rc;
   return FLASHBOX_OK;
@@ -517,7 +589,7 @@ FLASHBOX_API int flashbox_attention_kvcache(const flashbox_kvcache_args *caller_
     const int64_t prefill_rows = rows_override > 0 ? rows_override : kPrefillRows;
     if (takes_prefill_path(p, prefill_rows)) return kvcache_as_prefill(p);
 #ifdef FLASHBOX_HAVE_CUDA
-    if (args->device == FLASHBOX_CUDA) return cuda_kvcache_attention(p);
+    if (args->device == FLASHBOX_CUDA) return p.explicit_forward ? cuda_kvcache_explicit(p) : cuda_kvcache_attention(p);
 #endif
     return cpu_kvcache_attention(p);
   });
@@ -531,6 +603,7 @@ FLASHBOX_API int flashbox_kvcache_num_splits(const flashbox_kvcache_args *caller
     const flashbox_kvcache_args *args = &full;
     KvcacheProblem p;
     if (int e = validate_kvcache(args, p, true)) return e;
+    if (p.explicit_forward) return FLASHBOX_OK;  // the explicit forward does not split the keys
     if (args->num_splits > 0) {
       splits = args->num_splits;
       return FLASHBOX_OK;

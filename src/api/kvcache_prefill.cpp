@@ -28,6 +28,7 @@ const void *advance(const void *base, int64_t elements, flashbox_dtype dtype) {
 bool takes_prefill_path(const KvcacheProblem &p, int64_t min_rows) {
   const flashbox_kvcache_args &a = *p.args;
   if (!p.lengths_known || p.paged || a.rotary_cos) return false;
+  if (p.explicit_forward) return false;  // qv, head_dim_v, attention_chunk: the backends take them
   if (a.cache_dtype == FLASHBOX_FLOAT8_E4M3) return false;  // the decode path serves every fp8 cache
   if (a.seqlen_q * (a.heads_q / a.heads_kv) < min_rows) return false;
   if (a.device == FLASHBOX_CUDA && (a.head_dim % 8 != 0 || a.head_dim > 256)) return false;

@@ -9,7 +9,8 @@
 //   stride apart) in the call's dtype (an fp8 cache always takes the decode kernels: the forward's fp8
 //   path wants q in e4m3 too, and a dequantized copy of the cache would cost more bytes than the
 //   decode kernels read for up to a few hundred query rows), no rotary (the decode path turns q and the new keys), every entry with at least
-//   one visible key row (the forward needs seqlen_k >= 1);
+//   one visible key row (the forward needs seqlen_k >= 1), no qv, head_dim_v or attention_chunk
+//   (those run on the explicit forward on cuda, the row loop on the cpu);
 //   seqlen_q x (heads_q / heads_kv) >= min_rows (kPrefillRows; benchmarks move it through the
 //   private tuning interface, kvcache_prefill_rows),
 //   where the decode kernels would read the cache min_rows / 16 times or more; on CUDA a head_dim the

@@ -18,6 +18,9 @@ int64_t cpu_backward_workspace_size(const GradProblem &g);
 #ifdef FLASHBOX_HAVE_CUDA
 int cuda_device_count();
 int cuda_naive_forward(const Problem &p);             // src/cuda/naive
+// Any head dims within core/explicit_limits.hpp, with qv ([batch, seqlen_q, heads_q, head_dim_v] of
+// strides qv_stride; null: none): src/cuda/explicit. Not a flash family: src/api calls it directly.
+int cuda_explicit_forward(const Problem &p, const void *qv, const int64_t *qv_stride);
 PlanResult plan_sm80_forward(const Problem &p);       // src/cuda/forward/sm80
 PlanResult plan_sm80_backward(const GradProblem &g);  // src/cuda/backward/sm80
 #ifdef FLASHBOX_HAVE_SM90

@@ -11,6 +11,7 @@ int cpu_kvcache_append(const KvcacheProblem &p);     // k_new/v_new into the cac
 int cuda_kvcache_attention(const KvcacheProblem &p);                // src/cuda/decode/decode_api.cu
 int cuda_kvcache_num_splits(const KvcacheProblem &p, int &splits);  // the split model, same file
 int cuda_kvcache_append(const KvcacheProblem &p);                   // k_new/v_new into the cache only
+int cuda_kvcache_explicit(const KvcacheProblem &p);  // qv, head_dim_v, attention_chunk: src/cuda/explicit
 #endif
 
 }  // namespace flashbox::detail

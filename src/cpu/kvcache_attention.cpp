@@ -5,6 +5,9 @@
 // An e4m3 cache (cache_dtype) is dequantized exactly on load, float(e4m3) * descale[b, g] in fp32
 // (one rounding of the product), and appends are quantized on write (kvcache_rules.hpp: x / descale,
 // round to nearest even, saturated to +-448; descale 0 writes 0).
+// qv (the absorbed MLA form) adds qv . v to each score, head_dim_v sizes V and O, and
+// attention_chunk cuts each row's keys to its chunk (core/masks.hpp's rule on positions counted from
+// cache_leftpad, as FlashAttention-3 counts them).
 // Parallel over (batch, query head) with OpenMP. Not a fast path; the reference semantics in code
 // that runs everywhere, and the implementation behind device = cpu.
 #include <algorithm>
@@ -17,6 +20,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/kvcache_rules.hpp"
+#include "core/masks.hpp"
 #include "cpu/sink_fold.hpp"
 
 namespace flashbox::detail {
@@ -68,7 +72,7 @@ void quantize_row(const flashbox_kvcache_args &a, const void *src, int64_t src_o
 }
 
 void append_new_keys(const flashbox_kvcache_args &a) {
-  const int64_t d = a.head_dim;
+  const int64_t d = a.head_dim, dv = a.head_dim_v != 0 ? a.head_dim_v : a.head_dim;
   const bool fp8 = cache_dtype(a) == FLASHBOX_FLOAT8_E4M3;
   for (int64_t b = 0; b < a.batch; ++b)
     for (int64_t i = 0; i < a.seqlen_new; ++i) {
@@ -95,7 +99,7 @@ void append_new_keys(const flashbox_kvcache_args &a) {
           std::copy_n(static_cast<const char *>(a.k_new) + kn * es, d * es, static_cast<char *>(a.k_cache) + kc * es);
         }
         if (vc >= 0)
-          std::copy_n(static_cast<const char *>(a.v_new) + vn * es, d * es, static_cast<char *>(a.v_cache) + vc * es);
+          std::copy_n(static_cast<const char *>(a.v_new) + vn * es, dv * es, static_cast<char *>(a.v_cache) + vc * es);
       }
     }
 }
@@ -110,7 +114,7 @@ int cpu_kvcache_append(const KvcacheProblem &p) {
 int cpu_kvcache_attention(const KvcacheProblem &p) {
   const flashbox_kvcache_args &a = *p.args;
   if (a.k_new) append_new_keys(a);
-  const int64_t d = a.head_dim, group = a.heads_q / a.heads_kv;
+  const int64_t d = a.head_dim, dv = p.head_dim_v, group = a.heads_q / a.heads_kv;
   const flashbox_dtype cdt = cache_dtype(a);
   const bool fp8 = cdt == FLASHBOX_FLOAT8_E4M3;
 #pragma omp parallel for collapse(2) schedule(dynamic)
@@ -122,17 +126,25 @@ int cpu_kvcache_attention(const KvcacheProblem &p) {
       const float slope = a.alibi_slopes ? a.alibi_slopes[b * a.alibi_batch_stride + hq] : 0.f;
       const float sink = a.learnable_sink ? a.learnable_sink[hq] : -std::numeric_limits<float>::infinity();
       const float kd = fp8 ? k_descale(a, b, hk) : 1.f, vd = fp8 ? v_descale(a, b, hk) : 1.f;
-      std::vector<float> q(static_cast<size_t>(d)), row(static_cast<size_t>(d)), acc(static_cast<size_t>(d)), scores;
+      std::vector<float> q(static_cast<size_t>(d)), row(static_cast<size_t>(std::max(d, dv))),
+          acc(static_cast<size_t>(dv)), qv(a.qv ? static_cast<size_t>(dv) : 0), scores;
       for (int64_t i = 0; i < a.seqlen_q; ++i) {
         cpu::load_row_as_float(a.q, a.dtype, b * a.q_stride[0] + i * a.q_stride[1] + hq * a.q_stride[2], d, q.data());
         if (a.rotary_cos) {  // q rotated in fp32, then rounded to the dtype (as the CUDA path stores it)
           rotate(a, q.data(), kvcache::rotary_query_position(a.cache_seqlens[b], i, a.causal || a.has_window));
           for (auto &x : q) x = cpu::round_to_dtype(x, a.dtype);
         }
+        if (a.qv)  // never rotated
+          cpu::load_row_as_float(a.qv, a.dtype, b * a.qv_stride[0] + i * a.qv_stride[1] + hq * a.qv_stride[2], dv,
+                                 qv.data());
         const kvcache::KeyRange r =
             kvcache::visible_keys(total, start, a.seqlen_q, i, a.causal, a.has_window, a.window_left, a.window_right);
-        const int64_t lo = std::max<int64_t>(r.lo, 0), hi = std::min(r.hi, p.capacity);
         const int64_t qpos = total - a.seqlen_q + i;
+        int64_t lo = std::max<int64_t>(r.lo, 0), hi = std::min(r.hi, p.capacity);
+        if (a.attention_chunk > 0) {  // the keys of the row's chunk only, chunks counted from cache_leftpad
+          const int64_t c0 = start + core::chunk_start(qpos - start, a.attention_chunk);
+          lo = std::max(lo, c0), hi = std::min(hi, c0 + a.attention_chunk);
+        }
         scores.assign(size_t(std::max<int64_t>(hi - lo, 0)), 0.f);
         float mx = -std::numeric_limits<float>::infinity();
         for (int64_t j = lo; j < hi; ++j) {
@@ -143,6 +155,11 @@ int cpu_kvcache_attention(const KvcacheProblem &p) {
             if (fp8)
               for (auto &x : row) x *= kd;
             for (int64_t x = 0; x < d; ++x) s += q[size_t(x)] * row[size_t(x)];
+          }
+          const int64_t vq = a.qv ? kvcache_offset(slot_of(a, b, j), hk, a.v_cache_stride) : -1;
+          if (vq >= 0) {  // + qv . v: the same sum as [q | qv] . [k | v]
+            cpu::load_row_as_float(a.v_cache, cdt, vq, dv, row.data());
+            for (int64_t x = 0; x < dv; ++x) s += qv[size_t(x)] * row[size_t(x)];
           }
           s *= p.scale;
           if (a.softcap > 0.f) s = a.softcap * std::tanh(s / a.softcap);
@@ -157,15 +174,15 @@ int cpu_kvcache_attention(const KvcacheProblem &p) {
           sum += e;
           const int64_t vc = kvcache_offset(slot_of(a, b, j), hk, a.v_cache_stride);
           if (vc < 0) continue;
-          cpu::load_row_as_float(a.v_cache, cdt, vc, d, row.data());
+          cpu::load_row_as_float(a.v_cache, cdt, vc, dv, row.data());
           if (fp8)
-            for (auto &x : row) x *= vd;
-          for (int64_t x = 0; x < d; ++x) acc[size_t(x)] += e * row[size_t(x)];
+            for (int64_t x = 0; x < dv; ++x) row[size_t(x)] *= vd;
+          for (int64_t x = 0; x < dv; ++x) acc[size_t(x)] += e * row[size_t(x)];
         }
-        if (a.learnable_sink) cpu::fold_sink(sink, mx, sum, acc.data(), d, [](float x) { return std::exp(x); });
+        if (a.learnable_sink) cpu::fold_sink(sink, mx, sum, acc.data(), dv, [](float x) { return std::exp(x); });
         const float inv = sum > 0.f ? 1.f / sum : 0.f;
-        for (int64_t x = 0; x < d; ++x) acc[size_t(x)] *= inv;
-        cpu::store_row_from_float(a.o, a.dtype, b * a.o_stride[0] + i * a.o_stride[1] + hq * a.o_stride[2], d,
+        for (int64_t x = 0; x < dv; ++x) acc[size_t(x)] *= inv;
+        cpu::store_row_from_float(a.o, a.dtype, b * a.o_stride[0] + i * a.o_stride[1] + hq * a.o_stride[2], dv,
                                   acc.data());
         if (a.lse)
           a.lse[(b * a.heads_q + hq) * a.seqlen_q + i] =

@@ -20,10 +20,13 @@ struct KvcacheReferenceInput {
   std::vector<double> alibi_slopes;  // [heads_q] (alibi_batch_stride 0) or rows of alibi_batch_stride, or empty
   int64_t alibi_batch_stride = 0;
   std::vector<double> learnable_sink;  // [heads_q], or empty: one more exp(sink) in each row's denominator
+  int64_t head_dim_v = 0;              // V's and O's head dim (0: head_dim); v is [.., heads_kv, head_dim_v]
+  std::vector<double> qv;              // [batch, seqlen_q, heads_q, head_dim_v], or empty: score += qv . v
+  int64_t attention_chunk = 0;         // > 0: a row sees only the keys of its chunk (positions from `start`)
 };
 
 struct KvcacheReferenceOutput {
-  std::vector<double> o;    // [batch, seqlen_q, heads_q, head_dim]
+  std::vector<double> o;    // [batch, seqlen_q, heads_q, head_dim_v]
   std::vector<double> lse;  // [batch, heads_q, seqlen_q]; -inf (the sink) for a row that sees no key (its o is 0)
 };
 

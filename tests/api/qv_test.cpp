@@ -2,8 +2,9 @@
 // head_dim 64 + head_dim_v 512 with one latent KV head), scores = scale (q . k + qv . v). The CPU
 // forward (naive and blocked, fp32 and bf16, GQA/MQA, causal, seqlen_q != seqlen_k, variable length)
 // against the fp64 reference that adds the qv term itself, on fresh seeded data with poisoned
-// outputs; the default scale 1/sqrt(head_dim + head_dim_v); bad input, the backward and cuda refused
-// with nothing written.
+// outputs; the default scale 1/sqrt(head_dim + head_dim_v); bad input, the backward and what the CUDA
+// explicit forward does not take refused with nothing written (tests/cuda/explicit_forward_test.cpp
+// runs qv on the GPU).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -169,14 +170,29 @@ TEST(QvArgs, BadInputIsRefused) {
     expect_refused(db, db.args, qv_ext(db), FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
                    {"head_dim = 128", "head_dim_v = 512", "at most 576"});
   }
+  // device = cuda runs qv on the explicit forward; what it does not take is refused before any
+  // device check (these run on machines without a GPU too).
+  for (const int64_t dv : {int64_t(520), int64_t(100)}) {
+    SCOPED_TRACE("cuda, head_dim_v = " + std::to_string(dv));
+    AttentionCase odd = c;
+    odd.head_dim_v = dv, odd.dtype = FLASHBOX_BFLOAT16;
+    AttentionData dd(odd);
+    flashbox_attention_args a = dd.args;
+    a.device = FLASHBOX_CUDA;
+    expect_refused(dd, a, qv_ext(dd), FLASHBOX_ERR_UNSUPPORTED_HEAD_DIM,
+                   {"head_dim_v = " + std::to_string(dv), "explicit forward", "up to 512"});
+  }
   {
-    SCOPED_TRACE("cuda");  // head_dim_v = head_dim, so that qv is what is refused
+    SCOPED_TRACE("cuda, with document ids");
     AttentionCase same = c;
-    same.head_dim_v = 0, same.dtype = FLASHBOX_BFLOAT16;
+    same.dtype = FLASHBOX_BFLOAT16;
     AttentionData ds(same);
     flashbox_attention_args a = ds.args;
     a.device = FLASHBOX_CUDA;
-    expect_refused(ds, a, qv_ext(ds), FLASHBOX_ERR_UNSUPPORTED_IMPL, {"qv", "CUDA kernels"});
+    const std::vector<int32_t> ids(size_t(ds.args.batch * 17), 0);
+    flashbox_attention_ext e = qv_ext(ds);
+    e.document_ids_q = e.document_ids_k = ids.data();
+    expect_refused(ds, a, e, FLASHBOX_ERR_UNSUPPORTED_IMPL, {"qv with document_ids", "device = cuda"});
   }
 }
 

@@ -343,7 +343,8 @@ TEST(HeadDimVCuda, NaiveForward) {
 }
 
 // What cuda still refuses with a head_dim_v of its own, by name and with nothing written: the fields
-// no CUDA kernel takes (qv, num_splits), impl = naive's missing extension fields and backward.
+// no CUDA kernel takes (num_splits; qv with document ids), impl = naive's missing extension fields and
+// backward.
 TEST(HeadDimVCuda, Refusals) {
   SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(3);
@@ -372,11 +373,12 @@ TEST(HeadDimVCuda, Refusals) {
         << "a refused call wrote an output";
   };
   {
-    SCOPED_TRACE("qv");
+    SCOPED_TRACE("qv with document ids");  // qv runs on the explicit forward, which takes no documents
     flashbox_attention_ext e = flashbox_attention_ext_default();
     e.head_dim_v = x.dv, e.qv = dout.ptr;
     std::copy_n(a.o_stride, 3, e.qv_stride);
-    expect_refused(flashbox_attention_forward_ext(&a, &e), "qv");
+    e.document_ids_q = e.document_ids_k = static_cast<const int32_t *>(dout.ptr);  // refused before any read
+    expect_refused(flashbox_attention_forward_ext(&a, &e), "qv with document_ids");
   }
   {
     SCOPED_TRACE("num_splits");

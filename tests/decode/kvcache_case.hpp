@@ -9,6 +9,8 @@
 // With fp8_cache the caches hold e4m3 bytes (cache_dtype = FLASHBOX_FLOAT8_E4M3) with k/v descales
 // (none, per tensor or per (batch, kv head)); the expected cache quantizes the appended rows as the
 // library must (core/float8.hpp), and the reference runs on the dequantized cache.
+// head_dim_v, qv and attention_chunk (FlashAttention-3's MLA decode fields) size V and O, add a second
+// query against V, and cut each row's keys to its chunk.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -73,6 +75,9 @@ struct KvCase {
   bool zero_descale = false;  // fp8 per (batch, head) only: the last entry's kv head 0 has descales 0
   bool subnormal_codes = false;  // fp8: every cached code subnormal (exponent field 0), descales about 64
   std::vector<int64_t> lengths;  // when given: cache_seqlens of the first entries (the rest as above)
+  int64_t head_dim_v = 0;        // V's and O's head dim (0: head_dim)
+  bool qv = false;               // qv [batch, seqlen_q, heads_q, head_dim_v]: scores add qv . v
+  int64_t attention_chunk = 0;   // > 0: each row sees only the keys of its chunk
   flashbox_device device = FLASHBOX_CPU;
   uint64_t seed = kv_seed();
 };
@@ -114,7 +119,7 @@ class KvData {
   int64_t es, ces, entries, rows, pages_per_seq = 0;  // ces: bytes per cache element
   flashbox_dtype cdt;                                 // the caches' dtype
   std::vector<float> k_descale, v_descale;            // fp8: [batch, descale_stride()] or [1]
-  std::vector<uint8_t> q, k_cache, v_cache, k_new, v_new, o, k_expected, v_expected;
+  std::vector<uint8_t> q, qv, k_cache, v_cache, k_new, v_new, o, k_expected, v_expected;
   std::vector<float> lse, alibi, sink;
   std::vector<uint8_t> rot_cos, rot_sin;
   std::vector<int32_t> seqlens, table, batch_idx, leftpad;
@@ -138,7 +143,7 @@ class KvData {
         if (c.zero_descale && c.descale == 2) (*v)[size_t((c.batch - 1) * descale_stride())] = 0.f;
       }
     }
-    const int64_t D = c.head_dim, Hk = c.heads_kv;
+    const int64_t D = c.head_dim, DV = dv(), Hk = c.heads_kv;
     // Cache geometry.
     if (c.layout == CacheLayout::Paged) {
       pages_per_seq = (c.capacity + c.page_size - 1) / c.page_size;
@@ -195,15 +200,16 @@ class KvData {
                                 : core::float_to_e4m3(300.f * uni(rng) * (c.descale == 0 ? 1.f / 200.f : 1.f));
       };
       fill8(k_cache, entries * rows * Hk * D);
-      fill8(v_cache, entries * rows * Hk * D);
+      fill8(v_cache, entries * rows * Hk * DV);
     } else {
       fill(k_cache, entries * rows * Hk * D, 1.f);
-      fill(v_cache, entries * rows * Hk * D, 1.f);
+      fill(v_cache, entries * rows * Hk * DV, 1.f);
     }
     if (c.seqlen_new > 0) {
       fill(k_new, c.batch * c.seqlen_new * Hk * D, 1.f);
-      fill(v_new, c.batch * c.seqlen_new * Hk * D, 1.f);
+      fill(v_new, c.batch * c.seqlen_new * Hk * DV, 1.f);
     }
+    if (c.qv) fill(qv, c.batch * c.seqlen_q * c.heads_q * DV, 1.f);
     if (c.fp8_cache && c.k_outliers) {  // 1 in 200 keys at +-448 (x descale: 2-3x the others), new keys at +-4
       std::uniform_int_distribution<int> pick(0, 199);
       for (auto &x : k_cache)
@@ -211,7 +217,7 @@ class KvData {
       for (int64_t i = 0; i < int64_t(k_new.size()) / es; ++i)
         if (pick(rng) == 0) cpu::store_from_float(k_new.data(), c.dtype, i, uni(rng) < 0 ? -4.f : 4.f);
     }
-    o.assign(size_t(c.batch * c.seqlen_q * c.heads_q * D * es), 0xff);  // NaN poison in every dtype
+    o.assign(size_t(c.batch * c.seqlen_q * c.heads_q * DV * es), 0xff);  // NaN poison in every dtype
     lse.assign(size_t(c.batch * c.heads_q * c.seqlen_q), std::numeric_limits<float>::quiet_NaN());
     if (c.alibi) {
       const int64_t rows = c.alibi_per_batch ? c.batch : 1;
@@ -257,7 +263,8 @@ class KvData {
             continue;
           }
           std::memcpy(&k_expected[size_t(off * es)], &k_new_rot[size_t(src * es)], size_t(D * es));
-          std::memcpy(&v_expected[size_t(off * es)], &v_new[size_t(src * es)], size_t(D * es));
+          const int64_t voff = v_cache_element(b, seqlens[size_t(b)] + i, h), vsrc = src / D * DV;
+          std::memcpy(&v_expected[size_t(voff * es)], &v_new[size_t(vsrc * es)], size_t(DV * es));
         }
     build_reference(cap);
     fill_args();
@@ -290,12 +297,17 @@ class KvData {
     }
     return ((entry * rows + row) * c.heads_kv + h) * c.head_dim;
   }
+  // The same in the V buffers (rows of head_dim_v).
+  int64_t v_cache_element(int64_t b, int64_t j, int64_t h) const { return cache_element(b, j, h) / c.head_dim * dv(); }
+  int64_t dv() const { return c.head_dim_v ? c.head_dim_v : c.head_dim; }
 
   void build_reference(int64_t cap) {
     cpu::KvcacheReferenceInput in;
     in.batch = c.batch, in.seqlen_q = c.seqlen_q, in.heads_q = c.heads_q, in.heads_kv = c.heads_kv;
     in.head_dim = c.head_dim, in.max_keys = cap;
-    const int64_t D = c.head_dim;
+    const int64_t D = c.head_dim, DV = dv();
+    in.head_dim_v = DV, in.attention_chunk = c.attention_chunk;
+    for (size_t i = 0; i < qv.size() / size_t(es); ++i) in.qv.push_back(cpu::load_as_float(qv.data(), c.dtype, int64_t(i)));
     in.q.resize(size_t(c.batch * c.seqlen_q * c.heads_q * D));
     std::vector<uint8_t> q_rot = q;  // q turned (and rounded to the dtype) as the library does
     if (c.rotary_dim > 0)
@@ -306,7 +318,7 @@ class KvData {
                        seqlens[size_t(b)] + ((c.causal || c.has_window) ? i : 0));
     for (size_t i = 0; i < in.q.size(); ++i) in.q[i] = cpu::load_as_float(q_rot.data(), c.dtype, int64_t(i));
     in.k.assign(size_t(c.batch * cap * c.heads_kv * D), 0.0);
-    in.v = in.k;
+    in.v.assign(size_t(c.batch * cap * c.heads_kv * DV), 0.0);
     for (int64_t b = 0; b < c.batch; ++b) {
       const int64_t total = seqlens[size_t(b)] + c.seqlen_new;
       in.total.push_back(total);
@@ -314,14 +326,14 @@ class KvData {
       for (int64_t j = 0; j < total; ++j)
         for (int64_t h = 0; h < c.heads_kv; ++h) {
           const int64_t src = cache_element(b, j, h), dst = ((b * cap + j) * c.heads_kv + h) * D;
+          const int64_t vsrc = v_cache_element(b, j, h), vdst = dst / D * DV;
           const double kd = k_scale(b, h), vd = v_scale(b, h);  // 1 without an fp8 cache
-          for (int64_t x = 0; x < D; ++x) {
-            in.k[size_t(dst + x)] = kd * cpu::load_as_float(k_expected.data(), cdt, src + x);
-            in.v[size_t(dst + x)] = vd * cpu::load_as_float(v_expected.data(), cdt, src + x);
-          }
+          for (int64_t x = 0; x < D; ++x) in.k[size_t(dst + x)] = kd * cpu::load_as_float(k_expected.data(), cdt, src + x);
+          for (int64_t x = 0; x < DV; ++x)
+            in.v[size_t(vdst + x)] = vd * cpu::load_as_float(v_expected.data(), cdt, vsrc + x);
         }
     }
-    in.scale = c.softmax_scale != 0.f ? c.softmax_scale : 1.0 / std::sqrt(double(D));
+    in.scale = c.softmax_scale != 0.f ? c.softmax_scale : 1.0 / std::sqrt(double(c.qv ? D + DV : D));
     in.causal = c.causal, in.has_window = c.has_window;
     in.window_left = c.window_left, in.window_right = c.window_right;
     in.softcap = c.softcap;
@@ -332,7 +344,7 @@ class KvData {
   }
 
   void fill_args() {
-    const int64_t D = c.head_dim, Hk = c.heads_kv, H = c.heads_q;
+    const int64_t D = c.head_dim, DV = dv(), Hk = c.heads_kv, H = c.heads_q;
     flashbox_kvcache_args &a = args;
     a = {};
     a.struct_size = int32_t(sizeof(flashbox_kvcache_args));
@@ -340,11 +352,14 @@ class KvData {
     a.dtype = c.dtype;
     a.batch = c.batch, a.seqlen_q = c.seqlen_q, a.heads_q = H, a.heads_kv = Hk, a.head_dim = D;
     set3(a.q_stride, c.seqlen_q * H * D, H * D, D);
-    set3(a.o_stride, c.seqlen_q * H * D, H * D, D);
+    set3(a.o_stride, c.seqlen_q * H * DV, H * DV, DV);
     set3(a.k_cache_stride, rows * Hk * D, Hk * D, D);
-    set3(a.v_cache_stride, rows * Hk * D, Hk * D, D);
+    set3(a.v_cache_stride, rows * Hk * DV, Hk * DV, DV);
     set3(a.k_new_stride, c.seqlen_new * Hk * D, Hk * D, D);
-    set3(a.v_new_stride, c.seqlen_new * Hk * D, Hk * D, D);
+    set3(a.v_new_stride, c.seqlen_new * Hk * DV, Hk * DV, DV);
+    if (c.qv) set3(a.qv_stride, c.seqlen_q * H * DV, H * DV, DV);
+    a.head_dim_v = c.head_dim_v;
+    a.attention_chunk = c.attention_chunk;
     a.cache_entries = entries, a.cache_rows = rows;
     a.max_blocks_per_seq = pages_per_seq, a.block_table_stride = pages_per_seq;
     a.seqlen_new = c.seqlen_new;
@@ -366,6 +381,7 @@ class KvData {
     flashbox_kvcache_args &a = args;
     a.device = FLASHBOX_CPU;
     a.q = q.data(), a.o = o.data(), a.lse = lse.data();
+    a.qv = qv.empty() ? nullptr : qv.data();
     a.k_cache = k_cache.data(), a.v_cache = v_cache.data();
     a.k_new = k_new.empty() ? nullptr : k_new.data();
     a.v_new = v_new.empty() ? nullptr : v_new.data();
@@ -417,6 +433,8 @@ class KvData {
                               (c.subnormal_codes ? " subnormal-codes" : "")
                         : std::string()) +
            (c.lengths.empty() ? std::string() : " lengths " + lengths_str()) +
+           (c.head_dim_v ? " Dv" + std::to_string(c.head_dim_v) : "") + (c.qv ? " qv" : "") +
+           (c.attention_chunk ? " chunk" + std::to_string(c.attention_chunk) : "") +
            " splits" + std::to_string(c.num_splits) + " " + cpu::dtype_name(c.dtype) + " seed " +
            std::to_string(c.seed) + " (FLASHBOX_TEST_SEED)]";
   }
@@ -454,7 +472,7 @@ class KvData {
   // With sinks, the reference's rows that see no key (o exactly 0, lse exactly the sink): o must be
   // exactly 0 and lse the sink to fp32 rounding. Returns how many there are.
   int64_t check_keyless_rows() const {
-    const int64_t D = c.head_dim;
+    const int64_t D = dv();
     int64_t keyless = 0, bad = 0;
     for (int64_t b = 0; b < c.batch; ++b)
       for (int64_t h = 0; h < c.heads_q; ++h)
@@ -478,6 +496,7 @@ class KvData {
   void to_device() {
     args.device = FLASHBOX_CUDA;
     args.q = up(q), args.o = up(o), args.k_cache = up(k_cache), args.v_cache = up(v_cache);
+    args.qv = qv.empty() ? nullptr : up(qv);
     args.k_new = k_new.empty() ? nullptr : up(k_new);
     args.v_new = v_new.empty() ? nullptr : up(v_new);
     args.lse = static_cast<float *>(up(lse));

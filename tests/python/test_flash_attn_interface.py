@@ -219,6 +219,40 @@ def test_varlen_seqused_matches_per_sequence_reference(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_varlen_qv_matches_per_sequence_reference(device):
+    # qv in the varlen forward (the explicit forward on CUDA): sequences of 0 and 1 queries, one without
+    # keys, seqused_k shorter than a span, a chunk and a window; rows past seqused_q stay 0.
+    torch.manual_seed(3)
+    dt = _dtype(device)
+    lens_q, lens_k = [4, 0, 1, 13, 3], [9, 5, 1, 21, 0]
+    used_k = [9, 5, 1, 15, 0]
+    H, Hk, D, Dv = 4, 1, 16, 64
+    cu = lambda lens: torch.tensor([0] + list(itertools.accumulate(lens)), dtype=torch.int32, device=device)
+    cu_q, cu_k = cu(lens_q), cu(lens_k)
+    su_k = torch.tensor(used_k, dtype=torch.int32, device=device)
+    q = torch.randn(sum(lens_q), H, D, device=device, dtype=dt)
+    qv = torch.randn(sum(lens_q), H, Dv, device=device, dtype=dt)
+    k = torch.randn(sum(lens_k), Hk, D, device=device, dtype=dt)
+    v = torch.randn(sum(lens_k), Hk, Dv, device=device, dtype=dt)
+    out, lse = fa3.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lens_q), max(lens_k), seqused_k=su_k, qv=qv,
+                                          causal=True, window_size=(10, -1), attention_chunk=8,
+                                          return_attn_probs=True)
+    assert out.shape == (q.shape[0], H, Dv) and lse.shape == (H, q.shape[0])
+    for s in range(len(lens_q)):
+        a, b, c = int(cu_q[s]), int(cu_q[s + 1]), int(cu_k[s])
+        if b == a:
+            continue
+        d = c + used_k[s]
+        args = (q[a:b].unsqueeze(0), k[c:d].unsqueeze(0), v[c:d].unsqueeze(0))
+        o_ref, lse_ref = reference(*args, True, (10, -1), qv=qv[a:b].unsqueeze(0), chunk=8)
+        o_pt, _ = reference(*args, True, (10, -1), qv=qv[a:b].unsqueeze(0), chunk=8, dtype=dt)
+        _check(out[a:b], o_ref[0], o_pt[0], f"sequence {s} out", device)
+        finite = torch.isfinite(lse_ref[0])
+        assert torch.equal(torch.isfinite(lse[:, a:b]), finite), f"sequence {s}: rows with no key have lse = -inf"
+        assert _max_err(lse[:, a:b][finite], lse_ref[0][finite]) < (1e-4 if device == "cpu" else 2e-2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_seqused_and_chunk_that_change_nothing(device):
     # seqused equal to the sequences' lengths (as FlashAttention-3's varlen test passes) and a chunk at
     # least as long as every sequence's keys are the plain call; on CUDA, whose kernels take neither
@@ -336,18 +370,65 @@ def test_kvcache_append_matches_reference(page_size, varlen_q, device):
         _check(ob, o_ref[0], o_pt[0], f"entry {b}", device)
 
 
-def test_kvcache_refuses_what_the_call_lacks():
+KV_VALUE_CASES = [
+    # (D, Dv, has_qv, chunk): qv (MLA's absorbed decode), head_dim_v != head_dim, attention_chunk
+    (16, 32, True, 0),
+    (16, 48, False, 0),
+    (16, 16, False, 5),
+    (16, 32, True, 6),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("page_size", [None, 16])
+@pytest.mark.parametrize("case", KV_VALUE_CASES)
+def test_kvcache_qv_head_dim_v_and_chunk(case, page_size, device):
+    # flashbox_kvcache_args.qv / head_dim_v / attention_chunk (the explicit forward on CUDA): the
+    # appended cache and the output against the reference on each entry's keys cache_leftpad ..
+    # cache_seqlens + new (positions counted from cache_leftpad, as FlashAttention-3 counts them).
+    D, Dv, has_qv, chunk = case
+    torch.manual_seed(7)
+    dt = _dtype(device)
+    B, H, Hk, Tq, cap, new = 2, 4, 2, 2, 32, 2
+    seqlens = torch.tensor([7, 20], dtype=torch.int32, device=device)
+    leftpad = torch.tensor([3, 0], dtype=torch.int32, device=device)  # chunks count from here (FA3)
+    logical_k = torch.randn(B, cap, Hk, D, device=device, dtype=dt)
+    logical_v = torch.randn(B, cap, Hk, Dv, device=device, dtype=dt)
+    k_new = torch.randn(B, new, Hk, D, device=device, dtype=dt)
+    v_new = torch.randn(B, new, Hk, Dv, device=device, dtype=dt)
+    q = torch.randn(B, Tq, H, D, device=device, dtype=dt)
+    qv = torch.randn(B, Tq, H, Dv, device=device, dtype=dt) if has_qv else None
+    if page_size is None:
+        kc, vc, table = logical_k.clone(), logical_v.clone(), None
+    else:
+        table = _page_table(B, cap // page_size, device)
+        kc, vc = _paged(logical_k, table), _paged(logical_v, table)
+    out, lse, *_ = fa3.flash_attn_with_kvcache(q, kc, vc, k_new, v_new, qv=qv, cache_seqlens=seqlens,
+                                               cache_leftpad=leftpad, page_table=table, causal=True,
+                                               attention_chunk=chunk, return_softmax_lse=True)
+    assert out.shape == (B, Tq, H, Dv) and lse.shape == (B, H, Tq)
+    got_k = kc if table is None else _unpage(kc, table)
+    got_v = vc if table is None else _unpage(vc, table)
+    for b in range(B):
+        sl = int(seqlens[b])
+        want_k, want_v = logical_k[b].clone(), logical_v[b].clone()
+        want_k[sl:sl + new], want_v[sl:sl + new] = k_new[b], v_new[b]
+        assert torch.equal(got_k[b], want_k) and torch.equal(got_v[b], want_v), f"cache entry {b} after the append"
+        L, lp = sl + new, int(leftpad[b])
+        args = (q[b:b + 1], want_k[lp:L].unsqueeze(0), want_v[lp:L].unsqueeze(0))
+        qv_b = qv[b:b + 1] if qv is not None else None
+        o_ref, lse_ref = reference(*args, causal=True, qv=qv_b, chunk=chunk)
+        o_pt, _ = reference(*args, causal=True, qv=qv_b, chunk=chunk, dtype=dt)
+        _check(out[b], o_ref[0], o_pt[0], f"entry {b}", device)
+        assert _max_err(lse[b], lse_ref[0]) < (1e-4 if device == "cpu" else 2e-2)
+
+
+def test_kvcache_qv_is_checked():
     q, kc = torch.randn(1, 1, 2, 16), torch.randn(1, 8, 2, 16)
     seqlens = torch.tensor([4], dtype=torch.int32)
-    with pytest.raises(NotImplementedError, match="attention_chunk"):
-        fa3.flash_attn_with_kvcache(q, kc, kc, cache_seqlens=seqlens, causal=True, attention_chunk=2)
-    # a chunk that covers the entry's 4 keys masks nothing and is taken
-    assert torch.equal(fa3.flash_attn_with_kvcache(q, kc, kc, cache_seqlens=seqlens, causal=True, attention_chunk=4),
-                       fa3.flash_attn_with_kvcache(q, kc, kc, cache_seqlens=seqlens, causal=True))
-    with pytest.raises(NotImplementedError, match="headdim_v"):
-        fa3.flash_attn_with_kvcache(q, kc, torch.randn(1, 8, 2, 32), cache_seqlens=seqlens)
-    with pytest.raises(NotImplementedError, match="qv"):
-        fa3.flash_attn_with_kvcache(q, kc, kc, qv=torch.randn(1, 1, 2, 16), cache_seqlens=seqlens)
+    with pytest.raises(ValueError, match="qv must be"):
+        fa3.flash_attn_with_kvcache(q, kc, torch.randn(1, 8, 2, 32), qv=torch.randn(1, 1, 2, 16),
+                                    cache_seqlens=seqlens)
 
 
 def test_scheduler_metadata_is_checked():
@@ -427,5 +508,10 @@ def test_opcheck_custom_ops_cpu():
     kn, vn = torch.randn(2, 1, 1, 16), torch.randn(2, 1, 1, 16)
     seqlens = torch.tensor([3, 7], dtype=torch.int32)
     opcheck(torch.ops.flashbox.fa3_kvcache.default,
-            (qd, kc, vc, kn, vn, None, None, seqlens, None, None, None, None, None, None, None, 0.25, True, -1, -1, 0,
-             0.0, True, 0))
+            (qd, kc, vc, kn, vn, None, None, None, seqlens, None, None, None, None, None, None, None, 0.25, True, -1,
+             -1, 0, 0.0, True, 0))
+    # qv with a V cache of its own head dim (out has v_cache's head dim) and a chunk
+    qv, vc32, vn32 = torch.randn(2, 1, 2, 32), torch.randn(2, 12, 1, 32), torch.randn(2, 1, 1, 32)
+    opcheck(torch.ops.flashbox.fa3_kvcache.default,
+            (qd, kc, vc32, kn, vn32, qv, None, None, seqlens, None, None, None, None, None, None, None, 0.2, True, -1,
+             -1, 4, 0.0, True, 0))

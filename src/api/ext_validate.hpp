@@ -45,8 +45,7 @@ bool ext_is_plain(const flashbox_attention_ext &e);
 // Also folds head_dim_v == head_dim to 0 (the same request), so the call stays the plain one.
 int validate_ext_fields(const flashbox_attention_args &a, flashbox_attention_ext &e, Pass pass);
 
-// The first field set that only the cpu takes (attention_chunk, seqused_q/k, qv, masks as data, the
-// fp8 fields), as an error message names it; "" when none is.
+// The first field set that only the cpu takes (qv), as an error message names it; "" when none is.
 std::string ext_cpu_only_field(const flashbox_attention_ext &e);
 
 // V's and O's head dim: head_dim_v, or head_dim when it is 0.

@@ -3,7 +3,7 @@
 // descales per (batch, kv head) or per tensor, against the fp64 reference on the dequantized inputs.
 // FlashAttention-3's rule: max |o - ref| <= 2 max |emulation - ref| + the output's rounding, with the
 // emulation its same-precision reference (support/fp8_emulation.hpp: P rounded to e4m3); LSE within
-// 1e-3 of the reference's; o and lse poisoned with NaN first, so an unwritten element fails; no NaN or
+// 2e-3 of the reference's (relative to max(1, |lse|)); o and lse poisoned with NaN first, so an unwritten element fails; no NaN or
 // Inf from finite inputs; the fp8 kernel named by flashbox_last_kernel. Shapes: T = 1, 17, 63, 64, 65,
 // 1000, 4097, seqlen_q != seqlen_k, GQA and MQA, causal and not, head dims 64, 128, 256 (and 80, 192 on
 // the 128 and 256 kernels' zero fill). Bad descales are refused before anything is written. Skips
@@ -215,14 +215,14 @@ void check_shape(const Fp8Shape2 &s, bool outliers, bool per_head = true, flashb
     } else if (!std::isfinite(got)) {
       ++nonfinite;
     } else {
-      lse_err = std::max(lse_err, std::abs(got - want));
+      lse_err = std::max(lse_err, std::abs(got - want) / std::max(1.0, std::abs(want)));
     }
   }
   std::printf("fp8 cuda %s: max |o - ref| %.3g, emulation %.3g, rounding %.3g, lse %.3g\n", name, err, emu_err,
               rounding, lse_err);
   EXPECT_EQ(nonfinite, 0) << "NaN/Inf (or an unwritten, poisoned element) in o or lse";
   EXPECT_LE(err, 2 * emu_err + rounding);
-  EXPECT_LE(lse_err, 1e-3 * std::max(1.0, std::abs(in.ref_lse[0])));
+  EXPECT_LE(lse_err, 2e-3);  // relative to max(1, |lse|): scores from fp32 sums of exact e4m3 products
 }
 
 TEST(Sm90Fp8Forward, SequenceLengths) {

@@ -100,7 +100,14 @@ int validate_fp8_memory(const flashbox_attention_args &a, const flashbox_attenti
   if (!is_fp8_call(a)) return FLASHBOX_OK;
   Descale d[3];
   descales(e, d);
-  for (const Descale &x : d) {
+  // On cuda the values are read back (each the span its strides cover, on the call's stream) and the
+  // stream is synchronised once for the three: refusing a bad scale before anything is written costs
+  // this wait.
+  std::vector<float> host[3];
+  const float *values[3] = {d[0].ptr, d[1].ptr, d[2].ptr};
+  [[maybe_unused]] bool copied = false;
+  for (int i = 0; i < 3; ++i) {
+    const Descale &x = d[i];
     if (!x.ptr) continue;
     const __int128 last = __int128(a.batch - 1) * x.stride[0] + __int128(a.heads_kv - 1) * x.stride[1];
     if (last >= (__int128(1) << 60))
@@ -108,27 +115,35 @@ int validate_fp8_memory(const flashbox_attention_args &a, const flashbox_attenti
                   std::string(x.name) + "_stride = {" + str(x.stride[0]) + ", " + str(x.stride[1]) + "} over batch = " +
                       str(a.batch) + " and heads_kv = " + str(a.heads_kv) + " is not a plausible descale buffer");
     if (int rc = check_input_buffer(x.ptr, int64_t(last + 1) * 4, x.name, outputs, output_names, n_outputs)) return rc;
-    // On cuda the values are read back once (the span the strides cover, on the call's stream, which
-    // is synchronised): refusing a bad scale before anything is written costs this wait.
-    const float *values = x.ptr;
-    std::vector<float> host;
 #ifdef FLASHBOX_HAVE_CUDA
     if (enum_bits(a.device) == FLASHBOX_CUDA) {
       if (int rc = validate_device_pointer(x.ptr, x.name, a.device)) return rc;
-      host.resize(size_t(last + 1));
-      const auto stream = static_cast<cudaStream_t>(a.stream);
-      cudaError_t err = cudaMemcpyAsync(host.data(), x.ptr, host.size() * 4, cudaMemcpyDeviceToHost, stream);
-      if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+      host[i].resize(size_t(last + 1));
+      const cudaError_t err = cudaMemcpyAsync(host[i].data(), x.ptr, host[i].size() * 4, cudaMemcpyDeviceToHost,
+                                              static_cast<cudaStream_t>(a.stream));
       if (err != cudaSuccess) {
         cudaGetLastError();
         return fail(FLASHBOX_ERR_CUDA, std::string("reading ") + x.name + " from the device: " + cudaGetErrorString(err));
       }
-      values = host.data();
+      values[i] = host[i].data(), copied = true;
     }
 #endif
+  }
+#ifdef FLASHBOX_HAVE_CUDA
+  if (copied) {
+    const cudaError_t err = cudaStreamSynchronize(static_cast<cudaStream_t>(a.stream));
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      return fail(FLASHBOX_ERR_CUDA, std::string("reading the descales from the device: ") + cudaGetErrorString(err));
+    }
+  }
+#endif
+  for (int i = 0; i < 3; ++i) {
+    const Descale &x = d[i];
+    if (!x.ptr) continue;
     for (int64_t b = 0; b < a.batch; ++b)
       for (int64_t g = 0; g < a.heads_kv; ++g) {
-        const float s = values[b * x.stride[0] + g * x.stride[1]];
+        const float s = values[i][b * x.stride[0] + g * x.stride[1]];
         if (!std::isfinite(s) || s < 0.0f)
           return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
                       std::string(x.name) + "[" + str(b) + ", " + str(g) + "] = " + std::to_string(s) + " (batch " +

@@ -416,9 +416,14 @@ typedef struct {
    * rounded to out_dtype. Every other field (masks, softcap, ALiBi, sinks, varlen, seqused,
    * head_dim_v, num_splits) applies as for any dtype, except qv (refused with fp8).
    * device = cpu: the inputs are dequantized to fp32 (the product rounded once) and the cpu levels
-   * run in fp32; the descale values are checked finite and >= 0 (0 is allowed: an all-zero
-   * tensor's amax scale; a negative or non-finite one is refused). device = cuda refuses fp8 with
-   * FLASHBOX_ERR_UNSUPPORTED_IMPL (no fp8 kernel yet) before anything is written. The backward
+   * run in fp32. device = cuda: the Hopper fp8 forward (compute capability 9.0; e4m3 tensor cores,
+   * P quantized to e4m3 for the P.V product), for fixed-length calls with head_dim = head_dim_v a
+   * multiple of 16 up to 256, causal or not, GQA/MQA; any other field (windows, softcap, ALiBi,
+   * sinks, varlen, seqused, num_splits, head_dim_v != head_dim), another GPU or impl = naive is
+   * refused with FLASHBOX_ERR_UNSUPPORTED_IMPL and the reason, before anything is written. On both
+   * devices the descale values are checked finite and >= 0 (0 is allowed: an all-zero tensor's amax
+   * scale; a negative or non-finite one is refused; on cuda they are read back first, which waits
+   * for the call's stream). The backward
    * refuses fp8 (FlashAttention-3 has no fp8 backward), and so does the plain forward
    * (flashbox_attention_forward: no out_dtype there).
    * Any other dtype: out_dtype must be 0 or args.dtype (o in the call's dtype), the descales NULL

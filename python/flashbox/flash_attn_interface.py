@@ -51,10 +51,11 @@ What the library does, per device (flashbox.h, "Extension 1"; docs/migration-fa3
   * CPU tensors: every field above, forward and backward (qv and fp8 forward only).
   * CUDA tensors: what the kernel families take (windows, softcap, causal, GQA, varlen; attention_chunk
     and seqused_q/k in the sm80 family), head_dim_v != head_dim (column slices of V; (192, 128)
-    forward natively on Hopper) and flash_attn_combine. qv (forward only) runs on the library's
-    explicit forward (one CUDA kernel for any head dims, headdim_v a multiple of 8 up to 512; correct,
-    not tuned for speed) with every mask above. fp8 is refused by the C API
-    (FLASHBOX_ERR_UNSUPPORTED_IMPL), which this module raises as NotImplementedError with the
+    forward natively on Hopper), fp8 e4m3 forward with descales on Hopper (fixed length, causal or
+    not, head_dim a multiple of 16 up to 256) and flash_attn_combine. qv (forward only) runs on the
+    library's explicit forward (one CUDA kernel for any head dims, headdim_v a multiple of 8 up to 512;
+    correct, not tuned for speed) with every mask above. fp8 with any other field is refused by the C
+    API (FLASHBOX_ERR_UNSUPPORTED_IMPL), which this module raises as NotImplementedError with the
     library's message; nothing is computed another way. seqused_q/k equal to the sequences' lengths
     and an attention_chunk at least as long as every sequence's keys (when no sequence has more
     queries than keys) are dropped first, after one host read of the int32 tables, so that such calls

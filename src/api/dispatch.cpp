@@ -10,6 +10,8 @@
 //         the same way, cuda_backward_native_head_dim_v), else the kernels on column slices of V
 //         (head_dim_v_split.hpp).
 //         naive -> cuBLAS + softmax; blocked is not a CUDA level.
+//         dtype fp8 e4m3 (flashbox_attention_forward_ext): the sm90 fp8 forward only (auto or flash;
+//         the family override sm80 and impl naive are refused: no other kernel takes e4m3).
 #include <cstring>
 #include <string>
 
@@ -63,6 +65,30 @@ int cuda_forward(const Problem &p) {
     case FLASHBOX_FLASH: return cuda_flash_forward(p);
     default: return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, "impl = blocked is not available on device = cuda");
   }
+}
+
+int cuda_fp8_forward(const Problem &p) {
+  if (p.impl != FLASHBOX_AUTO && p.impl != FLASHBOX_FLASH)
+    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                "dtype = FLASHBOX_FLOAT8_E4M3 on device = cuda runs in the sm90 fp8 forward only (impl = auto or flash)");
+#ifdef FLASHBOX_HAVE_SM90
+  if (p.tuning.family == FLASHBOX_FAMILY_SM80)
+    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                "dtype = FLASHBOX_FLOAT8_E4M3: the sm80 family has no fp8 kernel (the sm90 fp8 forward runs it)");
+  if (!device_is_hopper())
+    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                "dtype = FLASHBOX_FLOAT8_E4M3 on device = cuda needs a Hopper GPU (compute capability 9.0); it runs "
+                "on device = cpu");
+  if (p.tuning.sm_margin != 0)
+    if (int rc = check_sm_margin(p.tuning.sm_margin)) return rc;
+  PlanResult r = plan_sm90_fp8_forward(p);
+  if (!r.plan)
+    return fail(r.code != 0 ? r.code : FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                "dtype = FLASHBOX_FLOAT8_E4M3 on device = cuda: " + r.why_not + " (device = cpu takes it)");
+  return run_plan(*r.plan);
+#else
+  return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL, std::string("dtype = FLASHBOX_FLOAT8_E4M3 on device = cuda: ") + sm90_not_built());
+#endif
 }
 
 // head_dim_v != head_dim with a kernel of its own for the pair (sm90::dv_kernel, the Hopper

@@ -10,6 +10,9 @@
 namespace flashbox::detail {
 
 int cuda_forward(const Problem &p);       // src/api/dispatch.cpp
+// dtype fp8 e4m3 (p.out_dtype, descales): the sm90 fp8 forward, the one CUDA implementation that
+// takes e4m3 inputs; refused with its reason (FLASHBOX_ERR_UNSUPPORTED_IMPL) where it declines.
+int cuda_fp8_forward(const Problem &p);   // src/api/dispatch.cpp
 int cuda_backward(const GradProblem &g);  // src/api/backward_api.cpp
 // p.head_dim_v != p.head_dim: runs the call on the pair's own kernel (true, rc its result) when one
 // exists and takes it (src/api/dispatch.cpp), else false and nothing ran (the caller splits V).

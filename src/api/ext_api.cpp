@@ -14,8 +14,10 @@
 //   head_dim_v != head_dim             -> cpu: the levels take it; cuda: the forward of a pair with a
 //                                         Hopper kernel of its own (192 / 128) runs there, the rest on
 //                                         column slices of V and O (src/api/head_dim_v_split.hpp)
-//   dtype fp8 e4m3 (out_dtype, descales) -> device = cpu only, forward only (src/api/fp8_args.hpp);
-//                                         q, k, v checked as 1-byte tensors, o in out_dtype
+//   dtype fp8 e4m3 (out_dtype, descales) -> forward only (src/api/fp8_args.hpp); q, k, v checked as
+//                                         1-byte tensors, o in out_dtype; cpu: every level; cuda: the
+//                                         sm90 fp8 forward (dispatch.cpp, cuda_fp8_forward), or refused
+//                                         with its reason
 //   device = cpu                       -> src/cpu/varlen_attention.cpp (masks, transforms, varlen)
 //   device = cuda                      -> one Problem (mods and cu_seqlens in it) through the same
 //                                         family choice as the plain call (src/api/dispatch.hpp); a
@@ -132,7 +134,15 @@ int cuda_forward_ext(const flashbox_attention_args &a, const flashbox_attention_
                      const flashbox_attention_ext &e) {
   Problem p = make_problem(flat, ext_mods(a, e), e.head_dim_v);
   add_ext(p, a, e);
-  // Validation refuses fp8 and the other cpu-only fields on cuda (src/api/ext_validate.cpp); the
+  if (p.dtype == FLASHBOX_FLOAT8_E4M3) {
+    p.out_dtype = e.out_dtype;
+    p.q_descale = e.q_descale, p.k_descale = e.k_descale, p.v_descale = e.v_descale;
+    for (int i = 0; i < 2; ++i) {
+      p.q_descale_stride[i] = e.q_descale_stride[i], p.k_descale_stride[i] = e.k_descale_stride[i];
+      p.v_descale_stride[i] = e.v_descale_stride[i];
+    }
+  }
+  // Validation refuses the cpu-only fields on cuda (src/api/ext_validate.cpp; none today); the
   // kernels know none of them, so this is asserted once more before any launch.
   if (!ext_cpu_only_field(e).empty())
     return fail(FLASHBOX_ERR_INTERNAL, "flashbox_attention_forward_ext: a cpu-only field reached the CUDA backends");
@@ -156,6 +166,8 @@ int cuda_forward_ext(const flashbox_attention_args &a, const flashbox_attention_
   MaskModScratch mod_scratch(p.stream);
   if (e.mask_mod)
     if (int rc = attach_mask_mod(p, e, mod_scratch)) return rc;
+  // After the mod's bit tiles are attached, so that the fp8 plan sees (and declines) a mask mod.
+  if (p.dtype == FLASHBOX_FLOAT8_E4M3) return cuda_fp8_forward(p);
   return p.head_dim_v != p.head_dim ? cuda_forward_head_dim_v(p) : cuda_forward(p);
 }
 

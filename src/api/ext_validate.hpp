@@ -46,8 +46,8 @@ bool ext_is_plain(const flashbox_attention_ext &e);
 // Also folds head_dim_v == head_dim to 0 (the same request), so the call stays the plain one.
 int validate_ext_fields(const flashbox_attention_args &a, flashbox_attention_ext &e, Pass pass);
 
-// The first field set that only the cpu takes (the fp8 fields), as an error message names it; ""
-// when none is.
+// The first field set that only the cpu takes, as an error message names it; "" when none is (none
+// today: qv runs on the explicit forward, fp8 on the sm90 fp8 forward).
 std::string ext_cpu_only_field(const flashbox_attention_ext &e);
 
 // V's and O's head dim: head_dim_v, or head_dim when it is 0.

@@ -3,11 +3,16 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "api/ext_validate.hpp"
+#include "api/validate.hpp"
 #include "core/dtype.hpp"
 #include "core/enum_bits.hpp"
 #include "core/error.hpp"
+#ifdef FLASHBOX_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 namespace flashbox::detail {
 namespace {
@@ -67,10 +72,6 @@ int validate_fp8_fields(const flashbox_attention_args &a, flashbox_attention_ext
     return fail(FLASHBOX_ERR_UNSUPPORTED_DTYPE,
                 "dtype = FLASHBOX_FLOAT8_E4M3: no backward takes fp8 inputs (as FlashAttention-3, whose fp8 path "
                 "is forward only); run the backward in bf16 or fp16");
-  if (enum_bits(a.device) == FLASHBOX_CUDA)
-    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
-                "dtype = FLASHBOX_FLOAT8_E4M3 on device = cuda: the fp8 kernels are not built yet; it runs on "
-                "device = cpu");
   if (out != FLASHBOX_BFLOAT16 && out != FLASHBOX_FLOAT16) {
     const bool known = cpu::dtype_valid(out) || out == FLASHBOX_FLOAT8_E4M3;
     const char *note = out == FLASHBOX_FLOAT32 ? " (0, the default)" : known ? "" : " (not a flashbox_dtype)";
@@ -99,7 +100,14 @@ int validate_fp8_memory(const flashbox_attention_args &a, const flashbox_attenti
   if (!is_fp8_call(a)) return FLASHBOX_OK;
   Descale d[3];
   descales(e, d);
-  for (const Descale &x : d) {
+  // On cuda the values are read back (each the span its strides cover, on the call's stream) and the
+  // stream is synchronised once for the three: refusing a bad scale before anything is written costs
+  // this wait.
+  std::vector<float> host[3];
+  const float *values[3] = {d[0].ptr, d[1].ptr, d[2].ptr};
+  [[maybe_unused]] bool copied = false;
+  for (int i = 0; i < 3; ++i) {
+    const Descale &x = d[i];
     if (!x.ptr) continue;
     const __int128 last = __int128(a.batch - 1) * x.stride[0] + __int128(a.heads_kv - 1) * x.stride[1];
     if (last >= (__int128(1) << 60))
@@ -107,9 +115,35 @@ int validate_fp8_memory(const flashbox_attention_args &a, const flashbox_attenti
                   std::string(x.name) + "_stride = {" + str(x.stride[0]) + ", " + str(x.stride[1]) + "} over batch = " +
                       str(a.batch) + " and heads_kv = " + str(a.heads_kv) + " is not a plausible descale buffer");
     if (int rc = check_input_buffer(x.ptr, int64_t(last + 1) * 4, x.name, outputs, output_names, n_outputs)) return rc;
-    for (int64_t b = 0; b < a.batch; ++b)  // the cpu (validation has refused fp8 on cuda)
+#ifdef FLASHBOX_HAVE_CUDA
+    if (enum_bits(a.device) == FLASHBOX_CUDA) {
+      if (int rc = validate_device_pointer(x.ptr, x.name, a.device)) return rc;
+      host[i].resize(size_t(last + 1));
+      const cudaError_t err = cudaMemcpyAsync(host[i].data(), x.ptr, host[i].size() * 4, cudaMemcpyDeviceToHost,
+                                              static_cast<cudaStream_t>(a.stream));
+      if (err != cudaSuccess) {
+        cudaGetLastError();
+        return fail(FLASHBOX_ERR_CUDA, std::string("reading ") + x.name + " from the device: " + cudaGetErrorString(err));
+      }
+      values[i] = host[i].data(), copied = true;
+    }
+#endif
+  }
+#ifdef FLASHBOX_HAVE_CUDA
+  if (copied) {
+    const cudaError_t err = cudaStreamSynchronize(static_cast<cudaStream_t>(a.stream));
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      return fail(FLASHBOX_ERR_CUDA, std::string("reading the descales from the device: ") + cudaGetErrorString(err));
+    }
+  }
+#endif
+  for (int i = 0; i < 3; ++i) {
+    const Descale &x = d[i];
+    if (!x.ptr) continue;
+    for (int64_t b = 0; b < a.batch; ++b)
       for (int64_t g = 0; g < a.heads_kv; ++g) {
-        const float s = x.ptr[b * x.stride[0] + g * x.stride[1]];
+        const float s = values[i][b * x.stride[0] + g * x.stride[1]];
         if (!std::isfinite(s) || s < 0.0f)
           return fail(FLASHBOX_ERR_INVALID_ARGUMENT,
                       std::string(x.name) + "[" + str(b) + ", " + str(g) + "] = " + std::to_string(s) + " (batch " +

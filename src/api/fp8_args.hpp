@@ -2,12 +2,13 @@
 // their strides; include/flashbox/flashbox.h), checked by the extension's entry points
 // (src/api/ext_api.cpp) in two steps, before anything is written:
 //   validate_fp8_fields  (from validate_ext_fields) out_dtype a flashbox_dtype; an fp8 call: forward
-//                        only, device = cpu only (cuda: FLASHBOX_ERR_UNSUPPORTED_IMPL), out_dtype bf16
+//                        only (cpu, or cuda where the sm90 fp8 forward takes it), out_dtype bf16
 //                        or fp16, no qv, descale strides >= 0 and 0 when the pointer is NULL; any other
 //                        call: out_dtype 0 or the call's dtype (folded to 0, so the call stays plain),
 //                        no descale pointer or stride
 //   validate_fp8_memory  (from validate_ext_memory) each descale buffer 4-byte aligned, its extent within
-//                        int64, no output inside it, and on the cpu every value it holds finite and >= 0
+//                        int64, no output inside it, and every value it holds finite and >= 0 (on cuda
+//                        read back to the host first: one synchronisation of the call's stream)
 #pragma once
 #include "api/options.hpp"
 #include "api/overlap.hpp"

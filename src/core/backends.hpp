@@ -26,6 +26,7 @@ PlanResult plan_sm80_backward(const GradProblem &g);  // src/cuda/backward/sm80
 #ifdef FLASHBOX_HAVE_SM90
 // size_only: the workspace query, which has no pointers; no tensor maps are built and run is empty.
 PlanResult plan_sm90_forward(const Problem &p);                       // src/cuda/forward/sm90
+PlanResult plan_sm90_fp8_forward(const Problem &p);                   // src/cuda/forward/sm90 (e4m3 inputs)
 PlanResult plan_sm90_backward(const GradProblem &g, bool size_only);  // src/cuda/backward/sm90
 #endif
 #endif

@@ -72,6 +72,12 @@ struct Problem {
   int64_t mod_batch = 1, mod_heads = 1;
   void *stream;  // cudaStream_t for FLASHBOX_CUDA
   Tuning tuning;
+  // dtype FLASHBOX_FLOAT8_E4M3 (flashbox_attention_ext): o's dtype (bf16 or fp16) and the fp32
+  // [batch, heads_kv] descales in the memory of `device` (null: 1), element (b, g) at
+  // b * stride[0] + g * stride[1]. Only the sm90 fp8 forward reads them on cuda.
+  flashbox_dtype out_dtype = FLASHBOX_FLOAT32;
+  const float *q_descale = nullptr, *k_descale = nullptr, *v_descale = nullptr;
+  int64_t q_descale_stride[2] = {0, 0}, k_descale_stride[2] = {0, 0}, v_descale_stride[2] = {0, 0};
 
   bool varlen() const { return cu_seqlens_q != nullptr; }
 };

@@ -10,6 +10,8 @@ set(FLASHBOX_KERNEL_INSTANCES
   ${CMAKE_CURRENT_LIST_DIR}/forward/sm90/instantiations/flash_fwd_sm90_d64_128x128_masks.cu
   ${CMAKE_CURRENT_LIST_DIR}/forward/sm90/instantiations/flash_fwd_sm90_d128_128x128_masks.cu
   ${CMAKE_CURRENT_LIST_DIR}/forward/sm90/instantiations/flash_fwd_sm90_d192_dv128_128x128.cu
+  ${CMAKE_CURRENT_LIST_DIR}/forward/sm90/instantiations/flash_fwd_sm90_fp8_d128_128x128.cu
+  ${CMAKE_CURRENT_LIST_DIR}/forward/sm90/instantiations/flash_fwd_sm90_fp8_d256_128x128.cu
   ${CMAKE_CURRENT_LIST_DIR}/backward/sm80/instantiations/flash_bwd_d64.cu
   ${CMAKE_CURRENT_LIST_DIR}/backward/sm80/instantiations/flash_bwd_d128.cu
   ${CMAKE_CURRENT_LIST_DIR}/backward/sm80/instantiations/flash_bwd_d256.cu

@@ -39,16 +39,17 @@ const char *sm90_unavailable_reason() {
   return nullptr;
 }
 
-bool tma_describable(const TensorView &t) {
+bool tma_describable(const TensorView &t, int elem_bytes) {
   if (reinterpret_cast<uintptr_t>(t.base) % 16 != 0) return false;
   const int64_t sizes[3] = {t.batch, t.seq, t.heads};
   for (int i = 0; i < 3; ++i)
-    if (sizes[i] > 1 && ((t.stride[i] * 2) % 16 != 0 || t.stride[i] * 2 >= (int64_t(1) << 40))) return false;
+    if (sizes[i] > 1 && ((t.stride[i] * elem_bytes) % 16 != 0 || t.stride[i] * elem_bytes >= (int64_t(1) << 40)))
+      return false;
   return true;
 }
 
 bool encode_map(CUtensorMap *map, TmaOrder *ord, CUtensorMapDataType type, const TensorView &t, int64_t d,
-                int box_rows, int box_cols) {
+                int box_rows, int box_cols, int elem_bytes) {
   struct Dim {
     int64_t size, stride;
     int which;  // 0 seq, 1 head, 2 batch
@@ -60,10 +61,10 @@ bool encode_map(CUtensorMap *map, TmaOrder *ord, CUtensorMapDataType type, const
   cuuint64_t gstride[3];
   cuuint32_t box[4] = {cuuint32_t(box_cols), 1, 1, 1};
   const cuuint32_t estride[4] = {1, 1, 1, 1};
-  int64_t extent = d * 2;  // bytes spanned by the dims so far: a legal stride for a unit dim
+  int64_t extent = d * elem_bytes;  // bytes spanned by the dims so far: a legal stride for a unit dim
   int *slot[3] = {&ord->seq, &ord->head, &ord->batch};
   for (int i = 0; i < 3; ++i) {
-    const int64_t stride_bytes = dims[i].size == 1 ? (extent + 15) / 16 * 16 : dims[i].stride * 2;
+    const int64_t stride_bytes = dims[i].size == 1 ? (extent + 15) / 16 * 16 : dims[i].stride * elem_bytes;
     gdim[i + 1] = cuuint64_t(dims[i].size);
     gstride[i] = cuuint64_t(stride_bytes);
     extent = std::max(extent, stride_bytes * dims[i].size);
@@ -73,6 +74,19 @@ bool encode_map(CUtensorMap *map, TmaOrder *ord, CUtensorMapDataType type, const
   const CUresult r = tensor_map_encoder()(map, type, 4, const_cast<void *>(t.base), gdim, gstride, box, estride,
                                           CU_TENSOR_MAP_INTERLEAVE_NONE,
                                           box_cols == 32 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
+                                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS;
+}
+
+bool encode_map_4d(CUtensorMap *map, CUtensorMapDataType type, const void *base, const uint64_t (&dims)[4],
+                   const uint64_t (&stride_bytes)[3], const uint32_t (&box)[4]) {
+  cuuint64_t gdim[4], gstride[3];
+  cuuint32_t b[4];
+  const cuuint32_t estride[4] = {1, 1, 1, 1};
+  for (int i = 0; i < 4; ++i) gdim[i] = dims[i], b[i] = box[i];
+  for (int i = 0; i < 3; ++i) gstride[i] = stride_bytes[i];
+  const CUresult r = tensor_map_encoder()(map, type, 4, const_cast<void *>(base), gdim, gstride, b, estride,
+                                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS;
 }

@@ -14,7 +14,7 @@
 #include <stdexcept>
 
 namespace flashbox::cli {
-namespace {
+namespace cmd_bench {
 
 struct BenchOptions {
   std::string device = "auto";
@@ -124,5 +124,5 @@ void setup(CLI::App &app) {
 
 FLASHBOX_COMMAND(50, setup);
 
-}  // namespace
+}  // namespace cmd_bench
 }  // namespace flashbox::cli

@@ -13,7 +13,7 @@
 #include <memory>
 
 namespace flashbox::cli {
-namespace {
+namespace cmd_check {
 
 struct CheckOptions {
   int64_t batch = 2, heads = 12, heads_kv = 0, seqlen_q = 1000, seqlen_k = 0, head_dim = 64;
@@ -93,5 +93,5 @@ void setup(CLI::App &app) {
 
 FLASHBOX_COMMAND(40, setup);
 
-}  // namespace
+}  // namespace cmd_check
 }  // namespace flashbox::cli

@@ -23,7 +23,7 @@
 #include "gpt2/tokens/token_files.hpp"
 
 namespace flashbox::cli {
-namespace {
+namespace cmd_gpt2 {
 
 constexpr int32_t kEndOfText = 50256;
 
@@ -304,5 +304,5 @@ void setup(CLI::App &app) {
 
 FLASHBOX_COMMAND(60, setup);
 
-}  // namespace
+}  // namespace cmd_gpt2
 }  // namespace flashbox::cli

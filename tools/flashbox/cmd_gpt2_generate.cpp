@@ -19,7 +19,7 @@
 #include "gpt2/tokenizer/bpe_tokenizer.hpp"
 
 namespace flashbox::cli {
-namespace {
+namespace cmd_gpt2_generate {
 
 using namespace flashbox::gpt2;
 
@@ -128,5 +128,5 @@ void setup(CLI::App &app) {
 
 FLASHBOX_COMMAND(62, setup);
 
-}  // namespace
+}  // namespace cmd_gpt2_generate
 }  // namespace flashbox::cli

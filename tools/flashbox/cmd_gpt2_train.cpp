@@ -12,7 +12,7 @@
 #include "gpt2/train/train_loop.hpp"
 
 namespace flashbox::cli {
-namespace {
+namespace cmd_gpt2_train {
 
 using namespace flashbox::gpt2;
 
@@ -98,5 +98,5 @@ void setup(CLI::App &app) {
 
 FLASHBOX_COMMAND(61, setup);
 
-}  // namespace
+}  // namespace cmd_gpt2_train
 }  // namespace flashbox::cli

@@ -12,7 +12,7 @@
 #include <string>
 
 namespace flashbox::cli {
-namespace {
+namespace cmd_html {
 
 constexpr int kSchemaVersion = 1;  // docs/report-schema.md
 
@@ -65,5 +65,5 @@ void setup(CLI::App &app) {
 
 FLASHBOX_COMMAND(90, setup);
 
-}  // namespace
+}  // namespace cmd_html
 }  // namespace flashbox::cli

@@ -10,7 +10,7 @@
 #include <memory>
 
 namespace flashbox::cli {
-namespace {
+namespace cmd_memory {
 
 struct MemoryOptions {
   std::vector<int64_t> seqlens;
@@ -58,5 +58,5 @@ void setup(CLI::App &app) {
 
 FLASHBOX_COMMAND(10, setup);
 
-}  // namespace
+}  // namespace cmd_memory
 }  // namespace flashbox::cli

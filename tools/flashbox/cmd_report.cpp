@@ -12,7 +12,7 @@
 #include <memory>
 
 namespace flashbox::cli {
-namespace {
+namespace cmd_report {
 
 struct ReportCliOptions {
   std::string json_path, html_path;
@@ -99,5 +99,5 @@ void setup(CLI::App &app) {
 
 FLASHBOX_COMMAND(80, setup);
 
-}  // namespace
+}  // namespace cmd_report
 }  // namespace flashbox::cli

@@ -12,7 +12,7 @@
 #include <memory>
 
 namespace flashbox::cli {
-namespace {
+namespace cmd_softmax_trace {
 
 struct TraceOptions {
   std::vector<double> values;
@@ -58,5 +58,5 @@ void setup(CLI::App &app) {
 
 FLASHBOX_COMMAND(20, setup);
 
-}  // namespace
+}  // namespace cmd_softmax_trace
 }  // namespace flashbox::cli

@@ -1,5 +1,7 @@
 // Subcommands register themselves: each tools/flashbox/cmd_<name>.cpp defines a setup function and
 // writes FLASHBOX_COMMAND(order, setup) once; main.cpp adds them to the parser in `order`.
+// Each file's own names live in namespace cmd_<name> (not an anonymous one): the unity build of
+// tools/flashbox/CMakeLists.txt compiles several of these files as one translation unit.
 #pragma once
 #include <CLI/CLI.hpp>
 

@@ -35,7 +35,7 @@ class Ext(ctypes.Structure):  # flashbox_attention_ext
                 ("out_dtype", ctypes.c_int), ("q_descale", P), ("k_descale", P), ("v_descale", P),
                 ("q_descale_stride", ctypes.c_int64 * 2), ("k_descale_stride", ctypes.c_int64 * 2),
                 ("v_descale_stride", ctypes.c_int64 * 2), ("mask_mod", P), ("mask_mod_aux", P),
-                ("score_mod", P), ("score_mod_aux", P)]
+                ("score_mod", P), ("score_mod_aux", P), ("mask_mod_broadcast", ctypes.c_int32)]
 
 
 class KvcacheArgs(ctypes.Structure):  # flashbox_kvcache_args

@@ -1,5 +1,5 @@
-// The mask-family GPU tests' shared pieces (taken from tests/cuda/mask_sm80_test.cpp, whose copy
-// stays there): document ids (sorted runs or scattered), queries and keys cut at the same fractions,
+// The mask-family GPU tests' shared pieces (tests/cuda/mask_sm80_test.cpp, tests/sm90/sm90_mask_test.cpp):
+// document ids (sorted runs or scattered), queries and keys cut at the same fractions,
 // a random block mask of dense kinds, and DeviceCall: a MaskData's inputs on the device, the
 // forward with poisoned and guard-framed outputs copied back, and the backward from the reference's
 // O and LSE or from given ones (a GPU forward's).

@@ -170,8 +170,8 @@ FLASHBOX_MASK_HD bool mod_bit(const DeviceMaskExt &x, const uint32_t *tile, int 
   const int r = i % x.q_block, c = j % x.kv_block;
   return (tile[int64_t(r) * (x.kv_block / 32) + c / 32] >> (c % 32)) & 1u;
 }
-// The same for row r and key c counted from the origin `tile` was moved to (r, c >= 0). The
-// backward's form: no division per element. (Each kernel keeps the form with which ptxas spilled
+// The same for row r and key c counted from the origin of `tile` (r, c >= 0). The backward's form:
+// no division per element. (Each kernel keeps the form with which ptxas spilled
 // least, -Xptxas -v on sm_80.)
 FLASHBOX_MASK_HD bool mod_bit_from(const DeviceMaskExt &x, const uint32_t *tile, int r, int c) {
   if (!tile) return true;

@@ -200,7 +200,7 @@ __global__ void __launch_bounds__(kThreads) explicit_forward_kernel(const Explic
   const T *vbase = static_cast<const T *>(p.v);
   const int pieces_k = d / 8, pieces = width / 8;  // 16-byte pieces of a staged row
   for (int j0 = lo; j0 < hi; j0 += kKeys) {
-    __syncthreads();  // the previous chunk is no longer read
+    __syncthreads();  // every thread is done reading the staged chunk before it is overwritten
     for (int idx = tid; idx < kKeys * pieces; idx += kThreads) {
       const int kk = idx / pieces, piece = idx % pieces, j = j0 + kk;
       uint4 val = make_uint4(0, 0, 0, 0);

@@ -132,9 +132,9 @@ struct FwdConfig {
 // A configuration with the extension's mask families compiled in (document ids, prefix-LM,
 // attention_chunk, seqused_q/k, block masks; mask_walk.cuh says how the kernel walks them). A traits
 // member rather than one more positional flag: the plain configurations keep their type, so their
-// kernels' code is what it was (the walk, the element rule and the extra registers stay out of them,
-// as with the sm80 forward's kExt). 128 x 128 tiles (BM divides FlexAttention's 128-row mask blocks),
-// fixed length and varlen, with the row-by-row store (VARLEN) for slices that seqused_q ends inside.
+// kernels carry none of the walk, the element rule or their extra registers (as with the sm80
+// forward's kExt). 128 x 128 tiles (BM divides FlexAttention's 128-row mask blocks), fixed length and
+// varlen, with the row-by-row store (VARLEN) for slices that seqused_q ends inside.
 template <class Base>
 struct MaskExtConfig : Base {
   static constexpr bool EXT = true;

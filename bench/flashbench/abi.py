@@ -59,6 +59,38 @@ class KvcacheArgs(ctypes.Structure):  # flashbox_kvcache_args
                 ("attention_chunk", ctypes.c_int64)]
 
 
+class BlockMaskTables(ctypes.Structure):  # flashbox_block_mask
+    _fields_ = [("struct_size", ctypes.c_int32), ("batch", ctypes.c_int64), ("heads", ctypes.c_int64),
+                ("q_block_size", ctypes.c_int64), ("kv_block_size", ctypes.c_int64),
+                ("max_kv_blocks", ctypes.c_int64), ("max_q_blocks", ctypes.c_int64),
+                ("kv_num_blocks", P), ("kv_indices", P), ("full_kv_num_blocks", P), ("full_kv_indices", P),
+                ("q_num_blocks", P), ("q_indices", P), ("full_q_num_blocks", P), ("full_q_indices", P)]
+
+
+class AuxDecl(ctypes.Structure):  # flashbox_aux_decl
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int32)]
+
+
+class ModDesc(ctypes.Structure):  # flashbox_mod_desc
+    _fields_ = [("struct_size", ctypes.c_int32), ("kind", ctypes.c_int), ("source", ctypes.c_char_p),
+                ("function_name", ctypes.c_char_p), ("num_aux", ctypes.c_int32), ("aux", ctypes.POINTER(AuxDecl)),
+                ("arch", ctypes.c_int32)]
+
+
+class AuxTensor(ctypes.Structure):  # flashbox_aux_tensor
+    _fields_ = [("data", P), ("dtype", ctypes.c_int), ("rank", ctypes.c_int32), ("sizes", ctypes.c_int64 * 4),
+                ("strides", ctypes.c_int64 * 4), ("device", ctypes.c_int)]
+
+
+class ModInfo(ctypes.Structure):  # flashbox_mod_info
+    _fields_ = [("struct_size", ctypes.c_int32), ("from_cache", ctypes.c_int32), ("cached", ctypes.c_int32),
+                ("num_archs", ctypes.c_int32), ("archs", ctypes.c_int32 * 4), ("cubin_bytes", ctypes.c_int64 * 4),
+                ("seconds", ctypes.c_double), ("key", ctypes.c_char * 65)]
+
+
+AUX_INT32, MOD_MASK = 0, 1
+
+
 # The size of flashbox_kvcache_args before learnable_sink: every field this harness sets lies before it,
 # and every library since that version accepts it, so one harness times old and new builds alike.
 KVCACHE_ARGS_V2_SIZE = KvcacheArgs.learnable_sink.offset
@@ -127,6 +159,33 @@ class Library:
         e.max_seqlen_q, e.max_seqlen_k = max_q, max_k
         e.head_dim_v = head_dim_v  # 0: head_dim
         return e
+
+    def mask_mod(self, source, name, aux=()):
+        """flashbox_mod_create of a mask mod: (handle, flashbox_mod_info as a dict). aux: (name, rank)
+        pairs of int32 tensors, in the order the call binds them."""
+        decls = (AuxDecl * max(1, len(aux)))(*[AuxDecl(n.encode(), AUX_INT32, r) for n, r in aux])
+        d = ModDesc(ctypes.sizeof(ModDesc), MOD_MASK, source.encode(), name.encode(), len(aux), decls, 0)
+        handle = ctypes.c_void_p()
+        self.lib.flashbox_mod_create.argtypes = [ctypes.POINTER(ModDesc), ctypes.POINTER(ctypes.c_void_p)]
+        self.check(self.lib.flashbox_mod_create(ctypes.byref(d), ctypes.byref(handle)))
+        info = ModInfo()
+        info.struct_size = ctypes.sizeof(ModInfo)
+        self.lib.flashbox_mod_get_info.argtypes = [ctypes.c_void_p, ctypes.POINTER(ModInfo)]
+        self.check(self.lib.flashbox_mod_get_info(handle, ctypes.byref(info)))
+        return handle, dict(seconds=info.seconds, from_cache=info.from_cache, cached=info.cached)
+
+    def mod_destroy(self, handle):
+        self.lib.flashbox_mod_destroy.argtypes = [ctypes.c_void_p]
+        self.lib.flashbox_mod_destroy(handle)
+
+    @staticmethod
+    def aux_int32(t):
+        """flashbox_aux_tensor of an int32 CUDA tensor (rank <= 4)."""
+        a = AuxTensor()
+        a.data, a.dtype, a.rank, a.device = t.data_ptr(), AUX_INT32, t.dim(), CUDA
+        for i in range(t.dim()):
+            a.sizes[i], a.strides[i] = t.shape[i], t.stride(i)
+        return a
 
     def forward(self, args, ext=None):
         f, r = self.lib.flashbox_attention_forward, ctypes.byref(args)

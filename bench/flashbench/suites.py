@@ -9,6 +9,7 @@ import sys
 import tempfile
 
 from .attention import finish_row, run_case
+from .mask_families import mask_families
 from .timing import rel_error, time_interleaved
 
 
@@ -643,6 +644,7 @@ def llama_e2e_rows(ctx, m, name):
     return rows
 
 
-SUITES = {"forward": forward, "backward": backward, "varlen": varlen, "masks": masks, "decode": decode,
+SUITES = {"forward": forward, "backward": backward, "varlen": varlen, "masks": masks, "mask-families": mask_families,
+          "decode": decode,
           "decode-fp8": decode_fp8, "fp8": fp8_forward, "gqa": gqa, "head-dims": head_dims, "head-dim-v": head_dim_v, "gpt2-eval": gpt2_eval,
           "gpt2-train": gpt2_train, "fa3-paper": fa3_paper, "llama-e2e": llama_e2e}

@@ -15,8 +15,8 @@ int64 index tensors, so the trace is a graph of aten operations, and emits
   * whether the function reads b and h (a mod that does not is evaluated once for every batch entry or
     head: flashbox_attention_ext.mask_mod_broadcast).
 
-Taken: comparisons, & | ^ ~, logical and/or/xor/not, + - * / // %, neg, abs, minimum / maximum,
-clamp, where, casts (.to, .int(), .bool(), ...), full-rank indexing of a captured tensor of rank 1..4 by
+Taken: comparisons, & | ^ ~, logical and/or/xor/not, + - * / // %, neg, abs, floor / ceil / trunc,
+minimum / maximum, clamp, where, casts (.to, .int(), .bool(), ...), full-rank indexing of a captured tensor of rank 1..4 by
 traced expressions (a negative index counts from the end, as in Python; an index still outside
 [0, size) reads 0, as every aux read does), and constants. Anything else raises TranslationError naming
 the operation (and data-dependent Python control flow, `if q_idx > 3:`, fails to trace: use where).
@@ -455,6 +455,13 @@ def _emit(gm, fn, kind: int, fname: str, sample_args) -> Translation:
                 a, _ = operand(args[0], "f")
                 b_, _ = operand(args[1], "f")
                 emit(n, f"fbx_{'pymodf' if opname == 'remainder' else 'fmodf'}({a}, {b_})", "f")
+        elif opname in ("floor", "ceil", "trunc"):
+            a, ka = operand(args[0])
+            if ka != "f":
+                expr[n] = (a, ka)          # integers are their own floor
+            else:
+                f = {"floor": "fbx_floorf({})", "ceil": "(-fbx_floorf(-{}))", "trunc": "fbx_truncf({})"}[opname]
+                emit(n, f.format(a), "f")
         elif opname == "neg":
             a, _ = operand(args[0], ok)
             emit(n, f"(-{a})", ok)
@@ -548,10 +555,8 @@ def _emit(gm, fn, kind: int, fname: str, sample_args) -> Translation:
         else:
             raise TranslationError(f"flashbox: the {what}'s operation {target} cannot be translated to a "
                                    f"flashbox mod (taken: comparisons, & | ^ ~, logical ops, + - * / // %, "
-                                   f"abs, neg, minimum/maximum, clamp, where, casts, indexing captured "
-                                   f"tensors, constants)")
-        if n in expr:
-            continue
+                                   f"abs, neg, floor/ceil/trunc, minimum/maximum, clamp, where, casts, indexing "
+                                   f"captured tensors, constants)")
 
     used = {p.name for p in placeholders if p.users}
     ph = dict(zip(arg_names, placeholders))

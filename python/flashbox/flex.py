@@ -24,8 +24,7 @@ Needs torch >= 2.5 (torch.library.custom_op, register_fake); flashbox.flex_trans
 flashbox._flex_core work with older torch.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: torch.library.custom_op reads the annotations as types.
 from typing import Optional, Tuple
 
 import torch

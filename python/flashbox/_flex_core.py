@@ -48,16 +48,17 @@ _key_of = {}               # id(fn) -> (fn, key): the function is held, so its i
 _registry_lock = threading.Lock()
 
 
-def mask_mod_key(fn) -> int:
+def mask_mod_key(fn, device=None) -> int:
     """0 for no mod (None, FlexAttention's noop_mask); else the registry key of fn's translated and
-    compiled mod (translated and compiled once per function object, per process)."""
+    compiled mod (translated and compiled once per function object, per process). device: the call's
+    (the traced index tensors are put there, beside the tensors the mod captures)."""
     if ft.is_noop_mask(fn):
         return 0
     with _registry_lock:
         hit = _key_of.get(id(fn))
         if hit is not None and hit[0] is fn:
             return hit[1]
-    tr = ft.translate_cached(fn, _ext.MOD_MASK)
+    tr = ft.translate_cached(fn, _ext.MOD_MASK, device=device)
     handle = ft.compile_translation(tr)
     broadcast = (0 if tr.uses_b else _ext.MOD_SAME_BATCH) | (0 if tr.uses_h else _ext.MOD_SAME_HEADS)
     with _registry_lock:

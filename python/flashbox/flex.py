@@ -113,8 +113,8 @@ def _constant_result(fn):
 
 
 @_constant_result
-def _mask_mod_key(mask_mod) -> int:
-    return core.mask_mod_key(mask_mod)
+def _mask_mod_key(mask_mod, device) -> int:
+    return core.mask_mod_key(mask_mod, device)
 
 
 def _scale(scale) -> float:
@@ -163,7 +163,7 @@ def flex_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, 
         tables, qbs, kvbs, mod_key = [None] * 8, 0, 0, 0
     else:
         tables, qbs, kvbs = core.block_mask_tables(block_mask, query.device, Tq, Tk, B, Hq)
-        mod_key = _mask_mod_key(getattr(block_mask, "mask_mod", None))
+        mod_key = _mask_mod_key(getattr(block_mask, "mask_mod", None), query.device)
         if mod_key and query.device.type == "cpu":
             core.check_mod_device(mod_key, query.device)
     o, lse = _fwd_op(query, key, value, *tables, qbs, kvbs, mod_key, _scale(scale))

@@ -215,15 +215,16 @@ def is_noop_mask(fn) -> bool:
     return fn is None or getattr(fn, "__name__", "") == "noop_mask"
 
 
-def translate(fn: Callable, kind: int = _ext.MOD_MASK, name: Optional[str] = None) -> Translation:
+def translate(fn: Callable, kind: int = _ext.MOD_MASK, name: Optional[str] = None, device=None) -> Translation:
     """Trace a FlexAttention mask_mod (kind MOD_MASK) or score_mod (MOD_SCORE) and emit its flashbox
-    mod. Raises TranslationError for what cannot be translated."""
+    mod. Raises TranslationError for what cannot be translated. device: where the traced index tensors
+    live (the device of the tensors the mod captures, so that mixing them is legal; default cpu)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     mask = kind == _ext.MOD_MASK
     fname = name or ("flashbox_mask_mod" if mask else "flashbox_score_mod")
-    idx = [torch.zeros(1, dtype=torch.int64) for _ in range(4)]
-    args = idx if mask else [torch.zeros(1, dtype=torch.float32)] + idx
+    idx = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(4)]
+    args = idx if mask else [torch.zeros(1, dtype=torch.float32, device=device)] + idx
     what = "mask_mod" if mask else "score_mod"
     try:
         gm = make_fx(fn)(*args)
@@ -598,16 +599,16 @@ _translations = weakref.WeakKeyDictionary()
 _translations_lock = threading.Lock()
 
 
-def translate_cached(fn: Callable, kind: int = _ext.MOD_MASK) -> Translation:
+def translate_cached(fn: Callable, kind: int = _ext.MOD_MASK, device=None) -> Translation:
     """translate(fn), once per function object (the captured tensors are bound by reference, so an
     in-place update of one is seen by later calls; rebinding a captured name is not)."""
     with _translations_lock:
         try:
             tr = _translations.get(fn)
         except TypeError:   # not weak-referenceable: translate every time
-            return translate(fn, kind)
+            return translate(fn, kind, device=device)
         if tr is None or tr.kind != kind:
-            tr = translate(fn, kind)
+            tr = translate(fn, kind, device=device)
             try:
                 _translations[fn] = tr
             except TypeError:

@@ -9,7 +9,9 @@ import ctypes
 
 from . import _lib
 
-__all__ = ["AttentionExt", "BlockMask", "CombineArgs", "default_ext", "forward_ext", "backward_ext", "combine"]
+__all__ = ["AttentionExt", "BlockMask", "CombineArgs", "default_ext", "forward_ext", "backward_ext", "combine",
+           "AuxDType", "AuxDecl", "ModDesc", "AuxTensor", "ModInfo", "MOD_MASK", "MOD_SCORE", "MOD_MAX_AUX",
+           "AUX_MAX_RANK", "MOD_SAME_BATCH", "MOD_SAME_HEADS", "mod_create", "mod_destroy", "mod_get_info"]
 
 
 class AttentionExt(ctypes.Structure):
@@ -78,6 +80,68 @@ class BlockMask(ctypes.Structure):
     ]
 
 
+MOD_MASK, MOD_SCORE = 1, 2           # flashbox_mod_kind
+MOD_MAX_AUX, AUX_MAX_RANK = 8, 4      # FLASHBOX_MOD_MAX_AUX, FLASHBOX_AUX_MAX_RANK
+MOD_SAME_BATCH, MOD_SAME_HEADS = 1, 2  # flashbox_attention_ext.mask_mod_broadcast bits
+
+
+class AuxDType:
+    """flashbox_aux_dtype."""
+    INT32, INT64, UINT8, FLOAT32, FLOAT16, BFLOAT16 = 0, 1, 2, 3, 4, 5
+
+
+class AuxDecl(ctypes.Structure):
+    """flashbox_aux_decl: an auxiliary tensor as the mod's source sees it (name, dtype, rank)."""
+
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("dtype", ctypes.c_int),
+        ("rank", ctypes.c_int32),
+    ]
+
+
+class ModDesc(ctypes.Structure):
+    """flashbox_mod_desc."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_int32),
+        ("kind", ctypes.c_int),               # MOD_MASK or MOD_SCORE
+        ("source", ctypes.c_char_p),
+        ("function_name", ctypes.c_char_p),
+        ("num_aux", ctypes.c_int32),
+        ("aux", ctypes.POINTER(AuxDecl)),
+        ("arch", ctypes.c_int32),             # 0: the current device's (sm_80 and sm_90a without one)
+    ]
+
+
+class AuxTensor(ctypes.Structure):
+    """flashbox_aux_tensor: an auxiliary tensor bound to a call."""
+
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int),
+        ("rank", ctypes.c_int32),
+        ("sizes", ctypes.c_int64 * 4),
+        ("strides", ctypes.c_int64 * 4),      # elements
+        ("device", ctypes.c_int),             # flashbox_device
+    ]
+
+
+class ModInfo(ctypes.Structure):
+    """flashbox_mod_info."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_int32),
+        ("from_cache", ctypes.c_int32),
+        ("cached", ctypes.c_int32),
+        ("num_archs", ctypes.c_int32),
+        ("archs", ctypes.c_int32 * 4),
+        ("cubin_bytes", ctypes.c_int64 * 4),
+        ("seconds", ctypes.c_double),
+        ("key", ctypes.c_char * 65),
+    ]
+
+
 class CombineArgs(ctypes.Structure):
     """flashbox_combine_args (flashbox_attention_combine: split partial results into one attention)."""
 
@@ -138,3 +202,42 @@ def combine(args: CombineArgs) -> None:
     args.struct_size = ctypes.sizeof(CombineArgs)
     fn = _fn("flashbox_attention_combine", [ctypes.POINTER(CombineArgs)])
     _lib.check(fn(ctypes.byref(args)))
+
+
+def mod_create(kind: int, source: str, function_name: str, aux=(), arch: int = 0) -> int:
+    """flashbox_mod_create: compiles a mod (CUDA C++) with NVRTC; `aux` is a sequence of (name, AuxDType,
+    rank). Returns the flashbox_mod handle (an int; release it with mod_destroy); raises FlashboxError
+    with the compiler's log on failure (UNSUPPORTED_IMPL where the library has no NVRTC)."""
+    decls = (AuxDecl * max(1, len(aux)))()
+    names = [n.encode() for n, _, _ in aux]   # kept alive for the call
+    for i, (_, dtype, rank) in enumerate(aux):
+        decls[i].name, decls[i].dtype, decls[i].rank = names[i], int(dtype), int(rank)
+    d = ModDesc()
+    d.struct_size = ctypes.sizeof(ModDesc)
+    d.kind = int(kind)
+    src, fname = source.encode(), function_name.encode()
+    d.source, d.function_name = src, fname
+    d.num_aux = len(aux)
+    d.aux = ctypes.cast(decls, ctypes.POINTER(AuxDecl)) if aux else None
+    d.arch = int(arch)
+    out = ctypes.c_void_p()
+    fn = _fn("flashbox_mod_create", [ctypes.POINTER(ModDesc), ctypes.POINTER(ctypes.c_void_p)])
+    _lib.check(fn(ctypes.byref(d), ctypes.byref(out)))
+    return int(out.value)
+
+
+def mod_destroy(mod: int) -> None:
+    """flashbox_mod_destroy (None or 0: nothing)."""
+    lib = _lib.library()
+    fn = getattr(lib.cdll, "flashbox_mod_destroy")
+    fn.restype, fn.argtypes = None, [ctypes.c_void_p]
+    fn(mod or None)
+
+
+def mod_get_info(mod: int) -> ModInfo:
+    """flashbox_mod_get_info: where the mod's CUBINs came from (compiled or the disk cache)."""
+    info = ModInfo()
+    info.struct_size = ctypes.sizeof(ModInfo)
+    fn = _fn("flashbox_mod_get_info", [ctypes.c_void_p, ctypes.POINTER(ModInfo)])
+    _lib.check(fn(mod, ctypes.byref(info)))
+    return info

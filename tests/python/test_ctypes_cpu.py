@@ -55,7 +55,11 @@ def test_struct_layout_matches_c_compiler():
     S.assert_struct_layout_matches_c((_lib.AttentionArgs, "flashbox_attention_args"),
                                      (_lib.AttentionGradArgs, "flashbox_attention_grad_args"),
                                      (_ext.AttentionExt, "flashbox_attention_ext"),
-                                     (_ext.BlockMask, "flashbox_block_mask"))
+                                     (_ext.BlockMask, "flashbox_block_mask"),
+                                     (_ext.AuxDecl, "flashbox_aux_decl"),
+                                     (_ext.ModDesc, "flashbox_mod_desc"),
+                                     (_ext.AuxTensor, "flashbox_aux_tensor"),
+                                     (_ext.ModInfo, "flashbox_mod_info"))
     # bench/flashbench/abi.py keeps its own copies of the structs (it times any build of the library
     # without importing this package); they must match the header too.
     abi_path = os.path.join(S.REPO, "bench", "flashbench", "abi.py")

@@ -159,8 +159,9 @@ FLASHBOX_API const char *flashbox_last_kernel(void);
  * (every impl) and device = cuda in the sm80 family (forward and backward, on A100 and H100 alike:
  * the sm90 families and impl = naive decline them, so auto runs sm80; block masks with q_block_size
  * and kv_block_size multiples of 128, others refused with FLASHBOX_ERR_UNSUPPORTED_IMPL; not
- * learnable_sink with seqused_q in the backward, nor seqused_q with head_dim_v != head_dim in the
- * forward); qv: forward only, device = cpu and device = cuda (the explicit forward, below); fp8 e4m3
+ * learnable_sink with seqused_q in the backward; seqused_q with head_dim_v != head_dim runs the
+ * forward on the CUDA explicit forward, without document ids, prefix lengths, block masks or a mask
+ * mod); qv: forward only, device = cpu and device = cuda (the explicit forward, below); fp8 e4m3
  * inputs (out_dtype, descales): device = cpu, forward only. */
 /* Block sparsity in FlexAttention's BlockMask layout (torch.nn.attention.flex_attention.BlockMask),
  * for flashbox_attention_ext.block_mask. Queries are cut into blocks of q_block_size rows and keys

@@ -155,12 +155,21 @@ int cuda_forward_ext(const flashbox_attention_args &a, const flashbox_attention_
     return cuda_explicit_forward(p, e.qv, e.qv_stride);
   }
   if (int rc = resolve_tuning(nullptr, Pass::forward, p.tuning)) return rc;
-  // The column slices write o through scratch (head_dim_v_split.hpp): rows past seqused_q would not
-  // keep what they held.
-  if (p.head_dim_v != p.head_dim && p.seqused_q)
-    return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
-                "seqused_q with head_dim_v != head_dim: the CUDA forward does not take them together yet "
-                "(it runs on device = cpu)");
+  // seqused_q with head_dim_v != head_dim: the tiled kernels' column slices write o through scratch
+  // (head_dim_v_split.hpp), so rows past seqused_q would not keep what they held; the explicit forward
+  // writes o in place and takes seqused, windows, softcap, ALiBi and sinks, but no mask family.
+  if (p.head_dim_v != p.head_dim && p.seqused_q) {
+    const std::string family = e.mask_mod                   ? "mask mods (mask_mod)"
+                               : p.mods.doc_q                 ? "document masks (document_ids_q/k)"
+                               : p.mods.prefix                ? "prefix-LM masks (prefix_lengths)"
+                               : p.block_mask.kv_num_blocks   ? "block masks (block_mask)"
+                                                              : "";
+    if (!family.empty() || p.dtype == FLASHBOX_FLOAT8_E4M3)
+      return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
+                  "seqused_q with head_dim_v != head_dim runs on the CUDA explicit forward, which has no " +
+                      (family.empty() ? std::string("fp8 inputs") : family) + " (it runs on device = cpu)");
+    return cuda_explicit_forward(p, nullptr, nullptr);
+  }
   // A mask mod's bit tiles (and block mask) are written into scratch first; the attention kernels
   // read them, so the scratch lives until they are launched.
   MaskModScratch mod_scratch(p.stream);

@@ -41,6 +41,7 @@ struct QvCase {
   std::vector<int> used_q, used_k;  // seqused_q / seqused_k when given
   flashbox_dtype dtype = FLASHBOX_BFLOAT16;
   float softmax_scale = 0.0f;
+  bool with_qv = true;  // false: no qv (head_dim_v != head_dim with seqused_q also runs here)
 
   std::string name() const {
     std::string s = "B" + std::to_string(batch) + " Tq" + std::to_string(seqlen_q) + " Tk" + std::to_string(seqlen_k) +
@@ -54,6 +55,7 @@ struct QvCase {
     if (sinks) s += " sinks";
     if (!lens_q.empty()) s += " varlen";
     if (!used_q.empty() || !used_k.empty()) s += " seqused";
+    if (!with_qv) s += " no-qv";
     return s + " " + cpu::dtype_name(dtype);
   }
 };
@@ -103,8 +105,10 @@ void run_case(const QvCase &c) {
   a.causal = c.causal, a.softmax_scale = c.softmax_scale;
   flashbox_attention_ext e = flashbox_attention_ext_default();
   e.head_dim_v = dv;
-  e.qv = qv_d.ptr;
-  std::copy_n(os, 3, e.qv_stride);
+  if (c.with_qv) {
+    e.qv = qv_d.ptr;
+    std::copy_n(os, 3, e.qv_stride);
+  }
   e.window_left = c.window_left, e.window_right = c.window_right;
   e.softcap = c.softcap;
   e.attention_chunk = c.chunk;
@@ -149,7 +153,7 @@ void run_case(const QvCase &c) {
     m.sinks = c.sinks ? sinks.data() : nullptr;
     const cpu::QvInput qv_in{qv.data() + q0 * hq * dv, os};
     std::vector<double> o_ref, lse_ref;
-    cpu::reference_attention_fp64(r, o_ref, &lse_ref, &m, dv, &qv_in);
+    cpu::reference_attention_fp64(r, o_ref, &lse_ref, &m, dv, c.with_qv ? &qv_in : nullptr);
     for (int64_t i = 0; i < lq; ++i)
       for (int64_t h = 0; h < hq; ++h) {
         const int64_t row = ((q0 + i) * hq + h) * dv, ref_row = (i * hq + h) * dv;
@@ -237,6 +241,12 @@ TEST(ExplicitForwardCuda, VariableLengthAndSeqused) {
   fixed.batch = 3, fixed.seqlen_q = 20, fixed.seqlen_k = 70, fixed.heads_q = 4, fixed.heads_kv = 2;
   fixed.used_q = {20, 3, 0}, fixed.used_k = {70, 1, 12}, fixed.causal = 1, fixed.sinks = true;
   run_case(fixed);
+  // Without qv: head_dim_v != head_dim with seqused_q takes the explicit forward (DeepSeek's 192 / 128
+  // and FlashAttention-3's varlen cases with seqused), fixed length and varlen.
+  for (QvCase plain : {fixed, used}) {
+    plain.with_qv = false, plain.head_dim = 192, plain.head_dim_v = 128;
+    run_case(plain);
+  }
 }
 
 }  // namespace

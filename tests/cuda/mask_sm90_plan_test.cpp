@@ -3,6 +3,7 @@
 // reason it gives for the others, decided by the planner alone (no device work: these run without a
 // GPU; on a Hopper device the accepted plans are also checked for their kernel name and the doc
 // spans' scratch). A decline has code 0, so auto goes on to the sm80 family. Suite MaskSm90Plan.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,13 +24,21 @@ namespace flashbox::test {
 namespace {
 
 #ifdef FLASHBOX_HAVE_SM90
-// A validated-looking problem (dense [batch, seq, heads, head_dim]); the pointers are never read.
+// A validated-looking problem (dense [batch, seq, heads, head_dim]); the pointers are never read, but
+// an accepted plan encodes TMA descriptors of q/k/v/o, which the driver takes for device memory only:
+// with a device they point into one device allocation.
 struct MaskPlanCase {
   MaskPlanCase(int64_t d, flashbox_dtype t = FLASHBOX_BFLOAT16, int64_t seq = 300) {
     a.device = FLASHBOX_CUDA, a.dtype = t, a.impl = FLASHBOX_AUTO;
     a.batch = 2, a.seqlen_q = a.seqlen_k = seq, a.heads_q = 4, a.heads_kv = 2, a.head_dim = d;
     buf.assign(size_t(a.batch * seq * a.heads_q * d), 0);
-    a.q = a.k = a.v = buf.data(), a.o = buf.data();
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0 || cudaMalloc(&dev, buf.size() * 2) != cudaSuccess) {
+      cudaGetLastError();
+      dev = nullptr;
+    }
+    void *data = dev ? dev : static_cast<void *>(buf.data());
+    a.q = a.k = a.v = data, a.o = data;
     a.lse = lse.data();
     const int64_t qs[3] = {seq * a.heads_q * d, a.heads_q * d, d}, ks[3] = {seq * a.heads_kv * d, a.heads_kv * d, d};
     std::copy_n(qs, 3, a.q_stride), std::copy_n(qs, 3, a.o_stride);
@@ -40,8 +49,12 @@ struct MaskPlanCase {
     m.doc_q = m.doc_k = ids(), m.doc_q_stride = m.doc_k_stride = a.seqlen_q;
     return detail::make_problem(a, m);
   }
+  ~MaskPlanCase() { cudaFree(dev); }
+  MaskPlanCase(const MaskPlanCase &) = delete;
+  MaskPlanCase &operator=(const MaskPlanCase &) = delete;
   flashbox_attention_args a{};
   std::vector<uint16_t> buf;
+  void *dev = nullptr;
   std::vector<float> lse = std::vector<float>(4096);
   const int32_t *ids() const { return reinterpret_cast<const int32_t *>(buf.data()); }
 };

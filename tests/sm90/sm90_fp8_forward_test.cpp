@@ -143,7 +143,8 @@ struct Fp8Run {
 
 // The call on the device: o (bf16 or fp16) and lse poisoned with NaN bytes first.
 // (void, results in r: CUDA_OK asserts.)
-void run_cuda(const Fp8Inputs &in, flashbox_dtype out_dtype, Fp8Run &r, const float *qd_dev_override = nullptr) {
+void run_cuda(const Fp8Inputs &in, flashbox_dtype out_dtype, Fp8Run &r, const float *qd_dev_override = nullptr,
+              float softcap = 0.f) {
   const Fp8Shape2 &s = in.s;
   const size_t no = size_t(s.batch * s.sq * s.hq * s.d), nl = size_t(s.batch * s.hq * s.sq);
   Dev q(in.q.size()), k(in.k.size()), v(in.v.size()), o(no * 2), lse(nl * 4);
@@ -166,6 +167,7 @@ void run_cuda(const Fp8Inputs &in, flashbox_dtype out_dtype, Fp8Run &r, const fl
   std::copy_n(qs, 3, a.o_stride);
   flashbox_attention_ext e = flashbox_attention_ext_default();
   e.out_dtype = out_dtype;
+  e.softcap = softcap;
   e.q_descale = qd_dev_override ? qd_dev_override : static_cast<const float *>(qd.p);
   e.k_descale = static_cast<const float *>(kd.p), e.v_descale = static_cast<const float *>(vd.p);
   for (int64_t *st : {e.q_descale_stride, e.k_descale_stride, e.v_descale_stride})
@@ -279,14 +281,23 @@ TEST(Sm90Fp8Forward, BadDescalesRefusedNothingWritten) {
   }
 }
 
-// What the sm90 fp8 forward declines is refused on cuda with its reason (the cpu levels take it).
+// What the sm90 fp8 forward declines is refused on cuda with its reason (the cpu levels take it), and a
+// head_dim whose rows are not 16-byte multiples (72 e4m3 bytes) is refused by the argument checks.
 TEST(Sm90Fp8Forward, DeclinedFieldsRefusedWithReason) {
   SKIP_WITHOUT_HOPPER();
-  const Fp8Inputs in = make_inputs({1, 64, 64, 2, 1, 72, 0}, false, true, 9);  // head_dim 72: not a multiple of 16
+  {
+    const Fp8Inputs in = make_inputs({1, 64, 64, 2, 1, 64, 0}, false, true, 9);
+    Fp8Run r;
+    ASSERT_NO_FATAL_FAILURE(run_cuda(in, FLASHBOX_BFLOAT16, r, nullptr, 30.f));
+    EXPECT_EQ(r.rc, FLASHBOX_ERR_UNSUPPORTED_IMPL) << r.error;
+    EXPECT_NE(r.error.find("no softcap or ALiBi"), std::string::npos) << r.error;
+    for (uint16_t x : r.o) ASSERT_EQ(x, 0xffff) << "o was written by a refused call";
+  }
+  const Fp8Inputs in = make_inputs({1, 64, 64, 2, 1, 72, 0}, false, true, 9);
   Fp8Run r;
   ASSERT_NO_FATAL_FAILURE(run_cuda(in, FLASHBOX_BFLOAT16, r));
-  EXPECT_EQ(r.rc, FLASHBOX_ERR_UNSUPPORTED_IMPL) << r.error;
-  EXPECT_NE(r.error.find("multiples of 16"), std::string::npos) << r.error;
+  EXPECT_EQ(r.rc, FLASHBOX_ERR_MISALIGNED) << r.error;
+  EXPECT_NE(r.error.find("is not a multiple of 16 elements"), std::string::npos) << r.error;
   for (uint16_t x : r.o) ASSERT_EQ(x, 0xffff) << "o was written by a refused call";
 }
 

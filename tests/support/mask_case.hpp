@@ -302,9 +302,10 @@ class MaskData {
   }
 
  private:
-  // BTHD, or for varlen [total, heads, head_dim] (stride[0] unused: any positive value).
+  // BTHD, or for varlen [total, heads, head_dim] (stride[0] unused, but the CUDA checks want every
+  // stride a 16-byte multiple: the whole tensor's).
   void strides(int64_t heads, int64_t seq, int64_t (&st)[3]) const {
-    st[2] = c_.head_dim, st[1] = heads * c_.head_dim, st[0] = c_.varlen() ? 1 : seq * heads * c_.head_dim;
+    st[2] = c_.head_dim, st[1] = heads * c_.head_dim, st[0] = seq * heads * c_.head_dim;
   }
 
   // Padded rows of per-(batch, kv head) descales: a stride of its own, not heads_kv.

@@ -25,6 +25,7 @@ from .timing import rel_error, time_interleaved
 
 B, T, H, D = 4, 8192, 16, 128
 BLOCK = 128
+MOD_SAME_HEADS = 2  # FLASHBOX_MOD_SAME_HEADS
 DOC_MOD = """
 __device__ bool doc_causal(int b, int h, int q_idx, int kv_idx, const fbx::Aux &aux) {
   return kv_idx <= q_idx && aux.doc(b, q_idx) == aux.doc(b, kv_idx);
@@ -118,6 +119,7 @@ def _ext(lib, torch, fields, mod=None):
     if mod is not None:
         aux = (abi.AuxTensor * 1)(lib.aux_int32(fields["doc"]))
         e.mask_mod, e.mask_mod_aux = mod, ctypes.addressof(aux)
+        e.mask_mod_broadcast = MOD_SAME_HEADS  # the mod reads b, not h: its tiles are built once per batch entry
         keep.append(aux)
     if fields.get("sinks"):
         sink = torch.randn(H, device="cuda", dtype=torch.float32, generator=fields["gen"]) + 2.0

@@ -129,9 +129,9 @@ def _counting_flashbox_calls():
         transformers.AttentionInterface.register(hf.NAME, hf.attention_forward)
 
 
-def _batch(vocab, T, pads, device):
+def _batch(vocab, T, pads, device, seed=1):
     """input_ids [B, T] and a 2-d attention mask with pads[b] left-padding tokens in row b."""
-    g = torch.Generator().manual_seed(1)
+    g = torch.Generator().manual_seed(seed)
     ids = torch.randint(3, vocab, (len(pads), T), generator=g)
     mask = torch.ones(len(pads), T, dtype=torch.long)
     for b, p in enumerate(pads):
@@ -179,6 +179,7 @@ class _Trio:
         self.eager = _build(self.cfg, "eager", dev, bf16, like=self.ref)
         self.fb = _build(self.cfg, hf.NAME, dev, bf16, like=self.ref)
         self.ids, self.mask = _batch(self.cfg.vocab_size, T, pads, dev)
+        self.T, self.pads = T, pads
 
     def logits_rule(self):
         """(flashbox's distance from the reference, the reference's from eager) on the batch's tokens."""
@@ -244,15 +245,25 @@ def _l2(a, b):
 
 @needs_cuda
 def test_training_step_gradients(trio):
-    ref, eager = _grads(trio.ref, trio.ids, trio.mask), _grads(trio.eager, trio.ids, trio.mask)
-    with _counting_flashbox_calls() as calls:
-        fb = _grads(trio.fb, trio.ids, trio.mask)
-    assert calls[0] >= trio.cfg.num_hidden_layers
-    assert fb.keys() == ref.keys() == eager.keys()
-    if trio.cfg.model_type == "gpt_oss":
-        assert any("sinks" in n for n in fb), "the sinks got no gradient"
-    got, allowed = _l2(fb, ref), _l2(ref, eager)
-    assert got <= allowed, (f"{trio.cfg.model_type}: flashbox's gradients differ by {got} (L2 over all parameters) "
+    # The rule on three batches' training steps together (L2 over all their gradients): on one batch
+    # the two distances are of one size and their order is rounding's coin (llama on an H100,
+    # 2026-12-07: flashbox 2.17e-3 from sdpa against sdpa's 2.00e-3 from eager; the reverse in an
+    # earlier call); over three, the implementations' typical rounding decides.
+    got_sq = allowed_sq = 0.0
+    for seed in (1, 2, 3):
+        ids, mask = (trio.ids, trio.mask) if seed == 1 else _batch(trio.cfg.vocab_size, trio.T, trio.pads, "cuda", seed)
+        ref, eager = _grads(trio.ref, ids, mask), _grads(trio.eager, ids, mask)
+        with _counting_flashbox_calls() as calls:
+            fb = _grads(trio.fb, ids, mask)
+        assert calls[0] >= trio.cfg.num_hidden_layers
+        assert fb.keys() == ref.keys() == eager.keys()
+        if trio.cfg.model_type == "gpt_oss":
+            assert any("sinks" in n for n in fb), "the sinks got no gradient"
+        got_sq += _l2(fb, ref) ** 2
+        allowed_sq += _l2(ref, eager) ** 2
+    got, allowed = got_sq ** 0.5, allowed_sq ** 0.5
+    assert got <= allowed, (f"{trio.cfg.model_type}: flashbox's gradients differ by {got} (L2 over all parameters "
+                            f"of three batches' steps) "
                             f"from {trio.ref_name}'s, more than the {allowed} between {trio.ref_name} and eager")
 
 

@@ -140,6 +140,13 @@ TEST(MaskSm90Documents, UnequalLengthsScatteredIdsAndRowsThatSeeNoKey) {
     same_documents(s, rng2, 8);
     check_gpu(s);
   }
+  // The same rows that see no key at head_dim 128 (the sm90 mask backward: their dQ must be 0, and
+  // LSE = -inf must not turn into NaN), scattered ids in 64-row query blocks and 128-key blocks.
+  MaskCase n = base(2, 300, 257, 4, 1, 128);
+  std::mt19937_64 rng4(n.seed);
+  n.docs_q = document_ids(rng4, n.batch, n.seqlen_q, 6, true);
+  n.docs_k = document_ids(rng4, n.batch, n.seqlen_k, 4, true);
+  check_gpu(n, true);
   MaskCase h = base(2, 700, 700, 2, 2, 80, 1);  // head_dim 80 on the 128 kernel
   std::mt19937_64 rng3(h.seed);
   same_documents(h, rng3, 32);
@@ -159,6 +166,8 @@ TEST(MaskSm90PrefixLm, PrefixWithCausalWindowAndDocuments) {
   d.prefix = {300, 5};
   std::mt19937_64 rng(d.seed);
   same_documents(d, rng, 8);
+  check_gpu(d);
+  d.head_dim = 112;  // the same at a head_dim the sm90 mask backward takes (72..128 on its d128 kernel)
   check_gpu(d);
   MaskCase l = base(1, 4097, 4097, 2, 1, 128, 1);
   l.prefix = {1500};

@@ -169,6 +169,9 @@ ROWS = [
           dtypes=(BF16,), two_dq_writers=True),
     bwd90(96, 64, "", "head dims 72..96, fixed length and varlen (d128's work otherwise)"),
     bwd90(128, 64, "dq_lag", "head dims 104..128 outside the ascending order (dQ one step late)", dq_lag=True),
+    bwd90(128, 64, "masks_dq_lag", "bf16 document-id and prefix-LM calls at head dims 72..128, fixed length, not "
+          "deterministic (per key block query-block ranges from a pre-pass, element masks where a block is partial)",
+          dtypes=(BF16,), dq_lag=True, masks=True),
     bwd90(128, 64, "ascending", "deterministic bf16 fixed-length calls at head_dim 128",
           dtypes=(BF16,), ascending_order=True, two_dq_writers=True),
     bwd90(192, 64, "", "head dims 136..192, fixed length, not deterministic (consumer 0 owns dV, consumer 1 dK)"),
@@ -191,7 +194,8 @@ ROWS = [
     Row("decode", 256, "e4m3cache", "an e4m3 KV cache at head dims 144..256 (2-stage ring: Gemma)"),
 ]
 
-TRAITS_FIELDS = ["head_dim", "head_dim_v", "block_m", "ascending_order", "dq_lag", "softcap_select", "two_dq_writers"]
+TRAITS_FIELDS = ["head_dim", "head_dim_v", "block_m", "ascending_order", "dq_lag", "softcap_select", "two_dq_writers",
+                 "masks"]
 
 
 def traits_expr(row):

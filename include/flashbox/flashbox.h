@@ -156,8 +156,10 @@ FLASHBOX_API const char *flashbox_last_kernel(void);
  * field no family takes is refused with FLASHBOX_ERR_UNSUPPORTED_IMPL and a message naming it,
  * before anything is written. head_dim_v (below): both devices, forward and backward.
  * attention_chunk, seqused_q/k, document ids, prefix lengths and block masks (below): device = cpu
- * (every impl) and device = cuda in the sm80 family (forward and backward, on A100 and H100 alike:
- * the sm90 families and impl = naive decline them, so auto runs sm80; block masks with q_block_size
+ * (every impl) and device = cuda in the sm80 family (forward and backward, on A100 and H100 alike;
+ * on Hopper the sm90 forward takes the bf16 fixed-length calls up to head_dim 128 and the sm90
+ * backward bf16 document ids and prefix lengths at head dims 72..128, fixed length, not
+ * deterministic; they and impl = naive decline the rest, so auto runs sm80; block masks with q_block_size
  * and kv_block_size multiples of 128, others refused with FLASHBOX_ERR_UNSUPPORTED_IMPL; not
  * learnable_sink with seqused_q in the backward; seqused_q with head_dim_v != head_dim runs the
  * forward on the CUDA explicit forward, without document ids, prefix lengths, block masks or a mask

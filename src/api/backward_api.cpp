@@ -103,9 +103,8 @@ namespace {
 PlanResult plan_family(flashbox_kernel_family f, const GradProblem &g, [[maybe_unused]] bool size_only) {
 #ifdef FLASHBOX_HAVE_SM90
   if (f == FLASHBOX_FAMILY_SM90) {
-    // The extension's mask families run in the sm80 family only.
-    if (const std::string what = mask_family_in_use(g.fwd); !what.empty())
-      return PlanResult::no("the sm90 backward has no " + what);
+    // The extension's mask families: the plan takes document ids and prefix-LM lengths and declines
+    // the rest (bwd_route.hpp, mask_route_decline), which the sm80 family then runs.
     return plan_sm90_backward(g, size_only);
   }
 #endif

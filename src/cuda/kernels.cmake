@@ -22,6 +22,7 @@ set(FLASHBOX_KERNEL_INSTANCES
   ${CMAKE_CURRENT_LIST_DIR}/backward/sm90/instantiations/flash_bwd_sm90_d64_two_writers.cu
   ${CMAKE_CURRENT_LIST_DIR}/backward/sm90/instantiations/flash_bwd_sm90_d96.cu
   ${CMAKE_CURRENT_LIST_DIR}/backward/sm90/instantiations/flash_bwd_sm90_d128_dq_lag.cu
+  ${CMAKE_CURRENT_LIST_DIR}/backward/sm90/instantiations/flash_bwd_sm90_d128_masks_dq_lag.cu
   ${CMAKE_CURRENT_LIST_DIR}/backward/sm90/instantiations/flash_bwd_sm90_d128_ascending.cu
   ${CMAKE_CURRENT_LIST_DIR}/backward/sm90/instantiations/flash_bwd_sm90_d192.cu
   ${CMAKE_CURRENT_LIST_DIR}/backward/sm90/instantiations/flash_bwd_sm90_d256.cu

@@ -1,5 +1,5 @@
-// flashbox_attention_ext's mask families on the GPU (the sm80 family, forward and backward; the forward
-// is pinned to it, since on a Hopper the sm90 forward takes some of these calls, and every case
+// flashbox_attention_ext's mask families on the GPU (the sm80 family, forward and backward; both are
+// pinned to it, since on a Hopper the sm90 forward and backward take some of these calls, and every case
 // asserts the kernel's name):
 // document ids (8 and 32 packed documents straddling the 128-row blocks, scattered ids, with causal),
 // prefix-LM, attention_chunk, seqused_q/k, and FlexAttention BlockMasks (random 50 % block-sparse,
@@ -34,9 +34,11 @@ namespace {
 
 namespace core = flashbox::core;
 
-// The sm90 forward takes the bf16 fixed-length cases at head dims up to 128 as well (its suites:
-// tests/sm90/sm90_mask_test.cpp), so this program pins the forward to the family it tests.
+// The sm90 forward takes the bf16 fixed-length cases at head dims up to 128 as well, and the sm90
+// backward the bf16 document-id and prefix-LM cases at head dims 72..128 (their suites:
+// tests/sm90/sm90_mask_test.cpp), so this program pins both passes to the family it tests.
 [[maybe_unused]] const bool kForwardOnSm80 = detail::set_tuning("forward_family", "sm80") == FLASHBOX_OK;
+[[maybe_unused]] const bool kBackwardOnSm80 = detail::set_tuning("backward_family", "sm80") == FLASHBOX_OK;
 
 #define SKIP_WITHOUT_GPU() \
   if (flashbox_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: the CUDA mask families are not run"

@@ -9,9 +9,12 @@
 // seqused; sequences of 1 to 700 tokens, one with no key), bf16 with outliers in q and k, against the fp64
 // reference of support/mask_case.hpp (seed printed; FLASHBOX_TEST_SEED=N repeats one). Outputs are
 // poisoned (NaN) and framed by guard bytes; NaN never passes. Every forward must run on an sm90
-// `_masks` kernel; its O and LSE then feed the sm80 backward (the mask families' backward), whose
-// gradients must match the reference too. Calls the kernels do not take (fp16, head_dim 256) must
-// fall back to the sm80 family. Suites MaskSm90*: `ctest -R MaskSm90`.
+// `_masks` kernel; its O and LSE then feed the backward, whose gradients must match the reference
+// too: the sm90 backward's mask kernel (cuda_flash_bwd_sm90_d128_masks: document ids and prefix-LM
+// at bf16 head dims 72..128, fixed length; bwd_route.hpp, mask_route_decline) where its route takes
+// the call, else the sm80 family (block masks, chunk, seqused, varlen, head_dim 64). Calls the
+// forward kernels do not take (fp16, head_dim 256) must fall back to the sm80 family. Suites
+// MaskSm90*: `ctest -R MaskSm90`.
 // Skipped, with the reason, without a Hopper GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "flashbox/flashbox.h"
+#include "cuda/backward/sm90/bwd_route.hpp"
 #include "sm90/hopper_device.hpp"
 #include "support/mask_case.hpp"
 #include "support/mask_device_call.hpp"
@@ -45,9 +49,22 @@ using mask_gpu::same_documents;
 
 bool starts_with(const std::string &s, const char *p) { return s.rfind(p, 0) == 0; }
 
+// Whether the sm90 backward's route takes the case's (non-deterministic) backward: the route's own
+// decision, so that the test follows it (the plan test, tests/cuda/mask_sm90_bwd_plan_test.cpp,
+// checks the decision itself).
+bool sm90_backward_takes(const MaskCase &c) {
+  sm90::bwd::MaskRouteCall r;
+  r.documents = !c.docs_q.empty(), r.prefix = !c.prefix.empty();
+  r.block_mask = c.blocks.on(), r.chunk = c.attention_chunk > 0, r.seqused = !c.used_q.empty() || !c.used_k.empty();
+  r.varlen = c.varlen(), r.bf16 = c.dtype == FLASHBOX_BFLOAT16, r.transforms = c.softcap > 0 || c.alibi != 0;
+  r.head_dim = r.head_dim_v = c.head_dim;
+  return sm90::bwd::mask_route_decline(r) == nullptr;
+}
+
 // The forward on the GPU against the fp64 reference (it must run an sm90 `_masks` kernel, or with
-// want_sm80 the sm80 family), then the sm80 backward from this forward's O and LSE (all rows used:
-// rows past seqused_q hold the forward's untouched poison, so those cases feed the reference's).
+// want_sm80 the sm80 family), then the backward from this forward's O and LSE (all rows used: rows
+// past seqused_q hold the forward's untouched poison, so those cases feed the reference's): the sm90
+// mask backward where its route takes the call, else the sm80 family.
 void check_gpu(const MaskCase &c, bool want_empty_rows = false, bool want_sm80 = false) {
   MaskData md(c);
   SCOPED_TRACE(md.name());
@@ -73,7 +90,11 @@ void check_gpu(const MaskCase &c, bool want_empty_rows = false, bool want_sm80 =
   const std::vector<float> lse = md.lse();
   std::string bk;
   ASSERT_EQ(call.backward(0, &bk, all_rows ? &o : nullptr, all_rows ? &lse : nullptr), 0) << flashbox_last_error();
-  EXPECT_TRUE(starts_with(bk, "cuda_flash_bwd_sm80_")) << bk;
+  if (sm90_backward_takes(c)) {
+    EXPECT_TRUE(starts_with(bk, "cuda_flash_bwd_sm90_d128_masks")) << bk;
+  } else {
+    EXPECT_TRUE(starts_with(bk, "cuda_flash_bwd_sm80_")) << bk;
+  }
   const std::pair<const char *, Error> grads[] = {{"dq", md.dq_error()}, {"dk", md.dk_error()}, {"dv", md.dv_error()}};
   for (const auto &[name, err] : grads) {
     EXPECT_FALSE(err.nan) << name << " has NaN or inf (" << bk << " after " << kernel << ")";
@@ -119,6 +140,13 @@ TEST(MaskSm90Documents, UnequalLengthsScatteredIdsAndRowsThatSeeNoKey) {
     same_documents(s, rng2, 8);
     check_gpu(s);
   }
+  // The same rows that see no key at head_dim 128 (the sm90 mask backward: their dQ must be 0, and
+  // LSE = -inf must not turn into NaN), scattered ids in 64-row query blocks and 128-key blocks.
+  MaskCase n = base(2, 300, 257, 4, 1, 128);
+  std::mt19937_64 rng4(n.seed);
+  n.docs_q = document_ids(rng4, n.batch, n.seqlen_q, 6, true);
+  n.docs_k = document_ids(rng4, n.batch, n.seqlen_k, 4, true);
+  check_gpu(n, true);
   MaskCase h = base(2, 700, 700, 2, 2, 80, 1);  // head_dim 80 on the 128 kernel
   std::mt19937_64 rng3(h.seed);
   same_documents(h, rng3, 32);
@@ -138,6 +166,8 @@ TEST(MaskSm90PrefixLm, PrefixWithCausalWindowAndDocuments) {
   d.prefix = {300, 5};
   std::mt19937_64 rng(d.seed);
   same_documents(d, rng, 8);
+  check_gpu(d);
+  d.head_dim = 112;  // the same at a head_dim the sm90 mask backward takes (72..128 on its d128 kernel)
   check_gpu(d);
   MaskCase l = base(1, 4097, 4097, 2, 1, 128, 1);
   l.prefix = {1500};

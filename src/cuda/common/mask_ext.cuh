@@ -210,10 +210,11 @@ FLASHBOX_MASK_HD int block_kind(const DeviceMaskExt &x, int b, int h, int qb, in
 // Documents: the positions p in [begin, end) whose id other_ids[p] lies within the range of the ids
 // rows_ids[r0 .. r1) ([min, max]), as [*span_begin, *span_end) (empty: both 0). A superset of the
 // positions that share a document with some row, exact for sorted (packed) documents. Called by
-// every thread of the CTA (it synchronises), once per CTA.
+// every thread of the CTA (it synchronises), once per CTA. id_lo / id_hi (optional): the rows' id
+// range (INT_MAX / INT_MIN without rows).
 template <int kThreads>
 __device__ inline void doc_span(const int32_t *rows_ids, int r0, int r1, const int32_t *other_ids, int begin, int end,
-                                int *span_begin, int *span_end) {
+                                int *span_begin, int *span_end, int *id_lo = nullptr, int *id_hi = nullptr) {
   __shared__ int bounds[4];  // rows' min and max id, first and last matching position
   if (threadIdx.x == 0) bounds[0] = 0x7fffffff, bounds[1] = -0x7fffffff - 1, bounds[2] = 0x7fffffff, bounds[3] = -1;
   __syncthreads();
@@ -222,15 +223,16 @@ __device__ inline void doc_span(const int32_t *rows_ids, int r0, int r1, const i
   atomicMin(&bounds[0], lo);
   atomicMax(&bounds[1], hi);
   __syncthreads();
-  const int id_lo = bounds[0], id_hi = bounds[1];
+  const int id_lo_all = bounds[0], id_hi_all = bounds[1];
   int first = 0x7fffffff, last = -1;
   for (int q = begin + int(threadIdx.x); q < end; q += kThreads) {
     const int id = other_ids[q];
-    if (id >= id_lo && id <= id_hi) first = ext_min(first, q), last = ext_max(last, q);
+    if (id >= id_lo_all && id <= id_hi_all) first = ext_min(first, q), last = ext_max(last, q);
   }
   atomicMin(&bounds[2], first);
   atomicMax(&bounds[3], last);
   __syncthreads();
+  if (id_lo != nullptr) *id_lo = id_lo_all, *id_hi = id_hi_all;
   *span_begin = bounds[3] < 0 ? 0 : bounds[2];
   *span_end = bounds[3] < 0 ? 0 : bounds[3] + 1;
 }

@@ -81,4 +81,50 @@ constexpr const char *route_decline(int kernel_d, bool varlen, bool deterministi
   return nullptr;
 }
 
+// The mask families of a call (core/problem.hpp, mask_family_in_use), as the route sees them.
+struct MaskRouteCall {
+  bool documents = false, prefix = false;  // document_ids_q/k, prefix_lengths: what the kernel takes
+  bool block_mask = false, mask_mod = false, chunk = false, seqused = false;
+  bool varlen = false, bf16 = true, deterministic = false, transforms = false;  // transforms: softcap or ALiBi
+  int64_t head_dim = 128, head_dim_v = 128;
+};
+
+// The head dims the mask-family instantiation (kBwdD128MasksDqLag) serves: 72..128, multiples of 8
+// (the d128 layout reads zeros past head_dim, as kernel_head_dim's rows do; the forward's mask
+// kernel serves the same 72..128 at d128).
+constexpr bool mask_kernel_takes(int64_t head_dim) { return head_dim > 64 && head_dim <= 128 && head_dim % 8 == 0; }
+
+// Why the sm90 backward declines a call that uses the mask families (nullptr: it takes it, on the
+// mask-family instantiation). It takes document ids and prefix-LM lengths, with or without causal or
+// a window, GQA, a learnable sink, at bf16 head dims 72..128 with head_dim_v = head_dim, fixed length,
+// not deterministic. The rest goes to the sm80 family, which takes every mask family:
+//   block masks: a CTA owns a key block, so its walk would be the q_* transposes' list per query
+//     head (one per head of the GQA group, the lists differing with heads > 1) instead of one range
+//     shared by the producer, the consumers and the dQ writer; not built (looking each pair up in
+//     kv_* per step would cost a list scan per step of every CTA);
+//   mask mods (their bit tiles are the sm80 kernels'), attention_chunk, seqused_q/k, variable-length
+//     batches: not built in this kernel's walk;
+//   fp16 and other head dims: one instantiation (CI's compile time), bf16 d128;
+//   softcap and ALiBi: the kernel has the plain path only;
+//   deterministic mode: its add order (the semaphores' ranks, bwd_sm90_tile_order.cuh) counts the
+//     window's key blocks, not the walk's.
+constexpr const char *mask_route_decline(const MaskRouteCall &c) {
+  if (c.mask_mod) return "the sm90 backward does not read mask mods' bit tiles (the sm80 family takes mask mods)";
+  if (c.block_mask)
+    return "the sm90 backward has no block masks (its CTAs walk one query-block range per key block; the sm80 "
+           "family takes block masks)";
+  if (c.chunk) return "the sm90 backward has no attention_chunk (the sm80 family takes it)";
+  if (c.seqused) return "the sm90 backward has no used lengths (seqused_q/k; the sm80 family takes them)";
+  if (c.varlen)
+    return "the sm90 backward runs document ids and prefix-LM masks on fixed-length batches only (the sm80 family "
+           "takes variable-length ones)";
+  if (!c.bf16) return "the sm90 backward runs document ids and prefix-LM masks in bf16 only";
+  if (!mask_kernel_takes(c.head_dim) || c.head_dim_v != c.head_dim)
+    return "the sm90 backward runs document ids and prefix-LM masks at head dims 72..128 (multiples of 8) with "
+           "head_dim_v = head_dim";
+  if (c.transforms) return "the sm90 backward has no softcap or ALiBi with document ids or prefix-LM masks";
+  if (c.deterministic) return "the sm90 backward has no deterministic mode with document ids or prefix-LM masks";
+  return nullptr;
+}
+
 }  // namespace flashbox::sm90::bwd

@@ -62,6 +62,16 @@
 //     where the fused pass gave 0.85-0.87 / 0.75; softcap 30 at d128 0.88-0.92 (fused 0.88-0.90; the
 //     rest is tanh's MUFU op beside exp2's), at d64 0.82-0.84.
 //
+// Mask families (BwdSm90Traits::masks: document ids and prefix-LM lengths, bf16 d128 with dq_lag,
+// fixed length, no softcap or ALiBi, not deterministic; cuda/common/mask_ext.cuh has the rules). A
+// CTA walks the query blocks of the pre-pass's range (flash_bwd_sm90.cu, mask_walk_kernel: the
+// window's m_range, all blocks where the key block starts inside the prefix, narrowed to the rows
+// whose document ids lie within the key block's), read into the tile (walk_range). A step is masked
+// element by element where the window or the edges cut it (as above), where it crosses the
+// prefix's end, or with documents unless every row and key of it holds one id (the step's query
+// block's id range, read while the products run, against the keys'); the element rule then reads
+// the thread's two keys' and sixteen rows' ids. Keys wholly inside the prefix ignore the window.
+//
 // Head dimensions 192 and 256 (SPLIT_D). At D = 256 the layout above would hold dV_w and dK_w, 64 x
 // 256 fp32 each, in 128 + 128 registers per thread: more than the 240 a consumer gets. So the columns
 // of the accumulators and the queries of the scores are divided instead of the keys (FA3's idea of
@@ -197,7 +207,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   int ds_buf = 0;
   // Steps: every query block of m_range of every query head of the group, head by head (ascending order:
   // query blocks descending, the group's heads innermost).
-  const int2 mr = m_range(p, n_block, BM, BN, t_.sq(), t_.sk());
+  const int2 mr = walk_range<Cfg>(p, t_);
   const int m_begin = mr.x, m_end = mr.y;
   const int steps = p.group * (m_end - m_begin);
   // Visibility of (row, key) as d = key - row - shift in [dlo, dhi] (the window; unbounded sides open).
@@ -271,6 +281,12 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       score_mma(dp, desc_advance(v_a, (k / KPP) * BN * ROW + (k % KPP) * 32),
                 desc_advance(do_b0, do_off + (k / KPP) * BM * ROW + (k % KPP) * 32), k);
     wgmma_commit();
+    // Mask families with documents: the step's query block's id range (the pre-pass's), read while
+    // the products run.
+    int2 qid = make_int2(0, 0);
+    if constexpr (Cfg::MASKS) {
+      if (p.q_ids != nullptr) qid = p.q_ids[int64_t(t_.b()) * p.num_m_blocks + m];
+    }
 #pragma unroll
     for (int j = 0; j < VEC_PER_THREAD; ++j) vec[t + 128 * j] = vec_next[j];
     int m_next, h_next;
@@ -293,9 +309,19 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     // of the rows (fixed length: rows past seqlen_q have P = 0 already, LSE = +inf; varlen: they are
     // the next sequence's rows, with its LSE).
     const int sq = t_.sq(), sk = t_.sk(), shift = sk - sq;
-    const bool masked = (n_block + 1) * BN > sk || (m + 1) * BM > sq ||
-                        cuda::mods_key_begin(p.mods, m * BM + BM - 1, shift, sk) > n_block * BN ||
-                        cuda::mods_key_end(p.mods, m * BM, shift, sk) < (n_block + 1) * BN;
+    const bool edges = (n_block + 1) * BN > sk || (m + 1) * BM > sq;
+    const bool window_cut = cuda::mods_key_begin(p.mods, m * BM + BM - 1, shift, sk) > n_block * BN ||
+                            cuda::mods_key_end(p.mods, m * BM, shift, sk) < (n_block + 1) * BN;
+    bool masked = edges || window_cut;
+    if constexpr (Cfg::MASKS) {
+      // Mask families (header, "Mask families"): keys wholly inside the prefix ignore the window, a
+      // block across the prefix's end is element-masked; with documents, a block is whole only if all
+      // its rows and keys hold one id.
+      const int prefix = t_.prefix(), k_first = n_block * BN;
+      masked = k_first + BN <= prefix ? edges : k_first < prefix || masked;
+      const int id_lo = t_.key_id_lo();
+      if (p.q_ids != nullptr) masked = masked || !(qid.x == qid.y && qid.x == id_lo && id_lo == t_.key_id_hi());
+    }
     const auto visible = [&](int i, int odd) {  // register i (+ odd) of this thread: inside the keys, rows, window
       const int key = key0 + 8 * acc_half(i), row = m * BM + q_base + 8 * acc_group(i) + 2 * q + odd;
       const int d = key - row - shift;
@@ -307,10 +333,36 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     // not (37 % of the d64 kernel's instructions). (The softcap paths keep it on p: tanh(-inf) is -1.)
     const auto mask_scores = [&](float(&x)[QW / 2]) {
       if (!masked) return;
+      if constexpr (Cfg::MASKS) {
+        // The element rule (mask_ext.cuh, ext_visible): inside the keys and rows, of the row's
+        // document, and before the prefix or inside the window. The ids are read here, in partial
+        // blocks only: the thread's two keys, then its rows one by one (register i = 4 group + 2 half
+        // + odd: row 8 group + 2q + odd, key key0 + 8 half).
+        const int prefix = t_.prefix(), b = t_.b();
+        const int32_t *ids_q = p.doc_q != nullptr ? p.doc_q + int64_t(b) * p.doc_q_stride : nullptr;
+        const int32_t *ids_k = p.doc_q != nullptr ? p.doc_k + int64_t(b) * p.doc_k_stride : nullptr;
+        int kid[2];
 #pragma unroll
-      for (int i = 0; i < QW / 2; i += 2) {
-        if (!visible(i, 0)) x[i] = -INFINITY;
-        if (!visible(i, 1)) x[i + 1] = -INFINITY;
+        for (int kh = 0; kh < 2; ++kh) kid[kh] = ids_k != nullptr && key0 + 8 * kh < sk ? ids_k[key0 + 8 * kh] : 0;
+#pragma unroll
+        for (int grp = 0; grp < QW / 8; ++grp)
+#pragma unroll
+          for (int odd = 0; odd < 2; ++odd) {
+            const int row = m * BM + q_base + 8 * grp + 2 * q + odd;
+            const int rid = ids_q != nullptr && row < sq ? ids_q[row] : 0;
+#pragma unroll
+            for (int kh = 0; kh < 2; ++kh) {
+              const int key = key0 + 8 * kh, d = key - row - shift;
+              const bool vis = key < sk && row < sq && rid == kid[kh] && (key < prefix || (d >= dlo && d <= dhi));
+              if (!vis) x[4 * grp + 2 * kh + odd] = -INFINITY;
+            }
+          }
+      } else {
+#pragma unroll
+        for (int i = 0; i < QW / 2; i += 2) {
+          if (!visible(i, 0)) x[i] = -INFINITY;
+          if (!visible(i, 1)) x[i + 1] = -INFINITY;
+        }
       }
     };
     // dS^T = P^T ∘ (dP^T − D), in place in dP^T's registers (s holds P^T): the plain and ALiBi paths,
@@ -323,7 +375,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
         dp[i + 1] = s[i + 1] * (dp[i + 1] - dsum.y);
       }
     };
-    if (!p.transforms) {
+    if (Cfg::MASKS || !p.transforms) {  // (the mask families' kernel has no transforms: the plan declines them)
       wgmma_wait<1>();
       fence_operands(s);
       // d32 keeps the mask in the loop: with the pass, its 208-register consumers spilled 4-8 B.

@@ -87,7 +87,7 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
   static_assert(!Cfg::TWO_WRITERS, "two_dq_writers: bwd_dq_writer_pair");
   constexpr int NWG = Cfg::NWG, BM = Cfg::BM, W0 = W < 0 ? 0 : W, W1 = W < 0 ? NWG : W + 1;
   const int lane = threadIdx.x % 32, n_block = t.n_block(), hk = t.hk();
-  const int2 mr = m_range(p, n_block, BM, Cfg::BN, t.sq(), t.sk());
+  const int2 mr = walk_range<Cfg>(p, t);
   const int m_begin = mr.x, m_end = mr.y;
   const int steps = p.group * (m_end - m_begin);
   const bool det = p.dq_sem != nullptr;
@@ -149,7 +149,7 @@ __device__ __forceinline__ void bwd_dq_writer_pair(const BwdSm90Params &p, uint8
   static_assert(Cfg::TWO_WRITERS && !Cfg::DQ_LAG, "the two_dq_writers kernels only (always deterministic)");
   constexpr int NWG = Cfg::NWG, BM = Cfg::BM;
   const int lane = threadIdx.x % 32, n_block = t.n_block(), hk = t.hk();
-  const int2 mr = m_range(p, n_block, BM, Cfg::BN, t.sq(), t.sk());
+  const int2 mr = walk_range<Cfg>(p, t);
   const int steps = p.group * (mr.y - mr.x);
   // The accumulator and the semaphores are prepare's (zeroed there): none of the adds, polls or
   // signals before prepare completed (programmatic launch, as bwd_dq_writer).

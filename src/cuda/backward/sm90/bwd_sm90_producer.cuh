@@ -29,7 +29,7 @@ __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *sm
   load_tile<Cfg::PANELS_V, Cfg::PCOLS>(smem + Cfg::V_OFF, Cfg::BN * Cfg::ROW, &p.tm_v, p.ord_v, kv_full, t.k0() + n_block * Cfg::BN, hk,
                          b);
   PipeState<Cfg::STAGES> st;
-  const int2 mr = m_range(p, n_block, Cfg::BM, Cfg::BN, t.sq(), t.sk());
+  const int2 mr = walk_range<Cfg>(p, t);
   const auto load_step = [&](int h, int m) {
     mbar_wait(empty + st.stage, st.phase ^ 1);
     uint64_t *bar = full + st.stage;

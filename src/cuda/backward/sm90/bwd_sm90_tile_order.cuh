@@ -117,7 +117,37 @@ struct TileRef {
   __device__ __forceinline__ int sq() const { return at(6); }
   __device__ __forceinline__ int sk() const { return at(7); }
   __device__ __forceinline__ int valid() const { return at(8); }
+  // The mask families (BwdConfig::MASKS; written by write_mask_walk): the walk's query blocks
+  // [walk_begin, walk_end), the batch entry's prefix length (0: none), the keys' document ids' range.
+  __device__ __forceinline__ int walk_begin() const { return at(9); }
+  __device__ __forceinline__ int walk_end() const { return at(10); }
+  __device__ __forceinline__ int prefix() const { return at(11); }
+  __device__ __forceinline__ int key_id_lo() const { return at(12); }
+  __device__ __forceinline__ int key_id_hi() const { return at(13); }
 };
+
+// The mask families' fields of the tile (fixed length): the walk and the keys' ids from the
+// pre-pass's row of (batch, key block) (flash_bwd_sm90.cu, mask_walk_kernel), the prefix clamped to
+// the keys. Thread 0 writes them beside decode_tile's fields, before the CTA's barrier; the table
+// was written by a kernel that completed before prepare started, so it may be read before the grid
+// dependency wait (as the varlen tile list is).
+__device__ __forceinline__ void write_mask_walk(const BwdSm90Params &p, const BwdTile &t, int *dst) {
+  const int4 w = p.key_walk[int64_t(t.b) * p.num_n_blocks + t.n_block];
+  dst[9] = w.x, dst[10] = w.y;
+  dst[11] = p.prefix != nullptr ? min(max(p.prefix[t.b], 0), t.sk) : 0;
+  dst[12] = w.z, dst[13] = w.w;
+}
+
+// The query blocks a CTA walks: m_range, or with the mask families the pre-pass's range (the tile's
+// walk fields). The producer, the consumers and the dQ writer all take it from here.
+template <class Cfg>
+__device__ __forceinline__ int2 walk_range(const BwdSm90Params &p, TileRef t) {
+  if constexpr (Cfg::MASKS) {
+    return make_int2(t.walk_begin(), t.walk_end());
+  } else {
+    return m_range(p, t.n_block(), Cfg::BM, Cfg::BN, t.sq(), t.sk());
+  }
+}
 
 // The (key block, batch * heads_kv + kv head) of CTA `linear` (the order in the file header): key
 // blocks ascending inside a chunk, descending for the deterministic descending order.

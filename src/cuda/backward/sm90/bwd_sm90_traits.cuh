@@ -60,6 +60,15 @@ struct BwdSm90Params {
   int total_q, total_k, max_q, max_k, num_tiles;
   int sem_rows;    // accumulator rows per semaphore slot: BM (fixed length: one per query block), 1 (varlen)
   int head_dim_v;  // the call's V / dO / dV columns (<= DV; = head_dim where DV = D): dV's stores stop there
+  // The mask families (BwdSm90Traits::masks; fixed length, bf16, no transforms, not deterministic):
+  // document ids [batch, seqlen] (doc_*_stride elements per batch entry; null: none), prefix-LM
+  // lengths [batch] (null: none), and the pre-pass's tables (flash_bwd_sm90.cu, mask_walk_kernel):
+  // per (batch, key block) {first query block, end query block, min key id, max key id} of the CTA's
+  // walk, per (batch, query block) {min id, max id} of its rows (documents only, else null).
+  const int32_t *doc_q, *doc_k, *prefix;
+  int64_t doc_q_stride, doc_k_stride;
+  const int4 *key_walk;
+  const int2 *q_ids;
 };
 
 constexpr int kConsumerWarpgroups = 2;
@@ -90,6 +99,10 @@ struct BwdSm90Traits {
   // bwd_dq_writer_pair). Always on with ascending_order; with the descending order its own
   // instantiation, since the writers' alternating barrier ids cost non-deterministic calls 2-4 %.
   bool two_dq_writers = false;
+  // Document ids and prefix-LM lengths (BwdSm90Params' mask fields): the walk over query blocks read
+  // from the pre-pass's table (the keys' documents and the prefix narrow or widen the window's range)
+  // and the element rule in the blocks it leaves partial (bwd_sm90_consumer.cuh, "Mask families").
+  bool masks = false;
 };
 
 template <class T, BwdSm90Traits V>
@@ -99,7 +112,7 @@ struct BwdConfig {
   static constexpr int D = V.head_dim, BM = V.block_m, NWG = kConsumerWarpgroups;
   static constexpr int DV = V.head_dim_v ? V.head_dim_v : V.head_dim;  // V, dO, dV (below: V_BYTES, DO_BYTES)
   static constexpr bool ASCENDING = V.ascending_order, DQ_LAG = V.dq_lag, CAP_SELECT = V.softcap_select;
-  static constexpr bool TWO_WRITERS = V.two_dq_writers;
+  static constexpr bool TWO_WRITERS = V.two_dq_writers, MASKS = V.masks;
   // SPLIT_D (head_dim 192 and 256, bwd_sm90_consumer.cuh): BN = 64 keys, each consumer scores 32
   // queries of them and P^T, dS^T are exchanged in shared memory; else BN = 128, 64 keys each, all
   // queries and all D columns. Who owns which accumulator columns: at 256 consumer w owns COLS = 128
@@ -154,8 +167,10 @@ struct BwdConfig {
   static constexpr int DQ_OFF = PT_OFF + 2 * PT_BYTES;
   static constexpr int VEC_OFF = DQ_OFF + DQ_BYTES, BAR_OFF = VEC_OFF + NWG * VEC_BYTES;
   static constexpr int NUM_BARS = 1 + 2 * STAGES;
-  static constexpr int TILE_OFF = BAR_OFF + NUM_BARS * 8;  // the CTA's tile (TileRef), 9 ints
-  static constexpr int SMEM_BYTES = TILE_OFF + 48 + 1024;  // + slack to align the base to 1024
+  // The CTA's tile (TileRef): 9 ints, and with MASKS 4 more (the walk's query blocks, the prefix,
+  // the keys' id range: kTileMaskFields).
+  static constexpr int TILE_OFF = BAR_OFF + NUM_BARS * 8;
+  static constexpr int SMEM_BYTES = TILE_OFF + (MASKS ? 64 : 48) + 1024;  // + slack to align the base to 1024
   static_assert(D == 32 || D == 64 || D == 96 || D == 128 || D == 192 || D == 256,
                 "head_dim 32, 64, 96, 128, 192 or 256");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
@@ -167,6 +182,8 @@ struct BwdConfig {
   static_assert(!(DQ_LAG && TWO_WRITERS), "the two writers' odd-step dQ barriers (kDqOdd) are dq_lag's dS^T ids");
   static_assert(!ASCENDING || TWO_WRITERS, "the ascending order runs with two dQ writers");
   static_assert(!(TWO_WRITERS && (SPLIT_D || CAP_SELECT)), "two dQ writers: the plain BN = 128 layout");
+  static_assert(!MASKS || (D == 128 && DQ_LAG && !ASCENDING && !TWO_WRITERS),
+                "the mask families: the d128 dq_lag layout, not deterministic");
 };
 
 // Named barriers: 0 is __syncthreads; 1 both consumers (dS^T complete); 2 + w one consumer;

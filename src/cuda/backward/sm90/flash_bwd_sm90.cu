@@ -54,6 +54,7 @@
 #include "cuda/backward/sm90/flash_bwd_sm90_instances.hpp"
 #include "cuda/common/device_scratch.hpp"
 #include "cuda/common/launch_attributes.hpp"
+#include "cuda/common/mask_ext.cuh"
 #include "cuda/common/score_mods.cuh"
 #include "cuda/common/varlen_span.cuh"
 #include "cuda/forward/sm90/flash_fwd_sm90_launch.hpp"
@@ -355,6 +356,54 @@ __global__ void convert_dq_varlen_kernel(const ConvertVarlenArgs a) {
   sm90::grid_dependency_wait();  // every thread, also one with no row: this grid's completion implies the main kernel's
 }
 
+// The mask families' pre-pass (document ids, prefix-LM lengths; the main kernel's MASKS
+// configuration). The producer, the consumers and the dQ writer of a CTA must agree on its walk
+// before any of them starts (the producer runs ahead), and the document scan needs a whole CTA, so
+// one small kernel writes the walks first, launched normally before prepare (so it completed before
+// the main kernel starts, which reads the table before its grid dependency wait). One CTA per:
+//   (batch entry, key block n): the query blocks the CTA walks, {first, end}: the window's m_range
+//     (bwd_sm90_tile_order.cuh), or every block where the key block starts inside the prefix (its
+//     keys are seen by every row of their documents), narrowed with documents to the blocks holding
+//     a row whose id lies within the key block's id range (cuda::doc_span, the sm80 backward's scan:
+//     exact for sorted documents, a superset otherwise); and that id range (the consumers' test for
+//     a step that needs no element mask).
+//   (batch entry, query block m), documents only: its rows' id range.
+// The ids are device memory the host never reads; the scans read only positions below the lengths.
+struct MaskWalkArgs {
+  const int32_t *doc_q, *doc_k, *prefix;
+  int64_t doc_q_stride, doc_k_stride;
+  cuda::DeviceMods mods;
+  int batch, seqlen_q, seqlen_k, num_n_blocks, num_m_blocks, block_m, block_n;
+  int4 *key_walk;  // [batch, num_n_blocks]
+  int2 *q_ids;     // [batch, num_m_blocks]; null without documents
+};
+constexpr int kMaskWalkThreads = 128;
+
+__global__ void __launch_bounds__(kMaskWalkThreads) mask_walk_kernel(const MaskWalkArgs a) {
+  const int per_b = a.num_n_blocks + (a.q_ids != nullptr ? a.num_m_blocks : 0);
+  const int b = int(blockIdx.x) / per_b, r = int(blockIdx.x) % per_b;
+  const int sq = a.seqlen_q, sk = a.seqlen_k, bm = a.block_m, bn = a.block_n;
+  const int32_t *ids_q = a.doc_q != nullptr ? a.doc_q + int64_t(b) * a.doc_q_stride : nullptr;
+  const int32_t *ids_k = a.doc_q != nullptr ? a.doc_k + int64_t(b) * a.doc_k_stride : nullptr;
+  int span_begin = 0, span_end = 0, lo = 0, hi = 0;
+  if (r >= a.num_n_blocks) {  // query block m's id range (documents): a scan with no other side
+    const int m = r - a.num_n_blocks, r0 = m * bm;
+    cuda::doc_span<kMaskWalkThreads>(ids_q, r0, min(r0 + bm, sq), ids_k, 0, 0, &span_begin, &span_end, &lo, &hi);
+    if (threadIdx.x == 0) a.q_ids[int64_t(b) * a.num_m_blocks + m] = make_int2(lo, hi);
+    return;
+  }
+  const int n = r, k0 = n * bn;
+  int2 mr = m_range(a.mods, n, bm, bn, sq, sk);
+  const int prefix = a.prefix != nullptr ? min(max(a.prefix[b], 0), sk) : 0;
+  if (k0 < prefix) mr = make_int2(0, (sq + bm - 1) / bm);
+  if (ids_q != nullptr) {
+    cuda::doc_span<kMaskWalkThreads>(ids_k, k0, min(k0 + bn, sk), ids_q, 0, sq, &span_begin, &span_end, &lo, &hi);
+    mr.x = max(mr.x, span_begin / bm), mr.y = min(mr.y, (span_end + bm - 1) / bm);
+  }
+  if (mr.x >= mr.y) mr = make_int2(0, 0);
+  if (threadIdx.x == 0) a.key_walk[int64_t(b) * a.num_n_blocks + n] = make_int4(mr.x, mr.y, lo, hi);
+}
+
 // The instantiation's query and key block sizes (which instantiation serves a head_dim, and its
 // accumulator's row width: bwd_route.hpp, kernel_head_dim and accum_d_for).
 int block_m_for(int kd) { return kd == 64 || kd == 32 ? 128 : 64; }
@@ -415,6 +464,9 @@ struct Launch {
   bool qdesc;   // deterministic in the ascending order (det_walk.hpp): the ascending_order instantiation of kd
   bool capsel;  // d64 softcap: the softcap_select instantiation
   bool dqpair;  // deterministic bf16 d64 in the descending order: the two_dq_writers instantiation
+  bool masks;                     // document ids / prefix-LM lengths: the mask-family instantiation
+  MaskWalkArgs walk;              // masks: the pre-pass (walk_bytes of scratch, after the list)
+  int64_t walk_bytes;
   cuda::bwd::SinkGradArgs sink;  // a learnable sink's gradient (sinks null: none); dsum set by the run
   cudaStream_t stream;
 };
@@ -428,11 +480,14 @@ cudaError_t launch_main(const Launch &l, const BwdSm90Params &p) {
   const dim3 g = l.grid;
   const cudaStream_t s = l.stream;
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (l.masks) return launch_config<BwdConfig<T, kBwdD128MasksDqLag>>(p, g, s);
     if (l.qdesc)
       return l.kd == 64    ? launch_config<BwdConfig<T, kBwdD64Ascending>>(p, g, s)
              : l.kd == 128 ? launch_config<BwdConfig<T, kBwdD128Ascending>>(p, g, s)
                            : cudaErrorInvalidValue;
     if (l.dqpair) return launch_config<BwdConfig<T, kBwdD64TwoWriters>>(p, g, s);
+  } else if (l.masks) {
+    return cudaErrorInvalidValue;  // the mask-family kernel is bf16 only (the route declines fp16)
   }
   switch (l.kd) {
     case 32: return launch_config<BwdConfig<T, kBwdD32>>(p, g, s);
@@ -459,11 +514,12 @@ int run(const Launch &l) {
   cuda::DeviceScratch lse_log2(stream), dsum(stream), dq_accum(stream);
   cudaError_t e = lse_log2.allocate(l.vec_bytes);
   if (e == cudaSuccess) e = dsum.allocate(l.vec_bytes);
-  if (e == cudaSuccess) e = dq_accum.allocate(l.dq_accum_bytes + l.sem_bytes + l.list_bytes);  // then semaphores, list
+  // then the semaphores, the list, the mask walks
+  if (e == cudaSuccess) e = dq_accum.allocate(l.dq_accum_bytes + l.sem_bytes + l.list_bytes + l.walk_bytes);
   if (e == cudaErrorMemoryAllocation)
     return fail(FLASHBOX_ERR_OUT_OF_MEMORY, "cuda backward: cannot allocate " +
                                                 std::to_string(2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes +
-                                                               l.list_bytes) +
+                                                               l.list_bytes + l.walk_bytes) +
                                                 " bytes of scratch");
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "cudaMallocAsync"));
 
@@ -483,6 +539,20 @@ int run(const Launch &l) {
     p.tiles = list.entries = reinterpret_cast<int2 *>(at + 16);
     if ((e = sm90::launch_varlen_tile_list(list, stream)) != cudaSuccess)
       return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "varlen tile list launch"));
+  }
+
+  // The mask walks, launched normally like the list, read by the main kernel's thread 0 before its
+  // grid dependency wait. (Mask calls have no semaphores, counters or list: the tables start right
+  // after the accumulator, 16-byte aligned.)
+  if (l.walk_bytes > 0) {
+    MaskWalkArgs walk = l.walk;
+    uint8_t *at = dq_accum.as<uint8_t>() + l.dq_accum_bytes + l.sem_bytes + l.list_bytes;
+    p.key_walk = walk.key_walk = reinterpret_cast<int4 *>(at);
+    const int64_t key_bytes = int64_t(walk.batch) * walk.num_n_blocks * 16;
+    p.q_ids = walk.q_ids = walk.doc_q != nullptr ? reinterpret_cast<int2 *>(at + key_bytes) : nullptr;
+    const int64_t ctas = int64_t(walk.batch) * (walk.num_n_blocks + (walk.doc_q != nullptr ? walk.num_m_blocks : 0));
+    mask_walk_kernel<<<unsigned(ctas), kMaskWalkThreads, 0, stream>>>(walk);
+    if ((e = cudaGetLastError()) != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "mask walk launch"));
   }
 
   // prepare is launched normally: its inputs (O, dO, LSE) come from whatever ran before in the stream.
@@ -561,7 +631,22 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   using sm90::TensorView;
   const Problem &a = g.fwd;
   const bool varlen = a.varlen();
-  const int kd = plan_kernel_d(a.head_dim, g.deterministic, a.dtype == FLASHBOX_BFLOAT16, varlen, a.group);
+  // The mask families: document ids and prefix-LM lengths on their own instantiation (d128, which
+  // serves head dims 72..128), the rest declined (bwd_route.hpp, mask_route_decline).
+  const bool masks = !mask_family_in_use(a).empty();
+  if (masks) {
+    MaskRouteCall c;
+    c.documents = a.mods.doc_q != nullptr, c.prefix = a.mods.prefix != nullptr;
+    c.block_mask = a.block_mask.kv_num_blocks != nullptr, c.mask_mod = a.mod_bits != nullptr;
+    c.chunk = a.mods.chunk > 0, c.seqused = a.seqused_q != nullptr || a.seqused_k != nullptr;
+    c.varlen = varlen, c.bf16 = a.dtype == FLASHBOX_BFLOAT16, c.deterministic = g.deterministic != 0;
+    c.transforms = a.mods.softcap != 0.0f || a.mods.alibi_slopes != nullptr;
+    c.head_dim = a.head_dim, c.head_dim_v = a.head_dim_v;
+    if (const char *reason = mask_route_decline(c))
+      return PlanResult::no(std::string(reason) + " (got " + mask_family_in_use(a) + ", head_dim " +
+                            std::to_string(a.head_dim) + ")");
+  }
+  const int kd = masks ? 128 : plan_kernel_d(a.head_dim, g.deterministic, a.dtype == FLASHBOX_BFLOAT16, varlen, a.group);
   if (const char *reason = route_decline(kd, varlen, g.deterministic))
     return PlanResult::no(std::string(reason) + " (got head_dim " + std::to_string(a.head_dim) + ")");
   // head_dim_v != head_dim: the pairs with a kernel of their own (the forward's decision,
@@ -609,7 +694,9 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   // deterministic mode, one completion counter per (batch, query head, query block) instead (with
   // it, convert polls the semaphores), then convert's work counter. prepare zeroes them, one int per
   // row (m_blocks * NWG + 1 ints, m_blocks * BM >= 64 m_blocks rows).
-  const bool early = !varlen && kd <= 128;
+  // Not with the mask families: the early convert's target (adders_of) counts the window's key
+  // blocks, not the mask walks'; they convert after the main grid.
+  const bool early = !varlen && kd <= 128 && !masks;
   l.sem_bytes = g.deterministic ? (varlen ? a.heads_q * seqlen_q_pad * kConsumerWarpgroups * 4
                                           : a.batch * a.heads_q * m_blocks * kConsumerWarpgroups * 4)
                 : early         ? a.batch * a.heads_q * m_blocks * 4
@@ -623,8 +710,12 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   const int64_t reach = std::max(a.seqlen_q, a.seqlen_k);
   if (a.mods.window_left >= reach) mods.window_left = -1;
   if (a.mods.window_right >= reach) mods.window_right = -1;
+  // The mask walks' tables (mask_walk_kernel): an int4 per (batch entry, key block), with documents
+  // an int2 per (batch entry, query block).
+  l.walk_bytes = masks ? a.batch * n_blocks * 16 + (a.mods.doc_q != nullptr ? a.batch * m_blocks * 8 : 0) : 0;
   std::string name = "cuda_flash_bwd_sm90_d" + std::to_string(kd);
   if (kdv != 0) name += "_dv" + std::to_string(kdv);
+  if (masks) name += "_masks";
   if (mods.window_left >= 0 || (mods.window_right >= 0 && !a.causal)) name += "_window";
   if (mods.capped()) name += "_softcap";
   if (mods.alibi()) name += "_alibi";
@@ -639,12 +730,13 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   // d128 outside the ascending order runs the dq_lag schedule, bf16 and fp16 (bwd_sm90_consumer.cuh
   // header "dQ one step late"): the name says which schedule ran.
   if (kd == 128 && !qdesc) name += "_dqlag";
-  Plan plan{std::move(name), 2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes + l.list_bytes, {}};
+  Plan plan{std::move(name), 2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes + l.list_bytes + l.walk_bytes, {}};
   if (size_only) return {std::move(plan)};
 
   l.bf16 = a.dtype == FLASHBOX_BFLOAT16, l.kd = kd, l.kdv = kdv, l.qdesc = qdesc;
   l.capsel = kd == 64 && !qdesc && mods.capped();
   l.dqpair = dqpair;
+  l.masks = masks;
   l.stream = static_cast<cudaStream_t>(a.stream);
   std::memset(&l.p, 0, sizeof l.p);
   BwdSm90Params &p = l.p;
@@ -675,6 +767,13 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   p.cap_pre = mods.capped() ? a.scale * mods.softcap_inv : 0.f;
   p.unit_log2 = (mods.capped() ? mods.softcap : a.scale) * kLog2e;
   p.scale = a.scale, p.scale_log2 = a.scale_log2;
+  if (masks) {  // the tables' pointers are set by the run (scratch)
+    p.doc_q = a.mods.doc_q, p.doc_k = a.mods.doc_k, p.prefix = a.mods.prefix;
+    p.doc_q_stride = a.mods.doc_q_stride, p.doc_k_stride = a.mods.doc_k_stride;
+    l.walk = MaskWalkArgs{p.doc_q,        p.doc_k,      p.prefix,      p.doc_q_stride, p.doc_k_stride, mods,
+                          int(a.batch),   p.seqlen_q,   p.seqlen_k,    p.num_n_blocks, p.num_m_blocks, bm,
+                          bn,             nullptr,      nullptr};
+  }
   l.grid = dim3(unsigned(ctas));
   if (use_list) {
     // The forward's list with queries and keys swapped (header): key blocks of 128 as its "query

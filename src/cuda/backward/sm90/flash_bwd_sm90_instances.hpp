@@ -14,6 +14,7 @@ inline constexpr BwdSm90Traits kBwdD64Ascending = BwdSm90Traits{.head_dim = 64, 
 inline constexpr BwdSm90Traits kBwdD64TwoWriters = BwdSm90Traits{.head_dim = 64, .block_m = 128, .two_dq_writers = true};
 inline constexpr BwdSm90Traits kBwdD96 = BwdSm90Traits{.head_dim = 96, .block_m = 64};
 inline constexpr BwdSm90Traits kBwdD128DqLag = BwdSm90Traits{.head_dim = 128, .block_m = 64, .dq_lag = true};
+inline constexpr BwdSm90Traits kBwdD128MasksDqLag = BwdSm90Traits{.head_dim = 128, .block_m = 64, .dq_lag = true, .masks = true};
 inline constexpr BwdSm90Traits kBwdD128Ascending = BwdSm90Traits{.head_dim = 128, .block_m = 64, .ascending_order = true, .two_dq_writers = true};
 inline constexpr BwdSm90Traits kBwdD192 = BwdSm90Traits{.head_dim = 192, .block_m = 64};
 inline constexpr BwdSm90Traits kBwdD256 = BwdSm90Traits{.head_dim = 256, .block_m = 64};
@@ -31,6 +32,7 @@ extern template cudaError_t launch_config<BwdConfig<__nv_bfloat16, kBwdD96>>(con
 extern template cudaError_t launch_config<BwdConfig<__half, kBwdD96>>(const BwdSm90Params &, dim3, cudaStream_t);
 extern template cudaError_t launch_config<BwdConfig<__nv_bfloat16, kBwdD128DqLag>>(const BwdSm90Params &, dim3, cudaStream_t);
 extern template cudaError_t launch_config<BwdConfig<__half, kBwdD128DqLag>>(const BwdSm90Params &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<BwdConfig<__nv_bfloat16, kBwdD128MasksDqLag>>(const BwdSm90Params &, dim3, cudaStream_t);
 extern template cudaError_t launch_config<BwdConfig<__nv_bfloat16, kBwdD128Ascending>>(const BwdSm90Params &, dim3, cudaStream_t);
 extern template cudaError_t launch_config<BwdConfig<__nv_bfloat16, kBwdD192>>(const BwdSm90Params &, dim3, cudaStream_t);
 extern template cudaError_t launch_config<BwdConfig<__half, kBwdD192>>(const BwdSm90Params &, dim3, cudaStream_t);

@@ -71,6 +71,9 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_bwd_sm90_kernel(const _
     int *dst = reinterpret_cast<int *>(smem + Cfg::TILE_OFF);
     dst[0] = t.n_block, dst[1] = t.hk, dst[2] = t.b, dst[3] = t.tb, dst[4] = t.q0, dst[5] = t.k0, dst[6] = t.sq;
     dst[7] = t.sk, dst[8] = valid;
+    if constexpr (Cfg::MASKS) {
+      if (valid) write_mask_walk(p, t, dst);
+    }
     mbar_init(kv_full, 1);
     for (int s = 0; s < Cfg::STAGES; ++s) {
       mbar_init(full + s, 1);

@@ -163,7 +163,7 @@ __device__ __forceinline__ int walk_steps(const BwdSm90Params &p, int2 mr) {
   if constexpr (Cfg::MASKS) {
     if (p.block_steps != nullptr) return mr.y;
   }
-  return p.group * (mr.x < mr.y ? mr.y - mr.x : 0);
+  return p.group * (mr.y - mr.x);
 }
 
 // Block masks: the CTA's step list (null without a block mask), and one step of it. The producer,

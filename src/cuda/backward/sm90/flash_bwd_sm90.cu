@@ -450,11 +450,15 @@ __global__ void __launch_bounds__(32) block_walk_kernel(const BlockWalkArgs a) {
     const int64_t h = int64_t(hk) * a.group + hi;
     const int64_t row = ((a.mask_batch == 1 ? 0 : b) * a.mask_heads + (a.mask_heads == 1 ? 0 : h)) * a.num_kv_blocks + c;
     for (int kind = 0; kind < 2; ++kind) {
-      const uint8_t *marks = a.marks[kind] != nullptr ? a.marks[kind] + row * nqb : nullptr;
-      const int32_t *list = a.num[kind] != nullptr ? a.idx[kind] + row * a.max_q_blocks : nullptr;
+      // (selected, not indexed by kind: an indexed parameter array went to the stack)
+      const uint8_t *kind_marks = kind == 0 ? a.marks[0] : a.marks[1];
+      const int32_t *kind_num = kind == 0 ? a.num[0] : a.num[1], *kind_idx = kind == 0 ? a.idx[0] : a.idx[1];
+      const uint8_t *marks = kind_marks != nullptr ? kind_marks + row * nqb : nullptr;
+      const int32_t *list = kind_num != nullptr ? kind_idx + row * a.max_q_blocks : nullptr;
       if (marks == nullptr && list == nullptr) continue;
-      const int count = marks != nullptr ? nqb
-                                         : int(std::clamp<int64_t>(a.num[kind][row], 0, std::min<int64_t>(a.max_q_blocks, nqb)));
+      const int count = marks != nullptr
+                            ? nqb
+                            : int(std::clamp<int64_t>(kind_num[row], 0, std::min<int64_t>(a.max_q_blocks, nqb)));
       for (int j0 = 0; j0 < count; j0 += 32) {
         const int j = j0 + lane;
         int r = -1;
@@ -489,13 +493,14 @@ __global__ void block_marks_kernel(const BlockMarksArgs a) {
     const int j = int(x % a.per_row);
     const int kind = int(x / a.per_row % 2);
     const int64_t row = x / (2 * a.per_row);  // (mask batch * mask heads + mask head) * num_q_blocks + r
-    if (a.num[kind] == nullptr) continue;
-    const int count = int(std::clamp<int64_t>(a.num[kind][row], 0, a.per_row));
+    const int32_t *num = kind == 0 ? a.num[0] : a.num[1], *idx = kind == 0 ? a.idx[0] : a.idx[1];
+    if (num == nullptr) continue;
+    const int count = int(std::clamp<int64_t>(num[row], 0, a.per_row));
     if (j >= count) continue;
-    const int c = a.idx[kind][row * a.max_kv_blocks + j];
+    const int c = idx[row * a.max_kv_blocks + j];
     if (c < 0 || c >= a.num_kv_blocks) continue;
     const int64_t bh = row / a.num_q_blocks, r = row % a.num_q_blocks;
-    a.marks[kind][(bh * a.num_kv_blocks + c) * a.num_q_blocks + r] = 1;
+    (kind == 0 ? a.marks[0] : a.marks[1])[(bh * a.num_kv_blocks + c) * a.num_q_blocks + r] = 1;
   }
 }
 
@@ -658,7 +663,7 @@ int run(const Launch &l) {
   }
   // A block mask's step lists (block_walk_kernel), after the marks from kv_* where q_* is absent;
   // launched normally like the mask walks (read before the main kernel's grid dependency wait).
-  if (l.block_count_bytes > 0) {
+  if (l.block_count_bytes > 0 && int64_t(l.p.num_bh) * l.p.num_n_blocks > 0) {
     uint8_t *at = dq_accum.as<uint8_t>() + l.dq_accum_bytes + l.sem_bytes + l.list_bytes + l.walk_bytes;
     BlockWalkArgs block = l.block;
     p.block_count = block.count = reinterpret_cast<int *>(at);
@@ -938,6 +943,7 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   p.unit_log2 = (mods.capped() ? mods.softcap : a.scale) * kLog2e;
   p.scale = a.scale, p.scale_log2 = a.scale_log2;
   if (masks) {  // the tables' pointers are set by the run (scratch)
+    p.block_slots = blocks ? l.block.slots : 0;  // block_steps, block_count: the run's
     p.doc_q = a.mods.doc_q, p.doc_k = a.mods.doc_k, p.prefix = a.mods.prefix;
     p.doc_q_stride = a.mods.doc_q_stride, p.doc_k_stride = a.mods.doc_k_stride;
     l.walk = MaskWalkArgs{p.doc_q,        p.doc_k,      p.prefix,      p.doc_q_stride, p.doc_k_stride, mods,

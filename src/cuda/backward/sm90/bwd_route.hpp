@@ -131,8 +131,7 @@ constexpr const char *mask_route_decline(const MaskRouteCall &c) {
     return "the sm90 backward runs document ids, prefix-LM and block masks at head dims 72..128 (multiples of 8) "
            "with head_dim_v = head_dim";
   if (c.transforms) return "the sm90 backward has no softcap or ALiBi with document ids, prefix-LM or block masks";
-  if (c.deterministic)
-    return "the sm90 backward has no deterministic mode with document ids, prefix-LM or block masks";
+  if (c.deterministic) return "the sm90 backward has no deterministic mode with document ids, prefix-LM or block masks";
   return nullptr;
 }
 

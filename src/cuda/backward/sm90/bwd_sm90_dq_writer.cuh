@@ -90,7 +90,8 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
   const int2 mr = walk_range<Cfg>(p, t);
   const int m_begin = mr.x, m_end = mr.y;
   const int steps = walk_steps<Cfg>(p, mr);
-  [[maybe_unused]] const uint32_t *list = block_list<Cfg>(p, t);  // a block mask's steps (null: the range, head by head)
+  // A block mask's steps (null: the range, head by head).
+  [[maybe_unused]] const uint32_t *list = block_list<Cfg>(p, t);
   const bool det = p.dq_sem != nullptr;
   // The accumulator and the semaphores are prepare's (zeroed there): none of its adds, polls or
   // signals before prepare completed (programmatic launch, the kernel's entry).

@@ -448,7 +448,8 @@ __global__ void __launch_bounds__(32) block_walk_kernel(const BlockWalkArgs a) {
   int64_t pos = 0;
   for (int hi = 0; hi < a.group; ++hi) {
     const int64_t h = int64_t(hk) * a.group + hi;
-    const int64_t row = ((a.mask_batch == 1 ? 0 : b) * a.mask_heads + (a.mask_heads == 1 ? 0 : h)) * a.num_kv_blocks + c;
+    const int64_t row =
+        ((a.mask_batch == 1 ? 0 : b) * a.mask_heads + (a.mask_heads == 1 ? 0 : h)) * a.num_kv_blocks + c;
     for (int kind = 0; kind < 2; ++kind) {
       // (selected, not indexed by kind: an indexed parameter array went to the stack)
       const uint8_t *kind_marks = kind == 0 ? a.marks[0] : a.marks[1];
@@ -456,9 +457,8 @@ __global__ void __launch_bounds__(32) block_walk_kernel(const BlockWalkArgs a) {
       const uint8_t *marks = kind_marks != nullptr ? kind_marks + row * nqb : nullptr;
       const int32_t *list = kind_num != nullptr ? kind_idx + row * a.max_q_blocks : nullptr;
       if (marks == nullptr && list == nullptr) continue;
-      const int count = marks != nullptr
-                            ? nqb
-                            : int(std::clamp<int64_t>(kind_num[row], 0, std::min<int64_t>(a.max_q_blocks, nqb)));
+      const int count =
+          marks != nullptr ? nqb : int(std::clamp<int64_t>(kind_num[row], 0, std::min<int64_t>(a.max_q_blocks, nqb)));
       for (int j0 = 0; j0 < count; j0 += 32) {
         const int j = j0 + lane;
         int r = -1;
@@ -481,10 +481,10 @@ __global__ void __launch_bounds__(32) block_walk_kernel(const BlockWalkArgs a) {
 }
 
 struct BlockMarksArgs {
-  const int32_t *num[2], *idx[2];  // partial, full: kv_* (null full: none)
-  int64_t rows, max_kv_blocks;     // rows: mask_batch * mask_heads * num_q_blocks
+  const int32_t *num[2], *idx[2];            // partial, full: kv_* (null full: none)
+  int64_t rows, max_kv_blocks;               // rows: mask_batch * mask_heads * num_q_blocks
   int num_q_blocks, num_kv_blocks, per_row;  // per_row: min(max_kv_blocks, num_kv_blocks), the most a row lists
-  uint8_t *marks[2];  // [mask_batch * mask_heads, num_kv_blocks, num_q_blocks], zeroed
+  uint8_t *marks[2];                         // [mask_batch * mask_heads, num_kv_blocks, num_q_blocks], zeroed
 };
 
 __global__ void block_marks_kernel(const BlockMarksArgs a) {
@@ -564,7 +564,7 @@ struct Launch {
   bool qdesc;   // deterministic in the ascending order (det_walk.hpp): the ascending_order instantiation of kd
   bool capsel;  // d64 softcap: the softcap_select instantiation
   bool dqpair;  // deterministic bf16 d64 in the descending order: the two_dq_writers instantiation
-  bool masks;                     // document ids / prefix-LM lengths / block masks: the mask-family instantiation
+  bool masks;   // document ids / prefix-LM lengths / block masks: the mask-family instantiation
   MaskWalkArgs walk;              // masks: the pre-pass (walk_bytes of scratch, after the list)
   int64_t walk_bytes;
   // Block masks (block_walk_kernel; after the mask walks' tables): the CTAs' counts (block_count_bytes,
@@ -622,7 +622,8 @@ int run(const Launch &l) {
   if (e == cudaSuccess) e = dsum.allocate(l.vec_bytes);
   // then the semaphores, the list, the mask walks
   const int64_t block_bytes = l.block_count_bytes + l.block_step_bytes + l.marks_bytes;
-  if (e == cudaSuccess) e = dq_accum.allocate(l.dq_accum_bytes + l.sem_bytes + l.list_bytes + l.walk_bytes + block_bytes);
+  if (e == cudaSuccess)
+    e = dq_accum.allocate(l.dq_accum_bytes + l.sem_bytes + l.list_bytes + l.walk_bytes + block_bytes);
   if (e == cudaErrorMemoryAllocation)
     return fail(FLASHBOX_ERR_OUT_OF_MEMORY, "cuda backward: cannot allocate " +
                                                 std::to_string(2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes +
@@ -872,7 +873,8 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
     w.mask_batch = bmk.batch, w.mask_heads = bmk.heads, w.max_q_blocks = bmk.max_q_blocks;
     w.num_q_blocks = int(nqb), w.num_kv_blocks = int(nkvb), w.q_steps = int(q_steps);
     w.kv_div = int(bmk.kv_block_size / bn);
-    w.heads_kv = int(a.heads_kv), w.group = int(a.group), w.num_n_blocks = int(n_blocks), w.num_m_blocks = int(m_blocks);
+    w.heads_kv = int(a.heads_kv), w.group = int(a.group);
+    w.num_n_blocks = int(n_blocks), w.num_m_blocks = int(m_blocks);
     w.slots = slots;
     BlockMarksArgs &mk = l.marks;
     mk = BlockMarksArgs{};

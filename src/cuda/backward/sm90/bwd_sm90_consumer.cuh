@@ -62,7 +62,7 @@
 //     where the fused pass gave 0.85-0.87 / 0.75; softcap 30 at d128 0.88-0.92 (fused 0.88-0.90; the
 //     rest is tanh's MUFU op beside exp2's), at d64 0.82-0.84.
 //
-// Mask families (BwdSm90Traits::masks: document ids and prefix-LM lengths, bf16 d128 with dq_lag,
+// Mask families (BwdSm90Traits::masks: document ids, prefix-LM lengths, block masks; bf16 d128 with dq_lag,
 // fixed length, no softcap or ALiBi, not deterministic; cuda/common/mask_ext.cuh has the rules). A
 // CTA walks the query blocks of the pre-pass's range (flash_bwd_sm90.cu, mask_walk_kernel: the
 // window's m_range, all blocks where the key block starts inside the prefix, narrowed to the rows

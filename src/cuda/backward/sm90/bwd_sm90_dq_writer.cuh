@@ -78,10 +78,10 @@ __device__ __forceinline__ void dq_writer_step(const BwdSm90Params &p, const uin
 
 // The dQ writer (one warp; lane 0 issues): the consumers' staged chunks into the global accumulator,
 // step by step in the consumers' order (every query block of every query head of the group, head by
-// head; with a block mask the CTA's step list). W < 0: one warp for both consumers' chunks; W = w (dq_lag): a warp for consumer w's alone, so
-// that neither consumer's staging waits for the other's chunk to be read (the consumers run up to a
-// step apart there). The two_dq_writers kernels have two writers taking alternate steps
-// (bwd_dq_writer_pair).
+// head; with a block mask the CTA's step list). W < 0: one warp for both consumers' chunks; W = w
+// (dq_lag): a warp for consumer w's alone, so that neither consumer's staging waits for the other's
+// chunk to be read (the consumers run up to a step apart there). The two_dq_writers kernels have two
+// writers taking alternate steps (bwd_dq_writer_pair).
 template <class Cfg, int W = -1>
 __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *smem, TileRef t) {
   static_assert(!Cfg::TWO_WRITERS, "two_dq_writers: bwd_dq_writer_pair");

@@ -761,8 +761,8 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   using sm90::TensorView;
   const Problem &a = g.fwd;
   const bool varlen = a.varlen();
-  // The mask families: document ids and prefix-LM lengths on their own instantiation (d128, which
-  // serves head dims 72..128), the rest declined (bwd_route.hpp, mask_route_decline).
+  // The mask families: document ids, prefix-LM lengths and block masks on their own instantiation
+  // (d128, which serves head dims 72..128), the rest declined (bwd_route.hpp, mask_route_decline).
   const bool masks = !mask_family_in_use(a).empty();
   if (masks) {
     MaskRouteCall c;

@@ -169,8 +169,9 @@ ROWS = [
           dtypes=(BF16,), two_dq_writers=True),
     bwd90(96, 64, "", "head dims 72..96, fixed length and varlen (d128's work otherwise)"),
     bwd90(128, 64, "dq_lag", "head dims 104..128 outside the ascending order (dQ one step late)", dq_lag=True),
-    bwd90(128, 64, "masks_dq_lag", "bf16 document-id and prefix-LM calls at head dims 72..128, fixed length, not "
-          "deterministic (per key block query-block ranges from a pre-pass, element masks where a block is partial)",
+    bwd90(128, 64, "masks_dq_lag", "bf16 document-id, prefix-LM and block-mask calls at head dims 72..128, fixed "
+          "length, not deterministic (per key block query-block ranges, or a block mask's step lists, from a "
+          "pre-pass; element masks where a block is partial)",
           dtypes=(BF16,), dq_lag=True, masks=True),
     bwd90(128, 64, "ascending", "deterministic bf16 fixed-length calls at head_dim 128",
           dtypes=(BF16,), ascending_order=True, two_dq_writers=True),

@@ -158,7 +158,7 @@ FLASHBOX_API const char *flashbox_last_kernel(void);
  * attention_chunk, seqused_q/k, document ids, prefix lengths and block masks (below): device = cpu
  * (every impl) and device = cuda in the sm80 family (forward and backward, on A100 and H100 alike;
  * on Hopper the sm90 forward takes the bf16 fixed-length calls up to head_dim 128 and the sm90
- * backward bf16 document ids and prefix lengths at head dims 72..128, fixed length, not
+ * backward bf16 document ids, prefix lengths and block masks at head dims 72..128, fixed length, not
  * deterministic; they and impl = naive decline the rest, so auto runs sm80; block masks with q_block_size
  * and kv_block_size multiples of 128, others refused with FLASHBOX_ERR_UNSUPPORTED_IMPL; not
  * learnable_sink with seqused_q in the backward; seqused_q with head_dim_v != head_dim runs the
@@ -200,8 +200,11 @@ FLASHBOX_API const char *flashbox_last_kernel(void);
  * memory, as cu_seqlens do): the kernels clamp every count to [0, min(max_kv_blocks, num_kv_blocks)]
  * and skip every index outside [0, num_kv_blocks), so malformed tables give unspecified values in
  * the rows they name (a block listed twice is counted twice) but nothing outside q/k/v/o/lse and the
- * tables is ever read or written. The cuda forward walks kv_* / full_kv_*; the cuda backward looks
- * each (query block, key block) pair up in kv_* / full_kv_* and does not read q_*. Variable-length
+ * tables is ever read or written. The cuda forward walks kv_* / full_kv_*; the sm80 backward looks
+ * each (query block, key block) pair up in kv_* / full_kv_* and does not read q_*; the sm90 backward
+ * (bf16, head dims 72..128, not deterministic) walks q_* / full_q_* when given, else lists it builds
+ * from kv_* / full_kv_* (so with q_* given they must be kv_*'s transposes, as the cpu checks; a
+ * malformed q_* changes values only). Variable-length
  * calls (cu_seqlens) refuse a block mask with FLASHBOX_ERR_UNSUPPORTED_IMPL. */
 typedef struct {
   int32_t struct_size; /* sizeof(flashbox_block_mask) */

@@ -1,13 +1,16 @@
 // Which mask-family calls the sm90 backward's plan takes (the kBwdD128MasksDqLag instantiation:
-// document ids and prefix-LM lengths, with or without causal or a window, bf16, head dims 72..128
-// with head_dim_v = head_dim, fixed length, not deterministic, no softcap or ALiBi) and the reason it
-// gives for the others (block masks, mask mods, attention_chunk, seqused, varlen, fp16, other head
-// dims, transforms, deterministic mode), decided by the route (bwd_route.hpp, mask_route_decline) and
+// document ids, prefix-LM lengths and block masks (from the q_* transposes or from kv_* alone), with
+// or without causal or a window, bf16, head dims 72..128 with head_dim_v = head_dim, fixed length, not
+// deterministic, no softcap or ALiBi) and the reason it gives for the others (mask mods,
+// attention_chunk, seqused, varlen, fp16, other head dims, transforms, deterministic mode, block sizes
+// that are not multiples of 128, GQA groups above 128 with a block mask), decided by the route
+// (bwd_route.hpp, mask_route_decline) and
 // the planner's size-only pass (no device work: these run without a GPU; on a Hopper device the
 // accepted plans are also checked for their kernel name and the walk tables' scratch). A decline has
 // code 0, so auto goes on to the sm80 family. Suite MaskSm90BwdPlan.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,6 +46,20 @@ TEST(MaskSm90BwdPlan, RouteTakesDocumentsAndPrefix) {
     }
 }
 
+TEST(MaskSm90BwdPlan, RouteTakesBlockMasks) {
+  for (const bool docs : {false, true})
+    for (const bool prefix : {false, true}) {
+      MaskRouteCall c;
+      c.block_mask = true, c.documents = docs, c.prefix = prefix;
+      for (const int64_t group : {1, 4, 128})
+        for (const int64_t qb : {128, 256})
+          for (const int64_t kb : {128, 384}) {
+            c.group = group, c.q_block = qb, c.kv_block = kb;
+            EXPECT_EQ(mask_route_decline(c), nullptr) << group << " " << qb << " " << kb;
+          }
+    }
+}
+
 TEST(MaskSm90BwdPlan, RouteDeclinesWithAReason) {
   const auto why = [](MaskRouteCall c) {
     c.documents = true;
@@ -50,8 +67,18 @@ TEST(MaskSm90BwdPlan, RouteDeclinesWithAReason) {
     return std::string(r ? r : "");
   };
   MaskRouteCall c;
-  c.block_mask = true;
-  EXPECT_NE(why(c).find("no block masks"), std::string::npos);
+  c.block_mask = true, c.q_block = 64;
+  EXPECT_NE(why(c).find("multiples of 128"), std::string::npos);
+  c = {}, c.block_mask = true, c.kv_block = 192;
+  EXPECT_NE(why(c).find("multiples of 128"), std::string::npos);
+  c = {}, c.block_mask = true, c.group = 129;
+  EXPECT_NE(why(c).find("GQA groups up to 128"), std::string::npos);
+  c = {}, c.block_mask = true, c.deterministic = true;
+  EXPECT_NE(why(c).find("deterministic"), std::string::npos);
+  c = {}, c.block_mask = true, c.varlen = true;
+  EXPECT_NE(why(c).find("fixed-length batches only"), std::string::npos);
+  c = {}, c.group = 129;  // without a block mask the group does not matter
+  EXPECT_EQ(why(c), "");
   c = {}, c.mask_mod = true;
   EXPECT_NE(why(c).find("mask mods"), std::string::npos);
   c = {}, c.chunk = true;
@@ -103,6 +130,21 @@ struct BwdPlanCase {
     if (prefix) m.prefix = ids();
     return grad(detail::make_problem(a, m));
   }
+  // A block mask of 128 x 128 blocks (broadcast batch, per query head), the tables never read by the
+  // planner: kv_* (max_kv_blocks 3), with `full` full_kv_* too, with `transposes` q_* (max_q_blocks
+  // 5, more than the 3 query blocks of 300 rows) and with `full` full_q_*.
+  detail::GradProblem with_blocks(bool transposes, bool full) const {
+    detail::GradProblem g = grad(detail::make_problem(a, core::causal_mods(true)));
+    flashbox_block_mask &m = g.fwd.block_mask;
+    m.struct_size = int32_t(sizeof m);
+    m.batch = 1, m.heads = a.heads_q, m.q_block_size = m.kv_block_size = 128;
+    m.max_kv_blocks = 3, m.max_q_blocks = transposes ? 5 : 0;
+    m.kv_num_blocks = m.kv_indices = ids();
+    if (full) m.full_kv_num_blocks = m.full_kv_indices = ids();
+    if (transposes) m.q_num_blocks = m.q_indices = ids();
+    if (transposes && full) m.full_q_num_blocks = m.full_q_indices = ids();
+    return g;
+  }
   flashbox_attention_args a{};
   std::vector<uint16_t> buf;
   std::vector<float> lse = std::vector<float>(4096);
@@ -141,6 +183,39 @@ TEST(MaskSm90BwdPlan, PlanTakesBf16Documents72To128) {
       }
 }
 
+// Block masks: the plan takes them with and without the q_* transposes (the step lists from q_*, or
+// from the marks built from kv_*), full blocks or not; the scratch holds the step lists after the
+// mask walks' table: a count per CTA (rounded up to 16 bytes), group x kinds x min(max_q_blocks,
+// num_q_blocks) x (q_block_size / 64) steps per CTA, and without q_* a byte plane per kind of (mask
+// batch, mask head, key block, query block) marks.
+TEST(MaskSm90BwdPlan, PlanTakesBlockMasks) {
+  const bool hopper = sm90::sm90_unavailable_reason() == nullptr;
+  for (const bool transposes : {true, false})
+    for (const bool full : {false, true}) {
+      const BwdPlanCase c(128);
+      const detail::PlanResult r = detail::plan_sm90_backward(c.with_blocks(transposes, full), true);
+      SCOPED_TRACE(std::string(transposes ? "q_*" : "kv_* only") + (full ? ", full blocks" : ""));
+      if (!hopper) {
+        EXPECT_FALSE(r.plan.has_value());
+        EXPECT_EQ(r.why_not, sm90::sm90_unavailable_reason());
+        continue;
+      }
+      ASSERT_TRUE(r.plan.has_value()) << r.why_not;
+      EXPECT_EQ(r.plan->kernel, transposes ? "cuda_flash_bwd_sm90_d128_masks_blocks_dqlag"
+                                           : "cuda_flash_bwd_sm90_d128_masks_blocks_marks_dqlag");
+      const auto round16 = [](int64_t x) { return (x + 15) / 16 * 16; };
+      const int64_t m_blocks = (c.a.seqlen_q + 63) / 64, n_blocks = (c.a.seqlen_k + 127) / 128;
+      const int64_t nqb = (c.a.seqlen_q + 127) / 128, nkvb = n_blocks, group = c.a.heads_q / c.a.heads_kv;
+      const int64_t vec = c.a.batch * c.a.heads_q * m_blocks * 64 * 4;
+      const int64_t walk = c.a.batch * n_blocks * 16;
+      const int64_t ctas = c.a.batch * c.a.heads_kv * n_blocks, kinds = full ? 2 : 1;
+      const int64_t slots = group * kinds * (transposes ? std::min<int64_t>(5, nqb) : nqb) * 2;
+      const int64_t blocks = round16(ctas * 4) + round16(ctas * slots * 4) +
+                             (transposes ? 0 : kinds * round16(1 * c.a.heads_q * nkvb * nqb));
+      EXPECT_EQ(r.plan->workspace_bytes, 2 * vec + vec * 128 + walk + blocks);
+    }
+}
+
 TEST(MaskSm90BwdPlan, PlanDeclinesWhatTheKernelDoesNotTake) {
   {
     const BwdPlanCase c(128, FLASHBOX_FLOAT16);
@@ -164,11 +239,13 @@ TEST(MaskSm90BwdPlan, PlanDeclinesWhatTheKernelDoesNotTake) {
   }
   {
     const BwdPlanCase c(128);
-    detail::GradProblem g = c.grad(detail::make_problem(c.a));
-    g.fwd.block_mask.kv_num_blocks = c.ids(), g.fwd.block_mask.kv_indices = c.ids();
-    g.fwd.block_mask.q_block_size = g.fwd.block_mask.kv_block_size = 128, g.fwd.block_mask.max_kv_blocks = 3;
-    g.fwd.block_mask.batch = g.fwd.block_mask.heads = 1;
-    expect_decline(g, "no block masks");
+    detail::GradProblem g = c.with_blocks(true, true);
+    g.deterministic = 1;
+    expect_decline(g, "no deterministic mode");
+  }
+  {
+    const BwdPlanCase c(64);
+    expect_decline(c.with_blocks(true, false), "head dims 72..128");
   }
   {
     const BwdPlanCase c(128);

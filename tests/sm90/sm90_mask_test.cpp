@@ -10,9 +10,9 @@
 // reference of support/mask_case.hpp (seed printed; FLASHBOX_TEST_SEED=N repeats one). Outputs are
 // poisoned (NaN) and framed by guard bytes; NaN never passes. Every forward must run on an sm90
 // `_masks` kernel; its O and LSE then feed the backward, whose gradients must match the reference
-// too: the sm90 backward's mask kernel (cuda_flash_bwd_sm90_d128_masks: document ids and prefix-LM
-// at bf16 head dims 72..128, fixed length; bwd_route.hpp, mask_route_decline) where its route takes
-// the call, else the sm80 family (block masks, chunk, seqused, varlen, head_dim 64). Calls the
+// too: the sm90 backward's mask kernel (cuda_flash_bwd_sm90_d128_masks: document ids, prefix-LM and
+// block masks at bf16 head dims 72..128, fixed length; bwd_route.hpp, mask_route_decline) where its
+// route takes the call, else the sm80 family (chunk, seqused, varlen, head_dim 64). Calls the
 // forward kernels do not take (fp16, head_dim 256) must fall back to the sm80 family. Suites
 // MaskSm90*: `ctest -R MaskSm90`.
 // Skipped, with the reason, without a Hopper GPU.
@@ -58,6 +58,7 @@ bool sm90_backward_takes(const MaskCase &c) {
   r.block_mask = c.blocks.on(), r.chunk = c.attention_chunk > 0, r.seqused = !c.used_q.empty() || !c.used_k.empty();
   r.varlen = c.varlen(), r.bf16 = c.dtype == FLASHBOX_BFLOAT16, r.transforms = c.softcap > 0 || c.alibi != 0;
   r.head_dim = r.head_dim_v = c.head_dim;
+  r.group = c.heads_q / c.heads_kv, r.q_block = c.blocks.q_block, r.kv_block = c.blocks.kv_block;
   return sm90::bwd::mask_route_decline(r) == nullptr;
 }
 
@@ -92,6 +93,10 @@ void check_gpu(const MaskCase &c, bool want_empty_rows = false, bool want_sm80 =
   ASSERT_EQ(call.backward(0, &bk, all_rows ? &o : nullptr, all_rows ? &lse : nullptr), 0) << flashbox_last_error();
   if (sm90_backward_takes(c)) {
     EXPECT_TRUE(starts_with(bk, "cuda_flash_bwd_sm90_d128_masks")) << bk;
+    if (c.blocks.on()) {  // the step lists from q_*, or without them from the marks built from kv_*
+      EXPECT_NE(bk.find("_blocks"), std::string::npos) << bk;
+      EXPECT_EQ(bk.find("_blocks_marks") != std::string::npos, !c.blocks.transposes) << bk;
+    }
   } else {
     EXPECT_TRUE(starts_with(bk, "cuda_flash_bwd_sm80_")) << bk;
   }
@@ -211,13 +216,49 @@ TEST(MaskSm90BlockSparse, RandomHalfSparse) {
       MaskCase c = base(t > 1000 ? 1 : 2, t, t, 4, 2, t % 2 ? 64 : 128, t % 2);
       std::mt19937_64 rng(c.seed);
       c.blocks = random_blocks(rng, c, 128, 128, c.batch, c.heads_q, 0.5, full);
+      c.blocks.transposes = full > 0;  // the sm90 backward's walk from q_*, or from the marks of kv_*
       check_gpu(c);
     }
 }
 
+// Skips every key block of query block qb of mask row x (its rows see no key).
+void skip_query_block(BlockSpec &bs, const MaskCase &c, int64_t x, int64_t qb) {
+  const int64_t nq = (c.seqlen_q + bs.q_block - 1) / bs.q_block, nk = (c.seqlen_k + bs.kv_block - 1) / bs.kv_block;
+  for (int64_t kb = 0; kb < nk; ++kb) bs.kinds[size_t((x * nq + qb) * nk + kb)] = core::kBlockSkipped;
+}
+
+// The sm90 backward's block-mask walks (cuda_flash_bwd_sm90_d128_masks_blocks*): a list per query
+// head of the GQA group (the heads' masks differ), partial and full blocks, from the q_* transposes
+// and from the marks built from kv_*, T not a multiple of 128 and seqlen_q != seqlen_k, rows that see
+// no key, broadcast batch and heads, 256-row and 256-key blocks, causal and a window in the partial
+// blocks.
+TEST(MaskSm90BlockSparse, BackwardWalksPerHead) {
+  SKIP_WITHOUT_HOPPER();
+  for (const bool transposes : {true, false}) {
+    MaskCase c = base(1, 1000, 1000, 4, 1, 128);  // GQA 4/1, a mask per query head
+    std::mt19937_64 rng(c.seed + transposes);
+    c.blocks = random_blocks(rng, c, 128, 128, 1, 4, 0.5, 0.3);
+    c.blocks.transposes = transposes;
+    skip_query_block(c.blocks, c, 0, 2);  // head 0's rows 256..383 see no key
+    check_gpu(c, true);
+  }
+  MaskCase u = base(2, 700, 1000, 4, 2, 112, 1);  // broadcast batch, per head; causal partials
+  std::mt19937_64 rng(u.seed);
+  u.blocks = random_blocks(rng, u, 128, 128, 1, 4, 0.4, 0.3);
+  check_gpu(u);
+  u.blocks.transposes = true;
+  check_gpu(u);
+  MaskCase w = base(2, 333, 500, 2, 1, 128);  // broadcast batch and heads, 256 x 256, a window
+  w.window_left = 100, w.window_right = 20;
+  std::mt19937_64 rng2(w.seed);
+  w.blocks = random_blocks(rng2, w, 256, 256, 1, 1, 0.3, 0.3);
+  w.blocks.transposes = true;
+  check_gpu(w);
+}
+
 TEST(MaskSm90BlockSparse, BroadcastLargerBlocksAndFamilies) {
   SKIP_WITHOUT_HOPPER();
-  MaskCase c = base(2, 1000, 700, 4, 1, 64);  // broadcast heads, 256 x 128
+  MaskCase c = base(2, 1000, 700, 4, 1, 80);  // broadcast heads, 256 x 128
   std::mt19937_64 rng(c.seed);
   c.blocks = random_blocks(rng, c, 256, 128, 2, 1, 0.5, 0.3);
   check_gpu(c);
@@ -230,7 +271,7 @@ TEST(MaskSm90BlockSparse, BroadcastLargerBlocksAndFamilies) {
   same_documents(d, rng2, 8);
   d.blocks = random_blocks(rng2, d, 128, 128, 1, 4, 0.3, 0.3);
   check_gpu(d);
-  MaskCase e = base(1, 500, 500, 2, 2, 64);  // everything skipped: O = 0, LSE = -inf
+  MaskCase e = base(1, 500, 500, 2, 2, 128);  // everything skipped: O = 0, LSE = -inf, no step in any CTA
   std::mt19937_64 rng3(e.seed);
   e.blocks = random_blocks(rng3, e, 128, 128, 1, 1, 1.0, 0.0);
   check_gpu(e, true);
@@ -238,20 +279,36 @@ TEST(MaskSm90BlockSparse, BroadcastLargerBlocksAndFamilies) {
 
 TEST(MaskSm90BlockSparse, MalformedTablesStayInBounds) {
   SKIP_WITHOUT_HOPPER();
-  MaskCase c = base(2, 500, 500, 2, 1, 64);
-  std::mt19937_64 rng(c.seed);
-  c.blocks = random_blocks(rng, c, 128, 128, 2, 2, 0.5, 0.3);
-  MaskData md(c);
-  // Counts over the row and negative, indices out of range both ways: clamped and skipped on the
-  // device; the guards must survive (values are unspecified).
-  md.block_table(0)[0] = 1 << 30, md.block_table(0)[1] = -5;
-  md.block_table(1)[0] = -1, md.block_table(1)[1] = 1 << 29, md.block_table(1)[2] = 4;
-  md.block_table(2)[2] = 99, md.block_table(3)[3] = -7;
-  DeviceCall call(md);
-  ASSERT_TRUE(call.ok());
-  std::string kernel;
-  EXPECT_EQ(call.forward(&kernel), 0) << flashbox_last_error();
-  EXPECT_NE(kernel.find("_masks"), std::string::npos) << kernel;
+  // d64: the forward (the backward runs on sm80); d128: the sm90 backward too, its walk from the
+  // q_* transposes (malformed as well) and from the marks of kv_*.
+  for (const int variant : {0, 1, 2}) {
+    MaskCase c = base(2, 500, 500, 2, 1, variant == 0 ? 64 : 128);
+    std::mt19937_64 rng(c.seed + variant);
+    c.blocks = random_blocks(rng, c, 128, 128, 2, 2, 0.5, 0.3);
+    c.blocks.transposes = variant == 1;
+    MaskData md(c);
+    SCOPED_TRACE(md.name());
+    // Counts over the row and negative, indices out of range both ways: clamped and skipped on the
+    // device; the guards must survive (values are unspecified).
+    md.block_table(0)[0] = 1 << 30, md.block_table(0)[1] = -5;
+    md.block_table(1)[0] = -1, md.block_table(1)[1] = 1 << 29, md.block_table(1)[2] = 4;
+    md.block_table(2)[2] = 99, md.block_table(3)[3] = -7;
+    if (c.blocks.transposes) {  // the same in q_* / full_q_*, and one block listed twice
+      md.block_table(4)[0] = 1 << 30, md.block_table(4)[1] = -5;
+      md.block_table(5)[0] = -1, md.block_table(5)[1] = 1 << 29, md.block_table(5)[2] = 4;
+      md.block_table(5)[13] = md.block_table(5)[12];  // row 2 (6 entries a row): a duplicate if it lists two
+      md.block_table(6)[2] = 99, md.block_table(7)[3] = -7;
+    }
+    DeviceCall call(md);
+    ASSERT_TRUE(call.ok());
+    std::string kernel;
+    EXPECT_EQ(call.forward(&kernel), 0) << flashbox_last_error();
+    EXPECT_NE(kernel.find("_masks"), std::string::npos) << kernel;
+    if (variant == 0) continue;
+    std::string bk;  // the guards around dq, dk, dv are checked by the call
+    EXPECT_EQ(call.backward(0, &bk), 0) << flashbox_last_error();
+    EXPECT_TRUE(starts_with(bk, "cuda_flash_bwd_sm90_d128_masks_blocks")) << bk;
+  }
 }
 
 TEST(MaskSm90Varlen, VariableLengthBatches) {

@@ -87,7 +87,13 @@ struct MaskRouteCall {
   bool block_mask = false, mask_mod = false, chunk = false, seqused = false;
   bool varlen = false, bf16 = true, deterministic = false, transforms = false;  // transforms: softcap or ALiBi
   int64_t head_dim = 128, head_dim_v = 128;
+  int64_t group = 1;                      // query heads per kv head
+  int64_t q_block = 128, kv_block = 128;  // a block mask's block sizes (block_mask only)
 };
+
+// The largest GQA group the block-mask walk encodes (7 bits of head per step: bwd_sm90_tile_order.cuh,
+// encode_block_step, kBlockStepMaxGroup).
+constexpr int64_t kBlockMaskMaxGroup = 128;
 
 // The head dims the mask-family instantiation (kBwdD128MasksDqLag) serves: 72..128, multiples of 8
 // (the d128 layout reads zeros past head_dim, as kernel_head_dim's rows do; the forward's mask
@@ -95,35 +101,37 @@ struct MaskRouteCall {
 constexpr bool mask_kernel_takes(int64_t head_dim) { return head_dim > 64 && head_dim <= 128 && head_dim % 8 == 0; }
 
 // Why the sm90 backward declines a call that uses the mask families (nullptr: it takes it, on the
-// mask-family instantiation). It takes document ids and prefix-LM lengths, with or without causal or
-// a window, GQA, a learnable sink, at bf16 head dims 72..128 with head_dim_v = head_dim, fixed length,
-// not deterministic. The rest goes to the sm80 family, which takes every mask family:
-//   block masks: a CTA owns a key block, so its walk would be the q_* transposes' list per query
-//     head (one per head of the GQA group, the lists differing with heads > 1) instead of one range
-//     shared by the producer, the consumers and the dQ writer; not built (looking each pair up in
-//     kv_* per step would cost a list scan per step of every CTA);
+// mask-family instantiation). It takes document ids, prefix-LM lengths and block masks, with or
+// without causal or a window, GQA, a learnable sink, at bf16 head dims 72..128 with head_dim_v =
+// head_dim, fixed length, not deterministic. A block mask's walk is a list of (query head, query
+// block, full) steps per CTA, which a pre-pass writes from the q_* transposes, or without them from
+// kv_* inverted into per-key-block marks (flash_bwd_sm90.cu, block_walk_kernel, block_marks_kernel);
+// block sizes must be multiples of 128 (the C API refuses others on CUDA; a 128-key CTA lies inside
+// one mask key block, a mask query block is whole 64-row steps), GQA groups up to 128 (the step's
+// encoding). The rest goes to the sm80 family, which takes every mask family:
 //   mask mods (their bit tiles are the sm80 kernels'), attention_chunk, seqused_q/k, variable-length
 //     batches: not built in this kernel's walk;
 //   fp16 and other head dims: one instantiation (CI's compile time), bf16 d128;
 //   softcap and ALiBi: the kernel has the plain path only;
 //   deterministic mode: its add order (the semaphores' ranks, bwd_sm90_tile_order.cuh) counts the
-//     window's key blocks, not the walk's.
+//     window's key blocks, not the walk's (nor a block mask's lists).
 constexpr const char *mask_route_decline(const MaskRouteCall &c) {
   if (c.mask_mod) return "the sm90 backward does not read mask mods' bit tiles (the sm80 family takes mask mods)";
-  if (c.block_mask)
-    return "the sm90 backward has no block masks (its CTAs walk one query-block range per key block; the sm80 "
-           "family takes block masks)";
+  if (c.block_mask && (c.q_block <= 0 || c.kv_block <= 0 || c.q_block % 128 != 0 || c.kv_block % 128 != 0))
+    return "the sm90 backward takes block masks with block sizes that are multiples of 128";
+  if (c.block_mask && c.group > kBlockMaskMaxGroup)
+    return "the sm90 backward takes block masks with GQA groups up to 128 (the sm80 family takes larger ones)";
   if (c.chunk) return "the sm90 backward has no attention_chunk (the sm80 family takes it)";
   if (c.seqused) return "the sm90 backward has no used lengths (seqused_q/k; the sm80 family takes them)";
   if (c.varlen)
-    return "the sm90 backward runs document ids and prefix-LM masks on fixed-length batches only (the sm80 family "
-           "takes variable-length ones)";
-  if (!c.bf16) return "the sm90 backward runs document ids and prefix-LM masks in bf16 only";
+    return "the sm90 backward runs document ids, prefix-LM and block masks on fixed-length batches only (the sm80 "
+           "family takes variable-length ones)";
+  if (!c.bf16) return "the sm90 backward runs document ids, prefix-LM and block masks in bf16 only";
   if (!mask_kernel_takes(c.head_dim) || c.head_dim_v != c.head_dim)
-    return "the sm90 backward runs document ids and prefix-LM masks at head dims 72..128 (multiples of 8) with "
-           "head_dim_v = head_dim";
-  if (c.transforms) return "the sm90 backward has no softcap or ALiBi with document ids or prefix-LM masks";
-  if (c.deterministic) return "the sm90 backward has no deterministic mode with document ids or prefix-LM masks";
+    return "the sm90 backward runs document ids, prefix-LM and block masks at head dims 72..128 (multiples of 8) "
+           "with head_dim_v = head_dim";
+  if (c.transforms) return "the sm90 backward has no softcap or ALiBi with document ids, prefix-LM or block masks";
+  if (c.deterministic) return "the sm90 backward has no deterministic mode with document ids, prefix-LM or block masks";
   return nullptr;
 }
 

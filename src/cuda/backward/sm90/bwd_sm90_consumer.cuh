@@ -62,7 +62,7 @@
 //     where the fused pass gave 0.85-0.87 / 0.75; softcap 30 at d128 0.88-0.92 (fused 0.88-0.90; the
 //     rest is tanh's MUFU op beside exp2's), at d64 0.82-0.84.
 //
-// Mask families (BwdSm90Traits::masks: document ids and prefix-LM lengths, bf16 d128 with dq_lag,
+// Mask families (BwdSm90Traits::masks: document ids, prefix-LM lengths, block masks; bf16 d128 with dq_lag,
 // fixed length, no softcap or ALiBi, not deterministic; cuda/common/mask_ext.cuh has the rules). A
 // CTA walks the query blocks of the pre-pass's range (flash_bwd_sm90.cu, mask_walk_kernel: the
 // window's m_range, all blocks where the key block starts inside the prefix, narrowed to the rows
@@ -71,6 +71,10 @@
 // prefix's end, or with documents unless every row and key of it holds one id (the step's query
 // block's id range, read while the products run, against the keys'); the element rule then reads
 // the thread's two keys' and sixteen rows' ids. Keys wholly inside the prefix ignore the window.
+// With a block mask the steps are the CTA's list (bwd_sm90_tile_order.cuh, block_list: per query
+// head of the group the query blocks whose mask rows name this key block, partial then full), each
+// entry read a step ahead of its LSE / D loads; a full step admits every element, so it is masked
+// only where the edges cut it and reads no ids; a partial step is masked as above.
 //
 // Head dimensions 192 and 256 (SPLIT_D). At D = 256 the layout above would hold dV_w and dK_w, 64 x
 // 256 fp32 each, in 128 + 128 registers per thread: more than the 240 a consumer gets. So the columns
@@ -209,7 +213,9 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   // query blocks descending, the group's heads innermost).
   const int2 mr = walk_range<Cfg>(p, t_);
   const int m_begin = mr.x, m_end = mr.y;
-  const int steps = p.group * (m_end - m_begin);
+  const int steps = walk_steps<Cfg>(p, mr);
+  // A block mask's steps (bwd_sm90_tile_order.cuh, block_list; null: the range above, head by head).
+  [[maybe_unused]] const uint32_t *list = block_list<Cfg>(p, t_);
   // Visibility of (row, key) as d = key - row - shift in [dlo, dhi] (the window; unbounded sides open).
   const int dlo = p.mods.window_left < 0 ? INT_MIN : -p.mods.window_left;
   const int dhi = p.mods.window_right < 0 ? INT_MAX : p.mods.window_right;
@@ -246,6 +252,18 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
   float vec_next[VEC_PER_THREAD];
   const int h_begin = hk * p.group;
   int h = h_begin, m = Cfg::ASCENDING ? m_end - 1 : m_begin;
+  // Block masks: whether the step's mask block is full (no element rule but the sequence's edges),
+  // and the list's entry of step + 1, loaded a step ahead so that the LSE / D loads of step + 1,
+  // which need its head and block, do not wait for the list's load.
+  [[maybe_unused]] int full_block = 0;
+  [[maybe_unused]] uint32_t ahead = 0;
+  if constexpr (Cfg::MASKS) {
+    if (list != nullptr && steps > 0) {
+      const BlockStep s0 = block_step(list[0], h_begin);
+      h = s0.h, m = s0.m, full_block = s0.full;
+      if (steps > 1) ahead = list[1];
+    }
+  }
   // LSE·log2 e and D are prepare's outputs (and with SPLIT_D the adds go into its zeroed accumulator):
   // everything before this (K/V and the first Q/dO stages landing) may overlap prepare's tail.
   grid_dependency_wait();
@@ -290,12 +308,20 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
 #pragma unroll
     for (int j = 0; j < VEC_PER_THREAD; ++j) vec[t + 128 * j] = vec_next[j];
     int m_next, h_next;
+    [[maybe_unused]] int full_next = 0;
     if constexpr (Cfg::ASCENDING) {
       h_next = h + 1 == h_begin + p.group ? h_begin : h + 1;
       m_next = h_next == h_begin ? m - 1 : m;
     } else {
       m_next = m + 1 == m_end ? m_begin : m + 1;
       h_next = m_next == m_begin ? h + 1 : h;
+    }
+    if constexpr (Cfg::MASKS) {
+      if (list != nullptr) {
+        const BlockStep sn = block_step(ahead, h_begin);
+        h_next = sn.h, m_next = sn.m, full_next = sn.full;
+        if (step + 2 < steps) ahead = list[step + 2];
+      }
     }
     if (step + 1 < steps) load_vec(vec_next, h_next, m_next);
     named_barrier_sync(kChunkBarrier + wg, 128);
@@ -316,11 +342,13 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     if constexpr (Cfg::MASKS) {
       // Mask families (header, "Mask families"): keys wholly inside the prefix ignore the window, a
       // block across the prefix's end is element-masked; with documents, a block is whole only if all
-      // its rows and keys hold one id.
+      // its rows and keys hold one id. A block mask's full block admits every element: only the
+      // edges.
       const int prefix = t_.prefix(), k_first = n_block * BN;
       masked = k_first + BN <= prefix ? edges : k_first < prefix || masked;
       const int id_lo = t_.key_id_lo();
       if (p.q_ids != nullptr) masked = masked || !(qid.x == qid.y && qid.x == id_lo && id_lo == t_.key_id_hi());
+      if (full_block) masked = edges;
     }
     const auto visible = [&](int i, int odd) {  // register i (+ odd) of this thread: inside the keys, rows, window
       const int key = key0 + 8 * acc_half(i), row = m * BM + q_base + 8 * acc_group(i) + 2 * q + odd;
@@ -338,9 +366,11 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
         // document, and before the prefix or inside the window. The ids are read here, in partial
         // blocks only: the thread's two keys, then its rows one by one (register i = 4 group + 2 half
         // + odd: row 8 group + 2q + odd, key key0 + 8 half).
+        // A block mask's full block: only the edges (no ids read, every row and key of one "document").
         const int prefix = t_.prefix(), b = t_.b();
-        const int32_t *ids_q = p.doc_q != nullptr ? p.doc_q + int64_t(b) * p.doc_q_stride : nullptr;
-        const int32_t *ids_k = p.doc_q != nullptr ? p.doc_k + int64_t(b) * p.doc_k_stride : nullptr;
+        const bool ids = p.doc_q != nullptr && !full_block;
+        const int32_t *ids_q = ids ? p.doc_q + int64_t(b) * p.doc_q_stride : nullptr;
+        const int32_t *ids_k = ids ? p.doc_k + int64_t(b) * p.doc_k_stride : nullptr;
         int kid[2];
 #pragma unroll
         for (int kh = 0; kh < 2; ++kh) kid[kh] = ids_k != nullptr && key0 + 8 * kh < sk ? ids_k[key0 + 8 * kh] : 0;
@@ -353,7 +383,8 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
 #pragma unroll
             for (int kh = 0; kh < 2; ++kh) {
               const int key = key0 + 8 * kh, d = key - row - shift;
-              const bool vis = key < sk && row < sq && rid == kid[kh] && (key < prefix || (d >= dlo && d <= dhi));
+              const bool vis =
+                  key < sk && row < sq && (full_block || (rid == kid[kh] && (key < prefix || (d >= dlo && d <= dhi))));
               if (!vis) x[4 * grp + 2 * kh + odd] = -INFINITY;
             }
           }
@@ -638,6 +669,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
     st.advance();
     ds_buf ^= 1;
     h = h_next, m = m_next;
+    if constexpr (Cfg::MASKS) full_block = full_next;
   }
   if constexpr (LAG) {
     // The last step's dQ chunk (buffer ds_buf ^ 1), once the partner's half of it is written.

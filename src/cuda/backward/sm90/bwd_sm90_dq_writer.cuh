@@ -78,10 +78,10 @@ __device__ __forceinline__ void dq_writer_step(const BwdSm90Params &p, const uin
 
 // The dQ writer (one warp; lane 0 issues): the consumers' staged chunks into the global accumulator,
 // step by step in the consumers' order (every query block of every query head of the group, head by
-// head). W < 0: one warp for both consumers' chunks; W = w (dq_lag): a warp for consumer w's alone, so
-// that neither consumer's staging waits for the other's chunk to be read (the consumers run up to a
-// step apart there). The two_dq_writers kernels have two writers taking alternate steps
-// (bwd_dq_writer_pair).
+// head; with a block mask the CTA's step list). W < 0: one warp for both consumers' chunks; W = w
+// (dq_lag): a warp for consumer w's alone, so that neither consumer's staging waits for the other's
+// chunk to be read (the consumers run up to a step apart there). The two_dq_writers kernels have two
+// writers taking alternate steps (bwd_dq_writer_pair).
 template <class Cfg, int W = -1>
 __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *smem, TileRef t) {
   static_assert(!Cfg::TWO_WRITERS, "two_dq_writers: bwd_dq_writer_pair");
@@ -89,7 +89,9 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
   const int lane = threadIdx.x % 32, n_block = t.n_block(), hk = t.hk();
   const int2 mr = walk_range<Cfg>(p, t);
   const int m_begin = mr.x, m_end = mr.y;
-  const int steps = p.group * (m_end - m_begin);
+  const int steps = walk_steps<Cfg>(p, mr);
+  // A block mask's steps (null: the range, head by head).
+  [[maybe_unused]] const uint32_t *list = block_list<Cfg>(p, t);
   const bool det = p.dq_sem != nullptr;
   // The accumulator and the semaphores are prepare's (zeroed there): none of its adds, polls or
   // signals before prepare completed (programmatic launch, the kernel's entry).
@@ -100,6 +102,12 @@ __device__ __forceinline__ void bwd_dq_writer(const BwdSm90Params &p, uint8_t *s
   const int h_begin = hk * p.group;
   int h = h_begin, m = m_begin;
   for (int step = 0; step < steps; ++step) {
+    if constexpr (Cfg::MASKS) {
+      if (list != nullptr) {
+        const BlockStep s = block_step(list[step], h_begin);
+        h = s.h, m = s.m;
+      }
+    }
     const int64_t row = accum_row(p, t, h, m, BM);
     int *sem = det ? p.dq_sem + (p.sem_rows == 1 ? row : row / BM) * NWG : nullptr;  // no 64-bit division
     const int rank = det ? last_n_block(p, m, BM, Cfg::BN, t.sq(), t.sk()) - n_block : 0;

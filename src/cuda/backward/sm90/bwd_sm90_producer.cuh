@@ -5,7 +5,8 @@
 // warps arrive on empty once a step's products have read the stage). The steps are every query
 // block of m_range of every query head of the kv head's group, in the walk the consumers and the dQ
 // writer take too: head by head, query blocks ascending; with the ascending deterministic order,
-// query blocks descending with the group's heads innermost (bwd_sm90_tile_order.cuh).
+// query blocks descending with the group's heads innermost; with a block mask the CTA's step list
+// (bwd_sm90_tile_order.cuh).
 // All of this reads only the call's inputs (and the varlen tile list): it runs before the grid
 // dependency wait, overlapping the prepare kernel's tail (flash_bwd_sm90_kernel.cuh).
 #pragma once
@@ -40,6 +41,16 @@ __device__ __forceinline__ void bwd_producer(const BwdSm90Params &p, uint8_t *sm
                            t.q0() + m * Cfg::BM, h, b);
     st.advance();
   };
+  if constexpr (Cfg::MASKS) {  // a block mask: the CTA's step list (bwd_sm90_tile_order.cuh, block_list)
+    if (const uint32_t *list = block_list<Cfg>(p, t)) {
+      const int steps = walk_steps<Cfg>(p, mr), h_begin = hk * p.group;
+      for (int i = 0; i < steps; ++i) {
+        const BlockStep s = block_step(list[i], h_begin);
+        load_step(s.h, s.m);
+      }
+      return;
+    }
+  }
   if constexpr (Cfg::ASCENDING) {  // the ascending order's walk: query blocks descending, the group's heads innermost
     for (int m = mr.y - 1; m >= mr.x; --m)
       for (int hi = 0; hi < p.group; ++hi) load_step(hk * p.group + hi, m);

@@ -131,15 +131,22 @@ struct TileRef {
 // the keys. Thread 0 writes them beside decode_tile's fields, before the CTA's barrier; the table
 // was written by a kernel that completed before prepare started, so it may be read before the grid
 // dependency wait (as the varlen tile list is).
+// With a block mask the walk fields hold {0, the CTA's step count} (block_count, clamped to the
+// list's slots) instead of a query-block range (walk_steps).
 __device__ __forceinline__ void write_mask_walk(const BwdSm90Params &p, const BwdTile &t, int *dst) {
   const int4 w = p.key_walk[int64_t(t.b) * p.num_n_blocks + t.n_block];
   dst[9] = w.x, dst[10] = w.y;
+  if (p.block_steps != nullptr) {
+    const int64_t cta = (int64_t(t.b) * p.heads_kv + t.hk) * p.num_n_blocks + t.n_block;
+    dst[9] = 0, dst[10] = int(min(max(int64_t(p.block_count[cta]), int64_t(0)), p.block_slots));
+  }
   dst[11] = p.prefix != nullptr ? min(max(p.prefix[t.b], 0), t.sk) : 0;
   dst[12] = w.z, dst[13] = w.w;
 }
 
 // The query blocks a CTA walks: m_range, or with the mask families the pre-pass's range (the tile's
-// walk fields). The producer, the consumers and the dQ writer all take it from here.
+// walk fields; with a block mask {0, the step count}: walk_steps, block_list). The producer, the
+// consumers and the dQ writer all take it from here.
 template <class Cfg>
 __device__ __forceinline__ int2 walk_range(const BwdSm90Params &p, TileRef t) {
   if constexpr (Cfg::MASKS) {
@@ -148,6 +155,43 @@ __device__ __forceinline__ int2 walk_range(const BwdSm90Params &p, TileRef t) {
     return m_range(p, t.n_block(), Cfg::BM, Cfg::BN, t.sq(), t.sk());
   }
 }
+
+// The number of steps of the CTA's walk (mr: walk_range): every query block of the range for each
+// query head of the group, or with a block mask the length of the CTA's step list.
+template <class Cfg>
+__device__ __forceinline__ int walk_steps(const BwdSm90Params &p, int2 mr) {
+  if constexpr (Cfg::MASKS) {
+    if (p.block_steps != nullptr) return mr.y;
+  }
+  return p.group * (mr.y - mr.x);
+}
+
+// Block masks: the CTA's step list (null without a block mask), and one step of it. The producer,
+// the consumers and the dQ writer take every step from here, so they walk the same sequence. A step
+// is one query block of BM rows of one query head of the group, and whether its mask block is full
+// (every element admitted but those past the sequence's rows or keys) or partial (the element
+// rules apply); the pre-pass (flash_bwd_sm90.cu, block_walk_kernel) wrote the mask's 128-row (or
+// larger) blocks as their BM-row query blocks, head by head, partial blocks before full ones.
+template <class Cfg>
+__device__ __forceinline__ const uint32_t *block_list(const BwdSm90Params &p, TileRef t) {
+  if constexpr (Cfg::MASKS) {
+    if (p.block_steps != nullptr)
+      return p.block_steps + ((int64_t(t.b()) * p.heads_kv + t.hk()) * p.num_n_blocks + t.n_block()) * p.block_slots;
+  }
+  return nullptr;
+}
+struct BlockStep {
+  int h, m, full;  // query head, query block, full (1) or partial (0)
+};
+__device__ __forceinline__ BlockStep block_step(uint32_t e, int h_begin) {
+  return BlockStep{h_begin + int(e >> 25), int((e >> 1) & 0xffffffu), int(e & 1u)};
+}
+__host__ __device__ constexpr uint32_t encode_block_step(int head_in_group, int m, int full) {
+  return uint32_t(head_in_group) << 25 | uint32_t(m) << 1 | uint32_t(full);
+}
+// The encoding's limits: 7 bits of head in the group (the route takes groups up to 128 with block
+// masks), 24 bits of query block (seqlen_q <= INT32_MAX / 2: at most 2^24 blocks of 64 rows).
+constexpr int kBlockStepMaxGroup = 128;
 
 // The (key block, batch * heads_kv + kv head) of CTA `linear` (the order in the file header): key
 // blocks ascending inside a chunk, descending for the deterministic descending order.

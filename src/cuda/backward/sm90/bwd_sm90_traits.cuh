@@ -69,6 +69,14 @@ struct BwdSm90Params {
   int64_t doc_q_stride, doc_k_stride;
   const int4 *key_walk;
   const int2 *q_ids;
+  // Block masks (flashbox_block_mask; MASKS, fixed length): the pre-pass's step list of each CTA
+  // (flash_bwd_sm90.cu, block_walk_kernel), block_steps[cta * block_slots + i] for i below
+  // block_count[cta], cta = (b * heads_kv + hk) * num_n_blocks + n_block, each step encoded as
+  // (head in the group) << 25 | query block << 1 | full (bwd_sm90_tile_order.cuh, block_step).
+  // Null block_steps: no block mask (the walk is key_walk's range).
+  const uint32_t *block_steps;
+  const int *block_count;
+  int64_t block_slots;
 };
 
 constexpr int kConsumerWarpgroups = 2;
@@ -99,9 +107,10 @@ struct BwdSm90Traits {
   // bwd_dq_writer_pair). Always on with ascending_order; with the descending order its own
   // instantiation, since the writers' alternating barrier ids cost non-deterministic calls 2-4 %.
   bool two_dq_writers = false;
-  // Document ids and prefix-LM lengths (BwdSm90Params' mask fields): the walk over query blocks read
-  // from the pre-pass's table (the keys' documents and the prefix narrow or widen the window's range)
-  // and the element rule in the blocks it leaves partial (bwd_sm90_consumer.cuh, "Mask families").
+  // Document ids, prefix-LM lengths and block masks (BwdSm90Params' mask fields): the walk over query
+  // blocks read from the pre-pass's tables (the keys' documents and the prefix narrow or widen the
+  // window's range; a block mask gives a list of (query head, query block, full) steps instead) and
+  // the element rule in the blocks it leaves partial (bwd_sm90_consumer.cuh, "Mask families").
   bool masks = false;
 };
 

@@ -404,6 +404,106 @@ __global__ void __launch_bounds__(kMaskWalkThreads) mask_walk_kernel(const MaskW
   if (threadIdx.x == 0) a.key_walk[int64_t(b) * a.num_n_blocks + n] = make_int4(mr.x, mr.y, lo, hi);
 }
 
+// Block masks (flashbox_block_mask, fixed length; the main kernel's MASKS configuration): a CTA owns
+// (batch entry, kv head, key block of BN = 128) and walks, for each query head of its GQA group, the
+// query blocks whose mask rows name its mask key block c = n * BN / kv_block_size, partial blocks
+// first, then full ones; a mask query block of q_block_size rows is q_block_size / BM steps of BM =
+// 64 rows (the last one clipped to the real rows). Where the lists differ per query head, so do the
+// walks. The producer, the consumers and the dQ writer must agree on every step, so one pre-pass
+// writes each CTA's steps (bwd_sm90_tile_order.cuh: block_list, block_step) before prepare, like
+// the mask walks above:
+//   block_walk_kernel: one warp per CTA, the lists of each head of the group read 32 entries at a
+//     time, each valid entry expanded into its steps at its place of a warp prefix sum. The lists
+//     are the q_* transposes (FlexAttention's BlockMask always carries them) or, without them, the
+//     marks below. Counts are clamped to [0, min(max_q_blocks, num_q_blocks)] and indices outside
+//     [0, num_q_blocks) skipped (the tables are device memory the host never reads: a malformed table
+//     changes values inside the outputs, never an address outside them).
+//   block_marks_kernel (no q_*): kv_* inverted into a byte per (mask batch, mask head, key block,
+//     query block) and kind (partial, full), zeroed first; a thread per listed entry stores a 1
+//     (idempotent, no atomics), so the walk's order is the query blocks ascending whatever the
+//     lists' order. Rather than declining calls without q_*: the pass is O(listed entries) plus
+//     batch x heads x num_kv_blocks x num_q_blocks bytes (a mask of T = 8192 in 128 x 128 blocks:
+//     4 KB per (batch, head)), small beside the backward, and the forward reads kv_* alone too.
+// The list's slots per CTA: group x kinds x min(max_q_blocks, num_q_blocks) (num_q_blocks with
+// the marks) x q_block_size / BM, the most a (clamped) table can list.
+struct BlockWalkArgs {
+  const int32_t *num[2], *idx[2];  // partial, full: the q_* lists (null: that kind absent or the marks)
+  const uint8_t *marks[2];         // no q_*: the marks of each kind (null: that kind absent)
+  int64_t mask_batch, mask_heads, max_q_blocks;
+  int num_q_blocks, num_kv_blocks, q_steps, kv_div;  // q_steps = q_block_size / BM, kv_div = kv_block_size / BN
+  int heads_kv, group, num_n_blocks, num_m_blocks;
+  int64_t slots;
+  int *count;       // [batch * heads_kv * num_n_blocks]
+  uint32_t *steps;  // [batch * heads_kv * num_n_blocks, slots]
+};
+
+__global__ void __launch_bounds__(32) block_walk_kernel(const BlockWalkArgs a) {
+  const int64_t cta = blockIdx.x;
+  const int n = int(cta % a.num_n_blocks);
+  const int64_t bhk = cta / a.num_n_blocks;
+  const int hk = int(bhk % a.heads_kv);
+  const int64_t b = bhk / a.heads_kv;
+  const int c = n / a.kv_div, lane = int(threadIdx.x), nqb = a.num_q_blocks;
+  uint32_t *out = a.steps + cta * a.slots;
+  int64_t pos = 0;
+  for (int hi = 0; hi < a.group; ++hi) {
+    const int64_t h = int64_t(hk) * a.group + hi;
+    const int64_t row =
+        ((a.mask_batch == 1 ? 0 : b) * a.mask_heads + (a.mask_heads == 1 ? 0 : h)) * a.num_kv_blocks + c;
+    for (int kind = 0; kind < 2; ++kind) {
+      // (selected, not indexed by kind: an indexed parameter array went to the stack)
+      const uint8_t *kind_marks = kind == 0 ? a.marks[0] : a.marks[1];
+      const int32_t *kind_num = kind == 0 ? a.num[0] : a.num[1], *kind_idx = kind == 0 ? a.idx[0] : a.idx[1];
+      const uint8_t *marks = kind_marks != nullptr ? kind_marks + row * nqb : nullptr;
+      const int32_t *list = kind_num != nullptr ? kind_idx + row * a.max_q_blocks : nullptr;
+      if (marks == nullptr && list == nullptr) continue;
+      const int count =
+          marks != nullptr ? nqb : int(std::clamp<int64_t>(kind_num[row], 0, std::min<int64_t>(a.max_q_blocks, nqb)));
+      for (int j0 = 0; j0 < count; j0 += 32) {
+        const int j = j0 + lane;
+        int r = -1;
+        if (j < count) r = marks != nullptr ? (marks[j] != 0 ? j : -1) : list[j];
+        // The query block's steps (r < num_q_blocks: its first row, hence its first step, is a real one).
+        const int e = r >= 0 && r < nqb ? min(a.q_steps, a.num_m_blocks - r * a.q_steps) : 0;
+        int incl = e;
+        for (int off = 1; off < 32; off *= 2) {
+          const int v = __shfl_up_sync(0xffffffffu, incl, off);
+          if (lane >= off) incl += v;
+        }
+        const int64_t at = pos + incl - e;
+        for (int s = 0; s < e; ++s)
+          if (at + s < a.slots) out[at + s] = encode_block_step(hi, r * a.q_steps + s, kind);
+        pos += __shfl_sync(0xffffffffu, incl, 31);
+      }
+    }
+  }
+  if (lane == 0) a.count[cta] = int(std::min(pos, a.slots));
+}
+
+struct BlockMarksArgs {
+  const int32_t *num[2], *idx[2];            // partial, full: kv_* (null full: none)
+  int64_t rows, max_kv_blocks;               // rows: mask_batch * mask_heads * num_q_blocks
+  int num_q_blocks, num_kv_blocks, per_row;  // per_row: min(max_kv_blocks, num_kv_blocks), the most a row lists
+  uint8_t *marks[2];                         // [mask_batch * mask_heads, num_kv_blocks, num_q_blocks], zeroed
+};
+
+__global__ void block_marks_kernel(const BlockMarksArgs a) {
+  const int64_t total = a.rows * 2 * a.per_row;
+  for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < total; x += int64_t(gridDim.x) * blockDim.x) {
+    const int j = int(x % a.per_row);
+    const int kind = int(x / a.per_row % 2);
+    const int64_t row = x / (2 * a.per_row);  // (mask batch * mask heads + mask head) * num_q_blocks + r
+    const int32_t *num = kind == 0 ? a.num[0] : a.num[1], *idx = kind == 0 ? a.idx[0] : a.idx[1];
+    if (num == nullptr) continue;
+    const int count = int(std::clamp<int64_t>(num[row], 0, a.per_row));
+    if (j >= count) continue;
+    const int c = idx[row * a.max_kv_blocks + j];
+    if (c < 0 || c >= a.num_kv_blocks) continue;
+    const int64_t bh = row / a.num_q_blocks, r = row % a.num_q_blocks;
+    (kind == 0 ? a.marks[0] : a.marks[1])[(bh * a.num_kv_blocks + c) * a.num_q_blocks + r] = 1;
+  }
+}
+
 // The instantiation's query and key block sizes (which instantiation serves a head_dim, and its
 // accumulator's row width: bwd_route.hpp, kernel_head_dim and accum_d_for).
 int block_m_for(int kd) { return kd == 64 || kd == 32 ? 128 : 64; }
@@ -464,9 +564,15 @@ struct Launch {
   bool qdesc;   // deterministic in the ascending order (det_walk.hpp): the ascending_order instantiation of kd
   bool capsel;  // d64 softcap: the softcap_select instantiation
   bool dqpair;  // deterministic bf16 d64 in the descending order: the two_dq_writers instantiation
-  bool masks;                     // document ids / prefix-LM lengths: the mask-family instantiation
+  bool masks;   // document ids / prefix-LM lengths / block masks: the mask-family instantiation
   MaskWalkArgs walk;              // masks: the pre-pass (walk_bytes of scratch, after the list)
   int64_t walk_bytes;
+  // Block masks (block_walk_kernel; after the mask walks' tables): the CTAs' counts (block_count_bytes,
+  // a multiple of 16) and step lists (block_step_bytes), and without q_* the marks (marks_bytes,
+  // two planes of marks_bytes / 2, zeroed by a memset, block_marks_kernel); all 0 without a block mask.
+  BlockWalkArgs block;
+  BlockMarksArgs marks;
+  int64_t block_count_bytes, block_step_bytes, marks_bytes;
   cuda::bwd::SinkGradArgs sink;  // a learnable sink's gradient (sinks null: none); dsum set by the run
   cudaStream_t stream;
 };
@@ -515,11 +621,13 @@ int run(const Launch &l) {
   cudaError_t e = lse_log2.allocate(l.vec_bytes);
   if (e == cudaSuccess) e = dsum.allocate(l.vec_bytes);
   // then the semaphores, the list, the mask walks
-  if (e == cudaSuccess) e = dq_accum.allocate(l.dq_accum_bytes + l.sem_bytes + l.list_bytes + l.walk_bytes);
+  const int64_t block_bytes = l.block_count_bytes + l.block_step_bytes + l.marks_bytes;
+  if (e == cudaSuccess)
+    e = dq_accum.allocate(l.dq_accum_bytes + l.sem_bytes + l.list_bytes + l.walk_bytes + block_bytes);
   if (e == cudaErrorMemoryAllocation)
     return fail(FLASHBOX_ERR_OUT_OF_MEMORY, "cuda backward: cannot allocate " +
                                                 std::to_string(2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes +
-                                                               l.list_bytes + l.walk_bytes) +
+                                                               l.list_bytes + l.walk_bytes + block_bytes) +
                                                 " bytes of scratch");
   if (e != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "cudaMallocAsync"));
 
@@ -553,6 +661,28 @@ int run(const Launch &l) {
     const int64_t ctas = int64_t(walk.batch) * (walk.num_n_blocks + (walk.doc_q != nullptr ? walk.num_m_blocks : 0));
     mask_walk_kernel<<<unsigned(ctas), kMaskWalkThreads, 0, stream>>>(walk);
     if ((e = cudaGetLastError()) != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "mask walk launch"));
+  }
+  // A block mask's step lists (block_walk_kernel), after the marks from kv_* where q_* is absent;
+  // launched normally like the mask walks (read before the main kernel's grid dependency wait).
+  if (l.block_count_bytes > 0 && int64_t(l.p.num_bh) * l.p.num_n_blocks > 0) {
+    uint8_t *at = dq_accum.as<uint8_t>() + l.dq_accum_bytes + l.sem_bytes + l.list_bytes + l.walk_bytes;
+    BlockWalkArgs block = l.block;
+    p.block_count = block.count = reinterpret_cast<int *>(at);
+    p.block_steps = block.steps = reinterpret_cast<uint32_t *>(at + l.block_count_bytes);
+    if (l.marks_bytes > 0) {
+      uint8_t *planes = at + l.block_count_bytes + l.block_step_bytes;
+      if ((e = cudaMemsetAsync(planes, 0, size_t(l.marks_bytes), stream)) != cudaSuccess)
+        return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "block marks memset"));
+      BlockMarksArgs marks = l.marks;
+      marks.marks[0] = planes, marks.marks[1] = marks.num[1] != nullptr ? planes + l.marks_bytes / 2 : nullptr;
+      block.marks[0] = marks.marks[0], block.marks[1] = marks.marks[1];
+      const int64_t threads = marks.rows * 2 * marks.per_row;
+      const unsigned blocks = unsigned(std::clamp<int64_t>((threads + 255) / 256, 1, 65535));
+      block_marks_kernel<<<blocks, 256, 0, stream>>>(marks);
+      if ((e = cudaGetLastError()) != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "block marks launch"));
+    }
+    block_walk_kernel<<<unsigned(int64_t(l.p.num_bh) * l.p.num_n_blocks), 32, 0, stream>>>(block);
+    if ((e = cudaGetLastError()) != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "block walk launch"));
   }
 
   // prepare is launched normally: its inputs (O, dO, LSE) come from whatever ran before in the stream.
@@ -631,8 +761,8 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   using sm90::TensorView;
   const Problem &a = g.fwd;
   const bool varlen = a.varlen();
-  // The mask families: document ids and prefix-LM lengths on their own instantiation (d128, which
-  // serves head dims 72..128), the rest declined (bwd_route.hpp, mask_route_decline).
+  // The mask families: document ids, prefix-LM lengths and block masks on their own instantiation
+  // (d128, which serves head dims 72..128), the rest declined (bwd_route.hpp, mask_route_decline).
   const bool masks = !mask_family_in_use(a).empty();
   if (masks) {
     MaskRouteCall c;
@@ -642,6 +772,7 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
     c.varlen = varlen, c.bf16 = a.dtype == FLASHBOX_BFLOAT16, c.deterministic = g.deterministic != 0;
     c.transforms = a.mods.softcap != 0.0f || a.mods.alibi_slopes != nullptr;
     c.head_dim = a.head_dim, c.head_dim_v = a.head_dim_v;
+    c.group = a.group, c.q_block = a.block_mask.q_block_size, c.kv_block = a.block_mask.kv_block_size;
     if (const char *reason = mask_route_decline(c))
       return PlanResult::no(std::string(reason) + " (got " + mask_family_in_use(a) + ", head_dim " +
                             std::to_string(a.head_dim) + ")");
@@ -713,9 +844,52 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   // The mask walks' tables (mask_walk_kernel): an int4 per (batch entry, key block), with documents
   // an int2 per (batch entry, query block).
   l.walk_bytes = masks ? a.batch * n_blocks * 16 + (a.mods.doc_q != nullptr ? a.batch * m_blocks * 8 : 0) : 0;
+  // A block mask's step lists (block_walk_kernel): a count per CTA (rounded up to 16 bytes), `slots`
+  // steps per CTA, and without the q_* transposes the marks built from kv_* (a byte per mask (batch,
+  // head, key block, query block) and kind).
+  const flashbox_block_mask &bmk = a.block_mask;
+  const bool blocks = masks && bmk.kv_num_blocks != nullptr;
+  const bool transposes = blocks && bmk.q_num_blocks != nullptr && bmk.q_indices != nullptr;
+  const bool full_kind = blocks && (transposes ? bmk.full_q_num_blocks != nullptr && bmk.full_q_indices != nullptr
+                                               : bmk.full_kv_num_blocks != nullptr && bmk.full_kv_indices != nullptr);
+  l.block_count_bytes = l.block_step_bytes = l.marks_bytes = 0;
+  if (blocks) {
+    const int64_t nqb = (a.seqlen_q + bmk.q_block_size - 1) / bmk.q_block_size;
+    const int64_t nkvb = (a.seqlen_k + bmk.kv_block_size - 1) / bmk.kv_block_size;
+    const int64_t cap = transposes ? std::min(bmk.max_q_blocks, nqb) : nqb;
+    const int64_t q_steps = bmk.q_block_size / bm;
+    const int64_t slots = a.group * (full_kind ? 2 : 1) * std::max<int64_t>(cap, 0) * q_steps;
+    const int64_t cta_count = a.batch * a.heads_kv * n_blocks;
+    l.block_count_bytes = (cta_count * 4 + 15) / 16 * 16;
+    l.block_step_bytes = (cta_count * slots * 4 + 15) / 16 * 16;
+    const int64_t plane = bmk.batch * bmk.heads * nkvb * nqb;
+    l.marks_bytes = transposes ? 0 : (full_kind ? 2 : 1) * ((plane + 15) / 16 * 16);
+    BlockWalkArgs &w = l.block;
+    w = BlockWalkArgs{};
+    if (transposes) {
+      w.num[0] = bmk.q_num_blocks, w.idx[0] = bmk.q_indices;
+      if (full_kind) w.num[1] = bmk.full_q_num_blocks, w.idx[1] = bmk.full_q_indices;
+    }
+    w.mask_batch = bmk.batch, w.mask_heads = bmk.heads, w.max_q_blocks = bmk.max_q_blocks;
+    w.num_q_blocks = int(nqb), w.num_kv_blocks = int(nkvb), w.q_steps = int(q_steps);
+    w.kv_div = int(bmk.kv_block_size / bn);
+    w.heads_kv = int(a.heads_kv), w.group = int(a.group);
+    w.num_n_blocks = int(n_blocks), w.num_m_blocks = int(m_blocks);
+    w.slots = slots;
+    BlockMarksArgs &mk = l.marks;
+    mk = BlockMarksArgs{};
+    if (!transposes) {
+      mk.num[0] = bmk.kv_num_blocks, mk.idx[0] = bmk.kv_indices;
+      if (full_kind) mk.num[1] = bmk.full_kv_num_blocks, mk.idx[1] = bmk.full_kv_indices;
+      mk.rows = bmk.batch * bmk.heads * nqb, mk.max_kv_blocks = bmk.max_kv_blocks;
+      mk.num_q_blocks = int(nqb), mk.num_kv_blocks = int(nkvb);
+      mk.per_row = int(std::clamp<int64_t>(std::min(bmk.max_kv_blocks, nkvb), 0, INT32_MAX));
+    }
+  }
   std::string name = "cuda_flash_bwd_sm90_d" + std::to_string(kd);
   if (kdv != 0) name += "_dv" + std::to_string(kdv);
   if (masks) name += "_masks";
+  if (blocks) name += transposes ? "_blocks" : "_blocks_marks";
   if (mods.window_left >= 0 || (mods.window_right >= 0 && !a.causal)) name += "_window";
   if (mods.capped()) name += "_softcap";
   if (mods.alibi()) name += "_alibi";
@@ -730,7 +904,10 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   // d128 outside the ascending order runs the dq_lag schedule, bf16 and fp16 (bwd_sm90_consumer.cuh
   // header "dQ one step late"): the name says which schedule ran.
   if (kd == 128 && !qdesc) name += "_dqlag";
-  Plan plan{std::move(name), 2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes + l.list_bytes + l.walk_bytes, {}};
+  Plan plan{std::move(name),
+            2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes + l.list_bytes + l.walk_bytes + l.block_count_bytes +
+                l.block_step_bytes + l.marks_bytes,
+            {}};
   if (size_only) return {std::move(plan)};
 
   l.bf16 = a.dtype == FLASHBOX_BFLOAT16, l.kd = kd, l.kdv = kdv, l.qdesc = qdesc;
@@ -768,6 +945,7 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   p.unit_log2 = (mods.capped() ? mods.softcap : a.scale) * kLog2e;
   p.scale = a.scale, p.scale_log2 = a.scale_log2;
   if (masks) {  // the tables' pointers are set by the run (scratch)
+    p.block_slots = blocks ? l.block.slots : 0;  // block_steps, block_count: the run's
     p.doc_q = a.mods.doc_q, p.doc_k = a.mods.doc_k, p.prefix = a.mods.prefix;
     p.doc_q_stride = a.mods.doc_q_stride, p.doc_k_stride = a.mods.doc_k_stride;
     l.walk = MaskWalkArgs{p.doc_q,        p.doc_k,      p.prefix,      p.doc_q_stride, p.doc_k_stride, mods,

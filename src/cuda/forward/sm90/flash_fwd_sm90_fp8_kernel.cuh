@@ -35,6 +35,11 @@
 // (windows, softcap, ALiBi, sinks, varlen, head_dim_v != head_dim).
 // Epilogue: O * v_descale / l rounded to the output dtype and stored from registers (4-byte stores: a
 // quad writes 16 contiguous bytes of a row), LSE (natural log) from the lanes that own column 0.
+// Scheduling: the bf16 kernel's (flash_fwd_sm90_pipeline.cuh): a persistent grid (one CTA per SM)
+// walks the tiles in a snake over rounds of the longest-first order, or one CTA per tile (the plan's
+// choice, tile_policy.hpp); the rings' (stage, parity), the Q buffer's parity and the ping-pong turns
+// run on across a CTA's tiles, and Q is released after a tile's last S = Q K^T, so the next tile's Q
+// loads under the last P.V and the epilogue (O leaves from registers, not through Q's buffer).
 // Head dims: D = 128 (head_dim 16..128, multiples of 16) and D = 256 (144..256); a head_dim below D is
 // served by the TMA's zero fill (as the bf16 kernel: columns past head_dim add zeros to S, and O's
 // columns past it are never stored).
@@ -44,6 +49,7 @@
 #include <cuda_fp16.h>
 #include <cstdint>
 
+#include "cuda/forward/sm90/flash_fwd_sm90_pipeline.cuh"
 #include "cuda/hopper/async_copy.cuh"
 #include "cuda/hopper/fragment.cuh"
 #include "cuda/hopper/online_softmax.cuh"
@@ -67,6 +73,7 @@ struct FwdFp8Params {
   CUtensorMap tm_q, tm_k, tm_vt;
   TmaOrder ord_q, ord_k;
   int seqlen_q, seqlen_k, heads_q, heads_kv, group, batch, num_m_blocks, num_tiles;
+  int section_heads;  // (batch, head) pairs per L2 section of the tile order (decode_fixed_tile)
   int causal;
   float scale;  // softmax scale (the call's, before the descales)
   // fp32 [batch, heads_kv] descales, element (b, g) at b * stride[0] + g * stride[1]; null = 1.
@@ -99,17 +106,12 @@ struct Fp8Config {
 // Named barriers: 0 is __syncthreads; 1 and 2 the ping-pong turns of the two consumer warpgroups.
 constexpr int kTurnBarrier = 1;
 
-struct Barriers {
-  uint64_t *full_q, *empty_q, *full_k, *empty_k, *full_v, *empty_v;
-};
-
-// Tile t: head by head ((batch, head) pairs in order), inside a head the longest query block first.
-struct Tile {
-  int m_block, h, b;
-};
+// Tile t in the bf16 kernel's fixed-length order (flash_fwd_sm90_pipeline.cuh): L2 sections of
+// heads, the longest query block first inside one; CTAs take positions in a snake over rounds
+// (tile_position), on a grid of one CTA per tile or a persistent one (one CTA per SM).
+using Tile = FixedTile;
 __device__ __forceinline__ Tile decode_tile(const FwdFp8Params &p, int t) {
-  const int hb = t / p.num_m_blocks;
-  return {p.num_m_blocks - 1 - (t - hb * p.num_m_blocks), hb % p.heads_q, hb / p.heads_q};
+  return decode_fixed_tile(t, p.num_m_blocks, p.num_tiles / p.num_m_blocks, p.section_heads, p.heads_q);
 }
 
 // The K/V blocks the rows [r_first, r_last] see: [0, n_end); blocks from full_end on need a mask
@@ -158,8 +160,11 @@ __device__ __forceinline__ void producer(const FwdFp8Params &p, uint8_t *smem, B
     tma_load_4d(smem + Cfg::V_OFF + stage * Cfg::KV_BYTES, &p.tm_vt, bars.full_v + stage, n_block * Cfg::BN, 0, hk, b);
     ++vs;
   };
-  int round = 0;
-  for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x, ++round) {
+  // The Q-buffer parity follows from `round`, which counts this CTA's tiles (only the last round can
+  // skip one).
+  for (int round = 0; round * int(gridDim.x) < p.num_tiles; ++round) {
+    const int t = tile_position(round);
+    if (t >= p.num_tiles) continue;
     const Tile tile = decode_tile(p, t);
     const BlockRange range = tile_range(p, tile.m_block, Cfg::BM, Cfg::BN);
     const int hk = tile.h / p.group, last = range.n_end - 1;
@@ -373,7 +378,9 @@ __device__ __forceinline__ void consumer(const FwdFp8Params &p, uint8_t *smem, B
   if (wg == Cfg::NWG - 1) named_barrier_arrive(kTurnBarrier, 256);  // group 0 first
   uint32_t q_parity = 0;
   const float log2e = 1.44269504088896341f;
-  for (int tile_idx = blockIdx.x; tile_idx < p.num_tiles; tile_idx += gridDim.x) {
+  for (int round = 0; round * int(gridDim.x) < p.num_tiles; ++round) {
+    const int tile_idx = tile_position(round);
+    if (tile_idx >= p.num_tiles) continue;
     const Tile tile = decode_tile(p, tile_idx);
     const int hk = tile.h / p.group;
     // A descale of 0 (an all-zero tensor's amax scale) makes every score 0; the floor keeps
@@ -406,29 +413,11 @@ template <class Cfg>
 __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_fwd_sm90_fp8_kernel(const __grid_constant__ FwdFp8Params p) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  uint64_t *bar = reinterpret_cast<uint64_t *>(smem + Cfg::BAR_OFF);
-  const Barriers bars{
-      bar, bar + 1, bar + 2, bar + 2 + Cfg::STAGES, bar + 2 + 2 * Cfg::STAGES, bar + 2 + 3 * Cfg::STAGES};
-  if (threadIdx.x == 0) {
-    mbar_init(bars.full_q, 1);
-    mbar_init(bars.empty_q, 4 * Cfg::NWG);  // every consumer warp, after the tile's last S
-    for (int s = 0; s < Cfg::STAGES; ++s) {
-      mbar_init(bars.full_k + s, 1);
-      mbar_init(bars.full_v + s, 1);
-      mbar_init(bars.empty_k + s, 4 * Cfg::NWG);
-      mbar_init(bars.empty_v + s, 4 * Cfg::NWG);
-    }
-    mbar_init_fence();
-  }
-  __syncthreads();
-  const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
-  if (wg == 0) {
-    setmaxnreg_dec<Cfg::PRODUCER_REGS>();
-    if (threadIdx.x == 0) producer<Cfg>(p, smem, bars);
-  } else {
-    setmaxnreg_inc<Cfg::CONSUMER_REGS>();
-    consumer<Cfg>(p, smem, bars, wg - 1);
-  }
+  // Q is free once every consumer warp has seen the tile's last S = Q K^T (O leaves from registers).
+  const Barriers bars =
+      setup_barriers<Cfg::STAGES, Cfg::NWG>(reinterpret_cast<uint64_t *>(smem + Cfg::BAR_OFF), 4 * Cfg::NWG);
+  split_roles<Cfg::PRODUCER_REGS, Cfg::CONSUMER_REGS>([&] { producer<Cfg>(p, smem, bars); },
+                                                      [&](int wg) { consumer<Cfg>(p, smem, bars, wg); });
 }
 
 }  // namespace flashbox::sm90::fp8

@@ -18,7 +18,9 @@
 // T = 2048 the pre-pass moves 0.5 MB per head where the forward does 2 GFLOP, well under 1 % of the
 // forward's time at 3 TB/s against 1 PFLOP/s. The pre-pass was chosen because it keeps the kernel
 // the bf16 kernel's shape (a V^T stage is loaded by the TMA like a K stage) and costs the main loop
-// nothing. Its key order is permuted inside every 16 keys (key_of_position below) so that the fp32
+// nothing; the kernel is launched as the pre-pass's programmatic dependent, so the pre-pass's launch
+// gap and tail overlap this kernel's set-up and first Q and K loads (the producer waits for it only
+// before the first V^T load). Its key order is permuted inside every 16 keys (key_of_position below) so that the fp32
 // accumulator of S = Q K^T converts to the e4m3 A fragment of P (cuda/hopper/wgmma_fp8.cuh) in place,
 // register by register, without shuffles: the product sums over positions, and position c of P and
 // of V^T hold the same key.
@@ -52,6 +54,7 @@
 #include "cuda/forward/sm90/flash_fwd_sm90_pipeline.cuh"
 #include "cuda/hopper/async_copy.cuh"
 #include "cuda/hopper/fragment.cuh"
+#include "cuda/hopper/grid_dependency.cuh"
 #include "cuda/hopper/online_softmax.cuh"
 #include "cuda/hopper/tma_host.hpp"
 #include "cuda/hopper/wgmma.cuh"
@@ -152,8 +155,13 @@ __device__ __forceinline__ void producer(const FwdFp8Params &p, uint8_t *smem, B
                                 bars.full_k + stage, n_block * Cfg::BN, hk, b);
     ++ks;
   };
-  // V^T's map is {keys, head_dim, heads_kv, batch}: one box of D rows x BN keys.
+  // V^T's map is {keys, head_dim, heads_kv, batch}: one box of D rows x BN keys. The kernel is the
+  // pre-pass's programmatic dependent (flash_fwd_sm90_fp8_launch.hpp): V^T is read only once that grid
+  // has completed (this is the only thread that reads it; Q and K were written before the pre-pass
+  // started, so their loads need no wait).
+  bool vt_ready = false;
   const auto load_v = [&](int n_block, int hk, int b) {
+    if (!vt_ready) grid_dependency_wait(), vt_ready = true;
     const uint32_t stage = vs % Cfg::STAGES, phase = (vs / Cfg::STAGES) & 1;
     mbar_wait(bars.empty_v + stage, phase ^ 1);
     mbar_expect_tx_arrive(bars.full_v + stage, Cfg::KV_BYTES);
@@ -180,6 +188,9 @@ __device__ __forceinline__ void producer(const FwdFp8Params &p, uint8_t *smem, B
     }
     load_v(0, hk, tile.b);
   }
+  // A CTA without a V^T load still ends after the pre-pass, so that the grid's completion (which the
+  // stream's next work and the scratch's stream-ordered free wait for) implies the pre-pass's.
+  if (!vt_ready) grid_dependency_wait();
 }
 
 // S = Q K^T for one warpgroup's 64 rows: D/32 k-steps of 32 bytes, four per 128-byte panel.

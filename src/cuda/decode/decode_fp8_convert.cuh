@@ -1,4 +1,4 @@
-// FP8 e4m3 cache rows to the 16-bit tiles the decode kernel's mma.sync reads, and back (the append).
+// FP8 e4m3 cache bytes to the 16-bit mma.sync operands of the decode kernel, and back (the append).
 //
 // Load side, exact and the same on sm_80 and sm_90: an e4m3 byte s.eeee.mmm placed as the fp16 bit
 // pattern s.0eeee.mmm0000000 is the fp16 number e4m3 * 2^-8, for normals (exponent bias 7 against
@@ -26,17 +26,14 @@ namespace flashbox::cuda::decode {
 // What the 16-bit values of a converted row are worth: e4m3 value * kFp8RowScale.
 constexpr float kFp8RowScale = 1.0f / 256.0f;
 
-// Bytes 0, 1 (hi = false) or 2, 3 (hi = true) of `w` as an fp16x2 of e4m3 * 2^-8 (low byte -> low half).
-template <bool kHi>
-__device__ __forceinline__ uint32_t e4m3x2_to_half2_scaled(uint32_t w) {
-  const uint32_t t = __byte_perm(w, 0u, kHi ? 0x3424u : 0x1404u);  // byte << 8 in each half
+// The 16-bit pair from `t`, whose bytes 1 and 3 are two e4m3 codes (bytes 0 and 2 are ignored): as
+// an fp16x2 of e4m3 * 2^-8 (byte 1 -> low half).
+__device__ __forceinline__ uint32_t e4m3_bytes13_to_half2_scaled(uint32_t t) {
   return (t & 0x80008000u) | ((t >> 1) & 0x3f803f80u);
 }
 
 // The same pair as a bf16x2 of e4m3 * 2^-8 (exact: see above).
-template <bool kHi>
-__device__ __forceinline__ uint32_t e4m3x2_to_bf162_scaled(uint32_t w) {
-  const uint32_t t = __byte_perm(w, 0u, kHi ? 0x3424u : 0x1404u);  // byte << 8 in each half
+__device__ __forceinline__ uint32_t e4m3_bytes13_to_bf162_scaled(uint32_t t) {
   const uint32_t tiny = (t & 0x80008000u) | ((t >> 4) & 0x07f007f0u);  // e4m3 * 2^-120
   __nv_bfloat162 b;
   __builtin_memcpy(&b, &tiny, 4);
@@ -49,23 +46,20 @@ __device__ __forceinline__ uint32_t e4m3x2_to_bf162_scaled(uint32_t w) {
   return out;
 }
 
-// 16 e4m3 bytes -> 16 values of T (fp16 or bf16) worth e4m3 * 2^-8, as two 16-byte chunks.
-template <bool kToBf16>
-__device__ __forceinline__ void e4m3x16_to_16bit(const uint4 in, uint4 &lo, uint4 &hi) {
-  const uint32_t w[4] = {in.x, in.y, in.z, in.w};
-  uint32_t o[8];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    if constexpr (kToBf16) {
-      o[2 * i] = e4m3x2_to_bf162_scaled<false>(w[i]);
-      o[2 * i + 1] = e4m3x2_to_bf162_scaled<true>(w[i]);
-    } else {
-      o[2 * i] = e4m3x2_to_half2_scaled<false>(w[i]);
-      o[2 * i + 1] = e4m3x2_to_half2_scaled<true>(w[i]);
-    }
-  }
-  lo = make_uint4(o[0], o[1], o[2], o[3]);
-  hi = make_uint4(o[4], o[5], o[6], o[7]);
+// Bytes 0, 1 (kHi = false) or 2, 3 (kHi = true) of `w` as a 16-bit pair of T's kind (fp16x2 or
+// bf16x2) worth e4m3 * 2^-8, the lower byte in the low half: one byte permute, then the moves above.
+template <bool kToBf16, bool kHi>
+__device__ __forceinline__ uint32_t e4m3x2_to_16bit_scaled(uint32_t w) {
+  const uint32_t t = __byte_perm(w, w, kHi ? 0x3322u : 0x1100u);  // bytes 1 and 3 carry the codes
+  return kToBf16 ? e4m3_bytes13_to_bf162_scaled(t) : e4m3_bytes13_to_half2_scaled(t);
+}
+
+// Byte kByte of `a` (low half) and of `b` (high half) as an fp16x2 of e4m3 * 2^-8: the same column of
+// two cache rows, one byte permute and the moves above.
+template <int kByte>
+__device__ __forceinline__ uint32_t e4m3_column_pair_to_half2_scaled(uint32_t a, uint32_t b) {
+  constexpr uint32_t kSel = ((4u + kByte) << 12) | ((4u + kByte) << 8) | (uint32_t(kByte) << 4) | uint32_t(kByte);
+  return e4m3_bytes13_to_half2_scaled(__byte_perm(a, b, kSel));
 }
 
 // Two values into e4m3 (x in the low byte): x / descale rounded to nearest even, saturated; 0 for a

@@ -21,11 +21,14 @@
 // Masking (causal bottom-right, window, leftpad, the split's own range) is one compare per score
 // against per-row key bounds; keys past the range are zero-filled copies, so P * V never meets garbage.
 // FP8 e4m3 cache (C = __nv_fp8_e4m3): the ring holds the cache's bytes as they are in HBM (half of a
-//            16-bit cache's, so one 16-byte copy brings 16 elements; unswizzled rows), and each warp
-//            converts only the 16 keys it multiplies, K and V, into its own 16-bit [16][D] tiles
-//            (decode_fp8_convert.cuh: exact, values * 2^-8), between two __syncwarp and with no CTA
-//            barrier; the mma code then reads those tiles as it reads the 16-bit ring. K in the
-//            dtype of q; V always in fp16, with P packed in fp16 (P <= 1: more mantissa than bf16).
+//            16-bit cache's, so one 16-byte copy brings 16 elements; rows swizzled for the loads
+//            below), and each lane loads the bytes of its own mma.sync B fragments with 16-byte (D64
+//            V: 8-byte) shared loads and converts them in registers (decode_fp8_convert.cuh: exact,
+//            values * 2^-8), no 16-bit copy in shared memory: decode_fp8_fragments.cuh says how the
+//            head-dim columns, the keys and O's columns are relabelled to make every lane's bytes
+//            contiguous (Q's fragments and the scores' masks follow; the merge undoes O's order).
+//            K in the dtype of q; V always in fp16, with P packed in fp16 (P <= 1: more mantissa
+//            than bf16).
 //            The descales are folded: k_descale[b, g] * 2^8 into the score scale, v_descale[b, g] *
 //            2^8 into the output's normalisation (once per row at the end; the split partials are
 //            linear in V, so the combine is unchanged).
@@ -44,6 +47,7 @@
 #include "cuda/common/mma.cuh"
 #include "cuda/common/sink.cuh"
 #include "cuda/decode/decode_fp8_convert.cuh"
+#include "cuda/decode/decode_fp8_fragments.cuh"
 #include "cuda/decode/decode_params.hpp"
 
 namespace flashbox::cuda::decode {
@@ -58,10 +62,11 @@ constexpr int kTileRows = 16;   // query rows per CTA (one mma M tile)
 // 8 stages was slower). More bytes in flight than the DRAM needs made it slower, not faster.
 template <int D>
 constexpr int kDefaultStages = D == 64 ? 4 : 2;
-// The e4m3 cache's ring (stages half the bytes): D64 4 x 8 KB, D128 4 x 16 KB (2 CTAs per SM with the
-// conversion tiles, 48 KB in flight each, as many bytes as the 16-bit D128 ring keeps), D256 2 x 32 KB
-// (the most that fits beside its 64 KB of conversion tiles under sm_80's 163 KB per CTA). Not yet
-// measured on a GPU.
+// The e4m3 cache's ring (stages half the bytes), chosen from what limits the CTAs per SM (registers,
+// 128 threads; sm_90a ptxas: D64 128, D128 203, D256 254-255) and the 16-bit kernels' measured best
+// of about 64 KB in flight per SM: D64 4 x 8 KB (34 KB a CTA, 4 CTAs per SM by registers), D128
+// 4 x 16 KB (68 KB, 2 CTAs by registers, 48 KB in flight each), D256 2 x 32 KB (72 KB, 2 CTAs by
+// registers: the 16-bit D128 kernel's shape, 2 stages of 32 KB twice an SM). Not yet measured on a GPU.
 template <int D>
 constexpr int kFp8Stages = D == 256 ? 2 : 4;
 
@@ -69,19 +74,18 @@ template <int D, int kStagesT = kDefaultStages<D>, typename C = void>
 struct SplitTraits {
   static constexpr bool kFp8 = std::is_same_v<C, __nv_fp8_e4m3>;
   static constexpr int kCacheBytes = kFp8 ? 1 : 2;         // bytes per cache element
-  static constexpr int kChunks = D / 8;                    // 16-byte chunks per 16-bit row (Q, tiles)
+  static constexpr int kChunks = D / 8;                    // 16-byte chunks per 16-bit row (Q, 16-bit ring)
   static constexpr int kCacheChunks = D * kCacheBytes / 16;  // 16-byte chunks per cache row
   static constexpr int kChunkElems = 16 / kCacheBytes;     // cache elements per chunk
   static constexpr int kStages = kStagesT;                 // ring depth
   static constexpr int kStageBytes = 2 * kBlockKeys * D * kCacheBytes;  // K and V of one block
   static constexpr int kQElems = kTileRows * D;
-  // fp8: per warp, its 16 keys of K and of V as 16-bit [16][D] tiles.
-  static constexpr int kConvBytes = kFp8 ? kWarps * 2 * kTileRows * D * 2 : 0;
   static constexpr size_t kRingBytes = size_t(kStages) * kStageBytes;
-  static constexpr size_t kSmemBytes = size_t(kQElems) * 2 + kRingBytes + kConvBytes;
+  static constexpr size_t kSmemBytes = size_t(kQElems) * 2 + kRingBytes;
   static constexpr int64_t kBytesInFlight = int64_t(kStages - 1) * kStageBytes;
-  // The epilogue's merge buffer [warps][16][D] fp32 plus m and l reuses the ring (and the tiles).
-  static_assert(size_t(kWarps * kTileRows * D + 2 * kWarps * kTileRows) * 4 <= kRingBytes + kConvBytes,
+  // The epilogue's merge buffer [warps][16][D] fp32 plus m and l reuses the ring (fp8: Q's tile and
+  // the ring, Q being dead by then).
+  static_assert(size_t(kWarps * kTileRows * D + 2 * kWarps * kTileRows) * 4 <= (kFp8 ? kSmemBytes : kRingBytes),
                 "merge buffer must fit in the K/V ring");
   static_assert(kThreads % kCacheChunks == 0 && kBlockKeys % (kThreads / kCacheChunks) == 0,
                 "a block's rows must split evenly over the threads");
@@ -195,9 +199,9 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
       pr.row[k] = int32_t(uint32_t(j) - page * uint32_t(p.cache_rows));
     }
   };
-  // Where (row, chunk) of a stage's K or V lands: 16-bit rows swizzled for ldmatrix, fp8 rows as
-  // they are (the conversion reads them in 16-byte chunks, conflict-free).
-  auto ring_offset = [](int r, int c) -> int { return kFp8 ? r * D + c * 16 : swizzle<D>(r, c) * 2; };
+  // Where (row, chunk) of a stage's K or V lands: 16-bit rows swizzled for ldmatrix, fp8 rows for
+  // the fragment loads of decode_fp8_fragments.cuh.
+  auto ring_offset = [](int r, int c) -> int { return kFp8 ? fp8_ring_offset<D>(r, c) : swizzle<D>(r, c) * 2; };
   auto load_block = [&](int blk, int stage, const PageRows &pr) {
     unsigned char *sk = ring + stage * Tr::kStageBytes;
     unsigned char *sv = sk + kBlockKeys * D * Tr::kCacheBytes;
@@ -258,7 +262,7 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
   // Keys every row of the tile sees: a block inside [all_lo, all_hi) needs no mask (padding rows past
   // the group then score against real keys, harmlessly: they are never stored).
   const int64_t all_lo = max(last.lo, my_lo), all_hi = min(first.hi, my_hi);
-  // fp8: the descales of (b, hk), with the 2^-8 of the converted tiles undone (decode_fp8_convert.cuh).
+  // fp8: the descales of (b, hk), with the 2^-8 of the converted values undone (decode_fp8_convert.cuh).
   float score_scale = p.scale, out_scale = 1.f;
   if constexpr (kFp8) {
     score_scale *= kvcache::descale_at(p.k_descale, p.k_descale_stride[0], p.k_descale_stride[1], b, hk) /
@@ -281,8 +285,21 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
   };
   uint32_t qf[kQInRegisters ? D / 16 : 1][4];
   if constexpr (kQInRegisters) {
+    if constexpr (kFp8) {
+      // The k-steps in the order of the fp8 K fragments (decode_fp8_fragments.cuh).
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) load_q(kk, qf[kk]);
+      for (int span = 0; span < D / 64; ++span) {
+        uint32_t f[4][4];
+        fp8_load_q<D>(sq, span, g, t, f);
+#pragma unroll
+        for (int m = 0; m < 4; ++m)
+#pragma unroll
+          for (int x = 0; x < 4; ++x) qf[4 * span + m][x] = f[m][x];
+      }
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) load_q(kk, qf[kk]);
+    }
   }
 
   float acc[D / 8][4];
@@ -299,65 +316,55 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
     }
     commit();
 
-    // This warp's 16 keys of K and V as 16-bit tiles: the ring's own rows, or for fp8 the warp's
-    // conversion tiles (rows 0..15: the swizzle depends on row % 8 only, so local rows read alike).
-    const T *sk;
-    const TV *sv;
-    const int key_row0 = warp * 16;  // the warp's first key in the block
-    int tile_row0 = key_row0;  // its first row in sk / sv
-    if constexpr (kFp8) {
-      // This warp's converted K ([16][D] of T) and V ([16][D] of fp16) tiles, after the ring.
-      T *conv_k = reinterpret_cast<T *>(ring + Tr::kRingBytes) + warp * 2 * kTileRows * D;
-      TV *conv_v = reinterpret_cast<TV *>(conv_k + kTileRows * D);
-      const unsigned char *rk = ring + (blk % kStages) * Tr::kStageBytes + key_row0 * D;
-      const unsigned char *rv = rk + kBlockKeys * D;
-      __syncwarp();  // every lane's ldmatrix of the previous block is done
-#pragma unroll
-      for (int idx = lane; idx < kTileRows * kCacheChunks; idx += 32) {
-        const int r = idx / kCacheChunks, c = idx % kCacheChunks;
-        // 16 e4m3 -> two 16-bit chunks 2c, 2c + 1; lanes with c >= 4 store the odd one first, so the 8
-        // lanes of a store phase hit 8 different bank groups.
-        const int first = (c >> 2) & 1;
-        uint4 lo, hi;
-        e4m3x16_to_16bit<kBf16>(*reinterpret_cast<const uint4 *>(rk + r * D + c * 16), lo, hi);
-        uint4 *dk0 = reinterpret_cast<uint4 *>(conv_k + swizzle<D>(r, 2 * c + first));
-        uint4 *dk1 = reinterpret_cast<uint4 *>(conv_k + swizzle<D>(r, 2 * c + 1 - first));
-        *dk0 = first ? hi : lo;
-        *dk1 = first ? lo : hi;
-        e4m3x16_to_16bit<false>(*reinterpret_cast<const uint4 *>(rv + r * D + c * 16), lo, hi);
-        uint4 *dv0 = reinterpret_cast<uint4 *>(conv_v + swizzle<D>(r, 2 * c + first));
-        uint4 *dv1 = reinterpret_cast<uint4 *>(conv_v + swizzle<D>(r, 2 * c + 1 - first));
-        *dv0 = first ? hi : lo;
-        *dv1 = first ? lo : hi;
-      }
-      __syncwarp();
-      sk = conv_k, sv = conv_v, tile_row0 = 0;
-    } else {
-      sk = reinterpret_cast<const T *>(ring + (blk % kStages) * Tr::kStageBytes);
-      sv = reinterpret_cast<const TV *>(sk + kBlockKeys * D);
-    }
-
     // S = Q K^T for this warp's 16 keys: two n8 tiles, even and odd k-steps in separate accumulators
     // (two independent mma chains of D / 32 instead of one of D / 16).
+    const int key_row0 = warp * 16;  // the warp's first key in the block
+    // 16-bit cache: the stage's K and V tiles as ldmatrix reads them.
+    const T *sk = reinterpret_cast<const T *>(ring + (blk % kStages) * Tr::kStageBytes);
+    const TV *sv = reinterpret_cast<const TV *>(sk + kBlockKeys * D);
     float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
     float s_odd[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+    if constexpr (kFp8) {
+      // This warp's 16 rows of K in the byte ring, converted as they are loaded.
+      const unsigned char *rk = ring + (blk % kStages) * Tr::kStageBytes + key_row0 * D;
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const int mi = lane >> 3;
-      const int r = tile_row0 + (mi >> 1) * 8 + (lane & 7), c = kk * 2 + (mi & 1);
-      uint32_t kf[4];
-      ldmatrix_x4(kf, smem_addr(sk + swizzle<D>(r, c)));
-      uint32_t qk[4];
-      if constexpr (kQInRegisters) {
+      for (int span = 0; span < D / 64; ++span) {
+        uint32_t q4[4][4];
+        if constexpr (kQInRegisters) {
 #pragma unroll
-        for (int x = 0; x < 4; ++x) qk[x] = qf[kk][x];
-      } else {
-        load_q(kk, qk);
+          for (int m = 0; m < 4; ++m)
+#pragma unroll
+            for (int x = 0; x < 4; ++x) q4[m][x] = qf[4 * span + m][x];
+        } else {
+          fp8_load_q<D>(sq, span, g, t, q4);
+        }
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+          uint32_t kb[4][2];
+          fp8_load_k<D, kBf16>(rk, span, n, g, t, kb);
+#pragma unroll
+          for (int m = 0; m < 4; ++m) mma_m16n8k16<kBf16>(m % 2 == 0 ? s[n] : s_odd[n], q4[m], kb[m][0], kb[m][1]);
+        }
       }
-      if (kk % 2 == 0)
-        mma_m16n16k16<kBf16>(s[0], s[1], qk, kf);
-      else
-        mma_m16n16k16<kBf16>(s_odd[0], s_odd[1], qk, kf);
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const int mi = lane >> 3;
+        const int r = key_row0 + (mi >> 1) * 8 + (lane & 7), c = kk * 2 + (mi & 1);
+        uint32_t kf[4];
+        ldmatrix_x4(kf, smem_addr(sk + swizzle<D>(r, c)));
+        uint32_t qk[4];
+        if constexpr (kQInRegisters) {
+#pragma unroll
+          for (int x = 0; x < 4; ++x) qk[x] = qf[kk][x];
+        } else {
+          load_q(kk, qk);
+        }
+        if (kk % 2 == 0)
+          mma_m16n16k16<kBf16>(s[0], s[1], qk, kf);
+        else
+          mma_m16n16k16<kBf16>(s_odd[0], s_odd[1], qk, kf);
+      }
     }
 #pragma unroll
     for (int n = 0; n < 2; ++n)
@@ -384,7 +391,8 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int h = e >> 1;
-          const int64_t j = key_base + n * 8 + 2 * t + (e & 1);
+          // The score's key (fp8: its column's ring row, decode_fp8_layout.hpp).
+          const int64_t j = kFp8 ? key_base + fp8_key_row(n * 8 + 2 * t + (e & 1)) : key_base + n * 8 + 2 * t + (e & 1);
           float x;
           if (plain_scores) {
             x = s[n][e] * scale_log2;
@@ -436,20 +444,28 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
     pf[1] = ElementTraits<TV>::pack(s[0][2], s[0][3]);
     pf[2] = ElementTraits<TV>::pack(s[1][0], s[1][1]);
     pf[3] = ElementTraits<TV>::pack(s[1][2], s[1][3]);
+    if constexpr (kFp8) {
+      const unsigned char *rv = ring + (blk % kStages) * Tr::kStageBytes + (kBlockKeys + key_row0) * D;
 #pragma unroll
-    for (int c2 = 0; c2 < D / 16; ++c2) {
-      const int mi = lane >> 3;
-      const int r = tile_row0 + (mi & 1) * 8 + (lane & 7), c = c2 * 2 + (mi >> 1);
-      uint32_t vf[4];
-      ldmatrix_x4_trans(vf, smem_addr(sv + swizzle<D>(r, c)));
-      mma_m16n16k16<kBf16V>(acc[2 * c2], acc[2 * c2 + 1], pf, vf);
+      for (int span = 0; span < Fp8Frag<D>::kVSpans; ++span) fp8_pv_span<D>(rv, span, g, t, pf, acc);
+    } else {
+#pragma unroll
+      for (int c2 = 0; c2 < D / 16; ++c2) {
+        const int mi = lane >> 3;
+        const int r = key_row0 + (mi & 1) * 8 + (lane & 7), c = c2 * 2 + (mi >> 1);
+        uint32_t vf[4];
+        ldmatrix_x4_trans(vf, smem_addr(sv + swizzle<D>(r, c)));
+        mma_m16n16k16<kBf16V>(acc[2 * c2], acc[2 * c2 + 1], pf, vf);
+      }
     }
   }
 
   // Merge the 4 warps through shared memory (the ring is free once every copy has landed).
   wait_pending<0>();
   __syncthreads();
-  float *red = reinterpret_cast<float *>(ring);  // [warps][16][D]
+  // [warps][16][D] in the accumulators' column order (fp8: decode_fp8_fragments.cuh's, read back
+  // through fp8_o_index).
+  float *red = reinterpret_cast<float *>(kFp8 ? smem_raw : ring);
   float *sm_m = red + kWarps * kTileRows * D;    // [warps][16]
   float *sm_l = sm_m + kWarps * kTileRows;
 #pragma unroll
@@ -482,10 +498,16 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodePara
       for (int w = 0; w < kWarps; ++w) {
         const float f = fast_exp2(sm_m[w * kTileRows + r] - m_all);
         l_all += f * sm_l[w * kTileRows + r];
-        const float4 *src = reinterpret_cast<const float4 *>(&red[(w * kTileRows + r) * D + c * 8]);
-        const float4 a0 = src[0], a1 = src[1];
-        o[0] += f * a0.x, o[1] += f * a0.y, o[2] += f * a0.z, o[3] += f * a0.w;
-        o[4] += f * a1.x, o[5] += f * a1.y, o[6] += f * a1.z, o[7] += f * a1.w;
+        if constexpr (kFp8) {
+          const float *src = &red[(w * kTileRows + r) * D + fp8_o_index<D>(c * 8)];
+#pragma unroll
+          for (int x = 0; x < 8; ++x) o[x] += f * src[8 * x];
+        } else {
+          const float4 *src = reinterpret_cast<const float4 *>(&red[(w * kTileRows + r) * D + c * 8]);
+          const float4 a0 = src[0], a1 = src[1];
+          o[0] += f * a0.x, o[1] += f * a0.y, o[2] += f * a0.z, o[3] += f * a0.w;
+          o[4] += f * a1.x, o[5] += f * a1.y, o[6] += f * a1.z, o[7] += f * a1.w;
+        }
       }
     }
     const int i = row / p.group, hq = hk * p.group + row % p.group;

@@ -1,6 +1,7 @@
 // Validation of the fp8 fields of flashbox_attention_ext; the rules are listed in fp8_args.hpp.
 #include "api/fp8_args.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -36,6 +37,34 @@ void descales(const flashbox_attention_ext &e, Descale (&out)[3]) {
   out[1] = {"k_descale", e.k_descale, e.k_descale_stride};
   out[2] = {"v_descale", e.v_descale, e.v_descale_stride};
 }
+
+#ifdef FLASHBOX_HAVE_CUDA
+// Page-locked host memory for the descales' read-back, one buffer per thread, kept between calls and
+// grown as needed: a copy into it is queued on the stream without waiting (a copy into pageable memory
+// returns only once it is done, so the three descales cost three waits for the stream, not one).
+// Null when the allocation fails (the caller then reads into pageable memory).
+float *pinned_descale_buffer(size_t floats) {
+  struct Pinned {
+    float *p = nullptr;
+    size_t capacity = 0;
+    ~Pinned() {
+      if (p) cudaFreeHost(p);  // at thread exit; an unloaded runtime's error is of no use here
+    }
+  };
+  thread_local Pinned buf;
+  if (floats <= buf.capacity) return buf.p;
+  if (buf.p) cudaFreeHost(buf.p);
+  buf.p = nullptr, buf.capacity = 0;
+  const size_t want = std::max<size_t>(floats, 1024);
+  void *raw = nullptr;
+  if (cudaHostAlloc(&raw, want * 4, cudaHostAllocPortable) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  buf.p = static_cast<float *>(raw), buf.capacity = want;
+  return buf.p;
+}
+#endif
 
 }  // namespace
 
@@ -101,11 +130,12 @@ int validate_fp8_memory(const flashbox_attention_args &a, const flashbox_attenti
   Descale d[3];
   descales(e, d);
   // On cuda the values are read back (each the span its strides cover, on the call's stream) and the
-  // stream is synchronised once for the three: refusing a bad scale before anything is written costs
-  // this wait.
-  std::vector<float> host[3];
-  const float *values[3] = {d[0].ptr, d[1].ptr, d[2].ptr};
-  [[maybe_unused]] bool copied = false;
+  // stream is synchronised once for the three: refusing a bad scale before anything is written, with
+  // the call's return code, costs this wait (a check on the device could not report before the call
+  // returns, nor keep the outputs unwritten without the same wait). The copies go into one page-locked
+  // buffer (pinned_descale_buffer) so that they queue behind each other and the one synchronisation
+  // waits for all three.
+  int64_t span[3] = {0, 0, 0};
   for (int i = 0; i < 3; ++i) {
     const Descale &x = d[i];
     if (!x.ptr) continue;
@@ -114,24 +144,36 @@ int validate_fp8_memory(const flashbox_attention_args &a, const flashbox_attenti
       return fail(FLASHBOX_ERR_SIZE_OVERFLOW,
                   std::string(x.name) + "_stride = {" + str(x.stride[0]) + ", " + str(x.stride[1]) + "} over batch = " +
                       str(a.batch) + " and heads_kv = " + str(a.heads_kv) + " is not a plausible descale buffer");
-    if (int rc = check_input_buffer(x.ptr, int64_t(last + 1) * 4, x.name, outputs, output_names, n_outputs)) return rc;
+    span[i] = int64_t(last + 1);
+    if (int rc = check_input_buffer(x.ptr, span[i] * 4, x.name, outputs, output_names, n_outputs)) return rc;
+  }
+  const float *values[3] = {d[0].ptr, d[1].ptr, d[2].ptr};
 #ifdef FLASHBOX_HAVE_CUDA
-    if (enum_bits(a.device) == FLASHBOX_CUDA) {
-      if (int rc = validate_device_pointer(x.ptr, x.name, a.device)) return rc;
-      host[i].resize(size_t(last + 1));
-      const cudaError_t err = cudaMemcpyAsync(host[i].data(), x.ptr, host[i].size() * 4, cudaMemcpyDeviceToHost,
-                                              static_cast<cudaStream_t>(a.stream));
+  std::vector<float> pageable;
+  if (enum_bits(a.device) == FLASHBOX_CUDA && (d[0].ptr || d[1].ptr || d[2].ptr)) {
+    for (const Descale &x : d)
+      if (x.ptr)
+        if (int rc = validate_device_pointer(x.ptr, x.name, a.device)) return rc;
+    const size_t total = size_t(span[0] + span[1] + span[2]);
+    float *host = pinned_descale_buffer(total);
+    if (host == nullptr) {
+      pageable.resize(total);
+      host = pageable.data();
+    }
+    const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
+    size_t at = 0;
+    for (int i = 0; i < 3; ++i) {
+      if (!d[i].ptr) continue;
+      const cudaError_t err = cudaMemcpyAsync(host + at, d[i].ptr, size_t(span[i]) * 4, cudaMemcpyDeviceToHost, stream);
       if (err != cudaSuccess) {
         cudaGetLastError();
-        return fail(FLASHBOX_ERR_CUDA, std::string("reading ") + x.name + " from the device: " + cudaGetErrorString(err));
+        cudaStreamSynchronize(stream);  // the copies queued before it land before the buffer is reused
+        cudaGetLastError();
+        return fail(FLASHBOX_ERR_CUDA, std::string("reading ") + d[i].name + " from the device: " + cudaGetErrorString(err));
       }
-      values[i] = host[i].data(), copied = true;
+      values[i] = host + at, at += size_t(span[i]);
     }
-#endif
-  }
-#ifdef FLASHBOX_HAVE_CUDA
-  if (copied) {
-    const cudaError_t err = cudaStreamSynchronize(static_cast<cudaStream_t>(a.stream));
+    const cudaError_t err = cudaStreamSynchronize(stream);
     if (err != cudaSuccess) {
       cudaGetLastError();
       return fail(FLASHBOX_ERR_CUDA, std::string("reading the descales from the device: ") + cudaGetErrorString(err));

@@ -8,7 +8,8 @@
 //                        no descale pointer or stride
 //   validate_fp8_memory  (from validate_ext_memory) each descale buffer 4-byte aligned, its extent within
 //                        int64, no output inside it, and every value it holds finite and >= 0 (on cuda
-//                        read back to the host first: one synchronisation of the call's stream)
+//                        read back to the host first: the three copies queued into page-locked memory,
+//                        one synchronisation of the call's stream)
 #pragma once
 #include "api/options.hpp"
 #include "api/overlap.hpp"

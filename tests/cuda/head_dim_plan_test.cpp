@@ -202,6 +202,25 @@ TEST(HeadDimPlan, Sm90PersistentGridAndSchedule) {
   EXPECT_TRUE(sm90::persistent_schedule(p));
 }
 
+// The fp8 forward takes the same schedule rule in its one-byte K/V: causal calls run persistent up to
+// 4 MB of K/V per head, which e4m3 reaches at twice bf16's length (D128: T = 16384; D256: 8192).
+TEST(HeadDimPlan, Sm90PersistentScheduleCountsFp8Bytes) {
+  const PlanCase c(128);
+  detail::Problem p = detail::make_problem(c.a);
+  p.mods = core::causal_mods(true);
+  p.seqlen_q = p.seqlen_k = 16384;
+  EXPECT_FALSE(sm90::persistent_schedule(p)) << "bf16 D128 T16384: 8 MB of K/V per head";
+  p.dtype = FLASHBOX_FLOAT8_E4M3;
+  EXPECT_TRUE(sm90::persistent_schedule(p)) << "e4m3 D128 T16384: 4 MB";
+  p.head_dim = p.head_dim_v = 256;
+  EXPECT_FALSE(sm90::persistent_schedule(p)) << "e4m3 D256 T16384: 8 MB";
+  p.seqlen_q = p.seqlen_k = 8192;
+  EXPECT_TRUE(sm90::persistent_schedule(p)) << "e4m3 D256 T8192: 4 MB";
+  p.mods = core::causal_mods(false);
+  p.seqlen_q = p.seqlen_k = 16384;
+  EXPECT_TRUE(sm90::persistent_schedule(p)) << "not causal: always persistent";
+}
+
 // What the sm90 forward declines by head_dim, with the reason, before it asks for a device: a decline
 // (code 0), not an error, so auto goes on to sm80.
 TEST(HeadDimPlan, Sm90ForwardDeclinesAbove128WhatItHasNot) {

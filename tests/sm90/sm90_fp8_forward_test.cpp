@@ -6,8 +6,9 @@
 // 2e-3 of the reference's (relative to max(1, |lse|)); o and lse poisoned with NaN first, so an unwritten element fails; no NaN or
 // Inf from finite inputs; the fp8 kernel named by flashbox_last_kernel. Shapes: T = 1, 17, 63, 64, 65,
 // 1000, 4097, seqlen_q != seqlen_k, GQA and MQA, causal and not, head dims 64, 128, 256 (and 80, 192 on
-// the 128 and 256 kernels' zero fill). Bad descales are refused before anything is written. Skips
-// without a compute capability 9.0 GPU.
+// the 128 and 256 kernels' zero fill). Bad descales are refused before anything is written. The
+// schedules: the persistent grid with CTAs capped so that each walks many tiles, the grid of one CTA
+// per tile, and more tiles than one wave of SMs. Skips without a compute capability 9.0 GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "api/tuning.hpp"
 #include "core/dtype.hpp"
 #include "core/float8.hpp"
 #include "core/masks.hpp"
@@ -182,7 +184,9 @@ void run_cuda(const Fp8Inputs &in, flashbox_dtype out_dtype, Fp8Run &r, const fl
 }
 
 // Runs one shape and checks it against the rule in the file's opening comment.
-void check_shape(const Fp8Shape2 &s, bool outliers, bool per_head = true, flashbox_dtype out = FLASHBOX_BFLOAT16) {
+// kernel_has: a part the kernel's name must contain (the schedule: "_persistent"), or null.
+void check_shape(const Fp8Shape2 &s, bool outliers, bool per_head = true, flashbox_dtype out = FLASHBOX_BFLOAT16,
+                 const char *kernel_has = nullptr) {
   const uint64_t seed = 0x5eed0000u + uint64_t(s.sq * 131 + s.sk * 7 + s.d + s.causal);
   char name[160];
   std::snprintf(name, sizeof name, "b%lld sq%lld sk%lld h%lld/%lld d%lld causal%d outliers%d per_head%d %s",
@@ -194,6 +198,9 @@ void check_shape(const Fp8Shape2 &s, bool outliers, bool per_head = true, flashb
   ASSERT_NO_FATAL_FAILURE(run_cuda(in, out, r));
   ASSERT_EQ(r.rc, FLASHBOX_OK) << r.error;
   EXPECT_NE(r.kernel.find("sm90_fp8"), std::string::npos) << r.kernel;
+  if (kernel_has != nullptr) {
+    EXPECT_NE(r.kernel.find(kernel_has), std::string::npos) << r.kernel;
+  }
   // The emulation takes the dequantized inputs and one scale (descales are in the values already).
   core::ScoreMods m = core::causal_mods(s.causal != 0);
   const Fp8Shape shape{s.batch, s.sq, s.sk, s.hq, s.hkv, s.d, float(1.0 / std::sqrt(double(s.d)))};
@@ -264,6 +271,49 @@ TEST(Sm90Fp8Forward, OutliersDescalesAndOutputDtypes) {
   for (bool per_head : {false, true})
     for (flashbox_dtype out : {FLASHBOX_BFLOAT16, FLASHBOX_FLOAT16})
       for (int64_t d : {128, 256}) check_shape({2, 257, 257, 4, 2, d, 1}, true, per_head, out);
+}
+
+// The tuning overrides of one schedule (core/tuning.hpp): persistent with max_ctas CTAs (0: one per
+// SM), or the grid of one CTA per tile.
+detail::TuningOverrides schedule(detail::Sm90Schedule which, int max_ctas = 0) {
+  detail::TuningOverrides o;
+  o.sm90_schedule = which, o.sm90_max_ctas = max_ctas;
+  return o;
+}
+
+// Persistent CTAs capped at 3 and 5, so that each walks many tiles: the K and V^T rings, the Q buffer
+// and the ping-pong turns carry over between tiles, in the snake order over rounds, including tiles
+// that see no key (causal, seqlen_q > seqlen_k) and tiles of unequal work (causal, seqlen_q <
+// seqlen_k), GQA and per-head descales (each tile reads its own (batch, kv head)'s).
+TEST(Sm90Fp8Forward, PersistentManyTilesPerCta) {
+  SKIP_WITHOUT_HOPPER();
+  for (int ctas : {3, 5}) {
+    const detail::ScopedTuning tuning(schedule(detail::Sm90Schedule::persistent, ctas));
+    for (int causal : {0, 1}) {
+      std::fprintf(stderr, "fp8 persistent case: ctas %d causal %d\n", ctas, causal);  // a hang shows where
+      check_shape({2, 640, 640, 3, 1, 128, causal}, false, true, FLASHBOX_BFLOAT16, "_persistent");
+      check_shape({2, 700, 190, 4, 2, 128, causal}, false, true, FLASHBOX_BFLOAT16, "_persistent");
+      check_shape({3, 300, 1000, 4, 2, 256, causal}, false, true, FLASHBOX_BFLOAT16, "_persistent");
+      check_shape({1, 1000, 1000, 8, 1, 64, causal}, false, true, FLASHBOX_FLOAT16, "_persistent");
+    }
+  }
+}
+
+// More tiles than one wave of SMs (B * H * query blocks = 2 * 16 * 5 = 160 and 2 * 24 * 3 = 144 >
+// 132), on the default schedule (persistent: some CTAs walk two tiles) and on the grid of one CTA per
+// tile; the causal ones with seqlen_q != seqlen_k both ways; GQA 16 / 4 and 24 / 4.
+TEST(Sm90Fp8Forward, BeyondOneWave) {
+  SKIP_WITHOUT_HOPPER();
+  for (int causal : {0, 1}) {
+    check_shape({2, 520, 520, 16, 4, 128, causal}, false, true, FLASHBOX_BFLOAT16, "_persistent");
+    check_shape({2, 520, 300, 16, 4, 256, causal}, false, true, FLASHBOX_BFLOAT16, "_persistent");
+    check_shape({2, 300, 700, 24, 4, 128, causal}, false, true, FLASHBOX_BFLOAT16, "_persistent");
+  }
+  const detail::ScopedTuning tuning(schedule(detail::Sm90Schedule::grid));
+  for (int causal : {0, 1}) {
+    check_shape({2, 520, 520, 16, 4, 128, causal}, false);
+    check_shape({2, 520, 300, 16, 4, 256, causal}, false);
+  }
 }
 
 // A descale that is NaN, Inf or negative is refused with a message naming it, and o keeps its poison.

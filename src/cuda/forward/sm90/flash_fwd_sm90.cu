@@ -75,6 +75,21 @@
 #include "cuda/forward/sm90/tile_policy.hpp"
 #include "cuda/hopper/tma_host.hpp"
 
+namespace flashbox::sm90 {
+
+unsigned persistent_grid(const detail::Problem &a, int num_tiles) {
+  int dev = 0, sms = 0;
+  if (a.tuning.overrides.sm90_max_ctas <= 0 &&
+      (cudaGetDevice(&dev) != cudaSuccess ||
+       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)) {
+    cudaGetLastError();
+    sms = 0;
+  }
+  return unsigned(persistent_ctas(a, sms, num_tiles));
+}
+
+}  // namespace flashbox::sm90
+
 namespace flashbox::detail {
 namespace {
 
@@ -83,18 +98,6 @@ using sm90::FwdParams;
 using sm90::TensorView;
 using sm90::TileChoice;
 using sm90::tma_describable;
-
-// The persistent grid's size (tile_policy.hpp, persistent_ctas) on the current device.
-unsigned persistent_grid(const Problem &a, int num_tiles) {
-  int dev = 0, sms = 0;
-  if (a.tuning.overrides.sm90_max_ctas <= 0 &&
-      (cudaGetDevice(&dev) != cudaSuccess ||
-       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)) {
-    cudaGetLastError();
-    sms = 0;
-  }
-  return unsigned(sm90::persistent_ctas(a, sms, num_tiles));
-}
 
 std::string tile_list(int64_t head_dim) {
   std::string s;
@@ -268,7 +271,7 @@ PlanResult plan_sm90_forward(const Problem &a) {
   // launch a CTA for every slot the list leaves empty).
   const bool persistent = varlen || sm90::persistent_schedule(a);
   if (persistent) {
-    grid.x = persistent_grid(a, p.num_tiles);
+    grid.x = sm90::persistent_grid(a, p.num_tiles);
     p.section_heads = varlen ? 1 : sm90::l2_section_heads(a);
     p.separate_o = 1;  // the launch reserves the O buffer only where it fits (launch_config)
   }

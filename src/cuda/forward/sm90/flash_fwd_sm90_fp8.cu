@@ -9,7 +9,11 @@
 // FLASHBOX_ERR_UNSUPPORTED_IMPL on cuda (the cpu levels take them).
 // Instantiations (the kernel table, scripts/generate_kernels.py): Fp8Config<128, 128, 2> serves head
 // dims 16..128, Fp8Config<256, 128, 2> 144..256; the causal mask is a run-time flag. Tile 128 x 128
-// (two consumer warpgroups of 64 rows), one tile per CTA, head by head, the longest query block first.
+// (two consumer warpgroups of 64 rows). Schedule: the bf16 forward's policy and order (tile_policy.hpp:
+// persistent_schedule, persistent_ctas, l2_section_heads, in e4m3's bytes of K/V per head): a
+// persistent grid of one CTA per SM (a CTA takes a whole SM's registers: 128 x 24 + 256 x 240) walking
+// the tiles in a snake over rounds of the longest-first order, or one CTA per tile for causal calls
+// whose K/V per head exceed 4 MB (D256 above T = 8192), as the bf16 forward measured best.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -24,6 +28,7 @@
 #include "cuda/forward/sm90/flash_fwd_sm90_fp8_instances.hpp"
 #include "cuda/forward/sm90/flash_fwd_sm90_fp8_launch.hpp"
 #include "cuda/forward/sm90/flash_fwd_sm90_fp8_vt.hpp"
+#include "cuda/forward/sm90/tile_policy.hpp"
 #include "cuda/hopper/tma_host.hpp"
 
 
@@ -90,6 +95,7 @@ PlanResult plan_sm90_fp8_forward(const Problem &a) {
   p.seqlen_q = int(a.seqlen_q), p.seqlen_k = int(a.seqlen_k);
   p.heads_q = int(a.heads_q), p.heads_kv = int(a.heads_kv), p.group = int(a.group), p.batch = int(a.batch);
   p.num_m_blocks = int(m_blocks), p.num_tiles = int(tiles);
+  p.section_heads = 1;  // one tile per CTA: the plain order (head by head, longest first)
   p.causal = m.window_right == 0;
   p.scale = a.scale;
   p.q_descale = a.q_descale, p.k_descale = a.k_descale, p.v_descale = a.v_descale;
@@ -108,7 +114,12 @@ PlanResult plan_sm90_fp8_forward(const Problem &a) {
   const int64_t vt_bytes = a.batch * a.heads_kv * a.head_dim * keys_pad;
   TransposeVArgs tv{static_cast<const uint8_t *>(a.v), a.v_stride[0], a.v_stride[1], a.v_stride[2], nullptr,
                     int(a.seqlen_k), int(keys_pad), int(a.head_dim), int(a.heads_kv), int(a.batch * a.heads_kv)};
-  const dim3 grid = dim3(unsigned(tiles));
+  dim3 grid = dim3(unsigned(tiles));
+  const bool persistent = sm90::persistent_schedule(a);
+  if (persistent) {
+    grid.x = sm90::persistent_grid(a, p.num_tiles);
+    p.section_heads = sm90::l2_section_heads(a);
+  }
   const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
   const uint64_t vt_dims[4] = {uint64_t(keys_pad), uint64_t(a.head_dim), uint64_t(a.heads_kv), uint64_t(a.batch)};
   const uint64_t vt_strides[3] = {uint64_t(keys_pad), uint64_t(keys_pad * a.head_dim),
@@ -117,6 +128,7 @@ PlanResult plan_sm90_fp8_forward(const Problem &a) {
 
   std::string name = "cuda_flash_sm90_fp8_d" + std::to_string(d) + "_128x128";
   if (p.causal) name += "_causal";
+  if (persistent) name += "_persistent";
   return {Plan{std::move(name), vt_bytes,
                [p, tv, grid, d, stream, vt_bytes, vt_dims, vt_strides, vt_box]() mutable -> int {
                  cuda::DeviceScratch scratch(stream);

@@ -18,7 +18,9 @@
 // T = 2048 the pre-pass moves 0.5 MB per head where the forward does 2 GFLOP, well under 1 % of the
 // forward's time at 3 TB/s against 1 PFLOP/s. The pre-pass was chosen because it keeps the kernel
 // the bf16 kernel's shape (a V^T stage is loaded by the TMA like a K stage) and costs the main loop
-// nothing. Its key order is permuted inside every 16 keys (key_of_position below) so that the fp32
+// nothing; the kernel is launched as the pre-pass's programmatic dependent, so the pre-pass's launch
+// gap and tail overlap this kernel's set-up and first Q and K loads (the producer waits for it only
+// before the first V^T load). Its key order is permuted inside every 16 keys (key_of_position below) so that the fp32
 // accumulator of S = Q K^T converts to the e4m3 A fragment of P (cuda/hopper/wgmma_fp8.cuh) in place,
 // register by register, without shuffles: the product sums over positions, and position c of P and
 // of V^T hold the same key.
@@ -35,6 +37,11 @@
 // (windows, softcap, ALiBi, sinks, varlen, head_dim_v != head_dim).
 // Epilogue: O * v_descale / l rounded to the output dtype and stored from registers (4-byte stores: a
 // quad writes 16 contiguous bytes of a row), LSE (natural log) from the lanes that own column 0.
+// Scheduling: the bf16 kernel's (flash_fwd_sm90_pipeline.cuh): a persistent grid (one CTA per SM)
+// walks the tiles in a snake over rounds of the longest-first order, or one CTA per tile (the plan's
+// choice, tile_policy.hpp); the rings' (stage, parity), the Q buffer's parity and the ping-pong turns
+// run on across a CTA's tiles, and Q is released after a tile's last S = Q K^T, so the next tile's Q
+// loads under the last P.V and the epilogue (O leaves from registers, not through Q's buffer).
 // Head dims: D = 128 (head_dim 16..128, multiples of 16) and D = 256 (144..256); a head_dim below D is
 // served by the TMA's zero fill (as the bf16 kernel: columns past head_dim add zeros to S, and O's
 // columns past it are never stored).
@@ -44,8 +51,10 @@
 #include <cuda_fp16.h>
 #include <cstdint>
 
+#include "cuda/forward/sm90/flash_fwd_sm90_pipeline.cuh"
 #include "cuda/hopper/async_copy.cuh"
 #include "cuda/hopper/fragment.cuh"
+#include "cuda/hopper/grid_dependency.cuh"
 #include "cuda/hopper/online_softmax.cuh"
 #include "cuda/hopper/tma_host.hpp"
 #include "cuda/hopper/wgmma.cuh"
@@ -67,6 +76,7 @@ struct FwdFp8Params {
   CUtensorMap tm_q, tm_k, tm_vt;
   TmaOrder ord_q, ord_k;
   int seqlen_q, seqlen_k, heads_q, heads_kv, group, batch, num_m_blocks, num_tiles;
+  int section_heads;  // (batch, head) pairs per L2 section of the tile order (decode_fixed_tile)
   int causal;
   float scale;  // softmax scale (the call's, before the descales)
   // fp32 [batch, heads_kv] descales, element (b, g) at b * stride[0] + g * stride[1]; null = 1.
@@ -99,17 +109,12 @@ struct Fp8Config {
 // Named barriers: 0 is __syncthreads; 1 and 2 the ping-pong turns of the two consumer warpgroups.
 constexpr int kTurnBarrier = 1;
 
-struct Barriers {
-  uint64_t *full_q, *empty_q, *full_k, *empty_k, *full_v, *empty_v;
-};
-
-// Tile t: head by head ((batch, head) pairs in order), inside a head the longest query block first.
-struct Tile {
-  int m_block, h, b;
-};
+// Tile t in the bf16 kernel's fixed-length order (flash_fwd_sm90_pipeline.cuh): L2 sections of
+// heads, the longest query block first inside one; CTAs take positions in a snake over rounds
+// (tile_position), on a grid of one CTA per tile or a persistent one (one CTA per SM).
+using Tile = FixedTile;
 __device__ __forceinline__ Tile decode_tile(const FwdFp8Params &p, int t) {
-  const int hb = t / p.num_m_blocks;
-  return {p.num_m_blocks - 1 - (t - hb * p.num_m_blocks), hb % p.heads_q, hb / p.heads_q};
+  return decode_fixed_tile(t, p.num_m_blocks, p.num_tiles / p.num_m_blocks, p.section_heads, p.heads_q);
 }
 
 // The K/V blocks the rows [r_first, r_last] see: [0, n_end); blocks from full_end on need a mask
@@ -150,16 +155,24 @@ __device__ __forceinline__ void producer(const FwdFp8Params &p, uint8_t *smem, B
                                 bars.full_k + stage, n_block * Cfg::BN, hk, b);
     ++ks;
   };
-  // V^T's map is {keys, head_dim, heads_kv, batch}: one box of D rows x BN keys.
+  // V^T's map is {keys, head_dim, heads_kv, batch}: one box of D rows x BN keys. The kernel is the
+  // pre-pass's programmatic dependent (flash_fwd_sm90_fp8_launch.hpp): V^T is read only once that grid
+  // has completed (this is the only thread that reads it; Q and K were written before the pre-pass
+  // started, so their loads need no wait).
+  bool vt_ready = false;
   const auto load_v = [&](int n_block, int hk, int b) {
+    if (!vt_ready) grid_dependency_wait(), vt_ready = true;
     const uint32_t stage = vs % Cfg::STAGES, phase = (vs / Cfg::STAGES) & 1;
     mbar_wait(bars.empty_v + stage, phase ^ 1);
     mbar_expect_tx_arrive(bars.full_v + stage, Cfg::KV_BYTES);
     tma_load_4d(smem + Cfg::V_OFF + stage * Cfg::KV_BYTES, &p.tm_vt, bars.full_v + stage, n_block * Cfg::BN, 0, hk, b);
     ++vs;
   };
-  int round = 0;
-  for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x, ++round) {
+  // The Q-buffer parity follows from `round`, which counts this CTA's tiles (only the last round can
+  // skip one).
+  for (int round = 0; round * int(gridDim.x) < p.num_tiles; ++round) {
+    const int t = tile_position(round);
+    if (t >= p.num_tiles) continue;
     const Tile tile = decode_tile(p, t);
     const BlockRange range = tile_range(p, tile.m_block, Cfg::BM, Cfg::BN);
     const int hk = tile.h / p.group, last = range.n_end - 1;
@@ -175,6 +188,9 @@ __device__ __forceinline__ void producer(const FwdFp8Params &p, uint8_t *smem, B
     }
     load_v(0, hk, tile.b);
   }
+  // A CTA without a V^T load still ends after the pre-pass, so that the grid's completion (which the
+  // stream's next work and the scratch's stream-ordered free wait for) implies the pre-pass's.
+  if (!vt_ready) grid_dependency_wait();
 }
 
 // S = Q K^T for one warpgroup's 64 rows: D/32 k-steps of 32 bytes, four per 128-byte panel.
@@ -373,7 +389,9 @@ __device__ __forceinline__ void consumer(const FwdFp8Params &p, uint8_t *smem, B
   if (wg == Cfg::NWG - 1) named_barrier_arrive(kTurnBarrier, 256);  // group 0 first
   uint32_t q_parity = 0;
   const float log2e = 1.44269504088896341f;
-  for (int tile_idx = blockIdx.x; tile_idx < p.num_tiles; tile_idx += gridDim.x) {
+  for (int round = 0; round * int(gridDim.x) < p.num_tiles; ++round) {
+    const int tile_idx = tile_position(round);
+    if (tile_idx >= p.num_tiles) continue;
     const Tile tile = decode_tile(p, tile_idx);
     const int hk = tile.h / p.group;
     // A descale of 0 (an all-zero tensor's amax scale) makes every score 0; the floor keeps
@@ -406,29 +424,11 @@ template <class Cfg>
 __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_fwd_sm90_fp8_kernel(const __grid_constant__ FwdFp8Params p) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  uint64_t *bar = reinterpret_cast<uint64_t *>(smem + Cfg::BAR_OFF);
-  const Barriers bars{
-      bar, bar + 1, bar + 2, bar + 2 + Cfg::STAGES, bar + 2 + 2 * Cfg::STAGES, bar + 2 + 3 * Cfg::STAGES};
-  if (threadIdx.x == 0) {
-    mbar_init(bars.full_q, 1);
-    mbar_init(bars.empty_q, 4 * Cfg::NWG);  // every consumer warp, after the tile's last S
-    for (int s = 0; s < Cfg::STAGES; ++s) {
-      mbar_init(bars.full_k + s, 1);
-      mbar_init(bars.full_v + s, 1);
-      mbar_init(bars.empty_k + s, 4 * Cfg::NWG);
-      mbar_init(bars.empty_v + s, 4 * Cfg::NWG);
-    }
-    mbar_init_fence();
-  }
-  __syncthreads();
-  const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
-  if (wg == 0) {
-    setmaxnreg_dec<Cfg::PRODUCER_REGS>();
-    if (threadIdx.x == 0) producer<Cfg>(p, smem, bars);
-  } else {
-    setmaxnreg_inc<Cfg::CONSUMER_REGS>();
-    consumer<Cfg>(p, smem, bars, wg - 1);
-  }
+  // Q is free once every consumer warp has seen the tile's last S = Q K^T (O leaves from registers).
+  const Barriers bars =
+      setup_barriers<Cfg::STAGES, Cfg::NWG>(reinterpret_cast<uint64_t *>(smem + Cfg::BAR_OFF), 4 * Cfg::NWG);
+  split_roles<Cfg::PRODUCER_REGS, Cfg::CONSUMER_REGS>([&] { producer<Cfg>(p, smem, bars); },
+                                                      [&](int wg) { consumer<Cfg>(p, smem, bars, wg); });
 }
 
 }  // namespace flashbox::sm90::fp8

@@ -3,6 +3,7 @@
 #include "cuda/forward/sm90/flash_fwd_sm90_fp8_vt.hpp"
 
 #include "cuda/forward/sm90/flash_fwd_sm90_fp8_kernel.cuh"
+#include "cuda/hopper/grid_dependency.cuh"
 
 namespace flashbox::sm90::fp8 {
 
@@ -11,6 +12,9 @@ namespace flashbox::sm90::fp8 {
 // 0 there, and 0 * a stale NaN byte would not be). One block: 64 keys x 64 columns through shared
 // memory, 4-byte loads along head_dim and 4-byte stores along the keys.
 __global__ void __launch_bounds__(256) transpose_v_kernel(const TransposeVArgs a) {
+  // The forward kernel may be scheduled as soon as every block got here (it waits for this grid's
+  // completion before it reads V^T): its CTAs start on the SMs this grid's last wave leaves.
+  grid_dependents_launch();
   __shared__ uint8_t tile[64][64 + 4];
   const int key0 = blockIdx.x * 64, col0 = blockIdx.y * 64;
   const int g = blockIdx.z % a.heads_kv, b = blockIdx.z / a.heads_kv;

@@ -750,34 +750,11 @@ template <class Cfg>
 __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_fwd_sm90_kernel(const __grid_constant__ FwdParams p) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  uint64_t *bar = reinterpret_cast<uint64_t *>(smem + Cfg::BAR_OFF);
-  const Barriers bars{
-      bar, bar + 1, bar + 2, bar + 2 + Cfg::STAGES, bar + 2 + 2 * Cfg::STAGES, bar + 2 + 3 * Cfg::STAGES};
-
-  if (threadIdx.x == 0) {
-    mbar_init(bars.full_q, 1);
-    // Q is released by every consumer warp (separate O buffer) or by each warpgroup's storing thread.
-    mbar_init(bars.empty_q, Cfg::O_FITS && p.separate_o ? 4 * Cfg::NWG : Cfg::NWG);
-    for (int s = 0; s < Cfg::STAGES; ++s) {
-      mbar_init(bars.full_k + s, 1);
-      mbar_init(bars.full_v + s, 1);
-      mbar_init(bars.empty_k + s, 4 * Cfg::NWG);
-      mbar_init(bars.empty_v + s, 4 * Cfg::NWG);
-    }
-    mbar_init_fence();
-  }
-  __syncthreads();
-
-  // Broadcast from lane 0 so the compiler knows it is warp-uniform (descriptors derived from it can
-  // then stay in uniform registers).
-  const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
-  if (wg == 0) {
-    setmaxnreg_dec<Cfg::PRODUCER_REGS>();
-    if (threadIdx.x == 0) producer<Cfg>(p, smem, bars);
-  } else {
-    setmaxnreg_inc<Cfg::CONSUMER_REGS>();
-    consumer<Cfg>(p, smem, bars, wg - 1);
-  }
+  // Q is released by every consumer warp (separate O buffer) or by each warpgroup's storing thread.
+  const Barriers bars = setup_barriers<Cfg::STAGES, Cfg::NWG>(reinterpret_cast<uint64_t *>(smem + Cfg::BAR_OFF),
+                                                              Cfg::O_FITS && p.separate_o ? 4 * Cfg::NWG : Cfg::NWG);
+  split_roles<Cfg::PRODUCER_REGS, Cfg::CONSUMER_REGS>([&] { producer<Cfg>(p, smem, bars); },
+                                                      [&](int wg) { consumer<Cfg>(p, smem, bars, wg); });
 }
 
 }  // namespace flashbox::sm90

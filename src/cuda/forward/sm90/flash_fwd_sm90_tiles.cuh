@@ -1,5 +1,4 @@
-// The Hopper forward's tiles and ranges (flash_fwd_sm90_kernel.cuh opens with the design): the
-// pipeline's barrier set, a work tile decoded from its index (fixed length: head by head, longest
+// The Hopper forward's tiles and ranges (flash_fwd_sm90_kernel.cuh opens with the design): a work tile decoded from its index (fixed length: head by head, longest
 // query block first; varlen: the device-built list), the mask families' per-tile walk (mask_walk.cuh),
 // the K/V block range a tile and each consumer warpgroup's 64 rows can see under the window and the
 // causal diagonal, the window's mask on one warpgroup's scores, and the mask families' per-tile need
@@ -12,21 +11,16 @@
 #include "cuda/common/score_mods.cuh"
 #include "cuda/common/varlen_span.cuh"
 #include "cuda/forward/sm90/flash_fwd_sm90_config.cuh"
+#include "cuda/forward/sm90/flash_fwd_sm90_pipeline.cuh"
 #include "cuda/forward/sm90/mask_walk.cuh"
 #include "cuda/hopper/fragment.cuh"
 #include "cuda/hopper/wgmma.cuh"
 
 namespace flashbox::sm90 {
 
-struct Barriers {
-  uint64_t *full_q, *empty_q, *full_k, *empty_k, *full_v, *empty_v;
-};
-
-// Tile order: (batch, head) pairs are cut into sections whose K/V fit in L2 together; inside a
-// section the longest query blocks come first (m descending), the section's heads fastest. CTA i
-// takes positions i, then 2G-1-i, 2G+i, ... (G = gridDim.x): a snake over rounds, so that the CTA
-// that got the longest tile of one round gets the shortest of the next. With one tile per CTA and
-// one head per section this is the plain order: head by head, m descending.
+// Tile order (fixed length): L2 sections of heads, longest query block first inside one, walked by
+// the CTAs in a snake over rounds (flash_fwd_sm90_pipeline.cuh: decode_fixed_tile, tile_position;
+// the fp8 forward walks the same order).
 // Varlen: the tile list is ordered by work instead (longest first, head by head inside a work level;
 // varlen_tile_list).
 // A tile carries its sequence's span: q0/k0, the sequence's first token in the packed tensors (0 for
@@ -43,13 +37,8 @@ __device__ __forceinline__ Tile decode_tile(const FwdParams &p, int t) {
         cuda::varlen_span(p.cu_q, p.cu_k, entry.x, p.total_q, p.total_k, p.max_q, p.max_k);
     return {m, entry.y - m * p.heads_q, entry.x, s.q0, s.k0, s.seqlen_q, s.seqlen_k};
   }
-  const int heads_total = p.num_tiles / p.num_m_blocks;
-  const int section = t / (p.num_m_blocks * p.section_heads);
-  const int r = t - section * p.num_m_blocks * p.section_heads;
-  const int in_section = min(p.section_heads, heads_total - section * p.section_heads);
-  const int m_rank = r / in_section;
-  const int hb = section * p.section_heads + (r - m_rank * in_section);
-  return {p.num_m_blocks - 1 - m_rank, hb % p.heads_q, hb / p.heads_q, 0, 0, p.seqlen_q, p.seqlen_k};
+  const FixedTile f = decode_fixed_tile(t, p.num_m_blocks, p.num_tiles / p.num_m_blocks, p.section_heads, p.heads_q);
+  return {f.m_block, f.h, f.b, 0, 0, p.seqlen_q, p.seqlen_k};
 }
 // The tiles this launch walks: the list's count for varlen (written on the device), else all.
 __device__ __forceinline__ int tiles_to_walk(const FwdParams &p) {
@@ -76,11 +65,6 @@ __device__ __forceinline__ ExtWalk tile_walk(const FwdParams &p, const Tile &t) 
 }
 // The TMA batch coordinate of a tile (varlen: the packed tensors are one batch entry).
 __device__ __forceinline__ int tma_batch(const FwdParams &p, const Tile &t) { return p.cu_q != nullptr ? 0 : t.b; }
-// Position of this CTA's round-th tile (may be >= num_tiles in the last round: skip it).
-__device__ __forceinline__ int tile_position(int round) {
-  const int g = gridDim.x;
-  return round * g + ((round & 1) ? g - 1 - int(blockIdx.x) : int(blockIdx.x));
-}
 
 // The K/V blocks one query block visits: [n_begin, n_end), walked from the last down; those outside
 // [full_begin, full_end) need a mask (some row of the block does not see all of their keys).

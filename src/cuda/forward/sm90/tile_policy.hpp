@@ -160,8 +160,11 @@ inline bool choose_tile(const detail::Problem &p, TileChoice &out) {
 }
 
 // K and V bytes of one (batch, head): what a head's tiles share in L2 (the call's head_dim and
-// head_dim_v: the zero-filled columns of a larger instantiation are never read from memory).
-inline int64_t kv_bytes_per_head(const detail::Problem &p) { return p.seqlen_k * (p.head_dim + p.head_dim_v) * 2; }
+// head_dim_v: the zero-filled columns of a larger instantiation are never read from memory; one byte
+// an element for the fp8 forward's e4m3, two for bf16 and fp16).
+inline int64_t kv_bytes_per_head(const detail::Problem &p) {
+  return p.seqlen_k * (p.head_dim + p.head_dim_v) * (p.dtype == FLASHBOX_FLOAT8_E4M3 ? 1 : 2);
+}
 
 // Whether tile t of the problem's instantiation has the MODS configuration (asked for problems that
 // need it, whose instantiation is then serving_head_dim's).
@@ -185,7 +188,8 @@ inline bool triangular_work(const detail::Problem &p) { return p.mods.window_rig
 // up to 8192), where hiding each tile's start and end wins (+27% D64 and +15% D128 at T = 2048);
 // beyond, one CTA per tile, whose hardware dispatch balances the unequal causal tiles (D128
 // T = 16384: 591 against 570 TFLOP/s persistent). A CTA cap (a tuning override of the tests)
-// implies persistent.
+// implies persistent. The fp8 forward takes the same rule in its one-byte K/V (persistent while causal
+// up to T = 16384 at D128 and 8192 at D256; not measured on its own yet).
 inline bool persistent_schedule(const detail::Problem &p) {
   const detail::TuningOverrides &o = p.tuning.overrides;
   switch (o.sm90_schedule) {
@@ -205,6 +209,10 @@ inline int persistent_ctas(const detail::Problem &p, int sms, int num_tiles) {
   if (ctas <= 0) ctas = sms > 0 ? sms - p.tuning.sm_margin : num_tiles;
   return std::max(1, std::min(ctas, num_tiles));
 }
+
+// persistent_ctas on the current device (flash_fwd_sm90.cu; the bf16/fp16 and the fp8 forward's
+// plans): its SM count, or one CTA per tile when it cannot be read.
+unsigned persistent_grid(const detail::Problem &p, int num_tiles);
 
 // (batch, head) pairs per L2 section of the persistent order: as many whole heads' K and V as fit in
 // the budget; a 0 budget is one head per section, i.e. the grid's order (head by head, longest query

@@ -3,7 +3,7 @@
 // row i is P_sink = exp(sink - LSE_i) (the forward's LSE includes the sink) and
 //   dsink[h] = -sum over batch entries b and rows i of exp(sink[h] - LSE[b, h, i]) * D[b, h, i],
 // D = rowsum(dO * O), the row sums each family's preprocessing already computes (sm80:
-// flash_bwd_aux.cu's rowsum; sm90: prepare in flash_bwd_sm90.cu). Nothing else of the backward changes:
+// flash_bwd_aux.cu's rowsum; sm90: flash_bwd_sm90_prepare.cu). Nothing else of the backward changes:
 // dQ, dK and dV read an LSE that already holds the sink.
 #pragma once
 #include <cuda_runtime.h>

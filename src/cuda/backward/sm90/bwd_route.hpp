@@ -105,7 +105,7 @@ constexpr bool mask_kernel_takes(int64_t head_dim) { return head_dim > 64 && hea
 // without causal or a window, GQA, a learnable sink, at bf16 head dims 72..128 with head_dim_v =
 // head_dim, fixed length, not deterministic. A block mask's walk is a list of (query head, query
 // block, full) steps per CTA, which a pre-pass writes from the q_* transposes, or without them from
-// kv_* inverted into per-key-block marks (flash_bwd_sm90.cu, block_walk_kernel, block_marks_kernel);
+// kv_* inverted into per-key-block marks (flash_bwd_sm90_mask_walks.cu, block_walk_kernel, block_marks_kernel);
 // block sizes must be multiples of 128 (the C API refuses others on CUDA; a 128-key CTA lies inside
 // one mask key block, a mask query block is whole 64-row steps), GQA groups up to 128 (the step's
 // encoding). The rest goes to the sm80 family, which takes every mask family:

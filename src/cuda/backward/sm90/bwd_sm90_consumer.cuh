@@ -64,7 +64,7 @@
 //
 // Mask families (BwdSm90Traits::masks: document ids, prefix-LM lengths, block masks; bf16 d128 with dq_lag,
 // fixed length, no softcap or ALiBi, not deterministic; cuda/common/mask_ext.cuh has the rules). A
-// CTA walks the query blocks of the pre-pass's range (flash_bwd_sm90.cu, mask_walk_kernel: the
+// CTA walks the query blocks of the pre-pass's range (flash_bwd_sm90_mask_walks.cu, mask_walk_kernel: the
 // window's m_range, all blocks where the key block starts inside the prefix, narrowed to the rows
 // whose document ids lie within the key block's), read into the tile (walk_range). A step is masked
 // element by element where the window or the edges cut it (as above), where it crosses the

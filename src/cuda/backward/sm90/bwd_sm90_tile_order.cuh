@@ -127,7 +127,7 @@ struct TileRef {
 };
 
 // The mask families' fields of the tile (fixed length): the walk and the keys' ids from the
-// pre-pass's row of (batch, key block) (flash_bwd_sm90.cu, mask_walk_kernel), the prefix clamped to
+// pre-pass's row of (batch, key block) (flash_bwd_sm90_mask_walks.cu, mask_walk_kernel), the prefix clamped to
 // the keys. Thread 0 writes them beside decode_tile's fields, before the CTA's barrier; the table
 // was written by a kernel that completed before prepare started, so it may be read before the grid
 // dependency wait (as the varlen tile list is).
@@ -170,7 +170,7 @@ __device__ __forceinline__ int walk_steps(const BwdSm90Params &p, int2 mr) {
 // the consumers and the dQ writer take every step from here, so they walk the same sequence. A step
 // is one query block of BM rows of one query head of the group, and whether its mask block is full
 // (every element admitted but those past the sequence's rows or keys) or partial (the element
-// rules apply); the pre-pass (flash_bwd_sm90.cu, block_walk_kernel) wrote the mask's 128-row (or
+// rules apply); the pre-pass (flash_bwd_sm90_mask_walks.cu, block_walk_kernel) wrote the mask's 128-row (or
 // larger) blocks as their BM-row query blocks, head by head, partial blocks before full ones.
 template <class Cfg>
 __device__ __forceinline__ const uint32_t *block_list(const BwdSm90Params &p, TileRef t) {

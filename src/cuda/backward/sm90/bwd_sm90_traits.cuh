@@ -62,7 +62,7 @@ struct BwdSm90Params {
   int head_dim_v;  // the call's V / dO / dV columns (<= DV; = head_dim where DV = D): dV's stores stop there
   // The mask families (BwdSm90Traits::masks; fixed length, bf16, no transforms, not deterministic):
   // document ids [batch, seqlen] (doc_*_stride elements per batch entry; null: none), prefix-LM
-  // lengths [batch] (null: none), and the pre-pass's tables (flash_bwd_sm90.cu, mask_walk_kernel):
+  // lengths [batch] (null: none), and the pre-pass's tables (flash_bwd_sm90_mask_walks.cu, mask_walk_kernel):
   // per (batch, key block) {first query block, end query block, min key id, max key id} of the CTA's
   // walk, per (batch, query block) {min id, max id} of its rows (documents only, else null).
   const int32_t *doc_q, *doc_k, *prefix;
@@ -70,7 +70,7 @@ struct BwdSm90Params {
   const int4 *key_walk;
   const int2 *q_ids;
   // Block masks (flashbox_block_mask; MASKS, fixed length): the pre-pass's step list of each CTA
-  // (flash_bwd_sm90.cu, block_walk_kernel), block_steps[cta * block_slots + i] for i below
+  // (flash_bwd_sm90_mask_walks.cu, block_walk_kernel), block_steps[cta * block_slots + i] for i below
   // block_count[cta], cta = (b * heads_kv + hk) * num_n_blocks + n_block, each step encoded as
   // (head in the group) << 25 | query block << 1 | full (bwd_sm90_tile_order.cuh, block_step).
   // Null block_steps: no block mask (the walk is key_walk's range).

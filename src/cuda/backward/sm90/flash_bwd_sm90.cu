@@ -1,7 +1,8 @@
 // Host side of the Hopper backward family: its plan (when it applies, tensor maps, scratch sizes), the
 // launch chain ([varlen tile list], prepare, main, convert, [sink_grad]: run, below; the main and
 // convert kernels with programmatic dependent launch, flash_bwd_sm90_kernel.cuh "Programmatic
-// dependent launch"), and the memory-bound kernels around the main one:
+// dependent launch"), and the memory-bound kernels around the main one (prepare and the mask
+// families' pre-passes in files of their own: flash_bwd_sm90_prepare.cu, flash_bwd_sm90_mask_walks.cu):
 //   prepare:    per (batch, query head, padded row): D = rowsum(dO ∘ O) (over head_dim_v: O's and dO's
 //               columns, which differ from head_dim for the (192, 128) kernel) and LSE · log2 e; padding
 //               rows (>= seqlen_q, up to a whole query tile) get D = 0 and LSE = +inf, so P = 0.
@@ -51,6 +52,8 @@
 #include "cuda/backward/sm90/bwd_route.hpp"
 #include "cuda/backward/sm90/det_walk.hpp"
 #include "cuda/backward/sm90/flash_bwd_sm90_kernel.cuh"
+#include "cuda/backward/sm90/flash_bwd_sm90_mask_walks.hpp"
+#include "cuda/backward/sm90/flash_bwd_sm90_prepare.hpp"
 #include "cuda/backward/sm90/flash_bwd_sm90_instances.hpp"
 #include "cuda/common/device_scratch.hpp"
 #include "cuda/common/launch_attributes.hpp"
@@ -64,79 +67,6 @@
 
 namespace flashbox::sm90::bwd {
 namespace {
-
-struct PrepArgs {
-  const void *o, *dout;
-  const float *lse;
-  int64_t o_stride[3], do_stride[3];
-  float *lse_log2, *dsum;
-  float *dq_accum;  // zeroed: rows * kernel_d floats
-  int *dq_sem;      // zeroed: n_sem ints (deterministic mode), else null
-  int64_t n_sem;
-  int sem_per_row;  // semaphore ints zeroed per row: 1 (fixed length), NWG (varlen: a slot per first row)
-  int batch, heads_q, seqlen_q, seqlen_q_pad, head_dim, kernel_d;  // kernel_d: the instantiation's (>= head_dim)
-};
-
-// prep_lanes(kernel_d) lanes per padded row (8, 16 or 32: kernel_d / 8, and 32 for 192, where 24
-// would let rows straddle warps), 16 bytes of O and of dO each: two 16-byte loads in flight per lane
-// (one warp per row, 4 bytes a lane, left prepare and the memset it replaced at ~2x cuDNN's time on
-// the H200). Past head_dim (a multiple of 8) the lanes add nothing but zero
-// their share of the accumulator row (kernel_d / 4 float4, lane by lane).
-__host__ __device__ inline int prep_lanes(int kernel_d) { return kernel_d == 192 ? 32 : kernel_d / 8; }
-
-template <typename Elem>
-__global__ void prepare_kernel(const PrepArgs a) {
-  using Tr = cuda::ElementTraits<Elem>;
-  // The main kernel (launched programmatically) may be scheduled once every block got here: its
-  // CTAs need a whole SM, so they take the SMs this grid's last wave leaves, and wait for this grid's
-  // completion before they read anything it writes (flash_bwd_sm90_kernel.cuh).
-  sm90::grid_dependents_launch();
-  const int lpr = prep_lanes(a.kernel_d);
-  const int64_t rows = int64_t(a.batch) * a.heads_q * a.seqlen_q_pad;
-  const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / lpr;
-  const int sub = int(threadIdx.x % lpr), lane = int(threadIdx.x % 32);
-  if (row >= rows) return;  // whole row groups leave together (lpr divides the block)
-  float4 *z = reinterpret_cast<float4 *>(a.dq_accum + row * a.kernel_d);
-  z[sub] = make_float4(0.f, 0.f, 0.f, 0.f);  // kernel_d / 4 float4: 2 lpr (d192: 48, lanes 0..15 twice)
-  if (sub + lpr < a.kernel_d / 4) z[sub + lpr] = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (sub < a.sem_per_row && row * a.sem_per_row + sub < a.n_sem) a.dq_sem[row * a.sem_per_row + sub] = 0;
-  const int i = int(row % a.seqlen_q_pad);
-  const int64_t bh = row / a.seqlen_q_pad;
-  const int h = int(bh % a.heads_q), b = int(bh / a.heads_q);
-  if (i >= a.seqlen_q) {
-    if (sub == 0) a.dsum[row] = 0.f, a.lse_log2[row] = INFINITY;
-    return;
-  }
-  const Elem *o =
-      static_cast<const Elem *>(a.o) + b * a.o_stride[0] + int64_t(i) * a.o_stride[1] + h * a.o_stride[2] + 8 * sub;
-  const Elem *d = static_cast<const Elem *>(a.dout) + b * a.do_stride[0] + int64_t(i) * a.do_stride[1] +
-                  h * a.do_stride[2] + 8 * sub;
-  float sum = 0.f;
-  if (8 * sub >= a.head_dim) {
-    // past head_dim: nothing to read (the lanes still join the shuffle below)
-  } else if (((reinterpret_cast<uintptr_t>(o) | reinterpret_cast<uintptr_t>(d)) & 15) == 0) {
-    const uint4 x = *reinterpret_cast<const uint4 *>(o), y = *reinterpret_cast<const uint4 *>(d);
-    const uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float2 p = cuda::bwd::unpack_pair<Elem>(xs[k]), q = cuda::bwd::unpack_pair<Elem>(ys[k]);
-      sum += p.x * q.x + p.y * q.y;
-    }
-  } else {  // O's strides need not be 16-byte multiples (dO's are: the TMA reads it)
-#pragma unroll
-    for (int k = 0; k < 8; ++k) sum += Tr::to_float(o[k]) * Tr::to_float(d[k]);
-  }
-  const unsigned group = (lpr == 32 ? 0xffffffffu : ((1u << lpr) - 1u) << (lane / lpr * lpr));
-  for (int off = lpr / 2; off > 0; off >>= 1) sum += __shfl_xor_sync(group, sum, off);
-  if (sub == 0) {
-    a.dsum[row] = sum;
-    // A row that saw no key (LSE -inf) gets +inf like a padding row, so that every p of it is
-    // exp2(x - inf) = 0 whatever x: the plain and ALiBi paths mask their scores to -inf before the
-    // exponentials, and -inf - (-inf) would be NaN (bwd_sm90_consumer.cuh, mask_scores).
-    const float lse = a.lse[bh * a.seqlen_q + i];
-    a.lse_log2[row] = lse == -INFINITY ? INFINITY : lse * kLog2e;
-  }
-}
 
 struct ConvertArgs {
   const float *dq_accum;
@@ -356,154 +286,6 @@ __global__ void convert_dq_varlen_kernel(const ConvertVarlenArgs a) {
   sm90::grid_dependency_wait();  // every thread, also one with no row: this grid's completion implies the main kernel's
 }
 
-// The mask families' pre-pass (document ids, prefix-LM lengths; the main kernel's MASKS
-// configuration). The producer, the consumers and the dQ writer of a CTA must agree on its walk
-// before any of them starts (the producer runs ahead), and the document scan needs a whole CTA, so
-// one small kernel writes the walks first, launched normally before prepare (so it completed before
-// the main kernel starts, which reads the table before its grid dependency wait). One CTA per:
-//   (batch entry, key block n): the query blocks the CTA walks, {first, end}: the window's m_range
-//     (bwd_sm90_tile_order.cuh), or every block where the key block starts inside the prefix (its
-//     keys are seen by every row of their documents), narrowed with documents to the blocks holding
-//     a row whose id lies within the key block's id range (cuda::doc_span, the sm80 backward's scan:
-//     exact for sorted documents, a superset otherwise); and that id range (the consumers' test for
-//     a step that needs no element mask).
-//   (batch entry, query block m), documents only: its rows' id range.
-// The ids are device memory the host never reads; the scans read only positions below the lengths.
-struct MaskWalkArgs {
-  const int32_t *doc_q, *doc_k, *prefix;
-  int64_t doc_q_stride, doc_k_stride;
-  cuda::DeviceMods mods;
-  int batch, seqlen_q, seqlen_k, num_n_blocks, num_m_blocks, block_m, block_n;
-  int4 *key_walk;  // [batch, num_n_blocks]
-  int2 *q_ids;     // [batch, num_m_blocks]; null without documents
-};
-constexpr int kMaskWalkThreads = 128;
-
-__global__ void __launch_bounds__(kMaskWalkThreads) mask_walk_kernel(const MaskWalkArgs a) {
-  const int per_b = a.num_n_blocks + (a.q_ids != nullptr ? a.num_m_blocks : 0);
-  const int b = int(blockIdx.x) / per_b, r = int(blockIdx.x) % per_b;
-  const int sq = a.seqlen_q, sk = a.seqlen_k, bm = a.block_m, bn = a.block_n;
-  const int32_t *ids_q = a.doc_q != nullptr ? a.doc_q + int64_t(b) * a.doc_q_stride : nullptr;
-  const int32_t *ids_k = a.doc_q != nullptr ? a.doc_k + int64_t(b) * a.doc_k_stride : nullptr;
-  int span_begin = 0, span_end = 0, lo = 0, hi = 0;
-  if (r >= a.num_n_blocks) {  // query block m's id range (documents): a scan with no other side
-    const int m = r - a.num_n_blocks, r0 = m * bm;
-    cuda::doc_span<kMaskWalkThreads>(ids_q, r0, min(r0 + bm, sq), ids_k, 0, 0, &span_begin, &span_end, &lo, &hi);
-    if (threadIdx.x == 0) a.q_ids[int64_t(b) * a.num_m_blocks + m] = make_int2(lo, hi);
-    return;
-  }
-  const int n = r, k0 = n * bn;
-  int2 mr = m_range(a.mods, n, bm, bn, sq, sk);
-  const int prefix = a.prefix != nullptr ? min(max(a.prefix[b], 0), sk) : 0;
-  if (k0 < prefix) mr = make_int2(0, (sq + bm - 1) / bm);
-  if (ids_q != nullptr) {
-    cuda::doc_span<kMaskWalkThreads>(ids_k, k0, min(k0 + bn, sk), ids_q, 0, sq, &span_begin, &span_end, &lo, &hi);
-    mr.x = max(mr.x, span_begin / bm), mr.y = min(mr.y, (span_end + bm - 1) / bm);
-  }
-  if (mr.x >= mr.y) mr = make_int2(0, 0);
-  if (threadIdx.x == 0) a.key_walk[int64_t(b) * a.num_n_blocks + n] = make_int4(mr.x, mr.y, lo, hi);
-}
-
-// Block masks (flashbox_block_mask, fixed length; the main kernel's MASKS configuration): a CTA owns
-// (batch entry, kv head, key block of BN = 128) and walks, for each query head of its GQA group, the
-// query blocks whose mask rows name its mask key block c = n * BN / kv_block_size, partial blocks
-// first, then full ones; a mask query block of q_block_size rows is q_block_size / BM steps of BM =
-// 64 rows (the last one clipped to the real rows). Where the lists differ per query head, so do the
-// walks. The producer, the consumers and the dQ writer must agree on every step, so one pre-pass
-// writes each CTA's steps (bwd_sm90_tile_order.cuh: block_list, block_step) before prepare, like
-// the mask walks above:
-//   block_walk_kernel: one warp per CTA, the lists of each head of the group read 32 entries at a
-//     time, each valid entry expanded into its steps at its place of a warp prefix sum. The lists
-//     are the q_* transposes (FlexAttention's BlockMask always carries them) or, without them, the
-//     marks below. Counts are clamped to [0, min(max_q_blocks, num_q_blocks)] and indices outside
-//     [0, num_q_blocks) skipped (the tables are device memory the host never reads: a malformed table
-//     changes values inside the outputs, never an address outside them).
-//   block_marks_kernel (no q_*): kv_* inverted into a byte per (mask batch, mask head, key block,
-//     query block) and kind (partial, full), zeroed first; a thread per listed entry stores a 1
-//     (idempotent, no atomics), so the walk's order is the query blocks ascending whatever the
-//     lists' order. Rather than declining calls without q_*: the pass is O(listed entries) plus
-//     batch x heads x num_kv_blocks x num_q_blocks bytes (a mask of T = 8192 in 128 x 128 blocks:
-//     4 KB per (batch, head)), small beside the backward, and the forward reads kv_* alone too.
-// The list's slots per CTA: group x kinds x min(max_q_blocks, num_q_blocks) (num_q_blocks with
-// the marks) x q_block_size / BM, the most a (clamped) table can list.
-struct BlockWalkArgs {
-  const int32_t *num[2], *idx[2];  // partial, full: the q_* lists (null: that kind absent or the marks)
-  const uint8_t *marks[2];         // no q_*: the marks of each kind (null: that kind absent)
-  int64_t mask_batch, mask_heads, max_q_blocks;
-  int num_q_blocks, num_kv_blocks, q_steps, kv_div;  // q_steps = q_block_size / BM, kv_div = kv_block_size / BN
-  int heads_kv, group, num_n_blocks, num_m_blocks;
-  int64_t slots;
-  int *count;       // [batch * heads_kv * num_n_blocks]
-  uint32_t *steps;  // [batch * heads_kv * num_n_blocks, slots]
-};
-
-__global__ void __launch_bounds__(32) block_walk_kernel(const BlockWalkArgs a) {
-  const int64_t cta = blockIdx.x;
-  const int n = int(cta % a.num_n_blocks);
-  const int64_t bhk = cta / a.num_n_blocks;
-  const int hk = int(bhk % a.heads_kv);
-  const int64_t b = bhk / a.heads_kv;
-  const int c = n / a.kv_div, lane = int(threadIdx.x), nqb = a.num_q_blocks;
-  uint32_t *out = a.steps + cta * a.slots;
-  int64_t pos = 0;
-  for (int hi = 0; hi < a.group; ++hi) {
-    const int64_t h = int64_t(hk) * a.group + hi;
-    const int64_t row =
-        ((a.mask_batch == 1 ? 0 : b) * a.mask_heads + (a.mask_heads == 1 ? 0 : h)) * a.num_kv_blocks + c;
-    for (int kind = 0; kind < 2; ++kind) {
-      // (selected, not indexed by kind: an indexed parameter array went to the stack)
-      const uint8_t *kind_marks = kind == 0 ? a.marks[0] : a.marks[1];
-      const int32_t *kind_num = kind == 0 ? a.num[0] : a.num[1], *kind_idx = kind == 0 ? a.idx[0] : a.idx[1];
-      const uint8_t *marks = kind_marks != nullptr ? kind_marks + row * nqb : nullptr;
-      const int32_t *list = kind_num != nullptr ? kind_idx + row * a.max_q_blocks : nullptr;
-      if (marks == nullptr && list == nullptr) continue;
-      const int count =
-          marks != nullptr ? nqb : int(std::clamp<int64_t>(kind_num[row], 0, std::min<int64_t>(a.max_q_blocks, nqb)));
-      for (int j0 = 0; j0 < count; j0 += 32) {
-        const int j = j0 + lane;
-        int r = -1;
-        if (j < count) r = marks != nullptr ? (marks[j] != 0 ? j : -1) : list[j];
-        // The query block's steps (r < num_q_blocks: its first row, hence its first step, is a real one).
-        const int e = r >= 0 && r < nqb ? min(a.q_steps, a.num_m_blocks - r * a.q_steps) : 0;
-        int incl = e;
-        for (int off = 1; off < 32; off *= 2) {
-          const int v = __shfl_up_sync(0xffffffffu, incl, off);
-          if (lane >= off) incl += v;
-        }
-        const int64_t at = pos + incl - e;
-        for (int s = 0; s < e; ++s)
-          if (at + s < a.slots) out[at + s] = encode_block_step(hi, r * a.q_steps + s, kind);
-        pos += __shfl_sync(0xffffffffu, incl, 31);
-      }
-    }
-  }
-  if (lane == 0) a.count[cta] = int(std::min(pos, a.slots));
-}
-
-struct BlockMarksArgs {
-  const int32_t *num[2], *idx[2];            // partial, full: kv_* (null full: none)
-  int64_t rows, max_kv_blocks;               // rows: mask_batch * mask_heads * num_q_blocks
-  int num_q_blocks, num_kv_blocks, per_row;  // per_row: min(max_kv_blocks, num_kv_blocks), the most a row lists
-  uint8_t *marks[2];                         // [mask_batch * mask_heads, num_kv_blocks, num_q_blocks], zeroed
-};
-
-__global__ void block_marks_kernel(const BlockMarksArgs a) {
-  const int64_t total = a.rows * 2 * a.per_row;
-  for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < total; x += int64_t(gridDim.x) * blockDim.x) {
-    const int j = int(x % a.per_row);
-    const int kind = int(x / a.per_row % 2);
-    const int64_t row = x / (2 * a.per_row);  // (mask batch * mask heads + mask head) * num_q_blocks + r
-    const int32_t *num = kind == 0 ? a.num[0] : a.num[1], *idx = kind == 0 ? a.idx[0] : a.idx[1];
-    if (num == nullptr) continue;
-    const int count = int(std::clamp<int64_t>(num[row], 0, a.per_row));
-    if (j >= count) continue;
-    const int c = idx[row * a.max_kv_blocks + j];
-    if (c < 0 || c >= a.num_kv_blocks) continue;
-    const int64_t bh = row / a.num_q_blocks, r = row % a.num_q_blocks;
-    (kind == 0 ? a.marks[0] : a.marks[1])[(bh * a.num_kv_blocks + c) * a.num_q_blocks + r] = 1;
-  }
-}
-
 // The instantiation's query and key block sizes (which instantiation serves a head_dim, and its
 // accumulator's row width: bwd_route.hpp, kernel_head_dim and accum_d_for).
 int block_m_for(int kd) { return kd == 64 || kd == 32 ? 128 : 64; }
@@ -658,9 +440,7 @@ int run(const Launch &l) {
     p.key_walk = walk.key_walk = reinterpret_cast<int4 *>(at);
     const int64_t key_bytes = int64_t(walk.batch) * walk.num_n_blocks * 16;
     p.q_ids = walk.q_ids = walk.doc_q != nullptr ? reinterpret_cast<int2 *>(at + key_bytes) : nullptr;
-    const int64_t ctas = int64_t(walk.batch) * (walk.num_n_blocks + (walk.doc_q != nullptr ? walk.num_m_blocks : 0));
-    mask_walk_kernel<<<unsigned(ctas), kMaskWalkThreads, 0, stream>>>(walk);
-    if ((e = cudaGetLastError()) != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "mask walk launch"));
+    if ((e = launch_mask_walk(walk, stream)) != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "mask walk launch"));
   }
   // A block mask's step lists (block_walk_kernel), after the marks from kv_* where q_* is absent;
   // launched normally like the mask walks (read before the main kernel's grid dependency wait).
@@ -676,13 +456,11 @@ int run(const Launch &l) {
       BlockMarksArgs marks = l.marks;
       marks.marks[0] = planes, marks.marks[1] = marks.num[1] != nullptr ? planes + l.marks_bytes / 2 : nullptr;
       block.marks[0] = marks.marks[0], block.marks[1] = marks.marks[1];
-      const int64_t threads = marks.rows * 2 * marks.per_row;
-      const unsigned blocks = unsigned(std::clamp<int64_t>((threads + 255) / 256, 1, 65535));
-      block_marks_kernel<<<blocks, 256, 0, stream>>>(marks);
-      if ((e = cudaGetLastError()) != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "block marks launch"));
+      if ((e = launch_block_marks(marks, stream)) != cudaSuccess)
+        return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "block marks launch"));
     }
-    block_walk_kernel<<<unsigned(int64_t(l.p.num_bh) * l.p.num_n_blocks), 32, 0, stream>>>(block);
-    if ((e = cudaGetLastError()) != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "block walk launch"));
+    if ((e = launch_block_walk(block, int64_t(l.p.num_bh) * l.p.num_n_blocks, stream)) != cudaSuccess)
+      return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "block walk launch"));
   }
 
   // prepare is launched normally: its inputs (O, dO, LSE) come from whatever ran before in the stream.
@@ -690,12 +468,8 @@ int run(const Launch &l) {
   prep.lse_log2 = lse_log2.as<float>(), prep.dsum = dsum.as<float>();
   prep.dq_accum = p.dq_accum, prep.dq_sem = sem;  // zeroes the semaphores or the counters
   prep.n_sem = l.sem_bytes / 4;
-  const unsigned prep_blocks = unsigned((l.rows * prep_lanes(accum_d_for(l.kd)) + 255) / 256);
-  if (l.bf16)
-    prepare_kernel<__nv_bfloat16><<<prep_blocks, 256, 0, stream>>>(prep);
-  else
-    prepare_kernel<__half><<<prep_blocks, 256, 0, stream>>>(prep);
-  if ((e = cudaGetLastError()) != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "prepare kernel launch"));
+  if ((e = launch_prepare(prep, l.bf16, l.rows, stream)) != cudaSuccess)
+    return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "prepare kernel launch"));
 
   // The main and convert kernels programmatically (each waits for its predecessor itself).
   e = l.bf16 ? launch_main<__nv_bfloat16>(l, p) : launch_main<__half>(l, p);

@@ -18,6 +18,18 @@ def _torch():
     return torch
 
 
+def flashbox_python(ctx):
+    """The repository's python/ package on sys.path, bound to the library this run times (--lib)."""
+    import os
+    import sys
+    python_dir = os.path.join(os.path.dirname(ctx.bench_dir), "python")
+    if python_dir not in sys.path:
+        sys.path.insert(0, python_dir)
+    from flashbox import _lib
+    if _lib._library is None:  # the library this run times, not another build
+        _lib._library = _lib._Library(os.path.abspath(ctx.lib.path), "bench/run.py --lib")
+
+
 def flops(case):
     """Forward FLOPs: 4 per visible (query, key) pair per head_dim; causal counts half the square
     (2·B·H·T²·D), a window its visible pairs. Backward: 2.5x the forward. With a head_dim_v of its own

@@ -20,7 +20,7 @@ import os
 import tempfile
 
 from . import abi
-from .attention import finish_row
+from .attention import finish_row, flashbox_python
 from .timing import rel_error, time_interleaved
 
 B, T, H, D = 4, 8192, 16, 128
@@ -184,6 +184,13 @@ def _row(ctx, name, pas, seed):
     peers = {}
     if block_mask is not None and (ctx.peers is None or "flex" in ctx.peers):
         peers["flex"] = _flex_fn(torch, None, block_mask)
+    if block_mask is not None:  # the same BlockMask through flashbox's Python layer (its mask_mod as a mod)
+        try:
+            flashbox_python(ctx)
+            from flashbox.flex import flex_attention as flashbox_flex
+            peers["flashbox_flex"] = lambda q, k, v: flashbox_flex(q, k, v, block_mask=block_mask)
+        except Exception as e:  # torch < 2.5, or the package not importable: the row says so
+            notes["flashbox_flex"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
     if fields.get("sinks") and (ctx.peers is None or "sdpa_cudnn" in ctx.peers):
         from torch.nn.attention import SDPBackend, sdpa_kernel
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import tempfile
 
-from .attention import BOUND, finish_row, run_case
+from .attention import BOUND, finish_row, flashbox_python, run_case
 from .mask_families import mask_families
 from .timing import rel_error, time_interleaved
 
@@ -566,16 +566,11 @@ def _elapsed_ms(fn):
 def llama_e2e_rows(ctx, m, name):
     import statistics
     import torch
-    python_dir = os.path.join(os.path.dirname(ctx.bench_dir), "python")
-    if python_dir not in sys.path:
-        sys.path.insert(0, python_dir)
     shape = dict(model=name, **m, dtype="bf16", cache="static")
     rows = {}
     try:
         import transformers
-        from flashbox import _lib
-        if _lib._library is None:  # the library this run times (--lib), not another build
-            _lib._library = _lib._Library(os.path.abspath(ctx.lib.path), "bench/run.py --lib")
+        flashbox_python(ctx)
         import flashbox.integrations.transformers  # noqa: F401  (registers "flashbox")
     except Exception as e:
         notes = {"flashbox": f"{type(e).__name__}: {str(e)[:250]}"}

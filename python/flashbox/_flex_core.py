@@ -21,6 +21,7 @@ import torch
 
 from . import _ext, _lib
 from . import flex_translate as ft
+from ._device import on_device as _on_device
 
 _DTYPES = {
     torch.float32: _lib.DType.FLOAT32,
@@ -153,24 +154,6 @@ def _strides_bthd(t: torch.Tensor) -> Tuple[torch.Tensor, Tuple[int, int, int]]:
 
 def _stream(t: torch.Tensor):
     return torch.cuda.current_stream(t.device).cuda_stream if t.device.type == "cuda" else None
-
-
-class _on_device:
-    """Makes t's GPU the current one for the call (the C API launches on the current device)."""
-
-    def __init__(self, t: torch.Tensor):
-        self.switch = t.device.type == "cuda" and t.device.index is not None and \
-            t.device.index != torch.cuda.current_device()
-        self.index = t.device.index
-
-    def __enter__(self):
-        if self.switch:
-            self.prev = torch.cuda.current_device()
-            torch.cuda.set_device(self.index)
-
-    def __exit__(self, *exc):
-        if self.switch:
-            torch.cuda.set_device(self.prev)
 
 
 def check_inputs(q, k, v, enable_gqa: bool, devices=("cpu", "cuda")) -> None:

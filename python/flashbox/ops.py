@@ -22,6 +22,7 @@ from typing import Optional, Tuple
 import torch
 
 from . import _lib
+from ._device import on_device as _on_device
 
 if not hasattr(torch.library, "custom_op") or not hasattr(torch.library, "register_fake"):
     raise ImportError(f"flashbox.attention needs torch >= 2.4 (torch.library.custom_op); this is torch "
@@ -110,24 +111,6 @@ def _fill_fwd(a: _lib.AttentionArgs, q, k, v, o, lse, qs, ks, vs, os_, softmax_s
     a.softmax_scale = softmax_scale
     a.causal = 1 if causal else 0
     a.stream = _stream_of(q)
-
-
-class _on_device:
-    """Makes q's GPU the current one for the call (the C API launches on the current device)."""
-
-    def __init__(self, t: torch.Tensor):
-        self.switch = t.device.type == "cuda" and t.device.index is not None and \
-            t.device.index != torch.cuda.current_device()
-        self.index = t.device.index
-
-    def __enter__(self):
-        if self.switch:
-            self.prev = torch.cuda.current_device()
-            torch.cuda.set_device(self.index)
-
-    def __exit__(self, *exc):
-        if self.switch:
-            torch.cuda.set_device(self.prev)
 
 
 def _retry_contiguous(call, tensors):

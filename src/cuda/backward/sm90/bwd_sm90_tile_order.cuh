@@ -128,9 +128,9 @@ struct TileRef {
 
 // The mask families' fields of the tile (fixed length): the walk and the keys' ids from the
 // pre-pass's row of (batch, key block) (flash_bwd_sm90_mask_walks.cu, mask_walk_kernel), the prefix clamped to
-// the keys. Thread 0 writes them beside decode_tile's fields, before the CTA's barrier; the table
-// was written by a kernel that completed before prepare started, so it may be read before the grid
-// dependency wait (as the varlen tile list is).
+// the keys. Thread 0 writes them beside decode_tile's fields, before the CTA's barrier; the table's
+// writer is launched normally before prepare, so it is complete here and may be read before the
+// grid dependency wait (as the varlen tile list is).
 // With a block mask the walk fields hold {0, the CTA's step count} (block_count, clamped to the
 // list's slots) instead of a query-block range (walk_steps).
 __device__ __forceinline__ void write_mask_walk(const BwdSm90Params &p, const BwdTile &t, int *dst) {

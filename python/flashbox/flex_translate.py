@@ -320,6 +320,10 @@ def _emit(gm, fn, kind: int, fname: str, sample_args) -> Translation:
             k = want
         return e, k
 
+    def pair(args, want: str) -> Tuple[str, str]:
+        """The C expressions of a binary op's two arguments, both as kind `want`."""
+        return operand(args[0], want)[0], operand(args[1], want)[0]
+
     def emit(n, e: str, k: str):
         counter[0] += 1
         v = f"v{counter[0]}"
@@ -380,19 +384,16 @@ def _emit(gm, fn, kind: int, fname: str, sample_args) -> Translation:
         if opname in cmp_ops:
             (a, ka), (b_, kb) = operand(args[0]), operand(args[1])
             k = _promote(ka, kb)
-            a, _ = operand(args[0], k)
-            b_, _ = operand(args[1], k)
+            a, b_ = pair(args, k)
             emit(n, f"({a} {cmp_ops[opname]} {b_})", "b")
         elif opname in bit_ops:
             (a, ka), (b_, kb) = operand(args[0]), operand(args[1])
             if ok == "b":
-                a, _ = operand(args[0], "b")
-                b_, _ = operand(args[1], "b")
+                a, b_ = pair(args, "b")
                 op = {"&": "&&", "|": "||", "^": "!="}[bit_ops[opname]]
                 emit(n, f"({a} {op} {b_})", "b")
             elif ok == "i":
-                a, _ = operand(args[0], "i")
-                b_, _ = operand(args[1], "i")
+                a, b_ = pair(args, "i")
                 emit(n, f"({a} {bit_ops[opname]} {b_})", "i")
             else:
                 raise TranslationError(f"flashbox: the {what} applies {opname} to floats")
@@ -400,8 +401,7 @@ def _emit(gm, fn, kind: int, fname: str, sample_args) -> Translation:
             a, ka = operand(args[0])
             emit(n, f"(!{a})" if ka == "b" else f"(~{a})", ka)
         elif opname in ("logical_and", "logical_or", "logical_xor"):
-            a, _ = operand(args[0], "b")
-            b_, _ = operand(args[1], "b")
+            a, b_ = pair(args, "b")
             op = {"logical_and": "&&", "logical_or": "||", "logical_xor": "!="}[opname]
             emit(n, f"({a} {op} {b_})", "b")
         elif opname == "logical_not":
@@ -409,14 +409,12 @@ def _emit(gm, fn, kind: int, fname: str, sample_args) -> Translation:
             emit(n, f"(!{a})", "b")
         elif opname in ("add", "sub", "rsub", "mul"):
             if ok == "b" and opname in ("add", "mul"):   # bool + bool is or, bool * bool is and
-                a, _ = operand(args[0], "b")
-                b_, _ = operand(args[1], "b")
+                a, b_ = pair(args, "b")
                 emit(n, f"({a} {'||' if opname == 'add' else '&&'} {b_})", "b")
                 continue
             if ok == "b":
                 raise TranslationError(f"flashbox: the {what} subtracts booleans ({opname})")
-            a, _ = operand(args[0], ok)
-            b_, _ = operand(args[1], ok)
+            a, b_ = pair(args, ok)
             alpha = kwargs.get("alpha", args[2] if len(args) > 2 else 1)
             if alpha != 1:
                 al, _ = operand(alpha, ok)
@@ -434,27 +432,22 @@ def _emit(gm, fn, kind: int, fname: str, sample_args) -> Translation:
             if opname == "floor_divide":
                 mode = "floor"
             if mode is None:   # true division: float
-                a, _ = operand(args[0], "f")
-                b_, _ = operand(args[1], "f")
+                a, b_ = pair(args, "f")
                 emit(n, f"({a} / {b_})", "f")
             elif ok == "i":
-                a, _ = operand(args[0], "i")
-                b_, _ = operand(args[1], "i")
+                a, b_ = pair(args, "i")
                 emit(n, f"fbx_{'floordiv' if mode == 'floor' else 'truncdiv'}({a}, {b_})", "i")
             elif ok == "f":
-                a, _ = operand(args[0], "f")
-                b_, _ = operand(args[1], "f")
+                a, b_ = pair(args, "f")
                 emit(n, f"fbx_{'floorf' if mode == 'floor' else 'truncf'}({a} / {b_})", "f")
             else:
                 raise TranslationError(f"flashbox: the {what} divides booleans")
         elif opname in ("remainder", "fmod"):
             if ok == "i":
-                a, _ = operand(args[0], "i")
-                b_, _ = operand(args[1], "i")
+                a, b_ = pair(args, "i")
                 emit(n, f"fbx_{'mod' if opname == 'remainder' else 'fmod'}({a}, {b_})", "i")
             else:
-                a, _ = operand(args[0], "f")
-                b_, _ = operand(args[1], "f")
+                a, b_ = pair(args, "f")
                 emit(n, f"fbx_{'pymodf' if opname == 'remainder' else 'fmodf'}({a}, {b_})", "f")
         elif opname in ("floor", "ceil", "trunc"):
             a, ka = operand(args[0])
@@ -473,8 +466,7 @@ def _emit(gm, fn, kind: int, fname: str, sample_args) -> Translation:
             if len(args) != 2 or "dim" in kwargs:
                 raise TranslationError(f"flashbox: the {what} uses the reduction {opname}; only the "
                                        f"elementwise two-argument form is taken")
-            a, _ = operand(args[0], ok)
-            b_, _ = operand(args[1], ok)
+            a, b_ = pair(args, ok)
             op = "<" if opname in ("minimum", "min", "fmin") else ">"
             emit(n, f"({a} {op} {b_} ? {a} : {b_})", ok)
         elif opname in ("clamp", "clamp_min", "clamp_max"):

@@ -210,17 +210,7 @@ def run_case(ctx, case, seed):
             notes[name] = str(e).splitlines()[0][:200]
     for name, peer in peer_fns(case, q, k, v, ctx.peers).items():
         try:
-            # Each closure binds its own peer and tensors (defaults): a plain closure would see the
-            # loop's last peer when it is timed, after the loop.
-            if backward:
-                qg, kg, vg = (x.detach().clone().requires_grad_() for x in (q, k, v))
-                out = peer(qg, kg, vg)
-                fn = lambda out=out, inputs=(qg, kg, vg): torch.autograd.grad(out, inputs, do, retain_graph=True)  # noqa: E731
-                outs[name] = fn()
-            else:
-                fn = lambda peer=peer: peer(q, k, v)  # noqa: E731
-                outs[name] = fn()
-            fns[name] = fn
+            fns[name], outs[name] = peer_call(peer, q, k, v, do if backward else None)
         except Exception as e:
             notes[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
     times = time_interleaved(fns, ctx.rounds)
@@ -246,6 +236,20 @@ def run_case(ctx, case, seed):
         row["errors"] = {n: err(o, refs[ref]) for n, o in outs.items() if n != ref}
         row["errors"] = {n: (e if e != float("inf") else None) for n, e in row["errors"].items()}
     return row
+
+
+def peer_call(peer, q, k, v, do=None):
+    """(the timed callable, its first output) of a peer: peer(q, k, v), or with do the gradients of
+    q, k, v through autograd (the graph built once, outside the timing). Each callable binds its own
+    peer and tensors (defaults): a plain closure made in a loop would see the loop's last peer."""
+    import torch
+    if do is None:
+        fn = lambda peer=peer: peer(q, k, v)  # noqa: E731
+    else:
+        qg, kg, vg = (x.detach().clone().requires_grad_() for x in (q, k, v))
+        out = peer(qg, kg, vg)
+        fn = lambda out=out, inputs=(qg, kg, vg): torch.autograd.grad(out, inputs, do, retain_graph=True)  # noqa: E731
+    return fn, fn()
 
 
 def finish_row(shape, seed, metric, work, times, error, ref, notes, kernel=None, scale=1e12, bound=BOUND):

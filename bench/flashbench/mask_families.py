@@ -20,7 +20,7 @@ import os
 import tempfile
 
 from . import abi
-from .attention import finish_row, flashbox_python
+from .attention import finish_row, flashbox_python, peer_call
 from .timing import rel_error, time_interleaved
 
 B, T, H, D = 4, 8192, 16, 128
@@ -200,13 +200,7 @@ def _row(ctx, name, pas, seed):
         peers["sdpa_cudnn"] = cudnn
     for pname, peer in peers.items():
         try:
-            if backward:
-                qg, kg, vg = (x.detach().clone().requires_grad_() for x in (q, k, v))
-                out = peer(qg, kg, vg)
-                fn = lambda out=out, inputs=(qg, kg, vg): torch.autograd.grad(out, inputs, do, retain_graph=True)  # noqa: E731
-            else:
-                fn = lambda peer=peer: peer(q, k, v)  # noqa: E731
-            outs[pname], fns[pname] = fn(), fn
+            fns[pname], outs[pname] = peer_call(peer, q, k, v, do if backward else None)
         except Exception as e:
             notes[pname] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
     times = time_interleaved(fns, ctx.rounds)

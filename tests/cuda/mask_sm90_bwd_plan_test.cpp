@@ -124,17 +124,24 @@ struct BwdPlanCase {
     }
     return g;
   }
+  // The problem of mods m, with the args' causal flag saying what m says (the kernel's name tells a
+  // causal call from a window by it, as the API's calls set both).
+  detail::Problem problem(const core::ScoreMods &m) const {
+    flashbox_attention_args x = a;
+    x.causal = m.window_left < 0 && m.window_right == 0;
+    return detail::make_problem(x, m);
+  }
   // Document ids (and with prefix, prefix lengths), never read by the planner.
   detail::GradProblem with_masks(bool docs, bool prefix, core::ScoreMods m = core::causal_mods(true)) const {
     if (docs) m.doc_q = m.doc_k = ids(), m.doc_q_stride = m.doc_k_stride = a.seqlen_q;
     if (prefix) m.prefix = ids();
-    return grad(detail::make_problem(a, m));
+    return grad(problem(m));
   }
   // A block mask of 128 x 128 blocks (broadcast batch, per query head), the tables never read by the
   // planner: kv_* (max_kv_blocks 3), with `full` full_kv_* too, with `transposes` q_* (max_q_blocks
   // 5, more than the 3 query blocks of 300 rows) and with `full` full_q_*.
   detail::GradProblem with_blocks(bool transposes, bool full) const {
-    detail::GradProblem g = grad(detail::make_problem(a, core::causal_mods(true)));
+    detail::GradProblem g = grad(problem(core::causal_mods(true)));
     flashbox_block_mask &m = g.fwd.block_mask;
     m.struct_size = int32_t(sizeof m);
     m.batch = 1, m.heads = a.heads_q, m.q_block_size = m.kv_block_size = 128;

@@ -245,26 +245,33 @@ def _l2(a, b):
 
 @needs_cuda
 def test_training_step_gradients(trio):
-    # The rule on three batches' training steps together (L2 over all their gradients): on one batch
-    # the two distances are of one size and their order is rounding's coin (llama on an H100,
-    # 2026-12-07: flashbox 2.17e-3 from sdpa against sdpa's 2.00e-3 from eager; the reverse in an
-    # earlier call); over three, the implementations' typical rounding decides.
-    got_sq = allowed_sq = 0.0
+    # Each bf16 model's gradients against those of the same weights with attention in float32 (EAGER_FP32):
+    # flashbox's distance within a quarter more than the larger of sdpa's and eager's. Measured against one
+    # another the three are of one size and their order is rounding's coin (llama on the H200, 2026-12-07:
+    # flashbox 3.17e-3 from sdpa, sdpa 2.96e-3 from eager); against the float32 attention each one's own
+    # rounding is what is measured. L2 over all parameters of three batches' steps together.
+    exact = _build(trio.cfg, EAGER_FP32, "cuda", torch.bfloat16, like=trio.ref)
+    got_sq, peers_sq = 0.0, {trio.ref_name: 0.0, "eager": 0.0}
     for seed in (1, 2, 3):
         ids, mask = (trio.ids, trio.mask) if seed == 1 else _batch(trio.cfg.vocab_size, trio.T, trio.pads, "cuda", seed)
+        want = _grads(exact, ids, mask)
         ref, eager = _grads(trio.ref, ids, mask), _grads(trio.eager, ids, mask)
         with _counting_flashbox_calls() as calls:
             fb = _grads(trio.fb, ids, mask)
         assert calls[0] >= trio.cfg.num_hidden_layers
-        assert fb.keys() == ref.keys() == eager.keys()
+        assert fb.keys() == ref.keys() == eager.keys() == want.keys()
         if trio.cfg.model_type == "gpt_oss":
             assert any("sinks" in n for n in fb), "the sinks got no gradient"
-        got_sq += _l2(fb, ref) ** 2
-        allowed_sq += _l2(ref, eager) ** 2
-    got, allowed = got_sq ** 0.5, allowed_sq ** 0.5
+        got_sq += _l2(fb, want) ** 2
+        peers_sq[trio.ref_name] += _l2(ref, want) ** 2
+        peers_sq["eager"] += _l2(eager, want) ** 2
+    del exact
+    got = got_sq ** 0.5
+    peers = {n: v ** 0.5 for n, v in peers_sq.items()}
+    allowed = 1.25 * max(peers.values())
     assert got <= allowed, (f"{trio.cfg.model_type}: flashbox's gradients differ by {got} (L2 over all parameters "
-                            f"of three batches' steps) "
-                            f"from {trio.ref_name}'s, more than the {allowed} between {trio.ref_name} and eager")
+                            f"of three batches' steps) from those with float32 attention, more than 1.25x the "
+                            f"larger of {peers}")
 
 
 @needs_cuda
@@ -578,11 +585,14 @@ def _graph_breaks(fn, *args, **kwargs):
 
 
 def _flashbox_op_calls(fn, **kwargs):
-    """How many flashbox:: custom-op calls one run of fn makes (torch.profiler's CPU events)."""
+    """How many flashbox:: custom-op calls one run of fn makes (torch.profiler's CPU events), and the
+    events that name attention (what ran instead, when that is none)."""
     from torch.profiler import ProfilerActivity, profile
-    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         fn(**kwargs)
-    return sum(e.count for e in prof.key_averages() if e.key.startswith("flashbox::"))
+    events = prof.key_averages()
+    attention = sorted({e.key[:80] for e in events if any(w in e.key.lower() for w in ("attn", "attention", "flash"))})
+    return sum(e.count for e in events if e.key.startswith("flashbox::")), attention
 
 
 def _logits_of(out):
@@ -607,8 +617,9 @@ def test_compile_fullgraph_prefill_padded_batch():
     assert not breaks, f"graph breaks: {breaks}"
     # The Python-level count sees the trace when dynamo inlines the registered function; either way the
     # compiled model must run flashbox's ops (the profiler's record of the dispatcher's calls).
-    assert calls[0] >= cfg.num_hidden_layers or _flashbox_op_calls(compiled, **kw) >= cfg.num_hidden_layers, \
-        "the compiled model did not run flashbox's attention"
+    if calls[0] < cfg.num_hidden_layers:
+        ops, attention = _flashbox_op_calls(compiled, **kw)
+        assert ops >= cfg.num_hidden_layers, f"the compiled model did not run flashbox's attention; it ran {attention}"
     torch._dynamo.reset()
     with torch.no_grad():   # the reference's own graph breaks are not this test's business
         sdpa_out = torch.compile(sdpa)(**kw)

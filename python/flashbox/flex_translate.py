@@ -43,8 +43,8 @@ import torch
 
 from . import _ext
 
-__all__ = ["TranslationError", "Translation", "AuxSpec", "translate", "compile_translation", "aux_dtype_of",
-           "is_noop_mask"]
+__all__ = ["TranslationError", "Translation", "AuxSpec", "translate", "trace", "node_values", "compile_translation",
+           "aux_dtype_of", "is_noop_mask"]
 
 
 class TranslationError(ValueError):
@@ -215,14 +215,14 @@ def is_noop_mask(fn) -> bool:
     return fn is None or getattr(fn, "__name__", "") == "noop_mask"
 
 
-def translate(fn: Callable, kind: int = _ext.MOD_MASK, name: Optional[str] = None, device=None) -> Translation:
-    """Trace a FlexAttention mask_mod (kind MOD_MASK) or score_mod (MOD_SCORE) and emit its flashbox
-    mod. Raises TranslationError for what cannot be translated. device: where the traced index tensors
-    live (the device of the tensors the mod captures, so that mixing them is legal; default cpu)."""
+def trace(fn: Callable, kind: int = _ext.MOD_MASK, device=None):
+    """make_fx's graph of a FlexAttention mask_mod (kind MOD_MASK) or score_mod (MOD_SCORE), traced on
+    one-element int64 index tensors (and an fp32 score) on `device`: (graph module, sample arguments).
+    The graph of aten operations is the IR both the translator and flashbox.flex_families read.
+    Raises TranslationError, with the cause, for a function that cannot be traced."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     mask = kind == _ext.MOD_MASK
-    fname = name or ("flashbox_mask_mod" if mask else "flashbox_score_mod")
     idx = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(4)]
     args = idx if mask else [torch.zeros(1, dtype=torch.float32, device=device)] + idx
     what = "mask_mod" if mask else "score_mod"
@@ -238,6 +238,31 @@ def translate(fn: Callable, kind: int = _ext.MOD_MASK, name: Optional[str] = Non
                    "operations, e.g. torch.where")
         raise TranslationError(f"flashbox: the {what} {getattr(fn, '__name__', fn)!r} could not be traced: "
                                f"{type(e).__name__}: {msg}") from e
+    return gm, args
+
+
+def node_values(gm, sample_args) -> dict:
+    """The value of every node of a traced graph on its sample arguments (the graph run once): what
+    the captured tensors and the operations on them alone evaluate to, and every node's dtype."""
+    values = {}
+
+    class _Rec(torch.fx.Interpreter):
+        def run_node(self, n):
+            out = super().run_node(n)
+            values[n] = out
+            return out
+
+    with torch.no_grad():
+        _Rec(gm).run(*sample_args)
+    return values
+
+
+def translate(fn: Callable, kind: int = _ext.MOD_MASK, name: Optional[str] = None, device=None) -> Translation:
+    """Trace a FlexAttention mask_mod (kind MOD_MASK) or score_mod (MOD_SCORE) and emit its flashbox
+    mod. Raises TranslationError for what cannot be translated. device: where the traced index tensors
+    live (the device of the tensors the mod captures, so that mixing them is legal; default cpu)."""
+    fname = name or ("flashbox_mask_mod" if kind == _ext.MOD_MASK else "flashbox_score_mod")
+    gm, args = trace(fn, kind, device)
     return _emit(gm, fn, kind, fname, args)
 
 
@@ -247,19 +272,8 @@ def _emit(gm, fn, kind: int, fname: str, sample_args) -> Translation:
     names = _captured_names(fn)
 
     # The dtype of every node, by running the graph once on the sample inputs.
-    dtypes = {}
-    values = {}
-
-    class _Rec(torch.fx.Interpreter):
-        def run_node(self, n):
-            out = super().run_node(n)
-            values[n] = out
-            if isinstance(out, torch.Tensor):
-                dtypes[n] = out.dtype
-            return out
-
-    with torch.no_grad():
-        _Rec(gm).run(*sample_args)
+    values = node_values(gm, sample_args)
+    dtypes = {n: v.dtype for n, v in values.items() if isinstance(v, torch.Tensor)}
 
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     arg_names = (["b", "h", "q_idx", "kv_idx"] if mask else ["score", "b", "h", "q_idx", "kv_idx"])

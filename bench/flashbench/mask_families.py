@@ -184,7 +184,7 @@ def _row(ctx, name, pas, seed):
     peers = {}
     if block_mask is not None and (ctx.peers is None or "flex" in ctx.peers):
         peers["flex"] = _flex_fn(torch, None, block_mask)
-    if block_mask is not None:  # the same BlockMask through flashbox's Python layer (its mask_mod as a mod)
+    if block_mask is not None:  # the same BlockMask through flashbox's Python layer (a family where recognised)
         try:
             flashbox_python(ctx)
             from flashbox.flex import flex_attention as flashbox_flex
@@ -203,6 +203,9 @@ def _row(ctx, name, pas, seed):
             fns[pname], outs[pname] = peer_call(peer, q, k, v, do if backward else None)
         except Exception as e:
             notes[pname] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+    if "flashbox_flex" in fns:   # how flashbox.flex_attention ran the mask: a built-in family, or the mod
+        from flashbox.flex import last_route
+        extra["flashbox_flex_route"] = str(last_route("backward" if backward else "forward"))
     times = time_interleaved(fns, ctx.rounds)
     ref = "flex" if "flex" in outs else None
     err = (lambda a, b: max(rel_error(x, y) for x, y in zip(a, b))) if backward else rel_error

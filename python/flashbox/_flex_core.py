@@ -4,6 +4,11 @@ mods' registry, and the C calls (forward and backward through flashbox_attention
 Needs only torch >= 1.13 (no torch.library.custom_op), so the block-mask conversion and the CPU calls
 are testable with older torch; flashbox.flex registers the custom ops over it.
 
+Masks: a mask_mod that flashbox.flex_families recognises (causal, windows, documents, prefix-LM,
+chunks) runs as flashbox's built-in family (the ext's fields, the BlockMask's tables dropped where
+they add nothing); anything else as an NVRTC mask mod. route() decides per call and records it
+(last_route()).
+
 Layout: FlexAttention's [B, H, T, D] tensors are handed to the C API, which takes [B, T, H, D] with
 strides, as their permuted strides (no copy); o and the gradients are allocated contiguous in
 [B, H, T, D] and written through permuted strides too.
@@ -20,6 +25,7 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 
 from . import _ext, _lib
+from . import flex_families as ff
 from . import flex_translate as ft
 from ._device import on_device as _on_device
 
@@ -44,33 +50,137 @@ class ModEntry:
     name: str
 
 
-_registry = {}             # key -> ModEntry
+@dataclass
+class FamilyEntry:
+    """A mask_mod recognised as a built-in mask family (flashbox.flex_families): run as the family
+    where its Params resolve and verify at the call's shape, else as its mod (`mod_key`, translated
+    and compiled the first time it is needed)."""
+    fn: object
+    resolver: ff.Resolver
+    name: str
+    device: object
+    mod_key: int = 0
+
+
+_registry = {}             # key -> ModEntry or FamilyEntry
 _key_of = {}               # id(fn) -> (fn, key): the function is held, so its id stays its own
 _registry_lock = threading.Lock()
 
 
+def _register(entry) -> int:
+    with _registry_lock:
+        key = len(_registry) + 1
+        _registry[key] = entry
+        return key
+
+
+def _mod_key(fn, device) -> int:
+    """The registry key of fn translated to CUDA C++ and compiled (once per function: the caller
+    remembers the key)."""
+    tr = ft.translate_cached(fn, _ext.MOD_MASK, device=device)
+    handle = ft.compile_translation(tr)
+    broadcast = (0 if tr.uses_b else _ext.MOD_SAME_BATCH) | (0 if tr.uses_h else _ext.MOD_SAME_HEADS)
+    return _register(ModEntry(handle, tr.aux, broadcast, getattr(fn, "__name__", "mask_mod")))
+
+
 def mask_mod_key(fn, device=None) -> int:
-    """0 for no mod (None, FlexAttention's noop_mask); else the registry key of fn's translated and
-    compiled mod (translated and compiled once per function object, per process). device: the call's
-    (the traced index tensors are put there, beside the tensors the mod captures)."""
+    """0 for no mod (None, FlexAttention's noop_mask); else the registry key of fn: a FamilyEntry
+    where flex_families recognises it, else its translated and compiled mod (once per function
+    object, per process). device: the call's (the traced index tensors are put there, beside the
+    tensors the mod captures)."""
     if ft.is_noop_mask(fn):
         return 0
     with _registry_lock:
         hit = _key_of.get(id(fn))
         if hit is not None and hit[0] is fn:
             return hit[1]
-    tr = ft.translate_cached(fn, _ext.MOD_MASK, device=device)
-    handle = ft.compile_translation(tr)
-    broadcast = (0 if tr.uses_b else _ext.MOD_SAME_BATCH) | (0 if tr.uses_h else _ext.MOD_SAME_HEADS)
+    family = ff.recognise(fn, device)
+    name = getattr(fn, "__name__", "mask_mod")
+    if family is not None:
+        key = _register(FamilyEntry(fn, ff.Resolver(fn, family), name, device))
+    else:
+        key = _mod_key(fn, device)
     with _registry_lock:
-        key = len(_registry) + 1
-        _registry[key] = ModEntry(handle, tr.aux, broadcast, getattr(fn, "__name__", "mask_mod"))
         _key_of[id(fn)] = (fn, key)
     return key
 
 
-def mod_entry(key: int) -> ModEntry:
+def mod_entry(key: int):
+    """The ModEntry (or FamilyEntry) a key names."""
     return _registry[key]
+
+
+# ---- routes: which of flashbox's paths runs a call's mask -------------------------------------------
+
+@dataclass(frozen=True)
+class Route:
+    """How a flex_attention call ran its mask: kind "none" (every key visible), "blocks" (the
+    BlockMask's tables alone), "family" (a mask_mod recognised as a built-in family, `family` its
+    name, `tables` whether the BlockMask's tables were passed too) or "mod" (the mask_mod as an NVRTC
+    mod; `reason`: why a recognised family did not run, if one was recognised)."""
+    kind: str
+    family: str = ""
+    tables: bool = False
+    reason: str = ""
+
+    def __str__(self) -> str:
+        s = self.kind + (f":{self.family}" if self.family else "")
+        s += " with the block tables" if self.tables else ""
+        return s + (f" ({self.reason})" if self.reason else "")
+
+
+_last_routes = {}
+
+
+def last_route(which: str = "forward") -> Optional[Route]:
+    """The route of this process's last flex forward ("forward") or backward ("backward") call."""
+    return _last_routes.get(which)
+
+
+def _fallback_mod(e: FamilyEntry, device: torch.device, reason: str) -> int:
+    if device.type != "cuda":
+        raise NotImplementedError(
+            f"flashbox.flex_attention: the block_mask's mask_mod {e.name!r} is the built-in family "
+            f"{e.resolver.family.name} but cannot run as it here ({reason}), and as a mask mod it runs only on "
+            f"CUDA (flashbox compiles it to GPU code with NVRTC; its cpu backend cannot run device code)")
+    with _registry_lock:
+        key = e.mod_key
+    if not key:
+        key = _mod_key(e.fn, e.device)
+        with _registry_lock:
+            e.mod_key = e.mod_key or key
+            key = e.mod_key
+    return key
+
+
+def route(mod_key: int, tables, qbs: int, kvbs: int, q: torch.Tensor, k: torch.Tensor, which: str):
+    """(Route, the tables to pass, the mod key to pass, the family's Params or None) of a call: a
+    FamilyEntry runs as its family where the family resolves and verifies at this shape (its tables
+    dropped where they add nothing), else as its mod."""
+    B, Hq, Tq, _ = q.shape
+    Tk = k.shape[2]
+    has_tables = tables is not None and tables[0] is not None
+    params = None
+    if not mod_key:
+        r = Route("blocks" if has_tables else "none", tables=has_tables)
+    elif isinstance(_registry[mod_key], FamilyEntry):
+        e = _registry[mod_key]
+        if ff.enabled():
+            params, reason = e.resolver.params(B, Hq, Tq, Tk, q.device)
+        else:
+            reason = "families are turned off (flex_families.disabled / FLASHBOX_FLEX_FAMILIES=0)"
+        if params is not None:
+            keep = has_tables and not e.resolver.tables_add_nothing(params, tables, qbs, kvbs, B, Tq, Tk)
+            r, mod_key = Route("family", params.family.name, keep), 0
+            if not keep:
+                tables = None
+        else:
+            mod_key = _fallback_mod(e, q.device, reason)
+            r = Route("mod", tables=has_tables, reason=f"the family {e.resolver.family.name} was not used: {reason}")
+    else:
+        r = Route("mod", tables=has_tables)
+    _last_routes[which] = r
+    return r, tables, mod_key, params
 
 
 # ---- BlockMask -> flashbox_block_mask ---------------------------------------------------------------
@@ -195,7 +305,7 @@ def check_inputs(q, k, v, enable_gqa: bool, devices=("cpu", "cuda")) -> None:
 def check_mod_device(mod_key: int, device: torch.device) -> None:
     """A mask mod runs on CUDA only (the C API's cpu backend refuses it: it cannot run device code);
     its captured tensors must be on the call's device."""
-    if not mod_key:
+    if not mod_key or isinstance(_registry[mod_key], FamilyEntry):   # a family: route() decides per call
         return
     e = _registry[mod_key]
     if device.type != "cuda":
@@ -210,10 +320,21 @@ def check_mod_device(mod_key: int, device: torch.device) -> None:
                              f"{a.tensor.device}, but the call runs on {device}; create it on {device}")
 
 
-def _build_ext(tables, qbs, kvbs, mod_key, head_dim_v, head_dim, keep: list) -> _ext.AttentionExt:
+def _build_ext(tables, qbs, kvbs, mod_key, head_dim_v, head_dim, keep: list,
+               params: Optional[ff.Params] = None) -> _ext.AttentionExt:
     ext = _ext.default_ext()
     if head_dim_v != head_dim:
         ext.head_dim_v = head_dim_v
+    if params is not None:   # causal (window_right 0) goes as args.causal: the plain call where it is all
+        ext.window_left = params.window_left
+        ext.window_right = -1 if params.causal else params.window_right
+        ext.attention_chunk = params.chunk
+        if params.doc_q is not None:
+            ext.document_ids_q, ext.document_ids_k = params.doc_q.data_ptr(), params.doc_k.data_ptr()
+            keep += [params.doc_q, params.doc_k]
+        if params.prefix is not None:
+            ext.prefix_lengths = params.prefix.data_ptr()
+            keep.append(params.prefix)
     if tables is not None and tables[0] is not None:
         bm = _fill_block_mask(tables, qbs, kvbs)
         keep.append(bm)
@@ -262,6 +383,7 @@ def forward(q, k, v, tables, qbs: int, kvbs: int, mod_key: int, scale: float):
     """o [B, Hq, Tq, Dv] (contiguous) and lse [B, Hq, Tq] (fp32, natural log; -inf where a row sees no
     key)."""
     check_inputs(q, k, v, enable_gqa=True)
+    _, tables, mod_key, params = route(mod_key, tables, qbs, kvbs, q, k, "forward")
     check_mod_device(mod_key, q.device)
     B, Hq, Tq, D = q.shape
     Dv = v.shape[3]
@@ -272,7 +394,8 @@ def forward(q, k, v, tables, qbs: int, kvbs: int, mod_key: int, scale: float):
         return o, lse
     a = _lib.AttentionArgs()
     keep = _fill_args(a, q, k, v, o, lse, scale)
-    ext = _build_ext(tables, qbs, kvbs, mod_key, Dv, D, keep)
+    a.causal = int(params is not None and params.causal)
+    ext = _build_ext(tables, qbs, kvbs, mod_key, Dv, D, keep, params)
     with _on_device(q):
         _ext.forward_ext(a, ext)
     return o, lse
@@ -282,6 +405,7 @@ def backward(dout, q, k, v, o, lse, tables, qbs: int, kvbs: int, mod_key: int, s
     """dq, dk, dv (contiguous [B, H, T, D], like q, k, v) through flashbox_attention_backward_ext with the
     forward's block mask and mask mod."""
     check_inputs(q, k, v, enable_gqa=True)
+    _, tables, mod_key, params = route(mod_key, tables, qbs, kvbs, q, k, "backward")
     check_mod_device(mod_key, q.device)
     dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
@@ -301,7 +425,8 @@ def backward(dout, q, k, v, o, lse, tables, qbs: int, kvbs: int, mod_key: int, s
     g.dk_stride[:] = _strides_bthd(dk)[1]
     g.dv_stride[:] = _strides_bthd(dv)[1]
     g.deterministic = 0
-    ext = _build_ext(tables, qbs, kvbs, mod_key, v.shape[3], q.shape[3], keep)
+    g.fwd.causal = int(params is not None and params.causal)
+    ext = _build_ext(tables, qbs, kvbs, mod_key, v.shape[3], q.shape[3], keep, params)
     with _on_device(q):
         _ext.backward_ext(g, ext)
     return dq, dk, dv

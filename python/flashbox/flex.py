@@ -11,17 +11,22 @@ autograd, and torch.compile(fullgraph=True): the attention is two torch.library 
   flashbox::flex_bwd(dout, q, k, v, o, lse, <tables>, q_block, kv_block, mod, scale) -> (dq, dk, dv)
 
 with fake implementations for tracing. A BlockMask is taken as it is (its tables as flashbox_block_mask,
-batch / heads 1 broadcast); its mask_mod, which FlexAttention applies in partial blocks, is translated
-to CUDA C++ (flashbox.flex_translate) and compiled with NVRTC once per function, and the ops carry it
-as an integer key into this process's registry (its captured tensors are bound from there, per call).
+batch / heads 1 broadcast). Its mask_mod, which FlexAttention applies in partial blocks, runs as one of
+flashbox's built-in mask families where flashbox.flex_families recognises it in the traced graph
+(causal, sliding windows, documents, prefix-LM, chunks, and their combinations: the ext's fields, checked
+against the mask_mod on sample points per call shape; the BlockMask's tables are dropped where they add
+nothing to the family), else it is translated to CUDA C++ (flashbox.flex_translate) and compiled with
+NVRTC once per function. The ops carry it as an integer key into this process's registry (its captured
+tensors are bound from there, per call); last_route() says which path the last call took.
 
 Refused, with an error that says why (never a silently different answer): score_mod (no flashbox
-kernel applies a score mod yet), a mask_mod on CPU (it runs as GPU code), a mask_mod that cannot be
-translated, gradients through the returned lse (the C backward takes no lse gradient), and
-return_aux's max_scores. kernel_options are FlexAttention's Triton tuning hints and are ignored.
+kernel applies a score mod yet), a mask_mod on CPU that is not a built-in family (it runs as GPU
+code), a mask_mod that cannot be translated, gradients through the returned lse (the C backward takes
+no lse gradient), and return_aux's max_scores. kernel_options are FlexAttention's Triton tuning hints
+and are ignored.
 
-Needs torch >= 2.5 (torch.library.custom_op, register_fake); flashbox.flex_translate and
-flashbox._flex_core work with older torch.
+Needs torch >= 2.5 (torch.library.custom_op, register_fake); flashbox.flex_translate,
+flashbox.flex_families and flashbox._flex_core work with older torch.
 """
 
 # No `from __future__ import annotations` here: torch.library.custom_op reads the annotations as types.
@@ -36,7 +41,14 @@ if not hasattr(torch.library, "custom_op") or not hasattr(torch.library, "regist
 
 from . import _flex_core as core  # noqa: E402
 
-__all__ = ["flex_attention"]
+__all__ = ["flex_attention", "last_route"]
+
+
+def last_route(which: str = "forward"):
+    """How this process's last flex_attention forward ("forward") or backward ("backward") ran its mask:
+    a flashbox._flex_core.Route (kind "none", "blocks", "family" with the family's name, or "mod"), or
+    None before the first call."""
+    return core.last_route(which)
 
 _T = Optional[torch.Tensor]
 
@@ -141,11 +153,12 @@ def flex_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, 
 
     query [B, Hq, Tq, D], key [B, Hkv, Tk, D], value [B, Hkv, Tk, Dv]; Hkv != Hq needs enable_gqa=True
     (Hq a multiple of Hkv). block_mask: a FlexAttention BlockMask (or None: every key visible); its
-    mask_mod is translated to CUDA C++ and runs in the partial blocks (CUDA only). scale defaults to
+    mask_mod runs as a built-in mask family where it is one (flashbox.flex_families; CPU too), else
+    translated to CUDA C++ in the partial blocks (CUDA only). scale defaults to
     1/sqrt(D). Returns out [B, Hq, Tq, Dv] (contiguous, query's dtype), and with return_lse=True also
     lse [B, Hq, Tq] fp32 (natural log; -inf where a row sees no key, whose out is 0). return_aux (newer
     FlexAttention): an AuxRequest with lse=True returns (out, AuxOutput(lse=lse)).
-    Differentiable in query, key, value. CUDA: float16 / bfloat16; CPU: float32 too (no mask_mod).
+    Differentiable in query, key, value. CUDA: float16 / bfloat16; CPU: float32 too (no mask_mod but a family's).
     """
     if score_mod is not None:
         raise NotImplementedError(f"flashbox.flex_attention: {_SCORE_MOD_ERROR}")

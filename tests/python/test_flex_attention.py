@@ -3,7 +3,9 @@
 Same BlockMask (torch's create_block_mask) for both; forward (out, lse) and backward (dq, dk, dv) for
 document masking, causal, sliding window, prefix-LM with per-batch prefix lengths, GQA, rows that see no
 key, T not a multiple of 128; torch.compile(fullgraph=True) of a function calling flashbox.flex_attention;
-the refusals (score_mod, mask_mod on CPU). Needs torch >= 2.5 with FlexAttention, a CUDA GPU and a
+the refusals (score_mod, a mask_mod on CPU that is no built-in family). The masks that are built-in
+families (causal, document, sliding_window, prefix_lm) run as them (test_flex_families_cuda.py checks the
+route). Needs torch >= 2.5 with FlexAttention, a CUDA GPU and a
 libflashbox with CUDA and NVRTC; skips with the reason otherwise.
 """
 
@@ -190,11 +192,12 @@ def test_refusals():
     q, k, v = _inputs(1, 2, 2, 128, 128, 64)
     with pytest.raises(NotImplementedError, match="score_mod is not supported by flashbox's kernels yet"):
         flex_attention(q, k, v, score_mod=lambda s, b, h, qi, ki: s * 2)
-    mod = make_mask("causal", 1, 128, 128)
-    bm = fa.create_block_mask(mod, None, None, 128, 128, device="cpu")
+    mod = make_mask("per_head", 1, 128, 128)      # not a built-in family (those run on the CPU too)
+    bm = fa.create_block_mask(mod, None, 2, 128, 128, device="cpu")
     qc, kc, vc = (t.detach().float().cpu() for t in (q, k, v))
     with pytest.raises(NotImplementedError, match="only on CUDA"):
         run(flex_attention, qc, kc, vc, block_mask=bm)
+    mod = make_mask("causal", 1, 128, 128)
     with pytest.raises(ValueError, match="enable_gqa"):
         flex_attention(q, k[:, :1], v[:, :1])
     with pytest.raises(ValueError, match="sequence lengths"):

@@ -176,8 +176,8 @@ def test_mask_mod_on_cpu_is_refused_clearly():
     _lib_or_skip()
     from flashbox import flex_translate as ft
 
-    def causal(b, h, q_idx, kv_idx):
-        return q_idx >= kv_idx
+    def causal(b, h, q_idx, kv_idx):   # not a built-in family (those run on the CPU: test_flex_families.py)
+        return (q_idx >= kv_idx) & ((q_idx - kv_idx) % 2 == 0)
     try:
         key = core.mask_mod_key(causal)
     except _lib.FlashboxError as e:

@@ -168,7 +168,7 @@ def route(mod_key: int, tables, qbs: int, kvbs: int, q: torch.Tensor, k: torch.T
         if ff.enabled():
             params, reason = e.resolver.params(B, Hq, Tq, Tk, q.device)
         else:
-            reason = "families are turned off (flex_families.disabled / FLASHBOX_FLEX_FAMILIES=0)"
+            reason = "families are turned off (flex_families.disabled)"
         if params is not None:
             keep = has_tables and not e.resolver.tables_add_nothing(params, tables, qbs, kvbs, B, Tq, Tk)
             r, mod_key = Route("family", params.family.name, keep), 0

@@ -51,7 +51,6 @@ Needs torch >= 1.13 (make_fx), as the translator.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from dataclasses import dataclass
 from typing import Callable, Optional, Tuple
@@ -73,9 +72,9 @@ _off_lock = threading.Lock()
 
 
 def enabled() -> bool:
-    """Whether recognised mask_mods run as families: FLASHBOX_FLEX_FAMILIES=0 or `with disabled():` turn
-    it off (every mask_mod then runs as a mod, as before the recognition)."""
-    return _off[0] == 0 and os.environ.get("FLASHBOX_FLEX_FAMILIES", "1") != "0"
+    """Whether recognised mask_mods run as families: `with disabled():` turns it off (every mask_mod then
+    runs as a mod: the tests and the benchmark compare the two routes this way)."""
+    return _off[0] == 0
 
 
 @contextlib.contextmanager

@@ -133,7 +133,8 @@ ROWS = [
     Row("fwd_sm90", 192, "128x112", "head dims 136..192 (112 keys: what the shared memory allows)",
         "FwdConfig<{T}, 192, 112, 2, 2>", group="d192"),
     Row("fwd_sm90", 256, "128x64", "head dims 200..256", "FwdConfig<{T}, 256, 64, 2, 2>", group="d256"),
-    # The mask families (MaskExtConfig: document ids, prefix-LM, attention_chunk, seqused, block masks),
+    # The mask families (MaskExtConfig: document ids, prefix-LM, attention_chunk, seqused, block masks,
+    # mask mods' bit tiles read at run time),
     # fixed length and varlen, bf16, 128 x 128 (tiles that divide FlexAttention's 128 x 128 mask blocks). Files of
     # their own, so the plain rows' machine code stays as it is; other dtypes and head dims run sm80's.
     Row("fwd_sm90", 64, "128x128_masks", "bf16 mask-family calls at head dims 8..64 (cuda/forward/sm90/mask_walk.cuh)",
@@ -169,9 +170,9 @@ ROWS = [
           dtypes=(BF16,), two_dq_writers=True),
     bwd90(96, 64, "", "head dims 72..96, fixed length and varlen (d128's work otherwise)"),
     bwd90(128, 64, "dq_lag", "head dims 104..128 outside the ascending order (dQ one step late)", dq_lag=True),
-    bwd90(128, 64, "masks_dq_lag", "bf16 document-id, prefix-LM and block-mask calls at head dims 72..128, fixed "
-          "length, not deterministic (per key block query-block ranges, or a block mask's step lists, from a "
-          "pre-pass; element masks where a block is partial)",
+    bwd90(128, 64, "masks_dq_lag", "bf16 document-id, prefix-LM, block-mask and mask-mod calls at head dims 72..128, "
+          "fixed length, not deterministic (per key block query-block ranges, or a block mask's step lists, from a "
+          "pre-pass; element masks, with a mod's bits, where a block is partial)",
           dtypes=(BF16,), dq_lag=True, masks=True),
     bwd90(128, 64, "ascending", "deterministic bf16 fixed-length calls at head_dim 128",
           dtypes=(BF16,), ascending_order=True, two_dq_writers=True),

@@ -50,7 +50,7 @@ class AttentionExt(ctypes.Structure):
         ("q_descale_stride", ctypes.c_int64 * 2),  # batch, kv head (elements; 0 broadcasts)
         ("k_descale_stride", ctypes.c_int64 * 2),
         ("v_descale_stride", ctypes.c_int64 * 2),
-        ("mask_mod", ctypes.c_void_p),       # flashbox_mod (flashbox_mod_create) or None; cuda: the sm80 family
+        ("mask_mod", ctypes.c_void_p),       # flashbox_mod (flashbox_mod_create) or None; cuda only
         ("mask_mod_aux", ctypes.c_void_p),   # const flashbox_aux_tensor * (the mod's declared aux tensors) or None
         ("score_mod", ctypes.c_void_p),      # refused by every backend today
         ("score_mod_aux", ctypes.c_void_p),

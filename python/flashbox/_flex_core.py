@@ -311,9 +311,9 @@ def check_mod_device(mod_key: int, device: torch.device) -> None:
     if device.type != "cuda":
         raise NotImplementedError(
             f"flashbox.flex_attention: the block_mask's mask_mod {e.name!r} runs only on CUDA (the sm80 kernel "
-            f"family, A100 and H100): flashbox compiles it to GPU code with NVRTC, and its cpu backend cannot "
-            f"run device code. On CPU, pass a BlockMask without a mask_mod (its full blocks admit every "
-            f"element, its partial blocks too), or run on a CUDA device")
+            f"family, and on an H100 the sm90 mask kernels): flashbox compiles it to GPU code with NVRTC, and "
+            f"its cpu backend cannot run device code. On CPU, pass a BlockMask without a mask_mod (its full "
+            f"blocks admit every element, its partial blocks too), or run on a CUDA device")
     for a in e.aux:
         if a.tensor.device != device:
             raise ValueError(f"flashbox.flex_attention: the mask_mod {e.name!r} captures the tensor {a.name!r} on "

@@ -7,8 +7,10 @@
 //   block_mask                         -> cpu: every level; cuda: the sm80 family, forward and
 //                                         backward; the sm90 forward where its mask-family kernels
 //                                         take the call (bf16, head_dim <= 128:
-//                                         flash_fwd_sm90.cu), the sm90 backward declines them
-//   mask_mod                           -> cuda only (sm80): its bit tiles first (api/mask_mod_tiles.hpp)
+//                                         flash_fwd_sm90.cu), the sm90 backward where its mask
+//                                         kernel takes it (bwd_route.hpp, mask_route_decline)
+//   mask_mod                           -> cuda only: its bit tiles first (api/mask_mod_tiles.hpp),
+//                                         then the families' kernels as for a block mask
 //   qv                                 -> forward only; cpu: the levels on [q | qv] . [k | v]; cuda:
 //                                         the explicit forward (src/cuda/explicit), any impl
 //   head_dim_v != head_dim             -> cpu: the levels take it; cuda: the forward of a pair with a

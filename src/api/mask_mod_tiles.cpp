@@ -109,7 +109,7 @@ int attach_mask_mod(Problem &p, const flashbox_attention_ext &e, MaskModScratch 
   if (q_block % cuda::kMaskTile != 0 || kv_block % cuda::kMaskTile != 0)
     return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
                 "mask_mod with a block mask of " + str(q_block) + " x " + str(kv_block) +
-                    " blocks: the sm80 kernels take q_block_size and kv_block_size multiples of " +
+                    " blocks: the kernels take q_block_size and kv_block_size multiples of " +
                     str(cuda::kMaskTile));
   cudaLibrary_t lib = nullptr;
   if (int rc = load_library(m, *cubin, lib)) return rc;

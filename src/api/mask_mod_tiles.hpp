@@ -1,7 +1,8 @@
-// A mask mod on CUDA (flashbox_attention_ext.mask_mod; docs/masks.md, "Mask mods"): before the sm80
-// kernels run, the mod's own NVRTC kernels (src/jit/mod_source.cpp) write, into scratch, one bit tile
-// per partial block-mask entry, and without a caller's block mask first the block mask itself
-// (FlexAttention's create_block_mask from the mod). attach_mask_mod points the Problem at them
+// A mask mod on CUDA (flashbox_attention_ext.mask_mod; docs/masks.md, "Mask mods"): before the
+// attention kernels run (the sm80 family's, or on Hopper the sm90 mask-family kernels), the mod's own
+// NVRTC kernels (src/jit/mod_source.cpp) write, into scratch, one bit tile per partial block-mask
+// entry, and without a caller's block mask first the block mask itself (FlexAttention's
+// create_block_mask from the mod). attach_mask_mod points the Problem at them
 // (block_mask, mod_bits, mod_tile_base, mod_batch, mod_heads); the attention kernels then read the
 // bits where they apply the element rule (cuda/common/mask_ext.cuh). Nothing here writes a caller's
 // buffer, so a failure (or a plan that declines later) leaves the outputs as they were.

@@ -243,8 +243,8 @@ int check_ext_mods(const flashbox_attention_args &a, const flashbox_attention_ex
                 field + ": device = cpu does not run mods (a mod is CUDA device code, compiled by NVRTC)");
   if (e.score_mod)
     return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
-                "score_mod: no CUDA kernel applies a score mod yet (mask_mod runs in the sm80 family; softcap and "
-                "ALiBi are fields of their own)");
+                "score_mod: no CUDA kernel applies a score mod yet (mask_mod runs in the mask-family kernels; "
+                "softcap and ALiBi are fields of their own)");
   if (e.cu_seqlens_q || e.cu_seqlens_k)
     return fail(FLASHBOX_ERR_UNSUPPORTED_IMPL,
                 "mask_mod with cu_seqlens: mask mods take fixed-length calls (their bits live in block-mask "

@@ -6,7 +6,8 @@
 // each warp's need for a tile (the largest over its 16 rows of ext_tile_need, documents matched as
 // the kernel's vote matches them) and the mask that need applies. Every visible (row, key) pair must
 // be admitted exactly once, and no other pair (keys past sk included) ever. Seed printed;
-// FLASHBOX_TEST_SEED=N repeats one.
+// FLASHBOX_TEST_SEED=N repeats one. A mask mod's bit-tile words turned into the same column bits as
+// the documents (ext_mod_byte) are checked column by column.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -281,6 +282,33 @@ TEST(MaskWalkSm90, DocumentBitsNameTheScoresColumns) {
       EXPECT_EQ(src + 32 * reg, column) << "lane " << lane << " score " << i;
     }
     for (int b = 0; b < 32; ++b) EXPECT_EQ(seen[size_t(b)], 1) << "bit " << b;
+  }
+}
+
+// A mask mod's bits in the documents' order: word w of a bit-tile row (keys 32 w + c at bit c) gives,
+// through ext_mod_byte, bits 8 w .. 8 w + 7 of the lane's mask, and bit ext_doc_bit(i) of it must be
+// the row's bit of score i's column (every single bit of the row, then random words).
+TEST(MaskWalkSm90, ModBitsNameTheScoresColumns) {
+  std::mt19937 rng(90);
+  for (int round = 0; round < kBN + 64; ++round) {
+    uint32_t words[kBN / 32] = {};
+    if (round < kBN)
+      words[round / 32] = 1u << (round % 32);
+    else
+      for (uint32_t &w : words) w = uint32_t(rng());
+    for (int lane = 0; lane < 32; ++lane) {
+      uint32_t mask = 0;
+      for (int w = 0; w < kBN / 32; ++w) mask |= sm90::ext_mod_byte(words[w], lane) << (8 * w);
+      int ones = 0;
+      for (int i = 0; i < kBN / 2; ++i) {
+        if ((i >> 1) & 1) continue;  // the second row's scores take the same bits of its own row's words
+        const int column = 8 * (i >> 2) + 2 * (lane % 4) + (i & 1);
+        const uint32_t want = (words[column / 32] >> (column % 32)) & 1u;
+        EXPECT_EQ((mask >> sm90::ext_doc_bit(i)) & 1u, want) << "round " << round << " lane " << lane << " score " << i;
+        ones += int(want);
+      }
+      EXPECT_EQ(__builtin_popcount(mask), ones) << "round " << round << " lane " << lane << ": a bit of another column";
+    }
   }
 }
 

@@ -1,9 +1,11 @@
 // Which mask-family calls the sm90 backward's plan takes (the kBwdD128MasksDqLag instantiation:
-// document ids, prefix-LM lengths and block masks (from the q_* transposes or from kv_* alone), with
-// or without causal or a window, bf16, head dims 72..128 with head_dim_v = head_dim, fixed length, not
-// deterministic, no softcap or ALiBi) and the reason it gives for the others (mask mods,
-// attention_chunk, seqused, varlen, fp16, other head dims, transforms, deterministic mode, block sizes
-// that are not multiples of 128, GQA groups above 128 with a block mask), decided by the route
+// document ids, prefix-LM lengths and block masks (from the q_* transposes or from kv_* alone), mask
+// mods (routed as the block mask they come with; the scratch adds a tile pointer per step slot and the
+// entries plane), with or without causal or a window, bf16, head dims 72..128 with head_dim_v =
+// head_dim, fixed length, not deterministic, no softcap or ALiBi) and the reason it gives for the
+// others (attention_chunk, seqused, varlen, fp16, other head dims, transforms, deterministic mode,
+// block sizes that are not multiples of 128, GQA groups above 128 with a block mask or a mod, the
+// same reasons for a mod), decided by the route
 // (bwd_route.hpp, mask_route_decline) and
 // the planner's size-only pass (no device work: these run without a GPU; on a Hopper device the
 // accepted plans are also checked for their kernel name and the walk tables' scratch). A decline has
@@ -60,27 +62,66 @@ TEST(MaskSm90BwdPlan, RouteTakesBlockMasks) {
     }
 }
 
+// The reasons a block-mask call is declined for (with `mod` a mask-mod call, routed as its block mask
+// even where block_mask is not said; else documents with a block mask): block sizes, GQA groups,
+// deterministic mode, varlen, and the rules every mask family has.
+void expect_block_mask_reasons(bool mod) {
+  const auto why = [mod](MaskRouteCall c) {
+    c.mask_mod = mod, c.block_mask = !mod, c.documents = !mod;
+    const char *r = mask_route_decline(c);
+    return std::string(r ? r : "");
+  };
+  SCOPED_TRACE(mod ? "mask mod" : "documents and a block mask");
+  MaskRouteCall c;
+  c.q_block = 64;
+  EXPECT_NE(why(c).find("multiples of 128"), std::string::npos);
+  c = {}, c.kv_block = 192;
+  EXPECT_NE(why(c).find("multiples of 128"), std::string::npos);
+  c = {}, c.group = 129;
+  EXPECT_NE(why(c).find("GQA groups up to 128"), std::string::npos);
+  c = {}, c.deterministic = true;
+  EXPECT_NE(why(c).find("deterministic"), std::string::npos);
+  c = {}, c.varlen = true;
+  EXPECT_NE(why(c).find("fixed-length batches only"), std::string::npos);
+  c = {}, c.bf16 = false;
+  EXPECT_NE(why(c).find("bf16 only"), std::string::npos);
+  c = {}, c.head_dim = c.head_dim_v = 64;
+  EXPECT_NE(why(c).find("head dims 72..128"), std::string::npos);
+  c = {}, c.transforms = true;
+  EXPECT_NE(why(c).find("softcap or ALiBi"), std::string::npos);
+  c = {}, c.seqused = true;
+  EXPECT_NE(why(c).find("seqused"), std::string::npos);
+  c = {}, c.chunk = true;
+  EXPECT_NE(why(c).find("attention_chunk"), std::string::npos);
+}
+
+// A mask mod runs on the mask-family kernel as the block mask it comes with (with or without
+// documents, prefix or causal beside it), and a mod call that breaks a block-mask rule or any other
+// rule is declined with that rule's reason.
+TEST(MaskSm90BwdPlan, RouteTakesMaskMods) {
+  MaskRouteCall c;
+  c.mask_mod = c.block_mask = true;
+  for (const int64_t group : {1, 8, 128})
+    for (const int64_t qb : {128, 256})
+      for (const int64_t d : {72, 128}) {
+        c.group = group, c.q_block = qb, c.head_dim = c.head_dim_v = d;
+        EXPECT_EQ(mask_route_decline(c), nullptr) << group << " " << qb << " " << d;
+      }
+  c = {}, c.mask_mod = true, c.documents = c.prefix = true;  // a mod beside the other families
+  EXPECT_EQ(mask_route_decline(c), nullptr);
+  expect_block_mask_reasons(true);
+}
+
 TEST(MaskSm90BwdPlan, RouteDeclinesWithAReason) {
+  expect_block_mask_reasons(false);
   const auto why = [](MaskRouteCall c) {
     c.documents = true;
     const char *r = mask_route_decline(c);
     return std::string(r ? r : "");
   };
   MaskRouteCall c;
-  c.block_mask = true, c.q_block = 64;
-  EXPECT_NE(why(c).find("multiples of 128"), std::string::npos);
-  c = {}, c.block_mask = true, c.kv_block = 192;
-  EXPECT_NE(why(c).find("multiples of 128"), std::string::npos);
-  c = {}, c.block_mask = true, c.group = 129;
-  EXPECT_NE(why(c).find("GQA groups up to 128"), std::string::npos);
-  c = {}, c.block_mask = true, c.deterministic = true;
-  EXPECT_NE(why(c).find("deterministic"), std::string::npos);
-  c = {}, c.block_mask = true, c.varlen = true;
-  EXPECT_NE(why(c).find("fixed-length batches only"), std::string::npos);
-  c = {}, c.group = 129;  // without a block mask the group does not matter
+  c.group = 129;  // without a block mask the group does not matter
   EXPECT_EQ(why(c), "");
-  c = {}, c.mask_mod = true;
-  EXPECT_NE(why(c).find("mask mods"), std::string::npos);
   c = {}, c.chunk = true;
   EXPECT_NE(why(c).find("attention_chunk"), std::string::npos);
   c = {}, c.seqused = true;
@@ -194,14 +235,22 @@ TEST(MaskSm90BwdPlan, PlanTakesBf16Documents72To128) {
 // from the marks built from kv_*), full blocks or not; the scratch holds the step lists after the
 // mask walks' table: a count per CTA (rounded up to 16 bytes), group x kinds x min(max_q_blocks,
 // num_q_blocks) x (q_block_size / 64) steps per CTA, and without q_* a byte plane per kind of (mask
-// batch, mask head, key block, query block) marks.
-TEST(MaskSm90BwdPlan, PlanTakesBlockMasks) {
+// batch, mask head, key block, query block) marks. With a mask mod (`mod`: its bit tiles attached,
+// mod_bits set, never read by the planner) the same kernels, the scratch adding a tile pointer per
+// step slot and the entries plane (an int per (mask batch, mask head, key block, query block)), with
+// q_* too.
+void check_block_plans(bool mod) {
+  static const uint32_t bits[4] = {};
+  static const int64_t tile_base[64] = {};
   const bool hopper = sm90::sm90_unavailable_reason() == nullptr;
   for (const bool transposes : {true, false})
     for (const bool full : {false, true}) {
       const BwdPlanCase c(128);
-      const detail::PlanResult r = detail::plan_sm90_backward(c.with_blocks(transposes, full), true);
-      SCOPED_TRACE(std::string(transposes ? "q_*" : "kv_* only") + (full ? ", full blocks" : ""));
+      detail::GradProblem g = c.with_blocks(transposes, full);
+      if (mod) g.fwd.mod_bits = bits, g.fwd.mod_tile_base = tile_base, g.fwd.mod_heads = c.a.heads_q;
+      const detail::PlanResult r = detail::plan_sm90_backward(g, true);
+      SCOPED_TRACE(std::string(transposes ? "q_*" : "kv_* only") + (full ? ", full blocks" : "") +
+                   (mod ? ", mask mod" : ""));
       if (!hopper) {
         EXPECT_FALSE(r.plan.has_value());
         EXPECT_EQ(r.why_not, sm90::sm90_unavailable_reason());
@@ -217,10 +266,46 @@ TEST(MaskSm90BwdPlan, PlanTakesBlockMasks) {
       const int64_t walk = c.a.batch * n_blocks * 16;
       const int64_t ctas = c.a.batch * c.a.heads_kv * n_blocks, kinds = full ? 2 : 1;
       const int64_t slots = group * kinds * (transposes ? std::min<int64_t>(5, nqb) : nqb) * 2;
-      const int64_t blocks = round16(ctas * 4) + round16(ctas * slots * 4) +
-                             (transposes ? 0 : kinds * round16(1 * c.a.heads_q * nkvb * nqb));
+      const int64_t plane = 1 * c.a.heads_q * nkvb * nqb;
+      const int64_t blocks = round16(ctas * 4) + round16(ctas * slots * 4) + (transposes ? 0 : kinds * round16(plane)) +
+                             (mod ? round16(ctas * slots * 8) + round16(plane * 4) : 0);
       EXPECT_EQ(r.plan->workspace_bytes, 2 * vec + vec * 128 + walk + blocks);
     }
+}
+
+TEST(MaskSm90BwdPlan, PlanTakesBlockMasks) { check_block_plans(false); }
+
+// A mask mod on a block mask (check_block_plans); the rules that decline a block mask decline the
+// mod call with their reasons.
+TEST(MaskSm90BwdPlan, PlanTakesMaskMods) {
+  check_block_plans(true);
+  const auto with_mod = [](detail::GradProblem g) {
+    static const uint32_t bits[4] = {};
+    g.fwd.mod_bits = bits;
+    return g;
+  };
+  {
+    const BwdPlanCase c(128, FLASHBOX_FLOAT16);
+    expect_decline(with_mod(c.with_blocks(false, true)), "bf16 only");
+  }
+  {
+    const BwdPlanCase c(64);
+    expect_decline(with_mod(c.with_blocks(false, true)), "head dims 72..128");
+  }
+  {
+    const BwdPlanCase c(128);
+    detail::GradProblem g = with_mod(c.with_blocks(false, true));
+    g.deterministic = 1;
+    expect_decline(g, "no deterministic mode");
+    g.deterministic = 0, g.fwd.block_mask.q_block_size = 64;
+    expect_decline(g, "multiples of 128");
+  }
+  {
+    const BwdPlanCase c(128);
+    detail::GradProblem g = with_mod(c.with_blocks(false, true));
+    g.fwd.mods.softcap = 30.0f;
+    expect_decline(g, "no softcap or ALiBi");
+  }
 }
 
 TEST(MaskSm90BwdPlan, PlanDeclinesWhatTheKernelDoesNotTake) {

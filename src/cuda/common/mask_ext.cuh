@@ -1,7 +1,7 @@
 // The extension's mask families on the device (flashbox_attention_ext: attention_chunk, seqused_q/k,
-// document ids, prefix-LM lengths, block masks), for the sm80 forward and backward. The semantics
-// are core/masks.hpp's (read it first): this file is their form in registers, as score_mods.cuh is
-// for the window, softcap and ALiBi.
+// document ids, prefix-LM lengths, block masks, mask mods), for the sm80 forward and backward and
+// the sm90 mask-family kernels. The semantics are core/masks.hpp's (read it first): this file is
+// their form in registers, as score_mods.cuh is for the window, softcap and ALiBi.
 //
 // For query row i of a sequence (positions of the sequence; with seqused its used rows) and key j:
 //   block mask   key block j / kv_block of row block i / q_block listed "full": visible (no other
@@ -170,12 +170,18 @@ FLASHBOX_MASK_HD bool mod_bit(const DeviceMaskExt &x, const uint32_t *tile, int 
   const int r = i % x.q_block, c = j % x.kv_block;
   return (tile[int64_t(r) * (x.kv_block / 32) + c / 32] >> (c % 32)) & 1u;
 }
+// The word of `tile` (moved, `words` words a row: kv_block / 32) that holds row r's keys c & ~31 ..
+// c | 31, counted from its origin: key c's bit is bit c & 31 of it. The sm90 backward reads a row's
+// word once for the thread's two keys (they share it) where it has no DeviceMaskExt.
+FLASHBOX_MASK_HD uint32_t mod_word(const uint32_t *tile, int words, int r, int c) {
+  return tile[int64_t(r) * words + (c >> 5)];
+}
 // The same for row r and key c counted from the origin of `tile` (r, c >= 0). The backward's form:
 // no division per element. (Each kernel keeps the form with which ptxas spilled
 // least, -Xptxas -v on sm_80.)
 FLASHBOX_MASK_HD bool mod_bit_from(const DeviceMaskExt &x, const uint32_t *tile, int r, int c) {
   if (!tile) return true;
-  return (tile[int64_t(r) * (x.kv_block / 32) + (c >> 5)] >> (c & 31)) & 1u;
+  return (mod_word(tile, x.kv_block / 32, r, c) >> (c & 31)) & 1u;
 }
 
 // Entry e of a row (partial entries first, then full): the key block, or -1 for an index out of

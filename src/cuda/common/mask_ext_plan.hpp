@@ -1,6 +1,7 @@
 // The host side of cuda/common/mask_ext.cuh: a validated Problem's mask families in the form the
-// sm80 kernels read, and what the kernels cannot take (block sizes that are not multiples of their
-// tiles), said once for the forward and the backward plans.
+// kernels read (the sm80 family, the sm90 mask-family kernels), and what the kernels cannot take
+// (block sizes that are not multiples of their tiles), said once for the forward and the backward
+// plans.
 #pragma once
 #include <string>
 

@@ -84,7 +84,7 @@ constexpr const char *route_decline(int kernel_d, bool varlen, bool deterministi
 // The mask families of a call (core/problem.hpp, mask_family_in_use), as the route sees them.
 struct MaskRouteCall {
   bool documents = false, prefix = false;  // document_ids_q/k, prefix_lengths: what the kernel takes
-  bool block_mask = false, mask_mod = false, chunk = false, seqused = false;
+  bool block_mask = false, mask_mod = false, chunk = false, seqused = false;  // a mod comes with a block mask
   bool varlen = false, bf16 = true, deterministic = false, transforms = false;  // transforms: softcap or ALiBi
   int64_t head_dim = 128, head_dim_v = 128;
   int64_t group = 1;                      // query heads per kv head
@@ -101,25 +101,26 @@ constexpr int64_t kBlockMaskMaxGroup = 128;
 constexpr bool mask_kernel_takes(int64_t head_dim) { return head_dim > 64 && head_dim <= 128 && head_dim % 8 == 0; }
 
 // Why the sm90 backward declines a call that uses the mask families (nullptr: it takes it, on the
-// mask-family instantiation). It takes document ids, prefix-LM lengths and block masks, with or
-// without causal or a window, GQA, a learnable sink, at bf16 head dims 72..128 with head_dim_v =
-// head_dim, fixed length, not deterministic. A block mask's walk is a list of (query head, query
-// block, full) steps per CTA, which a pre-pass writes from the q_* transposes, or without them from
-// kv_* inverted into per-key-block marks (flash_bwd_sm90_mask_walks.cu, block_walk_kernel, block_marks_kernel);
-// block sizes must be multiples of 128 (the C API refuses others on CUDA; a 128-key CTA lies inside
-// one mask key block, a mask query block is whole 64-row steps), GQA groups up to 128 (the step's
-// encoding). The rest goes to the sm80 family, which takes every mask family:
-//   mask mods (their bit tiles are the sm80 kernels'), attention_chunk, seqused_q/k, variable-length
-//     batches: not built in this kernel's walk;
+// mask-family instantiation). It takes document ids, prefix-LM lengths, block masks and mask mods,
+// with or without causal or a window, GQA, a learnable sink, at bf16 head dims 72..128 with
+// head_dim_v = head_dim, fixed length, not deterministic. A block mask's walk is a list of (query
+// head, query block, full) steps per CTA, which a pre-pass writes from the q_* transposes, or without
+// them from kv_* inverted into per-key-block marks (flash_bwd_sm90_mask_walks.cu, block_walk_kernel,
+// block_marks_kernel); block sizes must be multiples of 128 (the C API refuses others on CUDA; a
+// 128-key CTA lies inside one mask key block, a mask query block is whole 64-row steps), GQA groups
+// up to 128 (the step's encoding). A mask mod is routed as the block mask it comes with (the one
+// src/api/mask_mod_tiles.hpp built or the caller's): its bit tiles are read in the partial steps. The
+// rest goes to the sm80 family, which takes every mask family:
+//   attention_chunk, seqused_q/k, variable-length batches: not built in this kernel's walk;
 //   fp16 and other head dims: one instantiation (CI's compile time), bf16 d128;
 //   softcap and ALiBi: the kernel has the plain path only;
 //   deterministic mode: its add order (the semaphores' ranks, bwd_sm90_tile_order.cuh) counts the
 //     window's key blocks, not the walk's (nor a block mask's lists).
 constexpr const char *mask_route_decline(const MaskRouteCall &c) {
-  if (c.mask_mod) return "the sm90 backward does not read mask mods' bit tiles (the sm80 family takes mask mods)";
-  if (c.block_mask && (c.q_block <= 0 || c.kv_block <= 0 || c.q_block % 128 != 0 || c.kv_block % 128 != 0))
+  const bool blocks = c.block_mask || c.mask_mod;
+  if (blocks && (c.q_block <= 0 || c.kv_block <= 0 || c.q_block % 128 != 0 || c.kv_block % 128 != 0))
     return "the sm90 backward takes block masks with block sizes that are multiples of 128";
-  if (c.block_mask && c.group > kBlockMaskMaxGroup)
+  if (blocks && c.group > kBlockMaskMaxGroup)
     return "the sm90 backward takes block masks with GQA groups up to 128 (the sm80 family takes larger ones)";
   if (c.chunk) return "the sm90 backward has no attention_chunk (the sm80 family takes it)";
   if (c.seqused) return "the sm90 backward has no used lengths (seqused_q/k; the sm80 family takes them)";

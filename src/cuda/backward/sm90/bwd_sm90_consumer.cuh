@@ -62,7 +62,7 @@
 //     where the fused pass gave 0.85-0.87 / 0.75; softcap 30 at d128 0.88-0.92 (fused 0.88-0.90; the
 //     rest is tanh's MUFU op beside exp2's), at d64 0.82-0.84.
 //
-// Mask families (BwdSm90Traits::masks: document ids, prefix-LM lengths, block masks; bf16 d128 with dq_lag,
+// Mask families (BwdSm90Traits::masks: document ids, prefix-LM lengths, block masks, mask mods; bf16 d128 with dq_lag,
 // fixed length, no softcap or ALiBi, not deterministic; cuda/common/mask_ext.cuh has the rules). A
 // CTA walks the query blocks of the pre-pass's range (flash_bwd_sm90_mask_walks.cu, mask_walk_kernel: the
 // window's m_range, all blocks where the key block starts inside the prefix, narrowed to the rows
@@ -74,7 +74,10 @@
 // With a block mask the steps are the CTA's list (bwd_sm90_tile_order.cuh, block_list: per query
 // head of the group the query blocks whose mask rows name this key block, partial then full), each
 // entry read a step ahead of its LSE / D loads; a full step admits every element, so it is masked
-// only where the edges cut it and reads no ids; a partial step is masked as above.
+// only where the edges cut it and reads no ids; a partial step is masked as above. With a mask mod
+// (its bit tiles: cuda/common/mask_ext.cuh) every partial step is element-masked and also ANDs the
+// mod's bit: the pre-pass wrote the step's tile pointer beside its list entry (BwdSm90Params::
+// mod_steps), and each thread reads one word per row for its two keys, as it reads the rows' ids.
 //
 // Head dimensions 192 and 256 (SPLIT_D). At D = 256 the layout above would hold dV_w and dK_w, 64 x
 // 256 fp32 each, in 128 + 128 registers per thread: more than the 240 a consumer gets. So the columns
@@ -133,6 +136,7 @@
 #include "cuda/backward/sm90/bwd_sm90_epilogue.cuh"
 #include "cuda/backward/sm90/bwd_sm90_tile_order.cuh"
 #include "cuda/backward/sm90/bwd_sm90_traits.cuh"
+#include "cuda/common/mask_ext.cuh"
 #include "cuda/common/score_mods.cuh"
 #include "cuda/hopper/async_copy.cuh"
 #include "cuda/hopper/grid_dependency.cuh"
@@ -349,6 +353,7 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
       const int id_lo = t_.key_id_lo();
       if (p.q_ids != nullptr) masked = masked || !(qid.x == qid.y && qid.x == id_lo && id_lo == t_.key_id_hi());
       if (full_block) masked = edges;
+      if (p.mod_steps != nullptr && !full_block) masked = true;  // a mask mod's partial block: its bits
     }
     const auto visible = [&](int i, int odd) {  // register i (+ odd) of this thread: inside the keys, rows, window
       const int key = key0 + 8 * acc_half(i), row = m * BM + q_base + 8 * acc_group(i) + 2 * q + odd;
@@ -367,10 +372,16 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
         // blocks only: the thread's two keys, then its rows one by one (register i = 4 group + 2 half
         // + odd: row 8 group + 2q + odd, key key0 + 8 half).
         // A block mask's full block: only the edges (no ids read, every row and key of one "document").
+        // A mask mod's partial step: the step's bit tile (the pre-pass's pointer beside its list entry,
+        // at the step's first row and the CTA's first key; null: no tile, nothing visible), one word per
+        // row holding both of the thread's keys (kc and kc + 8 share their 16-key group's word).
         const int prefix = t_.prefix(), b = t_.b();
         const bool ids = p.doc_q != nullptr && !full_block;
         const int32_t *ids_q = ids ? p.doc_q + int64_t(b) * p.doc_q_stride : nullptr;
         const int32_t *ids_k = ids ? p.doc_k + int64_t(b) * p.doc_k_stride : nullptr;
+        const bool mod = p.mod_steps != nullptr && !full_block;
+        const uint32_t *bits = mod ? p.mod_steps[(list - p.block_steps) + step] : nullptr;
+        const int kc = key0 - n_block * BN;
         int kid[2];
 #pragma unroll
         for (int kh = 0; kh < 2; ++kh) kid[kh] = ids_k != nullptr && key0 + 8 * kh < sk ? ids_k[key0 + 8 * kh] : 0;
@@ -380,11 +391,14 @@ __device__ __forceinline__ void bwd_consumer(const BwdSm90Params &p, uint8_t *sm
           for (int odd = 0; odd < 2; ++odd) {
             const int row = m * BM + q_base + 8 * grp + 2 * q + odd;
             const int rid = ids_q != nullptr && row < sq ? ids_q[row] : 0;
+            const uint32_t word =
+                !mod ? ~0u : bits != nullptr ? cuda::mod_word(bits, p.mod_words, row - m * BM, kc) : 0u;
 #pragma unroll
             for (int kh = 0; kh < 2; ++kh) {
               const int key = key0 + 8 * kh, d = key - row - shift;
-              const bool vis =
-                  key < sk && row < sq && (full_block || (rid == kid[kh] && (key < prefix || (d >= dlo && d <= dhi))));
+              const bool admitted = (word >> ((kc + 8 * kh) & 31)) & 1u;
+              const bool vis = key < sk && row < sq &&
+                               (full_block || (rid == kid[kh] && admitted && (key < prefix || (d >= dlo && d <= dhi))));
               if (!vis) x[4 * grp + 2 * kh + odd] = -INFINITY;
             }
           }

@@ -77,6 +77,12 @@ struct BwdSm90Params {
   const uint32_t *block_steps;
   const int *block_count;
   int64_t block_slots;
+  // A mask mod (DeviceMaskExt::mod_bits; always with a block mask): per step slot of block_steps, the
+  // bit tile of a partial step's mask block moved to the step's first row and the CTA's first key
+  // (null: the block is not listed partial in kv_*, so it hides every key; the pre-pass writes them,
+  // block_walk_kernel), mod_words words a row (kv_block_size / 32). Null mod_steps: no mod.
+  const uint32_t *const *mod_steps;
+  int mod_words;
 };
 
 constexpr int kConsumerWarpgroups = 2;
@@ -107,10 +113,11 @@ struct BwdSm90Traits {
   // bwd_dq_writer_pair). Always on with ascending_order; with the descending order its own
   // instantiation, since the writers' alternating barrier ids cost non-deterministic calls 2-4 %.
   bool two_dq_writers = false;
-  // Document ids, prefix-LM lengths and block masks (BwdSm90Params' mask fields): the walk over query
-  // blocks read from the pre-pass's tables (the keys' documents and the prefix narrow or widen the
-  // window's range; a block mask gives a list of (query head, query block, full) steps instead) and
-  // the element rule in the blocks it leaves partial (bwd_sm90_consumer.cuh, "Mask families").
+  // Document ids, prefix-LM lengths, block masks and mask mods (BwdSm90Params' mask fields): the walk
+  // over query blocks read from the pre-pass's tables (the keys' documents and the prefix narrow or
+  // widen the window's range; a block mask gives a list of (query head, query block, full) steps
+  // instead) and the element rule, with a mod's bits, in the blocks it leaves partial
+  // (bwd_sm90_consumer.cuh, "Mask families").
   bool masks = false;
 };
 

@@ -58,6 +58,7 @@
 #include "cuda/common/device_scratch.hpp"
 #include "cuda/common/launch_attributes.hpp"
 #include "cuda/common/mask_ext.cuh"
+#include "cuda/common/mask_ext_plan.hpp"
 #include "cuda/common/score_mods.cuh"
 #include "cuda/common/varlen_span.cuh"
 #include "cuda/forward/sm90/flash_fwd_sm90_launch.hpp"
@@ -349,12 +350,7 @@ struct Launch {
   bool masks;   // document ids / prefix-LM lengths / block masks: the mask-family instantiation
   MaskWalkArgs walk;              // masks: the pre-pass (walk_bytes of scratch, after the list)
   int64_t walk_bytes;
-  // Block masks (block_walk_kernel; after the mask walks' tables): the CTAs' counts (block_count_bytes,
-  // a multiple of 16) and step lists (block_step_bytes), and without q_* the marks (marks_bytes,
-  // two planes of marks_bytes / 2, zeroed by a memset, block_marks_kernel); all 0 without a block mask.
-  BlockWalkArgs block;
-  BlockMarksArgs marks;
-  int64_t block_count_bytes, block_step_bytes, marks_bytes;
+  BlockLists blocks;  // block masks (and mask mods): the step lists' pre-passes, after the mask walks' tables
   cuda::bwd::SinkGradArgs sink;  // a learnable sink's gradient (sinks null: none); dsum set by the run
   cudaStream_t stream;
 };
@@ -403,7 +399,7 @@ int run(const Launch &l) {
   cudaError_t e = lse_log2.allocate(l.vec_bytes);
   if (e == cudaSuccess) e = dsum.allocate(l.vec_bytes);
   // then the semaphores, the list, the mask walks
-  const int64_t block_bytes = l.block_count_bytes + l.block_step_bytes + l.marks_bytes;
+  const int64_t block_bytes = l.blocks.bytes();
   if (e == cudaSuccess)
     e = dq_accum.allocate(l.dq_accum_bytes + l.sem_bytes + l.list_bytes + l.walk_bytes + block_bytes);
   if (e == cudaErrorMemoryAllocation)
@@ -442,25 +438,12 @@ int run(const Launch &l) {
     p.q_ids = walk.q_ids = walk.doc_q != nullptr ? reinterpret_cast<int2 *>(at + key_bytes) : nullptr;
     if ((e = launch_mask_walk(walk, stream)) != cudaSuccess) return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "mask walk launch"));
   }
-  // A block mask's step lists (block_walk_kernel), after the marks from kv_* where q_* is absent;
-  // launched normally like the mask walks (read before the main kernel's grid dependency wait).
-  if (l.block_count_bytes > 0 && int64_t(l.p.num_bh) * l.p.num_n_blocks > 0) {
+  // A block mask's step lists (and a mask mod's tile pointers: launch_block_lists), launched normally
+  // like the mask walks (read before the main kernel's grid dependency wait).
+  if (l.blocks.count_bytes > 0 && int64_t(l.p.num_bh) * l.p.num_n_blocks > 0) {
     uint8_t *at = dq_accum.as<uint8_t>() + l.dq_accum_bytes + l.sem_bytes + l.list_bytes + l.walk_bytes;
-    BlockWalkArgs block = l.block;
-    p.block_count = block.count = reinterpret_cast<int *>(at);
-    p.block_steps = block.steps = reinterpret_cast<uint32_t *>(at + l.block_count_bytes);
-    if (l.marks_bytes > 0) {
-      uint8_t *planes = at + l.block_count_bytes + l.block_step_bytes;
-      if ((e = cudaMemsetAsync(planes, 0, size_t(l.marks_bytes), stream)) != cudaSuccess)
-        return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "block marks memset"));
-      BlockMarksArgs marks = l.marks;
-      marks.marks[0] = planes, marks.marks[1] = marks.num[1] != nullptr ? planes + l.marks_bytes / 2 : nullptr;
-      block.marks[0] = marks.marks[0], block.marks[1] = marks.marks[1];
-      if ((e = launch_block_marks(marks, stream)) != cudaSuccess)
-        return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "block marks launch"));
-    }
-    if ((e = launch_block_walk(block, int64_t(l.p.num_bh) * l.p.num_n_blocks, stream)) != cudaSuccess)
-      return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "block walk launch"));
+    if ((e = launch_block_lists(l.blocks, at, int64_t(l.p.num_bh) * l.p.num_n_blocks, stream, p)) != cudaSuccess)
+      return fail(FLASHBOX_ERR_CUDA, cuda_text(e, "block mask pre-pass"));
   }
 
   // prepare is launched normally: its inputs (O, dO, LSE) come from whatever ran before in the stream.
@@ -620,13 +603,16 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   l.walk_bytes = masks ? a.batch * n_blocks * 16 + (a.mods.doc_q != nullptr ? a.batch * m_blocks * 8 : 0) : 0;
   // A block mask's step lists (block_walk_kernel): a count per CTA (rounded up to 16 bytes), `slots`
   // steps per CTA, and without the q_* transposes the marks built from kv_* (a byte per mask (batch,
-  // head, key block, query block) and kind).
+  // head, key block, query block) and kind). A mask mod (always with a block mask) adds a tile
+  // pointer per step slot and the entries plane (an int per mask (batch, head, key block, query
+  // block)), which the marks pass writes from kv_* with q_* too (flash_bwd_sm90_mask_walks.hpp).
   const flashbox_block_mask &bmk = a.block_mask;
   const bool blocks = masks && bmk.kv_num_blocks != nullptr;
   const bool transposes = blocks && bmk.q_num_blocks != nullptr && bmk.q_indices != nullptr;
   const bool full_kind = blocks && (transposes ? bmk.full_q_num_blocks != nullptr && bmk.full_q_indices != nullptr
                                                : bmk.full_kv_num_blocks != nullptr && bmk.full_kv_indices != nullptr);
-  l.block_count_bytes = l.block_step_bytes = l.marks_bytes = 0;
+  const bool mod = blocks && a.mod_bits != nullptr;
+  l.blocks = BlockLists{};
   if (blocks) {
     const int64_t nqb = (a.seqlen_q + bmk.q_block_size - 1) / bmk.q_block_size;
     const int64_t nkvb = (a.seqlen_k + bmk.kv_block_size - 1) / bmk.kv_block_size;
@@ -634,12 +620,13 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
     const int64_t q_steps = bmk.q_block_size / bm;
     const int64_t slots = a.group * (full_kind ? 2 : 1) * std::max<int64_t>(cap, 0) * q_steps;
     const int64_t cta_count = a.batch * a.heads_kv * n_blocks;
-    l.block_count_bytes = (cta_count * 4 + 15) / 16 * 16;
-    l.block_step_bytes = (cta_count * slots * 4 + 15) / 16 * 16;
+    const auto round16 = [](int64_t x) { return (x + 15) / 16 * 16; };
     const int64_t plane = bmk.batch * bmk.heads * nkvb * nqb;
-    l.marks_bytes = transposes ? 0 : (full_kind ? 2 : 1) * ((plane + 15) / 16 * 16);
-    BlockWalkArgs &w = l.block;
-    w = BlockWalkArgs{};
+    BlockLists &bl = l.blocks;
+    bl.count_bytes = round16(cta_count * 4), bl.step_bytes = round16(cta_count * slots * 4);
+    bl.marks_bytes = transposes ? 0 : (full_kind ? 2 : 1) * round16(plane);
+    bl.mod_step_bytes = mod ? round16(cta_count * slots * 8) : 0, bl.entries_bytes = mod ? round16(plane * 4) : 0;
+    BlockWalkArgs &w = bl.walk;
     if (transposes) {
       w.num[0] = bmk.q_num_blocks, w.idx[0] = bmk.q_indices;
       if (full_kind) w.num[1] = bmk.full_q_num_blocks, w.idx[1] = bmk.full_q_indices;
@@ -650,11 +637,11 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
     w.heads_kv = int(a.heads_kv), w.group = int(a.group);
     w.num_n_blocks = int(n_blocks), w.num_m_blocks = int(m_blocks);
     w.slots = slots;
-    BlockMarksArgs &mk = l.marks;
-    mk = BlockMarksArgs{};
-    if (!transposes) {
+    if (mod) w.mod = cuda::device_mask_ext(a);
+    BlockMarksArgs &mk = bl.marks;
+    if (!transposes || mod) {
       mk.num[0] = bmk.kv_num_blocks, mk.idx[0] = bmk.kv_indices;
-      if (full_kind) mk.num[1] = bmk.full_kv_num_blocks, mk.idx[1] = bmk.full_kv_indices;
+      if (full_kind && !transposes) mk.num[1] = bmk.full_kv_num_blocks, mk.idx[1] = bmk.full_kv_indices;
       mk.rows = bmk.batch * bmk.heads * nqb, mk.max_kv_blocks = bmk.max_kv_blocks;
       mk.num_q_blocks = int(nqb), mk.num_kv_blocks = int(nkvb);
       mk.per_row = int(std::clamp<int64_t>(std::min(bmk.max_kv_blocks, nkvb), 0, INT32_MAX));
@@ -679,8 +666,7 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   // header "dQ one step late"): the name says which schedule ran.
   if (kd == 128 && !qdesc) name += "_dqlag";
   Plan plan{std::move(name),
-            2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes + l.list_bytes + l.walk_bytes + l.block_count_bytes +
-                l.block_step_bytes + l.marks_bytes,
+            2 * l.vec_bytes + l.dq_accum_bytes + l.sem_bytes + l.list_bytes + l.walk_bytes + l.blocks.bytes(),
             {}};
   if (size_only) return {std::move(plan)};
 
@@ -719,7 +705,8 @@ PlanResult plan_sm90_backward(const GradProblem &g, bool size_only) {
   p.unit_log2 = (mods.capped() ? mods.softcap : a.scale) * kLog2e;
   p.scale = a.scale, p.scale_log2 = a.scale_log2;
   if (masks) {  // the tables' pointers are set by the run (scratch)
-    p.block_slots = blocks ? l.block.slots : 0;  // block_steps, block_count: the run's
+    p.block_slots = blocks ? l.blocks.walk.slots : 0;  // block_steps, block_count (and mod_steps): the run's
+    p.mod_words = mod ? int(bmk.kv_block_size / 32) : 0;
     p.doc_q = a.mods.doc_q, p.doc_k = a.mods.doc_k, p.prefix = a.mods.prefix;
     p.doc_q_stride = a.mods.doc_q_stride, p.doc_k_stride = a.mods.doc_k_stride;
     l.walk = MaskWalkArgs{p.doc_q,        p.doc_k,      p.prefix,      p.doc_q_stride, p.doc_k_stride, mods,

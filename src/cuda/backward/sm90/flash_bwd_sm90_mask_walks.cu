@@ -1,6 +1,6 @@
 // The sm90 backward's mask pre-passes: the document / prefix-LM walks (mask_walk_kernel) and the
-// block masks' step lists (block_walk_kernel, after block_marks_kernel where q_* is absent). What
-// they write and why: flash_bwd_sm90_mask_walks.hpp.
+// block masks' step lists (block_walk_kernel, after block_marks_kernel where q_* is absent or a mask
+// mod needs its entries). What they write and why: flash_bwd_sm90_mask_walks.hpp.
 #include "cuda/backward/sm90/flash_bwd_sm90_mask_walks.hpp"
 
 #include <algorithm>
@@ -72,8 +72,19 @@ __global__ void __launch_bounds__(32) block_walk_kernel(const BlockWalkArgs a) {
           if (lane >= off) incl += v;
         }
         const int64_t at = pos + incl - e;
+        // A mod's partial entry: its tile moved to the CTA's keys (each step then moves it to its rows).
+        const uint32_t *tile = nullptr;
+        if (e > 0 && kind == 0 && a.mod_steps != nullptr) {
+          const int entry = a.entries[row * nqb + r], bn = a.mod.kv_block / a.kv_div;
+          if (entry >= 0) tile = cuda::mod_tile(a.mod, int(b), int(h), r, entry, 0, (n - c * a.kv_div) * bn);
+        }
         for (int s = 0; s < e; ++s)
-          if (at + s < a.slots) out[at + s] = encode_block_step(hi, r * a.q_steps + s, kind);
+          if (at + s < a.slots) {
+            out[at + s] = encode_block_step(hi, r * a.q_steps + s, kind);
+            if (a.mod_steps != nullptr)
+              a.mod_steps[cta * a.slots + at + s] =
+                  tile != nullptr ? tile + int64_t(s) * (a.mod.q_block / a.q_steps) * (a.mod.kv_block / 32) : nullptr;
+          }
         pos += __shfl_sync(0xffffffffu, incl, 31);
       }
     }
@@ -94,7 +105,10 @@ __global__ void block_marks_kernel(const BlockMarksArgs a) {
     const int c = idx[row * a.max_kv_blocks + j];
     if (c < 0 || c >= a.num_kv_blocks) continue;
     const int64_t bh = row / a.num_q_blocks, r = row % a.num_q_blocks;
-    (kind == 0 ? a.marks[0] : a.marks[1])[(bh * a.num_kv_blocks + c) * a.num_q_blocks + r] = 1;
+    const int64_t at = (bh * a.num_kv_blocks + c) * a.num_q_blocks + r;
+    uint8_t *marks = kind == 0 ? a.marks[0] : a.marks[1];
+    if (marks != nullptr) marks[at] = 1;
+    if (kind == 0 && a.entries != nullptr) a.entries[at] = j;
   }
 }
 
@@ -106,15 +120,32 @@ cudaError_t launch_mask_walk(const MaskWalkArgs &a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-cudaError_t launch_block_marks(const BlockMarksArgs &a, cudaStream_t stream) {
-  const int64_t threads = a.rows * 2 * a.per_row;
-  const unsigned blocks = unsigned(std::clamp<int64_t>((threads + 255) / 256, 1, 65535));
-  block_marks_kernel<<<blocks, 256, 0, stream>>>(a);
-  return cudaGetLastError();
-}
-
-cudaError_t launch_block_walk(const BlockWalkArgs &a, int64_t ctas, cudaStream_t stream) {
-  block_walk_kernel<<<unsigned(ctas), 32, 0, stream>>>(a);
+cudaError_t launch_block_lists(const BlockLists &l, uint8_t *at, int64_t ctas, cudaStream_t stream, BwdSm90Params &p) {
+  BlockWalkArgs walk = l.walk;
+  BlockMarksArgs marks = l.marks;
+  p.block_count = walk.count = reinterpret_cast<int *>(at);
+  p.block_steps = walk.steps = reinterpret_cast<uint32_t *>(at + l.count_bytes);
+  uint8_t *planes = at + l.count_bytes + l.step_bytes, *mod = planes + l.marks_bytes;
+  cudaError_t e = cudaSuccess;
+  if (l.marks_bytes > 0) {
+    marks.marks[0] = planes, marks.marks[1] = marks.num[1] != nullptr ? planes + l.marks_bytes / 2 : nullptr;
+    walk.marks[0] = marks.marks[0], walk.marks[1] = marks.marks[1];
+    e = cudaMemsetAsync(planes, 0, size_t(l.marks_bytes), stream);
+  }
+  if (e == cudaSuccess && l.entries_bytes > 0) {
+    const uint32_t **mod_steps = reinterpret_cast<const uint32_t **>(mod);
+    p.mod_steps = walk.mod_steps = mod_steps;
+    walk.entries = marks.entries = reinterpret_cast<int32_t *>(mod + l.mod_step_bytes);
+    e = cudaMemsetAsync(marks.entries, 0xff, size_t(l.entries_bytes), stream);
+  }
+  if (e == cudaSuccess && marks.num[0] != nullptr) {
+    const int64_t threads = marks.rows * 2 * marks.per_row;
+    const unsigned blocks = unsigned(std::clamp<int64_t>((threads + 255) / 256, 1, 65535));
+    block_marks_kernel<<<blocks, 256, 0, stream>>>(marks);
+    e = cudaGetLastError();
+  }
+  if (e != cudaSuccess) return e;
+  block_walk_kernel<<<unsigned(ctas), 32, 0, stream>>>(walk);
   return cudaGetLastError();
 }
 

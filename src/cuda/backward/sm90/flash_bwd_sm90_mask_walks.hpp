@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/mask_ext.cuh"
 #include "cuda/common/score_mods.cuh"
 
 namespace flashbox::sm90::bwd {
@@ -57,6 +58,12 @@ cudaError_t launch_mask_walk(const MaskWalkArgs &a, cudaStream_t stream);
 //     4 KB per (batch, head)), small beside the backward, and the forward reads kv_* alone too.
 // The list's slots per CTA: group x kinds x min(max_q_blocks, num_q_blocks) (num_q_blocks with
 // the marks) x q_block_size / BM, the most a (clamped) table can list.
+// A mask mod (its bit tiles are per partial entry of a kv_* row, in the row's order: mask_ext.cuh,
+// mod_tile): block_marks_kernel also writes each partial entry's index in its kv_* row into the
+// entries plane (an int per (mask batch, mask head, key block, query block), -1 where none: filled
+// first), also where the walk reads q_*, and block_walk_kernel writes beside each step slot the
+// pointer the consumers read a partial step's bits from (BwdSm90Params::mod_steps): the entry's tile
+// moved to the step's first row and the CTA's first key, null where kv_* lists no such entry.
 struct BlockWalkArgs {
   const int32_t *num[2], *idx[2];  // partial, full: the q_* lists (null: that kind absent or the marks)
   const uint8_t *marks[2];         // no q_*: the marks of each kind (null: that kind absent)
@@ -66,18 +73,36 @@ struct BlockWalkArgs {
   int64_t slots;
   int *count;       // [batch * heads_kv * num_n_blocks]
   uint32_t *steps;  // [batch * heads_kv * num_n_blocks, slots]
+  // A mask mod (null mod.mod_bits: none): its tiles' fields of the call's DeviceMaskExt, the entries
+  // plane (block_marks_kernel) and the pointers written (as steps).
+  cuda::DeviceMaskExt mod;
+  const int32_t *entries;
+  const uint32_t **mod_steps;
 };
 
 struct BlockMarksArgs {
   const int32_t *num[2], *idx[2];            // partial, full: kv_* (null full: none)
   int64_t rows, max_kv_blocks;               // rows: mask_batch * mask_heads * num_q_blocks
   int num_q_blocks, num_kv_blocks, per_row;  // per_row: min(max_kv_blocks, num_kv_blocks), the most a row lists
-  uint8_t *marks[2];                         // [mask_batch * mask_heads, num_kv_blocks, num_q_blocks], zeroed
+  uint8_t *marks[2];  // [mask_batch * mask_heads, num_kv_blocks, num_q_blocks], zeroed; null: not built
+  int32_t *entries;   // a mask mod's entries plane (the same shape), -1 filled; null: none
 };
 
-// block_marks_kernel over every listed entry (the marks zeroed by the caller first).
-cudaError_t launch_block_marks(const BlockMarksArgs &a, cudaStream_t stream);
-// block_walk_kernel, one warp per CTA of the main grid (ctas of them).
-cudaError_t launch_block_walk(const BlockWalkArgs &a, int64_t ctas, cudaStream_t stream);
+// The block-mask pre-passes of one call and their scratch, in this order (each a multiple of 16 bytes):
+// the CTAs' counts, the step lists, without q_* the marks (two planes of marks_bytes / 2 with full
+// blocks), then with a mask mod the step slots' tile pointers and the entries plane. The plan fills
+// the arguments' sizes and tables; launch_block_lists places the outputs.
+struct BlockLists {
+  BlockWalkArgs walk;
+  BlockMarksArgs marks;  // num[0] null: no marks pass
+  int64_t count_bytes, step_bytes, marks_bytes, mod_step_bytes, entries_bytes;
+  int64_t bytes() const { return count_bytes + step_bytes + marks_bytes + mod_step_bytes + entries_bytes; }
+};
+
+struct BwdSm90Params;
+// Places the tables from `at` (l.bytes() of scratch), zeroes the marks and fills the entries with -1,
+// then block_marks_kernel (where it builds the marks or the entries) and block_walk_kernel (one warp
+// per CTA of the main grid: ctas of them); points p's block_count, block_steps and mod_steps at them.
+cudaError_t launch_block_lists(const BlockLists &l, uint8_t *at, int64_t ctas, cudaStream_t stream, BwdSm90Params &p);
 
 }  // namespace flashbox::sm90::bwd

@@ -51,13 +51,15 @@
 // them before any family), and head_dims above 128 (the 256 instantiation) are left to the sm80
 // family (the kernel's varlen store path is not compiled there, neither at 192 nor at 256:
 // FwdConfig::VARLEN).
-// The extension's mask families (document ids, prefix-LM, attention_chunk, seqused_q/k, block masks;
-// docs/masks.md) run on the MaskExtConfig kernels (mask_walk.cuh): bf16, head dims up to 128 (64 and
-// 128 instantiations, 128 x 128 tiles), fixed length and varlen (block masks fixed length only, as
-// everywhere), no softcap or ALiBi, block masks of 128-multiple blocks; any other such call is
-// declined with the reason and runs on the sm80 family. With document ids a small kernel writes each
-// query block's doc span into the call's scratch first (flash_fwd_sm90_doc_spans.cu; after the varlen
-// tile list).
+// The extension's mask families (document ids, prefix-LM, attention_chunk, seqused_q/k, block masks,
+// mask mods; docs/masks.md) run on the MaskExtConfig kernels (mask_walk.cuh): bf16, head dims up to
+// 128 (64 and 128 instantiations, 128 x 128 tiles), fixed length and varlen (block masks, and so mask
+// mods, fixed length only, as everywhere), no softcap or ALiBi, block masks of 128-multiple blocks; any
+// other such call is declined with the reason and runs on the sm80 family. A mask mod is the block
+// mask src/api/mask_mod_tiles.hpp attached plus its bit tiles (FwdParams::ext.mod_bits, read at run
+// time by the same kernels: a partial tile ANDs them into the element rule). With document ids a
+// small kernel writes each query block's doc span into the call's scratch first
+// (flash_fwd_sm90_doc_spans.cu; after the varlen tile list).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -121,8 +123,6 @@ cuda::DeviceMods kernel_mods(const Problem &a) {
 std::string mask_family_refusal(const Problem &a, int *d) {
   const std::string what = mask_family_in_use(a);
   *d = sm90::mask_kernel_head_dim(a.head_dim);
-  // A mask mod's bit tiles are read by the sm80 kernels only.
-  if (a.mod_bits) return "the sm90 forward does not read mask mods' bit tiles (the sm80 family runs " + what + ")";
   if (a.varlen() && a.block_mask.kv_num_blocks)
     return "the sm90 forward takes block masks on fixed-length batches only";
   if (a.dtype != FLASHBOX_BFLOAT16) return "the sm90 forward runs " + what + " in bf16 only";

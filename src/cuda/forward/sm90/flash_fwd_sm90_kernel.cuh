@@ -57,8 +57,10 @@
 // Masks (cuda/common/score_mods.cuh, core/masks.hpp): causal and the sliding window are bottom-right
 // aligned and runtime parameters of every configuration: a tile walks only the K/V blocks its rows can
 // see, and only blocks that cross a window edge (the causal diagonal is the right edge) or the end of
-// the keys are masked, so a window costs nothing where it hides keys. Softcap and ALiBi change every
-// score and are compiled in only with MODS (the default tile of each head_dim, flash_fwd_sm90_d*.cu):
+// the keys are masked, so a window costs nothing where it hides keys. The extension's mask families
+// (MaskExtConfig: document ids, prefix-LM, attention_chunk, seqused, block masks and a mask mod's bit
+// tiles in their partial blocks) walk the tiles mask_walk.cuh lists instead (mainloop_ext), each with
+// the need that walk assigns it. Softcap and ALiBi change every score and are compiled in only with MODS (the default tile of each head_dim, flash_fwd_sm90_d*.cu):
 // the scores are transformed before the mask and the online softmax; with a softcap they stay in
 // units of the cap (tanh's output), and the softmax and LSE use cap where they used the scale.
 // Each consumer warpgroup (head_dim 64 and 128) walks only the blocks of the tile's walk that its own
@@ -340,11 +342,23 @@ struct Consumer {
     ext_row0 = max(min(row0, t.sq - 1), 0), ext_row1 = max(min(row0 + 8, t.sq - 1), 0);
   }
 
-  // EXT: what tile n (of kind `kind`) needs of the mask, the largest need over the warp's rows, and
-  // the rows' document bits for the element rule (flash_fwd_sm90_tiles.cuh, ext_classify_tile).
-  __device__ __forceinline__ void ext_classify(int n, int kind) {
+  // EXT: what tile n (of kind `kind`, iteration `it` of the walk w) needs of the mask, the largest
+  // need over the warp's rows, and the rows' document and mask-mod bits for the element rule
+  // (flash_fwd_sm90_tiles.cuh, ext_classify_tile). A block walk's rule tile is a partial entry's:
+  // with a mod, its bit tile (entry it / tiles_per_block; the tile row of the block mask's row, its
+  // rows from the mask block's first) at this thread's first row (row0) and the tile's first key.
+  // The tile (tile_idx) is decoded again for it rather than its row held through the loop: nothing
+  // more lives across the products.
+  __device__ __forceinline__ void ext_classify(const ExtWalk &w, int it, int n, int kind, int tile_idx, int row0) {
+    const uint32_t *mod = nullptr;
+    if (p.ext.mod_bits != nullptr && w.tiles_per_block > 0 && kind == kTileRule) {
+      const Tile t = decode_tile(p, tile_idx);
+      const int qb = t.m_block * Cfg::BM / p.ext.q_block;
+      mod = cuda::mod_tile(p.ext, t.b, t.h, qb, it / w.tiles_per_block, row0 - qb * p.ext.q_block,
+                           (it % w.tiles_per_block) * BN);
+    }
     ext_need = ext_classify_tile<BN>(p, n, kind, lane, ext_sk, ext_prefix, ext_b, ext_row0, ext_row1, begin0, end0,
-                                     begin1, end1, ext_match0, ext_match1);
+                                     begin1, end1, mod, p.ext.kv_block / 32, ext_match0, ext_match1);
   }
 
   // EXT: V rows of tile n past the sequence's used keys but inside the tensor (rows past seqused_k,
@@ -509,12 +523,13 @@ struct Consumer {
 
   // EXT: mainloop over the tiles of the walk (mask_walk.cuh) instead of a range; the same pipeline.
   // Each tile's need is found before its products are issued (its key ids load under them).
-  __device__ __forceinline__ void mainloop_ext(const ExtWalk &w) {
+  // tile_idx, row0: the work tile and this thread's first row (ext_classify: a mask mod's bits).
+  __device__ __forceinline__ void mainloop_ext(const ExtWalk &w, int tile_idx, int row0) {
     float s[BN / 2], alpha[2];
     uint32_t pa[BN / 4];
     int kind;
     int n = ext_walk_tile(p.ext, w, 0, BN, ext_sk, &kind);
-    ext_classify(n, kind);
+    ext_classify(w, 0, n, kind, tile_idx, row0);
     turn_wait();
     issue_qk(s, ks);
     turn_pass();
@@ -527,7 +542,7 @@ struct Consumer {
     ext_zero_v(n);
     for (int it = 1; it < w.count; ++it) {
       n = ext_walk_tile(p.ext, w, it, BN, ext_sk, &kind);
-      ext_classify(n, kind);
+      ext_classify(w, it, n, kind, tile_idx, row0);
       turn_wait();
       fence_operands(o);
       fence_operands(pa);
@@ -719,7 +734,7 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
       c.ext_setup(tile, row0);
       const ExtWalk w = tile_walk<Cfg>(p, tile);
       if (w.count > 0)
-        c.mainloop_ext(w);
+        c.mainloop_ext(w, tile_idx, row0);
       else
         c.release_q();
     } else if (range.count() > 0) {

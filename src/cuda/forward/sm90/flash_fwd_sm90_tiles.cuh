@@ -111,9 +111,9 @@ __device__ __forceinline__ void mask_window(float (&s)[NS], int begin0, int end0
 
 
 // EXT: a tile's need (ext_classify_tile) applied to one thread's scores of one warpgroup: every score
-// dead, the end of the used keys, the rows' bounds, or the element rule with the documents from the
-// column bits match0 / match1 (bit ext_doc_bit(i) of score i); first_col is the thread's first
-// column's key.
+// dead, the end of the used keys, the rows' bounds, or the element rule with the documents and a mask
+// mod's bits from the column bits match0 / match1 (bit ext_doc_bit(i) of score i); first_col is the
+// thread's first column's key.
 template <int NS>
 __device__ __forceinline__ void ext_mask_scores(float (&s)[NS], int need, int first_col, int sk, int prefix,
                                                 uint32_t match0, uint32_t match1, int begin0, int end0, int begin1,
@@ -125,7 +125,7 @@ __device__ __forceinline__ void ext_mask_scores(float (&s)[NS], int need, int fi
     mask_window(s, -first_col, sk - first_col, -first_col, sk - first_col);
   } else if (need == kNeedBounds) {
     mask_window(s, begin0 - first_col, end0 - first_col, begin1 - first_col, end1 - first_col);
-  } else {  // the element rule, documents from the column bits (ext_classify_tile)
+  } else {  // the element rule, documents and the mod's bits from the column bits (ext_classify_tile)
 #pragma unroll
     for (int i = 0; i < NS; ++i) {
       const bool h = acc_half(i);
@@ -146,10 +146,15 @@ __device__ __forceinline__ void ext_mask_scores(float (&s)[NS], int need, int fi
 // only). Otherwise each thread gathers its 32 columns' ids from the lanes that read them (shuffles:
 // reading them from global memory score by score held 64 loads in flight and spilled, ptxas -v) into
 // one bit per column and row (match0 / match1, left as ~0 when the documents match or there are none).
+// mod: a partial block's mask-mod bits (mask_walk.cuh), this thread's first row's at the tile's first
+// key (its second row 8 rows on, mod_words words a row), or null: two 16-byte loads, compacted to the
+// same bits (ext_mod_byte) and ANDed into match0 / match1; the tile needs the element rule unless
+// the mod admits all of the warp's keys.
 template <int BN>
 __device__ __forceinline__ int ext_classify_tile(const FwdParams &p, int n, int kind, int lane, int sk, int prefix,
                                                  int b, int row0, int row1, int begin0, int end0, int begin1,
-                                                 int end1, uint32_t &match0, uint32_t &match1) {
+                                                 int end1, const uint32_t *mod, int mod_words, uint32_t &match0,
+                                                 uint32_t &match1) {
   if (kind == kTileDead) return kNeedAll;
   const int k0 = n * BN;
   if (kind == kTileFull) return k0 + BN > sk ? kNeedEnd : kNeedNone;
@@ -184,6 +189,17 @@ __device__ __forceinline__ int ext_classify_tile(const FwdParams &p, int n, int 
       }
       match0 = m0, match1 = m1;
     }
+  }
+  if (mod != nullptr) {
+    static_assert(BN == 128, "a mod's row of the tile: one 16-byte load");
+    const uint4 w0 = __ldg(reinterpret_cast<const uint4 *>(mod));
+    const uint4 w1 = __ldg(reinterpret_cast<const uint4 *>(mod + 8 * mod_words));
+    const uint32_t m0 = ext_mod_byte(w0.x, lane) | ext_mod_byte(w0.y, lane) << 8 | ext_mod_byte(w0.z, lane) << 16 |
+                        ext_mod_byte(w0.w, lane) << 24;
+    const uint32_t m1 = ext_mod_byte(w1.x, lane) | ext_mod_byte(w1.y, lane) << 8 | ext_mod_byte(w1.z, lane) << 16 |
+                        ext_mod_byte(w1.w, lane) << 24;
+    match0 &= m0, match1 &= m1;
+    docs_match = __all_sync(0xffffffffu, (m0 & m1) == ~0u) && docs_match;  // (every lane reaches the vote)
   }
   const int need = max(ext_tile_need(k0, BN, begin0, end0, prefix, docs_match),
                        ext_tile_need(k0, BN, begin1, end1, prefix, docs_match));

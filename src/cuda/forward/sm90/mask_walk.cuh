@@ -20,7 +20,11 @@
 //   bounds   the row's [begin, end) only (the window's edges, the causal diagonal, the chunk's
 //            edges, the end of the keys): the plain kernel's mask;
 //   element  the element rule, key by key (a document boundary or the prefix's end inside the tile).
-// A full block needs only the end of the keys; a dead tile hides every key.
+// A full block needs only the end of the keys; a dead tile hides every key. With a mask mod
+// (DeviceMaskExt::mod_bits) a partial block's tile also ANDs the mod's bits into the element rule:
+// the tile of entry e (partial entries come first, so an iteration's entry is it / tiles_per_block)
+// moved to the tile's first key; it needs the element rule unless the mod admits every key of the
+// warp's rows there.
 // Host and device: tests/api/mask_walk_test.cpp runs these walks on the CPU against core::visible.
 #pragma once
 #include <cstdint>
@@ -121,6 +125,15 @@ FLASHBOX_WALK_HD bool ext_key_visible(int j, int sk, const int32_t *doc_k, int d
 FLASHBOX_WALK_HD int ext_doc_bit(int i) { return 2 * (i >> 2) + (i & 1); }
 FLASHBOX_WALK_HD int ext_doc_bit_lane(int b, int lane) { return 8 * ((b >> 1) % 4) + 2 * (lane % 4) + (b & 1); }
 FLASHBOX_WALK_HD int ext_doc_bit_reg(int b) { return (b >> 1) / 4; }
+
+// A mask mod's bits in the same order: word w of a bit-tile row (keys 32 w .. 32 w + 31 of the tile,
+// bit c % 32 key c) holds the thread's columns 32 w + 8 j + 2 (lane % 4) + o (j < 4, o < 2), which
+// are its bits 8 w + 2 j + o; the result is those 8 bits, for bits 8 w .. 8 w + 7 of the row's mask.
+FLASHBOX_WALK_HD uint32_t ext_mod_byte(uint32_t word, int lane) {
+  const uint32_t x = (word >> (2 * (lane % 4))) & 0x03030303u;  // the column pair of each 8-key group
+  const uint32_t z = x | (x >> 6);                               // groups 0, 1 in bits 0..3; 2, 3 in 16..19
+  return (z & 0xfu) | ((z >> 12) & 0xf0u);
+}
 
 }  // namespace flashbox::sm90
 

@@ -34,12 +34,24 @@ def table(doc):
     return "\n".join(lines)
 
 
+def dumps(doc):
+    """The document as JSON with one line per row (and per other top-level field): a result diffs row
+    by row, and a suite's file stays a few dozen lines however many fields a row carries."""
+    lines = []
+    for key, value in doc.items():
+        if key == "rows":
+            rows = ",\n".join("  " + json.dumps(r, separators=(",", ":")) for r in value)
+            lines.append(f' "rows": [\n{rows}\n ]')
+        else:
+            lines.append(f" {json.dumps(key)}: {json.dumps(value, separators=(',', ':'))}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
 def write(doc, out_dir):
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"{doc['suite']}.json")
     with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
+        f.write(dumps(doc))
     return path
 
 

@@ -20,6 +20,7 @@ Skips, with the reason, where torch, transformers, libflashbox or a GPU is missi
 import contextlib
 import inspect
 import sys
+import warnings
 
 import pytest
 
@@ -251,7 +252,7 @@ def test_training_step_gradients(trio):
     # flashbox 3.17e-3 from sdpa, sdpa 2.96e-3 from eager); against the float32 attention each one's own
     # rounding is what is measured. L2 over all parameters of three batches' steps together.
     exact = _build(trio.cfg, EAGER_FP32, "cuda", torch.bfloat16, like=trio.ref)
-    got_sq, peers_sq = 0.0, {trio.ref_name: 0.0, "eager": 0.0}
+    got_sq, peers_sq, literal_sq = 0.0, {trio.ref_name: 0.0, "eager": 0.0}, [0.0, 0.0]
     for seed in (1, 2, 3):
         ids, mask = (trio.ids, trio.mask) if seed == 1 else _batch(trio.cfg.vocab_size, trio.T, trio.pads, "cuda", seed)
         want = _grads(exact, ids, mask)
@@ -265,7 +266,13 @@ def test_training_step_gradients(trio):
         got_sq += _l2(fb, want) ** 2
         peers_sq[trio.ref_name] += _l2(ref, want) ** 2
         peers_sq["eager"] += _l2(eager, want) ** 2
+        literal_sq[0] += _l2(fb, ref) ** 2
+        literal_sq[1] += _l2(ref, eager) ** 2
     del exact
+    # The issue's literal rule (flashbox from sdpa within sdpa from eager), reported beside the assertion:
+    # with the three equally precise it is rounding's coin, so it is said, not asserted.
+    warnings.warn(f"{trio.cfg.model_type}: gradients, flashbox from {trio.ref_name} {literal_sq[0] ** 0.5:.3e}, "
+                  f"{trio.ref_name} from eager {literal_sq[1] ** 0.5:.3e}")
     got = got_sq ** 0.5
     peers = {n: v ** 0.5 for n, v in peers_sq.items()}
     allowed = 1.25 * max(peers.values())

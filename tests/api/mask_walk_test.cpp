@@ -7,7 +7,9 @@
 // the kernel's vote matches them) and the mask that need applies. Every visible (row, key) pair must
 // be admitted exactly once, and no other pair (keys past sk included) ever. Seed printed;
 // FLASHBOX_TEST_SEED=N repeats one. A mask mod's bit-tile words turned into the same column bits as
-// the documents (ext_mod_byte) are checked column by column.
+// the documents (ext_mod_byte) are checked column by column, and the consumers' own gather of a
+// mod's bits (ext_mod_row, ext_mod_rows) for every score of every thread: in the walks above (half of
+// the block-mask problems carry a mod) and over batch entries, heads and broadcasts.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -64,6 +66,9 @@ struct Problem {
   std::vector<int32_t> dq, dk;
   std::vector<uint8_t> kinds;  // dense block kinds [nq][nk]; empty: no block mask
   Lists lists;
+  // A mask mod (block masks only): its bit tiles per partial entry, written from mod_value.
+  std::vector<uint32_t> mod_bits;
+  std::vector<int64_t> mod_base;
   cu::DeviceMaskExt x;
   core::ScoreMods m;  // without the block mask (kinds hold it)
 };
@@ -77,6 +82,51 @@ std::vector<int32_t> ids(std::mt19937_64 &rng, int n, int docs, bool scattered) 
     v[size_t(i)] = scattered ? std::uniform_int_distribution<int>(0, docs - 1)(rng)
                              : int32_t(std::upper_bound(cuts.begin(), cuts.end(), i) - cuts.begin());
   return v;
+}
+
+// A mask mod's value for (batch entry b, query head h, row i, key j): structure inside a block that
+// no block-level rule reproduces (a hash), admitting every element of some blocks (so that a tile
+// whose mod admits all of a warp's keys needs no element rule) and, past the lengths, anything.
+bool mod_value(int b, int h, int i, int j) {
+  auto mix = [](uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+  };
+  if (mix(uint64_t(b) * 1000003u + uint64_t(h) * 7919u + uint64_t(i / 128) * 131u + uint64_t(j / 128)) % 3 == 0)
+    return true;
+  return mix((uint64_t(b) << 48) ^ (uint64_t(h) << 40) ^ (uint64_t(uint32_t(i)) << 20) ^ uint64_t(uint32_t(j))) % 4 != 0;
+}
+
+// The mod's bit tiles of a block mask (the layout of cuda::DeviceMaskExt::mod_bits, as
+// src/api/mask_mod_tiles.hpp writes them): tile row (mb, mh, qb) holds one tile per partial entry of
+// block row (mb or 0, mh or 0, qb) of the lists, in list order; mod_batch / mod_heads 1: the value
+// of batch entry / head 0 for all. Sets x's mod fields.
+void attach_mod(cu::DeviceMaskExt &x, std::vector<uint32_t> &bits, std::vector<int64_t> &base, int mod_batch,
+                int mod_heads) {
+  const int words = x.kv_block / 32;
+  const int64_t tile_words = int64_t(x.q_block) * words;
+  base.clear(), bits.clear();
+  for (int mb = 0; mb < mod_batch; ++mb)
+    for (int mh = 0; mh < mod_heads; ++mh)
+      for (int qb = 0; qb < x.num_q_blocks; ++qb) {
+        base.push_back(int64_t(bits.size()) / tile_words);
+        const cu::BlockRow r = cu::block_row(x, mb, mh, qb);
+        for (int e = 0; e < r.partial; ++e) {
+          const int c = x.kv_idx[r.base + e];
+          const size_t at = bits.size();
+          bits.resize(at + size_t(tile_words), 0u);
+          if (c < 0 || c >= x.num_kv_blocks) continue;  // a malformed entry's tile: never read
+          for (int rr = 0; rr < x.q_block; ++rr)
+            for (int cc = 0; cc < x.kv_block; ++cc)
+              if (mod_value(mb, mh, qb * x.q_block + rr, c * x.kv_block + cc))
+                bits[at + size_t(rr * words + cc / 32)] |= 1u << (cc % 32);
+        }
+      }
+  base.push_back(int64_t(bits.size()) / tile_words);
+  x.mod_bits = bits.data(), x.mod_tile_base = base.data();
+  x.mod_batch = mod_batch, x.mod_heads = mod_heads;
 }
 
 void make(Problem &p, std::mt19937_64 &rng, int trial) {
@@ -115,6 +165,7 @@ void make(Problem &p, std::mt19937_64 &rng, int trial) {
     p.x.full_num = p.lists.full_num.data(), p.x.full_idx = p.lists.full_idx.data();
     p.x.q_block = p.q_block, p.x.kv_block = p.kv_block;
     p.x.max_kv = p.lists.width, p.x.num_q_blocks = nq, p.x.num_kv_blocks = nk;
+    if (trial % 2 == 1) attach_mod(p.x, p.mod_bits, p.mod_base, 1, 1);
   }
   p.m.window_left = p.w.window_left, p.m.window_right = p.w.window_right, p.m.chunk = p.x.chunk;
 }
@@ -125,8 +176,31 @@ bool want_visible(const Problem &p, int i, int j) {
     const uint8_t k = p.kinds[size_t((i / p.q_block) * nk + j / p.kv_block)];
     if (k == core::kBlockFull) return true;
     if (k == core::kBlockSkipped) return false;
+    if (p.x.mod_bits && !mod_value(0, 0, i, j)) return false;
   }
   return core::visible(p.m, 0, 0, i, j, p.sq, p.sk);
+}
+
+// The column bits a warp of the kernel holds for a rule tile with a mask mod, as the consumers gather
+// them (ext_mod_row, ext_mod_rows: the kernel's own functions), laid out by the wgmma accumulator
+// layout: lane 4 g + q holds rows wr + g and wr + g + 8, score i of them column 8 (i / 4) + 2 q + i % 2
+// (cuda/hopper/fragment.cuh), at bit ext_doc_bit(i). grid[r][c]: row wr + r, key k0 + c; each set
+// exactly once (checked). Null mod (not a rule tile of a block walk): every bit 1.
+void mod_grid(const cu::DeviceMaskExt &x, const sm90::ExtWalk &w, int it, int kind, int b, int h, int r_first,
+              int wr, std::vector<std::vector<int>> &grid) {
+  grid.assign(16, std::vector<int>(size_t(kBN), -1));
+  for (int lane = 0; lane < 32; ++lane) {
+    const int row0 = wr + lane / 4;
+    const uint32_t *mod = sm90::ext_mod_row(x, w, it, kind, b, h, r_first, row0, kBN);
+    uint32_t m[2] = {~0u, ~0u};
+    if (mod != nullptr) sm90::ext_mod_rows(mod, x.kv_block / 32, lane, m[0], m[1]);
+    for (int i = 0; i < kBN / 2; ++i) {
+      const int half = (i >> 1) & 1, col = 8 * (i >> 2) + 2 * (lane % 4) + (i & 1);
+      int &cell = grid[size_t(lane / 4 + 8 * half)][size_t(col)];
+      ASSERT_EQ(cell, -1) << "lane " << lane << " score " << i << ": a cell set twice";
+      cell = int((m[half] >> sm90::ext_doc_bit(i)) & 1u);
+    }
+  }
 }
 
 // The doc span of rows [r0, r1) over keys [0, sk) (cuda/common/mask_ext.cuh doc_span's rule).
@@ -146,6 +220,7 @@ void run_block(const Problem &p, int mb, std::vector<std::vector<int>> &admitted
   if (p.x.doc_q) doc_span(p, r0, r1, &span_begin, &span_end);
   const sm90::ExtWalk walk = sm90::ext_walk(p.w, p.x, 0, 0, mb, kBM, kBN, p.sq, p.sk, span_begin, span_end);
   const int prefix = cu::ext_prefix(p.x, 0, p.sk);
+  std::vector<std::vector<int>> grid;
   for (int it = 0; it < walk.count; ++it) {
     int kind = -1;
     const int n = sm90::ext_walk_tile(p.x, walk, it, kBN, p.sk, &kind);
@@ -162,6 +237,11 @@ void run_block(const Problem &p, int mb, std::vector<std::vector<int>> &admitted
         need = k0 + kBN > p.sk ? sm90::kNeedEnd : sm90::kNeedNone;
       } else {
         bool docs_match = true;
+        // A mask mod's bits (the consumers' gather); the kernel's vote: every bit of the warp's rows 1.
+        mod_grid(p.x, walk, it, kind, 0, 0, r0, wr, grid);
+        if (::testing::Test::HasFatalFailure()) return;
+        for (const std::vector<int> &row : grid)
+          for (int bit : row) docs_match = docs_match && bit == 1;
         if (p.x.doc_q) {
           const int32_t d = p.dq[size_t(std::min(wr, p.sq - 1))];
           for (int r = wr; r < wr + 16; ++r) docs_match = docs_match && p.dq[size_t(std::min(r, p.sq - 1))] == d;
@@ -181,7 +261,8 @@ void run_block(const Problem &p, int mb, std::vector<std::vector<int>> &admitted
             case sm90::kNeedBounds: seen = j >= begin && j < end; break;
             case sm90::kNeedElement:
               seen = sm90::ext_key_visible(j, p.sk, p.x.doc_q ? p.dk.data() : nullptr, p.x.doc_q ? p.dq[size_t(r)] : 0,
-                                           prefix, begin, end);
+                                           prefix, begin, end) &&
+                     (kind != sm90::kTileRule || grid[size_t(r - wr)][size_t(j - k0)] == 1);
               break;
             default: break;
           }
@@ -310,6 +391,93 @@ TEST(MaskWalkSm90, ModBitsNameTheScoresColumns) {
       EXPECT_EQ(__builtin_popcount(mask), ones) << "round " << round << " lane " << lane << ": a bit of another column";
     }
   }
+}
+
+// A mask mod's bits for every score of every thread, through the consumers' own gather (ext_mod_row:
+// the partial entry it / tiles_per_block, the row inside the mask block, the tile's first key;
+// ext_mod_rows: the two rows' words in the accumulator's column order): for block sizes 128..384
+// (several 128-key tiles per mask block, several 128-row query blocks per mask row), lengths that
+// are not multiples of them (the last tiles' rows and keys past the lengths too: the tiles hold whole
+// blocks), per-batch / per-head lists or broadcast ones, and a mod of its own broadcast, each bit
+// must be mod_value of the (batch entry, head, row, key) that score holds.
+TEST(MaskWalkSm90, ModRowsGiveEveryScoreItsBit) {
+  const uint64_t seed = flashbox::test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (FLASHBOX_TEST_SEED=" + std::to_string(seed) + ")");
+  std::mt19937_64 rng(seed);
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const int batch = 2, heads = 3;
+  int checked = 0;
+  for (int trial = 0; trial < 24; ++trial) {
+    const int q_block = 128 * uni(1, 2), kv_block = 128 * uni(1, 3);
+    const int sq = uni(1, 700), sk = uni(1, 900);
+    const int nq = (sq + q_block - 1) / q_block, nk = (sk + kv_block - 1) / kv_block;
+    const int bm_batch = trial % 2 ? batch : 1, bm_heads = trial % 4 < 2 ? heads : 1;
+    // The mod broadcasts only where the lists do (attach_mask_mod: one tile row per list row then).
+    const int mod_batch = bm_batch == 1 && trial % 3 == 0 ? 1 : batch;
+    const int mod_heads = bm_heads == 1 && trial % 5 < 2 ? 1 : heads;
+    SCOPED_TRACE("trial " + std::to_string(trial) + ": blocks " + std::to_string(q_block) + " x " +
+                 std::to_string(kv_block) + ", sq " + std::to_string(sq) + " sk " + std::to_string(sk) +
+                 ", lists " + std::to_string(bm_batch) + " x " + std::to_string(bm_heads) + ", mod " +
+                 std::to_string(mod_batch) + " x " + std::to_string(mod_heads));
+    // Lists of every (list batch, list head) row set, one after another (the rows' order of block_row).
+    Lists all;
+    all.width = nk + 1;
+    for (int rows = 0; rows < bm_batch * bm_heads; ++rows) {
+      std::vector<uint8_t> kinds(size_t(nq * nk));
+      for (uint8_t &k : kinds) k = uint8_t(uni(0, 2));
+      const Lists l = encode(kinds, nq, nk, rng);
+      all.kv_num.insert(all.kv_num.end(), l.kv_num.begin(), l.kv_num.end());
+      all.kv_idx.insert(all.kv_idx.end(), l.kv_idx.begin(), l.kv_idx.end());
+      all.full_num.insert(all.full_num.end(), l.full_num.begin(), l.full_num.end());
+      all.full_idx.insert(all.full_idx.end(), l.full_idx.begin(), l.full_idx.end());
+    }
+    cu::DeviceMaskExt x;
+    x.kv_num = all.kv_num.data(), x.kv_idx = all.kv_idx.data();
+    x.full_num = all.full_num.data(), x.full_idx = all.full_idx.data();
+    x.bm_batch = bm_batch, x.bm_heads = bm_heads, x.q_block = q_block, x.kv_block = kv_block;
+    x.max_kv = all.width, x.num_q_blocks = nq, x.num_kv_blocks = nk;
+    std::vector<uint32_t> bits;
+    std::vector<int64_t> base;
+    attach_mod(x, bits, base, mod_batch, mod_heads);
+    std::vector<std::vector<int>> grid;
+    for (int b = 0; b < batch; ++b)
+      for (int h = 0; h < heads; ++h)
+        for (int mb = 0; mb * kBM < sq; ++mb) {
+          const sm90::ExtWalk w = sm90::ext_walk(Window{}, x, b, h, mb, kBM, kBN, sq, sk, 0, sk);
+          const cu::BlockRow row = cu::block_row(x, b, h, mb * kBM / q_block);
+          ASSERT_EQ(w.count, (row.partial + row.full) * (kv_block / kBN));
+          for (int it = 0; it < w.count; ++it) {
+            int kind = -1;
+            const int n = sm90::ext_walk_tile(x, w, it, kBN, sk, &kind);
+            for (int warp = 0; warp < kBM / 16; ++warp) {  // both consumer warpgroups' four warps
+              const int wr = mb * kBM + 16 * warp;
+              if (kind != sm90::kTileRule) {
+                EXPECT_EQ(sm90::ext_mod_row(x, w, it, kind, b, h, mb * kBM, wr, kBN), nullptr) << "kind " << kind;
+                continue;
+              }
+              mod_grid(x, w, it, kind, b, h, mb * kBM, wr, grid);
+              if (HasFatalFailure()) return;
+              for (int r = 0; r < 16; ++r)
+                for (int c = 0; c < kBN; ++c) {
+                  const int i = wr + r, j = n * kBN + c;
+                  // The key's block must be a partial entry of the row's lists (its tile is the one read).
+                  int entry = -1;
+                  const cu::BlockRow br = cu::block_row(x, b, h, i / q_block);
+                  for (int e = 0; e < br.partial && entry < 0; ++e)
+                    if (x.kv_idx[br.base + e] == j / kv_block) entry = e;
+                  ASSERT_GE(entry, 0) << "row " << i << " key " << j << ": not a partial block of the row";
+                  const bool want = mod_value(mod_batch == 1 ? 0 : b, mod_heads == 1 ? 0 : h, i, j);
+                  ASSERT_EQ(cu::mod_bit(x, cu::mod_tile(x, b, h, i / q_block, entry), i, j), want) << "the test's tiles";
+                  ASSERT_EQ(grid[size_t(r)][size_t(c)], int(want))
+                      << "b " << b << " h " << h << " row " << i << " key " << j << " (iteration " << it << ", lane "
+                      << 4 * (r % 8) + (c % 8) / 2 << ")";
+                  ++checked;
+                }
+            }
+          }
+        }
+  }
+  EXPECT_GT(checked, 1000000);
 }
 
 }  // namespace

@@ -95,6 +95,49 @@ TEST(MaskModSm90BlockSparse, UnderTheCallersBlockMask) {
   for (const bool transposes : {false, true}) check_block_sparse(1, 1000, 4, 1, true, transposes, kSm90);
 }
 
+// Scattered document ids as a mod (queries' and keys' ids apart, with causal) under the caller's block
+// mask of q_block x kv_block blocks (random kinds per query head, with or without q_*): every
+// partial block has structure at every row and key that only the mod's bits give (a bit read for
+// the wrong row, key, entry or head fails), with several 128-key tiles per mask block (the forward's
+// tiles_per_block, the backward's CTAs inside one mask key block) and several 128-row forward tiles /
+// 64-row backward steps per mask row; T 1000 is a multiple of neither.
+void check_scattered_under_blocks(int64_t q_block, int64_t kv_block, bool transposes) {
+  MaskCase c = bf16_case(1, 1000, 4, 2, 128);
+  std::mt19937_64 rng(c.seed);
+  c.docs_q = mask_gpu::document_ids(rng, c.batch, c.seqlen_q, 3, true);
+  c.docs_k = mask_gpu::document_ids(rng, c.batch, c.seqlen_k, 3, true);
+  c.causal = 1;  // the reference's partial blocks: documents and causal, as the mod
+  const int64_t nq = (c.seqlen_q + q_block - 1) / q_block, nk = (c.seqlen_k + kv_block - 1) / kv_block;
+  c.blocks.q_block = q_block, c.blocks.kv_block = kv_block;
+  c.blocks.batches = 1, c.blocks.heads = c.heads_q, c.blocks.transposes = transposes;
+  c.blocks.kinds.resize(size_t(c.heads_q * nq * nk));
+  std::uniform_int_distribution<int> pick(0, 3);  // partial blocks twice as likely as the others
+  for (uint8_t &k : c.blocks.kinds) {
+    const int v = pick(rng);
+    k = v == 0 ? core::kBlockSkipped : v == 1 ? core::kBlockFull : core::kBlockPartial;
+  }
+  MaskData md(c);
+  SCOPED_TRACE(md.name());
+  Mod mod(kDocQkCausal, "doc_qk_causal", {{"dq", FLASHBOX_AUX_INT32, 2}, {"dk", FLASHBOX_AUX_INT32, 2}});
+  CREATE_OR_SKIP(mod);
+  flashbox_aux_tensor aux[2] = {};
+  ModCall call(md, [&](flashbox_attention_args &a, flashbox_attention_ext &e) {
+    a.causal = 0;
+    e.document_ids_q = e.document_ids_k = nullptr;
+    e.mask_mod = mod.handle, e.mask_mod_aux = aux;
+  });
+  aux[0] = device_tensor(call.up(c.docs_q.data(), c.docs_q.size() * 4), FLASHBOX_AUX_INT32, {c.batch, c.seqlen_q});
+  aux[1] = device_tensor(call.up(c.docs_k.data(), c.docs_k.size() * 4), FLASHBOX_AUX_INT32, {c.batch, c.seqlen_k});
+  check_against_reference(md, call, kSm90);
+}
+
+TEST(MaskModSm90BlockSparse, ScatteredBitsUnderLargeBlocks) {
+  SKIP_WITHOUT_HOPPER();
+  check_scattered_under_blocks(128, 128, false);
+  check_scattered_under_blocks(256, 384, false);
+  check_scattered_under_blocks(384, 256, true);
+}
+
 // A mod false everywhere: no block is listed, every row sees nothing (O = 0, LSE = -inf), every
 // gradient is 0, still on the sm90 kernels.
 TEST(MaskModSm90EmptyRows, NothingVisible) {

@@ -353,9 +353,7 @@ struct Consumer {
     const uint32_t *mod = nullptr;
     if (p.ext.mod_bits != nullptr && w.tiles_per_block > 0 && kind == kTileRule) {
       const Tile t = decode_tile(p, tile_idx);
-      const int qb = t.m_block * Cfg::BM / p.ext.q_block;
-      mod = cuda::mod_tile(p.ext, t.b, t.h, qb, it / w.tiles_per_block, row0 - qb * p.ext.q_block,
-                           (it % w.tiles_per_block) * BN);
+      mod = ext_mod_row(p.ext, w, it, kind, t.b, t.h, t.m_block * Cfg::BM, row0, BN);
     }
     ext_need = ext_classify_tile<BN>(p, n, kind, lane, ext_sk, ext_prefix, ext_b, ext_row0, ext_row1, begin0, end0,
                                      begin1, end1, mod, p.ext.kv_block / 32, ext_match0, ext_match1);

@@ -192,12 +192,8 @@ __device__ __forceinline__ int ext_classify_tile(const FwdParams &p, int n, int 
   }
   if (mod != nullptr) {
     static_assert(BN == 128, "a mod's row of the tile: one 16-byte load");
-    const uint4 w0 = __ldg(reinterpret_cast<const uint4 *>(mod));
-    const uint4 w1 = __ldg(reinterpret_cast<const uint4 *>(mod + 8 * mod_words));
-    const uint32_t m0 = ext_mod_byte(w0.x, lane) | ext_mod_byte(w0.y, lane) << 8 | ext_mod_byte(w0.z, lane) << 16 |
-                        ext_mod_byte(w0.w, lane) << 24;
-    const uint32_t m1 = ext_mod_byte(w1.x, lane) | ext_mod_byte(w1.y, lane) << 8 | ext_mod_byte(w1.z, lane) << 16 |
-                        ext_mod_byte(w1.w, lane) << 24;
+    uint32_t m0, m1;
+    ext_mod_rows(mod, mod_words, lane, m0, m1);
     match0 &= m0, match1 &= m1;
     docs_match = __all_sync(0xffffffffu, (m0 & m1) == ~0u) && docs_match;  // (every lane reaches the vote)
   }

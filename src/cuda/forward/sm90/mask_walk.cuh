@@ -134,6 +134,40 @@ FLASHBOX_WALK_HD uint32_t ext_mod_byte(uint32_t word, int lane) {
   const uint32_t z = x | (x >> 6);                               // groups 0, 1 in bits 0..3; 2, 3 in 16..19
   return (z & 0xfu) | ((z >> 12) & 0xf0u);
 }
+// The thread's 32 column bits of one bit-tile row from the tile's first key (words 0..3: keys 0..127).
+FLASHBOX_WALK_HD uint32_t ext_mod_bits(uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3, int lane) {
+  return ext_mod_byte(w0, lane) | ext_mod_byte(w1, lane) << 8 | ext_mod_byte(w2, lane) << 16 |
+         ext_mod_byte(w3, lane) << 24;
+}
+
+// The bit tile a block walk's rule tile reads with a mask mod (null: no mod, the range walk, or not a
+// rule tile): the tile of partial entry it / tiles_per_block of the walk's row (partial entries come
+// first) of the query block from row r_first (the tile's first row; b, h the batch entry and query
+// head), moved to `row` (a thread's first row, a position of the sequence) and the tile's first key
+// ((it % tiles_per_block) * bn within the mask block).
+FLASHBOX_WALK_HD const uint32_t *ext_mod_row(const cuda::DeviceMaskExt &x, const ExtWalk &w, int it, int kind, int b,
+                                             int h, int r_first, int row, int bn) {
+  if (x.mod_bits == nullptr || w.tiles_per_block == 0 || kind != kTileRule) return nullptr;
+  const int qb = r_first / x.q_block;
+  return cuda::mod_tile(x, b, h, qb, it / w.tiles_per_block, row - qb * x.q_block, (it % w.tiles_per_block) * bn);
+}
+
+// The column bits (ext_doc_bit's order) of a thread's two rows, `row` (m0) and row + 8 (m1), from
+// ext_mod_row's pointer (`words` words a tile row: kv_block / 32) over 128 keys: two 16-byte loads
+// on the device (the pointer is 16-byte aligned: kv_block and the key origin are multiples of 128).
+FLASHBOX_WALK_HD void ext_mod_rows(const uint32_t *mod, int words, int lane, uint32_t &m0, uint32_t &m1) {
+  const uint32_t *row1 = mod + 8 * words;
+#if defined(__CUDA_ARCH__)
+  const uint4 a = __ldg(reinterpret_cast<const uint4 *>(mod)), c = __ldg(reinterpret_cast<const uint4 *>(row1));
+#else  // the same words, for the CPU tests (tests/api/mask_walk_test.cpp)
+  struct Words {
+    uint32_t x, y, z, w;
+  };
+  const Words a{mod[0], mod[1], mod[2], mod[3]}, c{row1[0], row1[1], row1[2], row1[3]};
+#endif
+  m0 = ext_mod_bits(a.x, a.y, a.z, a.w, lane);
+  m1 = ext_mod_bits(c.x, c.y, c.z, c.w, lane);
+}
 
 }  // namespace flashbox::sm90
 

@@ -57,6 +57,23 @@ TEST(MaskModSm90DocCausal, BroadcastOverHeadsAndBatchWithGqa) {
   check_doc_causal(1, 4097, 4, 2, 8, FLASHBOX_MOD_SAME_BATCH | FLASHBOX_MOD_SAME_HEADS, 128, kSm90);
 }
 
+// The case's documents (queries' and keys' ids apart) and causal as the mod doc_qk_causal, checked
+// against the same mask as data.
+void check_documents_as_mod(MaskData &md) {
+  const MaskCase &c = md.config();
+  Mod mod(kDocQkCausal, "doc_qk_causal", {{"dq", FLASHBOX_AUX_INT32, 2}, {"dk", FLASHBOX_AUX_INT32, 2}});
+  CREATE_OR_SKIP(mod);
+  flashbox_aux_tensor aux[2] = {};
+  ModCall call(md, [&](flashbox_attention_args &a, flashbox_attention_ext &e) {
+    a.causal = 0;
+    e.document_ids_q = e.document_ids_k = nullptr;
+    e.mask_mod = mod.handle, e.mask_mod_aux = aux;
+  });
+  aux[0] = device_tensor(call.up(c.docs_q.data(), c.docs_q.size() * 4), FLASHBOX_AUX_INT32, {c.batch, c.seqlen_q});
+  aux[1] = device_tensor(call.up(c.docs_k.data(), c.docs_k.size() * 4), FLASHBOX_AUX_INT32, {c.batch, c.seqlen_k});
+  check_against_reference(md, call, kSm90);
+}
+
 // Queries' and keys' documents apart (scattered ids, keys lacking some of the queries' documents),
 // with causal: rows that see no key inside partial blocks, whose bits are all 0.
 TEST(MaskModSm90EmptyRows, RowsWhoseDocumentTheKeysLack) {
@@ -69,17 +86,7 @@ TEST(MaskModSm90EmptyRows, RowsWhoseDocumentTheKeysLack) {
   MaskData md(c);
   SCOPED_TRACE(md.name());
   ASSERT_GT(md.empty_rows(), 0) << "the case should hold rows that see no key";
-  Mod mod(kDocQkCausal, "doc_qk_causal", {{"dq", FLASHBOX_AUX_INT32, 2}, {"dk", FLASHBOX_AUX_INT32, 2}});
-  CREATE_OR_SKIP(mod);
-  flashbox_aux_tensor aux[2] = {};
-  ModCall call(md, [&](flashbox_attention_args &a, flashbox_attention_ext &e) {
-    a.causal = 0;
-    e.document_ids_q = e.document_ids_k = nullptr;
-    e.mask_mod = mod.handle, e.mask_mod_aux = aux;
-  });
-  aux[0] = device_tensor(call.up(c.docs_q.data(), c.docs_q.size() * 4), FLASHBOX_AUX_INT32, {c.batch, c.seqlen_q});
-  aux[1] = device_tensor(call.up(c.docs_k.data(), c.docs_k.size() * 4), FLASHBOX_AUX_INT32, {c.batch, c.seqlen_k});
-  check_against_reference(md, call, kSm90);
+  check_documents_as_mod(md);
 }
 
 TEST(MaskModSm90BlockSparse, RandomBlocksBuiltFromTheMod) {
@@ -118,17 +125,7 @@ void check_scattered_under_blocks(int64_t q_block, int64_t kv_block, bool transp
   }
   MaskData md(c);
   SCOPED_TRACE(md.name());
-  Mod mod(kDocQkCausal, "doc_qk_causal", {{"dq", FLASHBOX_AUX_INT32, 2}, {"dk", FLASHBOX_AUX_INT32, 2}});
-  CREATE_OR_SKIP(mod);
-  flashbox_aux_tensor aux[2] = {};
-  ModCall call(md, [&](flashbox_attention_args &a, flashbox_attention_ext &e) {
-    a.causal = 0;
-    e.document_ids_q = e.document_ids_k = nullptr;
-    e.mask_mod = mod.handle, e.mask_mod_aux = aux;
-  });
-  aux[0] = device_tensor(call.up(c.docs_q.data(), c.docs_q.size() * 4), FLASHBOX_AUX_INT32, {c.batch, c.seqlen_q});
-  aux[1] = device_tensor(call.up(c.docs_k.data(), c.docs_k.size() * 4), FLASHBOX_AUX_INT32, {c.batch, c.seqlen_k});
-  check_against_reference(md, call, kSm90);
+  check_documents_as_mod(md);
 }
 
 TEST(MaskModSm90BlockSparse, ScatteredBitsUnderLargeBlocks) {

@@ -2,13 +2,15 @@
 // document ids (sorted runs or scattered), queries and keys cut at the same fractions,
 // a random block mask of dense kinds, and DeviceCall: a MaskData's inputs on the device, the
 // forward with poisoned and guard-framed outputs copied back, and the backward from the reference's
-// O and LSE or from given ones (a GPU forward's).
+// O and LSE or from given ones (a GPU forward's); an optional edit turns each call's args and ext
+// into another call of the same mask (the mask-mod tests: documents as data into a mod).
 #pragma once
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <utility>
@@ -63,10 +65,12 @@ inline BlockSpec random_blocks(std::mt19937_64 &rng, const MaskCase &c, int64_t 
   return s;
 }
 
-// A MaskData's host inputs on the device, and an args / ext pair that points at them.
+// A MaskData's host inputs on the device, and an args / ext pair that points at them; `edit`, when
+// given, rewrites the args and ext of every call before it runs.
 class DeviceCall {
  public:
-  explicit DeviceCall(MaskData &md) : md_(md) {
+  using Edit = std::function<void(flashbox_attention_args &, flashbox_attention_ext &)>;
+  explicit DeviceCall(MaskData &md, Edit edit = {}) : md_(md), edit_(std::move(edit)) {
     const MaskCase &c = md.config();
     const int64_t es = c.dtype == FLASHBOX_FLOAT32 ? 4 : 2;
     const int64_t rows_q = c.varlen() ? c.seqlen_q : c.batch * c.seqlen_q;
@@ -74,13 +78,6 @@ class DeviceCall {
     q_bytes_ = size_t(rows_q * c.heads_q * c.head_dim * es);
     k_bytes_ = size_t(rows_k * c.heads_kv * c.head_dim * es);
     e_ = md.ext();
-    auto up = [&](const void *host, size_t bytes) -> void * {
-      if (!host) return nullptr;
-      void *p = mem_.alloc(bytes);
-      if (p && bytes) ok_ &= cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
-      ok_ &= p != nullptr;
-      return p;
-    };
     const size_t batch4 = size_t(c.batch) * 4;
     e_.alibi_slopes = static_cast<const float *>(up(e_.alibi_slopes, md.slopes().size() * 4));
     e_.cu_seqlens_q = static_cast<const int32_t *>(up(e_.cu_seqlens_q, md.cu_q().size() * 4));
@@ -106,6 +103,14 @@ class DeviceCall {
   }
   bool ok() const { return ok_; }
   flashbox_attention_ext &ext() { return e_; }
+  // A host buffer copied into device memory the call owns (null for null).
+  void *up(const void *host, size_t bytes) {
+    if (!host) return nullptr;
+    void *p = mem_.alloc(bytes);
+    if (p && bytes) ok_ &= cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
+    ok_ &= p != nullptr;
+    return p;
+  }
 
   // The forward on the GPU: o and lse poisoned as MaskData poisons them, copied back into it.
   // Returns the call's code; *kernel the kernel's name.
@@ -120,7 +125,9 @@ class DeviceCall {
     float *host_lse = a.lse;
     a.device = FLASHBOX_CUDA;
     a.q = q_, a.k = k_, a.v = v_, a.o = o.ptr(), a.lse = static_cast<float *>(lse.ptr());
-    const int rc = flashbox_attention_forward_ext(&a, &e_);
+    flashbox_attention_ext e = e_;
+    if (edit_) edit_(a, e);
+    const int rc = flashbox_attention_forward_ext(&a, &e);
     *kernel = flashbox_last_kernel();
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     EXPECT_TRUE(o.back(host_o)) << "a guard byte around o changed (write out of bounds)";
@@ -148,7 +155,9 @@ class DeviceCall {
     g.fwd.device = FLASHBOX_CUDA;
     g.fwd.q = q_, g.fwd.k = k_, g.fwd.v = v_, g.fwd.o = o, g.fwd.lse = static_cast<float *>(lse);
     g.dout = dout, g.dq = dq.ptr(), g.dk = dk.ptr(), g.dv = dv.ptr();
-    const int rc = flashbox_attention_backward_ext(&g, &e_);
+    flashbox_attention_ext e = e_;
+    if (edit_) edit_(g.fwd, e);
+    const int rc = flashbox_attention_backward_ext(&g, &e);
     *kernel = flashbox_last_kernel();
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     EXPECT_TRUE(dq.back(host_dq)) << "a guard byte around dq changed";
@@ -159,6 +168,7 @@ class DeviceCall {
 
  private:
   MaskData &md_;
+  Edit edit_;
   DeviceMem mem_;
   flashbox_attention_ext e_{};
   flashbox_block_mask bm_{};

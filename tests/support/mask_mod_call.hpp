@@ -19,6 +19,7 @@
 #include "flashbox/flashbox.h"
 #include "support/device_buffers.hpp"
 #include "support/mask_case.hpp"
+#include "support/mask_device_call.hpp"
 
 namespace flashbox::test::mask_mod {
 
@@ -73,92 +74,9 @@ inline flashbox_aux_tensor device_tensor(const void *data, flashbox_aux_dtype dt
   return t;
 }
 
-// A MaskData's inputs on the device; `edit` turns the reference's args and ext (documents, causal,
-// block mask as data) into the mod's call before each run.
-class ModCall {
- public:
-  using Edit = std::function<void(flashbox_attention_args &, flashbox_attention_ext &)>;
-  ModCall(MaskData &md, Edit edit) : md_(md), edit_(std::move(edit)) {
-    const MaskCase &c = md.config();
-    const int64_t es = 2;
-    q_bytes_ = size_t(c.batch * c.seqlen_q * c.heads_q * c.head_dim * es);
-    k_bytes_ = size_t(c.batch * c.seqlen_k * c.heads_kv * c.head_dim * es);
-    e_ = md.ext();
-    if (e_.block_mask) {  // the caller's block mask, kept only when `edit` keeps it
-      bm_ = *e_.block_mask;
-      const int32_t **tables[8] = {&bm_.kv_num_blocks, &bm_.kv_indices, &bm_.full_kv_num_blocks, &bm_.full_kv_indices,
-                                   &bm_.q_num_blocks,  &bm_.q_indices,  &bm_.full_q_num_blocks,  &bm_.full_q_indices};
-      for (int i = 0; i < 8; ++i)
-        *tables[i] = static_cast<const int32_t *>(up(*tables[i], md.block_table(i).size() * 4));
-      e_.block_mask = &bm_;
-    }
-    const flashbox_attention_args host = md.forward_args(FLASHBOX_AUTO);
-    q_ = up(host.q, q_bytes_), k_ = up(host.k, k_bytes_), v_ = up(host.v, k_bytes_);
-  }
-  bool ok() const { return ok_; }
-  void *up(const void *host, size_t bytes) {
-    if (!host) return nullptr;
-    void *p = mem_.alloc(bytes);
-    if (p && bytes) ok_ &= cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
-    ok_ &= p != nullptr;
-    return p;
-  }
-
-  int forward(std::string *kernel) {
-    flashbox_attention_args a = md_.forward_args(FLASHBOX_AUTO);
-    const size_t o_bytes = md_.o_bytes().size(), lse_bytes = md_.lse().size() * 4;
-    GuardedOutput o(o_bytes), lse(lse_bytes);
-    if (!o.raw || !lse.raw) return -1;
-    cudaMemcpy(lse.ptr(), a.lse, lse_bytes, cudaMemcpyHostToDevice);
-    void *host_o = a.o;
-    float *host_lse = a.lse;
-    a.device = FLASHBOX_CUDA;
-    a.q = q_, a.k = k_, a.v = v_, a.o = o.ptr(), a.lse = static_cast<float *>(lse.ptr());
-    flashbox_attention_ext e = e_;
-    edit_(a, e);
-    const int rc = flashbox_attention_forward_ext(&a, &e);
-    *kernel = flashbox_last_kernel();
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_TRUE(o.back(host_o)) << "a guard byte around o changed (write out of bounds)";
-    EXPECT_TRUE(lse.back(host_lse)) << "a guard byte around lse changed (write out of bounds)";
-    return rc;
-  }
-
-  int backward(int deterministic, std::string *kernel) {
-    flashbox_attention_grad_args g = md_.grad_args(FLASHBOX_AUTO, deterministic);
-    const size_t o_bytes = md_.o_bytes().size(), lse_bytes = md_.lse().size() * 4;
-    DeviceMem mem;
-    void *o = mem.alloc(o_bytes), *lse = mem.alloc(lse_bytes), *dout = mem.alloc(o_bytes);
-    GuardedOutput dq(q_bytes_), dk(k_bytes_), dv(k_bytes_);
-    if (!o || !lse || !dout || !dq.raw || !dk.raw || !dv.raw) return -1;
-    cudaMemcpy(o, g.fwd.o, o_bytes, cudaMemcpyHostToDevice);
-    cudaMemcpy(lse, g.fwd.lse, lse_bytes, cudaMemcpyHostToDevice);
-    cudaMemcpy(dout, g.dout, o_bytes, cudaMemcpyHostToDevice);
-    void *host_dq = g.dq, *host_dk = g.dk, *host_dv = g.dv;
-    g.fwd.device = FLASHBOX_CUDA;
-    g.fwd.q = q_, g.fwd.k = k_, g.fwd.v = v_, g.fwd.o = o, g.fwd.lse = static_cast<float *>(lse);
-    g.dout = dout, g.dq = dq.ptr(), g.dk = dk.ptr(), g.dv = dv.ptr();
-    flashbox_attention_ext e = e_;
-    edit_(g.fwd, e);
-    const int rc = flashbox_attention_backward_ext(&g, &e);
-    *kernel = flashbox_last_kernel();
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_TRUE(dq.back(host_dq)) << "a guard byte around dq changed";
-    EXPECT_TRUE(dk.back(host_dk)) << "a guard byte around dk changed";
-    EXPECT_TRUE(dv.back(host_dv)) << "a guard byte around dv changed";
-    return rc;
-  }
-
- private:
-  MaskData &md_;
-  Edit edit_;
-  DeviceMem mem_;
-  flashbox_attention_ext e_{};
-  flashbox_block_mask bm_{};
-  void *q_ = nullptr, *k_ = nullptr, *v_ = nullptr;
-  size_t q_bytes_ = 0, k_bytes_ = 0;
-  bool ok_ = true;
-};
+// A MaskData's inputs on the device, each call edited into the mod's (documents, causal, block mask
+// as data turned into the mod and its aux tensors) before it runs.
+using ModCall = mask_gpu::DeviceCall;
 
 // The kernels a check expects, by name prefix: the forward's (and a part its name contains), and the
 // backward's without and with deterministic dQ.

@@ -25,4 +25,19 @@ inline const bool kFamiliesPinned = [] {
   return true;
 }();
 
+// Both passes on one family for the scope of a test: the suites of one family in a program whose
+// other suites must keep the library's own choice (a pin at start-up would hold for all of them).
+class PinnedFamily {
+ public:
+  explicit PinnedFamily(flashbox_kernel_family family) : scope_(pinned(family)) {}
+
+ private:
+  static detail::TuningOverrides pinned(flashbox_kernel_family family) {
+    detail::TuningOverrides o = detail::tuning_overrides();
+    o.forward_family = o.backward_family = family;
+    return o;
+  }
+  detail::ScopedTuning scope_;
+};
+
 }  // namespace flashbox::test

@@ -18,6 +18,7 @@
 
 #include "api/tuning.hpp"
 #include "core/masks.hpp"
+#include "cuda/family_pin.hpp"
 #include "flashbox/flashbox.h"
 #include "support/mask_mod_call.hpp"
 
@@ -27,12 +28,11 @@ namespace {
 using namespace mask_mod;
 
 // On a Hopper the sm90 mask-family kernels take some of these calls (their suites:
-// tests/sm90/sm90_mask_mod_test.cpp), so this program pins both passes to the family it tests.
-[[maybe_unused]] const bool kModForwardOnSm80 = detail::set_tuning("forward_family", "sm80") == FLASHBOX_OK;
-[[maybe_unused]] const bool kModBackwardOnSm80 = detail::set_tuning("backward_family", "sm80") == FLASHBOX_OK;
-
-#define SKIP_WITHOUT_GPU() \
-  if (flashbox_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: mask mods are not run"
+// tests/sm90/sm90_mask_mod_test.cpp), so every test here pins both passes to the family it tests (for
+// itself: the program's other suites keep the library's choice).
+#define SKIP_WITHOUT_GPU()                                                                     \
+  if (flashbox_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: mask mods are not run"; \
+  const PinnedFamily pin_sm80(FLASHBOX_FAMILY_SM80)
 
 const Kernels kSm80{"cuda_flash_sm80_", "", "cuda_flash_bwd_sm80_", "cuda_flash_bwd_sm80_"};
 

@@ -36,12 +36,11 @@ namespace core = flashbox::core;
 
 // The sm90 forward takes the bf16 fixed-length cases at head dims up to 128 as well, and the sm90
 // backward the bf16 document-id and prefix-LM cases at head dims 72..128 (their suites:
-// tests/sm90/sm90_mask_test.cpp), so this program pins both passes to the family it tests.
-[[maybe_unused]] const bool kForwardOnSm80 = detail::set_tuning("forward_family", "sm80") == FLASHBOX_OK;
-[[maybe_unused]] const bool kBackwardOnSm80 = detail::set_tuning("backward_family", "sm80") == FLASHBOX_OK;
-
-#define SKIP_WITHOUT_GPU() \
-  if (flashbox_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: the CUDA mask families are not run"
+// tests/sm90/sm90_mask_test.cpp), so every test here pins both passes to the family it tests (for
+// itself: the program's other suites keep the library's choice).
+#define SKIP_WITHOUT_GPU()                                                                                       \
+  if (flashbox_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: the CUDA mask families are not run"; \
+  const PinnedFamily pin_sm80(FLASHBOX_FAMILY_SM80)
 
 using mask_gpu::DeviceCall;
 using mask_gpu::document_ids;

@@ -30,42 +30,42 @@ using namespace mask_mod;
 // On a Hopper the sm90 mask-family kernels take some of these calls (their suites:
 // tests/sm90/sm90_mask_mod_test.cpp), so every test here pins both passes to the family it tests (for
 // itself: the program's other suites keep the library's choice).
-#define SKIP_WITHOUT_GPU()                                                                     \
+#define SKIP_WITHOUT_GPU_PIN_SM80()                                                                     \
   if (flashbox_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: mask mods are not run"; \
   const PinnedFamily pin_sm80(FLASHBOX_FAMILY_SM80)
 
 const Kernels kSm80{"cuda_flash_sm80_", "", "cuda_flash_bwd_sm80_", "cuda_flash_bwd_sm80_"};
 
 TEST(MaskModSm80DocCausal, ForwardBackwardAgainstDocumentIds) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU_PIN_SM80();
   for (int64_t t : {1, 17, 1000, 4097}) check_doc_causal(2, t, 4, 2, t < 64 ? 2 : 8, 0, 64, kSm80);
 }
 
 TEST(MaskModSm80DocCausal, BroadcastOverHeadsAndGqa) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU_PIN_SM80();
   check_doc_causal(2, 1000, 8, 1, 32, FLASHBOX_MOD_SAME_HEADS, 64, kSm80);
   check_doc_causal(1, 4097, 6, 2, 8, FLASHBOX_MOD_SAME_BATCH | FLASHBOX_MOD_SAME_HEADS, 64, kSm80);
 }
 
 TEST(MaskModSm80BlockSparse, RandomBlocksBuiltFromTheMod) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU_PIN_SM80();
   for (int64_t t : {17, 1000, 4097}) check_block_sparse(2, t, 4, 2, false, false, kSm80);
 }
 
 TEST(MaskModSm80BlockSparse, UnderTheCallersBlockMask) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU_PIN_SM80();
   for (int64_t t : {1, 1000}) check_block_sparse(1, t, 4, 1, true, false, kSm80);
 }
 
 // A mod false everywhere: every row sees nothing (O = 0, LSE = -inf), every gradient is 0.
 TEST(MaskModSm80EmptyRows, NothingVisible) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU_PIN_SM80();
   check_nothing_visible(64, kSm80);
 }
 
 // Refusals that need a device, nothing written (o keeps its poison).
 TEST(MaskModSm80Refusals, WrongArchHostAuxBadBlocksScoreMods) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU_PIN_SM80();
   MaskCase c = bf16_case(1, 256, 2, 1, 64);
   c.blocks.q_block = c.blocks.kv_block = 64;
   c.blocks.kinds.assign(size_t(4 * 4), core::kBlockPartial);

@@ -38,7 +38,7 @@ namespace core = flashbox::core;
 // backward the bf16 document-id and prefix-LM cases at head dims 72..128 (their suites:
 // tests/sm90/sm90_mask_test.cpp), so every test here pins both passes to the family it tests (for
 // itself: the program's other suites keep the library's choice).
-#define SKIP_WITHOUT_GPU()                                                                                       \
+#define SKIP_WITHOUT_GPU_PIN_SM80()                                                                                       \
   if (flashbox_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: the CUDA mask families are not run"; \
   const PinnedFamily pin_sm80(FLASHBOX_FAMILY_SM80)
 
@@ -91,7 +91,7 @@ MaskCase base(int64_t batch, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, in
 const int64_t kLengths[] = {1, 17, 63, 65, 1000, 4097};
 
 TEST(MaskSm80Documents, PackedDocumentsForwardBackward) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU_PIN_SM80();
   for (const int64_t t : kLengths)
     for (const int docs : {8, 32})
       for (const int causal : {0, 1}) {
@@ -105,7 +105,7 @@ TEST(MaskSm80Documents, PackedDocumentsForwardBackward) {
 }
 
 TEST(MaskSm80Documents, ScatteredIdsAndRowsThatSeeNoKey) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU_PIN_SM80();
   // Scattered ids (any order), and query documents the keys lack: those rows see nothing.
   MaskCase c = base(2, 300, 257, 4, 1, 64, FLASHBOX_BFLOAT16);
   std::mt19937_64 rng(c.seed);
@@ -119,7 +119,7 @@ TEST(MaskSm80Documents, ScatteredIdsAndRowsThatSeeNoKey) {
 }
 
 TEST(MaskSm80PrefixLm, PrefixWithCausalAndWindow) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU_PIN_SM80();
   for (const int64_t t : {int64_t(1), int64_t(17), int64_t(65), int64_t(1000)}) {
     MaskCase c = base(3, t, t, 4, 2, 64, FLASHBOX_BFLOAT16, 1);
     c.prefix = {int32_t(t / 3), 0, int32_t(t)};
@@ -135,7 +135,7 @@ TEST(MaskSm80PrefixLm, PrefixWithCausalAndWindow) {
 }
 
 TEST(MaskSm80Chunk, ChunkedAttention) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU_PIN_SM80();
   for (const int64_t t : {int64_t(17), int64_t(63), int64_t(1000), int64_t(4097)})
     for (const int64_t chunk : {int64_t(16), int64_t(100), int64_t(512)}) {
       if (t == 4097 && chunk != 512) continue;  // the fp64 reference's cost
@@ -149,7 +149,7 @@ TEST(MaskSm80Chunk, ChunkedAttention) {
 }
 
 TEST(MaskSm80Seqused, UsedLengths) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU_PIN_SM80();
   MaskCase c = base(3, 300, 260, 4, 2, 64, FLASHBOX_BFLOAT16, 1);
   c.used_q = {300, 17, 0}, c.used_k = {1, 260, 100};
   check_gpu(c);
@@ -161,7 +161,7 @@ TEST(MaskSm80Seqused, UsedLengths) {
 }
 
 TEST(MaskSm80BlockSparse, RandomHalfSparse) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU_PIN_SM80();
   for (const int64_t t : kLengths)
     for (const double full : {0.0, 0.4}) {
       if (t == 4097 && full == 0.0) continue;  // the fp64 reference's cost
@@ -174,7 +174,7 @@ TEST(MaskSm80BlockSparse, RandomHalfSparse) {
 }
 
 TEST(MaskSm80BlockSparse, BroadcastLargerBlocksTransposesAndFamilies) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU_PIN_SM80();
   MaskCase c = base(2, 1000, 700, 4, 1, 64, FLASHBOX_BFLOAT16);  // broadcast heads, 256 x 128
   std::mt19937_64 rng(c.seed);
   c.blocks = random_blocks(rng, c, 256, 128, 2, 1, 0.5, 0.3);
@@ -192,7 +192,7 @@ TEST(MaskSm80BlockSparse, BroadcastLargerBlocksTransposesAndFamilies) {
 }
 
 TEST(MaskSm80BlockSparse, MalformedTablesStayInBounds) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU_PIN_SM80();
   MaskCase c = base(2, 500, 500, 2, 1, 64, FLASHBOX_BFLOAT16);
   std::mt19937_64 rng(c.seed);
   c.blocks = random_blocks(rng, c, 128, 128, 2, 2, 0.5, 0.3);
@@ -210,7 +210,7 @@ TEST(MaskSm80BlockSparse, MalformedTablesStayInBounds) {
 }
 
 TEST(MaskSm80BlockSparse, RefusesBlocksTheKernelsCannotTile) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU_PIN_SM80();
   MaskCase c = base(1, 300, 300, 2, 2, 64, FLASHBOX_BFLOAT16);
   std::mt19937_64 rng(c.seed);
   c.blocks = random_blocks(rng, c, 64, 128, 1, 1, 0.5, 0.3);

@@ -129,6 +129,9 @@ def test_tables_that_add_sparsity_are_kept():
     q, k, v = _inputs(B, H, H, T, T, D)
     out = run(flex_attention, q, k, v, block_mask=bm)
     assert last_route().kind == "family" and last_route().tables, str(last_route())
+    # FlexAttention's own answer, compiled afresh: in the whole suite (after test_flex_attention.py) a
+    # cached compilation gave 0.975 relative error here on the H100 (2026-12-07), flashbox's `out` passing.
+    torch._dynamo.reset()
     want = torch.compile(fa.flex_attention)(q, k, v, block_mask=bm)
     ref, _ = dense_reference(q, k, v, lambda b, h, qi, ki: (ki <= qi) & ((qi < 384) | (ki >= 384)))
     assert rel_error(out, ref.detach()) < 1e-2

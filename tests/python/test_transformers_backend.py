@@ -18,6 +18,7 @@ Skips, with the reason, where torch, transformers, libflashbox or a GPU is missi
 """
 
 import contextlib
+import copy
 import inspect
 import sys
 import warnings
@@ -84,9 +85,11 @@ def _config(family, hidden, heads, kv_heads, head_dim, layers, window, vocab):
 
 
 def _build(cfg, impl, device, dtype, like=None):
-    """The model of cfg with attention `impl`, on device in dtype; with `like`, a copy of like's weights."""
+    """The model of cfg with attention `impl`, on device in dtype; with `like`, a copy of like's weights.
+    Each model gets its own copy of cfg: from_config (transformers 5.17) writes attn_implementation into
+    the config it is given, which every model built from it reads at each forward."""
     torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation=impl)
+    model = transformers.AutoModelForCausalLM.from_config(copy.deepcopy(cfg), attn_implementation=impl)
     assert model.config._attn_implementation == impl, \
         f"transformers replaced attn_implementation={impl!r} by {model.config._attn_implementation!r}"
     model = model.to(device=device, dtype=dtype)

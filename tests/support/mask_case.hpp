@@ -289,6 +289,13 @@ class MaskData {
     for (size_t i = 0; i < ref_lse_.size(); ++i) n += lse_used_[i] && std::isinf(ref_lse_[i]);
     return n;
   }
+  // After a refused call: every byte of o still holds the poison of poison(). Returns the first byte
+  // that does not, or -1.
+  int64_t first_written_o_byte() const {
+    for (size_t i = 0; i < o_.size(); ++i)
+      if (o_[i] != ((i & 1) ? 0x7f : 0xff)) return int64_t(i);
+    return -1;
+  }
   // After a forward: o's bytes and lse of the query rows past seqused_q still hold the poison.
   bool unused_outputs_untouched() const {
     const int64_t row_bytes = c_.heads_q * c_.head_dim * cpu::dtype_size(c_.o_dtype());

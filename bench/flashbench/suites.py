@@ -660,7 +660,6 @@ def llama_e2e_rows(ctx, m, name):
     bound, floor_note = BOUND, ""
     try:
         _register_efficient_attention()
-        runs["sdpa"].use()
         alt_impl = _E2E(model, EFFICIENT_IMPL, ids, 1)
         alt_impl.reset()
         alt = alt_impl.prefill()

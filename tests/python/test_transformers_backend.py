@@ -250,11 +250,13 @@ def _l2(a, b):
 @needs_cuda
 def test_training_step_gradients(trio):
     # Each bf16 model's gradients against those of the same weights with attention in float32 (EAGER_FP32):
-    # flashbox's distance within a quarter more than the larger of sdpa's and eager's. Measured against one
-    # another the three are of one size and their order is rounding's coin (llama on the H200, 2026-12-07:
-    # flashbox 3.17e-3 from sdpa, sdpa 2.96e-3 from eager); against the float32 attention each one's own
-    # rounding is what is measured. L2 over all parameters of three batches' steps together.
-    exact = _build(trio.cfg, EAGER_FP32, "cuda", torch.bfloat16, like=trio.ref)
+    # flashbox's distance within a quarter more than the larger of sdpa's and eager's, each one's own
+    # rounding measured against float32 attention rather than against one another. L2 over all parameters
+    # of three batches' steps together. On the H100 (2026-12-07, 3c70f33) flashbox's distance was about
+    # twice the peers' (llama 2.93e-2 against sdpa 1.56e-2 and eager 1.50e-2; qwen2, mistral and gemma2
+    # alike; gpt_oss within): test_backward_precision_cuda.py measures the attention call alone.
+    exact = trio.ref if trio.ref_name == EAGER_FP32 else _build(trio.cfg, EAGER_FP32, "cuda", torch.bfloat16,
+                                                                 like=trio.ref)
     got_sq, peers_sq, literal_sq = 0.0, {trio.ref_name: 0.0, "eager": 0.0}, [0.0, 0.0]
     for seed in (1, 2, 3):
         ids, mask = (trio.ids, trio.mask) if seed == 1 else _batch(trio.cfg.vocab_size, trio.T, trio.pads, "cuda", seed)

@@ -16,6 +16,10 @@ def _torch():
         import torch
     except ImportError:
         S.skip("torch is not installed")
+    major, minor = (int(x) for x in torch.__version__.split(".")[:2])
+    if (major, minor) < (2, 4):   # flashbox.kvcache's tensor path goes through flashbox.ops
+        S.skip(f"flashbox.kvcache with tensors needs torch >= 2.4 (torch.library.custom_op); "
+               f"this is {torch.__version__}")
     return torch
 
 

@@ -69,19 +69,22 @@ __device__ __forceinline__ float mods_slope(const DeviceMods &m, int64_t b, int 
   return m.alibi_slopes ? m.alibi_slopes[b * m.alibi_batch_stride + h] : 0.0f;
 }
 
-// Softcap of a scaled score s (natural units): cap * tanh(s / cap). tanhf, not an approximation:
-// the backward's derivative is computed from this value.
-__device__ __forceinline__ float mods_cap(const DeviceMods &m, float s) {
-  return m.softcap * tanhf(s * m.softcap_inv);
-}
 // tanh by the hardware's approximation (tanh.approx.f32, sm_75+: one MUFU op, maximum relative error
-// about 2^-11), for a forward whose softcap would otherwise cost a tanhf (a dozen instructions) per
-// score. The sm90 forward uses it (its accuracy against the fp64 reference: tests/sm90); a backward
-// that differentiates the cap keeps mods_cap's tanhf.
+// about 2^-11; FlashAttention-2's and -3's softcap use it too).
 __device__ __forceinline__ float tanh_approx(float x) {
   float y;
   asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+}
+
+// Softcap of a scaled score s (natural units): cap * tanh(s / cap), by tanh_approx as in every kernel
+// that caps scores for a backward (the sm90 forward and backward, the sm80 forward and backward): a
+// backward recomputes P from the forward's LSE, so both passes must compute the same capped score,
+// also when they run on different families (an sm90 forward with the sm80 backward: variable-length
+// or deterministic calls above head_dim 128). tanhf against tanh.approx differs by up to cap * 2^-11
+// in the exponent (about 2.4 % of P near a cap of 50).
+__device__ __forceinline__ float mods_cap(const DeviceMods &m, float s) {
+  return m.softcap * tanh_approx(s * m.softcap_inv);
 }
 
 // d(capped)/ds from the capped value: 1 - (capped / cap)^2.

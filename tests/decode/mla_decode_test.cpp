@@ -1,10 +1,11 @@
 // The Hopper MLA decode kernel (src/cuda/decode/sm90): its route (which KV-cache calls it takes, the
 // reason it gives for the others) and split choice on the CPU; on an sm90 GPU the kernel against the
-// fp64 KV-cache reference on fresh random inputs with outliers (seed in every message): batch 1 and 3,
-// cache lengths 1..4097 with a zero-length entry, heads_q 16 / 64 / 128, seqlen_q 1 and 2 (causal),
-// contiguous, indexed and paged caches (page 64 and 48), chosen and forced split counts, bf16 and
-// fp16, the qv form and FlashMLA's 576 form; outputs poisoned (NaN) and framed by guard bytes, NaN
-// never passes. The GPU tests skip without an sm90 device or an sm_90a build.
+// fp64 KV-cache reference on fresh random inputs with outliers (seed in every message): batch 1, 3
+// and 4 (the bar's shape but its batch), cache lengths 1..4097 with a zero-length entry, heads_q 16 /
+// 64 / 128, seqlen_q 1 and 2 (causal), contiguous, indexed and paged caches (page 64 and 48), chosen
+// and forced split counts, bf16 and fp16, the qv form and FlashMLA's 576 form; outputs poisoned (NaN)
+// and framed by guard bytes, NaN never passes. The GPU tests skip without an sm90 device or an
+// sm_90a build.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -251,6 +252,19 @@ TEST(MlaDecodeCuda, HeadsAndQueryTokens) {
   KvCase few = mla_case(3, 16, 2, CacheLayout::Paged, 48, 100);
   few.lengths = {1, 0, 2};
   run_checked(few, kMlaKernel);
+#endif
+}
+
+TEST(MlaDecodeCuda, BarShapeAtBatch4) {
+  // The bar's call (128 heads, 4096 keys in pages of 64, seqlen_q 1 and 2) at batch 4 instead of 64
+  // (the fp64 reference's time): the same kernel, fewer CTAs; the split choice is the policy's.
+  SKIP_WITHOUT_SM90();
+#ifdef FLASHBOX_HAVE_CUDA
+  for (int64_t seqlen_q : {1, 2}) {
+    KvCase c = mla_case(4, 128, seqlen_q, CacheLayout::Paged, 64, 4096);
+    c.fixed_len = true;
+    run_checked(c, kMlaKernel);
+  }
 #endif
 }
 

@@ -62,6 +62,9 @@ FAMILIES = {
         Family("decode", "decode", "every arch in FLASHBOX_CUDA_ARCHS", "cuda/decode", "decode",
                "cuda/decode/decode_launch.cuh", "flashbox::cuda::decode",
                "cuda/decode/decode_instances.hpp"),
+        Family("mla_sm90", "sm90 MLA decode", "sm_90a", "cuda/decode/sm90", "mla_decode_sm90",
+               "cuda/decode/sm90/mla_decode_launch.cuh", "flashbox::sm90::mla",
+               "cuda/decode/sm90/mla_decode_instances.hpp"),
     ]
 }
 
@@ -194,6 +197,11 @@ ROWS = [
     Row("decode", 64, "e4m3cache", "an e4m3 KV cache at head dims 16..64 (4-stage ring of e4m3 rows)"),
     Row("decode", 128, "e4m3cache", "an e4m3 KV cache at head dims 80..128 (4-stage ring: Llama, Qwen, Mistral)"),
     Row("decode", 256, "e4m3cache", "an e4m3 KV cache at head dims 144..256 (2-stage ring: Gemma)"),
+    # MLA decode on Hopper: one latent KV head, scores over 576 columns (q . k + qv . v, or FlashMLA's
+    # 576-wide k), O over 512; the kernel and its split combine (the decode combine at D = 512).
+    Row("mla_sm90", 576, "dv512", "MLA decode (DeepSeek): the KV-cache call with qv at head_dim 64 / head_dim_v 512, "
+        "or head_dim 576 with V the first 512 columns of K, one KV head (mla_tile_policy.hpp's route)",
+        head_dim_v=512),
 ]
 
 TRAITS_FIELDS = ["head_dim", "head_dim_v", "block_m", "ascending_order", "dq_lag", "softcap_select", "two_dq_writers",
@@ -234,6 +242,9 @@ def instantiation_lines(row, dtype):
             f"template cudaError_t launch_split<{t}, {d}, kFp8Stages<{d}>, __nv_fp8_e4m3>(const DecodeParams &, cudaStream_t);",
             f"template cudaError_t occupancy<{t}, {d}, kFp8Stages<{d}>, __nv_fp8_e4m3>(int *, int64_t *);",
         ]
+    if row.family == "mla_sm90":
+        return [f"template cudaError_t launch_mla_decode<{dtype}>(const MlaParams &, cudaStream_t);",
+                f"template cudaError_t launch_mla_combine<{dtype}>(const cuda::DecodeParams &, cudaStream_t);"]
     if row.family == "decode":
         d, t = row.head_dim, dtype
         return [
@@ -272,7 +283,8 @@ def instances_header(fam):
     guard_include = {"fwd_sm90": "cuda/forward/sm90/flash_fwd_sm90_launch.hpp",
                      "fwd_sm90_fp8": "cuda/forward/sm90/flash_fwd_sm90_fp8_launch.hpp",
                      "bwd_sm90": "cuda/backward/sm90/flash_bwd_sm90_launch.hpp",
-                     "decode": "cuda/decode/decode_launch.cuh"}[fam.key]
+                     "decode": "cuda/decode/decode_launch.cuh",
+                     "mla_sm90": "cuda/decode/sm90/mla_decode_launch.cuh"}[fam.key]
     out = [BANNER,
            f"// The {fam.title} instantiations of the kernel table, as extern declarations: the dispatch",
            "// includes this, so it names only instantiations that the generated files define.",
@@ -323,10 +335,10 @@ def docs_table():
         dtypes = ", ".join(DTYPE_NAME[d] for d in r.dtypes)
         dims = f"{r.head_dim} / {r.head_dim_v}" if r.head_dim_v else f"{r.head_dim}"
         out.append(f"| {fam.title} | {fam.arch} | {dims} | {variant} | {dtypes} | {where} | {r.reason} |")
-    n = sum(len(r.dtypes) for r in ROWS if r.family not in ("bwd_sm80", "decode"))
+    n = sum(len(r.dtypes) for r in ROWS if r.family not in ("bwd_sm80", "decode", "mla_sm90"))
     out += ["", f"{len(ROWS)} rows. Each sm80 backward row holds that head_dim's dK/dV and dQ kernels for both dtypes; each",
             "decode row its split and combine kernels for both dtypes (an e4m3cache row only its split kernels: it "
-            "shares the combine); every other row one kernel per dtype "
+            "shares the combine), the MLA decode row its kernel and combine for both; every other row one kernel per dtype "
             f"({n} in all).", "", DOC_END]
     return "\n".join(out)
 

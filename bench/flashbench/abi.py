@@ -206,10 +206,11 @@ class Library:
         return lambda: self.check(fe(r, re))
 
     def kvcache(self, q, k_cache, v_cache, cache_seqlens, o, block_table=None, causal=False, k_descale=None,
-                v_descale=None):
+                v_descale=None, qv=None):
         """q [B, Tq, Hq, D]; caches [entries, rows, Hkv, D] (contiguous: entries = B; paged: pages of
         rows keys each through block_table [B, blocks]). An e4m3 cache (torch.float8_e4m3fn) takes fp32
-        per-tensor descales ([1] tensors, or None for 1.0)."""
+        per-tensor descales ([1] tensors, or None for 1.0). A v_cache of another head dim sets head_dim_v
+        (o then has its columns); qv [B, Tq, Hq, head_dim_v] adds qv . v to the scores (MLA decode)."""
         import torch
         a = KvcacheArgs()
         a.struct_size, a.device, a.dtype = KVCACHE_ARGS_V2_SIZE, CUDA, BF16 if q.dtype == torch.bfloat16 else FP16
@@ -227,6 +228,10 @@ class Library:
         if block_table is not None:
             a.block_table, a.max_blocks_per_seq = block_table.data_ptr(), block_table.shape[1]
             a.block_table_stride = block_table.stride(0)
+        if qv is not None or v_cache.shape[3] != k_cache.shape[3]:
+            a.struct_size, a.head_dim_v = ctypes.sizeof(KvcacheArgs), v_cache.shape[3]
+            if qv is not None:
+                a.qv, a.qv_stride = qv.data_ptr(), strides(qv, "bthd")
         a.causal, a.window_left, a.window_right, a.tables_trusted = int(causal), -1, -1, 1
         a.stream = torch.cuda.current_stream().cuda_stream
         f, r = self.lib.flashbox_attention_kvcache, ctypes.byref(a)

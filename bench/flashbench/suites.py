@@ -254,6 +254,68 @@ def decode_fp8_row(ctx, b, L, hq, hk, d, sq, layout, seed, page=16):
     return row
 
 
+# mla: MLA decode (DeepSeek; issue 47's bar), FlashAttention-3's qv form: 128 query heads against one
+# latent KV head, q and k 64 wide, qv and v 512, batch 64, a 4096-key cache in shuffled pages of 64;
+# seqlen_q 1 (the bar's bandwidth row) and 2, 4 (causal; more tensor-core work per cache byte).
+MLA_SHAPES = [(64, 4096, 128, 1), (64, 4096, 128, 2), (64, 4096, 128, 4)]  # batch, cache length, heads_q, seqlen_q
+
+
+def mla(ctx):
+    shapes = MLA_SHAPES[:1] if ctx.quick else MLA_SHAPES
+    return [(f"mla paged B{b} L{L} H{hq}/1 D64+512 q{sq}", lambda s=s, i=i: mla_row(ctx, *s, ctx.seed + i))
+            for i, s in enumerate(shapes) for b, L, hq, sq in [s]]
+
+
+def mla_row(ctx, b, L, hq, sq, seed, page=64):
+    """flashbox_attention_kvcache with qv (d 64 + 512, one KV head) on a paged bf16 cache, against an
+    fp32 torch reference on the same values (no peer here takes this shape: SDPA's kernels stop at
+    head dim 256). perf: bytes read (the cache's k and v, q, qv) and written (o) per second; tflops:
+    2 * heads_q * seqlen_q * keys * (576 + 512) per batch entry, per second."""
+    import torch
+    dk, dv = 64, 512
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    rnd = lambda *s: torch.randn(*s, device="cuda", dtype=torch.bfloat16, generator=gen)  # noqa: E731
+    q, qv, k, v = rnd(b, sq, hq, dk), rnd(b, sq, hq, dv), rnd(b, L, 1, dk), rnd(b, L, 1, dv)
+    seqlens = torch.full((b,), L, dtype=torch.int32, device="cuda")
+    pages = L // page
+    table = torch.randperm(b * pages, device="cuda", generator=gen).reshape(b, pages).to(torch.int32)
+    paged = lambda t: torch.empty(b * pages, page, 1, t.shape[3], device="cuda", dtype=t.dtype).index_copy_(  # noqa: E731
+        0, table.flatten().long(), t.reshape(b * pages, page, 1, t.shape[3]))
+    kc, vc = paged(k), paged(v)
+    o = torch.empty(b, sq, hq, dv, device="cuda", dtype=torch.bfloat16)
+    fns, notes, outs = {}, {}, {}
+    for name, lib in [("flashbox", ctx.lib)] + ([("flashbox_baseline", ctx.baseline)] if ctx.baseline else []):
+        try:
+            fn = lib.kvcache(q, kc, vc, seqlens, o, table, causal=sq > 1, qv=qv)
+            fn()
+            outs[name] = o.clone()
+            fns[name] = fn
+        except Exception as e:
+            notes[name] = str(e).splitlines()[0][:200]
+    times = time_interleaved(fns, ctx.rounds)
+    error = None
+    if "flashbox" in outs:  # scores scale * ([q | qv] . [k | v]), causal bottom-right for sq > 1
+        s = torch.einsum("bqhd,bkd->bhqk", torch.cat([q, qv], -1).float(), torch.cat([k, v], -1)[:, :, 0].float())
+        s = s * (dk + dv) ** -0.5
+        if sq > 1:
+            i = torch.arange(sq, device="cuda")[:, None]
+            j = torch.arange(L, device="cuda")[None, :]
+            s = s.masked_fill(j > L - sq + i, float("-inf"))
+        ref = torch.einsum("bhqk,bkd->bqhd", s.softmax(-1), v[:, :, 0].float())
+        error = rel_error(outs["flashbox"], ref)
+        del s, ref
+    work = 2.0 * b * L * (dk + dv) + 2.0 * b * sq * hq * (dk + dv + dv)
+    flops = 2.0 * b * hq * sq * L * (dk + dv + dv)
+    shape = dict(batch=b, cache_len=L, heads_q=hq, heads_kv=1, head_dim=dk, head_dim_v=dv, qv=True, seqlen_q=sq,
+                 layout="paged", page_size=page, dtype="bf16", causal=sq > 1)
+    row = finish_row(shape, seed, "GB/s", work, times, error, "torch_fp32", notes, ctx.lib.last_kernel(), scale=1e9)
+    row["tflops"] = {n: flops / (t * 1e-3) / 1e12 for n, t in times.items() if t}
+    peak = ctx.machine.get("hbm_peak_bytes_per_s")
+    if peak:
+        row["fraction_of_peak"] = {n: p * 1e9 / peak for n, p in row["perf"].items()}
+    return row
+
+
 # fp8: the e4m3 forward (flashbox_attention_forward_ext, dtype e4m3, bf16 o) in FlashAttention-3's paper
 # setup (B = 16384 / T, H = 2048 / D), head dims 128 and 256, causal and not (issue 48's bar: >= 1,100
 # TFLOP/s at D 256 non-causal T 16k, >= 1,000 at D 128 causal T 16k, >= 1.5x the bf16 forward for
@@ -689,6 +751,6 @@ def llama_e2e_rows(ctx, m, name):
 
 
 SUITES = {"forward": forward, "backward": backward, "varlen": varlen, "masks": masks, "mask-families": mask_families,
-          "decode": decode,
+          "decode": decode, "mla": mla,
           "decode-fp8": decode_fp8, "fp8": fp8_forward, "gqa": gqa, "head-dims": head_dims, "head-dim-v": head_dim_v, "gpt2-eval": gpt2_eval,
           "gpt2-train": gpt2_train, "fa3-paper": fa3_paper, "llama-e2e": llama_e2e}

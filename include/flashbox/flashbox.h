@@ -602,7 +602,11 @@ typedef struct {
    * Not with an fp8 cache (FLASHBOX_ERR_UNSUPPORTED_IMPL). device = cpu: head_dim (+ head_dim_v with
    * qv) up to 576. device = cuda: a call with any of them runs on the explicit forward (one kernel
    * for any head dims; correct, not tuned for speed: src/cuda/explicit), head_dim up to 576 and
-   * head_dim_v up to 512, both multiples of 8; the decode kernels keep every other call. */
+   * head_dim_v up to 512, both multiples of 8; the decode kernels keep every other call. On a Hopper
+   * (sm90) MLA decode has its own kernel: one KV head, bf16 or fp16, qv with head_dim 64 and
+   * head_dim_v 512, or head_dim 576 without qv and v_cache the first 512 columns of k_cache (same
+   * pointer and strides), no append, window, softcap, ALiBi, sinks, attention_chunk or leftpad
+   * (docs/decode.md). */
   const void *qv;
   int64_t qv_stride[3];
   int64_t head_dim_v;

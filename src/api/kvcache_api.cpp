@@ -16,7 +16,8 @@
 //                  head_dim <= 576
 //   qv, head_dim_v head_dim_v >= 0, attention_chunk in 0..2^31 - 1, qv_stride 0 without qv; none of
 //   chunk          them with an fp8 cache; CPU: head_dim_v <= 576; CUDA (the explicit forward instead
-//                  of the decode kernels): head_dim <= 576 and head_dim_v <= 512, multiples of 8;
+//                  of the decode kernels, or on a Hopper the MLA decode kernel where its plan takes
+//                  the call): head_dim <= 576 and head_dim_v <= 512, multiples of 8;
 //                  qv a tensor like q with rows of head_dim_v, overlapping no output (nor the caches
 //                  when appending)
 //   fp8 cache      cache_dtype 0 or FLASHBOX_FLOAT8_E4M3 (with dtype bf16 or fp16; no rotary; CUDA:
@@ -589,7 +590,14 @@ FLASHBOX_API int flashbox_attention_kvcache(const flashbox_kvcache_args *caller_
     const int64_t prefill_rows = rows_override > 0 ? rows_override : kPrefillRows;
     if (takes_prefill_path(p, prefill_rows)) return kvcache_as_prefill(p);
 #ifdef FLASHBOX_HAVE_CUDA
-    if (args->device == FLASHBOX_CUDA) return p.explicit_forward ? cuda_kvcache_explicit(p) : cuda_kvcache_attention(p);
+    if (args->device == FLASHBOX_CUDA) {
+      if (!p.explicit_forward) return cuda_kvcache_attention(p);
+#ifdef FLASHBOX_HAVE_SM90
+      // MLA decode on a Hopper: its own kernel where it takes the call (plan_kvcache_mla says why not).
+      if (PlanResult mla = plan_kvcache_mla(p); mla.plan) return mla.plan->run();
+#endif
+      return cuda_kvcache_explicit(p);
+    }
 #endif
     return cpu_kvcache_attention(p);
   });
@@ -603,7 +611,12 @@ FLASHBOX_API int flashbox_kvcache_num_splits(const flashbox_kvcache_args *caller
     const flashbox_kvcache_args *args = &full;
     KvcacheProblem p;
     if (int e = validate_kvcache(args, p, true)) return e;
-    if (p.explicit_forward) return FLASHBOX_OK;  // the explicit forward does not split the keys
+    if (p.explicit_forward) {  // the explicit forward does not split the keys; the MLA kernel may
+#ifdef FLASHBOX_HAVE_SM90
+      if (args->device == FLASHBOX_CUDA) (void)plan_kvcache_mla(p, &splits);
+#endif
+      return FLASHBOX_OK;
+    }
     if (args->num_splits > 0) {
       splits = args->num_splits;
       return FLASHBOX_OK;

@@ -33,4 +33,5 @@ set(FLASHBOX_KERNEL_INSTANCES
   ${CMAKE_CURRENT_LIST_DIR}/decode/instantiations/decode_d64_e4m3cache.cu
   ${CMAKE_CURRENT_LIST_DIR}/decode/instantiations/decode_d128_e4m3cache.cu
   ${CMAKE_CURRENT_LIST_DIR}/decode/instantiations/decode_d256_e4m3cache.cu
+  ${CMAKE_CURRENT_LIST_DIR}/decode/sm90/instantiations/mla_decode_sm90_d576_dv512.cu
 )

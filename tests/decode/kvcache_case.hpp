@@ -78,6 +78,7 @@ struct KvCase {
   int64_t head_dim_v = 0;        // V's and O's head dim (0: head_dim)
   bool qv = false;               // qv [batch, seqlen_q, heads_q, head_dim_v]: scores add qv . v
   int64_t attention_chunk = 0;   // > 0: each row sees only the keys of its chunk
+  bool outliers = false;         // 16-bit caches: 1 in 100 values of q, qv and the caches at 8x the spread
   flashbox_device device = FLASHBOX_CPU;
   uint64_t seed = kv_seed();
 };
@@ -210,6 +211,12 @@ class KvData {
       fill(v_new, c.batch * c.seqlen_new * Hk * DV, 1.f);
     }
     if (c.qv) fill(qv, c.batch * c.seqlen_q * c.heads_q * DV, 1.f);
+    if (c.outliers && !c.fp8_cache) {  // times 8 (exact in every dtype): a few scores far above the rest
+      std::uniform_int_distribution<int> pick(0, 99);
+      for (auto *buf : {&q, &qv, &k_cache, &v_cache})
+        for (int64_t i = 0; i < int64_t(buf->size()) / es; ++i)
+          if (pick(rng) == 0) cpu::store_from_float(buf->data(), c.dtype, i, 8.f * cpu::load_as_float(buf->data(), c.dtype, i));
+    }
     if (c.fp8_cache && c.k_outliers) {  // 1 in 200 keys at +-448 (x descale: 2-3x the others), new keys at +-4
       std::uniform_int_distribution<int> pick(0, 199);
       for (auto &x : k_cache)
@@ -434,7 +441,7 @@ class KvData {
                         : std::string()) +
            (c.lengths.empty() ? std::string() : " lengths " + lengths_str()) +
            (c.head_dim_v ? " Dv" + std::to_string(c.head_dim_v) : "") + (c.qv ? " qv" : "") +
-           (c.attention_chunk ? " chunk" + std::to_string(c.attention_chunk) : "") +
+           (c.attention_chunk ? " chunk" + std::to_string(c.attention_chunk) : "") + (c.outliers ? " outliers" : "") +
            " splits" + std::to_string(c.num_splits) + " " + cpu::dtype_name(c.dtype) + " seed " +
            std::to_string(c.seed) + " (FLASHBOX_TEST_SEED)]";
   }

@@ -17,17 +17,17 @@
 //             with zero rows that are never stored. A split owns a contiguous range of 64-key blocks;
 //             with splits > 1 its normalised fp32 O and LSE go to a workspace that
 //             cuda/decode/decode_combine.cuh merges (the 16-bit decode kernels' combine at D = 512).
-//   Warpgroup 0 (producer, 40 registers): cp.async of the Q tile once, then of each key block's 64
+//   Warpgroup 0 (producer, 56 registers): cp.async of the Q tile once, then of each key block's 64
 //             rows x 576 columns into a 2-stage ring (a row is 72 16-byte chunks: k_cache's columns
 //             then v_cache's, or k_cache's alone in the 576 form), keys past the split's end or on a bad
 //             page zero-filled; a stage's `full` mbarrier completes through cp.async.mbarrier.arrive
 //             .noinc of all 128 threads, its `empty` one when the 8 math warps have read it. Paged
 //             rows are looked up one per lane (16 rows a warp) before the wait for the free stage.
-//   Warpgroup 1 (scores, 232 registers): S = Q K^T (64 x 64, 36 wgmma k-steps from shared memory),
+//   Warpgroup 1 (scores, 224 registers): S = Q K^T (64 x 64, 36 wgmma k-steps from shared memory),
 //             the causal / end-of-keys mask, the online softmax (cuda/hopper/online_softmax.cuh, lazy
 //             rescale), P to shared memory with the rows' rescale factors, then O[:, 0:256] += P V
 //             with P from registers; its S of the next block overlaps its P V of this one.
-//   Warpgroup 2 (values, 232 registers): waits for P, rescales O[:, 256:512] and adds P V with P and
+//   Warpgroup 2 (values, 224 registers): waits for P, rescales O[:, 256:512] and adds P V with P and
 //             V from shared memory, then frees P and the stage. Its P V overlaps warpgroup 1's next S.
 //   Shared    Q 72 KB (nine 64-column panels, 128B swizzle) + 2 stages x 72 KB of K (whose V panels
 //             the P V products read in place) + P 8 KB + row factors 512 B + barriers = 229,952 B (one

@@ -538,6 +538,12 @@ async function checkTraining(page, doc) {
     const shown = await page.$$eval('#training-samples li .continuation', (els) => els.map((e) => e.textContent));
     assert.deepEqual(shown, samples.map((x) => x.text), 'every sample\'s text, in order');
   } else assert.match(await text(page, '#training-samples'), /No generated samples/);
+  // The difference chart: one point per step both curves logged.
+  const gapPath = page.locator('#training-gap-svg path[data-series="gap-train"]');
+  if (tr.gap && tr.gap.train) {
+    const d = await gapPath.getAttribute('d');
+    assert.equal((d.match(/[ML]/g) || []).length, tr.gap.train.points, 'the difference at every shared step');
+  } else assert.equal(await gapPath.count(), 0, 'no difference chart without shared steps');
   const gap = await text(page, '#training-gap');
   if (!tr.reference) assert.match(gap, /^No PyTorch curve/);
   else if (tr.gap && tr.gap.train) assert.match(gap, /^Largest gap between the training curves/);
@@ -713,6 +719,14 @@ if (MODE === 'fixtures') {
       assert.match(await text(page, '#training-gap'), /at the 12 steps both logged: \|flashbox − PyTorch\| = 0\.01 nats/);
       assert.match(await text(page, '#training-summary'), /flashbox \(tiny on cpu\): 2,048 tokens seen in 16 steps, final validation loss [0-9.]+ nats per token/);
       assert.match(await text(page, '#training-swap'), /not on this run's model/);
+      // Tokens on a log axis: the same points, spread out where the loss falls fastest.
+      await page.click('#training-log');
+      assert.equal(await page.locator('#training-svg').getAttribute('data-scale'), 'log');
+      assert.equal(await page.locator('#training-log').getAttribute('aria-pressed'), 'true');
+      const logD = await page.locator('#training-svg path[data-series="flashbox-train"]').getAttribute('d');
+      assert.equal((logD.match(/[ML]/g) || []).length, 16, 'log scale: every point still drawn');
+      await page.click('#training-linear');
+      assert.equal(await page.locator('#training-svg').getAttribute('data-scale'), 'linear');
       await page.locator('#training-svg').hover();  // scrolled into view, the pointer at its centre
       assert.match(await text(page, '#training-readout'), /^step [0-9]+ \([0-9.k]+ tokens\): flashbox training loss [0-9.]+/);
     });

@@ -64,28 +64,50 @@ function curveSeries(run, role) {
   return out;
 }
 
-function drawChart(series, readout) {
-  const xs = series.flatMap((c) => c.curve.tokens);
-  const ys = series.flatMap((c) => c.curve.loss);
-  const xMax = Math.max(...xs) || 1;
-  const yLo = Math.min(...ys);
-  const yHi = Math.max(...ys);
+// Extremes by a loop: a run of tens of thousands of points is too many arguments for Math.max(...x).
+function extent(arrays) {
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const a of arrays) for (const v of a) { if (v < lo) lo = v; if (v > hi) hi = v; }
+  return [lo, hi];
+}
+
+// Ticks of a log axis: 1, 2 and 5 times the powers of ten inside [lo, hi].
+export function logTicks(lo, hi) {
+  const out = [];
+  for (let e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); e += 1) {
+    for (const m of [1, 2, 5]) {
+      const t = m * 10 ** e;
+      if (t >= lo && t <= hi) out.push(t);
+    }
+  }
+  return out;
+}
+
+// logX: tokens on a log axis, which spreads out the first steps, where the loss falls fastest.
+function drawChart(series, readout, logX) {
+  const [xMin, xTop] = extent(series.map((c) => c.curve.tokens));
+  const xMax = xTop || 1;
+  const [yLo, yHi] = extent(series.map((c) => c.curve.loss));
   const pad = (yHi - yLo) * 0.05 || 0.5;
   const y0 = yLo - pad;
   const y1 = yHi + pad;
-  const sx = (x) => M.left + (x / xMax) * (W - M.left - M.right);
+  const l0 = Math.log10(Math.max(1, xMin));
+  const l1 = Math.max(l0 + 1e-9, Math.log10(xMax));
+  const sx = logX ? (x) => M.left + ((Math.log10(x) - l0) / (l1 - l0)) * (W - M.left - M.right)
+    : (x) => M.left + (x / xMax) * (W - M.left - M.right);
   const sy = (y) => HT - M.bottom - ((y - y0) / (y1 - y0)) * (HT - M.top - M.bottom);
   const grid = s('g', { class: 'grid' });
   for (const t of niceTicks(y0, y1, 6)) {
     grid.append(s('line', { x1: M.left, x2: W - M.right, y1: sy(t), y2: sy(t) }),
       s('text', { x: M.left - 6, y: sy(t) + 4, 'text-anchor': 'end' }, fmtNum(t)));
   }
-  for (const t of niceTicks(0, xMax, 6)) {
+  for (const t of logX ? logTicks(10 ** l0, xMax) : niceTicks(0, xMax, 6)) {
     grid.append(s('line', { x1: sx(t), x2: sx(t), y1: M.top, y2: HT - M.bottom }),
       s('text', { x: sx(t), y: HT - M.bottom + 16, 'text-anchor': 'middle' }, fmtTokens(t)));
   }
   const axes = s('g', { class: 'axes' },
-    s('text', { x: (M.left + W - M.right) / 2, y: HT - 6, 'text-anchor': 'middle' }, 'tokens seen'),
+    s('text', { x: (M.left + W - M.right) / 2, y: HT - 6, 'text-anchor': 'middle' }, `tokens seen${logX ? ' (log scale)' : ''}`),
     s('text', { x: 14, y: (M.top + HT - M.bottom) / 2, 'text-anchor': 'middle',
       transform: `rotate(-90 14 ${(M.top + HT - M.bottom) / 2})` }, 'loss (nats per token)'));
   const lines = series.map((c) => {
@@ -95,13 +117,14 @@ function drawChart(series, readout) {
         'stroke-width': c.kind === 'val' ? 2 : 1.2, 'stroke-dasharray': c.role === 'reference' ? '6 4' : null,
         'data-series': c.id, 'data-points': c.curve.step.length }));
     if (c.kind === 'val') {
-      c.curve.tokens.forEach((x, i) => g.append(s('circle', { cx: sx(x), cy: sy(c.curve.loss[i]), r: 3.2,
+      const r = c.curve.step.length > 40 ? 2 : 3.2;  // many validations: small marks, the line stays readable
+      c.curve.tokens.forEach((x, i) => g.append(s('circle', { cx: sx(x), cy: sy(c.curve.loss[i]), r,
         fill: c.role === 'reference' ? '#fff' : color, stroke: color, 'stroke-width': 1.5 })));
     }
     return g;
   });
   const cursor = s('line', { class: 'cursor', y1: M.top, y2: HT - M.bottom, visibility: 'hidden' });
-  const svg = s('svg', { viewBox: `0 0 ${W} ${HT}`, id: 'training-svg', role: 'img',
+  const svg = s('svg', { viewBox: `0 0 ${W} ${HT}`, id: 'training-svg', role: 'img', 'data-scale': logX ? 'log' : 'linear',
     'aria-label': 'Training and validation loss against tokens seen' }, grid, axes, ...lines, cursor);
 
   // The readout: the logged point nearest the pointer, flashbox's and the reference's loss at that step.
@@ -120,7 +143,8 @@ function drawChart(series, readout) {
   svg.addEventListener('pointermove', (e) => {
     const box = svg.getBoundingClientRect();
     const x = ((e.clientX - box.left) / box.width) * W;
-    const tokens = ((x - M.left) / (W - M.left - M.right)) * xMax;
+    const f = (x - M.left) / (W - M.left - M.right);
+    const tokens = logX ? 10 ** (l0 + f * (l1 - l0)) : f * xMax;
     const t = main.curve.tokens;
     let lo = 0;
     let hi = t.length - 1;
@@ -133,6 +157,46 @@ function drawChart(series, readout) {
   });
   svg.addEventListener('pointerleave', () => cursor.setAttribute('visibility', 'hidden'));
   return svg;
+}
+
+// flashbox − reference at every step both logged (the gap the words state, drawn).
+export function sharedDiff(a, b) {
+  const at = new Map(b.step.map((st, i) => [st, b.loss[i]]));
+  const tokens = [];
+  const diff = [];
+  a.step.forEach((st, i) => {
+    if (at.has(st)) {
+      tokens.push(a.tokens[i]);
+      diff.push(a.loss[i] - at.get(st));
+    }
+  });
+  return { tokens, diff };
+}
+
+// The difference on a scale of hundredths, where the loss chart cannot show it, with dashed lines at
+// ±0.02 nats: how close issue 46 asks the two curves to stay.
+function drawGap(d, label) {
+  const H2 = 190;
+  const xMax = extent([d.tokens])[1] || 1;
+  const [lo, hi] = extent([d.diff]);
+  const lim = Math.max(0.02, Math.abs(lo), Math.abs(hi)) * 1.15;
+  const sx = (x) => M.left + (x / xMax) * (W - M.left - M.right);
+  const sy = (y) => H2 - M.bottom - ((y + lim) / (2 * lim)) * (H2 - M.top - M.bottom);
+  const grid = s('g', { class: 'grid' });
+  for (const t of niceTicks(-lim, lim, 4)) {
+    grid.append(s('line', { x1: M.left, x2: W - M.right, y1: sy(t), y2: sy(t) }),
+      s('text', { x: M.left - 6, y: sy(t) + 4, 'text-anchor': 'end' }, fmtNum(t)));
+  }
+  for (const t of niceTicks(0, xMax, 6)) {
+    grid.append(s('text', { x: sx(t), y: H2 - M.bottom + 16, 'text-anchor': 'middle' }, fmtTokens(t)));
+  }
+  const bars = [0.02, -0.02].map((b) => s('line', { class: 'bar', x1: M.left, x2: W - M.right, y1: sy(b), y2: sy(b) }));
+  return s('svg', { viewBox: `0 0 ${W} ${H2}`, id: 'training-gap-svg', role: 'img',
+    'aria-label': `flashbox minus ${label} training loss at each shared step` }, grid, ...bars,
+  s('text', { class: 'axis', x: (M.left + W - M.right) / 2, y: H2 - 6, 'text-anchor': 'middle' },
+    `flashbox − ${label} training loss (nats) against tokens seen; dashed: ±0.02`),
+  s('path', { d: pathData(d.tokens, d.diff, sx, sy), fill: 'none', stroke: '#7b2cbf', 'stroke-width': 1.2,
+    'data-series': 'gap-train', 'data-points': d.tokens.length }));
 }
 
 function runWords(run, role) {
@@ -198,6 +262,11 @@ function swapWords(run, gpt2) {
     '`flashbox report --weights run/model_N.bin --tokens val.bin --training training.json` measures it on the final checkpoint.'));
 }
 
+function gapChart(step) {
+  if (!step.reference || !step.gap || !step.gap.train) return null;
+  return h('div', { class: 'svg-chart gap' }, drawGap(sharedDiff(step.flashbox.train, step.reference.train), step.reference.label));
+}
+
 export function renderTraining(out, step, gpt2) {
   if (!step || !step.measured) {
     const reason = step && step.reason ? step.reason : '';
@@ -208,13 +277,22 @@ export function renderTraining(out, step, gpt2) {
   }
   const readout = h('p', { class: 'note', id: 'training-readout' }, 'Point at the chart to read a step\'s losses.');
   const series = [...curveSeries(step.flashbox, 'flashbox'), ...curveSeries(step.reference, 'reference')];
+  const chartBox = h('div', { class: 'svg-chart' }, drawChart(series, readout, false));
+  const scale = (logX) => {
+    chartBox.replaceChildren(drawChart(series, readout, logX));
+    linear.setAttribute('aria-pressed', String(!logX));
+    log.setAttribute('aria-pressed', String(logX));
+  };
+  const linear = h('button', { type: 'button', class: 'toggle', id: 'training-linear', 'aria-pressed': 'true', onclick: () => scale(false) }, 'Tokens: linear');
+  const log = h('button', { type: 'button', class: 'toggle', id: 'training-log', 'aria-pressed': 'false', onclick: () => scale(true) }, 'log scale');
+  const scaleButtons = h('div', { class: 'buttons', role: 'group', 'aria-label': 'Tokens axis' }, linear, log);
   const legend = h('ul', { class: 'legend', id: 'training-legend' }, series.map((c) => h('li', {},
     h('i', { class: `sw line ${c.kind} ${c.role}`, style: `border-color: ${COLORS[c.role]}` }), c.label)));
   out.replaceChildren(
     h('ul', { class: 'run-words', id: 'training-summary' }, runWords(step.flashbox, 'flashbox'),
       step.reference ? runWords(step.reference, 'reference') : null),
-    h('div', { class: 'svg-chart' }, drawChart(series, readout)),
-    legend, readout, gapWords(step),
+    scaleButtons, chartBox,
+    legend, readout, gapWords(step), gapChart(step),
     h('h4', {}, 'Generated text'),
     h('p', { class: 'note' }, withCode('Sampled by `flashbox gpt2 generate` through the KV cache at checkpoints of the run; ' +
       'the prompt in bold, then the model\'s continuation.')),

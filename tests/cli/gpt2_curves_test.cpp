@@ -2,6 +2,7 @@
 // into the document the page's "trained model" section draws. A tiny CPU run on the repository's own
 // text end to end (train with a log, generate at two checkpoints, curves, report), the readers of
 // both log formats (flashbox's events, the PyTorch script's --json) with a resumed run, and bad input.
+#include "report/criteria.hpp"
 #include "report/training_run.hpp"
 #include "support/cli_runner.hpp"
 
@@ -197,6 +198,28 @@ TEST(Gpt2Curves, ReadsBothLogFormatsAndResumedRuns) {
   EXPECT_DOUBLE_EQ(b["gap"]["train"]["max_abs"].get<double>(), 0.03125);
   EXPECT_DOUBLE_EQ(b["gap"]["val"]["max_abs"].get<double>(), 0.25);
   EXPECT_TRUE(b["reference_note"].is_null());
+
+  // Issue 46's bars as report criteria: the validation loss only for GPT-2 124M, the gap for any run.
+  auto criteria_of = [](json run) {
+    run["measured"] = true;
+    json named;
+    for (const auto &c : flashbox::report::evaluate_criteria({{"steps", {{"gpt2_training", run}}}}))
+      named[c["name"].get<std::string>()] = c;
+    return named;
+  };
+  const std::string val = "trained GPT-2 124M: validation loss";
+  const std::string gap = "trained GPT-2: flashbox's training loss against PyTorch's at every shared step";
+  json c = criteria_of(a);
+  EXPECT_EQ(c[val]["status"], "not_measured");
+  EXPECT_EQ(c[val]["value"], "the run trained config tiny");
+  EXPECT_EQ(c[gap]["status"], "fail");
+  EXPECT_EQ(c[gap]["value"], "largest 0.0625 at step 2 of 4");
+  json a124 = a;
+  a124["flashbox"]["config"] = "gpt2";
+  EXPECT_EQ(criteria_of(a124)[val]["status"], "fail");  // 7.125 > 3.8
+  a124["flashbox"]["final"]["val_loss"] = 3.75;
+  EXPECT_EQ(criteria_of(a124)[val]["status"], "pass");
+  EXPECT_EQ(criteria_of(build_training_run({dir / "run.jsonl", "", {}}))[gap]["status"], "not_measured");
 }
 
 // Missing, empty and malformed files: a non-zero exit status (1, or CLI11's for a file that does not

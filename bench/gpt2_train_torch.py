@@ -6,7 +6,9 @@
           errors ||flashbox - torch|| / ||torch|| and writes JSON
   train   the same training run as `flashbox gpt2 train` (seeded weights saved by --save-init, the
           same sequential batches, AdamW, warm-up + cosine, clipping), bf16 autocast; compares its
-          losses (and the final validation loss) with flashbox's JSON log when --flashbox-log is given
+          losses (and the final validation loss) with flashbox's JSON log when --flashbox-log is given;
+          --log writes a JSON-lines log in flashbox's own events (start, step, val every --val-every
+          steps and after the last, summary), which `flashbox gpt2 curves --reference-log` reads
   curves  flashbox's loss curve against PyTorch's bf16 and fp32 curves of the same run (the bound)
   bench   tokens/s of a torch.compile'd GPT-2 training step (SDPA, fused AdamW, bf16 autocast)
           (--profile N: then the CUDA kernels of N more steps by time, torch.profiler)
@@ -154,10 +156,33 @@ def cmd_train(a):
     tokens = read_tokens(a.train)
     val = read_tokens(a.val) if a.val else None
     accum = a.total_batch // (a.batch * a.seqlen) if a.total_batch else 1
-    losses, log = [], []
+    total_batch = a.batch * a.seqlen * accum
+    losses = []
     t_start = time.time()
     last = a.stop or a.steps   # the schedule runs over --steps; --stop ends the run early
+    log = open(a.log, "w") if a.log else None
+
+    def emit(event, **fields):
+        if log:
+            log.write(json.dumps({"event": event, **fields}) + "\n")
+            log.flush()
+
+    def validate():
+        """flashbox's validation: whole micro-batches of the validation shard, at most --val-tokens."""
+        n = max(1, min((len(val) - 1) // (a.batch * a.seqlen), a.val_tokens // (a.batch * a.seqlen)))
+        model.eval()
+        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=not a.fp32):
+            v = sum(model(*batch(val, k, a.batch, a.seqlen, dev)).item() for k in range(n)) / n   # eager: no recompile
+        model.train()
+        return v, n * a.batch * a.seqlen
+
+    emit("start", trainer="pytorch", torch=torch.__version__, layers=cfg["L"], heads=cfg["NH"], channels=cfg["C"],
+         device=dev, dtype="fp32" if a.fp32 else "bf16 autocast", batch=a.batch, seqlen=a.seqlen,
+         total_batch=total_batch, accum=accum, steps=a.steps, lr=a.lr, warmup=a.warmup,
+         min_lr_fraction=a.min_lr_fraction, weight_decay=a.weight_decay, grad_clip=a.grad_clip, weights=a.weights,
+         train=a.train, val=a.val, start_step=0)
     for step in range(1, last + 1):
+        t_step = time.time()
         opt.zero_grad(set_to_none=True)
         total = 0.0
         for j in range(accum):
@@ -172,17 +197,23 @@ def cmd_train(a):
             g["lr"] = lr
         opt.step()
         losses.append(total)
+        emit("step", step=step, loss=total, lr=lr, grad_norm=float(norm), ms=(time.time() - t_step) * 1e3)
+        if val is not None and a.val_every > 0 and step % a.val_every == 0 and step != last:
+            v, vt = validate()
+            emit("val", step=step, val_loss=v, val_tokens=vt)
         if step % 10 == 0 or step == last:
             print(f"torch step {step}/{last} loss {total:.4f} norm {float(norm):.3f} lr {lr:.2e} "
                   f"({time.time() - t_start:.0f} s)", flush=True)
     val_loss = None
     if val is not None:
-        model.eval()
-        n = max(1, min((len(val) - 1) // (a.batch * a.seqlen), a.val_tokens // (a.batch * a.seqlen)))
-        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=not a.fp32):
-            val_loss = sum(model(*batch(val, k, a.batch, a.seqlen, dev)).item() for k in range(n)) / n   # eager: no recompile
-        print(f"torch val loss after {last} steps: {val_loss:.4f} ({n * a.batch * a.seqlen} tokens)")
-    result = {"steps": last, "schedule_steps": a.steps, "losses": losses, "val_loss": val_loss}
+        val_loss, val_tokens = validate()
+        emit("val", step=last, val_loss=val_loss, val_tokens=val_tokens)
+        print(f"torch val loss after {last} steps: {val_loss:.4f} ({val_tokens} tokens)")
+    emit("summary", steps=last, tokens=last * total_batch, first_loss=losses[0], last_loss=losses[-1], val_loss=val_loss)
+    if log:
+        log.close()
+    result = {"steps": last, "schedule_steps": a.steps, "losses": losses, "val_loss": val_loss,
+              "total_batch": total_batch, "batch": a.batch, "seqlen": a.seqlen, "torch": torch.__version__}
     if a.flashbox_log:
         fb = {}
         fb_val = {}
@@ -343,6 +374,8 @@ def main():
             s.add_argument("--compile", action="store_true")
             s.add_argument("--fp32", action="store_true", help="no bf16 autocast (the fp32 reference curve)")
             s.add_argument("--flashbox-log")
+            s.add_argument("--log", help="JSON-lines log in flashbox's events (flashbox gpt2 curves --reference-log)")
+            s.add_argument("--val-every", type=int, default=0, help="validate every N steps (and after the last)")
     c = sub.add_parser("curves")
     c.add_argument("--flashbox-log", required=True)
     c.add_argument("--torch-bf16", required=True)

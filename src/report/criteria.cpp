@@ -273,6 +273,43 @@ void gpt2_criteria(const json &doc, json &out) {
                           limit, worst < 2e-4 ? "pass" : "fail"));
 }
 
+// Issue 46's bars on the trained model's run (steps.gpt2_training): GPT-2 124M's validation loss, and
+// flashbox's training loss against PyTorch's at every step both logged.
+void training_criteria(const json &doc, json &out) {
+  const std::string val_name = "trained GPT-2 124M: validation loss";
+  const std::string val_limit = "<= 3.8 nats per token";
+  const std::string gap_name = "trained GPT-2: flashbox's training loss against PyTorch's at every shared step";
+  const std::string gap_limit = "|flashbox - PyTorch| <= 0.02";
+  const json *run = measured_step(doc, "gpt2_training");
+  if (!run) {
+    out.push_back(not_measured(val_name, val_limit, why_missing(doc, "gpt2_training")));
+    out.push_back(not_measured(gap_name, gap_limit, why_missing(doc, "gpt2_training")));
+    return;
+  }
+  const json &fb = (*run)["flashbox"];
+  const json &final = fb.value("final", json::object());
+  if (fb.value("config", "") != "gpt2")
+    out.push_back(not_measured(val_name, val_limit, fmt::format("the run trained config {}", fb.value("config", "?"))));
+  else if (!final.contains("val_loss") || !final["val_loss"].is_number())
+    out.push_back(not_measured(val_name, val_limit, "the run logged no validation"));
+  else
+    out.push_back(criterion(val_name,
+                            fmt::format("{:.4f} after {} tokens", final["val_loss"].get<double>(),
+                                        final.value("tokens", int64_t(0))),
+                            val_limit, final["val_loss"].get<double>() <= 3.8 ? "pass" : "fail"));
+  const json gap = run->value("gap", json());
+  if (!gap.is_object() || !gap.value("train", json()).is_object()) {
+    const json note = run->value("reference_note", json());
+    out.push_back(not_measured(gap_name, gap_limit, note.is_string() ? note.get<std::string>() : "no shared steps"));
+    return;
+  }
+  const double worst = gap["train"]["max_abs"].get<double>();
+  out.push_back(criterion(gap_name,
+                          fmt::format("largest {:.4f} at step {} of {}", worst, gap["train"]["at_step"].get<int64_t>(),
+                                      gap["train"]["points"].get<int64_t>()),
+                          gap_limit, worst <= 0.02 ? "pass" : "fail"));
+}
+
 }  // namespace
 
 json evaluate_criteria(const json &document) {
@@ -282,6 +319,7 @@ json evaluate_criteria(const json &document) {
   bench_criteria(document, out);
   peers_criteria(document, out);
   gpt2_criteria(document, out);
+  training_criteria(document, out);
   return out;
 }
 

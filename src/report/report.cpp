@@ -3,6 +3,7 @@
 #include "report/criteria.hpp"
 #include "report/cuda_device.hpp"
 #include "report/machine_info.hpp"
+#include "report/training_run.hpp"
 
 #include <fmt/format.h>
 
@@ -28,6 +29,7 @@ const std::vector<std::pair<const char *, const char *>> kExpectedSteps = {
      "the PyTorch SDPA step is not part of this build (a peers document measured elsewhere can be "
      "merged with `flashbox report --merge FILE`)"},
     {"gpt2", "the GPT-2 step is not part of this build"},
+    {"gpt2_training", "the GPT-2 training-run step is not part of this build"},
 };
 
 }  // namespace
@@ -114,6 +116,7 @@ json run_report(const ReportOptions &options) {
   ctx.python = options.python;
   ctx.gpt2_weights = options.gpt2_weights;
   ctx.gpt2_tokens = options.gpt2_tokens;
+  ctx.gpt2_training = options.gpt2_training;
   ctx.progress = options.progress;
   ctx.document = &doc;
 
@@ -163,6 +166,10 @@ json run_report(const ReportOptions &options) {
   if (!merge_only)
     for (const auto &name : skipped) doc["steps"][name] = not_measured_step("not selected (flashbox report --steps)");
   for (const auto &[path, other] : merges) merge_document(doc, other, path);
+  // A run document named by --training is data to show, not a measurement: it is on the page even when
+  // the gpt2_training step was not selected (`--steps none --merge gpu.json --training training.json`),
+  // in place of one a merged report carries.
+  if (!options.gpt2_training.empty()) doc["steps"]["gpt2_training"] = training_step_from_file(options.gpt2_training);
   if (merge_only) {
     // Nothing was measured on this machine, so the document describes the machine of the first merged
     // report (where its steps ran); this one is named as where the files were assembled.

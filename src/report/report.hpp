@@ -20,6 +20,7 @@ struct ReportOptions {
   std::vector<std::string> only_steps;   // run just these registered steps (empty: all of them)
   std::string python;  // Python with torch for the peers step (else $FLASHBOX_PYTHON, else python3/python on PATH)
   std::string gpt2_weights, gpt2_tokens;  // the gpt2 step on this checkpoint and held-out shard
+  std::string gpt2_training;  // the gpt2_training step's run document (empty: docs/gpt2-run/training.json if any)
   // Called as each step starts (name, 1-based index, count) and when it ends (with its seconds).
   std::function<void(const std::string &, int, int)> on_step_start = [](const std::string &, int, int) {};
   std::function<void(const std::string &, double)> on_step_end = [](const std::string &, double) {};

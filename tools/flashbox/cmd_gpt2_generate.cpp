@@ -1,13 +1,16 @@
 // `flashbox gpt2 generate`: text from a GPT-2 checkpoint on the CPU, the prompt fed once and every new
 // token decoded through the KV cache (flashbox_attention_kvcache), sampled greedily or with a
 // temperature and top-k from a seed. Prints the prompt and its continuation, or with --json the ids,
-// the text and the timing.
+// the text, the timing and the checkpoint (its step and tokens seen from the model_N.json that
+// `flashbox gpt2 train` writes beside it), which `flashbox gpt2 curves --samples` reads.
 #include "command_registry.hpp"
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <sstream>
 
@@ -48,6 +51,20 @@ std::vector<int32_t> parse_ids(const std::string &list) {
     ids.push_back(int32_t(v));
   }
   return ids;
+}
+
+// The checkpoint a sample came from: its file, and the step and tokens seen when training wrote them.
+nlohmann::json checkpoint_info(const std::string &weights) {
+  if (weights.empty()) return nullptr;
+  std::filesystem::path p(weights);
+  nlohmann::json info = {{"file", p.filename().string()}};
+  std::ifstream in(p.replace_extension(".json"));
+  const nlohmann::json prov = in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
+  if (prov.is_object() && prov.contains("steps") && prov.contains("tokens")) {
+    info["step"] = prov["steps"];
+    info["tokens"] = prov["tokens"];
+  }
+  return info;
 }
 
 void run_generate(const GenerateCli &cli) {
@@ -91,7 +108,8 @@ void run_generate(const GenerateCli &cli) {
     nlohmann::json j = {{"prompt_tokens", ids}, {"tokens", out}, {"temperature", cli.temperature},
                         {"top_k", cli.top_k}, {"seed", cli.seed}, {"prefill_seconds", prefill_s},
                         {"decode_seconds", decode_s},
-                        {"tokens_per_second", decode_s > 0 ? double(cli.tokens) / decode_s : 0.0}};
+                        {"tokens_per_second", decode_s > 0 ? double(cli.tokens) / decode_s : 0.0},
+                        {"checkpoint", checkpoint_info(cli.weights)}};
     if (can_decode) j["prompt"] = tok->decode(ids), j["text"] = tok->decode(out);
     fmt::print("{}\n", j.dump(2));
     return;

@@ -4,6 +4,7 @@
 #include "progress.hpp"
 #include "report/html_page.hpp"
 #include "report/report.hpp"
+#include "report/training_run.hpp"
 
 #include <fmt/format.h>
 
@@ -21,7 +22,7 @@ struct ReportCliOptions {
   std::vector<std::string> steps;
   unsigned seed = 1234;
   std::string python;
-  std::string weights, tokens;
+  std::string weights, tokens, training;
 };
 
 void run(const ReportCliOptions &o) {
@@ -35,6 +36,9 @@ void run(const ReportCliOptions &o) {
   options.python = o.python;
   options.gpt2_weights = o.weights;
   options.gpt2_tokens = o.tokens;
+  options.gpt2_training = o.training;
+  // A bad run document is the user's mistake: said now, not after minutes of measuring.
+  if (!o.training.empty()) report::check_training_run(report::read_json_file(o.training), o.training);
   options.on_step_start = [&](const std::string &name, int index, int count) {
     progress.finish();
     fmt::print(stderr, "[{}/{}] {} ...{}", index, count, name, tty ? "\n" : "");
@@ -93,6 +97,10 @@ void setup(CLI::App &app) {
                   "its model_N.json from `flashbox gpt2 train`, if beside it, says what it was trained on")
       ->check(CLI::ExistingFile);
   cmd->add_option("--tokens", o->tokens, "held-out token shard (llm.c format) for --weights' gpt2 step")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--training", o->training,
+                  "the trained model's loss curves and samples for the page (`flashbox gpt2 curves` output); "
+                  "default: docs/gpt2-run/training.json when the source tree has one")
       ->check(CLI::ExistingFile);
   cmd->callback([o] { run(*o); });
 }

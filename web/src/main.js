@@ -7,6 +7,7 @@ import { renderSoftmax } from './softmax.js';
 import { renderBlocking } from './blocking.js';
 import { renderKernel } from './kernel.js';
 import { renderMeasured } from './measured.js';
+import { renderTraining } from './training.js';
 
 function readJson(id) {
   return JSON.parse($(id).textContent);
@@ -26,6 +27,7 @@ function main() {
     ['step-blocking', () => renderBlocking(steps.blocking)],
     ['step-kernel', () => renderKernel(sources, steps.check, doc.machine)],
     ['step-measured', () => renderMeasured(doc)],
+    ['training-body', () => renderTraining($('training-body'), steps.gpt2_training, steps.gpt2)],
   ];
   for (const [id, render] of sections) {
     try {

@@ -25,6 +25,7 @@ const std::vector<std::pair<const char *, const char *>> kExpectedSteps = {
     {"blocking", "the blocking step is not part of this build"},
     {"check", "the correctness step is not part of this build"},
     {"bench", "the benchmark step is not part of this build"},
+    {"fp8", "the FP8 comparison step is not part of this build"},
     {"peers",
      "the PyTorch SDPA step is not part of this build (a peers document measured elsewhere can be "
      "merged with `flashbox report --merge FILE`)"},

@@ -549,6 +549,41 @@ async function checkTraining(page, doc) {
   else if (tr.gap && tr.gap.train) assert.match(gap, /^Largest gap between the training curves/);
 }
 
+// Step 5's FP8 rows (steps.fp8): one table row per JSON row with the ratio FP8 / bf16, the line on
+// when FP8 pays naming exactly the shapes where the ratio is >= 1; without the step, the reason and no rows.
+async function checkFp8(page, doc) {
+  const fp8 = doc.steps.fp8;
+  if (!fp8 || !fp8.measured) {
+    await checkNotMeasured(page, 'fp8-body', fp8);
+    if (!fp8) assert.match(await text(page, '#fp8-body'), /the report has no fp8 step/);
+    assert.equal(await page.locator('#fp8-table').count(), 0, 'no FP8 rows without a measurement');
+    assert.equal((await text(page, '#fp8-body')).trim().split('\n').length, 1, 'the reason in one line');
+    return;
+  }
+  const rows = await page.$$eval('#fp8-table tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((td) => td.textContent)));
+  assert.equal(rows.length, fp8.rows.length, 'one table row per FP8 row');
+  fp8.rows.forEach((r, i) => {
+    const cells = rows[i];
+    assert.deepEqual(cells.slice(0, 3), [String(r.head_dim), r.causal ? 'causal' : 'non-causal', intText(r.seqlen)], `row ${i}`);
+    assert.equal(cells[3], r.ratio === null ? '–' : `${r.ratio.toFixed(2)}×`, `row ${i}: FP8 / bf16`);
+    assert.equal(cells[cells.length - 1], `${r.bf16.kernel || '–'} / ${r.fp8.kernel || '–'}`, `row ${i}: kernels`);
+    for (const side of ['bf16', 'fp8']) {
+      if (r[side].status !== 'ok') assert.ok(cells.some((c) => c.includes(r[side].error)), `row ${i}: ${side}'s error shown`);
+    }
+  });
+  const verdict = await text(page, '#fp8-verdict');
+  const name = (r) => `D${r.head_dim} T${intText(r.seqlen)} ${r.causal ? 'causal' : 'non-causal'}`;
+  const both = fp8.rows.filter((r) => r.ratio !== null);
+  for (const r of both) {
+    const named = verdict.includes(`${name(r)} (${r.ratio.toFixed(2)}×)`);
+    const everywhere = /^FP8 paid at every measured shape/.test(verdict);
+    if (r.ratio >= 1) assert.ok(named || everywhere, `${name(r)} paid and is named: ${verdict}`);
+    else assert.ok(!named, `${name(r)} did not pay and is not named: ${verdict}`);
+  }
+  if (both.some((r) => r.ratio < 1)) assert.match(verdict, /use bf16/);
+  assert.ok(verdict.includes(fp8.device) || (await text(page, '#fp8-config')).includes(fp8.device), 'the GPU is named');
+}
+
 async function checkPage(name, htmlPath, doc) {
   await withPage(htmlPath, { width: 1280, height: 900 }, async (page) => {
     await checkHeader(page, doc);
@@ -557,6 +592,7 @@ async function checkPage(name, htmlPath, doc) {
     await checkBlocking(page, doc);
     await checkKernel(page, doc);
     await checkMeasured(page, doc);
+    await checkFp8(page, doc);
     const n = await checkDataPaths(page, doc);
     assert.ok(n > 0, 'values tagged with their JSON path');
     await page.locator('#src-regions button:not([disabled])').first().click().catch(() => {});
@@ -618,6 +654,24 @@ if (MODE === 'fixtures') {
       assert.ok(c, `${direction} speed criterion listed`);
       assert.notEqual(c.status, 'not_measured', `${direction} speed criterion measured: ${c.value}`);
     }
+  });
+
+  // The H100 fixture's FP8 rows (from bench/results/h100/fp8.json): FP8 pays only at head_dim 256,
+  // T 16k, and the failed D64 call shows its error and no ratio.
+  test('flashbox html: FP8 next to bf16, and the line on when it pays', async () => {
+    const file = path.join(fixtures, 'h100_fp8.json');
+    const out = path.join(OUT, 'h100_fp8_specific.html');
+    execFileSync(FLASHBOX, ['html', '--json', file, '--out', out], { stdio: 'pipe' });
+    await withPage(out, { width: 1280, height: 900 }, async (page) => {
+      assert.equal(await text(page, '#fp8-verdict'), 'FP8 paid at D256 T16,384 non-causal (1.26×), D256 T16,384 causal (1.10×); ' +
+        'at the other 6 shapes it was slower (0.47×–0.89×): use bf16 there. Its output error is 0.02001–0.02609 against ' +
+        'bf16\'s 0.0039–0.0046 (P rounded to e4m3; docs/fp8.md).');
+      assert.match(await text(page, '#fp8-config'), /^NVIDIA H100 80GB HBM3: FlashAttention-3's setup \(batch × T = 16,384 tokens/);
+      assert.equal(await dataValue(page, '#fp8-table [data-path="steps.fp8.rows.6.ratio"]'), '1.2604080234631676');
+      assert.equal(await dataValue(page, '#fp8-table [data-path="steps.fp8.rows.8.ratio"]'), 'null');
+      assert.match(await text(page, '#fp8-table tbody tr:nth-child(9) td.bad'), /^error: forward: error 7/);
+      assert.equal(await page.locator('#fp8-table tbody tr:nth-child(7) td.ratio.ok').count(), 1, 'a ratio >= 1 is marked');
+    });
   });
 
   test('flashbox html: a report whose strings hold </script> stays one page', async () => {

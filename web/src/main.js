@@ -7,6 +7,7 @@ import { renderSoftmax } from './softmax.js';
 import { renderBlocking } from './blocking.js';
 import { renderKernel } from './kernel.js';
 import { renderMeasured } from './measured.js';
+import { renderFp8 } from './fp8.js';
 import { renderTraining } from './training.js';
 
 function readJson(id) {
@@ -27,6 +28,7 @@ function main() {
     ['step-blocking', () => renderBlocking(steps.blocking)],
     ['step-kernel', () => renderKernel(sources, steps.check, doc.machine)],
     ['step-measured', () => renderMeasured(doc)],
+    ['fp8-body', () => renderFp8(steps.fp8)],
     ['training-body', () => renderTraining($('training-body'), steps.gpt2_training, steps.gpt2)],
   ];
   for (const [id, render] of sections) {

@@ -7,7 +7,7 @@
 # configure, build and test logs in OUT_DIR.
 #   tests/gpu.sh OUT_DIR [ARCHS ...]          e.g. tests/gpu.sh /tmp/gpu "80;90a" 90a 80
 # ARCHS defaults to the project's list. A machine without the build's Debian packages can be given
-# them as .deb files: DEPS_DEBS=DIR (libcli11-dev, nlohmann-json3-dev, libfmt-dev, libgtest-dev, …,
+# them as .deb files: DEPS_DEBS=DIR (libcli11-dev, nlohmann-json3-dev, libfmt-dev, libfmt9, libgtest-dev, …,
 # fetched with `apt-get download`) are unpacked into a private prefix that CMake searches.
 # A machine without node takes a page template built elsewhere: PAGE_TEMPLATE=FILE (made with
 # `npm run build -- --out FILE` in web/). CTEST_ARGS adds ctest arguments (e.g. "-L python").

@@ -1,6 +1,7 @@
 #include "report/criteria.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>

@@ -10,6 +10,7 @@
 #include "report/step_registry.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 #include <cstdlib>

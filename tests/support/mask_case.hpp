@@ -293,7 +293,7 @@ class MaskData {
   // that does not, or -1.
   int64_t first_written_o_byte() const {
     for (size_t i = 0; i < o_.size(); ++i)
-      if (o_[i] != ((i & 1) ? 0x7f : 0xff)) return int64_t(i);
+      if (!holds_poison(o_, i)) return int64_t(i);
     return -1;
   }
   // After a forward: o's bytes and lse of the query rows past seqused_q still hold the poison.
@@ -302,7 +302,7 @@ class MaskData {
     for (int64_t r = 0; r < rows_q_; ++r)
       if (!row_used_q_[size_t(r)])
         for (int64_t i = r * row_bytes; i < (r + 1) * row_bytes; ++i)
-          if (o_[size_t(i)] != ((i & 1) ? 0x7f : 0xff)) return false;
+          if (!holds_poison(o_, size_t(i))) return false;
     for (size_t i = 0; i < lse_.size(); ++i)
       if (!lse_used_[i] && !std::isnan(lse_[i])) return false;
     return true;
@@ -378,8 +378,11 @@ class MaskData {
     }
   }
 
+  // The poison: 0xff, 0x7f byte pairs (a NaN in bf16, fp16 and fp32 alike).
+  static uint8_t poison_byte(size_t i) { return (i & 1) ? 0x7f : 0xff; }
+  static bool holds_poison(const std::vector<uint8_t> &buf, size_t i) { return buf[i] == poison_byte(i); }
   void poison(std::vector<uint8_t> &buf) {
-    for (size_t i = 0; i < buf.size(); ++i) buf[i] = (i & 1) ? 0x7f : 0xff;
+    for (size_t i = 0; i < buf.size(); ++i) buf[i] = poison_byte(i);
   }
 
   // flashbox_block_mask tables from c_.blocks.kinds: for each direction and kind, per row the count

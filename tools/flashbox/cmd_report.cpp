@@ -7,6 +7,7 @@
 #include "report/training_run.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <unistd.h>
 

@@ -268,6 +268,9 @@ class _Plan:
         B, n = ids.shape
         self.n = n
         valid = ids > 0
+        # Every slot holds a token of the row's one sequence (a static cache's prompt without padding):
+        # the dense call on the layer's tensors as they are, no gather of q, k, v and no scatter of o.
+        self.dense = n > 0 and bool(((ids == ids[:, :1]) & valid).all())
         if window and _has_holes(valid):
             raise _unsupported("a sliding window with padding between a sequence's tokens: the window would count "
                                "positions differently from transformers' masks; pad on the left or the right only")
@@ -322,6 +325,9 @@ def _varlen_from_mask(query, key, value, ids, window, opts):
         raise ValueError(f"flashbox transformers backend: the mask covers {n} key slots, the layer has {Tq} queries")
     if key.shape[2] > n:  # a static cache's slots past the last token
         key, value = key[:, :, :n], value[:, :, :n]
+    if p.dense and (not causal or Tq <= n):  # causal: the queries are the last Tq slots (bottom-right)
+        return flash_attn_func(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), window_size=window,
+                               **opts)
     if p.idx_q.numel() == 0:  # no token at all: nothing to attend
         return query.new_zeros((B, Tq, Hq, D))
     dev = query.device   # the mask lives on the first layer's device; a model split over GPUs needs a copy

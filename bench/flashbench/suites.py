@@ -520,7 +520,8 @@ def _tensors_of(obj, seen=None, depth=0):
     return [t for x in items for t in _tensors_of(x, seen, depth + 1)]
 
 
-EFFICIENT_IMPL = "flashbench_sdpa_efficient"
+# No "flash" in the name: transformers 5 takes such names for FlashAttention kernels to load.
+EFFICIENT_IMPL = "bench_sdpa_efficient"
 
 
 def _register_efficient_attention():

@@ -1,4 +1,4 @@
-// Bad fields of flashbox_attention_ext: each refused with its own code and a message naming the
+// BadField fields of flashbox_attention_ext: each refused with its own code and a message naming the
 // field and its value, nothing written to o / lse or dq / dk / dv; struct_size growth rules; the
 // extension off (NULL, or every field off) is exactly the plain call; cuda refuses what it lacks.
 #include <gtest/gtest.h>
@@ -23,14 +23,14 @@ MaskCase varlen_case() {
 
 using Edit = std::function<void(flashbox_attention_args &, flashbox_attention_ext &, MaskData &)>;
 
-struct Bad {
+struct BadField {
   const char *what;
   int code;
   std::vector<std::string> mentions;
   Edit edit;
 };
 
-void expect_refused(const Bad &b, MaskCase c = varlen_case()) {
+void expect_refused(const BadField &b, MaskCase c = varlen_case()) {
   SCOPED_TRACE(b.what);
   MaskData d(c);
   // Forward.
@@ -63,7 +63,7 @@ TEST(ExtArgs, EveryBadFieldIsNamed) {
   using A = flashbox_attention_args;
   using E = flashbox_attention_ext;
   using D = MaskData;
-  const Bad cases[] = {
+  const BadField cases[] = {
       {"struct_size small",
        FLASHBOX_ERR_INVALID_ARGUMENT,
        {"struct_size = 8"},
@@ -136,7 +136,7 @@ TEST(ExtArgs, EveryBadFieldIsNamed) {
          a.batch = 1;  // a plain [1, total, ...] call otherwise
        }},
   };
-  for (const Bad &b : cases) expect_refused(b);
+  for (const BadField &b : cases) expect_refused(b);
 }
 
 TEST(ExtArgs, StructSizeGrowth) {

@@ -30,17 +30,17 @@ namespace sm90 = flashbox::sm90;
 
 constexpr int kBM = 128, kBN = 128;
 
-struct Window {
+struct WalkWindow {
   int window_left = -1, window_right = -1;
 };
 
 // FlexAttention-layout lists of one (batch, head) row set from dense kinds [nq][nk].
-struct Lists {
+struct WalkLists {
   std::vector<int32_t> kv_num, kv_idx, full_num, full_idx;
   int width = 0;
 };
-Lists encode(const std::vector<uint8_t> &kinds, int nq, int nk, std::mt19937_64 &rng) {
-  Lists l;
+WalkLists encode(const std::vector<uint8_t> &kinds, int nq, int nk, std::mt19937_64 &rng) {
+  WalkLists l;
   l.width = nk + 1;
   l.kv_num.assign(size_t(nq), 0), l.full_num.assign(size_t(nq), 0);
   l.kv_idx.assign(size_t(nq * l.width), 555), l.full_idx.assign(size_t(nq * l.width), -555);
@@ -62,10 +62,10 @@ Lists encode(const std::vector<uint8_t> &kinds, int nq, int nk, std::mt19937_64 
 // One random problem: its mask fields as the kernel (DeviceMaskExt) and core::visible take them.
 struct Problem {
   int sq = 1, sk = 1, prefix_len = 0, q_block = 128, kv_block = 128;
-  Window w;
+  WalkWindow w;
   std::vector<int32_t> dq, dk;
   std::vector<uint8_t> kinds;  // dense block kinds [nq][nk]; empty: no block mask
-  Lists lists;
+  WalkLists lists;
   // A mask mod (block masks only): its bit tiles per partial entry, written from mod_value.
   std::vector<uint32_t> mod_bits;
   std::vector<int64_t> mod_base;
@@ -298,14 +298,14 @@ TEST(MaskWalkSm90, EveryVisiblePairExactlyOnce) {
 
 TEST(MaskWalkSm90, EmptyWalks) {
   cu::DeviceMaskExt x;
-  const Window causal{-1, 0};
+  const WalkWindow causal{-1, 0};
   // Rows past the used ones, and no key at all: nothing walked.
   EXPECT_EQ(sm90::ext_walk(causal, x, 0, 0, 1, kBM, kBN, 128, 500, 0, 500).count, 0);
   EXPECT_EQ(sm90::ext_walk(causal, x, 0, 0, 0, kBM, kBN, 100, 0, 0, 0).count, 0);
   // Documents whose span is empty: nothing walked.
   const int32_t dq[2] = {1, 1}, dk[2] = {2, 2};
   x.doc_q = dq, x.doc_k = dk;
-  EXPECT_EQ(sm90::ext_walk(Window{}, x, 0, 0, 0, kBM, kBN, 2, 2, 0, 0).count, 0);
+  EXPECT_EQ(sm90::ext_walk(WalkWindow{}, x, 0, 0, 0, kBM, kBN, 2, 2, 0, 0).count, 0);
   // A causal range: tiles from the diagonal's down to 0.
   cu::DeviceMaskExt plain;
   const sm90::ExtWalk w = sm90::ext_walk(causal, plain, 0, 0, 2, kBM, kBN, 512, 512, 0, 512);
@@ -320,13 +320,13 @@ TEST(MaskWalkSm90, MalformedListsGiveDeadTiles) {
   std::mt19937_64 rng(11);
   const int nq = 2, nk = 3;
   std::vector<uint8_t> kinds(size_t(nq * nk), core::kBlockPartial);
-  Lists l = encode(kinds, nq, nk, rng);
+  WalkLists l = encode(kinds, nq, nk, rng);
   l.kv_idx[0] = -1, l.kv_idx[1] = 1 << 29, l.kv_idx[2] = 2;  // out of range both ways, then block 2
   l.kv_num[1] = 1 << 30;                                     // over the row: clamped to min(width, nk)
   cu::DeviceMaskExt x;
   x.kv_num = l.kv_num.data(), x.kv_idx = l.kv_idx.data();
   x.q_block = 128, x.kv_block = 256, x.max_kv = l.width, x.num_q_blocks = nq, x.num_kv_blocks = nk;
-  const sm90::ExtWalk w = sm90::ext_walk(Window{}, x, 0, 0, 0, kBM, kBN, 256, 600, 0, 600);
+  const sm90::ExtWalk w = sm90::ext_walk(WalkWindow{}, x, 0, 0, 0, kBM, kBN, 256, 600, 0, 600);
   ASSERT_EQ(w.tiles_per_block, 2);
   ASSERT_EQ(w.count, nk * 2);
   int kind = -1;
@@ -340,7 +340,7 @@ TEST(MaskWalkSm90, MalformedListsGiveDeadTiles) {
   EXPECT_EQ(n, 4);
   EXPECT_EQ(sm90::ext_walk_tile(x, w, 5, kBN, 600, &kind), 0);
   EXPECT_EQ(kind, sm90::kTileDead);
-  EXPECT_EQ(sm90::ext_walk(Window{}, x, 0, 0, 1, kBM, kBN, 256, 600, 0, 600).count, nk * 2);
+  EXPECT_EQ(sm90::ext_walk(WalkWindow{}, x, 0, 0, 1, kBM, kBN, 256, 600, 0, 600).count, nk * 2);
 }
 
 // The element rule's document bits: bit ext_doc_bit(i) of a lane is its score i's column (the wgmma
@@ -420,12 +420,12 @@ TEST(MaskWalkSm90, ModRowsGiveEveryScoreItsBit) {
                  ", lists " + std::to_string(bm_batch) + " x " + std::to_string(bm_heads) + ", mod " +
                  std::to_string(mod_batch) + " x " + std::to_string(mod_heads));
     // Lists of every (list batch, list head) row set, one after another (the rows' order of block_row).
-    Lists all;
+    WalkLists all;
     all.width = nk + 1;
     for (int rows = 0; rows < bm_batch * bm_heads; ++rows) {
       std::vector<uint8_t> kinds(size_t(nq * nk));
       for (uint8_t &k : kinds) k = uint8_t(uni(0, 2));
-      const Lists l = encode(kinds, nq, nk, rng);
+      const WalkLists l = encode(kinds, nq, nk, rng);
       all.kv_num.insert(all.kv_num.end(), l.kv_num.begin(), l.kv_num.end());
       all.kv_idx.insert(all.kv_idx.end(), l.kv_idx.begin(), l.kv_idx.end());
       all.full_num.insert(all.full_num.end(), l.full_num.begin(), l.full_num.end());
@@ -443,7 +443,7 @@ TEST(MaskWalkSm90, ModRowsGiveEveryScoreItsBit) {
     for (int b = 0; b < batch; ++b)
       for (int h = 0; h < heads; ++h)
         for (int mb = 0; mb * kBM < sq; ++mb) {
-          const sm90::ExtWalk w = sm90::ext_walk(Window{}, x, b, h, mb, kBM, kBN, sq, sk, 0, sk);
+          const sm90::ExtWalk w = sm90::ext_walk(WalkWindow{}, x, b, h, mb, kBM, kBN, sq, sk, 0, sk);
           const cu::BlockRow row = cu::block_row(x, b, h, mb * kBM / q_block);
           ASSERT_EQ(w.count, (row.partial + row.full) * (kv_block / kBN));
           for (int it = 0; it < w.count; ++it) {

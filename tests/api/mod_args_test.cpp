@@ -23,14 +23,6 @@ using flashbox::test::MaskData;
 
 namespace {
 
-// A value outside the C enum's range, written as the int a C caller would store (not loaded as a
-// C++ enum: that is undefined behaviour).
-template <class Field>
-void store_int(Field &field, int value) {
-  static_assert(sizeof(Field) == sizeof(int));
-  std::memcpy(&field, &value, sizeof value);
-}
-
 const char kMask[] = "bool m(int b, int h, int q, int kv) { return kv <= q; }";
 
 flashbox_mod_desc mask_desc() {
@@ -79,7 +71,7 @@ TEST(ModDesc, MalformedDeclarationsAreRefusedByName) {
        FLASHBOX_ERR_INVALID_ARGUMENT, "desc->aux[1].rank = 5"},
       {"aux rank 0", [](auto &x, auto *a) { x.num_aux = 2, x.aux = a, a[0].rank = 0; },
        FLASHBOX_ERR_INVALID_ARGUMENT, "desc->aux[0].rank = 0"},
-      {"aux dtype", [](auto &x, auto *a) { x.num_aux = 2, x.aux = a, store_int(a[1].dtype, 17); },
+      {"aux dtype", [](auto &x, auto *a) { x.num_aux = 2, x.aux = a, flashbox::test::store_int(a[1].dtype, 17); },
        FLASHBOX_ERR_UNSUPPORTED_DTYPE, "desc->aux[1].dtype = 17"},
       {"aux name", [](auto &x, auto *a) { x.num_aux = 2, x.aux = a, a[0].name = "doc ids"; },
        FLASHBOX_ERR_INVALID_ARGUMENT, "desc->aux[0].name"},
@@ -223,7 +215,7 @@ TEST(ModExt, AuxTensorsAreCheckedAgainstTheDeclaration) {
        {"mask_mod_aux[0] (doc).data is NULL", "8 element"}},
       {"rank > 4", [](auto *t) { t[1].rank = 5; }, FLASHBOX_ERR_INVALID_ARGUMENT, {"mask_mod_aux[1] (bias).rank = 5"}},
       {"rank differs", [](auto *t) { t[0].rank = 1; }, FLASHBOX_ERR_INVALID_ARGUMENT, {"declares rank 2"}},
-      {"dtype unknown", [](auto *t) { store_int(t[0].dtype, 9); }, FLASHBOX_ERR_UNSUPPORTED_DTYPE,
+      {"dtype unknown", [](auto *t) { flashbox::test::store_int(t[0].dtype, 9); }, FLASHBOX_ERR_UNSUPPORTED_DTYPE,
        {"(doc).dtype = 9"}},
       {"dtype differs", [](auto *t) { t[1].dtype = FLASHBOX_AUX_FLOAT16; }, FLASHBOX_ERR_UNSUPPORTED_DTYPE,
        {"float16", "declares bfloat16"}},

@@ -15,12 +15,6 @@ using flashbox::test::AttentionData;
 
 namespace {
 
-template <class Field>
-void store_int(Field &field, int value) {
-  static_assert(sizeof(Field) == sizeof(int));
-  std::memcpy(&field, &value, sizeof value);
-}
-
 struct RawEnum {
   const char *field;
   int value;
@@ -38,9 +32,9 @@ TEST_P(RawEnums, AreRefusedByValue) {
   flashbox_attention_args a = d.args;
   const RawEnum e = GetParam();
   const std::string field = e.field;
-  if (field == "device") store_int(a.device, e.value);
-  if (field == "dtype") store_int(a.dtype, e.value);
-  if (field == "impl") store_int(a.impl, e.value);
+  if (field == "device") flashbox::test::store_int(a.device, e.value);
+  if (field == "dtype") flashbox::test::store_int(a.dtype, e.value);
+  if (field == "impl") flashbox::test::store_int(a.impl, e.value);
   const std::vector<uint8_t> o_before = d.o_bytes();
   EXPECT_EQ(flashbox_attention_forward(&a), e.code);
   const std::string msg = flashbox_last_error();

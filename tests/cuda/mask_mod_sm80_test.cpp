@@ -123,3 +123,5 @@ TEST(MaskModSm80Refusals, WrongArchHostAuxBadBlocksScoreMods) {
 
 }  // namespace
 }  // namespace flashbox::test
+
+#undef SKIP_WITHOUT_GPU_PIN_SM80  // a macro of this file only (tests compile in unity batches)

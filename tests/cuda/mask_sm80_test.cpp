@@ -225,3 +225,5 @@ TEST(MaskSm80BlockSparse, RefusesBlocksTheKernelsCannotTile) {
 
 }  // namespace
 }  // namespace flashbox::test
+
+#undef SKIP_WITHOUT_GPU_PIN_SM80  // a macro of this file only (tests compile in unity batches)

@@ -28,6 +28,14 @@
 
 namespace flashbox::test {
 
+// A value outside a C enum's range, written as the int a C caller would store (not loaded as a C++
+// enum: that is undefined behaviour).
+template <class Field>
+void store_int(Field &field, int value) {
+  static_assert(sizeof(Field) == sizeof(int));
+  std::memcpy(&field, &value, sizeof value);
+}
+
 enum class Layout {
   BTHD,    // [batch, seq, head, dim], dense
   BHTD,    // [batch, head, seq, dim], dense

@@ -1,4 +1,4 @@
-// BadField fields of flashbox_attention_ext: each refused with its own code and a message naming the
+// Bad fields of flashbox_attention_ext: each refused with its own code and a message naming the
 // field and its value, nothing written to o / lse or dq / dk / dv; struct_size growth rules; the
 // extension off (NULL, or every field off) is exactly the plain call; cuda refuses what it lacks.
 #include <gtest/gtest.h>

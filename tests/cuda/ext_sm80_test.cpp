@@ -30,14 +30,12 @@
 #include "support/attention_case.hpp"
 #include "support/device_buffers.hpp"
 #include "support/ext_tensors.hpp"
+#include "support/gpu_check.hpp"
 #include "support/mods_case.hpp"
 #include "support/output_error.hpp"
 
 namespace flashbox::test {
 namespace {
-
-#define SKIP_WITHOUT_CUDA_EXT() \
-  if (flashbox_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: the CUDA extension is not run"
 
 // The shape and mods (support/mods_case.hpp), then:
 struct ExtCase : ModsCase {
@@ -258,22 +256,22 @@ const std::vector<ExtCase> kWideLarge = {
 };
 
 TEST(ExtSm80, HeadDimsAbove128) {
-  SKIP_WITHOUT_CUDA_EXT();
+  SKIP_WITHOUT_GPU();
   for (const ExtCase &c : kWideSmall) run_case(c);
 }
 
 TEST(ExtSm80, HeadDimsAbove128Large) {
-  SKIP_WITHOUT_CUDA_EXT();
+  SKIP_WITHOUT_GPU();
   for (const ExtCase &c : kWideLarge) run_case(c);
 }
 
 TEST(ExtSm80, SmallCases) {
-  SKIP_WITHOUT_CUDA_EXT();
+  SKIP_WITHOUT_GPU();
   for (const ExtCase &c : kSmall) run_case(c);
 }
 
 TEST(ExtSm80, LargeCases) {
-  SKIP_WITHOUT_CUDA_EXT();
+  SKIP_WITHOUT_GPU();
   for (const ExtCase &c : kLarge) run_case(c);
 }
 
@@ -281,7 +279,7 @@ TEST(ExtSm80, LargeCases) {
 // longer-than-max_seqlen prefix sums must still give a successful call with every guard intact and no
 // CUDA error (the values of the rows they name are unspecified; src/cuda/common/varlen_span.cuh).
 TEST(ExtSm80, MalformedCuSeqlensStayInBounds) {
-  SKIP_WITHOUT_CUDA_EXT();
+  SKIP_WITHOUT_GPU();
   const int64_t total = 100, heads = 2, d = 64;
   std::mt19937_64 rng(7);
   const std::vector<uint16_t> x = random_values(size_t(total * heads * d), FLASHBOX_BFLOAT16, rng, 1.0f);
@@ -334,5 +332,3 @@ TEST(ExtSm80, HeadDimRule) {
 
 }  // namespace
 }  // namespace flashbox::test
-
-#undef SKIP_WITHOUT_CUDA_EXT  // a macro of this file only (tests compile in unity batches)

@@ -325,7 +325,7 @@ def _varlen_from_mask(query, key, value, ids, window, opts):
         raise ValueError(f"flashbox transformers backend: the mask covers {n} key slots, the layer has {Tq} queries")
     if key.shape[2] > n:  # a static cache's slots past the last token
         key, value = key[:, :, :n], value[:, :, :n]
-    if p.dense and (not causal or Tq <= n):  # causal: the queries are the last Tq slots (bottom-right)
+    if p.dense:  # causal: the queries are the last Tq slots (bottom-right; Tq <= n, checked above)
         return flash_attn_func(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), window_size=window,
                                **opts)
     if p.idx_q.numel() == 0:  # no token at all: nothing to attend

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "backward_case.hpp"
-#include "cuda/family_pin.hpp"
+#include "support/family_pin.hpp"
 
 #ifdef FLASHBOX_HAVE_CUDA
 #include <cuda_runtime.h>

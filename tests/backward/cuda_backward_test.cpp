@@ -21,7 +21,7 @@
 
 #include "cuda/backward/sm90/bwd_route.hpp"
 #include "cuda/backward/sm90/det_walk.hpp"
-#include "cuda/family_pin.hpp"
+#include "support/family_pin.hpp"
 #include "support/gpu_check.hpp"
 
 namespace flashbox::test {

@@ -13,14 +13,6 @@
 namespace flashbox::test {
 namespace {
 
-struct Mask {
-  int causal;
-  cp::Layout layout;
-};
-constexpr Mask kMasks[] = {{0, cp::Layout::CONTIGUOUS},
-                           {0, cp::Layout::ZIGZAG},
-                           {1, cp::Layout::ZIGZAG},
-                           {1, cp::Layout::CONTIGUOUS}};
 constexpr int kWorlds[] = {1, 2, 3, 4, 8};
 
 AttentionCase global_case(int world, int64_t S, int causal, int64_t hq, int64_t hkv, flashbox_dtype dtype) {
@@ -34,14 +26,7 @@ AttentionCase global_case(int world, int64_t S, int causal, int64_t hq, int64_t 
                        .causal = causal};
 }
 
-// Relative difference of two dense outputs (the ring's and the single call's).
-double rel_diff(const std::vector<double> &a, const std::vector<double> &b) {
-  double d2 = 0, r2 = 0;
-  for (size_t i = 0; i < a.size(); ++i) d2 += (a[i] - b[i]) * (a[i] - b[i]), r2 += b[i] * b[i];
-  return std::sqrt(d2 / r2);
-}
-
-void run_forward(int world, int64_t S, Mask m, cp::Variant variant, int64_t hq, int64_t hkv, flashbox_dtype dtype) {
+void run_forward(int world, int64_t S, RingMask m, cp::Variant variant, int64_t hq, int64_t hkv, flashbox_dtype dtype) {
   const cp::Options opt{m.layout, variant};
   RingForwardCase rc(global_case(world, S, m.causal, hq, hkv, dtype), world, opt);
   ASSERT_EQ(cp::forward_simulated(rc.args.data(), world, opt), 0) << rc.name() << ": " << cp::last_error();
@@ -58,7 +43,7 @@ void run_forward(int world, int64_t S, Mask m, cp::Variant variant, int64_t hq, 
   EXPECT_LT(rel_diff(ring_out, d.output_dense()), d.tolerance()) << "ring vs single call: " << rc.name();
 }
 
-void run_backward(int world, int64_t S, Mask m, cp::Variant variant, int64_t hq, int64_t hkv, flashbox_dtype dtype) {
+void run_backward(int world, int64_t S, RingMask m, cp::Variant variant, int64_t hq, int64_t hkv, flashbox_dtype dtype) {
   const cp::Options opt{m.layout, variant};
   RingBackwardCase rc(global_case(world, S, m.causal, hq, hkv, dtype), world, opt);
   ASSERT_EQ(cp::backward_simulated(rc.grads.data(), world, opt), 0) << rc.name() << ": " << cp::last_error();
@@ -75,19 +60,19 @@ std::vector<std::pair<int64_t, int64_t>> heads_for(int world) {
 class CpuRing : public ::testing::TestWithParam<cp::Variant> {};
 
 TEST_P(CpuRing, ForwardFp32EveryMaskAndWorld) {
-  for (const Mask &m : kMasks)
+  for (const RingMask &m : kRingMasks)
     for (int world : kWorlds)
       for (auto [hq, hkv] : heads_for(world)) run_forward(world, 10, m, GetParam(), hq, hkv, FLASHBOX_FLOAT32);
 }
 
 TEST_P(CpuRing, BackwardFp32EveryMaskAndWorld) {
-  for (const Mask &m : kMasks)
+  for (const RingMask &m : kRingMasks)
     for (int world : kWorlds)
       for (auto [hq, hkv] : heads_for(world)) run_backward(world, 10, m, GetParam(), hq, hkv, FLASHBOX_FLOAT32);
 }
 
 TEST_P(CpuRing, Bf16ForwardAndBackward) {
-  for (const Mask &m : kMasks)
+  for (const RingMask &m : kRingMasks)
     for (int world : {2, 3, 8}) {
       run_forward(world, 12, m, GetParam(), 4, 1, FLASHBOX_BFLOAT16);
       run_backward(world, 12, m, GetParam(), 4, 1, FLASHBOX_BFLOAT16);

@@ -71,15 +71,6 @@ constexpr Shape kShapes[] = {{2, 256, 2, 4, 2, 128},
                              {4, 128, 1, 8, 2, 128},
                              {8, 96, 1, 4, 1, 64}};
 
-struct Mask {
-  int causal;
-  cp::Layout layout;
-};
-constexpr Mask kMasks[] = {{0, cp::Layout::CONTIGUOUS},
-                           {0, cp::Layout::ZIGZAG},
-                           {1, cp::Layout::ZIGZAG},
-                           {1, cp::Layout::CONTIGUOUS}};
-
 AttentionCase global_case(const Shape &s, int causal) {
   return AttentionCase{.batch = s.batch,
                        .seqlen_q = s.world * s.S,
@@ -92,13 +83,7 @@ AttentionCase global_case(const Shape &s, int causal) {
                        .device = FLASHBOX_CUDA};
 }
 
-double rel_diff(const std::vector<double> &a, const std::vector<double> &b) {
-  double d2 = 0, r2 = 0;
-  for (size_t i = 0; i < a.size(); ++i) d2 += (a[i] - b[i]) * (a[i] - b[i]), r2 += b[i] * b[i];
-  return std::sqrt(d2 / r2);
-}
-
-void gpu_forward(const Shape &s, Mask m, cp::Variant variant) {
+void gpu_forward(const Shape &s, RingMask m, cp::Variant variant) {
   const cp::Options opt{m.layout, variant};
   RingForwardCase rc(global_case(s, m.causal), s.world, opt);
   Mirror mirror;
@@ -141,7 +126,7 @@ void mirror_grad(Mirror &mirror, RingBackwardCase &rc, int r) {
   g.dv = mirror.add(rc.dv[i]);
 }
 
-void gpu_backward(const Shape &s, Mask m, cp::Variant variant) {
+void gpu_backward(const Shape &s, RingMask m, cp::Variant variant) {
   const cp::Options opt{m.layout, variant};
   RingBackwardCase rc(global_case(s, m.causal), s.world, opt);
   Mirror mirror;
@@ -165,20 +150,20 @@ class GpuRing : public ::testing::TestWithParam<cp::Variant> {};
 TEST_P(GpuRing, ForwardEveryMaskAndWorld) {
   SKIP_WITHOUT_GPU();
   for (const Shape &s : kShapes)
-    for (const Mask &m : kMasks) gpu_forward(s, m, GetParam());
+    for (const RingMask &m : kRingMasks) gpu_forward(s, m, GetParam());
 }
 
 TEST_P(GpuRing, BackwardEveryMaskAndWorld) {
   SKIP_WITHOUT_GPU();
   for (const Shape &s : kShapes)
-    for (const Mask &m : kMasks) gpu_backward(s, m, GetParam());
+    for (const RingMask &m : kRingMasks) gpu_backward(s, m, GetParam());
 }
 
 // A small case for compute-sanitizer (memcheck): both passes, causal zigzag and non-causal.
 TEST_P(GpuRing, Small) {
   SKIP_WITHOUT_GPU();
   const Shape s{3, 64, 1, 2, 1, 64};
-  for (const Mask &m : {kMasks[0], kMasks[2]}) {
+  for (const RingMask &m : {kRingMasks[0], kRingMasks[2]}) {
     gpu_forward(s, m, GetParam());
     gpu_backward(s, m, GetParam());
   }

@@ -6,6 +6,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
@@ -19,6 +20,23 @@ namespace flashbox::test {
 
 inline const char *layout_label(cp::Layout l) { return l == cp::Layout::ZIGZAG ? "zigzag" : "contiguous"; }
 inline const char *variant_label(cp::Variant v) { return v == cp::Variant::RING ? "ring" : "all_gather"; }
+
+// The masks the ring tests run (CPU and GPU): causal or not, each in both token layouts.
+struct RingMask {
+  int causal;
+  cp::Layout layout;
+};
+inline constexpr RingMask kRingMasks[] = {{0, cp::Layout::CONTIGUOUS},
+                                          {0, cp::Layout::ZIGZAG},
+                                          {1, cp::Layout::ZIGZAG},
+                                          {1, cp::Layout::CONTIGUOUS}};
+
+// Relative difference of two dense outputs (the ring's and the single call's).
+inline double rel_diff(const std::vector<double> &a, const std::vector<double> &b) {
+  double d2 = 0, r2 = 0;
+  for (size_t i = 0; i < a.size(); ++i) d2 += (a[i] - b[i]) * (a[i] - b[i]), r2 += b[i] * b[i];
+  return std::sqrt(d2 / r2);
+}
 
 inline void poison_bytes(std::vector<uint8_t> &b) {
   for (size_t i = 0; i < b.size(); ++i) b[i] = (i & 1) ? 0x7f : 0xff;

@@ -25,11 +25,11 @@
 #include <string>
 #include <vector>
 
-#include "cuda/family_pin.hpp"
 #include "flashbox/flashbox.h"
 #include "support/attention_case.hpp"
 #include "support/device_buffers.hpp"
 #include "support/ext_tensors.hpp"
+#include "support/family_pin.hpp"
 #include "support/gpu_check.hpp"
 #include "support/mods_case.hpp"
 #include "support/output_error.hpp"

@@ -18,8 +18,8 @@
 
 #include "api/tuning.hpp"
 #include "core/masks.hpp"
-#include "cuda/family_pin.hpp"
 #include "flashbox/flashbox.h"
+#include "support/family_pin.hpp"
 #include "support/mask_mod_call.hpp"
 
 namespace flashbox::test {
@@ -29,10 +29,8 @@ using namespace mask_mod;
 
 // On a Hopper the sm90 mask-family kernels take some of these calls (their suites:
 // tests/sm90/sm90_mask_mod_test.cpp), so every test here pins both passes to the family it tests (for
-// itself: the program's other suites keep the library's choice).
-#define SKIP_WITHOUT_GPU_PIN_SM80()                                                                     \
-  if (flashbox_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: mask mods are not run"; \
-  const PinnedFamily pin_sm80(FLASHBOX_FAMILY_SM80)
+// itself: the program's other suites keep the library's choice): SKIP_WITHOUT_GPU_PIN_SM80,
+// support/family_pin.hpp.
 
 const Kernels kSm80{"cuda_flash_sm80_", "", "cuda_flash_bwd_sm80_", "cuda_flash_bwd_sm80_"};
 
@@ -123,5 +121,3 @@ TEST(MaskModSm80Refusals, WrongArchHostAuxBadBlocksScoreMods) {
 
 }  // namespace
 }  // namespace flashbox::test
-
-#undef SKIP_WITHOUT_GPU_PIN_SM80  // a macro of this file only (tests compile in unity batches)

@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "core/masks.hpp"
-#include "cuda/family_pin.hpp"
 #include "flashbox/flashbox.h"
 #include "support/device_buffers.hpp"
+#include "support/family_pin.hpp"
 #include "support/mask_case.hpp"
 #include "support/mask_device_call.hpp"
 
@@ -37,10 +37,8 @@ namespace core = flashbox::core;
 // The sm90 forward takes the bf16 fixed-length cases at head dims up to 128 as well, and the sm90
 // backward the bf16 document-id and prefix-LM cases at head dims 72..128 (their suites:
 // tests/sm90/sm90_mask_test.cpp), so every test here pins both passes to the family it tests (for
-// itself: the program's other suites keep the library's choice).
-#define SKIP_WITHOUT_GPU_PIN_SM80()                                                                                       \
-  if (flashbox_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: the CUDA mask families are not run"; \
-  const PinnedFamily pin_sm80(FLASHBOX_FAMILY_SM80)
+// itself: the program's other suites keep the library's choice): SKIP_WITHOUT_GPU_PIN_SM80,
+// support/family_pin.hpp.
 
 using mask_gpu::DeviceCall;
 using mask_gpu::document_ids;
@@ -225,5 +223,3 @@ TEST(MaskSm80BlockSparse, RefusesBlocksTheKernelsCannotTile) {
 
 }  // namespace
 }  // namespace flashbox::test
-
-#undef SKIP_WITHOUT_GPU_PIN_SM80  // a macro of this file only (tests compile in unity batches)

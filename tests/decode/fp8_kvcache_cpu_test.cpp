@@ -17,13 +17,6 @@
 namespace flashbox::test {
 namespace {
 
-void run_cpu(const KvCase &c) {
-  KvData d(c);
-  ASSERT_EQ(flashbox_attention_kvcache(&d.args), 0) << flashbox_last_error() << d.name();
-  EXPECT_STREQ(flashbox_last_kernel(), "cpu_kvcache_rowwise") << d.name();
-  d.check();
-}
-
 KvCase fp8_case() {
   KvCase c;
   c.fp8_cache = true, c.k_outliers = true;
@@ -144,20 +137,6 @@ TEST(Fp8KvcacheCpu, AppendRoundsToNearestEvenAndSaturates) {
   EXPECT_EQ(p.k_cache[7], 0);
   // Rows other than the appended one are untouched.
   for (size_t i = AppendProbe::D; i < p.k_cache.size(); ++i) ASSERT_EQ(p.k_cache[i], 0x11) << i;
-}
-
-// Calls after `mutate`, expects `code` and `needle` in the message, and that o, lse and both caches are
-// unchanged.
-template <class Mutate>
-void expect_refused(KvData &d, int code, const std::string &needle, Mutate mutate) {
-  mutate(d);
-  const auto o0 = d.o, k0 = d.k_cache, v0 = d.v_cache;
-  const auto lse0 = d.lse;
-  EXPECT_EQ(flashbox_attention_kvcache(&d.args), code) << flashbox_last_error() << d.name();
-  EXPECT_NE(std::string(flashbox_last_error()).find(needle), std::string::npos) << flashbox_last_error();
-  EXPECT_TRUE(d.o == o0) << "o was written by a refused call";
-  EXPECT_TRUE(d.k_cache == k0 && d.v_cache == v0) << "the cache was written by a refused call";
-  EXPECT_EQ(std::memcmp(d.lse.data(), lse0.data(), lse0.size() * 4), 0) << "lse was written by a refused call";
 }
 
 TEST(Fp8KvcacheCpuRefuses, BadScales) {

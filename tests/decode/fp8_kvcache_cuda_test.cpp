@@ -8,25 +8,17 @@
 // sinks and the masking options. Skips without a GPU. Seeds are printed with every failure (FLASHBOX_TEST_SEED).
 #include <gtest/gtest.h>
 
-#include <ostream>
 #include <string>
 #include <vector>
 
 #include "decode/kvcache_case.hpp"
+#include "support/gpu_check.hpp"
 
 namespace flashbox::test {
 namespace {
 
-#ifdef FLASHBOX_HAVE_CUDA
-bool have_gpu() { return flashbox_cuda_device_count() > 0; }
-#define SKIP_WITHOUT_GPU() \
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device visible: the fp8 decode kernels need a GPU"
-#else
-#define SKIP_WITHOUT_GPU() GTEST_SKIP() << "built without CUDA: the fp8 decode kernels are not compiled"
-#endif
-
 // Runs the case on the GPU and checks o, lse and the cache; returns the kernel's name.
-std::string run_cuda(KvCase c) {
+std::string run_cuda_fp8(KvCase c) {
 #ifdef FLASHBOX_HAVE_CUDA
   c.device = FLASHBOX_CUDA;
   KvData d(c);
@@ -52,16 +44,6 @@ KvCase fp8_case(CacheLayout layout, int64_t page_size, int64_t head_dim, int64_t
   return c;
 }
 
-struct GpuCase {
-  CacheLayout layout;
-  int64_t page_size, head_dim, heads_q, heads_kv;
-};
-
-void PrintTo(const GpuCase &g, std::ostream *os) {
-  *os << layout_name(g.layout) << " page " << g.page_size << " d" << g.head_dim << " h" << g.heads_q << "/"
-      << g.heads_kv;
-}
-
 class Fp8KvcacheCuda : public ::testing::TestWithParam<GpuCase> {};
 
 TEST_P(Fp8KvcacheCuda, MatchesReference) {
@@ -75,7 +57,7 @@ TEST_P(Fp8KvcacheCuda, MatchesReference) {
             KvCase c = fp8_case(g.layout, g.page_size, g.head_dim, g.heads_q, g.heads_kv);
             c.seqlen_q = seqlen_q, c.seqlen_new = append ? seqlen_q : 0, c.causal = causal;
             c.num_splits = splits, c.descale = descale;
-            run_cuda(c);
+            run_cuda_fp8(c);
           }
 }
 
@@ -104,7 +86,7 @@ TEST(Fp8KvcacheCudaShapes, Lengths) {
           KvCase c = fp8_case(layout, page, 128, 32, 8);
           c.batch = 5, c.capacity = 4097 + 1, c.seqlen_new = seqlen_new, c.num_splits = splits, c.causal = 1;
           c.lengths = {0, 1, 17, 1000, 4097};
-          run_cuda(c);
+          run_cuda_fp8(c);
         }
 }
 
@@ -113,9 +95,9 @@ TEST(Fp8KvcacheCudaShapes, LongCacheManySplits) {
   for (CacheLayout layout : {CacheLayout::Contiguous, CacheLayout::Paged}) {
     KvCase c = fp8_case(layout, 16, 128, 32, 8);
     c.batch = 1, c.capacity = 20000, c.seqlen_new = 1, c.causal = 1;
-    run_cuda(c);  // the model chooses many splits for one sequence
+    run_cuda_fp8(c);  // the model chooses many splits for one sequence
     c.num_splits = 200;
-    run_cuda(c);
+    run_cuda_fp8(c);
   }
 }
 
@@ -125,7 +107,7 @@ TEST(Fp8KvcacheCudaShapes, Fp16Queries) {
     for (int splits : {1, 0}) {
       KvCase c = fp8_case(CacheLayout::Paged, 16, d, 8, 2);
       c.dtype = FLASHBOX_FLOAT16, c.seqlen_new = 1, c.num_splits = splits;
-      run_cuda(c);
+      run_cuda_fp8(c);
     }
 }
 
@@ -136,11 +118,11 @@ TEST(Fp8KvcacheCudaShapes, DescalesNoneZeroAndSaturatingAppends) {
   // append saturates).
   KvCase none = fp8_case(CacheLayout::Paged, 16, 128, 32, 8);
   none.descale = 0, none.seqlen_new = 2, none.seqlen_q = 2;
-  run_cuda(none);
+  run_cuda_fp8(none);
   for (int splits : {1, 3}) {
     KvCase z = fp8_case(CacheLayout::Contiguous, 0, 128, 32, 8);
     z.zero_descale = true, z.seqlen_new = 4, z.seqlen_q = 4, z.num_splits = splits;
-    run_cuda(z);
+    run_cuda_fp8(z);
   }
 }
 
@@ -152,7 +134,7 @@ TEST(Fp8KvcacheCudaShapes, SubnormalCodes) {
     for (int descale : {1, 2}) {
       KvCase c = fp8_case(CacheLayout::Paged, 16, 128, 32, 8);
       c.dtype = dt, c.subnormal_codes = true, c.k_outliers = false, c.descale = descale;
-      run_cuda(c);
+      run_cuda_fp8(c);
     }
 }
 
@@ -166,7 +148,7 @@ TEST(Fp8KvcacheCudaShapes, LearnableSinks) {
           KvCase c = fp8_case(layout, 16, 128, 32, 8);
           c.sink = true, c.short_len = 0, c.seqlen_q = seqlen_q, c.seqlen_new = append ? seqlen_q : 0;
           c.causal = 1, c.num_splits = splits;
-          run_cuda(c);
+          run_cuda_fp8(c);
         }
 }
 
@@ -178,7 +160,7 @@ TEST(Fp8KvcacheCudaShapes, MaskingOptions) {
     base.num_splits = splits;
     for (const KvCase &c : masking_variants(
              base, {.causal_window_left = 100, .window_left = 37, .window_right = 5, .softcap = 5.f, .q_scale = 8.f}))
-      run_cuda(c);
+      run_cuda_fp8(c);
   }
 }
 
@@ -188,7 +170,7 @@ TEST(Fp8KvcacheCudaShapes, ManyQueryRowsStayOnTheDecodeKernels) {
   // chunked-prefill route: an fp8 cache stays on the decode kernels (kvcache_prefill.hpp).
   KvCase c = fp8_case(CacheLayout::Contiguous, 0, 128, 8, 2);
   c.batch = 2, c.seqlen_q = 64, c.seqlen_new = 64, c.causal = 1, c.capacity = 300;
-  run_cuda(c);
+  run_cuda_fp8(c);
 }
 
 TEST(Fp8KvcacheCudaRefuses, HostDescalePointer) {

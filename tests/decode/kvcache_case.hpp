@@ -21,6 +21,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -544,5 +545,44 @@ class KvData {
  private:
   static void set3(int64_t *s, int64_t a, int64_t b, int64_t c3) { s[0] = a, s[1] = b, s[2] = c3; }
 };
+
+// The helpers the decode tests share (they compile in unity batches: one definition, not a copy a file).
+
+// The cpu row loop on the case: its kernel ran, and o, lse and the cache match (KvData::check).
+inline void run_cpu(const KvCase &c) {
+  KvData d(c);
+  ASSERT_EQ(flashbox_attention_kvcache(&d.args), 0) << flashbox_last_error() << d.name();
+  EXPECT_STREQ(flashbox_last_kernel(), "cpu_kvcache_rowwise") << d.name();
+  d.check();
+}
+
+// Calls with the tables as modified by `mutate`, expects `code` and `needle` in the message, and that o,
+// lse and both caches are unchanged.
+template <class Mutate>
+void expect_refused(KvData &d, int code, const std::string &needle, Mutate mutate) {
+  mutate(d);
+  const auto o0 = d.o, k0 = d.k_cache, v0 = d.v_cache;
+  const auto lse0 = d.lse;
+  EXPECT_EQ(flashbox_attention_kvcache(&d.args), code) << flashbox_last_error() << d.name();
+  EXPECT_NE(std::string(flashbox_last_error()).find(needle), std::string::npos) << flashbox_last_error();
+  EXPECT_TRUE(d.o == o0) << "o was written by a refused call";
+  EXPECT_TRUE(d.k_cache == k0 && d.v_cache == v0) << "the cache was written by a refused call";
+  EXPECT_EQ(std::memcmp(d.lse.data(), lse0.data(), lse0.size() * 4), 0) << "lse was written by a refused call";
+}
+template <class Mutate>
+void expect_refused(const KvCase &c, int code, const std::string &needle, Mutate mutate) {
+  KvData d(c);
+  expect_refused(d, code, needle, mutate);
+}
+
+// One shape of the GPU tests' parameter lists.
+struct GpuCase {
+  CacheLayout layout;
+  int64_t page_size, head_dim, heads_q, heads_kv;
+};
+inline void PrintTo(const GpuCase &g, std::ostream *os) {
+  *os << layout_name(g.layout) << " page " << g.page_size << " d" << g.head_dim << " h" << g.heads_q << "/"
+      << g.heads_kv;
+}
 
 }  // namespace flashbox::test

@@ -14,13 +14,6 @@
 namespace flashbox::test {
 namespace {
 
-void run_cpu(const KvCase &c) {
-  KvData d(c);
-  ASSERT_EQ(flashbox_attention_kvcache(&d.args), 0) << flashbox_last_error() << d.name();
-  EXPECT_STREQ(flashbox_last_kernel(), "cpu_kvcache_rowwise");
-  d.check();
-}
-
 struct LayoutCase {
   CacheLayout layout;
   int64_t page_size;
@@ -127,20 +120,6 @@ KvCase small_paged() {
   c.dtype = FLASHBOX_BFLOAT16, c.layout = CacheLayout::Paged, c.page_size = 16, c.batch = 3, c.capacity = 64;
   c.seqlen_new = 2, c.heads_q = 4, c.heads_kv = 2, c.head_dim = 16;
   return c;
-}
-
-// Calls with the tables as modified by `mutate`, expects `code` and `needle` in the message, and that o,
-// lse and both caches are unchanged.
-template <class Mutate>
-void expect_refused(KvData &d, int code, const std::string &needle, Mutate mutate) {
-  mutate(d);
-  const auto o0 = d.o, k0 = d.k_cache, v0 = d.v_cache;
-  const auto lse0 = d.lse;
-  EXPECT_EQ(flashbox_attention_kvcache(&d.args), code) << flashbox_last_error();
-  EXPECT_NE(std::string(flashbox_last_error()).find(needle), std::string::npos) << flashbox_last_error();
-  EXPECT_TRUE(d.o == o0) << "o was written by a refused call";
-  EXPECT_TRUE(d.k_cache == k0 && d.v_cache == v0) << "the cache was written by a refused call";
-  EXPECT_EQ(std::memcmp(d.lse.data(), lse0.data(), lse0.size() * 4), 0) << "lse was written by a refused call";
 }
 
 TEST(KvcacheCpuRefuses, PageIndexOutOfRange) {

@@ -5,22 +5,14 @@
 // the combine, and through the chunked-prefill route. Skips without a GPU.
 #include <gtest/gtest.h>
 
-#include <ostream>
 #include <string>
 #include <vector>
 
 #include "decode/kvcache_case.hpp"
+#include "support/gpu_check.hpp"
 
 namespace flashbox::test {
 namespace {
-
-#ifdef FLASHBOX_HAVE_CUDA
-bool have_gpu() { return flashbox_cuda_device_count() > 0; }
-#define SKIP_WITHOUT_GPU() \
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device visible: the decode kernels need a GPU"
-#else
-#define SKIP_WITHOUT_GPU() GTEST_SKIP() << "built without CUDA: the decode kernels are not compiled"
-#endif
 
 // Returns the rows that see no key when the case has sinks (KvData::check_keyless_rows), else 0.
 int64_t run_cuda(KvCase c) {
@@ -37,16 +29,6 @@ int64_t run_cuda(KvCase c) {
   (void)c;
   return 0;
 #endif
-}
-
-struct GpuCase {
-  CacheLayout layout;
-  int64_t page_size, head_dim, heads_q, heads_kv;
-};
-
-void PrintTo(const GpuCase &g, std::ostream *os) {
-  *os << layout_name(g.layout) << " page " << g.page_size << " d" << g.head_dim << " h" << g.heads_q << "/"
-      << g.heads_kv;
 }
 
 class KvcacheCuda : public ::testing::TestWithParam<GpuCase> {};

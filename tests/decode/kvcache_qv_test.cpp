@@ -14,16 +14,10 @@
 #include <vector>
 
 #include "decode/kvcache_case.hpp"
+#include "support/gpu_check.hpp"
 
 namespace flashbox::test {
 namespace {
-
-#ifdef FLASHBOX_HAVE_CUDA
-#define SKIP_WITHOUT_GPU() \
-  if (flashbox_cuda_device_count() <= 0) GTEST_SKIP() << "no CUDA device visible: the explicit forward needs a GPU"
-#else
-#define SKIP_WITHOUT_GPU() GTEST_SKIP() << "built without CUDA: the explicit forward is not compiled"
-#endif
 
 // MLA decode: 64 query/key columns, 512 value columns, qv, one KV head.
 KvCase mla(flashbox_device device) {
@@ -134,20 +128,6 @@ TEST(KvcacheQvCpu, OlderStructSizeReadsTheFieldsAsOff) {
   ASSERT_EQ(flashbox_attention_kvcache(&d.args), FLASHBOX_OK) << flashbox_last_error();
   EXPECT_TRUE(d.o == want.o);
   EXPECT_EQ(std::memcmp(d.lse.data(), want.lse.data(), want.lse.size() * 4), 0);
-}
-
-// The call with `mutate` applied refuses with `code` and `needle`, writing nothing.
-template <class Mutate>
-void expect_refused(const KvCase &c, int code, const std::string &needle, Mutate mutate) {
-  KvData d(c);
-  mutate(d);
-  const auto o0 = d.o, k0 = d.k_cache, v0 = d.v_cache;
-  const auto lse0 = d.lse;
-  EXPECT_EQ(flashbox_attention_kvcache(&d.args), code) << flashbox_last_error();
-  EXPECT_NE(std::string(flashbox_last_error()).find(needle), std::string::npos) << flashbox_last_error();
-  EXPECT_TRUE(d.o == o0) << "o was written by a refused call";
-  EXPECT_TRUE(d.k_cache == k0 && d.v_cache == v0) << "the cache was written by a refused call";
-  EXPECT_EQ(std::memcmp(d.lse.data(), lse0.data(), lse0.size() * 4), 0) << "lse was written by a refused call";
 }
 
 TEST(KvcacheQvCpu, RefusesBadArguments) {

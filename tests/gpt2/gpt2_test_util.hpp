@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -17,8 +18,11 @@ class ScratchDir {
  public:
   ScratchDir() {
     const auto *info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::temp_directory_path() /
-            ("flashbox_gpt2_" + std::string(info ? info->name() : "x") + "_" + std::to_string(getpid()));
+    // One path component: a parameterized test's name ("Name/0") would make a folder inside a folder
+    // that the destructor leaves behind.
+    std::string name = info ? info->name() : "x";
+    std::replace(name.begin(), name.end(), '/', '_');
+    path_ = std::filesystem::temp_directory_path() / ("flashbox_gpt2_" + name + "_" + std::to_string(getpid()));
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }

@@ -28,11 +28,11 @@
 #include "core/masks.hpp"
 #include "cpu/reference_backward_fp64.hpp"
 #include "cpu/reference_fp64.hpp"
-#include "cuda/family_pin.hpp"
 #include "flashbox/flashbox.h"
 #include "sm90/hopper_device.hpp"
 #include "support/attention_case.hpp"
 #include "support/device_buffers.hpp"  // GuardedOutput, DeviceInput
+#include "support/family_pin.hpp"
 #include "support/mods_case.hpp"
 #include "support/output_error.hpp"
 

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 
 namespace flashbox::test {
 
@@ -20,11 +21,30 @@ struct CliResult {
   std::string out, err;
 };
 
-// A fresh temporary path for this process; removed by the caller if it cares.
+// The folder of this process's temp_path files: made on first use, removed with its contents when the
+// process exits (ctest runs each test in a process of its own: one folder a test, none left behind).
+class ProcessTempDir {
+ public:
+  ProcessTempDir()
+      : path_(std::filesystem::temp_directory_path() / ("flashbox_cli_test_" + std::to_string(getpid()))) {
+    std::filesystem::create_directories(path_);
+  }
+  ~ProcessTempDir() {
+    std::error_code ignored;  // an exit handler may not throw
+    std::filesystem::remove_all(path_, ignored);
+  }
+  ProcessTempDir(const ProcessTempDir &) = delete;
+  ProcessTempDir &operator=(const ProcessTempDir &) = delete;
+  const std::filesystem::path &path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// A path in this process's temporary folder; the file goes with the folder at exit.
 inline std::string temp_path(const std::string &name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("flashbox_cli_test_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
+  static const ProcessTempDir dir;
+  return (dir.path() / name).string();
 }
 
 inline std::string read_file(const std::string &path) {

@@ -10,6 +10,7 @@
 
 #include "api/tuning.hpp"
 #include "flashbox/flashbox.h"
+#include "support/gpu_check.hpp"
 
 namespace flashbox::test {
 
@@ -41,3 +42,9 @@ class PinnedFamily {
 };
 
 }  // namespace flashbox::test
+
+// The sm80 suites of a program whose cases a Hopper would partly give to the sm90 families: skips
+// without a CUDA device (gpu_check.hpp), else pins both passes to sm80 for the rest of the test.
+#define SKIP_WITHOUT_GPU_PIN_SM80() \
+  SKIP_WITHOUT_GPU();               \
+  const ::flashbox::test::PinnedFamily pin_sm80_(FLASHBOX_FAMILY_SM80)

@@ -235,7 +235,8 @@ struct Consumer {
   int begin0, end0, begin1, end1;     // the keys each of this thread's two rows sees: [begin, end)
   float alibi_d0, slope;              // MODS: row0 + shift as a float, ALiBi slope in score units (0: off)
   float mods_scale, mods_scale_log2;  // MODS: the unit of a score (scale, or cap with softcap), times log2 e
-  float sink2;  // plain configurations: the tile's learnable sink times log2 e, read at the tile's start
+  float sink2;  // kSinkAtTileStart: the tile's learnable sink times log2 e, read at the tile's start
+  static constexpr bool kSinkAtTileStart = !Cfg::MODS && !Cfg::EXT;  // why: tile_sink2
   float o[DV / 2], m[2], l[2];
   uint32_t qa[Cfg::QREG ? D / 4 : 4];  // Q fragments (QREG)
   PipeState<Cfg::STAGES> ks, vs;       // run on across tiles, like the producer's
@@ -611,10 +612,10 @@ struct Consumer {
   // instructions executed. MODS and EXT decode it here: a register held through their main loop
   // added 8 bytes of spills (ptxas -v).
   __device__ __forceinline__ float tile_sink2(int tile_idx) const {
-    if constexpr (Cfg::MODS || Cfg::EXT)
-      return p.sinks[decode_tile_of<Cfg>(p, tile_idx).h] * kLog2e;
-    else
+    if constexpr (kSinkAtTileStart)
       return sink2;
+    else
+      return p.sinks[decode_tile_of<Cfg>(p, tile_idx).h] * kLog2e;
   }
 
   // O / l into this warpgroup's rows of the staging buffer (the O buffer, or its Q rows; the
@@ -725,7 +726,7 @@ __device__ __forceinline__ void consumer(const FwdParams &p, uint8_t *smem, Barr
     const BlockRange range = block_range(p.mods, tile.m_block, Cfg::BM, Cfg::BN, tile.sq, tile.sk);
     const int row0 = tile.m_block * Cfg::BM + wg * 64 + c.warp * 16 + c.lane / 4;
     const int sk = tile.sk, shift = sk - tile.sq;
-    if (!Cfg::MODS && !Cfg::EXT && p.sinks != nullptr) c.sink2 = p.sinks[tile.h] * kLog2e;
+    if (Consumer<Cfg>::kSinkAtTileStart && p.sinks != nullptr) c.sink2 = p.sinks[tile.h] * kLog2e;
     c.begin0 = cuda::mods_key_begin(p.mods, row0, shift, sk), c.end0 = cuda::mods_key_end(p.mods, row0, shift, sk);
     c.begin1 = cuda::mods_key_begin(p.mods, row0 + 8, shift, sk);
     c.end1 = cuda::mods_key_end(p.mods, row0 + 8, shift, sk);

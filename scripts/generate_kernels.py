@@ -77,7 +77,8 @@ class Row:
     reason: str       # why it exists: which calls it serves
     config: str = ""  # the C++ configuration, {T} for the element type
     dtypes: tuple = (BF16, FP16)
-    traits: dict = field(default_factory=dict)  # sm90 backward: the BwdSm90Traits fields
+    traits: dict = field(default_factory=dict)  # sm90 forward and backward: the FwdSm90Traits / BwdSm90Traits fields
+    mask_ext: bool = False  # sm90 forward: the mask families compiled in (MaskExtConfig)
     generated: bool = True
     group: str = ""   # rows of one group share an instantiation file (in table order), else one file each
     head_dim_v: int = 0  # V's and O's head dim where it differs from head_dim (0: the same)
@@ -97,6 +98,13 @@ def bwd90(head_dim, block_m, variant, reason, dtypes=(BF16, FP16), **flags):
                head_dim_v=flags.get("head_dim_v", 0))
 
 
+def fwd90(head_dim, block_n, consumer_warpgroups, stages=2, **flags):
+    """The FwdSm90Traits fields of an sm90 forward row."""
+    return {"head_dim": head_dim, "block_n": block_n, "consumer_warpgroups": consumer_warpgroups, "stages": stages,
+            **flags}
+
+
+QREG = "q_in_registers({}, {})"  # tile_policy.hpp's rule, so the table and the plan cannot disagree
 TUNING = "tuning interface / tests"
 ROWS = [
     # sm80 forward: instantiated in flash_fwd_sm80.cu itself (one translation unit, three traits, each
@@ -115,42 +123,43 @@ ROWS = [
         "FlashFwdTraits<128, 128, 64, 4, 2>, kExt", generated=False),
     Row("fwd_sm80", 256, "128x32_masks", "head dims 136..256 with the mask families",
         "FlashFwdTraits<256, 128, 32, 8, 2>, kExt", generated=False),
-    # sm90 forward: FwdConfig<T, D, BN, consumer warpgroups (BM = 64 each), stages, Q in registers, MODS, CAP_FUSED>
+    # sm90 forward: FwdSm90Traits (flash_fwd_sm90_config.cuh).
     # A head_dim's configurations share one file, in the order the dispatch names them: compiled apart,
     # cicc/ptxas scheduled the d64 128x128 and d128 128x128 kernels differently (same length, other
     # instruction order), so the grouping keeps their machine code as it is.
     Row("fwd_sm90", 64, "192x128_mods", "softcap and ALiBi calls at head dims 8..64 (the transforms compiled in)",
-        "FwdConfig<{T}, 64, 128, 3, 2, false, true>", group="d64"),
+        traits=fwd90(64, 128, 3, mods=True), group="d64"),
     Row("fwd_sm90", 64, "192x128", "head dims 8..64, the default tile (FA3's causal tile, three consumer warpgroups)",
-        "FwdConfig<{T}, 64, 128, 3, 2>", group="d64"),
+        traits=fwd90(64, 128, 3), group="d64"),
     Row("fwd_sm90", 64, "128x128", f"head dims 8..64 on two consumer warpgroups: {TUNING}",
-        "FwdConfig<{T}, 64, 128, 2, 2>", group="d64"),
+        traits=fwd90(64, 128, 2), group="d64"),
     Row("fwd_sm90", 96, "128x128", "head dims 72..96 (Q in registers; a third less work than on d128)",
-        "FwdConfig<{T}, 96, 128, 2, 2, q_in_registers(96, 128)>", group="d96"),
+        traits=fwd90(96, 128, 2, q_in_registers=QREG.format(96, 128)), group="d96"),
     Row("fwd_sm90", 128, "128x128_mods", "softcap and ALiBi calls at head dims 72..128 (tanh fused into the exponentials)",
-        "FwdConfig<{T}, 128, 128, 2, 2, q_in_registers(128, 128), true, true>", group="d128"),
+        traits=fwd90(128, 128, 2, q_in_registers=QREG.format(128, 128), mods=True, softcap_fused=True),
+        group="d128"),
     Row("fwd_sm90", 128, "128x176", f"FA3's non-causal tile at head_dim 128: {TUNING}",
-        "FwdConfig<{T}, 128, 176, 2, 2>", group="d128"),
+        traits=fwd90(128, 176, 2), group="d128"),
     Row("fwd_sm90", 128, "128x128", "head dims 104..128, the default tile (Q in registers)",
-        "FwdConfig<{T}, 128, 128, 2, 2, q_in_registers(128, 128)>", group="d128"),
+        traits=fwd90(128, 128, 2, q_in_registers=QREG.format(128, 128)), group="d128"),
     Row("fwd_sm90", 192, "128x112", "head dims 136..192 (112 keys: what the shared memory allows)",
-        "FwdConfig<{T}, 192, 112, 2, 2>", group="d192"),
-    Row("fwd_sm90", 256, "128x64", "head dims 200..256", "FwdConfig<{T}, 256, 64, 2, 2>", group="d256"),
+        traits=fwd90(192, 112, 2), group="d192"),
+    Row("fwd_sm90", 256, "128x64", "head dims 200..256", traits=fwd90(256, 64, 2), group="d256"),
     # The mask families (MaskExtConfig: document ids, prefix-LM, attention_chunk, seqused, block masks,
     # mask mods' bit tiles read at run time),
     # fixed length and varlen, bf16, 128 x 128 (tiles that divide FlexAttention's 128 x 128 mask blocks). Files of
     # their own, so the plain rows' machine code stays as it is; other dtypes and head dims run sm80's.
     Row("fwd_sm90", 64, "128x128_masks", "bf16 mask-family calls at head dims 8..64 (cuda/forward/sm90/mask_walk.cuh)",
-        "MaskExtConfig<FwdConfig<{T}, 64, 128, 2, 2>>", dtypes=(BF16,)),
+        traits=fwd90(64, 128, 2), mask_ext=True, dtypes=(BF16,)),
     Row("fwd_sm90", 128, "128x128_masks", "bf16 mask-family calls at head dims 72..128 (Q from shared memory: with Q in registers the walk spilled)",
-        "MaskExtConfig<FwdConfig<{T}, 128, 128, 2, 2>>", dtypes=(BF16,)),
+        traits=fwd90(128, 128, 2), mask_ext=True, dtypes=(BF16,)),
     # (head_dim, head_dim_v) pairs with a kernel of their own (tile_policy.hpp's kDvKernels; other pairs
     # run the kernels above on column slices of V, src/api/head_dim_v_split.hpp). A file of its own: the
     # d192 file's machine code stays as it is.
     Row("fwd_sm90", 192, "dv128_128x128",
         "DeepSeek's prefill, head dims 136..192 with head_dim_v 8..128: P.V and O 128 wide instead of "
         "192 on a zero-padded copy of V, and 128 keys per block where 192 / 192 fits 112",
-        "FwdConfig<{T}, 192, 128, 2, 2, false, false, false, 128>", head_dim_v=128),
+        traits=fwd90(192, 128, 2, head_dim_v=128), head_dim_v=128),
     # sm90 fp8 forward: Fp8Config<D, BN, stages> (e4m3 Q, K, V; V^T from a pre-pass; causal at run time;
     # o in bf16 or fp16 at run time). One kernel per head_dim class: CI compile time.
     Row("fwd_sm90_fp8", 128, "128x128", "e4m3 inputs at head dims 16..128 (FA3's fp8 forward interface)",
@@ -204,34 +213,47 @@ ROWS = [
         head_dim_v=512),
 ]
 
-TRAITS_FIELDS = ["head_dim", "head_dim_v", "block_m", "ascending_order", "dq_lag", "softcap_select", "two_dq_writers",
-                 "masks"]
+TRAITS_FIELDS = {
+    "fwd_sm90": ("FwdSm90Traits", "kFwd", ["head_dim", "head_dim_v", "block_n", "consumer_warpgroups", "stages",
+                                          "q_in_registers", "mods", "softcap_fused"]),
+    "bwd_sm90": ("BwdSm90Traits", "kBwd", ["head_dim", "head_dim_v", "block_m", "ascending_order", "dq_lag",
+                                          "softcap_select", "two_dq_writers", "masks"]),
+}
 
 
 def traits_expr(row):
+    struct, _, fields = TRAITS_FIELDS[row.family]
     parts = []
-    for f in TRAITS_FIELDS:
+    for f in fields:
         v = row.traits.get(f)
         if v is None or v is False:
             continue
         parts.append(f".{f} = {'true' if v is True else v}")
-    return "BwdSm90Traits{" + ", ".join(parts) + "}"
+    return struct + "{" + ", ".join(parts) + "}"
 
 
 def traits_const(row):
-    words = [f"D{row.head_dim}"] + [w.capitalize() for w in row.variant.split("_") if w]
-    return "kBwd" + "".join(words)
+    """The row's named traits constant: kBwdD128DqLag; kFwdD64_192x128_Mods (words apart: tiles are digits)."""
+    _, prefix, _ = TRAITS_FIELDS[row.family]
+    words = [w for w in row.variant.split("_") if w]
+    if row.family == "fwd_sm90":
+        return "_".join([f"{prefix}D{row.head_dim}"] + [w.capitalize() for w in words])
+    return prefix + "".join([f"D{row.head_dim}"] + [w.capitalize() for w in words])
 
 
 def bwd_sm90_config(row, dtype):
     return f"BwdConfig<{dtype}, {traits_const(row)}>"
 
 
+def fwd_sm90_config(row, dtype):
+    cfg = f"FwdConfig<{dtype}, {traits_const(row)}>"
+    return f"MaskExtConfig<{cfg}>" if row.mask_ext else cfg
+
+
 def instantiation_lines(row, dtype):
     """The explicit instantiations (definitions) of one row for one element type."""
     if row.family == "fwd_sm90":
-        cfg = row.config.format(T=dtype)
-        return [f"template cudaError_t launch_config<{cfg}>(const FwdParams &, dim3, cudaStream_t);"]
+        return [f"template cudaError_t launch_config<{fwd_sm90_config(row, dtype)}>(const FwdParams &, dim3, cudaStream_t);"]
     if row.family == "fwd_sm90_fp8":
         return [f"template cudaError_t launch_config<{row.config}>(const FwdFp8Params &, dim3, cudaStream_t);"]
     if row.family == "bwd_sm90":
@@ -289,10 +311,12 @@ def instances_header(fam):
            f"// The {fam.title} instantiations of the kernel table, as extern declarations: the dispatch",
            "// includes this, so it names only instantiations that the generated files define.",
            "#pragma once", f'#include "{guard_include}"', "", f"namespace {fam.namespace} {{", ""]
-    if fam.key == "bwd_sm90":
-        out.append("// The variant of each row (BwdSm90Traits, bwd_sm90_traits.cuh).")
+    if fam.key in TRAITS_FIELDS:
+        struct = TRAITS_FIELDS[fam.key][0]
+        where = {"fwd_sm90": "flash_fwd_sm90_config.cuh", "bwd_sm90": "bwd_sm90_traits.cuh"}[fam.key]
+        out.append(f"// The variant of each row ({struct}, {where}).")
         for r in rows:
-            out.append(f"inline constexpr BwdSm90Traits {traits_const(r)} = {traits_expr(r)};")
+            out.append(f"inline constexpr {struct} {traits_const(r)} = {traits_expr(r)};")
         out.append("")
     for r in rows:
         for dtype in r.dtypes:
@@ -327,8 +351,10 @@ def docs_table():
     for r in ROWS:
         fam = FAMILIES[r.family]
         variant = r.variant.replace("_", " ") or "-"
-        if r.family == "bwd_sm90":
+        if r.family in TRAITS_FIELDS:
             variant = f"`{traits_expr(r)}`"
+            if r.mask_ext:
+                variant = f"`MaskExtConfig` of {variant}"
         elif r.config:
             variant = f"{variant} (`{r.config.format(T='T')}`)"
         where = f"`src/{rel_instance_path(r)}`" if r.generated else "`src/cuda/forward/sm80/flash_fwd_sm80.cu`"

@@ -72,8 +72,32 @@ constexpr bool o_buffer_fits(int bm, int bn, int d, int dv, int stages) {
   return fwd_o_offset(bm, bn, d, dv, stages) + bm * dv * 2 + 1024 <= 227 * 1024;
 }
 
-// QREG: each consumer keeps its Q rows in registers (A operand of S = Q K^T from registers) instead
-// of reading them from shared memory at every K block; D/4 more registers per thread.
+// What makes one instantiation: a structural type, so that every instantiation spells its variant by
+// name, e.g. FwdConfig<__nv_bfloat16, FwdSm90Traits{.head_dim = 64, .block_n = 128, .consumer_warpgroups = 3}>.
+// The generated table of instantiations (scripts/generate_kernels.py, docs/design.md) says which ones
+// exist and which calls each serves; tile_policy.hpp says which one a call gets.
+struct FwdSm90Traits {
+  int head_dim;  // D: 64, 96, 128, 192 or 256, the widest head_dim it serves (zeros past the call's)
+  // DV, V's and O's head dim where it differs from head_dim (0: head_dim). V's stages, the P.V
+  // product's N, the O accumulator (DV / 2 floats per thread) and the epilogue are DV wide; Q, K and
+  // S = Q K^T stay D wide. DV < D and whole 64-column panels (the V and O tiles are whole panels, O
+  // staged in Q's rows fits there). (192, 128) is DeepSeek's prefill (tile_policy.hpp's kDvKernels).
+  int head_dim_v = 0;
+  int block_n;                  // BN: keys per K/V stage
+  int consumer_warpgroups = 2;  // NWG: 64 query rows each (BM = 64 NWG)
+  int stages = 2;               // the K and V rings' depth
+  // QREG: each consumer keeps its Q rows in registers (A operand of S = Q K^T from registers) instead
+  // of reading them from shared memory at every K block; D/4 more registers per thread
+  // (tile_policy.hpp, q_in_registers).
+  bool q_in_registers = false;
+  // MODS: softcap and ALiBi compiled in (both then runtime switches; the window needs no flag).
+  bool mods = false;
+  // CAP_FUSED (mods only): an unmasked later block with a softcap and no ALiBi takes the tanh inside the
+  // optimistic exponentials' loop (Consumer::softmax; head_dim 128 only, docs/perf-history.md sm90 forward
+  // "where the softcap's time goes": 0-3.5 % faster; at head_dim 64 the second softmax path spilled).
+  bool softcap_fused = false;
+};
+
 // head_dim 96 (the one D that is not a multiple of 64): Q, K and O keep the 128B-swizzled 64-column
 // panels, two of them (DL = 128 columns of layout; the TMA zero-fills columns 96..127 and clips
 // them on the store, as for any head_dim below its instantiation's), and the products stop at 96:
@@ -81,23 +105,16 @@ constexpr bool o_buffer_fits(int bm, int bn, int d, int dv, int stages) {
 // N-major operand of O += P V, cannot stop inside a 64-column panel (a 128B-swizzle atom of an
 // N-major operand is 64 columns), so it is three 32-column panels of 64-byte rows, 64B swizzle
 // (V_COLS = 32): one N = 96 product per k-step over exactly the head_dim.
-// DV: V's and O's head dim (head_dim_v; D unless the instantiation says otherwise): V's stages, the
-// P.V product's N, the O accumulator (DV / 2 floats per thread) and the epilogue are DV wide, Q, K and
-// S = Q K^T stay D wide. DV <= D, a multiple of 64 or DV = D (the V and O tiles are whole 64-column
-// panels, O staged in Q's rows fits there). (192, 128) is DeepSeek's prefill (tile_policy.hpp).
-// MODS: softcap and ALiBi compiled in (both then runtime switches; the window needs no flag).
-// CAP_FUSED (MODS only): an unmasked later block with a softcap and no ALiBi takes the tanh inside the
-// optimistic exponentials' loop (Consumer::softmax; head_dim 128 only, docs/perf-history.md sm90 forward
-// "where the softcap's time goes": 0-3.5 % faster; at head_dim 64 the second softmax path spilled).
-template <class T, int D_, int BN_, int NWG_, int STAGES_, bool QREG_ = false, bool MODS_ = false, bool CAP_FUSED_ = false,
-          int DV_ = D_>
+template <class T, FwdSm90Traits V>
 struct FwdConfig {
   using Elem = T;
-  static constexpr int D = D_, DV = DV_, BN = BN_, NWG = NWG_, BM = 64 * NWG_, STAGES = STAGES_;
-  static constexpr bool QREG = QREG_, MODS = MODS_, CAP_FUSED = CAP_FUSED_;
-  static_assert(!CAP_FUSED || MODS_, "the fused softcap is a MODS configuration's");
+  static constexpr FwdSm90Traits TRAITS = V;
+  static constexpr int D = V.head_dim, DV = V.head_dim_v ? V.head_dim_v : V.head_dim, BN = V.block_n;
+  static constexpr int NWG = V.consumer_warpgroups, BM = 64 * NWG, STAGES = V.stages;
+  static constexpr bool QREG = V.q_in_registers, MODS = V.mods, CAP_FUSED = V.softcap_fused;
+  static_assert(!CAP_FUSED || MODS, "the fused softcap is a MODS configuration's");
   // Variable-length batches: head_dim 64, 96 and 128 (the plan declines them for 192 and 256: see epilogue).
-  static constexpr bool VARLEN = D_ <= 128;
+  static constexpr bool VARLEN = D <= 128;
   static constexpr int PANELS = (D + 63) / 64;  // 64-element (128-byte) columns per Q, K, O tile row
   static constexpr int DL = 64 * PANELS;          // the columns of that layout (D, or 128 at D = 96)
   static constexpr int O_PANELS = (DV + 63) / 64;  // the same for V's and O's DV columns

@@ -6,27 +6,41 @@
 
 namespace flashbox::sm90 {
 
-extern template cudaError_t launch_config<FwdConfig<__nv_bfloat16, 64, 128, 3, 2, false, true>>(const FwdParams &, dim3, cudaStream_t);
-extern template cudaError_t launch_config<FwdConfig<__half, 64, 128, 3, 2, false, true>>(const FwdParams &, dim3, cudaStream_t);
-extern template cudaError_t launch_config<FwdConfig<__nv_bfloat16, 64, 128, 3, 2>>(const FwdParams &, dim3, cudaStream_t);
-extern template cudaError_t launch_config<FwdConfig<__half, 64, 128, 3, 2>>(const FwdParams &, dim3, cudaStream_t);
-extern template cudaError_t launch_config<FwdConfig<__nv_bfloat16, 64, 128, 2, 2>>(const FwdParams &, dim3, cudaStream_t);
-extern template cudaError_t launch_config<FwdConfig<__half, 64, 128, 2, 2>>(const FwdParams &, dim3, cudaStream_t);
-extern template cudaError_t launch_config<FwdConfig<__nv_bfloat16, 96, 128, 2, 2, q_in_registers(96, 128)>>(const FwdParams &, dim3, cudaStream_t);
-extern template cudaError_t launch_config<FwdConfig<__half, 96, 128, 2, 2, q_in_registers(96, 128)>>(const FwdParams &, dim3, cudaStream_t);
-extern template cudaError_t launch_config<FwdConfig<__nv_bfloat16, 128, 128, 2, 2, q_in_registers(128, 128), true, true>>(const FwdParams &, dim3, cudaStream_t);
-extern template cudaError_t launch_config<FwdConfig<__half, 128, 128, 2, 2, q_in_registers(128, 128), true, true>>(const FwdParams &, dim3, cudaStream_t);
-extern template cudaError_t launch_config<FwdConfig<__nv_bfloat16, 128, 176, 2, 2>>(const FwdParams &, dim3, cudaStream_t);
-extern template cudaError_t launch_config<FwdConfig<__half, 128, 176, 2, 2>>(const FwdParams &, dim3, cudaStream_t);
-extern template cudaError_t launch_config<FwdConfig<__nv_bfloat16, 128, 128, 2, 2, q_in_registers(128, 128)>>(const FwdParams &, dim3, cudaStream_t);
-extern template cudaError_t launch_config<FwdConfig<__half, 128, 128, 2, 2, q_in_registers(128, 128)>>(const FwdParams &, dim3, cudaStream_t);
-extern template cudaError_t launch_config<FwdConfig<__nv_bfloat16, 192, 112, 2, 2>>(const FwdParams &, dim3, cudaStream_t);
-extern template cudaError_t launch_config<FwdConfig<__half, 192, 112, 2, 2>>(const FwdParams &, dim3, cudaStream_t);
-extern template cudaError_t launch_config<FwdConfig<__nv_bfloat16, 256, 64, 2, 2>>(const FwdParams &, dim3, cudaStream_t);
-extern template cudaError_t launch_config<FwdConfig<__half, 256, 64, 2, 2>>(const FwdParams &, dim3, cudaStream_t);
-extern template cudaError_t launch_config<MaskExtConfig<FwdConfig<__nv_bfloat16, 64, 128, 2, 2>>>(const FwdParams &, dim3, cudaStream_t);
-extern template cudaError_t launch_config<MaskExtConfig<FwdConfig<__nv_bfloat16, 128, 128, 2, 2>>>(const FwdParams &, dim3, cudaStream_t);
-extern template cudaError_t launch_config<FwdConfig<__nv_bfloat16, 192, 128, 2, 2, false, false, false, 128>>(const FwdParams &, dim3, cudaStream_t);
-extern template cudaError_t launch_config<FwdConfig<__half, 192, 128, 2, 2, false, false, false, 128>>(const FwdParams &, dim3, cudaStream_t);
+// The variant of each row (FwdSm90Traits, flash_fwd_sm90_config.cuh).
+inline constexpr FwdSm90Traits kFwdD64_192x128_Mods = FwdSm90Traits{.head_dim = 64, .block_n = 128, .consumer_warpgroups = 3, .stages = 2, .mods = true};
+inline constexpr FwdSm90Traits kFwdD64_192x128 = FwdSm90Traits{.head_dim = 64, .block_n = 128, .consumer_warpgroups = 3, .stages = 2};
+inline constexpr FwdSm90Traits kFwdD64_128x128 = FwdSm90Traits{.head_dim = 64, .block_n = 128, .consumer_warpgroups = 2, .stages = 2};
+inline constexpr FwdSm90Traits kFwdD96_128x128 = FwdSm90Traits{.head_dim = 96, .block_n = 128, .consumer_warpgroups = 2, .stages = 2, .q_in_registers = q_in_registers(96, 128)};
+inline constexpr FwdSm90Traits kFwdD128_128x128_Mods = FwdSm90Traits{.head_dim = 128, .block_n = 128, .consumer_warpgroups = 2, .stages = 2, .q_in_registers = q_in_registers(128, 128), .mods = true, .softcap_fused = true};
+inline constexpr FwdSm90Traits kFwdD128_128x176 = FwdSm90Traits{.head_dim = 128, .block_n = 176, .consumer_warpgroups = 2, .stages = 2};
+inline constexpr FwdSm90Traits kFwdD128_128x128 = FwdSm90Traits{.head_dim = 128, .block_n = 128, .consumer_warpgroups = 2, .stages = 2, .q_in_registers = q_in_registers(128, 128)};
+inline constexpr FwdSm90Traits kFwdD192_128x112 = FwdSm90Traits{.head_dim = 192, .block_n = 112, .consumer_warpgroups = 2, .stages = 2};
+inline constexpr FwdSm90Traits kFwdD256_128x64 = FwdSm90Traits{.head_dim = 256, .block_n = 64, .consumer_warpgroups = 2, .stages = 2};
+inline constexpr FwdSm90Traits kFwdD64_128x128_Masks = FwdSm90Traits{.head_dim = 64, .block_n = 128, .consumer_warpgroups = 2, .stages = 2};
+inline constexpr FwdSm90Traits kFwdD128_128x128_Masks = FwdSm90Traits{.head_dim = 128, .block_n = 128, .consumer_warpgroups = 2, .stages = 2};
+inline constexpr FwdSm90Traits kFwdD192_Dv128_128x128 = FwdSm90Traits{.head_dim = 192, .head_dim_v = 128, .block_n = 128, .consumer_warpgroups = 2, .stages = 2};
+
+extern template cudaError_t launch_config<FwdConfig<__nv_bfloat16, kFwdD64_192x128_Mods>>(const FwdParams &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<FwdConfig<__half, kFwdD64_192x128_Mods>>(const FwdParams &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<FwdConfig<__nv_bfloat16, kFwdD64_192x128>>(const FwdParams &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<FwdConfig<__half, kFwdD64_192x128>>(const FwdParams &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<FwdConfig<__nv_bfloat16, kFwdD64_128x128>>(const FwdParams &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<FwdConfig<__half, kFwdD64_128x128>>(const FwdParams &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<FwdConfig<__nv_bfloat16, kFwdD96_128x128>>(const FwdParams &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<FwdConfig<__half, kFwdD96_128x128>>(const FwdParams &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<FwdConfig<__nv_bfloat16, kFwdD128_128x128_Mods>>(const FwdParams &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<FwdConfig<__half, kFwdD128_128x128_Mods>>(const FwdParams &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<FwdConfig<__nv_bfloat16, kFwdD128_128x176>>(const FwdParams &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<FwdConfig<__half, kFwdD128_128x176>>(const FwdParams &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<FwdConfig<__nv_bfloat16, kFwdD128_128x128>>(const FwdParams &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<FwdConfig<__half, kFwdD128_128x128>>(const FwdParams &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<FwdConfig<__nv_bfloat16, kFwdD192_128x112>>(const FwdParams &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<FwdConfig<__half, kFwdD192_128x112>>(const FwdParams &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<FwdConfig<__nv_bfloat16, kFwdD256_128x64>>(const FwdParams &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<FwdConfig<__half, kFwdD256_128x64>>(const FwdParams &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<MaskExtConfig<FwdConfig<__nv_bfloat16, kFwdD64_128x128_Masks>>>(const FwdParams &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<MaskExtConfig<FwdConfig<__nv_bfloat16, kFwdD128_128x128_Masks>>>(const FwdParams &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<FwdConfig<__nv_bfloat16, kFwdD192_Dv128_128x128>>(const FwdParams &, dim3, cudaStream_t);
+extern template cudaError_t launch_config<FwdConfig<__half, kFwdD192_Dv128_128x128>>(const FwdParams &, dim3, cudaStream_t);
 
 }  // namespace flashbox::sm90

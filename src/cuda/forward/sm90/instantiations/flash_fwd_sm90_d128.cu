@@ -7,11 +7,11 @@
 
 namespace flashbox::sm90 {
 
-template cudaError_t launch_config<FwdConfig<__nv_bfloat16, 128, 128, 2, 2, q_in_registers(128, 128), true, true>>(const FwdParams &, dim3, cudaStream_t);
-template cudaError_t launch_config<FwdConfig<__half, 128, 128, 2, 2, q_in_registers(128, 128), true, true>>(const FwdParams &, dim3, cudaStream_t);
-template cudaError_t launch_config<FwdConfig<__nv_bfloat16, 128, 176, 2, 2>>(const FwdParams &, dim3, cudaStream_t);
-template cudaError_t launch_config<FwdConfig<__half, 128, 176, 2, 2>>(const FwdParams &, dim3, cudaStream_t);
-template cudaError_t launch_config<FwdConfig<__nv_bfloat16, 128, 128, 2, 2, q_in_registers(128, 128)>>(const FwdParams &, dim3, cudaStream_t);
-template cudaError_t launch_config<FwdConfig<__half, 128, 128, 2, 2, q_in_registers(128, 128)>>(const FwdParams &, dim3, cudaStream_t);
+template cudaError_t launch_config<FwdConfig<__nv_bfloat16, kFwdD128_128x128_Mods>>(const FwdParams &, dim3, cudaStream_t);
+template cudaError_t launch_config<FwdConfig<__half, kFwdD128_128x128_Mods>>(const FwdParams &, dim3, cudaStream_t);
+template cudaError_t launch_config<FwdConfig<__nv_bfloat16, kFwdD128_128x176>>(const FwdParams &, dim3, cudaStream_t);
+template cudaError_t launch_config<FwdConfig<__half, kFwdD128_128x176>>(const FwdParams &, dim3, cudaStream_t);
+template cudaError_t launch_config<FwdConfig<__nv_bfloat16, kFwdD128_128x128>>(const FwdParams &, dim3, cudaStream_t);
+template cudaError_t launch_config<FwdConfig<__half, kFwdD128_128x128>>(const FwdParams &, dim3, cudaStream_t);
 
 }  // namespace flashbox::sm90

@@ -5,6 +5,6 @@
 
 namespace flashbox::sm90 {
 
-template cudaError_t launch_config<MaskExtConfig<FwdConfig<__nv_bfloat16, 128, 128, 2, 2>>>(const FwdParams &, dim3, cudaStream_t);
+template cudaError_t launch_config<MaskExtConfig<FwdConfig<__nv_bfloat16, kFwdD128_128x128_Masks>>>(const FwdParams &, dim3, cudaStream_t);
 
 }  // namespace flashbox::sm90

@@ -5,7 +5,7 @@
 
 namespace flashbox::sm90 {
 
-template cudaError_t launch_config<FwdConfig<__nv_bfloat16, 192, 128, 2, 2, false, false, false, 128>>(const FwdParams &, dim3, cudaStream_t);
-template cudaError_t launch_config<FwdConfig<__half, 192, 128, 2, 2, false, false, false, 128>>(const FwdParams &, dim3, cudaStream_t);
+template cudaError_t launch_config<FwdConfig<__nv_bfloat16, kFwdD192_Dv128_128x128>>(const FwdParams &, dim3, cudaStream_t);
+template cudaError_t launch_config<FwdConfig<__half, kFwdD192_Dv128_128x128>>(const FwdParams &, dim3, cudaStream_t);
 
 }  // namespace flashbox::sm90

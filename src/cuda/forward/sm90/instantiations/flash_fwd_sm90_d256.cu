@@ -5,7 +5,7 @@
 
 namespace flashbox::sm90 {
 
-template cudaError_t launch_config<FwdConfig<__nv_bfloat16, 256, 64, 2, 2>>(const FwdParams &, dim3, cudaStream_t);
-template cudaError_t launch_config<FwdConfig<__half, 256, 64, 2, 2>>(const FwdParams &, dim3, cudaStream_t);
+template cudaError_t launch_config<FwdConfig<__nv_bfloat16, kFwdD256_128x64>>(const FwdParams &, dim3, cudaStream_t);
+template cudaError_t launch_config<FwdConfig<__half, kFwdD256_128x64>>(const FwdParams &, dim3, cudaStream_t);
 
 }  // namespace flashbox::sm90

@@ -7,11 +7,11 @@
 
 namespace flashbox::sm90 {
 
-template cudaError_t launch_config<FwdConfig<__nv_bfloat16, 64, 128, 3, 2, false, true>>(const FwdParams &, dim3, cudaStream_t);
-template cudaError_t launch_config<FwdConfig<__half, 64, 128, 3, 2, false, true>>(const FwdParams &, dim3, cudaStream_t);
-template cudaError_t launch_config<FwdConfig<__nv_bfloat16, 64, 128, 3, 2>>(const FwdParams &, dim3, cudaStream_t);
-template cudaError_t launch_config<FwdConfig<__half, 64, 128, 3, 2>>(const FwdParams &, dim3, cudaStream_t);
-template cudaError_t launch_config<FwdConfig<__nv_bfloat16, 64, 128, 2, 2>>(const FwdParams &, dim3, cudaStream_t);
-template cudaError_t launch_config<FwdConfig<__half, 64, 128, 2, 2>>(const FwdParams &, dim3, cudaStream_t);
+template cudaError_t launch_config<FwdConfig<__nv_bfloat16, kFwdD64_192x128_Mods>>(const FwdParams &, dim3, cudaStream_t);
+template cudaError_t launch_config<FwdConfig<__half, kFwdD64_192x128_Mods>>(const FwdParams &, dim3, cudaStream_t);
+template cudaError_t launch_config<FwdConfig<__nv_bfloat16, kFwdD64_192x128>>(const FwdParams &, dim3, cudaStream_t);
+template cudaError_t launch_config<FwdConfig<__half, kFwdD64_192x128>>(const FwdParams &, dim3, cudaStream_t);
+template cudaError_t launch_config<FwdConfig<__nv_bfloat16, kFwdD64_128x128>>(const FwdParams &, dim3, cudaStream_t);
+template cudaError_t launch_config<FwdConfig<__half, kFwdD64_128x128>>(const FwdParams &, dim3, cudaStream_t);
 
 }  // namespace flashbox::sm90

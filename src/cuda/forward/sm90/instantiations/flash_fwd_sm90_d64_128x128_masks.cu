@@ -5,6 +5,6 @@
 
 namespace flashbox::sm90 {
 
-template cudaError_t launch_config<MaskExtConfig<FwdConfig<__nv_bfloat16, 64, 128, 2, 2>>>(const FwdParams &, dim3, cudaStream_t);
+template cudaError_t launch_config<MaskExtConfig<FwdConfig<__nv_bfloat16, kFwdD64_128x128_Masks>>>(const FwdParams &, dim3, cudaStream_t);
 
 }  // namespace flashbox::sm90

@@ -5,7 +5,7 @@
 
 namespace flashbox::sm90 {
 
-template cudaError_t launch_config<FwdConfig<__nv_bfloat16, 96, 128, 2, 2, q_in_registers(96, 128)>>(const FwdParams &, dim3, cudaStream_t);
-template cudaError_t launch_config<FwdConfig<__half, 96, 128, 2, 2, q_in_registers(96, 128)>>(const FwdParams &, dim3, cudaStream_t);
+template cudaError_t launch_config<FwdConfig<__nv_bfloat16, kFwdD96_128x128>>(const FwdParams &, dim3, cudaStream_t);
+template cudaError_t launch_config<FwdConfig<__half, kFwdD96_128x128>>(const FwdParams &, dim3, cudaStream_t);
 
 }  // namespace flashbox::sm90

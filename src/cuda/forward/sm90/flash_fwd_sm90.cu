@@ -24,9 +24,9 @@
 // Box which fall outside of the tensor boundary are set to 0" (zero fill mode: oobFill NONE); the
 // driver's cuTensorMapEncodeTiled (cuda.h) bounds boxDim by 256, not by globalDim, so a 64-column box
 // over an 8-column head_dim is a legal map. The box's mbarrier transaction count stays the whole box
-// (not quoted from NVIDIA's text: the kernel has relied on it for boxes whose rows pass the end of a
-// tensor since v1, docs/hopper.md §3.2; a box wholly past head_dim, panel 3 of the 256 kernel for
-// head_dims up to 192 (tile 128x64), is new and checked by tests/sm90's HeadDims tests; on the
+// (not quoted from NVIDIA's text: every sm90 kernel here relies on it for boxes whose rows pass the
+// end of a tensor, docs/hopper.md §3.2; a box wholly past head_dim, panel 3 of the 256 kernel for
+// head_dims up to 192 (tile 128x64), relies on it too and is checked by tests/sm90's HeadDims tests; on the
 // 192 kernel every panel holds some of a 136..192 call's columns), so no count changes. Q K^T over
 // zero columns adds exact zeros, P V's extra columns of O are never stored, and the softmax scale is
 // the call's (Problem::scale, 1/sqrt(head_dim) by default), never the instantiation's. The one store

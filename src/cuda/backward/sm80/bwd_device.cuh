@@ -131,4 +131,32 @@ __device__ __forceinline__ float bwd_prob(const BwdParams &p, float s, float lse
   return exp2f(x * kLog2e - lse2);
 }
 
+// The two products that open every step of both backward kernels, one warp's 16 rows against NB
+// columns, over the head dim in one k-loop: s = A1 B1^T and dp = A2 B2^T, A rows row0.. of the [m][k]
+// tiles a1, a2 (K and V for dK/dV's S^T and dP^T; Q and dO for dQ's S and dP), B the [n][k] tiles b1,
+// b2 (Q and dO; K and V), every tile with row stride ld.
+template <typename Elem, int D, int NB>
+__device__ __forceinline__ void score_products(float (&s)[NB / 8][4], float (&dp)[NB / 8][4], const Elem *a1,
+                                               const Elem *a2, int row0, const Elem *b1, const Elem *b2, int ld,
+                                               int lane) {
+#pragma unroll
+  for (int i = 0; i < NB / 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[i][e] = dp[i][e] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t x1[4], x2[4];
+    ldmatrix_x4(x1, smem_addr(frag_a_addr(a1, ld, row0, kk * 16, lane)));
+    ldmatrix_x4(x2, smem_addr(frag_a_addr(a2, ld, row0, kk * 16, lane)));
+#pragma unroll
+    for (int np = 0; np < NB / 16; ++np) {
+      uint32_t y1[4], y2[4];
+      ldmatrix_x4(y1, smem_addr(frag_b_nk_addr(b1, ld, np * 16, kk * 16, lane)));
+      ldmatrix_x4(y2, smem_addr(frag_b_nk_addr(b2, ld, np * 16, kk * 16, lane)));
+      mma_m16n16k16<ElementTraits<Elem>::is_bf16>(s[2 * np], s[2 * np + 1], x1, y1);
+      mma_m16n16k16<ElementTraits<Elem>::is_bf16>(dp[2 * np], dp[2 * np + 1], x2, y2);
+    }
+  }
+}
+
 }  // namespace flashbox::cuda::bwd

@@ -178,24 +178,7 @@ __global__ void __launch_bounds__(DkDvTile<D, BQ>::kThreads, (BQ == 32 && D <= 1
 
     // Sᵀ (16 keys x 64 queries per warp) = K Qᵀ, and dPᵀ = V dOᵀ.
     float s[kBQ / 8][4], dp[kBQ / 8][4];
-#pragma unroll
-    for (int i = 0; i < kBQ / 8; ++i)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[i][e] = dp[i][e] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t ak[4], av[4];
-      ldmatrix_x4(ak, smem_addr(frag_a_addr(sK, kLd, kw0, kk * 16, lane)));
-      ldmatrix_x4(av, smem_addr(frag_a_addr(sV, kLd, kw0, kk * 16, lane)));
-#pragma unroll
-      for (int np = 0; np < kBQ / 16; ++np) {
-        uint32_t bq[4], bdo[4];
-        ldmatrix_x4(bq, smem_addr(frag_b_nk_addr(cQ, kLd, np * 16, kk * 16, lane)));
-        ldmatrix_x4(bdo, smem_addr(frag_b_nk_addr(cdO, kLd, np * 16, kk * 16, lane)));
-        mma_m16n16k16<Tr::is_bf16>(s[2 * np], s[2 * np + 1], ak, bq);
-        mma_m16n16k16<Tr::is_bf16>(dp[2 * np], dp[2 * np + 1], av, bdo);
-      }
-    }
+    score_products<Elem, D, kBQ>(s, dp, sK, sV, kw0, cQ, cdO, kLd, lane);
 
     // Pᵀ from the LSE, masked where a key is past the end or outside the query's window (only in a
     // block that is not inside every row's window).

@@ -140,24 +140,7 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_kernel(const BwdParams p) {
 
     // S = Q Kᵀ and dP = dO Vᵀ (16 queries x 64 keys per warp).
     float s[kBK / 8][4], dp[kBK / 8][4];
-#pragma unroll
-    for (int i = 0; i < kBK / 8; ++i)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[i][e] = dp[i][e] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t aq[4], ado[4];
-      ldmatrix_x4(aq, smem_addr(frag_a_addr(sQ, kLd, qw0, kk * 16, lane)));
-      ldmatrix_x4(ado, smem_addr(frag_a_addr(sdO, kLd, qw0, kk * 16, lane)));
-#pragma unroll
-      for (int np = 0; np < kBK / 16; ++np) {
-        uint32_t bk[4], bv[4];
-        ldmatrix_x4(bk, smem_addr(frag_b_nk_addr(cK, kLd, np * 16, kk * 16, lane)));
-        ldmatrix_x4(bv, smem_addr(frag_b_nk_addr(cV, kLd, np * 16, kk * 16, lane)));
-        mma_m16n16k16<Tr::is_bf16>(s[2 * np], s[2 * np + 1], aq, bk);
-        mma_m16n16k16<Tr::is_bf16>(dp[2 * np], dp[2 * np + 1], ado, bv);
-      }
-    }
+    score_products<Elem, D, kBK>(s, dp, sQ, sdO, qw0, cK, cV, kLd, lane);
 
     // dS = P ∘ (dP − D), P recomputed from the LSE and masked like the forward.
     const bool need_mask = ext_on ? kind != kExtBlockFull || n0 + kBK > SK

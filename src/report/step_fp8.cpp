@@ -14,14 +14,14 @@ constexpr bool kBuiltWithSm90a = true;
 constexpr bool kBuiltWithSm90a = false;
 #endif
 
-nlohmann::json run(ReportContext &ctx) {
+nlohmann::json run_fp8(ReportContext &ctx) {
   const auto gpu = ctx.has_gpu ? gpu_info() : std::nullopt;
   if (const auto why = fp8_unavailable_reason(gpu, kBuiltWithSm90a)) return not_measured_step(*why);
   const Fp8Config config = fp8_config(ctx.quick, ctx.seed);
   return fp8_step_json(config, gpu->name, measure_fp8(config, ctx.progress));
 }
 
-FLASHBOX_REPORT_STEP(52, "fp8", run);
+FLASHBOX_REPORT_STEP(52, "fp8", run_fp8);
 
 }  // namespace
 }  // namespace flashbox::report

@@ -93,7 +93,7 @@ nlohmann::json run_trained(ReportContext &ctx) {
   return j;
 }
 
-nlohmann::json run(ReportContext &ctx) {
+nlohmann::json run_gpt2(ReportContext &ctx) {
   if (!ctx.gpt2_weights.empty()) return run_trained(ctx);
   const bool gpu = ctx.has_gpu;
   const std::string config_name = gpu ? "gpt2" : "tiny";
@@ -131,7 +131,7 @@ nlohmann::json run(ReportContext &ctx) {
   return j;
 }
 
-FLASHBOX_REPORT_STEP(60, "gpt2", run);
+FLASHBOX_REPORT_STEP(60, "gpt2", run_gpt2);
 
 }  // namespace
 }  // namespace flashbox::report

@@ -3,13 +3,12 @@
 
 #include <string>
 
+#include "api/arg_text.hpp"
 #include "api/ext_validate.hpp"
 #include "core/error.hpp"
 
 namespace flashbox::detail {
 namespace {
-
-std::string str(int64_t v) { return std::to_string(v); }
 
 constexpr int64_t kMaxTableBytes = int64_t(1) << 30;  // the dense table the cpu levels read
 

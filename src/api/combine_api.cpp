@@ -10,6 +10,7 @@
 //             NULL or 4-byte aligned; out and lse overlap neither each other nor an input
 #include <string>
 
+#include "api/arg_text.hpp"
 #include "api/guarded_call.hpp"
 #include "api/overlap.hpp"
 #include "api/validate.hpp"
@@ -23,8 +24,6 @@
 
 namespace flashbox::detail {
 namespace {
-
-std::string str(int64_t v) { return std::to_string(v); }
 
 // A fp32 input of `dims` strided dims (the last `run` elements contiguous): pointer, alignment,
 // strides and its extent in bytes within int64. The byte view the overlap checks compare.

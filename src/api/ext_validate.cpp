@@ -9,6 +9,7 @@
 #include <iterator>
 #include <string>
 
+#include "api/arg_text.hpp"
 #include "api/fp8_args.hpp"
 #include "api/mod_api.hpp"
 #include "api/validate.hpp"
@@ -18,14 +19,6 @@
 
 namespace flashbox::detail {
 namespace {
-
-std::string str(int64_t v) { return std::to_string(v); }
-
-std::string ptr_str(const void *p) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%p", p);
-  return buf;
-}
 
 constexpr int32_t kExtSize = int32_t(sizeof(flashbox_attention_ext));
 // The struct's versions, oldest first: 0.2.0's ended before head_dim_v; each later one ends after a

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "api/arg_text.hpp"
 #include "api/ext_validate.hpp"
 #include "api/validate.hpp"
 #include "core/dtype.hpp"
@@ -19,8 +20,6 @@ namespace flashbox::detail {
 namespace {
 
 using core::enum_bits;
-
-std::string str(int64_t v) { return std::to_string(v); }
 
 std::string dtype_str(int t) {
   return cpu::dtype_valid(t) || t == FLASHBOX_FLOAT8_E4M3 ? cpu::dtype_name(flashbox_dtype(t)) : str(t);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "api/arg_text.hpp"
 #include "api/dispatch.hpp"
 #include "core/call_state.hpp"
 #include "core/dtype.hpp"
@@ -19,8 +20,6 @@ namespace {
 
 using cuda::ColumnOp;
 using cuda::ColumnView;
-
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // Columns [c0, c0 + n) of V (and O, dO, dV), run at head dim w.
 struct Slice {

@@ -43,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "api/arg_text.hpp"
 #include "api/guarded_call.hpp"
 #include "api/kvcache_prefill.hpp"
 #include "api/tuning.hpp"
@@ -61,14 +62,6 @@
 
 namespace flashbox::detail {
 namespace {
-
-std::string str(int64_t v) { return std::to_string(v); }
-
-std::string ptr_str(const void *p) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%p", p);
-  return buf;
-}
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

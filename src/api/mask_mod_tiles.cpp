@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "api/arg_text.hpp"
 #include "core/error.hpp"
 #include "jit/compiled_mod.hpp"
 #include "jit/mod_source.hpp"
@@ -29,8 +30,6 @@ namespace flashbox::detail {
 
 #ifdef FLASHBOX_HAVE_CUDA
 namespace {
-
-std::string str(int64_t v) { return std::to_string(v); }
 
 // The CUBIN that runs on compute capability `cc`: the one built for it, else one of the same major
 // at or below it (sm_80 machine code runs on 8.6 and 8.9); sm_90a only on 9.0.
@@ -77,8 +76,6 @@ int allocate(cuda::DeviceScratch &s, int64_t bytes, const char *what) {
   FLASHBOX_CUDA_TRY(e);
   return FLASHBOX_OK;
 }
-
-int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
 // Rules of the call that a full block would skip (flashbox_block_mask: a full block admits every
 // element): with any of them, a block built from the mod is listed partial, never full.

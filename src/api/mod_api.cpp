@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/arg_text.hpp"
 #include "api/guarded_call.hpp"
 #include "api/mask_mod_tiles.hpp"
 #include "api/options.hpp"
@@ -26,8 +27,6 @@
 
 namespace flashbox::detail {
 namespace {
-
-std::string str(int64_t v) { return std::to_string(v); }
 
 constexpr size_t kMaxSource = size_t(1) << 20;
 constexpr int32_t kDescSize = int32_t(sizeof(flashbox_mod_desc));

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "api/arg_text.hpp"
 #include "api/overlap.hpp"
 #include "core/enum_bits.hpp"
 #include "core/backends.hpp"
@@ -21,14 +22,6 @@ namespace flashbox::detail {
 namespace {
 
 const char *const kDimName[3] = {"batch", "seq", "head"};
-
-std::string str(int64_t v) { return std::to_string(v); }
-
-std::string ptr_str(const void *p) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%p", p);
-  return buf;
-}
 
 std::string stride_arg(const TensorDesc &t, int i) {
   return std::string(t.stride_name) + "[" + str(i) + "] (" + kDimName[i] + ")";

@@ -2,6 +2,7 @@
 
 #include "core/dtype.hpp"
 #include "cpu/reference_fp64.hpp"
+#include "report/build_config.hpp"
 #include "report/cuda_device.hpp"
 #include "report/dtype_names.hpp"
 
@@ -24,7 +25,7 @@ struct Target {
 };
 
 // The implementations to check; `not_checked` gets those this machine has but this build lacks.
-std::vector<Target> targets_for_this_machine(bool use_gpu, [[maybe_unused]] std::vector<std::string> &not_checked) {
+std::vector<Target> targets_for_this_machine(bool use_gpu, std::vector<std::string> &not_checked) {
   std::vector<Target> t = {{FLASHBOX_CPU, FLASHBOX_NAIVE, "naive"}, {FLASHBOX_CPU, FLASHBOX_BLOCKED, "blocked"}};
   const auto gpu = use_gpu ? gpu_info() : std::nullopt;
   if (!gpu) return t;
@@ -32,11 +33,10 @@ std::vector<Target> targets_for_this_machine(bool use_gpu, [[maybe_unused]] std:
   // On Hopper both flash kernel families exist (when this build has sm_90a): check each.
   if (gpu->cc_major == 9) {
     t.push_back({FLASHBOX_CUDA, FLASHBOX_FLASH, "flash (sm80)", FLASHBOX_FAMILY_SM80});
-#ifdef FLASHBOX_HAVE_SM90
-    t.push_back({FLASHBOX_CUDA, FLASHBOX_FLASH, "flash (sm90)", FLASHBOX_FAMILY_SM90});
-#else
-    not_checked.push_back("cuda flash (sm90): this flashbox was built without sm_90a (FLASHBOX_CUDA_ARCHS)");
-#endif
+    if (built_with_sm90a())
+      t.push_back({FLASHBOX_CUDA, FLASHBOX_FLASH, "flash (sm90)", FLASHBOX_FAMILY_SM90});
+    else
+      not_checked.push_back("cuda flash (sm90): this flashbox was built without sm_90a (FLASHBOX_CUDA_ARCHS)");
   } else {
     t.push_back({FLASHBOX_CUDA, FLASHBOX_FLASH, "flash"});
   }

@@ -1,6 +1,7 @@
 #include "report/machine_info.hpp"
 
 #include "flashbox/flashbox.h"
+#include "report/build_config.hpp"
 #include "report/cuda_device.hpp"
 
 #include <fmt/core.h>
@@ -76,15 +77,7 @@ nlohmann::json machine_description() {
 #else
   const bool cuda = false;
 #endif
-#ifdef FLASHBOX_CUDA_ARCHS_STRING
-  // CMake passes the list with ',' (a ';' would split the definition); the schema writes CMake's ';'.
-  std::string arch_list = FLASHBOX_CUDA_ARCHS_STRING;
-  for (char &c : arch_list)
-    if (c == ',') c = ';';
-  const nlohmann::json archs = cuda ? nlohmann::json(arch_list) : nlohmann::json();
-#else
-  const nlohmann::json archs = nullptr;
-#endif
+  const nlohmann::json archs = cuda ? nlohmann::json(built_cuda_archs()) : nlohmann::json();
 #ifdef NDEBUG
   const char *build_type = "release";
 #else

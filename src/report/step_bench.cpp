@@ -19,7 +19,7 @@ BenchConfig cpu_config(const ReportContext &ctx) {
   return c;
 }
 
-nlohmann::json run(ReportContext &ctx) {
+nlohmann::json run_bench(ReportContext &ctx) {
   const BenchResult cpu = run_bench(cpu_config(ctx), ctx.progress);
   if (!ctx.has_gpu) return to_json(cpu);
 
@@ -43,7 +43,7 @@ nlohmann::json run(ReportContext &ctx) {
   return j;
 }
 
-FLASHBOX_REPORT_STEP(50, "bench", run);
+FLASHBOX_REPORT_STEP(50, "bench", run_bench);
 
 }  // namespace
 }  // namespace flashbox::report

@@ -7,11 +7,13 @@
 // With `flashbox report --weights FILE [--tokens SHARD]`: a trained checkpoint instead, on the held-out
 // shard (65,536 tokens, or all it has), naive and flash on CUDA and then naive and blocked on the CPU on
 // one window (a 124M model's CPU forward is slow) -- or only the CPU's rows on a machine without a GPU;
+// windows of 1,024 tokens (the model's context if shorter; a shard shorter still is one window);
 // the model_N.json that `flashbox gpt2 train` writes beside the checkpoint becomes steps.gpt2.trained.
 #include "report/step_registry.hpp"
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -45,7 +47,7 @@ nlohmann::json run_trained(ReportContext &ctx) {
   ctx.progress("gpt2: loading " + ctx.gpt2_weights, 0, 1);
   const Gpt2Weights w = load_checkpoint(ctx.gpt2_weights);
   const Gpt2Config &c = w.config();
-  const int seqlen = std::min(1024, c.n_ctx);
+  const int max_window = std::min(1024, c.n_ctx);
   std::vector<int32_t> tokens;
   std::string text;
   if (!ctx.gpt2_tokens.empty()) {
@@ -56,10 +58,12 @@ nlohmann::json run_trained(ReportContext &ctx) {
     if (encoder.empty() || vocab.empty())
       return {{"measured", false}, {"reason", "--weights without --tokens needs the GPT-2 tokenizer files"}};
     BpeTokenizer tokenizer(encoder, vocab);
-    const SampleText sample = repository_sample_text(size_t(seqlen) * 16);
+    const SampleText sample = repository_sample_text(size_t(max_window) * 16);
     tokens = tokenizer.encode(sample.text);
     text = sample.description;
   }
+  // A shard shorter than that (but for the last token, the target of none) is one window of its length.
+  const int seqlen = int(std::min<int64_t>(max_window, std::max<int64_t>(2, int64_t(tokens.size()) - 1)));
   EvalOptions o;
   o.seqlen = seqlen;
   o.progress = ctx.progress;
@@ -93,7 +97,7 @@ nlohmann::json run_trained(ReportContext &ctx) {
   return j;
 }
 
-nlohmann::json run(ReportContext &ctx) {
+nlohmann::json run_gpt2(ReportContext &ctx) {
   if (!ctx.gpt2_weights.empty()) return run_trained(ctx);
   const bool gpu = ctx.has_gpu;
   const std::string config_name = gpu ? "gpt2" : "tiny";
@@ -131,7 +135,7 @@ nlohmann::json run(ReportContext &ctx) {
   return j;
 }
 
-FLASHBOX_REPORT_STEP(60, "gpt2", run);
+FLASHBOX_REPORT_STEP(60, "gpt2", run_gpt2);
 
 }  // namespace
 }  // namespace flashbox::report

@@ -13,7 +13,7 @@
 namespace flashbox::report {
 namespace {
 
-nlohmann::json run(ReportContext &ctx) {
+nlohmann::json run_gpt2_training(ReportContext &ctx) {
   std::string path = ctx.gpt2_training;
   if (path.empty()) {
     const auto root = gpt2::find_source_root_with(kCommittedTrainingRun);
@@ -26,7 +26,7 @@ nlohmann::json run(ReportContext &ctx) {
   return training_step_from_file(path);
 }
 
-FLASHBOX_REPORT_STEP(65, "gpt2_training", run);
+FLASHBOX_REPORT_STEP(65, "gpt2_training", run_gpt2_training);
 
 }  // namespace
 }  // namespace flashbox::report

@@ -5,7 +5,7 @@
 namespace flashbox::report {
 namespace {
 
-nlohmann::json run(ReportContext &) {
+nlohmann::json run_memory(ReportContext &) {
   const MemoryConfig config;  // batch 4, 12 heads, head_dim 64, bf16: the SPEC's fixed experiment
   nlohmann::json rows = nlohmann::json::array();
   for (int64_t t : default_memory_seqlens()) rows.push_back(to_json(memory_row(config, t)));
@@ -13,7 +13,7 @@ nlohmann::json run(ReportContext &) {
   return {{"measured", true}, {"config", to_json(config)}, {"example_seqlen", 2048}, {"rows", rows}};
 }
 
-FLASHBOX_REPORT_STEP(10, "memory", run);
+FLASHBOX_REPORT_STEP(10, "memory", run_memory);
 
 }  // namespace
 }  // namespace flashbox::report

@@ -64,7 +64,7 @@ class TempDir {
   fs::path path_;
 };
 
-json run(ReportContext &ctx) {
+json run_peers(ReportContext &ctx) {
   const json *doc = ctx.document;
   if (!doc || !(*doc)["steps"].contains("bench") || !(*doc)["steps"]["bench"].value("measured", false))
     return not_measured_step(
@@ -146,7 +146,7 @@ json run(ReportContext &ctx) {
                   fmt::join(tried, "; ")));
 }
 
-FLASHBOX_REPORT_STEP(55, "peers", run);
+FLASHBOX_REPORT_STEP(55, "peers", run_peers);
 
 }  // namespace
 }  // namespace flashbox::report

@@ -41,5 +41,5 @@ bool register_step(int order, const char *name, StepRun run);
 #define FLASHBOX_REPORT_CONCAT_INNER(a, b) a##b
 #define FLASHBOX_REPORT_CONCAT(a, b) FLASHBOX_REPORT_CONCAT_INNER(a, b)
 #define FLASHBOX_REPORT_STEP(order, name, run) \
-  static const bool FLASHBOX_REPORT_CONCAT(flashbox_report_step_registered_, __LINE__) = \
+  static const bool FLASHBOX_REPORT_CONCAT(flashbox_report_step_registered_, __COUNTER__) = \
       ::flashbox::report::register_step(order, name, run)

@@ -5,12 +5,12 @@
 namespace flashbox::report {
 namespace {
 
-nlohmann::json run(ReportContext &) {
+nlohmann::json run_softmax_trace(ReportContext &) {
   const auto values = cpu::default_trace_values();
   return to_json(cpu::online_softmax_trace(values, 2));
 }
 
-FLASHBOX_REPORT_STEP(20, "softmax_trace", run);
+FLASHBOX_REPORT_STEP(20, "softmax_trace", run_softmax_trace);
 
 }  // namespace
 }  // namespace flashbox::report

@@ -12,7 +12,7 @@
 
 #include "sm90/sm90_bwd_case.hpp"
 
-namespace flashbox::test {
+namespace flashbox::test::sm90_bwd_d192 {
 namespace {
 
 using namespace sm90_bwd;
@@ -43,4 +43,4 @@ TEST(Sm90BwdD192, SmallCases) { run_cases(kSmall, Size::small, kD192, kSm80Det);
 TEST(Sm90BwdD192, LargeCases) { run_cases(kLarge, Size::large, kD192, kSm80Det); }
 
 }  // namespace
-}  // namespace flashbox::test
+}  // namespace flashbox::test::sm90_bwd_d192

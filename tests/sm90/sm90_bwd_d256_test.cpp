@@ -12,7 +12,7 @@
 
 #include "sm90/sm90_bwd_case.hpp"
 
-namespace flashbox::test {
+namespace flashbox::test::sm90_bwd_d256 {
 namespace {
 
 using namespace sm90_bwd;
@@ -37,4 +37,4 @@ TEST(Sm90BwdD256, SmallCases) { run_cases(kSmall, Size::small, kD256, kSm80Det);
 TEST(Sm90BwdD256, LargeCases) { run_cases(kLarge, Size::large, kD256, kSm80Det); }
 
 }  // namespace
-}  // namespace flashbox::test
+}  // namespace flashbox::test::sm90_bwd_d256

@@ -10,7 +10,7 @@
 
 #include "sm90/sm90_bwd_case.hpp"
 
-namespace flashbox::test {
+namespace flashbox::test::sm90_bwd_d96 {
 namespace {
 
 using namespace sm90_bwd;
@@ -38,4 +38,4 @@ TEST(Sm90BwdD96, SmallCases) { run_cases(kSmall, Size::small, kBwd, "sm90", kFwd
 TEST(Sm90BwdD96, LargeCases) { run_cases(kLarge, Size::large, kBwd, "sm90", kFwd); }
 
 }  // namespace
-}  // namespace flashbox::test
+}  // namespace flashbox::test::sm90_bwd_d96

@@ -39,7 +39,7 @@
 #include "support/mods_case.hpp"
 #include "support/output_error.hpp"
 
-namespace flashbox::test {
+namespace flashbox::test::sm90_bwd_dv {
 namespace {
 
 #define SKIP_WITHOUT_HOPPER() \
@@ -336,4 +336,6 @@ TEST(BwdDvSm90, DeclinedCallsSplit) {
 }
 
 }  // namespace
-}  // namespace flashbox::test
+}  // namespace flashbox::test::sm90_bwd_dv
+
+#undef SKIP_WITHOUT_HOPPER

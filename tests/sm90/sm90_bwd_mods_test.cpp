@@ -14,7 +14,7 @@
 
 #include "sm90/sm90_bwd_case.hpp"
 
-namespace flashbox::test {
+namespace flashbox::test::sm90_bwd_mods {
 namespace {
 
 using namespace sm90_bwd;
@@ -69,4 +69,4 @@ TEST(Sm90BwdMods, SmallCases) { run_cases(kSmall, Size::small); }
 TEST(Sm90BwdMods, LargeCases) { run_cases(kLarge, Size::large); }
 
 }  // namespace
-}  // namespace flashbox::test
+}  // namespace flashbox::test::sm90_bwd_mods

@@ -18,7 +18,7 @@
 #include "cuda/backward/sm90/bwd_route.hpp"
 #include "sm90/sm90_bwd_case.hpp"
 
-namespace flashbox::test {
+namespace flashbox::test::sm90_bwd_pad_dims {
 namespace {
 
 using namespace sm90_bwd;
@@ -94,4 +94,4 @@ TEST(Sm90BwdPadDims, SmallCases) { run_cases(kSmall, Size::small, run_padded); }
 TEST(Sm90BwdPadDims, LargeCases) { run_cases(kLarge, Size::large, run_padded); }
 
 }  // namespace
-}  // namespace flashbox::test
+}  // namespace flashbox::test::sm90_bwd_pad_dims

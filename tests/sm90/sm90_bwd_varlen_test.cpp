@@ -32,7 +32,7 @@
 #include "sm90/varlen_case.hpp"
 #include "support/attention_case.hpp"
 
-namespace flashbox::test {
+namespace flashbox::test::sm90_bwd_varlen {
 namespace {
 
 using Case = VarlenShape;
@@ -247,4 +247,4 @@ TEST_F(Sm90BwdVarlen, RandomLengths) {
 }
 
 }  // namespace
-}  // namespace flashbox::test
+}  // namespace flashbox::test::sm90_bwd_varlen

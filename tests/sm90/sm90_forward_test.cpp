@@ -20,7 +20,7 @@
 #include "sm90/hopper_device.hpp"
 #include "support/attention_case.hpp"
 
-namespace flashbox::test {
+namespace flashbox::test::sm90_forward {
 namespace {
 
 #define SKIP_WITHOUT_HOPPER() \
@@ -557,4 +557,6 @@ TEST_F(Sm90, HeadDimsPlan) {
 }
 
 }  // namespace
-}  // namespace flashbox::test
+}  // namespace flashbox::test::sm90_forward
+
+#undef SKIP_WITHOUT_HOPPER

@@ -29,7 +29,7 @@
 #include "sm90/hopper_device.hpp"
 #include "support/fp8_emulation.hpp"
 
-namespace flashbox::test {
+namespace flashbox::test::sm90_fp8_forward {
 namespace {
 
 #define SKIP_WITHOUT_HOPPER() \
@@ -352,4 +352,6 @@ TEST(Sm90Fp8Forward, DeclinedFieldsRefusedWithReason) {
 }
 
 }  // namespace
-}  // namespace flashbox::test
+}  // namespace flashbox::test::sm90_fp8_forward
+
+#undef SKIP_WITHOUT_HOPPER

@@ -36,7 +36,7 @@
 #include "support/mods_case.hpp"
 #include "support/output_error.hpp"
 
-namespace flashbox::test {
+namespace flashbox::test::sm90_fwd_dv {
 namespace {
 
 #define SKIP_WITHOUT_HOPPER() \
@@ -288,4 +288,6 @@ TEST(FwdDvSm90, DeclinedCallsSplit) {
 }
 
 }  // namespace
-}  // namespace flashbox::test
+}  // namespace flashbox::test::sm90_fwd_dv
+
+#undef SKIP_WITHOUT_HOPPER

@@ -27,7 +27,7 @@
 #include "support/mask_device_call.hpp"
 #include "support/mask_mod_call.hpp"
 
-namespace flashbox::test {
+namespace flashbox::test::sm90_mask_mod {
 namespace {
 
 using namespace mask_mod;
@@ -143,4 +143,6 @@ TEST(MaskModSm90EmptyRows, NothingVisible) {
 }
 
 }  // namespace
-}  // namespace flashbox::test
+}  // namespace flashbox::test::sm90_mask_mod
+
+#undef SKIP_WITHOUT_HOPPER

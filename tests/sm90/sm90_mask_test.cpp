@@ -33,7 +33,7 @@
 #include "support/mask_case.hpp"
 #include "support/mask_device_call.hpp"
 
-namespace flashbox::test {
+namespace flashbox::test::sm90_mask {
 namespace {
 
 using mask_gpu::DeviceCall;
@@ -350,4 +350,6 @@ TEST(MaskSm90Fallback, CallsTheKernelsDoNotTakeRunOnSm80) {
 }
 
 }  // namespace
-}  // namespace flashbox::test
+}  // namespace flashbox::test::sm90_mask
+
+#undef SKIP_WITHOUT_HOPPER

@@ -30,7 +30,7 @@
 #include "support/attention_case.hpp"
 #include "support/device_buffers.hpp"
 
-namespace flashbox::test {
+namespace flashbox::test::sm90_mods {
 namespace {
 
 bool small_only() {
@@ -450,4 +450,4 @@ TEST_F(Sm90Mods, PlanReasons) {
 }
 
 }  // namespace
-}  // namespace flashbox::test
+}  // namespace flashbox::test::sm90_mods

@@ -31,7 +31,7 @@
 #include "support/attention_case.hpp"
 #include "support/device_buffers.hpp"
 
-namespace flashbox::test {
+namespace flashbox::test::sm90_varlen {
 namespace {
 
 bool small_only() {
@@ -350,4 +350,4 @@ TEST_F(Sm90Varlen, TotalOfZeroKeysIsRefused) {
 }
 
 }  // namespace
-}  // namespace flashbox::test
+}  // namespace flashbox::test::sm90_varlen

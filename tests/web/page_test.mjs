@@ -10,9 +10,8 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
-import os from 'node:os';
 import path from 'node:path';
-import test from 'node:test';
+import test, { after } from 'node:test';
 
 function arg(name, fallback) {
   const i = process.argv.indexOf(`--${name}`);
@@ -71,21 +70,28 @@ function runFlashbox(args) {
   return spawnSync(FLASHBOX, args, { encoding: 'utf8', timeout: 300_000 });
 }
 
+// One Chromium for the whole run, a fresh context (its own storage, viewport and touch setting) for
+// every page: a browser start per page was most of this test's time on CI's 2 cores.
+let browser = null;
+async function sharedBrowser() {
+  if (!browser) {
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+        '--no-first-run', '--disable-sync', '--disable-extensions'],
+    });
+  }
+  return browser;
+}
+after(async () => { if (browser) await browser.close(); });
+
 async function withPage(file, viewport, fn, mobile = false) {
-  const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'flashbox-chromium-'));
-  const context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-      '--no-first-run', '--disable-sync', '--disable-extensions'],
-    viewport,
-    isMobile: mobile,
-    hasTouch: mobile,
-  });
+  const context = await (await sharedBrowser()).newContext({ viewport, isMobile: mobile, hasTouch: mobile });
   const problems = [];
   const requests = [];
   try {
-    const page = context.pages()[0] || (await context.newPage());
+    const page = await context.newPage();
     page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') problems.push(`console ${m.type()}: ${m.text()}`); });
     page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
     page.on('request', (r) => { if (!/^(file|data|about):/.test(r.url())) requests.push(r.url()); });
@@ -96,7 +102,6 @@ async function withPage(file, viewport, fn, mobile = false) {
     assert.deepEqual(problems, [], 'console errors on the page');
   } finally {
     await context.close();
-    fs.rmSync(userDataDir, { recursive: true, force: true });
   }
 }
 

@@ -426,11 +426,12 @@ def gpt2_eval_row(ctx, count):
 
 
 def gpt2_train(ctx):
-    steps = 10 if ctx.quick else 40
-    return [(f"gpt2 train 124M B4 T1024 {steps} steps", lambda: gpt2_train_row(ctx, steps))]
+    """Issue 46's shape: B16 x T1024 (--quick: B4, 10 steps)."""
+    steps, batch = (10, 4) if ctx.quick else (40, 16)
+    return [(f"gpt2 train 124M B{batch} T1024 {steps} steps", lambda: gpt2_train_row(ctx, steps, batch))]
 
 
-def gpt2_train_row(ctx, steps, batch=4, seqlen=1024):
+def gpt2_train_row(ctx, steps, batch, seqlen=1024):
     """`flashbox gpt2 train` against a torch.compile'd PyTorch step (bench/gpt2_train_torch.py bench):
     tokens/s of the timed steps; the row fails when flashbox's last loss is not finite."""
     shape = dict(model="gpt2-124M", batch=batch, seqlen=seqlen, steps=steps)

@@ -246,6 +246,51 @@ TEST(CudaTrainer, DeterministicGivenTheSeed) {
   EXPECT_TRUE(std::equal(out[0].data(), out[0].data() + out[0].size(), out[1].data())) << "two runs differ";
 }
 
+// finish_step queues the norm, the clipping and AdamW (the factor computed on the device) and
+// step_stats reads the numbers later, after the next step is queued, as the training loop does: the
+// same parameters bit for bit, and the same loss and norm, as the host path (mean_loss, grad_norm,
+// adam_step with clip_factor). A clip below the norm so that clipping happens.
+TEST(CudaTrainer, QueuedStepEndMatchesTheHostPath) {
+  SKIP_WITHOUT_GPU();
+  const Gpt2Config c = config_by_name("small");
+  const Gpt2Weights w = gpt2_test::seeded(c, 8);
+  TrainerShape shape;
+  shape.batch = 4;
+  shape.seqlen = 256;
+  const auto in = random_ids(1024, c.vocab_size, 5), tg = random_ids(1024, c.vocab_size, 6);
+  const float clip = 0.25f;
+  std::vector<Gpt2Weights> out;
+  std::vector<StepStats> stats[2];
+  for (int queued = 0; queued < 2; ++queued) {
+    auto t = make_cuda_trainer(w, shape);
+    for (int step = 1; step <= 3; ++step) {
+      t->zero_grad();
+      t->forward_backward(in.data(), tg.data(), 0.5f);
+      t->forward_backward(tg.data(), in.data(), 0.5f);
+      if (queued) {
+        if (step > 1) stats[1].push_back(t->step_stats());  // the previous step's, read late
+        t->finish_step(AdamW{}, 1e-3f, clip, step);
+      } else {
+        const double loss = t->mean_loss(), norm = t->grad_norm();
+        stats[0].push_back({loss, norm});
+        t->adam_step(AdamW{}, 1e-3f, clip_factor(norm, clip), step);
+      }
+    }
+    if (queued) stats[1].push_back(t->step_stats());
+    out.emplace_back(c);
+    t->get_params(out.back());
+  }
+  ASSERT_EQ(stats[0].size(), 3u);
+  ASSERT_EQ(stats[1].size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(stats[0][k].loss, stats[1][k].loss) << "step " << k + 1;
+    EXPECT_EQ(stats[0][k].grad_norm, stats[1][k].grad_norm) << "step " << k + 1;
+    EXPECT_GT(stats[0][k].grad_norm, clip) << "step " << k + 1 << " did not clip";
+  }
+  EXPECT_TRUE(std::equal(out[0].data(), out[0].data() + out[0].size(), out[1].data()))
+      << "queued and host step ends give different parameters";
+}
+
 // Issue 17, item 0: one sharpened model with bf16-exact weights, written as llm.c fp32 (v3) and bf16
 // (v5) files: the CUDA eval gives the same loss from both and stays near the CPU's fp32 loss.
 TEST(CudaForward, SameLossFromBothLlmcFormats) {

@@ -24,6 +24,10 @@
 // projection below (layernorm_backward.cu); attention through flashbox_attention_backward
 // (deterministic unless --deterministic 0), writing dq, dk, dv straight into one [M, 3C] buffer so the
 // qkv products run once on all three.
+// The end of a step (finish_step) is queued whole: the gradients' sum of squares, its copy and the
+// loss sum's into pinned memory, and AdamW, whose kernels compute the clipping factor from the norm on
+// the device; the loop reads the numbers (step_stats) after it has queued the next step's micro-batches,
+// so the GPU does not idle while the host sorts a batch and launches the next forward.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <string>
@@ -70,6 +74,7 @@ class PinnedBuf {
     return *this;
   }
   int32_t *ints() const { return static_cast<int32_t *>(p_); }
+  double *doubles() const { return static_cast<double *>(p_); }
 
  private:
   void *p_ = nullptr;
@@ -86,6 +91,7 @@ class CudaTrainer final : public Gpt2Trainer {
     cudaDeviceSynchronize();
     if (clock_.on()) std::fputs(clock_.report().c_str(), stderr);
     cudaEventDestroy(staged_);
+    for (cudaEvent_t e : stats_ready_) cudaEventDestroy(e);
   }
   void forward_backward(const int32_t *inputs, const int32_t *targets, float grad_scale) override;
   double mean_loss() override;
@@ -97,7 +103,12 @@ class CudaTrainer final : public Gpt2Trainer {
     micro_ = 0;
   }
   double grad_norm() override;
-  void adam_step(const AdamW &opt, float lr, float grad_mult, int64_t t) override;
+  void adam_step(const AdamW &opt, float lr, float grad_mult, int64_t t) override {
+    adam(opt, lr, grad_mult, nullptr, 0.0f, t);
+  }
+  void finish_step(const AdamW &opt, float lr, float grad_clip, int64_t t) override;
+  StepStats step_stats() override;
+  bool queues_steps() const override { return true; }
   void get_params(Gpt2Weights &out) override { download(param_, out); }
   void get_grads(Gpt2Weights &out) override { download(grad_, out); }
   void get_moments(Gpt2Weights &m, Gpt2Weights &v) override {
@@ -121,6 +132,8 @@ class CudaTrainer final : public Gpt2Trainer {
   void set_batch(const int32_t *inputs, const int32_t *targets, bool embedding_grad);
   // Forward through ln_f; with `with_grad`, the LM head's loss and the whole backward follow.
   double run(bool with_grad, float grad_scale);
+  // AdamW on every tensor; with norm_sq, the clipping factor comes from it on the device.
+  void adam(const AdamW &opt, float lr, float grad_mult, const double *norm_sq, float clip, int64_t t);
 
   Gpt2Config c_;
   TrainerShape s_;
@@ -137,6 +150,12 @@ class CudaTrainer final : public Gpt2Trainer {
   std::vector<int32_t> order_, bucket_;  // set_batch's counting sort
   int64_t head_rows_ = 0;                // min(M, TrainerShape::head_rows)
   int64_t micro_ = 0;
+  // finish_step's loss sum and squared norm, copied to pinned memory in two slots (by step parity) so
+  // that a step's numbers stay readable while the next step queues its own; micro-batches per slot.
+  PinnedBuf stats_;
+  std::array<cudaEvent_t, 2> stats_ready_{};
+  std::array<int64_t, 2> stats_micro_{};
+  int stats_slot_ = -1;
   // Tuned products only where runs need not repeat bit for bit (the winner can differ between runs).
   LtMatmul lt_{s_.deterministic ? LtAlgoChoice::kOrdered : LtAlgoChoice::kOrderedTuned};
   train::PhaseClock clock_{s_.profile};
@@ -205,6 +224,8 @@ CudaTrainer::CudaTrainer(const Gpt2Weights &init, const TrainerShape &shape) : c
   loss_acc_ = Buf(8);
   staging_ = PinnedBuf(5 * size_t(M_ + 1) * 4);
   GPT2_CUDA(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming));
+  stats_ = PinnedBuf(4 * sizeof(double));
+  for (cudaEvent_t &e : stats_ready_) GPT2_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
 }
 
 void CudaTrainer::download(const Buf &src, Gpt2Weights &out) {
@@ -439,14 +460,36 @@ double CudaTrainer::grad_norm() {
   return std::sqrt(ss);
 }
 
-void CudaTrainer::adam_step(const AdamW &opt, float lr, float grad_mult, int64_t t) {
+void CudaTrainer::finish_step(const AdamW &opt, float lr, float grad_clip, int64_t t) {
+  clock_.mark("grad norm");
+  train::sum_squares(grad_.as<float>(), total_, norm_partial_.as<float>(), norm_out_.as<double>());
+  // The next zero_grad() clears loss_acc_ after these copies in stream order.
+  const int slot = int(t & 1);
+  double *h = stats_.doubles() + 2 * slot;
+  GPT2_CUDA(cudaMemcpyAsync(h, loss_acc_.as<void>(), 8, cudaMemcpyDeviceToHost, nullptr));
+  GPT2_CUDA(cudaMemcpyAsync(h + 1, norm_out_.as<void>(), 8, cudaMemcpyDeviceToHost, nullptr));
+  GPT2_CUDA(cudaEventRecord(stats_ready_[size_t(slot)], nullptr));
+  stats_micro_[size_t(slot)] = micro_;
+  stats_slot_ = slot;
+  adam(opt, lr, 1.0f, norm_out_.as<double>(), grad_clip, t);
+}
+
+StepStats CudaTrainer::step_stats() {
+  if (stats_slot_ < 0) return {};
+  GPT2_CUDA(cudaEventSynchronize(stats_ready_[size_t(stats_slot_)]));
+  const double *h = stats_.doubles() + 2 * stats_slot_;
+  const int64_t micro = stats_micro_[size_t(stats_slot_)];
+  return {micro ? h[0] / double(micro) : 0.0, std::sqrt(h[1])};
+}
+
+void CudaTrainer::adam(const AdamW &opt, float lr, float grad_mult, const double *norm_sq, float clip, int64_t t) {
   clock_.mark("adamw");
   const float bias1 = 1.0f - std::pow(opt.beta1, float(t)), bias2 = 1.0f - std::pow(opt.beta2, float(t));
   for (int i = 0; i < kParamCount; ++i) {
     const int64_t o = offset_[size_t(i)], n = offset_[size_t(i) + 1] - o;
     train::adamw(param_.as<float>() + o, param_bf_.as<bf16>() + o, grad_.as<float>() + o, m_.as<float>() + o,
                  v_.as<float>() + o, n, lr, opt.beta1, opt.beta2, opt.eps, decays(Param(i)) ? opt.weight_decay : 0.0f,
-                 grad_mult, bias1, bias2);
+                 grad_mult, norm_sq, clip, bias1, bias2);
   }
   GPT2_CUDA(cudaGetLastError());
   clock_.end_step();

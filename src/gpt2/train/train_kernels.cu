@@ -216,7 +216,13 @@ __global__ void sum_squares_finish_kernel(const float *partial, double *out) {
 }
 
 __global__ void adamw_kernel(float *p, bf16 *pb, const float *g, float *m, float *v, int64_t n, float lr, float b1,
-                             float b2, float eps, float wd, float grad_mult, float bias1, float bias2) {
+                             float b2, float eps, float wd, float grad_mult, const double *norm_sq, float clip,
+                             float bias1, float bias2) {
+  // clip_factor (trainer.hpp) of the norm the device has: the host's expression, in double.
+  if (norm_sq != nullptr) {
+    const double norm = sqrt(*norm_sq);
+    grad_mult = (clip > 0.0f && norm > double(clip)) ? float(double(clip) / norm) : 1.0f;
+  }
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const float gi = g[i] * grad_mult;
     const float mi = b1 * m[i] + (1.0f - b1) * gi;
@@ -307,8 +313,9 @@ void sum_squares(const float *x, int64_t n, float *scratch, double *out) {
 }
 
 void adamw(float *p, bf16 *p_bf16, const float *g, float *m, float *v, int64_t n, float lr, float beta1, float beta2,
-           float eps, float wd, float grad_mult, float bias1, float bias2) {
-  adamw_kernel<<<grid_for(n, 256), 256>>>(p, p_bf16, g, m, v, n, lr, beta1, beta2, eps, wd, grad_mult, bias1, bias2);
+           float eps, float wd, float grad_mult, const double *norm_sq, float clip, float bias1, float bias2) {
+  adamw_kernel<<<grid_for(n, 256), 256>>>(p, p_bf16, g, m, v, n, lr, beta1, beta2, eps, wd, grad_mult, norm_sq, clip,
+                                          bias1, bias2);
 }
 
 }  // namespace flashbox::gpt2::train

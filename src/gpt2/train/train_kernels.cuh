@@ -54,8 +54,9 @@ void sum_squares(const float *x, int64_t n, float *scratch, double *out);
 void mean_add(const float *x, int64_t n, double *acc);
 
 // AdamW on n elements: g = grad * grad_mult; moments; p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p);
-// p_bf16 = bf16(p).
+// p_bf16 = bf16(p). With norm_sq (the gradients' sum of squares on the device), grad_mult is instead
+// clip_factor(sqrt(*norm_sq), clip), so a step's clipping needs no trip through the host.
 void adamw(float *p, bf16 *p_bf16, const float *g, float *m, float *v, int64_t n, float lr, float beta1, float beta2,
-           float eps, float wd, float grad_mult, float bias1, float bias2);
+           float eps, float wd, float grad_mult, const double *norm_sq, float clip, float bias1, float bias2);
 
 }  // namespace flashbox::gpt2::train

@@ -219,24 +219,16 @@ TrainSummary run_training(const TrainOptions &o, const std::function<void(const 
   TrainSummary s;
   double timed_seconds = 0.0;
   int64_t timed_tokens = 0;
-  for (int64_t step = start + 1; step <= o.steps; ++step) {
-    const auto t0 = Clock::now();
-    t->zero_grad();
-    for (int64_t j = 0; j < accum; ++j) {
-      tb.load((step - 1) * accum + j);
-      t->forward_backward(tb.in.data(), tb.tg.data(), 1.0f / float(accum));
-    }
-    const double loss = t->mean_loss();
-    if (!o.dump_grads.empty() && step == start + 1) {
-      Gpt2Weights g(c);
-      t->get_grads(g);
-      write_llmc_checkpoint(g, o.dump_grads, false);
-    }
-    const double norm = t->grad_norm();
-    const float mult = (o.grad_clip > 0 && norm > o.grad_clip) ? float(o.grad_clip / norm) : 1.0f;
-    const float lr = learning_rate(o, step);
-    t->adam_step(o.adam, lr, mult, step);
-    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();  // grad_norm synchronised
+  // With a trainer that queues its steps (CUDA), step k's loss and norm are read once step k + 1's
+  // micro-batches are queued, so a step's time is the interval between two such reads; validation,
+  // checkpoints and the last step read at once.
+  Clock::time_point ready = Clock::now();  // when the previous step's numbers arrived
+  auto report = [&](int64_t step, float lr) {
+    const StepStats st = t->step_stats();
+    const auto now = Clock::now();
+    const double dt = std::chrono::duration<double>(now - ready).count();
+    ready = now;
+    const double loss = st.loss, norm = st.grad_norm;
     if (!std::isfinite(loss)) throw Gpt2Error(fmt::format("step {}: the loss is not finite", step));
     const double tps = double(total) / dt;
     const double mfu = o.device == FLASHBOX_CUDA ? tps * fpt / kH200DenseBf16 : 0.0;
@@ -260,11 +252,37 @@ TrainSummary run_training(const TrainOptions &o, const std::function<void(const 
       print(fmt::format("step {:6d}/{} | loss {:.6f} | lr {:.3e} | norm {:7.4f} | {:8.0f} tok/s | MFU {} | {:.1f} ms\n",
                         step, o.steps, loss, lr, norm, tps,
                         o.device == FLASHBOX_CUDA ? fmt::format("{:5.1f}%", mfu * 100.0) : std::string("-"), dt * 1e3));
-    if (o.val_every > 0 && step % o.val_every == 0 && step != o.steps) validate(step);
-    if (!o.out_dir.empty() && o.checkpoint_every > 0 && step % o.checkpoint_every == 0 && step != o.steps)
+  };
+  int64_t pending = 0;  // the step whose numbers are not read yet (0: none)
+  float pending_lr = 0.0f;
+  for (int64_t step = start + 1; step <= o.steps; ++step) {
+    t->zero_grad();
+    for (int64_t j = 0; j < accum; ++j) {
+      tb.load((step - 1) * accum + j);
+      t->forward_backward(tb.in.data(), tb.tg.data(), 1.0f / float(accum));
+    }
+    if (pending > 0) report(pending, pending_lr), pending = 0;
+    if (!o.dump_grads.empty() && step == start + 1) {
+      Gpt2Weights g(c);
+      t->get_grads(g);
+      write_llmc_checkpoint(g, o.dump_grads, false);
+    }
+    const float lr = learning_rate(o, step);
+    t->finish_step(o.adam, lr, o.grad_clip, step);
+    const bool val_now = o.val_every > 0 && step % o.val_every == 0 && step != o.steps;
+    const bool save_now = !o.out_dir.empty() && o.checkpoint_every > 0 && step % o.checkpoint_every == 0 &&
+                          step != o.steps;
+    if (t->queues_steps() && !val_now && !save_now && step != o.steps) {
+      pending = step, pending_lr = lr;
+      continue;
+    }
+    report(step, lr);
+    if (val_now) validate(step);
+    if (save_now)
       save_checkpoint(*t, c, o.out_dir, step,
                       provenance(o, c, step, total, train.size(),
                                  last_val.is_object() && last_val["step"] == step ? last_val : nlohmann::json()));
+    ready = Clock::now();  // the next step's time leaves validation and the checkpoint out
   }
   s.val_loss = validate(o.steps);
   if (!o.out_dir.empty())

@@ -3,7 +3,8 @@
 // owns the schedule, data, logging and checkpoints, so both devices train the same way.
 //
 // A step: zero_grad(); forward_backward() once per micro-batch (gradient accumulation: each adds
-// d(mean loss of its batch) / d(theta) * grad_scale); grad_norm(); adam_step(). Parameters, gradients
+// d(mean loss of its batch) / d(theta) * grad_scale); finish_step() (the gradient norm, clipping and
+// AdamW), whose loss and norm step_stats() returns once the device has them. Parameters, gradients
 // and AdamW's moments are fp32 on both devices (the CUDA trainer keeps a bf16 copy of the parameters
 // for its matrix products).
 #pragma once
@@ -19,6 +20,18 @@ namespace flashbox::gpt2 {
 struct AdamW {
   float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
 };
+
+// What a finished step reports: the mean loss of its micro-batches and the gradients' L2 norm (before
+// clipping).
+struct StepStats {
+  double loss = 0.0, grad_norm = 0.0;
+};
+
+// The factor that clips gradients of L2 norm `norm` to `clip` (0: no clipping). The CUDA trainer
+// computes the same expression on the device (train_kernels.cu), in the same double precision.
+inline float clip_factor(double norm, float clip) {
+  return (clip > 0.0f && norm > double(clip)) ? float(double(clip) / norm) : 1.0f;
+}
 
 // Weight decay applies to the matrices and embeddings (2-D tensors), not to biases or LayerNorm
 // parameters (nanoGPT's and llm.c's grouping).
@@ -40,6 +53,21 @@ class Gpt2Trainer {
   virtual double grad_norm() = 0;
   // One AdamW update at 1-based step t; the gradients are multiplied by grad_mult first (clipping).
   virtual void adam_step(const AdamW &opt, float lr, float grad_mult, int64_t t) = 0;
+  // The end of step t: the gradient norm, clipping to grad_clip, AdamW. This default runs the calls
+  // above in order, waiting for each (the CPU trainer). The CUDA trainer queues all of it and returns
+  // at once (the clipping factor computed on the device from the norm), so the loop can queue the next
+  // step's micro-batches before it asks step_stats() for this one: the GPU never waits for the host
+  // between steps.
+  virtual void finish_step(const AdamW &opt, float lr, float grad_clip, int64_t t) {
+    finished_.loss = mean_loss();
+    finished_.grad_norm = grad_norm();
+    adam_step(opt, lr, clip_factor(finished_.grad_norm, grad_clip), t);
+  }
+  // The loss and norm of the last finish_step() (waits for that step).
+  virtual StepStats step_stats() { return finished_; }
+  // Whether finish_step() returns before the step is done (then the loop reads a step's numbers after
+  // queueing the next one; a trainer that finishes at once reports each step as it ends).
+  virtual bool queues_steps() const { return false; }
 
   // Host copies in Gpt2Weights' layout (llm.c's order, unpadded vocabulary).
   virtual void get_params(Gpt2Weights &out) = 0;
@@ -48,6 +76,9 @@ class Gpt2Trainer {
   virtual void set_moments(const Gpt2Weights &m, const Gpt2Weights &v) = 0;
 
   virtual const char *device_name() const = 0;
+
+ protected:
+  StepStats finished_;
 };
 
 // Batch shape and attention implementation of the forward (the backward is the device's own:

@@ -144,10 +144,24 @@ def cmd_grads(a):
     return 0 if ok else 1
 
 
+SDPA_BACKENDS = ("cudnn", "flash", "efficient", "math")
+
+
+def use_sdpa_backend(name):
+    """Only this SDPA backend (PyTorch's global switches, which torch.compile's graphs follow): a second
+    bf16 run that differs from the default one in attention's rounding alone, the noise floor two
+    PyTorch runs of the same recipe have between them."""
+    for b in SDPA_BACKENDS:
+        getattr(torch.backends.cuda, {"cudnn": "enable_cudnn_sdp", "flash": "enable_flash_sdp",
+                                      "efficient": "enable_mem_efficient_sdp", "math": "enable_math_sdp"}[b])(b == name)
+
+
 def cmd_train(a):
     if a.fp32:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
+    if a.sdpa_backend != "default":
+        use_sdpa_backend(a.sdpa_backend)
     cfg, w = read_llmc(a.weights)
     dev = "cuda"
     model = Gpt2(cfg, w).to(dev)
@@ -180,7 +194,7 @@ def cmd_train(a):
          device=dev, dtype="fp32" if a.fp32 else "bf16 autocast", batch=a.batch, seqlen=a.seqlen,
          total_batch=total_batch, accum=accum, steps=a.steps, lr=a.lr, warmup=a.warmup,
          min_lr_fraction=a.min_lr_fraction, weight_decay=a.weight_decay, grad_clip=a.grad_clip, weights=a.weights,
-         train=a.train, val=a.val, start_step=0)
+         train=a.train, val=a.val, start_step=0, sdpa=a.sdpa_backend)
     for step in range(1, last + 1):
         t_step = time.time()
         opt.zero_grad(set_to_none=True)
@@ -373,6 +387,8 @@ def main():
             s.add_argument("--stop", type=int, default=0, help="stop after this step (the schedule still spans --steps)")
             s.add_argument("--compile", action="store_true")
             s.add_argument("--fp32", action="store_true", help="no bf16 autocast (the fp32 reference curve)")
+            s.add_argument("--sdpa-backend", choices=("default",) + SDPA_BACKENDS, default="default",
+                           help="only this SDPA backend (default: PyTorch's choice, cuDNN's on Hopper)")
             s.add_argument("--flashbox-log")
             s.add_argument("--log", help="JSON-lines log in flashbox's events (flashbox gpt2 curves --reference-log)")
             s.add_argument("--val-every", type=int, default=0, help="validate every N steps (and after the last)")

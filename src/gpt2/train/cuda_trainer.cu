@@ -12,7 +12,8 @@
 //   xm_l = x_l + att Wp^T + bp;  ln2 = LN(xm_l); h = ln2 Wfc^T + b; g = gelu(h);
 //   x_{l+1} = xm_l + g Wfp^T + bfp      (cuBLASLt: the residual is the product's C operand)
 // LM head in row chunks of TrainerShape::head_rows (--head-rows): logits = lnf wte^T in bf16, the
-// cross-entropy kernel turns them into the loss and writes the bf16 dlogits over them, which give dlnf
+// cross-entropy kernel turns them into the loss and writes the bf16 dlogits over them (a row per
+// CTA held in registers: one read and one write of the logits), which give dlnf
 // (= dlogits wte) and dwte (+= dlogits^T lnf) at once, so only one chunk of logits ever exists.
 // GELU and its derivative are cuBLASLt epilogues of the MLP products (the pre-activation kept as the
 // epilogue's aux matrix).

@@ -190,6 +190,83 @@ __global__ void __launch_bounds__(kCeThreads)
   }
 }
 
+// The same row held in registers: one 16-byte load per 8 logits, read once from memory and written
+// once (the kernel above reads a row twice and takes two exponentials per logit in its online pass).
+// A thread keeps up to kCeRowLoads loads, so rows up to kCeThreads * kCeRowLoads * 8 = 53,248 logits
+// (GPT-2's padded 50,304 included); wider rows take the kernel above. 64 registers (ptxas, sm_90a, no
+// spills): two CTAs per SM, so one's loads overlap the other's reductions and exponentials. The max,
+// then the sum of exponentials, each reduced across the block in a fixed order (deterministic).
+constexpr int kCeRowLoads = 13, kCeVec = 8;
+
+__device__ float block_reduce(float v, bool is_max, float *scratch) {
+  for (int o = kWarp / 2; o > 0; o /= 2) {
+    const float w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = is_max ? fmaxf(v, w) : v + w;
+  }
+  __syncthreads();  // the scratch's previous use is over
+  if (threadIdx.x % kWarp == 0) scratch[threadIdx.x / kWarp] = v;
+  __syncthreads();
+  v = scratch[0];
+  for (int k = 1; k < kCeThreads / kWarp; ++k) v = is_max ? fmaxf(v, scratch[k]) : v + scratch[k];
+  return v;
+}
+
+__global__ void __launch_bounds__(kCeThreads, 2)
+    cross_entropy_rows_kernel(bf16 *logits, int64_t ld, int V, const int32_t *targets, float *loss, bool with_grad,
+                              float grad_scale) {
+  const int64_t r = blockIdx.x;
+  bf16 *row = logits + r * ld;
+  uint4 *vec = reinterpret_cast<uint4 *>(row);  // ld is a multiple of 8 and rows start 16-byte aligned
+  const int n_vec = int(ld / kCeVec), target = targets[r];
+  __shared__ float scratch[kCeThreads / kWarp];
+  // Thread 0 reads the target's logit before the reductions' barriers, so before any thread writes.
+  const float target_logit = threadIdx.x == 0 ? __bfloat162float(row[target]) : 0.0f;
+  uint4 x[kCeRowLoads];
+  float mx = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < kCeRowLoads; ++k) {
+    const int j = int(threadIdx.x) + k * kCeThreads;
+    if (j < n_vec) {
+      x[k] = vec[j];
+      const bf16 *e = reinterpret_cast<const bf16 *>(&x[k]);
+#pragma unroll
+      for (int t = 0; t < kCeVec; ++t)
+        if (j * kCeVec + t < V) mx = fmaxf(mx, __bfloat162float(e[t]));
+    }
+  }
+  const float m = block_reduce(mx, true, scratch);
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kCeRowLoads; ++k) {
+    const int j = int(threadIdx.x) + k * kCeThreads;
+    if (j < n_vec) {
+      const bf16 *e = reinterpret_cast<const bf16 *>(&x[k]);
+#pragma unroll
+      for (int t = 0; t < kCeVec; ++t)
+        if (j * kCeVec + t < V) sum += __expf(__bfloat162float(e[t]) - m);
+    }
+  }
+  const float total = block_reduce(sum, false, scratch);
+  if (threadIdx.x == 0) loss[r] = m + logf(total) - target_logit;
+  if (!with_grad) return;
+  const float inv = 1.0f / total;
+#pragma unroll
+  for (int k = 0; k < kCeRowLoads; ++k) {
+    const int j = int(threadIdx.x) + k * kCeThreads;
+    if (j < n_vec) {
+      bf16 *e = reinterpret_cast<bf16 *>(&x[k]);
+#pragma unroll
+      for (int t = 0; t < kCeVec; ++t) {
+        const int i = j * kCeVec + t;
+        const float g = i < V ? (__expf(__bfloat162float(e[t]) - m) * inv - (i == target ? 1.0f : 0.0f)) * grad_scale
+                              : 0.0f;
+        e[t] = __float2bfloat16_rn(g);
+      }
+      vec[j] = x[k];
+    }
+  }
+}
+
 constexpr int kNormBlocks = 1024, kNormThreads = 256;
 
 __global__ void sum_squares_partial_kernel(const float *x, int64_t n, float *partial) {
@@ -304,7 +381,10 @@ void to_bf16(const float *in, bf16 *out, int64_t n) { to_bf16_kernel<<<grid_for(
 
 void cross_entropy_inplace(bf16 *logits, int64_t ld, int V, const int32_t *targets, int64_t R, float *loss,
                            bool with_grad, float grad_scale) {
-  cross_entropy_inplace_kernel<<<unsigned(R), kCeThreads>>>(logits, ld, V, targets, loss, with_grad, grad_scale);
+  if (ld % kCeVec == 0 && ld <= int64_t(kCeThreads) * kCeRowLoads * kCeVec)
+    cross_entropy_rows_kernel<<<unsigned(R), kCeThreads>>>(logits, ld, V, targets, loss, with_grad, grad_scale);
+  else
+    cross_entropy_inplace_kernel<<<unsigned(R), kCeThreads>>>(logits, ld, V, targets, loss, with_grad, grad_scale);
 }
 
 void sum_squares(const float *x, int64_t n, float *scratch, double *out) {

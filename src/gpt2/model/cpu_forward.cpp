@@ -36,10 +36,15 @@ void linear_forward(const float *x, const float *W, const float *b, int64_t M, i
 #pragma omp parallel for schedule(static) collapse(2)
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
+      // Eight running sums (the compiler's vector lanes, without reassociating a single sum), then
+      // added in a fixed order: the same result on every run and thread count.
       const float *xr = x + m * K, *wr = W + n * K;
-      float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-      for (int64_t k = 0; k < K; ++k) acc += xr[k] * wr[k];
+      float lanes[8] = {};
+      int64_t k = 0;
+      for (; k + 8 <= K; k += 8)
+        for (int u = 0; u < 8; ++u) lanes[u] += xr[k + u] * wr[k + u];
+      float acc = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+      for (; k < K; ++k) acc += xr[k] * wr[k];
       y[m * N + n] = acc + (b ? b[n] : 0.0f);
     }
 }

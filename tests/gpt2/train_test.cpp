@@ -55,6 +55,14 @@ double loss_and_grads(Gpt2Trainer &t, const std::vector<int32_t> &in, const std:
   return loss;
 }
 
+// The CUDA step tests' run: the small config's seeded weights, B4 x T256, one fixed batch.
+struct SmallRun {
+  Gpt2Config c = config_by_name("small");
+  Gpt2Weights w = gpt2_test::seeded(c, 8);
+  TrainerShape shape{.batch = 4, .seqlen = 256};
+  std::vector<int32_t> in = random_ids(1024, c.vocab_size, 5), tg = random_ids(1024, c.vocab_size, 6);
+};
+
 }  // namespace
 
 // Directional derivative of each tensor: (L(p + h d) - L(p - h d)) / 2h
@@ -226,12 +234,8 @@ TEST(CudaTrainer, GradientsMatchTheCpuTrainer) {
 
 TEST(CudaTrainer, DeterministicGivenTheSeed) {
   SKIP_WITHOUT_GPU();
-  const Gpt2Config c = config_by_name("small");
-  const Gpt2Weights w = gpt2_test::seeded(c, 8);
-  TrainerShape shape;
-  shape.batch = 4;
-  shape.seqlen = 256;
-  const auto in = random_ids(1024, c.vocab_size, 5), tg = random_ids(1024, c.vocab_size, 6);
+  const SmallRun small;
+  const auto &[c, w, shape, in, tg] = small;
   std::vector<Gpt2Weights> out;
   for (int run = 0; run < 2; ++run) {
     auto t = make_cuda_trainer(w, shape);
@@ -252,12 +256,8 @@ TEST(CudaTrainer, DeterministicGivenTheSeed) {
 // adam_step with clip_factor). A clip below the norm so that clipping happens.
 TEST(CudaTrainer, QueuedStepEndMatchesTheHostPath) {
   SKIP_WITHOUT_GPU();
-  const Gpt2Config c = config_by_name("small");
-  const Gpt2Weights w = gpt2_test::seeded(c, 8);
-  TrainerShape shape;
-  shape.batch = 4;
-  shape.seqlen = 256;
-  const auto in = random_ids(1024, c.vocab_size, 5), tg = random_ids(1024, c.vocab_size, 6);
+  const SmallRun small;
+  const auto &[c, w, shape, in, tg] = small;
   const float clip = 0.25f;
   std::vector<Gpt2Weights> out;
   std::vector<StepStats> stats[2];

@@ -16,8 +16,7 @@ namespace flashbox::gpt2 {
 
 // y = x W^T + b. BLAS for matrix products; a few rows (the KV-cache decoder's one token per step) take
 // the OpenMP loop instead: a row times W is bound by reading W either way, and OpenBLAS's own thread
-// pool, spinning between calls beside OpenMP's, made a decode step several times slower (1 s a token
-// for GPT-2 124M on 16 cores).
+// pool spins between calls beside OpenMP's, which makes many small calls several times slower.
 constexpr int64_t kBlasMinRows = 16;
 
 void linear_forward(const float *x, const float *W, const float *b, int64_t M, int64_t K, int64_t N, float *y) {

@@ -92,7 +92,7 @@ class CudaTrainer final : public Gpt2Trainer {
     cudaDeviceSynchronize();
     if (clock_.on()) std::fputs(clock_.report().c_str(), stderr);
     cudaEventDestroy(staged_);
-    for (cudaEvent_t e : stats_ready_) cudaEventDestroy(e);
+    cudaEventDestroy(stats_ready_);
   }
   void forward_backward(const int32_t *inputs, const int32_t *targets, float grad_scale) override;
   double mean_loss() override;
@@ -151,12 +151,11 @@ class CudaTrainer final : public Gpt2Trainer {
   std::vector<int32_t> order_, bucket_;  // set_batch's counting sort
   int64_t head_rows_ = 0;                // min(M, TrainerShape::head_rows)
   int64_t micro_ = 0;
-  // finish_step's loss sum and squared norm, copied to pinned memory in two slots (by step parity) so
-  // that a step's numbers stay readable while the next step queues its own; micro-batches per slot.
+  // finish_step's loss sum and squared norm, copied to pinned memory (the loop reads them with
+  // step_stats before the next finish_step queues its own), and that step's micro-batch count.
   PinnedBuf stats_;
-  std::array<cudaEvent_t, 2> stats_ready_{};
-  std::array<int64_t, 2> stats_micro_{};
-  int stats_slot_ = -1;
+  cudaEvent_t stats_ready_ = nullptr;
+  int64_t stats_micro_ = -1;  // -1: no step finished yet
   // Tuned products only where runs need not repeat bit for bit (the winner can differ between runs).
   LtMatmul lt_{s_.deterministic ? LtAlgoChoice::kOrdered : LtAlgoChoice::kOrderedTuned};
   train::PhaseClock clock_{s_.profile};
@@ -225,8 +224,8 @@ CudaTrainer::CudaTrainer(const Gpt2Weights &init, const TrainerShape &shape) : c
   loss_acc_ = Buf(8);
   staging_ = PinnedBuf(5 * size_t(M_ + 1) * 4);
   GPT2_CUDA(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming));
-  stats_ = PinnedBuf(4 * sizeof(double));
-  for (cudaEvent_t &e : stats_ready_) GPT2_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  stats_ = PinnedBuf(2 * sizeof(double));
+  GPT2_CUDA(cudaEventCreateWithFlags(&stats_ready_, cudaEventDisableTiming));
 }
 
 void CudaTrainer::download(const Buf &src, Gpt2Weights &out) {
@@ -465,22 +464,19 @@ void CudaTrainer::finish_step(const AdamW &opt, float lr, float grad_clip, int64
   clock_.mark("grad norm");
   train::sum_squares(grad_.as<float>(), total_, norm_partial_.as<float>(), norm_out_.as<double>());
   // The next zero_grad() clears loss_acc_ after these copies in stream order.
-  const int slot = int(t & 1);
-  double *h = stats_.doubles() + 2 * slot;
+  double *h = stats_.doubles();
   GPT2_CUDA(cudaMemcpyAsync(h, loss_acc_.as<void>(), 8, cudaMemcpyDeviceToHost, nullptr));
   GPT2_CUDA(cudaMemcpyAsync(h + 1, norm_out_.as<void>(), 8, cudaMemcpyDeviceToHost, nullptr));
-  GPT2_CUDA(cudaEventRecord(stats_ready_[size_t(slot)], nullptr));
-  stats_micro_[size_t(slot)] = micro_;
-  stats_slot_ = slot;
+  GPT2_CUDA(cudaEventRecord(stats_ready_, nullptr));
+  stats_micro_ = micro_;
   adam(opt, lr, 1.0f, norm_out_.as<double>(), grad_clip, t);
 }
 
 StepStats CudaTrainer::step_stats() {
-  if (stats_slot_ < 0) return {};
-  GPT2_CUDA(cudaEventSynchronize(stats_ready_[size_t(stats_slot_)]));
-  const double *h = stats_.doubles() + 2 * stats_slot_;
-  const int64_t micro = stats_micro_[size_t(stats_slot_)];
-  return {micro ? h[0] / double(micro) : 0.0, std::sqrt(h[1])};
+  if (stats_micro_ < 0) return {};
+  GPT2_CUDA(cudaEventSynchronize(stats_ready_));
+  const double *h = stats_.doubles();
+  return {stats_micro_ ? h[0] / double(stats_micro_) : 0.0, std::sqrt(h[1])};
 }
 
 void CudaTrainer::adam(const AdamW &opt, float lr, float grad_mult, const double *norm_sq, float clip, int64_t t) {

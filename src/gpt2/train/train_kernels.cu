@@ -18,6 +18,7 @@
 #include <cmath>
 
 #include "gpt2/cuda/warp_rows.cuh"
+#include "gpt2/train/clip_factor.hpp"
 
 namespace flashbox::gpt2::train {
 namespace {
@@ -295,11 +296,7 @@ __global__ void sum_squares_finish_kernel(const float *partial, double *out) {
 __global__ void adamw_kernel(float *p, bf16 *pb, const float *g, float *m, float *v, int64_t n, float lr, float b1,
                              float b2, float eps, float wd, float grad_mult, const double *norm_sq, float clip,
                              float bias1, float bias2) {
-  // clip_factor (trainer.hpp) of the norm the device has: the host's expression, in double.
-  if (norm_sq != nullptr) {
-    const double norm = sqrt(*norm_sq);
-    grad_mult = (clip > 0.0f && norm > double(clip)) ? float(double(clip) / norm) : 1.0f;
-  }
+  if (norm_sq != nullptr) grad_mult = clip_factor(sqrt(*norm_sq), clip);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const float gi = g[i] * grad_mult;
     const float mi = b1 * m[i] + (1.0f - b1) * gi;

@@ -14,6 +14,7 @@
 
 #include "flashbox/flashbox.h"
 #include "gpt2/model/weights.hpp"
+#include "gpt2/train/clip_factor.hpp"
 
 namespace flashbox::gpt2 {
 
@@ -26,12 +27,6 @@ struct AdamW {
 struct StepStats {
   double loss = 0.0, grad_norm = 0.0;
 };
-
-// The factor that clips gradients of L2 norm `norm` to `clip` (0: no clipping). The CUDA trainer
-// computes the same expression on the device (train_kernels.cu), in the same double precision.
-inline float clip_factor(double norm, float clip) {
-  return (clip > 0.0f && norm > double(clip)) ? float(double(clip) / norm) : 1.0f;
-}
 
 // Weight decay applies to the matrices and embeddings (2-D tensors), not to biases or LayerNorm
 // parameters (nanoGPT's and llm.c's grouping).
